@@ -1,0 +1,39 @@
+"""tapegrad: functional, immutable-tape automatic differentiation for NumPy (and CuPy).
+
+The everyday call is ``grads = tg.grad(loss_fn)(params)``, with ``params`` any pytree. See
+``docs/`` for the design (tape, levels), writing your own :class:`Function`, and the API.
+"""
+
+from tapegrad import (
+    backend,
+    numpy,  # noqa: E402  (installs Tensor methods and operators)
+    tree,
+)
+from tapegrad.function import Context, Function, is_grad_enabled, no_grad
+from tapegrad.numpy import stop_gradient
+from tapegrad.tape import Guard, GuardError, Tape, TapeEntry
+from tapegrad.tensor import Tensor, tensor
+from tapegrad.transforms import grad, trace, value_and_grad, vjp
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Tensor",
+    "tensor",
+    "Function",
+    "Context",
+    "Tape",
+    "TapeEntry",
+    "Guard",
+    "GuardError",
+    "grad",
+    "value_and_grad",
+    "vjp",
+    "trace",
+    "stop_gradient",
+    "no_grad",
+    "is_grad_enabled",
+    "backend",
+    "tree",
+    "numpy",
+]

@@ -1,0 +1,386 @@
+"""``Function`` and ``Context``: the contract every differentiable primitive follows.
+
+A primitive is a :class:`Function` subclass with static ``forward`` (backend arrays in, backend
+array(s) out) and ``backward`` (Tensor cotangents in, one Tensor or ``None`` per positional
+input out, written with tapegrad ops so that outer transforms record it). ``apply`` does the
+bookkeeping: levels, recording on the tape, broadcasting, arity and shape checks.
+
+Levels: each active transform owns a trace level. ``apply`` records at the highest level among
+its Tensor inputs, treating lower-level inputs as constants there, and computes the value by
+applying itself again one level down; at level 0 the ``forward`` rule runs on arrays. This is how
+nested transforms keep their perturbations apart (Siskind and Pearlmutter, 2005).
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+
+import numpy as np
+
+from tapegrad import backend as _backend
+from tapegrad.tensor import Tensor
+
+__all__ = ["Function", "Context", "no_grad", "is_grad_enabled", "unbroadcast"]
+
+_ndarray = np.ndarray
+_new = object.__new__
+_set = object.__setattr__
+
+
+class _GradState(threading.local):
+    disabled = 0
+
+
+_grad_state = _GradState()
+
+
+@contextmanager
+def no_grad():
+    """Context manager: operations inside carry no gradient to any transform.
+
+    Values computed inside are still recorded on an active tape (so a replay recomputes them),
+    but no cotangent flows through them, as if each were wrapped in ``stop_gradient``. The flag
+    is per thread and nests.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> def f(x):
+        ...     with tg.no_grad():
+        ...         scale = x * 2.0
+        ...     return (scale * x).sum()
+        >>> float(tg.grad(f)(tg.Tensor(3.0)))
+        6.0
+    """
+    _grad_state.disabled += 1
+    try:
+        yield
+    finally:
+        _grad_state.disabled -= 1
+
+
+def is_grad_enabled() -> bool:
+    """False inside :func:`no_grad` (in this thread)."""
+    return not _grad_state.disabled
+
+
+class Context:
+    """Per-application namespace shared by a Function's ``forward`` and ``backward``.
+
+    Set automatically before ``forward``:
+        device: ``"cpu"`` or ``"cuda:N"``.
+        backend: :mod:`numpy` or :mod:`cupy`; write ``xp = ctx.backend`` in rules.
+        needs_input_grad: Tuple of bools, one per positional input: whether some active
+            transform wants that input's cotangent (skip work in ``backward`` when False).
+
+    Free attributes carry static values (axes, shapes, flags) from ``forward`` to ``backward``.
+    Arrays computed in ``forward`` other than inputs and outputs are constants to ``backward``:
+    recompute them with tapegrad ops there, or higher derivatives come out wrong.
+    """
+
+    def save_for_backward(self, *arrays) -> None:
+        """Save input or output arrays of ``forward``; ``backward`` reads them back as Tensors
+        (traced by any outer transform) from :attr:`saved_tensors`. Each call replaces the last.
+        """
+        self._to_save = arrays
+
+    @property
+    def saved_tensors(self) -> tuple:
+        """The saved values, in ``save_for_backward`` order, as Tensors."""
+        try:
+            return self._saved
+        except AttributeError:
+            raise RuntimeError(
+                "Context.saved_tensors is only available in backward, after forward called "
+                "ctx.save_for_backward(...)"
+            ) from None
+
+    def mark_non_differentiable(self, *arrays) -> None:
+        """Declare outputs (returned arrays) that carry no gradient, such as indices or masks."""
+        self._non_diff = arrays
+
+
+def unbroadcast(g: Tensor, shape: tuple, fn=None, index: int = 0) -> Tensor:
+    """Sum cotangent ``g`` down to ``shape``, undoing NumPy broadcasting.
+
+    Raises:
+        ValueError: if ``g``'s shape does not broadcast from ``shape`` (a wrong backward rule);
+            the message names the Function.
+    """
+    from tapegrad import numpy as tnp
+
+    gshape = g.shape
+    lead = len(gshape) - len(shape)
+    ok = lead >= 0 and all(s == 1 or s == gs for s, gs in zip(shape, gshape[lead:]))
+    if not ok:
+        who = f"{fn.__name__}.backward" if fn is not None else "unbroadcast"
+        raise ValueError(
+            f"{who}: cotangent for input {index} has shape {tuple(gshape)}, which does not "
+            f"reduce to the input's shape {tuple(shape)}; backward must return a cotangent of "
+            "the input's shape (or one that broadcasts from it)."
+        )
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, (s, gs) in enumerate(zip(shape, gshape[lead:])) if s == 1 and gs != 1
+    )
+    if axes:
+        g = tnp.sum(g, axis=axes, keepdims=True)
+    if g.shape != tuple(shape):
+        g = tnp.reshape(g, shape)
+    return g
+
+
+def _as_array(out, xp):
+    if type(out) is _ndarray:
+        if out.flags.writeable:
+            out.flags.writeable = False
+        return out
+    if isinstance(out, np.generic) or not hasattr(out, "shape"):
+        out = np.asarray(out) if xp is np else xp.asarray(out)
+        if type(out) is _ndarray:
+            out.flags.writeable = False
+    return out
+
+
+def _float(dtype) -> bool:
+    return dtype.kind in "fc"
+
+
+class Function:
+    """Base class of differentiable primitives.
+
+    Subclass with static ``forward(ctx, *inputs, **params)`` returning a backend array (or a
+    tuple of them) and static ``backward(ctx, *cotangents)`` returning one Tensor or ``None``
+    per positional input. Call ``MyFn.apply(*inputs, **params)``; never call ``forward``
+    directly. Positional Tensor inputs are differentiable; any other positional value (a Python
+    number, a tuple of axes) is passed to ``forward`` as is and gets ``None`` from ``backward``.
+    Keyword ``params`` are static and are shown on tape listings.
+
+    Class attributes:
+        oper: Label on tape listings and graph drawings (default: lowercase class name).
+        differentiable: Set False for ops with no gradient (argmax, comparisons).
+
+    Example:
+        >>> import tapegrad as tg
+        >>> class Square(tg.Function):
+        ...     oper = "square"
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         ctx.save_for_backward(x)
+        ...         return x * x
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         (x,) = ctx.saved_tensors
+        ...         return 2 * x * g
+        >>> tg.grad(lambda x: Square.apply(x).sum())(tg.Tensor([2.0, 3.0]))
+        Tensor([4., 6.], dtype=float32)
+    """
+
+    oper: str | None = None
+    differentiable: bool = True
+    #: Optional forward-mode rule ``jvp(ctx, *tangents) -> tangent(s)`` (static method), written
+    #: with tapegrad ops; ``None`` tangents are zero. Without one, forward mode transposes
+    #: ``backward``.
+    jvp = None
+
+    @staticmethod
+    def forward(ctx, *args, **params):  # pragma: no cover - abstract
+        raise NotImplementedError("Function subclasses must define a static forward(ctx, ...)")
+
+    @staticmethod
+    def backward(ctx, *cotangents):
+        raise NotImplementedError("this Function defines no backward rule")
+
+    @classmethod
+    def output_shape(cls, *shapes, **params) -> tuple:
+        """Output shape from input shapes, without running the op.
+
+        The default is NumPy broadcasting of the input shapes (right for elementwise ops);
+        other ops override it.
+
+        Raises:
+            ValueError: if the shapes are incompatible, naming the op and the shapes.
+        """
+        try:
+            return tuple(np.broadcast_shapes(*[s for s in shapes if s is not None]))
+        except ValueError:
+            raise ValueError(
+                f"{cls._name()}: shapes {', '.join(str(tuple(s)) for s in shapes if s is not None)}"
+                " do not broadcast together (NumPy broadcasting: trailing dimensions must be "
+                "equal or 1)"
+            ) from None
+
+    @classmethod
+    def _name(cls) -> str:
+        return cls.oper or cls.__name__.lower()
+
+    # -- the hot path ------------------------------------------------------------------------
+    @classmethod
+    def apply(cls, *args, **params):
+        """Run the op on ``args``; returns a Tensor (or a tuple of Tensors)."""
+        top = 0
+        for a in args:
+            if type(a) is Tensor and a._level > top:
+                top = a._level
+        if top == 0:
+            return cls._eager(args, params)
+        outs, _, multi, _, _ = cls._record(
+            top, args, params, cls.differentiable and not _grad_state.disabled, None
+        )
+        return outs if multi else outs[0]
+
+    @classmethod
+    def _run_forward(cls, arrays, params, ctx):
+        try:
+            return cls.forward(ctx, *arrays, **params)
+        except (ValueError, TypeError, IndexError) as e:
+            raise cls._explain(e, arrays) from e
+
+    @classmethod
+    def _explain(cls, e, arrays):
+        shapes = [tuple(a.shape) if hasattr(a, "shape") else a for a in arrays]
+        try:
+            cls.output_shape(*[s if isinstance(s, tuple) else None for s in shapes])
+        except ValueError as clear:
+            return ValueError(str(clear))
+        except Exception:
+            pass
+        desc = ", ".join(
+            f"{tuple(a.shape)} {a.dtype}" if hasattr(a, "shape") else repr(a) for a in arrays
+        )
+        return type(e)(f"{cls._name()}: {e} (inputs: {desc})")
+
+    @classmethod
+    def _context(cls, arrays):
+        ctx = _new(Context)
+        dev = "cpu"
+        for a in arrays:
+            if hasattr(a, "shape") and type(a) is not _ndarray and not isinstance(a, np.generic):
+                dev = _check_devices(cls, arrays)
+                break
+        ctx.device = dev
+        ctx.backend = np if dev == "cpu" else _backend.get_backend(dev)
+        return ctx
+
+    @classmethod
+    def _eager(cls, args, params):
+        arrays = [a._array if type(a) is Tensor else a for a in args]
+        ctx = cls._context(arrays)
+        ctx.needs_input_grad = (False,) * len(arrays)
+        out = cls._run_forward(arrays, params, ctx)
+        xp = ctx.backend
+        if type(out) is tuple or type(out) is list:
+            return tuple(Tensor._const(_as_array(o, xp)) for o in out)
+        return Tensor._const(_as_array(out, xp))
+
+    @classmethod
+    def _base(cls, args, params, needs):
+        """Run forward at level 0; returns (outputs as constants, ctx, multi, saved spec)."""
+        arrays = [a._array if type(a) is Tensor else a for a in args]
+        ctx = cls._context(arrays)
+        ctx.needs_input_grad = needs
+        raw = cls._run_forward(arrays, params, ctx)
+        xp = ctx.backend
+        multi = type(raw) is tuple or type(raw) is list
+        raws = tuple(raw) if multi else (raw,)
+        outs = tuple(Tensor._const(_as_array(o, xp)) for o in raws)
+        spec = ()
+        d = ctx.__dict__
+        saved = d.pop("_to_save", None)
+        if saved:
+            sp = []
+            for s in saved:
+                for i, a in enumerate(arrays):
+                    if a is s:
+                        sp.append((0, i))
+                        break
+                else:
+                    for j, o in enumerate(raws):
+                        if o is s or outs[j]._array is s:
+                            sp.append((1, j))
+                            break
+                    else:
+                        sp.append((2, s if isinstance(s, Tensor) else Tensor._const(s)))
+            spec = tuple(sp)
+        nd = d.pop("_non_diff", None)
+        nondiff = ()
+        if nd:
+            nondiff = tuple(
+                j for j, o in enumerate(raws) if any(o is s or outs[j]._array is s for s in nd)
+            )
+        return outs, ctx, multi, spec, nondiff
+
+    @classmethod
+    def _record(cls, top, args, params, diff, needs):
+        """Apply at level ``top``: lower the inputs, apply below, record, wrap the outputs.
+
+        Returns ``(outputs at level top, base ctx, multi, saved spec, non-diff outputs)``.
+        """
+        trace = None
+        lowered = []
+        in_nodes = []
+        sub = 0
+        for a in args:
+            if type(a) is Tensor and a._level:
+                if a._level == top:
+                    trace = a._trace
+                    in_nodes.append(a._node)
+                    a = a._primal
+                else:
+                    in_nodes.append(-1)
+                if a._level > sub:
+                    sub = a._level
+            else:
+                in_nodes.append(-1)
+            lowered.append(a)
+        if trace.done:
+            raise RuntimeError(
+                f"{cls._name()}: an input is a traced value of a transform that has already "
+                "finished (a leaked tracer, for example one stored in a global or a closure "
+                "and used after grad/vjp returned). Pass it as an argument instead."
+            )
+        if needs is None:
+            needs = tuple(type(a) is Tensor and a._level > 0 for a in args)
+        if sub == 0:
+            louts, ctx0, multi, spec, nondiff = cls._base(lowered, params, needs)
+        else:
+            louts, ctx0, multi, spec, nondiff = cls._record(sub, lowered, params, diff, needs)
+        in_avals = tuple(
+            (a._array.shape, a._array.dtype) if type(a) is Tensor else None for a in lowered
+        )
+        out_avals = tuple((o._array.shape, o._array.dtype) for o in louts)
+        consts = tuple(a if n < 0 else None for a, n in zip(lowered, in_nodes))
+        ctx = None
+        if diff:
+            ctx = _new(Context)
+            ctx.__dict__.update(ctx0.__dict__)
+            ctx.needs_input_grad = tuple(
+                n >= 0 and _float(av[1]) for n, av in zip(in_nodes, in_avals)
+            )
+            if spec:
+                ctx._saved = tuple(
+                    (lowered[v] if k == 0 else louts[v]) if k < 2 else v for k, v in spec
+                )
+            else:
+                ctx._saved = ()
+        out_nodes = []
+        outs = []
+        level = trace.level
+        for j, lo in enumerate(louts):
+            node = trace.n_nodes
+            trace.n_nodes = node + 1
+            out_nodes.append(-1 if j in nondiff else node)
+            outs.append(Tensor._traced(lo, level, trace, node))
+        trace.records.append(
+            (cls, params, ctx, tuple(in_nodes), consts, tuple(out_nodes), in_avals, out_avals)
+        )
+        return tuple(outs), ctx0, multi, spec, nondiff
+
+
+def _check_devices(cls, arrays) -> str:
+    devs = {_backend.device_of(a) for a in arrays if hasattr(a, "shape")}
+    if len(devs) > 1:
+        raise ValueError(
+            f"{cls._name()}: inputs live on different devices ({', '.join(sorted(devs))}); "
+            "move them to one device first with x.to_device(...)"
+        )
+    return devs.pop() if devs else "cpu"

@@ -1,0 +1,25 @@
+"""``tapegrad.numpy``: the user-facing op namespace, with NumPy's names and arguments.
+
+Write ordinary NumPy-style code with ``import tapegrad.numpy as tnp`` (as with ``autograd.numpy``
+or ``jax.numpy``) and differentiate it with the transforms. Inputs may be Tensors, NumPy/CuPy
+arrays or Python numbers; Python numbers keep the Tensor operand's dtype (NumPy's weak scalar
+promotion), lists become float32 Tensors. Broadcasting follows NumPy. Every function returns a
+new Tensor; nothing is modified in place.
+
+Submodules (one per op group) define the functions and install the matching Tensor methods.
+"""
+
+from tapegrad.numpy import _core, _elementwise, _linalg, _reduction, _shape
+from tapegrad.numpy._core import *  # noqa: F401,F403
+from tapegrad.numpy._elementwise import *  # noqa: F401,F403
+from tapegrad.numpy._linalg import *  # noqa: F401,F403
+from tapegrad.numpy._reduction import *  # noqa: F401,F403
+from tapegrad.numpy._shape import *  # noqa: F401,F403
+
+__all__ = sorted(
+    set(_core.__all__)
+    | set(_elementwise.__all__)
+    | set(_linalg.__all__)
+    | set(_reduction.__all__)
+    | set(_shape.__all__)
+)

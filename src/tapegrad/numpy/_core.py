@@ -1,0 +1,128 @@
+"""Core of ``tapegrad.numpy``: operand conversion, dtypes, casting, devices, stop_gradient.
+
+See the package docstring for the conventions.
+
+Write ordinary NumPy-style code with ``import tapegrad.numpy as tnp`` and differentiate it with
+the transforms. Inputs may be Tensors, NumPy/CuPy arrays or Python numbers; Python numbers keep
+the Tensor operand's dtype (NumPy's weak scalar promotion), lists become float32 Tensors.
+Broadcasting follows NumPy. Every function returns a new Tensor.
+"""
+
+from __future__ import annotations
+
+import numpy as _np
+
+from tapegrad import ops as _ops  # noqa: F401
+from tapegrad.backend import get_backend as _get_backend
+from tapegrad.backend import parse_device as _parse_device
+from tapegrad.tensor import Tensor
+
+__all__ = [
+    "asarray",
+    "array",
+    "astype",
+    "stop_gradient",
+    "to_device",
+    "float16",
+    "float32",
+    "float64",
+    "int32",
+    "int64",
+    "bool_",
+]
+
+float16, float32, float64 = _np.float16, _np.float32, _np.float64
+int32, int64, bool_ = _np.int32, _np.int64, _np.bool_
+
+_PY_SCALARS = (int, float)
+
+
+def _t(x):
+    """Operand conversion: Tensors pass, Python numbers stay numbers, the rest becomes Tensor."""
+    if type(x) is Tensor or isinstance(x, _PY_SCALARS):
+        return x
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, _np.ndarray) or hasattr(x, "__cuda_array_interface__"):
+        return Tensor(x)
+    if isinstance(x, _np.generic):
+        return Tensor(_np.asarray(x))
+    if isinstance(x, complex):
+        return x
+    try:
+        return Tensor(x)
+    except TypeError:
+        raise TypeError(
+            f"tapegrad.numpy: expected a Tensor, array or number, got {type(x).__name__}"
+        ) from None
+
+
+def _tensor(x) -> Tensor:
+    """Like :func:`_t` but always a Tensor (Python numbers become float32 0-d Tensors)."""
+    x = _t(x)
+    return x if isinstance(x, Tensor) else Tensor(x)
+
+
+def asarray(x, dtype=None, device=None) -> Tensor:
+    """A Tensor from ``x`` (no copy of a Tensor or array of the right dtype and device).
+
+    Python data becomes float32 unless ``dtype`` is given; arrays keep their dtype.
+    """
+    if isinstance(x, Tensor) and dtype is None and device is None:
+        return x
+    if isinstance(x, Tensor) and x._level and dtype is not None:
+        return astype(x, dtype)
+    return Tensor(x, dtype=dtype, device=device)
+
+
+def array(x, dtype=None, device=None) -> Tensor:
+    """A Tensor holding a copy of ``x``'s data (see :func:`asarray`)."""
+    if isinstance(x, Tensor):
+        return asarray(x, dtype=dtype, device=device)
+    if isinstance(x, _np.ndarray):
+        x = x.copy()
+    return Tensor(x, dtype=dtype, device=device)
+
+
+def astype(x, dtype) -> Tensor:
+    """Cast to ``dtype``; differentiable between floating dtypes (integer results carry no
+    gradient)."""
+    x = _tensor(x)
+    dtype = _np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    return _ops.AsType.apply(x, dtype)
+
+
+def stop_gradient(x):
+    """The same value(s) with zero gradient under every transform; works on pytrees."""
+    from tapegrad.tree import tree_map
+
+    def one(v):
+        if isinstance(v, Tensor):
+            return _ops.StopGradient.apply(v) if v._level else v
+        return v
+
+    return tree_map(one, x)
+
+
+def to_device(x, device: str) -> Tensor:
+    """Copy to ``device`` (``"cpu"`` or ``"cuda:N"``); the cotangent is copied back."""
+    x = _tensor(x)
+    device = _parse_device(device)
+    if x.device == device:
+        return x
+    _get_backend(device)
+    return _ops.ToDevice.apply(x, device)
+
+
+def _install_methods(methods: dict) -> None:
+    """Attach ``methods`` to :class:`Tensor`: the one allowed edge from the core to this layer
+    (STYLE.md). Each submodule of ``tapegrad.numpy`` installs the methods it defines."""
+    for name, fn in methods.items():
+        type.__setattr__(Tensor, name, fn)
+
+
+_install_methods(
+    {"astype": astype, "convert_to": astype, "detach": stop_gradient, "to_device": to_device}
+)

@@ -1,0 +1,12 @@
+"""Primitive Functions: each op's forward and backward rules side by side.
+
+Modules: :mod:`~tapegrad.ops.elementwise` (arithmetic, transcendental, comparisons),
+:mod:`~tapegrad.ops.reduction` (sum, mean, ...), :mod:`~tapegrad.ops.movement` (reshape,
+transpose, broadcast, indexing) and :mod:`~tapegrad.ops.linalg` (matmul, ...). Users normally
+call them through :mod:`tapegrad.numpy` or Tensor methods.
+"""
+
+from tapegrad.ops.elementwise import *  # noqa: F401,F403
+from tapegrad.ops.linalg import *  # noqa: F401,F403
+from tapegrad.ops.movement import *  # noqa: F401,F403
+from tapegrad.ops.reduction import *  # noqa: F401,F403

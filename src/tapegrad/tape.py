@@ -1,0 +1,491 @@
+"""The explicit tape: recording (:class:`Trace`), the frozen :class:`Tape`, and its replays.
+
+While a transform runs, each ``Function.apply`` on a value it traces appends one *record* to the
+transform's :class:`Trace`. When the traced function returns, the records are frozen into a
+:class:`Tape` of :class:`TapeEntry` values in execution order (a topological order). A tape
+can be printed (one line per entry, like a jaxpr), drawn with Graphviz, replayed forward on new
+inputs and replayed backward with a cotangent, any number of times and from many threads.
+
+A record is a plain tuple, built on the hot path::
+
+    (fn, params, ctx, in_nodes, consts, out_nodes, in_avals, out_avals)
+
+``in_nodes[i]`` is the node id of input ``i`` on this trace, or ``-1`` if the input is a
+constant here (then ``consts[i]`` holds it); ``ctx`` is ``None`` for entries that carry no
+gradient (comparisons, argmax, ops run under ``no_grad``). An aval is ``(shape, dtype)``.
+A guard record is ``(GUARD, kind, node, value, where)``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any
+
+import attrs
+import numpy as np
+
+from tapegrad.tensor import Tensor
+
+__all__ = ["Tape", "TapeEntry", "Guard", "Trace", "GuardError", "new_level"]
+
+GUARD = "guard"
+_levels = itertools.count(1)
+_level_lock = threading.Lock()
+
+
+def new_level() -> int:
+    """A fresh trace level, newer (larger) than every level handed out before."""
+    with _level_lock:
+        return next(_levels)
+
+
+class GuardError(RuntimeError):
+    """A tape replay met inputs that change a Python decision taken while recording."""
+
+
+class Trace:
+    """The mutable recorder of one transform (one level). Internal: users see :class:`Tape`."""
+
+    __slots__ = ("level", "records", "n_nodes", "done", "labels")
+
+    def __init__(self, level: int):
+        self.level = level
+        self.records: list = []
+        self.n_nodes = 0
+        self.done = False
+        self.labels: dict = {}
+
+    def new_input(self, primal: Tensor) -> Tensor:
+        node = self.n_nodes
+        self.n_nodes = node + 1
+        if primal.label is not None:
+            self.labels[node] = primal.label
+        return Tensor._traced(primal, self.level, self, node)
+
+
+def record_guard(t: Tensor, kind: str, value, where: str) -> None:
+    """Record a Python decision on ``t``'s value on every live trace that holds ``t``."""
+    while t is not None and t._level:
+        trace = t._trace
+        if not trace.done:
+            trace.records.append((GUARD, kind, t._node, value, where))
+        t = t._primal
+
+
+def _fmt_aval(aval) -> str:
+    if aval is None:
+        return "py"
+    shape, dtype = aval
+    d = np.dtype(dtype)
+    short = {"f": "f", "i": "i", "u": "u", "b": "bool", "c": "c"}[d.kind]
+    if d.kind != "b":
+        short += str(d.itemsize * 8)
+    return f"{short}[{','.join(str(s) for s in shape)}]"
+
+
+def _node_name(n: int) -> str:
+    s = ""
+    n += 1
+    while n:
+        n, r = divmod(n - 1, 26)
+        s = chr(97 + r) + s
+    return s
+
+
+@attrs.frozen
+class TapeEntry:
+    """One recorded primitive application.
+
+    Attributes:
+        fn: The :class:`~tapegrad.function.Function` subclass.
+        params: Static keyword parameters given to ``fn.apply``.
+        ctx: The :class:`~tapegrad.function.Context` its ``backward`` reads (``None`` when the
+            entry carries no gradient).
+        in_nodes: Node id per input, ``-1`` for constants.
+        consts: The constant inputs (``None`` where ``in_nodes`` names a node).
+        out_nodes: Node id per output.
+        in_avals: ``(shape, dtype)`` per input (``None`` for Python values).
+        out_avals: ``(shape, dtype)`` per output.
+    """
+
+    fn: Any
+    params: dict
+    ctx: Any
+    in_nodes: tuple
+    consts: tuple
+    out_nodes: tuple
+    in_avals: tuple
+    out_avals: tuple
+
+    @property
+    def oper(self) -> str:
+        return getattr(self.fn, "oper", None) or self.fn.__name__.lower()
+
+
+@attrs.frozen
+class Guard:
+    """A Python decision (``bool``, ``int``, ``float``, ``item``) taken on a traced value.
+
+    Attributes:
+        kind: Which conversion was made. node: The value's node. value: What it returned.
+        where: ``file:line`` of the decision in user code.
+    """
+
+    kind: str
+    node: int
+    value: Any
+    where: str
+
+
+def _freeze(records) -> tuple:
+    out = []
+    for r in records:
+        if r[0] is GUARD:
+            out.append(Guard(r[1], r[2], r[3], r[4]))
+        else:
+            out.append(TapeEntry(*r))
+    return tuple(out)
+
+
+@attrs.frozen
+class Tape:
+    """An immutable recording of a traced function.
+
+    Attributes:
+        entries: Tuple of :class:`TapeEntry` and :class:`Guard`, in execution order.
+        in_nodes: Node id of each input leaf (flattened pytree order).
+        in_avals: ``(shape, dtype)`` of each input leaf.
+        in_treedef: Pytree structure of the positional inputs (a tuple).
+        out_refs: Per output leaf, a node id (int) or ``("const", value)``.
+        out_avals: ``(shape, dtype)`` of each output leaf.
+        out_treedef: Pytree structure of the output.
+        labels: Node id -> label, from ``Tensor.label``.
+    """
+
+    entries: tuple
+    in_nodes: tuple
+    in_avals: tuple
+    in_treedef: Any
+    out_refs: tuple
+    out_avals: tuple
+    out_treedef: Any
+    labels: dict = attrs.field(factory=dict)
+
+    def __len__(self) -> int:
+        return sum(1 for e in self.entries if isinstance(e, TapeEntry))
+
+    # -- listing ------------------------------------------------------------------------------
+    def _name(self, n: int) -> str:
+        label = self.labels.get(n)
+        return f"{_node_name(n)}" + (f"<{label}>" if label else "")
+
+    def __str__(self) -> str:
+        ins = " ".join(
+            f"{self._name(n)}:{_fmt_aval(a)}" for n, a in zip(self.in_nodes, self.in_avals)
+        )
+        lines = [f"{{ lambda ; {ins}. let"]
+        for e in self.entries:
+            if isinstance(e, Guard):
+                lines.append(
+                    f"    guard {e.kind}({_node_name(e.node)}) == {e.value!r}  # {e.where}"
+                )
+                continue
+            outs = " ".join(
+                f"{self._name(n)}:{_fmt_aval(a)}" for n, a in zip(e.out_nodes, e.out_avals)
+            )
+            params = " ".join(f"{k}={_short(v)}" for k, v in e.params.items())
+            args = []
+            for n, c in zip(e.in_nodes, e.consts):
+                args.append(self._name(n) if n >= 0 else _short_const(c))
+            p = f"[{params}]" if params else ""
+            lines.append(f"    {outs} = {e.oper}{p} {' '.join(args)}")
+        outs = " ".join(
+            self._name(r) if isinstance(r, int) else _short_const(r[1]) for r in self.out_refs
+        )
+        lines.append(f"  in ({outs}) }}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    # -- replay -------------------------------------------------------------------------------
+    def _check_inputs(self, leaves):
+        from tapegrad.tensor import _to_array
+
+        if len(leaves) != len(self.in_nodes):
+            raise ValueError(
+                f"Tape.replay: the tape has {len(self.in_nodes)} input leaves, got {len(leaves)}"
+            )
+        arrays = []
+        for i, (leaf, aval) in enumerate(zip(leaves, self.in_avals)):
+            arr = _to_array(leaf) if not isinstance(leaf, Tensor) else leaf._array
+            if not isinstance(leaf, (Tensor, np.ndarray)) and aval is not None:
+                arr = arr.astype(aval[1])
+            if aval is not None and (tuple(arr.shape) != tuple(aval[0]) or arr.dtype != aval[1]):
+                raise ValueError(
+                    f"Tape.replay: input leaf {i} has shape {tuple(arr.shape)} and dtype "
+                    f"{arr.dtype}, but the tape was recorded for shape {tuple(aval[0])} and dtype "
+                    f"{np.dtype(aval[1])}. Trace the function again for new shapes or dtypes."
+                )
+            arrays.append(arr)
+        return arrays
+
+    def replay(self, *args):
+        """Run the recorded program forward on new inputs; returns the output pytree.
+
+        Only the forward rules run, on backend arrays: none of the traced function's Python.
+
+        Args:
+            *args: Positional inputs with the recorded pytree structure, shapes and dtypes.
+
+        Returns:
+            The output pytree, with Tensors (constants) as leaves.
+
+        Raises:
+            ValueError: if structure, shapes or dtypes differ from the recording.
+            GuardError: if the new inputs change a Python decision taken while recording; the
+                message names the source line of the decision.
+        """
+        from tapegrad.function import Context
+        from tapegrad.tree import tree_flatten, tree_unflatten
+
+        leaves, treedef = tree_flatten(tuple(args))
+        if treedef != self.in_treedef:
+            raise ValueError(
+                f"Tape.replay: inputs have structure {treedef}, the tape expects {self.in_treedef}"
+            )
+        env: dict = dict(zip(self.in_nodes, self._check_inputs(leaves)))
+        for e in self.entries:
+            if isinstance(e, Guard):
+                arr = env[e.node]
+                got = _GUARD_FNS[e.kind](arr)
+                if got != e.value:
+                    raise GuardError(
+                        f"Tape.replay: the recording took a Python decision on a traced value at "
+                        f"{e.where} ({e.kind}(...) gave {e.value!r}); these inputs give {got!r}, "
+                        "so the recorded program no longer matches the function. Trace it again "
+                        "for these inputs, or express the branch with tnp.where."
+                    )
+                continue
+            arrays = [
+                env[n] if n >= 0 else (c._array if isinstance(c, Tensor) else c)
+                for n, c in zip(e.in_nodes, e.consts)
+            ]
+            ctx = Context()
+            dev = "cpu"
+            for a in arrays:
+                if hasattr(a, "shape") and type(a) is not np.ndarray:
+                    from tapegrad.backend import device_of
+
+                    dev = device_of(a)
+                    break
+            ctx.device = dev
+            from tapegrad.backend import get_backend
+
+            ctx.backend = get_backend(dev)
+            out = e.fn.forward(ctx, *arrays, **e.params)
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            for n, o in zip(e.out_nodes, outs):
+                env[n] = o
+        results = []
+        for r in self.out_refs:
+            if isinstance(r, int):
+                v = env[r]
+                results.append(Tensor._const(v if hasattr(v, "shape") else np.asarray(v)))
+            else:
+                results.append(r[1])
+        return tree_unflatten(self.out_treedef, results)
+
+    def vjp(self, cotangent):
+        """Replay backward: cotangents of the inputs for ``cotangent`` on the output.
+
+        Args:
+            cotangent: A pytree with the output's structure, shapes and dtypes.
+
+        Returns:
+            A tuple with one cotangent pytree per positional input, each matching that input's
+            structure, shapes and dtypes.
+
+        Raises:
+            ValueError / TypeError: if the cotangent's structure, shape or dtype differs from
+                the output's.
+        """
+        from tapegrad.tree import tree_unflatten
+
+        ct = _seed_cotangents(
+            cotangent, self.out_refs, self.out_avals, self.out_treedef, "Tape.vjp"
+        )
+        records = [
+            (e.fn, e.params, e.ctx, e.in_nodes, e.consts, e.out_nodes, e.in_avals, e.out_avals)
+            for e in self.entries
+            if isinstance(e, TapeEntry)
+        ]
+        backward_pass(records, ct, consume=False)
+        leaves = [_ct_or_zeros(ct.get(n), aval) for n, aval in zip(self.in_nodes, self.in_avals)]
+        return tuple(tree_unflatten(self.in_treedef, leaves))
+
+    backward = vjp
+
+    def draw(self, filename: str | None = None, format: str = "svg"):
+        """A Graphviz drawing of the tape (needs the ``graphviz`` package).
+
+        Args:
+            filename: If given, render to this path (without extension) and return the path.
+            format: Output format for rendering, e.g. ``"svg"`` or ``"png"``.
+
+        Returns:
+            A ``graphviz.Digraph`` (or the rendered file's path when ``filename`` is given).
+
+        Raises:
+            ImportError: if the ``graphviz`` Python package is not installed.
+        """
+        try:
+            import graphviz
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise ImportError("Tape.draw needs the graphviz package: pip install graphviz") from e
+        g = graphviz.Digraph("tape", graph_attr={"rankdir": "LR"})
+        for n, a in zip(self.in_nodes, self.in_avals):
+            g.node(
+                f"n{n}",
+                f"{self._name(n)}\n{_fmt_aval(a)}",
+                shape="box",
+                style="filled",
+                fillcolor="lightblue",
+            )
+        for i, e in enumerate(self.entries):
+            if isinstance(e, Guard):
+                g.node(f"g{i}", f"guard {e.kind} == {e.value!r}", shape="diamond")
+                g.edge(f"n{e.node}", f"g{i}")
+                continue
+            g.node(f"op{i}", e.oper, shape="ellipse")
+            for n in e.in_nodes:
+                if n >= 0:
+                    g.edge(f"n{n}", f"op{i}")
+            for n, a in zip(e.out_nodes, e.out_avals):
+                g.node(f"n{n}", f"{self._name(n)}\n{_fmt_aval(a)}", shape="box")
+                g.edge(f"op{i}", f"n{n}")
+        if filename is not None:
+            return g.render(filename, format=format, cleanup=True)
+        return g
+
+
+_GUARD_FNS = {
+    "bool": lambda a: bool(np.asarray(a).reshape(())),
+    "int": lambda a: int(np.asarray(a).reshape(())),
+    "float": lambda a: float(np.asarray(a).reshape(())),
+    "item": lambda a: np.asarray(a).reshape(()).item(),
+}
+
+
+def _short(v) -> str:
+    if isinstance(v, np.dtype) or isinstance(v, type):
+        return np.dtype(v).name
+    s = repr(v)
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+def _short_const(c) -> str:
+    if isinstance(c, Tensor):
+        if c.size == 1:
+            return f"{c._array.reshape(()).item():g}"
+        return f"const:{_fmt_aval((c.shape, c.dtype))}"
+    return _short(c)
+
+
+def _ct_or_zeros(g, aval):
+    if g is not None:
+        return g
+    shape, dtype = aval
+    return Tensor._const(np.zeros(shape, dtype))
+
+
+def _seed_cotangents(cotangent, out_refs, out_avals, out_treedef, who: str) -> dict:
+    """Check a user cotangent against the outputs and return ``{node: Tensor}``."""
+    from tapegrad.tree import tree_flatten
+
+    leaves, treedef = tree_flatten(cotangent)
+    if treedef != out_treedef:
+        raise TypeError(
+            f"{who}: cotangent has pytree structure {treedef}, but the function's output has "
+            f"structure {out_treedef}; pass one cotangent per output leaf, in the same structure."
+        )
+    ct: dict = {}
+    for i, (g, ref, aval) in enumerate(zip(leaves, out_refs, out_avals)):
+        shape, dtype = aval
+        if isinstance(g, Tensor):
+            gt = g
+        elif isinstance(g, (int, float)) and not isinstance(g, bool):
+            gt = Tensor._const(np.asarray(g, dtype=dtype))
+        elif hasattr(g, "shape") and hasattr(g, "dtype"):
+            gt = Tensor._const(g)
+        else:
+            raise TypeError(
+                f"{who}: cotangent leaf {i} has type {type(g).__name__}; expected a Tensor or "
+                f"array of shape {tuple(shape)} and dtype {np.dtype(dtype)}"
+            )
+        if tuple(gt.shape) != tuple(shape) or gt.dtype != dtype:
+            raise ValueError(
+                f"{who}: cotangent leaf {i} has shape {tuple(gt.shape)} and dtype {gt.dtype}, but "
+                f"the output leaf has shape {tuple(shape)} and dtype {np.dtype(dtype)}"
+            )
+        if isinstance(ref, int):
+            prev = ct.get(ref)
+            ct[ref] = gt if prev is None else prev + gt
+    return ct
+
+
+def backward_pass(records: list, ct: dict, consume: bool) -> dict:
+    """Replay ``records`` backward, accumulating cotangents into ``ct`` (``{node: Tensor}``).
+
+    With ``consume=True`` the records list is emptied as it goes, so each entry's saved values
+    are freed as soon as its backward rule has run (the memory profile of ``grad``).
+    """
+    from tapegrad.function import unbroadcast
+
+    n = len(records)
+    while n:
+        n -= 1
+        rec = records.pop() if consume else records[n]
+        fn = rec[0]
+        if fn is GUARD:
+            continue
+        ctx = rec[2]
+        out_nodes = rec[5]
+        if len(out_nodes) == 1:
+            g = ct.pop(out_nodes[0], None)
+            if g is None or ctx is None:
+                continue
+            gs = (g,)
+        else:
+            gs = [ct.pop(o, None) for o in out_nodes]
+            if ctx is None or all(g is None for g in gs):
+                continue
+            gs = [_ct_or_zeros(g, a) for g, a in zip(gs, rec[7])]
+        grads = fn.backward(ctx, *gs)
+        in_nodes = rec[3]
+        if type(grads) is not tuple:
+            grads = tuple(grads) if isinstance(grads, list) else (grads,)
+        if len(grads) != len(in_nodes):
+            raise ValueError(
+                f"{fn.__name__}.backward returned {len(grads)} value(s) for {len(in_nodes)} "
+                "input(s); return one cotangent (or None) per positional input of forward."
+            )
+        in_avals = rec[6]
+        for i, node in enumerate(in_nodes):
+            if node < 0:
+                continue
+            g = grads[i]
+            if g is None:
+                continue
+            shape, dtype = in_avals[i]
+            if dtype.kind not in "fc":
+                continue
+            if type(g) is not Tensor:
+                g = Tensor._const(np.asarray(g) if not hasattr(g, "shape") else g)
+            if g._array.shape != shape:
+                g = unbroadcast(g, shape, fn, i)
+            if g._array.dtype != dtype:
+                g = g.astype(dtype)
+            prev = ct.get(node)
+            ct[node] = g if prev is None else prev + g
+    return ct

@@ -1,0 +1,343 @@
+"""Reverse-mode transforms: ``vjp``, ``grad``, ``value_and_grad`` and ``trace``.
+
+Each transform call takes a fresh trace level (newer than every live one), wraps the input leaves
+as traced Tensors of that level, runs the function, freezes what it recorded and replays it
+backward with the ``backward`` rules. Because those rules are themselves tapegrad operations, an
+enclosing transform records them, so transforms nest to any order (JAX semantics).
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+
+import numpy as np
+
+from tapegrad.tape import Tape, Trace, _freeze, _seed_cotangents, backward_pass, new_level
+from tapegrad.tensor import Tensor
+from tapegrad.tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
+
+__all__ = ["vjp", "grad", "value_and_grad", "trace"]
+
+
+def _leaf_path(args, index: int, names) -> str:
+    """Readable path of leaf ``index`` of the tuple ``args``, each argument named by ``names``."""
+    if isinstance(names, str):
+        paths = tree_flatten_with_path(args, names)[0]
+    else:
+        paths = []
+        for a, name in zip(args, names):
+            paths += tree_flatten_with_path(a, name)[0]
+    return paths[index] if index < len(paths) else "<input>"
+
+
+def _as_primal(leaf, i, tree, prefix, who, allow_int=False) -> Tensor:
+    """Turn one input leaf into a Tensor, checking that it can be differentiated."""
+    if isinstance(leaf, Tensor):
+        t = leaf
+    elif (
+        isinstance(leaf, bool)
+        or not isinstance(leaf, (numbers.Number, np.ndarray, np.generic))
+        and not hasattr(leaf, "__cuda_array_interface__")
+    ):
+        raise TypeError(
+            f"{who}: input {_leaf_path(tree, i, prefix)} is a {type(leaf).__name__}, which is "
+            "not a differentiable value; pytree leaves must be Tensors, arrays or numbers "
+            "(wrap static values in a closure or pass them as non-differentiated arguments)."
+        )
+    else:
+        t = Tensor(leaf)
+    if not allow_int and t.dtype.kind not in "fc":
+        raise TypeError(
+            f"{who}: cannot differentiate with respect to {_leaf_path(tree, i, prefix)}, which "
+            f"has dtype {t.dtype} (shape {t.shape}); only floating inputs have gradients. Cast it "
+            "(x.astype('float32')) or leave it out of the differentiated arguments (argnums)."
+        )
+    return t
+
+
+def _call_traced(fun, args: tuple, has_aux: bool, who: str, prefix: str, allow_int=False):
+    """Run ``fun(*args)`` on a fresh trace. Returns (trace, treedef, outs, out info, aux)."""
+    leaves, treedef = tree_flatten(args)
+    primals = [_as_primal(v, i, args, prefix, who, allow_int) for i, v in enumerate(leaves)]
+    trace = Trace(new_level())
+    traced = [trace.new_input(p) for p in primals]
+    try:
+        out = fun(*tree_unflatten(treedef, traced))
+    finally:
+        trace.done = True
+    aux = None
+    if has_aux:
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise TypeError(
+                f"{who}: has_aux=True needs the function to return a pair (output, aux), got "
+                f"{type(out).__name__}"
+                + (f" of length {len(out)}" if hasattr(out, "__len__") else "")
+            )
+        out, aux = out
+        aux = tree_map(lambda v: _lower(v, trace.level, who), aux)
+    out_leaves, out_tree = tree_flatten(out)
+    refs, lowered, avals = [], [], []
+    for i, o in enumerate(out_leaves):
+        if not isinstance(o, Tensor):
+            if isinstance(o, bool) or not isinstance(o, (numbers.Number, np.ndarray, np.generic)):
+                raise TypeError(
+                    f"{who}: output leaf {_leaf_path((out,), i, 'out')} is a {type(o).__name__}; "
+                    "the "
+                    "function must return Tensors, arrays or numbers (use has_aux=True for "
+                    "other values)."
+                )
+            o = Tensor(o)
+        if o._level == trace.level:
+            refs.append(o._node)
+            low = o._primal
+        elif o._level > trace.level:
+            raise RuntimeError(
+                f"{who}: output {_leaf_path((out,), i, 'out')} is traced by an inner "
+                "transform that "
+                "has already finished (a leaked tracer)"
+            )
+        else:
+            low = o
+            refs.append(("const", o))
+        lowered.append(low)
+        avals.append((o.shape, o.dtype))
+    return trace, treedef, len(leaves), primals, out_tree, refs, lowered, avals, aux
+
+
+def _lower(v, level, who):
+    if isinstance(v, Tensor):
+        if v._level == level:
+            return v._primal
+        if v._level > level:
+            raise RuntimeError(f"{who}: aux holds a leaked tracer of a finished inner transform")
+    return v
+
+
+def _input_cotangents(ct: dict, n: int, primals, treedef):
+    leaves = []
+    for node in range(n):
+        g = ct.get(node)
+        leaves.append(Tensor._const(_zeros(primals[node])) if g is None else g)
+    return tree_unflatten(treedef, leaves)
+
+
+def _zeros(p: Tensor):
+    from tapegrad.backend import backend_of
+
+    return backend_of(p._array).zeros(p.shape, p.dtype)
+
+
+def vjp(fun, *primals, has_aux: bool = False):
+    """Vector-Jacobian product: run ``fun`` and return a function that pulls cotangents back.
+
+    Args:
+        fun: Function of pytrees of Tensors/arrays/numbers returning a pytree of Tensors (or
+            ``(out, aux)`` with ``has_aux=True``).
+        *primals: The positional arguments, each a pytree; every leaf is differentiated and
+            must be floating (Python numbers become float32).
+        has_aux: ``fun`` returns ``(out, aux)``; ``aux`` is returned as is, not differentiated.
+
+    Returns:
+        ``(primals_out, vjp_fn)``, or ``(primals_out, vjp_fn, aux)``. ``vjp_fn(cotangent)``
+        takes a pytree with ``primals_out``'s structure, shapes and dtypes and returns a tuple
+        with one cotangent per primal, matching the primals' structure, shapes and dtypes. It
+        can be called any number of times, from several threads.
+
+    Raises:
+        TypeError: for integer/boolean or non-numeric leaves (naming the leaf's path), a
+            non-pair output with ``has_aux``, or a cotangent of the wrong structure.
+        ValueError: for a cotangent leaf of the wrong shape or dtype.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> out, vjp_fn = tg.vjp(lambda a, b: a * b, tg.Tensor(2.0), tg.Tensor(3.0))
+        >>> [float(c) for c in vjp_fn(tg.Tensor(1.0))]
+        [3.0, 2.0]
+    """
+    trace, treedef, n, prims, out_tree, refs, lowered, avals, aux = _call_traced(
+        fun, primals, has_aux, "vjp", [f"primals[{i}]" for i in range(len(primals))]
+    )
+    records = trace.records
+    primals_out = tree_unflatten(out_tree, lowered)
+
+    def vjp_fn(cotangent):
+        ct = _seed_cotangents(cotangent, refs, avals, out_tree, "vjp_fn")
+        backward_pass(records, ct, consume=False)
+        return tuple(_input_cotangents(ct, n, prims, treedef))
+
+    if has_aux:
+        return primals_out, vjp_fn, aux
+    return primals_out, vjp_fn
+
+
+def _check_argnums(argnums, who):
+    if isinstance(argnums, bool) or not (
+        isinstance(argnums, int)
+        or (
+            isinstance(argnums, tuple)
+            and argnums
+            and all(isinstance(a, int) and not isinstance(a, bool) for a in argnums)
+        )
+    ):
+        raise TypeError(
+            f"{who}: argnums must be an int or a non-empty tuple of ints, got {argnums!r}"
+        )
+
+
+def _arg_name(fun, i: int) -> str:
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+        if i < len(params) and params[i].kind in (
+            params[i].POSITIONAL_ONLY,
+            params[i].POSITIONAL_OR_KEYWORD,
+        ):
+            return params[i].name
+    except (TypeError, ValueError):
+        pass
+    return f"args[{i}]"
+
+
+def value_and_grad(fun, argnums=0, has_aux: bool = False):
+    """Make a function returning ``fun``'s value and its gradient.
+
+    Args:
+        fun: Function whose output is a real scalar (shape ``()``, floating dtype).
+        argnums: Int or tuple of ints: the positional arguments to differentiate. Each may be
+            any pytree of floating Tensors, arrays or numbers.
+        has_aux: ``fun`` returns ``(value, aux)``.
+
+    Returns:
+        A function with ``fun``'s signature returning ``(value, grads)`` (``((value, aux),
+        grads)`` with ``has_aux``). ``grads`` matches the selected argument's structure, shapes
+        and dtypes; a tuple of such for a tuple ``argnums``.
+
+    Raises:
+        TypeError: for a bad ``argnums``, a non-scalar or non-floating output (use
+            :func:`vjp` or ``jacrev`` for those), integer inputs (naming the leaf's path).
+        ValueError: if an ``argnums`` entry is out of range.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> v, g = tg.value_and_grad(lambda p: (p["w"] ** 2).sum())({"w": tg.Tensor([1., 2.])})
+        >>> float(v), g["w"]
+        (5.0, Tensor([2., 4.], dtype=float32))
+    """
+    _check_argnums(argnums, "value_and_grad")
+
+    def value_and_grad_f(*args, **kwargs):
+        nums = (argnums,) if isinstance(argnums, int) else argnums
+        for a in nums:
+            if not -len(args) <= a < len(args):
+                raise ValueError(
+                    f"grad: argnums {argnums!r} out of range: the function was called with "
+                    f"{len(args)} positional argument(s)"
+                )
+        nums = tuple(a % len(args) for a in nums)
+        diff = tuple(args[i] for i in nums)
+
+        def partial(*d):
+            full = list(args)
+            for k, i in enumerate(nums):
+                full[i] = d[k]
+            return fun(*full, **kwargs)
+
+        names = [_arg_name(fun, i) for i in nums]
+        res = _call_traced(partial, diff, has_aux, "grad", names)
+        trace, treedef, n, prims, out_tree, refs, lowered, avals, aux = res
+        if len(refs) != 1 or avals[0][0] != () or np.dtype(avals[0][1]).kind != "f":
+            shapes = ", ".join(f"shape {tuple(a[0])} dtype {np.dtype(a[1])}" for a in avals)
+            raise TypeError(
+                f"grad: fun must return a real scalar (shape () and a floating dtype), got "
+                f"{len(refs)} output leaf/leaves ({shapes or 'none'}). Reduce it first (for "
+                "example out.sum()), or use vjp/jacrev for non-scalar outputs."
+            )
+        value = lowered[0]
+        ct = {}
+        if isinstance(refs[0], int):
+            ct[refs[0]] = Tensor._const(np.ones((), avals[0][1]))
+        backward_pass(trace.records, ct, consume=True)
+        cts = _input_cotangents(ct, n, prims, treedef)
+        g = cts[0] if isinstance(argnums, int) else tuple(cts)
+        if has_aux:
+            return (value, aux), g
+        return value, g
+
+    value_and_grad_f.__name__ = f"value_and_grad_{getattr(fun, '__name__', 'fun')}"
+    value_and_grad_f.__doc__ = f"Value and gradient of {getattr(fun, '__name__', 'fun')}."
+    return value_and_grad_f
+
+
+def grad(fun, argnums=0, has_aux: bool = False):
+    """Make a function returning the gradient of scalar-valued ``fun``.
+
+    Args:
+        fun: Function whose output is a real scalar (shape ``()``, floating dtype).
+        argnums: Int or tuple of ints selecting the positional arguments to differentiate.
+        has_aux: ``fun`` returns ``(value, aux)``; the result is then ``(grads, aux)``.
+
+    Returns:
+        A function with ``fun``'s signature returning gradients with the selected arguments'
+        pytree structure, shapes and dtypes (a tuple of them for a tuple ``argnums``).
+
+    Raises:
+        See :func:`value_and_grad`.
+
+    Example:
+        >>> import tapegrad as tg, tapegrad.numpy as tnp
+        >>> float(tg.grad(tg.grad(tnp.sin))(tg.Tensor(0.5)))  # -sin(0.5)
+        -0.4794255495071411
+    """
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    def grad_f(*args, **kwargs):
+        v, g = vg(*args, **kwargs)
+        if has_aux:
+            return g, v[1]
+        return g
+
+    grad_f.__name__ = f"grad_{getattr(fun, '__name__', 'fun')}"
+    grad_f.__doc__ = f"Gradient of {getattr(fun, '__name__', 'fun')}."
+    return grad_f
+
+
+def trace(fun):
+    """Make a function that runs ``fun`` and also returns its explicit, immutable :class:`Tape`.
+
+    Every positional argument is an input of the tape (any pytree; integer leaves allowed, they
+    are replayed but not differentiated).
+
+    Returns:
+        A function returning ``(out, tape)``.
+
+    Example:
+        >>> import tapegrad as tg, tapegrad.numpy as tnp
+        >>> out, tape = tg.trace(lambda x: tnp.tanh(x * 2.0).sum())(tg.Tensor([1.0, 2.0]))
+        >>> print(tape)
+        { lambda ; a:f32[2]. let
+            b:f32[2] = mul a 2
+            c:f32[2] = tanh b
+            d:f32[] = sum[axis=None keepdims=False] c
+          in (d) }
+        >>> float(tape.replay(tg.Tensor([0.0, 0.0])))
+        0.0
+    """
+
+    def traced_f(*args):
+        trace_, treedef, n, prims, out_tree, refs, lowered, avals, _ = _call_traced(
+            fun, args, False, "trace", [f"args[{i}]" for i in range(len(args))], allow_int=True
+        )
+        tape = Tape(
+            entries=_freeze(trace_.records),
+            in_nodes=tuple(range(n)),
+            in_avals=tuple((p.shape, p.dtype) for p in prims),
+            in_treedef=treedef,
+            out_refs=tuple(r if isinstance(r, int) else ("const", r[1]) for r in refs),
+            out_avals=tuple(avals),
+            out_treedef=out_tree,
+            labels=dict(trace_.labels),
+        )
+        return tree_unflatten(out_tree, lowered), tape
+
+    traced_f.__name__ = f"trace_{getattr(fun, '__name__', 'fun')}"
+    return traced_f
