@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import numpy as _np
+
 from tapegrad import ops as _ops
 from tapegrad.numpy._core import _install_methods, _t, _tensor
 from tapegrad.tensor import Tensor
 
 __all__ = [
+    "sqrt",
+    "abs",
+    "sign",
+    "where",
+    "maximum",
+    "minimum",
+    "square",
     "add",
     "subtract",
     "multiply",
@@ -85,6 +94,49 @@ def cos(x) -> Tensor:
 def tanh(x) -> Tensor:
     """Hyperbolic tangent elementwise."""
     return _ops.Tanh.apply(_tensor(x))
+
+
+def sqrt(x) -> Tensor:
+    """Square root elementwise (domain ``x >= 0``); zero gradient where the cotangent is zero,
+    so ``where(x > 0, sqrt(x), 0)`` has a finite gradient at 0."""
+    return _ops.Sqrt.apply(_tensor(x))
+
+
+def square(x) -> Tensor:
+    """``x * x`` elementwise."""
+    return multiply(x, x)
+
+
+def abs(x) -> Tensor:  # noqa: A001
+    """``|x|`` elementwise; gradient ``sign(x)`` (0 at 0)."""
+    return _ops.Abs.apply(_tensor(x))
+
+
+def sign(x) -> Tensor:
+    """``sign(x)`` elementwise in {-1, 0, 1}; zero gradient."""
+    return _ops.Sign.apply(_tensor(x))
+
+
+def where(cond, x, y) -> Tensor:
+    """``x`` where ``cond`` else ``y``, broadcasting all three (NumPy ``where``).
+
+    Raises:
+        TypeError: if ``cond`` is not boolean.
+    """
+    cond = _tensor(cond) if not isinstance(cond, bool) else _tensor(_np.asarray(cond))
+    if cond.dtype != _np.bool_:
+        raise TypeError(f"where: cond must be boolean, got dtype {cond.dtype}")
+    return _ops.Where.apply(cond, _t(x), _t(y))
+
+
+def maximum(x, y) -> Tensor:
+    """Elementwise maximum, broadcasting; ties split the gradient equally."""
+    return _ops.Maximum.apply(_t(x), _t(y))
+
+
+def minimum(x, y) -> Tensor:
+    """Elementwise minimum, broadcasting; ties split the gradient equally."""
+    return _ops.Minimum.apply(_t(x), _t(y))
 
 
 # -- comparisons (boolean, no gradient) -----------------------------------------------------

@@ -10,20 +10,8 @@ from __future__ import annotations
 from tapegrad.function import Function
 
 __all__ = [
-    "Add",
-    "Sub",
-    "Mul",
-    "Div",
-    "Pow",
-    "Neg",
-    "Exp",
-    "Log",
-    "Sin",
-    "Cos",
-    "Tanh",
-    "AsType",
-    "StopGradient",
-    "Compare",
+    "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Exp", "Log", "Sin", "Cos", "Tanh",
+    "AsType", "StopGradient", "Compare", "Sqrt", "Abs", "Sign", "Where", "Maximum", "Minimum",
 ]
 
 
@@ -246,3 +234,125 @@ _COMPARE = {
     "gt": "greater",
     "ge": "greater_equal",
 }
+
+
+class Sqrt(Function):
+    """``sqrt(x)``. d/dx = 1 / (2 sqrt(x)); at ``x = 0`` the derivative is infinite, and a zero
+    cotangent gives a zero gradient there (never NaN)."""
+
+    oper = "sqrt"
+
+    @staticmethod
+    def forward(ctx, x):
+        out = ctx.backend.sqrt(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        from tapegrad import numpy as tnp
+
+        (out,) = ctx.saved_tensors
+        safe = tnp.where(g == 0, 1.0, out)
+        return tnp.where(g == 0, 0.0, g / (2 * safe))
+
+
+class Abs(Function):
+    """``|x|``. d/dx = sign(x); convention at 0: 0 (as NumPy's sign, PyTorch and JAX)."""
+
+    oper = "abs"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.backend.abs(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        from tapegrad import numpy as tnp
+
+        (x,) = ctx.saved_tensors
+        return g * tnp.sign(x)
+
+
+class Sign(Function):
+    """``sign(x)`` in {-1, 0, 1}; zero gradient everywhere."""
+
+    oper = "sign"
+
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.backend.sign(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return None
+
+
+class Where(Function):
+    """``where(cond, x, y)``: ``x`` where ``cond`` is true, else ``y`` (broadcasting).
+
+    The cotangent goes to ``x`` where ``cond`` holds and to ``y`` elsewhere; ``cond`` (boolean)
+    gets none.
+    """
+
+    oper = "where"
+
+    @staticmethod
+    def forward(ctx, cond, x, y):
+        ctx.save_for_backward(cond)
+        return ctx.backend.where(cond, x, y)
+
+    @staticmethod
+    def backward(ctx, g):
+        from tapegrad import numpy as tnp
+
+        (cond,) = ctx.saved_tensors
+        _, nx, ny = ctx.needs_input_grad
+        gx = tnp.where(cond, g, 0.0) if nx else None
+        gy = tnp.where(cond, 0.0, g) if ny else None
+        return None, gx, gy
+
+
+class Maximum(Function):
+    """Elementwise ``maximum(x, y)``. Ties split the gradient equally (half to each), as the
+    seeds document."""
+
+    oper = "maximum"
+
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return ctx.backend.maximum(x, y)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _minmax_backward(ctx, g, greater=True)
+
+
+class Minimum(Function):
+    """Elementwise ``minimum(x, y)``. Ties split the gradient equally (half to each)."""
+
+    oper = "minimum"
+
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return ctx.backend.minimum(x, y)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _minmax_backward(ctx, g, greater=False)
+
+
+def _minmax_backward(ctx, g, greater: bool):
+    from tapegrad import numpy as tnp
+
+    x, y = ctx.saved_tensors
+    nx, ny = ctx.needs_input_grad
+    win = (x > y) if greater else (x < y)
+    tie = x == y
+    wx = tnp.where(win, 1.0, tnp.where(tie, 0.5, 0.0))
+    gx = g * wx if nx else None
+    gy = g * (1.0 - wx) if ny else None
+    return gx, gy
