@@ -154,3 +154,28 @@ def test_draw_returns_a_graphviz_graph():
     g = tape.draw()
     assert isinstance(g, graphviz.Digraph)
     assert "matmul" in g.source and "tanh" in g.source
+
+
+def test_replay_recomputes_marked_non_differentiable_outputs():
+    class MaxAndIndex(tg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            i = np.asarray(np.argmax(x))
+            ctx.mark_non_differentiable(i)
+            ctx.i = int(i)
+            return x[ctx.i], i
+
+        @staticmethod
+        def backward(ctx, g, g_index):
+            return tnp.reshape(g, (1,)) * (tnp.asarray(np.arange(3)) == ctx.i)
+
+    def f(x):
+        m, i = MaxAndIndex.apply(x)
+        return m * 2.0, i
+
+    x = f64([1.0, 5.0, 2.0])
+    _, tape = tg.trace(f)(x)
+    m, i = tape.replay(f64([7.0, 1.0, 2.0]))
+    assert float(m) == 14.0 and int(i) == 0
+    g = tg.grad(lambda x: f(x)[0])(x)
+    np.testing.assert_allclose(g.numpy(), [0.0, 2.0, 0.0])

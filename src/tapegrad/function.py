@@ -130,14 +130,11 @@ def unbroadcast(g: Tensor, shape: tuple, fn=None, index: int = 0) -> Tensor:
 
 
 def _as_array(out, xp):
+    """Forward results as backend arrays (NumPy scalars become 0-d arrays)."""
     if type(out) is _ndarray:
-        if out.flags.writeable:
-            out.flags.writeable = False
         return out
     if isinstance(out, np.generic) or not hasattr(out, "shape"):
         out = np.asarray(out) if xp is np else xp.asarray(out)
-        if type(out) is _ndarray:
-            out.flags.writeable = False
     return out
 
 
@@ -221,19 +218,45 @@ class Function:
         for a in args:
             if type(a) is Tensor and a._level > top:
                 top = a._level
-        if top == 0:
-            return cls._eager(args, params)
-        outs, _, multi, _, _ = cls._record(
-            top, args, params, cls.differentiable and not _grad_state.disabled, None
-        )
-        return outs if multi else outs[0]
-
-    @classmethod
-    def _run_forward(cls, arrays, params, ctx):
+        if top:
+            outs, _, multi, _, _ = cls._record(
+                top, args, params, cls.differentiable and not _grad_state.disabled, None
+            )
+            return outs if multi else outs[0]
+        # Eager: no transform holds any input; run the forward rule and wrap the result.
+        arrays = []
+        cpu = True
+        for a in args:
+            if type(a) is Tensor:
+                a = a._array
+                if type(a) is not _ndarray:
+                    cpu = False
+            arrays.append(a)
+        ctx = _new(Context)
+        if cpu:
+            ctx.device = "cpu"
+            ctx.backend = np
+        else:
+            ctx.device = dev = _check_devices(cls, arrays)
+            ctx.backend = _backend.get_backend(dev)
+        n = len(arrays)
+        ctx.needs_input_grad = _FALSES[n] if n < 8 else (False,) * n
         try:
-            return cls.forward(ctx, *arrays, **params)
+            out = cls.forward(ctx, *arrays, **params)
         except (ValueError, TypeError, IndexError) as e:
             raise cls._explain(e, arrays) from e
+        if type(out) is _ndarray:
+            t = _new(Tensor)
+            _s_array(t, out)
+            _s_primal(t, None)
+            _s_level(t, 0)
+            _s_trace(t, None)
+            _s_node(t, -1)
+            _s_label(t, None)
+            return t
+        if type(out) is tuple or type(out) is list:
+            return tuple([_const(_as_array(o, ctx.backend)) for o in out])
+        return _const(_as_array(out, ctx.backend))
 
     @classmethod
     def _explain(cls, e, arrays):
@@ -250,62 +273,54 @@ class Function:
         return type(e)(f"{cls._name()}: {e} (inputs: {desc})")
 
     @classmethod
-    def _context(cls, arrays):
+    def _base(cls, arrays, cpu, params, needs):
+        """Run forward at level 0 for a recording; returns
+        ``(outputs as constants, ctx, multi, saved spec, non-diff output indices)``."""
         ctx = _new(Context)
-        dev = "cpu"
-        for a in arrays:
-            if hasattr(a, "shape") and type(a) is not _ndarray and not isinstance(a, np.generic):
-                dev = _check_devices(cls, arrays)
-                break
-        ctx.device = dev
-        ctx.backend = np if dev == "cpu" else _backend.get_backend(dev)
-        return ctx
-
-    @classmethod
-    def _eager(cls, args, params):
-        arrays = [a._array if type(a) is Tensor else a for a in args]
-        ctx = cls._context(arrays)
-        ctx.needs_input_grad = (False,) * len(arrays)
-        out = cls._run_forward(arrays, params, ctx)
-        xp = ctx.backend
-        if type(out) is tuple or type(out) is list:
-            return tuple(Tensor._const(_as_array(o, xp)) for o in out)
-        return Tensor._const(_as_array(out, xp))
-
-    @classmethod
-    def _base(cls, args, params, needs):
-        """Run forward at level 0; returns (outputs as constants, ctx, multi, saved spec)."""
-        arrays = [a._array if type(a) is Tensor else a for a in args]
-        ctx = cls._context(arrays)
+        if cpu:
+            ctx.device = "cpu"
+            xp = ctx.backend = np
+        else:
+            ctx.device = dev = _check_devices(cls, arrays)
+            xp = ctx.backend = _backend.get_backend(dev)
         ctx.needs_input_grad = needs
-        raw = cls._run_forward(arrays, params, ctx)
-        xp = ctx.backend
-        multi = type(raw) is tuple or type(raw) is list
-        raws = tuple(raw) if multi else (raw,)
-        outs = tuple(Tensor._const(_as_array(o, xp)) for o in raws)
-        spec = ()
+        try:
+            raw = cls.forward(ctx, *arrays, **params)
+        except (ValueError, TypeError, IndexError) as e:
+            raise cls._explain(e, arrays) from e
+        if type(raw) is tuple or type(raw) is list:
+            multi = True
+            raws = tuple(raw)
+            outs = tuple([_const(_as_array(o, xp)) for o in raws])
+        else:
+            multi = False
+            raws = (raw,)
+            outs = (_const(raw if type(raw) is _ndarray else _as_array(raw, xp)),)
         d = ctx.__dict__
         saved = d.pop("_to_save", None)
+        spec = ()
         if saved:
             sp = []
             for s in saved:
-                for i, a in enumerate(arrays):
+                k = 0
+                for a in arrays:
                     if a is s:
-                        sp.append((0, i))
+                        sp.append((0, k))
                         break
+                    k += 1
                 else:
-                    for j, o in enumerate(raws):
-                        if o is s or outs[j]._array is s:
-                            sp.append((1, j))
+                    for k, o in enumerate(raws):
+                        if o is s or outs[k]._array is s:
+                            sp.append((1, k))
                             break
                     else:
-                        sp.append((2, s if isinstance(s, Tensor) else Tensor._const(s)))
+                        sp.append((2, s if isinstance(s, Tensor) else _const(s)))
             spec = tuple(sp)
-        nd = d.pop("_non_diff", None)
         nondiff = ()
+        nd = d.pop("_non_diff", None)
         if nd:
             nondiff = tuple(
-                j for j, o in enumerate(raws) if any(o is s or outs[j]._array is s for s in nd)
+                [j for j, o in enumerate(raws) if any(o is s or outs[j]._array is s for s in nd)]
             )
         return outs, ctx, multi, spec, nondiff
 
@@ -314,23 +329,49 @@ class Function:
         """Apply at level ``top``: lower the inputs, apply below, record, wrap the outputs.
 
         Returns ``(outputs at level top, base ctx, multi, saved spec, non-diff outputs)``.
+        One pass over the inputs builds everything the record needs (this is the hot path of
+        every traced program: no comprehensions, which are function calls before Python 3.12).
         """
         trace = None
         lowered = []
         in_nodes = []
+        consts = []
+        in_avals = []
+        level_needs = []
+        arrays = []
+        top_needs = []
         sub = 0
+        cpu = True
         for a in args:
-            if type(a) is Tensor and a._level:
-                if a._level == top:
+            if type(a) is Tensor:
+                top_needs.append(a._level > 0)
+                lv = a._level
+                if lv == top:
                     trace = a._trace
                     in_nodes.append(a._node)
+                    consts.append(None)
                     a = a._primal
+                    lv = a._level
+                    arr = a._array
+                    level_needs.append(arr.dtype.kind in "fc")
                 else:
                     in_nodes.append(-1)
-                if a._level > sub:
-                    sub = a._level
+                    consts.append(a)
+                    level_needs.append(False)
+                    arr = a._array
+                if type(arr) is not _ndarray:
+                    cpu = False
+                in_avals.append((arr.shape, arr.dtype))
+                arrays.append(arr)
+                if lv > sub:
+                    sub = lv
             else:
+                top_needs.append(False)
                 in_nodes.append(-1)
+                consts.append(a)
+                level_needs.append(False)
+                in_avals.append(None)
+                arrays.append(a)
             lowered.append(a)
         if trace.done:
             raise RuntimeError(
@@ -339,41 +380,88 @@ class Function:
                 "and used after grad/vjp returned). Pass it as an argument instead."
             )
         if needs is None:
-            needs = tuple(type(a) is Tensor and a._level > 0 for a in args)
-        if sub == 0:
-            louts, ctx0, multi, spec, nondiff = cls._base(lowered, params, needs)
-        else:
+            needs = tuple(top_needs)
+        if sub:
             louts, ctx0, multi, spec, nondiff = cls._record(sub, lowered, params, diff, needs)
-        in_avals = tuple(
-            (a._array.shape, a._array.dtype) if type(a) is Tensor else None for a in lowered
-        )
-        out_avals = tuple((o._array.shape, o._array.dtype) for o in louts)
-        consts = tuple(a if n < 0 else None for a, n in zip(lowered, in_nodes))
+        else:
+            louts, ctx0, multi, spec, nondiff = cls._base(arrays, cpu, params, needs)
         ctx = None
         if diff:
-            ctx = _new(Context)
-            ctx.__dict__.update(ctx0.__dict__)
-            ctx.needs_input_grad = tuple(
-                n >= 0 and _float(av[1]) for n, av in zip(in_nodes, in_avals)
-            )
+            if sub:  # the base ctx serves a lower level already: this level gets a copy
+                ctx = _new(Context)
+                ctx.__dict__.update(ctx0.__dict__)
+            else:
+                ctx = ctx0
+            ctx.needs_input_grad = tuple(level_needs)
             if spec:
-                ctx._saved = tuple(
-                    (lowered[v] if k == 0 else louts[v]) if k < 2 else v for k, v in spec
-                )
+                saved = []
+                for k, v in spec:
+                    saved.append(lowered[v] if k == 0 else (louts[v] if k == 1 else v))
+                ctx._saved = tuple(saved)
             else:
                 ctx._saved = ()
-        out_nodes = []
-        outs = []
+            if nondiff:
+                if multi:
+                    ctx._nondiff = nondiff
+                else:  # the only output carries no gradient: nothing flows back
+                    ctx = None
         level = trace.level
-        for j, lo in enumerate(louts):
-            node = trace.n_nodes
-            trace.n_nodes = node + 1
-            out_nodes.append(-1 if j in nondiff else node)
-            outs.append(Tensor._traced(lo, level, trace, node))
+        node = trace.n_nodes
+        if multi:
+            out_nodes = []
+            outs = []
+            out_avals = []
+            for lo in louts:
+                out_nodes.append(node)
+                outs.append(_traced(lo, level, trace, node))
+                out_avals.append((lo._array.shape, lo._array.dtype))
+                node += 1
+            outs = tuple(outs)
+            out_nodes = tuple(out_nodes)
+            out_avals = tuple(out_avals)
+        else:
+            lo = louts[0]
+            arr = lo._array
+            outs = (_traced(lo, level, trace, node),)
+            out_nodes = (node,)
+            out_avals = ((arr.shape, arr.dtype),)
+            node += 1
+        trace.n_nodes = node
         trace.records.append(
-            (cls, params, ctx, tuple(in_nodes), consts, tuple(out_nodes), in_avals, out_avals)
+            (
+                cls,
+                params,
+                ctx,
+                tuple(in_nodes),
+                tuple(consts),
+                out_nodes,
+                tuple(in_avals),
+                out_avals,
+            )
         )
-        return tuple(outs), ctx0, multi, spec, nondiff
+        return outs, ctx0, multi, spec, nondiff
+
+
+def _traced(lo, level, trace, node):
+    t = _new(Tensor)
+    _s_array(t, lo._array)
+    _s_primal(t, lo)
+    _s_level(t, level)
+    _s_trace(t, trace)
+    _s_node(t, node)
+    _s_label(t, None)
+    return t
+
+
+_FALSES = [(False,) * i for i in range(8)]
+_slots = Tensor.__dict__
+_s_array = _slots["_array"].__set__
+_s_primal = _slots["_primal"].__set__
+_s_level = _slots["_level"].__set__
+_s_trace = _slots["_trace"].__set__
+_s_node = _slots["_node"].__set__
+_s_label = _slots["label"].__set__
+_const = Tensor._const
 
 
 def _check_devices(cls, arrays) -> str:

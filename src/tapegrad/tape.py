@@ -171,6 +171,7 @@ class Tape:
     out_avals: tuple
     out_treedef: Any
     labels: dict = attrs.field(factory=dict)
+    _prog: Any = attrs.field(default=None, init=False, eq=False, repr=False)
 
     def __len__(self) -> int:
         return sum(1 for e in self.entries if isinstance(e, TapeEntry))
@@ -246,7 +247,6 @@ class Tape:
             GuardError: if the new inputs change a Python decision taken while recording; the
                 message names the source line of the decision.
         """
-        from tapegrad.function import Context
         from tapegrad.tree import tree_flatten, tree_unflatten
 
         leaves, treedef = tree_flatten(tuple(args))
@@ -254,39 +254,8 @@ class Tape:
             raise ValueError(
                 f"Tape.replay: inputs have structure {treedef}, the tape expects {self.in_treedef}"
             )
-        env: dict = dict(zip(self.in_nodes, self._check_inputs(leaves)))
-        for e in self.entries:
-            if isinstance(e, Guard):
-                arr = env[e.node]
-                got = _GUARD_FNS[e.kind](arr)
-                if got != e.value:
-                    raise GuardError(
-                        f"Tape.replay: the recording took a Python decision on a traced value at "
-                        f"{e.where} ({e.kind}(...) gave {e.value!r}); these inputs give {got!r}, "
-                        "so the recorded program no longer matches the function. Trace it again "
-                        "for these inputs, or express the branch with tnp.where."
-                    )
-                continue
-            arrays = [
-                env[n] if n >= 0 else (c._array if isinstance(c, Tensor) else c)
-                for n, c in zip(e.in_nodes, e.consts)
-            ]
-            ctx = Context()
-            dev = "cpu"
-            for a in arrays:
-                if hasattr(a, "shape") and type(a) is not np.ndarray:
-                    from tapegrad.backend import device_of
-
-                    dev = device_of(a)
-                    break
-            ctx.device = dev
-            from tapegrad.backend import get_backend
-
-            ctx.backend = get_backend(dev)
-            out = e.fn.forward(ctx, *arrays, **e.params)
-            outs = out if isinstance(out, (tuple, list)) else (out,)
-            for n, o in zip(e.out_nodes, outs):
-                env[n] = o
+        arrays = self._check_inputs(leaves)
+        env = run_program(self._program(), self.in_nodes, arrays)
         results = []
         for r in self.out_refs:
             if isinstance(r, int):
@@ -295,6 +264,14 @@ class Tape:
             else:
                 results.append(r[1])
         return tree_unflatten(self.out_treedef, results)
+
+    def _program(self):
+        """The entries compiled once into a flat program for :func:`run_program` (cached)."""
+        prog = self._prog
+        if prog is None:
+            prog = compile_program(self.entries)
+            object.__setattr__(self, "_prog", prog)
+        return prog
 
     def vjp(self, cotangent):
         """Replay backward: cotangents of the inputs for ``cotangent`` on the output.
@@ -460,6 +437,8 @@ def backward_pass(records: list, ct: dict, consume: bool) -> dict:
             gs = [ct.pop(o, None) for o in out_nodes]
             if ctx is None or all(g is None for g in gs):
                 continue
+            for j in ctx.__dict__.get("_nondiff", ()):
+                gs[j] = None
             gs = [_ct_or_zeros(g, a) for g, a in zip(gs, rec[7])]
         grads = fn.backward(ctx, *gs)
         in_nodes = rec[3]
@@ -489,3 +468,75 @@ def backward_pass(records: list, ct: dict, consume: bool) -> dict:
             prev = ct.get(node)
             ct[node] = g if prev is None else prev + g
     return ct
+
+
+def compile_program(entries) -> tuple:
+    """Compile tape entries into steps for :func:`run_program`.
+
+    A step is ``(kind, forward, params, ins, outs)``: ``kind`` 1, 2 or 0 (any arity) for
+    primitives, -1 for guards; ``ins`` pairs each input's node id with its constant (a backend
+    array or Python value, used when the node id is -1).
+    """
+    steps = []
+    for e in entries:
+        if isinstance(e, Guard):
+            steps.append((-1, e, None, None, None))
+            continue
+        ins = tuple(
+            (n, None if n >= 0 else (c._array if isinstance(c, Tensor) else c))
+            for n, c in zip(e.in_nodes, e.consts)
+        )
+        kind = len(ins) if len(ins) in (1, 2) and not e.params else 0
+        steps.append((kind, e.fn.forward, e.params, ins, e.out_nodes))
+    return tuple(steps)
+
+
+def run_program(steps, in_nodes, arrays) -> dict:
+    """Run compiled steps on input arrays; returns the environment ``{node: array}``.
+
+    This is the fast path of a replay: forward rules on backend arrays, no Tensors, no pytrees.
+    Each step gets a fresh :class:`~tapegrad.function.Context` (rules may store on it).
+    """
+    from tapegrad.backend import device_of, get_backend
+    from tapegrad.function import Context
+
+    env = dict(zip(in_nodes, arrays))
+    dev = "cpu"
+    for a in arrays:
+        if type(a) is not np.ndarray and hasattr(a, "shape"):
+            dev = device_of(a)
+            break
+    xp = get_backend(dev)
+    new = object.__new__
+    for kind, fwd, params, ins, outs in steps:
+        ctx = new(Context)
+        ctx.device = dev
+        ctx.backend = xp
+        if kind == 1:
+            n, c = ins[0]
+            out = fwd(ctx, env[n] if n >= 0 else c)
+        elif kind == 2:
+            (n0, c0), (n1, c1) = ins
+            out = fwd(ctx, env[n0] if n0 >= 0 else c0, env[n1] if n1 >= 0 else c1)
+        elif kind == 0:
+            args = []
+            for n, c in ins:
+                args.append(env[n] if n >= 0 else c)
+            out = fwd(ctx, *args, **params)
+        else:
+            e = fwd
+            got = _GUARD_FNS[e.kind](env[e.node])
+            if got != e.value:
+                raise GuardError(
+                    f"Tape.replay: the recording took a Python decision on a traced value at "
+                    f"{e.where} ({e.kind}(...) gave {e.value!r}); these inputs give {got!r}, "
+                    "so the recorded program no longer matches the function. Trace it again "
+                    "for these inputs, or express the branch with tnp.where."
+                )
+            continue
+        if len(outs) == 1:
+            env[outs[0]] = out
+        else:
+            for n, o in zip(outs, out):
+                env[n] = o
+    return env

@@ -222,7 +222,7 @@ class Tensor:
 
         Inside a transform this is the current value, not a differentiable Tensor.
         """
-        return _backend.to_device(self._array, "cpu")
+        return _readonly(_backend.to_device(self._array, "cpu"))
 
     def __array__(self, dtype=None, copy=None):
         if self._level:
