@@ -146,8 +146,9 @@ def main(argv=None):
             ]
         )
     print(f"chain of {n_ops} ops on 16-element float64 arrays, single thread\n")
-    print(table(rows, ["library", "fwd µs/op", "fwd vs NumPy", "fwd+bwd µs/op",
-                       "fwd+bwd vs NumPy"]))
+    print(
+        table(rows, ["library", "fwd µs/op", "fwd vs NumPy", "fwd+bwd µs/op", "fwd+bwd vs NumPy"])
+    )
     return res
 
 

@@ -122,6 +122,13 @@ def test_python_decisions_are_guards_and_a_flip_names_the_line():
         tape.replay(f64([-3.0, 1.0]))
 
 
+def test_grad_through_a_guarded_branch():
+    g = tg.grad(branchy)(f64([1.0, 2.0]))
+    np.testing.assert_allclose(g.numpy(), [2.0, 2.0])
+    g = tg.grad(tg.grad(lambda x: branchy(x) * x.sum()))(f64(-1.0))
+    np.testing.assert_allclose(g.numpy(), -6.0)
+
+
 def test_int_float_item_guards():
     def loop(x, n):
         total = x

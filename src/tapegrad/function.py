@@ -219,9 +219,12 @@ class Function:
             if type(a) is Tensor and a._level > top:
                 top = a._level
         if top:
-            outs, _, multi, _, _ = cls._record(
-                top, args, params, cls.differentiable and not _grad_state.disabled, None
-            )
+            diff = cls.differentiable and not _grad_state.disabled
+            if len(args) < 3 and diff:
+                out = cls._record_small(top, args, params)
+                if out is not None:
+                    return out
+            outs, _, multi, _, _ = cls._record(top, args, params, diff, None)
             return outs if multi else outs[0]
         # Eager: no transform holds any input; run the forward rule and wrap the result.
         arrays = []
@@ -323,6 +326,152 @@ class Function:
                 [j for j, o in enumerate(raws) if any(o is s or outs[j]._array is s for s in nd)]
             )
         return outs, ctx, multi, spec, nondiff
+
+    @classmethod
+    def _record_small(cls, top, args, params):
+        """The common case, unrolled: one or two inputs, one level recording, concrete primals
+        (a first-order transform). Returns None to defer to :meth:`_record` otherwise."""
+        a = args[0]
+        two = len(args) == 2
+        b = args[1] if two else None
+        ta = type(a) is Tensor
+        tb = type(b) is Tensor
+        if ta:
+            la = a._level
+            if la == top:
+                pa = a._primal
+                if pa._level:
+                    return None
+                na = a._node
+                trace = a._trace
+            elif la:
+                return None
+            else:
+                pa = a
+                na = -1
+        else:
+            pa = a
+            na = -1
+        if tb:
+            lb = b._level
+            if lb == top:
+                pb = b._primal
+                if pb._level:
+                    return None
+                nb = b._node
+                trace = b._trace
+            elif lb:
+                return None
+            else:
+                pb = b
+                nb = -1
+        else:
+            pb = b
+            nb = -1
+        if trace.done:
+            return None  # _record raises the leaked-tracer error
+        xa = pa._array if ta else pa
+        xb = pb._array if tb else pb
+        ctx = _new(Context)
+        if (not ta or type(xa) is _ndarray) and (not tb or type(xb) is _ndarray):
+            ctx.device = "cpu"
+            xp = ctx.backend = np
+        else:
+            arrays = [xa, xb] if two else [xa]
+            ctx.device = dev = _check_devices(cls, arrays)
+            xp = ctx.backend = _backend.get_backend(dev)
+        fa = na >= 0 and xa.dtype.kind in "fc"
+        if two:
+            fb = nb >= 0 and xb.dtype.kind in "fc"
+            ctx.needs_input_grad = (na >= 0, nb >= 0)
+            try:
+                raw = cls.forward(ctx, xa, xb, **params)
+            except (ValueError, TypeError, IndexError) as e:
+                raise cls._explain(e, [xa, xb]) from e
+        else:
+            ctx.needs_input_grad = (True,)
+            try:
+                raw = cls.forward(ctx, xa, **params)
+            except (ValueError, TypeError, IndexError) as e:
+                raise cls._explain(e, [xa]) from e
+        if type(raw) is not _ndarray:
+            if type(raw) is tuple or type(raw) is list:
+                return cls._finish_multi(ctx, raw, xp, trace, top, args, params)
+            raw = _as_array(raw, xp)
+        d = ctx.__dict__
+        saved = d.pop("_to_save", None)
+        lo = None
+        if saved:
+            res = []
+            for v in saved:
+                if v is xa and ta:
+                    res.append(pa)
+                elif two and v is xb and tb:
+                    res.append(pb)
+                elif v is raw:
+                    if lo is None:
+                        lo = _const(raw)
+                    res.append(lo)
+                elif v is xa or (two and v is xb):
+                    res.append(v)  # a Python value passed positionally
+                else:
+                    res.append(v if type(v) is Tensor else _const(v))
+            ctx._saved = tuple(res)
+        else:
+            ctx._saved = ()
+        if lo is None:
+            lo = _const(raw)
+        if "_non_diff" in d:
+            d.pop("_non_diff")
+            ctx = None
+        node = trace.n_nodes
+        trace.n_nodes = node + 1
+        out = _new(Tensor)
+        _s_array(out, raw)
+        _s_primal(out, lo)
+        _s_level(out, top)
+        _s_trace(out, trace)
+        _s_node(out, node)
+        _s_label(out, None)
+        if ctx is not None:
+            ctx.needs_input_grad = (fa, fb) if two else (fa,)
+        if two:
+            trace.records.append(
+                (
+                    cls,
+                    params,
+                    ctx,
+                    (na, nb),
+                    (pa if na < 0 else None, pb if nb < 0 else None),
+                    (node,),
+                    ((xa.shape, xa.dtype) if ta else None, (xb.shape, xb.dtype) if tb else None),
+                    ((raw.shape, raw.dtype),),
+                )
+            )
+        else:
+            trace.records.append(
+                (
+                    cls,
+                    params,
+                    ctx,
+                    (na,),
+                    (pa if na < 0 else None,),
+                    (node,),
+                    ((xa.shape, xa.dtype) if ta else None,),
+                    ((raw.shape, raw.dtype),),
+                )
+            )
+        return out
+
+    @classmethod
+    def _finish_multi(cls, ctx, raw, xp, trace, top, args, params):
+        """Multi-output results of :meth:`_record_small`: rerun through the general path.
+
+        Forward rules are pure, so recomputing is correct; multi-output ops are rare enough
+        that the general path's cost does not matter here.
+        """
+        outs, _, multi, _, _ = cls._record(top, args, params, True, None)
+        return outs if multi else outs[0]
 
     @classmethod
     def _record(cls, top, args, params, diff, needs):

@@ -13,7 +13,7 @@ A record is a plain tuple, built on the hot path::
 ``in_nodes[i]`` is the node id of input ``i`` on this trace, or ``-1`` if the input is a
 constant here (then ``consts[i]`` holds it); ``ctx`` is ``None`` for entries that carry no
 gradient (comparisons, argmax, ops run under ``no_grad``). An aval is ``(shape, dtype)``.
-A guard record is ``(GUARD, kind, node, value, where)``.
+A guard record is ``(GUARD, (kind, node, value, where), None)`` (no context: no gradient).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def record_guard(t: Tensor, kind: str, value, where: str) -> None:
     while t is not None and t._level:
         trace = t._trace
         if not trace.done:
-            trace.records.append((GUARD, kind, t._node, value, where))
+            trace.records.append((GUARD, (kind, t._node, value, where), None))
         t = t._primal
 
 
@@ -142,7 +142,7 @@ def _freeze(records) -> tuple:
     out = []
     for r in records:
         if r[0] is GUARD:
-            out.append(Guard(r[1], r[2], r[3], r[4]))
+            out.append(Guard(*r[1]))
         else:
             out.append(TapeEntry(*r))
     return tuple(out)
@@ -420,50 +420,53 @@ def backward_pass(records: list, ct: dict, consume: bool) -> dict:
     from tapegrad.function import unbroadcast
 
     n = len(records)
+    pop = records.pop
+    ctpop = ct.pop
     while n:
         n -= 1
-        rec = records.pop() if consume else records[n]
-        fn = rec[0]
-        if fn is GUARD:
-            continue
+        rec = pop() if consume else records[n]
         ctx = rec[2]
+        if ctx is None:  # guards, non-differentiable entries
+            continue
+        fn = rec[0]
         out_nodes = rec[5]
         if len(out_nodes) == 1:
-            g = ct.pop(out_nodes[0], None)
-            if g is None or ctx is None:
+            g = ctpop(out_nodes[0], None)
+            if g is None:
                 continue
-            gs = (g,)
+            grads = fn.backward(ctx, g)
         else:
-            gs = [ct.pop(o, None) for o in out_nodes]
-            if ctx is None or all(g is None for g in gs):
+            gs = [ctpop(o, None) for o in out_nodes]
+            if all(g is None for g in gs):
                 continue
             for j in ctx.__dict__.get("_nondiff", ()):
                 gs[j] = None
-            gs = [_ct_or_zeros(g, a) for g, a in zip(gs, rec[7])]
-        grads = fn.backward(ctx, *gs)
+            grads = fn.backward(ctx, *[_ct_or_zeros(g, a) for g, a in zip(gs, rec[7])])
         in_nodes = rec[3]
         if type(grads) is not tuple:
-            grads = tuple(grads) if isinstance(grads, list) else (grads,)
+            grads = tuple(grads) if type(grads) is list else (grads,)
         if len(grads) != len(in_nodes):
             raise ValueError(
                 f"{fn.__name__}.backward returned {len(grads)} value(s) for {len(in_nodes)} "
                 "input(s); return one cotangent (or None) per positional input of forward."
             )
-        in_avals = rec[6]
-        for i, node in enumerate(in_nodes):
-            if node < 0:
+        needs = ctx.needs_input_grad
+        i = -1
+        for node in in_nodes:
+            i += 1
+            if node < 0 or not needs[i]:
                 continue
             g = grads[i]
             if g is None:
                 continue
-            shape, dtype = in_avals[i]
-            if dtype.kind not in "fc":
-                continue
             if type(g) is not Tensor:
                 g = Tensor._const(np.asarray(g) if not hasattr(g, "shape") else g)
-            if g._array.shape != shape:
+            shape, dtype = rec[6][i]
+            arr = g._array
+            if arr.shape != shape:
                 g = unbroadcast(g, shape, fn, i)
-            if g._array.dtype != dtype:
+                arr = g._array
+            if arr.dtype is not dtype and arr.dtype != dtype:
                 g = g.astype(dtype)
             prev = ct.get(node)
             ct[node] = g if prev is None else prev + g
