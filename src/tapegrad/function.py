@@ -19,6 +19,11 @@ from contextlib import contextmanager
 import numpy as np
 
 from tapegrad import backend as _backend
+from tapegrad.lazy import _GLOBAL as _LAZY_GLOBAL
+from tapegrad.lazy import LazyArray as _LazyArray
+from tapegrad.lazy import _state as _lazy_state
+from tapegrad.lazy import realize_array as _realize_array
+from tapegrad.lazy import record as _lazy_record
 from tapegrad.tensor import Tensor
 
 __all__ = ["Function", "Context", "no_grad", "is_grad_enabled", "unbroadcast"]
@@ -189,22 +194,34 @@ class Function:
 
     @classmethod
     def output_shape(cls, *shapes, **params) -> tuple:
-        """Output shape from input shapes, without running the op.
+        """Output shape from the inputs' shapes, without running the op.
 
-        The default is NumPy broadcasting of the input shapes (right for elementwise ops);
-        other ops override it.
+        Each positional argument is the input's shape (a tuple) if it is a Tensor, else the
+        value itself; ``params`` are the keyword parameters. Multi-output ops return a list of
+        shapes. The default is NumPy broadcasting of the Tensor shapes (right for elementwise
+        ops); other ops override it. Used for clear errors before any work and by lazy mode.
 
         Raises:
             ValueError: if the shapes are incompatible, naming the op and the shapes.
         """
+        tensor_shapes = [s for s in shapes if isinstance(s, tuple)]
         try:
-            return tuple(np.broadcast_shapes(*[s for s in shapes if s is not None]))
+            return tuple(np.broadcast_shapes(*tensor_shapes))
         except ValueError:
             raise ValueError(
-                f"{cls._name()}: shapes {', '.join(str(tuple(s)) for s in shapes if s is not None)}"
-                " do not broadcast together (NumPy broadcasting: trailing dimensions must be "
-                "equal or 1)"
+                f"{cls._name()}: shapes {', '.join(str(s) for s in tensor_shapes)} do not "
+                "broadcast together (NumPy broadcasting: trailing dimensions must be equal or 1)"
             ) from None
+
+    @classmethod
+    def output_dtype(cls, *dtypes, **params):
+        """Output dtype from the inputs' dtypes (Tensor inputs) and values (other positional
+        arguments), without running the op; a list for multi-output ops. The default is NumPy's
+        type promotion with Python numbers weak (``float32 * 2.0`` stays float32)."""
+        args = [d for d in dtypes if isinstance(d, np.dtype) or isinstance(d, (int, float))]
+        if not args:
+            return np.dtype(np.float32)
+        return np.result_type(*args)
 
     @classmethod
     def _name(cls) -> str:
@@ -226,6 +243,10 @@ class Function:
                     return out
             outs, _, multi, _, _ = cls._record(top, args, params, diff, None)
             return outs if multi else outs[0]
+        if _lazy_state.depth or _LAZY_GLOBAL["lazy"]:
+            out = _lazy_record(cls, args, params)
+            if out is not None:
+                return out
         # Eager: no transform holds any input; run the forward rule and wrap the result.
         arrays = []
         cpu = True
@@ -380,6 +401,9 @@ class Function:
             arrays = [xa, xb] if two else [xa]
             ctx.device = dev = _check_devices(cls, arrays)
             xp = ctx.backend = _backend.get_backend(dev)
+            xa = arrays[0]
+            if two:
+                xb = arrays[1]
         fa = na >= 0 and xa.dtype.kind in "fc"
         if two:
             fb = nb >= 0 and xb.dtype.kind in "fc"
@@ -613,7 +637,16 @@ _s_label = _slots["label"].__set__
 _const = Tensor._const
 
 
-def _check_devices(cls, arrays) -> str:
+def _check_devices(cls, arrays: list) -> str:
+    """Device of ``arrays`` (the slow path of apply: not all NumPy). Deferred (lazy) arrays are
+    computed in place first.
+
+    Raises:
+        ValueError: if the arrays live on different devices, naming the op and both.
+    """
+    for i, a in enumerate(arrays):
+        if type(a) is _LazyArray:
+            arrays[i] = _realize_array(a)
     devs = {_backend.device_of(a) for a in arrays if hasattr(a, "shape")}
     if len(devs) > 1:
         raise ValueError(

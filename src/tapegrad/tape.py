@@ -219,7 +219,7 @@ class Tape:
             )
         arrays = []
         for i, (leaf, aval) in enumerate(zip(leaves, self.in_avals)):
-            arr = _to_array(leaf) if not isinstance(leaf, Tensor) else leaf._array
+            arr = _to_array(leaf) if not isinstance(leaf, Tensor) else leaf._concrete()
             if not isinstance(leaf, (Tensor, np.ndarray)) and aval is not None:
                 arr = arr.astype(aval[1])
             if aval is not None and (tuple(arr.shape) != tuple(aval[0]) or arr.dtype != aval[1]):
@@ -486,7 +486,7 @@ def compile_program(entries) -> tuple:
             steps.append((-1, e, None, None, None))
             continue
         ins = tuple(
-            (n, None if n >= 0 else (c._array if isinstance(c, Tensor) else c))
+            (n, None if n >= 0 else (c._concrete() if isinstance(c, Tensor) else c))
             for n, c in zip(e.in_nodes, e.consts)
         )
         kind = len(ins) if len(ins) in (1, 2) and not e.params else 0

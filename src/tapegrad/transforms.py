@@ -34,7 +34,7 @@ def _leaf_path(args, index: int, names) -> str:
 def _as_primal(leaf, i, tree, prefix, who, allow_int=False) -> Tensor:
     """Turn one input leaf into a Tensor, checking that it can be differentiated."""
     if isinstance(leaf, Tensor):
-        t = leaf
+        t = leaf if leaf.is_realized else leaf.realize()
     elif (
         isinstance(leaf, bool)
         or not isinstance(leaf, (numbers.Number, np.ndarray, np.generic))

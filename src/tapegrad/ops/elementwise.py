@@ -7,6 +7,8 @@ Tensor's dtype) and receive no cotangent.
 
 from __future__ import annotations
 
+import numpy as np
+
 from tapegrad.function import Function
 
 __all__ = [
@@ -217,6 +219,10 @@ class AsType(Function):
     def output_shape(cls, shape, dtype=None):
         return tuple(shape)
 
+    @classmethod
+    def output_dtype(cls, in_dtype, dtype=None):
+        return np.dtype(dtype)
+
 
 class StopGradient(Function):
     """Identity whose cotangent is zero: the value is a constant to every transform."""
@@ -237,6 +243,10 @@ class Compare(Function):
 
     oper = "compare"
     differentiable = False
+
+    @classmethod
+    def output_dtype(cls, *dtypes, **params):
+        return np.dtype(bool)
 
     @staticmethod
     def forward(ctx, x, y, op):
