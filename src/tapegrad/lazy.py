@@ -24,6 +24,7 @@ __all__ = ["lazy", "mode", "is_lazy", "LazyArray", "realize_array"]
 
 class _LazyState(threading.local):
     depth = 0
+    realizing = False  # set while realize() runs ops: they must execute, not defer again
 
 
 _state = _LazyState()
@@ -119,6 +120,8 @@ def record(cls, args, params):
     the op cannot infer its output (it then runs immediately)."""
     from tapegrad.tensor import Tensor
 
+    if _state.realizing:
+        return None
     shapes = [a._array.shape if type(a) is Tensor else a for a in args]
     dtypes = [a._array.dtype if type(a) is Tensor else a for a in args]
     try:
@@ -139,9 +142,21 @@ def realize_array(arr):
     """The concrete backend array behind ``arr`` (a LazyArray is computed, once)."""
     if type(arr) is not LazyArray:
         return arr
+    if arr.node.values is not None:
+        return arr.node.values[arr.index]
+    outer = _state.realizing
+    _state.realizing = True
+    try:
+        _realize_nodes(arr.node)
+    finally:
+        _state.realizing = outer
+    return arr.node.values[arr.index]
+
+
+def _realize_nodes(root) -> None:
     from tapegrad.tensor import Tensor
 
-    stack = [arr.node]
+    stack = [root]
     while stack:
         node = stack[-1]
         if node.values is not None:
@@ -158,7 +173,6 @@ def realize_array(arr):
         stack.pop()
         node.values = _run(node)
         node.args = ()  # release the inputs as soon as they are used
-    return arr.node.values[arr.index]
 
 
 def _run(node) -> tuple:
