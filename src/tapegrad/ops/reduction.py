@@ -443,8 +443,10 @@ class LogSumExp(Function):
     accurate when the sum is near 1. An all ``-inf`` slice gives ``-inf``; an empty reduction
     gives ``-inf`` (the log of an empty sum, as SciPy). Integer inputs give float64.
 
-    Backward: ``g * softmax(x) = g * exp(x - out)`` (never overflows, as ``out >= max(x)``);
-    where the result is ``-inf`` the gradient is 0.
+    Backward: ``g * softmax(x)``, with ``softmax(x) = e / sum(e)`` and ``e = exp(x - out)``
+    (``out`` held constant: no overflow as ``out >= max(x)``, and the normalization removes the
+    error of order ``|out| * eps`` that ``exp(x - out)`` alone carries for large ``|x|``).
+    Where the result is ``-inf`` the gradient is 0.
 
     References:
         Blanchard, Higham and Higham, "Accurately computing the log-sum-exp and softmax
@@ -481,9 +483,14 @@ class LogSumExp(Function):
         from tapegrad import numpy as tnp
 
         x, out = ctx.saved_tensors
-        out = _expand(out, ctx)
-        shift = tnp.where(out == -np.inf, 0.0, out)
-        return _expand(g, ctx) * tnp.exp(x - shift)
+        # softmax = e / sum(e) with e = exp(x - c) for the constant c = out (>= max(x), so no
+        # overflow, and the largest e is >= 1/n). Normalizing makes the result independent of
+        # the rounding of c (exp(x - out) alone has an error of order |out| * eps), and since
+        # softmax is invariant to c, holding c constant is exact at every order.
+        c = tnp.stop_gradient(_expand(out, ctx))
+        e = tnp.exp(x - tnp.where(c == -np.inf, 0.0, c))
+        total = tnp.sum(e, axis=ctx.axes, keepdims=True)
+        return _expand(g, ctx) * (e / tnp.where(total == 0, 1.0, total))
 
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
