@@ -364,3 +364,48 @@ def test_norm_matches_numpy_linalg():
     for o in (None, "fro", 1, -1, np.inf, -np.inf):
         np.testing.assert_allclose(tnp.norm(m, ord=o).numpy(), np.linalg.norm(m, ord=o), 1e-6)
     assert tnp.norm(np.array([3, 4])).dtype == np.float64
+
+
+OP_CASES = [
+    (ops.Sum, dict(axis=0)),
+    (ops.Mean, dict(axis=(0, 1), keepdims=True)),
+    (ops.Prod, dict()),
+    (ops.Max, dict(axis=1)),
+    (ops.Min, dict()),
+    (ops.ArgMax, dict(axis=0)),
+    (ops.ArgMin, dict()),
+    (ops.Var, dict(axis=1, ddof=1)),
+    (ops.Std, dict()),
+    (ops.LogSumExp, dict(axis=-1)),
+    (ops.Norm2, dict(axis=0)),
+    (ops.CumSum, dict(axis=1)),
+    (ops.CumProd, dict(axis=0)),
+    (ops.Shift, dict(axis=1, shift=1)),
+    (ops.Any, dict(axis=0)),
+    (ops.All, dict()),
+]
+
+
+@pytest.mark.parametrize("op, params", OP_CASES, ids=lambda v: getattr(v, "__name__", ""))
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32, np.bool_])
+def test_output_shape_and_dtype_are_what_forward_returns(op, params, dtype):
+    if dtype == np.bool_ and op in (ops.Var, ops.Std, ops.LogSumExp, ops.Norm2, ops.Mean):
+        return  # NumPy has no such reductions of booleans worth promising
+    x = tg.Tensor(np.arange(1, 7).reshape(2, 3).astype(dtype))
+    out = op.apply(x, **params)
+    assert op.output_shape(x.shape, **params) == out.shape
+    assert op.output_dtype(x.dtype, **params) == out.dtype
+
+
+def test_lazy_mode_defers_reductions():
+    if not hasattr(tg, "lazy"):
+        pytest.skip("lazy mode is not part of this build")
+    a = np.arange(12.0).reshape(3, 4)
+    x = tg.Tensor(a)
+    with tg.lazy():
+        y = tnp.logsumexp(tnp.cumprod(x, axis=1) / 100.0, axis=0) + tnp.std(x, axis=0, ddof=1)
+        i = tnp.argmax(x.astype(np.int32), axis=1)
+        assert y.shape == (4,) and i.shape == (3,) and i.dtype == np.intp
+    want = scipy.special.logsumexp(np.cumprod(a, axis=1) / 100.0, axis=0) + a.std(0, ddof=1)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-12)
+    np.testing.assert_array_equal(i.numpy(), [3, 3, 3])

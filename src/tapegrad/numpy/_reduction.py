@@ -36,8 +36,10 @@ __all__ = [
 ]
 
 
-def _apply(op, x, **params):
+def _apply(op, x, real=False, **params):
     x = _tensor(x)
+    if real and x.dtype.kind == "c":
+        raise TypeError(f"{op.oper}: complex inputs are not supported (got dtype {x.dtype})")
     op.output_shape(x.shape, **params)  # clear errors before any work
     return op.apply(x, **params)
 
@@ -82,6 +84,11 @@ def prod(x, axis=None, keepdims=False) -> Tensor:
 
     Raises:
         ValueError: if an axis is out of range or repeated.
+
+    Example:
+        >>> import tapegrad as tg, tapegrad.numpy as tnp
+        >>> tg.grad(tnp.prod)(tg.Tensor([2.0, 0.0, 4.0]))
+        Tensor([0., 8., 0.], dtype=float32)
     """
     return _apply(_ops.Prod, x, axis=axis, keepdims=keepdims)
 
@@ -102,8 +109,18 @@ def max(x, axis=None, keepdims=False) -> Tensor:  # noqa: A001
 
     Raises:
         ValueError: if an axis is out of range, or a reduced axis has size 0 (as NumPy).
+        TypeError: for complex inputs (they have no order).
+
+    Example:
+        >>> import tapegrad as tg, tapegrad.numpy as tnp
+        >>> x = tg.Tensor([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]])
+        >>> tnp.max(x, axis=1)
+        Tensor([3., 2.], dtype=float32)
+        >>> tg.grad(lambda v: tnp.max(v, axis=1).sum())(x)
+        Tensor([[0. , 0.5, 0.5],
+                [1. , 0. , 0. ]], dtype=float32)
     """
-    return _apply(_ops.Max, x, axis=axis, keepdims=keepdims)
+    return _apply(_ops.Max, x, real=True, axis=axis, keepdims=keepdims)
 
 
 def min(x, axis=None, keepdims=False) -> Tensor:  # noqa: A001
@@ -111,8 +128,9 @@ def min(x, axis=None, keepdims=False) -> Tensor:  # noqa: A001
 
     Raises:
         ValueError: if an axis is out of range, or a reduced axis has size 0.
+        TypeError: for complex inputs.
     """
-    return _apply(_ops.Min, x, axis=axis, keepdims=keepdims)
+    return _apply(_ops.Min, x, real=True, axis=axis, keepdims=keepdims)
 
 
 amax = max
@@ -160,7 +178,7 @@ def var(x, axis=None, ddof=0, keepdims=False) -> Tensor:
             (NumPy would warn and return inf or NaN).
         TypeError: for complex inputs.
     """
-    return _apply(_ops.Var, x, axis=axis, ddof=ddof, keepdims=keepdims)
+    return _apply(_ops.Var, x, real=True, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
 def std(x, axis=None, ddof=0, keepdims=False) -> Tensor:
@@ -173,7 +191,7 @@ def std(x, axis=None, ddof=0, keepdims=False) -> Tensor:
         ValueError: as :func:`var`.
         TypeError: for complex inputs.
     """
-    return _apply(_ops.Std, x, axis=axis, ddof=ddof, keepdims=keepdims)
+    return _apply(_ops.Std, x, real=True, axis=axis, ddof=ddof, keepdims=keepdims)
 
 
 def logsumexp(x, axis=None, keepdims=False) -> Tensor:
@@ -197,11 +215,19 @@ def logsumexp(x, axis=None, keepdims=False) -> Tensor:
         ValueError: if an axis is out of range or repeated.
         TypeError: for complex inputs.
 
+    Example:
+        >>> import tapegrad as tg, tapegrad.numpy as tnp
+        >>> x = tg.Tensor([1e4, 1e4])
+        >>> tnp.logsumexp(x)  # 1e4 + log(2); exp(1e4) alone would overflow
+        Tensor(10000.693, dtype=float32)
+        >>> tg.grad(tnp.logsumexp)(x)
+        Tensor([0.5, 0.5], dtype=float32)
+
     References:
         Blanchard, Higham and Higham, "Accurately computing the log-sum-exp and
         softmax functions", IMA J. Numer. Anal. 41(4), 2021.
     """
-    return _apply(_ops.LogSumExp, x, axis=axis, keepdims=keepdims)
+    return _apply(_ops.LogSumExp, x, real=True, axis=axis, keepdims=keepdims)
 
 
 _INF = float("inf")
@@ -241,6 +267,16 @@ def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:  # noqa: A002
         NotImplementedError: for the matrix norms ``ord=2``, ``-2`` and ``'nuc'``, which need
             a differentiable singular value decomposition.
         TypeError: for complex inputs.
+
+    Example:
+        >>> import tapegrad as tg, tapegrad.numpy as tnp
+        >>> a = tg.Tensor([[3.0, -4.0], [0.0, 1.0]])
+        >>> tnp.norm(a, axis=1)
+        Tensor([5., 1.], dtype=float32)
+        >>> tnp.norm(a, ord=1)  # matrix 1-norm: largest absolute column sum
+        Tensor(5., dtype=float32)
+        >>> tg.grad(tnp.norm)(tg.Tensor([0.0, 0.0]))  # convention at 0
+        Tensor([0., 0.], dtype=float32)
     """
     x = _tensor(x)
     if x.dtype.kind == "c":
@@ -352,6 +388,14 @@ def cumprod(x, axis=None) -> Tensor:
     Raises:
         ValueError: if ``axis`` is out of range.
         TypeError: if ``axis`` is not an int or None.
+
+    Example:
+        >>> import tapegrad as tg, tapegrad.numpy as tnp
+        >>> x = tg.Tensor([2.0, 0.0, 3.0])
+        >>> tnp.cumprod(x)
+        Tensor([2., 0., 0.], dtype=float32)
+        >>> tg.grad(lambda v: tnp.cumprod(v).sum())(x)  # exact despite the zero
+        Tensor([1., 8., 0.], dtype=float32)
     """
     x, axis = _flat_or(x, axis, "cumprod")
     return _apply(_ops.CumProd, x, axis=axis)

@@ -17,6 +17,8 @@ Reductions that have no value over an empty set (``mean``, ``var``, ``std``, ``m
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from tapegrad.function import Function
@@ -109,6 +111,13 @@ def _real(op: str, dtype) -> None:
         raise TypeError(f"{op}: complex inputs are not supported (got dtype {dtype})")
 
 
+@functools.cache
+def _numpy_dtype(fn_name: str, dtype) -> np.dtype:
+    """The dtype NumPy's ``fn_name`` (a reduction/scan method) gives for ``dtype`` inputs."""
+    with np.errstate(all="ignore"):
+        return getattr(np.ones(2, dtype=dtype), fn_name)().dtype
+
+
 def _reduction_setup(ctx, x, axis, keepdims, op):
     axes = normalize_axis(axis, x.ndim, op)
     ctx.in_shape = x.shape
@@ -147,6 +156,10 @@ class Sum(Function):
         return tnp.broadcast_to(_expand(g, ctx), ctx.in_shape)
 
     @classmethod
+    def output_dtype(cls, dtype, **params):
+        return _numpy_dtype("sum", np.dtype(dtype))
+
+    @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
         return _reduced_shape(shape, normalize_axis(axis, len(shape), "sum"), keepdims)
 
@@ -171,6 +184,10 @@ class Mean(Function):
         from tapegrad import numpy as tnp
 
         return tnp.broadcast_to(_expand(g, ctx) / ctx.n, ctx.in_shape)
+
+    @classmethod
+    def output_dtype(cls, dtype, **params):
+        return _numpy_dtype("mean", np.dtype(dtype))
 
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
@@ -236,6 +253,10 @@ class Prod(Function):
         return g * _from_last(left * right, pshape, perm)
 
     @classmethod
+    def output_dtype(cls, dtype, **params):
+        return _numpy_dtype("prod", np.dtype(dtype))
+
+    @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
         return _reduced_shape(shape, normalize_axis(axis, len(shape), "prod"), keepdims)
 
@@ -259,13 +280,14 @@ class Max(Function):
     maximum (as the seeds document for ``maximum``); this is a valid subgradient and keeps
     ``max(x) == max(x)`` symmetric in its arguments. Where the maximum is NaN the gradient is 0.
 
-    Raises ``ValueError`` when a reduced axis has size 0.
+    Raises ``ValueError`` when a reduced axis has size 0, ``TypeError`` for complex inputs.
     """
 
     oper = "max"
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
+        _real("max", x.dtype)
         axes = _reduction_setup(ctx, x, axis, keepdims, "max")
         _nonempty("max", x.shape, axes)
         out = x.max(axis=axes, keepdims=keepdims)
@@ -273,6 +295,10 @@ class Max(Function):
         return out
 
     backward = staticmethod(_extremum_backward)
+
+    @classmethod
+    def output_dtype(cls, dtype, **params):
+        return np.dtype(dtype)
 
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
@@ -283,12 +309,14 @@ class Max(Function):
 
 class Min(Function):
     """Minimum over ``axis`` (NumPy ``amin``); ties split the gradient equally (see
-    :class:`Max`). Raises ``ValueError`` when a reduced axis has size 0."""
+    :class:`Max`). Raises ``ValueError`` when a reduced axis has size 0, ``TypeError`` for
+    complex inputs."""
 
     oper = "min"
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
+        _real("min", x.dtype)
         axes = _reduction_setup(ctx, x, axis, keepdims, "min")
         _nonempty("min", x.shape, axes)
         out = x.min(axis=axes, keepdims=keepdims)
@@ -296,6 +324,10 @@ class Min(Function):
         return out
 
     backward = staticmethod(_extremum_backward)
+
+    @classmethod
+    def output_dtype(cls, dtype, **params):
+        return np.dtype(dtype)
 
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
@@ -331,6 +363,10 @@ class ArgMax(Function):
         return ctx.backend.argmax(x, axis=axis, keepdims=keepdims)
 
     @classmethod
+    def output_dtype(cls, dtype, **params):
+        return np.dtype(np.intp)
+
+    @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
         return _arg_shape("argmax", tuple(shape), axis, keepdims)
 
@@ -345,6 +381,10 @@ class ArgMin(Function):
     def forward(ctx, x, axis=None, keepdims=False):
         _arg_shape("argmin", x.shape, axis, keepdims)
         return ctx.backend.argmin(x, axis=axis, keepdims=keepdims)
+
+    @classmethod
+    def output_dtype(cls, dtype, **params):
+        return np.dtype(np.intp)
 
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
@@ -390,6 +430,10 @@ class Var(Function):
         return _expand(g, ctx) * centered * (2.0 / ctx.dof)
 
     @classmethod
+    def output_dtype(cls, dtype, **params):
+        return _numpy_dtype("var", np.dtype(dtype))
+
+    @classmethod
     def output_shape(cls, shape, axis=None, ddof=0, keepdims=False):
         axes = normalize_axis(axis, len(shape), "var")
         _var_check("var", shape, axes, ddof)
@@ -427,6 +471,10 @@ class Std(Function):
         centered = x - tnp.mean(x, axis=ctx.axes, keepdims=True)
         scale = tnp.where(zero, 0.0, _expand(g, ctx) / (safe * ctx.dof))
         return centered * scale
+
+    @classmethod
+    def output_dtype(cls, dtype, **params):
+        return _numpy_dtype("std", np.dtype(dtype))
 
     @classmethod
     def output_shape(cls, shape, axis=None, ddof=0, keepdims=False):
@@ -471,8 +519,8 @@ class LogSumExp(Function):
             m_safe = xp.where(xp.isfinite(m), m, xp.zeros_like(m))
             with np.errstate(under="ignore", over="ignore", invalid="ignore"):
                 e = xp.exp(x2 - m_safe)
-                k = xp.argmax(x2, axis=-1)[..., None]
-                xp.put_along_axis(e, k, xp.zeros(k.shape, dtype=e.dtype), axis=-1)
+                k = xp.argmax(x2, axis=-1)[..., None]  # the one maximal term set aside
+                e = xp.where(xp.arange(n) == k, xp.zeros((), dtype=e.dtype), e)
                 out = m + xp.log1p(e.sum(axis=-1, keepdims=True))
             out = out.reshape(_reduced_shape(x.shape, axes, keepdims))
         ctx.save_for_backward(x, out)
@@ -491,6 +539,11 @@ class LogSumExp(Function):
         e = tnp.exp(x - tnp.where(c == -np.inf, 0.0, c))
         total = tnp.sum(e, axis=ctx.axes, keepdims=True)
         return _expand(g, ctx) * (e / tnp.where(total == 0, 1.0, total))
+
+    @classmethod
+    def output_dtype(cls, dtype, **params):
+        dtype = np.dtype(dtype)
+        return dtype if dtype.kind == "f" else np.dtype(np.float64)
 
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
@@ -528,6 +581,12 @@ class Norm2(Function):
         return x * scale
 
     @classmethod
+    def output_dtype(cls, dtype, **params):
+        with np.errstate(all="ignore"):
+            one = np.ones(1, dtype=dtype)
+            return np.sqrt((one * one).sum()).dtype
+
+    @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
         return _reduced_shape(shape, normalize_axis(axis, len(shape), "norm"), keepdims)
 
@@ -561,6 +620,10 @@ class CumSum(Function):
     @staticmethod
     def backward(ctx, g):
         return CumSum.apply(g, axis=ctx.axis, reverse=not ctx.reverse)
+
+    @classmethod
+    def output_dtype(cls, dtype, **params):
+        return _numpy_dtype("cumsum", np.dtype(dtype))
 
     @classmethod
     def output_shape(cls, shape, axis=-1, reverse=False):
@@ -617,6 +680,10 @@ class CumProd(Function):
         return before * r
 
     @classmethod
+    def output_dtype(cls, dtype, **params):
+        return _numpy_dtype("cumprod", np.dtype(dtype))
+
+    @classmethod
     def output_shape(cls, shape, axis=-1, reverse=False):
         if len(shape) == 0:
             raise ValueError("cumprod: a 0-d Tensor has no axis; use axis=None to flatten")
@@ -657,6 +724,10 @@ class Shift(Function):
         return Shift.apply(g, axis=ctx.axis, shift=-ctx.shift, fill=0)
 
     @classmethod
+    def output_dtype(cls, dtype, **params):
+        return np.dtype(dtype)
+
+    @classmethod
     def output_shape(cls, shape, axis=-1, shift=0, fill=0):
         _single_axis(axis, len(shape), "shift")
         return tuple(shape)
@@ -675,6 +746,10 @@ class Any(Function):
         return ctx.backend.any(x, axis=axes, keepdims=keepdims)
 
     @classmethod
+    def output_dtype(cls, dtype, **params):
+        return np.dtype(np.bool_)
+
+    @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
         return _reduced_shape(shape, normalize_axis(axis, len(shape), "any"), keepdims)
 
@@ -690,6 +765,10 @@ class All(Function):
     def forward(ctx, x, axis=None, keepdims=False):
         axes = normalize_axis(axis, x.ndim, "all")
         return ctx.backend.all(x, axis=axes, keepdims=keepdims)
+
+    @classmethod
+    def output_dtype(cls, dtype, **params):
+        return np.dtype(np.bool_)
 
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
