@@ -486,10 +486,11 @@ class Std(Function):
 class LogSumExp(Function):
     """``log(sum(exp(x)))`` over ``axis``, computed stably.
 
-    Forward (Blanchard, Higham and Higham 2021, Algorithm 2): with ``m = max(x)`` and one
-    maximal element ``k`` set aside, ``m + log1p(sum_{i != k} exp(x_i - m))``: no overflow, and
-    accurate when the sum is near 1. An all ``-inf`` slice gives ``-inf``; an empty reduction
-    gives ``-inf`` (the log of an empty sum, as SciPy). Integer inputs give float64.
+    Forward (the shifted ``log1p`` form of Blanchard, Higham and Higham 2021): with
+    ``m = max(x)`` and one maximal element ``k`` set aside, ``m + log1p(sum_{i != k}
+    exp(x_i - m))``: no overflow, and accurate when the sum is near 1. An all ``-inf`` slice
+    gives ``-inf``; an empty reduction gives ``-inf`` (the log of an empty sum, as SciPy).
+    Integer inputs give float64.
 
     Backward: ``g * softmax(x)``, with ``softmax(x) = e / sum(e)`` and ``e = exp(x - out)``
     (``out`` held constant: no overflow as ``out >= max(x)``, and the normalization removes the
