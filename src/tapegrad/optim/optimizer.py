@@ -416,13 +416,12 @@ class SGD(Optimizer):
         weight_decay: float = 0.0,
         **kwargs: Any,
     ) -> None:
-        T.sgd(lr, momentum, nesterov, weight_decay)  # validates
         super().__init__(
             model_parameters,
             lr,
-            momentum=float(momentum),
-            nesterov=bool(nesterov),
-            weight_decay=float(weight_decay),
+            momentum=momentum,
+            nesterov=nesterov,
+            weight_decay=weight_decay,
             **kwargs,
         )
 
@@ -462,14 +461,13 @@ class Adam(Optimizer):
         weight_decay: float = 0.0,
         **kwargs: Any,
     ) -> None:
-        T.adamw(lr, beta1, beta2, epsilon, weight_decay)  # validates
         super().__init__(
             model_parameters,
             lr,
-            beta1=float(beta1),
-            beta2=float(beta2),
-            epsilon=float(epsilon),
-            weight_decay=float(weight_decay),
+            beta1=beta1,
+            beta2=beta2,
+            epsilon=epsilon,
+            weight_decay=weight_decay,
             **kwargs,
         )
 
