@@ -50,6 +50,10 @@ _VERSION = 1
 _META_KEY = "tapegrad"
 _PREFIX = "tree"
 _SCALARS = (bool, int, float, str)
+_DTYPES = frozenset(
+    ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+    + ["float16", "float32", "float64", "complex64"]
+)
 
 
 class CheckpointError(ValueError):
@@ -171,6 +175,11 @@ def _serialize(tree) -> bytes:
         got = _leaf_array(leaf)
         if got is not None:
             kind, arr = got
+            if arr.dtype.name not in _DTYPES:
+                raise TypeError(
+                    f"io.save: leaf {path} has dtype {arr.dtype}, which safetensors cannot "
+                    f"store; supported: {', '.join(sorted(_DTYPES))}. Cast it first."
+                )
             if not arr.dtype.isnative:
                 arr = arr.astype(arr.dtype.newbyteorder("="))
             arrays[path] = arr if arr.flags.c_contiguous else arr.copy(order="C")
@@ -190,13 +199,7 @@ def _serialize(tree) -> bytes:
         "leaves": records,
         "sha256": _digest(names, arrays),
     }
-    try:
-        return stn.save(arrays, metadata={_META_KEY: json.dumps(meta, allow_nan=True)})
-    except Exception as e:  # safetensors raises its own error type for unsupported dtypes
-        bad = [f"{n} ({a.dtype})" for n, a in arrays.items()]
-        raise TypeError(
-            f"io.save: safetensors cannot store these arrays: {e}; leaves: {bad}"
-        ) from None
+    return stn.save(arrays, metadata={_META_KEY: json.dumps(meta, allow_nan=True)})
 
 
 # -- atomic write -----------------------------------------------------------------------------
@@ -208,7 +211,7 @@ def _write_all(f, data: bytes) -> None:
 def _default_mode(path: str) -> int:
     try:
         return os.stat(path).st_mode & 0o777
-    except FileNotFoundError:
+    except FileNotFoundError:  # a new file gets the usual 0o666 & ~umask (read, then restored)
         mask = os.umask(0)
         os.umask(mask)
         return 0o666 & ~mask

@@ -149,6 +149,8 @@ def test_update_lr_and_lr_setter():
     assert opt.lr == 0.25 and opt.initial_lr == 0.5
     with pytest.raises(ValueError, match="lr: expected a number >= 0"):
         opt.lr = -1.0
+    with pytest.raises(TypeError, match="lr: expected a number"):
+        opt.lr = "0.1"
 
 
 def test_gradient_helpers():
@@ -259,6 +261,8 @@ def test_base_optimizer_with_transform_and_errors():
     ref = optim.SGD(params, lr=0.1)
     ref.step(g)
     _assert_trees_equal(opt.params, ref.params)
+    with pytest.raises(TypeError, match="transform= is for the base Optimizer"):
+        optim.Adam(params, lr=0.1, transform=lambda lr: optim.sgd(lr))
     with pytest.raises(TypeError, match="needs transform="):
         optim.Optimizer(params, lr=0.1)
     with pytest.raises(TypeError, match="lr_scheduler_cls"):

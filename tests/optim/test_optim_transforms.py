@@ -294,6 +294,8 @@ def test_errors():
         optim.sgd(0.1, nesterov=True)
     with pytest.raises(ValueError, match="b1 must be in"):
         optim.adam(0.1, b1=1.0)
+    with pytest.raises(TypeError, match="b2 must be a number, got str"):
+        optim.adam(0.1, b2="0.9")
     with pytest.raises(ValueError, match="learning_rate must be finite"):
         optim.sgd(-1.0)
     with pytest.raises(TypeError, match="learning_rate must be a number or a schedule"):

@@ -112,6 +112,11 @@ class Optimizer:
                 "for example Optimizer(params, lr=0.1, transform=lambda lr: optim.sgd(lr)); "
                 "or use optim.SGD / optim.Adam / optim.AdamW."
             )
+        if transform is not None and type(self)._make_transform is not Optimizer._make_transform:
+            raise TypeError(
+                f"{name}: transform= is for the base Optimizer; {name} builds its own update "
+                "from its hyperparameters."
+            )
         if "max_grad_norm" in kwargs:
             T.clip_by_global_norm(kwargs["max_grad_norm"])  # validates
         self._transform_fn = transform
@@ -181,7 +186,9 @@ class Optimizer:
 
     @lr.setter
     def lr(self, value: float) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{type(self).__name__}.lr: expected a number, got {value!r}")
+        if not math.isfinite(value) or value < 0:
             raise ValueError(f"{type(self).__name__}.lr: expected a number >= 0, got {value!r}")
         self._hyperparams["lr"] = float(value)
 

@@ -268,8 +268,9 @@ def _check_lr(where: str, learning_rate):
 
 
 def _check_unit(where: str, name: str, value: float, closed_high: bool = False) -> float:
-    ok = 0.0 <= value <= 1.0 if closed_high else 0.0 <= value < 1.0
-    if not (isinstance(value, (int, float)) and ok):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{where}: {name} must be a number, got {type(value).__name__}")
+    if not (0.0 <= value <= 1.0 if closed_high else 0.0 <= value < 1.0):
         rng = "[0, 1]" if closed_high else "[0, 1)"
         raise ValueError(f"{where}: {name} must be in {rng}, got {value!r}")
     return float(value)
