@@ -6,11 +6,11 @@ The everyday call is ``grads = tg.grad(loss_fn)(params)``, with ``params`` any p
 
 from tapegrad import (
     backend,
+    nn,
     numpy,  # noqa: E402  (installs Tensor methods and operators)
     random,
     tree,
 )
-from tapegrad import nn  # noqa: E402  (after numpy: layers use its Tensor methods)
 from tapegrad.function import Context, Function, is_grad_enabled, no_grad
 from tapegrad.numpy import stop_gradient
 from tapegrad.tape import Guard, GuardError, Tape, TapeEntry
