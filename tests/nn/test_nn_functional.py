@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 from scipy.special import erf as sp_erf
-from scipy.special import expit, log_softmax as sp_log_softmax
+from scipy.special import expit
+from scipy.special import log_softmax as sp_log_softmax
 
 import tapegrad as tg
 from tapegrad.nn import functional as F
@@ -457,7 +458,11 @@ def test_sdpa_masks_follow_the_seeds_contract():
 
 def test_sdpa_against_torch():
     torch = torch_or_skip()
-    q, k, v = RNG.standard_normal((2, 4, 3)), RNG.standard_normal((2, 6, 3)), RNG.standard_normal((2, 6, 2))
+    q, k, v = (
+        RNG.standard_normal((2, 4, 3)),
+        RNG.standard_normal((2, 6, 3)),
+        RNG.standard_normal((2, 6, 2)),
+    )
     mask = RNG.random((4, 6)) > 0.3
     mask[:, 0] = True
     y = F.scaled_dot_product_attention(T(q), T(k), T(v), mask, scale=0.7)
@@ -468,7 +473,11 @@ def test_sdpa_against_torch():
 
 
 def test_sdpa_grads_with_mask_and_dropout():
-    q, k, v = RNG.standard_normal((2, 3, 4)), RNG.standard_normal((2, 5, 4)), RNG.standard_normal((2, 5, 3))
+    q, k, v = (
+        RNG.standard_normal((2, 3, 4)),
+        RNG.standard_normal((2, 5, 4)),
+        RNG.standard_normal((2, 5, 3)),
+    )
     mask = RNG.random((3, 5)) > 0.5
     key = tg.random.key(5)
 
@@ -483,7 +492,9 @@ def test_sdpa_grads_with_mask_and_dropout():
     )
     a = f(T(q), T(k), T(v))
     np.testing.assert_array_equal(a.numpy(), f(T(q), T(k), T(v)).numpy())
-    assert not np.allclose(a.numpy(), F.scaled_dot_product_attention(T(q), T(k), T(v), mask).numpy())
+    assert not np.allclose(
+        a.numpy(), F.scaled_dot_product_attention(T(q), T(k), T(v), mask).numpy()
+    )
 
 
 def test_sdpa_records_one_fused_entry():
