@@ -198,9 +198,13 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, axis=-1):
         xp = ctx.backend
+        ctx.axis = axis
+        if x.size == 0:
+            out = xp.empty_like(x)
+            ctx.save_for_backward(out)
+            return out
         e = xp.exp(x - x.max(axis=axis, keepdims=True))
         out = e / e.sum(axis=axis, keepdims=True)
-        ctx.axis = axis
         ctx.save_for_backward(out)
         return out
 
@@ -229,9 +233,13 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, axis=-1):
         xp = ctx.backend
+        ctx.axis = axis
+        if x.size == 0:
+            out = xp.empty_like(x)
+            ctx.save_for_backward(out)
+            return out
         s = x - x.max(axis=axis, keepdims=True)
         out = s - xp.log(xp.exp(s).sum(axis=axis, keepdims=True))
-        ctx.axis = axis
         ctx.save_for_backward(out)
         return out
 
