@@ -1286,6 +1286,47 @@ def batch_norm(
     return y, new_mean, new_var
 
 
+class _TakeRows(Function):
+    """``weight[idx]`` for an integer index Tensor. Backward: :class:`_ScatterRows`."""
+
+    oper = "take_rows"
+
+    @staticmethod
+    def forward(ctx, weight, idx):
+        ctx.save_for_backward(idx)
+        ctx.rows = weight.shape[0]
+        return weight[idx]
+
+    @staticmethod
+    def backward(ctx, g):
+        (idx,) = ctx.saved_tensors
+        return _ScatterRows.apply(g, idx, rows=ctx.rows), None
+
+
+class _ScatterRows(Function):
+    """Zeros of shape ``(rows, dim)`` with the rows of ``g`` summed in at ``idx`` (the
+    transpose of :class:`_TakeRows`). Backward: :class:`_TakeRows`."""
+
+    oper = "scatter_rows"
+
+    @staticmethod
+    def forward(ctx, g, idx, rows=0):
+        xp = ctx.backend
+        ctx.save_for_backward(idx)
+        out = xp.zeros((rows,) + g.shape[idx.ndim :], dtype=g.dtype)
+        flat = g.reshape((idx.size,) + g.shape[idx.ndim :])
+        if xp is np:
+            np.add.at(out, idx.reshape(-1), flat)
+        else:  # pragma: no cover - GPU
+            xp.add.at(out, idx.reshape(-1), flat)
+        return out
+
+    @staticmethod
+    def backward(ctx, ct):
+        (idx,) = ctx.saved_tensors
+        return _TakeRows.apply(ct, idx), None
+
+
 def embedding(input, weight) -> Tensor:
     """Look up rows of ``weight``: ``weight[input]``.
 
@@ -1295,7 +1336,8 @@ def embedding(input, weight) -> Tensor:
 
     Returns:
         Tensor of shape ``input.shape + (embedding_dim,)``; the gradient of ``weight``
-        accumulates over repeated indices.
+        accumulates over repeated indices. The indices are an input of the recorded op, so a
+        replayed tape looks up new indices.
 
     Raises:
         TypeError: for non-integer indices. ValueError: for indices out of range.
@@ -1310,7 +1352,7 @@ def embedding(input, weight) -> Tensor:
             f"embedding: indices must lie in [0, {weight.shape[0]}), got values in "
             f"[{arr.min()}, {arr.max()}]"
         )
-    return weight[arr]
+    return _TakeRows.apply(weight, idx)
 
 
 # -- attention -------------------------------------------------------------------------------
