@@ -12,6 +12,7 @@ from tapegrad import (
     tree,
 )
 from tapegrad.function import Context, Function, is_grad_enabled, no_grad
+from tapegrad.lazy import is_lazy, lazy, mode
 from tapegrad.numpy import stop_gradient
 from tapegrad.tape import Guard, GuardError, Tape, TapeEntry
 from tapegrad.tensor import Tensor, tensor
@@ -35,6 +36,9 @@ __all__ = [
     "stop_gradient",
     "no_grad",
     "is_grad_enabled",
+    "lazy",
+    "mode",
+    "is_lazy",
     "backend",
     "tree",
     "numpy",

@@ -19,6 +19,11 @@ from contextlib import contextmanager
 import numpy as np
 
 from tapegrad import backend as _backend
+from tapegrad.lazy import _GLOBAL as _LAZY_GLOBAL
+from tapegrad.lazy import LazyArray as _LazyArray
+from tapegrad.lazy import _state as _lazy_state
+from tapegrad.lazy import realize_array as _realize_array
+from tapegrad.lazy import record as _lazy_record
 from tapegrad.tensor import Tensor
 
 __all__ = ["Function", "Context", "no_grad", "is_grad_enabled", "unbroadcast"]
@@ -130,14 +135,11 @@ def unbroadcast(g: Tensor, shape: tuple, fn=None, index: int = 0) -> Tensor:
 
 
 def _as_array(out, xp):
+    """Forward results as backend arrays (NumPy scalars become 0-d arrays)."""
     if type(out) is _ndarray:
-        if out.flags.writeable:
-            out.flags.writeable = False
         return out
     if isinstance(out, np.generic) or not hasattr(out, "shape"):
         out = np.asarray(out) if xp is np else xp.asarray(out)
-        if type(out) is _ndarray:
-            out.flags.writeable = False
     return out
 
 
@@ -192,22 +194,34 @@ class Function:
 
     @classmethod
     def output_shape(cls, *shapes, **params) -> tuple:
-        """Output shape from input shapes, without running the op.
+        """Output shape from the inputs' shapes, without running the op.
 
-        The default is NumPy broadcasting of the input shapes (right for elementwise ops);
-        other ops override it.
+        Each positional argument is the input's shape (a tuple) if it is a Tensor, else the
+        value itself; ``params`` are the keyword parameters. Multi-output ops return a list of
+        shapes. The default is NumPy broadcasting of the Tensor shapes (right for elementwise
+        ops); other ops override it. Used for clear errors before any work and by lazy mode.
 
         Raises:
             ValueError: if the shapes are incompatible, naming the op and the shapes.
         """
+        tensor_shapes = [s for s in shapes if isinstance(s, tuple)]
         try:
-            return tuple(np.broadcast_shapes(*[s for s in shapes if s is not None]))
+            return tuple(np.broadcast_shapes(*tensor_shapes))
         except ValueError:
             raise ValueError(
-                f"{cls._name()}: shapes {', '.join(str(tuple(s)) for s in shapes if s is not None)}"
-                " do not broadcast together (NumPy broadcasting: trailing dimensions must be "
-                "equal or 1)"
+                f"{cls._name()}: shapes {', '.join(str(s) for s in tensor_shapes)} do not "
+                "broadcast together (NumPy broadcasting: trailing dimensions must be equal or 1)"
             ) from None
+
+    @classmethod
+    def output_dtype(cls, *dtypes, **params):
+        """Output dtype from the inputs' dtypes (Tensor inputs) and values (other positional
+        arguments), without running the op; a list for multi-output ops. The default is NumPy's
+        type promotion with Python numbers weak (``float32 * 2.0`` stays float32)."""
+        args = [d for d in dtypes if isinstance(d, np.dtype) or isinstance(d, (int, float))]
+        if not args:
+            return np.dtype(np.float32)
+        return np.result_type(*args)
 
     @classmethod
     def _name(cls) -> str:
@@ -221,19 +235,52 @@ class Function:
         for a in args:
             if type(a) is Tensor and a._level > top:
                 top = a._level
-        if top == 0:
-            return cls._eager(args, params)
-        outs, _, multi, _, _ = cls._record(
-            top, args, params, cls.differentiable and not _grad_state.disabled, None
-        )
-        return outs if multi else outs[0]
-
-    @classmethod
-    def _run_forward(cls, arrays, params, ctx):
+        if top:
+            diff = cls.differentiable and not _grad_state.disabled
+            if len(args) < 3 and diff:
+                out = cls._record_small(top, args, params)
+                if out is not None:
+                    return out
+            outs, _, multi, _, _ = cls._record(top, args, params, diff, None)
+            return outs if multi else outs[0]
+        if _lazy_state.depth or _LAZY_GLOBAL["lazy"]:
+            out = _lazy_record(cls, args, params)
+            if out is not None:
+                return out
+        # Eager: no transform holds any input; run the forward rule and wrap the result.
+        arrays = []
+        cpu = True
+        for a in args:
+            if type(a) is Tensor:
+                a = a._array
+                if type(a) is not _ndarray:
+                    cpu = False
+            arrays.append(a)
+        ctx = _new(Context)
+        if cpu:
+            ctx.device = "cpu"
+            ctx.backend = np
+        else:
+            ctx.device = dev = _check_devices(cls, arrays)
+            ctx.backend = _backend.get_backend(dev)
+        n = len(arrays)
+        ctx.needs_input_grad = _FALSES[n] if n < 8 else (False,) * n
         try:
-            return cls.forward(ctx, *arrays, **params)
+            out = cls.forward(ctx, *arrays, **params)
         except (ValueError, TypeError, IndexError) as e:
             raise cls._explain(e, arrays) from e
+        if type(out) is _ndarray:
+            t = _new(Tensor)
+            _s_array(t, out)
+            _s_primal(t, None)
+            _s_level(t, 0)
+            _s_trace(t, None)
+            _s_node(t, -1)
+            _s_label(t, None)
+            return t
+        if type(out) is tuple or type(out) is list:
+            return tuple([_const(_as_array(o, ctx.backend)) for o in out])
+        return _const(_as_array(out, ctx.backend))
 
     @classmethod
     def _explain(cls, e, arrays):
@@ -250,87 +297,254 @@ class Function:
         return type(e)(f"{cls._name()}: {e} (inputs: {desc})")
 
     @classmethod
-    def _context(cls, arrays):
+    def _base(cls, arrays, cpu, params, needs):
+        """Run forward at level 0 for a recording; returns
+        ``(outputs as constants, ctx, multi, saved spec, non-diff output indices)``."""
         ctx = _new(Context)
-        dev = "cpu"
-        for a in arrays:
-            if hasattr(a, "shape") and type(a) is not _ndarray and not isinstance(a, np.generic):
-                dev = _check_devices(cls, arrays)
-                break
-        ctx.device = dev
-        ctx.backend = np if dev == "cpu" else _backend.get_backend(dev)
-        return ctx
-
-    @classmethod
-    def _eager(cls, args, params):
-        arrays = [a._array if type(a) is Tensor else a for a in args]
-        ctx = cls._context(arrays)
-        ctx.needs_input_grad = (False,) * len(arrays)
-        out = cls._run_forward(arrays, params, ctx)
-        xp = ctx.backend
-        if type(out) is tuple or type(out) is list:
-            return tuple(Tensor._const(_as_array(o, xp)) for o in out)
-        return Tensor._const(_as_array(out, xp))
-
-    @classmethod
-    def _base(cls, args, params, needs):
-        """Run forward at level 0; returns (outputs as constants, ctx, multi, saved spec)."""
-        arrays = [a._array if type(a) is Tensor else a for a in args]
-        ctx = cls._context(arrays)
+        if cpu:
+            ctx.device = "cpu"
+            xp = ctx.backend = np
+        else:
+            ctx.device = dev = _check_devices(cls, arrays)
+            xp = ctx.backend = _backend.get_backend(dev)
         ctx.needs_input_grad = needs
-        raw = cls._run_forward(arrays, params, ctx)
-        xp = ctx.backend
-        multi = type(raw) is tuple or type(raw) is list
-        raws = tuple(raw) if multi else (raw,)
-        outs = tuple(Tensor._const(_as_array(o, xp)) for o in raws)
-        spec = ()
+        try:
+            raw = cls.forward(ctx, *arrays, **params)
+        except (ValueError, TypeError, IndexError) as e:
+            raise cls._explain(e, arrays) from e
+        if type(raw) is tuple or type(raw) is list:
+            multi = True
+            raws = tuple(raw)
+            outs = tuple([_const(_as_array(o, xp)) for o in raws])
+        else:
+            multi = False
+            raws = (raw,)
+            outs = (_const(raw if type(raw) is _ndarray else _as_array(raw, xp)),)
         d = ctx.__dict__
         saved = d.pop("_to_save", None)
+        spec = ()
         if saved:
             sp = []
             for s in saved:
-                for i, a in enumerate(arrays):
+                k = 0
+                for a in arrays:
                     if a is s:
-                        sp.append((0, i))
+                        sp.append((0, k))
                         break
+                    k += 1
                 else:
-                    for j, o in enumerate(raws):
-                        if o is s or outs[j]._array is s:
-                            sp.append((1, j))
+                    for k, o in enumerate(raws):
+                        if o is s or outs[k]._array is s:
+                            sp.append((1, k))
                             break
                     else:
-                        sp.append((2, s if isinstance(s, Tensor) else Tensor._const(s)))
+                        sp.append((2, s if isinstance(s, Tensor) else _const(s)))
             spec = tuple(sp)
-        nd = d.pop("_non_diff", None)
         nondiff = ()
+        nd = d.pop("_non_diff", None)
         if nd:
             nondiff = tuple(
-                j for j, o in enumerate(raws) if any(o is s or outs[j]._array is s for s in nd)
+                [j for j, o in enumerate(raws) if any(o is s or outs[j]._array is s for s in nd)]
             )
         return outs, ctx, multi, spec, nondiff
+
+    @classmethod
+    def _record_small(cls, top, args, params):
+        """The common case, unrolled: one or two inputs, one level recording, concrete primals
+        (a first-order transform). Returns None to defer to :meth:`_record` otherwise."""
+        a = args[0]
+        two = len(args) == 2
+        b = args[1] if two else None
+        ta = type(a) is Tensor
+        tb = type(b) is Tensor
+        if ta:
+            la = a._level
+            if la == top:
+                pa = a._primal
+                if pa._level:
+                    return None
+                na = a._node
+                trace = a._trace
+            elif la:
+                return None
+            else:
+                pa = a
+                na = -1
+        else:
+            pa = a
+            na = -1
+        if tb:
+            lb = b._level
+            if lb == top:
+                pb = b._primal
+                if pb._level:
+                    return None
+                nb = b._node
+                trace = b._trace
+            elif lb:
+                return None
+            else:
+                pb = b
+                nb = -1
+        else:
+            pb = b
+            nb = -1
+        if trace.done:
+            return None  # _record raises the leaked-tracer error
+        xa = pa._array if ta else pa
+        xb = pb._array if tb else pb
+        ctx = _new(Context)
+        if (not ta or type(xa) is _ndarray) and (not tb or type(xb) is _ndarray):
+            ctx.device = "cpu"
+            xp = ctx.backend = np
+        else:
+            arrays = [xa, xb] if two else [xa]
+            ctx.device = dev = _check_devices(cls, arrays)
+            xp = ctx.backend = _backend.get_backend(dev)
+            xa = arrays[0]
+            if two:
+                xb = arrays[1]
+        fa = na >= 0 and xa.dtype.kind in "fc"
+        if two:
+            fb = nb >= 0 and xb.dtype.kind in "fc"
+            ctx.needs_input_grad = (na >= 0, nb >= 0)
+            try:
+                raw = cls.forward(ctx, xa, xb, **params)
+            except (ValueError, TypeError, IndexError) as e:
+                raise cls._explain(e, [xa, xb]) from e
+        else:
+            ctx.needs_input_grad = (True,)
+            try:
+                raw = cls.forward(ctx, xa, **params)
+            except (ValueError, TypeError, IndexError) as e:
+                raise cls._explain(e, [xa]) from e
+        if type(raw) is not _ndarray:
+            if type(raw) is tuple or type(raw) is list:
+                return cls._finish_multi(ctx, raw, xp, trace, top, args, params)
+            raw = _as_array(raw, xp)
+        d = ctx.__dict__
+        saved = d.pop("_to_save", None)
+        lo = None
+        if saved:
+            res = []
+            for v in saved:
+                if v is xa and ta:
+                    res.append(pa)
+                elif two and v is xb and tb:
+                    res.append(pb)
+                elif v is raw:
+                    if lo is None:
+                        lo = _const(raw)
+                    res.append(lo)
+                elif v is xa or (two and v is xb):
+                    res.append(v)  # a Python value passed positionally
+                else:
+                    res.append(v if type(v) is Tensor else _const(v))
+            ctx._saved = tuple(res)
+        else:
+            ctx._saved = ()
+        if lo is None:
+            lo = _const(raw)
+        if "_non_diff" in d:
+            d.pop("_non_diff")
+            ctx = None
+        node = trace.n_nodes
+        trace.n_nodes = node + 1
+        out = _new(Tensor)
+        _s_array(out, raw)
+        _s_primal(out, lo)
+        _s_level(out, top)
+        _s_trace(out, trace)
+        _s_node(out, node)
+        _s_label(out, None)
+        if ctx is not None:
+            ctx.needs_input_grad = (fa, fb) if two else (fa,)
+        if two:
+            trace.records.append(
+                (
+                    cls,
+                    params,
+                    ctx,
+                    (na, nb),
+                    (pa if na < 0 else None, pb if nb < 0 else None),
+                    (node,),
+                    ((xa.shape, xa.dtype) if ta else None, (xb.shape, xb.dtype) if tb else None),
+                    ((raw.shape, raw.dtype),),
+                )
+            )
+        else:
+            trace.records.append(
+                (
+                    cls,
+                    params,
+                    ctx,
+                    (na,),
+                    (pa if na < 0 else None,),
+                    (node,),
+                    ((xa.shape, xa.dtype) if ta else None,),
+                    ((raw.shape, raw.dtype),),
+                )
+            )
+        return out
+
+    @classmethod
+    def _finish_multi(cls, ctx, raw, xp, trace, top, args, params):
+        """Multi-output results of :meth:`_record_small`: rerun through the general path.
+
+        Forward rules are pure, so recomputing is correct; multi-output ops are rare enough
+        that the general path's cost does not matter here.
+        """
+        outs, _, multi, _, _ = cls._record(top, args, params, True, None)
+        return outs if multi else outs[0]
 
     @classmethod
     def _record(cls, top, args, params, diff, needs):
         """Apply at level ``top``: lower the inputs, apply below, record, wrap the outputs.
 
         Returns ``(outputs at level top, base ctx, multi, saved spec, non-diff outputs)``.
+        One pass over the inputs builds everything the record needs (this is the hot path of
+        every traced program: no comprehensions, which are function calls before Python 3.12).
         """
         trace = None
         lowered = []
         in_nodes = []
+        consts = []
+        in_avals = []
+        level_needs = []
+        arrays = []
+        top_needs = []
         sub = 0
+        cpu = True
         for a in args:
-            if type(a) is Tensor and a._level:
-                if a._level == top:
+            if type(a) is Tensor:
+                top_needs.append(a._level > 0)
+                lv = a._level
+                if lv == top:
                     trace = a._trace
                     in_nodes.append(a._node)
+                    consts.append(None)
                     a = a._primal
+                    lv = a._level
+                    arr = a._array
+                    level_needs.append(arr.dtype.kind in "fc")
                 else:
                     in_nodes.append(-1)
-                if a._level > sub:
-                    sub = a._level
+                    consts.append(a)
+                    level_needs.append(False)
+                    arr = a._array
+                if type(arr) is not _ndarray:
+                    cpu = False
+                in_avals.append((arr.shape, arr.dtype))
+                arrays.append(arr)
+                if lv > sub:
+                    sub = lv
             else:
+                top_needs.append(False)
                 in_nodes.append(-1)
+                consts.append(a)
+                level_needs.append(False)
+                in_avals.append(None)
+                arrays.append(a)
             lowered.append(a)
         if trace.done:
             raise RuntimeError(
@@ -339,44 +553,100 @@ class Function:
                 "and used after grad/vjp returned). Pass it as an argument instead."
             )
         if needs is None:
-            needs = tuple(type(a) is Tensor and a._level > 0 for a in args)
-        if sub == 0:
-            louts, ctx0, multi, spec, nondiff = cls._base(lowered, params, needs)
-        else:
+            needs = tuple(top_needs)
+        if sub:
             louts, ctx0, multi, spec, nondiff = cls._record(sub, lowered, params, diff, needs)
-        in_avals = tuple(
-            (a._array.shape, a._array.dtype) if type(a) is Tensor else None for a in lowered
-        )
-        out_avals = tuple((o._array.shape, o._array.dtype) for o in louts)
-        consts = tuple(a if n < 0 else None for a, n in zip(lowered, in_nodes))
+        else:
+            louts, ctx0, multi, spec, nondiff = cls._base(arrays, cpu, params, needs)
         ctx = None
         if diff:
-            ctx = _new(Context)
-            ctx.__dict__.update(ctx0.__dict__)
-            ctx.needs_input_grad = tuple(
-                n >= 0 and _float(av[1]) for n, av in zip(in_nodes, in_avals)
-            )
+            if sub:  # the base ctx serves a lower level already: this level gets a copy
+                ctx = _new(Context)
+                ctx.__dict__.update(ctx0.__dict__)
+            else:
+                ctx = ctx0
+            ctx.needs_input_grad = tuple(level_needs)
             if spec:
-                ctx._saved = tuple(
-                    (lowered[v] if k == 0 else louts[v]) if k < 2 else v for k, v in spec
-                )
+                saved = []
+                for k, v in spec:
+                    saved.append(lowered[v] if k == 0 else (louts[v] if k == 1 else v))
+                ctx._saved = tuple(saved)
             else:
                 ctx._saved = ()
-        out_nodes = []
-        outs = []
+            if nondiff:
+                if multi:
+                    ctx._nondiff = nondiff
+                else:  # the only output carries no gradient: nothing flows back
+                    ctx = None
         level = trace.level
-        for j, lo in enumerate(louts):
-            node = trace.n_nodes
-            trace.n_nodes = node + 1
-            out_nodes.append(-1 if j in nondiff else node)
-            outs.append(Tensor._traced(lo, level, trace, node))
+        node = trace.n_nodes
+        if multi:
+            out_nodes = []
+            outs = []
+            out_avals = []
+            for lo in louts:
+                out_nodes.append(node)
+                outs.append(_traced(lo, level, trace, node))
+                out_avals.append((lo._array.shape, lo._array.dtype))
+                node += 1
+            outs = tuple(outs)
+            out_nodes = tuple(out_nodes)
+            out_avals = tuple(out_avals)
+        else:
+            lo = louts[0]
+            arr = lo._array
+            outs = (_traced(lo, level, trace, node),)
+            out_nodes = (node,)
+            out_avals = ((arr.shape, arr.dtype),)
+            node += 1
+        trace.n_nodes = node
         trace.records.append(
-            (cls, params, ctx, tuple(in_nodes), consts, tuple(out_nodes), in_avals, out_avals)
+            (
+                cls,
+                params,
+                ctx,
+                tuple(in_nodes),
+                tuple(consts),
+                out_nodes,
+                tuple(in_avals),
+                out_avals,
+            )
         )
-        return tuple(outs), ctx0, multi, spec, nondiff
+        return outs, ctx0, multi, spec, nondiff
 
 
-def _check_devices(cls, arrays) -> str:
+def _traced(lo, level, trace, node):
+    t = _new(Tensor)
+    _s_array(t, lo._array)
+    _s_primal(t, lo)
+    _s_level(t, level)
+    _s_trace(t, trace)
+    _s_node(t, node)
+    _s_label(t, None)
+    return t
+
+
+_FALSES = [(False,) * i for i in range(8)]
+_slots = Tensor.__dict__
+_s_array = _slots["_array"].__set__
+_s_primal = _slots["_primal"].__set__
+_s_level = _slots["_level"].__set__
+_s_trace = _slots["_trace"].__set__
+_s_node = _slots["_node"].__set__
+_s_label = _slots["label"].__set__
+_const = Tensor._const
+
+
+def _check_devices(cls, arrays: list) -> str:
+    """Device of ``arrays`` (the slow path of apply: not all NumPy). Deferred (lazy) arrays are
+    computed in place first.
+
+    Raises:
+        ValueError: if the arrays live on different devices, naming the op and both.
+    """
+    for i, a in enumerate(arrays):
+        if type(a) is _LazyArray:
+            arrays[i] = _realize_array(a)
     devs = {_backend.device_of(a) for a in arrays if hasattr(a, "shape")}
     if len(devs) > 1:
         raise ValueError(

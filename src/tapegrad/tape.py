@@ -13,7 +13,7 @@ A record is a plain tuple, built on the hot path::
 ``in_nodes[i]`` is the node id of input ``i`` on this trace, or ``-1`` if the input is a
 constant here (then ``consts[i]`` holds it); ``ctx`` is ``None`` for entries that carry no
 gradient (comparisons, argmax, ops run under ``no_grad``). An aval is ``(shape, dtype)``.
-A guard record is ``(GUARD, kind, node, value, where)``.
+A guard record is ``(GUARD, (kind, node, value, where), None)`` (no context: no gradient).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def record_guard(t: Tensor, kind: str, value, where: str) -> None:
     while t is not None and t._level:
         trace = t._trace
         if not trace.done:
-            trace.records.append((GUARD, kind, t._node, value, where))
+            trace.records.append((GUARD, (kind, t._node, value, where), None))
         t = t._primal
 
 
@@ -142,7 +142,7 @@ def _freeze(records) -> tuple:
     out = []
     for r in records:
         if r[0] is GUARD:
-            out.append(Guard(r[1], r[2], r[3], r[4]))
+            out.append(Guard(*r[1]))
         else:
             out.append(TapeEntry(*r))
     return tuple(out)
@@ -171,6 +171,7 @@ class Tape:
     out_avals: tuple
     out_treedef: Any
     labels: dict = attrs.field(factory=dict)
+    _prog: Any = attrs.field(default=None, init=False, eq=False, repr=False)
 
     def __len__(self) -> int:
         return sum(1 for e in self.entries if isinstance(e, TapeEntry))
@@ -218,7 +219,7 @@ class Tape:
             )
         arrays = []
         for i, (leaf, aval) in enumerate(zip(leaves, self.in_avals)):
-            arr = _to_array(leaf) if not isinstance(leaf, Tensor) else leaf._array
+            arr = _to_array(leaf) if not isinstance(leaf, Tensor) else leaf._concrete()
             if not isinstance(leaf, (Tensor, np.ndarray)) and aval is not None:
                 arr = arr.astype(aval[1])
             if aval is not None and (tuple(arr.shape) != tuple(aval[0]) or arr.dtype != aval[1]):
@@ -246,7 +247,6 @@ class Tape:
             GuardError: if the new inputs change a Python decision taken while recording; the
                 message names the source line of the decision.
         """
-        from tapegrad.function import Context
         from tapegrad.tree import tree_flatten, tree_unflatten
 
         leaves, treedef = tree_flatten(tuple(args))
@@ -254,39 +254,8 @@ class Tape:
             raise ValueError(
                 f"Tape.replay: inputs have structure {treedef}, the tape expects {self.in_treedef}"
             )
-        env: dict = dict(zip(self.in_nodes, self._check_inputs(leaves)))
-        for e in self.entries:
-            if isinstance(e, Guard):
-                arr = env[e.node]
-                got = _GUARD_FNS[e.kind](arr)
-                if got != e.value:
-                    raise GuardError(
-                        f"Tape.replay: the recording took a Python decision on a traced value at "
-                        f"{e.where} ({e.kind}(...) gave {e.value!r}); these inputs give {got!r}, "
-                        "so the recorded program no longer matches the function. Trace it again "
-                        "for these inputs, or express the branch with tnp.where."
-                    )
-                continue
-            arrays = [
-                env[n] if n >= 0 else (c._array if isinstance(c, Tensor) else c)
-                for n, c in zip(e.in_nodes, e.consts)
-            ]
-            ctx = Context()
-            dev = "cpu"
-            for a in arrays:
-                if hasattr(a, "shape") and type(a) is not np.ndarray:
-                    from tapegrad.backend import device_of
-
-                    dev = device_of(a)
-                    break
-            ctx.device = dev
-            from tapegrad.backend import get_backend
-
-            ctx.backend = get_backend(dev)
-            out = e.fn.forward(ctx, *arrays, **e.params)
-            outs = out if isinstance(out, (tuple, list)) else (out,)
-            for n, o in zip(e.out_nodes, outs):
-                env[n] = o
+        arrays = self._check_inputs(leaves)
+        env = run_program(self._program(), self.in_nodes, arrays)
         results = []
         for r in self.out_refs:
             if isinstance(r, int):
@@ -295,6 +264,14 @@ class Tape:
             else:
                 results.append(r[1])
         return tree_unflatten(self.out_treedef, results)
+
+    def _program(self):
+        """The entries compiled once into a flat program for :func:`run_program` (cached)."""
+        prog = self._prog
+        if prog is None:
+            prog = compile_program(self.entries)
+            object.__setattr__(self, "_prog", prog)
+        return prog
 
     def vjp(self, cotangent):
         """Replay backward: cotangents of the inputs for ``cotangent`` on the output.
@@ -443,49 +420,126 @@ def backward_pass(records: list, ct: dict, consume: bool) -> dict:
     from tapegrad.function import unbroadcast
 
     n = len(records)
+    pop = records.pop
+    ctpop = ct.pop
     while n:
         n -= 1
-        rec = records.pop() if consume else records[n]
-        fn = rec[0]
-        if fn is GUARD:
-            continue
+        rec = pop() if consume else records[n]
         ctx = rec[2]
+        if ctx is None:  # guards, non-differentiable entries
+            continue
+        fn = rec[0]
         out_nodes = rec[5]
         if len(out_nodes) == 1:
-            g = ct.pop(out_nodes[0], None)
-            if g is None or ctx is None:
+            g = ctpop(out_nodes[0], None)
+            if g is None:
                 continue
-            gs = (g,)
+            grads = fn.backward(ctx, g)
         else:
-            gs = [ct.pop(o, None) for o in out_nodes]
-            if ctx is None or all(g is None for g in gs):
+            gs = [ctpop(o, None) for o in out_nodes]
+            if all(g is None for g in gs):
                 continue
-            gs = [_ct_or_zeros(g, a) for g, a in zip(gs, rec[7])]
-        grads = fn.backward(ctx, *gs)
+            for j in ctx.__dict__.get("_nondiff", ()):
+                gs[j] = None
+            grads = fn.backward(ctx, *[_ct_or_zeros(g, a) for g, a in zip(gs, rec[7])])
         in_nodes = rec[3]
         if type(grads) is not tuple:
-            grads = tuple(grads) if isinstance(grads, list) else (grads,)
+            grads = tuple(grads) if type(grads) is list else (grads,)
         if len(grads) != len(in_nodes):
             raise ValueError(
                 f"{fn.__name__}.backward returned {len(grads)} value(s) for {len(in_nodes)} "
                 "input(s); return one cotangent (or None) per positional input of forward."
             )
-        in_avals = rec[6]
-        for i, node in enumerate(in_nodes):
-            if node < 0:
+        needs = ctx.needs_input_grad
+        i = -1
+        for node in in_nodes:
+            i += 1
+            if node < 0 or not needs[i]:
                 continue
             g = grads[i]
             if g is None:
                 continue
-            shape, dtype = in_avals[i]
-            if dtype.kind not in "fc":
-                continue
             if type(g) is not Tensor:
                 g = Tensor._const(np.asarray(g) if not hasattr(g, "shape") else g)
-            if g._array.shape != shape:
+            shape, dtype = rec[6][i]
+            arr = g._array
+            if arr.shape != shape:
                 g = unbroadcast(g, shape, fn, i)
-            if g._array.dtype != dtype:
+                arr = g._array
+            if arr.dtype is not dtype and arr.dtype != dtype:
                 g = g.astype(dtype)
             prev = ct.get(node)
             ct[node] = g if prev is None else prev + g
     return ct
+
+
+def compile_program(entries) -> tuple:
+    """Compile tape entries into steps for :func:`run_program`.
+
+    A step is ``(kind, forward, params, ins, outs)``: ``kind`` 1, 2 or 0 (any arity) for
+    primitives, -1 for guards; ``ins`` pairs each input's node id with its constant (a backend
+    array or Python value, used when the node id is -1).
+    """
+    steps = []
+    for e in entries:
+        if isinstance(e, Guard):
+            steps.append((-1, e, None, None, None))
+            continue
+        ins = tuple(
+            (n, None if n >= 0 else (c._concrete() if isinstance(c, Tensor) else c))
+            for n, c in zip(e.in_nodes, e.consts)
+        )
+        kind = len(ins) if len(ins) in (1, 2) and not e.params else 0
+        steps.append((kind, e.fn.forward, e.params, ins, e.out_nodes))
+    return tuple(steps)
+
+
+def run_program(steps, in_nodes, arrays) -> dict:
+    """Run compiled steps on input arrays; returns the environment ``{node: array}``.
+
+    This is the fast path of a replay: forward rules on backend arrays, no Tensors, no pytrees.
+    Each step gets a fresh :class:`~tapegrad.function.Context` (rules may store on it).
+    """
+    from tapegrad.backend import device_of, get_backend
+    from tapegrad.function import Context
+
+    env = dict(zip(in_nodes, arrays))
+    dev = "cpu"
+    for a in arrays:
+        if type(a) is not np.ndarray and hasattr(a, "shape"):
+            dev = device_of(a)
+            break
+    xp = get_backend(dev)
+    new = object.__new__
+    for kind, fwd, params, ins, outs in steps:
+        ctx = new(Context)
+        ctx.device = dev
+        ctx.backend = xp
+        if kind == 1:
+            n, c = ins[0]
+            out = fwd(ctx, env[n] if n >= 0 else c)
+        elif kind == 2:
+            (n0, c0), (n1, c1) = ins
+            out = fwd(ctx, env[n0] if n0 >= 0 else c0, env[n1] if n1 >= 0 else c1)
+        elif kind == 0:
+            args = []
+            for n, c in ins:
+                args.append(env[n] if n >= 0 else c)
+            out = fwd(ctx, *args, **params)
+        else:
+            e = fwd
+            got = _GUARD_FNS[e.kind](env[e.node])
+            if got != e.value:
+                raise GuardError(
+                    f"Tape.replay: the recording took a Python decision on a traced value at "
+                    f"{e.where} ({e.kind}(...) gave {e.value!r}); these inputs give {got!r}, "
+                    "so the recorded program no longer matches the function. Trace it again "
+                    "for these inputs, or express the branch with tnp.where."
+                )
+            continue
+        if len(outs) == 1:
+            env[outs[0]] = out
+        else:
+            for n, o in zip(outs, out):
+                env[n] = o
+    return env

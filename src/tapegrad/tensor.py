@@ -16,6 +16,8 @@ import attrs
 import numpy as np
 
 from tapegrad import backend as _backend
+from tapegrad.lazy import LazyArray as _LazyArray
+from tapegrad.lazy import realize_array as _realize_array
 
 __all__ = ["Tensor", "tensor", "is_floating"]
 
@@ -50,7 +52,7 @@ def _readonly(array):
 def _to_array(data, dtype=None, device=None):
     """Convert user data into a backend array following tapegrad's dtype rules."""
     if isinstance(data, Tensor):
-        arr = data._array
+        arr = data._concrete()
         if dtype is not None:
             arr = arr.astype(dtype)
         if device is not None:
@@ -204,8 +206,10 @@ class Tensor:
             yield self[i]
 
     def __repr__(self) -> str:
+        if not self.is_realized:
+            return f"Tensor(<deferred>, shape={self.shape}, dtype={self.dtype})"
         body = np.array2string(
-            _backend.to_device(self._array, "cpu"), separator=", ", prefix="Tensor("
+            _backend.to_device(self._concrete(), "cpu"), separator=", ", prefix="Tensor("
         )
         extra = f", dtype={self.dtype}"
         if self.device != "cpu":
@@ -222,7 +226,7 @@ class Tensor:
 
         Inside a transform this is the current value, not a differentiable Tensor.
         """
-        return _backend.to_device(self._array, "cpu")
+        return _readonly(_backend.to_device(self._concrete(), "cpu"))
 
     def __array__(self, dtype=None, copy=None):
         if self._level:
@@ -242,7 +246,7 @@ class Tensor:
     def _decide(self, kind: str, fn):
         """Python decision on a value: record a guard on every live trace holding it."""
         try:
-            value = fn(_backend.to_device(self._array, "cpu"))
+            value = fn(_backend.to_device(self._concrete(), "cpu"))
         except (TypeError, ValueError) as e:
             raise type(e)(f"Tensor.{kind}: {e} (shape {self.shape}, dtype {self.dtype})") from None
         if self._level:
@@ -289,6 +293,43 @@ class Tensor:
                 f"got shape {self.shape}, dtype {self.dtype}"
             )
         return self._decide("int", lambda a: int(a.reshape(())))
+
+    # -- lazy mode ---------------------------------------------------------------------------
+    def _concrete(self):
+        arr = self._array
+        if type(arr) is _LazyArray:
+            return _realize_array(arr)
+        return arr
+
+    @property
+    def is_realized(self) -> bool:
+        """False while the value is deferred (lazy mode) and not yet computed."""
+        arr = self._array
+        return type(arr) is not _LazyArray or arr.realized
+
+    def realize(self) -> Tensor:
+        """Run the deferred computation behind this Tensor (lazy mode) and return a Tensor
+        holding the concrete array (``self`` when it already holds one).
+
+        Raises:
+            RuntimeError: if an op produced another shape or dtype than it promised.
+        """
+        arr = self._array
+        if type(arr) is not _LazyArray:
+            return self
+        return Tensor._const(_realize_array(arr), self.label)
+
+    @staticmethod
+    def deferred(fn, shape, dtype="float32", label=None) -> Tensor:
+        """An unrealized Tensor whose value is ``fn()`` (an array of ``shape`` and ``dtype``),
+        computed on first use or on :meth:`realize`: the seeds' ``Tensor.deferred``.
+
+        Raises:
+            RuntimeError: on realize, if ``fn()`` returns another shape or dtype.
+        """
+        from tapegrad.lazy import deferred
+
+        return Tensor._const(deferred(fn, shape, dtype), label)
 
     # -- conversion within tapegrad ----------------------------------------------------------
     def astype(self, dtype) -> Tensor:

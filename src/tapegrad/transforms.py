@@ -34,7 +34,7 @@ def _leaf_path(args, index: int, names) -> str:
 def _as_primal(leaf, i, tree, prefix, who, allow_int=False) -> Tensor:
     """Turn one input leaf into a Tensor, checking that it can be differentiated."""
     if isinstance(leaf, Tensor):
-        t = leaf
+        t = leaf if leaf.is_realized else leaf.realize()
     elif (
         isinstance(leaf, bool)
         or not isinstance(leaf, (numbers.Number, np.ndarray, np.generic))
@@ -72,7 +72,7 @@ def _call_traced(fun, args: tuple, has_aux: bool, who: str, prefix: str, allow_i
             raise TypeError(
                 f"{who}: has_aux=True needs the function to return a pair (output, aux), got "
                 f"{type(out).__name__}"
-                + (f" of length {len(out)}" if hasattr(out, "__len__") else "")
+                + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else "")
             )
         out, aux = out
         aux = tree_map(lambda v: _lower(v, trace.level, who), aux)
@@ -315,7 +315,7 @@ def trace(fun):
         >>> out, tape = tg.trace(lambda x: tnp.tanh(x * 2.0).sum())(tg.Tensor([1.0, 2.0]))
         >>> print(tape)
         { lambda ; a:f32[2]. let
-            b:f32[2] = mul a 2
+            b:f32[2] = mul a 2.0
             c:f32[2] = tanh b
             d:f32[] = sum[axis=None keepdims=False] c
           in (d) }

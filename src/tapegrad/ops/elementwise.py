@@ -7,11 +7,31 @@ Tensor's dtype) and receive no cotangent.
 
 from __future__ import annotations
 
+import numpy as np
+
 from tapegrad.function import Function
 
 __all__ = [
-    "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Exp", "Log", "Sin", "Cos", "Tanh",
-    "AsType", "StopGradient", "Compare", "Sqrt", "Abs", "Sign", "Where", "Maximum", "Minimum",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Neg",
+    "Exp",
+    "Log",
+    "Sin",
+    "Cos",
+    "Tanh",
+    "AsType",
+    "StopGradient",
+    "Compare",
+    "Sqrt",
+    "Abs",
+    "Sign",
+    "Where",
+    "Maximum",
+    "Minimum",
 ]
 
 
@@ -199,6 +219,10 @@ class AsType(Function):
     def output_shape(cls, shape, dtype=None):
         return tuple(shape)
 
+    @classmethod
+    def output_dtype(cls, in_dtype, dtype=None):
+        return np.dtype(dtype)
+
 
 class StopGradient(Function):
     """Identity whose cotangent is zero: the value is a constant to every transform."""
@@ -219,6 +243,10 @@ class Compare(Function):
 
     oper = "compare"
     differentiable = False
+
+    @classmethod
+    def output_dtype(cls, *dtypes, **params):
+        return np.dtype(bool)
 
     @staticmethod
     def forward(ctx, x, y, op):

@@ -1,0 +1,156 @@
+"""Per-op overhead on a chain of many small ops (issue 2's speed target).
+
+A chain of ``steps`` blocks ``y = tanh(y * w + c)`` on 16-element float64 arrays, then a sum
+(3 ops per block + 1): forward, and forward+backward, in microseconds per op. Columns: a
+hand-written NumPy forward and backward (the floor), tapegrad (grad), tapegrad replaying the
+recorded gradient tape, and, when installed, PyTorch eager, HIPS autograd and JAX without jit.
+All measured in one run; the table reports ratios to hand-written NumPy.
+
+Run: ``python bench/overhead.py [--ops 10000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _util import best_time, optional, table  # noqa: E402
+
+import tapegrad as tg  # noqa: E402
+import tapegrad.numpy as tnp  # noqa: E402
+
+
+def numpy_fwd(x, w, c, steps):
+    y = x
+    for _ in range(steps):
+        y = np.tanh(y * w + c)
+    return y.sum()
+
+
+def numpy_fwd_bwd(x, w, c, steps):
+    ys = [x]
+    y = x
+    for _ in range(steps):
+        y = np.tanh(y * w + c)
+        ys.append(y)
+    out = y.sum()
+    g = np.ones_like(y)
+    for i in range(steps, 0, -1):
+        gz = g * (1 - ys[i] * ys[i])
+        g = gz * w
+    return out, g
+
+
+def tg_loss(x, w, c, steps):
+    y = x
+    for _ in range(steps):
+        y = tnp.tanh(y * w + c)
+    return y.sum()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ops", type=int, default=10_000, help="ops in the chain (default 10000)")
+    p.add_argument("--repeat", type=int, default=3)
+    args = p.parse_args(argv)
+    steps = max(1, (args.ops - 1) // 3)
+    n_ops = 3 * steps + 1
+    rng = np.random.default_rng(0)
+    x, w, c = (rng.standard_normal(16) * 0.5 for _ in range(3))
+    X, W, C = tg.Tensor(x), tg.Tensor(w), tg.Tensor(c)
+
+    res = {}
+    res["numpy"] = (
+        best_time(lambda: numpy_fwd(x, w, c, steps), args.repeat),
+        best_time(lambda: numpy_fwd_bwd(x, w, c, steps), args.repeat),
+    )
+    g_tg = tg.grad(lambda X: tg_loss(X, W, C, steps))
+    np.testing.assert_allclose(g_tg(X).numpy(), numpy_fwd_bwd(x, w, c, steps)[1], rtol=1e-10)
+    res["tapegrad"] = (
+        best_time(lambda: tg_loss(X, W, C, steps), args.repeat),
+        best_time(lambda: g_tg(X), args.repeat),
+    )
+    _, tape = tg.trace(g_tg)(X)
+    res["tapegrad replay"] = (float("nan"), best_time(lambda: tape.replay(X), args.repeat))
+
+    torch = optional("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+        tx, tw, tc = (torch.tensor(a) for a in (x, w, c))
+
+        def torch_fb():
+            xx = tx.clone().requires_grad_(True)
+            y = xx
+            for _ in range(steps):
+                y = torch.tanh(y * tw + tc)
+            y.sum().backward()
+            return xx.grad
+
+        def torch_f():
+            with torch.no_grad():
+                y = tx
+                for _ in range(steps):
+                    y = torch.tanh(y * tw + tc)
+                return y.sum()
+
+        res["PyTorch eager"] = (best_time(torch_f, args.repeat), best_time(torch_fb, args.repeat))
+    ag = optional("autograd")
+    if ag is not None:
+        import autograd.numpy as anp
+
+        def ag_loss(xx):
+            y = xx
+            for _ in range(steps):
+                y = anp.tanh(y * w + c)
+            return anp.sum(y)
+
+        ag_grad = ag.grad(ag_loss)
+        res["HIPS autograd"] = (
+            best_time(lambda: ag_loss(x), args.repeat),
+            best_time(lambda: ag_grad(x), args.repeat),
+        )
+    jax = optional("jax")
+    if jax is not None and args.ops <= 20_000:
+        import jax.numpy as jnp
+
+        jax.config.update("jax_enable_x64", True)
+
+        def jax_loss(xx):
+            y = xx
+            for _ in range(steps // 10):
+                y = jnp.tanh(y * w + c)
+            return jnp.sum(y)
+
+        jg = jax.grad(jax_loss)
+        # JAX without jit is slow: time a tenth of the chain and scale per op.
+        scale = steps / max(1, steps // 10)
+        res["JAX (no jit)"] = (
+            best_time(lambda: jax_loss(x).block_until_ready(), 1) * scale,
+            best_time(lambda: jg(x).block_until_ready(), 1) * scale,
+        )
+
+    base_f, base_fb = res["numpy"]
+    rows = []
+    for name, (tf, tfb) in res.items():
+        rows.append(
+            [
+                name,
+                "-" if tf != tf else f"{tf / n_ops * 1e6:.2f}",
+                "-" if tf != tf else f"{tf / base_f:.1f}x",
+                f"{tfb / n_ops * 1e6:.2f}",
+                f"{tfb / base_fb:.1f}x",
+            ]
+        )
+    print(f"chain of {n_ops} ops on 16-element float64 arrays, single thread\n")
+    print(
+        table(rows, ["library", "fwd µs/op", "fwd vs NumPy", "fwd+bwd µs/op", "fwd+bwd vs NumPy"])
+    )
+    return res
+
+
+if __name__ == "__main__":
+    main()

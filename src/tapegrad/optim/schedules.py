@@ -1,0 +1,284 @@
+"""Learning-rate schedules: pure functions of the step number.
+
+A schedule is a frozen record called as ``schedule(step) -> float`` with ``step`` a
+non-negative int. Pass one as ``learning_rate`` to :func:`tapegrad.optim.sgd`,
+:func:`~tapegrad.optim.adam`, ... (the transform counts its updates from 0).
+
+:class:`CosineScheduler` is the seeds' scheduler protocol for the stateful optimizers:
+``scheduler(step, initial_lr, current_lr) -> lr``, called by ``Optimizer.update_lr()`` with the
+optimizer's ``timestep``.
+
+Example:
+    >>> from tapegrad.optim import schedules
+    >>> s = schedules.warmup_cosine_schedule(1.0, warmup_steps=2, lr_decay_iters=4, min_lr=0.0)
+    >>> [round(s(k), 4) for k in range(6)]
+    [0.3333, 0.6667, 1.0, 0.5, 0.0, 0.0]
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+
+import attrs
+
+__all__ = [
+    "constant_schedule",
+    "warmup_cosine_schedule",
+    "step_decay_schedule",
+    "exponential_decay",
+    "ConstantSchedule",
+    "WarmupCosineSchedule",
+    "StepDecaySchedule",
+    "ExponentialDecaySchedule",
+    "LRScheduler",
+    "CosineScheduler",
+]
+
+
+def _step(where: str, step) -> int:
+    try:
+        k = int(step)
+    except (TypeError, ValueError):
+        raise TypeError(f"{where}: step must be an int, got {type(step).__name__}") from None
+    if k != step or k < 0:
+        raise ValueError(f"{where}: step must be a non-negative integer, got {step!r}")
+    return k
+
+
+def _number(where: str, name: str, value, minimum: float | None = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise TypeError(f"{where}: {name} must be a finite number, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{where}: {name} must be >= {minimum}, got {value!r}")
+    return float(value)
+
+
+def _count(where: str, name: str, value, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{where}: {name} must be an int >= {minimum}, got {value!r}")
+    return value
+
+
+def _cosine_with_warmup(step: int, lr: float, warmup: int, decay_iters: int, min_lr: float):
+    """The seeds' formula (linear warmup, then half-cosine from ``lr`` to ``min_lr``)."""
+    if step < warmup:
+        return lr * (step + 1) / (warmup + 1)
+    if step > decay_iters:
+        return min_lr
+    ratio = (step - warmup) / (decay_iters - warmup)
+    coeff = 0.5 * (1.0 + math.cos(math.pi * ratio))
+    return min_lr + coeff * (lr - min_lr)
+
+
+@attrs.frozen
+class ConstantSchedule:
+    """``step -> value`` for every step."""
+
+    value: float
+
+    def __call__(self, step) -> float:
+        _step("constant_schedule", step)
+        return self.value
+
+
+@attrs.frozen
+class WarmupCosineSchedule:
+    """Linear warmup then cosine decay (see :func:`warmup_cosine_schedule`)."""
+
+    peak_lr: float
+    warmup_steps: int
+    lr_decay_iters: int
+    min_lr: float
+
+    def __call__(self, step) -> float:
+        k = _step("warmup_cosine_schedule", step)
+        return _cosine_with_warmup(
+            k, self.peak_lr, self.warmup_steps, self.lr_decay_iters, self.min_lr
+        )
+
+
+@attrs.frozen
+class StepDecaySchedule:
+    """``init_value * gamma ** (step // step_size)`` (see :func:`step_decay_schedule`)."""
+
+    init_value: float
+    step_size: int
+    gamma: float
+
+    def __call__(self, step) -> float:
+        k = _step("step_decay_schedule", step)
+        return self.init_value * self.gamma ** (k // self.step_size)
+
+
+@attrs.frozen
+class ExponentialDecaySchedule:
+    """Optax's ``exponential_decay`` (see :func:`exponential_decay`)."""
+
+    init_value: float
+    transition_steps: int
+    decay_rate: float
+    transition_begin: int = 0
+    staircase: bool = False
+    end_value: float | None = None
+
+    def __call__(self, step) -> float:
+        k = _step("exponential_decay", step)
+        elapsed = max(k - self.transition_begin, 0)
+        p = elapsed / self.transition_steps
+        if self.staircase:
+            p = math.floor(p)
+        value = self.init_value * self.decay_rate**p
+        if self.end_value is not None:
+            if self.decay_rate < 1:
+                value = max(value, self.end_value)
+            else:
+                value = min(value, self.end_value)
+        return value
+
+
+def constant_schedule(value: float) -> ConstantSchedule:
+    """The schedule that always returns ``value``.
+
+    Raises:
+        TypeError: if ``value`` is not a finite number.
+        ValueError: if ``value`` is negative.
+    """
+    return ConstantSchedule(_number("constant_schedule", "value", value))
+
+
+def warmup_cosine_schedule(
+    peak_lr: float, warmup_steps: int = 100, lr_decay_iters: int = 200, min_lr: float = 1e-4
+) -> WarmupCosineSchedule:
+    """Linear warmup, then a half cosine from ``peak_lr`` down to ``min_lr``, then ``min_lr``.
+
+    The seeds' ``CosineScheduler`` formula, exactly::
+
+        step <  warmup_steps:    peak_lr * (step + 1) / (warmup_steps + 1)
+        step >  lr_decay_iters:  min_lr
+        otherwise:               min_lr + 0.5 * (1 + cos(pi * r)) * (peak_lr - min_lr),
+                                 r = (step - warmup_steps) / (lr_decay_iters - warmup_steps)
+
+    Args:
+        peak_lr: Rate reached at the end of warmup (``>= 0``).
+        warmup_steps: Number of warmup steps (``>= 0``).
+        lr_decay_iters: Step at which the decay reaches ``min_lr``; ``> warmup_steps``.
+        min_lr: Final rate (``>= 0``).
+
+    Raises:
+        ValueError: on negative values or ``lr_decay_iters <= warmup_steps``.
+
+    References:
+        Loshchilov and Hutter, "SGDR: Stochastic Gradient Descent with Warm Restarts",
+        ICLR 2017, section 3 (one cycle, no restart).
+    """
+    where = "warmup_cosine_schedule"
+    warmup_steps = _count(where, "warmup_steps", warmup_steps)
+    lr_decay_iters = _count(where, "lr_decay_iters", lr_decay_iters)
+    if lr_decay_iters <= warmup_steps:
+        raise ValueError(
+            f"{where}: lr_decay_iters ({lr_decay_iters}) must be greater than warmup_steps "
+            f"({warmup_steps})"
+        )
+    return WarmupCosineSchedule(
+        _number(where, "peak_lr", peak_lr),
+        warmup_steps,
+        lr_decay_iters,
+        _number(where, "min_lr", min_lr),
+    )
+
+
+def step_decay_schedule(init_value: float, step_size: int, gamma: float = 0.1) -> StepDecaySchedule:
+    """Multiply the rate by ``gamma`` every ``step_size`` steps (PyTorch's ``StepLR``).
+
+    ``init_value * gamma ** (step // step_size)``.
+
+    Raises:
+        ValueError: if ``step_size < 1`` or ``init_value``/``gamma`` are negative.
+    """
+    where = "step_decay_schedule"
+    return StepDecaySchedule(
+        _number(where, "init_value", init_value),
+        _count(where, "step_size", step_size, minimum=1),
+        _number(where, "gamma", gamma),
+    )
+
+
+def exponential_decay(
+    init_value: float,
+    transition_steps: int,
+    decay_rate: float,
+    transition_begin: int = 0,
+    staircase: bool = False,
+    end_value: float | None = None,
+) -> ExponentialDecaySchedule:
+    """Exponential decay, Optax's ``exponential_decay``.
+
+    ``init_value * decay_rate ** (max(step - transition_begin, 0) / transition_steps)``, the
+    exponent floored if ``staircase``; clipped below at ``end_value`` when ``decay_rate < 1``
+    (above when ``decay_rate > 1``) if given.
+
+    Raises:
+        ValueError: if ``transition_steps < 1``, ``transition_begin < 0`` or a value is negative.
+    """
+    where = "exponential_decay"
+    return ExponentialDecaySchedule(
+        _number(where, "init_value", init_value),
+        _count(where, "transition_steps", transition_steps, minimum=1),
+        _number(where, "decay_rate", decay_rate),
+        _count(where, "transition_begin", transition_begin),
+        bool(staircase),
+        None if end_value is None else _number(where, "end_value", end_value),
+    )
+
+
+class LRScheduler(abc.ABC):
+    """The seeds' scheduler interface for the stateful optimizers.
+
+    ``scheduler(step, initial_lr, current_lr) -> new_lr``, called by
+    ``Optimizer.update_lr()`` with the optimizer's ``timestep`` (1 on the first ``step``).
+    """
+
+    @abc.abstractmethod
+    def __call__(self, step: int, initial_lr: float, current_lr: float) -> float:
+        """The learning rate for ``step``."""
+
+
+@attrs.frozen
+class CosineScheduler(LRScheduler):
+    """The seeds' cosine scheduler with warmup; ``initial_lr`` is the peak rate.
+
+    Computes :func:`warmup_cosine_schedule`'s formula with ``peak_lr=initial_lr``.
+
+    Args:
+        warmup_steps: Number of warmup steps (``>= 0``).
+        lr_decay_iters: Step at which the rate reaches ``min_lr`` (``> warmup_steps``).
+        min_lr: Final rate.
+
+    Raises:
+        ValueError: on negative values or ``lr_decay_iters <= warmup_steps``.
+
+    Example:
+        >>> s = CosineScheduler(warmup_steps=10, lr_decay_iters=100, min_lr=1e-4)
+        >>> s(0, 0.01, 0.01) == 0.01 * 1 / 11
+        True
+    """
+
+    warmup_steps: int = 100
+    lr_decay_iters: int = 200
+    min_lr: float = 1e-4
+
+    def __attrs_post_init__(self):
+        warmup_cosine_schedule(1.0, self.warmup_steps, self.lr_decay_iters, self.min_lr)
+
+    def schedule(self, initial_lr: float) -> WarmupCosineSchedule:
+        """This scheduler as a pure schedule ``step -> lr`` peaking at ``initial_lr``."""
+        return warmup_cosine_schedule(
+            initial_lr, self.warmup_steps, self.lr_decay_iters, self.min_lr
+        )
+
+    def __call__(self, step: int, initial_lr: float, current_lr: float | None = None) -> float:
+        k = _step("CosineScheduler", step)
+        return _cosine_with_warmup(
+            k, float(initial_lr), self.warmup_steps, self.lr_decay_iters, self.min_lr
+        )

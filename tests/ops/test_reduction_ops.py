@@ -1,0 +1,411 @@
+"""Example tests for the reductions (tapegrad.ops.reduction, tapegrad.numpy._reduction):
+error paths, conventions at ties and kinks, zeros in products, logsumexp stability, Tensor
+methods and output_shape."""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.special
+
+import tapegrad as tg
+import tapegrad.numpy as tnp
+from tapegrad import ops
+from tapegrad.testing import check_grads, numerical_jacobian
+
+
+def _t(a, dtype=np.float64):
+    return tg.Tensor(np.asarray(a, dtype=dtype))
+
+
+def _hessian(f, x):
+    """Dense Hessian of scalar ``f`` at 1-D ``x`` by reverse over reverse."""
+    g = tg.grad(f)
+    return np.stack(
+        [tg.grad(lambda v, i=i: g(v)[i])(x).numpy() for i in range(x.shape[0])]  # noqa: B023
+    )
+
+
+# -- errors -----------------------------------------------------------------------------------
+ALL_AXIS_REDUCTIONS = [
+    tnp.sum,
+    tnp.mean,
+    tnp.prod,
+    tnp.max,
+    tnp.min,
+    tnp.var,
+    tnp.std,
+    tnp.logsumexp,
+    tnp.any,
+    tnp.all,
+]
+
+
+@pytest.mark.parametrize("fn", ALL_AXIS_REDUCTIONS, ids=lambda f: f.__name__)
+def test_out_of_range_axis_names_axis_and_ndim(fn):
+    x = _t(np.ones((2, 3)))
+    with pytest.raises(ValueError, match=rf"{fn.__name__}: axis 2 is out of range .* ndim 2"):
+        fn(x, axis=2)
+    with pytest.raises(ValueError, match=r"axis -3 is out of range"):
+        fn(x, axis=(0, -3))
+    with pytest.raises(ValueError, match="repeated axis"):
+        fn(x, axis=(1, -1))
+    with pytest.raises(TypeError, match="axis must be None, an int or a tuple of ints"):
+        fn(x, axis=1.5)
+
+
+@pytest.mark.parametrize(
+    "fn", [tnp.mean, tnp.max, tnp.min, tnp.var, tnp.std], ids=lambda f: f.__name__
+)
+def test_undefined_empty_reductions_raise(fn):
+    x = _t(np.ones((0, 3)))
+    with pytest.raises(ValueError, match=rf"{fn.__name__}: reduction over axes \(0,\)"):
+        fn(x, axis=0)
+    with pytest.raises(ValueError, match="covers no elements"):
+        fn(x)
+    # reducing a non-empty axis of an empty Tensor is fine (empty result), as in NumPy
+    assert fn(x, axis=1).shape == (0,)
+
+
+def test_empty_reductions_with_identity_follow_numpy():
+    x = np.ones((0, 3))
+    assert tnp.sum(x, axis=0).numpy().tolist() == [0.0, 0.0, 0.0]
+    assert tnp.prod(x, axis=0).numpy().tolist() == [1.0, 1.0, 1.0]
+    assert tnp.any(x, axis=0).numpy().tolist() == [False] * 3
+    assert tnp.all(x, axis=0).numpy().tolist() == [True] * 3
+    assert np.isneginf(tnp.logsumexp(x, axis=0).numpy()).all()
+    assert tnp.norm(x).item() == 0.0
+    assert tnp.cumsum(x, axis=0).shape == (0, 3)
+
+
+def test_argmax_errors_and_semantics():
+    x = _t([[1.0, 5.0, 5.0], [7.0, 0.0, 7.0]])
+    assert tnp.argmax(x, axis=1).numpy().tolist() == [1, 0]  # first occurrence at ties
+    assert tnp.argmin(x, axis=0).numpy().tolist() == [0, 1, 0]
+    assert tnp.argmax(x).item() == 3
+    assert tnp.argmax(x, keepdims=True).shape == (1, 1)
+    assert tnp.argmax(x, axis=-1, keepdims=True).shape == (2, 1)
+    assert tnp.argmax(x).dtype == np.argmax(np.ones(2)).dtype
+    with pytest.raises(TypeError, match="argmax: axis must be an int"):
+        tnp.argmax(x, axis=(0, 1))
+    with pytest.raises(ValueError, match="argmin: axis 2 is out of range"):
+        tnp.argmin(x, axis=2)
+    with pytest.raises(ValueError, match="argmax: axis 0 .* has size 0"):
+        tnp.argmax(np.ones((0, 2)), axis=0)
+    with pytest.raises(ValueError, match="argmin: attempt to get argmin of an empty"):
+        tnp.argmin(np.ones((0, 2)))
+    # no gradient flows through an index
+    grad = tg.grad(lambda v: (v * tnp.argmax(v, axis=1).astype(np.float64)[:, None]).sum())(x)
+    np.testing.assert_array_equal(grad.numpy(), [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])
+
+
+def test_var_ddof_errors():
+    x = _t(np.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"var: ddof=3 leaves 0 degrees of freedom .* ddof < 3"):
+        tnp.var(x, axis=1, ddof=3)
+    with pytest.raises(ValueError, match="std: ddof must be a non-negative int"):
+        tnp.std(x, ddof=-1)
+    with pytest.raises(TypeError, match="var: complex inputs are not supported"):
+        tnp.var(np.ones(3, dtype=np.complex128))
+
+
+def test_norm_errors():
+    x = _t(np.ones((2, 3, 4)))
+    with pytest.raises(ValueError, match="norm: with ord=1 and axis=None the Tensor must be 1-D"):
+        tnp.norm(x, ord=1)
+    with pytest.raises(ValueError, match="unsupported vector norm order ord=3"):
+        tnp.norm(x, ord=3, axis=0)
+    with pytest.raises(ValueError, match="unsupported vector norm order ord='fro'"):
+        tnp.norm(x, ord="fro", axis=0)
+    with pytest.raises(ValueError, match="unsupported matrix norm order ord=0"):
+        tnp.norm(x, ord=0, axis=(0, 1))
+    with pytest.raises(NotImplementedError, match="matrix norm ord=2 needs a differentiable"):
+        tnp.norm(x, ord=2, axis=(0, 1))
+    with pytest.raises(ValueError, match="axis must be None, an int or a pair"):
+        tnp.norm(x, axis=(0, 1, 2))
+    with pytest.raises(ValueError, match="two axes of a matrix norm must differ"):
+        tnp.norm(x, axis=(1, -2))
+    with pytest.raises(ValueError, match="norm: axis 3 is out of range"):
+        tnp.norm(x, axis=3)
+    with pytest.raises(ValueError, match="norm: ord=inf over axis 0 of size 0"):
+        tnp.norm(np.ones((0, 2)), ord=np.inf, axis=0)
+
+
+def test_scan_errors():
+    with pytest.raises(ValueError, match="cumsum: axis 1 is out of range .* ndim 1"):
+        tnp.cumsum(np.ones(3), axis=1)
+    with pytest.raises(ValueError, match="cumprod: a 0-d Tensor has no axis 0"):
+        tnp.cumprod(np.float64(2.0), axis=0)
+    with pytest.raises(TypeError, match="cumsum: axis must be an int"):
+        tnp.cumsum(np.ones((2, 2)), axis=(0, 1))
+
+
+def test_output_shape_matches_forward_and_checks_before_work():
+    shape = (2, 3, 4)
+    x = _t(np.random.default_rng(0).standard_normal(shape))
+    cases = [
+        (ops.Sum, dict(axis=(0, 2), keepdims=True)),
+        (ops.Mean, dict(axis=-1)),
+        (ops.Prod, dict(axis=None, keepdims=True)),
+        (ops.Max, dict(axis=1)),
+        (ops.Min, dict(axis=(0, 1))),
+        (ops.ArgMax, dict(axis=2, keepdims=True)),
+        (ops.ArgMin, dict(axis=None)),
+        (ops.Var, dict(axis=0, ddof=1)),
+        (ops.Std, dict(axis=(1, 2), keepdims=True)),
+        (ops.LogSumExp, dict(axis=-2)),
+        (ops.Norm2, dict(axis=(0, 2))),
+        (ops.CumSum, dict(axis=1)),
+        (ops.CumProd, dict(axis=-1, reverse=True)),
+        (ops.Shift, dict(axis=0, shift=-1, fill=1.0)),
+        (ops.Any, dict(axis=0)),
+        (ops.All, dict(keepdims=True)),
+    ]
+    for op, params in cases:
+        assert op.output_shape(shape, **params) == op.apply(x, **params).shape, op.__name__
+    with pytest.raises(ValueError, match="max: reduction over axes"):
+        ops.Max.output_shape((0, 2), axis=0)
+    with pytest.raises(ValueError, match="var: ddof=2"):
+        ops.Var.output_shape((2,), ddof=2)
+
+
+# -- conventions at ties and kinks -------------------------------------------------------------
+def test_max_ties_split_gradient_equally():
+    x = _t([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])
+    g = tg.grad(lambda v: tnp.max(v, axis=1).sum())(x).numpy()
+    np.testing.assert_allclose(g, [[0.0, 0.5, 0.5], [1 / 3, 1 / 3, 1 / 3]])
+    g = tg.grad(lambda v: tnp.max(v))(x).numpy()
+    np.testing.assert_allclose(g, [[0.0, 0.5, 0.5], [0.0, 0.0, 0.0]])
+    g = tg.grad(lambda v: tnp.min(v, axis=0, keepdims=True).sum())(x).numpy()
+    np.testing.assert_allclose(g, [[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
+    # the seeds' example: x.max(axis=0, keepdims=True), gradient at the maxima
+    y = tg.Tensor(np.array([[1.0, 5.0], [3.0, 4.0]]))
+    assert y.max(axis=0, keepdims=True).numpy().tolist() == [[3.0, 5.0]]
+    np.testing.assert_array_equal(
+        tg.grad(lambda v: v.max(axis=0).sum())(y).numpy(), [[0.0, 1.0], [1.0, 0.0]]
+    )
+
+
+def test_max_second_derivative_is_zero_and_ties_count_with_cotangent():
+    x = _t([4.0, 4.0, 1.0])
+    np.testing.assert_array_equal(_hessian(lambda v: tnp.max(v) * 3.0, x), np.zeros((3, 3)))
+    _, vjp_fn = tg.vjp(lambda v: tnp.max(v, axis=0), x)
+    np.testing.assert_allclose(vjp_fn(_t(2.0))[0].numpy(), [1.0, 1.0, 0.0])
+
+
+def test_std_and_norm_gradients_are_zero_at_the_kink():
+    c = _t([[2.0, 2.0, 2.0], [1.0, 2.0, 3.0]])
+    g = tg.grad(lambda v: tnp.std(v, axis=1, ddof=1).sum())(c).numpy()
+    np.testing.assert_allclose(g[0], 0.0)
+    np.testing.assert_allclose(g[1], [-0.5, 0.0, 0.5])
+    z = _t([0.0, 0.0, 0.0])
+    for f in (
+        lambda v: tnp.norm(v),
+        lambda v: tnp.norm(v, ord=2),
+        lambda v: tnp.norm(v, ord=1),
+        lambda v: tnp.norm(v, ord=np.inf),
+        lambda v: tnp.norm(tnp.reshape(v, (1, 3)), ord="fro"),
+        lambda v: tnp.std(v),
+    ):
+        assert np.array_equal(tg.grad(f)(z).numpy(), np.zeros(3))
+        assert np.isfinite(_hessian(f, z)).all()
+
+
+# -- zeros in products -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "vals",
+    [[2.0, 3.0, 4.0], [2.0, 0.0, 4.0], [0.0, 3.0, 0.0], [0.0, 0.0, 0.0], [5.0], [0.0]],
+    ids=str,
+)
+def test_prod_gradient_and_hessian_exact_with_zeros(vals):
+    x = _t(vals)
+    n = len(vals)
+    others = [math.prod(v for j, v in enumerate(vals) if j != i) for i in range(n)]
+    np.testing.assert_array_equal(tg.grad(tnp.prod)(x).numpy(), others)
+    hess = np.array(
+        [
+            [
+                0.0 if i == k else math.prod(v for j, v in enumerate(vals) if j not in (i, k))
+                for k in range(n)
+            ]
+            for i in range(n)
+        ]
+    )
+    np.testing.assert_array_equal(_hessian(tnp.prod, x), hess)
+    check_grads(tnp.prod, (x,), order=3)
+
+
+def test_prod_with_zeros_over_several_axes():
+    a = np.array([[[1.0, 0.0], [2.0, 3.0]], [[0.0, 0.0], [4.0, 5.0]]])
+    x = _t(a)
+    f = lambda v: tnp.prod(v, axis=(0, 2))  # noqa: E731
+    np.testing.assert_array_equal(f(x).numpy(), np.prod(a, axis=(0, 2)))
+    jac = numerical_jacobian(f, x)
+    got = np.stack([tg.vjp(f, x)[1](_t(e))[0].numpy() for e in np.eye(2)])
+    np.testing.assert_allclose(got, jac, atol=1e-8)
+    check_grads(f, (x,), order=2)
+
+
+def test_cumprod_with_zeros_exact_to_third_order():
+    a = np.array([[2.0, 0.0, 3.0, 0.0, -1.5], [0.0, 1.5, 2.0, -0.5, 1.0]])
+    x = _t(a)
+    for axis in (0, 1, -1):
+        f = lambda v, axis=axis: tnp.cumprod(v, axis=axis)  # noqa: E731
+        np.testing.assert_array_equal(f(x).numpy(), np.cumprod(a, axis=axis))
+        jac = numerical_jacobian(f, x).reshape(a.size, a.size)
+        got = np.stack(
+            [tg.vjp(f, x)[1](_t(e.reshape(a.shape)))[0].numpy().ravel() for e in np.eye(a.size)]
+        )
+        np.testing.assert_allclose(got, jac, atol=1e-8)
+        check_grads(f, (x,), order=3)
+    check_grads(lambda v: ops.CumProd.apply(v, axis=1, reverse=True), (x,), order=2)
+
+
+def test_cumsum_and_cumprod_flatten_with_axis_none():
+    a = np.arange(6.0).reshape(2, 3) + 1
+    np.testing.assert_array_equal(tnp.cumsum(a).numpy(), np.cumsum(a))
+    np.testing.assert_array_equal(tnp.cumprod(a).numpy(), np.cumprod(a))
+    np.testing.assert_array_equal(tnp.cumsum(np.float64(2.0)).numpy(), np.cumsum(2.0))
+    g = tg.grad(lambda v: tnp.cumsum(v).sum())(_t(a)).numpy()
+    np.testing.assert_array_equal(g, [[6.0, 5.0, 4.0], [3.0, 2.0, 1.0]])
+    assert tnp.cumsum(np.array([True, True])).dtype == np.cumsum(np.array([True])).dtype
+
+
+def test_shift_and_its_transpose():
+    a = np.arange(1.0, 5.0)
+    np.testing.assert_array_equal(ops.Shift.apply(_t(a), shift=1, fill=9.0).numpy(), [9, 1, 2, 3])
+    np.testing.assert_array_equal(ops.Shift.apply(_t(a), shift=-2).numpy(), [3, 4, 0, 0])
+    np.testing.assert_array_equal(ops.Shift.apply(_t(a), shift=7).numpy(), [0, 0, 0, 0])
+    check_grads(lambda v: ops.Shift.apply(v, axis=0, shift=-1, fill=1.0), (_t(a),), order=2)
+
+
+# -- logsumexp stability -----------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_logsumexp_is_stable_for_large_magnitudes(dtype):
+    a = np.array([[1e4, 1e4 - 1.0, -1e4], [-1e4, -1e4, -1e4 + 2.0]], dtype=dtype)
+    x = tg.Tensor(a)
+    out = tnp.logsumexp(x, axis=1)
+    assert out.dtype == dtype
+    # exact values: m + log(sum exp(x - m)) in float64 (the offsets are exact in float32 too)
+    expected = [
+        1e4 + math.log1p(math.exp(-1.0)),
+        (-1e4 + 2.0) + math.log1p(2 * math.exp(-2.0)),
+    ]
+    np.testing.assert_allclose(out.numpy(), expected, rtol=np.finfo(dtype).eps)
+    g = tg.grad(lambda v: tnp.logsumexp(v, axis=1).sum())(x).numpy()
+    assert np.isfinite(g).all()
+    ref = scipy.special.softmax(a.astype(np.float64), axis=1)
+    np.testing.assert_allclose(g, ref, rtol=10 * np.finfo(dtype).eps, atol=1e-30)
+    assert g.dtype == dtype
+    big = tnp.logsumexp(tg.Tensor(np.full(5, 1e4, dtype=dtype)))
+    np.testing.assert_allclose(big.item(), 1e4 + math.log(5.0), rtol=np.finfo(dtype).eps)
+
+
+def test_logsumexp_accuracy_near_one_and_infinities():
+    # the log1p form keeps digits when one term dominates (Blanchard, Higham and Higham)
+    a = np.array([0.0, -40.0])
+    np.testing.assert_allclose(tnp.logsumexp(a).item(), math.exp(-40.0), rtol=1e-15)
+    x = _t([[-np.inf, -np.inf], [0.0, -np.inf]])
+    out = tnp.logsumexp(x, axis=1)
+    assert np.isneginf(out.numpy()[0]) and out.numpy()[1] == 0.0
+    g = tg.grad(lambda v: tnp.logsumexp(v, axis=1).sum())(x).numpy()
+    np.testing.assert_array_equal(g, [[0.0, 0.0], [1.0, 0.0]])
+    assert tnp.logsumexp(np.array([1, 2], dtype=np.int32)).dtype == np.float64
+    with pytest.raises(TypeError, match="logsumexp: complex"):
+        tnp.logsumexp(np.ones(2, dtype=np.complex64))
+
+
+# -- Tensor methods ----------------------------------------------------------------------------
+def test_tensor_methods_match_numpy():
+    a = np.random.default_rng(1).standard_normal((3, 4))
+    x = tg.Tensor(a)
+    pairs = [
+        (x.sum(axis=0), a.sum(axis=0)),
+        (x.mean(axis=1, keepdims=True), a.mean(axis=1, keepdims=True)),
+        (x.prod(), a.prod()),
+        (x.max(axis=1), a.max(axis=1)),
+        (x.min(axis=(0, 1)), a.min(axis=(0, 1))),
+        (x.argmax(axis=0), a.argmax(axis=0)),
+        (x.argmin(), a.argmin()),
+        (x.var(ddof=1), a.var(ddof=1)),
+        (x.std(axis=0, keepdims=True), a.std(axis=0, keepdims=True)),
+        (x.cumsum(axis=1), a.cumsum(axis=1)),
+        (x.cumprod(axis=0), a.cumprod(axis=0)),
+        (x.logsumexp(axis=-1), scipy.special.logsumexp(a, axis=-1)),
+        ((x > 0).any(axis=0), (a > 0).any(axis=0)),
+        ((x > -5).all(), (a > -5).all()),
+    ]
+    for got, want in pairs:
+        assert got.dtype == np.asarray(want).dtype
+        assert got.shape == np.shape(want)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+    assert tnp.amax is tnp.max and tnp.amin is tnp.min
+
+
+def test_norm_matches_numpy_linalg():
+    a = np.random.default_rng(2).standard_normal((3, 4, 2)).astype(np.float32)
+    cases = [
+        dict(),
+        dict(axis=1),
+        dict(ord=1, axis=-1, keepdims=True),
+        dict(ord=np.inf, axis=0),
+        dict(ord=-np.inf, axis=2),
+        dict(ord="fro", axis=(0, 2)),
+        dict(ord=1, axis=(2, 0)),
+        dict(ord=-1, axis=(0, 1), keepdims=True),
+        dict(ord=np.inf, axis=(1, 2)),
+        dict(ord=-np.inf, axis=(2, 1)),
+    ]
+    for kw in cases:
+        got, want = tnp.norm(a, **kw), np.linalg.norm(a, **kw)
+        assert got.dtype == want.dtype and got.shape == want.shape, kw
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, err_msg=str(kw))
+    m = a[0]
+    for o in (None, "fro", 1, -1, np.inf, -np.inf):
+        np.testing.assert_allclose(tnp.norm(m, ord=o).numpy(), np.linalg.norm(m, ord=o), 1e-6)
+    assert tnp.norm(np.array([3, 4])).dtype == np.float64
+
+
+OP_CASES = [
+    (ops.Sum, dict(axis=0)),
+    (ops.Mean, dict(axis=(0, 1), keepdims=True)),
+    (ops.Prod, dict()),
+    (ops.Max, dict(axis=1)),
+    (ops.Min, dict()),
+    (ops.ArgMax, dict(axis=0)),
+    (ops.ArgMin, dict()),
+    (ops.Var, dict(axis=1, ddof=1)),
+    (ops.Std, dict()),
+    (ops.LogSumExp, dict(axis=-1)),
+    (ops.Norm2, dict(axis=0)),
+    (ops.CumSum, dict(axis=1)),
+    (ops.CumProd, dict(axis=0)),
+    (ops.Shift, dict(axis=1, shift=1)),
+    (ops.Any, dict(axis=0)),
+    (ops.All, dict()),
+]
+
+
+@pytest.mark.parametrize("op, params", OP_CASES, ids=lambda v: getattr(v, "__name__", ""))
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32, np.bool_])
+def test_output_shape_and_dtype_are_what_forward_returns(op, params, dtype):
+    if dtype == np.bool_ and op in (ops.Var, ops.Std, ops.LogSumExp, ops.Norm2, ops.Mean):
+        return  # NumPy has no such reductions of booleans worth promising
+    x = tg.Tensor(np.arange(1, 7).reshape(2, 3).astype(dtype))
+    out = op.apply(x, **params)
+    assert op.output_shape(x.shape, **params) == out.shape
+    assert op.output_dtype(x.dtype, **params) == out.dtype
+
+
+def test_lazy_mode_defers_reductions():
+    if not hasattr(tg, "lazy"):
+        pytest.skip("lazy mode is not part of this build")
+    a = np.arange(12.0).reshape(3, 4)
+    x = tg.Tensor(a)
+    with tg.lazy():
+        y = tnp.logsumexp(tnp.cumprod(x, axis=1) / 100.0, axis=0) + tnp.std(x, axis=0, ddof=1)
+        i = tnp.argmax(x.astype(np.int32), axis=1)
+        assert y.shape == (4,) and i.shape == (3,) and i.dtype == np.intp
+    want = scipy.special.logsumexp(np.cumprod(a, axis=1) / 100.0, axis=0) + a.std(0, ddof=1)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-12)
+    np.testing.assert_array_equal(i.numpy(), [3, 3, 3])

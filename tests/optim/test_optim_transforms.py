@@ -1,0 +1,311 @@
+"""Pure transforms: updates against hand-written NumPy references, step for step."""
+
+import math
+
+import attrs
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import optim
+
+
+def _params(dtype=np.float64, seed=0):
+    rng = np.random.default_rng(seed)
+    return {
+        "w": tg.Tensor(rng.normal(size=(3, 2)).astype(dtype)),
+        "b": [tg.Tensor(rng.normal(size=(2,)).astype(dtype)), tg.Tensor(np.asarray(0.5, dtype))],
+    }
+
+
+def _grad_seq(params, steps, seed=1):
+    rng = np.random.default_rng(seed)
+    leaves = tg.tree.tree_leaves(params)
+    treedef = tg.tree.tree_structure(params)
+    return [
+        tg.tree.tree_unflatten(
+            treedef, [tg.Tensor(rng.normal(size=p.shape).astype(p.dtype)) for p in leaves]
+        )
+        for _ in range(steps)
+    ]
+
+
+def _np(tree):
+    return [
+        np.asarray(x.numpy() if isinstance(x, tg.Tensor) else x) for x in tg.tree.tree_leaves(tree)
+    ]
+
+
+def _run(tx, params, grads_seq):
+    state = tx.init(params)
+    out = []
+    for g in grads_seq:
+        updates, state = tx.update(g, state, params)
+        params = optim.apply_updates(params, updates)
+        out.append(_np(params))
+    return out, state
+
+
+# -- NumPy references (written from the papers / PyTorch docs) -------------------------------
+def ref_sgd(p, gs, lr, momentum=0.0, nesterov=False, wd=0.0):
+    p = [x.copy() for x in p]
+    buf = None
+    out = []
+    for g in gs:
+        g = [gi + wd * pi for gi, pi in zip(g, p)]
+        if momentum:
+            buf = g if buf is None else [momentum * b + gi for b, gi in zip(buf, g)]
+            g = [gi + momentum * b for gi, b in zip(g, buf)] if nesterov else buf
+        p = [pi - lr * gi for pi, gi in zip(p, g)]
+        out.append(p)
+    return out
+
+
+def ref_adam(p, gs, lr, b1=0.9, b2=0.999, eps=1e-8, wd=0.0):
+    p = [x.copy() for x in p]
+    m = [np.zeros_like(x) for x in p]
+    v = [np.zeros_like(x) for x in p]
+    out = []
+    for t, g in enumerate(gs, start=1):
+        m = [b1 * mi + (1 - b1) * gi for mi, gi in zip(m, g)]
+        v = [b2 * vi + (1 - b2) * gi**2 for vi, gi in zip(v, g)]
+        mh = [mi / (1 - b1**t) for mi in m]
+        vh = [vi / (1 - b2**t) for vi in v]
+        p = [pi - lr * wd * pi for pi in p]  # decoupled decay, as in the seeds' Adam
+        p = [pi - lr * a / (np.sqrt(b) + eps) for pi, a, b in zip(p, mh, vh)]
+        out.append(p)
+    return out
+
+
+def _compare(got, want, rtol=1e-12, atol=1e-12):
+    assert len(got) == len(want)
+    for step, (gs, ws) in enumerate(zip(got, want)):
+        for g, w in zip(gs, ws):
+            assert g.dtype == w.dtype, step
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"step {step}")
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"momentum": 0.9},
+        {"momentum": 0.9, "nesterov": True},
+        {"weight_decay": 0.1},
+        {"momentum": 0.5, "nesterov": True, "weight_decay": 0.01},
+    ],
+)
+def test_sgd_matches_numpy_reference(kw):
+    params = _params()
+    gs = _grad_seq(params, 5)
+    got, _ = _run(optim.sgd(0.1, **kw), params, gs)
+    want = ref_sgd(
+        _np(params),
+        [_np(g) for g in gs],
+        0.1,
+        kw.get("momentum", 0.0),
+        kw.get("nesterov", False),
+        kw.get("weight_decay", 0.0),
+    )
+    _compare(got, want)
+
+
+@pytest.mark.parametrize("wd", [0.0, 0.1])
+def test_adamw_and_adam_match_numpy_reference(wd):
+    params = _params()
+    gs = _grad_seq(params, 6)
+    tx = optim.adamw(1e-2, b1=0.8, b2=0.99, eps=1e-6, weight_decay=wd)
+    got, state = _run(tx, params, gs)
+    want = ref_adam(_np(params), [_np(g) for g in gs], 1e-2, 0.8, 0.99, 1e-6, wd)
+    _compare(got, want)
+    assert state[0]["count"] == 6
+    if wd == 0.0:
+        got_adam, _ = _run(optim.adam(1e-2, b1=0.8, b2=0.99, eps=1e-6), params, gs)
+        _compare(got_adam, want)
+
+
+def test_adam_float32_keeps_dtype_and_is_close():
+    params = _params(np.float32)
+    gs = _grad_seq(params, 4)
+    got, state = _run(optim.adam(1e-3), params, gs)
+    want = ref_adam(
+        [x.astype(np.float64) for x in _np(params)],
+        [[x.astype(np.float64) for x in _np(g)] for g in gs],
+        1e-3,
+    )
+    for gs_, ws in zip(got, want):
+        for g, w in zip(gs_, ws):
+            assert g.dtype == np.float32
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    assert all(x.dtype == np.float32 for x in _np(state[0]["mu"]))
+
+
+def test_matches_torch_where_installed():
+    torch = pytest.importorskip("torch")
+    params = _params()
+    gs = _grad_seq(params, 4)
+    for make_tx, make_torch in [
+        (lambda: optim.adamw(1e-2, eps=1e-8, weight_decay=0.1),
+         lambda ps: torch.optim.AdamW(ps, lr=1e-2, eps=1e-8, weight_decay=0.1)),
+        (lambda: optim.sgd(0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+         lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
+    ]:  # fmt: skip
+        got, _ = _run(make_tx(), params, gs)
+        tp = [torch.tensor(x, requires_grad=True) for x in _np(params)]
+        topt = make_torch(tp)
+        for step, g in enumerate(gs):
+            for t, gi in zip(tp, _np(g)):
+                t.grad = torch.tensor(gi)
+            topt.step()
+            for t, mine in zip(tp, got[step]):
+                np.testing.assert_allclose(t.detach().numpy(), mine, rtol=1e-10, atol=1e-12)
+
+
+def test_schedule_learning_rate_counts_updates_from_zero():
+    sched = optim.exponential_decay(1.0, transition_steps=1, decay_rate=0.5)
+    params = {"w": tg.Tensor(np.zeros(2))}
+    tx = optim.sgd(sched)
+    state = tx.init(params)
+    g = {"w": tg.Tensor(np.ones(2))}
+    seen = []
+    for _ in range(3):
+        u, state = tx.update(g, state, params)
+        seen.append(float(u["w"].numpy()[0]))
+    assert seen == [-1.0, -0.5, -0.25]
+    assert state[-1] == {"count": 3}
+
+
+def test_clip_by_global_norm_rescales_only_above_bound():
+    g = {"a": tg.Tensor(np.array([3.0, 0.0])), "b": tg.Tensor(np.array([[4.0]]))}  # norm 5
+    tx = optim.clip_by_global_norm(1.0)
+    out, state = tx.update(g, tx.init(g))
+    np.testing.assert_allclose(out["a"].numpy(), [0.6, 0.0])
+    np.testing.assert_allclose(out["b"].numpy(), [[0.8]])
+    assert state == {}
+    out, _ = optim.clip_by_global_norm(10.0).update(g, {})
+    np.testing.assert_array_equal(out["a"].numpy(), [3.0, 0.0])
+
+
+def test_global_norm_orders():
+    g = [tg.Tensor(np.array([3.0, -4.0])), tg.Tensor(np.array([[1.0, -2.0]]))]
+    flat = np.array([3.0, -4.0, 1.0, -2.0])
+    for ord_ in (1, 2, 3.0, 0.5, math.inf):
+        want = np.linalg.norm(flat, ord_) if ord_ >= 1 else np.sum(np.abs(flat) ** ord_) ** 2
+        np.testing.assert_allclose(float(optim.global_norm(g, ord_)), want, rtol=1e-12)
+    assert float(optim.global_norm([])) == 0.0
+    assert optim.global_norm([tg.Tensor(np.zeros(2, np.float32))]).dtype == np.float32
+    with pytest.raises(ValueError, match="ord must be"):
+        optim.global_norm(g, 0)
+
+
+def test_global_norm_is_differentiable():
+    x = tg.Tensor(np.array([3.0, 4.0]))
+    got = tg.grad(lambda x: optim.global_norm({"x": x}))(x)
+    np.testing.assert_allclose(got.numpy(), [0.6, 0.8])
+
+
+def test_chain_applies_in_order_and_flattens():
+    g = {"w": tg.Tensor(np.array([3.0, 4.0]))}
+    a = optim.chain(optim.clip_by_global_norm(1.0), optim.scale(10.0))
+    b = optim.chain(optim.scale(10.0), optim.clip_by_global_norm(1.0))
+    ua, _ = a.update(g, a.init(g))
+    ub, _ = b.update(g, b.init(g))
+    np.testing.assert_allclose(ua["w"].numpy(), [6.0, 8.0])
+    np.testing.assert_allclose(ub["w"].numpy(), [0.6, 0.8])
+    nested = optim.chain(optim.identity(), optim.chain(optim.scale(2.0), optim.sgd(0.1)))
+    assert len(nested.transforms) == 3
+    assert len(nested.init(g)) == 3
+
+
+def test_apply_updates_keeps_leaf_kinds_and_dtypes():
+    params = {
+        "t": tg.Tensor(np.ones(2, np.float32)),
+        "a": np.ones(3, np.float64),
+        "s": np.float32(1.0),
+    }
+    updates = {
+        "t": tg.Tensor(np.full(2, 0.5, np.float64)),
+        "a": tg.Tensor(np.full(3, 0.25)),
+        "s": tg.Tensor(np.asarray(2.0, np.float32)),
+    }
+    out = optim.apply_updates(params, updates)
+    assert isinstance(out["t"], tg.Tensor) and out["t"].dtype == np.float32
+    assert type(out["a"]) is np.ndarray and out["a"].dtype == np.float64
+    assert isinstance(out["s"], np.float32) and out["s"] == 3.0
+    np.testing.assert_array_equal(params["a"], np.ones(3))  # untouched
+
+
+def test_numpy_params_work_end_to_end():
+    params = {"w": np.array([1.0, -1.0])}
+    tx = optim.adam(0.1)
+    state = tx.init(params)
+    updates, state = tx.update({"w": np.array([2.0, -3.0])}, state, params)
+    new = optim.apply_updates(params, updates)
+    np.testing.assert_allclose(new["w"], [0.9, -0.9], rtol=1e-6)
+
+
+def test_update_is_differentiable_through_a_step():
+    # d/dw of loss(w - lr * grad(loss)(w)) with loss = sum(w**2): (1 - 2 lr)**2 * 2w
+    def after_step(w):
+        g = tg.grad(lambda v: (v * v).sum())(w)
+        u, _ = optim.sgd(0.1).update({"w": g}, optim.sgd(0.1).init({"w": w}))
+        new = optim.apply_updates({"w": w}, u)["w"]
+        return (new * new).sum()
+
+    w = tg.Tensor(np.array([1.0, 2.0]))
+    np.testing.assert_allclose(tg.grad(after_step)(w).numpy(), 0.64 * 2 * np.array([1.0, 2.0]))
+
+
+def test_transforms_are_frozen_records():
+    tx = optim.adam(1e-3)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        tx.transforms = ()
+    assert tx == optim.adam(1e-3)
+    assert "ScaleByAdam(b1=0.9, b2=0.999, eps=1e-08)" in repr(tx)
+
+
+def test_state_and_inputs_are_not_mutated():
+    params = _params()
+    before = _np(params)
+    tx = optim.adamw(0.1, weight_decay=0.1)
+    state = tx.init(params)
+    state_before = _np(state)
+    g = _grad_seq(params, 1)[0]
+    tx.update(g, state, params)
+    for x, y in zip(_np(params), before):
+        np.testing.assert_array_equal(x, y)
+    for x, y in zip(_np(state), state_before):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_errors():
+    params = {"w": tg.Tensor(np.ones(3))}
+    with pytest.raises(TypeError, match="different pytree structures"):
+        optim.apply_updates(params, {"v": tg.Tensor(np.ones(3))})
+    with pytest.raises(ValueError, match=r"shape \(1,\).*\(3,\)"):
+        optim.apply_updates(params, {"w": tg.Tensor(np.ones(1))})
+    with pytest.raises(TypeError, match="dtype int64"):
+        optim.adam(0.1).init({"w": np.arange(3)})
+    with pytest.raises(TypeError, match="leaf params\\['w'\\] is a float"):
+        optim.apply_updates({"w": 1.0}, {"w": 1.0})
+    with pytest.raises(ValueError, match="needs params"):
+        optim.add_decayed_weights(0.1).update(params, {})
+    with pytest.raises(ValueError, match="nesterov=True needs momentum"):
+        optim.sgd(0.1, nesterov=True)
+    with pytest.raises(ValueError, match="b1 must be in"):
+        optim.adam(0.1, b1=1.0)
+    with pytest.raises(TypeError, match="b2 must be a number, got str"):
+        optim.adam(0.1, b2="0.9")
+    with pytest.raises(ValueError, match="learning_rate must be finite"):
+        optim.sgd(-1.0)
+    with pytest.raises(TypeError, match="learning_rate must be a number or a schedule"):
+        optim.adam("fast")
+    with pytest.raises(ValueError, match="max_norm must be"):
+        optim.clip_by_global_norm(0.0)
+    with pytest.raises(TypeError, match="argument 1 is a int"):
+        optim.chain(optim.identity(), 3)
+    with pytest.raises(TypeError, match="state must be a tuple of 2"):
+        optim.adam(0.1).update(params, {})
+    with pytest.raises(ValueError, match="scale_by_adam.*shape"):
+        tx = optim.adam(0.1)
+        tx.update({"w": tg.Tensor(np.ones(1))}, tx.init(params), params)

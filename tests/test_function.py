@@ -1,0 +1,193 @@
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.numpy as tnp
+
+
+def f64(x):
+    return tg.Tensor(np.asarray(x, dtype=np.float64))
+
+
+class Square(tg.Function):
+    oper = "square"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+class ScaledCube(tg.Function):
+    """A Function with a static positional parameter and free ctx attributes."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.scale = scale
+        ctx.save_for_backward(x)
+        return scale * x**3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 3 * ctx.scale * x * x * g, None
+
+
+def test_user_function_under_every_transform_and_nested():
+    x = f64(1.5)
+    assert float(Square.apply(x)) == 2.25
+    assert float(tg.grad(lambda x: Square.apply(x))(x)) == 3.0
+    assert float(tg.grad(tg.grad(lambda x: Square.apply(x)))(x)) == 2.0
+    assert float(tg.grad(tg.grad(tg.grad(lambda x: ScaledCube.apply(x, 2.0))))(x)) == 12.0
+    out, vjp_fn = tg.vjp(lambda x: Square.apply(x), f64([1.0, 2.0]))
+    np.testing.assert_allclose(vjp_fn(f64([1.0, 1.0]))[0].numpy(), [2.0, 4.0])
+    _, tape = tg.trace(lambda x: Square.apply(x))(x)
+    assert "square" in str(tape)
+
+
+def test_context_attributes_are_set():
+    seen = {}
+
+    class Probe(tg.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            seen["fwd"] = (ctx.device, ctx.backend is np, ctx.needs_input_grad)
+            return x + y
+
+        @staticmethod
+        def backward(ctx, g):
+            seen["bwd"] = ctx.needs_input_grad
+            return g, g
+
+    tg.grad(lambda x: Probe.apply(x, f64(1.0)))(f64(2.0))
+    assert seen["fwd"] == ("cpu", True, (True, False))
+    assert seen["bwd"] == (True, False)
+
+
+def test_broadcast_cotangents_are_summed_by_apply():
+    x, b = f64(np.ones((3, 2))), f64([1.0, 2.0])
+    gb = tg.grad(lambda b: (x * b).sum())(b)
+    np.testing.assert_allclose(gb.numpy(), [3.0, 3.0])
+    gs = tg.grad(lambda s: (x + s).sum())(f64(0.0))
+    assert gs.shape == () and float(gs) == 6.0
+
+
+def test_backward_wrong_arity_names_the_function():
+    class Bad(tg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, g
+
+    with pytest.raises(ValueError, match=r"Bad\.backward returned 2 value\(s\) for 1 input"):
+        tg.grad(lambda x: Bad.apply(x).sum())(f64([1.0]))
+
+
+def test_backward_wrong_shape_names_the_function():
+    class BadShape(tg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return tnp.reshape(g, (1, 3))[:, :2]
+
+    with pytest.raises(ValueError, match=r"BadShape\.backward.*shape \(1, 2\).*\(3,\)"):
+        tg.grad(lambda x: BadShape.apply(x).sum())(f64([1.0, 2.0, 3.0]))
+
+
+def test_missing_backward_is_not_implemented():
+    class NoBackward(tg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x
+
+    with pytest.raises(NotImplementedError):
+        tg.grad(lambda x: NoBackward.apply(x).sum())(f64([1.0]))
+
+
+def test_non_differentiable_function_and_marked_outputs():
+    class ArgMax(tg.Function):
+        differentiable = False
+
+        @staticmethod
+        def forward(ctx, x):
+            return np.argmax(x)
+
+    class ValueAndIndex(tg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            i = np.argmax(x)
+            ctx.i = i
+            ctx.n = x.shape[0]
+            idx = np.asarray(i)
+            ctx.mark_non_differentiable(idx)
+            return x[i], idx
+
+        @staticmethod
+        def backward(ctx, g, g_idx):
+            onehot = np.zeros(ctx.n)
+            onehot[ctx.i] = 1.0
+            return g * onehot
+
+    x = f64([1.0, 5.0, 2.0])
+    assert int(ArgMax.apply(x)) == 1
+    g = tg.grad(lambda x: ValueAndIndex.apply(x)[0] * 2.0)(x)
+    np.testing.assert_allclose(g.numpy(), [0.0, 2.0, 0.0])
+
+
+def test_shape_mismatch_in_binary_op_and_matmul_names_op_and_shapes():
+    with pytest.raises(ValueError, match=r"add: shapes \(2,\), \(3,\) do not broadcast"):
+        tnp.add(f64([1.0, 2.0]), f64([1.0, 2.0, 3.0]))
+    with pytest.raises(ValueError, match=r"matmul: shapes \(2, 3\) and \(2, 3\) are not aligned"):
+        f64(np.ones((2, 3))) @ f64(np.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"matmul.*at least 1-D"):
+        tnp.matmul(f64(1.0), f64([1.0]))
+
+
+class _FakeGpuArray:
+    """Stands in for a CuPy array so that the device check can be tested on any machine."""
+
+    __cuda_array_interface__ = {}
+
+    class device:  # noqa: N801
+        id = 0
+
+    def __init__(self, shape):
+        self.shape = shape
+        self.dtype = np.dtype("float32")
+        self.ndim = len(shape)
+
+
+def test_mixed_devices_name_both():
+    cpu = tg.Tensor(np.ones(2, np.float32))
+    gpu = tg.Tensor._const(_FakeGpuArray((2,)))
+    with pytest.raises(ValueError, match=r"add: inputs live on different devices \(cpu, cuda:0\)"):
+        cpu + gpu
+
+
+def test_output_shape_default_and_overrides():
+    from tapegrad import ops
+
+    assert ops.Add.output_shape((3, 1), (4,)) == (3, 4)
+    assert ops.MatMul.output_shape((5, 2, 3), (3,)) == (5, 2)
+    assert ops.Sum.output_shape((2, 3, 4), axis=(0, 2), keepdims=True) == (1, 3, 1)
+    assert ops.Reshape.output_shape((2, 6), (3, -1)) == (3, 4)
+    with pytest.raises(ValueError, match="do not broadcast"):
+        ops.Add.output_shape((2,), (3,))
+
+
+def test_ops_errors_name_op_axis_and_ndim():
+    with pytest.raises(ValueError, match="sum: axis 3 is out of range for a Tensor with ndim 2"):
+        tnp.sum(f64(np.ones((2, 2))), axis=3)
+    with pytest.raises(ValueError, match=r"reshape: cannot reshape 4 elements into shape \(3,\)"):
+        tnp.reshape(f64(np.ones(4)), (3,))

@@ -1,0 +1,188 @@
+import threading
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.numpy as tnp
+
+
+def f64(x):
+    return tg.Tensor(np.asarray(x, dtype=np.float64))
+
+
+def f(a, b):
+    return tnp.tanh(a @ b).sum() * 2.0
+
+
+def test_tape_is_frozen_and_lists_one_line_per_entry():
+    a, b = f64(np.ones((2, 3))), f64(np.ones((3, 2)))
+    out, tape = tg.trace(f)(a, b)
+    assert isinstance(tape, tg.Tape) and len(tape) == 4
+    text = str(tape)
+    lines = text.splitlines()
+    assert lines[0] == "{ lambda ; a:f64[2,3] b:f64[3,2]. let"
+    assert lines[1] == "    c:f64[2,2] = matmul a b"
+    assert lines[2] == "    d:f64[2,2] = tanh c"
+    assert lines[-1] == "  in (f) }"
+    with pytest.raises(AttributeError):
+        tape.entries = ()
+    assert all(isinstance(e, tg.TapeEntry) for e in tape.entries)
+
+
+def test_labels_show_in_listing():
+    _, tape = tg.trace(lambda w: (w * 2.0).sum())(tg.Tensor([1.0], label="w"))
+    assert "a<w>:f32[1]" in str(tape)
+
+
+def test_replay_forward_on_new_inputs():
+    rng = np.random.default_rng(1)
+    a, b = f64(rng.standard_normal((2, 3))), f64(rng.standard_normal((3, 2)))
+    _, tape = tg.trace(f)(a, b)
+    a2, b2 = f64(rng.standard_normal((2, 3))), f64(rng.standard_normal((3, 2)))
+    np.testing.assert_allclose(tape.replay(a2, b2).numpy(), f(a2, b2).numpy(), rtol=1e-15)
+    # identical results when replayed twice
+    np.testing.assert_array_equal(tape.replay(a2, b2).numpy(), tape.replay(a2, b2).numpy())
+
+
+def test_replay_of_a_gradient_tape_runs_forward_rules_only():
+    rng = np.random.default_rng(2)
+    w = f64(rng.standard_normal(4))
+    loss = lambda w: (tnp.sin(w) * w).sum()  # noqa: E731
+    _, tape = tg.trace(tg.grad(loss))(w)
+    w2 = f64(rng.standard_normal(4))
+    np.testing.assert_allclose(tape.replay(w2).numpy(), tg.grad(loss)(w2).numpy(), rtol=1e-14)
+
+
+def test_replay_rejects_other_shapes_dtypes_and_structure():
+    _, tape = tg.trace(f)(f64(np.ones((2, 3))), f64(np.ones((3, 2))))
+    with pytest.raises(ValueError, match=r"shape \(3, 3\).*recorded for shape \(2, 3\)"):
+        tape.replay(f64(np.ones((3, 3))), f64(np.ones((3, 2))))
+    with pytest.raises(ValueError, match="float32.*float64"):
+        tape.replay(tg.Tensor(np.ones((2, 3), np.float32)), f64(np.ones((3, 2))))
+    with pytest.raises(ValueError, match="structure"):
+        tape.replay(f64(np.ones((2, 3))))
+
+
+def test_backward_replay_many_times_and_from_threads():
+    rng = np.random.default_rng(3)
+    a, b = f64(rng.standard_normal((2, 3))), f64(rng.standard_normal((3, 2)))
+    _, tape = tg.trace(f)(a, b)
+    ref = tg.grad(f, argnums=(0, 1))(a, b)
+    first = tape.vjp(f64(1.0))
+    second = tape.backward(f64(1.0))  # no "backward a second time" error
+    for got in (first, second):
+        np.testing.assert_allclose(got[0].numpy(), ref[0].numpy(), rtol=1e-14)
+        np.testing.assert_allclose(got[1].numpy(), ref[1].numpy(), rtol=1e-14)
+    results = [None] * 8
+
+    def work(i):
+        results[i] = tape.vjp(f64(float(i)))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, r in enumerate(results):
+        np.testing.assert_allclose(r[0].numpy(), i * ref[0].numpy(), rtol=1e-14)
+    # concurrent forward replays agree too
+    outs = [None] * 4
+
+    def fwd(i):
+        outs[i] = tape.replay(a, b).numpy()
+
+    threads = [threading.Thread(target=fwd, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(np.array_equal(o, outs[0]) for o in outs)
+
+
+def test_tape_vjp_checks_the_cotangent():
+    _, tape = tg.trace(f)(f64(np.ones((2, 3))), f64(np.ones((3, 2))))
+    with pytest.raises(ValueError, match="shape"):
+        tape.vjp(f64([1.0, 2.0]))
+
+
+def branchy(x):
+    s = x.sum()
+    if s > 0:  # a Python decision on data: recorded as a guard
+        return s * 2.0
+    return s * -3.0
+
+
+def test_python_decisions_are_guards_and_a_flip_names_the_line():
+    _, tape = tg.trace(branchy)(f64([1.0, 2.0]))
+    assert any(isinstance(e, tg.Guard) for e in tape.entries)
+    assert "guard bool" in str(tape)
+    np.testing.assert_allclose(tape.replay(f64([3.0, 4.0])).numpy(), 14.0)
+    with pytest.raises(tg.GuardError, match=r"test_tape\.py:\d+"):
+        tape.replay(f64([-3.0, 1.0]))
+
+
+def test_grad_through_a_guarded_branch():
+    g = tg.grad(branchy)(f64([1.0, 2.0]))
+    np.testing.assert_allclose(g.numpy(), [2.0, 2.0])
+    g = tg.grad(tg.grad(lambda x: branchy(x) * x.sum()))(f64(-1.0))
+    np.testing.assert_allclose(g.numpy(), -6.0)
+
+
+def test_int_float_item_guards():
+    def loop(x, n):
+        total = x
+        for _ in range(int(n)):  # loop bound decided on data
+            total = total * 2.0
+        return total * x.item()
+
+    _, tape = tg.trace(loop)(f64(1.5), f64(3.0))
+    np.testing.assert_allclose(
+        tape.replay(f64(1.5), f64(3.0)).numpy(), loop(f64(1.5), f64(3.0)).numpy()
+    )
+    with pytest.raises(tg.GuardError, match="int"):
+        tape.replay(f64(1.5), f64(4.0))
+    with pytest.raises(tg.GuardError, match="item"):
+        tape.replay(f64(2.5), f64(3.0))
+
+
+def test_nondifferentiable_values_are_replayed_not_frozen():
+    def g(x):
+        mask = x > 0  # comparison: no gradient, but recomputed on replay
+        return tnp.where(mask, x, 0.0).sum()
+
+    _, tape = tg.trace(g)(f64([1.0, -1.0]))
+    np.testing.assert_allclose(tape.replay(f64([-1.0, 2.0])).numpy(), 2.0)
+
+
+def test_draw_returns_a_graphviz_graph():
+    graphviz = pytest.importorskip("graphviz")
+    _, tape = tg.trace(f)(f64(np.ones((2, 3))), f64(np.ones((3, 2))))
+    g = tape.draw()
+    assert isinstance(g, graphviz.Digraph)
+    assert "matmul" in g.source and "tanh" in g.source
+
+
+def test_replay_recomputes_marked_non_differentiable_outputs():
+    class MaxAndIndex(tg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            i = np.asarray(np.argmax(x))
+            ctx.mark_non_differentiable(i)
+            ctx.i = int(i)
+            return x[ctx.i], i
+
+        @staticmethod
+        def backward(ctx, g, g_index):
+            return tnp.reshape(g, (1,)) * (tnp.asarray(np.arange(3)) == ctx.i)
+
+    def f(x):
+        m, i = MaxAndIndex.apply(x)
+        return m * 2.0, i
+
+    x = f64([1.0, 5.0, 2.0])
+    _, tape = tg.trace(f)(x)
+    m, i = tape.replay(f64([7.0, 1.0, 2.0]))
+    assert float(m) == 14.0 and int(i) == 0
+    g = tg.grad(lambda x: f(x)[0])(x)
+    np.testing.assert_allclose(g.numpy(), [0.0, 2.0, 0.0])
