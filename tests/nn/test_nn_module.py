@@ -201,3 +201,23 @@ def test_dropout_module_keys_advance_in_stateful_use():
     assert not np.array_equal(a.numpy(), b.numpy())
     d2 = nn.Dropout(0.5, key=tg.random.key(0))
     np.testing.assert_array_equal(d2(x).numpy(), a.numpy())
+
+
+def test_optimizer_built_from_a_module_writes_parameters_back():
+    from tapegrad import optim
+
+    model = nn.Linear(3, 1, key=tg.random.key(0))
+    x = tg.random.normal(tg.random.key(1), (8, 3))
+    y = tg.random.normal(tg.random.key(2), (8, 1))
+    opt = optim.SGD(model, lr=0.1)
+    w0 = model.weight.numpy().copy()
+
+    def loss(p):
+        return F.mse_loss(nn.functional_call(model, p, x), y)
+
+    grads = tg.grad(loss)(model.params)
+    opt.step(grads)
+    np.testing.assert_allclose(model.weight.numpy(), w0 - 0.1 * grads["weight"].numpy(), rtol=1e-6)
+    assert opt.params["weight"] is model.weight
+    with pytest.raises(ValueError, match="weight has shape"):
+        model._set_params({"weight": tg.Tensor(np.zeros((1, 1), np.float32)), "bias": model.bias})

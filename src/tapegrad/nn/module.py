@@ -242,6 +242,11 @@ class Module:
     def params(self, tree) -> None:
         self._assign(tree, "_parameters", "params")
 
+    def _set_params(self, tree) -> None:
+        """Replace the parameter pytree wholesale (the hook :mod:`tapegrad.optim` optimizers
+        built from a Module call after each step); same checks as the ``params`` setter."""
+        self.params = tree
+
     @property
     def state(self) -> dict:
         """The states as a nested-dict pytree."""
