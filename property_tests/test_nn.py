@@ -194,12 +194,12 @@ def test_pooling(data, avg):
 # -- normalization, dropout, attention -------------------------------------------------------
 @given(data=st.data())
 def test_layer_and_batch_norm(data):
-    shape = data.draw(shapes(min_dims=2, max_dims=4, min_side=1, max_side=3))
-    assume(math.prod(shape) // shape[1] > 1)
-    x = data.draw(arrays(shape))
+    shape = data.draw(shapes(min_dims=2, max_dims=4, min_side=2, max_side=3))
+    # well-conditioned groups (the gradient grows like 1 / sqrt(var + eps)): a +-1
+    # checkerboard, which alternates along every axis, plus drawn noise
+    board = (np.indices(shape).sum(0) % 2) * 2.0 - 1.0
+    x = board + 0.2 * data.draw(arrays(shape, elements=floats_in(-1, 1)))
     axes = (0,) + tuple(range(2, len(shape)))
-    # well-conditioned groups: the gradient grows like 1 / sqrt(var + eps)
-    assume(x.var(-1).min() > 0.05 and x.var(axes).min() > 0.05)
     y = F.layer_norm(tg.Tensor(x), shape[-1])
     mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
     np.testing.assert_allclose(y.numpy(), (x - mu) / np.sqrt(var + 1e-5), rtol=1e-9, atol=1e-9)

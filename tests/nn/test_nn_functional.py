@@ -570,3 +570,46 @@ def test_traced_gradient_replays_on_new_inputs():
     fresh = grad_fn(*new)
     for name in ("conv", "embed", "out"):
         np.testing.assert_allclose(replayed[name].numpy(), fresh[name].numpy(), rtol=1e-12)
+
+
+def test_seeds_function_class_rows():
+    """The seeds document their activations and losses as ``Function.apply`` rows too."""
+    np.testing.assert_array_equal(F.Relu.apply(tg.Tensor([-3, 0, 3])).numpy(), [0, 0, 3])
+    g = F.Gelu.apply(tg.Tensor([0.5, -0.5])).numpy()
+    np.testing.assert_allclose(g, F.gelu(tg.Tensor([0.5, -0.5])).numpy())
+    np.testing.assert_allclose(F.Sigmoid.apply(tg.Tensor([0, 2])).numpy(), [0.5, expit(2)])
+    assert abs(float(F.Softmax.apply(tg.Tensor([1.0, 2.0, 3.0])).sum()) - 1) < 1e-6
+    np.testing.assert_allclose(F.Tanh.apply(tg.Tensor([0, 1])).numpy(), [0, np.tanh(1)])
+    p, y = tg.Tensor([0.9, 0.2, 0.1]), tg.Tensor([1, 0, 0])
+    bce = F.BinaryCrossEntropy.apply(p, y)
+    assert bce.shape == () and 0 < float(bce) < 0.2
+    logits = tg.Tensor([2.0, -1.0, -2.0])
+    ref = np.mean(np.logaddexp(0, logits.numpy()) - logits.numpy() * y.numpy())
+    np.testing.assert_allclose(float(F.BinaryCrossEntropyWithLogits.apply(logits, y)), ref, 1e-6)
+    ce = F.CrossEntropy.apply(
+        tg.Tensor(np.array([[2.0, 1.0, 0.1]])),
+        tg.Tensor(np.array([0])),
+        ignore_index=-100,
+        label_smoothing=0.1,
+    )
+    np.testing.assert_allclose(float(ce), 0.5136967, rtol=1e-6)
+    hinge = F.HingeLoss.apply(tg.Tensor([0.8, -0.5, 0.3]), tg.Tensor([1, -1, 1]), reduction="mean")
+    np.testing.assert_allclose(float(hinge), (0.2 + 0.5 + 0.7) / 3, rtol=1e-6)
+    assert float(F.MeanSquaredLoss.apply(tg.Tensor([3.0, 5.0]), tg.Tensor([2.0, 5.0]))) == 0.5
+
+
+def test_losses_differentiate_in_both_arguments():
+    p = RNG.uniform(0.2, 0.8, (3, 2))
+    y = RNG.uniform(0.1, 0.9, (2,))  # broadcast target
+    x = RNG.standard_normal((3, 2)) * 2
+    for fn, a in (
+        (F.mse_loss, x),
+        (F.binary_cross_entropy, p),
+        (F.binary_cross_entropy_with_logits, x),
+        (lambda u, v, reduction: F.hinge_loss(u, v * 3 - 1.2, reduction), x),
+    ):
+        for reduction in ("mean", "sum", "none"):
+            check_grads(lambda u, v, f=fn, r=reduction: f(u, v, reduction=r), (T(a), T(y)))
+    with pytest.raises(ValueError, match="do not broadcast"):
+        F.mse_loss(T(np.ones(3)), np.ones(2))
+    assert np.isnan(float(F.mse_loss(T(np.ones(0)), np.ones(0))))

@@ -8,7 +8,9 @@ Every function is differentiable to any order under :func:`tapegrad.grad`.
 
 A few primitives are fused :class:`~tapegrad.Function` subclasses defined here, because fusing
 is the right design (numerically stable, or far cheaper than a composition): ``LogSoftmax``,
-``Softmax``, ``CrossEntropy``, ``Sigmoid``, ``Softplus``, ``Erf``, ``BinaryCrossEntropy``,
+``Softmax``, ``Relu``, ``Gelu``, ``Sigmoid``, ``Softplus``, ``Erf``, the losses
+(``CrossEntropy``, ``BinaryCrossEntropy``, ``BinaryCrossEntropyWithLogits``, ``HingeLoss``,
+``MeanSquaredLoss``, which keep the seeds' ``Function.apply`` rows working),
 ``Conv2d`` (im2col on a strided view, with its two transposes), max-pool index routing and
 ``ScaledDotProductAttention`` (its backward recomputes the probabilities). Their ``backward``
 rules are written with tapegrad ops, so higher derivatives work.
@@ -25,6 +27,7 @@ import math
 import numpy as np
 
 from tapegrad import numpy as tnp
+from tapegrad import ops as _ops
 from tapegrad import random as _random
 from tapegrad.backend import backend_of
 from tapegrad.function import Function
@@ -61,7 +64,10 @@ __all__ = [
     "embedding",
     "scaled_dot_product_attention",
     "multi_head_attention",
-    # fused primitives
+    # fused primitives (the seeds' Function classes among them)
+    "Relu",
+    "Gelu",
+    "Tanh",
     "Sigmoid",
     "Softplus",
     "Erf",
@@ -69,6 +75,9 @@ __all__ = [
     "LogSoftmax",
     "CrossEntropy",
     "BinaryCrossEntropy",
+    "BinaryCrossEntropyWithLogits",
+    "HingeLoss",
+    "MeanSquaredLoss",
     "Conv2d",
     "Conv2dInputGrad",
     "Conv2dWeightGrad",
@@ -253,6 +262,53 @@ class LogSoftmax(Function):
         return tuple(shape)
 
 
+class Relu(Function):
+    """``max(x, 0)``. Backward: the cotangent where ``x > 0``, else 0 (0 at the kink)."""
+
+    oper = "relu"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.backend.maximum(x, 0)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return tnp.where(x > 0, g, 0.0)
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+class Gelu(Function):
+    """GELU, tanh approximation ``0.5 x (1 + tanh(a))`` with
+    ``a = sqrt(2/pi) (x + 0.044715 x^3)`` (the seeds' ``Gelu``).
+
+    Backward (the seeds' formula): ``0.5 (1 + tanh(a)) + 0.5 x (1 - tanh(a)^2) a'`` with
+    ``a' = sqrt(2/pi) (1 + 3 * 0.044715 x^2)``, times the cotangent.
+    """
+
+    oper = "gelu"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        xp = ctx.backend
+        return 0.5 * x * (1 + xp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        t = tnp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
+        da = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
+        return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * da)
+
+
+#: The seeds' ``Tanh`` Function (``tapegrad.ops.Tanh``).
+Tanh = _ops.Tanh
+
+
 # -- activations -----------------------------------------------------------------------------
 def relu(x) -> Tensor:
     """Rectified linear unit ``max(x, 0)``.
@@ -268,8 +324,7 @@ def relu(x) -> Tensor:
         >>> tg.nn.functional.relu(tg.Tensor([-1.0, 0.0, 2.0]))
         Tensor([0., 0., 2.], dtype=float32)
     """
-    x = _floating(x, "relu")
-    return tnp.where(x > 0, x, 0.0)
+    return Relu.apply(_floating(x, "relu"))
 
 
 def sigmoid(x) -> Tensor:
@@ -339,9 +394,6 @@ def erf(x) -> Tensor:
     return Erf.apply(_floating(x, "erf"))
 
 
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-
-
 def gelu(x, approximate: str = "tanh") -> Tensor:
     """Gaussian error linear unit ``x * Phi(x)`` (Hendrycks and Gimpel, 2016).
 
@@ -362,7 +414,7 @@ def gelu(x, approximate: str = "tanh") -> Tensor:
     """
     x = _floating(x, "gelu")
     if approximate == "tanh":
-        return 0.5 * x * (1.0 + tnp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+        return Gelu.apply(x)
     if approximate == "none":
         return 0.5 * x * (1.0 + Erf.apply(x * (1.0 / math.sqrt(2.0))))
     raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
@@ -399,16 +451,165 @@ def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
 
 
 # -- losses ----------------------------------------------------------------------------------
+def _loss_forward(ctx, a, b, per, reduction):
+    """Save the inputs and reduce the elementwise loss ``per`` (empty mean: NaN, as NumPy)."""
+    ctx.save_for_backward(a, b)
+    ctx.reduction = reduction
+    ctx.n = per.size
+    if reduction == "none":
+        return per
+    if reduction == "sum":
+        return per.sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return per.sum() / per.dtype.type(per.size)
+
+
+def _loss_scale(ctx, g):
+    """The cotangent of each element of the unreduced loss (broadcasts against it)."""
+    return g * (1.0 / ctx.n) if ctx.reduction == "mean" and ctx.n else g
+
+
+class _Loss(Function):
+    """Base of the seeds' loss Functions: inputs ``(y_pred, y_true)``, keyword ``reduction``."""
+
+    @classmethod
+    def output_shape(cls, a, b, reduction="mean"):
+        return tuple(np.broadcast_shapes(tuple(a), tuple(b))) if reduction == "none" else ()
+
+
+def _cotangents(ctx, ga, gb):
+    na, nb = ctx.needs_input_grad
+    return (ga() if na else None), (gb() if nb else None)
+
+
+class MeanSquaredLoss(_Loss):
+    """``(y_pred - y_true)**2``, reduced (the seeds' ``MeanSquaredLoss``, default ``"mean"``).
+
+    Backward: ``2 (y_pred - y_true) / N`` times the cotangent (``N`` elements, for ``"mean"``).
+    """
+
+    oper = "mean_squared_loss"
+
+    @staticmethod
+    def forward(ctx, y_pred, y_true, reduction="mean"):
+        d = y_pred - y_true
+        return _loss_forward(ctx, y_pred, y_true, d * d, reduction)
+
+    @staticmethod
+    def backward(ctx, g):
+        p, y = ctx.saved_tensors
+        s = _loss_scale(ctx, g)
+        return _cotangents(ctx, lambda: 2.0 * (p - y) * s, lambda: -2.0 * (p - y) * s)
+
+
+class BinaryCrossEntropy(_Loss):
+    """``-(y log p + (1 - y) log(1 - p))``, reduced, with each log clamped at -100
+    (PyTorch's convention, so ``p`` of exactly 0 or 1 gives a finite loss).
+
+    Backward: ``(p - y) / max(p (1 - p), 1e-12)`` for ``p`` and ``log(1 - p) - log p`` for
+    ``y`` (logs clamped as in forward), times the cotangent (over ``N`` for ``"mean"``).
+    """
+
+    oper = "binary_cross_entropy"
+
+    @staticmethod
+    def forward(ctx, y_pred, y_true, reduction="mean"):
+        xp = ctx.backend
+        with np.errstate(divide="ignore"):
+            lp = xp.maximum(xp.log(y_pred), -100)
+            l1p = xp.maximum(xp.log1p(-y_pred), -100)
+        per = -(y_true * lp + (1 - y_true) * l1p)
+        return _loss_forward(ctx, y_pred, y_true, per, reduction)
+
+    @staticmethod
+    def backward(ctx, g):
+        p, y = ctx.saved_tensors
+        s = _loss_scale(ctx, g)
+
+        def gy():
+            tiny = float(np.finfo(p.dtype).tiny)
+            lp = tnp.maximum(tnp.log(tnp.maximum(p, tiny)), -100.0)
+            l1p = tnp.maximum(tnp.log(tnp.maximum(1 - p, tiny)), -100.0)
+            return (l1p - lp) * s
+
+        return _cotangents(ctx, lambda: (p - y) / tnp.maximum(p * (1 - p), 1e-12) * s, gy)
+
+
+class BinaryCrossEntropyWithLogits(_Loss):
+    """``softplus(x) - y x`` (binary cross-entropy of logits), reduced; no overflow for any
+    ``|x|``.
+
+    Backward: ``sigmoid(x) - y`` for ``x`` and ``-x`` for ``y``, times the cotangent.
+    """
+
+    oper = "binary_cross_entropy_with_logits"
+
+    @staticmethod
+    def forward(ctx, y_pred, y_true, reduction="mean"):
+        xp = ctx.backend
+        x = y_pred
+        per = xp.maximum(x, 0) + xp.log1p(xp.exp(-xp.abs(x))) - x * y_true
+        return _loss_forward(ctx, y_pred, y_true, per, reduction)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        s = _loss_scale(ctx, g)
+        return _cotangents(ctx, lambda: (Sigmoid.apply(x) - y) * s, lambda: -x * s)
+
+
+class HingeLoss(_Loss):
+    """``max(0, 1 - y_true * y_pred)``, reduced (the seeds' ``HingeLoss``, default ``"none"``).
+
+    Backward: ``-y_true`` where ``y_true * y_pred < 1``, else 0 (0 at the kink, as the seeds
+    document), times the cotangent; symmetrically ``-y_pred`` for ``y_true``.
+
+    References:
+        Cortes and Vapnik, "Support-vector networks", Machine Learning, 1995.
+    """
+
+    oper = "hinge_loss"
+
+    @staticmethod
+    def forward(ctx, y_pred, y_true, reduction="none"):
+        per = ctx.backend.maximum(1 - y_true * y_pred, 0)
+        return _loss_forward(ctx, y_pred, y_true, per, reduction)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        s = _loss_scale(ctx, g)
+        active = (1 - y * x) > 0
+        return _cotangents(
+            ctx,
+            lambda: tnp.where(active, -y * s, 0.0),
+            lambda: tnp.where(active, -x * s, 0.0),
+        )
+
+
+def _loss_inputs(y_pred, y_true, reduction, who):
+    _check_reduction(reduction, who)
+    p = _floating(y_pred, who, "y_pred")
+    y = _like(y_true, p)
+    try:
+        np.broadcast_shapes(p.shape, y.shape)
+    except ValueError:
+        raise ValueError(
+            f"{who}: y_pred of shape {p.shape} and y_true of shape {y.shape} do not broadcast"
+        ) from None
+    return p, y
+
+
 def mean_squared_loss(y_pred, y_true, reduction: str = "mean", **kwargs) -> Tensor:
-    """Mean squared error ``mean((y_pred - y_true)**2)`` (the seeds' ``MeanSquaredLoss``).
+    """Mean squared error ``mean((y_pred - y_true)**2)`` (see :class:`MeanSquaredLoss`).
 
     Args:
         y_pred: Floating Tensor of any shape.
-        y_true: Targets broadcastable to ``y_pred`` (Tensor, array, list or number).
+        y_true: Targets broadcastable with ``y_pred`` (Tensor, array, list or number).
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` (elementwise squares).
 
     Returns:
-        Scalar Tensor (or ``y_pred``'s shape for ``"none"``) of ``y_pred``'s dtype.
+        Scalar Tensor (or the broadcast shape for ``"none"``) of ``y_pred``'s dtype.
 
     Raises:
         ValueError: for an unknown reduction or shapes that do not broadcast.
@@ -418,67 +619,32 @@ def mean_squared_loss(y_pred, y_true, reduction: str = "mean", **kwargs) -> Tens
         >>> float(tg.nn.functional.mean_squared_loss(tg.Tensor([3.0, 5.0]), [2.0, 5.0]))
         0.5
     """
-    _check_reduction(reduction, "mean_squared_loss")
-    y_pred = _floating(y_pred, "mean_squared_loss", "y_pred")
-    d = y_pred - _like(y_true, y_pred)
-    return _reduce(d * d, reduction, "mean_squared_loss")
+    p, y = _loss_inputs(y_pred, y_true, reduction, "mean_squared_loss")
+    return MeanSquaredLoss.apply(p, y, reduction=reduction)
 
 
 mse_loss = mean_squared_loss
 
 
-class BinaryCrossEntropy(Function):
-    """Elementwise ``-(y log p + (1 - y) log(1 - p))`` with each log clamped at -100
-    (PyTorch's convention, so ``p`` of exactly 0 or 1 gives a finite loss).
-
-    Backward: ``g (p - y) / max(p (1 - p), 1e-12)`` for ``p`` and
-    ``g (log(1 - p) - log p)`` for ``y`` (both logs clamped as in forward).
-    """
-
-    oper = "binary_cross_entropy"
-
-    @staticmethod
-    def forward(ctx, p, y):
-        xp = ctx.backend
-        ctx.save_for_backward(p, y)
-        with np.errstate(divide="ignore"):
-            lp = xp.maximum(xp.log(p), -100)
-            l1p = xp.maximum(xp.log1p(-p), -100)
-        return -(y * lp + (1 - y) * l1p)
-
-    @staticmethod
-    def backward(ctx, g):
-        p, y = ctx.saved_tensors
-        gp = gy = None
-        if ctx.needs_input_grad[0]:
-            gp = g * (p - y) / tnp.maximum(p * (1 - p), 1e-12)
-        if ctx.needs_input_grad[1]:
-            tiny = float(np.finfo(p.dtype).tiny)
-            lp = tnp.maximum(tnp.log(tnp.maximum(p, tiny)), -100.0)
-            l1p = tnp.maximum(tnp.log(tnp.maximum(1 - p, tiny)), -100.0)
-            gy = g * (l1p - lp)
-        return gp, gy
-
-
 def binary_cross_entropy(y_pred, y_true, reduction: str = "mean", **kwargs) -> Tensor:
-    """Binary cross-entropy of predicted probabilities (the seeds' ``BinaryCrossEntropy``).
+    """Binary cross-entropy of predicted probabilities (see :class:`BinaryCrossEntropy`).
 
     ``-(y log p + (1 - y) log(1 - p))``; logs are clamped at -100 (PyTorch), so ``p`` of 0 or
     1 gives a finite loss. For logits use :func:`binary_cross_entropy_with_logits`.
 
     Args:
         y_pred: Probabilities in ``[0, 1]``, floating Tensor of any shape.
-        y_true: Targets in ``[0, 1]`` broadcastable to ``y_pred``.
+        y_true: Targets in ``[0, 1]`` broadcastable with ``y_pred``.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
 
     Returns:
         Scalar Tensor (or the broadcast shape for ``"none"``), in nats.
 
     Raises:
-        ValueError: if ``y_pred`` has values outside ``[0, 1]`` or for a bad reduction.
+        ValueError: if ``y_pred`` has values outside ``[0, 1]``, for a bad reduction or
+            shapes that do not broadcast.
     """
-    _check_reduction(reduction, "binary_cross_entropy")
-    p = _floating(y_pred, "binary_cross_entropy", "y_pred")
+    p, y = _loss_inputs(y_pred, y_true, reduction, "binary_cross_entropy")
     arr = p.numpy()
     if arr.size and (np.nanmin(arr) < 0 or np.nanmax(arr) > 1):
         raise ValueError(
@@ -486,28 +652,29 @@ def binary_cross_entropy(y_pred, y_true, reduction: str = "mean", **kwargs) -> T
             f"[{np.nanmin(arr)}, {np.nanmax(arr)}]; for logits use "
             "binary_cross_entropy_with_logits"
         )
-    y = _like(y_true, p)
-    return _reduce(BinaryCrossEntropy.apply(p, y), reduction, "binary_cross_entropy")
+    return BinaryCrossEntropy.apply(p, y, reduction=reduction)
 
 
 def binary_cross_entropy_with_logits(y_pred, y_true, reduction: str = "mean", **kwargs) -> Tensor:
     """Binary cross-entropy of logits, stable for any ``|logits|``.
 
     Computes ``softplus(x) - y x`` (equal to ``-(y log sigmoid(x) + (1-y) log(1-sigmoid(x)))``)
-    without overflow; the gradient is ``sigmoid(x) - y``.
+    without overflow; the gradient is ``sigmoid(x) - y`` (see
+    :class:`BinaryCrossEntropyWithLogits`).
 
     Args:
         y_pred: Logits, floating Tensor of any shape.
-        y_true: Targets in ``[0, 1]`` broadcastable to ``y_pred``.
+        y_true: Targets in ``[0, 1]`` broadcastable with ``y_pred``.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
 
     Returns:
         Scalar Tensor (or the broadcast shape for ``"none"``), in nats.
+
+    Raises:
+        ValueError: for a bad reduction or shapes that do not broadcast.
     """
-    _check_reduction(reduction, "binary_cross_entropy_with_logits")
-    x = _floating(y_pred, "binary_cross_entropy_with_logits", "y_pred")
-    y = _like(y_true, x)
-    return _reduce(Softplus.apply(x) - x * y, reduction, "binary_cross_entropy_with_logits")
+    x, y = _loss_inputs(y_pred, y_true, reduction, "binary_cross_entropy_with_logits")
+    return BinaryCrossEntropyWithLogits.apply(x, y, reduction=reduction)
 
 
 class CrossEntropy(Function):
@@ -664,23 +831,25 @@ def cross_entropy(
 
 
 def hinge_loss(y_pred, y_true, reduction: str = "none", **kwargs) -> Tensor:
-    """Hinge loss ``max(0, 1 - y_true * y_pred)`` for labels in {-1, +1} (Cortes and Vapnik).
+    """Hinge loss ``max(0, 1 - y_true * y_pred)`` for labels in {-1, +1} (see
+    :class:`HingeLoss`).
 
     The derivative is ``-y_true`` where ``y_true * y_pred < 1`` and 0 elsewhere (0 at the
     kink), as the seeds document.
 
     Args:
         y_pred: Scores, floating Tensor of any shape.
-        y_true: Labels (usually -1 or +1) broadcastable to ``y_pred``.
+        y_true: Labels (usually -1 or +1) broadcastable with ``y_pred``.
         reduction: ``"none"`` (default, the seeds'), ``"mean"`` or ``"sum"``.
 
     Returns:
         Tensor of ``y_pred``'s dtype.
+
+    Raises:
+        ValueError: for a bad reduction or shapes that do not broadcast.
     """
-    _check_reduction(reduction, "hinge_loss")
-    x = _floating(y_pred, "hinge_loss", "y_pred")
-    margin = 1.0 - _like(y_true, x) * x
-    return _reduce(tnp.where(margin > 0, margin, 0.0), reduction, "hinge_loss")
+    x, y = _loss_inputs(y_pred, y_true, reduction, "hinge_loss")
+    return HingeLoss.apply(x, y, reduction=reduction)
 
 
 # -- linear ----------------------------------------------------------------------------------
