@@ -355,8 +355,8 @@ def _square_shape(shape, op: str, name: str = "a") -> tuple:
 def _check_float(a, op):
     if a.dtype.kind not in "fciub" or a.dtype == np.float16:
         raise TypeError(
-            f"{op}: unsupported dtype {a.dtype}; use float32 or float64 (float16 is not "
-            "supported by the LAPACK routines)"
+            f"unsupported dtype {a.dtype} (shape {tuple(a.shape)}); {op} needs float32 or "
+            "float64 (float16 is not supported by the LAPACK routines)"
         )
 
 
