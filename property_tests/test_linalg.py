@@ -7,6 +7,7 @@ well-conditioned: ``I + 0.3 R`` with ``|R_ij| <= 1`` (diagonally dominant for n 
 
 import numpy as np
 import pytest
+from hypothesis import assume as hypothesis_assume
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -217,3 +218,48 @@ def test_cholesky(data):
         return tnp.linalg.cholesky((x + tnp.swapaxes(x, -1, -2)) / 2, upper=upper)
 
     grads_ok(sym_chol, (positive_definite(data, batch, n),))
+
+
+# -- norm -----------------------------------------------------------------------------------
+NORM_CASES = [
+    (None, "vector"),
+    (1, "vector"),
+    (2, "vector"),
+    (np.inf, "vector"),
+    (-np.inf, "vector"),
+    ("fro", "matrix"),
+    (1, "matrix"),
+    (-1, "matrix"),
+    (np.inf, "matrix"),
+    (-np.inf, "matrix"),
+]
+
+
+@pytest.mark.parametrize("ord, kind", NORM_CASES, ids=lambda v: str(v))
+@given(data=st.data())
+def test_norm(ord, kind, data):
+    shape = data.draw(shapes(min_dims=1 if kind == "vector" else 2, max_dims=3, min_side=1))
+    nd = len(shape)
+    if kind == "vector":
+        axis = data.draw(st.integers(-nd, nd - 1))
+    else:
+        axis = tuple(data.draw(st.permutations(range(nd)))[:2])
+    keepdims = data.draw(st.booleans())
+    dtype = data.draw(DTYPES)
+    # |x| >= 0.5 keeps away from the kink of |x| at 0; distinct offsets keep max/min ties apart
+    base = draw_array(data, shape, np.float64, 0.0, 2.0)
+    sign = np.where(draw_array(data, shape, np.float64, -1.0, 1.0) < 0, -1.0, 1.0)
+    x = sign * (0.5 + base + 0.013 * np.arange(base.size).reshape(shape))
+    if ord in (np.inf, -np.inf, 1, -1) and not (kind == "vector" and ord in (1, -1)):
+        reduced = np.abs(x) if kind == "vector" else None
+        if kind == "matrix":
+            summed = axis[0] if ord in (1, -1) else axis[1]
+            reduced = np.abs(x).sum(axis=summed, keepdims=True)
+        over = axis if kind == "vector" else (axis[1] if ord in (1, -1) else axis[0])
+        srt = np.sort(reduced, axis=over)
+        gaps = np.diff(srt, axis=over)
+        hypothesis_assume(gaps.size == 0 or gaps.min() > 1e-3)
+    x = x.astype(dtype)
+    out = tnp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
+    assert_forward_matches(out, np.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims), dtype)
+    grads_ok(lambda t: tnp.linalg.norm(t, ord=ord, axis=axis, keepdims=keepdims), (x,))

@@ -10,6 +10,8 @@ input/output Tensors, so second and higher derivatives work. Matrix rules follow
 
 Batched operands have shape ``(..., n, n)``; batch dimensions broadcast like NumPy's
 ``numpy.linalg`` gufuncs and ``apply`` sums cotangents back over broadcast dimensions.
+On CUDA (CuPy) singular or indefinite matrices may go undetected (CuPy does not check by
+default) and give inf/NaN instead of a ``LinAlgError``.
 """
 
 from __future__ import annotations
@@ -448,8 +450,12 @@ class Solve(Function):
     def forward(ctx, a, b):
         _solve_shape(a.shape, b.shape)
         _check_float(a, "solve")
+        xp = ctx.backend
         try:
-            x = ctx.backend.linalg.solve(a, b)
+            if b.ndim == 1 and a.ndim > 2 and xp is not np:  # NumPy 2's vector rule for CuPy
+                x = xp.linalg.solve(a, xp.broadcast_to(b[:, None], a.shape[:-1] + (1,)))[..., 0]
+            else:
+                x = xp.linalg.solve(a, b)
         except _LinAlgError:
             raise _singular("solve", a) from None
         ctx.vector = b.ndim == 1
@@ -541,7 +547,9 @@ class SlogDet(Function):
 
     @classmethod
     def output_shape(cls, shape):
-        return _square_shape(shape, "slogdet")[:-2]
+        """Shapes of ``(sign, logabsdet)``: both ``shape[:-2]``."""
+        batch = _square_shape(shape, "slogdet")[:-2]
+        return batch, batch
 
 
 class Cholesky(Function):
