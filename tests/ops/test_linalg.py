@@ -385,3 +385,24 @@ def test_second_derivative_of_log_det_is_minus_kron():
     h = tg.grad(dlogdet_v)(tg.Tensor(a))
     ai = np.linalg.inv(a)
     np.testing.assert_allclose((h.numpy() * w).sum(), -np.trace(ai @ w @ ai @ v), rtol=1e-10)
+
+
+def test_norm_empty_axes_follow_numpy():
+    for shape, ord in (((0,), np.inf), ((2, 0), 1), ((0, 2), np.inf), ((0, 2), 1)):
+        out = tnp.linalg.norm(np.ones(shape), ord=ord)
+        assert float(out) == float(np.linalg.norm(np.ones(shape), ord=ord)) == 0.0
+    with pytest.raises(ValueError, match=r"norm: ord=-inf takes a min over axis 0, which is"):
+        tnp.linalg.norm(np.ones((0,)), ord=-np.inf)
+    with pytest.raises(ValueError, match=r"norm: ord=-1 takes a min over axis 1"):
+        tnp.linalg.norm(np.ones((2, 0)), ord=-1)
+
+
+def test_norm_ord0_and_f_alias():
+    x = np.array([[0.0, 2.0, -1.0], [0.0, 0.0, 3.0]])
+    for ord, axis in ((0, 1), (0, 0), ("f", None)):
+        out = tnp.linalg.norm(x, ord=ord, axis=axis)
+        ref = np.linalg.norm(x, ord=ord, axis=axis)
+        assert out.dtype == ref.dtype
+        np.testing.assert_allclose(out.numpy(), ref)
+    g = tg.grad(lambda t: tnp.linalg.norm(t, ord=0, axis=1).sum())(tg.Tensor(x))
+    np.testing.assert_array_equal(g.numpy(), np.zeros_like(x))

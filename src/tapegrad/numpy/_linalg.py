@@ -302,13 +302,22 @@ def solve(a, b) -> Tensor:
 
 
 def det(a) -> Tensor:
-    """Determinant of ``(..., n, n)`` matrices, shape ``(...)``.
+    """Determinant of square matrices (NumPy ``linalg.det``).
 
-    The gradient ``g det(a) a^{-T}`` (Giles 2008) needs an invertible ``a``; at a singular
-    matrix it raises ``LinAlgError`` naming det.
+    Args:
+        a: Tensor of shape ``(..., n, n)``; float32 or float64 (ints become float64).
+
+    Returns:
+        Tensor of shape ``(...)`` (``det`` of a ``0 x 0`` matrix is 1).
 
     Raises:
         ValueError: if ``a`` is not ``(..., n, n)``.
+        numpy.linalg.LinAlgError: when differentiating at a singular matrix: the gradient
+            ``g det(a) a^{-T}`` (Giles 2008, sec. 3.1) needs an invertible ``a``.
+
+    References:
+        Giles, "An extended collection of matrix derivative results for forward and reverse
+        mode algorithmic differentiation", 2008.
     """
     return _ops.Det.apply(_tensor(a))
 
@@ -378,10 +387,11 @@ def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:  # noqa: A002
     """Vector and matrix norms (NumPy ``linalg.norm``).
 
     Vector norms (``axis`` an int, or a 1-D ``x`` with ``axis=None``): ``ord`` None or 2
-    (Euclidean), 1 (sum of ``|x|``), ``inf`` (max ``|x|``), ``-inf`` (min ``|x|``).
-    Matrix norms (``axis`` a pair, or a 2-D ``x`` with ``axis=None``): None or ``'fro'``
-    (Frobenius), 1 / -1 (max / min column sum of ``|x|``), ``inf`` / ``-inf`` (max / min row
-    sum). With ``ord=None`` and ``axis=None`` any ``x`` is flattened (Euclidean norm).
+    (Euclidean), 1 (sum of ``|x|``), ``inf`` (max ``|x|``), ``-inf`` (min ``|x|``), 0 (number
+    of nonzeros; zero gradient). Matrix norms (``axis`` a pair, or a 2-D ``x`` with
+    ``axis=None``): None or ``'fro'`` (Frobenius), 1 / -1 (max / min column sum of ``|x|``),
+    ``inf`` / ``-inf`` (max / min row sum). With ``ord=None`` and ``axis=None`` any ``x`` is
+    flattened (Euclidean norm). As NumPy 2, a max over an empty axis is 0.
 
     Gradient conventions: at ``x = 0`` the Euclidean/Frobenius norm has gradient 0 (the
     minimum-norm subgradient; never NaN) and ``|x|`` has gradient ``sign(x)`` (0 at 0); ties
@@ -398,9 +408,10 @@ def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:  # noqa: A002
 
     Raises:
         ValueError: for an invalid ``ord`` for the kind of norm, an ``ord`` with ``axis=None``
-            on an input that is not 1-D or 2-D, out-of-range, duplicate or more than 2 axes.
+            on an input that is not 1-D or 2-D, out-of-range, duplicate or more than 2 axes,
+            or a min (``-inf``, ``-1``) over an empty axis.
         NotImplementedError: for the spectral (``2``, ``-2``), nuclear (``'nuc'``) and general
-            ``p`` norms, which tapegrad does not provide yet.
+            ``p`` vector norms, which tapegrad does not provide yet.
     """
     x = _tensor(x)
     if x.dtype.kind not in "fc":
@@ -424,20 +435,27 @@ def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:  # noqa: A002
             return _ops.EuclideanNorm.apply(x, axis=axes, keepdims=keepdims)
         if ord == 1:
             return _ops.Sum.apply(_ops.Abs.apply(x), axis=axes, keepdims=keepdims)
+        if ord == 0:  # number of nonzeros: piecewise constant, zero gradient
+            nz = astype(_ops.Compare.apply(x, 0, "ne"), x.dtype)
+            return _ops.Sum.apply(nz, axis=axes, keepdims=keepdims)
         if ord == _INF or ord == -_INF:
+            if ord < 0:
+                _check_nonempty(x, axes[0], ord)
             out = _ops.linalg._Extremum.apply(_ops.Abs.apply(x), axis=axes, largest=ord > 0)
             return out if keepdims else _reshape(out, _drop(x.shape, axes))
         raise NotImplementedError(
-            f"norm: vector ord={ord!r} is not supported; use None, 1, 2, inf or -inf"
+            f"norm: vector ord={ord!r} is not supported; use None, 0, 1, 2, inf or -inf"
         )
     if len(axes) == 2:
         row, col = axes
         if row == col:
             raise ValueError(f"norm: duplicate axes given: {axis!r}")
-        if ord is None or ord == "fro":
+        if ord is None or ord in ("fro", "f"):
             return _ops.EuclideanNorm.apply(x, axis=axes, keepdims=keepdims)
         if ord in (1, -1, _INF, -_INF) and not isinstance(ord, bool):
             summed, over = (row, col) if ord in (1, -1) else (col, row)
+            if ord < 0:
+                _check_nonempty(x, over, ord)
             s = _ops.Sum.apply(_ops.Abs.apply(x), axis=summed, keepdims=True)
             out = _ops.linalg._Extremum.apply(s, axis=(over,), largest=ord > 0)
             return out if keepdims else _reshape(out, _drop(x.shape, axes))
@@ -448,6 +466,14 @@ def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:  # noqa: A002
             )
         raise ValueError(f"norm: invalid norm order {ord!r} for matrices")
     raise ValueError(f"norm: improper number of dimensions to norm: axis={axis!r}")
+
+
+def _check_nonempty(x, axis, ord):
+    if x.shape[axis] == 0:
+        raise ValueError(
+            f"norm: ord={ord!r} takes a min over axis {axis}, which is empty in shape {x.shape} "
+            "(the min of no values is undefined)"
+        )
 
 
 def _drop(shape, axes):

@@ -10,8 +10,26 @@ from __future__ import annotations
 from tapegrad.function import Function
 
 __all__ = [
-    "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Exp", "Log", "Sin", "Cos", "Tanh",
-    "AsType", "StopGradient", "Compare", "Sqrt", "Abs", "Sign", "Where", "Maximum", "Minimum",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Neg",
+    "Exp",
+    "Log",
+    "Sin",
+    "Cos",
+    "Tanh",
+    "AsType",
+    "StopGradient",
+    "Compare",
+    "Sqrt",
+    "Abs",
+    "Sign",
+    "Where",
+    "Maximum",
+    "Minimum",
 ]
 
 

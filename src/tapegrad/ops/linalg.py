@@ -649,7 +649,9 @@ class EuclideanNorm(Function):
 
 
 class _Extremum(Function):
-    """Max (``largest=True``) or min over ``axis`` (tuple); ties split the cotangent equally.
+    """Max (``largest=True``) or min over ``axis`` (tuple) with ``keepdims``, for the norms of
+    non-negative values: the max over an empty axis is 0 (NumPy's ``initial=0``), the min over
+    one is an error. Ties split the cotangent equally.
 
     Used by the ``inf``/``-inf``/``1``/``-1`` norms.
     """
@@ -659,13 +661,13 @@ class _Extremum(Function):
     @staticmethod
     def forward(ctx, x, axis, largest=True):
         xp = ctx.backend
-        if any(x.shape[a] == 0 for a in axis):
-            raise ValueError(
-                f"cannot take the {'max' if largest else 'min'} over an empty axis (shape "
-                f"{x.shape}, axis {axis})"
-            )
         ctx.axis = axis
-        out = (xp.max if largest else xp.min)(x, axis=axis, keepdims=True)
+        if any(x.shape[a] == 0 for a in axis):
+            if not largest:
+                raise ValueError(f"min over an empty axis (shape {x.shape}, axis {axis})")
+            out = xp.zeros(tuple(1 if i in axis else s for i, s in enumerate(x.shape)), x.dtype)
+        else:
+            out = (xp.max if largest else xp.min)(x, axis=axis, keepdims=True)
         ctx.save_for_backward(x, out)
         return out
 
