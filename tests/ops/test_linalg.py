@@ -167,6 +167,20 @@ def test_einsum_sublist_form_and_optimize():
         np.testing.assert_allclose(g.numpy(), np.ones((2, 2)) @ (b @ c).T, rtol=1e-12)
 
 
+def test_einsum_explicit_path_and_tape():
+    a, b, c = rand(2, 3), rand(3, 4), rand(4, 2)
+    path = np.einsum_path("ij,jk,kl->il", a, b, c, optimize="optimal")[0]
+    out = tnp.einsum("ij,jk,kl->il", a, b, c, optimize=path)
+    np.testing.assert_allclose(out.numpy(), a @ b @ c, rtol=1e-12)
+    check_grads(
+        lambda x, y, z: tnp.einsum("ij,jk,kl->il", x, y, z, optimize=path),
+        (tg.Tensor(a), tg.Tensor(b), tg.Tensor(c)),
+    )
+    _, tape = tg.trace(lambda x: tnp.einsum("...j,jk", x, b))(tg.Tensor(a))
+    assert "einsum[subscripts='aj,jk->ak'" in str(tape)
+    np.testing.assert_allclose(tape.replay(tg.Tensor(2 * a)).numpy(), 2 * a @ b, rtol=1e-12)
+
+
 def test_einsum_trace_gradient_is_identity():
     g = tg.grad(lambda a: tnp.einsum("ii", a))(tg.Tensor(rand(3, 3)))
     np.testing.assert_array_equal(g.numpy(), np.eye(3))

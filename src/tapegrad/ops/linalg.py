@@ -267,7 +267,9 @@ class Einsum(Function):
     """Einstein summation over any number of operands (NumPy ``einsum``).
 
     ``subscripts`` is normally the explicit, ellipsis-free form made by :func:`parse_einsum`
-    (``tapegrad.numpy.einsum`` passes that); ``optimize`` goes to the backend's ``einsum``.
+    (``tapegrad.numpy.einsum`` passes that); ``optimize`` goes to the backend's ``einsum``, for
+    the backward einsums too (an explicit contraction path, which fits only the forward
+    operands, becomes ``'greedy'`` there).
 
     Backward: the cotangent of operand ``k`` is itself an einsum of the output cotangent with
     the other operands, onto operand ``k``'s labels. Three details make it exact:
@@ -303,6 +305,9 @@ class Einsum(Function):
                 if sizes.get(lab, 1) == 1:
                     sizes[lab] = n
         used = set("".join(inputs))
+        optimize = ctx.optimize
+        if isinstance(optimize, (list, tuple)):  # an explicit path fits the forward only
+            optimize = "greedy"
         grads = []
         for k, (labs, op) in enumerate(zip(inputs, ops)):
             if not ctx.needs_input_grad[k]:
@@ -332,7 +337,7 @@ class Einsum(Function):
                     sized.add(lab)
             terms = others + extra
             expr = ",".join(lb for _, lb in terms) + "->" + "".join(result)
-            gk = Einsum.apply(*[t for t, _ in terms], subscripts=expr, optimize=ctx.optimize)
+            gk = Einsum.apply(*[t for t, _ in terms], subscripts=expr, optimize=optimize)
             if gk.shape != op.shape:
                 gk = tnp.reshape(gk, op.shape)
             grads.append(gk)
