@@ -16,9 +16,11 @@ Rules common to every op here (each class states only what differs):
 - **NaN safety.** Where a derivative is unbounded (``sqrt`` and ``log`` at 0, ``arcsin`` at
   +-1, ``x / 0``, ...) the rule gives a zero cotangent, not ``0 * inf = NaN``, wherever the
   incoming cotangent is zero. So ``where(x > 0, sqrt(x), 0.0)`` has gradient 0 at ``x = 0``, to
-  every order. The trick (as in JAX): replace the singular operand by a harmless value (1)
-  where the cotangent is 0 before dividing, ``g / where(g == 0, 1, x)``; the ``where`` also
-  keeps the higher-order rules finite.
+  every order. Such a rule computes the derivative factor ``d`` (which may be ``inf`` or NaN)
+  and returns ``MulNoNan.apply(g, d)``: ``g * d``, but exactly 0 where ``g == 0`` (TensorFlow's
+  ``multiply_no_nan``). Unlike substituting the operand (``g / where(g == 0, 1, x)``) this
+  keeps the rule exact, second derivatives included, where ``g`` happens to be 0 at a regular
+  point; and its own backward is again ``MulNoNan``, so every order stays NaN-free.
 - **Kinks.** Conventions at non-differentiable points are listed in ``docs/conventions.md``
   and stated in each class.
 
@@ -41,7 +43,7 @@ __all__ = [
     "Square", "Reciprocal", "Expm1", "Log1p", "Log2", "Log10", "Tan", "Arcsin", "Arccos",
     "Arctan", "Arctan2", "Sinh", "Cosh", "Arcsinh", "Arccosh", "Arctanh", "Clip", "Floor",
     "Ceil", "Round", "Erf", "Erfc", "Logaddexp", "Hypot", "Sigmoid", "Softplus", "Relu", "Gelu",
-    "LogicalAnd", "LogicalOr", "LogicalXor", "LogicalNot", "IsFinite", "IsNan", "IsInf",
+    "MulNoNan", "LogicalAnd", "LogicalOr", "LogicalXor", "LogicalNot", "IsFinite", "IsNan", "IsInf",
 ]  # fmt: skip
 
 _LN2 = math.log(2.0)
@@ -76,9 +78,36 @@ def _special(xp):
     return cupyx.scipy.special  # pragma: no cover - GPU only
 
 
-def _safe(g, x, fill=1.0):
-    """``x`` with ``fill`` where the cotangent ``g`` is zero (the NaN-safety trick)."""
-    return _tnp().where(g == 0, fill, x)
+class MulNoNan(Function):
+    """``a * b``, but exactly 0 wherever ``a == 0``, even where ``b`` is ``inf`` or NaN.
+
+    The building block of NaN-safe backward rules: ``MulNoNan.apply(g, d)`` multiplies a
+    cotangent ``g`` by a derivative factor ``d`` that may be unbounded where ``g`` is zero (as
+    TensorFlow's ``multiply_no_nan``). Derivatives: ``b`` and ``a``, each applied with
+    ``MulNoNan`` again (a zero cotangent stays a zero cotangent at every order).
+    """
+
+    oper = "mul_no_nan"
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        with _quiet():
+            out = a * b
+        return ctx.backend.where(a == 0, 0, out)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        ga = MulNoNan.apply(g, b) if na else None
+        gb = MulNoNan.apply(g, a) if nb else None
+        return ga, gb
+
+
+def _nonan(g, d):
+    """``g * d``, 0 where ``g == 0`` (see :class:`MulNoNan`)."""
+    return MulNoNan.apply(g, d)
 
 
 # -- arithmetic -------------------------------------------------------------------------------
@@ -148,11 +177,13 @@ class Div(Function):
     def backward(ctx, g):
         x, y = ctx.saved_tensors
         nx, ny = ctx.needs_input_grad
-        if not isinstance(y, (int, float)) or y == 0:
-            y = _safe(g, y)
-        gx = g / y
-        gy = -gx * (x / y) if ny else None
-        return (gx if nx else None), gy
+        if isinstance(y, (int, float)):
+            if y != 0:
+                return g * (1.0 / y), None
+            y = _tnp().asarray(np.asarray(y, dtype=g.dtype))
+        gx = _nonan(g, 1.0 / y) if nx else None
+        gy = _nonan(g, -(x / y) / y) if ny else None
+        return gx, gy
 
 
 class Pow(Function):
@@ -160,10 +191,12 @@ class Pow(Function):
 
     Derivatives: ``d/dx = p x**(p-1)`` and ``d/dp = log(x) x**p``.
 
-    Conventions: ``d/dx`` is 0 where ``p == 0`` (``x**0 = 1`` is constant, even at ``x = 0``).
-    ``d/dp`` is 0 at ``x = 0`` (as JAX: ``0**p`` is 0 for ``p > 0``) and NaN for ``x < 0``
-    (the real power is not differentiable in ``p`` there). NaN-safe for ``p < 1`` at ``x = 0``:
-    a zero cotangent gives a zero gradient.
+    Conventions: ``d/dx`` is 0 where ``p == 0`` (``x**0 = 1`` is constant, even at ``x = 0``,
+    as PyTorch). ``d/dp`` is 0 at ``x = 0``, to every order (``0**p`` is constant in ``p > 0``;
+    for ``p <= 0`` this follows JAX), and NaN for ``x < 0`` (the real power is not
+    differentiable in ``p`` there). NaN-safe for
+    ``p < 1`` at ``x = 0`` and for ``d/dp`` at ``x <= 0``: a zero cotangent gives a zero
+    gradient.
 
     Dtypes: NumPy's (``float32 ** 2`` is float32; integers to negative integer powers raise
     ``ValueError`` as in NumPy). Domain: ``x ** p`` for ``x < 0`` and non-integer ``p`` is NaN.
@@ -186,22 +219,22 @@ class Pow(Function):
         gx = gp = None
         if nx:
             if isinstance(p, Tensor):
-                xs = tnp.where(tnp.logical_or(g == 0, p == 0), 1.0, x)
-                gx = g * p * xs ** (p - 1)
+                gx = _nonan(g * p, x ** (p - 1))
             elif p == 0:
                 gx = None
             elif p == 1:
                 gx = g
             elif p == 2:
                 gx = g * (2 * x)
+            elif p > 1:
+                gx = g * (p * x ** (p - 1))
             else:
-                xs = _safe(g, x) if p < 1 else x
-                gx = g * p * xs ** (p - 1)
+                gx = _nonan(g, p * x ** (p - 1))
         if np_:
             if not isinstance(x, Tensor):
                 x = tnp.asarray(np.asarray(x, dtype=out.dtype))
-            skip = tnp.logical_or(g == 0, x == 0)
-            gp = g * tnp.log(tnp.where(skip, 1.0, x)) * tnp.where(skip, 0.0, out)
+            # log(1) = 0 where x == 0 (JAX's convention); MulNoNan(0, out) is 0 even for out = inf
+            gp = _nonan(g, _nonan(tnp.log(tnp.where(x == 0, 1.0, x)), out))
         return gx, gp
 
 
@@ -237,7 +270,7 @@ class Square(Function):
 
 
 class Reciprocal(Function):
-    """``1 / x``. Derivative: ``-1 / x**2 = -out**2``.
+    """``1 / x``. Derivative: ``-1 / x**2``.
 
     Dtypes: NumPy's ``reciprocal`` (integer inputs stay integer and truncate, so
     ``reciprocal(2) == 0``; use ``1.0 / x`` for a float result). Domain: ``x != 0``;
@@ -248,16 +281,14 @@ class Reciprocal(Function):
 
     @staticmethod
     def forward(ctx, x):
+        ctx.save_for_backward(x)
         with _quiet():
-            out = ctx.backend.reciprocal(x)
-        ctx.save_for_backward(out)
-        return out
+            return ctx.backend.reciprocal(x)
 
     @staticmethod
     def backward(ctx, g):
-        (out,) = ctx.saved_tensors
-        o = _safe(g, out, 0.0)
-        return -g * (o * o)
+        (x,) = ctx.saved_tensors
+        return _nonan(g, -1.0 / (x * x))
 
 
 # -- exponentials and logarithms --------------------------------------------------------------
@@ -315,7 +346,7 @@ class Log(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g / _safe(g, x)
+        return _nonan(g, 1.0 / x)
 
 
 class Log1p(Function):
@@ -333,7 +364,7 @@ class Log1p(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g / _safe(g, 1 + x)
+        return _nonan(g, 1.0 / (1 + x))
 
 
 class Log2(Function):
@@ -350,7 +381,7 @@ class Log2(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g / (_safe(g, x) * _LN2)
+        return _nonan(g, 1.0 / (x * _LN2))
 
 
 class Log10(Function):
@@ -367,7 +398,7 @@ class Log10(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g / (_safe(g, x) * _LN10)
+        return _nonan(g, 1.0 / (x * _LN10))
 
 
 class Logaddexp(Function):
@@ -465,7 +496,7 @@ class Arcsin(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g / _tnp().sqrt(_safe(g, (1 - x) * (1 + x)))
+        return _nonan(g, 1.0 / _tnp().sqrt((1 - x) * (1 + x)))
 
 
 class Arccos(Function):
@@ -483,7 +514,7 @@ class Arccos(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return -g / _tnp().sqrt(_safe(g, (1 - x) * (1 + x)))
+        return _nonan(g, -1.0 / _tnp().sqrt((1 - x) * (1 + x)))
 
 
 class Arctan(Function):
@@ -636,7 +667,7 @@ class Arccosh(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g / _tnp().sqrt(_safe(g, (x - 1) * (x + 1)))
+        return _nonan(g, 1.0 / _tnp().sqrt((x - 1) * (x + 1)))
 
 
 class Arctanh(Function):
@@ -654,7 +685,7 @@ class Arctanh(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g / _safe(g, (1 - x) * (1 + x))
+        return _nonan(g, 1.0 / ((1 - x) * (1 + x)))
 
 
 # -- roots, absolute value, sign ----------------------------------------------------------------
@@ -677,7 +708,7 @@ class Sqrt(Function):
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
-        return g / (2 * _safe(g, out))
+        return _nonan(g, 0.5 / out)
 
 
 class Abs(Function):
