@@ -83,8 +83,9 @@ class MulNoNan(Function):
 
     The building block of NaN-safe backward rules: ``MulNoNan.apply(g, d)`` multiplies a
     cotangent ``g`` by a derivative factor ``d`` that may be unbounded where ``g`` is zero (as
-    TensorFlow's ``multiply_no_nan``). Derivatives: ``b`` and ``a``, each applied with
-    ``MulNoNan`` again (a zero cotangent stays a zero cotangent at every order).
+    TensorFlow's ``multiply_no_nan``). Derivatives: ``b`` (0 where the incoming cotangent is
+    0) and ``a`` (exactly 0 where ``a == 0``, however large the cotangent: the output does not
+    depend on ``b`` there), each applied with ``MulNoNan`` again, so every order stays NaN-free.
     """
 
     oper = "mul_no_nan"
@@ -101,7 +102,7 @@ class MulNoNan(Function):
         a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
         ga = MulNoNan.apply(g, b) if na else None
-        gb = MulNoNan.apply(g, a) if nb else None
+        gb = MulNoNan.apply(a, g) if nb else None
         return ga, gb
 
 
@@ -421,8 +422,8 @@ class Logaddexp(Function):
         tnp = _tnp()
         x, y = ctx.saved_tensors
         nx, ny = ctx.needs_input_grad
-        d = x - y
-        d = tnp.where(tnp.logical_and(tnp.isnan(d), tnp.equal(x, y)), 0.0, d)
+        tie = tnp.logical_and(tnp.equal(x, y), tnp.isinf(x))  # inf - inf would be NaN
+        d = tnp.where(tie, 0.0, x) - tnp.where(tie, 0.0, y)
         gx = g * Sigmoid.apply(d) if nx else None
         gy = g * Sigmoid.apply(-d) if ny else None
         return gx, gy
