@@ -429,3 +429,14 @@ def test_tensor_methods_match_numpy():
     assert x.isfinite().numpy().all() and not x.isnan().numpy().any()
     assert not x.isinf().numpy().any()
     assert (x > 0).logical_not().numpy().tolist() == (a <= 0).tolist()
+
+
+def test_conventions_doc_example_runs():
+    import pathlib
+    import re
+
+    doc = pathlib.Path(__file__).resolve().parents[2] / "docs" / "conventions.md"
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), flags=re.S)
+    assert blocks, "docs/conventions.md has no python example"
+    for code in blocks:
+        exec(compile(code, str(doc), "exec"), {})

@@ -713,7 +713,8 @@ class Sqrt(Function):
 
 
 class Abs(Function):
-    """``|x|``. Derivative: ``sign(x)``; convention at 0: 0 (as PyTorch and JAX)."""
+    """``|x|``. Derivative: ``sign(x)``; convention at 0: 0, consistent with ``sign(0) = 0``
+    (as PyTorch; JAX's ``abs`` gives 1 there)."""
 
     oper = "abs"
 
@@ -815,8 +816,8 @@ class Clip(Function):
     Derivatives: 1 to ``x`` where ``a_min <= x <= a_max``, 1 to ``a_min`` where ``x < a_min``,
     1 to ``a_max`` where the result is ``a_max`` and ``x > a_max`` (or ``a_min > a_max``).
     Convention at the boundary ``x == a_min`` or ``x == a_max``: the whole gradient goes to
-    ``x`` (as PyTorch's ``clamp``; JAX's ``clip`` splits it in half): the bounds are inclusive,
-    so a value exactly at a bound is treated as inside. With ``a_min > a_max`` the result is
+    ``x``, as PyTorch's ``clamp`` (pytorch/pytorch#7049) and TensorFlow's ``clip_by_value``: the
+    bounds are inclusive, so a value exactly at a bound is treated as inside. With ``a_min > a_max`` the result is
     ``a_max`` everywhere (NumPy) and the gradient goes to ``a_max``.
     """
 
