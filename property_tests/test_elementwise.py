@@ -16,6 +16,7 @@ from hypothesis.extra import numpy as hnp
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
+from tapegrad.ops import MulNoNan
 from tapegrad.testing import check_grads
 from tapegrad.testing.strategies import broadcastable_shapes, floats_in
 
@@ -140,6 +141,8 @@ OPS = [
     Op("relu", tnp.relu, lambda x: np.maximum(x, 0), (NONZERO,)),
     Op("gelu", tnp.gelu, lambda x: x * sp.ndtr(x), (ANY,)),
     Op("gelu_tanh", lambda x: tnp.gelu(x, approximate="tanh"), _gelu_tanh, (ANY,)),
+    # the NaN-safety building block of the backward rules (equals a * b for finite values)
+    Op("mul_no_nan", MulNoNan.apply, np.multiply, (ANY, ANY)),
 ]
 
 OP_IDS = [op.name for op in OPS]

@@ -440,3 +440,14 @@ def test_conventions_doc_example_runs():
     assert blocks, "docs/conventions.md has no python example"
     for code in blocks:
         exec(compile(code, str(doc), "exec"), {})
+
+
+def test_mul_no_nan_zero_wins_over_inf_and_nan():
+    from tapegrad.ops import MulNoNan
+
+    a = T64([0.0, 0.0, 2.0, -0.0])
+    b = T64([np.inf, np.nan, np.inf, 3.0])
+    assert MulNoNan.apply(a, b).numpy().tolist()[:3] == [0.0, 0.0, np.inf]
+    ga, gb = tg.grad(lambda u, v: MulNoNan.apply(u, v).sum(), argnums=(0, 1))(a, b)
+    assert gb.numpy().tolist() == [0.0, 0.0, 2.0, 0.0]  # no dependence on b where a == 0
+    assert np.isinf(ga.numpy()[0]) and np.isnan(ga.numpy()[1])  # d/da = b, honestly

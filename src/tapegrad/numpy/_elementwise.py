@@ -47,6 +47,8 @@ __all__ = [
 
 def _bin(x, y):
     """Binary operands: Tensors stay, Python numbers stay weak, two numbers -> float32 Tensor."""
+    if type(x) is Tensor and type(y) is Tensor:
+        return x, y
     x, y = _t(x), _t(y)
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
         x = _tensor(x)

@@ -849,10 +849,6 @@ class Clip(Function):
         ghi = tnp.where(above, g, 0.0) if nhi else None
         return gx, glo, ghi
 
-    @classmethod
-    def output_shape(cls, shape, lo_shape=None, hi_shape=None):
-        return super().output_shape(shape, lo_shape, hi_shape)
-
 
 class Floor(Function):
     """Largest integer ``<= x`` (dtype kept). Zero gradient everywhere (also at the jumps)."""
