@@ -223,6 +223,7 @@ SINGULAR = [
     Singular("divide_python_zero", lambda x: x / 0.0, [1.0, 0.0], lambda x: x != x, ANY),
     Singular("reciprocal", tnp.reciprocal, [0.0], lambda x: x != 0, NONZERO),
     Singular("power_half", lambda x: x**0.5, [0.0, -1.0], lambda x: x > 0, POSITIVE),
+    Singular("power_2.5_negative_base", lambda x: x**2.5, [-1.0, -2.0], lambda x: x >= 0, ANY),
     Singular("power_negative", lambda x: x**-1.0, [0.0], lambda x: x != 0, NONZERO),
     Singular("power_tensor_exp", lambda x: tnp.power(x, _HALF), [0.0], lambda x: x > 0, POSITIVE),
     Singular(

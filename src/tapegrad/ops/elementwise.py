@@ -160,7 +160,7 @@ class Mul(Function):
 class Div(Function):
     """True division ``x / y``.
 
-    Derivatives: ``1 / y`` and ``-x / y**2`` (computed as ``-(g / y) * (x / y)``, which does not
+    Derivatives: ``1 / y`` and ``-x / y**2`` (computed as ``-(x / y) / y``, which does not
     overflow for large ``y``). Integer inputs give float64 (NumPy's true division).
     Domain: ``y != 0``; ``x / 0`` is ``+-inf`` or NaN without a warning. NaN-safe: where the
     cotangent is 0 both cotangents are 0, also at ``y = 0``.
@@ -195,9 +195,9 @@ class Pow(Function):
     Conventions: ``d/dx`` is 0 where ``p == 0`` (``x**0 = 1`` is constant, even at ``x = 0``,
     as PyTorch). ``d/dp`` is 0 at ``x = 0``, to every order (``0**p`` is constant in ``p > 0``;
     for ``p <= 0`` this follows JAX), and NaN for ``x < 0`` (the real power is not
-    differentiable in ``p`` there). NaN-safe for
-    ``p < 1`` at ``x = 0`` and for ``d/dp`` at ``x <= 0``: a zero cotangent gives a zero
-    gradient.
+    differentiable in ``p`` there). NaN-safe where the derivative is infinite or NaN (``x = 0``
+    with ``p < 1``, ``x < 0`` with non-integer ``p``, ``d/dp`` at ``x <= 0``): a zero cotangent
+    gives a zero gradient.
 
     Dtypes: NumPy's (``float32 ** 2`` is float32; integers to negative integer powers raise
     ``ValueError`` as in NumPy). Domain: ``x ** p`` for ``x < 0`` and non-integer ``p`` is NaN.
@@ -227,7 +227,7 @@ class Pow(Function):
                 gx = g
             elif p == 2:
                 gx = g * (2 * x)
-            elif p > 1:
+            elif p > 1 and float(p).is_integer():
                 gx = g * (p * x ** (p - 1))
             else:
                 gx = _nonan(g, p * x ** (p - 1))
@@ -816,9 +816,10 @@ class Clip(Function):
     Derivatives: 1 to ``x`` where ``a_min <= x <= a_max``, 1 to ``a_min`` where ``x < a_min``,
     1 to ``a_max`` where the result is ``a_max`` and ``x > a_max`` (or ``a_min > a_max``).
     Convention at the boundary ``x == a_min`` or ``x == a_max``: the whole gradient goes to
-    ``x``, as PyTorch's ``clamp`` (pytorch/pytorch#7049) and TensorFlow's ``clip_by_value``: the
-    bounds are inclusive, so a value exactly at a bound is treated as inside. With ``a_min > a_max`` the result is
-    ``a_max`` everywhere (NumPy) and the gradient goes to ``a_max``.
+    ``x``, as PyTorch's ``clamp`` (pytorch/pytorch#7049) and TensorFlow's ``clip_by_value``:
+    the bounds are inclusive, so a value exactly at a bound is treated as inside. With
+    ``a_min > a_max`` the result is ``a_max`` everywhere (NumPy) and the gradient goes to
+    ``a_max``.
     """
 
     oper = "clip"
