@@ -370,19 +370,19 @@ def test_norm_ties_split_the_gradient():
 def test_norm_dtypes_and_errors():
     assert tnp.linalg.norm(np.arange(3)).dtype == np.float64
     assert tnp.linalg.norm(np.ones(3, np.float32)).dtype == np.float32
-    with pytest.raises(ValueError, match="norm: invalid norm order 'fro' for vectors"):
+    with pytest.raises(ValueError, match="norm: unsupported vector norm order ord='fro'"):
         tnp.linalg.norm(np.ones(3), "fro")
-    with pytest.raises(ValueError, match="norm: invalid norm order 3 for matrices"):
+    with pytest.raises(ValueError, match="norm: unsupported matrix norm order ord=3"):
         tnp.linalg.norm(np.ones((3, 3)), 3)
-    with pytest.raises(NotImplementedError, match="norm: matrix ord=2"):
+    with pytest.raises(NotImplementedError, match="norm: the matrix norm ord=2 needs a differentiable singular value"):
         tnp.linalg.norm(np.ones((3, 3)), 2)
-    with pytest.raises(NotImplementedError, match="norm: vector ord=3"):
+    with pytest.raises(ValueError, match="norm: unsupported vector norm order ord=3"):
         tnp.linalg.norm(np.ones(3), 3)
-    with pytest.raises(ValueError, match=r"with axis=None needs a 1-D or 2-D input"):
+    with pytest.raises(ValueError, match=r"axis=None the Tensor must be 1-D or 2-D"):
         tnp.linalg.norm(np.ones((2, 2, 2)), 1)
-    with pytest.raises(ValueError, match="norm: improper number of dimensions"):
+    with pytest.raises(ValueError, match="norm: axis must be None, an int or a pair"):
         tnp.linalg.norm(np.ones((2, 2, 2)), axis=(0, 1, 2))
-    with pytest.raises(ValueError, match="norm: duplicate axes"):
+    with pytest.raises(ValueError, match="norm: the two axes of a matrix norm must differ"):
         tnp.linalg.norm(np.ones((2, 2)), axis=(0, -2))
     with pytest.raises(ValueError, match="norm: axis 2 is out of range"):
         tnp.linalg.norm(np.ones((2, 2)), axis=2)

@@ -16,7 +16,7 @@ from collections import namedtuple
 import numpy as _np
 
 from tapegrad import ops as _ops
-from tapegrad.numpy._core import _install_methods, _tensor, astype
+from tapegrad.numpy._core import _install_methods, _tensor
 from tapegrad.tensor import Tensor
 
 __all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum"]
@@ -364,120 +364,6 @@ def cholesky(a, upper=False) -> Tensor:
         ``cholesky((a + a^T) / 2)``.
     """
     return _ops.Cholesky.apply(_tensor(a), upper=bool(upper))
-
-
-_INF = float("inf")
-
-
-def _norm_axes(axis, ndim):
-    axes = (axis,) if isinstance(axis, (int, _np.integer)) else tuple(axis)
-    out = []
-    for v in axes:
-        if not isinstance(v, (int, _np.integer)) or isinstance(v, bool):
-            raise TypeError(f"norm: axis must be None, an int or a tuple of ints, got {axis!r}")
-        if not -ndim <= v < ndim:
-            raise ValueError(f"norm: axis {v} is out of range for a Tensor with ndim {ndim}")
-        out.append(int(v) % ndim)
-    if len(set(out)) != len(out):
-        raise ValueError(f"norm: duplicate axes given: {axis!r}")
-    return tuple(out)
-
-
-def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:  # noqa: A002
-    """Vector and matrix norms (NumPy ``linalg.norm``).
-
-    Vector norms (``axis`` an int, or a 1-D ``x`` with ``axis=None``): ``ord`` None or 2
-    (Euclidean), 1 (sum of ``|x|``), ``inf`` (max ``|x|``), ``-inf`` (min ``|x|``), 0 (number
-    of nonzeros; zero gradient). Matrix norms (``axis`` a pair, or a 2-D ``x`` with
-    ``axis=None``): None or ``'fro'`` (Frobenius), 1 / -1 (max / min column sum of ``|x|``),
-    ``inf`` / ``-inf`` (max / min row sum). With ``ord=None`` and ``axis=None`` any ``x`` is
-    flattened (Euclidean norm). As NumPy 2, a max over an empty axis is 0.
-
-    Gradient conventions: at ``x = 0`` the Euclidean/Frobenius norm has gradient 0 (the
-    minimum-norm subgradient; never NaN) and ``|x|`` has gradient ``sign(x)`` (0 at 0); ties
-    of the max/min split the cotangent equally.
-
-    Args:
-        x: Tensor; integer inputs become float64, as in NumPy.
-        ord: See above.
-        axis: None, an int, or a pair of ints.
-        keepdims: Keep the normed axes with size 1.
-
-    Returns:
-        Tensor of ``x``'s floating dtype and the reduced shape.
-
-    Raises:
-        ValueError: for an invalid ``ord`` for the kind of norm, an ``ord`` with ``axis=None``
-            on an input that is not 1-D or 2-D, out-of-range, duplicate or more than 2 axes,
-            or a min (``-inf``, ``-1``) over an empty axis.
-        NotImplementedError: for the spectral (``2``, ``-2``), nuclear (``'nuc'``) and general
-            ``p`` vector norms, which tapegrad does not provide yet.
-    """
-    x = _tensor(x)
-    if x.dtype.kind not in "fc":
-        x = astype(x, _np.float64)
-    nd = x.ndim
-    if axis is None:
-        if ord is None:
-            return _ops.EuclideanNorm.apply(x, axis=tuple(range(nd)), keepdims=keepdims)
-        if nd not in (1, 2):
-            raise ValueError(
-                f"norm: ord={ord!r} with axis=None needs a 1-D or 2-D input, got shape "
-                f"{x.shape}; pass axis"
-            )
-        axes = tuple(range(nd))
-    else:
-        axes = _norm_axes(axis, nd)
-    if len(axes) == 1:
-        if isinstance(ord, str):
-            raise ValueError(f"norm: invalid norm order {ord!r} for vectors")
-        if ord is None or ord == 2:
-            return _ops.EuclideanNorm.apply(x, axis=axes, keepdims=keepdims)
-        if ord == 1:
-            return _ops.Sum.apply(_ops.Abs.apply(x), axis=axes, keepdims=keepdims)
-        if ord == 0:  # number of nonzeros: piecewise constant, zero gradient
-            nz = astype(_ops.Compare.apply(x, 0, "ne"), x.dtype)
-            return _ops.Sum.apply(nz, axis=axes, keepdims=keepdims)
-        if ord == _INF or ord == -_INF:
-            if ord < 0:
-                _check_nonempty(x, axes[0], ord)
-            out = _ops.linalg._Extremum.apply(_ops.Abs.apply(x), axis=axes, largest=ord > 0)
-            return out if keepdims else _reshape(out, _drop(x.shape, axes))
-        raise NotImplementedError(
-            f"norm: vector ord={ord!r} is not supported; use None, 0, 1, 2, inf or -inf"
-        )
-    if len(axes) == 2:
-        row, col = axes
-        if row == col:
-            raise ValueError(f"norm: duplicate axes given: {axis!r}")
-        if ord is None or ord in ("fro", "f"):
-            return _ops.EuclideanNorm.apply(x, axis=axes, keepdims=keepdims)
-        if ord in (1, -1, _INF, -_INF) and not isinstance(ord, bool):
-            summed, over = (row, col) if ord in (1, -1) else (col, row)
-            if ord < 0:
-                _check_nonempty(x, over, ord)
-            s = _ops.Sum.apply(_ops.Abs.apply(x), axis=summed, keepdims=True)
-            out = _ops.linalg._Extremum.apply(s, axis=(over,), largest=ord > 0)
-            return out if keepdims else _reshape(out, _drop(x.shape, axes))
-        if ord in (2, -2, "nuc"):
-            raise NotImplementedError(
-                f"norm: matrix ord={ord!r} (spectral/nuclear, needs an SVD) is not supported "
-                "yet; use None, 'fro', 1, -1, inf or -inf"
-            )
-        raise ValueError(f"norm: invalid norm order {ord!r} for matrices")
-    raise ValueError(f"norm: improper number of dimensions to norm: axis={axis!r}")
-
-
-def _check_nonempty(x, axis, ord):
-    if x.shape[axis] == 0:
-        raise ValueError(
-            f"norm: ord={ord!r} takes a min over axis {axis}, which is empty in shape {x.shape} "
-            "(the min of no values is undefined)"
-        )
-
-
-def _drop(shape, axes):
-    return tuple(s for i, s in enumerate(shape) if i not in axes)
 
 
 def _rmatmul(x, y):

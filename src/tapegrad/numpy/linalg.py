@@ -15,12 +15,12 @@ from tapegrad.numpy._linalg import (
     det,
     inv,
     matmul,
-    norm,
     outer,
     slogdet,
     solve,
     tensordot,
 )
+from tapegrad.numpy._reduction import norm
 
 __all__ = [
     "LinAlgError",

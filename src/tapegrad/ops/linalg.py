@@ -30,7 +30,6 @@ __all__ = [
     "Det",
     "SlogDet",
     "Cholesky",
-    "EuclideanNorm",
     "parse_einsum",
 ]
 
@@ -615,76 +614,3 @@ class Cholesky(Function):
 
 
 # -- norms ----------------------------------------------------------------------------------
-class EuclideanNorm(Function):
-    """``sqrt(sum(x**2))`` over ``axis`` (tuple of ints) with ``keepdims``.
-
-    Backward: ``g x / ||x||``. Convention at ``||x|| = 0``: the gradient is 0 (the
-    minimum-norm subgradient, as PyTorch), never NaN.
-    """
-
-    oper = "euclidean_norm"
-
-    @staticmethod
-    def forward(ctx, x, axis, keepdims=False):
-        xp = ctx.backend
-        ctx.in_shape = x.shape
-        ctx.axis = axis
-        ctx.keepdims = keepdims
-        out = xp.sqrt(xp.sum(x * x, axis=axis, keepdims=keepdims))
-        ctx.save_for_backward(x, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
-        x, n = ctx.saved_tensors
-        if not ctx.keepdims:
-            kept = tuple(1 if i in ctx.axis else s for i, s in enumerate(ctx.in_shape))
-            g, n = tnp.reshape(g, kept), tnp.reshape(n, kept)
-        zero = n == 0
-        safe = tnp.where(zero, 1.0, n)
-        return tnp.where(zero, 0.0, g / safe) * x
-
-    @classmethod
-    def output_shape(cls, shape, axis, keepdims=False):
-        if keepdims:
-            return tuple(1 if i in axis else s for i, s in enumerate(shape))
-        return tuple(s for i, s in enumerate(shape) if i not in axis)
-
-
-class _Extremum(Function):
-    """Max (``largest=True``) or min over ``axis`` (tuple) with ``keepdims``, for the norms of
-    non-negative values: the max over an empty axis is 0 (NumPy's ``initial=0``), the min over
-    one is an error. Ties split the cotangent equally.
-
-    Used by the ``inf``/``-inf``/``1``/``-1`` norms.
-    """
-
-    oper = "norm_extremum"
-
-    @staticmethod
-    def forward(ctx, x, axis, largest=True):
-        xp = ctx.backend
-        ctx.axis = axis
-        if any(x.shape[a] == 0 for a in axis):
-            if not largest:
-                raise ValueError(f"min over an empty axis (shape {x.shape}, axis {axis})")
-            out = xp.zeros(tuple(1 if i in axis else s for i, s in enumerate(x.shape)), x.dtype)
-        else:
-            out = (xp.max if largest else xp.min)(x, axis=axis, keepdims=True)
-        ctx.save_for_backward(x, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
-        x, out = ctx.saved_tensors
-        hit = x == out
-        count = tnp.sum(tnp.astype(hit, x.dtype), axis=ctx.axis, keepdims=True)
-        return tnp.where(hit, g / count, 0.0)
-
-    @classmethod
-    def output_shape(cls, shape, axis, largest=True):
-        return tuple(1 if i in axis else s for i, s in enumerate(shape))
