@@ -374,7 +374,10 @@ def test_norm_dtypes_and_errors():
         tnp.linalg.norm(np.ones(3), "fro")
     with pytest.raises(ValueError, match="norm: unsupported matrix norm order ord=3"):
         tnp.linalg.norm(np.ones((3, 3)), 3)
-    with pytest.raises(NotImplementedError, match="norm: the matrix norm ord=2 needs a differentiable singular value"):
+    with pytest.raises(
+        NotImplementedError,
+        match="norm: the matrix norm ord=2 needs a differentiable singular value",
+    ):
         tnp.linalg.norm(np.ones((3, 3)), 2)
     with pytest.raises(ValueError, match="norm: unsupported vector norm order ord=3"):
         tnp.linalg.norm(np.ones(3), 3)
