@@ -8,12 +8,14 @@ Every function is differentiable to any order under :func:`tapegrad.grad`.
 
 A few primitives are fused :class:`~tapegrad.Function` subclasses defined here, because fusing
 is the right design (numerically stable, or far cheaper than a composition): ``LogSoftmax``,
-``Softmax``, ``Relu``, ``Gelu``, ``Sigmoid``, ``Softplus``, ``Erf``, the losses
-(``CrossEntropy``, ``BinaryCrossEntropy``, ``BinaryCrossEntropyWithLogits``, ``HingeLoss``,
-``MeanSquaredLoss``, which keep the seeds' ``Function.apply`` rows working),
-``Conv2d`` (im2col on a strided view, with its two transposes), max-pool index routing and
-``ScaledDotProductAttention`` (its backward recomputes the probabilities). Their ``backward``
-rules are written with tapegrad ops, so higher derivatives work.
+``Softmax``, the losses (``CrossEntropy``, ``BinaryCrossEntropy``,
+``BinaryCrossEntropyWithLogits``, ``HingeLoss``, ``MeanSquaredLoss``, which also keep the seeds'
+``Function.apply`` rows working), ``Conv2d`` (im2col on a strided view, with its two
+transposes), max-pool index routing, embedding row gathers and ``ScaledDotProductAttention``
+(its backward recomputes the probabilities). Their ``backward`` rules are written with
+tapegrad ops, so higher derivatives work. The elementwise activations come from
+:mod:`tapegrad.ops` (``Relu``, ``Sigmoid``, ``Tanh``, ``Softplus``, ``Erf`` are re-exported
+here under the seeds' names; ``Gelu`` defaults to the seeds' tanh approximation).
 
 Layout conventions: images are ``(N, C, H, W)``; a linear weight is ``(in_features,
 out_features)`` (``y = x @ W + b``, the seeds' and Flax's layout, *not* PyTorch's transposed
@@ -131,69 +133,13 @@ def _axis(x: Tensor, axis, who: str) -> int:
 
 
 # -- fused elementwise primitives ------------------------------------------------------------
-class Sigmoid(Function):
-    """Logistic sigmoid ``1 / (1 + exp(-x))``, evaluated without overflow for any ``x``.
-
-    Backward: ``g * y * (1 - y)`` with the saved output ``y``.
-    """
-
-    oper = "sigmoid"
-
-    @staticmethod
-    def forward(ctx, x):
-        xp = ctx.backend
-        e = xp.exp(-xp.abs(x))  # in (0, 1]: never overflows
-        out = xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * y * (1 - y)
-
-
-class Softplus(Function):
-    """``log(1 + exp(x))`` computed as ``max(x, 0) + log1p(exp(-|x|))`` (no overflow).
-
-    Backward: ``g * sigmoid(x)``.
-    """
-
-    oper = "softplus"
-
-    @staticmethod
-    def forward(ctx, x):
-        xp = ctx.backend
-        ctx.save_for_backward(x)
-        return xp.maximum(x, 0) + xp.log1p(xp.exp(-xp.abs(x)))
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * Sigmoid.apply(x)
-
-
-class Erf(Function):
-    """The error function ``erf(x) = 2/sqrt(pi) * int_0^x exp(-t^2) dt`` (scipy.special.erf).
-
-    Backward: ``g * 2/sqrt(pi) * exp(-x^2)``.
-    """
-
-    oper = "erf"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        if ctx.backend is np:
-            from scipy.special import erf as _erf
-        else:  # pragma: no cover - GPU
-            from cupyx.scipy.special import erf as _erf
-        return _erf(x).astype(x.dtype, copy=False)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * (2.0 / math.sqrt(math.pi)) * tnp.exp(-(x * x))
+# The elementwise primitives live in tapegrad.ops; these names keep the seeds' rows
+# (``Sigmoid.apply(x)``, ``Relu.apply(x)``, ``Tanh.apply(x)``) working from here.
+Sigmoid = _ops.Sigmoid
+Softplus = _ops.Softplus
+Erf = _ops.Erf
+Relu = _ops.Relu
+Tanh = _ops.Tanh
 
 
 class Softmax(Function):
@@ -262,51 +208,14 @@ class LogSoftmax(Function):
         return tuple(shape)
 
 
-class Relu(Function):
-    """``max(x, 0)``. Backward: the cotangent where ``x > 0``, else 0 (0 at the kink)."""
-
-    oper = "relu"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.backend.maximum(x, 0)
+class Gelu(_ops.Gelu):
+    """The seeds' ``Gelu`` Function: :class:`tapegrad.ops.Gelu` with the tanh approximation
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` as the default, so
+    ``Gelu.apply(x)`` gives the seeds' values."""
 
     @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return tnp.where(x > 0, g, 0.0)
-
-
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-
-
-class Gelu(Function):
-    """GELU, tanh approximation ``0.5 x (1 + tanh(a))`` with
-    ``a = sqrt(2/pi) (x + 0.044715 x^3)`` (the seeds' ``Gelu``).
-
-    Backward (the seeds' formula): ``0.5 (1 + tanh(a)) + 0.5 x (1 - tanh(a)^2) a'`` with
-    ``a' = sqrt(2/pi) (1 + 3 * 0.044715 x^2)``, times the cotangent.
-    """
-
-    oper = "gelu"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        xp = ctx.backend
-        return 0.5 * x * (1 + xp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        t = tnp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
-        da = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x * x)
-        return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * da)
-
-
-#: The seeds' ``Tanh`` Function (``tapegrad.ops.Tanh``).
-Tanh = _ops.Tanh
+    def forward(ctx, x, approximate="tanh"):
+        return _ops.Gelu.forward(ctx, x, approximate)
 
 
 # -- activations -----------------------------------------------------------------------------
@@ -413,10 +322,8 @@ def gelu(x, approximate: str = "tanh") -> Tensor:
         Hendrycks and Gimpel, "Gaussian Error Linear Units (GELUs)", arXiv:1606.08415.
     """
     x = _floating(x, "gelu")
-    if approximate == "tanh":
-        return Gelu.apply(x)
-    if approximate == "none":
-        return 0.5 * x * (1.0 + Erf.apply(x * (1.0 / math.sqrt(2.0))))
+    if approximate in ("tanh", "none"):
+        return _ops.Gelu.apply(x, approximate=approximate)
     raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
 
 
