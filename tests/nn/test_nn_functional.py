@@ -613,3 +613,32 @@ def test_losses_differentiate_in_both_arguments():
     with pytest.raises(ValueError, match="do not broadcast"):
         F.mse_loss(T(np.ones(3)), np.ones(2))
     assert np.isnan(float(F.mse_loss(T(np.ones(0)), np.ones(0))))
+
+
+def test_lazy_mode_defers_and_matches_eager():
+    """Every nn primitive infers its output shape and dtype, so lazy mode can defer it."""
+    x = tg.Tensor(RNG.standard_normal((2, 3, 6, 5)).astype(np.float32))
+    w = tg.Tensor(RNG.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    table = tg.Tensor(RNG.standard_normal((7, 5)).astype(np.float32))
+    idx = tg.Tensor(np.array([[1, 6], [0, 2]]))
+    labels = np.array([0, 3])
+    proj = tg.Tensor(RNG.standard_normal((24, 4)).astype(np.float32))
+
+    def run():
+        h = F.max_pool2d(F.conv2d(x, w, stride=1, padding="same"), 2)  # (2, 4, 3, 2)
+        e = F.embedding(idx, table)  # (2, 2, 5)
+        a = F.scaled_dot_product_attention(e, e, e, is_causal=True)
+        logits = F.linear(tnp.reshape(h, (2, 24)), proj) + tnp.reshape(tnp.sum(a, (1, 2)), (2, 1))
+        return (
+            F.cross_entropy(logits, labels, reduction="none"),
+            F.log_softmax(logits, axis=0),
+            F.mse_loss(logits, 1.0),
+        )
+
+    eager = run()
+    with tg.lazy():
+        deferred = run()
+    assert not deferred[0].is_realized
+    for a, b in zip(eager, deferred):
+        np.testing.assert_array_equal(a.numpy(), b.realize().numpy())
+        assert a.dtype == b.dtype

@@ -649,6 +649,10 @@ class CrossEntropy(Function):
     def output_shape(cls, logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
         return tuple(target) if reduction == "none" else ()
 
+    @classmethod
+    def output_dtype(cls, logits, target, **params):
+        return np.dtype(logits)
+
 
 def _int_targets(y_true, who: str) -> Tensor:
     if isinstance(y_true, Tensor):
@@ -983,6 +987,10 @@ class Conv2dInputGrad(Function):
         gw = Conv2dWeightGrad.apply(ct, g, kernel=w.shape[2:], **ctx.conv) if nw else None
         return gg, gw
 
+    @classmethod
+    def output_shape(cls, g, w, in_hw=(1, 1), groups=1, **conv):
+        return (g[0], w[1] * groups) + tuple(in_hw)
+
 
 class Conv2dWeightGrad(Function):
     """The transpose of :class:`Conv2d` in its weight: ``x, g -> dw``. Backward:
@@ -1005,6 +1013,10 @@ class Conv2dWeightGrad(Function):
         gx = Conv2dInputGrad.apply(g, ct, in_hw=x.shape[2:], **ctx.conv) if nx else None
         gg = Conv2d.apply(x, ct, **ctx.conv) if ng else None
         return gx, gg
+
+    @classmethod
+    def output_shape(cls, x, g, kernel=(1, 1), groups=1, **conv):
+        return (g[1], x[1] // groups) + tuple(kernel)
 
 
 def _image(x, who: str) -> Tensor:
@@ -1094,6 +1106,14 @@ class _PoolArgmax(Function):
         cols = xp.arange(out_hw[1]).reshape(1, -1) * stride[1] + a % kernel[1] - padding[2]
         return (rows * w + cols).astype(np.int64)
 
+    @classmethod
+    def output_shape(cls, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
+        return tuple(x[:2]) + _out_hw(x[2:], kernel, stride, (1, 1), padding)
+
+    @classmethod
+    def output_dtype(cls, *dtypes, **params):
+        return np.dtype(np.int64)
+
 
 class _PlaneGather(Function):
     """``out[n, c, ...] = x[n, c].ravel()[idx[n, c, ...]]``. Backward: :class:`_PlaneScatter`."""
@@ -1113,6 +1133,14 @@ class _PlaneGather(Function):
     def backward(ctx, g):
         (idx,) = ctx.saved_tensors
         return _PlaneScatter.apply(g, idx, shape=ctx.in_shape), None
+
+    @classmethod
+    def output_shape(cls, x, idx):
+        return tuple(idx)
+
+    @classmethod
+    def output_dtype(cls, x, idx):
+        return np.dtype(x)
 
 
 class _PlaneScatter(Function):
@@ -1139,6 +1167,10 @@ class _PlaneScatter(Function):
     @classmethod
     def output_shape(cls, g, idx, shape=(0, 0, 0, 0)):
         return tuple(shape)
+
+    @classmethod
+    def output_dtype(cls, g, idx, **params):
+        return np.dtype(g)
 
 
 def _pool_params(x, kernel_size, stride, padding, who):
@@ -1378,6 +1410,14 @@ class _TakeRows(Function):
         (idx,) = ctx.saved_tensors
         return _ScatterRows.apply(g, idx, rows=ctx.rows), None
 
+    @classmethod
+    def output_shape(cls, weight, idx):
+        return tuple(idx) + tuple(weight[1:])
+
+    @classmethod
+    def output_dtype(cls, weight, idx):
+        return np.dtype(weight)
+
 
 class _ScatterRows(Function):
     """Zeros of shape ``(rows, dim)`` with the rows of ``g`` summed in at ``idx`` (the
@@ -1401,6 +1441,14 @@ class _ScatterRows(Function):
     def backward(ctx, ct):
         (idx,) = ctx.saved_tensors
         return _TakeRows.apply(ct, idx), None
+
+    @classmethod
+    def output_shape(cls, g, idx, rows=0):
+        return (rows,) + tuple(g[len(idx) :])
+
+    @classmethod
+    def output_dtype(cls, g, idx, **params):
+        return np.dtype(g)
 
 
 def embedding(input, weight) -> Tensor:
@@ -1494,6 +1542,15 @@ class ScaledDotProductAttention(Function):
             if nb:
                 gb = gs
         return gq, gk, gv, gb, gd
+
+    @classmethod
+    def output_shape(cls, q, k, v, bias, drop, scale=1.0):
+        batch = np.broadcast_shapes(tuple(q[:-2]), tuple(k[:-2]), tuple(v[:-2]))
+        return tuple(batch) + (q[-2], v[-1])
+
+    @classmethod
+    def output_dtype(cls, q, k, v, bias, drop, **params):
+        return np.dtype(q)
 
 
 def scaled_dot_product_attention(
