@@ -101,22 +101,14 @@ def _like(value, ref: Tensor) -> Tensor:
     """``value`` (Tensor/array/list/number) as a Tensor of ``ref``'s floating dtype."""
     if isinstance(value, Tensor):
         return value if value.dtype == ref.dtype else tnp.astype(value, ref.dtype)
+    if hasattr(value, "__cuda_array_interface__"):  # a CuPy array
+        return tnp.astype(Tensor(value), ref.dtype)
     return Tensor(np.asarray(value, dtype=ref.dtype), device=ref.device)
 
 
 def _const(array, ref: Tensor) -> Tensor:
     """A constant Tensor holding the NumPy ``array`` on ``ref``'s device."""
     return Tensor(array, device=ref.device if ref.device != "cpu" else None)
-
-
-def _reduce(loss: Tensor, reduction: str, who: str) -> Tensor:
-    if reduction == "none":
-        return loss
-    if reduction == "mean":
-        return tnp.mean(loss)
-    if reduction == "sum":
-        return tnp.sum(loss)
-    raise ValueError(f"{who}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
 
 
 def _check_reduction(reduction, who):
