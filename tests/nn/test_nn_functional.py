@@ -368,6 +368,7 @@ def test_dropout_is_reproducible_scaled_and_identity_in_eval():
     np.testing.assert_allclose(vals, [0.0, 1 / 0.75])
     assert 0.2 < (a.numpy() == 0).mean() < 0.3
     assert F.dropout(x, 0.5, training=False) is x
+    np.testing.assert_array_equal(F.dropout(x, rate=0.25, key=k).numpy(), a.numpy())
     c = F.dropout(x, 0.25, key=tg.random.split(k)[0])
     assert not np.array_equal(a.numpy(), c.numpy())
     g = tg.grad(lambda v: F.dropout(v, 0.25, key=k).sum())(x)

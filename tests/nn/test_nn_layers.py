@@ -9,6 +9,7 @@ from scipy.special import expit
 
 import tapegrad as tg
 from tapegrad import nn
+from tapegrad.nn import functional as F
 from tapegrad.testing import check_grads
 
 RNG = np.random.default_rng(7)
@@ -187,6 +188,13 @@ def test_dropout_layer():
     np.testing.assert_array_equal(np.unique(y.numpy()), [0.0, 2.0])
     dropout.eval()
     assert dropout(x) is x
+    dropout.train()
+    f = pure(dropout, key=tg.random.key(3))
+    np.testing.assert_array_equal(f({}, x).numpy(), f({}, x).numpy())
+    np.testing.assert_array_equal(
+        f({}, x).numpy(), F.dropout(x, 0.5, key=tg.random.split(tg.random.key(3))[1]).numpy()
+    )
+    check_grads(lambda a: f({}, a), (randn(3, 4),), order=2)
     with pytest.raises(ValueError, match="p must lie in"):
         nn.Dropout(2.0)
 

@@ -1237,7 +1237,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, count_include_pad=Tru
 
 
 # -- dropout, normalization, embedding -------------------------------------------------------
-def dropout(x, p: float = 0.5, key=None, training: bool = True) -> Tensor:
+def dropout(x, p: float = 0.5, key=None, training: bool = True, *, rate=None) -> Tensor:
     """Inverted dropout: zero each element with probability ``p``, scale the rest by
     ``1 / (1 - p)`` (Srivastava et al., 2014); the identity when not training or ``p == 0``.
 
@@ -1246,6 +1246,7 @@ def dropout(x, p: float = 0.5, key=None, training: bool = True) -> Tensor:
         p: Drop probability in ``[0, 1]``.
         key: A key from :mod:`tapegrad.random`; required when ``training`` and ``p > 0``.
         training: Apply dropout (True) or return ``x`` unchanged.
+        rate: Flax/Optax name for ``p`` (give one of them).
 
     Returns:
         Tensor of ``x``'s shape and dtype.
@@ -1254,6 +1255,8 @@ def dropout(x, p: float = 0.5, key=None, training: bool = True) -> Tensor:
         ValueError: if ``p`` is outside ``[0, 1]`` or the key is missing.
     """
     x = _floating(x, "dropout")
+    if rate is not None:
+        p = rate
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: p must lie in [0, 1], got {p}")
     if not training or p == 0.0:
