@@ -88,7 +88,9 @@ class IndexUpdateRef:
             try:
                 arr = np.asarray(values)
             except (TypeError, ValueError) as e:
-                raise TypeError(f"at[]: values must be numeric, got {type(values).__name__}: {e}")
+                raise TypeError(
+                    f"at[]: values must be numeric, got {type(values).__name__}: {e}"
+                ) from None
             if arr.dtype.kind not in "biufc":
                 raise TypeError(f"at[]: values must be numeric, got dtype {arr.dtype}")
             v = Tensor(arr.astype(x.dtype), device=x.device)

@@ -66,7 +66,9 @@ def _as_shape(shape, op: str) -> tuple:
     try:
         return tuple(operator.index(s) for s in shape)
     except TypeError:
-        raise TypeError(f"{op}: shape must be an int or a sequence of ints, got {shape!r}") from None
+        raise TypeError(
+            f"{op}: shape must be an int or a sequence of ints, got {shape!r}"
+        ) from None
 
 
 # -- shapes ---------------------------------------------------------------------------------
@@ -844,9 +846,7 @@ def _method_expand(self, *shape):
         )
     if any(s == -1 for s in shape[:lead]):
         raise ValueError(f"expand: -1 is not allowed for a new leading axis, got {shape}")
-    full = shape[:lead] + tuple(
-        self.shape[i] if s == -1 else s for i, s in enumerate(shape[lead:])
-    )
+    full = shape[:lead] + tuple(self.shape[i] if s == -1 else s for i, s in enumerate(shape[lead:]))
     return broadcast_to(self, full)
 
 

@@ -108,8 +108,10 @@ def resolve_shape(shape, size: int, op: str = "reshape", in_shape=None) -> tuple
             elements differs, naming ``op`` (and the input shape when given).
     """
     shape = tuple(operator.index(s) for s in shape)
-    src = f"a Tensor of shape {tuple(in_shape)} ({size} elements)" if in_shape is not None else (
-        f"{size} elements"
+    src = (
+        f"a Tensor of shape {tuple(in_shape)} ({size} elements)"
+        if in_shape is not None
+        else (f"{size} elements")
     )
     if shape.count(-1) > 1:
         raise ValueError(f"{op}: only one dimension can be -1, got {shape}")
@@ -150,7 +152,9 @@ def _index_array(e):
         try:
             arr = np.asarray(e)
         except (TypeError, ValueError) as err:
-            raise IndexError(f"getitem: cannot use {type(e).__name__} as an index ({err})") from None
+            raise IndexError(
+                f"getitem: cannot use {type(e).__name__} as an index ({err})"
+            ) from None
         if arr.size == 0 and arr.dtype.kind == "f":  # x[[]] is an empty integer index
             arr = arr.astype(np.intp)
     if arr.dtype.kind not in "iub":
@@ -611,7 +615,8 @@ class ScatterMul(_MovementFunction):
                 is_zero = vb == 0
                 safe = tnp.where(is_zero, 1.0, vb)
                 ones = _const_like(1, x.shape, x.dtype, x)
-                prod_nz = GetItem.apply(ScatterMul.apply(ones, safe, *arrays, key=key), *arrays, key=key)
+                scattered = ScatterMul.apply(ones, safe, *arrays, key=key)
+                prod_nz = GetItem.apply(scattered, *arrays, key=key)
                 n_zero = GetItem.apply(
                     ScatterAdd.apply(tnp.astype(is_zero, x.dtype), *arrays, shape=x.shape, key=key),
                     *arrays,
@@ -772,8 +777,10 @@ class Split(_MovementFunction):
     @staticmethod
     def backward(ctx, *gs):
         bounds, ax = ctx.bounds, ctx.axis
-        tiles = bounds[0][0] == 0 and bounds[-1][1] == ctx.in_shape[ax] and all(
-            b0[1] == b1[0] for b0, b1 in zip(bounds[:-1], bounds[1:])
+        tiles = (
+            bounds[0][0] == 0
+            and bounds[-1][1] == ctx.in_shape[ax]
+            and all(b0[1] == b1[0] for b0, b1 in zip(bounds[:-1], bounds[1:]))
         )
         if tiles:
             return Concatenate.apply(*gs, axis=ax), None
@@ -934,8 +941,7 @@ def _window_shape(shape, window_shape, axis, step, op="sliding_window_view") -> 
             raise ValueError(f"{op}: window_shape cannot contain negative values, got {w}")
         if trimmed[ax] < w:
             raise ValueError(
-                f"{op}: window of size {w} along axis {ax} is larger than that axis (shape "
-                f"{shape})"
+                f"{op}: window of size {w} along axis {ax} is larger than that axis (shape {shape})"
             )
         trimmed[ax] -= w - 1
     positions = tuple((m - 1) // s + 1 if m > 0 else 0 for m, s in zip(trimmed, step))
