@@ -108,11 +108,7 @@ def resolve_shape(shape, size: int, op: str = "reshape", in_shape=None) -> tuple
             elements differs, naming ``op`` (and the input shape when given).
     """
     shape = tuple(operator.index(s) for s in shape)
-    src = (
-        f"a Tensor of shape {tuple(in_shape)} ({size} elements)"
-        if in_shape is not None
-        else (f"{size} elements")
-    )
+    src = f" (from a Tensor of shape {tuple(in_shape)})" if in_shape is not None else ""
     if shape.count(-1) > 1:
         raise ValueError(f"{op}: only one dimension can be -1, got {shape}")
     if any(s < -1 for s in shape):
@@ -120,10 +116,10 @@ def resolve_shape(shape, size: int, op: str = "reshape", in_shape=None) -> tuple
     if -1 in shape:
         known = math.prod(s for s in shape if s != -1)
         if known == 0 or size % known:
-            raise ValueError(f"{op}: cannot reshape {src} into shape {shape}")
+            raise ValueError(f"{op}: cannot reshape {size} elements into shape {shape}{src}")
         shape = tuple(size // known if s == -1 else s for s in shape)
     if math.prod(shape) != size:
-        raise ValueError(f"{op}: cannot reshape {src} into shape {shape}")
+        raise ValueError(f"{op}: cannot reshape {size} elements into shape {shape}{src}")
     return shape
 
 
