@@ -441,8 +441,12 @@ def _pad_mode(mode) -> str:
 
 def _numpy_pad_width(pad_width, ndim: int) -> tuple:
     arr = _np.asarray(pad_width)
+    if arr.size == 0:
+        arr = arr.astype(_np.int64)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"pad: pad_width must hold integers, got {pad_width!r}")
+    if ndim == 0:
+        return ()
     try:
         pairs = _np.broadcast_to(arr, (ndim, 2))
     except ValueError:
