@@ -344,7 +344,8 @@ def spec_strided_windows(data, dtype):
 def _update_case(data, dtype, distinct=False):
     shape = data.draw(shapes(min_dims=1, min_side=1, max_side=4))
     n = shape[0]
-    rows = np.asarray(data.draw(st.lists(st.integers(-n, n - 1), max_size=5)), dtype=int)
+    rows_shape = data.draw(shapes(min_dims=1, max_dims=2, max_side=3))
+    rows = data.draw(hnp.arrays(np.int64, rows_shape, elements=st.integers(-n, n - 1)))
     basic = data.draw(st.booleans())
     idx = (slice(None, None, -1),) if basic else (rows,)
     sub = np.empty(shape)[idx].shape

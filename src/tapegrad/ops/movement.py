@@ -53,6 +53,7 @@ __all__ = [
     "ScatterSet",
     "ScatterMul",
     "ScatterMinMax",
+    "DuplicatePairs",
     "Concatenate",
     "Split",
     "Flip",
@@ -218,7 +219,14 @@ def _has_advanced(key) -> bool:
 
 
 def _ufunc_at(xp, name: str, out, idx, values, op: str):
-    """``xp.<name>.at(out, idx, values)`` (unbuffered, repeated indices all apply)."""
+    """``xp.<name>.at(out, idx, values)`` (unbuffered, repeated indices all apply).
+
+    ``values`` is broadcast to the indexed shape first: NumPy 2.x's ``ufunc.at`` reads
+    implicitly broadcast values wrongly when an index array has more than one dimension.
+    """
+    sub = xp.broadcast_to(xp.zeros((), dtype=np.int8), out.shape)[idx].shape
+    if np.shape(values) != sub:
+        values = xp.broadcast_to(values, sub)
     at = getattr(getattr(xp, name), "at", None)
     if at is not None:
         at(out, idx, values)
@@ -564,8 +572,8 @@ class ScatterMul(_MovementFunction):
 
     Backward: ``gx = g * M`` with ``M`` the product scattered into ones; for ``v``, each write
     ``j`` at position ``p`` gets ``g[p] * x[p] * prod(v_k, k != j at p)``. The product of the
-    others is computed without dividing by zero: from the product of the nonzero writes and
-    the count of zero writes at ``p``.
+    other writes is itself a ``ScatterMul`` of each write's partners (pairs from
+    :class:`DuplicatePairs`), with no division, so it is exact at zeros and to every order.
     """
 
     oper = "scatter_mul"
@@ -607,28 +615,68 @@ class ScatterMul(_MovementFunction):
             if not _has_advanced(key):
                 gv = gxv
             else:
-                vb = tnp.broadcast_to(v, gxv.shape)
-                is_zero = vb == 0
-                safe = tnp.where(is_zero, 1.0, vb)
-                ones = _const_like(1, x.shape, x.dtype, x)
-                scattered = ScatterMul.apply(ones, safe, *arrays, key=key)
-                prod_nz = GetItem.apply(scattered, *arrays, key=key)
-                n_zero = GetItem.apply(
-                    ScatterAdd.apply(tnp.astype(is_zero, x.dtype), *arrays, shape=x.shape, key=key),
-                    *arrays,
-                    key=key,
-                )
-                others = tnp.where(
-                    is_zero,
-                    tnp.where(n_zero == 1, prod_nz, 0.0),
-                    tnp.where(n_zero == 0, prod_nz / safe, 0.0),
-                )
-                gv = gxv * others
+                gv = gxv * _others_product(tnp.broadcast_to(v, gxv.shape), x, arrays, key)
         return (gx, gv) + (None,) * len(arrays)
 
     @classmethod
     def output_shape(cls, shape, v_shape, *index_shapes, key):
         return tuple(shape)
+
+
+def _others_product(vb: Tensor, x: Tensor, arrays, key) -> Tensor:
+    """For each write ``j`` (``vb`` of the indexed shape), the product of the other writes
+    that land on the same element of ``x`` (1 where there are none); tapegrad ops only."""
+    from tapegrad import numpy as tnp
+    from tapegrad.backend import get_backend
+
+    xp = get_backend(x.device)
+    n = vb.size
+    iota = Tensor._const(xp.arange(x.size, dtype=np.int64).reshape(x.shape))
+    target = tnp.reshape(GetItem.apply(iota, *arrays, key=key), (n,))
+    pj, pk = DuplicatePairs.apply(target)
+    slot = (IndexSlot(0, False),)
+    partners = GetItem.apply(tnp.reshape(vb, (n,)), pk, key=slot)
+    ones = _const_like(1, (n,), vb.dtype, vb)
+    return tnp.reshape(ScatterMul.apply(ones, partners, pj, key=slot), vb.shape)
+
+
+class DuplicatePairs(_MovementFunction):
+    """All ordered pairs ``(j, k)``, ``j != k``, of positions of a 1-D integer array holding
+    equal values (the writes of a scatter that land on the same element), vectorised: sort,
+    then enumerate each group of equal values. Returns two int64 arrays; no gradient.
+
+    Size: the sum of ``g * (g - 1)`` over groups of ``g`` equal values (0 when all differ).
+    """
+
+    oper = "duplicate_pairs"
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, ids):
+        xp = ctx.backend
+        n = ids.shape[0]
+        if n < 2:
+            empty = xp.zeros(0, dtype=np.int64)
+            return empty, empty.copy()
+        order = xp.argsort(ids, kind="stable")
+        s = ids[order]
+        new = xp.concatenate([xp.ones(1, dtype=bool), s[1:] != s[:-1]])
+        starts = xp.flatnonzero(new)
+        sizes = xp.diff(xp.concatenate([starts, xp.asarray([n])]))
+        group = xp.cumsum(new) - 1
+        g = sizes[group]
+        start = starts[group]
+        rank = xp.arange(n) - start
+        first = xp.cumsum(g) - g
+        c = xp.arange(int(g.sum())) - xp.repeat(first, g)
+        keep = c != xp.repeat(rank, g)
+        j = order[xp.repeat(xp.arange(n), g)[keep]].astype(np.int64)
+        k = order[(xp.repeat(start, g) + c)[keep]].astype(np.int64)
+        return j, k
+
+    @classmethod
+    def output_shape(cls, shape):
+        raise ValueError("duplicate_pairs: the output size depends on the values, not the shape")
 
 
 class ScatterMinMax(_MovementFunction):
