@@ -60,6 +60,7 @@ __all__ = [
     "Roll",
     "Pad",
     "SlidingWindow",
+    "WindowScatterAdd",
     "IndexSlot",
     "split_index",
     "resolve_shape",
@@ -1000,8 +1001,8 @@ class SlidingWindow(_MovementFunction):
     Shapes: ``x.shape`` with each windowed axis of size ``n`` replaced by the number of window
     positions ``(n - w) // step + 1``, followed by ``window_shape``.
 
-    Backward: one :class:`ScatterAdd` of the whole cotangent through index arrays of every
-    window element (overlapping windows accumulate); no Python loop over elements or windows.
+    Backward: :class:`WindowScatterAdd`, which adds every window back onto its place
+    (overlapping windows accumulate).
 
     Raises:
         ValueError: if a window is larger than its axis, lengths differ, or a step is < 1.
@@ -1026,28 +1027,76 @@ class SlidingWindow(_MovementFunction):
 
     @staticmethod
     def backward(ctx, g):
-        nd = len(ctx.in_shape)
-        nw = len(ctx.window_shape)
-        out_nd = nd + nw
-        arrays = []
-        for i in range(nd):
-            shp = [1] * out_nd
-            shp[i] = g.shape[i]
-            idx = (np.arange(g.shape[i]) * ctx.step[i]).reshape(shp)
-            for j, (w, a) in enumerate(zip(ctx.window_shape, ctx.axes)):
-                if a == i:
-                    wshp = [1] * out_nd
-                    wshp[nd + j] = w
-                    idx = idx + np.arange(w).reshape(wshp)
-            arrays.append(idx)
-        key = tuple(IndexSlot(i, False) for i in range(nd))
-        if not nd:
-            return g
-        return ScatterAdd.apply(g, *arrays, shape=ctx.in_shape, key=key)
+        return WindowScatterAdd.apply(
+            g,
+            in_shape=ctx.in_shape,
+            window_shape=ctx.window_shape,
+            axis=ctx.axes,
+            step=ctx.step,
+        )
 
     @classmethod
     def output_shape(cls, shape, *, window_shape, axis, step):
         return _window_shape(shape, window_shape, axis, step)
+
+
+_MAX_OFFSET_LOOP = 64
+
+
+class WindowScatterAdd(_MovementFunction):
+    """The transpose of :class:`SlidingWindow`: ``zeros(in_shape)`` with each window of ``g``
+    (shape ``positions + window_shape``) added back where it was read from.
+
+    Forward: for small windows (at most 64 elements) one strided slice-add per window offset,
+    each a whole-array NumPy operation; otherwise a single ``add.at`` through index arrays of
+    every window element. Neither loops over elements or window positions in Python.
+    Backward: :class:`SlidingWindow`.
+    """
+
+    oper = "window_scatter_add"
+
+    @staticmethod
+    def forward(ctx, g, *, in_shape, window_shape, axis, step):
+        xp = ctx.backend
+        nd = len(in_shape)
+        out = xp.zeros(in_shape, dtype=g.dtype)
+        ctx.window_shape, ctx.axes, ctx.step = window_shape, axis, step
+        if g.size == 0:
+            return out
+        pos = g.shape[:nd]
+        if math.prod(window_shape) <= _MAX_OFFSET_LOOP:
+            import itertools
+
+            for offs in itertools.product(*(range(w) for w in window_shape)):
+                start = [0] * nd
+                for o, a in zip(offs, axis):
+                    start[a] += o
+                region = tuple(
+                    slice(b, b + s * (n - 1) + 1, s) for b, n, s in zip(start, pos, step)
+                )
+                out[region] += g[(Ellipsis,) + offs] if offs else g
+            return out
+        arrays = []
+        for i in range(nd):
+            shp = [1] * g.ndim
+            shp[i] = pos[i]
+            idx = (xp.arange(pos[i]) * step[i]).reshape(shp)
+            for j, (w, a) in enumerate(zip(window_shape, axis)):
+                if a == i:
+                    wshp = [1] * g.ndim
+                    wshp[nd + j] = w
+                    idx = idx + xp.arange(w).reshape(wshp)
+            arrays.append(idx)
+        _ufunc_at(xp, "add", out, tuple(arrays), g, "window_scatter_add")
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return SlidingWindow.apply(g, window_shape=ctx.window_shape, axis=ctx.axes, step=ctx.step)
+
+    @classmethod
+    def output_shape(cls, shape, *, in_shape, window_shape, axis, step):
+        return tuple(in_shape)
 
 
 # -- devices ----------------------------------------------------------------------------------
