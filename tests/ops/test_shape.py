@@ -131,6 +131,20 @@ def test_tnp_pad_uses_numpy_forms():
         tnp.pad(x, (1, 2, 3))
 
 
+def test_pad_fill_value_tensor_gets_the_padded_cotangents():
+    x = arange(2, 2)
+    c = f64(1.5)
+    out = tnp.pad(x, ((1, 0), (0, 2)), constant_values=c)
+    np.testing.assert_array_equal(
+        out.numpy(), np.pad(x.numpy(), ((1, 0), (0, 2)), constant_values=1.5)
+    )
+    gc = tg.grad(lambda c: tnp.pad(x, ((1, 0), (0, 2)), constant_values=c).sum())(c)
+    assert float(gc) == 3 * 4 - 4  # padded positions
+    check_grads(lambda x, c: x.pad(1, constant_values=c), (x, c), order=2)
+    with pytest.raises(ValueError, match="pad: constant_values must be a single number"):
+        tnp.pad(x, 1, constant_values=(1, 2))
+
+
 @pytest.mark.parametrize("mode", ["constant", "edge", "reflect"])
 def test_pad_gradient_counts_copies(mode):
     x = f64([1.0, 2.0, 3.0])

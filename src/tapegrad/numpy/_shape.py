@@ -467,8 +467,8 @@ def pad(x, pad_width, mode="constant", constant_values=0) -> Tensor:
             only: for the PyTorch-style flat ``(left, right, top, bottom)`` form use
             :meth:`Tensor.pad`.
         mode: ``"constant"``, ``"edge"`` (alias ``"replicate"``) or ``"reflect"``.
-        constant_values: Fill value for ``"constant"`` (a static number, cast to ``x``'s
-            dtype; it gets no gradient).
+        constant_values: Fill value for ``"constant"``, cast to ``x``'s dtype: a number, or a
+            one-element Tensor, which then receives the cotangents of the padded positions.
 
     Returns:
         Tensor of shape ``x.shape[i] + b_i + a_i`` per axis, ``x``'s dtype.
@@ -477,17 +477,33 @@ def pad(x, pad_width, mode="constant", constant_values=0) -> Tensor:
     element's cotangent into the element it copies.
 
     Raises:
-        ValueError: for negative widths, an unknown mode, pad_width that fits no form, or
-            ``edge``/``reflect`` padding of an empty axis.
+        ValueError: for negative widths, an unknown mode, pad_width that fits no form,
+            ``edge``/``reflect`` padding of an empty axis, or a non-scalar fill value.
     """
     x = _tensor(x)
     mode = _pad_mode(mode)
     pw = _numpy_pad_width(pad_width, x.ndim)
     if not any(b or a for b, a in pw):
         return x
-    if mode == "constant":
-        return _ops.Pad.apply(x, pad_width=pw, mode=mode, constant_values=constant_values)
-    return _ops.Pad.apply(x, pad_width=pw, mode=mode)
+    if mode != "constant":
+        return _ops.Pad.apply(x, pad_width=pw, mode=mode)
+    if isinstance(constant_values, Tensor):
+        if constant_values.size != 1:
+            raise ValueError(
+                "pad: constant_values must be a single number or a one-element Tensor, got "
+                f"shape {constant_values.shape}"
+            )
+        # differentiable fill value: padded positions take it, the interior takes x
+        xp = _get_backend(x.device)
+        interior = Tensor._const(xp.pad(xp.ones(x.shape, dtype=bool), pw))
+        fill = reshape(constant_values, ()).astype(x.dtype)
+        return _where(interior, _ops.Pad.apply(x, pad_width=pw, mode=mode), fill)
+    if _np.ndim(constant_values) != 0:
+        raise ValueError(
+            "pad: constant_values must be a single number (per-axis fill values are not "
+            f"supported), got {constant_values!r}"
+        )
+    return _ops.Pad.apply(x, pad_width=pw, mode=mode, constant_values=constant_values)
 
 
 def _seeds_pad_width(pad_width, ndim: int) -> tuple:
