@@ -552,6 +552,17 @@ def test_output_shapes():
     assert ops.ScatterSet.output_shape((4,), (2,), (2,), key=(IndexSlot(0, False),)) == (4,)
 
 
+def test_duplicate_pairs_matches_brute_force():
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 4, size=12)
+    j, k = ops.DuplicatePairs.apply(tg.Tensor(ids))
+    got = sorted(zip(j.numpy().tolist(), k.numpy().tolist()))
+    want = sorted((a, b) for a in range(12) for b in range(12) if a != b and ids[a] == ids[b])
+    assert got == want
+    j, k = ops.DuplicatePairs.apply(tg.Tensor(np.arange(5)))
+    assert j.shape == k.shape == (0,)
+
+
 def test_forward_errors_through_apply_name_the_op_once():
     with pytest.raises(ValueError) as e:
         ops.Concatenate.apply(arange(2, 3), arange(2, 2), axis=0)

@@ -17,12 +17,18 @@ Split              Concatenate (or a sum of scatters when pieces overlap)
 Flip               Flip
 Roll               Roll by the negated shift
 Pad                slice (constant) or ScatterAdd through the pad's index map (edge, reflect)
-SlidingWindow      ScatterAdd over all windows at once (no loop over elements)
+SlidingWindow      WindowScatterAdd: every window added back (no loop over elements)
+WindowScatterAdd   SlidingWindow
+ScatterAddInto     cotangent (x); cotangent gathered at the index (v)
 ScatterSet         cotangent zeroed at the index (x); gathered cotangent of the winners (v)
 ScatterMul         cotangent times the scattered product (x); product of the others (v)
 ScatterMinMax      cotangent to the selected operand(s), ties split equally
+DuplicatePairs     none (integer output)
 ToDevice           ToDevice back
 =================  ===========================================================
+
+The ``ScatterAddInto``/``ScatterSet``/``ScatterMul``/``ScatterMinMax`` ops implement the
+functional ``x.at[idx]`` updates of :mod:`tapegrad.at`.
 
 Indexing ops take the index as a static *key* (slices, ints, ``None``, ``Ellipsis`` and
 :class:`IndexSlot` placeholders) plus the index arrays as positional inputs, so index Tensors
