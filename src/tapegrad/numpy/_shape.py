@@ -794,7 +794,7 @@ def strided_windows(x, kernel_size: int, stride: int = 1) -> Tensor:
 
 
 # -- Tensor methods -------------------------------------------------------------------------
-def _varargs(args, op):
+def _varargs(args):
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         return tuple(args[0])
     return args
@@ -802,13 +802,13 @@ def _varargs(args, op):
 
 def _method_reshape(self, *shape):
     """``x.reshape(2, 3)`` or ``x.reshape((2, 3))``; see :func:`reshape`."""
-    return reshape(self, _varargs(shape, "reshape"))
+    return reshape(self, _varargs(shape))
 
 
 def _method_view(self, *shape):
     """The seeds' ``view(*shape)``: same as :meth:`reshape` (a new Tensor; data is immutable,
     so sharing is unobservable)."""
-    return reshape(self, _varargs(shape, "view"))
+    return reshape(self, _varargs(shape))
 
 
 def _method_flatten(self, start_dim=0, end_dim=-1):
@@ -850,7 +850,7 @@ def _method_transpose(self, *axes, dim0=None, dim1=None):
 
 def _method_permute(self, *dims):
     """``x.permute(1, 0, 2)`` or ``x.permute((1, 0, 2))``: NumPy's ``transpose(axes)``."""
-    return transpose(self, _varargs(dims, "permute"))
+    return transpose(self, _varargs(dims))
 
 
 def _method_expand(self, *shape):
@@ -858,7 +858,7 @@ def _method_expand(self, *shape):
 
     New axes may only be added at the front, and must not be -1.
     """
-    shape = _as_shape(_varargs(shape, "expand"), "expand")
+    shape = _as_shape(_varargs(shape), "expand")
     lead = len(shape) - self.ndim
     if lead < 0:
         raise ValueError(
