@@ -402,29 +402,41 @@ class GetItem(_MovementFunction):
         return (gx,) + (None,) * len(arrays)
 
     @classmethod
-    def output_shape(cls, shape, *index_shapes, key):
-        """Output shape from the shapes alone.
+    def output_shape(cls, shape, *index_arrays, key):
+        """Output shape without running the op; each index array is given as its shape (a
+        Tensor's) or as its value (a NumPy array).
 
         Raises:
-            ValueError: for boolean-mask indices (the shape depends on the mask's values).
+            NotImplementedError: for a boolean-mask Tensor given by shape only (the output
+                shape depends on the mask's values).
             IndexError: for an int index out of range, as NumPy.
         """
         dummy = np.broadcast_to(np.zeros((), np.int8), tuple(shape))
         idx = []
         for e in key:
             if type(e) is IndexSlot:
-                if e.is_bool:
-                    raise ValueError(
+                a = index_arrays[e.k]
+                if hasattr(a, "shape") and hasattr(a, "dtype"):
+                    idx.append(np.asarray(a))
+                elif e.is_bool:
+                    raise NotImplementedError(
                         "getitem: the output shape of boolean-mask indexing depends on the "
-                        "mask's values, not only on shapes"
+                        "mask's values, not only on its shape"
                     )
-                idx.append(np.zeros(index_shapes[e.k], np.intp))
+                else:
+                    idx.append(np.zeros(tuple(a), np.intp))
             else:
                 idx.append(e)
         try:
             return dummy[tuple(idx)].shape
-        except IndexError as e:
-            raise IndexError(f"getitem: {e} (indexing a Tensor of shape {tuple(shape)})") from None
+        except IndexError as err:
+            raise IndexError(
+                f"getitem: {err} (indexing a Tensor of shape {tuple(shape)})"
+            ) from None
+
+    @classmethod
+    def output_dtype(cls, dtype, *index_dtypes, key):
+        return np.dtype(dtype)
 
 
 class ScatterAdd(_MovementFunction):
@@ -466,6 +478,10 @@ class ScatterAdd(_MovementFunction):
     def output_shape(cls, g_shape, *index_shapes, shape, key):
         return tuple(shape)
 
+    @classmethod
+    def output_dtype(cls, dtype, *index_dtypes, shape, key):
+        return np.dtype(dtype)
+
 
 class ScatterAddInto(_MovementFunction):
     """``x`` with ``x[idx] += v`` applied unbuffered (``numpy.add.at`` on a copy): every
@@ -504,6 +520,10 @@ class ScatterAddInto(_MovementFunction):
     @classmethod
     def output_shape(cls, shape, v_shape, *index_shapes, key):
         return tuple(shape)
+
+    @classmethod
+    def output_dtype(cls, dtype, v_dtype, *index_dtypes, key):
+        return np.dtype(dtype)
 
 
 def _const_like(fill, shape, dtype, like: Tensor) -> Tensor:
@@ -572,6 +592,10 @@ class ScatterSet(_MovementFunction):
     def output_shape(cls, shape, v_shape, *index_shapes, key):
         return tuple(shape)
 
+    @classmethod
+    def output_dtype(cls, dtype, v_dtype, *index_dtypes, key):
+        return np.dtype(dtype)
+
 
 class ScatterMul(_MovementFunction):
     """``x`` with ``x[idx] *= v`` applied unbuffered (``numpy.multiply.at``): every repeated
@@ -629,6 +653,10 @@ class ScatterMul(_MovementFunction):
     def output_shape(cls, shape, v_shape, *index_shapes, key):
         return tuple(shape)
 
+    @classmethod
+    def output_dtype(cls, dtype, v_dtype, *index_dtypes, key):
+        return np.dtype(dtype)
+
 
 def _others_product(vb: Tensor, x: Tensor, arrays, key) -> Tensor:
     """For each write ``j`` (``vb`` of the indexed shape), the product of the other writes
@@ -683,7 +711,9 @@ class DuplicatePairs(_MovementFunction):
 
     @classmethod
     def output_shape(cls, shape):
-        raise ValueError("duplicate_pairs: the output size depends on the values, not the shape")
+        raise NotImplementedError(
+            "duplicate_pairs: the output size depends on the values, not only on the shape"
+        )
 
 
 class ScatterMinMax(_MovementFunction):
@@ -741,6 +771,10 @@ class ScatterMinMax(_MovementFunction):
     @classmethod
     def output_shape(cls, shape, v_shape, *index_shapes, key, op):
         return tuple(shape)
+
+    @classmethod
+    def output_dtype(cls, dtype, v_dtype, *index_dtypes, key, op):
+        return np.dtype(dtype)
 
 
 # -- joining and splitting --------------------------------------------------------------------
@@ -844,12 +878,16 @@ class Split(_MovementFunction):
 
     @classmethod
     def output_shape(cls, shape, indices, *, axis):
-        """A tuple with one shape per piece."""
+        """A list with one shape per piece."""
         shape = tuple(shape)
         ax = check_axis(axis, len(shape), "split")
-        return tuple(
+        return [
             shape[:ax] + (b - a,) + shape[ax + 1 :] for a, b in _split_bounds(indices, shape[ax])
-        )
+        ]
+
+    @classmethod
+    def output_dtype(cls, dtype, indices, *, axis):
+        return [np.dtype(dtype)] * (len(tuple(indices)) + 1)
 
 
 # -- reordering -------------------------------------------------------------------------------
