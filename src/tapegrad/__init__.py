@@ -5,6 +5,7 @@ The everyday call is ``grads = tg.grad(loss_fn)(params)``, with ``params`` any p
 """
 
 from tapegrad import (
+    at,  # noqa: F401  (installs Tensor.at, the functional index updates)
     backend,
     nn,
     numpy,  # noqa: E402  (installs Tensor methods and operators)

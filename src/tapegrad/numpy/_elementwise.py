@@ -576,12 +576,29 @@ def isinf(x) -> Tensor:
 
 
 # -- Tensor operators and methods -------------------------------------------------------------
-def _rsub(x, y):
-    return subtract(y, x)
+def _operator(cls, fallback, reflected=False):
+    """A Tensor operator method: straight to ``cls.apply`` for the common operands (a Tensor
+    or a Python number), else through the ``tnp`` function ``fallback`` (conversions)."""
+    apply = cls.apply
+    if reflected:
 
+        def method(self, other):
+            t = type(other)
+            if t is Tensor or t is float or t is int:
+                return apply(other, self)
+            return fallback(other, self)
 
-def _rdiv(x, y):
-    return divide(y, x)
+    else:
+
+        def method(self, other):
+            t = type(other)
+            if t is Tensor or t is float or t is int:
+                return apply(self, other)
+            return fallback(self, other)
+
+    method.__name__ = fallback.__name__
+    method.__doc__ = fallback.__doc__
+    return method
 
 
 def _rpow(x, y):
@@ -625,14 +642,14 @@ _xor = _bool_operator("__xor__", logical_xor)
 
 _install_methods(
     {
-        "__add__": add,
-        "__radd__": add,
-        "__sub__": subtract,
-        "__rsub__": _rsub,
-        "__mul__": multiply,
-        "__rmul__": multiply,
-        "__truediv__": divide,
-        "__rtruediv__": _rdiv,
+        "__add__": _operator(_ops.Add, add),
+        "__radd__": _operator(_ops.Add, add, reflected=True),
+        "__sub__": _operator(_ops.Sub, subtract),
+        "__rsub__": _operator(_ops.Sub, subtract, reflected=True),
+        "__mul__": _operator(_ops.Mul, multiply),
+        "__rmul__": _operator(_ops.Mul, multiply, reflected=True),
+        "__truediv__": _operator(_ops.Div, divide),
+        "__rtruediv__": _operator(_ops.Div, divide, reflected=True),
         "__pow__": power,
         "__rpow__": _rpow,
         "__neg__": negative,

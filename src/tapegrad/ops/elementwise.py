@@ -39,6 +39,7 @@ from tapegrad.tensor import Tensor
 
 __all__ = [
     "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Exp", "Log", "Sin", "Cos", "Tanh",
+    "TanhGrad",
     "AsType", "StopGradient", "Compare", "Sqrt", "Abs", "Sign", "Where", "Maximum", "Minimum",
     "Square", "Reciprocal", "Expm1", "Log1p", "Log2", "Log10", "Tan", "Arcsin", "Arccos",
     "Arctan", "Arctan2", "Sinh", "Cosh", "Arcsinh", "Arccosh", "Arctanh", "Clip", "Floor",
@@ -633,7 +634,27 @@ class Tanh(Function):
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
-        return g * (1 - out * out)
+        return TanhGrad.apply(g, out)
+
+
+class TanhGrad(Function):
+    """``g * (1 - y**2)``: the backward of :class:`Tanh` given its output ``y``, fused into one
+    primitive (one pass over memory instead of three ops). Its own backward, written with
+    tapegrad ops, keeps every order exact: d/dg = ``1 - y**2``, d/dy = ``-2 g y``.
+    """
+
+    oper = "tanh_grad"
+
+    @staticmethod
+    def forward(ctx, g, y):
+        ctx.save_for_backward(g, y)
+        return g * (1 - y * y)
+
+    @staticmethod
+    def backward(ctx, h):
+        g, y = ctx.saved_tensors
+        ng, ny = ctx.needs_input_grad
+        return (TanhGrad.apply(h, y) if ng else None), (-2 * h * g * y if ny else None)
 
 
 class Arcsinh(Function):
