@@ -5,8 +5,11 @@ The everyday call is ``grads = tg.grad(loss_fn)(params)``, with ``params`` any p
 """
 
 from tapegrad import (
+    at,  # noqa: F401  (installs Tensor.at, the functional index updates)
     backend,
+    nn,
     numpy,  # noqa: E402  (installs Tensor methods and operators)
+    random,
     tree,
 )
 from tapegrad.function import Context, Function, is_grad_enabled, no_grad
@@ -40,4 +43,6 @@ __all__ = [
     "backend",
     "tree",
     "numpy",
+    "random",
+    "nn",
 ]

@@ -9,8 +9,9 @@ new Tensor; nothing is modified in place.
 Submodules (one per op group) define the functions and install the matching Tensor methods.
 """
 
-from tapegrad.numpy import _core, _elementwise, _linalg, _reduction, _shape
+from tapegrad.numpy import _core, _creation, _elementwise, _linalg, _reduction, _shape
 from tapegrad.numpy._core import *  # noqa: F401,F403
+from tapegrad.numpy._creation import *  # noqa: F401,F403
 from tapegrad.numpy._elementwise import *  # noqa: F401,F403
 from tapegrad.numpy._linalg import *  # noqa: F401,F403
 from tapegrad.numpy._reduction import *  # noqa: F401,F403
@@ -18,8 +19,11 @@ from tapegrad.numpy._shape import *  # noqa: F401,F403
 
 __all__ = sorted(
     set(_core.__all__)
+    | set(_creation.__all__)
     | set(_elementwise.__all__)
     | set(_linalg.__all__)
     | set(_reduction.__all__)
     | set(_shape.__all__)
 )
+
+from tapegrad.numpy import linalg  # noqa: E402,F401

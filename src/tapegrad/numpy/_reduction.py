@@ -231,7 +231,7 @@ def logsumexp(x, axis=None, keepdims=False) -> Tensor:
 
 
 _INF = float("inf")
-_VECTOR_ORDS = (None, 1, 2, _INF, -_INF)
+_VECTOR_ORDS = (None, 0, 1, 2, _INF, -_INF)
 _MATRIX_ORDS = (None, "fro", 1, -1, _INF, -_INF)
 
 
@@ -242,7 +242,8 @@ def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:  # noqa: A002
         - ``axis=None``: with ``ord=None`` the 2-norm of the flattened Tensor; otherwise ``x``
           must be 1-D (vector norm) or 2-D (matrix norm).
         - ``axis`` an int: vector norms along it. ``ord``: ``None`` or 2 (Euclidean),
-          1 (``sum |x|``), ``inf`` (``max |x|``), ``-inf`` (``min |x|``).
+          1 (``sum |x|``), ``inf`` (``max |x|``), ``-inf`` (``min |x|``), 0 (the number of
+          nonzero entries; zero gradient).
         - ``axis`` a pair ``(row, col)``: matrix norms. ``ord``: ``None`` or ``'fro'``
           (Frobenius), 1 / -1 (max / min over columns of the absolute column sums),
           ``inf`` / ``-inf`` (max / min over rows of the absolute row sums).
@@ -315,15 +316,20 @@ def _vector_norm(x, ord, a, keepdims):  # noqa: A002
         return _ops.Norm2.apply(x, axis=a, keepdims=keepdims)
     if isinstance(ord, str) or ord not in _VECTOR_ORDS:
         raise ValueError(
-            f"norm: unsupported vector norm order ord={ord!r}; use None, 1, 2, inf or -inf"
+            f"norm: unsupported vector norm order ord={ord!r}; use None, 0, 1, 2, inf or -inf"
         )
     if ord == 1:
         return sum(_abs(x), axis=a, keepdims=keepdims)
-    reduce = max if ord > 0 else min
+    if ord == 0:  # number of nonzero entries: piecewise constant, zero gradient
+        nonzero = _ops.Compare.apply(x, 0, "ne").astype(x.dtype)
+        return sum(nonzero, axis=a, keepdims=keepdims)
     if x.shape[a] == 0:
+        if ord > 0:  # NumPy 2: the largest |x| of nothing is 0 (a sum gives that shape)
+            return sum(_abs(x), axis=a, keepdims=keepdims)
         raise ValueError(
-            f"norm: ord={ord!r} over axis {a} of size 0 (shape {x.shape}) is undefined"
+            f"norm: ord={ord!r} takes a min over axis {a}, which is empty (shape {x.shape})"
         )
+    reduce = max if ord > 0 else min
     return reduce(_abs(x), axis=a, keepdims=keepdims)
 
 
@@ -331,7 +337,7 @@ def _matrix_norm(x, ord, row, col, keepdims):  # noqa: A002
     from tapegrad.numpy._elementwise import abs as _abs
     from tapegrad.numpy._shape import reshape
 
-    if ord is None or ord == "fro":
+    if ord is None or ord in ("fro", "f"):
         return _ops.Norm2.apply(x, axis=(row, col), keepdims=keepdims)
     if ord in (2, -2, "nuc"):
         raise NotImplementedError(
@@ -345,10 +351,17 @@ def _matrix_norm(x, ord, row, col, keepdims):  # noqa: A002
         )
     # ord 1/-1: extremum over columns of column sums; inf/-inf: over rows of row sums.
     summed, over = (row, col) if ord in (1, -1) else (col, row)
+    sums = sum(_abs(x), axis=summed, keepdims=True)
     if x.shape[over] == 0:
-        raise ValueError(f"norm: ord={ord!r} over an empty axis {over} (shape {x.shape})")
-    reduce = max if ord > 0 else min
-    out = reduce(sum(_abs(x), axis=summed, keepdims=True), axis=over, keepdims=True)
+        if ord < 0:
+            raise ValueError(
+                f"norm: ord={ord!r} takes a min over axis {over}, which is empty "
+                f"(shape {x.shape})"
+            )
+        out = sum(sums, axis=over, keepdims=True)  # NumPy 2: the max of nothing is 0
+    else:
+        reduce = max if ord > 0 else min
+        out = reduce(sums, axis=over, keepdims=True)
     if keepdims:
         return out
     return reshape(out, tuple(s for i, s in enumerate(x.shape) if i not in (row, col)))

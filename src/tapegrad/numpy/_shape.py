@@ -1,93 +1,938 @@
-"""Shape changes and indexing of ``tapegrad.numpy``."""
+"""Shape changes, joining, reordering and indexing of ``tapegrad.numpy``.
+
+NumPy names and arguments; every function returns a new Tensor (views are read-only) and is
+differentiable in its Tensor input(s) to any order. Axis arguments accept negative values;
+an out-of-range axis is a ``ValueError`` naming the op, the axis and ``ndim``.
+
+Tensor methods installed here: ``reshape``, ``view``, ``ravel``, ``flatten``, ``squeeze``,
+``unsqueeze``, ``transpose``, ``permute``, ``swapaxes``, ``moveaxis``, ``broadcast_to``,
+``expand``, ``repeat``, ``tile``, ``flip``, ``roll``, ``pad``, ``tril``, ``triu``,
+``diagonal``, ``trace``, ``take``, ``gather``, ``strided_windows``, ``__getitem__``, ``T``,
+and the static ``Tensor.stack`` / ``Tensor.cat``. (``Tensor.at`` lives in :mod:`tapegrad.at`.)
+"""
 
 from __future__ import annotations
+
+import math
+import operator
 
 import numpy as _np
 
 from tapegrad import ops as _ops
+from tapegrad.backend import get_backend as _get_backend
 from tapegrad.numpy._core import _install_methods, _tensor
+from tapegrad.numpy._elementwise import where as _where
+from tapegrad.numpy._reduction import sum as _sum
+from tapegrad.ops.movement import IndexSlot as _Slot
+from tapegrad.ops.movement import check_axes as _check_axes
+from tapegrad.ops.movement import check_axis as _check_axis
+from tapegrad.ops.movement import split_index as _split_index
 from tapegrad.tensor import Tensor
 
-__all__ = ["reshape", "transpose", "swapaxes", "expand_dims", "broadcast_to"]
+__all__ = [
+    "reshape",
+    "ravel",
+    "squeeze",
+    "expand_dims",
+    "transpose",
+    "permute_dims",
+    "swapaxes",
+    "moveaxis",
+    "broadcast_to",
+    "concatenate",
+    "concat",
+    "stack",
+    "split",
+    "array_split",
+    "tile",
+    "repeat",
+    "flip",
+    "roll",
+    "pad",
+    "tril",
+    "triu",
+    "diagonal",
+    "trace",
+    "take",
+    "take_along_axis",
+    "sliding_window_view",
+    "strided_windows",
+]
+
+
+def _as_shape(shape, op: str) -> tuple:
+    if isinstance(shape, (int, _np.integer)):
+        return (int(shape),)
+    try:
+        return tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TypeError(
+            f"{op}: shape must be an int or a sequence of ints, got {shape!r}"
+        ) from None
 
 
 # -- shapes ---------------------------------------------------------------------------------
 def reshape(x, shape) -> Tensor:
-    """Reshape to ``shape`` (a tuple; one entry may be -1).
+    """Reshape to ``shape`` in C order (an int or tuple; one entry may be -1).
+
+    Args:
+        x: Tensor of any shape.
+        shape: Target shape with the same number of elements; a single -1 is inferred.
+
+    Returns:
+        Tensor of shape ``shape`` and ``x``'s dtype.
 
     Raises:
-        ValueError: if the number of elements differs, naming both shapes.
+        ValueError: if the number of elements differs or more than one -1 is given, naming
+            both shapes.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.reshape(tnp.asarray([1.0, 2.0, 3.0, 4.0]), (2, -1)).shape
+        (2, 2)
     """
-    if isinstance(shape, int):
-        shape = (shape,)
-    return _ops.Reshape.apply(_tensor(x), tuple(shape))
-
-
-def transpose(x, axes=None) -> Tensor:
-    """Permute the axes (``None`` reverses them)."""
-    return _ops.Transpose.apply(_tensor(x), axes=None if axes is None else tuple(axes))
-
-
-def swapaxes(x, axis1: int, axis2: int) -> Tensor:
-    """Exchange two axes."""
     x = _tensor(x)
-    nd = x.ndim
-    for a in (axis1, axis2):
-        if not -nd <= a < nd:
-            raise ValueError(f"swapaxes: axis {a} is out of range for ndim {nd}")
-    axes = list(range(nd))
-    axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
-    return _ops.Transpose.apply(x, axes=tuple(axes))
-
-
-def expand_dims(x, axis: int) -> Tensor:
-    """Insert a size-1 axis at ``axis``."""
-    x = _tensor(x)
-    nd = x.ndim + 1
-    if not -nd <= axis < nd:
-        raise ValueError(f"expand_dims: axis {axis} is out of range for ndim {x.ndim}")
-    axis %= nd
-    shape = x.shape[:axis] + (1,) + x.shape[axis:]
+    shape = _as_shape(shape, "reshape")
+    if shape == x.shape:
+        return x
     return _ops.Reshape.apply(x, shape)
 
 
-def broadcast_to(x, shape) -> Tensor:
-    """Broadcast to ``shape`` (NumPy rules); the gradient sums back."""
+def ravel(x) -> Tensor:
+    """Flatten to 1-D in C order: shape ``(x.size,)``."""
     x = _tensor(x)
-    shape = tuple(shape)
+    return reshape(x, (x.size,))
+
+
+def squeeze(x, axis=None) -> Tensor:
+    """Remove size-1 axes: all of them (``axis=None``) or the given int/tuple of axes.
+
+    Raises:
+        ValueError: if an axis is out of range, or a selected axis does not have size 1
+            (naming the axis, its size and the shape).
+    """
+    x = _tensor(x)
+    if axis is None:
+        axes = tuple(i for i, s in enumerate(x.shape) if s == 1)
+    else:
+        axes = _check_axes(axis, x.ndim, "squeeze")
+        for a in axes:
+            if x.shape[a] != 1:
+                raise ValueError(
+                    f"squeeze: cannot squeeze axis {a} of a Tensor of shape {x.shape}: its size "
+                    f"is {x.shape[a]}, not 1"
+                )
+    return reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in axes))
+
+
+def expand_dims(x, axis) -> Tensor:
+    """Insert size-1 axes so that they sit at positions ``axis`` (int or tuple) of the result.
+
+    Raises:
+        ValueError: if an axis is out of range for the result's ``ndim`` or repeated.
+    """
+    x = _tensor(x)
+    n_new = 1 if isinstance(axis, (int, _np.integer)) else len(tuple(axis))
+    out_nd = x.ndim + n_new
+    axes = set(_check_axes(axis, out_nd, "expand_dims"))
+    it = iter(x.shape)
+    return reshape(x, tuple(1 if i in axes else next(it) for i in range(out_nd)))
+
+
+def transpose(x, axes=None) -> Tensor:
+    """Permute the axes: ``out.shape[i] == x.shape[axes[i]]``; ``axes=None`` reverses them.
+
+    Raises:
+        ValueError: if ``axes`` is not a permutation of ``range(x.ndim)``, naming the axes and
+            the shape.
+    """
+    x = _tensor(x)
+    if axes is not None:
+        axes = tuple(operator.index(a) for a in axes)
+        if axes == tuple(range(x.ndim)):
+            return x
+    elif x.ndim < 2:
+        return x
+    return _ops.Transpose.apply(x, axes=axes)
+
+
+def permute_dims(x, axes=None) -> Tensor:
+    """NumPy 2's name for :func:`transpose`."""
+    return transpose(x, axes)
+
+
+def swapaxes(x, axis1: int, axis2: int) -> Tensor:
+    """Exchange two axes.
+
+    Raises:
+        ValueError: if an axis is out of range, naming it and ``x.ndim``.
+    """
+    x = _tensor(x)
+    a1 = _check_axis(axis1, x.ndim, "swapaxes", "axis1")
+    a2 = _check_axis(axis2, x.ndim, "swapaxes", "axis2")
+    axes = list(range(x.ndim))
+    axes[a1], axes[a2] = axes[a2], axes[a1]
+    return transpose(x, axes)
+
+
+def moveaxis(x, source, destination) -> Tensor:
+    """Move axes ``source`` (int or sequence) to positions ``destination``; the others keep
+    their order.
+
+    Raises:
+        ValueError: if the two have different lengths, or an axis is out of range or repeated.
+    """
+    x = _tensor(x)
+    src = _check_axes(source, x.ndim, "moveaxis", "source")
+    dst = _check_axes(destination, x.ndim, "moveaxis", "destination")
+    if len(src) != len(dst):
+        raise ValueError(
+            f"moveaxis: source {source!r} and destination {destination!r} must have the same "
+            "number of elements"
+        )
+    order = [a for a in range(x.ndim) if a not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return transpose(x, order)
+
+
+def broadcast_to(x, shape) -> Tensor:
+    """Broadcast to ``shape`` (NumPy rules: only size-1 or missing leading axes grow).
+
+    Gradient: the cotangent summed back over the broadcast axes.
+
+    Raises:
+        ValueError: if ``x``'s shape does not broadcast to ``shape``, naming both.
+    """
+    x = _tensor(x)
+    shape = _as_shape(shape, "broadcast_to")
     if x.shape == shape:
         return x
     return _ops.BroadcastTo.apply(x, shape)
 
 
-def _getitem(x, idx):
-    if isinstance(idx, Tensor):
-        idx = idx.numpy()
-    elif isinstance(idx, tuple):
-        idx = tuple(i.numpy() if isinstance(i, Tensor) else i for i in idx)
-    elif isinstance(idx, list):
-        idx = _np.asarray(idx)
-    return _ops.GetItem.apply(x, idx)
+# -- joining and splitting ------------------------------------------------------------------
+def _tensors(arrays, op: str) -> list:
+    if isinstance(arrays, Tensor) or not hasattr(arrays, "__iter__"):
+        raise TypeError(f"{op}: expected a sequence of Tensors, got {type(arrays).__name__}")
+    xs = [_tensor(a) for a in arrays]
+    if not xs:
+        raise ValueError(f"{op}: need at least one Tensor")
+    return xs
+
+
+def concatenate(arrays, axis=0) -> Tensor:
+    """Join a sequence of Tensors along an existing axis (``axis=None`` flattens them first).
+
+    Args:
+        arrays: Sequence of Tensors with equal shapes except along ``axis``.
+        axis: The joining axis.
+
+    Returns:
+        Tensor with ``sum(a.shape[axis])`` along ``axis``; dtype by NumPy promotion.
+
+    Raises:
+        ValueError: for an empty sequence, 0-d inputs, an axis out of range, or shapes that
+            differ off the axis (naming all shapes).
+    """
+    xs = _tensors(arrays, "concatenate")
+    if axis is None:
+        xs, axis = [ravel(a) for a in xs], 0
+    return _ops.Concatenate.apply(*xs, axis=axis)
+
+
+concat = concatenate
+
+
+def stack(arrays, axis=0) -> Tensor:
+    """Join a sequence of equal-shape Tensors along a new axis at position ``axis``.
+
+    Returns:
+        Tensor of shape ``shape[:axis] + (len(arrays),) + shape[axis:]``.
+
+    Raises:
+        ValueError: for an empty sequence, shapes that differ (naming them) or an axis out of
+            range for ``ndim + 1``.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> tg.Tensor.stack([tg.Tensor([1.0, 2.0]), tg.Tensor([3.0, 4.0])]).shape
+        (2, 2)
+    """
+    xs = _tensors(arrays, "stack")
+    shapes = {a.shape for a in xs}
+    if len(shapes) != 1:
+        raise ValueError(
+            f"stack: all input Tensors must have the same shape, got shapes "
+            f"{', '.join(str(a.shape) for a in xs)}"
+        )
+    ax = _check_axis(axis, xs[0].ndim + 1, "stack")
+    return _ops.Concatenate.apply(*[expand_dims(a, ax) for a in xs], axis=ax)
+
+
+def _split_indices(x, indices_or_sections, axis, op, equal) -> tuple:
+    n = x.shape[axis]
+    if isinstance(indices_or_sections, (int, _np.integer)):
+        k = int(indices_or_sections)
+        if k <= 0:
+            raise ValueError(f"{op}: number of sections must be larger than 0, got {k}")
+        if equal and n % k:
+            raise ValueError(
+                f"{op}: an axis of size {n} (axis {axis}, shape {x.shape}) does not split into "
+                f"{k} equal sections; use array_split"
+            )
+        q, r = divmod(n, k)
+        sizes = [q + 1] * r + [q] * (k - r)
+        return tuple(int(c) for c in _np.cumsum(sizes)[:-1])
+    return tuple(operator.index(i) for i in indices_or_sections)
+
+
+def split(x, indices_or_sections, axis=0) -> list:
+    """Split into pieces along ``axis`` (``numpy.split``).
+
+    Args:
+        x: Tensor with at least one axis.
+        indices_or_sections: An int ``k`` (``k`` equal pieces) or a sorted sequence of cut
+            positions (piece ``i`` is ``x[cuts[i-1]:cuts[i]]`` along ``axis``).
+        axis: The axis to split.
+
+    Returns:
+        List of Tensors, views of ``x``.
+
+    Raises:
+        ValueError: if ``k`` does not divide the axis, ``k <= 0`` or the axis is out of range.
+    """
+    return _split(x, indices_or_sections, axis, "split", True)
+
+
+def array_split(x, indices_or_sections, axis=0) -> list:
+    """Like :func:`split`, but an int ``k`` need not divide the axis: the first ``n % k``
+    pieces get one extra element (``numpy.array_split``)."""
+    return _split(x, indices_or_sections, axis, "array_split", False)
+
+
+def _split(x, indices_or_sections, axis, op, equal):
+    x = _tensor(x)
+    if x.ndim == 0:
+        raise ValueError(f"{op}: a 0-d Tensor cannot be split")
+    ax = _check_axis(axis, x.ndim, op)
+    cuts = _split_indices(x, indices_or_sections, ax, op, equal)
+    return list(_ops.Split.apply(x, cuts, axis=ax))
+
+
+# -- repetition -----------------------------------------------------------------------------
+def tile(x, reps) -> Tensor:
+    """Repeat the whole Tensor ``reps`` times along each axis (``numpy.tile``); shorter of
+    ``reps`` and ``x.shape`` is padded with leading 1s.
+
+    Gradient: the cotangent summed over the copies (a broadcast, then reshapes).
+
+    Raises:
+        ValueError: if a repetition count is negative.
+    """
+    x = _tensor(x)
+    reps = _as_shape(reps, "tile")
+    if any(r < 0 for r in reps):
+        raise ValueError(f"tile: repetitions must be >= 0, got {reps}")
+    nd = max(x.ndim, len(reps))
+    reps = (1,) * (nd - len(reps)) + reps
+    shape = (1,) * (nd - x.ndim) + x.shape
+    inter = tuple(v for s in shape for v in (1, s))
+    expanded = tuple(v for r, s in zip(reps, shape) for v in (r, s))
+    y = broadcast_to(reshape(x, inter), expanded)
+    return reshape(y, tuple(r * s for r, s in zip(reps, shape)))
+
+
+def repeat(x, repeats, axis=None) -> Tensor:
+    """Repeat each element ``repeats`` times along ``axis`` (``numpy.repeat``).
+
+    Args:
+        x: Tensor; with ``axis=None`` it is flattened first.
+        repeats: An int, or one non-negative int per element along the axis (a length-1
+            sequence applies to all). Static: a traced Tensor is not accepted.
+        axis: The axis to repeat along.
+
+    Returns:
+        Tensor of ``x``'s dtype. Gradient: each element gets the sum of its copies' cotangents.
+
+    Raises:
+        ValueError: for negative repeats or a length that matches neither 1 nor the axis.
+    """
+    x = _tensor(x)
+    if axis is None:
+        x, ax = ravel(x), 0
+    else:
+        ax = _check_axis(axis, x.ndim, "repeat")
+    n = x.shape[ax]
+    reps = _np.asarray(repeats.numpy() if isinstance(repeats, Tensor) else repeats)
+    if reps.dtype.kind not in "iu" and not (reps.size == 0 and reps.dtype.kind == "f"):
+        raise TypeError(f"repeat: repeats must be integers, got dtype {reps.dtype}")
+    reps = reps.astype(_np.int64)
+    if reps.ndim > 1:
+        raise ValueError(f"repeat: repeats must be an int or 1-D, got shape {reps.shape}")
+    if (reps < 0).any():
+        raise ValueError("repeat: repeats must be >= 0")
+    if reps.ndim == 0 or reps.size == 1:
+        r = int(reps.reshape(-1)[0])
+        inter = x.shape[: ax + 1] + (1,) + x.shape[ax + 1 :]
+        y = broadcast_to(reshape(x, inter), x.shape[: ax + 1] + (r,) + x.shape[ax + 1 :])
+        return reshape(y, x.shape[:ax] + (n * r,) + x.shape[ax + 1 :])
+    if reps.size != n:
+        raise ValueError(
+            f"repeat: got {reps.size} repeats for an axis of size {n} (axis {ax}, shape "
+            f"{x.shape}); give one per element or a single one"
+        )
+    index = _np.repeat(_np.arange(n), reps)
+    return _index(x, (slice(None),) * ax + (_Slot(0, False),), (index,))
+
+
+# -- reordering -----------------------------------------------------------------------------
+def flip(x, axis=None) -> Tensor:
+    """Reverse the order of elements along ``axis`` (int, tuple, or ``None`` for all)."""
+    x = _tensor(x)
+    axes = _check_axes(axis, x.ndim, "flip")
+    if not axes:
+        return x
+    return _ops.Flip.apply(x, axis=axes)
+
+
+def roll(x, shift, axis=None) -> Tensor:
+    """Roll elements by ``shift`` along ``axis`` (``numpy.roll``): elements pushed past the last
+    position come back at the first.
+
+    Args:
+        x: Tensor.
+        shift: Int, or a tuple of ints matched (broadcast) with ``axis``.
+        axis: Int, tuple of ints, or ``None`` to roll the flattened Tensor (then ``shift`` is
+            one int) and restore the shape.
+
+    Raises:
+        ValueError: if an axis is out of range, or shift and axis lengths do not match.
+    """
+    x = _tensor(x)
+    if axis is None:
+        if not isinstance(shift, (int, _np.integer)):
+            raise ValueError(f"roll: with axis=None, shift must be an int, got {shift!r}")
+        return _ops.Roll.apply(x, shift=int(shift), axis=None)
+    axes = (axis,) if isinstance(axis, (int, _np.integer)) else tuple(axis)
+    shifts = (shift,) if isinstance(shift, (int, _np.integer)) else tuple(shift)
+    try:
+        shifts, axes = _np.broadcast_arrays(_np.asarray(shifts), _np.asarray(axes))
+    except ValueError:
+        raise ValueError(
+            f"roll: shift {shift!r} and axis {axis!r} must have matching lengths"
+        ) from None
+    axes = tuple(_check_axis(int(a), x.ndim, "roll") for a in axes.reshape(-1))
+    shifts = tuple(int(s) for s in shifts.reshape(-1))
+    return _ops.Roll.apply(x, shift=shifts, axis=axes)
+
+
+_PAD_ALIASES = {"constant": "constant", "edge": "edge", "replicate": "edge", "reflect": "reflect"}
+
+
+def _pad_mode(mode) -> str:
+    try:
+        return _PAD_ALIASES[mode]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"pad: mode must be 'constant', 'edge' (alias 'replicate') or 'reflect', got {mode!r}"
+        ) from None
+
+
+def _numpy_pad_width(pad_width, ndim: int) -> tuple:
+    arr = _np.asarray(pad_width)
+    if arr.size == 0:
+        arr = arr.astype(_np.int64)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"pad: pad_width must hold integers, got {pad_width!r}")
+    if ndim == 0:
+        return ()
+    try:
+        pairs = _np.broadcast_to(arr, (ndim, 2))
+    except ValueError:
+        raise ValueError(
+            f"pad: pad_width {pad_width!r} does not broadcast to one (before, after) pair for "
+            f"each of the {ndim} axes"
+        ) from None
+    return tuple((int(b), int(a)) for b, a in pairs)
+
+
+def pad(x, pad_width, mode="constant", constant_values=0) -> Tensor:
+    """Pad with ``numpy.pad``'s arguments and semantics.
+
+    Args:
+        x: Tensor.
+        pad_width: ``n`` (every side of every axis), ``(before, after)`` or ``((b, a),)``
+            (every axis), or ``((b0, a0), (b1, a1), ...)`` (one pair per axis). NumPy forms
+            only: for the PyTorch-style flat ``(left, right, top, bottom)`` form use
+            :meth:`Tensor.pad`.
+        mode: ``"constant"``, ``"edge"`` (alias ``"replicate"``) or ``"reflect"``.
+        constant_values: Fill value for ``"constant"``, cast to ``x``'s dtype: a number, or a
+            one-element Tensor, which then receives the cotangents of the padded positions.
+
+    Returns:
+        Tensor of shape ``x.shape[i] + b_i + a_i`` per axis, ``x``'s dtype.
+
+    Gradient: ``constant`` slices the interior; ``edge``/``reflect`` add each padded
+    element's cotangent into the element it copies.
+
+    Raises:
+        ValueError: for negative widths, an unknown mode, pad_width that fits no form,
+            ``edge``/``reflect`` padding of an empty axis, or a non-scalar fill value.
+    """
+    x = _tensor(x)
+    mode = _pad_mode(mode)
+    pw = _numpy_pad_width(pad_width, x.ndim)
+    if not any(b or a for b, a in pw):
+        return x
+    if mode != "constant":
+        return _ops.Pad.apply(x, pad_width=pw, mode=mode)
+    if isinstance(constant_values, Tensor):
+        if constant_values.size != 1:
+            raise ValueError(
+                "pad: constant_values must be a single number or a one-element Tensor, got "
+                f"shape {constant_values.shape}"
+            )
+        # differentiable fill value: padded positions take it, the interior takes x
+        xp = _get_backend(x.device)
+        interior = Tensor._const(xp.pad(xp.ones(x.shape, dtype=bool), pw))
+        fill = reshape(constant_values, ()).astype(x.dtype)
+        return _where(interior, _ops.Pad.apply(x, pad_width=pw, mode=mode), fill)
+    if _np.ndim(constant_values) != 0:
+        raise ValueError(
+            "pad: constant_values must be a single number (per-axis fill values are not "
+            f"supported), got {constant_values!r}"
+        )
+    return _ops.Pad.apply(x, pad_width=pw, mode=mode, constant_values=constant_values)
+
+
+def _seeds_pad_width(pad_width, ndim: int) -> tuple:
+    """The seeds' ``Tensor.pad`` forms: int; flat (l, r[, t, b, ...]) last dims first; pairs."""
+    if isinstance(pad_width, (int, _np.integer)):
+        return ((int(pad_width),) * 2,) * ndim
+    pw = tuple(pad_width)
+    if pw and all(isinstance(p, (int, _np.integer)) for p in pw):
+        if len(pw) % 2 or len(pw) // 2 > ndim:
+            raise ValueError(
+                f"pad: a flat pad_width needs an even number of entries, two per padded axis "
+                f"(last axis first) and at most {2 * ndim} for ndim {ndim}, got {pw}"
+            )
+        pairs = [(int(pw[i]), int(pw[i + 1])) for i in range(0, len(pw), 2)]
+        pairs = [(0, 0)] * (ndim - len(pairs)) + pairs[::-1]
+        return tuple(pairs)
+    return _numpy_pad_width(pw, ndim)
+
+
+# -- triangles and diagonals ----------------------------------------------------------------
+def _tri_mask(x, k, lower, op) -> Tensor:
+    if x.ndim == 0:
+        raise ValueError(f"{op}: needs a Tensor with at least 1 axis, got shape ()")
+    n, m = x.shape[-2:] if x.ndim >= 2 else (x.shape[-1], x.shape[-1])
+    xp = _get_backend(x.device)
+    mask = xp.tri(n, m, k=operator.index(k), dtype=bool)
+    return Tensor._const(mask if lower else ~mask)
+
+
+def tril(x, k=0) -> Tensor:
+    """Lower triangle of the last two axes: elements with ``col - row <= k`` kept, others 0.
+
+    As NumPy, a 1-D ``x`` of length ``n`` is treated as every row of an ``(n, n)`` matrix.
+    Gradient: the cotangent masked the same way.
+    """
+    x = _tensor(x)
+    mask = _tri_mask(x, k, True, "tril")
+    return _where(mask, x, Tensor._const(_get_backend(x.device).zeros((), x.dtype)))
+
+
+def triu(x, k=0) -> Tensor:
+    """Upper triangle of the last two axes: elements with ``col - row >= k`` kept, others 0."""
+    x = _tensor(x)
+    mask = _tri_mask(x, operator.index(k) - 1, False, "triu")
+    return _where(mask, x, Tensor._const(_get_backend(x.device).zeros((), x.dtype)))
+
+
+def diagonal(x, offset=0, axis1=0, axis2=1) -> Tensor:
+    """Diagonal ``x[..., i, i + offset]`` of the plane (``axis1``, ``axis2``) (``numpy.diagonal``).
+
+    Returns:
+        Tensor with ``axis1`` and ``axis2`` removed and the diagonal appended as the last axis
+        (length ``max(0, min(n1 - max(-offset, 0), n2 - max(offset, 0)))``). A copy, not a view.
+
+    Gradient: the cotangent written onto the diagonal of zeros.
+
+    Raises:
+        ValueError: if ``x.ndim < 2``, an axis is out of range, or ``axis1 == axis2``.
+    """
+    x = _tensor(x)
+    if x.ndim < 2:
+        raise ValueError(f"diagonal: needs a Tensor with at least 2 axes, got shape {x.shape}")
+    a1 = _check_axis(axis1, x.ndim, "diagonal", "axis1")
+    a2 = _check_axis(axis2, x.ndim, "diagonal", "axis2")
+    if a1 == a2:
+        raise ValueError(f"diagonal: axis1 and axis2 cannot be the same (both {a1})")
+    offset = operator.index(offset)
+    y = transpose(x, [a for a in range(x.ndim) if a not in (a1, a2)] + [a1, a2])
+    n1, n2 = x.shape[a1], x.shape[a2]
+    r0, c0 = max(-offset, 0), max(offset, 0)
+    n = max(0, min(n1 - r0, n2 - c0))
+    rows, cols = _np.arange(n) + r0, _np.arange(n) + c0
+    return _index(y, (Ellipsis, _Slot(0, False), _Slot(1, False)), (rows, cols))
+
+
+def trace(x, offset=0, axis1=0, axis2=1) -> Tensor:
+    """Sum along a diagonal (see :func:`diagonal`); the dtype follows NumPy's ``sum``."""
+    return _sum(diagonal(x, offset, axis1, axis2), axis=-1)
+
+
+# -- gathering ------------------------------------------------------------------------------
+def _index(x, key, arrays) -> Tensor:
+    return _ops.GetItem.apply(x, *arrays, key=key)
+
+
+def _getitem(x, idx) -> Tensor:
+    """``x[idx]`` with NumPy's basic and advanced indexing; see :class:`tapegrad.ops.GetItem`."""
+    if type(idx) is int or type(idx) is slice:  # fast path (iteration, simple slices)
+        if type(idx) is slice:
+            idx = slice(
+                None if idx.start is None else operator.index(idx.start),
+                None if idx.stop is None else operator.index(idx.stop),
+                None if idx.step is None else operator.index(idx.step),
+            )
+        return _ops.GetItem.apply(x, key=(idx,))
+    key, arrays = _split_index(idx)
+    return _ops.GetItem.apply(x, *arrays, key=key)
+
+
+def _int_indices(indices, op):
+    if isinstance(indices, (int, _np.integer)) and not isinstance(indices, bool):
+        return int(indices)
+    if isinstance(indices, Tensor):
+        if indices.dtype.kind not in "iu":
+            raise TypeError(f"{op}: indices must be integers, got dtype {indices.dtype}")
+        return indices
+    arr = _np.asarray(indices)
+    if arr.size == 0 and arr.dtype.kind == "f":
+        arr = arr.astype(_np.intp)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{op}: indices must be integers, got dtype {arr.dtype}")
+    return arr
+
+
+def _check_bounds(indices, n, axis, op):
+    """NumPy's message, naming ``op``, for concrete CPU indices out of ``[-n, n)``."""
+    if isinstance(indices, int):
+        vals = _np.asarray(indices)
+    elif isinstance(indices, Tensor):
+        if indices.device != "cpu":
+            return
+        vals = indices._array
+    elif isinstance(indices, _np.ndarray):
+        vals = indices
+    else:
+        return
+    bad = (vals >= n) | (vals < -n)
+    if bad.any():
+        first = vals[bad].reshape(-1)[0]
+        raise IndexError(f"{op}: index {int(first)} is out of bounds for axis {axis} with size {n}")
+
+
+def take(x, indices, axis=None) -> Tensor:
+    """Elements of ``x`` at ``indices`` along ``axis`` (``numpy.take`` with ``mode="raise"``).
+
+    Args:
+        x: Tensor; with ``axis=None`` it is flattened first.
+        indices: Int, integer array/list or integer Tensor (negative values count from the
+            end). Index Tensors are inputs of the tape entry, so replays use new indices.
+        axis: The axis to index.
+
+    Returns:
+        Tensor of shape ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``.
+
+    Gradient: scatter-add of the cotangent; repeated indices accumulate.
+
+    Raises:
+        IndexError: if an index is out of bounds, naming the index, axis and size.
+    """
+    x = _tensor(x)
+    if axis is None:
+        x, ax = ravel(x), 0
+    else:
+        ax = _check_axis(axis, x.ndim, "take")
+    indices = _int_indices(indices, "take")
+    _check_bounds(indices, x.shape[ax], ax, "take")
+    pre = (slice(None),) * ax
+    if isinstance(indices, int):
+        return _index(x, pre + (indices,), ())
+    return _index(x, pre + (_Slot(0, False),), (indices,))
+
+
+def take_along_axis(x, indices, axis=-1) -> Tensor:
+    """Pick ``x`` values along ``axis`` at ``indices`` (``numpy.take_along_axis``), as with
+    the output of ``argsort``/``argmax(keepdims=True)``.
+
+    Args:
+        x: Tensor of shape ``(n_0, ..., n_k, ...)``.
+        indices: Integer Tensor/array with ``x.ndim`` axes, broadcasting against ``x`` on all
+            axes but ``axis``. With ``axis=None`` ``x`` is flattened and ``indices`` is 1-D.
+        axis: The axis to pick along.
+
+    Returns:
+        Tensor of the broadcast shape of ``indices`` and ``x`` (off ``axis``).
+
+    Raises:
+        ValueError: if ``indices.ndim != x.ndim`` or the axis is out of range.
+        IndexError: if an index is out of bounds.
+    """
+    x = _tensor(x)
+    if axis is None:
+        x, ax = ravel(x), 0
+    else:
+        ax = _check_axis(axis, x.ndim, "take_along_axis")
+    indices = _int_indices(indices, "take_along_axis")
+    if isinstance(indices, int):
+        raise ValueError("take_along_axis: indices must be an array with x.ndim axes, not an int")
+    if indices.ndim != x.ndim:
+        raise ValueError(
+            f"take_along_axis: indices (shape {tuple(indices.shape)}) and x (shape {x.shape}) "
+            "must have the same number of dimensions"
+        )
+    _check_bounds(indices, x.shape[ax], ax, "take_along_axis")
+    arrays = []
+    for i, n in enumerate(x.shape):
+        if i == ax:
+            arrays.append(indices)
+        else:
+            shp = [1] * x.ndim
+            shp[i] = n
+            arrays.append(_np.arange(n).reshape(shp))
+    return _index(x, tuple(_Slot(i, False) for i in range(x.ndim)), tuple(arrays))
+
+
+def _gather(x, index=0) -> Tensor:
+    """Rows of ``x`` at ``index`` (the seeds' ``Tensor.gather``): ``take(x, index, axis=0)``.
+
+    Args:
+        index: Int (one row, the leading axis dropped) or a sequence/array/Tensor of ints.
+
+    Raises:
+        IndexError: if an index is out of bounds.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> tg.Tensor([[10.0, 20.0], [30.0, 40.0], [50.0, 60.0]]).gather([0, 2])
+        Tensor([[10., 20.],
+               [50., 60.]], dtype=float32)
+    """
+    return take(x, index, axis=0)
+
+
+# -- sliding windows ------------------------------------------------------------------------
+def sliding_window_view(x, window_shape, axis=None) -> Tensor:
+    """All windows of ``window_shape`` (``numpy.lib.stride_tricks.sliding_window_view``).
+
+    Args:
+        x: Tensor.
+        window_shape: Int or tuple: the window size along each axis of ``axis``.
+        axis: Int or tuple of axes (the same axis may repeat); ``None`` means all axes, and
+            then ``window_shape`` has one entry per axis.
+
+    Returns:
+        Read-only strided view of shape ``x.shape`` with each windowed axis of size ``n``
+        replaced by ``n - w + 1``, followed by ``window_shape``.
+
+    Gradient: one scatter-add over all windows (overlaps accumulate).
+
+    Raises:
+        ValueError: if a window is larger than its axis or the lengths differ.
+    """
+    x = _tensor(x)
+    ws = _as_shape(window_shape, "sliding_window_view")
+    if axis is None:
+        if len(ws) != x.ndim:
+            raise ValueError(
+                f"sliding_window_view: with axis=None, window_shape {ws} needs one entry per "
+                f"axis of shape {x.shape}"
+            )
+        axes = tuple(range(x.ndim))
+    else:
+        axes = (axis,) if isinstance(axis, (int, _np.integer)) else tuple(axis)
+        axes = tuple(_check_axis(a, x.ndim, "sliding_window_view") for a in axes)
+    return _ops.SlidingWindow.apply(x, window_shape=ws, axis=axes, step=(1,) * x.ndim)
+
+
+def strided_windows(x, kernel_size: int, stride: int = 1) -> Tensor:
+    """Square sliding windows over the last two axes (the seeds' ``strided_windows``).
+
+    Args:
+        x: Tensor of shape ``(..., H, W)``, typically ``(batch, channels, H, W)``.
+        kernel_size: Window side ``k``.
+        stride: Step ``s`` between window positions.
+
+    Returns:
+        Tensor of shape ``(H_out, W_out, ..., k, k)`` with ``H_out = (H - k) // s + 1`` and
+        ``W_out = (W - k) // s + 1``: a strided view, permuted.
+
+    Gradient: one scatter-add over all windows (overlapping windows accumulate).
+
+    Raises:
+        ValueError: if ``x.ndim < 2``, ``k`` exceeds ``H`` or ``W``, or ``stride < 1``.
+
+    Example:
+        >>> import numpy as np, tapegrad as tg
+        >>> tg.Tensor(np.zeros((2, 3, 10, 10))).strided_windows(kernel_size=3, stride=1).shape
+        (8, 8, 2, 3, 3, 3)
+    """
+    x = _tensor(x)
+    if x.ndim < 2:
+        raise ValueError(f"strided_windows: needs a Tensor of shape (..., H, W), got {x.shape}")
+    k, s = operator.index(kernel_size), operator.index(stride)
+    nd = x.ndim
+    w = _ops.SlidingWindow.apply(
+        x, window_shape=(k, k), axis=(nd - 2, nd - 1), step=(1,) * (nd - 2) + (s, s)
+    )
+    return transpose(w, (nd - 2, nd - 1, *range(nd - 2), nd, nd + 1))
+
+
+# -- Tensor methods -------------------------------------------------------------------------
+def _varargs(args):
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return tuple(args[0])
+    return args
 
 
 def _method_reshape(self, *shape):
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    return reshape(self, shape)
+    """``x.reshape(2, 3)`` or ``x.reshape((2, 3))``; see :func:`reshape`."""
+    return reshape(self, _varargs(shape))
 
 
-def _method_transpose(self, *axes):
+def _method_view(self, *shape):
+    """The seeds' ``view(*shape)``: same as :meth:`reshape` (a new Tensor; data is immutable,
+    so sharing is unobservable)."""
+    return reshape(self, _varargs(shape))
+
+
+def _method_flatten(self, start_dim=0, end_dim=-1):
+    """Flatten axes ``start_dim..end_dim`` (inclusive) into one; the defaults give NumPy's
+    ``flatten()`` (1-D). A 0-d Tensor becomes shape ``(1,)``."""
+    if self.ndim == 0:
+        return reshape(self, (1,))
+    s = _check_axis(start_dim, self.ndim, "flatten", "start_dim")
+    e = _check_axis(end_dim, self.ndim, "flatten", "end_dim")
+    if s > e:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    shape = self.shape
+    return reshape(self, shape[:s] + (math.prod(shape[s : e + 1]),) + shape[e + 1 :])
+
+
+def _method_transpose(self, *axes, dim0=None, dim1=None):
+    """Transpose, accepting NumPy's and the seeds' call forms.
+
+    - ``x.transpose()``: reverse all axes (NumPy; for 2-D also the seeds' default swap).
+    - ``x.transpose(a, b)`` with exactly two ints, or ``x.transpose(dim0=a, dim1=b)``: swap
+      axes ``a`` and ``b`` (the seeds' and PyTorch's form). On a 2-D Tensor this differs
+      from NumPy only for ``transpose(0, 1)``, which swaps instead of returning ``x``.
+    - ``x.transpose((i, j, k, ...))`` (one tuple/list) or ``x.transpose(i, j, k)`` with other
+      than two ints: NumPy's permutation. Use a tuple (or :meth:`permute`) for a two-axis
+      permutation.
+    """
+    if dim0 is not None or dim1 is not None:
+        if axes:
+            raise TypeError("transpose: give either axes or dim0/dim1, not both")
+        return swapaxes(self, 0 if dim0 is None else dim0, 1 if dim1 is None else dim1)
     if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-        axes = tuple(axes[0])
+        return transpose(self, tuple(axes[0]))
+    if len(axes) == 2:
+        return swapaxes(self, axes[0], axes[1])
+    if len(axes) == 1 and axes[0] is None:
+        return transpose(self)
     return transpose(self, axes or None)
+
+
+def _method_permute(self, *dims):
+    """``x.permute(1, 0, 2)`` or ``x.permute((1, 0, 2))``: NumPy's ``transpose(axes)``."""
+    return transpose(self, _varargs(dims))
+
+
+def _method_expand(self, *shape):
+    """The seeds' ``expand(*shape)``: broadcast to ``shape``; ``-1`` keeps that axis's size.
+
+    New axes may only be added at the front, and must not be -1.
+    """
+    shape = _as_shape(_varargs(shape), "expand")
+    lead = len(shape) - self.ndim
+    if lead < 0:
+        raise ValueError(
+            f"expand: target shape {shape} has fewer axes than the Tensor's shape {self.shape}"
+        )
+    if any(s == -1 for s in shape[:lead]):
+        raise ValueError(f"expand: -1 is not allowed for a new leading axis, got {shape}")
+    full = shape[:lead] + tuple(self.shape[i] if s == -1 else s for i, s in enumerate(shape[lead:]))
+    return broadcast_to(self, full)
+
+
+def _method_unsqueeze(self, dim):
+    """Insert a size-1 axis at ``dim`` (PyTorch's name for :func:`expand_dims`)."""
+    return expand_dims(self, dim)
+
+
+def _method_roll(self, shifts, dims=None):
+    """The seeds' ``roll(shifts, dims=None)``: :func:`roll` with ``axis=dims``."""
+    return roll(self, shifts, dims)
+
+
+def _method_pad(self, pad_width, mode="constant", constant_values=0):
+    """Pad with the seeds' ``pad_width`` forms.
+
+    - an int: every side of every axis;
+    - a flat tuple of ints ``(left, right)``, ``(left, right, top, bottom)``, ...: pairs for
+      the last axis first, then the one before it (PyTorch's ``F.pad`` order);
+    - a tuple of ``(before, after)`` pairs: NumPy's per-axis form.
+
+    ``mode`` and ``constant_values`` are as in :func:`tapegrad.numpy.pad`.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> tg.Tensor([[1.0, 2.0]]).pad((1, 0, 0, 1)).numpy().tolist()
+        [[0.0, 1.0, 2.0], [0.0, 0.0, 0.0]]
+    """
+    return pad(self, _seeds_pad_width(pad_width, self.ndim), mode, constant_values)
+
+
+def _method_repeat(self, repeats, axis=None):
+    """NumPy's ``ndarray.repeat`` (each element repeated; not PyTorch's ``repeat``, which is
+    :func:`tile`)."""
+    return repeat(self, repeats, axis)
 
 
 _install_methods(
     {
         "__getitem__": _getitem,
         "reshape": _method_reshape,
+        "view": _method_view,
+        "ravel": ravel,
+        "flatten": _method_flatten,
+        "squeeze": squeeze,
+        "unsqueeze": _method_unsqueeze,
         "transpose": _method_transpose,
+        "permute": _method_permute,
         "swapaxes": swapaxes,
+        "moveaxis": moveaxis,
+        "broadcast_to": broadcast_to,
+        "expand": _method_expand,
+        "repeat": _method_repeat,
+        "tile": tile,
+        "flip": flip,
+        "roll": _method_roll,
+        "pad": _method_pad,
+        "tril": tril,
+        "triu": triu,
+        "diagonal": diagonal,
+        "trace": trace,
+        "take": take,
+        "gather": _gather,
+        "strided_windows": strided_windows,
+        "stack": staticmethod(stack),
+        "cat": staticmethod(concatenate),
         "T": property(lambda self: transpose(self), doc="The transpose (axes reversed)."),
     }
 )

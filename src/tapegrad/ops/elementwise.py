@@ -1,41 +1,121 @@
-"""Elementwise primitives. Binary ops broadcast like NumPy; ``apply`` sums cotangents back over
-broadcast dimensions, so each ``backward`` returns cotangents of the broadcast shape.
+"""Elementwise primitives: arithmetic, powers, exponentials and logarithms, trigonometric and
+hyperbolic functions, special functions, activations, rounding, comparisons and logic.
 
-Python numbers given as operands stay Python numbers (NumPy's weak scalar promotion keeps the
-Tensor's dtype) and receive no cotangent.
+Rules common to every op here (each class states only what differs):
+
+- **Shapes.** Inputs broadcast like NumPy; the output has the broadcast shape. ``apply`` sums
+  each cotangent back over broadcast dimensions, so ``backward`` returns cotangents of the
+  broadcast shape. Shapes that do not broadcast raise ``ValueError`` naming the op and the
+  shapes.
+- **Dtypes.** NumPy's type promotion. Python numbers given as operands stay Python numbers (NEP
+  50 weak promotion keeps the Tensor's dtype: ``float32 Tensor * 2.0`` is float32) and receive
+  no cotangent. Transcendental functions of integer inputs are float64, as in NumPy. Only
+  floating inputs have gradients; a cotangent is cast to its input's dtype.
+- **Domain.** Outside an op's domain the forward gives NaN (inside it, at a pole, ``inf``) like
+  NumPy, but silently: forwards run under ``np.errstate`` and never warn.
+- **NaN safety.** Where a derivative is unbounded (``sqrt`` and ``log`` at 0, ``arcsin`` at
+  +-1, ``x / 0``, ...) the rule gives a zero cotangent, not ``0 * inf = NaN``, wherever the
+  incoming cotangent is zero. So ``where(x > 0, sqrt(x), 0.0)`` has gradient 0 at ``x = 0``, to
+  every order. Such a rule computes the derivative factor ``d`` (which may be ``inf`` or NaN)
+  and returns ``MulNoNan.apply(g, d)``: ``g * d``, but exactly 0 where ``g == 0`` (TensorFlow's
+  ``multiply_no_nan``). Unlike substituting the operand (``g / where(g == 0, 1, x)``) this
+  keeps the rule exact, second derivatives included, where ``g`` happens to be 0 at a regular
+  point; and its own backward is again ``MulNoNan``, so every order stays NaN-free.
+- **Kinks.** Conventions at non-differentiable points are listed in ``docs/conventions.md``
+  and stated in each class.
+
+Every ``backward`` is written with tapegrad operations (``tapegrad.numpy``) on the saved
+Tensors, so every rule here is differentiable again, to any order.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tapegrad.function import Function
+from tapegrad.tensor import Tensor
 
 __all__ = [
-    "Add",
-    "Sub",
-    "Mul",
-    "Div",
-    "Pow",
-    "Neg",
-    "Exp",
-    "Log",
-    "Sin",
-    "Cos",
-    "Tanh",
-    "AsType",
-    "StopGradient",
-    "Compare",
-    "Sqrt",
-    "Abs",
-    "Sign",
-    "Where",
-    "Maximum",
-    "Minimum",
-]
+    "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Exp", "Log", "Sin", "Cos", "Tanh",
+    "TanhGrad",
+    "AsType", "StopGradient", "Compare", "Sqrt", "Abs", "Sign", "Where", "Maximum", "Minimum",
+    "Square", "Reciprocal", "Expm1", "Log1p", "Log2", "Log10", "Tan", "Arcsin", "Arccos",
+    "Arctan", "Arctan2", "Sinh", "Cosh", "Arcsinh", "Arccosh", "Arctanh", "Clip", "Floor",
+    "Ceil", "Round", "Erf", "Erfc", "Logaddexp", "Hypot", "Sigmoid", "Softplus", "Relu", "Gelu",
+    "MulNoNan", "LogicalAnd", "LogicalOr", "LogicalXor", "LogicalNot", "IsFinite", "IsNan", "IsInf",
+]  # fmt: skip
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_GELU_C = math.sqrt(2.0 / math.pi)
+_GELU_A = 0.044715
 
 
+def _tnp():
+    # ops sit below tapegrad.numpy (imports point down); backward rules reach it lazily.
+    from tapegrad import numpy as tnp
+
+    return tnp
+
+
+def _quiet():
+    """Silence NumPy's floating-point warnings: out-of-domain inputs give NaN/inf, as decided."""
+    return np.errstate(divide="ignore", invalid="ignore", over="ignore")
+
+
+def _special(xp):
+    """``scipy.special`` for NumPy arrays, ``cupyx.scipy.special`` for CuPy arrays."""
+    if xp is np:
+        import scipy.special
+
+        return scipy.special
+    import cupyx.scipy.special  # pragma: no cover - GPU only
+
+    return cupyx.scipy.special  # pragma: no cover - GPU only
+
+
+class MulNoNan(Function):
+    """``a * b``, but exactly 0 wherever ``a == 0``, even where ``b`` is ``inf`` or NaN.
+
+    The building block of NaN-safe backward rules: ``MulNoNan.apply(g, d)`` multiplies a
+    cotangent ``g`` by a derivative factor ``d`` that may be unbounded where ``g`` is zero (as
+    TensorFlow's ``multiply_no_nan``). Derivatives: ``b`` (0 where the incoming cotangent is
+    0) and ``a`` (exactly 0 where ``a == 0``, however large the cotangent: the output does not
+    depend on ``b`` there), each applied with ``MulNoNan`` again, so every order stays NaN-free.
+    """
+
+    oper = "mul_no_nan"
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        with _quiet():
+            out = a * b
+        return ctx.backend.where(a == 0, 0, out)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        ga = MulNoNan.apply(g, b) if na else None
+        gb = MulNoNan.apply(a, g) if nb else None
+        return ga, gb
+
+
+def _nonan(g, d):
+    """``g * d``, 0 where ``g == 0`` (see :class:`MulNoNan`)."""
+    return MulNoNan.apply(g, d)
+
+
+# -- arithmetic -------------------------------------------------------------------------------
 class Add(Function):
+    """``x + y``. Derivatives: 1 and 1."""
+
     oper = "add"
 
     @staticmethod
@@ -48,6 +128,8 @@ class Add(Function):
 
 
 class Sub(Function):
+    """``x - y``. Derivatives: 1 and -1."""
+
     oper = "sub"
 
     @staticmethod
@@ -60,6 +142,8 @@ class Sub(Function):
 
 
 class Mul(Function):
+    """``x * y``. Derivatives: ``y`` and ``x``."""
+
     oper = "mul"
 
     @staticmethod
@@ -75,46 +159,90 @@ class Mul(Function):
 
 
 class Div(Function):
-    """``x / y``. d/dx = 1/y; d/dy = -x/y**2, computed as ``-(g / y) * (x / y)``."""
+    """True division ``x / y``.
+
+    Derivatives: ``1 / y`` and ``-x / y**2`` (computed as ``-(x / y) / y``, which does not
+    overflow for large ``y``). Integer inputs give float64 (NumPy's true division).
+    Domain: ``y != 0``; ``x / 0`` is ``+-inf`` or NaN without a warning. NaN-safe: where the
+    cotangent is 0 both cotangents are 0, also at ``y = 0``.
+    """
 
     oper = "div"
 
     @staticmethod
     def forward(ctx, x, y):
         ctx.save_for_backward(x, y)
-        return x / y
+        with _quiet():
+            return x / y
 
     @staticmethod
     def backward(ctx, g):
         x, y = ctx.saved_tensors
         nx, ny = ctx.needs_input_grad
-        gx = g / y if (nx or ny) else None
-        gy = -gx * (x / y) if ny else None
-        return (gx if nx else None), gy
+        if isinstance(y, (int, float)):
+            if y != 0:
+                return g * (1.0 / y), None
+            y = _tnp().asarray(np.asarray(y, dtype=g.dtype))
+        gx = _nonan(g, 1.0 / y) if nx else None
+        gy = _nonan(g, -(x / y) / y) if ny else None
+        return gx, gy
 
 
 class Pow(Function):
-    """``x ** p``. d/dx = p x**(p-1); d/dp = log(x) x**p (needs x > 0 where used)."""
+    """``x ** p`` with a Tensor or Python-number exponent.
+
+    Derivatives: ``d/dx = p x**(p-1)`` and ``d/dp = log(x) x**p``.
+
+    Conventions: ``d/dx`` is 0 where ``p == 0`` (``x**0 = 1`` is constant, even at ``x = 0``,
+    as PyTorch). ``d/dp`` is 0 at ``x = 0``, to every order (``0**p`` is constant in ``p > 0``;
+    for ``p <= 0`` this follows JAX), and NaN for ``x < 0`` (the real power is not
+    differentiable in ``p`` there). NaN-safe where the derivative is infinite or NaN (``x = 0``
+    with ``p < 1``, ``x < 0`` with non-integer ``p``, ``d/dp`` at ``x <= 0``): a zero cotangent
+    gives a zero gradient.
+
+    Dtypes: NumPy's (``float32 ** 2`` is float32; integers to negative integer powers raise
+    ``ValueError`` as in NumPy). Domain: ``x ** p`` for ``x < 0`` and non-integer ``p`` is NaN.
+    """
 
     oper = "pow"
 
     @staticmethod
     def forward(ctx, x, p):
-        ctx.save_for_backward(x, p)
-        return x**p
+        with _quiet():
+            out = x**p
+        ctx.save_for_backward(x, p, out)
+        return out
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
-        x, p = ctx.saved_tensors
+        tnp = _tnp()
+        x, p, out = ctx.saved_tensors
         nx, np_ = ctx.needs_input_grad
-        gx = g * p * x ** (p - 1) if nx else None
-        gp = g * tnp.log(x) * x**p if np_ else None
+        gx = gp = None
+        if nx:
+            if isinstance(p, Tensor):
+                gx = _nonan(g * p, x ** (p - 1))
+            elif p == 0:
+                gx = None
+            elif p == 1:
+                gx = g
+            elif p == 2:
+                gx = g * (2 * x)
+            elif p > 1 and float(p).is_integer():
+                gx = g * (p * x ** (p - 1))
+            else:
+                gx = _nonan(g, p * x ** (p - 1))
+        if np_:
+            if not isinstance(x, Tensor):
+                x = tnp.asarray(np.asarray(x, dtype=out.dtype))
+            # log(1) = 0 where x == 0 (JAX's convention); MulNoNan(0, out) is 0 even for out = inf
+            gp = _nonan(g, _nonan(tnp.log(tnp.where(x == 0, 1.0, x)), out))
         return gx, gp
 
 
 class Neg(Function):
+    """``-x``. Derivative: -1."""
+
     oper = "neg"
 
     @staticmethod
@@ -126,12 +254,55 @@ class Neg(Function):
         return -g
 
 
+class Square(Function):
+    """``x * x``. Derivative: ``2 x``. Integer inputs stay integer (NumPy's ``square``)."""
+
+    oper = "square"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with _quiet():
+            return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (2 * x)
+
+
+class Reciprocal(Function):
+    """``1 / x``. Derivative: ``-1 / x**2``.
+
+    Dtypes: NumPy's ``reciprocal`` (integer inputs stay integer and truncate, so
+    ``reciprocal(2) == 0``; use ``1.0 / x`` for a float result). Domain: ``x != 0``;
+    ``1 / 0 = inf``. NaN-safe at 0.
+    """
+
+    oper = "reciprocal"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with _quiet():
+            return ctx.backend.reciprocal(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _nonan(g, -1.0 / (x * x))
+
+
+# -- exponentials and logarithms --------------------------------------------------------------
 class Exp(Function):
+    """``e**x``. Derivative: ``e**x`` (the output). Overflows to ``inf`` without a warning."""
+
     oper = "exp"
 
     @staticmethod
     def forward(ctx, x):
-        out = ctx.backend.exp(x)
+        with _quiet():
+            out = ctx.backend.exp(x)
         ctx.save_for_backward(out)
         return out
 
@@ -141,53 +312,317 @@ class Exp(Function):
         return g * out
 
 
+class Expm1(Function):
+    """``exp(x) - 1``, accurate for small ``|x|``.
+
+    Derivative: ``exp(x)`` (recomputed from ``x``, not as ``out + 1``, which loses all
+    relative precision for large negative ``x``). Overflows to ``inf`` without a warning.
+    """
+
+    oper = "expm1"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with _quiet():
+            return ctx.backend.expm1(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * _tnp().exp(x)
+
+
 class Log(Function):
+    """Natural logarithm. Derivative: ``1 / x``. Domain ``x > 0``: ``log(0) = -inf``,
+    ``log(x < 0) = NaN``. NaN-safe at 0."""
+
     oper = "log"
 
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return ctx.backend.log(x)
+        with _quiet():
+            return ctx.backend.log(x)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g / x
+        return _nonan(g, 1.0 / x)
 
 
+class Log1p(Function):
+    """``log(1 + x)``, accurate for small ``|x|``. Derivative: ``1 / (1 + x)``.
+    Domain ``x > -1`` (``-inf`` at -1, NaN below). NaN-safe at -1."""
+
+    oper = "log1p"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with _quiet():
+            return ctx.backend.log1p(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _nonan(g, 1.0 / (1 + x))
+
+
+class Log2(Function):
+    """Base-2 logarithm. Derivative: ``1 / (x ln 2)``. Domain ``x > 0``. NaN-safe at 0."""
+
+    oper = "log2"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with _quiet():
+            return ctx.backend.log2(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _nonan(g, 1.0 / (x * _LN2))
+
+
+class Log10(Function):
+    """Base-10 logarithm. Derivative: ``1 / (x ln 10)``. Domain ``x > 0``. NaN-safe at 0."""
+
+    oper = "log10"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with _quiet():
+            return ctx.backend.log10(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _nonan(g, 1.0 / (x * _LN10))
+
+
+class Logaddexp(Function):
+    """``log(exp(x) + exp(y))`` without overflow: ``max(x, y) + log1p(exp(-|x - y|))``.
+
+    Derivatives: ``sigmoid(x - y)`` and ``sigmoid(y - x)`` (each in [0, 1], finite for any
+    finite inputs). Convention: where ``x == y == +-inf`` (``x - y`` is NaN) each gets 1/2.
+    """
+
+    oper = "logaddexp"
+
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        with _quiet():
+            return ctx.backend.logaddexp(x, y)
+
+    @staticmethod
+    def backward(ctx, g):
+        tnp = _tnp()
+        x, y = ctx.saved_tensors
+        nx, ny = ctx.needs_input_grad
+        tie = tnp.logical_and(tnp.equal(x, y), tnp.isinf(x))  # inf - inf would be NaN
+        d = tnp.where(tie, 0.0, x) - tnp.where(tie, 0.0, y)
+        gx = g * Sigmoid.apply(d) if nx else None
+        gy = g * Sigmoid.apply(-d) if ny else None
+        return gx, gy
+
+
+# -- trigonometric and hyperbolic ---------------------------------------------------------------
 class Sin(Function):
+    """Sine (radians). Derivative: ``cos(x)``."""
+
     oper = "sin"
 
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return ctx.backend.sin(x)
+        with _quiet():
+            return ctx.backend.sin(x)
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
         (x,) = ctx.saved_tensors
-        return g * tnp.cos(x)
+        return g * _tnp().cos(x)
 
 
 class Cos(Function):
+    """Cosine (radians). Derivative: ``-sin(x)``."""
+
     oper = "cos"
 
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return ctx.backend.cos(x)
+        with _quiet():
+            return ctx.backend.cos(x)
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
         (x,) = ctx.saved_tensors
-        return -g * tnp.sin(x)
+        return -g * _tnp().sin(x)
+
+
+class Tan(Function):
+    """Tangent (radians). Derivative: ``1 + tan(x)**2``; poles at ``pi/2 + k pi``."""
+
+    oper = "tan"
+
+    @staticmethod
+    def forward(ctx, x):
+        with _quiet():
+            out = ctx.backend.tan(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return g * (1 + out * out)
+
+
+class Arcsin(Function):
+    """Inverse sine, in radians in [-pi/2, pi/2]. Derivative: ``1 / sqrt((1 - x)(1 + x))``.
+    Domain ``[-1, 1]`` (NaN outside); the derivative is infinite at +-1, NaN-safe there."""
+
+    oper = "arcsin"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with _quiet():
+            return ctx.backend.arcsin(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _nonan(g, 1.0 / _tnp().sqrt((1 - x) * (1 + x)))
+
+
+class Arccos(Function):
+    """Inverse cosine, in radians in [0, pi]. Derivative: ``-1 / sqrt((1 - x)(1 + x))``.
+    Domain ``[-1, 1]`` (NaN outside); the derivative is infinite at +-1, NaN-safe there."""
+
+    oper = "arccos"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with _quiet():
+            return ctx.backend.arccos(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _nonan(g, -1.0 / _tnp().sqrt((1 - x) * (1 + x)))
+
+
+class Arctan(Function):
+    """Inverse tangent, in radians in (-pi/2, pi/2). Derivative: ``1 / (1 + x**2)``."""
+
+    oper = "arctan"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.backend.arctan(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g / (1 + x * x)
+
+
+class Arctan2(Function):
+    """``arctan2(x1, x2)``: the angle of the point ``(x2, x1)``, in radians in [-pi, pi].
+
+    Derivatives: ``x2 / (x1**2 + x2**2)`` and ``-x1 / (x1**2 + x2**2)``. Convention at the
+    origin (no derivative): both 0, never NaN.
+    """
+
+    oper = "arctan2"
+
+    @staticmethod
+    def forward(ctx, x1, x2):
+        ctx.save_for_backward(x1, x2)
+        return ctx.backend.arctan2(x1, x2)
+
+    @staticmethod
+    def backward(ctx, g):
+        tnp = _tnp()
+        x1, x2 = ctx.saved_tensors
+        n1, n2 = ctx.needs_input_grad
+        r2 = x1 * x1 + x2 * x2
+        r2 = tnp.where(r2 == 0, 1.0, r2)
+        g1 = g * x2 / r2 if n1 else None
+        g2 = -g * x1 / r2 if n2 else None
+        return g1, g2
+
+
+class Hypot(Function):
+    """``sqrt(x**2 + y**2)`` without overflow or underflow.
+
+    Derivatives: ``x / hypot`` and ``y / hypot``. Convention at the origin (a kink, like
+    ``abs`` at 0): both 0, never NaN.
+    """
+
+    oper = "hypot"
+
+    @staticmethod
+    def forward(ctx, x, y):
+        out = ctx.backend.hypot(x, y)
+        ctx.save_for_backward(x, y, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y, out = ctx.saved_tensors
+        nx, ny = ctx.needs_input_grad
+        r = _tnp().where(out == 0, 1.0, out)
+        gx = g * x / r if nx else None
+        gy = g * y / r if ny else None
+        return gx, gy
+
+
+class Sinh(Function):
+    """Hyperbolic sine. Derivative: ``cosh(x)``. Overflows to ``+-inf`` without a warning."""
+
+    oper = "sinh"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with _quiet():
+            return ctx.backend.sinh(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * _tnp().cosh(x)
+
+
+class Cosh(Function):
+    """Hyperbolic cosine. Derivative: ``sinh(x)``. Overflows to ``inf`` without a warning."""
+
+    oper = "cosh"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with _quiet():
+            return ctx.backend.cosh(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * _tnp().sinh(x)
 
 
 class Tanh(Function):
+    """Hyperbolic tangent. Derivative: ``1 - tanh(x)**2`` (from the output)."""
+
     oper = "tanh"
 
     @staticmethod
@@ -199,9 +634,423 @@ class Tanh(Function):
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
-        return g * (1 - out * out)
+        return TanhGrad.apply(g, out)
 
 
+class TanhGrad(Function):
+    """``g * (1 - y**2)``: the backward of :class:`Tanh` given its output ``y``, fused into one
+    primitive (one pass over memory instead of three ops). Its own backward, written with
+    tapegrad ops, keeps every order exact: d/dg = ``1 - y**2``, d/dy = ``-2 g y``.
+    """
+
+    oper = "tanh_grad"
+
+    @staticmethod
+    def forward(ctx, g, y):
+        ctx.save_for_backward(g, y)
+        return g * (1 - y * y)
+
+    @staticmethod
+    def backward(ctx, h):
+        g, y = ctx.saved_tensors
+        ng, ny = ctx.needs_input_grad
+        return (TanhGrad.apply(h, y) if ng else None), (-2 * h * g * y if ny else None)
+
+
+class Arcsinh(Function):
+    """Inverse hyperbolic sine. Derivative: ``1 / sqrt(x**2 + 1)``, computed as
+    ``1 / hypot(x, 1)`` so it does not overflow for large ``|x|``."""
+
+    oper = "arcsinh"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.backend.arcsinh(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g / Hypot.apply(x, 1.0)
+
+
+class Arccosh(Function):
+    """Inverse hyperbolic cosine. Derivative: ``1 / sqrt((x - 1)(x + 1))``. Domain ``x >= 1``
+    (NaN below); the derivative is infinite at 1, NaN-safe there."""
+
+    oper = "arccosh"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with _quiet():
+            return ctx.backend.arccosh(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _nonan(g, 1.0 / _tnp().sqrt((x - 1) * (x + 1)))
+
+
+class Arctanh(Function):
+    """Inverse hyperbolic tangent. Derivative: ``1 / ((1 - x)(1 + x))``. Domain ``(-1, 1)``
+    (``+-inf`` at +-1, NaN outside); NaN-safe at +-1."""
+
+    oper = "arctanh"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        with _quiet():
+            return ctx.backend.arctanh(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _nonan(g, 1.0 / ((1 - x) * (1 + x)))
+
+
+# -- roots, absolute value, sign ----------------------------------------------------------------
+class Sqrt(Function):
+    """Square root. Derivative: ``1 / (2 sqrt(x))``. Domain ``x >= 0`` (NaN below).
+
+    Convention at 0: the derivative is ``+inf`` (as PyTorch and JAX), but a zero cotangent
+    gives a zero gradient there (never NaN), so ``where(x > 0, sqrt(x), 0.0)`` is finite.
+    """
+
+    oper = "sqrt"
+
+    @staticmethod
+    def forward(ctx, x):
+        with _quiet():
+            out = ctx.backend.sqrt(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return _nonan(g, 0.5 / out)
+
+
+class Abs(Function):
+    """``|x|``. Derivative: ``sign(x)``; convention at 0: 0, consistent with ``sign(0) = 0``
+    (as PyTorch; JAX's ``abs`` gives 1 there)."""
+
+    oper = "abs"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.backend.abs(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * _tnp().sign(x)
+
+
+class Sign(Function):
+    """``sign(x)`` in {-1, 0, 1} (NaN for NaN); zero gradient everywhere (also at 0)."""
+
+    oper = "sign"
+
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.backend.sign(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return None
+
+
+# -- piecewise: where, maximum, minimum, clip, rounding --------------------------------------
+class Where(Function):
+    """``where(cond, x, y)``: ``x`` where ``cond`` is true, else ``y`` (broadcasting).
+
+    The cotangent goes to ``x`` where ``cond`` holds and to ``y`` elsewhere; ``cond`` (boolean)
+    gets none.
+    """
+
+    oper = "where"
+
+    @staticmethod
+    def forward(ctx, cond, x, y):
+        ctx.save_for_backward(cond)
+        return ctx.backend.where(cond, x, y)
+
+    @staticmethod
+    def backward(ctx, g):
+        tnp = _tnp()
+        (cond,) = ctx.saved_tensors
+        _, nx, ny = ctx.needs_input_grad
+        gx = tnp.where(cond, g, 0.0) if nx else None
+        gy = tnp.where(cond, 0.0, g) if ny else None
+        return None, gx, gy
+
+
+class Maximum(Function):
+    """Elementwise ``maximum(x, y)`` (NaN propagates). Convention at ties ``x == y``: the
+    gradient is split equally, half to each (as the seeds document)."""
+
+    oper = "maximum"
+
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return ctx.backend.maximum(x, y)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _minmax_backward(ctx, g, greater=True)
+
+
+class Minimum(Function):
+    """Elementwise ``minimum(x, y)`` (NaN propagates). Convention at ties: split equally."""
+
+    oper = "minimum"
+
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return ctx.backend.minimum(x, y)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _minmax_backward(ctx, g, greater=False)
+
+
+def _minmax_backward(ctx, g, greater: bool):
+    tnp = _tnp()
+    x, y = ctx.saved_tensors
+    nx, ny = ctx.needs_input_grad
+    win = (x > y) if greater else (x < y)
+    half = tnp.where(x == y, g * 0.5, 0.0)  # keeps g's dtype (0.0 is a weak Python scalar)
+    gx = tnp.where(win, g, half) if nx else None
+    gy = tnp.where(win, 0.0, tnp.where(x == y, half, g)) if ny else None
+    return gx, gy
+
+
+class Clip(Function):
+    """``clip(x, a_min, a_max) = minimum(maximum(x, a_min), a_max)``; a bound may be ``None``.
+
+    Derivatives: 1 to ``x`` where ``a_min <= x <= a_max``, 1 to ``a_min`` where ``x < a_min``,
+    1 to ``a_max`` where the result is ``a_max`` and ``x > a_max`` (or ``a_min > a_max``).
+    Convention at the boundary ``x == a_min`` or ``x == a_max``: the whole gradient goes to
+    ``x``, as PyTorch's ``clamp`` (pytorch/pytorch#7049) and TensorFlow's ``clip_by_value``:
+    the bounds are inclusive, so a value exactly at a bound is treated as inside. With
+    ``a_min > a_max`` the result is ``a_max`` everywhere (NumPy) and the gradient goes to
+    ``a_max``.
+    """
+
+    oper = "clip"
+
+    @staticmethod
+    def forward(ctx, x, a_min, a_max):
+        ctx.save_for_backward(x, a_min, a_max)
+        return ctx.backend.clip(x, a_min, a_max)
+
+    @staticmethod
+    def backward(ctx, g):
+        tnp = _tnp()
+        x, lo, hi = ctx.saved_tensors
+        nx, nlo, nhi = ctx.needs_input_grad
+        below = None if lo is None else tnp.less(x, lo)
+        above = None
+        if hi is not None:
+            above = tnp.greater(x if lo is None else tnp.where(below, lo, x), hi)
+            if below is not None:
+                below = tnp.logical_and(below, tnp.logical_not(above))
+        out_x = below if above is None else (above if below is None else None)
+        if above is not None and below is not None:
+            out_x = tnp.logical_or(below, above)
+        gx = None
+        if nx:
+            gx = g if out_x is None else tnp.where(out_x, 0.0, g)
+        glo = tnp.where(below, g, 0.0) if nlo else None
+        ghi = tnp.where(above, g, 0.0) if nhi else None
+        return gx, glo, ghi
+
+
+class Floor(Function):
+    """Largest integer ``<= x`` (dtype kept). Zero gradient everywhere (also at the jumps)."""
+
+    oper = "floor"
+
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.backend.floor(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return None
+
+
+class Ceil(Function):
+    """Smallest integer ``>= x`` (dtype kept). Zero gradient everywhere (also at the jumps)."""
+
+    oper = "ceil"
+
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.backend.ceil(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return None
+
+
+class Round(Function):
+    """Round to ``decimals`` decimals, halves to even (NumPy's ``round``); dtype kept.
+    Zero gradient everywhere (also at the jumps)."""
+
+    oper = "round"
+
+    @staticmethod
+    def forward(ctx, x, decimals=0):
+        return ctx.backend.round(x, decimals)
+
+    @staticmethod
+    def backward(ctx, g):
+        return None
+
+
+# -- special functions and activations --------------------------------------------------------
+class Erf(Function):
+    """Error function ``erf(x) = 2/sqrt(pi) int_0^x exp(-t**2) dt`` (``scipy.special.erf``).
+
+    Derivative: ``2/sqrt(pi) exp(-x**2)``. Float32 stays float32; integers give float64.
+    """
+
+    oper = "erf"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _special(ctx.backend).erf(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (_TWO_OVER_SQRT_PI * _tnp().exp(-(x * x)))
+
+
+class Erfc(Function):
+    """Complementary error function ``1 - erf(x)``, accurate where ``erf(x)`` is near 1
+    (``scipy.special.erfc``). Derivative: ``-2/sqrt(pi) exp(-x**2)``."""
+
+    oper = "erfc"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _special(ctx.backend).erfc(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (-_TWO_OVER_SQRT_PI * _tnp().exp(-(x * x)))
+
+
+class Sigmoid(Function):
+    """Logistic sigmoid ``1 / (1 + exp(-x))``, stable for any ``x``.
+
+    Forward: ``1 / (1 + e)`` for ``x >= 0`` and ``e / (1 + e)`` for ``x < 0``, with
+    ``e = exp(-|x|) <= 1``: never overflows, and keeps full relative precision in both tails.
+    Derivative: ``sigmoid(x) sigmoid(-x)`` (accurate also where ``1 - sigmoid(x)`` would
+    round to 0).
+    """
+
+    oper = "sigmoid"
+
+    @staticmethod
+    def forward(ctx, x):
+        xp = ctx.backend
+        e = xp.exp(-xp.abs(x))
+        out = xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        return g * (out * Sigmoid.apply(-x))
+
+
+class Softplus(Function):
+    """``log(1 + exp(x))``, stable for any ``x``: computed as ``logaddexp(x, 0)``
+    (``max(x, 0) + log1p(exp(-|x|))``), so it equals ``x`` for large ``x`` and ``exp(x)`` (to
+    full relative precision) for very negative ``x``. Derivative: ``sigmoid(x)``."""
+
+    oper = "softplus"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.backend.logaddexp(x, 0)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * Sigmoid.apply(x)
+
+
+class Relu(Function):
+    """``max(x, 0)``; dtype kept. Derivative: 1 for ``x > 0``, else 0; convention at 0: 0
+    (as PyTorch and JAX)."""
+
+    oper = "relu"
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return ctx.backend.maximum(x, 0)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _tnp().where(x > 0, g, 0.0)
+
+
+class Gelu(Function):
+    """Gaussian error linear unit (Hendrycks and Gimpel, 2016, arXiv:1606.08415).
+
+    ``approximate="none"``: ``x Phi(x)`` with ``Phi`` the standard normal CDF
+    (``scipy.special.ndtr``); derivative ``Phi(x) + x phi(x)``, ``Phi(x) = erfc(-x/sqrt2)/2``,
+    ``phi(x) = exp(-x**2/2)/sqrt(2 pi)``.
+
+    ``approximate="tanh"``: ``0.5 x (1 + tanh(u))``, ``u = sqrt(2/pi) (x + 0.044715 x**3)``;
+    derivative ``0.5 (1 + t) + 0.5 x (1 - t**2) sqrt(2/pi) (1 + 3 * 0.044715 x**2)``,
+    ``t = tanh(u)``.
+    """
+
+    oper = "gelu"
+
+    @staticmethod
+    def forward(ctx, x, approximate="none"):
+        xp = ctx.backend
+        ctx.save_for_backward(x)
+        ctx.approximate = approximate
+        with _quiet():
+            if approximate == "tanh":
+                return 0.5 * x * (1 + xp.tanh(_GELU_C * (x + _GELU_A * (x * x * x))))
+            return x * _special(xp).ndtr(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        tnp = _tnp()
+        (x,) = ctx.saved_tensors
+        if ctx.approximate == "tanh":
+            x2 = x * x
+            t = tnp.tanh(_GELU_C * (x + _GELU_A * (x2 * x)))
+            d = 0.5 * (1 + t) + (0.5 * _GELU_C) * x * (1 - t * t) * (1 + (3 * _GELU_A) * x2)
+        else:
+            cdf = 0.5 * Erfc.apply(-_INV_SQRT2 * x)
+            d = cdf + x * (_INV_SQRT_2PI * tnp.exp(-0.5 * (x * x)))
+        return g * d
+
+
+# -- casts and gradient control ---------------------------------------------------------------
 class AsType(Function):
     """Cast to ``dtype``; the cotangent is cast back (``apply`` casts it to the input dtype)."""
 
@@ -238,6 +1087,7 @@ class StopGradient(Function):
         return None
 
 
+# -- comparisons and logic: boolean results, no gradient -------------------------------------
 class Compare(Function):
     """Elementwise comparison ``op`` in {eq, ne, lt, le, gt, ge}; boolean output, no gradient."""
 
@@ -264,123 +1114,78 @@ _COMPARE = {
 }
 
 
-class Sqrt(Function):
-    """``sqrt(x)``. d/dx = 1 / (2 sqrt(x)); at ``x = 0`` the derivative is infinite, and a zero
-    cotangent gives a zero gradient there (never NaN)."""
+class LogicalAnd(Function):
+    """Truth-value ``x and y`` elementwise (nonzero is true); boolean, no gradient."""
 
-    oper = "sqrt"
-
-    @staticmethod
-    def forward(ctx, x):
-        out = ctx.backend.sqrt(x)
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
-        (out,) = ctx.saved_tensors
-        safe = tnp.where(g == 0, 1.0, out)
-        return tnp.where(g == 0, 0.0, g / (2 * safe))
-
-
-class Abs(Function):
-    """``|x|``. d/dx = sign(x); convention at 0: 0 (as NumPy's sign, PyTorch and JAX)."""
-
-    oper = "abs"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.backend.abs(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
-        (x,) = ctx.saved_tensors
-        return g * tnp.sign(x)
-
-
-class Sign(Function):
-    """``sign(x)`` in {-1, 0, 1}; zero gradient everywhere."""
-
-    oper = "sign"
-
-    @staticmethod
-    def forward(ctx, x):
-        return ctx.backend.sign(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        return None
-
-
-class Where(Function):
-    """``where(cond, x, y)``: ``x`` where ``cond`` is true, else ``y`` (broadcasting).
-
-    The cotangent goes to ``x`` where ``cond`` holds and to ``y`` elsewhere; ``cond`` (boolean)
-    gets none.
-    """
-
-    oper = "where"
-
-    @staticmethod
-    def forward(ctx, cond, x, y):
-        ctx.save_for_backward(cond)
-        return ctx.backend.where(cond, x, y)
-
-    @staticmethod
-    def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
-        (cond,) = ctx.saved_tensors
-        _, nx, ny = ctx.needs_input_grad
-        gx = tnp.where(cond, g, 0.0) if nx else None
-        gy = tnp.where(cond, 0.0, g) if ny else None
-        return None, gx, gy
-
-
-class Maximum(Function):
-    """Elementwise ``maximum(x, y)``. Ties split the gradient equally (half to each), as the
-    seeds document."""
-
-    oper = "maximum"
+    oper = "logical_and"
+    differentiable = False
 
     @staticmethod
     def forward(ctx, x, y):
-        ctx.save_for_backward(x, y)
-        return ctx.backend.maximum(x, y)
-
-    @staticmethod
-    def backward(ctx, g):
-        return _minmax_backward(ctx, g, greater=True)
+        return ctx.backend.logical_and(x, y)
 
 
-class Minimum(Function):
-    """Elementwise ``minimum(x, y)``. Ties split the gradient equally (half to each)."""
+class LogicalOr(Function):
+    """Truth-value ``x or y`` elementwise (nonzero is true); boolean, no gradient."""
 
-    oper = "minimum"
+    oper = "logical_or"
+    differentiable = False
 
     @staticmethod
     def forward(ctx, x, y):
-        ctx.save_for_backward(x, y)
-        return ctx.backend.minimum(x, y)
+        return ctx.backend.logical_or(x, y)
+
+
+class LogicalXor(Function):
+    """Truth-value ``x != y`` elementwise (nonzero is true); boolean, no gradient."""
+
+    oper = "logical_xor"
+    differentiable = False
 
     @staticmethod
-    def backward(ctx, g):
-        return _minmax_backward(ctx, g, greater=False)
+    def forward(ctx, x, y):
+        return ctx.backend.logical_xor(x, y)
 
 
-def _minmax_backward(ctx, g, greater: bool):
-    from tapegrad import numpy as tnp
+class LogicalNot(Function):
+    """Truth-value ``not x`` elementwise (nonzero is true); boolean, no gradient."""
 
-    x, y = ctx.saved_tensors
-    nx, ny = ctx.needs_input_grad
-    win = (x > y) if greater else (x < y)
-    tie = x == y
-    wx = tnp.where(win, 1.0, tnp.where(tie, 0.5, 0.0))
-    gx = g * wx if nx else None
-    gy = g * (1.0 - wx) if ny else None
-    return gx, gy
+    oper = "logical_not"
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.backend.logical_not(x)
+
+
+class IsFinite(Function):
+    """True where ``x`` is neither infinite nor NaN; boolean, no gradient."""
+
+    oper = "isfinite"
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.backend.isfinite(x)
+
+
+class IsNan(Function):
+    """True where ``x`` is NaN; boolean, no gradient."""
+
+    oper = "isnan"
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.backend.isnan(x)
+
+
+class IsInf(Function):
+    """True where ``x`` is ``+inf`` or ``-inf``; boolean, no gradient."""
+
+    oper = "isinf"
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.backend.isinf(x)

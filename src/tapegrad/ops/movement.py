@@ -1,12 +1,52 @@
-"""Shape and indexing primitives: reshape, transpose, broadcast_to, getitem and its scatter."""
+"""Shape and indexing primitives: data movement with no arithmetic on values.
+
+Every op here is linear in its differentiable input, so each ``backward`` is the transpose of
+``forward`` written with these same primitives (reshape back, permute back, split what was
+concatenated, scatter-add what was gathered). The pairs are:
+
+=================  ===========================================================
+forward            backward
+=================  ===========================================================
+Reshape            Reshape to the input shape
+Transpose          Transpose by the inverse permutation
+BroadcastTo        (``apply`` sums the cotangent back over broadcast axes)
+GetItem            ScatterAdd into zeros (repeated indices accumulate)
+ScatterAdd         GetItem
+Concatenate        Split at the input boundaries
+Split              Concatenate (or a sum of scatters when pieces overlap)
+Flip               Flip
+Roll               Roll by the negated shift
+Pad                slice (constant) or ScatterAdd through the pad's index map (edge, reflect)
+SlidingWindow      WindowScatterAdd: every window added back (no loop over elements)
+WindowScatterAdd   SlidingWindow
+ScatterAddInto     cotangent (x); cotangent gathered at the index (v)
+ScatterSet         cotangent zeroed at the index (x); gathered cotangent of the winners (v)
+ScatterMul         cotangent times the scattered product (x); product of the others (v)
+ScatterMinMax      cotangent to the selected operand(s), ties split equally
+DuplicatePairs     none (integer output)
+ToDevice           ToDevice back
+=================  ===========================================================
+
+The ``ScatterAddInto``/``ScatterSet``/``ScatterMul``/``ScatterMinMax`` ops implement the
+functional ``x.at[idx]`` updates of :mod:`tapegrad.at`.
+
+Indexing ops take the index as a static *key* (slices, ints, ``None``, ``Ellipsis`` and
+:class:`IndexSlot` placeholders) plus the index arrays as positional inputs, so index Tensors
+computed inside a traced function (labels, argmax results) are inputs of the tape entry and a
+replay on new inputs uses the new indices. :func:`split_index` makes the pair from a NumPy-style
+index.
+"""
 
 from __future__ import annotations
 
 import math
+import operator
+from typing import NamedTuple
 
 import numpy as np
 
 from tapegrad.function import Function
+from tapegrad.tensor import Tensor
 
 __all__ = [
     "ToDevice",
@@ -15,37 +55,229 @@ __all__ = [
     "BroadcastTo",
     "GetItem",
     "ScatterAdd",
+    "ScatterAddInto",
+    "ScatterSet",
+    "ScatterMul",
+    "ScatterMinMax",
+    "DuplicatePairs",
+    "Concatenate",
+    "Split",
+    "Flip",
+    "Roll",
+    "Pad",
+    "SlidingWindow",
+    "WindowScatterAdd",
+    "IndexSlot",
+    "split_index",
     "resolve_shape",
+    "check_axis",
+    "check_axes",
 ]
 
 
-def resolve_shape(shape, size: int, op: str = "reshape") -> tuple:
+# -- helpers ---------------------------------------------------------------------------------
+def check_axis(axis, ndim: int, op: str, name: str = "axis") -> int:
+    """``axis`` as a non-negative int in ``[0, ndim)``.
+
+    Raises:
+        TypeError: if ``axis`` is not an int.
+        ValueError: if it is out of range, naming ``op``, the axis and ``ndim``.
+    """
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{op}: {name} must be an int, got {axis!r}")
+    axis = int(axis)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{op}: {name} {axis} is out of range for a Tensor with ndim {ndim}")
+    return axis % ndim
+
+
+def check_axes(axis, ndim: int, op: str, name: str = "axis") -> tuple:
+    """``axis`` (None for all, an int, or a sequence of ints) as a tuple of non-negative ints,
+    in the order given.
+
+    Raises:
+        TypeError: if an entry is not an int.
+        ValueError: if an axis is out of range or repeated, naming ``op``.
+    """
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = tuple(check_axis(a, ndim, op, name) for a in axes)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: repeated {name} in {tuple(axes)}")
+    return out
+
+
+def resolve_shape(shape, size: int, op: str = "reshape", in_shape=None) -> tuple:
     """Resolve a target shape with at most one ``-1`` for ``size`` elements.
 
     Raises:
-        ValueError: if more than one ``-1`` appears or the sizes differ, naming ``op``.
+        ValueError: if more than one ``-1`` appears, a size is negative, or the number of
+            elements differs, naming ``op`` (and the input shape when given).
     """
-    shape = tuple(int(s) for s in shape)
+    shape = tuple(operator.index(s) for s in shape)
+    src = f" (from a Tensor of shape {tuple(in_shape)})" if in_shape is not None else ""
     if shape.count(-1) > 1:
         raise ValueError(f"{op}: only one dimension can be -1, got {shape}")
+    if any(s < -1 for s in shape):
+        raise ValueError(f"{op}: negative dimension in shape {shape}")
     if -1 in shape:
         known = math.prod(s for s in shape if s != -1)
         if known == 0 or size % known:
-            raise ValueError(f"{op}: cannot reshape {size} elements into shape {shape}")
+            raise ValueError(f"{op}: cannot reshape {size} elements into shape {shape}{src}")
         shape = tuple(size // known if s == -1 else s for s in shape)
-    if math.prod(shape) != size or any(s < 0 for s in shape):
-        raise ValueError(f"{op}: cannot reshape {size} elements into shape {shape}")
+    if math.prod(shape) != size:
+        raise ValueError(f"{op}: cannot reshape {size} elements into shape {shape}{src}")
     return shape
 
 
-class Reshape(Function):
-    """Reshape to ``shape`` (one dimension may be -1). Backward: reshape back."""
+class IndexSlot(NamedTuple):
+    """Placeholder in an index key for the ``k``-th index array (a positional input)."""
+
+    k: int
+    is_bool: bool
+
+    def __repr__(self) -> str:
+        return f"<{'mask' if self.is_bool else 'idx'}{self.k}>"
+
+
+def _index_array(e):
+    """An index array (NumPy, CuPy or integer/boolean Tensor) from a list, array or Tensor."""
+    if isinstance(e, Tensor):
+        if e.dtype.kind not in "iub":
+            raise IndexError(
+                f"getitem: Tensors used as indices must have an integer or boolean dtype, got "
+                f"shape {e.shape} dtype {e.dtype}"
+            )
+        return e
+    if hasattr(e, "__cuda_array_interface__") and hasattr(e, "dtype"):
+        arr = e
+    else:
+        try:
+            arr = np.asarray(e)
+        except (TypeError, ValueError) as err:
+            raise IndexError(
+                f"getitem: cannot use {type(e).__name__} as an index ({err})"
+            ) from None
+        if arr.size == 0 and arr.dtype.kind == "f":  # x[[]] is an empty integer index
+            arr = arr.astype(np.intp)
+    if arr.dtype.kind not in "iub":
+        raise IndexError(
+            f"getitem: arrays used as indices must have an integer or boolean dtype, got dtype "
+            f"{arr.dtype}"
+        )
+    return arr
+
+
+def _static_int(v):
+    return None if v is None else operator.index(v)
+
+
+def split_index(idx) -> tuple:
+    """Split a NumPy-style index into ``(key, arrays)``.
+
+    ``key`` is a tuple of slices, ints, ``None``, ``Ellipsis`` and :class:`IndexSlot`
+    placeholders; ``arrays`` holds the index arrays in slot order (integer or boolean Tensors,
+    NumPy or CuPy arrays). Python lists and bools become NumPy arrays, as NumPy reads them.
+
+    Raises:
+        IndexError: for an index of a kind NumPy rejects (float, string, ...), naming getitem.
+    """
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    key, arrays = [], []
+    for e in idx:
+        if e is None or e is Ellipsis:
+            key.append(e)
+        elif isinstance(e, slice):
+            key.append(slice(_static_int(e.start), _static_int(e.stop), _static_int(e.step)))
+        elif isinstance(e, (bool, np.bool_)):
+            arrays.append(np.asarray(bool(e)))
+            key.append(IndexSlot(len(arrays) - 1, True))
+        elif isinstance(e, (int, np.integer)):
+            key.append(int(e))
+        elif isinstance(e, (Tensor, list, np.ndarray)) or hasattr(e, "__cuda_array_interface__"):
+            arr = _index_array(e)
+            arrays.append(arr)
+            key.append(IndexSlot(len(arrays) - 1, arr.dtype.kind == "b"))
+        else:
+            raise IndexError(
+                "getitem: only integers, slices (:), ellipsis (...), None and integer or boolean "
+                f"arrays/Tensors are valid indices, got {type(e).__name__} {e!r}"
+            )
+    return tuple(key), tuple(arrays)
+
+
+def _build_index(key, arrays, xp):
+    if not arrays:
+        return key
+    out = []
+    for e in key:
+        if type(e) is IndexSlot:
+            a = arrays[e.k]
+            out.append(a if xp is np or not isinstance(a, np.ndarray) else xp.asarray(a))
+        else:
+            out.append(e)
+    return tuple(out)
+
+
+def _has_advanced(key) -> bool:
+    return any(type(e) is IndexSlot for e in key)
+
+
+def _ufunc_at(xp, name: str, out, idx, values, op: str):
+    """``xp.<name>.at(out, idx, values)`` (unbuffered, repeated indices all apply).
+
+    ``values`` is broadcast to the indexed shape first: NumPy 2.x's ``ufunc.at`` reads
+    implicitly broadcast values wrongly when an index array has more than one dimension.
+    """
+    sub = xp.broadcast_to(xp.zeros((), dtype=np.int8), out.shape)[idx].shape
+    if np.shape(values) != sub:
+        values = xp.broadcast_to(values, sub)
+    at = getattr(getattr(xp, name), "at", None)
+    if at is not None:
+        at(out, idx, values)
+        return
+    import cupyx  # pragma: no cover - GPU only
+
+    fn = {  # pragma: no cover - GPU only
+        "add": cupyx.scatter_add,
+        "maximum": cupyx.scatter_max,
+        "minimum": cupyx.scatter_min,
+    }.get(name)
+    if fn is None:  # pragma: no cover - GPU only
+        raise NotImplementedError(f"{op}: {name}.at is not available on this backend")
+    fn(out, idx, values)  # pragma: no cover - GPU only
+
+
+class _MovementFunction(Function):
+    """Base of this module's Functions: their forward rules raise errors that already name the
+    op and the shapes, and those pass through unchanged."""
+
+    @classmethod
+    def _explain(cls, e, arrays):
+        msg = str(e)
+        if msg.startswith(cls._name() + ":") or msg.startswith("at["):
+            return type(e)(msg)
+        return super()._explain(e, arrays)
+
+
+# -- reshape, transpose, broadcast -----------------------------------------------------------
+class Reshape(_MovementFunction):
+    """Reshape to ``shape`` (one dimension may be -1), C order. Backward: reshape back.
+
+    Shapes: ``(*in_shape) -> shape`` with ``prod(in_shape) == prod(shape)``.
+
+    Raises:
+        ValueError: if the element counts differ or ``shape`` has more than one -1, naming
+            both shapes.
+    """
 
     oper = "reshape"
 
     @staticmethod
     def forward(ctx, x, shape):
-        shape = resolve_shape(shape, x.size)
+        shape = resolve_shape(shape, x.size, "reshape", x.shape)
         ctx.in_shape = x.shape
         return x.reshape(shape)
 
@@ -55,52 +287,77 @@ class Reshape(Function):
 
     @classmethod
     def output_shape(cls, shape, new_shape):
-        return resolve_shape(new_shape, math.prod(shape))
+        return resolve_shape(new_shape, math.prod(shape), "reshape", shape)
 
 
-class Transpose(Function):
-    """Permute axes (``axes=None`` reverses them). Backward: the inverse permutation."""
+def _permutation(axes, ndim: int, shape, op: str = "transpose") -> tuple:
+    if axes is None:
+        return tuple(range(ndim))[::-1]
+    axes = tuple(axes)
+    if len(axes) != ndim:
+        raise ValueError(
+            f"{op}: axes {axes} do not match a Tensor of shape {tuple(shape)} (ndim {ndim}); "
+            f"give a permutation of all {ndim} axes"
+        )
+    perm = check_axes(axes, ndim, op, "axis")
+    return perm
+
+
+class Transpose(_MovementFunction):
+    """Permute axes: ``out.shape[i] == x.shape[axes[i]]``; ``axes=None`` reverses them.
+    Backward: transpose by the inverse permutation.
+
+    Raises:
+        ValueError: if ``axes`` is not a permutation of ``range(ndim)`` (wrong length, out of
+            range or repeated), naming the axes and the shape.
+    """
 
     oper = "transpose"
 
     @staticmethod
     def forward(ctx, x, axes=None):
-        if axes is None:
-            axes = tuple(range(x.ndim))[::-1]
-        axes = tuple(int(a) % x.ndim if x.ndim else 0 for a in axes)
-        if sorted(axes) != list(range(x.ndim)):
-            raise ValueError(
-                f"transpose: axes {axes} are not a permutation of the {x.ndim} axes of an "
-                f"array of shape {x.shape}"
-            )
+        axes = _permutation(axes, x.ndim, x.shape)
         ctx.axes = axes
         return x.transpose(axes)
 
     @staticmethod
     def backward(ctx, g):
-        inv = tuple(np.argsort(ctx.axes))
+        inv = tuple(int(i) for i in np.argsort(ctx.axes))
         return Transpose.apply(g, axes=inv)
 
     @classmethod
     def output_shape(cls, shape, axes=None):
-        if axes is None:
-            return tuple(shape)[::-1]
-        return tuple(shape[a] for a in axes)
+        shape = tuple(shape)
+        return tuple(shape[a] for a in _permutation(axes, len(shape), shape))
 
 
-class BroadcastTo(Function):
-    """Broadcast to ``shape`` (NumPy rules). Backward: ``apply`` sums the cotangent back."""
+def _broadcast_to_shape(shape, new_shape, op="broadcast_to") -> tuple:
+    shape, new_shape = tuple(shape), tuple(new_shape)
+    lead = len(new_shape) - len(shape)
+    ok = lead >= 0 and all(s == n or s == 1 for s, n in zip(shape, new_shape[lead:]))
+    if not ok or any(n < 0 for n in new_shape):
+        raise ValueError(
+            f"{op}: cannot broadcast a Tensor of shape {shape} to shape {new_shape} (NumPy "
+            "broadcasting: trailing dimensions must be equal or 1, and the target may only add "
+            "leading dimensions)"
+        )
+    return new_shape
+
+
+class BroadcastTo(_MovementFunction):
+    """Broadcast to ``shape`` (NumPy rules, read-only view). Backward: ``apply`` sums the
+    cotangent back over the broadcast axes.
+
+    Raises:
+        ValueError: if ``x``'s shape does not broadcast to ``shape``, naming both.
+    """
 
     oper = "broadcast_to"
 
     @staticmethod
     def forward(ctx, x, shape):
-        try:
-            return ctx.backend.broadcast_to(x, tuple(shape))
-        except ValueError:
-            raise ValueError(
-                f"broadcast_to: cannot broadcast shape {x.shape} to {tuple(shape)}"
-            ) from None
+        shape = _broadcast_to_shape(x.shape, shape)
+        return ctx.backend.broadcast_to(x, shape)
 
     @staticmethod
     def backward(ctx, g):
@@ -108,49 +365,785 @@ class BroadcastTo(Function):
 
     @classmethod
     def output_shape(cls, shape, new_shape):
-        return tuple(np.broadcast_shapes(tuple(shape), tuple(new_shape)))
+        return _broadcast_to_shape(shape, new_shape)
 
 
-class GetItem(Function):
-    """``x[idx]`` with NumPy's basic and advanced indexing. Backward: scatter-add into zeros."""
+# -- indexing ---------------------------------------------------------------------------------
+class GetItem(_MovementFunction):
+    """``x[idx]`` with NumPy's basic and advanced indexing (slices with any step, ints,
+    ``None``, ``Ellipsis``, integer arrays, boolean masks) given as ``key`` plus index arrays.
+
+    Backward: :class:`ScatterAdd` of the cotangent into zeros of ``x``'s shape; an element read
+    several times (repeated indices, overlapping windows) accumulates all its cotangents.
+
+    Raises:
+        IndexError: as NumPy (index out of bounds, wrong mask shape, too many indices), with
+            the message prefixed by ``getitem:`` and ``x``'s shape.
+    """
 
     oper = "getitem"
 
     @staticmethod
-    def forward(ctx, x, idx):
+    def forward(ctx, x, *index_arrays, key):
+        idx = _build_index(key, index_arrays, ctx.backend)
+        try:
+            out = x[idx]
+        except IndexError as e:
+            raise IndexError(f"getitem: {e} (indexing a Tensor of shape {x.shape})") from None
         ctx.in_shape = x.shape
-        ctx.idx = idx
-        return x[idx]
+        ctx.key = key
+        ctx.save_for_backward(*index_arrays)
+        return out
 
     @staticmethod
     def backward(ctx, g):
-        return ScatterAdd.apply(g, ctx.in_shape, ctx.idx), None
+        arrays = ctx.saved_tensors
+        gx = ScatterAdd.apply(g, *arrays, shape=ctx.in_shape, key=ctx.key)
+        return (gx,) + (None,) * len(arrays)
+
+    @classmethod
+    def output_shape(cls, shape, *index_arrays, key):
+        """Output shape without running the op; each index array is given as its shape (a
+        Tensor's) or as its value (a NumPy array).
+
+        Raises:
+            NotImplementedError: for a boolean-mask Tensor given by shape only (the output
+                shape depends on the mask's values).
+            IndexError: for an int index out of range, as NumPy.
+        """
+        dummy = np.broadcast_to(np.zeros((), np.int8), tuple(shape))
+        idx = []
+        for e in key:
+            if type(e) is IndexSlot:
+                a = index_arrays[e.k]
+                if hasattr(a, "shape") and hasattr(a, "dtype"):
+                    idx.append(np.asarray(a))
+                elif e.is_bool:
+                    raise NotImplementedError(
+                        "getitem: the output shape of boolean-mask indexing depends on the "
+                        "mask's values, not only on its shape"
+                    )
+                else:
+                    idx.append(np.zeros(tuple(a), np.intp))
+            else:
+                idx.append(e)
+        try:
+            return dummy[tuple(idx)].shape
+        except IndexError as err:
+            raise IndexError(
+                f"getitem: {err} (indexing a Tensor of shape {tuple(shape)})"
+            ) from None
+
+    @classmethod
+    def output_dtype(cls, dtype, *index_dtypes, key):
+        return np.dtype(dtype)
 
 
-class ScatterAdd(Function):
-    """``zeros(shape)`` with ``g`` added at ``idx`` (repeated indices accumulate).
+class ScatterAdd(_MovementFunction):
+    """``zeros(shape)`` with ``g`` added at ``key``/``index_arrays`` (``g`` broadcast to the
+    indexed shape); repeated indices accumulate (``numpy.add.at``).
 
-    The transpose of :class:`GetItem`; its own backward is ``GetItem``.
+    The transpose of :class:`GetItem`; its own backward is :class:`GetItem`.
     """
 
     oper = "scatter_add"
 
     @staticmethod
-    def forward(ctx, g, shape, idx):
+    def forward(ctx, g, *index_arrays, shape, key):
         xp = ctx.backend
-        ctx.idx = idx
+        idx = _build_index(key, index_arrays, xp)
         out = xp.zeros(shape, dtype=g.dtype)
-        if xp is np:
-            np.add.at(out, idx, g)
-        else:  # pragma: no cover - GPU
-            xp.add.at(out, idx, g)
+        try:
+            if _has_advanced(key):
+                _ufunc_at(xp, "add", out, idx, g, "scatter_add")
+            else:  # basic indexing never repeats an element
+                out[idx] = g
+        except IndexError as e:
+            raise IndexError(f"scatter_add: {e} (target shape {tuple(shape)})") from None
+        except ValueError as e:
+            raise ValueError(
+                f"scatter_add: cannot add values of shape {g.shape} at the index into shape "
+                f"{tuple(shape)} ({e})"
+            ) from None
+        ctx.key = key
+        ctx.save_for_backward(*index_arrays)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        return GetItem.apply(g, ctx.idx), None, None
+        arrays = ctx.saved_tensors
+        return (GetItem.apply(g, *arrays, key=ctx.key),) + (None,) * len(arrays)
+
+    @classmethod
+    def output_shape(cls, g_shape, *index_shapes, shape, key):
+        return tuple(shape)
+
+    @classmethod
+    def output_dtype(cls, dtype, *index_dtypes, shape, key):
+        return np.dtype(dtype)
 
 
+class ScatterAddInto(_MovementFunction):
+    """``x`` with ``x[idx] += v`` applied unbuffered (``numpy.add.at`` on a copy): every
+    repeated index adds again. Backward: ``x`` gets the cotangent, ``v`` the cotangent gathered
+    at the index (``apply`` sums it over ``v``'s broadcasting)."""
+
+    oper = "scatter_add_into"
+
+    @staticmethod
+    def forward(ctx, x, v, *index_arrays, key):
+        xp = ctx.backend
+        idx = _build_index(key, index_arrays, xp)
+        out = x.copy()
+        try:
+            if _has_advanced(key):
+                _ufunc_at(xp, "add", out, idx, v, "at[].add")
+            else:
+                out[idx] = out[idx] + v
+        except IndexError as e:
+            raise IndexError(f"at[].add: {e} (Tensor of shape {x.shape})") from None
+        except ValueError as e:
+            raise ValueError(
+                f"at[].add: cannot add values of shape {np.shape(v)} at the index of a Tensor "
+                f"of shape {x.shape} ({e})"
+            ) from None
+        ctx.key = key
+        ctx.save_for_backward(*index_arrays)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        arrays = ctx.saved_tensors
+        gv = GetItem.apply(g, *arrays, key=ctx.key) if ctx.needs_input_grad[1] else None
+        return (g, gv) + (None,) * len(arrays)
+
+    @classmethod
+    def output_shape(cls, shape, v_shape, *index_shapes, key):
+        return tuple(shape)
+
+    @classmethod
+    def output_dtype(cls, dtype, v_dtype, *index_dtypes, key):
+        return np.dtype(dtype)
+
+
+def _const_like(fill, shape, dtype, like: Tensor) -> Tensor:
+    from tapegrad.backend import get_backend
+
+    xp = get_backend(like.device)
+    return Tensor._const(xp.full(shape, fill, dtype=dtype))
+
+
+class ScatterSet(_MovementFunction):
+    """``x`` with ``x[idx] = v`` (``v`` broadcast to the indexed shape), as a new array. With
+    repeated indices the last write wins (NumPy assignment order).
+
+    Backward: ``x`` gets the cotangent zeroed at the index; ``v`` gets the cotangent gathered
+    at the index, only for the writes that won (``apply`` sums it over ``v``'s broadcasting).
+    The winners are found by scattering each write's position number and reading it back (as
+    JAX's scatter rule does), all with tapegrad ops, so the rule differentiates again.
+    """
+
+    oper = "scatter_set"
+
+    @staticmethod
+    def forward(ctx, x, v, *index_arrays, key):
+        xp = ctx.backend
+        idx = _build_index(key, index_arrays, xp)
+        out = x.copy()
+        try:
+            out[idx] = v
+        except IndexError as e:
+            raise IndexError(f"at[].set: {e} (Tensor of shape {x.shape})") from None
+        except ValueError as e:
+            raise ValueError(
+                f"at[].set: cannot write values of shape {np.shape(v)} at the index of a "
+                f"Tensor of shape {x.shape} ({e})"
+            ) from None
+        ctx.key = key
+        ctx.save_for_backward(*index_arrays)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        from tapegrad import numpy as tnp
+
+        arrays = ctx.saved_tensors
+        key = ctx.key
+        nx, nv = ctx.needs_input_grad[:2]
+        gx = gv = None
+        if nx:
+            ones = _const_like(True, g.shape, np.bool_, g)
+            keep = ScatterSet.apply(ones, False, *arrays, key=key)
+            gx = tnp.where(keep, g, 0.0)
+        if nv:
+            gv = GetItem.apply(g, *arrays, key=key)
+            if _has_advanced(key) and gv.size:
+                from tapegrad.backend import get_backend
+
+                xp = get_backend(g.device)
+                ids = Tensor._const(xp.arange(gv.size, dtype=np.int64).reshape(gv.shape))
+                minus = _const_like(-1, g.shape, np.int64, g)
+                written = ScatterSet.apply(minus, ids, *arrays, key=key)
+                won = GetItem.apply(written, *arrays, key=key) == ids
+                gv = tnp.where(won, gv, 0.0)
+        return (gx, gv) + (None,) * len(arrays)
+
+    @classmethod
+    def output_shape(cls, shape, v_shape, *index_shapes, key):
+        return tuple(shape)
+
+    @classmethod
+    def output_dtype(cls, dtype, v_dtype, *index_dtypes, key):
+        return np.dtype(dtype)
+
+
+class ScatterMul(_MovementFunction):
+    """``x`` with ``x[idx] *= v`` applied unbuffered (``numpy.multiply.at``): every repeated
+    index multiplies again.
+
+    Backward: ``gx = g * M`` with ``M`` the product scattered into ones; for ``v``, each write
+    ``j`` at position ``p`` gets ``g[p] * x[p] * prod(v_k, k != j at p)``. The product of the
+    other writes is itself a ``ScatterMul`` of each write's partners (pairs from
+    :class:`DuplicatePairs`), with no division, so it is exact at zeros and to every order.
+    """
+
+    oper = "scatter_mul"
+
+    @staticmethod
+    def forward(ctx, x, v, *index_arrays, key):
+        xp = ctx.backend
+        idx = _build_index(key, index_arrays, xp)
+        out = x.copy()
+        try:
+            if _has_advanced(key):
+                _ufunc_at(xp, "multiply", out, idx, v, "at[].multiply")
+            else:
+                out[idx] = out[idx] * v
+        except IndexError as e:
+            raise IndexError(f"at[].multiply: {e} (Tensor of shape {x.shape})") from None
+        except ValueError as e:
+            raise ValueError(
+                f"at[].multiply: cannot apply values of shape {np.shape(v)} at the index of a "
+                f"Tensor of shape {x.shape} ({e})"
+            ) from None
+        ctx.key = key
+        ctx.save_for_backward(x, v, *index_arrays)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        from tapegrad import numpy as tnp
+
+        x, v, *arrays = ctx.saved_tensors
+        key = ctx.key
+        nx, nv = ctx.needs_input_grad[:2]
+        gx = gv = None
+        if nx:
+            ones = _const_like(1, x.shape, x.dtype, x)
+            gx = g * ScatterMul.apply(ones, v, *arrays, key=key)
+        if nv:
+            gxv = GetItem.apply(g * x, *arrays, key=key)
+            if not _has_advanced(key):
+                gv = gxv
+            else:
+                gv = gxv * _others_product(tnp.broadcast_to(v, gxv.shape), x, arrays, key)
+        return (gx, gv) + (None,) * len(arrays)
+
+    @classmethod
+    def output_shape(cls, shape, v_shape, *index_shapes, key):
+        return tuple(shape)
+
+    @classmethod
+    def output_dtype(cls, dtype, v_dtype, *index_dtypes, key):
+        return np.dtype(dtype)
+
+
+def _others_product(vb: Tensor, x: Tensor, arrays, key) -> Tensor:
+    """For each write ``j`` (``vb`` of the indexed shape), the product of the other writes
+    that land on the same element of ``x`` (1 where there are none); tapegrad ops only."""
+    from tapegrad import numpy as tnp
+    from tapegrad.backend import get_backend
+
+    xp = get_backend(x.device)
+    n = vb.size
+    iota = Tensor._const(xp.arange(x.size, dtype=np.int64).reshape(x.shape))
+    target = tnp.reshape(GetItem.apply(iota, *arrays, key=key), (n,))
+    pj, pk = DuplicatePairs.apply(target)
+    slot = (IndexSlot(0, False),)
+    partners = GetItem.apply(tnp.reshape(vb, (n,)), pk, key=slot)
+    ones = _const_like(1, (n,), vb.dtype, vb)
+    return tnp.reshape(ScatterMul.apply(ones, partners, pj, key=slot), vb.shape)
+
+
+class DuplicatePairs(_MovementFunction):
+    """All ordered pairs ``(j, k)``, ``j != k``, of positions of a 1-D integer array holding
+    equal values (the writes of a scatter that land on the same element), vectorised: sort,
+    then enumerate each group of equal values. Returns two int64 arrays; no gradient.
+
+    Size: the sum of ``g * (g - 1)`` over groups of ``g`` equal values (0 when all differ).
+    """
+
+    oper = "duplicate_pairs"
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, ids):
+        xp = ctx.backend
+        n = ids.shape[0]
+        if n < 2:
+            empty = xp.zeros(0, dtype=np.int64)
+            return empty, empty.copy()
+        order = xp.argsort(ids, kind="stable")
+        s = ids[order]
+        new = xp.concatenate([xp.ones(1, dtype=bool), s[1:] != s[:-1]])
+        starts = xp.flatnonzero(new)
+        sizes = xp.diff(xp.concatenate([starts, xp.asarray([n])]))
+        group = xp.cumsum(new) - 1
+        g = sizes[group]
+        start = starts[group]
+        rank = xp.arange(n) - start
+        first = xp.cumsum(g) - g
+        c = xp.arange(int(g.sum())) - xp.repeat(first, g)
+        keep = c != xp.repeat(rank, g)
+        j = order[xp.repeat(xp.arange(n), g)[keep]].astype(np.int64)
+        k = order[(xp.repeat(start, g) + c)[keep]].astype(np.int64)
+        return j, k
+
+    @classmethod
+    def output_shape(cls, shape):
+        raise NotImplementedError(
+            "duplicate_pairs: the output size depends on the values, not only on the shape"
+        )
+
+
+class ScatterMinMax(_MovementFunction):
+    """``x`` with ``x[idx] = op(x[idx], v)`` applied unbuffered (``numpy.maximum.at`` /
+    ``numpy.minimum.at``) for ``op`` in {``"max"``, ``"min"``}: with repeated indices the
+    extreme of ``x`` and all writes wins.
+
+    Backward: the cotangent of each output element goes to the operand(s) equal to it; ties
+    split it equally among all tied operands (the convention of :class:`Maximum`).
+    """
+
+    oper = "scatter_minmax"
+
+    @staticmethod
+    def forward(ctx, x, v, *index_arrays, key, op):
+        xp = ctx.backend
+        if op not in ("max", "min"):
+            raise ValueError(f"scatter_minmax: op must be 'max' or 'min', got {op!r}")
+        name = "maximum" if op == "max" else "minimum"
+        idx = _build_index(key, index_arrays, xp)
+        out = x.copy()
+        try:
+            if _has_advanced(key):
+                _ufunc_at(xp, name, out, idx, v, f"at[].{op}")
+            else:
+                out[idx] = getattr(xp, name)(out[idx], v)
+        except IndexError as e:
+            raise IndexError(f"at[].{op}: {e} (Tensor of shape {x.shape})") from None
+        except ValueError as e:
+            raise ValueError(
+                f"at[].{op}: cannot apply values of shape {np.shape(v)} at the index of a "
+                f"Tensor of shape {x.shape} ({e})"
+            ) from None
+        ctx.key = key
+        ctx.save_for_backward(x, v, out, *index_arrays)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        from tapegrad import numpy as tnp
+
+        x, v, out, *arrays = ctx.saved_tensors
+        key = ctx.key
+        nx, nv = ctx.needs_input_grad[:2]
+        dtype = g.dtype
+        picked = GetItem.apply(out, *arrays, key=key)
+        v_hit = tnp.astype(v == picked, dtype)
+        x_hit = tnp.astype(x == out, dtype)
+        count = x_hit + ScatterAdd.apply(v_hit, *arrays, shape=x.shape, key=key)
+        share = g / count
+        gx = share * x_hit if nx else None
+        gv = GetItem.apply(share, *arrays, key=key) * v_hit if nv else None
+        return (gx, gv) + (None,) * len(arrays)
+
+    @classmethod
+    def output_shape(cls, shape, v_shape, *index_shapes, key, op):
+        return tuple(shape)
+
+    @classmethod
+    def output_dtype(cls, dtype, v_dtype, *index_dtypes, key, op):
+        return np.dtype(dtype)
+
+
+# -- joining and splitting --------------------------------------------------------------------
+def _concat_shape(shapes, axis, op="concatenate") -> tuple:
+    shapes = [tuple(s) for s in shapes]
+    if not shapes:
+        raise ValueError(f"{op}: need at least one Tensor to concatenate")
+    nd = len(shapes[0])
+    if nd == 0:
+        raise ValueError(f"{op}: zero-dimensional Tensors cannot be concatenated; use stack")
+    ax = check_axis(axis, nd, op)
+    rest = shapes[0][:ax] + shapes[0][ax + 1 :]
+    for s in shapes:
+        if len(s) != nd or s[:ax] + s[ax + 1 :] != rest:
+            raise ValueError(
+                f"{op}: all input shapes must match except along axis {ax}, got shapes "
+                f"{', '.join(str(t) for t in shapes)}"
+            )
+    return shapes[0][:ax] + (sum(s[ax] for s in shapes),) + shapes[0][ax + 1 :]
+
+
+class Concatenate(_MovementFunction):
+    """Join Tensors along an existing ``axis``; the result dtype follows NumPy promotion.
+
+    Shapes: ``(..., n_i, ...) -> (..., sum(n_i), ...)``. Backward: :class:`Split` at the
+    input boundaries.
+
+    Raises:
+        ValueError: for no inputs, 0-d inputs, an axis out of range, or shapes that differ
+            off the axis, naming all shapes.
+    """
+
+    oper = "concatenate"
+
+    @staticmethod
+    def forward(ctx, *xs, axis):
+        _concat_shape([x.shape for x in xs], axis)
+        ax = check_axis(axis, xs[0].ndim, "concatenate")
+        ctx.axis = ax
+        ctx.sizes = tuple(x.shape[ax] for x in xs)
+        return ctx.backend.concatenate(xs, axis=ax)
+
+    @staticmethod
+    def backward(ctx, g):
+        cuts = tuple(int(c) for c in np.cumsum(ctx.sizes)[:-1])
+        parts = Split.apply(g, cuts, axis=ctx.axis)
+        return tuple(parts)
+
+    @classmethod
+    def output_shape(cls, *shapes, axis):
+        return _concat_shape(shapes, axis)
+
+
+def _split_bounds(indices, n: int) -> tuple:
+    """(start, stop) of each piece of ``numpy.split(x, indices)`` along an axis of size n."""
+    edges = [0, *(operator.index(i) for i in indices), n]
+    out = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        start, stop, _ = slice(a, b).indices(n)
+        out.append((start, max(start, stop)))
+    return tuple(out)
+
+
+class Split(_MovementFunction):
+    """Split ``x`` along ``axis`` at the cut positions ``indices`` (``numpy.split`` with a list
+    of indices: piece ``i`` is ``x[indices[i-1]:indices[i]]`` with slice semantics).
+
+    Returns a tuple of ``len(indices) + 1`` Tensors. Backward: :class:`Concatenate` of the
+    cotangents when the pieces tile ``x`` (increasing cuts), otherwise the sum of each piece's
+    cotangent scattered back to its slice.
+    """
+
+    oper = "split"
+
+    @staticmethod
+    def forward(ctx, x, indices, *, axis):
+        if x.ndim == 0:
+            raise ValueError("split: a 0-d Tensor cannot be split")
+        ax = check_axis(axis, x.ndim, "split")
+        bounds = _split_bounds(indices, x.shape[ax])
+        ctx.axis, ctx.bounds, ctx.in_shape = ax, bounds, x.shape
+        pre = (slice(None),) * ax
+        return tuple(x[pre + (slice(a, b),)] for a, b in bounds)
+
+    @staticmethod
+    def backward(ctx, *gs):
+        bounds, ax = ctx.bounds, ctx.axis
+        tiles = (
+            bounds[0][0] == 0
+            and bounds[-1][1] == ctx.in_shape[ax]
+            and all(b0[1] == b1[0] for b0, b1 in zip(bounds[:-1], bounds[1:]))
+        )
+        if tiles:
+            return Concatenate.apply(*gs, axis=ax), None
+        pre = (slice(None),) * ax
+        total = None
+        for g, (a, b) in zip(gs, bounds):
+            part = ScatterAdd.apply(g, shape=ctx.in_shape, key=pre + (slice(a, b),))
+            total = part if total is None else total + part
+        return total, None
+
+    @classmethod
+    def output_shape(cls, shape, indices, *, axis):
+        """A list with one shape per piece."""
+        shape = tuple(shape)
+        ax = check_axis(axis, len(shape), "split")
+        return [
+            shape[:ax] + (b - a,) + shape[ax + 1 :] for a, b in _split_bounds(indices, shape[ax])
+        ]
+
+    @classmethod
+    def output_dtype(cls, dtype, indices, *, axis):
+        return [np.dtype(dtype)] * (len(tuple(indices)) + 1)
+
+
+# -- reordering -------------------------------------------------------------------------------
+class Flip(_MovementFunction):
+    """Reverse the order of elements along ``axis`` (a tuple of axes). Backward: the same flip.
+
+    Raises:
+        ValueError: if an axis is out of range or repeated.
+    """
+
+    oper = "flip"
+
+    @staticmethod
+    def forward(ctx, x, *, axis):
+        axes = check_axes(axis, x.ndim, "flip")
+        ctx.axes = axes
+        return ctx.backend.flip(x, axes) if axes else x
+
+    @staticmethod
+    def backward(ctx, g):
+        return Flip.apply(g, axis=ctx.axes)
+
+    @classmethod
+    def output_shape(cls, shape, *, axis):
+        check_axes(axis, len(shape), "flip")
+        return tuple(shape)
+
+
+class Roll(_MovementFunction):
+    """Roll elements by ``shift`` along ``axis`` (``numpy.roll``): elements pushed past the end
+    come back at the start. ``shift`` and ``axis`` are equal-length tuples (the same axis may
+    repeat: shifts add); ``axis=None`` rolls the flattened array by one int ``shift``.
+    Backward: roll by ``-shift``.
+    """
+
+    oper = "roll"
+
+    @staticmethod
+    def forward(ctx, x, *, shift, axis):
+        if axis is not None:
+            for a in axis:
+                check_axis(a, x.ndim, "roll")
+        ctx.shift, ctx.axis = shift, axis
+        return ctx.backend.roll(x, shift, axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        s = ctx.shift
+        neg = -s if isinstance(s, int) else tuple(-i for i in s)
+        return Roll.apply(g, shift=neg, axis=ctx.axis)
+
+    @classmethod
+    def output_shape(cls, shape, *, shift, axis):
+        return tuple(shape)
+
+
+_PAD_MODES = ("constant", "edge", "reflect")
+
+
+def _pad_shape(shape, pad_width, mode) -> tuple:
+    shape = tuple(shape)
+    if mode not in _PAD_MODES:
+        raise ValueError(f"pad: mode must be one of {_PAD_MODES}, got {mode!r}")
+    if len(pad_width) != len(shape):
+        raise ValueError(
+            f"pad: pad_width has {len(pad_width)} (before, after) pairs for a Tensor of shape "
+            f"{shape}; give one pair per axis"
+        )
+    for ax, ((b, a), n) in enumerate(zip(pad_width, shape)):
+        if b < 0 or a < 0:
+            raise ValueError(f"pad: pad widths must be >= 0, got {tuple(pad_width)}")
+        if mode != "constant" and n == 0 and (b or a):
+            raise ValueError(
+                f"pad: cannot pad the empty axis {ax} of a Tensor of shape {shape} in mode "
+                f"{mode!r}; only 'constant' can extend an empty axis"
+            )
+    return tuple(n + b + a for (b, a), n in zip(pad_width, shape))
+
+
+class Pad(_MovementFunction):
+    """Pad each axis with ``pad_width[i] = (before, after)`` elements (``numpy.pad``).
+
+    Modes: ``"constant"`` fills with ``constant_values`` (static; cast to ``x``'s dtype),
+    ``"edge"`` repeats the edge element, ``"reflect"`` mirrors without repeating the edge
+    (NumPy's ``reflect``, reflecting again when a pad is longer than the axis).
+
+    Backward: ``constant`` slices the interior out of the cotangent; ``edge`` and ``reflect``
+    scatter-add the cotangent through the pad's index map (each padded element adds into the
+    element it copies), axis by axis.
+    """
+
+    oper = "pad"
+
+    @staticmethod
+    def forward(ctx, x, *, pad_width, mode="constant", constant_values=0):
+        _pad_shape(x.shape, pad_width, mode)
+        ctx.in_shape, ctx.pad_width, ctx.mode = x.shape, pad_width, mode
+        xp = ctx.backend
+        if mode == "constant":
+            return xp.pad(x, pad_width, mode="constant", constant_values=constant_values)
+        return xp.pad(x, pad_width, mode=mode)
+
+    @staticmethod
+    def backward(ctx, g):
+        pw, mode, in_shape = ctx.pad_width, ctx.mode, ctx.in_shape
+        if mode == "constant":
+            key = tuple(slice(b, b + n) for (b, _), n in zip(pw, in_shape))
+            return GetItem.apply(g, key=key)
+        shape = list(g.shape)
+        for ax, ((b, a), n) in enumerate(zip(pw, in_shape)):
+            if not (b or a):
+                continue
+            index_map = np.pad(np.arange(n), (b, a), mode=mode)
+            shape[ax] = n
+            key = (slice(None),) * ax + (IndexSlot(0, False),)
+            g = ScatterAdd.apply(g, index_map, shape=tuple(shape), key=key)
+        return g
+
+    @classmethod
+    def output_shape(cls, shape, *, pad_width, mode="constant", constant_values=0):
+        return _pad_shape(shape, pad_width, mode)
+
+
+def _window_shape(shape, window_shape, axis, step, op="sliding_window_view") -> tuple:
+    shape = tuple(shape)
+    nd = len(shape)
+    if len(window_shape) != len(axis):
+        raise ValueError(
+            f"{op}: window_shape {tuple(window_shape)} and axis {tuple(axis)} must have the same "
+            "length"
+        )
+    if len(step) != nd:
+        raise ValueError(f"{op}: step needs one entry per axis of shape {shape}, got {step}")
+    if any(s < 1 for s in step):
+        raise ValueError(f"{op}: step/stride must be >= 1, got {tuple(step)}")
+    trimmed = list(shape)
+    for w, a in zip(window_shape, axis):
+        ax = check_axis(a, nd, op)
+        if w < 0:
+            raise ValueError(f"{op}: window_shape cannot contain negative values, got {w}")
+        if trimmed[ax] < w:
+            raise ValueError(
+                f"{op}: window of size {w} along axis {ax} is larger than that axis (shape {shape})"
+            )
+        trimmed[ax] -= w - 1
+    positions = tuple((m - 1) // s + 1 if m > 0 else 0 for m, s in zip(trimmed, step))
+    return positions + tuple(window_shape)
+
+
+class SlidingWindow(_MovementFunction):
+    """All windows of ``window_shape`` over ``axis`` as a read-only strided view
+    (``numpy.lib.stride_tricks.sliding_window_view``), taking every ``step[i]``-th window
+    position along axis ``i``.
+
+    Shapes: ``x.shape`` with each windowed axis of size ``n`` replaced by the number of window
+    positions ``(n - w) // step + 1``, followed by ``window_shape``.
+
+    Backward: :class:`WindowScatterAdd`, which adds every window back onto its place
+    (overlapping windows accumulate).
+
+    Raises:
+        ValueError: if a window is larger than its axis, lengths differ, or a step is < 1.
+    """
+
+    oper = "sliding_window"
+
+    @staticmethod
+    def forward(ctx, x, *, window_shape, axis, step):
+        _window_shape(x.shape, window_shape, axis, step)
+        xp = ctx.backend
+        axes = tuple(a % x.ndim for a in axis)
+        if xp is np:
+            from numpy.lib.stride_tricks import sliding_window_view
+        else:  # pragma: no cover - GPU only
+            from cupy.lib.stride_tricks import sliding_window_view
+        out = sliding_window_view(x, tuple(window_shape), axes) if axes else x
+        if any(s != 1 for s in step):
+            out = out[tuple(slice(None, None, s) for s in step)]
+        ctx.in_shape, ctx.window_shape, ctx.axes, ctx.step = x.shape, window_shape, axes, step
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return WindowScatterAdd.apply(
+            g,
+            in_shape=ctx.in_shape,
+            window_shape=ctx.window_shape,
+            axis=ctx.axes,
+            step=ctx.step,
+        )
+
+    @classmethod
+    def output_shape(cls, shape, *, window_shape, axis, step):
+        return _window_shape(shape, window_shape, axis, step)
+
+
+_MAX_OFFSET_LOOP = 64
+
+
+class WindowScatterAdd(_MovementFunction):
+    """The transpose of :class:`SlidingWindow`: ``zeros(in_shape)`` with each window of ``g``
+    (shape ``positions + window_shape``) added back where it was read from.
+
+    Forward: for small windows (at most 64 elements) one strided slice-add per window offset,
+    each a whole-array NumPy operation; otherwise a single ``add.at`` through index arrays of
+    every window element. Neither loops over elements or window positions in Python.
+    Backward: :class:`SlidingWindow`.
+    """
+
+    oper = "window_scatter_add"
+
+    @staticmethod
+    def forward(ctx, g, *, in_shape, window_shape, axis, step):
+        xp = ctx.backend
+        nd = len(in_shape)
+        out = xp.zeros(in_shape, dtype=g.dtype)
+        ctx.window_shape, ctx.axes, ctx.step = window_shape, axis, step
+        if g.size == 0:
+            return out
+        pos = g.shape[:nd]
+        if math.prod(window_shape) <= _MAX_OFFSET_LOOP:
+            import itertools
+
+            for offs in itertools.product(*(range(w) for w in window_shape)):
+                start = [0] * nd
+                for o, a in zip(offs, axis):
+                    start[a] += o
+                region = tuple(
+                    slice(b, b + s * (n - 1) + 1, s) for b, n, s in zip(start, pos, step)
+                )
+                out[region] += g[(Ellipsis,) + offs] if offs else g
+            return out
+        arrays = []
+        for i in range(nd):
+            shp = [1] * g.ndim
+            shp[i] = pos[i]
+            idx = (xp.arange(pos[i]) * step[i]).reshape(shp)
+            for j, (w, a) in enumerate(zip(window_shape, axis)):
+                if a == i:
+                    wshp = [1] * g.ndim
+                    wshp[nd + j] = w
+                    idx = idx + xp.arange(w).reshape(wshp)
+            arrays.append(idx)
+        _ufunc_at(xp, "add", out, tuple(arrays), g, "window_scatter_add")
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return SlidingWindow.apply(g, window_shape=ctx.window_shape, axis=ctx.axes, step=ctx.step)
+
+    @classmethod
+    def output_shape(cls, shape, *, in_shape, window_shape, axis, step):
+        return tuple(in_shape)
+
+
+# -- devices ----------------------------------------------------------------------------------
 class ToDevice(Function):
     """Copy to ``device``. Backward: copy the cotangent back to the input's device."""
 

@@ -1,0 +1,267 @@
+"""Hypothesis properties of tapegrad.nn.functional and tapegrad.random: forwards equal NumPy /
+SciPy references (dtype included) and gradients match finite differences in float64 at
+orders 1 and 2, over drawn shapes (size-0, size-1 and broadcast dims where allowed) and values
+(drawn away from kinks)."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from scipy.special import erf as sp_erf
+from scipy.special import expit
+from scipy.special import log_softmax as sp_log_softmax
+
+import tapegrad as tg
+from tapegrad.nn import functional as F
+from tapegrad.testing import check_grads
+from tapegrad.testing.strategies import arrays, broadcastable_shapes, floats_in, shapes
+
+KINK = dict(exclude=(0.0,), margin=1e-2)
+
+# name, function, reference, elements strategy (float64)
+ACTIVATIONS = [
+    ("relu", F.relu, lambda x: np.maximum(x, 0), floats_in(**KINK)),
+    ("sigmoid", F.sigmoid, expit, floats_in(-30, 30)),
+    ("tanh", F.tanh, np.tanh, floats_in()),
+    (
+        "gelu",
+        F.gelu,
+        lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+        floats_in(),
+    ),
+    (
+        "gelu_exact",
+        lambda x: F.gelu(x, "none"),
+        lambda x: 0.5 * x * (1 + sp_erf(x / math.sqrt(2))),
+        floats_in(),
+    ),
+    ("silu", F.silu, lambda x: x * expit(x), floats_in()),
+    ("leaky_relu", F.leaky_relu, lambda x: np.where(x > 0, x, 0.01 * x), floats_in(**KINK)),
+    (
+        "softplus",  # PyTorch's threshold: linear above 20
+        F.softplus,
+        lambda x: np.where(x > 20, x, np.logaddexp(0, x)),
+        floats_in(-30, 30, exclude=(20.0,), margin=1e-2),
+    ),
+]
+
+
+@pytest.mark.parametrize("spec", ACTIVATIONS, ids=lambda s: s[0])
+@given(data=st.data())
+def test_activation_forward_and_grads(spec, data):
+    _, fn, ref, elements = spec
+    x = data.draw(arrays(data.draw(shapes()), elements=elements))
+    y = fn(tg.Tensor(x))
+    assert y.shape == x.shape and y.dtype == np.float64
+    np.testing.assert_allclose(y.numpy(), ref(x), rtol=1e-12, atol=1e-14)
+    y32 = fn(tg.Tensor(x.astype(np.float32)))
+    assert y32.dtype == np.float32
+    np.testing.assert_allclose(y32.numpy(), ref(x.astype(np.float32)), rtol=1e-5, atol=1e-6)
+    check_grads(fn, (tg.Tensor(x),), order=2)
+
+
+@given(data=st.data(), log=st.booleans())
+def test_softmax_any_axis(data, log):
+    shape = data.draw(shapes(min_dims=1))
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    x = data.draw(arrays(shape, elements=floats_in(-10, 10)))
+    fn = (lambda v: F.log_softmax(v, axis)) if log else (lambda v: F.softmax(v, axis))
+    ref = sp_log_softmax(x, axis=axis) if x.size else x
+    if not log:
+        ref = np.exp(ref) if x.size else x
+    np.testing.assert_allclose(fn(tg.Tensor(x)).numpy(), ref, rtol=1e-10, atol=1e-12)
+    check_grads(fn, (tg.Tensor(x),), order=2)
+
+
+# -- losses ----------------------------------------------------------------------------------
+REDUCTIONS = st.sampled_from(["none", "mean", "sum"])
+
+
+def _reduce(v, reduction):
+    return {"none": v, "mean": v.mean() if v.size else np.nan, "sum": v.sum()}[reduction]
+
+
+@given(data=st.data(), reduction=REDUCTIONS)
+def test_elementwise_losses(data, reduction):
+    sp, st_ = data.draw(broadcastable_shapes(2, min_side=1))
+    assume(np.broadcast_shapes(sp, st_) == sp)  # targets broadcast to the predictions
+    x = data.draw(arrays(sp))
+    y01 = data.draw(arrays(st_, elements=floats_in(0, 1)))
+    p = data.draw(arrays(sp, elements=floats_in(0.1, 0.9)))  # FD error grows like 1/p^4
+    sign = np.where(data.draw(arrays(st_, elements=floats_in(-1, 1))) >= 0, 1.0, -1.0)
+    assume(np.all(np.abs(1 - sign * x) > 1e-2))  # hinge away from its kink
+    cases = [
+        (F.mse_loss, x, (x - y01) ** 2, y01),
+        (F.binary_cross_entropy, p, -(y01 * np.log(p) + (1 - y01) * np.log(1 - p)), y01),
+        (F.binary_cross_entropy_with_logits, x, np.logaddexp(0, x) - x * y01, y01),
+        (F.hinge_loss, x, np.maximum(0, 1 - sign * x), sign),
+    ]
+    for fn, pred, per, target in cases:
+        out = fn(tg.Tensor(pred), tg.Tensor(target), reduction=reduction)
+        assert out.dtype == np.float64
+        np.testing.assert_allclose(out.numpy(), _reduce(per, reduction), rtol=1e-10, atol=1e-12)
+        check_grads(
+            lambda a, t=target, f=fn: f(a, tg.Tensor(t), reduction=reduction), (tg.Tensor(pred),)
+        )
+
+
+@given(data=st.data(), reduction=REDUCTIONS, eps=st.sampled_from([0.0, 0.1, 0.5]))
+def test_cross_entropy_matches_reference(data, reduction, eps):
+    lead = data.draw(st.sampled_from([(0,), (1,), (3,), (2, 3)]))
+    c = data.draw(st.integers(1, 5))
+    logits = data.draw(arrays(lead + (c,), elements=floats_in(-20, 20)))
+    t = data.draw(arrays(lead, dtype=np.int64, elements=st.sampled_from(list(range(c)) + [-100])))
+    out = F.cross_entropy(tg.Tensor(logits), t, label_smoothing=eps, reduction=reduction)
+    lp = sp_log_softmax(logits, axis=-1) if logits.size else logits
+    valid = t != -100
+    target = (1 - eps) * np.eye(c)[np.where(valid, t, 0)] + eps / c
+    per = -(target * lp).sum(-1) * valid
+    ref = {"none": per, "sum": per.sum(), "mean": per.sum() / max(valid.sum(), 1)}[reduction]
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-10, atol=1e-12)
+    assert out.dtype == np.float64
+    check_grads(
+        lambda z: F.cross_entropy(z, t, label_smoothing=eps, reduction=reduction),
+        (tg.Tensor(logits),),
+        order=2,
+    )
+
+
+# -- convolution and pooling -----------------------------------------------------------------
+def np_conv(x, w, stride, pads, dilation, groups):
+    pt, pb, pl, pr = pads
+    x = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    kh, kw = w.shape[2:]
+    eff = ((kh - 1) * dilation[0] + 1, (kw - 1) * dilation[1] + 1)
+    win = np.lib.stride_tricks.sliding_window_view(x, eff, axis=(2, 3))
+    win = win[:, :, :: stride[0], :: stride[1], :: dilation[0], :: dilation[1]]
+    n, c = x.shape[:2]
+    cg, og = c // groups, w.shape[0] // groups
+    win = win.reshape(n, groups, cg, *win.shape[2:])
+    wg = w.reshape(groups, og, cg, kh, kw)
+    out = np.einsum("ngchwij,goCij->ngohw".replace("C", "c"), win, wg)
+    return out.reshape(n, groups * og, *out.shape[3:])
+
+
+@given(data=st.data())
+def test_conv2d_matches_direct_convolution(data):
+    groups = data.draw(st.sampled_from([1, 2]))
+    n = data.draw(st.integers(1, 2))
+    cin = groups * data.draw(st.integers(1, 2))
+    cout = groups * data.draw(st.integers(1, 2))
+    kh, kw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    stride = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)))
+    dilation = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)))
+    padding = data.draw(st.sampled_from(["valid", "same", 0, 1, (1, 2)]))
+    h, w_ = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 6))
+    pads = F._resolve_padding(padding, (h, w_), (kh, kw), stride, dilation, "t")
+    assume(h + pads[0] + pads[1] >= (kh - 1) * dilation[0] + 1)
+    assume(w_ + pads[2] + pads[3] >= (kw - 1) * dilation[1] + 1)
+    x = data.draw(arrays((n, cin, h, w_)))
+    w = data.draw(arrays((cout, cin // groups, kh, kw)))
+    kwargs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    y = F.conv2d(tg.Tensor(x), tg.Tensor(w), **kwargs)
+    np.testing.assert_allclose(
+        y.numpy(), np_conv(x, w, stride, pads, dilation, groups), rtol=1e-10, atol=1e-10
+    )
+    check_grads(lambda a, b: F.conv2d(a, b, **kwargs), (tg.Tensor(x), tg.Tensor(w)), order=2)
+
+
+@given(data=st.data(), avg=st.booleans())
+def test_pooling(data, avg):
+    k = data.draw(st.integers(1, 3))
+    s = data.draw(st.integers(1, 3))
+    p = data.draw(st.integers(0, k // 2))
+    h, w = data.draw(st.integers(k, 6)), data.draw(st.integers(k, 6))
+    x = data.draw(arrays((1, 2, h, w)))
+    xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=0.0 if avg else -np.inf)
+    win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))[:, :, ::s, ::s]
+    if avg:
+        y = F.avg_pool2d(tg.Tensor(x), k, s, p)
+        ref = win.mean(axis=(-1, -2))
+    else:
+        flat = win.reshape(win.shape[:4] + (-1,))
+        srt = np.sort(flat, axis=-1)
+        assume(k == 1 or np.all(srt[..., -1] - srt[..., -2] > 1e-3))  # no near-ties
+        y = F.max_pool2d(tg.Tensor(x), k, s, p)
+        ref = win.max(axis=(-1, -2))
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12)
+    fn = (lambda a: F.avg_pool2d(a, k, s, p)) if avg else (lambda a: F.max_pool2d(a, k, s, p))
+    check_grads(fn, (tg.Tensor(x),), order=2)
+
+
+# -- normalization, dropout, attention -------------------------------------------------------
+@given(data=st.data())
+def test_layer_and_batch_norm(data):
+    shape = data.draw(shapes(min_dims=2, max_dims=4, min_side=2, max_side=3))
+    # well-conditioned groups (the gradient grows like 1 / sqrt(var + eps)): a +-1
+    # checkerboard, which alternates along every axis, plus drawn noise
+    board = (np.indices(shape).sum(0) % 2) * 2.0 - 1.0
+    x = board + 0.2 * data.draw(arrays(shape, elements=floats_in(-1, 1)))
+    axes = (0,) + tuple(range(2, len(shape)))
+    y = F.layer_norm(tg.Tensor(x), shape[-1])
+    mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    np.testing.assert_allclose(y.numpy(), (x - mu) / np.sqrt(var + 1e-5), rtol=1e-9, atol=1e-9)
+    check_grads(lambda a: F.layer_norm(a, shape[-1]), (tg.Tensor(x),), order=2)
+    yb, m, v = F.batch_norm(tg.Tensor(x), None, None, training=True)
+    mu, var = x.mean(axes, keepdims=True), x.var(axes, keepdims=True)
+    np.testing.assert_allclose(yb.numpy(), (x - mu) / np.sqrt(var + 1e-5), rtol=1e-9, atol=1e-9)
+    check_grads(lambda a: F.batch_norm(a, None, None, training=True)[0], (tg.Tensor(x),))
+
+
+@given(data=st.data(), p=st.sampled_from([0.0, 0.2, 0.5, 0.9]), seed=st.integers(0, 2**32))
+def test_dropout_keeps_or_scales_each_element(data, p, seed):
+    x = data.draw(arrays(data.draw(shapes())))
+    key = tg.random.key(seed)
+    y = F.dropout(tg.Tensor(x), p, key=key).numpy()
+    kept = y != 0
+    np.testing.assert_allclose(y[kept], x[kept] / (1 - p), rtol=1e-12)
+    np.testing.assert_array_equal(y, F.dropout(tg.Tensor(x), p, key=key).numpy())
+    check_grads(lambda a: F.dropout(a, p, key=key), (tg.Tensor(x),), order=2)
+
+
+@given(data=st.data(), causal=st.booleans(), mask_kind=st.sampled_from([None, "bool", "float"]))
+def test_attention_matches_reference(data, causal, mask_kind):
+    b = data.draw(st.sampled_from([(), (1,), (2,), (2, 1)]))
+    lq, lk = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
+    e, ev = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    q = data.draw(arrays(b + (lq, e)))
+    k = data.draw(arrays(b + (lk, e)))
+    v = data.draw(arrays(b + (lk, ev)))
+    forbidden = np.zeros((lq, lk), bool)
+    mask = None
+    if mask_kind is not None:
+        forbidden = data.draw(arrays((lq, lk), dtype=np.bool_, elements=st.booleans()))
+        mask = ~forbidden if mask_kind == "bool" else forbidden.astype(np.float64)
+    if causal:
+        forbidden = forbidden | np.triu(np.ones((lq, lk), bool), 1)
+    # a fully forbidden row attends uniformly with scores near -1e9, where float64 keeps
+    # only ~1e-7 absolute resolution: checked in tests/nn, not against finite differences
+    assume(not forbidden.all(-1).any())
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(e) - 1e9 * forbidden
+    pr = np.exp(s - s.max(-1, keepdims=True))
+    ref = (pr / pr.sum(-1, keepdims=True)) @ v
+
+    def fn(a, c, d):
+        return F.scaled_dot_product_attention(a, c, d, mask, is_causal=causal)
+
+    y = fn(tg.Tensor(q), tg.Tensor(k), tg.Tensor(v))
+    assert y.shape == b + (lq, ev)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-9, atol=1e-12)
+    check_grads(fn, (tg.Tensor(q), tg.Tensor(k), tg.Tensor(v)), order=2)
+
+
+# -- random ----------------------------------------------------------------------------------
+@given(seed=st.integers(0, 2**64), num=st.integers(1, 5), shape=shapes())
+def test_random_is_reproducible_and_split_keys_differ(seed, num, shape):
+    k = tg.random.key(seed)
+    keys = tg.random.split(k, num)
+    assert len({tuple(x.numpy()) for x in keys + (k,)}) == num + 1
+    a = tg.random.uniform(keys[0], shape, np.float64, -1.0, 2.0).numpy()
+    np.testing.assert_array_equal(
+        a, tg.random.uniform(keys[0], shape, np.float64, -1.0, 2.0).numpy()
+    )
+    assert a.shape == shape and np.all((a >= -1.0) & (a < 2.0))
+    n = tg.random.normal(keys[-1], shape)
+    assert n.shape == shape and n.dtype == np.float32

@@ -1,0 +1,1697 @@
+"""Pure neural-network functions: activations, losses, linear/convolution/pooling layers,
+normalization, dropout, embedding and attention.
+
+Every function here is pure: parameters come in as Tensors (or pytrees of them), randomness as
+an explicit ``key`` from :mod:`tapegrad.random`, running statistics as explicit inputs and
+outputs. Signatures follow the seeds where they document one, else ``torch.nn.functional``.
+Every function is differentiable to any order under :func:`tapegrad.grad`.
+
+A few primitives are fused :class:`~tapegrad.Function` subclasses defined here, because fusing
+is the right design (numerically stable, or far cheaper than a composition): ``LogSoftmax``,
+``Softmax``, the losses (``CrossEntropy``, ``BinaryCrossEntropy``,
+``BinaryCrossEntropyWithLogits``, ``HingeLoss``, ``MeanSquaredLoss``, which also keep the seeds'
+``Function.apply`` rows working), ``Conv2d`` (im2col on a strided view, with its two
+transposes), max-pool index routing, embedding row gathers and ``ScaledDotProductAttention``
+(its backward recomputes the probabilities). Their ``backward`` rules are written with
+tapegrad ops, so higher derivatives work. The elementwise activations come from
+:mod:`tapegrad.ops` (``Relu``, ``Sigmoid``, ``Tanh``, ``Softplus``, ``Erf`` are re-exported
+here under the seeds' names; ``Gelu`` defaults to the seeds' tanh approximation).
+
+Layout conventions: images are ``(N, C, H, W)``; a linear weight is ``(in_features,
+out_features)`` (``y = x @ W + b``, the seeds' and Flax's layout, *not* PyTorch's transposed
+one); a convolution weight is ``(C_out, C_in / groups, kH, kW)`` (PyTorch's layout).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tapegrad import numpy as tnp
+from tapegrad import ops as _ops
+from tapegrad import random as _random
+from tapegrad.backend import backend_of
+from tapegrad.function import Function
+from tapegrad.tensor import Tensor
+
+__all__ = [
+    # activations
+    "relu",
+    "sigmoid",
+    "tanh",
+    "softmax",
+    "log_softmax",
+    "gelu",
+    "silu",
+    "leaky_relu",
+    "softplus",
+    "erf",
+    # losses
+    "mean_squared_loss",
+    "mse_loss",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "cross_entropy",
+    "hinge_loss",
+    # layers
+    "linear",
+    "mlp",
+    "conv2d",
+    "max_pool2d",
+    "avg_pool2d",
+    "dropout",
+    "layer_norm",
+    "batch_norm",
+    "embedding",
+    "scaled_dot_product_attention",
+    "multi_head_attention",
+    # fused primitives (the seeds' Function classes among them)
+    "Relu",
+    "Gelu",
+    "Tanh",
+    "Sigmoid",
+    "Softplus",
+    "Erf",
+    "Softmax",
+    "LogSoftmax",
+    "CrossEntropy",
+    "BinaryCrossEntropy",
+    "BinaryCrossEntropyWithLogits",
+    "HingeLoss",
+    "MeanSquaredLoss",
+    "Conv2d",
+    "Conv2dInputGrad",
+    "Conv2dWeightGrad",
+    "ScaledDotProductAttention",
+]
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def _floating(x, who: str, name: str = "input") -> Tensor:
+    x = tnp.asarray(x)
+    if x.dtype.kind != "f":
+        raise TypeError(f"{who}: {name} must be a floating Tensor, got dtype {x.dtype}")
+    return x
+
+
+def _like(value, ref: Tensor) -> Tensor:
+    """``value`` (Tensor/array/list/number) as a Tensor of ``ref``'s floating dtype."""
+    if isinstance(value, Tensor):
+        return value if value.dtype == ref.dtype else tnp.astype(value, ref.dtype)
+    if hasattr(value, "__cuda_array_interface__"):  # a CuPy array
+        return tnp.astype(Tensor(value), ref.dtype)
+    return Tensor(np.asarray(value, dtype=ref.dtype), device=ref.device)
+
+
+def _const(array, ref: Tensor) -> Tensor:
+    """A constant Tensor holding the NumPy ``array`` on ``ref``'s device."""
+    return Tensor(array, device=ref.device if ref.device != "cpu" else None)
+
+
+def _check_reduction(reduction, who):
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{who}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+
+
+def _axis(x: Tensor, axis, who: str) -> int:
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{who}: axis must be an int, got {axis!r}")
+    if not -x.ndim <= axis < max(x.ndim, 1):
+        raise ValueError(f"{who}: axis {axis} is out of range for a Tensor of shape {x.shape}")
+    return int(axis) % max(x.ndim, 1)
+
+
+# -- fused elementwise primitives ------------------------------------------------------------
+# The elementwise primitives live in tapegrad.ops; these names keep the seeds' rows
+# (``Sigmoid.apply(x)``, ``Relu.apply(x)``, ``Tanh.apply(x)``) working from here.
+Sigmoid = _ops.Sigmoid
+Softplus = _ops.Softplus
+Erf = _ops.Erf
+Relu = _ops.Relu
+Tanh = _ops.Tanh
+
+
+class Softmax(Function):
+    """``exp(x) / sum(exp(x))`` along ``axis``, shifted by the maximum for stability.
+
+    Backward: ``y * (g - sum(g * y, axis))`` with the saved output ``y``.
+    """
+
+    oper = "softmax"
+
+    @staticmethod
+    def forward(ctx, x, axis=-1):
+        xp = ctx.backend
+        ctx.axis = axis
+        if x.size == 0:
+            out = xp.empty_like(x)
+            ctx.save_for_backward(out)
+            return out
+        e = xp.exp(x - x.max(axis=axis, keepdims=True))
+        out = e / e.sum(axis=axis, keepdims=True)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return y * (g - tnp.sum(g * y, axis=ctx.axis, keepdims=True))
+
+    @classmethod
+    def output_shape(cls, shape, axis=-1):
+        return tuple(shape)
+
+
+class LogSoftmax(Function):
+    """``x - logsumexp(x)`` along ``axis``, shifted by the maximum for stability.
+
+    Backward: ``g - exp(y) * sum(g, axis)`` with the saved output ``y``.
+
+    References:
+        Blanchard, Higham and Higham, "Accurately computing the log-sum-exp and softmax
+        functions", IMA J. Numer. Anal., 2021.
+    """
+
+    oper = "log_softmax"
+
+    @staticmethod
+    def forward(ctx, x, axis=-1):
+        xp = ctx.backend
+        ctx.axis = axis
+        if x.size == 0:
+            out = xp.empty_like(x)
+            ctx.save_for_backward(out)
+            return out
+        s = x - x.max(axis=axis, keepdims=True)
+        out = s - xp.log(xp.exp(s).sum(axis=axis, keepdims=True))
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g - tnp.exp(y) * tnp.sum(g, axis=ctx.axis, keepdims=True)
+
+    @classmethod
+    def output_shape(cls, shape, axis=-1):
+        return tuple(shape)
+
+
+class Gelu(_ops.Gelu):
+    """The seeds' ``Gelu`` Function: :class:`tapegrad.ops.Gelu` with the tanh approximation
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` as the default, so
+    ``Gelu.apply(x)`` gives the seeds' values."""
+
+    @staticmethod
+    def forward(ctx, x, approximate="tanh"):
+        return _ops.Gelu.forward(ctx, x, approximate)
+
+
+# -- activations -----------------------------------------------------------------------------
+def relu(x) -> Tensor:
+    """Rectified linear unit ``max(x, 0)``.
+
+    Args:
+        x: Floating Tensor of any shape.
+
+    Returns:
+        Tensor of ``x``'s shape and dtype. The derivative at ``x == 0`` is taken as 0.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> tg.nn.functional.relu(tg.Tensor([-1.0, 0.0, 2.0]))
+        Tensor([0., 0., 2.], dtype=float32)
+    """
+    return Relu.apply(_floating(x, "relu"))
+
+
+def sigmoid(x) -> Tensor:
+    """Logistic sigmoid ``1 / (1 + exp(-x))``, stable for any ``x`` (see :class:`Sigmoid`).
+
+    Args:
+        x: Floating Tensor of any shape.
+
+    Returns:
+        Tensor of ``x``'s shape and dtype, values in ``[0, 1]``.
+    """
+    return Sigmoid.apply(_floating(x, "sigmoid"))
+
+
+def tanh(x) -> Tensor:
+    """Hyperbolic tangent (derivative ``1 - tanh(x)**2``)."""
+    return tnp.tanh(_floating(x, "tanh"))
+
+
+def _axis_or_dim(axis, dim, who):
+    if dim is not None:
+        if axis != -1 and axis != dim:
+            raise TypeError(f"{who}: give axis or dim (the seeds' name), not both")
+        return dim
+    return axis
+
+
+def softmax(x, axis: int = -1, *, dim: int | None = None) -> Tensor:
+    """Softmax along ``axis``: ``exp(x_i) / sum_j exp(x_j)``, stable for large inputs.
+
+    Args:
+        x: Floating Tensor of shape ``(..., n, ...)``.
+        axis: The axis to normalize (default the last). ``dim`` is accepted as an alias.
+
+    Returns:
+        Tensor of ``x``'s shape and dtype; entries along ``axis`` are positive and sum to 1.
+
+    Raises:
+        TypeError: for a non-floating ``x``. ValueError: for an out-of-range axis.
+    """
+    x = _floating(x, "softmax")
+    return Softmax.apply(x, axis=_axis(x, _axis_or_dim(axis, dim, "softmax"), "softmax"))
+
+
+def log_softmax(x, axis: int = -1, *, dim: int | None = None) -> Tensor:
+    """Log-softmax along ``axis``: ``x_i - log sum_j exp(x_j)`` (the seeds' ``dim`` accepted).
+
+    More accurate than ``log(softmax(x))``: no underflow to ``log(0)``.
+
+    Args:
+        x: Floating Tensor of shape ``(..., n, ...)``.
+        axis: The axis to normalize (default the last).
+
+    Returns:
+        Tensor of ``x``'s shape and dtype: log-probabilities in nats.
+
+    Raises:
+        TypeError: for a non-floating ``x``. ValueError: for an out-of-range axis.
+    """
+    x = _floating(x, "log_softmax")
+    axis = _axis(x, _axis_or_dim(axis, dim, "log_softmax"), "log_softmax")
+    return LogSoftmax.apply(x, axis=axis)
+
+
+def erf(x) -> Tensor:
+    """The error function, elementwise (see :class:`Erf`)."""
+    return Erf.apply(_floating(x, "erf"))
+
+
+def gelu(x, approximate: str = "tanh") -> Tensor:
+    """Gaussian error linear unit ``x * Phi(x)`` (Hendrycks and Gimpel, 2016).
+
+    Args:
+        x: Floating Tensor of any shape.
+        approximate: ``"tanh"`` (default, the seeds' formula)
+            ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, or ``"none"`` for the exact
+            ``0.5 x (1 + erf(x / sqrt(2)))`` (PyTorch's default).
+
+    Returns:
+        Tensor of ``x``'s shape and dtype.
+
+    Raises:
+        ValueError: for another ``approximate``.
+
+    References:
+        Hendrycks and Gimpel, "Gaussian Error Linear Units (GELUs)", arXiv:1606.08415.
+    """
+    x = _floating(x, "gelu")
+    if approximate in ("tanh", "none"):
+        return _ops.Gelu.apply(x, approximate=approximate)
+    raise ValueError(f"gelu: approximate must be 'tanh' or 'none', got {approximate!r}")
+
+
+def silu(x) -> Tensor:
+    """Sigmoid linear unit (swish) ``x * sigmoid(x)`` (Elfwing et al., 2018)."""
+    x = _floating(x, "silu")
+    return x * Sigmoid.apply(x)
+
+
+def leaky_relu(x, negative_slope: float = 0.01) -> Tensor:
+    """``x`` for ``x > 0`` else ``negative_slope * x``; derivative at 0 is ``negative_slope``."""
+    x = _floating(x, "leaky_relu")
+    return tnp.where(x > 0, x, negative_slope * x)
+
+
+def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta x)) / beta``, linear (``x``) where ``beta x > threshold`` (PyTorch).
+
+    Evaluated stably for every ``x`` (see :class:`Softplus`).
+
+    Raises:
+        ValueError: if ``beta <= 0``.
+    """
+    x = _floating(x, "softplus")
+    if beta <= 0:
+        raise ValueError(f"softplus: beta must be positive, got {beta}")
+    bx = x * beta if beta != 1.0 else x
+    sp = Softplus.apply(bx)
+    if beta != 1.0:
+        sp = sp / beta
+    return tnp.where(bx > threshold, x, sp)
+
+
+# -- losses ----------------------------------------------------------------------------------
+def _loss_forward(ctx, a, b, per, reduction):
+    """Save the inputs and reduce the elementwise loss ``per`` (empty mean: NaN, as NumPy)."""
+    ctx.save_for_backward(a, b)
+    ctx.reduction = reduction
+    ctx.n = per.size
+    if reduction == "none":
+        return per
+    if reduction == "sum":
+        return per.sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return per.sum() / per.dtype.type(per.size)
+
+
+def _loss_scale(ctx, g):
+    """The cotangent of each element of the unreduced loss (broadcasts against it)."""
+    return g * (1.0 / ctx.n) if ctx.reduction == "mean" and ctx.n else g
+
+
+class _Loss(Function):
+    """Base of the seeds' loss Functions: inputs ``(y_pred, y_true)``, keyword ``reduction``."""
+
+    @classmethod
+    def output_shape(cls, a, b, reduction="mean"):
+        return tuple(np.broadcast_shapes(tuple(a), tuple(b))) if reduction == "none" else ()
+
+
+def _cotangents(ctx, ga, gb):
+    na, nb = ctx.needs_input_grad
+    return (ga() if na else None), (gb() if nb else None)
+
+
+class MeanSquaredLoss(_Loss):
+    """``(y_pred - y_true)**2``, reduced (the seeds' ``MeanSquaredLoss``, default ``"mean"``).
+
+    Backward: ``2 (y_pred - y_true) / N`` times the cotangent (``N`` elements, for ``"mean"``).
+    """
+
+    oper = "mean_squared_loss"
+
+    @staticmethod
+    def forward(ctx, y_pred, y_true, reduction="mean"):
+        d = y_pred - y_true
+        return _loss_forward(ctx, y_pred, y_true, d * d, reduction)
+
+    @staticmethod
+    def backward(ctx, g):
+        p, y = ctx.saved_tensors
+        s = _loss_scale(ctx, g)
+        return _cotangents(ctx, lambda: 2.0 * (p - y) * s, lambda: -2.0 * (p - y) * s)
+
+
+class BinaryCrossEntropy(_Loss):
+    """``-(y log p + (1 - y) log(1 - p))``, reduced, with each log clamped at -100
+    (PyTorch's convention, so ``p`` of exactly 0 or 1 gives a finite loss).
+
+    Backward: ``(p - y) / max(p (1 - p), 1e-12)`` for ``p`` and ``log(1 - p) - log p`` for
+    ``y`` (logs clamped as in forward), times the cotangent (over ``N`` for ``"mean"``).
+    """
+
+    oper = "binary_cross_entropy"
+
+    @staticmethod
+    def forward(ctx, y_pred, y_true, reduction="mean"):
+        xp = ctx.backend
+        with np.errstate(divide="ignore"):
+            lp = xp.maximum(xp.log(y_pred), -100)
+            l1p = xp.maximum(xp.log1p(-y_pred), -100)
+        per = -(y_true * lp + (1 - y_true) * l1p)
+        return _loss_forward(ctx, y_pred, y_true, per, reduction)
+
+    @staticmethod
+    def backward(ctx, g):
+        p, y = ctx.saved_tensors
+        s = _loss_scale(ctx, g)
+
+        def gy():
+            tiny = float(np.finfo(p.dtype).tiny)
+            lp = tnp.maximum(tnp.log(tnp.maximum(p, tiny)), -100.0)
+            l1p = tnp.maximum(tnp.log(tnp.maximum(1 - p, tiny)), -100.0)
+            return (l1p - lp) * s
+
+        return _cotangents(ctx, lambda: (p - y) / tnp.maximum(p * (1 - p), 1e-12) * s, gy)
+
+
+class BinaryCrossEntropyWithLogits(_Loss):
+    """``softplus(x) - y x`` (binary cross-entropy of logits), reduced; no overflow for any
+    ``|x|``.
+
+    Backward: ``sigmoid(x) - y`` for ``x`` and ``-x`` for ``y``, times the cotangent.
+    """
+
+    oper = "binary_cross_entropy_with_logits"
+
+    @staticmethod
+    def forward(ctx, y_pred, y_true, reduction="mean"):
+        xp = ctx.backend
+        x = y_pred
+        per = xp.maximum(x, 0) + xp.log1p(xp.exp(-xp.abs(x))) - x * y_true
+        return _loss_forward(ctx, y_pred, y_true, per, reduction)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        s = _loss_scale(ctx, g)
+        return _cotangents(ctx, lambda: (Sigmoid.apply(x) - y) * s, lambda: -x * s)
+
+
+class HingeLoss(_Loss):
+    """``max(0, 1 - y_true * y_pred)``, reduced (the seeds' ``HingeLoss``, default ``"none"``).
+
+    Backward: ``-y_true`` where ``y_true * y_pred < 1``, else 0 (0 at the kink, as the seeds
+    document), times the cotangent; symmetrically ``-y_pred`` for ``y_true``.
+
+    References:
+        Cortes and Vapnik, "Support-vector networks", Machine Learning, 1995.
+    """
+
+    oper = "hinge_loss"
+
+    @staticmethod
+    def forward(ctx, y_pred, y_true, reduction="none"):
+        per = ctx.backend.maximum(1 - y_true * y_pred, 0)
+        return _loss_forward(ctx, y_pred, y_true, per, reduction)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        s = _loss_scale(ctx, g)
+        active = (1 - y * x) > 0
+        return _cotangents(
+            ctx,
+            lambda: tnp.where(active, -y * s, 0.0),
+            lambda: tnp.where(active, -x * s, 0.0),
+        )
+
+
+def _loss_inputs(y_pred, y_true, reduction, who):
+    _check_reduction(reduction, who)
+    p = _floating(y_pred, who, "y_pred")
+    y = _like(y_true, p)
+    try:
+        np.broadcast_shapes(p.shape, y.shape)
+    except ValueError:
+        raise ValueError(
+            f"{who}: y_pred of shape {p.shape} and y_true of shape {y.shape} do not broadcast"
+        ) from None
+    return p, y
+
+
+def mean_squared_loss(y_pred, y_true, reduction: str = "mean", **kwargs) -> Tensor:
+    """Mean squared error ``mean((y_pred - y_true)**2)`` (see :class:`MeanSquaredLoss`).
+
+    Args:
+        y_pred: Floating Tensor of any shape.
+        y_true: Targets broadcastable with ``y_pred`` (Tensor, array, list or number).
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` (elementwise squares).
+
+    Returns:
+        Scalar Tensor (or the broadcast shape for ``"none"``) of ``y_pred``'s dtype.
+
+    Raises:
+        ValueError: for an unknown reduction or shapes that do not broadcast.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> float(tg.nn.functional.mean_squared_loss(tg.Tensor([3.0, 5.0]), [2.0, 5.0]))
+        0.5
+    """
+    p, y = _loss_inputs(y_pred, y_true, reduction, "mean_squared_loss")
+    return MeanSquaredLoss.apply(p, y, reduction=reduction)
+
+
+mse_loss = mean_squared_loss
+
+
+def binary_cross_entropy(y_pred, y_true, reduction: str = "mean", **kwargs) -> Tensor:
+    """Binary cross-entropy of predicted probabilities (see :class:`BinaryCrossEntropy`).
+
+    ``-(y log p + (1 - y) log(1 - p))``; logs are clamped at -100 (PyTorch), so ``p`` of 0 or
+    1 gives a finite loss. For logits use :func:`binary_cross_entropy_with_logits`.
+
+    Args:
+        y_pred: Probabilities in ``[0, 1]``, floating Tensor of any shape.
+        y_true: Targets in ``[0, 1]`` broadcastable with ``y_pred``.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        Scalar Tensor (or the broadcast shape for ``"none"``), in nats.
+
+    Raises:
+        ValueError: if ``y_pred`` has values outside ``[0, 1]``, for a bad reduction or
+            shapes that do not broadcast.
+    """
+    p, y = _loss_inputs(y_pred, y_true, reduction, "binary_cross_entropy")
+    arr = p.numpy()
+    if arr.size and (np.nanmin(arr) < 0 or np.nanmax(arr) > 1):
+        raise ValueError(
+            "binary_cross_entropy: y_pred must hold probabilities in [0, 1], got values in "
+            f"[{np.nanmin(arr)}, {np.nanmax(arr)}]; for logits use "
+            "binary_cross_entropy_with_logits"
+        )
+    return BinaryCrossEntropy.apply(p, y, reduction=reduction)
+
+
+def binary_cross_entropy_with_logits(y_pred, y_true, reduction: str = "mean", **kwargs) -> Tensor:
+    """Binary cross-entropy of logits, stable for any ``|logits|``.
+
+    Computes ``softplus(x) - y x`` (equal to ``-(y log sigmoid(x) + (1-y) log(1-sigmoid(x)))``)
+    without overflow; the gradient is ``sigmoid(x) - y`` (see
+    :class:`BinaryCrossEntropyWithLogits`).
+
+    Args:
+        y_pred: Logits, floating Tensor of any shape.
+        y_true: Targets in ``[0, 1]`` broadcastable with ``y_pred``.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        Scalar Tensor (or the broadcast shape for ``"none"``), in nats.
+
+    Raises:
+        ValueError: for a bad reduction or shapes that do not broadcast.
+    """
+    x, y = _loss_inputs(y_pred, y_true, reduction, "binary_cross_entropy_with_logits")
+    return BinaryCrossEntropyWithLogits.apply(x, y, reduction=reduction)
+
+
+class CrossEntropy(Function):
+    """Fused log-softmax + negative log-likelihood over the last axis of ``logits``.
+
+    ``loss_i = -sum_c T_ic log_softmax(logits_i)_c`` with the smoothed target
+    ``T_ic = (1 - eps) [c == t_i] + eps / C`` (Szegedy et al., 2016); entries with
+    ``t_i == ignore_index`` contribute nothing. ``"mean"`` divides by the number of
+    non-ignored targets (0 when every target is ignored).
+
+    Backward: ``(softmax(logits) - T) * valid * scale`` where ``scale`` is the cotangent
+    (``"none"``/``"sum"``) or the cotangent over the count (``"mean"``); the softmax is
+    recomputed with tapegrad ops, so higher derivatives work.
+    """
+
+    oper = "cross_entropy"
+
+    @staticmethod
+    def forward(ctx, logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+        xp = ctx.backend
+        ctx.save_for_backward(logits, target)
+        ctx.ignore_index = ignore_index
+        ctx.label_smoothing = label_smoothing
+        ctx.reduction = reduction
+        dt = logits.dtype.type
+        s = logits - logits.max(axis=-1, keepdims=True)
+        logp = s - xp.log(xp.exp(s).sum(axis=-1, keepdims=True))
+        valid = target != ignore_index
+        safe = xp.where(valid, target, 0).astype(np.intp)
+        nll = -xp.take_along_axis(logp, safe[..., None], axis=-1)[..., 0]
+        eps = label_smoothing
+        per = nll if eps == 0 else (1 - eps) * nll - eps * logp.mean(axis=-1)
+        per = xp.where(valid, per, dt(0))
+        if reduction == "none":
+            return per.astype(logits.dtype, copy=False)
+        total = per.sum()
+        if reduction == "sum":
+            return total.astype(logits.dtype)
+        count = max(int(valid.sum()), 1)
+        return (total / dt(count)).astype(logits.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        if not ctx.needs_input_grad[0]:
+            return None, None
+        logits, target = ctx.saved_tensors
+        ignore_index = ctx.ignore_index
+        eps = ctx.label_smoothing
+        n_cls = logits.shape[-1]
+        xp = backend_of(logits._array)
+        p = Softmax.apply(logits, axis=-1)
+        valid = tnp.astype(tnp.not_equal(target, ignore_index), logits.dtype)
+        classes = Tensor(xp.arange(n_cls, dtype=target.dtype))
+        onehot = tnp.astype(tnp.equal(tnp.expand_dims(target, -1), classes), logits.dtype)
+        t = onehot * (1.0 - eps) + eps / n_cls if eps else onehot
+        d = (p - t) * tnp.expand_dims(valid, -1)
+        if ctx.reduction == "none":
+            return d * tnp.expand_dims(g, -1), None
+        if ctx.reduction == "sum":
+            return d * g, None
+        count = tnp.maximum(tnp.sum(valid), 1.0)
+        return d * (g / count), None
+
+    @classmethod
+    def output_shape(cls, logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+        return tuple(target) if reduction == "none" else ()
+
+    @classmethod
+    def output_dtype(cls, logits, target, **params):
+        return np.dtype(logits)
+
+
+def _int_targets(y_true, who: str) -> Tensor:
+    if isinstance(y_true, Tensor):
+        t = y_true
+    else:
+        t = Tensor(np.asarray(y_true.get() if hasattr(y_true, "get") else y_true))
+    if t.dtype.kind == "f":
+        arr = t.numpy()
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            raise TypeError(
+                f"{who}: y_true must hold integer class indices, got non-integer floats"
+            )
+        t = Tensor(arr.astype(np.int64), device=t.device if t.device != "cpu" else None)
+    elif t.dtype.kind not in "iu":
+        raise TypeError(f"{who}: y_true must hold integer class indices, got dtype {t.dtype}")
+    return t
+
+
+def cross_entropy(
+    y_pred,
+    y_true,
+    ignore_index: int = -100,
+    label_smoothing: float = 0.0,
+    reduction: str = "mean",
+) -> Tensor:
+    """Cross-entropy of raw logits against class indices (the seeds' ``CrossEntropy``).
+
+    A fused, stable log-softmax over the last axis (see :class:`CrossEntropy`), with optional
+    ignored targets and label smoothing ``T = (1 - eps) onehot + eps / C``.
+
+    Args:
+        y_pred: Logits of shape ``(N, C)`` or ``(N, T, C)`` (generally ``(..., C)``), floating.
+        y_true: Class indices of shape ``(N,)`` or ``(N, T)`` (``y_pred.shape[:-1]``), integer
+            (integral floats are accepted), each in ``[0, C)`` or equal to ``ignore_index``.
+        ignore_index: Target value that contributes neither loss nor gradient.
+        label_smoothing: ``eps`` in ``[0, 1]``.
+        reduction: ``"mean"`` (over non-ignored targets; 0.0 when all are ignored),
+            ``"sum"`` or ``"none"`` (shape of ``y_true``, zeros at ignored targets).
+
+    Returns:
+        Tensor of ``y_pred``'s dtype, in nats.
+
+    Raises:
+        TypeError: for non-floating logits or non-integer targets.
+        ValueError: for mismatched shapes, targets out of range, a bad ``label_smoothing`` or
+            ``reduction``.
+
+    References:
+        Szegedy et al., "Rethinking the Inception Architecture for Computer Vision", CVPR 2016
+        (label smoothing).
+
+    Example:
+        >>> import tapegrad as tg
+        >>> logits = tg.Tensor([[2.0, 1.0, 0.1]])
+        >>> loss = tg.nn.functional.cross_entropy(logits, [0], label_smoothing=0.1)
+        >>> round(float(loss), 4)
+        0.5137
+    """
+    who = "cross_entropy"
+    _check_reduction(reduction, who)
+    logits = _floating(y_pred, who, "y_pred")
+    target = _int_targets(y_true, who)
+    if logits.ndim < 1 or logits.shape[-1] < 1:
+        raise ValueError(f"{who}: y_pred must have a non-empty class axis, got {logits.shape}")
+    if target.shape != logits.shape[:-1]:
+        raise ValueError(
+            f"{who}: y_true of shape {target.shape} does not match y_pred of shape "
+            f"{logits.shape}; expected {logits.shape[:-1]} (class indices, classes last)"
+        )
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"{who}: label_smoothing must lie in [0, 1], got {label_smoothing}")
+    arr = target.numpy()
+    bad = (arr != ignore_index) & ((arr < 0) | (arr >= logits.shape[-1]))
+    if bad.any():
+        raise ValueError(
+            f"{who}: target {int(arr[bad].reshape(-1)[0])} is out of range for "
+            f"{logits.shape[-1]} classes (expected [0, {logits.shape[-1]}) or "
+            f"ignore_index={ignore_index})"
+        )
+    return CrossEntropy.apply(
+        logits,
+        target,
+        ignore_index=int(ignore_index),
+        label_smoothing=float(label_smoothing),
+        reduction=reduction,
+    )
+
+
+def hinge_loss(y_pred, y_true, reduction: str = "none", **kwargs) -> Tensor:
+    """Hinge loss ``max(0, 1 - y_true * y_pred)`` for labels in {-1, +1} (see
+    :class:`HingeLoss`).
+
+    The derivative is ``-y_true`` where ``y_true * y_pred < 1`` and 0 elsewhere (0 at the
+    kink), as the seeds document.
+
+    Args:
+        y_pred: Scores, floating Tensor of any shape.
+        y_true: Labels (usually -1 or +1) broadcastable with ``y_pred``.
+        reduction: ``"none"`` (default, the seeds'), ``"mean"`` or ``"sum"``.
+
+    Returns:
+        Tensor of ``y_pred``'s dtype.
+
+    Raises:
+        ValueError: for a bad reduction or shapes that do not broadcast.
+    """
+    x, y = _loss_inputs(y_pred, y_true, reduction, "hinge_loss")
+    return HingeLoss.apply(x, y, reduction=reduction)
+
+
+# -- linear ----------------------------------------------------------------------------------
+def linear(input, weight, bias=None) -> Tensor:
+    """Affine map ``input @ weight + bias``.
+
+    Args:
+        input: Floating Tensor of shape ``(..., in_features)``.
+        weight: Tensor of shape ``(in_features, out_features)`` (the seeds' ``y = xW + b``
+            layout; PyTorch stores the transpose).
+        bias: Optional Tensor of shape ``(out_features,)``.
+
+    Returns:
+        Tensor of shape ``(..., out_features)``.
+
+    Raises:
+        ValueError: if ``input.shape[-1] != weight.shape[0]`` or ``bias`` has the wrong shape.
+    """
+    x = _floating(input, "linear")
+    weight = tnp.asarray(weight)
+    if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[0]:
+        raise ValueError(
+            f"linear: input of shape {x.shape} and weight of shape {weight.shape} do not fit; "
+            "weight must be (in_features, out_features) with in_features == input.shape[-1]"
+        )
+    y = tnp.matmul(x, weight)
+    if bias is not None:
+        bias = tnp.asarray(bias)
+        if bias.shape != (weight.shape[1],):
+            raise ValueError(f"linear: bias must have shape ({weight.shape[1]},), got {bias.shape}")
+        y = y + bias
+    return y
+
+
+def mlp(params, x, activation=relu) -> Tensor:
+    """A multilayer perceptron on a params pytree from :func:`tapegrad.nn.init.mlp`.
+
+    Args:
+        params: List of ``{"weight": (in, out), "bias": (out,)}`` dicts.
+        x: Tensor of shape ``(..., sizes[0])``.
+        activation: Applied after every layer but the last.
+
+    Returns:
+        Tensor of shape ``(..., sizes[-1])``.
+    """
+    for i, layer in enumerate(params):
+        x = linear(x, layer["weight"], layer.get("bias"))
+        if i < len(params) - 1:
+            x = activation(x)
+    return x
+
+
+# -- convolution -----------------------------------------------------------------------------
+def _pair(v, name: str, who: str, minimum: int = 1) -> tuple:
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        v = (int(v), int(v))
+    elif (
+        isinstance(v, (tuple, list))
+        and len(v) == 2
+        and all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in v)
+    ):
+        v = (int(v[0]), int(v[1]))
+    else:
+        raise TypeError(f"{who}: {name} must be an int or a pair of ints, got {v!r}")
+    if min(v) < minimum:
+        raise ValueError(f"{who}: {name} must be >= {minimum}, got {v}")
+    return v
+
+
+def _resolve_padding(padding, hw, kernel, stride, dilation, who):
+    """Padding as ``(top, bottom, left, right)``; 'same' is TensorFlow's rule for any stride."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0, 0, 0, 0)
+        if padding == "same":
+            pads = []
+            for size, k, s, d in zip(hw, kernel, stride, dilation):
+                out = -(-size // s)
+                total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+                pads += [total // 2, total - total // 2]
+            return tuple(pads)
+        raise ValueError(
+            f"{who}: padding must be 'valid', 'same', an int or a pair, got {padding!r}"
+        )
+    ph, pw = _pair(padding, "padding", who, minimum=0)
+    return (ph, ph, pw, pw)
+
+
+def _out_hw(hw, kernel, stride, dilation, pads):
+    return tuple(
+        (size + p0 + p1 - d * (k - 1) - 1) // s + 1
+        for size, k, s, d, p0, p1 in zip(hw, kernel, stride, dilation, pads[0::2], pads[1::2])
+    )
+
+
+def _pad(xp, x, pads, value=0):
+    if not any(pads):
+        return x
+    pt, pb, pl, pr = pads
+    return xp.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=value)
+
+
+def _windows(xp, x, kernel, stride, dilation, out_hw):
+    """Read-only strided view ``(N, C, Ho, Wo, kh, kw)`` of the windows of ``x``."""
+    n, c = x.shape[:2]
+    s0, s1, s2, s3 = x.strides
+    shape = (n, c, out_hw[0], out_hw[1], kernel[0], kernel[1])
+    strides = (s0, s1, s2 * stride[0], s3 * stride[1], s2 * dilation[0], s3 * dilation[1])
+    if xp is np:
+        return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
+    return xp.lib.stride_tricks.as_strided(x, shape, strides)  # pragma: no cover - GPU
+
+
+def _im2col(xp, x, kernel, stride, pads, dilation, groups):
+    """Columns ``(N, G, L, Cg*kh*kw)`` of padded ``x`` and the output size ``(Ho, Wo)``."""
+    n, c, h, w = x.shape
+    out_hw = _out_hw((h, w), kernel, stride, dilation, pads)
+    win = _windows(xp, _pad(xp, x, pads), kernel, stride, dilation, out_hw)
+    cg = c // groups
+    win = win.reshape(n, groups, cg, out_hw[0], out_hw[1], kernel[0], kernel[1])
+    cols = win.transpose(0, 1, 3, 4, 2, 5, 6).reshape(
+        n, groups, out_hw[0] * out_hw[1], cg * kernel[0] * kernel[1]
+    )
+    return cols, out_hw
+
+
+def _conv_forward(xp, x, w, stride, pads, dilation, groups):
+    kernel = w.shape[2:]
+    cols, (ho, wo) = _im2col(xp, x, kernel, stride, pads, dilation, groups)
+    o = w.shape[0]
+    og = o // groups
+    wm = w.reshape(groups, og, -1).transpose(0, 2, 1)  # (G, K, Og)
+    out = cols @ wm  # (N, G, L, Og)
+    n = x.shape[0]
+    return out.reshape(n, groups, ho, wo, og).transpose(0, 1, 4, 2, 3).reshape(n, o, ho, wo)
+
+
+def _conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
+    cols, _ = _im2col(xp, x, kernel, stride, pads, dilation, groups)  # (N, G, L, K)
+    n, o, ho, wo = g.shape
+    og = o // groups
+    gm = g.reshape(n, groups, og, ho * wo).transpose(1, 2, 0, 3).reshape(groups, og, -1)
+    cm = cols.transpose(1, 0, 2, 3).reshape(groups, n * ho * wo, -1)
+    gw = gm @ cm  # (G, Og, K)
+    return gw.reshape(o, x.shape[1] // groups, kernel[0], kernel[1])
+
+
+def _conv_input_grad(xp, g, w, in_hw, stride, pads, dilation, groups):
+    n, o, ho, wo = g.shape
+    og = o // groups
+    cg, kh, kw = w.shape[1:]
+    gm = g.reshape(n, groups, og, ho * wo).transpose(0, 1, 3, 2)  # (N, G, L, Og)
+    dcols = gm @ w.reshape(groups, og, -1)  # (N, G, L, K)
+    dcols = dcols.reshape(n, groups, ho, wo, cg, kh, kw)
+    h, wd = in_hw
+    pt, pb, pl, pr = pads
+    dx = xp.zeros((n, groups, cg, h + pt + pb, wd + pl + pr), dtype=dcols.dtype)
+    sh, sw = stride
+    dh, dw = dilation
+    for i in range(kh):  # a loop over kernel offsets, never over pixels
+        for j in range(kw):
+            dx[
+                :,
+                :,
+                :,
+                i * dh : i * dh + sh * (ho - 1) + 1 : sh,
+                j * dw : j * dw + sw * (wo - 1) + 1 : sw,
+            ] += dcols[:, :, :, :, :, i, j].transpose(0, 1, 4, 2, 3)
+    dx = dx.reshape(n, groups * cg, h + pt + pb, wd + pl + pr)
+    return xp.ascontiguousarray(dx[:, :, pt : pt + h, pl : pl + wd])
+
+
+class Conv2d(Function):
+    """2-D cross-correlation ``y[n, o] = sum_c x[n, c] * w[o, c]`` over windows (im2col: one
+    batched matmul on a strided view of the padded input).
+
+    Static params: ``stride`` and ``dilation`` pairs, ``padding`` as ``(top, bottom, left,
+    right)``, ``groups``. Backward: :class:`Conv2dInputGrad` (col2im) for ``x`` and
+    :class:`Conv2dWeightGrad` for ``w``; the three are each other's transposes, so every order
+    of derivative stays within them.
+    """
+
+    oper = "conv2d"
+
+    @staticmethod
+    def forward(ctx, x, w, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
+        ctx.save_for_backward(x, w)
+        ctx.conv = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+        return _conv_forward(ctx.backend, x, w, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        nx, nw = ctx.needs_input_grad
+        gx = Conv2dInputGrad.apply(g, w, in_hw=x.shape[2:], **ctx.conv) if nx else None
+        gw = Conv2dWeightGrad.apply(x, g, kernel=w.shape[2:], **ctx.conv) if nw else None
+        return gx, gw
+
+    @classmethod
+    def output_shape(cls, x, w, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
+        return (x[0], w[0]) + _out_hw(x[2:], w[2:], stride, dilation, padding)
+
+
+class Conv2dInputGrad(Function):
+    """The transpose of :class:`Conv2d` in its input: ``g, w -> dx`` (col2im with a loop over
+    kernel offsets only). Backward: ``Conv2d(ct, w)`` for ``g``, ``Conv2dWeightGrad(ct, g)``
+    for ``w``."""
+
+    oper = "conv2d_input_grad"
+
+    @staticmethod
+    def forward(
+        ctx, g, w, in_hw=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1
+    ):
+        ctx.save_for_backward(g, w)
+        ctx.conv = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+        return _conv_input_grad(ctx.backend, g, w, in_hw, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(ctx, ct):
+        g, w = ctx.saved_tensors
+        ng, nw = ctx.needs_input_grad
+        gg = Conv2d.apply(ct, w, **ctx.conv) if ng else None
+        gw = Conv2dWeightGrad.apply(ct, g, kernel=w.shape[2:], **ctx.conv) if nw else None
+        return gg, gw
+
+    @classmethod
+    def output_shape(cls, g, w, in_hw=(1, 1), groups=1, **conv):
+        return (g[0], w[1] * groups) + tuple(in_hw)
+
+
+class Conv2dWeightGrad(Function):
+    """The transpose of :class:`Conv2d` in its weight: ``x, g -> dw``. Backward:
+    ``Conv2dInputGrad(g, ct)`` for ``x``, ``Conv2d(x, ct)`` for ``g``."""
+
+    oper = "conv2d_weight_grad"
+
+    @staticmethod
+    def forward(
+        ctx, x, g, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1
+    ):
+        ctx.save_for_backward(x, g)
+        ctx.conv = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+        return _conv_weight_grad(ctx.backend, x, g, kernel, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(ctx, ct):
+        x, g = ctx.saved_tensors
+        nx, ng = ctx.needs_input_grad
+        gx = Conv2dInputGrad.apply(g, ct, in_hw=x.shape[2:], **ctx.conv) if nx else None
+        gg = Conv2d.apply(x, ct, **ctx.conv) if ng else None
+        return gx, gg
+
+    @classmethod
+    def output_shape(cls, x, g, kernel=(1, 1), groups=1, **conv):
+        return (g[1], x[1] // groups) + tuple(kernel)
+
+
+def _image(x, who: str) -> Tensor:
+    x = _floating(x, who)
+    if x.ndim != 4:
+        raise ValueError(f"{who}: input must have shape (N, C, H, W), got {x.shape}")
+    return x
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """2-D convolution (cross-correlation, as in PyTorch) over ``(N, C, H, W)`` images.
+
+    Vectorised: one batched matmul on a strided (im2col) view for forward and for each
+    gradient; no Python loop over pixels.
+
+    Args:
+        input: Floating Tensor of shape ``(N, C_in, H, W)``.
+        weight: Tensor of shape ``(C_out, C_in / groups, kH, kW)``.
+        bias: Optional Tensor of shape ``(C_out,)``.
+        stride: Int or pair ``(sH, sW)``, >= 1.
+        padding: Int or pair (zeros on both sides), or the seeds' ``"valid"`` (none) or
+            ``"same"`` (output size ``ceil(H / sH)``; extra odd padding goes at the bottom/right,
+            as in TensorFlow; equal to PyTorch's ``"same"`` for stride 1).
+        dilation: Int or pair, >= 1.
+        groups: Number of channel groups; divides ``C_in`` and ``C_out``.
+
+    Returns:
+        Tensor of shape ``(N, C_out, H_out, W_out)`` with
+        ``H_out = (H + pad_top + pad_bottom - dH (kH - 1) - 1) // sH + 1``.
+
+    Raises:
+        TypeError: for non-floating input or bad parameter kinds.
+        ValueError: for mismatched channels, groups, or an input smaller than the kernel.
+    """
+    who = "conv2d"
+    x = _image(input, who)
+    w = tnp.asarray(weight)
+    if w.ndim != 4:
+        raise ValueError(
+            f"{who}: weight must have shape (C_out, C_in/groups, kH, kW), got {w.shape}"
+        )
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"{who}: groups must be a positive int, got {groups!r}")
+    c_in, c_out = x.shape[1], w.shape[0]
+    if c_in % groups or c_out % groups or w.shape[1] != c_in // groups:
+        raise ValueError(
+            f"{who}: input has {c_in} channels and weight has shape {w.shape} with groups="
+            f"{groups}; need C_in and C_out divisible by groups and weight.shape[1] == "
+            f"C_in / groups = {c_in // groups if c_in % groups == 0 else 'n/a'}"
+        )
+    stride = _pair(stride, "stride", who)
+    dilation = _pair(dilation, "dilation", who)
+    kernel = tuple(w.shape[2:])
+    pads = _resolve_padding(padding, x.shape[2:], kernel, stride, dilation, who)
+    out_hw = _out_hw(x.shape[2:], kernel, stride, dilation, pads)
+    if min(out_hw) < 1:
+        raise ValueError(
+            f"{who}: input of spatial size {x.shape[2:]} with padding {pads} is smaller than the "
+            f"dilated kernel {kernel} (dilation {dilation}); the output would be empty"
+        )
+    if w.dtype != x.dtype:
+        w = tnp.astype(w, x.dtype)
+    y = Conv2d.apply(x, w, stride=stride, padding=pads, dilation=dilation, groups=groups)
+    if bias is not None:
+        bias = tnp.asarray(bias)
+        if bias.shape != (c_out,):
+            raise ValueError(f"{who}: bias must have shape ({c_out},), got {bias.shape}")
+        y = y + tnp.reshape(bias, (1, c_out, 1, 1))
+    return y
+
+
+# -- pooling ---------------------------------------------------------------------------------
+class _PoolArgmax(Function):
+    """Flat index (into each ``H*W`` plane) of the maximum of every pooling window."""
+
+    oper = "max_pool2d_argmax"
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
+        xp = ctx.backend
+        n, c, h, w = x.shape
+        out_hw = _out_hw((h, w), kernel, stride, (1, 1), padding)
+        win = _windows(xp, _pad(xp, x, padding, -np.inf), kernel, stride, (1, 1), out_hw)
+        a = win.reshape(n, c, out_hw[0], out_hw[1], -1).argmax(axis=-1)
+        rows = xp.arange(out_hw[0]).reshape(-1, 1) * stride[0] + a // kernel[1] - padding[0]
+        cols = xp.arange(out_hw[1]).reshape(1, -1) * stride[1] + a % kernel[1] - padding[2]
+        return (rows * w + cols).astype(np.int64)
+
+    @classmethod
+    def output_shape(cls, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
+        return tuple(x[:2]) + _out_hw(x[2:], kernel, stride, (1, 1), padding)
+
+    @classmethod
+    def output_dtype(cls, *dtypes, **params):
+        return np.dtype(np.int64)
+
+
+class _PlaneGather(Function):
+    """``out[n, c, ...] = x[n, c].ravel()[idx[n, c, ...]]``. Backward: :class:`_PlaneScatter`."""
+
+    oper = "plane_gather"
+
+    @staticmethod
+    def forward(ctx, x, idx):
+        ctx.save_for_backward(idx)
+        ctx.in_shape = x.shape
+        n, c = x.shape[:2]
+        flat = x.reshape(n, c, -1)
+        out = ctx.backend.take_along_axis(flat, idx.reshape(n, c, -1), axis=-1)
+        return out.reshape(idx.shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        (idx,) = ctx.saved_tensors
+        return _PlaneScatter.apply(g, idx, shape=ctx.in_shape), None
+
+    @classmethod
+    def output_shape(cls, x, idx):
+        return tuple(idx)
+
+    @classmethod
+    def output_dtype(cls, x, idx):
+        return np.dtype(x)
+
+
+class _PlaneScatter(Function):
+    """Zeros of ``shape`` with ``g`` summed in at ``idx`` (the transpose of
+    :class:`_PlaneGather`, via one ``bincount``). Backward: :class:`_PlaneGather`."""
+
+    oper = "plane_scatter"
+
+    @staticmethod
+    def forward(ctx, g, idx, shape=(0, 0, 0, 0)):
+        xp = ctx.backend
+        ctx.save_for_backward(idx)
+        n, c = shape[:2]
+        plane = int(np.prod(shape[2:]))
+        base = xp.arange(n * c).reshape(n, c, *([1] * (idx.ndim - 2))) * plane
+        out = xp.bincount((idx + base).ravel(), weights=g.ravel(), minlength=n * c * plane)
+        return out.astype(g.dtype).reshape(shape)
+
+    @staticmethod
+    def backward(ctx, ct):
+        (idx,) = ctx.saved_tensors
+        return _PlaneGather.apply(ct, idx), None
+
+    @classmethod
+    def output_shape(cls, g, idx, shape=(0, 0, 0, 0)):
+        return tuple(shape)
+
+    @classmethod
+    def output_dtype(cls, g, idx, **params):
+        return np.dtype(g)
+
+
+def _pool_params(x, kernel_size, stride, padding, who):
+    kernel = _pair(kernel_size, "kernel_size", who)
+    stride = kernel if stride is None else _pair(stride, "stride", who)
+    pads = _resolve_padding(padding, x.shape[2:], kernel, stride, (1, 1), who)
+    if not isinstance(padding, str) and (pads[0] > kernel[0] // 2 or pads[2] > kernel[1] // 2):
+        raise ValueError(f"{who}: padding {padding} must be at most half the kernel size {kernel}")
+    out_hw = _out_hw(x.shape[2:], kernel, stride, (1, 1), pads)
+    if min(out_hw) < 1:
+        raise ValueError(
+            f"{who}: input of spatial size {x.shape[2:]} is smaller than the kernel {kernel}"
+        )
+    return kernel, stride, pads
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0) -> Tensor:
+    """2-D max pooling over ``(N, C, H, W)`` images.
+
+    Each output is the maximum of its window; the gradient is routed to that maximum's
+    position (the first one on ties, as NumPy's ``argmax``).
+
+    Args:
+        input: Floating Tensor of shape ``(N, C, H, W)``.
+        kernel_size: Int or pair.
+        stride: Int or pair; defaults to ``kernel_size``.
+        padding: Int or pair of ``-inf`` padding (at most half the kernel), or the seeds'
+            ``"valid"``/``"same"``.
+
+    Returns:
+        Tensor of shape ``(N, C, H_out, W_out)``.
+
+    Raises:
+        ValueError: for a non-4-D input, too much padding or an input smaller than the kernel.
+    """
+    who = "max_pool2d"
+    x = _image(input, who)
+    kernel, stride, pads = _pool_params(x, kernel_size, stride, padding, who)
+    idx = _PoolArgmax.apply(x, kernel=kernel, stride=stride, padding=pads)
+    return _PlaneGather.apply(x, idx)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, count_include_pad=True) -> Tensor:
+    """2-D average pooling over ``(N, C, H, W)`` images (a depthwise convolution).
+
+    Args:
+        input: Floating Tensor of shape ``(N, C, H, W)``.
+        kernel_size: Int or pair. stride: Int or pair (default ``kernel_size``).
+        padding: Int or pair of zero padding (at most half the kernel), or ``"valid"``/``"same"``.
+        count_include_pad: Divide by the full window size (True, PyTorch's default) or by the
+            number of non-padding elements.
+
+    Returns:
+        Tensor of shape ``(N, C, H_out, W_out)``.
+    """
+    who = "avg_pool2d"
+    x = _image(input, who)
+    kernel, stride, pads = _pool_params(x, kernel_size, stride, padding, who)
+    n, c, h, w = x.shape
+    xp = backend_of(x._array)
+    ones = Tensor(xp.ones((1, 1) + kernel, dtype=x.dtype))
+    flat = tnp.reshape(x, (n * c, 1, h, w))
+    s = Conv2d.apply(flat, ones, stride=stride, padding=pads, dilation=(1, 1), groups=1)
+    if count_include_pad:
+        s = s * (1.0 / (kernel[0] * kernel[1]))
+    else:
+        counts = _conv_forward(
+            np, np.ones((1, 1, h, w)), np.ones((1, 1) + kernel), stride, pads, (1, 1), 1
+        )
+        s = s / _const(counts.astype(x.dtype), x)
+    return tnp.reshape(s, (n, c) + s.shape[2:])
+
+
+# -- dropout, normalization, embedding -------------------------------------------------------
+def dropout(x, p: float = 0.5, key=None, training: bool = True, *, rate=None) -> Tensor:
+    """Inverted dropout: zero each element with probability ``p``, scale the rest by
+    ``1 / (1 - p)`` (Srivastava et al., 2014); the identity when not training or ``p == 0``.
+
+    Args:
+        x: Floating Tensor of any shape.
+        p: Drop probability in ``[0, 1]``.
+        key: A key from :mod:`tapegrad.random`; required when ``training`` and ``p > 0``.
+        training: Apply dropout (True) or return ``x`` unchanged.
+        rate: Flax/Optax name for ``p`` (give one of them).
+
+    Returns:
+        Tensor of ``x``'s shape and dtype.
+
+    Raises:
+        ValueError: if ``p`` is outside ``[0, 1]`` or the key is missing.
+    """
+    x = _floating(x, "dropout")
+    if rate is not None:
+        p = rate
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must lie in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if key is None:
+        raise ValueError(
+            "dropout: training with p > 0 needs a key (dropout(x, p, key=tg.random.split(...)[1]))"
+        )
+    if p == 1.0:
+        return x * 0.0
+    keep = _random.bernoulli(key, 1.0 - p, x.shape)
+    if x.device != "cpu":
+        keep = keep.to_device(x.device)
+    return tnp.where(keep, x * (1.0 / (1.0 - p)), 0.0)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Layer normalization over the trailing ``normalized_shape`` axes (Ba et al., 2016).
+
+    ``y = (x - mean) / sqrt(var + eps) * weight + bias`` with the biased variance.
+
+    Args:
+        input: Floating Tensor of shape ``(..., *normalized_shape)``.
+        normalized_shape: Int or tuple: the trailing shape to normalize over.
+        weight, bias: Optional Tensors of shape ``normalized_shape``.
+        eps: Added to the variance.
+
+    Returns:
+        Tensor of ``input``'s shape and dtype.
+
+    Raises:
+        ValueError: if the trailing shape of ``input`` differs from ``normalized_shape``.
+    """
+    x = _floating(input, "layer_norm")
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if len(ns) == 0 or x.shape[x.ndim - len(ns) :] != ns or len(ns) > x.ndim:
+        raise ValueError(
+            f"layer_norm: input of shape {x.shape} does not end with normalized_shape {ns}"
+        )
+    axes = tuple(range(x.ndim - len(ns), x.ndim))
+    xc = x - tnp.mean(x, axis=axes, keepdims=True)
+    var = tnp.mean(xc * xc, axis=axes, keepdims=True)
+    y = xc / tnp.sqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def batch_norm(
+    input,
+    running_mean=None,
+    running_var=None,
+    weight=None,
+    bias=None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+):
+    """Batch normalization over every axis but the channel axis 1 (Ioffe and Szegedy, 2015).
+
+    In training, normalizes with the batch mean and (biased) variance and returns updated
+    running statistics ``(1 - momentum) * running + momentum * batch`` (the running variance
+    uses the unbiased batch variance, as PyTorch). In evaluation, normalizes with the running
+    statistics and returns them unchanged. Nothing is updated in place.
+
+    Args:
+        input: Floating Tensor of shape ``(N, C)`` or ``(N, C, *spatial)``.
+        running_mean, running_var: Tensors of shape ``(C,)``; required when not training, may
+            be None in training (then None is returned for them).
+        weight, bias: Optional Tensors of shape ``(C,)``.
+        training: Batch statistics (True) or running statistics (False).
+        momentum: Weight of the batch statistics in the running update.
+        eps: Added to the variance.
+
+    Returns:
+        ``(output, new_running_mean, new_running_var)``; the running statistics carry no
+        gradient.
+
+    Raises:
+        ValueError: for an input with fewer than 2 dims, missing running statistics in eval,
+            or a single value per channel in training.
+    """
+    who = "batch_norm"
+    x = _floating(input, who)
+    if x.ndim < 2:
+        raise ValueError(f"{who}: input must have shape (N, C, ...), got {x.shape}")
+    c = x.shape[1]
+    axes = (0,) + tuple(range(2, x.ndim))
+    bshape = (1, c) + (1,) * (x.ndim - 2)
+    for name, t in (
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("weight", weight),
+        ("bias", bias),
+    ):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ValueError(f"{who}: {name} must have shape ({c},), got {tuple(t.shape)}")
+    if training:
+        n = x.size // c
+        if n <= 1:
+            raise ValueError(
+                f"{who}: training needs more than one value per channel, got input {x.shape}"
+            )
+        mean = tnp.mean(x, axis=axes, keepdims=True)
+        xc = x - mean
+        var = tnp.mean(xc * xc, axis=axes, keepdims=True)
+        y = xc / tnp.sqrt(var + eps)
+        new_mean, new_var = running_mean, running_var
+        if running_mean is not None:
+            bm = tnp.stop_gradient(tnp.reshape(mean, (c,)))
+            new_mean = (1 - momentum) * running_mean + momentum * tnp.astype(bm, running_mean.dtype)
+        if running_var is not None:
+            bv = tnp.stop_gradient(tnp.reshape(var, (c,))) * (n / (n - 1))
+            new_var = (1 - momentum) * running_var + momentum * tnp.astype(bv, running_var.dtype)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError(
+                f"{who}: evaluation (training=False) needs running_mean and running_var"
+            )
+        rm = tnp.reshape(_like(running_mean, x), bshape)
+        rv = tnp.reshape(_like(running_var, x), bshape)
+        y = (x - rm) / tnp.sqrt(rv + eps)
+        new_mean, new_var = running_mean, running_var
+    if weight is not None:
+        y = y * tnp.reshape(weight, bshape)
+    if bias is not None:
+        y = y + tnp.reshape(bias, bshape)
+    return y, new_mean, new_var
+
+
+class _TakeRows(Function):
+    """``weight[idx]`` for an integer index Tensor. Backward: :class:`_ScatterRows`."""
+
+    oper = "take_rows"
+
+    @staticmethod
+    def forward(ctx, weight, idx):
+        ctx.save_for_backward(idx)
+        ctx.rows = weight.shape[0]
+        return weight[idx]
+
+    @staticmethod
+    def backward(ctx, g):
+        (idx,) = ctx.saved_tensors
+        return _ScatterRows.apply(g, idx, rows=ctx.rows), None
+
+    @classmethod
+    def output_shape(cls, weight, idx):
+        return tuple(idx) + tuple(weight[1:])
+
+    @classmethod
+    def output_dtype(cls, weight, idx):
+        return np.dtype(weight)
+
+
+class _ScatterRows(Function):
+    """Zeros of shape ``(rows, dim)`` with the rows of ``g`` summed in at ``idx`` (the
+    transpose of :class:`_TakeRows`). Backward: :class:`_TakeRows`."""
+
+    oper = "scatter_rows"
+
+    @staticmethod
+    def forward(ctx, g, idx, rows=0):
+        xp = ctx.backend
+        ctx.save_for_backward(idx)
+        out = xp.zeros((rows,) + g.shape[idx.ndim :], dtype=g.dtype)
+        flat = g.reshape((idx.size,) + g.shape[idx.ndim :])
+        if xp is np:
+            np.add.at(out, idx.reshape(-1), flat)
+        else:  # pragma: no cover - GPU
+            xp.add.at(out, idx.reshape(-1), flat)
+        return out
+
+    @staticmethod
+    def backward(ctx, ct):
+        (idx,) = ctx.saved_tensors
+        return _TakeRows.apply(ct, idx), None
+
+    @classmethod
+    def output_shape(cls, g, idx, rows=0):
+        return (rows,) + tuple(g[len(idx) :])
+
+    @classmethod
+    def output_dtype(cls, g, idx, **params):
+        return np.dtype(g)
+
+
+def embedding(input, weight) -> Tensor:
+    """Look up rows of ``weight``: ``weight[input]``.
+
+    Args:
+        input: Integer Tensor (or array/list) of indices in ``[0, num_embeddings)``, any shape.
+        weight: Tensor of shape ``(num_embeddings, embedding_dim)``.
+
+    Returns:
+        Tensor of shape ``input.shape + (embedding_dim,)``; the gradient of ``weight``
+        accumulates over repeated indices. The indices are an input of the recorded op, so a
+        replayed tape looks up new indices.
+
+    Raises:
+        TypeError: for non-integer indices. ValueError: for indices out of range.
+    """
+    idx = _int_targets(input, "embedding")
+    weight = tnp.asarray(weight)
+    if weight.ndim != 2:
+        raise ValueError(f"embedding: weight must have shape (num, dim), got {weight.shape}")
+    arr = idx.numpy()
+    if arr.size and (arr.min() < 0 or arr.max() >= weight.shape[0]):
+        raise ValueError(
+            f"embedding: indices must lie in [0, {weight.shape[0]}), got values in "
+            f"[{arr.min()}, {arr.max()}]"
+        )
+    return _TakeRows.apply(weight, idx)
+
+
+# -- attention -------------------------------------------------------------------------------
+def _mask_penalty(dtype) -> float:
+    return -min(1e9, float(np.finfo(dtype).max) / 4)
+
+
+class ScaledDotProductAttention(Function):
+    """Fused ``(softmax(q k^T * scale + bias) * drop) @ v``.
+
+    Positional inputs ``q (..., Lq, E)``, ``k (..., Lk, E)``, ``v (..., Lk, Ev)``, then an
+    optional additive ``bias`` and an optional scaled dropout multiplier ``drop`` (both
+    broadcastable to ``(..., Lq, Lk)``, or None). Forward keeps no probabilities; backward
+    recomputes them with tapegrad ops (as the seeds' custom kernel did) and applies
+    ``dv = P~^T g``, ``dP = (g v^T) * drop``, ``dS = P (dP - sum(dP P))``,
+    ``dq = dS k * scale``, ``dk = dS^T q * scale``.
+    """
+
+    oper = "scaled_dot_product_attention"
+
+    @staticmethod
+    def forward(ctx, q, k, v, bias, drop, scale=1.0):
+        xp = ctx.backend
+        s = (q @ xp.swapaxes(k, -1, -2)) * q.dtype.type(scale)
+        if bias is not None:
+            s = s + bias
+        e = xp.exp(s - s.max(axis=-1, keepdims=True))
+        p = e / e.sum(axis=-1, keepdims=True)
+        if drop is not None:
+            p = p * drop
+        ctx.scale = scale
+        ctx.has_bias = bias is not None
+        ctx.has_drop = drop is not None
+        ctx.save_for_backward(*[a for a in (q, k, v, bias, drop) if a is not None])
+        return p @ v
+
+    @staticmethod
+    def backward(ctx, g):
+        saved = list(ctx.saved_tensors)
+        q, k, v = saved[:3]
+        rest = saved[3:]
+        bias = rest.pop(0) if ctx.has_bias else None
+        drop = rest.pop(0) if ctx.has_drop else None
+        nq, nk, nv, nb, nd = ctx.needs_input_grad
+        scale = ctx.scale
+        s = tnp.matmul(q, tnp.swapaxes(k, -1, -2)) * scale
+        if bias is not None:
+            s = s + bias
+        p = Softmax.apply(s, axis=-1)
+        pd = p * drop if drop is not None else p
+        gv = tnp.matmul(tnp.swapaxes(pd, -1, -2), g) if nv else None
+        gq = gk = gb = gd = None
+        if nq or nk or nb or nd:
+            gpd = tnp.matmul(g, tnp.swapaxes(v, -1, -2))
+            if nd:
+                gd = gpd * p
+            gp = gpd * drop if drop is not None else gpd
+            gs = p * (gp - tnp.sum(gp * p, axis=-1, keepdims=True))
+            if nq:
+                gq = tnp.matmul(gs, k) * scale
+            if nk:
+                gk = tnp.matmul(tnp.swapaxes(gs, -1, -2), q) * scale
+            if nb:
+                gb = gs
+        return gq, gk, gv, gb, gd
+
+    @classmethod
+    def output_shape(cls, q, k, v, bias, drop, scale=1.0):
+        batch = np.broadcast_shapes(tuple(q[:-2]), tuple(k[:-2]), tuple(v[:-2]))
+        return tuple(batch) + (q[-2], v[-1])
+
+    @classmethod
+    def output_dtype(cls, q, k, v, bias, drop, **params):
+        return np.dtype(q)
+
+
+def scaled_dot_product_attention(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    *,
+    dropout_key=None,
+) -> Tensor:
+    """Scaled dot-product attention ``softmax(q k^T / sqrt(E)) v`` (Vaswani et al., 2017).
+
+    The seeds' mask contract: a **float** mask is additive with 1.0 meaning *forbidden* and
+    0.0 *allowed* (the scores get ``mask * -1e9``); a **boolean** mask is True where
+    attention is *allowed* (PyTorch's and MLX's convention). ``is_causal`` forbids keys after
+    the query position (top-left aligned, PyTorch); combined with a mask, both apply.
+    A query whose keys are all forbidden attends uniformly (finite penalty, no NaN).
+    Dropout is applied to the probabilities after the softmax (the seeds' contract), with
+    an explicit key. A fused Function: backward recomputes the probabilities.
+
+    Args:
+        query: Floating Tensor ``(..., Lq, E)``.
+        key: Tensor ``(..., Lk, E)``.
+        value: Tensor ``(..., Lk, Ev)``.
+        attn_mask: Optional float or boolean mask broadcastable to ``(..., Lq, Lk)``.
+        dropout_p: Post-softmax dropout probability in ``[0, 1)``.
+        is_causal: Apply a causal mask.
+        scale: Score scale; default ``1 / sqrt(E)``.
+        dropout_key: Key from :mod:`tapegrad.random`; required when ``dropout_p > 0``.
+
+    Returns:
+        Tensor ``(..., Lq, Ev)`` of ``query``'s dtype.
+
+    Raises:
+        ValueError: for mismatched shapes, a bad ``dropout_p`` or a missing key.
+
+    References:
+        Vaswani et al., "Attention Is All You Need", NeurIPS 2017, section 3.2.1.
+    """
+    who = "scaled_dot_product_attention"
+    q = _floating(query, who, "query")
+    k = _like(key, q)
+    v = _like(value, q)
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+        raise ValueError(f"{who}: query, key and value must be at least 2-D")
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"{who}: shapes query {q.shape}, key {k.shape}, value {v.shape} do not fit: need "
+            "query (..., Lq, E), key (..., Lk, E), value (..., Lk, Ev)"
+        )
+    lq, lk = q.shape[-2], k.shape[-2]
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"{who}: dropout_p must lie in [0, 1), got {dropout_p}")
+    neg = _mask_penalty(q.dtype)
+    bias = None
+    if attn_mask is not None:
+        m = tnp.asarray(attn_mask)
+        if m.dtype == np.bool_:
+            bias = tnp.where(m, 0.0, _const(np.asarray(neg, dtype=q.dtype), q))
+        else:
+            bias = _like(m, q) * neg
+        try:
+            np.broadcast_shapes(tuple(bias.shape), q.shape[:-1] + (lk,))
+        except ValueError:
+            raise ValueError(
+                f"{who}: attn_mask of shape {tuple(m.shape)} does not broadcast to the scores' "
+                f"shape {q.shape[:-1] + (lk,)}"
+            ) from None
+    if is_causal:
+        causal = _const((np.triu(np.ones((lq, lk)), k=1) * neg).astype(q.dtype), q)
+        bias = causal if bias is None else bias + causal
+    drop = None
+    if dropout_p > 0.0:
+        if dropout_key is None:
+            raise ValueError(f"{who}: dropout_p > 0 needs a dropout_key from tapegrad.random")
+        shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (lq, lk)
+        keep = _random.bernoulli(dropout_key, 1.0 - dropout_p, shape)
+        drop = _const((keep.numpy() / (1.0 - dropout_p)).astype(q.dtype), q)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    return ScaledDotProductAttention.apply(q, k, v, bias, drop, scale=float(scale))
+
+
+def multi_head_attention(
+    query,
+    key,
+    value,
+    params,
+    num_heads: int,
+    attn_mask=None,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    dropout_key=None,
+) -> Tensor:
+    """Multi-head attention (Vaswani et al., 2017, section 3.2.2) on a params pytree.
+
+    ``out = concat_h(attention(q W_q^h, k W_k^h, v W_v^h)) W_o``, each projection a
+    :func:`linear` layer.
+
+    Args:
+        query: Floating Tensor ``(B, Lq, D)``. key, value: Tensors ``(B, Lk, D)``.
+        params: ``{"query": {"weight": (D, D), "bias": (D,)}, "key": ..., "value": ...,
+            "output": ...}`` (biases may be None or absent).
+        num_heads: Number of heads; divides ``D``.
+        attn_mask: Optional mask (see :func:`scaled_dot_product_attention`) of shape
+            ``(Lq, Lk)`` or ``(B, Lq, Lk)`` (shared by the heads) or ``(B, H, Lq, Lk)``.
+        is_causal: Causal masking. dropout_p, dropout_key: post-softmax dropout.
+
+    Returns:
+        Tensor ``(B, Lq, D)``.
+
+    Raises:
+        ValueError: if ``num_heads`` does not divide ``D`` or shapes differ.
+    """
+    who = "multi_head_attention"
+    q = _floating(query, who, "query")
+    if q.ndim != 3:
+        raise ValueError(f"{who}: query must have shape (B, L, D), got {q.shape}")
+    d = q.shape[-1]
+    if num_heads < 1 or d % num_heads:
+        raise ValueError(f"{who}: num_heads={num_heads} must divide the model size {d}")
+    hd = d // num_heads
+
+    def project(x, name):
+        p = params[name]
+        y = linear(x, p["weight"], p.get("bias"))
+        b, l_ = y.shape[:2]
+        return tnp.transpose(tnp.reshape(y, (b, l_, num_heads, hd)), (0, 2, 1, 3))
+
+    qh, kh, vh = (
+        project(q, "query"),
+        project(_like(key, q), "key"),
+        project(_like(value, q), "value"),
+    )
+    mask = attn_mask
+    if mask is not None:
+        mask = tnp.asarray(mask)
+        if mask.ndim == 3:
+            mask = tnp.expand_dims(mask, 1)
+    out = scaled_dot_product_attention(
+        qh, kh, vh, mask, dropout_p=dropout_p, is_causal=is_causal, dropout_key=dropout_key
+    )
+    b, _, lq, _ = out.shape
+    out = tnp.reshape(tnp.transpose(out, (0, 2, 1, 3)), (b, lq, d))
+    po = params["output"]
+    return linear(out, po["weight"], po.get("bias"))

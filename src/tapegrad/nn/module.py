@@ -1,0 +1,526 @@
+"""``Module``: a thin stateful wrapper over a parameter pytree and a state pytree.
+
+A Module owns named parameters (Tensors), states (buffers such as running statistics) and
+submodules. It has no math of its own: layers compute with :mod:`tapegrad.nn.functional`.
+Nothing is mutated in place: an update (an optimizer step, a BatchNorm running-statistics
+update in stateful mode) replaces Tensors with new ones.
+
+The bridge to the functional world:
+
+- ``module.params`` / ``module.state``: the nested-dict pytrees (settable).
+- :func:`functional_call` runs the module on *given* params (and state and key) without
+  touching it, so ``tg.grad(lambda p: loss(tg.nn.functional_call(model, p, x)))(model.params)``
+  differentiates with respect to the parameters.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from contextlib import contextmanager
+
+import numpy as np
+
+from tapegrad import random as _random
+from tapegrad.tensor import Tensor
+from tapegrad.tree import tree_leaves
+
+__all__ = ["Module", "ModuleList", "functional_call"]
+
+
+class _KeyStream(threading.local):
+    stack: list
+
+    def __init__(self):
+        self.stack = []
+
+
+_keys = _KeyStream()
+
+
+@contextmanager
+def _key_stream(key):
+    box = None if key is None else [key]
+    _keys.stack.append(box)
+    try:
+        yield
+    finally:
+        _keys.stack.pop()
+
+
+def _concrete(v):
+    """A constant Tensor holding ``v``'s current value (drops any trace)."""
+    if isinstance(v, Tensor) and v._level:
+        return Tensor._const(v._array)
+    return v
+
+
+def _to_tensor(v, name: str, who: str):
+    if v is None or isinstance(v, Tensor):
+        return v
+    if isinstance(v, np.ndarray) or hasattr(v, "__cuda_array_interface__"):
+        return Tensor(v)
+    raise TypeError(f"{who}: {name} must be a Tensor or an array, got {type(v).__name__}")
+
+
+class Module:
+    """Base class of layers and models (the seeds' ``Module``).
+
+    Assigning a Tensor attribute registers a parameter; assigning a Module registers a
+    submodule; :meth:`register_state` registers a state (buffer). Subclasses call
+    ``super().__init__()`` first and define ``forward``.
+
+    Attributes:
+        params: Nested dict pytree of the parameters (settable, same structure and shapes).
+        state: Nested dict pytree of the states (settable).
+        parameters: Flat dict ``{"sub.weight": Tensor}`` (dotted names), the seeds' view.
+        states: Flat dict of the states.
+        training: True in training mode (the default), False after :meth:`eval`.
+        grads: The latest gradients a wrapper stored (a pytree like ``params``) or None.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> class Scale(tg.nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.w = tg.Tensor([2.0])
+        ...     def forward(self, x):
+        ...         return x * self.w
+        >>> m = Scale()
+        >>> m(tg.Tensor([1.0, 2.0]))
+        Tensor([2., 4.], dtype=float32)
+        >>> sorted(m.parameters)
+        ['w']
+    """
+
+    def __init__(self, *args, **kwargs):
+        d = self.__dict__
+        d["_parameters"] = {}
+        d["_states"] = {}
+        d["_modules"] = {}
+        d["_is_training"] = True
+        d["_functional"] = False
+        d["_rng"] = None
+        d["grads"] = None
+
+    # -- registration --------------------------------------------------------------------
+    def _check_init(self):
+        if "_parameters" not in self.__dict__:
+            raise RuntimeError(
+                f"{type(self).__name__}: call super().__init__() before assigning attributes"
+            )
+
+    def __setattr__(self, name, value):
+        if name.startswith("_") or name in ("grads",):
+            object.__setattr__(self, name, value)
+            return
+        self._check_init()
+        d = self.__dict__
+        for group in ("_parameters", "_states", "_modules"):
+            if name in d[group] and not (group == "_parameters" and value is None):
+                del d[group][name]
+        if isinstance(value, Module):
+            d["_modules"][name] = value
+        elif isinstance(value, Tensor):
+            if name in d["_states"]:
+                d["_states"][name] = value
+            else:
+                d["_parameters"][name] = value
+        elif value is None and name in d["_parameters"]:
+            d["_parameters"][name] = None
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for group in ("_parameters", "_states", "_modules"):
+            if group in d and name in d[group]:
+                return d[group][name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def register_parameter(self, name: str, value) -> None:
+        """Register a parameter (a Tensor, or None for an absent optional one such as a bias)."""
+        self._check_init()
+        self.__dict__["_parameters"][name] = _to_tensor(value, name, "register_parameter")
+
+    def register_state(self, name: str, value) -> None:
+        """Register a state (a non-trainable buffer such as a running mean)."""
+        self._check_init()
+        self.__dict__["_parameters"].pop(name, None)
+        self.__dict__["_states"][name] = _to_tensor(value, name, "register_state")
+
+    register_buffer = register_state
+
+    def update_state(self, name: str, value) -> None:
+        """Replace state ``name`` with a new Tensor (layers call this; no array is mutated).
+
+        In stateful use the stored value is detached from any trace; inside
+        :func:`functional_call` it is kept as is and returned as the new state.
+        """
+        if name not in self._states:
+            raise KeyError(f"{type(self).__name__}: no state named {name!r}")
+        self._states[name] = value if self._functional else _concrete(value)
+
+    # -- forward -------------------------------------------------------------------------
+    def forward(self, *args, **kwargs):
+        """Compute the module's output; subclasses override this."""
+        raise NotImplementedError(f"{type(self).__name__} must define forward(...)")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    def next_key(self):
+        """A fresh key for this call's randomness (dropout).
+
+        Inside ``functional_call(..., key=k)`` keys are split off ``k`` in call order
+        (reproducible). In stateful use, the module's own key is split and replaced: created
+        from the ``key`` given to the layer's constructor, or else from fresh OS entropy
+        (not reproducible; pass a key for reproducibility).
+
+        Raises:
+            ValueError: inside ``functional_call`` without a ``key``.
+        """
+        box = _keys.stack[-1] if _keys.stack else None
+        if box is not None:
+            box[0], sub = _random.split(box[0])
+            return sub
+        if self._functional:
+            raise ValueError(
+                f"functional_call: {type(self).__name__} draws random numbers (dropout in "
+                "training mode); pass key=tg.random.key(...) to functional_call"
+            )
+        if self._rng is None:
+            self._rng = _random.key(int(np.random.SeedSequence().entropy))
+        self._rng, sub = _random.split(self._rng)
+        return sub
+
+    def _seed(self, key) -> None:
+        """Set this module's own key (used by :meth:`next_key` in stateful mode)."""
+        self._rng = key
+
+    # -- views ---------------------------------------------------------------------------
+    def named_modules(self, prefix: str = ""):
+        """Yield ``(dotted_name, module)`` for this module and every submodule."""
+        yield prefix, self
+        for name, m in self._modules.items():
+            yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def children(self):
+        """The direct submodules."""
+        return list(self._modules.values())
+
+    def _flat(self, group: str) -> dict:
+        out = {}
+        for prefix, m in self.named_modules():
+            for name, v in m.__dict__[group].items():
+                if v is not None:
+                    out[f"{prefix}.{name}" if prefix else name] = v
+        return out
+
+    @property
+    def parameters(self) -> dict:
+        """Flat dict of all parameters with dotted names (``"layer.weight"``)."""
+        return self._flat("_parameters")
+
+    @property
+    def states(self) -> dict:
+        """Flat dict of all states with dotted names (``"bn.running_mean"``)."""
+        return self._flat("_states")
+
+    def _tree(self, group: str) -> dict:
+        out = dict(self.__dict__[group])
+        for name, m in self._modules.items():
+            out[name] = m._tree(group)
+        return out
+
+    @property
+    def params(self) -> dict:
+        """The parameters as a nested-dict pytree (submodules are nested dicts)."""
+        return self._tree("_parameters")
+
+    @params.setter
+    def params(self, tree) -> None:
+        self._assign(tree, "_parameters", "params")
+
+    def _set_params(self, tree) -> None:
+        """Replace the parameter pytree wholesale (the hook :mod:`tapegrad.optim` optimizers
+        built from a Module call after each step); same checks as the ``params`` setter."""
+        self.params = tree
+
+    @property
+    def state(self) -> dict:
+        """The states as a nested-dict pytree."""
+        return self._tree("_states")
+
+    @state.setter
+    def state(self, tree) -> None:
+        self._assign(tree, "_states", "state")
+
+    def _assign(self, tree, group: str, what: str) -> None:
+        new = _check_tree(self, tree, group, what)
+        _write_tree(self, new, group)
+
+    @property
+    def training(self) -> bool:
+        """Whether the module is in training mode."""
+        return self._is_training
+
+    # -- the seeds' API ------------------------------------------------------------------
+    def num_parameters(self) -> int:
+        """Total number of parameter elements in the module and its submodules."""
+        return int(sum(t.size for t in self.parameters.values()))
+
+    def train(self, mode: bool = True):
+        """Set training mode (``mode=True``) on the module and all submodules; returns self."""
+        for _, m in self.named_modules():
+            m.__dict__["_is_training"] = bool(mode)
+        return self
+
+    def eval(self):
+        """Set evaluation mode on the module and all submodules; returns self."""
+        return self.train(False)
+
+    def apply(self, fn):
+        """Call ``fn(module)`` on every submodule (children first), then on self; returns self."""
+        for m in self._modules.values():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    def zero_grad(self) -> None:
+        """Forget the stored gradients (``grads = None``) here and in every submodule."""
+        for _, m in self.named_modules():
+            m.__dict__["grads"] = None
+
+    def state_dict(self) -> dict:
+        """``{"parameters": {name: array}, "states": {name: array}}`` with dotted names.
+
+        Arrays are read-only NumPy (host) copies of the current values.
+        """
+        return {
+            "parameters": {k: v.numpy() for k, v in self.parameters.items()},
+            "states": {k: v.numpy() for k, v in self.states.items()},
+        }
+
+    def load_state_dict(self, state_dict, strict: bool = True) -> None:
+        """Load parameters and states from a :meth:`state_dict`-shaped dict.
+
+        Values are converted to the existing Tensors' dtype and device; each entry is
+        replaced by a new Tensor.
+
+        Args:
+            state_dict: ``{"parameters": {...}, "states": {...}}`` (either group may be absent
+                when ``strict=False``).
+            strict: Require exactly the module's keys.
+
+        Raises:
+            TypeError: if ``state_dict`` does not have that form.
+            ValueError: listing every missing key and unexpected key (when ``strict``) and
+                every shape mismatch (always), before anything is loaded.
+        """
+        if not isinstance(state_dict, dict) or not set(state_dict) <= {"parameters", "states"}:
+            raise TypeError(
+                "load_state_dict: expected a dict {'parameters': {...}, 'states': {...}}, got "
+                + (
+                    f"keys {sorted(state_dict)}"
+                    if isinstance(state_dict, dict)
+                    else type(state_dict).__name__
+                )
+            )
+        problems = []
+        plan = []
+        for group, current in (("parameters", self.parameters), ("states", self.states)):
+            given = state_dict.get(group)
+            if given is None:
+                if strict:
+                    problems.append(f"missing group {group!r}")
+                continue
+            if not isinstance(given, dict):
+                raise TypeError(f"load_state_dict: {group!r} must be a dict, got {type(given)}")
+            missing = sorted(set(current) - set(given))
+            unexpected = sorted(set(given) - set(current))
+            if strict and missing:
+                problems.append(f"missing {group}: {', '.join(missing)}")
+            if strict and unexpected:
+                problems.append(f"unexpected {group}: {', '.join(unexpected)}")
+            for name in sorted(set(current) & set(given)):
+                value = given[name]
+                shape = tuple(np.shape(value.numpy() if isinstance(value, Tensor) else value))
+                if shape != tuple(current[name].shape):
+                    problems.append(
+                        f"shape mismatch for {group[:-1] if group == 'states' else 'parameter'} "
+                        f"{name}: checkpoint {shape}, module {tuple(current[name].shape)}"
+                    )
+                else:
+                    plan.append((group, name, value, current[name]))
+        if problems:
+            raise ValueError(
+                f"load_state_dict: cannot load into {type(self).__name__}:\n  - "
+                + "\n  - ".join(problems)
+            )
+        for group, name, value, old in plan:
+            arr = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+            new = Tensor(arr.astype(old.dtype), device=None if old.device == "cpu" else old.device)
+            owner, leaf = self._resolve(name)
+            owner.__dict__["_parameters" if group == "parameters" else "_states"][leaf] = new
+
+    def _resolve(self, dotted: str):
+        parts = dotted.split(".")
+        m = self
+        for p in parts[:-1]:
+            m = m._modules[p]
+        return m, parts[-1]
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__}("]
+        for name, m in self._modules.items():
+            sub = repr(m).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {sub}")
+        if len(lines) == 1:
+            return f"{type(self).__name__}()"
+        return "\n".join(lines) + "\n)"
+
+
+def _check_tree(module: Module, tree, group: str, what: str, path: str = "") -> dict:
+    """Validate ``tree`` against ``module``'s ``group`` structure; returns it as dicts."""
+    here = module.__dict__
+    if not isinstance(tree, dict):
+        raise TypeError(
+            f"{what}: expected a dict at {path or 'the root'}, got {type(tree).__name__}"
+        )
+    expected = set(here[group]) | set(here["_modules"])
+    missing = sorted(expected - set(tree))
+    unexpected = sorted(set(tree) - expected)
+    if missing or unexpected:
+        raise ValueError(
+            f"{what}: structure does not match {type(module).__name__} at {path or 'the root'}"
+            f": missing {missing}, unexpected {unexpected}"
+        )
+    out = {}
+    for name, old in here[group].items():
+        new = _to_tensor(tree[name], f"{path}{name}", what)
+        if (old is None) != (new is None) or (
+            old is not None and tuple(new.shape) != tuple(old.shape)
+        ):
+            raise ValueError(
+                f"{what}: {path}{name} has shape {None if new is None else new.shape}, "
+                f"expected {None if old is None else old.shape}"
+            )
+        out[name] = new
+    for name, m in here["_modules"].items():
+        out[name] = _check_tree(m, tree[name], group, what, f"{path}{name}.")
+    return out
+
+
+def _write_tree(module: Module, tree: dict, group: str) -> None:
+    for name in list(module.__dict__[group]):
+        module.__dict__[group][name] = tree[name]
+    for name, m in module._modules.items():
+        _write_tree(m, tree[name], group)
+
+
+def _bind(module: Module, params: dict, state: dict) -> Module:
+    """A shallow copy of ``module``'s tree with the given params and state, in functional mode."""
+    clone = copy.copy(module)
+    d = clone.__dict__
+    d["_parameters"] = {k: params[k] for k in module._parameters}
+    d["_states"] = {k: state[k] for k in module._states}
+    d["_modules"] = {k: _bind(m, params[k], state[k]) for k, m in module._modules.items()}
+    d["_functional"] = True
+    return clone
+
+
+def functional_call(module: Module, params, *args, state=None, key=None, **kwargs):
+    """Run ``module`` as a pure function of ``params`` (and ``state`` and ``key``).
+
+    The module itself is not changed: a shallow copy holding ``params``/``state`` runs its
+    ``forward``. Randomness (dropout) draws keys split off ``key`` in call order.
+
+    Args:
+        module: The Module (its training/eval mode is used).
+        params: A pytree with ``module.params``'s structure and shapes (for example traced
+            values inside :func:`tapegrad.grad`).
+        *args, **kwargs: Passed to ``forward``.
+        state: A pytree like ``module.state`` (default: the module's current state).
+        key: A key for the module's randomness; required if it draws any.
+
+    Returns:
+        ``forward``'s output; ``(output, new_state)`` if the module has any state (for
+        example BatchNorm running statistics, updated in training mode).
+
+    Raises:
+        TypeError, ValueError: if ``params`` or ``state`` does not match the module's
+            structure and shapes (naming the path), or randomness is needed without a key.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> model = tg.nn.Linear(3, 1, key=tg.random.key(0))
+        >>> x = tg.Tensor([[1.0, 2.0, 3.0]])
+        >>> loss = lambda p: tg.nn.functional_call(model, p, x).sum()
+        >>> grads = tg.grad(loss)(model.params)
+        >>> grads["weight"].shape
+        (3, 1)
+    """
+    params = _check_tree(module, params, "_parameters", "functional_call: params")
+    has_state = bool(tree_leaves(module.state))
+    if state is None:
+        state = module.state
+    else:
+        state = _check_tree(module, state, "_states", "functional_call: state")
+    bound = _bind(module, params, state)
+    with _key_stream(key):
+        out = bound(*args, **kwargs)
+    if has_state:
+        return out, bound.state
+    return out
+
+
+class ModuleList(Module):
+    """A list of submodules, registered under the names ``"0"``, ``"1"``, ...
+
+    Example:
+        >>> import tapegrad as tg
+        >>> layers = tg.nn.ModuleList([tg.nn.Linear(2, 2), tg.nn.Linear(2, 1)])
+        >>> len(layers), sorted(layers.parameters)[:2]
+        (2, ['0.bias', '0.weight'])
+    """
+
+    def __init__(self, modules=None):
+        super().__init__()
+        for m in modules or ():
+            self.append(m)
+
+    def append(self, module: Module) -> ModuleList:
+        """Append ``module``; returns self.
+
+        Raises:
+            TypeError: if ``module`` is not a Module.
+        """
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleList.append: expected a Module, got {type(module).__name__}")
+        self._modules[str(len(self._modules))] = module
+        return self
+
+    def extend(self, modules) -> ModuleList:
+        """Append each of ``modules``; returns self."""
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(list(self._modules.values()))
+
+    def __getitem__(self, i):
+        items = list(self._modules.values())
+        if isinstance(i, slice):
+            return ModuleList(items[i])
+        return items[i]
+
+    def forward(self, x):
+        """Apply the modules in order."""
+        for m in self:
+            x = m(x)
+        return x

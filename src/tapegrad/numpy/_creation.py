@@ -1,0 +1,341 @@
+"""Array creation of ``tapegrad.numpy``: zeros, ones, full, empty, the ``*_like`` forms, arange,
+linspace, eye, identity, tri.
+
+Every function takes ``dtype`` and ``device`` (``"cpu"`` or ``"cuda:N"``). Dtype rules:
+
+* floating results default to **float32**, tapegrad's rule for Python data (NumPy would give
+  float64); pass ``dtype=tnp.float64`` for double precision;
+* integer results follow NumPy: ``arange`` of Python ints and ``full`` with an int fill value
+  give **int64**, a bool fill value gives bool;
+* ``*_like`` functions keep the reference's dtype and device unless told otherwise.
+
+Results are constants (no gradient flows into them), except :func:`full`/:func:`full_like`
+with a Tensor ``fill_value``, which is broadcast differentiably.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as _np
+
+from tapegrad.backend import get_backend as _get_backend
+from tapegrad.backend import parse_device as _parse_device
+from tapegrad.numpy._core import _tensor, astype, to_device
+from tapegrad.tensor import Tensor
+
+__all__ = [
+    "zeros",
+    "ones",
+    "full",
+    "empty",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "empty_like",
+    "arange",
+    "linspace",
+    "eye",
+    "identity",
+    "tri",
+]
+
+
+def _dtype(dtype, op: str, default=_np.float32):
+    if dtype is None:
+        return _np.dtype(default)
+    try:
+        dt = _np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: {dtype!r} is not a dtype (use e.g. tnp.float32)") from None
+    if dt.kind not in "biufc":
+        raise TypeError(f"{op}: dtype must be numeric (bool, int, float, complex), got {dt}")
+    return dt
+
+
+def _shape(shape, op: str) -> tuple:
+    if isinstance(shape, (int, _np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    try:
+        shape = tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TypeError(
+            f"{op}: shape must be an int or a sequence of ints, got {shape!r}"
+        ) from None
+    if any(s < 0 for s in shape):
+        raise ValueError(f"{op}: negative dimensions are not allowed, got shape {shape}")
+    return shape
+
+
+def _make(device, op: str, build) -> Tensor:
+    """Run ``build(xp)`` on ``device``'s backend and wrap the array as a constant Tensor."""
+    try:
+        device = _parse_device(device)
+    except ValueError as e:
+        raise ValueError(f"{op}: {e}") from None
+    if device == "cpu":
+        return Tensor(build(_np))
+    xp = _get_backend(device)
+    with xp.cuda.Device(int(device.split(":")[1])):
+        return Tensor(build(xp))
+
+
+def zeros(shape, dtype=None, device=None) -> Tensor:
+    """A Tensor of zeros.
+
+    Args:
+        shape: Int or tuple of ints (``()`` for a scalar; zeros allowed).
+        dtype: Any numeric dtype; default float32.
+        device: ``"cpu"`` (default) or ``"cuda:N"``.
+
+    Returns:
+        Constant Tensor of ``shape`` and ``dtype`` on ``device``.
+
+    Raises:
+        TypeError: if ``shape`` is not ints or ``dtype`` is not numeric.
+        ValueError: for a negative dimension or an unknown device.
+    """
+    shape, dt = _shape(shape, "zeros"), _dtype(dtype, "zeros")
+    return _make(device, "zeros", lambda xp: xp.zeros(shape, dtype=dt))
+
+
+def ones(shape, dtype=None, device=None) -> Tensor:
+    """A Tensor of ones; arguments, defaults and errors as :func:`zeros`."""
+    shape, dt = _shape(shape, "ones"), _dtype(dtype, "ones")
+    return _make(device, "ones", lambda xp: xp.ones(shape, dtype=dt))
+
+
+def empty(shape, dtype=None, device=None) -> Tensor:
+    """Same as :func:`zeros`: tapegrad never hands out uninitialised memory, so that every
+    result is deterministic (NumPy's ``empty`` leaves the contents arbitrary)."""
+    shape, dt = _shape(shape, "empty"), _dtype(dtype, "empty")
+    return _make(device, "empty", lambda xp: xp.zeros(shape, dtype=dt))
+
+
+def _fill_dtype(fill_value, op: str):
+    if isinstance(fill_value, (bool, _np.bool_)):
+        return _np.dtype(_np.bool_)
+    if isinstance(fill_value, (_np.generic, _np.ndarray, Tensor)):
+        return _np.dtype(fill_value.dtype)
+    if isinstance(fill_value, int):
+        return _np.dtype(_np.int64)
+    if isinstance(fill_value, float):
+        return _np.dtype(_np.float32)
+    if isinstance(fill_value, complex):
+        return _np.dtype(_np.complex64)
+    if isinstance(fill_value, (list, tuple)):
+        arr = _np.asarray(fill_value)
+        if arr.dtype.kind in "biuc":
+            return arr.dtype
+        if arr.dtype.kind == "f":
+            return _np.dtype(_np.float32)
+    raise TypeError(
+        f"{op}: fill_value must be a number, array or Tensor, got {type(fill_value).__name__}"
+    )
+
+
+def full(shape, fill_value, dtype=None, device=None) -> Tensor:
+    """A Tensor of ``shape`` filled with ``fill_value`` (broadcast like NumPy).
+
+    Args:
+        shape: Int or tuple of ints.
+        fill_value: Number, array or Tensor broadcastable to ``shape``. A Tensor fill value is
+            broadcast with :func:`~tapegrad.numpy.broadcast_to`, so gradients flow into it.
+        dtype: Default from ``fill_value``: Python float (or list of floats) -> float32, Python
+            int -> int64 (as NumPy), bool -> bool, complex -> complex64, arrays/Tensors keep
+            their dtype.
+        device: ``"cpu"`` (default) or ``"cuda:N"``; a Tensor fill value's device by default.
+
+    Returns:
+        Tensor of ``shape`` and ``dtype``.
+
+    Raises:
+        TypeError: for a non-numeric ``fill_value`` or ``dtype``.
+        ValueError: if ``fill_value`` does not broadcast to ``shape``.
+    """
+    from tapegrad.numpy._shape import broadcast_to
+
+    shape = _shape(shape, "full")
+    dt = _dtype(dtype, "full", default=_fill_dtype(fill_value, "full"))
+    if isinstance(fill_value, Tensor):
+        v = astype(fill_value, dt)
+        if device is not None:
+            v = to_device(v, device)
+        try:
+            _np.broadcast_shapes(v.shape, shape)
+        except ValueError:
+            raise ValueError(
+                f"full: fill_value of shape {v.shape} does not broadcast to shape {shape}"
+            ) from None
+        return broadcast_to(v, shape)
+    fv = fill_value
+    try:
+        _np.broadcast_shapes(_np.shape(fv), shape)
+    except ValueError:
+        raise ValueError(
+            f"full: fill_value of shape {_np.shape(fv)} does not broadcast to shape {shape}"
+        ) from None
+    return _make(device, "full", lambda xp: xp.full(shape, xp.asarray(fv), dtype=dt))
+
+
+def _like(x, op):
+    if isinstance(x, Tensor):
+        return x
+    return _tensor(x)
+
+
+def zeros_like(x, dtype=None, device=None, shape=None) -> Tensor:
+    """Zeros with the shape, dtype and device of ``x`` (each overridable).
+
+    ``x`` may be traced: only its metadata is used, and the result is a constant. Python data
+    ``x`` counts as float32 (tapegrad's rule).
+    """
+    x = _like(x, "zeros_like")
+    return zeros(
+        x.shape if shape is None else shape,
+        dtype=x.dtype if dtype is None else dtype,
+        device=x.device if device is None else device,
+    )
+
+
+def ones_like(x, dtype=None, device=None, shape=None) -> Tensor:
+    """Ones with the shape, dtype and device of ``x``; see :func:`zeros_like`."""
+    x = _like(x, "ones_like")
+    return ones(
+        x.shape if shape is None else shape,
+        dtype=x.dtype if dtype is None else dtype,
+        device=x.device if device is None else device,
+    )
+
+
+def empty_like(x, dtype=None, device=None, shape=None) -> Tensor:
+    """Same as :func:`zeros_like` (tapegrad's ``empty`` returns zeros, for determinism)."""
+    return zeros_like(x, dtype=dtype, device=device, shape=shape)
+
+
+def full_like(x, fill_value, dtype=None, device=None, shape=None) -> Tensor:
+    """``fill_value`` in the shape, dtype and device of ``x`` (dtype default: ``x``'s, as
+    NumPy); see :func:`full`."""
+    x = _like(x, "full_like")
+    return full(
+        x.shape if shape is None else shape,
+        fill_value,
+        dtype=x.dtype if dtype is None else dtype,
+        device=x.device if device is None else device,
+    )
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, _np.integer))
+
+
+def arange(start, stop=None, step=None, dtype=None, device=None) -> Tensor:
+    """Evenly spaced values in ``[start, stop)`` (NumPy ``arange``; ``arange(n)`` is
+    ``arange(0, n)``).
+
+    Args:
+        start, stop, step: Numbers; ``step`` defaults to 1 and must be nonzero.
+        dtype: Default int64 when all of start, stop, step are ints (as NumPy), else float32
+            (the values are computed in float64 as NumPy does, then cast).
+        device: ``"cpu"`` (default) or ``"cuda:N"``.
+
+    Returns:
+        1-D constant Tensor of length ``ceil((stop - start) / step)`` (0 if negative).
+
+    Raises:
+        ValueError: if ``step`` is 0.
+        TypeError: for non-numeric arguments or dtype.
+    """
+    if stop is None:
+        start, stop = 0, start
+    if step is None:
+        step = 1
+    for name, v in (("start", start), ("stop", stop), ("step", step)):
+        if isinstance(v, Tensor) or not isinstance(v, (int, float, _np.generic)):
+            raise TypeError(f"arange: {name} must be a Python or NumPy number, got {v!r}")
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if dtype is None:
+        ints = all(_is_int(v) for v in (start, stop, step))
+        dt = _np.dtype(_np.int64) if ints else _np.dtype(_np.float32)
+        values = _np.arange(start, stop, step, dtype=_np.int64 if ints else _np.float64)
+        values = values.astype(dt, copy=False)
+    else:
+        dt = _dtype(dtype, "arange")
+        values = _np.arange(start, stop, step, dtype=dt)
+    return _make(device, "arange", lambda xp: xp.asarray(values))
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, device=None):
+    """``num`` evenly spaced samples from ``start`` to ``stop`` (NumPy ``linspace``).
+
+    Args:
+        start, stop: Numbers or arrays (broadcast; samples go along ``axis``).
+        num: Number of samples, ``>= 0``.
+        endpoint: Include ``stop``.
+        retstep: Also return the spacing (a Python float, or an array for array bounds).
+        dtype: Default float32 (computed in float64 as NumPy, then cast); an integer dtype
+            floors like NumPy.
+        axis: Where the samples go when ``start``/``stop`` are arrays.
+        device: ``"cpu"`` (default) or ``"cuda:N"``.
+
+    Returns:
+        Constant Tensor of shape ``(num,)`` (or with ``num`` at ``axis``), and with
+        ``retstep`` the tuple ``(samples, step)``.
+
+    Raises:
+        ValueError: if ``num`` is negative.
+    """
+    if isinstance(start, Tensor) or isinstance(stop, Tensor):
+        raise TypeError("linspace: start and stop must be numbers or NumPy arrays, not Tensors")
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(f"linspace: num must be non-negative, got {num}")
+    dt = _dtype(dtype, "linspace")
+    values, step = _np.linspace(
+        start, stop, num, endpoint=endpoint, retstep=True, dtype=_np.float64, axis=axis
+    )
+    if dt.kind in "iub":
+        values = _np.linspace(start, stop, num, endpoint=endpoint, dtype=dt, axis=axis)
+    else:
+        values = values.astype(dt)
+    out = _make(device, "linspace", lambda xp: xp.asarray(values))
+    return (out, step) if retstep else out
+
+
+def eye(N, M=None, k=0, dtype=None, device=None) -> Tensor:
+    """``N x M`` matrix with ones on the ``k``-th diagonal (NumPy ``eye``).
+
+    Args:
+        N: Rows. M: Columns (default ``N``). k: Diagonal offset (0 main, > 0 above).
+        dtype: Default float32. device: ``"cpu"`` (default) or ``"cuda:N"``.
+
+    Raises:
+        ValueError: for negative sizes.
+    """
+    N = operator.index(N)
+    M = N if M is None else operator.index(M)
+    if N < 0 or M < 0:
+        raise ValueError(f"eye: sizes must be non-negative, got N={N}, M={M}")
+    dt = _dtype(dtype, "eye")
+    return _make(device, "eye", lambda xp: xp.eye(N, M, k=operator.index(k), dtype=dt))
+
+
+def identity(n, dtype=None, device=None) -> Tensor:
+    """The ``n x n`` identity matrix (``eye(n)``); dtype default float32."""
+    return eye(n, dtype=dtype, device=device)
+
+
+def tri(N, M=None, k=0, dtype=None, device=None) -> Tensor:
+    """``N x M`` matrix with ones at and below the ``k``-th diagonal (NumPy ``tri``); dtype
+    default float32.
+
+    Raises:
+        ValueError: for negative sizes.
+    """
+    N = operator.index(N)
+    M = N if M is None else operator.index(M)
+    if N < 0 or M < 0:
+        raise ValueError(f"tri: sizes must be non-negative, got N={N}, M={M}")
+    dt = _dtype(dtype, "tri")
+    return _make(device, "tri", lambda xp: xp.tri(N, M, k=operator.index(k), dtype=dt))

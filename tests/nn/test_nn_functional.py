@@ -1,0 +1,645 @@
+"""Example tests of tapegrad.nn.functional: NumPy reference forwards, PyTorch cross-checks
+(skipped without torch), gradient checks in float64 and error paths."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.special import erf as sp_erf
+from scipy.special import expit
+from scipy.special import log_softmax as sp_log_softmax
+
+import tapegrad as tg
+import tapegrad.numpy as tnp
+from tapegrad.nn import functional as F
+from tapegrad.testing import check_grads
+
+RNG = np.random.default_rng(1234)
+
+
+def T(a):
+    return tg.Tensor(np.asarray(a))
+
+
+def torch_or_skip():
+    return pytest.importorskip("torch")
+
+
+# -- NumPy references ------------------------------------------------------------------------
+def np_conv2d(x, w, stride, pads, dilation, groups):
+    """Direct definition: a loop over output pixels (the reference only)."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    pt, pb, pl, pr = pads
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    ho = (h + pt + pb - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    wo = (wd + pl + pr - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    out = np.zeros((n, o, ho, wo))
+    og = o // groups
+    for oc in range(o):
+        g = oc // og
+        for i in range(ho):
+            for j in range(wo):
+                r0, c0 = i * stride[0], j * stride[1]
+                patch = xp[
+                    :,
+                    g * cg : (g + 1) * cg,
+                    r0 : r0 + dilation[0] * (kh - 1) + 1 : dilation[0],
+                    c0 : c0 + dilation[1] * (kw - 1) + 1 : dilation[1],
+                ]
+                out[:, oc, i, j] = (patch * w[oc]).sum(axis=(1, 2, 3))
+    return out
+
+
+def np_max_pool(x, k, s, p):
+    xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=-np.inf)
+    ho = (x.shape[2] + 2 * p - k) // s + 1
+    wo = (x.shape[3] + 2 * p - k) // s + 1
+    out = np.empty(x.shape[:2] + (ho, wo))
+    for i in range(ho):
+        for j in range(wo):
+            out[:, :, i, j] = xp[:, :, i * s : i * s + k, j * s : j * s + k].max(axis=(2, 3))
+    return out
+
+
+def np_attention(q, k, v, bias=None):
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    if bias is not None:
+        s = s + bias
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    return p @ v
+
+
+# -- activations -----------------------------------------------------------------------------
+ACTIVATIONS = [
+    ("relu", F.relu, lambda x: np.maximum(x, 0)),
+    ("sigmoid", F.sigmoid, expit),
+    ("tanh", F.tanh, np.tanh),
+    (
+        "gelu_tanh",
+        F.gelu,
+        lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+    ),
+    (
+        "gelu_exact",
+        lambda x: F.gelu(x, approximate="none"),
+        lambda x: 0.5 * x * (1 + sp_erf(x / math.sqrt(2))),
+    ),
+    ("silu", F.silu, lambda x: x * expit(x)),
+    ("leaky_relu", lambda x: F.leaky_relu(x, 0.2), lambda x: np.where(x > 0, x, 0.2 * x)),
+    ("softplus", F.softplus, lambda x: np.logaddexp(0, x)),
+    ("softplus_beta", lambda x: F.softplus(x, beta=2.0), lambda x: np.logaddexp(0, 2 * x) / 2),
+    ("softmax", lambda x: F.softmax(x, axis=0), lambda x: np.exp(sp_log_softmax(x, axis=0))),
+    ("log_softmax", lambda x: F.log_softmax(x, dim=1), lambda x: sp_log_softmax(x, axis=1)),
+]
+
+
+@pytest.mark.parametrize("name,fn,ref", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])
+def test_activation_matches_reference_and_grads(name, fn, ref):
+    x = RNG.standard_normal((3, 4)) * 2
+    x[np.abs(x) < 1e-3] = 0.5  # away from kinks
+    y = fn(T(x))
+    assert y.dtype == np.float64
+    np.testing.assert_allclose(y.numpy(), ref(x), rtol=1e-12, atol=1e-12)
+    y32 = fn(T(x.astype(np.float32)))
+    assert y32.dtype == np.float32
+    np.testing.assert_allclose(y32.numpy(), ref(x), rtol=2e-5, atol=2e-6)
+    check_grads(fn, (T(x),), order=2)
+
+
+def test_seeds_activation_examples():
+    np.testing.assert_allclose(F.relu(tg.Tensor([-1, 0, 2])).numpy(), [0, 0, 2])
+    np.testing.assert_allclose(F.sigmoid(tg.Tensor([0, 2])).numpy(), [0.5, expit(2)], rtol=1e-6)
+    np.testing.assert_allclose(F.softmax(tg.Tensor([2.0, 1.0, 0.1])).numpy().sum(), 1, rtol=1e-6)
+    y = F.log_softmax(tg.Tensor([2.0, 1.0, 0.1]), dim=-1)
+    np.testing.assert_allclose(np.exp(y.numpy()).sum(), 1, rtol=1e-6)
+    np.testing.assert_allclose(F.tanh(tg.Tensor([0, 1])).numpy(), [0, np.tanh(1)], rtol=1e-6)
+
+
+def test_activations_are_stable_for_extreme_inputs():
+    x = T(np.array([-1000.0, -50.0, 0.0, 50.0, 1000.0]))
+    np.testing.assert_allclose(F.sigmoid(x).numpy(), expit(x.numpy()))
+    np.testing.assert_allclose(F.softplus(x).numpy(), np.logaddexp(0, x.numpy()))
+    ls = F.log_softmax(T(np.array([[1000.0, 0.0, -1000.0]])))
+    assert np.all(np.isfinite(ls.numpy()))
+    np.testing.assert_allclose(ls.numpy()[0, :2], [0.0, -1000.0])
+    g = tg.grad(lambda v: F.sigmoid(v).sum())(x)
+    assert np.all(np.isfinite(g.numpy()))
+
+
+def test_relu_and_hinge_kink_conventions():
+    g = tg.grad(lambda v: F.relu(v).sum())(T(np.array([-1.0, 0.0, 1.0])))
+    np.testing.assert_array_equal(g.numpy(), [0.0, 0.0, 1.0])
+    g = tg.grad(lambda v: F.hinge_loss(v, [1.0, 1.0], reduction="sum"))(T(np.array([1.0, 0.5])))
+    np.testing.assert_array_equal(g.numpy(), [0.0, -1.0])
+
+
+def test_activation_errors():
+    with pytest.raises(TypeError, match="relu: input must be a floating"):
+        F.relu(tg.Tensor(np.array([1, 2])))
+    with pytest.raises(ValueError, match="softmax: axis 2 is out of range"):
+        F.softmax(T(np.ones((2, 2))), axis=2)
+    with pytest.raises(ValueError, match="gelu: approximate"):
+        F.gelu(T(np.ones(2)), approximate="fast")
+    with pytest.raises(ValueError, match="softplus: beta"):
+        F.softplus(T(np.ones(2)), beta=0)
+
+
+# -- losses ----------------------------------------------------------------------------------
+def test_mse_matches_formula_and_seeds_example():
+    assert float(F.mean_squared_loss(tg.Tensor([3.0, 5.0]), [2.0, 5.0])) == 0.5
+    a, b = RNG.standard_normal((4, 3)), RNG.standard_normal((4, 3))
+    np.testing.assert_allclose(float(F.mse_loss(T(a), T(b))), ((a - b) ** 2).mean())
+    np.testing.assert_allclose(float(F.mse_loss(T(a), T(b), reduction="sum")), ((a - b) ** 2).sum())
+    check_grads(lambda p, t: F.mse_loss(p, t), (T(a), T(b)), order=2)
+
+
+def test_binary_cross_entropy_formula_clamp_and_grads():
+    p = RNG.uniform(0.05, 0.95, (5,))
+    y = RNG.integers(0, 2, 5).astype(np.float64)
+    ref = -(y * np.log(p) + (1 - y) * np.log(1 - p))
+    np.testing.assert_allclose(F.binary_cross_entropy(T(p), T(y), reduction="none").numpy(), ref)
+    np.testing.assert_allclose(float(F.binary_cross_entropy(T(p), y)), ref.mean())
+    check_grads(lambda a, b: F.binary_cross_entropy(a, b), (T(p), T(y)), order=2)
+    edge = F.binary_cross_entropy(T(np.array([0.0, 1.0])), [1.0, 0.0], reduction="none")
+    np.testing.assert_allclose(edge.numpy(), [100.0, 100.0])
+    with pytest.raises(ValueError, match="probabilities in \\[0, 1\\]"):
+        F.binary_cross_entropy(T(np.array([1.5])), [1.0])
+
+
+def test_bce_with_logits_is_stable_and_matches_formula():
+    x = RNG.standard_normal(6) * 3
+    y = RNG.integers(0, 2, 6).astype(np.float64)
+    ref = -(y * np.log(expit(x)) + (1 - y) * np.log(1 - expit(x)))
+    out = F.binary_cross_entropy_with_logits(T(x), T(y), reduction="none")
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-10)
+    big = F.binary_cross_entropy_with_logits(T(np.array([800.0, -800.0])), [0.0, 1.0], "none")
+    np.testing.assert_allclose(big.numpy(), [800.0, 800.0])
+    g = tg.grad(lambda v: F.binary_cross_entropy_with_logits(v, [1.0, 0.0], "sum"))(
+        T(np.array([800.0, -800.0]))
+    )
+    np.testing.assert_allclose(g.numpy(), [0.0, 0.0])
+    check_grads(lambda a: F.binary_cross_entropy_with_logits(a, y), (T(x),), order=2)
+
+
+def np_cross_entropy(logits, t, ignore, eps, reduction):
+    lp = sp_log_softmax(logits, axis=-1)
+    c = logits.shape[-1]
+    valid = t != ignore
+    safe = np.where(valid, t, 0)
+    onehot = np.eye(c)[safe]
+    target = (1 - eps) * onehot + eps / c
+    per = -(target * lp).sum(-1) * valid
+    if reduction == "none":
+        return per
+    if reduction == "sum":
+        return per.sum()
+    return per.sum() / max(valid.sum(), 1)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("shape", [(4, 5), (2, 3, 4)])
+def test_cross_entropy_matches_reference(reduction, shape):
+    logits = RNG.standard_normal(shape) * 2
+    t = RNG.integers(0, shape[-1], shape[:-1])
+    t.reshape(-1)[0] = -100
+    out = F.cross_entropy(T(logits), t, label_smoothing=0.1, reduction=reduction)
+    np.testing.assert_allclose(out.numpy(), np_cross_entropy(logits, t, -100, 0.1, reduction))
+    check_grads(
+        lambda z: F.cross_entropy(z, t, label_smoothing=0.1, reduction=reduction), (T(logits),)
+    )
+
+
+def test_cross_entropy_against_torch():
+    torch = torch_or_skip()
+    logits = RNG.standard_normal((2, 3, 5))
+    t = np.array([[0, 4, 7], [1, 7, 2]])
+    out = F.cross_entropy(T(logits), t, ignore_index=7, label_smoothing=0.3)
+    ref = torch.nn.functional.cross_entropy(
+        torch.tensor(logits).permute(0, 2, 1), torch.tensor(t), ignore_index=7, label_smoothing=0.3
+    )
+    np.testing.assert_allclose(float(out), float(ref), rtol=1e-12)
+    y = F.cross_entropy(tg.Tensor(np.array([[2.0, 1.0, 0.1]])), tg.Tensor(np.array([0])))
+    np.testing.assert_allclose(float(y), -sp_log_softmax([2.0, 1.0, 0.1])[0], rtol=1e-12)
+
+
+def test_cross_entropy_stable_all_ignored_and_float_targets():
+    big = F.cross_entropy(T(np.array([[1e4, 0.0, -1e4]])), [1])
+    np.testing.assert_allclose(float(big), 1e4)
+    assert float(F.cross_entropy(T(np.ones((2, 3))), [-100, -100])) == 0.0
+    g = tg.grad(lambda z: F.cross_entropy(z, [-100, -100]))(T(np.ones((2, 3))))
+    np.testing.assert_array_equal(g.numpy(), np.zeros((2, 3)))
+    a = F.cross_entropy(T(np.eye(3)), tg.Tensor([0, 1, 2]))  # float32 integral targets
+    b = F.cross_entropy(T(np.eye(3)), np.array([0, 1, 2]))
+    assert float(a) == float(b)
+
+
+def test_cross_entropy_errors():
+    z = T(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="target 3 is out of range for 3 classes"):
+        F.cross_entropy(z, [0, 3])
+    with pytest.raises(ValueError, match="does not match y_pred"):
+        F.cross_entropy(z, [0, 1, 2])
+    with pytest.raises(TypeError, match="integer class indices"):
+        F.cross_entropy(z, tg.Tensor([0.5, 1.0]))
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        F.cross_entropy(z, [0, 1], reduction="avg")
+    with pytest.raises(ValueError, match="label_smoothing"):
+        F.cross_entropy(z, [0, 1], label_smoothing=1.5)
+
+
+def test_hinge_loss_reductions_and_seeds_example():
+    pred = tg.Tensor([0.8, -0.5, 0.3])
+    ref = np.maximum(0, 1 - np.array([1, -1, 1]) * pred.numpy())
+    np.testing.assert_allclose(F.hinge_loss(pred, [1, -1, 1]).numpy(), ref, rtol=1e-6)
+    np.testing.assert_allclose(
+        float(F.hinge_loss(pred, [1, -1, 1], reduction="mean")), ref.mean(), rtol=1e-6
+    )
+    x = np.array([0.2, -1.7, 0.4, 3.0])
+    check_grads(lambda v: F.hinge_loss(v, [1.0, 1.0, -1.0, 1.0], "sum"), (T(x),), order=2)
+
+
+# -- linear, conv, pooling -------------------------------------------------------------------
+def test_linear_and_mlp():
+    x, w, b = RNG.standard_normal((3, 4)), RNG.standard_normal((4, 2)), RNG.standard_normal(2)
+    np.testing.assert_allclose(F.linear(T(x), T(w), T(b)).numpy(), x @ w + b)
+    check_grads(F.linear, (T(x), T(w), T(b)), order=2)
+    params = tg.nn.init.mlp(tg.random.key(0), (4, 8, 2))
+    assert [p["weight"].shape for p in params] == [(4, 8), (8, 2)]
+    y = F.mlp(params, T(x.astype(np.float32)))
+    w0, b0, w1, b1 = (params[i][n].numpy() for i in (0, 1) for n in ("weight", "bias"))
+    np.testing.assert_allclose(y.numpy(), np.maximum(x @ w0 + b0, 0) @ w1 + b1, rtol=1e-5)
+    with pytest.raises(ValueError, match="linear: input of shape \\(3, 4\\) and weight"):
+        F.linear(T(x), T(w.T))
+
+
+CONV_CASES = [
+    dict(stride=1, padding=0, dilation=1, groups=1),
+    dict(stride=2, padding=1, dilation=1, groups=2),
+    dict(stride=(1, 2), padding=(2, 0), dilation=(2, 1), groups=1),
+    dict(stride=1, padding="same", dilation=1, groups=1),
+    dict(stride=2, padding="same", dilation=1, groups=4),
+]
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=str)
+def test_conv2d_matches_direct_definition_and_grads(case):
+    x = RNG.standard_normal((2, 4, 7, 6))
+    w = RNG.standard_normal((4, 4 // case["groups"], 3, 2))
+    b = RNG.standard_normal(4)
+    y = F.conv2d(T(x), T(w), T(b), **case)
+    stride = F._pair(case["stride"], "s", "t")
+    dil = F._pair(case["dilation"], "d", "t")
+    pads = F._resolve_padding(case["padding"], x.shape[2:], w.shape[2:], stride, dil, "t")
+    ref = np_conv2d(x, w, stride, pads, dil, case["groups"]) + b[:, None, None]
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-10, atol=1e-12)
+    if case["padding"] == "same":
+        assert y.shape[2:] == tuple(-(-s // st) for s, st in zip(x.shape[2:], stride))
+    kw = {k: v for k, v in case.items()}
+    check_grads(lambda a, c, d: F.conv2d(a, c, d, **kw), (T(x), T(w), T(b)), order=2)
+
+
+def test_conv2d_against_torch():
+    torch = torch_or_skip()
+    x = RNG.standard_normal((2, 6, 9, 8))
+    w = RNG.standard_normal((4, 6, 3, 3))
+    for kw in (dict(stride=2, padding=1, dilation=2, groups=2), dict(padding="same")):
+        y = F.conv2d(T(x), T(w[:, : 6 // kw.get("groups", 1)]), None, **kw)
+        ref = torch.nn.functional.conv2d(
+            torch.tensor(x), torch.tensor(w[:, : 6 // kw.get("groups", 1)]), **kw
+        )
+        np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_conv2d_errors():
+    x = T(np.ones((1, 3, 5, 5)))
+    with pytest.raises(ValueError, match="conv2d: input must have shape \\(N, C, H, W\\)"):
+        F.conv2d(T(np.ones((3, 5, 5))), T(np.ones((2, 3, 3, 3))))
+    with pytest.raises(ValueError, match="input has 3 channels"):
+        F.conv2d(x, T(np.ones((2, 2, 3, 3))))
+    with pytest.raises(ValueError, match="smaller than the dilated kernel"):
+        F.conv2d(x, T(np.ones((2, 3, 7, 7))))
+    with pytest.raises(ValueError, match="padding must be 'valid', 'same'"):
+        F.conv2d(x, T(np.ones((2, 3, 3, 3))), padding="full")
+    with pytest.raises(ValueError, match="stride must be >= 1"):
+        F.conv2d(x, T(np.ones((2, 3, 3, 3))), stride=0)
+
+
+@pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 2, 1), (3, 1, 1)])
+def test_max_pool2d_matches_reference_and_grads(k, s, p):
+    x = RNG.standard_normal((2, 3, 7, 6))
+    y = F.max_pool2d(T(x), k, s, p)
+    np.testing.assert_array_equal(y.numpy(), np_max_pool(x, k, s, p))
+    check_grads(lambda a: F.max_pool2d(a, k, s, p), (T(x),), order=2)
+
+
+def test_max_pool2d_routes_gradient_to_argmax():
+    x = T(np.array([[[[1.0, 5.0], [3.0, 2.0]]]]))
+    g = tg.grad(lambda a: F.max_pool2d(a, 2).sum())(x)
+    np.testing.assert_array_equal(g.numpy(), [[[[0.0, 1.0], [0.0, 0.0]]]])
+    with pytest.raises(ValueError, match="at most half the kernel"):
+        F.max_pool2d(x, 2, padding=2)
+
+
+def test_avg_pool2d_against_torch_and_grads():
+    x = RNG.standard_normal((2, 3, 7, 6))
+    for cip in (True, False):
+        y = F.avg_pool2d(T(x), 3, 2, 1, count_include_pad=cip)
+        padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        counts = np.pad(np.ones(x.shape[2:]), 1)
+        ref = np.empty(y.shape)
+        for i in range(y.shape[2]):
+            for j in range(y.shape[3]):
+                win = padded[:, :, 2 * i : 2 * i + 3, 2 * j : 2 * j + 3].sum(axis=(2, 3))
+                n = 9 if cip else counts[2 * i : 2 * i + 3, 2 * j : 2 * j + 3].sum()
+                ref[:, :, i, j] = win / n
+        np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12)
+        check_grads(lambda a, c=cip: F.avg_pool2d(a, 3, 2, 1, count_include_pad=c), (T(x),))
+
+
+# -- dropout, normalization, embedding -------------------------------------------------------
+def test_dropout_is_reproducible_scaled_and_identity_in_eval():
+    x = T(np.ones((50, 40)))
+    k = tg.random.key(3)
+    a, b = F.dropout(x, 0.25, key=k), F.dropout(x, 0.25, key=k)
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    vals = np.unique(a.numpy())
+    np.testing.assert_allclose(vals, [0.0, 1 / 0.75])
+    assert 0.2 < (a.numpy() == 0).mean() < 0.3
+    assert F.dropout(x, 0.5, training=False) is x
+    np.testing.assert_array_equal(F.dropout(x, rate=0.25, key=k).numpy(), a.numpy())
+    c = F.dropout(x, 0.25, key=tg.random.split(k)[0])
+    assert not np.array_equal(a.numpy(), c.numpy())
+    g = tg.grad(lambda v: F.dropout(v, 0.25, key=k).sum())(x)
+    np.testing.assert_array_equal(g.numpy(), a.numpy())
+    with pytest.raises(ValueError, match="needs a key"):
+        F.dropout(x, 0.5)
+    with pytest.raises(ValueError, match="p must lie in"):
+        F.dropout(x, 1.5, key=k)
+
+
+def test_layer_norm_reference_torch_and_grads():
+    x = RNG.standard_normal((3, 4, 5))
+    w, b = RNG.standard_normal((4, 5)), RNG.standard_normal((4, 5))
+    y = F.layer_norm(T(x), (4, 5), T(w), T(b))
+    mu = x.mean(axis=(1, 2), keepdims=True)
+    var = x.var(axis=(1, 2), keepdims=True)
+    np.testing.assert_allclose(y.numpy(), (x - mu) / np.sqrt(var + 1e-5) * w + b, rtol=1e-10)
+    check_grads(lambda a, c, d: F.layer_norm(a, (4, 5), c, d), (T(x), T(w), T(b)), order=2)
+    with pytest.raises(ValueError, match="does not end with normalized_shape"):
+        F.layer_norm(T(x), 4)
+
+
+def test_batch_norm_training_eval_and_running_stats():
+    x = RNG.standard_normal((6, 3, 2, 2)) * 2 + 1
+    rm, rv = T(np.zeros(3)), T(np.ones(3))
+    w, b = RNG.standard_normal(3), RNG.standard_normal(3)
+    y, m, v = F.batch_norm(T(x), rm, rv, T(w), T(b), training=True, momentum=0.1)
+    mu = x.mean(axis=(0, 2, 3))
+    var = x.var(axis=(0, 2, 3))
+    shp = (1, 3, 1, 1)
+    ref = (x - mu.reshape(shp)) / np.sqrt(var.reshape(shp) + 1e-5) * w.reshape(shp) + b.reshape(shp)
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-10)
+    np.testing.assert_allclose(m.numpy(), 0.1 * mu)
+    np.testing.assert_allclose(v.numpy(), 0.9 + 0.1 * var * 24 / 23)
+    np.testing.assert_array_equal(rm.numpy(), np.zeros(3))  # inputs untouched
+    ye, m2, v2 = F.batch_norm(T(x), m, v, T(w), T(b), training=False)
+    assert m2 is m and v2 is v
+    ref_e = (x - m.numpy().reshape(shp)) / np.sqrt(v.numpy().reshape(shp) + 1e-5)
+    np.testing.assert_allclose(ye.numpy(), ref_e * w.reshape(shp) + b.reshape(shp), rtol=1e-10)
+    check_grads(
+        lambda a, c, d: F.batch_norm(a, None, None, c, d, training=True)[0], (T(x), T(w), T(b))
+    )
+    check_grads(lambda a: F.batch_norm(a, m, v, training=False)[0], (T(x),), order=2)
+    with pytest.raises(ValueError, match="needs running_mean and running_var"):
+        F.batch_norm(T(x))
+    with pytest.raises(ValueError, match="more than one value per channel"):
+        F.batch_norm(T(np.ones((1, 3))), training=True)
+
+
+def test_batch_norm_against_torch():
+    torch = torch_or_skip()
+    x = RNG.standard_normal((5, 4))
+    rm, rv = torch.zeros(4, dtype=torch.float64), torch.ones(4, dtype=torch.float64)
+    ref = torch.nn.functional.batch_norm(torch.tensor(x), rm, rv, training=True, momentum=0.2)
+    y, m, v = F.batch_norm(T(x), T(np.zeros(4)), T(np.ones(4)), training=True, momentum=0.2)
+    np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(m.numpy(), rm.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(v.numpy(), rv.numpy(), rtol=1e-12)
+
+
+def test_embedding_lookup_and_accumulating_gradient():
+    w = RNG.standard_normal((5, 3))
+    idx = np.array([[0, 2], [2, 4]])
+    np.testing.assert_array_equal(F.embedding(idx, T(w)).numpy(), w[idx])
+    g = tg.grad(lambda p: F.embedding(idx, p).sum())(T(w))
+    np.testing.assert_array_equal(g.numpy()[:, 0], [1, 0, 2, 0, 1])
+    check_grads(lambda p: F.embedding(idx, p), (T(w),), order=2)
+    with pytest.raises(ValueError, match="indices must lie in \\[0, 5\\)"):
+        F.embedding(np.array([5]), T(w))
+
+
+# -- attention -------------------------------------------------------------------------------
+def test_sdpa_masks_follow_the_seeds_contract():
+    q, k, v = (RNG.standard_normal((2, 3, 4, 5)) for _ in range(3))
+    float_mask = (RNG.random((4, 4)) > 0.6).astype(np.float64)  # 1.0 = forbidden
+    y = F.scaled_dot_product_attention(T(q), T(k), T(v), float_mask)
+    np.testing.assert_allclose(y.numpy(), np_attention(q, k, v, float_mask * -1e9), rtol=1e-10)
+    y_bool = F.scaled_dot_product_attention(T(q), T(k), T(v), float_mask == 0)  # True = allowed
+    np.testing.assert_allclose(y_bool.numpy(), y.numpy(), rtol=1e-12)
+    causal = np.triu(np.ones((4, 4)), 1)
+    y_c = F.scaled_dot_product_attention(T(q), T(k), T(v), is_causal=True)
+    np.testing.assert_allclose(y_c.numpy(), np_attention(q, k, v, causal * -1e9), rtol=1e-10)
+    np.testing.assert_allclose(y_c.numpy()[..., 0, :], v[..., 0, :], rtol=1e-10)
+    both = F.scaled_dot_product_attention(T(q), T(k), T(v), float_mask, is_causal=True)
+    ref = np_attention(q, k, v, np.maximum(float_mask, causal) * -1e9)
+    rows_ok = (np.maximum(float_mask, causal) == 0).any(-1)
+    np.testing.assert_allclose(both.numpy()[..., rows_ok, :], ref[..., rows_ok, :], rtol=1e-8)
+
+
+def test_sdpa_against_torch():
+    torch = torch_or_skip()
+    q, k, v = (
+        RNG.standard_normal((2, 4, 3)),
+        RNG.standard_normal((2, 6, 3)),
+        RNG.standard_normal((2, 6, 2)),
+    )
+    mask = RNG.random((4, 6)) > 0.3
+    mask[:, 0] = True
+    y = F.scaled_dot_product_attention(T(q), T(k), T(v), mask, scale=0.7)
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        torch.tensor(q), torch.tensor(k), torch.tensor(v), attn_mask=torch.tensor(mask), scale=0.7
+    )
+    np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-10)
+
+
+def test_sdpa_grads_with_mask_and_dropout():
+    q, k, v = (
+        RNG.standard_normal((2, 3, 4)),
+        RNG.standard_normal((2, 5, 4)),
+        RNG.standard_normal((2, 5, 3)),
+    )
+    mask = RNG.random((3, 5)) > 0.5
+    key = tg.random.key(5)
+
+    def f(a, b, c):
+        return F.scaled_dot_product_attention(a, b, c, mask, dropout_p=0.3, dropout_key=key)
+
+    check_grads(f, (T(q), T(k), T(v)), order=2)
+    # a differentiable additive bias b enters as the float mask -b / 1e9 (the seeds' contract)
+    check_grads(
+        lambda b: F.scaled_dot_product_attention(T(q), T(k), T(v), b * -1e-9),
+        (T(RNG.standard_normal((3, 5))),),
+    )
+    a = f(T(q), T(k), T(v))
+    np.testing.assert_array_equal(a.numpy(), f(T(q), T(k), T(v)).numpy())
+    assert not np.allclose(
+        a.numpy(), F.scaled_dot_product_attention(T(q), T(k), T(v), mask).numpy()
+    )
+
+
+def test_sdpa_records_one_fused_entry():
+    q = T(RNG.standard_normal((3, 4)))
+    _, tape = tg.trace(lambda a: F.scaled_dot_product_attention(a, a, a))(q)
+    text = str(tape)
+    assert text.count("scaled_dot_product_attention") == 1
+    assert "softmax" not in text
+
+
+def test_sdpa_errors():
+    q = T(np.ones((2, 3, 4)))
+    with pytest.raises(ValueError, match="do not fit"):
+        F.scaled_dot_product_attention(q, T(np.ones((2, 3, 5))), q)
+    with pytest.raises(ValueError, match="needs a dropout_key"):
+        F.scaled_dot_product_attention(q, q, q, dropout_p=0.1)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        F.scaled_dot_product_attention(q, q, q, np.ones((2, 2)))
+
+
+def test_multi_head_attention_matches_numpy():
+    d, h = 6, 3
+    keys = tg.random.split(tg.random.key(0), 4)
+    params = {
+        n: {"weight": tg.random.normal(kk, (d, d), np.float64), "bias": T(RNG.standard_normal(d))}
+        for n, kk in zip(("query", "key", "value", "output"), keys)
+    }
+    x = RNG.standard_normal((2, 4, d))
+    y = F.multi_head_attention(T(x), T(x), T(x), params, h, is_causal=True)
+    p = {n: (v["weight"].numpy(), v["bias"].numpy()) for n, v in params.items()}
+
+    def heads(z):
+        return z.reshape(2, 4, h, d // h).transpose(0, 2, 1, 3)
+
+    qh, kh, vh = (heads(x @ p[n][0] + p[n][1]) for n in ("query", "key", "value"))
+    o = np_attention(qh, kh, vh, np.triu(np.ones((4, 4)), 1) * -1e9)
+    ref = o.transpose(0, 2, 1, 3).reshape(2, 4, d) @ p["output"][0] + p["output"][1]
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-10)
+    check_grads(lambda a, pp: F.multi_head_attention(a, a, a, pp, h), (T(x), params), order=1)
+
+
+def test_traced_gradient_replays_on_new_inputs():
+    """The tape of grad(loss) (conv, pool, embedding, attention, cross-entropy) is a program:
+    replaying it on new parameters, images and labels equals a fresh gradient."""
+    keys = tg.random.split(tg.random.key(0), 4)
+
+    def loss(p, x, tokens, labels):
+        h = F.relu(F.conv2d(x, p["conv"], padding="same"))
+        h = F.max_pool2d(h, 2)  # (N, 2, 2, 2)
+        feats = tnp.reshape(h, (h.shape[0], 2, 4))
+        e = F.embedding(tokens, p["embed"])  # (N, 2, 4)
+        a = F.scaled_dot_product_attention(feats, e, e, is_causal=True)
+        logits = F.linear(tnp.reshape(a, (a.shape[0], 8)), p["out"])
+        return F.cross_entropy(logits, labels, label_smoothing=0.1)
+
+    def draw(k):
+        k1, k2, k3, k4 = tg.random.split(k, 4)
+        p = {
+            "conv": tg.random.normal(k1, (2, 1, 3, 3), np.float64),
+            "embed": tg.random.normal(k2, (5, 4), np.float64),
+            "out": tg.random.normal(k3, (8, 3), np.float64),
+        }
+        x = tg.random.normal(k4, (3, 1, 4, 4), np.float64)
+        tokens = tg.random.randint(k4, (3, 2), 0, 5, np.int64)
+        labels = tg.random.randint(k1, (3,), 0, 3, np.int64)
+        return p, x, tokens, labels
+
+    grad_fn = tg.grad(loss)
+    _, tape = tg.trace(grad_fn)(*draw(keys[0]))
+    new = draw(keys[1])
+    replayed = tape.replay(*new)
+    fresh = grad_fn(*new)
+    for name in ("conv", "embed", "out"):
+        np.testing.assert_allclose(replayed[name].numpy(), fresh[name].numpy(), rtol=1e-12)
+
+
+def test_seeds_function_class_rows():
+    """The seeds document their activations and losses as ``Function.apply`` rows too."""
+    np.testing.assert_array_equal(F.Relu.apply(tg.Tensor([-3, 0, 3])).numpy(), [0, 0, 3])
+    g = F.Gelu.apply(tg.Tensor([0.5, -0.5])).numpy()
+    np.testing.assert_allclose(g, F.gelu(tg.Tensor([0.5, -0.5])).numpy())
+    np.testing.assert_allclose(F.Sigmoid.apply(tg.Tensor([0, 2])).numpy(), [0.5, expit(2)])
+    assert abs(float(F.Softmax.apply(tg.Tensor([1.0, 2.0, 3.0])).sum()) - 1) < 1e-6
+    np.testing.assert_allclose(F.Tanh.apply(tg.Tensor([0, 1])).numpy(), [0, np.tanh(1)])
+    p, y = tg.Tensor([0.9, 0.2, 0.1]), tg.Tensor([1, 0, 0])
+    bce = F.BinaryCrossEntropy.apply(p, y)
+    assert bce.shape == () and 0 < float(bce) < 0.2
+    logits = tg.Tensor([2.0, -1.0, -2.0])
+    ref = np.mean(np.logaddexp(0, logits.numpy()) - logits.numpy() * y.numpy())
+    np.testing.assert_allclose(float(F.BinaryCrossEntropyWithLogits.apply(logits, y)), ref, 1e-6)
+    ce = F.CrossEntropy.apply(
+        tg.Tensor(np.array([[2.0, 1.0, 0.1]])),
+        tg.Tensor(np.array([0])),
+        ignore_index=-100,
+        label_smoothing=0.1,
+    )
+    np.testing.assert_allclose(float(ce), 0.5136967, rtol=1e-6)
+    hinge = F.HingeLoss.apply(tg.Tensor([0.8, -0.5, 0.3]), tg.Tensor([1, -1, 1]), reduction="mean")
+    np.testing.assert_allclose(float(hinge), (0.2 + 0.5 + 0.7) / 3, rtol=1e-6)
+    assert float(F.MeanSquaredLoss.apply(tg.Tensor([3.0, 5.0]), tg.Tensor([2.0, 5.0]))) == 0.5
+
+
+def test_losses_differentiate_in_both_arguments():
+    p = RNG.uniform(0.2, 0.8, (3, 2))
+    y = RNG.uniform(0.1, 0.9, (2,))  # broadcast target
+    x = RNG.standard_normal((3, 2)) * 2
+    for fn, a in (
+        (F.mse_loss, x),
+        (F.binary_cross_entropy, p),
+        (F.binary_cross_entropy_with_logits, x),
+        (lambda u, v, reduction: F.hinge_loss(u, v * 3 - 1.2, reduction), x),
+    ):
+        for reduction in ("mean", "sum", "none"):
+            check_grads(lambda u, v, f=fn, r=reduction: f(u, v, reduction=r), (T(a), T(y)))
+    with pytest.raises(ValueError, match="do not broadcast"):
+        F.mse_loss(T(np.ones(3)), np.ones(2))
+    assert np.isnan(float(F.mse_loss(T(np.ones(0)), np.ones(0))))
+
+
+def test_lazy_mode_defers_and_matches_eager():
+    """Every nn primitive infers its output shape and dtype, so lazy mode can defer it."""
+    x = tg.Tensor(RNG.standard_normal((2, 3, 6, 5)).astype(np.float32))
+    w = tg.Tensor(RNG.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    table = tg.Tensor(RNG.standard_normal((7, 5)).astype(np.float32))
+    idx = tg.Tensor(np.array([[1, 6], [0, 2]]))
+    labels = np.array([0, 3])
+    proj = tg.Tensor(RNG.standard_normal((24, 4)).astype(np.float32))
+
+    def run():
+        h = F.max_pool2d(F.conv2d(x, w, stride=1, padding="same"), 2)  # (2, 4, 3, 2)
+        e = F.embedding(idx, table)  # (2, 2, 5)
+        a = F.scaled_dot_product_attention(e, e, e, is_causal=True)
+        logits = F.linear(tnp.reshape(h, (2, 24)), proj) + tnp.reshape(tnp.sum(a, (1, 2)), (2, 1))
+        return (
+            F.cross_entropy(logits, labels, reduction="none"),
+            F.log_softmax(logits, axis=0),
+            F.mse_loss(logits, 1.0),
+        )
+
+    eager = run()
+    with tg.lazy():
+        deferred = run()
+    assert not deferred[0].is_realized
+    for a, b in zip(eager, deferred):
+        np.testing.assert_array_equal(a.numpy(), b.realize().numpy())
+        assert a.dtype == b.dtype

@@ -1,0 +1,223 @@
+"""Module, ModuleList and functional_call: the seeds' API, state dicts, the pure bridge."""
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import nn
+from tapegrad.nn import functional as F
+
+
+class MyModule(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+class Net(nn.Module):
+    def __init__(self, key=None):
+        super().__init__()
+        k1, k2 = tg.random.split(tg.random.key(0) if key is None else key)
+        self.fc = nn.Linear(3, 4, key=k1)
+        self.bn = nn.BatchNorm(4)
+        self.drop = nn.Dropout(0.5)
+        self.head = nn.Linear(4, 2, key=k2)
+
+    def forward(self, x):
+        return self.head(self.drop(F.relu(self.bn(self.fc(x)))))
+
+
+def test_seeds_module_examples():
+    m = MyModule()
+    np.testing.assert_array_equal(m(tg.Tensor(np.array([1, 2, 3]))).numpy(), [2, 4, 6])
+    ml = nn.ModuleList([MyModule(), MyModule()])
+    assert [m.forward(tg.Tensor(np.array([1]))).numpy().tolist() for m in ml] == [[2], [2]]
+    ml.append(MyModule())
+    assert len(ml) == 3
+    with pytest.raises(TypeError, match="expected a Module"):
+        ml.append(3)
+    with pytest.raises(NotImplementedError, match="must define forward"):
+        nn.Module()(1)
+
+
+def test_parameters_states_and_counts():
+    net = Net()
+    assert sorted(net.parameters) == [
+        "bn.bias",
+        "bn.weight",
+        "fc.bias",
+        "fc.weight",
+        "head.bias",
+        "head.weight",
+    ]
+    assert sorted(net.states) == ["bn.running_mean", "bn.running_var"]
+    assert net.num_parameters() == 3 * 4 + 4 + 4 + 4 + 4 * 2 + 2
+    assert set(net.params) == {"fc", "bn", "drop", "head"}
+    assert net.params["drop"] == {}
+    assert set(net.state["bn"]) == {"running_mean", "running_var"}
+    sd = net.state_dict()
+    assert set(sd) == {"parameters", "states"}
+    assert isinstance(sd["parameters"]["fc.weight"], np.ndarray)
+
+
+def test_train_eval_apply_and_zero_grad():
+    net = Net()
+    assert net.training and net.bn.training
+    net.eval()
+    assert not net.training and not net.drop.training
+    net.train()
+    assert net.fc.training
+    seen = []
+    net.apply(lambda m: seen.append(type(m).__name__))
+    assert seen == ["Linear", "BatchNorm", "Dropout", "Linear", "Net"]
+    net.grads = {"x": 1}
+    net.zero_grad()
+    assert net.grads is None
+
+
+def test_super_init_is_required():
+    class Bad(nn.Module):
+        def __init__(self):
+            self.w = tg.Tensor([1.0])
+
+    with pytest.raises(RuntimeError, match="call super\\(\\).__init__\\(\\)"):
+        Bad()
+
+
+def test_state_dict_round_trip():
+    a, b = Net(tg.random.key(1)), Net(tg.random.key(2))
+    x = tg.random.normal(tg.random.key(3), (5, 3))
+    a(x)  # updates a's running statistics
+    b.load_state_dict(a.state_dict())
+    for name, v in a.parameters.items():
+        np.testing.assert_array_equal(v.numpy(), b.parameters[name].numpy())
+    for name, v in a.states.items():
+        np.testing.assert_array_equal(v.numpy(), b.states[name].numpy())
+    a.eval(), b.eval()
+    np.testing.assert_array_equal(a(x).numpy(), b(x).numpy())
+
+
+def test_load_state_dict_errors_list_every_problem():
+    net = Net()
+    sd = net.state_dict()
+    del sd["parameters"]["fc.bias"]
+    sd["parameters"]["extra.weight"] = np.zeros(2)
+    sd["parameters"]["head.weight"] = np.zeros((3, 3))
+    with pytest.raises(ValueError) as info:
+        net.load_state_dict(sd)
+    msg = str(info.value)
+    assert "missing parameters: fc.bias" in msg
+    assert "unexpected parameters: extra.weight" in msg
+    assert "head.weight: checkpoint (3, 3), module (4, 2)" in msg
+    before = net.parameters["fc.weight"].numpy().copy()
+    np.testing.assert_array_equal(net.parameters["fc.weight"].numpy(), before)  # nothing loaded
+    with pytest.raises(ValueError, match="shape mismatch"):
+        net.load_state_dict(sd, strict=False)
+    del sd["parameters"]["head.weight"]
+    sd["parameters"]["fc.weight"] = np.ones((3, 4))
+    net.load_state_dict(sd, strict=False)  # loads the matching keys, ignores the rest
+    np.testing.assert_array_equal(net.fc.weight.numpy(), np.ones((3, 4)))
+    assert net.fc.weight.dtype == np.float32
+    with pytest.raises(TypeError, match="expected a dict"):
+        net.load_state_dict({"weights": {}})
+    with pytest.raises(ValueError, match="missing group 'states'"):
+        net.load_state_dict({"parameters": net.state_dict()["parameters"]})
+
+
+def test_params_setter_validates_structure_and_shapes():
+    net = Net()
+    new = tg.tree.tree_map(lambda t: t * 0.0, net.params)
+    net.params = new
+    assert float(net.fc.weight.sum()) == 0.0
+    bad = net.params
+    bad["fc"]["weight"] = tg.Tensor(np.zeros((2, 2), np.float32))
+    with pytest.raises(ValueError, match="fc.weight has shape \\(2, 2\\), expected \\(3, 4\\)"):
+        net.params = bad
+    with pytest.raises(ValueError, match="missing \\['head'\\]"):
+        net.params = {k: v for k, v in net.params.items() if k != "head"}
+
+
+def test_functional_call_grad_is_pure_and_matches_manual_grad():
+    model = nn.Linear(3, 2, key=tg.random.key(0))
+    x = tg.random.normal(tg.random.key(1), (4, 3))
+    y = tg.random.normal(tg.random.key(2), (4, 2))
+    before = {k: v.numpy().copy() for k, v in model.parameters.items()}
+
+    def loss(p):
+        return F.mse_loss(nn.functional_call(model, p, x), y)
+
+    g = tg.grad(loss)(model.params)
+    w, b = model.weight.numpy(), model.bias.numpy()
+    r = x.numpy() @ w + b - y.numpy()
+    np.testing.assert_allclose(g["weight"].numpy(), 2 * x.numpy().T @ r / r.size, rtol=1e-5)
+    np.testing.assert_allclose(g["bias"].numpy(), 2 * r.sum(0) / r.size, rtol=1e-5)
+    for k, v in model.parameters.items():
+        np.testing.assert_array_equal(v.numpy(), before[k])
+
+
+def test_functional_call_returns_batchnorm_state_and_needs_key_for_dropout():
+    net = Net()
+    x = tg.random.normal(tg.random.key(4), (6, 3))
+    with pytest.raises(ValueError, match="pass key=tg.random.key"):
+        nn.functional_call(net, net.params, x)
+    key = tg.random.key(9)
+    out, state = nn.functional_call(net, net.params, x, key=key)
+    out2, _ = nn.functional_call(net, net.params, x, key=key)
+    np.testing.assert_array_equal(out.numpy(), out2.numpy())
+    assert not np.allclose(state["bn"]["running_mean"].numpy(), 0)
+    np.testing.assert_array_equal(net.bn.running_mean.numpy(), np.zeros(4))  # module untouched
+
+    def loss(p):
+        o, s = nn.functional_call(net, p, x, key=key)
+        return (o * o).sum(), s
+
+    (g, new_state) = tg.grad(loss, has_aux=True)(net.params)
+    assert g["fc"]["weight"].shape == (3, 4)
+    np.testing.assert_allclose(
+        new_state["bn"]["running_mean"].numpy(), state["bn"]["running_mean"].numpy()
+    )
+    net.eval()
+    out_e, state_e = nn.functional_call(net, net.params, x)  # eval: no randomness, no update
+    assert state_e["bn"]["running_mean"] is net.bn.running_mean
+    with pytest.raises(ValueError, match="structure does not match"):
+        nn.functional_call(net, {"fc": net.params["fc"]}, x)
+
+
+def test_stateful_batchnorm_inside_grad_stores_concrete_values():
+    net = Net()
+    x = tg.random.normal(tg.random.key(4), (6, 3))
+    tg.grad(lambda inp: net(inp).sum())(x)  # stateful call inside a transform
+    rm = net.bn.running_mean
+    assert not rm.is_traced
+    np.testing.assert_allclose(
+        rm.numpy(), 0.1 * F.linear(x, net.fc.weight, net.fc.bias).numpy().mean(0), rtol=1e-5
+    )
+    net(x)  # the stored value is usable afterwards (no leaked tracer)
+
+
+def test_dropout_module_keys_advance_in_stateful_use():
+    d = nn.Dropout(0.5, key=tg.random.key(0))
+    x = tg.Tensor(np.ones((20, 20), np.float32))
+    a, b = d(x), d(x)
+    assert not np.array_equal(a.numpy(), b.numpy())
+    d2 = nn.Dropout(0.5, key=tg.random.key(0))
+    np.testing.assert_array_equal(d2(x).numpy(), a.numpy())
+
+
+def test_optimizer_built_from_a_module_writes_parameters_back():
+    from tapegrad import optim
+
+    model = nn.Linear(3, 1, key=tg.random.key(0))
+    x = tg.random.normal(tg.random.key(1), (8, 3))
+    y = tg.random.normal(tg.random.key(2), (8, 1))
+    opt = optim.SGD(model, lr=0.1)
+    w0 = model.weight.numpy().copy()
+
+    def loss(p):
+        return F.mse_loss(nn.functional_call(model, p, x), y)
+
+    grads = tg.grad(loss)(model.params)
+    opt.step(grads)
+    np.testing.assert_allclose(model.weight.numpy(), w0 - 0.1 * grads["weight"].numpy(), rtol=1e-6)
+    assert opt.params["weight"] is model.weight
+    with pytest.raises(ValueError, match="weight has shape"):
+        model._set_params({"weight": tg.Tensor(np.zeros((1, 1), np.float32)), "bias": model.bias})
