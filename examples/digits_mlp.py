@@ -26,22 +26,22 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import digits_split, plot_curves, smooth  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
+import tapegrad.nn.functional as F  # noqa: E402
 import tapegrad.numpy as tnp  # noqa: E402
 from tapegrad import io, optim  # noqa: E402
 
 
-def init_mlp(rng: np.random.Generator, sizes) -> list:
+def init_mlp(key, sizes) -> list:
     """He-normal weights and zero biases for a ReLU MLP: a list of ``{"w", "b"}`` dicts.
 
     Layer ``i`` has ``w`` of shape ``(sizes[i], sizes[i+1])`` and ``b`` of shape
-    ``(sizes[i+1],)``, float32.
+    ``(sizes[i+1],)``, float32. ``key`` (from ``tapegrad.random``) fixes the draw.
     """
     params = []
-    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
-        w = rng.standard_normal((n_in, n_out)) * np.sqrt(2.0 / n_in)
-        params.append(
-            {"w": tg.Tensor(w.astype(np.float32)), "b": tg.Tensor(np.zeros(n_out, np.float32))}
-        )
+    keys = tg.random.split(key, len(sizes) - 1)
+    for k, n_in, n_out in zip(keys, sizes[:-1], sizes[1:]):
+        w = tg.random.normal(k, (n_in, n_out), std=float(np.sqrt(2.0 / n_in)))
+        params.append({"w": w, "b": tnp.zeros(n_out, dtype=np.float32)})
     return params
 
 
@@ -53,20 +53,9 @@ def mlp(params, x):
     return x @ last["w"] + last["b"]
 
 
-def cross_entropy(logits, labels):
-    """Mean softmax cross-entropy in nats: ``mean(logsumexp(z) - z[label])``.
-
-    ``labels`` are int class indices of shape ``(batch,)``; the label's logit is picked with a
-    one-hot mask so the whole loss is tapegrad ops.
-    """
-    onehot = np.eye(logits.shape[-1], dtype=logits.dtype)[np.asarray(labels)]
-    picked = tnp.sum(logits * onehot, axis=-1)
-    return tnp.mean(tnp.logsumexp(logits, axis=-1) - picked)
-
-
 def loss_fn(params, batch):
     x, y = batch
-    return cross_entropy(mlp(params, x), y)
+    return F.cross_entropy(mlp(params, x), y)  # mean softmax cross-entropy, nats
 
 
 def accuracy(params, x, y, batch: int = 512) -> float:
@@ -82,7 +71,8 @@ def train(args) -> dict:
     x_tr, y_tr, x_te, y_te = digits_split(args.seed)
     x_tr, x_te = x_tr.reshape(len(x_tr), -1), x_te.reshape(len(x_te), -1)
     sizes = (x_tr.shape[1], *args.hidden, 10)
-    params = init_mlp(np.random.default_rng([args.seed, 1]), sizes)
+    key_init, key_batches = tg.random.split(tg.random.key(args.seed))
+    params = init_mlp(key_init, sizes)
     tx = optim.adam(args.lr)
     opt_state = tx.init(params)
     step = tg.value_and_grad(loss_fn)
@@ -97,7 +87,7 @@ def train(args) -> dict:
     ) as bar:
         for epoch in range(args.epochs):
             # A keyed permutation: the same (seed, epoch) always gives the same minibatches.
-            perm = np.random.default_rng([args.seed, 2, epoch]).permutation(len(x_tr))
+            perm = tg.random.permutation(tg.random.fold_in(key_batches, epoch), len(x_tr)).numpy()
             for i in range(steps_per_epoch):
                 idx = perm[i * args.batch_size : (i + 1) * args.batch_size]
                 batch = (tg.Tensor(x_tr[idx]), y_tr[idx])
