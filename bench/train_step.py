@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import os
 
-# Single thread everywhere, set before NumPy/BLAS, PyTorch or XLA start their thread pools.
+# Single thread everywhere, set before NumPy/BLAS, PyTorch or XLA start their thread pools; on
+# Linux the process is also pinned to one CPU, so libraries that start helper threads anyway
+# (XLA's runtime) cannot use a second core.
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS"):
     os.environ[_v] = "1"
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "")
-    + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-)
+os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import argparse  # noqa: E402
@@ -515,7 +516,7 @@ def main(argv=None):
     parts = set(args.only.split(","))
     lines = [
         "All numbers are ratios to the hand-written NumPy step measured in the same run "
-        f"(single thread, float32, best of {args.repeat} rounds; {versions()}). "
+        f"(single thread pinned to one core, float32, best of {args.repeat} rounds; {versions()}). "
         "Below 1.0x is faster than NumPy. Reproduce with `python bench/train_step.py`.",
         "",
     ]
