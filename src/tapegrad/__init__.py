@@ -12,6 +12,9 @@ from tapegrad import (
     random,
     tree,
 )
+from tapegrad.checkpoint import checkpoint, remat
+from tapegrad.custom import custom_vjp
+from tapegrad.forward import hessian, hvp, jacfwd, jacobian, jacrev, jvp, linearize
 from tapegrad.function import Context, Function, is_grad_enabled, no_grad
 from tapegrad.lazy import is_lazy, lazy, mode
 from tapegrad.numpy import stop_gradient
@@ -34,6 +37,16 @@ __all__ = [
     "value_and_grad",
     "vjp",
     "trace",
+    "jvp",
+    "linearize",
+    "jacfwd",
+    "jacrev",
+    "jacobian",
+    "hessian",
+    "hvp",
+    "checkpoint",
+    "remat",
+    "custom_vjp",
     "stop_gradient",
     "no_grad",
     "is_grad_enabled",
