@@ -88,6 +88,8 @@ class Checkpoint(Function):
         ctx.body = body
         ctx.py_values = tuple(None if k else a for a, k in zip(inputs, body.kinds))
         ctx.save_for_backward(*[a for a, k in zip(inputs, body.kinds) if k])
+        if len(outs) == 1:  # one output: a plain array keeps apply on its single-output path
+            return outs[0]._array
         return tuple(o._array for o in outs)
 
     @staticmethod
@@ -134,7 +136,7 @@ class Checkpoint(Function):
             return tuple(ctx.body.call(Checkpoint._rebuild(ctx, active, d)))
 
         _, t_out = jvp(replay, tuple(leaves[i] for i in active), tuple(ts[i] for i in active))
-        return tuple(t_out)
+        return tuple(t_out) if len(t_out) != 1 else t_out[0]
 
     @classmethod
     def output_shape(cls, *shapes, body=None):
@@ -156,6 +158,7 @@ def _call(fun, args):
             inputs.append(v)
     body = _Body(fun, in_tree, tuple(kinds))
     outs = Checkpoint.apply(*inputs, body=body)
+    outs = outs if isinstance(outs, tuple) else (outs,)
     return tree_unflatten(body.out_tree, list(outs))
 
 

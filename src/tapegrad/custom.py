@@ -159,6 +159,8 @@ class _CustomVJPFunction(Function):
         ctx.py_values = tuple(None if k else a for a, k in zip(inputs, call.kinds))
         ctx.residuals = residuals
         ctx.save_for_backward(*[a for a, k in zip(inputs, call.kinds) if k])
+        if len(outs) == 1:  # one output: a plain array keeps apply on its single-output path
+            return outs[0]._array
         return tuple(o._array for o in outs)
 
     @classmethod

@@ -70,8 +70,9 @@ class _TangentRecorder:
         if ctx is None or all(t is None for t in ts):
             return  # no gradient through this op, or all tangents zero
         outs = _op_tangents(cls, ctx, ts, in_avals, out_avals)
+        nondiff = getattr(ctx, "_nondiff", ())
         for j, (n, t) in enumerate(zip(out_nodes, outs)):
-            if n >= 0 and t is not None:
+            if n >= 0 and t is not None and j not in nondiff:
                 shape, dtype = out_avals[j]
                 if _is_float(dtype):
                     tangents[n] = _fit(t, shape, dtype, cls)
@@ -144,7 +145,8 @@ def _transpose_tangents(cls, ctx, ts, in_avals, out_avals) -> tuple:
     ``where(g == 0, 0, ...)``) are linear only away from zero.
     """
     xp = ctx.backend
-    float_outs = [j for j, av in enumerate(out_avals) if _is_float(av[1])]
+    nondiff = getattr(ctx, "_nondiff", ())
+    float_outs = [j for j, av in enumerate(out_avals) if _is_float(av[1]) and j not in nondiff]
     if not float_outs:
         return (None,) * len(out_avals)
     active = [i for i, t in enumerate(ts) if t is not None]
@@ -378,11 +380,16 @@ class _LinearRecorder(list):
         super().append(rec)
 
 
+def _guard_fields(rec) -> tuple:
+    """``(kind, node, value, where)`` of a guard record (``(GUARD, fields, None)``)."""
+    return tuple(rec[1]) if len(rec) == 3 else tuple(rec[1:5])
+
+
 def _replay(records, env: dict) -> None:
     """Re-apply recorded ops to the Tensors in ``env`` (node -> Tensor), differentiably."""
     for rec in records:
         if rec[0] is GUARD:
-            _, kind, node, value, where = rec
+            kind, node, value, where = _guard_fields(rec)
             got = _GUARD_FNS[kind](env[node].numpy())
             if got != value:
                 raise GuardError(
