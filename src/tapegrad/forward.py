@@ -4,13 +4,13 @@
 Forward mode owns a trace level like every transform, but its :class:`JVPTrace` keeps no tape:
 ``Function.apply`` hands it each record as the op runs, and the trace immediately computes the
 outputs' tangents from the inputs' tangents (stored per node id). The tangent of an op comes
-from its static ``jvp(ctx, *tangents)`` rule when it has one (``tapegrad.ops.jvp_rules`` gives
-them to the core ops), else from the transpose of its ``backward``: ``backward(ctx, g)`` is linear
-in ``g``, so ``J t`` is the vjp of ``g -> backward(ctx, g)`` applied to the input tangents ``t``
-(the "double vjp" construction; Townsend, "A new trick for calculating Jacobian vector
-products", 2017). Tangent rules are tapegrad operations one level down, so enclosing
-transforms record them: forward and reverse mode nest to any order (``jvp`` of ``grad``,
-``grad`` of ``jvp``, ``jacfwd(jacrev(f))``).
+from its static ``jvp(ctx, *tangents)`` rule when it has one (``tapegrad.ops.jvp_rules``,
+imported by ``tapegrad.ops``, gives them to the core ops), else from the transpose of its
+``backward``: ``backward(ctx, g)`` is linear in ``g``, so ``J t`` is the vjp of
+``g -> backward(ctx, g)`` applied to the input tangents ``t`` (the "double vjp" construction;
+Townsend, "A new trick for calculating Jacobian vector products", 2017). Tangent rules are
+tapegrad operations one level down, so enclosing transforms record them: forward and reverse
+mode nest to any order (``jvp`` of ``grad``, ``grad`` of ``jvp``, ``jacfwd(jacrev(f))``).
 
 References:
     Griewank and Walther, "Evaluating Derivatives", 2nd ed., SIAM 2008 (forward mode, ch. 3).
@@ -24,8 +24,6 @@ import numbers
 import numpy as np
 
 from tapegrad.function import Function, unbroadcast
-from tapegrad.ops import jvp_rules as _jvp_rules  # noqa: F401  (attaches the core rules)
-from tapegrad.ops.movement import GetItem, Reshape
 from tapegrad.tape import _GUARD_FNS, GUARD, GuardError, Trace, new_level
 from tapegrad.tensor import Tensor
 from tapegrad.transforms import _check_argnums, _leaf_path, _lower, vjp
@@ -482,6 +480,8 @@ class _Stack(Function):
 
     @staticmethod
     def backward(ctx, g):
+        from tapegrad.ops.movement import GetItem
+
         n = g.shape[ctx.axis]
         pre = (slice(None),) * ctx.axis
         return tuple(GetItem.apply(g, pre + (i,)) for i in range(n))
@@ -502,6 +502,8 @@ class _Stack(Function):
 
 def _stack(parts, axis, shape, dtype, like):
     """Stack ``parts`` along ``axis`` and reshape to ``shape`` (zeros when there are none)."""
+    from tapegrad.ops.movement import Reshape
+
     if not parts:
         return _zeros(shape, dtype, like)
     return Reshape.apply(_Stack.apply(*parts, axis=axis), tuple(shape))

@@ -16,7 +16,7 @@ transpose of ``backward``. A rule is attached only where the class defines none 
 an op module may define ``jvp`` in the class body instead. Ops without a rule use the transpose
 of ``backward`` (see :mod:`tapegrad.forward`).
 
-Imported by :mod:`tapegrad.forward`.
+Imported by ``tapegrad/ops/__init__.py``, so the rules are attached whenever the ops are.
 """
 
 from __future__ import annotations
