@@ -653,7 +653,9 @@ def jacrev(fun, argnums=0, has_aux: bool = False):
         try:
             res = vjp(partial, *diff, has_aux=has_aux)
         except TypeError as e:
-            raise TypeError(str(e).replace("vjp:", "jacrev:", 1)) from None
+            if not str(e).startswith("vjp:"):
+                raise
+            raise TypeError("jacrev:" + str(e)[4:]) from e
         out, vjp_fn = res[0], res[1]
         aux = res[2] if has_aux else None
         p_out, out_tree = tree_flatten(out)
