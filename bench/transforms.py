@@ -25,7 +25,15 @@ import os
 import sys
 import tracemalloc
 
-import numpy as np
+# One compute thread per library: on a shared machine, multi-threaded BLAS turns the load of
+# other processes into large timing noise, and one thread each keeps the libraries comparable.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+os.environ.setdefault(
+    "XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+)
+
+import numpy as np  # noqa: E402  (after the thread settings)
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _util import optional, table  # noqa: E402
@@ -126,6 +134,7 @@ def mlp_ratios(repeat):
 
     torch = optional("torch")
     if torch is not None:
+        torch.set_num_threads(1)
         from torch.func import grad as tgrad
         from torch.func import jvp as tjvp
 
@@ -311,20 +320,28 @@ def main(argv=None):
     p.add_argument("--layers", type=int, default=50)
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--mem-batch", type=int, default=256)
+    p.add_argument("--parts", default="mlp,jac,mem", help="comma-separated: mlp, jac, mem")
     args = p.parse_args(argv)
+    parts = set(args.parts.split(","))
 
     def fmt(rows):
         return [[r[0]] + [f"{v:.2f}" for v in r[1:]] for r in rows]
 
-    print("## hvp and jvp cost (MLP 784-512-512-10, batch 128, float32)\n")
-    print(
-        table(
-            fmt(mlp_ratios(args.repeat)),
-            ["library", "hvp / grad", "jvp / forward", "grad / forward"],
+    if "mlp" in parts:
+        print("## hvp and jvp cost (MLP 784-512-512-10, batch 128, float32)\n")
+        print(
+            table(
+                fmt(mlp_ratios(args.repeat)),
+                ["library", "hvp / grad", "jvp / forward", "grad / forward"],
+            ),
+            flush=True,
         )
-    )
-    print("\n## jacfwd time / jacrev time (> 1: jacrev faster)\n")
-    print(table(fmt(jac_ratios(args.repeat)), ["library", "100 in, 10 out", "10 in, 100 out"]))
+    if "jac" in parts:
+        print("\n## jacfwd time / jacrev time (> 1: jacrev faster)\n")
+        rows = fmt(jac_ratios(args.repeat))
+        print(table(rows, ["library", "100 in, 10 out", "10 in, 100 out"]), flush=True)
+    if "mem" not in parts:
+        return
     rows, seg = memory_rows(args.layers, args.width, args.mem_batch)
     print(
         f"\n## checkpoint memory ({args.layers} layers, width {args.width}, batch "

@@ -385,3 +385,27 @@ def test_check_grads_fwd_mode_detects_a_wrong_jvp_rule():
     check_grads(lambda x: BadSquare.apply(x), (x,), order=1, modes=("rev",))
     with pytest.raises(AssertionError, match="forward mode"):
         check_grads(lambda x: BadSquare.apply(x), (x,), order=1, modes=("fwd",))
+
+
+def test_linearize_checks_python_decisions_on_tangents():
+    class SignedScale(tg.Function):
+        """Scales by 2; its jvp rule branches on the tangent's sign (a Python decision)."""
+
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2.0
+
+        @staticmethod
+        def jvp(ctx, t):
+            return t * 2.0 if bool(tnp.sum(t) >= 0) else -(-t * 2.0)
+
+    x = _t(3)
+    _, f_jvp = tg.linearize(lambda x: SignedScale.apply(x), x)
+    ones = tg.Tensor(np.ones(3))
+    np.testing.assert_allclose(f_jvp(ones).numpy(), 2 * np.ones(3))
+    with pytest.raises(tg.GuardError, match="linearize: the tangent program took a Python"):
+        f_jvp(-ones)
