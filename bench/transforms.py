@@ -1,6 +1,8 @@
 """Forward mode and derived transforms: costs relative to the gradient, and checkpoint memory.
 
-Four measurements, each reported as a ratio from one run (absolute times vary by machine):
+Four measurements, each reported as a ratio from one run (absolute times vary by machine).
+Times are the best of ``--repeat`` interleaved rounds of process CPU time, with one compute
+thread per library (see :func:`best_times`):
 
 1. hvp time / grad time on the loss of an MLP 784-512-512-10 (tanh, softmax cross-entropy,
    batch 128, float32): forward-over-reverse ``jvp(grad(loss))``. Theory: about 2-4 (the
@@ -45,10 +47,12 @@ SIZES = (784, 512, 512, 10)
 
 
 def best_times(fns, repeat):
-    """Best seconds per call of each function, timed in interleaved rounds.
+    """Best CPU seconds per call of each function, timed in interleaved rounds.
 
-    On a shared machine the load drifts over seconds; timing the functions one after another
-    within each round (and keeping each one's best round) keeps their ratios honest.
+    Every library runs with one compute thread, so the process's CPU time is the work done,
+    and the load of other processes on a shared machine (which inflates wall time) does not
+    enter. Timing the functions one after another within each round, keeping each one's best
+    round, keeps their ratios comparable.
     """
     import time
 
@@ -58,9 +62,9 @@ def best_times(fns, repeat):
     for _ in range(repeat):
         for i, fn in enumerate(fns):
             gc.collect()
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             fn()
-            best[i] = min(best[i], time.perf_counter() - t0)
+            best[i] = min(best[i], time.process_time() - t0)
     return best
 
 

@@ -120,7 +120,6 @@ def _fit(t, shape, dtype, cls) -> Tensor:
         t = tnp.asarray(t)
     if t.shape != tuple(shape):
         try:
-            np.broadcast_shapes(t.shape, tuple(shape))
             ok = np.broadcast_shapes(t.shape, tuple(shape)) == tuple(shape)
         except ValueError:
             ok = False
