@@ -172,6 +172,12 @@ def test_third_order_mixes_agree():
 
 
 # -- every rule agrees with the transpose of backward ----------------------------------------
+def _scatter(g):
+    """ScatterAdd of ``g`` (3, 4) into zeros (5, 4) at rows 1, 1, 3: GetItem's transpose."""
+    rows = np.array([1, 1, 3])
+    return tg.vjp(lambda z: z[rows], tg.Tensor(np.zeros((5, 4))))[1](g)[0]
+
+
 def _rule_cases():
     a, b = _t(3, 4), _t(4)
     pos = _t(3, 4, low=0.5, high=2.0)
@@ -201,7 +207,10 @@ def _rule_cases():
         "Transpose": (lambda x: tnp.transpose(x), (a,)),
         "BroadcastTo": (lambda x: tnp.broadcast_to(x, (2, 3, 4)), (a,)),
         "GetItem": (lambda x: x[np.array([0, 2, 0]), 1:3], (a,)),
-        "ScatterAdd": (lambda x: tg.ops.ScatterAdd.apply(x, (5, 4), np.array([1, 1, 3])), (a,)),
+        "ScatterAdd": (_scatter, (a,)),
+        "TanhGrad": (tg.ops.TanhGrad.apply, (a, tnp.tanh(b))),
+        "MulNoNan": (tg.ops.MulNoNan.apply, (tnp.where(a > 0.3, 0.0, a), b)),
+        "Square": (tg.ops.Square.apply, (a,)),
         "MatMul": (lambda x, y: x @ y, (m, v)),
         "AsType": (lambda x: tnp.astype(x, np.float32), (a,)),
     }

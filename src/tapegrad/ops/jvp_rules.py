@@ -21,6 +21,8 @@ Imported by ``tapegrad/ops/__init__.py``, so the rules are attached whenever the
 
 from __future__ import annotations
 
+import numpy as np
+
 from tapegrad.ops.elementwise import (
     Abs,
     Add,
@@ -32,19 +34,23 @@ from tapegrad.ops.elementwise import (
     Maximum,
     Minimum,
     Mul,
+    MulNoNan,
     Neg,
     Pow,
     Sign,
     Sin,
     Sqrt,
+    Square,
     StopGradient,
     Sub,
     Tanh,
+    TanhGrad,
     Where,
 )
 from tapegrad.ops.linalg import MatMul
 from tapegrad.ops.movement import BroadcastTo, GetItem, Reshape, ScatterAdd, Transpose
 from tapegrad.ops.reduction import Mean, Sum
+from tapegrad.tensor import Tensor
 
 __all__ = ["RULES"]
 
@@ -53,6 +59,11 @@ def _tnp():
     from tapegrad import numpy as tnp
 
     return tnp
+
+
+def _nonan(a, b):
+    """``a * b``, exactly 0 where ``a == 0`` (the ops' NaN-safe product, :class:`MulNoNan`)."""
+    return MulNoNan.apply(a, b)
 
 
 def _plus(a, b):
@@ -80,17 +91,39 @@ def _mul(ctx, tx, ty):
 
 
 def _div(ctx, tx, ty):
-    # d(x/y) = dx / y - dy * (x / y) / y, the transpose of Div.backward.
+    # The transpose of Div.backward: tx / y - ty * (x / y) / y, NaN-safe where a tangent is 0.
     x, y = ctx.saved_tensors
-    a = None if tx is None else tx / y
-    b = None if ty is None else -(ty / y) * (x / y)
+    if not isinstance(y, Tensor):  # a Python-number divisor
+        if y != 0:
+            return tx * (1.0 / y)
+        y = _tnp().asarray(np.asarray(y, dtype=tx.dtype))
+    a = None if tx is None else _nonan(tx, 1.0 / y)
+    b = None if ty is None else _nonan(ty, -(x / y) / y)
     return _plus(a, b)
 
 
 def _pow(ctx, tx, tp):
-    x, p = ctx.saved_tensors
-    a = None if tx is None else tx * p * x ** (p - 1)
-    b = None if tp is None else tp * _tnp().log(x) * x**p
+    # The transpose of Pow.backward, with its conventions (0 where p == 0; d/dp = 0 at x = 0).
+    tnp = _tnp()
+    x, p, out = ctx.saved_tensors
+    a = b = None
+    if tx is not None:
+        if isinstance(p, Tensor):
+            a = _nonan(tx * p, x ** (p - 1))
+        elif p == 0:
+            a = None
+        elif p == 1:
+            a = tx
+        elif p == 2:
+            a = tx * (2 * x)
+        elif p > 1 and float(p).is_integer():
+            a = tx * (p * x ** (p - 1))
+        else:
+            a = _nonan(tx, p * x ** (p - 1))
+    if tp is not None:
+        if not isinstance(x, Tensor):
+            x = tnp.asarray(np.asarray(x, dtype=out.dtype))
+        b = _nonan(tp, _nonan(tnp.log(tnp.where(x == 0, 1.0, x)), out))
     return _plus(a, b)
 
 
@@ -105,7 +138,7 @@ def _exp(ctx, t):
 
 def _log(ctx, t):
     (x,) = ctx.saved_tensors
-    return t / x
+    return _nonan(t, 1.0 / x)
 
 
 def _sin(ctx, t):
@@ -120,16 +153,31 @@ def _cos(ctx, t):
 
 def _tanh(ctx, t):
     (out,) = ctx.saved_tensors
-    return t * (1 - out * out)
+    return TanhGrad.apply(t, out)
+
+
+def _tanh_grad(ctx, tg, ty):
+    # d[g (1 - y^2)] = dg (1 - y^2) - 2 g y dy
+    g, y = ctx.saved_tensors
+    return _plus(
+        None if tg is None else TanhGrad.apply(tg, y), None if ty is None else -2 * g * y * ty
+    )
+
+
+def _mul_no_nan(ctx, ta, tb):
+    a, b = ctx.saved_tensors
+    return _plus(None if ta is None else _nonan(ta, b), None if tb is None else _nonan(a, tb))
+
+
+def _square(ctx, t):
+    (x,) = ctx.saved_tensors
+    return t * (2 * x)
 
 
 def _sqrt(ctx, t):
-    # t / (2 sqrt(x)), zero where the tangent is zero (so sqrt at 0 with a zero tangent gives 0,
-    # as Sqrt.backward does for a zero cotangent).
-    tnp = _tnp()
+    # t / (2 sqrt(x)), zero where the tangent is zero (Sqrt.backward's convention at x = 0).
     (out,) = ctx.saved_tensors
-    zero = t == 0
-    return tnp.where(zero, 0.0, t / (2 * tnp.where(zero, 1.0, out)))
+    return _nonan(t, 0.5 / out)
 
 
 def _abs(ctx, t):
@@ -178,12 +226,12 @@ def _broadcast_to(ctx, t, _shape):
     return BroadcastTo.apply(t, tuple(ctx.out_avals[0][0]))
 
 
-def _getitem(ctx, t, _idx):
-    return GetItem.apply(t, ctx.idx)
+def _getitem(ctx, t, *_index_tangents):
+    return GetItem.apply(t, *ctx.saved_tensors, key=ctx.key)
 
 
-def _scatter_add(ctx, t, _shape, _idx):
-    return ScatterAdd.apply(t, tuple(ctx.out_avals[0][0]), ctx.idx)
+def _scatter_add(ctx, t, *_index_tangents):
+    return ScatterAdd.apply(t, *ctx.saved_tensors, shape=tuple(ctx.out_avals[0][0]), key=ctx.key)
 
 
 def _matmul(ctx, ta, tb):
@@ -210,6 +258,9 @@ RULES = {
     Sin: _sin,
     Cos: _cos,
     Tanh: _tanh,
+    TanhGrad: _tanh_grad,
+    MulNoNan: _mul_no_nan,
+    Square: _square,
     Sqrt: _sqrt,
     Abs: _abs,
     Sign: _zero,
