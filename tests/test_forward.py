@@ -51,6 +51,15 @@ def matrix_fn(x):
     return tnp.sum(a @ tnp.transpose(a) @ a) + tnp.sum(tnp.tanh(a) @ a.T)
 
 
+def solve_slogdet(x):
+    # f(A) = logabsdet(M) + sum(solve(M, b)) with M = A @ A.T + I well conditioned, A (2, 3)
+    a = tnp.reshape(x, (2, 3))
+    m = a @ a.T + tg.Tensor(np.eye(2))
+    return tnp.linalg.slogdet(m).logabsdet + tnp.sum(
+        tnp.linalg.solve(m, tg.Tensor(np.array([1.0, -2.0])))
+    )
+
+
 def vector_fn(x):
     # a vector-valued function (3 outputs) for J @ v checks
     a = tnp.reshape(x, (2, 3))
@@ -63,6 +72,7 @@ SCALAR_FNS = [
     (mlp_loss, 8),
     (softmax_xent, 6),
     (matrix_fn, 6),
+    (solve_slogdet, 6),
 ]
 
 
