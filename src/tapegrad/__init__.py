@@ -20,7 +20,7 @@ from tapegrad.lazy import is_lazy, lazy, mode
 from tapegrad.numpy import stop_gradient
 from tapegrad.tape import Guard, GuardError, Tape, TapeEntry
 from tapegrad.tensor import Tensor, tensor
-from tapegrad.transforms import grad, trace, value_and_grad, vjp
+from tapegrad.transforms import grad, jit, trace, value_and_grad, vjp
 
 __version__ = "0.1.0"
 
@@ -37,6 +37,7 @@ __all__ = [
     "value_and_grad",
     "vjp",
     "trace",
+    "jit",
     "jvp",
     "linearize",
     "jacfwd",
