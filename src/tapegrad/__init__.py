@@ -7,8 +7,10 @@ The everyday call is ``grads = tg.grad(loss_fn)(params)``, with ``params`` any p
 from tapegrad import (
     at,  # noqa: F401  (installs Tensor.at, the functional index updates)
     backend,
+    io,
     nn,
     numpy,  # noqa: E402  (installs Tensor methods and operators)
+    optim,
     random,
     tree,
 )
@@ -59,4 +61,6 @@ __all__ = [
     "numpy",
     "random",
     "nn",
+    "optim",
+    "io",
 ]
