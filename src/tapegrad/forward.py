@@ -26,7 +26,7 @@ import numpy as np
 from tapegrad.function import Function, unbroadcast
 from tapegrad.tape import _GUARD_FNS, GUARD, GuardError, Trace, new_level
 from tapegrad.tensor import Tensor
-from tapegrad.transforms import _check_argnums, _leaf_path, _lower, vjp
+from tapegrad.transforms import _check_argnums, _leaf_path, _lower, select_argnums, vjp
 from tapegrad.tree import tree_flatten, tree_map, tree_unflatten
 
 __all__ = ["jvp", "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "hvp", "JVPTrace"]
@@ -509,22 +509,7 @@ def _stack(parts, axis, shape, dtype, like):
 
 
 def _jac_setup(fun, argnums, args, kwargs, who):
-    nums = (argnums,) if isinstance(argnums, int) else argnums
-    for a in nums:
-        if not -len(args) <= a < len(args):
-            raise ValueError(
-                f"{who}: argnums {argnums!r} out of range: the function was called with "
-                f"{len(args)} positional argument(s)"
-            )
-    nums = tuple(a % len(args) for a in nums)
-    diff = tuple(args[i] for i in nums)
-
-    def partial(*d):
-        full = list(args)
-        for k, i in enumerate(nums):
-            full[i] = d[k]
-        return fun(*full, **kwargs)
-
+    _, diff, partial = select_argnums(fun, argnums, args, kwargs, who)
     return diff, partial
 
 

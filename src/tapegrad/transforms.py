@@ -185,6 +185,35 @@ def _check_argnums(argnums, who):
         )
 
 
+def select_argnums(fun, argnums, args: tuple, kwargs: dict, who: str):
+    """Split a call into the differentiated arguments and a function of them alone.
+
+    Returns:
+        ``(nums, diff, partial)``: the normalized argnums (a tuple of non-negative ints), the
+        selected arguments, and ``partial(*diff)`` calling ``fun`` with the others fixed.
+
+    Raises:
+        ValueError: if an entry of ``argnums`` is out of range for ``args``, naming ``who``.
+    """
+    nums = (argnums,) if isinstance(argnums, int) else argnums
+    for a in nums:
+        if not -len(args) <= a < len(args):
+            raise ValueError(
+                f"{who}: argnums {argnums!r} out of range: the function was called with "
+                f"{len(args)} positional argument(s)"
+            )
+    nums = tuple(a % len(args) for a in nums)
+    diff = tuple(args[i] for i in nums)
+
+    def partial(*d):
+        full = list(args)
+        for k, i in enumerate(nums):
+            full[i] = d[k]
+        return fun(*full, **kwargs)
+
+    return nums, diff, partial
+
+
 def _arg_name(fun, i: int) -> str:
     try:
         params = list(inspect.signature(fun).parameters.values())
@@ -226,22 +255,7 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
     _check_argnums(argnums, "value_and_grad")
 
     def value_and_grad_f(*args, **kwargs):
-        nums = (argnums,) if isinstance(argnums, int) else argnums
-        for a in nums:
-            if not -len(args) <= a < len(args):
-                raise ValueError(
-                    f"grad: argnums {argnums!r} out of range: the function was called with "
-                    f"{len(args)} positional argument(s)"
-                )
-        nums = tuple(a % len(args) for a in nums)
-        diff = tuple(args[i] for i in nums)
-
-        def partial(*d):
-            full = list(args)
-            for k, i in enumerate(nums):
-                full[i] = d[k]
-            return fun(*full, **kwargs)
-
+        nums, diff, partial = select_argnums(fun, argnums, args, kwargs, "grad")
         names = [_arg_name(fun, i) for i in nums]
         res = _call_traced(partial, diff, has_aux, "grad", names)
         trace, treedef, n, prims, out_tree, refs, lowered, avals, aux = res
