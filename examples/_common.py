@@ -36,13 +36,16 @@ def digits_split(seed: int, test_fraction: float = 0.2):
     return x_tr, y_tr, x_te, y_te
 
 
-def plot_curves(path: str, curves: dict, title: str, ylabel: str, xlabel: str = "step") -> None:
+def plot_curves(
+    path: str, curves: dict, title: str, ylabel: str, xlabel: str = "step", log: bool = False
+) -> None:
     """Write a PNG of one or more curves with matplotlib's Agg backend (no display needed).
 
     Args:
         path: Output file (``.png``); missing parent directories are created.
         curves: ``{label: (xs, ys)}`` or ``{label: ys}`` (then ``xs`` is ``0..len(ys)-1``).
         title, ylabel, xlabel: Axis texts.
+        log: Logarithmic x and y axes.
     """
     import matplotlib
 
@@ -55,6 +58,9 @@ def plot_curves(path: str, curves: dict, title: str, ylabel: str, xlabel: str = 
     for label, data in curves.items():
         xs, ys = data if isinstance(data, tuple) else (np.arange(len(data)), data)
         ax.plot(xs, ys, label=label, linewidth=1.2)
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
     ax.set_title(title)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -64,7 +70,7 @@ def plot_curves(path: str, curves: dict, title: str, ylabel: str, xlabel: str = 
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
-    print(f"loss curve written to {path}")
+    print(f"plot written to {path}")
 
 
 def smooth(values, window: int = 20) -> np.ndarray:
