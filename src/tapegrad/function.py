@@ -268,7 +268,7 @@ class Function:
         try:
             out = cls.forward(ctx, *arrays, **params)
         except (ValueError, TypeError, IndexError) as e:
-            raise cls._explain(e, arrays) from e
+            raise cls._explain(e, arrays, params) from e
         if type(out) is _ndarray:
             t = _new(Tensor)
             _s_array(t, out)
@@ -283,10 +283,10 @@ class Function:
         return _const(_as_array(out, ctx.backend))
 
     @classmethod
-    def _explain(cls, e, arrays):
+    def _explain(cls, e, arrays, params=None):
         shapes = [tuple(a.shape) if hasattr(a, "shape") else a for a in arrays]
         try:
-            cls.output_shape(*[s if isinstance(s, tuple) else None for s in shapes])
+            cls.output_shape(*shapes, **(params or {}))
         except ValueError as clear:
             return ValueError(str(clear))
         except Exception:
@@ -311,7 +311,7 @@ class Function:
         try:
             raw = cls.forward(ctx, *arrays, **params)
         except (ValueError, TypeError, IndexError) as e:
-            raise cls._explain(e, arrays) from e
+            raise cls._explain(e, arrays, params) from e
         return cls._wrap_base(ctx, raw, arrays, xp)
 
     @staticmethod
@@ -416,13 +416,13 @@ class Function:
             try:
                 raw = cls.forward(ctx, xa, xb, **params)
             except (ValueError, TypeError, IndexError) as e:
-                raise cls._explain(e, [xa, xb]) from e
+                raise cls._explain(e, [xa, xb], params) from e
         else:
             ctx.needs_input_grad = (True,)
             try:
                 raw = cls.forward(ctx, xa, **params)
             except (ValueError, TypeError, IndexError) as e:
-                raise cls._explain(e, [xa]) from e
+                raise cls._explain(e, [xa], params) from e
         if type(raw) is not _ndarray:
             if type(raw) is tuple or type(raw) is list:
                 arrays = [xa, xb] if two else [xa]
