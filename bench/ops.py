@@ -81,7 +81,11 @@ def run_case(name, n, repeat):
             _, f = tg.vjp(lambda a: tg_fn(a, None), X)
             return f(G)
 
-    return best_time(tg_fb, repeat), best_time(lambda: np_fb(x, y, g), repeat)
+    number = max(1, 5_000_000 // max(n, 1) // 1000) if n < 1_000_000 else 5
+    return (
+        best_time(tg_fb, repeat, number),
+        best_time(lambda: np_fb(x, y, g), repeat, number),
+    )
 
 
 def run_matmul(n, repeat):
@@ -99,7 +103,8 @@ def run_matmul(n, repeat):
     def np_fb():
         return a @ b, g @ b.T, a.T @ g
 
-    return best_time(tg_fb, repeat), best_time(np_fb, repeat), k
+    number = 5 if n >= 1_000_000 else max(1, 5000 // max(n, 1))
+    return best_time(tg_fb, repeat, number), best_time(np_fb, repeat, number), k
 
 
 def main(argv=None):

@@ -91,14 +91,16 @@ def _mul(ctx, tx, ty):
 
 
 def _div(ctx, tx, ty):
-    # The transpose of Div.backward: tx / y - ty * (x / y) / y, NaN-safe where a tangent is 0.
-    x, y = ctx.saved_tensors
+    # The transpose of Div.backward: tx / y - (ty / y) * out, NaN-safe where a tangent is 0.
+    from tapegrad.ops.elementwise import DivNoNan, MulNoNan
+
+    y, out = ctx.saved_tensors
     if not isinstance(y, Tensor):  # a Python-number divisor
         if y != 0:
             return tx * (1.0 / y)
         y = _tnp().asarray(np.asarray(y, dtype=tx.dtype))
-    a = None if tx is None else _nonan(tx, 1.0 / y)
-    b = None if ty is None else _nonan(ty, -(x / y) / y)
+    a = None if tx is None else DivNoNan.apply(tx, y)
+    b = None if ty is None else -MulNoNan.apply(DivNoNan.apply(ty, y), out)
     return _plus(a, b)
 
 
