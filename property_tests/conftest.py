@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, settings
 
 settings.register_profile(
     "ci",
-    max_examples=12,
+    max_examples=20,
     derandomize=True,
     deadline=None,
     print_blob=True,

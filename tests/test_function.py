@@ -191,3 +191,24 @@ def test_ops_errors_name_op_axis_and_ndim():
         tnp.sum(f64(np.ones((2, 2))), axis=3)
     with pytest.raises(ValueError, match=r"reshape: cannot reshape 4 elements into shape \(3,\)"):
         tnp.reshape(f64(np.ones(4)), (3,))
+
+
+def test_multi_output_function_runs_forward_once_per_level():
+    calls = []
+
+    class SplitHalves(tg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            calls.append(1)
+            n = x.shape[0] // 2
+            ctx.n = n
+            return x[:n] * 1.0, x[n:] * 2.0
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            return tnp.concatenate([ga, gb * 2.0])
+
+    x = f64([1.0, 2.0, 3.0, 4.0])
+    g = tg.grad(lambda x: (SplitHalves.apply(x)[0] + SplitHalves.apply(x)[1] ** 2).sum())(x)
+    assert len(calls) == 2  # one forward per apply, not two
+    np.testing.assert_allclose(g.numpy(), [1.0, 1.0, 24.0, 32.0])  # d(2x)^2/dx = 8x

@@ -7,17 +7,22 @@ The everyday call is ``grads = tg.grad(loss_fn)(params)``, with ``params`` any p
 from tapegrad import (
     at,  # noqa: F401  (installs Tensor.at, the functional index updates)
     backend,
+    io,
     nn,
     numpy,  # noqa: E402  (installs Tensor methods and operators)
+    optim,
     random,
     tree,
 )
+from tapegrad.checkpoint import checkpoint, remat
+from tapegrad.custom import custom_vjp
+from tapegrad.forward import hessian, hvp, jacfwd, jacobian, jacrev, jvp, linearize
 from tapegrad.function import Context, Function, is_grad_enabled, no_grad
 from tapegrad.lazy import is_lazy, lazy, mode
 from tapegrad.numpy import stop_gradient
 from tapegrad.tape import Guard, GuardError, Tape, TapeEntry
 from tapegrad.tensor import Tensor, tensor
-from tapegrad.transforms import grad, trace, value_and_grad, vjp
+from tapegrad.transforms import grad, jit, trace, value_and_grad, vjp
 
 __version__ = "0.1.0"
 
@@ -34,6 +39,17 @@ __all__ = [
     "value_and_grad",
     "vjp",
     "trace",
+    "jit",
+    "jvp",
+    "linearize",
+    "jacfwd",
+    "jacrev",
+    "jacobian",
+    "hessian",
+    "hvp",
+    "checkpoint",
+    "remat",
+    "custom_vjp",
     "stop_gradient",
     "no_grad",
     "is_grad_enabled",
@@ -45,4 +61,6 @@ __all__ = [
     "numpy",
     "random",
     "nn",
+    "optim",
+    "io",
 ]

@@ -268,7 +268,7 @@ class Function:
         try:
             out = cls.forward(ctx, *arrays, **params)
         except (ValueError, TypeError, IndexError) as e:
-            raise cls._explain(e, arrays) from e
+            raise cls._explain(e, arrays, params) from e
         if type(out) is _ndarray:
             t = _new(Tensor)
             _s_array(t, out)
@@ -283,10 +283,10 @@ class Function:
         return _const(_as_array(out, ctx.backend))
 
     @classmethod
-    def _explain(cls, e, arrays):
+    def _explain(cls, e, arrays, params=None):
         shapes = [tuple(a.shape) if hasattr(a, "shape") else a for a in arrays]
         try:
-            cls.output_shape(*[s if isinstance(s, tuple) else None for s in shapes])
+            cls.output_shape(*shapes, **(params or {}))
         except ValueError as clear:
             return ValueError(str(clear))
         except Exception:
@@ -311,7 +311,12 @@ class Function:
         try:
             raw = cls.forward(ctx, *arrays, **params)
         except (ValueError, TypeError, IndexError) as e:
-            raise cls._explain(e, arrays) from e
+            raise cls._explain(e, arrays, params) from e
+        return cls._wrap_base(ctx, raw, arrays, xp)
+
+    @staticmethod
+    def _wrap_base(ctx, raw, arrays, xp):
+        """Wrap forward's result as constants and resolve what it saved (see :meth:`_base`)."""
         if type(raw) is tuple or type(raw) is list:
             multi = True
             raws = tuple(raw)
@@ -411,16 +416,17 @@ class Function:
             try:
                 raw = cls.forward(ctx, xa, xb, **params)
             except (ValueError, TypeError, IndexError) as e:
-                raise cls._explain(e, [xa, xb]) from e
+                raise cls._explain(e, [xa, xb], params) from e
         else:
             ctx.needs_input_grad = (True,)
             try:
                 raw = cls.forward(ctx, xa, **params)
             except (ValueError, TypeError, IndexError) as e:
-                raise cls._explain(e, [xa]) from e
+                raise cls._explain(e, [xa], params) from e
         if type(raw) is not _ndarray:
             if type(raw) is tuple or type(raw) is list:
-                return cls._finish_multi(ctx, raw, xp, trace, top, args, params)
+                arrays = [xa, xb] if two else [xa]
+                return cls._finish_multi(ctx, raw, xp, arrays, top, args, params)
             raw = _as_array(raw, xp)
         d = ctx.__dict__
         saved = d.pop("_to_save", None)
@@ -488,17 +494,16 @@ class Function:
         return out
 
     @classmethod
-    def _finish_multi(cls, ctx, raw, xp, trace, top, args, params):
-        """Multi-output results of :meth:`_record_small`: rerun through the general path.
-
-        Forward rules are pure, so recomputing is correct; multi-output ops are rare enough
-        that the general path's cost does not matter here.
-        """
-        outs, _, multi, _, _ = cls._record(top, args, params, True, None)
+    def _finish_multi(cls, ctx, raw, xp, arrays, top, args, params):
+        """Multi-output results of :meth:`_record_small`: record them through the general
+        path, handing it the forward result already computed (forward runs once). ``arrays``
+        are the very objects forward received (saved arrays are matched by identity)."""
+        pre = cls._wrap_base(ctx, raw, arrays, xp)
+        outs, _, multi, _, _ = cls._record(top, args, params, True, None, pre)
         return outs if multi else outs[0]
 
     @classmethod
-    def _record(cls, top, args, params, diff, needs):
+    def _record(cls, top, args, params, diff, needs, pre=None):
         """Apply at level ``top``: lower the inputs, apply below, record, wrap the outputs.
 
         Returns ``(outputs at level top, base ctx, multi, saved spec, non-diff outputs)``.
@@ -554,7 +559,9 @@ class Function:
             )
         if needs is None:
             needs = tuple(top_needs)
-        if sub:
+        if pre is not None:  # forward already ran (one level, concrete primals)
+            louts, ctx0, multi, spec, nondiff = pre
+        elif sub:
             louts, ctx0, multi, spec, nondiff = cls._record(sub, lowered, params, diff, needs)
         else:
             louts, ctx0, multi, spec, nondiff = cls._base(arrays, cpu, params, needs)

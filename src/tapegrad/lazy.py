@@ -95,14 +95,17 @@ class LazyArray:
 
     @property
     def ndim(self) -> int:
+        """Number of dimensions."""
         return len(self.shape)
 
     @property
     def size(self) -> int:
+        """Number of elements."""
         return int(np.prod(self.shape, dtype=np.int64))
 
     @property
     def realized(self) -> bool:
+        """Whether the values have been computed."""
         return self.node.values is not None
 
     def __repr__(self) -> str:

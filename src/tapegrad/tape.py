@@ -57,6 +57,7 @@ class Trace:
         self.labels: dict = {}
 
     def new_input(self, primal: Tensor) -> Tensor:
+        """A traced Tensor of this level wrapping ``primal``, with a fresh node id."""
         node = self.n_nodes
         self.n_nodes = node + 1
         if primal.label is not None:
@@ -120,6 +121,7 @@ class TapeEntry:
 
     @property
     def oper(self) -> str:
+        """The Function's label on listings (its ``oper``, else its lowercase class name)."""
         return getattr(self.fn, "oper", None) or self.fn.__name__.lower()
 
 

@@ -17,7 +17,7 @@ from tapegrad.tape import Tape, Trace, _freeze, _seed_cotangents, backward_pass,
 from tapegrad.tensor import Tensor
 from tapegrad.tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
-__all__ = ["vjp", "grad", "value_and_grad", "trace"]
+__all__ = ["vjp", "grad", "value_and_grad", "trace", "jit"]
 
 
 def _leaf_path(args, index: int, names) -> str:
@@ -185,6 +185,35 @@ def _check_argnums(argnums, who):
         )
 
 
+def select_argnums(fun, argnums, args: tuple, kwargs: dict, who: str):
+    """Split a call into the differentiated arguments and a function of them alone.
+
+    Returns:
+        ``(nums, diff, partial)``: the normalized argnums (a tuple of non-negative ints), the
+        selected arguments, and ``partial(*diff)`` calling ``fun`` with the others fixed.
+
+    Raises:
+        ValueError: if an entry of ``argnums`` is out of range for ``args``, naming ``who``.
+    """
+    nums = (argnums,) if isinstance(argnums, int) else argnums
+    for a in nums:
+        if not -len(args) <= a < len(args):
+            raise ValueError(
+                f"{who}: argnums {argnums!r} out of range: the function was called with "
+                f"{len(args)} positional argument(s)"
+            )
+    nums = tuple(a % len(args) for a in nums)
+    diff = tuple(args[i] for i in nums)
+
+    def partial(*d):
+        full = list(args)
+        for k, i in enumerate(nums):
+            full[i] = d[k]
+        return fun(*full, **kwargs)
+
+    return nums, diff, partial
+
+
 def _arg_name(fun, i: int) -> str:
     try:
         params = list(inspect.signature(fun).parameters.values())
@@ -226,22 +255,7 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
     _check_argnums(argnums, "value_and_grad")
 
     def value_and_grad_f(*args, **kwargs):
-        nums = (argnums,) if isinstance(argnums, int) else argnums
-        for a in nums:
-            if not -len(args) <= a < len(args):
-                raise ValueError(
-                    f"grad: argnums {argnums!r} out of range: the function was called with "
-                    f"{len(args)} positional argument(s)"
-                )
-        nums = tuple(a % len(args) for a in nums)
-        diff = tuple(args[i] for i in nums)
-
-        def partial(*d):
-            full = list(args)
-            for k, i in enumerate(nums):
-                full[i] = d[k]
-            return fun(*full, **kwargs)
-
+        nums, diff, partial = select_argnums(fun, argnums, args, kwargs, "grad")
         names = [_arg_name(fun, i) for i in nums]
         res = _call_traced(partial, diff, has_aux, "grad", names)
         trace, treedef, n, prims, out_tree, refs, lowered, avals, aux = res
@@ -341,3 +355,73 @@ def trace(fun):
 
     traced_f.__name__ = f"trace_{getattr(fun, '__name__', 'fun')}"
     return traced_f
+
+
+def jit(fun):
+    """Trace ``fun`` once per input signature and replay the recorded tape afterwards.
+
+    The first call with a given pytree structure, shapes and dtypes runs ``fun`` under
+    :func:`trace`; later calls with the same signature replay the frozen tape: only the forward
+    rules run, on arrays, with none of ``fun``'s Python, no pytree handling and no Tensor
+    wrapping. This is the fast path for many small ops, and it composes with the transforms
+    from the outside: ``tg.jit(tg.grad(loss))`` records forward and backward once.
+
+    Semantics (as JAX's ``jit``):
+        - Every positional argument is an input (a pytree of Tensors, arrays or numbers).
+        - Values ``fun`` closes over are constants of the recording: rebinding them later is
+          not seen. Pass changing values (parameters, batches) as arguments.
+        - Python side effects (printing, appending to lists) happen only while tracing.
+        - A Python decision on data (``if x.sum() > 0``) is a guard: when new inputs flip it,
+          ``fun`` is traced again for them, never replayed stale.
+        - Called on values another transform is tracing (inside ``grad``), ``fun`` simply
+          runs, so that transform can differentiate it.
+
+    Args:
+        fun: Function of positional pytrees of Tensors/arrays/numbers.
+
+    Returns:
+        A function with ``fun``'s signature and results (leaves as Tensors).
+
+    Example:
+        >>> import tapegrad as tg, tapegrad.numpy as tnp
+        >>> fast_grad = tg.jit(tg.grad(lambda w: (tnp.sin(w) * w).sum()))
+        >>> g1 = fast_grad(tg.Tensor([0.0, 1.0]))   # traces
+        >>> g2 = fast_grad(tg.Tensor([2.0, 3.0]))   # replays
+        >>> g2.shape
+        (2,)
+    """
+    import threading
+
+    from tapegrad.tape import GuardError
+
+    cache: dict = {}
+    lock = threading.Lock()
+
+    def jitted(*args):
+        leaves, treedef = tree_flatten(args)
+        sig = []
+        for leaf in leaves:
+            if isinstance(leaf, Tensor):
+                if leaf._level:
+                    return fun(*args)  # an outer transform traces this call: run it
+                sig.append((leaf.shape, leaf.dtype))
+            elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+                sig.append((tuple(leaf.shape), leaf.dtype))
+            else:
+                sig.append(type(leaf))
+        key = (treedef, tuple(sig))
+        tape = cache.get(key)
+        if tape is not None:
+            try:
+                return tape.replay(*args)
+            except GuardError:
+                pass  # a Python decision flipped: trace again for these inputs
+        out, tape = trace(fun)(*args)
+        with lock:
+            cache[key] = tape
+        return out
+
+    jitted.__name__ = f"jit_{getattr(fun, '__name__', 'fun')}"
+    jitted.__doc__ = fun.__doc__
+    jitted.cache_size = lambda: len(cache)
+    return jitted

@@ -6,6 +6,7 @@ transpose, broadcast, indexing) and :mod:`~tapegrad.ops.linalg` (matmul, ...). U
 call them through :mod:`tapegrad.numpy` or Tensor methods.
 """
 
+from tapegrad.ops import jvp_rules as _jvp_rules  # noqa: F401  (attaches jvp rules)
 from tapegrad.ops.elementwise import *  # noqa: F401,F403
 from tapegrad.ops.linalg import *  # noqa: F401,F403
 from tapegrad.ops.movement import *  # noqa: F401,F403

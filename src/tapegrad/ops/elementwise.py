@@ -44,7 +44,8 @@ __all__ = [
     "Square", "Reciprocal", "Expm1", "Log1p", "Log2", "Log10", "Tan", "Arcsin", "Arccos",
     "Arctan", "Arctan2", "Sinh", "Cosh", "Arcsinh", "Arccosh", "Arctanh", "Clip", "Floor",
     "Ceil", "Round", "Erf", "Erfc", "Logaddexp", "Hypot", "Sigmoid", "Softplus", "Relu", "Gelu",
-    "MulNoNan", "LogicalAnd", "LogicalOr", "LogicalXor", "LogicalNot", "IsFinite", "IsNan", "IsInf",
+    "MulNoNan",
+    "DivNoNan", "LogicalAnd", "LogicalOr", "LogicalXor", "LogicalNot", "IsFinite", "IsNan", "IsInf",
 ]  # fmt: skip
 
 _LN2 = math.log(2.0)
@@ -94,9 +95,15 @@ class MulNoNan(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
+        xp = ctx.backend
         with _quiet():
             out = a * b
-        return ctx.backend.where(a == 0, 0, out)
+            total = out.sum() if out.size > 64 else None
+        # Only a non-finite product can hide a NaN at a == 0 (0 * inf): when the sum is finite
+        # every product is, and a * b is already 0 wherever a == 0 (one pass saved).
+        if total is not None and xp.isfinite(total):
+            return out
+        return xp.where(a == 0, 0, out)
 
     @staticmethod
     def backward(ctx, g):
@@ -110,6 +117,47 @@ class MulNoNan(Function):
 def _nonan(g, d):
     """``g * d``, 0 where ``g == 0`` (see :class:`MulNoNan`)."""
     return MulNoNan.apply(g, d)
+
+
+class DivNoNan(Function):
+    """``g / d``, but exactly 0 wherever ``g == 0``, even where ``d`` is 0 or NaN.
+
+    The NaN-safe form of "cotangent over derivative denominator" (``log``'s ``g / x``,
+    ``divide``'s ``g / y``, ...) in one pass instead of a reciprocal and a :class:`MulNoNan`.
+    Derivatives: ``1 / d`` for ``g`` and ``-g / d**2 = -out / d`` for ``d``, both applied
+    NaN-safely (zero where the incoming cotangent, or ``g``, is zero), so every order stays
+    NaN-free.
+    """
+
+    oper = "div_no_nan"
+
+    @staticmethod
+    def forward(ctx, g, d):
+        xp = ctx.backend
+        with _quiet():
+            out = g / d
+            total = out.sum() if out.size > 64 else None
+        ctx.save_for_backward(d, out)
+        if total is not None and xp.isfinite(total):
+            return out  # every quotient finite: g / d is already 0 wherever g == 0
+        out = xp.where(g == 0, 0, out)
+        ctx.save_for_backward(d, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, h):
+        d, out = ctx.saved_tensors
+        ng, nd = ctx.needs_input_grad
+        gg = DivNoNan.apply(h, d) if ng else None
+        # -h g / d**2 = -(out h) / d, zero wherever out (so g) is zero: out goes first in
+        # MulNoNan, which guarantees 0 where its first argument is 0, at every order.
+        gd = -DivNoNan.apply(MulNoNan.apply(out, h), d) if nd else None
+        return gg, gd
+
+
+def _divnonan(g, d):
+    """``g / d``, 0 where ``g == 0`` (see :class:`DivNoNan`)."""
+    return DivNoNan.apply(g, d)
 
 
 # -- arithmetic -------------------------------------------------------------------------------
@@ -161,8 +209,9 @@ class Mul(Function):
 class Div(Function):
     """True division ``x / y``.
 
-    Derivatives: ``1 / y`` and ``-x / y**2`` (computed as ``-(x / y) / y``, which does not
-    overflow for large ``y``). Integer inputs give float64 (NumPy's true division).
+    Derivatives: ``1 / y`` and ``-x / y**2``, computed as ``-(g / y) * out`` from the saved
+    output ``out = x / y`` (no ``y**2`` to overflow, two passes fewer than recomputing ``x / y``).
+    Integer inputs give float64 (NumPy's true division).
     Domain: ``y != 0``; ``x / 0`` is ``+-inf`` or NaN without a warning. NaN-safe: where the
     cotangent is 0 both cotangents are 0, also at ``y = 0``.
     """
@@ -171,20 +220,22 @@ class Div(Function):
 
     @staticmethod
     def forward(ctx, x, y):
-        ctx.save_for_backward(x, y)
         with _quiet():
-            return x / y
+            out = x / y
+        ctx.save_for_backward(y, out)
+        return out
 
     @staticmethod
     def backward(ctx, g):
-        x, y = ctx.saved_tensors
+        y, out = ctx.saved_tensors
         nx, ny = ctx.needs_input_grad
         if isinstance(y, (int, float)):
             if y != 0:
                 return g * (1.0 / y), None
             y = _tnp().asarray(np.asarray(y, dtype=g.dtype))
-        gx = _nonan(g, 1.0 / y) if nx else None
-        gy = _nonan(g, -(x / y) / y) if ny else None
+        q = _divnonan(g, y)  # g / y, 0 where g == 0
+        gx = q if nx else None
+        gy = -MulNoNan.apply(q, out) if ny else None  # 0 where q == 0, even if out is inf
         return gx, gy
 
 
@@ -348,7 +399,7 @@ class Log(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return _nonan(g, 1.0 / x)
+        return _divnonan(g, x)
 
 
 class Log1p(Function):
@@ -366,7 +417,7 @@ class Log1p(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return _nonan(g, 1.0 / (1 + x))
+        return _divnonan(g, (1 + x))
 
 
 class Log2(Function):
@@ -383,7 +434,7 @@ class Log2(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return _nonan(g, 1.0 / (x * _LN2))
+        return _divnonan(g, (x * _LN2))
 
 
 class Log10(Function):
@@ -400,7 +451,7 @@ class Log10(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return _nonan(g, 1.0 / (x * _LN10))
+        return _divnonan(g, (x * _LN10))
 
 
 class Logaddexp(Function):
@@ -498,7 +549,7 @@ class Arcsin(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return _nonan(g, 1.0 / _tnp().sqrt((1 - x) * (1 + x)))
+        return _divnonan(g, _tnp().sqrt((1 - x) * (1 + x)))
 
 
 class Arccos(Function):
@@ -689,7 +740,7 @@ class Arccosh(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return _nonan(g, 1.0 / _tnp().sqrt((x - 1) * (x + 1)))
+        return _divnonan(g, _tnp().sqrt((x - 1) * (x + 1)))
 
 
 class Arctanh(Function):
@@ -707,7 +758,7 @@ class Arctanh(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return _nonan(g, 1.0 / ((1 - x) * (1 + x)))
+        return _divnonan(g, ((1 - x) * (1 + x)))
 
 
 # -- roots, absolute value, sign ----------------------------------------------------------------
@@ -730,7 +781,7 @@ class Sqrt(Function):
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
-        return _nonan(g, 0.5 / out)
+        return _divnonan(g, out * 2.0)
 
 
 class Abs(Function):

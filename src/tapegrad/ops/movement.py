@@ -255,11 +255,11 @@ class _MovementFunction(Function):
     op and the shapes, and those pass through unchanged."""
 
     @classmethod
-    def _explain(cls, e, arrays):
+    def _explain(cls, e, arrays, params=None):
         msg = str(e)
         if msg.startswith(cls._name() + ":") or msg.startswith("at["):
             return type(e)(msg)
-        return super()._explain(e, arrays)
+        return super()._explain(e, arrays, params)
 
 
 # -- reshape, transpose, broadcast -----------------------------------------------------------

@@ -35,6 +35,7 @@ __all__ = [
     "Std",
     "LogSumExp",
     "Norm2",
+    "ExtremumGrad",
     "CumSum",
     "CumProd",
     "Shift",
@@ -263,14 +264,58 @@ class Prod(Function):
 
 def _extremum_backward(ctx, g):
     """Cotangent of max/min: ``g`` split equally among the elements equal to the extremum."""
-    from tapegrad import numpy as tnp
-
     x, out = ctx.saved_tensors
-    kept = _kept_shape(ctx.in_shape, ctx.axes)
-    hit = tnp.astype(x == tnp.reshape(out, kept), x.dtype)
-    count = tnp.sum(hit, axis=ctx.axes, keepdims=True)
-    count = tnp.where(count == 0, 1.0, count)  # only where the extremum is NaN
-    return _expand(g, ctx) * (hit / count)
+    return ExtremumGrad.apply(g, x, out, axes=ctx.axes, keepdims=ctx.keepdims)
+
+
+def _tie_weights(xp, x, out_kept, axes):
+    """``hit / count``: 1/k at the k elements equal to the extremum, 0 elsewhere (and where
+    the extremum is NaN)."""
+    hit = x == out_kept
+    count = hit.sum(axis=axes, keepdims=True)
+    return hit, xp.maximum(count, 1)
+
+
+class ExtremumGrad(Function):
+    """The backward of :class:`Max` and :class:`Min`, fused: ``g`` (the output cotangent)
+    broadcast back and split equally among the elements equal to the extremum ``out``.
+
+    Two passes over ``x`` (a comparison and a multiply) instead of five ops. The result is
+    linear in ``g`` and piecewise constant in ``x``: its own backward sends ``h`` back to ``g``
+    as ``sum(h * hit / count)`` over the reduced axes (written with tapegrad ops, so every
+    order is exact) and nothing to ``x`` or ``out``.
+    """
+
+    oper = "extremum_grad"
+
+    @staticmethod
+    def forward(ctx, g, x, out, axes, keepdims):
+        xp = ctx.backend
+        kept = _kept_shape(x.shape, axes)
+        ctx.axes, ctx.keepdims, ctx.kept = axes, keepdims, kept
+        ctx.save_for_backward(x, out)
+        hit, count = _tie_weights(xp, x, out.reshape(kept), axes)
+        return hit * (g.reshape(kept) / count).astype(x.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, h):
+        from tapegrad import numpy as tnp
+
+        x, out = ctx.saved_tensors
+        hit = tnp.astype(x == tnp.reshape(out, ctx.kept), x.dtype)
+        count = tnp.maximum(tnp.sum(hit, axis=ctx.axes, keepdims=True), 1.0)
+        gg = tnp.sum(h * hit, axis=ctx.axes, keepdims=True) / count
+        if not ctx.keepdims:
+            gg = tnp.reshape(gg, out.shape)
+        return gg, None, None
+
+    @classmethod
+    def output_shape(cls, g, x, out, axes=None, keepdims=False):
+        return tuple(x)
+
+    @classmethod
+    def output_dtype(cls, g, x, out, **params):
+        return np.dtype(x)
 
 
 class Max(Function):

@@ -1,0 +1,221 @@
+"""``custom_vjp``: give a Python function your own reverse-mode rule as a ``(fwd, bwd)`` pair,
+JAX style, for users who prefer it to writing a :class:`~tapegrad.Function` subclass.
+
+Each decorated function becomes a Function subclass (named after it) whose ``forward`` runs
+``fwd`` on constants and whose ``backward`` calls ``bwd``. ``bwd`` is written with tapegrad
+ops, so it is recorded by enclosing transforms (higher-order derivatives differentiate ``bwd``;
+``fwd`` is re-run on the traced inputs so that its residuals carry their derivatives, as JAX
+traces ``fwd``). Forward mode transposes ``bwd`` (which must be linear in the cotangent).
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+
+import numpy as np
+
+from tapegrad.function import Function
+from tapegrad.tensor import Tensor
+from tapegrad.tree import tree_flatten, tree_structure, tree_unflatten
+
+__all__ = ["custom_vjp"]
+
+
+def _out_leaves(out, who) -> list:
+    res = []
+    for i, o in enumerate(tree_flatten(out)[0]):
+        if isinstance(o, Tensor):
+            res.append(o)
+        elif isinstance(o, (numbers.Number, np.ndarray, np.generic)) and not isinstance(o, bool):
+            res.append(Tensor(o))
+        else:
+            raise TypeError(
+                f"{who}: output leaf {i} is a {type(o).__name__}; the function must return a "
+                "pytree of Tensors, arrays or numbers."
+            )
+    return res
+
+
+class custom_vjp:  # noqa: N801  (JAX's name)
+    """Decorator: a function with a user-defined vjp, set with :meth:`defvjp`.
+
+    Use as in JAX::
+
+        @tg.custom_vjp
+        def f(x, y):
+            return tnp.sin(x) * y
+
+        def f_fwd(x, y):                  # same arguments as f
+            return f(x, y), (tnp.cos(x), tnp.sin(x), y)   # (output, residuals)
+
+        def f_bwd(res, g):                # residuals and the output's cotangent
+            cos_x, sin_x, y = res
+            return (cos_x * g * y, sin_x * g)   # one cotangent per positional argument
+
+        f.defvjp(f_fwd, f_bwd)
+
+    Calling ``f`` outside any transform runs ``f`` itself; under a transform it runs ``fwd``
+    and ``bwd``. Arguments are pytrees; Tensor and array leaves are differentiable inputs, other
+    leaves (Python numbers, strings) are static constants and get no cotangent.
+
+    Args:
+        fun: The primal function of positional pytrees, returning a pytree of Tensors.
+
+    Raises:
+        RuntimeError: if ``f`` is differentiated before :meth:`defvjp` was called.
+        TypeError: if ``fwd`` does not return an ``(output, residuals)`` pair whose output has
+            ``f``'s structure, or ``bwd`` does not return one cotangent pytree (or ``None``)
+            per positional argument matching that argument's structure.
+        ValueError: if a cotangent from ``bwd`` has the wrong shape (naming the argument).
+    """
+
+    def __init__(self, fun):
+        if not callable(fun):
+            raise TypeError(f"custom_vjp: expected a function, got {type(fun).__name__}")
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.fwd = None
+        self.bwd = None
+        name = getattr(fun, "__name__", "fun")
+        self._fn = type(name, (_CustomVJPFunction,), {"oper": name, "owner": self})
+
+    def defvjp(self, fwd, bwd) -> None:
+        """Set the rule: ``fwd(*args) -> (out, residuals)``, ``bwd(residuals, g) -> tuple``
+        with one cotangent pytree (or ``None``) per positional argument."""
+        if not callable(fwd) or not callable(bwd):
+            raise TypeError("custom_vjp.defvjp: fwd and bwd must be callables")
+        self.fwd = fwd
+        self.bwd = bwd
+
+    def __call__(self, *args):
+        leaves, in_tree = tree_flatten(args)
+        if not any(isinstance(v, Tensor) and v._level for v in leaves):
+            return self.fun(*args)  # nothing to differentiate: the primal function itself
+        if self.fwd is None:
+            raise RuntimeError(
+                f"custom_vjp: {self.__name__} is differentiated but has no rule; call "
+                f"{self.__name__}.defvjp(fwd, bwd) first."
+            )
+        kinds, inputs = [], []
+        for v in leaves:
+            if isinstance(v, Tensor) or isinstance(v, np.ndarray):
+                kinds.append(True)
+                inputs.append(v if isinstance(v, Tensor) else Tensor(v))
+            else:
+                kinds.append(False)
+                inputs.append(v)
+        call = _Call(in_tree, tuple(kinds), len(args))
+        outs = self._fn.apply(*inputs, call=call)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        return tree_unflatten(call.out_tree, list(outs))
+
+
+class _Call:
+    """Pytree layout of one call (a static parameter of the primitive)."""
+
+    __slots__ = ("in_tree", "kinds", "nargs", "out_tree")
+
+    def __init__(self, in_tree, kinds, nargs):
+        self.in_tree, self.kinds, self.nargs = in_tree, kinds, nargs
+        self.out_tree = None
+
+    def __repr__(self) -> str:
+        return f"<{self.nargs} args>"
+
+
+class _CustomVJPFunction(Function):
+    """Base of the per-function primitives made by :class:`custom_vjp`."""
+
+    owner: custom_vjp
+
+    @classmethod
+    def _run_fwd(cls, call, leaves):
+        owner = cls.owner
+        who = f"custom_vjp {owner.__name__}: fwd"
+        res = owner.fwd(*tree_unflatten(call.in_tree, leaves))
+        if not (isinstance(res, tuple) and len(res) == 2):
+            raise TypeError(f"{who} must return a pair (output, residuals), got {type(res)}")
+        out, residuals = res
+        out_tree = tree_structure(out)
+        if call.out_tree is None:
+            call.out_tree = out_tree
+        elif out_tree != call.out_tree:
+            raise TypeError(f"{who} output has structure {out_tree}, expected {call.out_tree}")
+        return _out_leaves(out, who), residuals
+
+    @classmethod
+    def forward(cls, ctx, *inputs, call):
+        leaves = [Tensor._const(a) if k else a for a, k in zip(inputs, call.kinds)]
+        outs, residuals = cls._run_fwd(call, leaves)
+        for o in outs:
+            if o._level:
+                raise RuntimeError(
+                    f"custom_vjp {cls.owner.__name__}: fwd uses a Tensor traced by an enclosing "
+                    "transform that is not one of its arguments (a closure); pass it as an "
+                    "argument."
+                )
+        ctx.call = call
+        ctx.py_values = tuple(None if k else a for a, k in zip(inputs, call.kinds))
+        ctx.residuals = residuals
+        ctx.save_for_backward(*[a for a, k in zip(inputs, call.kinds) if k])
+        if len(outs) == 1:  # one output: a plain array keeps apply on its single-output path
+            return outs[0]._array
+        return tuple(o._array for o in outs)
+
+    @classmethod
+    def backward(cls, ctx, *gs):
+        owner = cls.owner
+        call = ctx.call
+        saved = ctx.saved_tensors
+        residuals = ctx.residuals
+        if any(s._level for s in saved):
+            # An outer transform watches the inputs: recompute the residuals from them so that
+            # they carry their derivatives (stored ones are constants).
+            it = iter(saved)
+            leaves = [next(it) if k else v for k, v in zip(call.kinds, ctx.py_values)]
+            residuals = cls._run_fwd(call, leaves)[1]
+        g = tree_unflatten(call.out_tree, list(gs))
+        cts = owner.bwd(residuals, g)
+        who = f"custom_vjp {owner.__name__}: bwd"
+        if not isinstance(cts, (tuple, list)) or len(cts) != call.nargs:
+            raise TypeError(
+                f"{who} must return a tuple with one cotangent per positional argument "
+                f"({call.nargs}), got {type(cts).__name__}"
+                + (f" of length {len(cts)}" if hasattr(cts, "__len__") else "")
+            )
+        arg_trees = tree_unflatten(call.in_tree, list(range(len(call.kinds))))
+        flat = [None] * len(call.kinds)
+        for a, (ct, idx_tree) in enumerate(zip(cts, arg_trees)):
+            if ct is None:
+                continue
+            idx, tree = tree_flatten(idx_tree)
+            ct_leaves, ct_tree = tree_flatten(ct)
+            if ct_tree != tree:
+                raise TypeError(
+                    f"{who}: cotangent for argument {a} has structure {ct_tree}, but the "
+                    f"argument has structure {tree}"
+                )
+            for i, c in zip(idx, ct_leaves):
+                flat[i] = c
+        it = iter(saved)
+        res = []
+        for i, k in enumerate(call.kinds):
+            if not k:
+                res.append(None)
+                continue
+            s = next(it)
+            c = flat[i]
+            if c is not None:
+                c = c if isinstance(c, Tensor) else Tensor(c)
+                if c.shape != s.shape:
+                    raise ValueError(
+                        f"{who}: cotangent for input leaf {i} has shape {c.shape}, but the "
+                        f"input has shape {s.shape}"
+                    )
+            res.append(c)
+        return tuple(res)
+
+    @classmethod
+    def output_shape(cls, *shapes, call=None):
+        raise NotImplementedError("custom_vjp: output shapes are known only by running fwd")
