@@ -10,7 +10,8 @@ Workloads (float32, single thread, plain SGD update, softmax cross-entropy):
 
 Columns, each when installed: hand-written NumPy forward/backward (the floor: the gradients
 derived by hand, BLAS calls on contiguous arrays, in-place SGD), tapegrad (``value_and_grad``
-+ ``optim.sgd`` + ``apply_updates``), tapegrad replaying the traced step's tape, PyTorch eager,
++ ``optim.sgd`` + ``apply_updates``), the same step under ``tg.jit`` (traced once, then its
+tape replays), PyTorch eager,
 JAX with and without ``jit``, HIPS autograd. Every implementation computes the same loss from
 the same initial weights (checked before timing). All timings come from one run and are
 reported as ratios to hand-written NumPy measured in that run (best of ``--repeat`` rounds).
@@ -133,16 +134,9 @@ def stateful(step, params, opt_state, batch):
     return run
 
 
-def replayed(step, params, opt_state, batch):
-    """Trace one pure step and return a closure replaying its tape (no user Python)."""
-    _, tape = tg.trace(step)(params, opt_state, *batch)
-    state = [params, opt_state]
-
-    def run():
-        loss, state[0], state[1] = tape.replay(state[0], state[1], *batch)
-        return loss
-
-    return run
+def jitted(step, params, opt_state, batch):
+    """``tg.jit`` of the whole pure step: traced once, then its tape replays (no user Python)."""
+    return stateful(tg.jit(step), params, opt_state, batch)
 
 
 # -- (a) MLP 784-512-512-10 ------------------------------------------------------------------
@@ -166,7 +160,7 @@ def mlp_impls(args):
     batch = (tg.Tensor(x), tg.Tensor(y))
     first = float(step(tparams, tx.init(tparams), *batch)[0])
     impls["tapegrad"] = (stateful(step, tparams, tx.init(tparams), batch), first)
-    impls["tapegrad (tape replay)"] = (replayed(step, tparams, tx.init(tparams), batch), first)
+    impls["tapegrad jit(step)"] = (jitted(step, tparams, tx.init(tparams), batch), first)
 
     torch = optional("torch")
     if torch is not None:
@@ -358,7 +352,7 @@ def cnn_impls(args):
     batch = (tg.Tensor(x), tg.Tensor(y))
     first = float(step(tparams, tx.init(tparams), *batch)[0])
     impls["tapegrad"] = (stateful(step, tparams, tx.init(tparams), batch), first)
-    impls["tapegrad (tape replay)"] = (replayed(step, tparams, tx.init(tparams), batch), first)
+    impls["tapegrad jit(step)"] = (jitted(step, tparams, tx.init(tparams), batch), first)
 
     torch = optional("torch")
     if torch is not None:
