@@ -20,7 +20,7 @@ from tapegrad.forward import hessian, hvp, jacfwd, jacobian, jacrev, jvp, linear
 from tapegrad.function import Context, Function, is_grad_enabled, no_grad
 from tapegrad.lazy import is_lazy, lazy, mode
 from tapegrad.numpy import stop_gradient
-from tapegrad.tape import Guard, GuardError, Tape, TapeEntry
+from tapegrad.tape import Guard, GuardError, Tape, TapeEntry, set_gc_pause
 from tapegrad.tensor import Tensor, tensor
 from tapegrad.transforms import grad, jit, trace, value_and_grad, vjp
 
@@ -53,6 +53,7 @@ __all__ = [
     "stop_gradient",
     "no_grad",
     "is_grad_enabled",
+    "set_gc_pause",
     "lazy",
     "mode",
     "is_lazy",

@@ -24,8 +24,8 @@ import numbers
 import numpy as np
 
 from tapegrad.function import Function, unbroadcast
-from tapegrad.tape import _GUARD_FNS, GUARD, GuardError, Trace, new_level
-from tapegrad.tensor import Tensor
+from tapegrad.tape import _GUARD_FNS, GUARD, GuardError, Trace, gc_paused, new_level
+from tapegrad.tensor import Tensor, _primal_of
 from tapegrad.transforms import _check_argnums, _leaf_path, _lower, select_argnums, vjp
 from tapegrad.tree import tree_flatten, tree_map, tree_unflatten
 
@@ -284,7 +284,8 @@ def _jvp_core(fun, args, treedef, prims, tangents, has_aux, who):
         if t is not None:
             trace.tangents[node] = t
     try:
-        out = fun(*tree_unflatten(treedef, traced))
+        with gc_paused():
+            out = fun(*tree_unflatten(treedef, traced))
     finally:
         trace.done = True
     aux = None
@@ -308,7 +309,7 @@ def _jvp_core(fun, args, treedef, prims, tangents, has_aux, who):
                 )
             o = Tensor(o)
         if o._level == trace.level:
-            p_out.append(o._primal)
+            p_out.append(_primal_of(o))
             t_out.append(trace.tangents.get(o._node))
         elif o._level > trace.level:
             raise RuntimeError(

@@ -24,7 +24,7 @@ from tapegrad.lazy import LazyArray as _LazyArray
 from tapegrad.lazy import _state as _lazy_state
 from tapegrad.lazy import realize_array as _realize_array
 from tapegrad.lazy import record as _lazy_record
-from tapegrad.tensor import Tensor
+from tapegrad.tensor import Tensor, _primal_of
 
 __all__ = ["Function", "Context", "no_grad", "is_grad_enabled", "unbroadcast"]
 
@@ -69,6 +69,21 @@ def is_grad_enabled() -> bool:
     return not _grad_state.disabled
 
 
+class _SavedTensors:
+    """``Context.saved_tensors``: a plain instance attribute once ``apply`` has set it (one dict
+    lookup in every backward rule); before that, reading it raises a clear error."""
+
+    __doc__ = "The saved values, in ``save_for_backward`` order, as Tensors (backward only)."
+
+    def __get__(self, ctx, owner=None):
+        if ctx is None:
+            return self
+        raise RuntimeError(
+            "Context.saved_tensors is only available in backward, after forward called "
+            "ctx.save_for_backward(...)"
+        )
+
+
 class Context:
     """Per-application namespace shared by a Function's ``forward`` and ``backward``.
 
@@ -83,22 +98,16 @@ class Context:
     recompute them with tapegrad ops there, or higher derivatives come out wrong.
     """
 
+    # CPU defaults live on the class, so the hot path sets them only for other devices.
+    device = "cpu"
+    backend = np
+    saved_tensors = _SavedTensors()
+
     def save_for_backward(self, *arrays) -> None:
         """Save input or output arrays of ``forward``; ``backward`` reads them back as Tensors
         (traced by any outer transform) from :attr:`saved_tensors`. Each call replaces the last.
         """
         self._to_save = arrays
-
-    @property
-    def saved_tensors(self) -> tuple:
-        """The saved values, in ``save_for_backward`` order, as Tensors."""
-        try:
-            return self._saved
-        except AttributeError:
-            raise RuntimeError(
-                "Context.saved_tensors is only available in backward, after forward called "
-                "ctx.save_for_backward(...)"
-            ) from None
 
     def mark_non_differentiable(self, *arrays) -> None:
         """Declare outputs (returned arrays) that carry no gradient, such as indices or masks."""
@@ -257,10 +266,7 @@ class Function:
                     cpu = False
             arrays.append(a)
         ctx = _new(Context)
-        if cpu:
-            ctx.device = "cpu"
-            ctx.backend = np
-        else:
+        if not cpu:
             ctx.device = dev = _check_devices(cls, arrays)
             ctx.backend = _backend.get_backend(dev)
         n = len(arrays)
@@ -302,8 +308,7 @@ class Function:
         ``(outputs as constants, ctx, multi, saved spec, non-diff output indices)``."""
         ctx = _new(Context)
         if cpu:
-            ctx.device = "cpu"
-            xp = ctx.backend = np
+            xp = np
         else:
             ctx.device = dev = _check_devices(cls, arrays)
             xp = ctx.backend = _backend.get_backend(dev)
@@ -356,52 +361,46 @@ class Function:
     @classmethod
     def _record_small(cls, top, args, params):
         """The common case, unrolled: one or two inputs, one level recording, concrete primals
-        (a first-order transform). Returns None to defer to :meth:`_record` otherwise."""
+        (a first-order transform). Returns None to defer to :meth:`_record` otherwise.
+
+        The output's primal (a level-0 constant over the same array) is only built when a rule
+        saved the output; otherwise ``_primal`` stays ``None`` until someone asks
+        (:func:`~tapegrad.tensor._primal_of`).
+        """
         a = args[0]
         two = len(args) == 2
         b = args[1] if two else None
         ta = type(a) is Tensor
         tb = type(b) is Tensor
+        pa = pb = None
+        na = nb = -1
         if ta:
             la = a._level
             if la == top:
                 pa = a._primal
-                if pa._level:
+                if pa is not None and pa._level:
                     return None
                 na = a._node
                 trace = a._trace
             elif la:
                 return None
-            else:
-                pa = a
-                na = -1
-        else:
-            pa = a
-            na = -1
         if tb:
             lb = b._level
             if lb == top:
                 pb = b._primal
-                if pb._level:
+                if pb is not None and pb._level:
                     return None
                 nb = b._node
                 trace = b._trace
             elif lb:
                 return None
-            else:
-                pb = b
-                nb = -1
-        else:
-            pb = b
-            nb = -1
         if trace.done:
             return None  # _record raises the leaked-tracer error
-        xa = pa._array if ta else pa
-        xb = pb._array if tb else pb
+        xa = a._array if ta else a
+        xb = b._array if tb else b
         ctx = _new(Context)
         if (not ta or type(xa) is _ndarray) and (not tb or type(xb) is _ndarray):
-            ctx.device = "cpu"
-            xp = ctx.backend = np
+            xp = np
         else:
             arrays = [xa, xb] if two else [xa]
             ctx.device = dev = _check_devices(cls, arrays)
@@ -414,13 +413,13 @@ class Function:
             fb = nb >= 0 and xb.dtype.kind in "fc"
             ctx.needs_input_grad = (na >= 0, nb >= 0)
             try:
-                raw = cls.forward(ctx, xa, xb, **params)
+                raw = cls.forward(ctx, xa, xb, **params) if params else cls.forward(ctx, xa, xb)
             except (ValueError, TypeError, IndexError) as e:
                 raise cls._explain(e, [xa, xb], params) from e
         else:
             ctx.needs_input_grad = (True,)
             try:
-                raw = cls.forward(ctx, xa, **params)
+                raw = cls.forward(ctx, xa, **params) if params else cls.forward(ctx, xa)
             except (ValueError, TypeError, IndexError) as e:
                 raise cls._explain(e, [xa], params) from e
         if type(raw) is not _ndarray:
@@ -435,22 +434,32 @@ class Function:
             res = []
             for v in saved:
                 if v is xa and ta:
-                    res.append(pa)
+                    if na < 0:
+                        res.append(a)
+                    else:
+                        res.append(pa if pa is not None else _primal_of(a))
                 elif two and v is xb and tb:
-                    res.append(pb)
+                    if nb < 0:
+                        res.append(b)
+                    else:
+                        res.append(pb if pb is not None else _primal_of(b))
                 elif v is raw:
                     if lo is None:
-                        lo = _const(raw)
+                        lo = _new(Tensor)
+                        _s_array(lo, raw)
+                        _s_primal(lo, None)
+                        _s_level(lo, 0)
+                        _s_trace(lo, None)
+                        _s_node(lo, -1)
+                        _s_label(lo, None)
                     res.append(lo)
                 elif v is xa or (two and v is xb):
                     res.append(v)  # a Python value passed positionally
                 else:
                     res.append(v if type(v) is Tensor else _const(v))
-            ctx._saved = tuple(res)
+            ctx.saved_tensors = tuple(res)
         else:
-            ctx._saved = ()
-        if lo is None:
-            lo = _const(raw)
+            ctx.saved_tensors = ()
         if "_non_diff" in d:
             d.pop("_non_diff")
             ctx = None
@@ -472,7 +481,7 @@ class Function:
                     params,
                     ctx,
                     (na, nb),
-                    (pa if na < 0 else None, pb if nb < 0 else None),
+                    (None if na >= 0 else a, None if nb >= 0 else b),
                     (node,),
                     ((xa.shape, xa.dtype) if ta else None, (xb.shape, xb.dtype) if tb else None),
                     ((raw.shape, raw.dtype),),
@@ -485,7 +494,7 @@ class Function:
                     params,
                     ctx,
                     (na,),
-                    (pa if na < 0 else None,),
+                    (None if na >= 0 else a,),
                     (node,),
                     ((xa.shape, xa.dtype) if ta else None,),
                     ((raw.shape, raw.dtype),),
@@ -528,7 +537,7 @@ class Function:
                     trace = a._trace
                     in_nodes.append(a._node)
                     consts.append(None)
-                    a = a._primal
+                    a = _primal_of(a)
                     lv = a._level
                     arr = a._array
                     level_needs.append(arr.dtype.kind in "fc")
@@ -577,9 +586,9 @@ class Function:
                 saved = []
                 for k, v in spec:
                     saved.append(lowered[v] if k == 0 else (louts[v] if k == 1 else v))
-                ctx._saved = tuple(saved)
+                ctx.saved_tensors = tuple(saved)
             else:
-                ctx._saved = ()
+                ctx.saved_tensors = ()
             if nondiff:
                 if multi:
                     ctx._nondiff = nondiff

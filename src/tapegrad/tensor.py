@@ -135,12 +135,12 @@ class Tensor:
     @staticmethod
     def _const(array, label=None) -> Tensor:
         t = _new(Tensor)
-        _set(t, "_array", array)
-        _set(t, "_primal", None)
-        _set(t, "_level", 0)
-        _set(t, "_trace", None)
-        _set(t, "_node", -1)
-        _set(t, "label", label)
+        _s_array(t, array)
+        _s_primal(t, None)
+        _s_level(t, 0)
+        _s_trace(t, None)
+        _s_node(t, -1)
+        _s_label(t, label)
         return t
 
     @staticmethod
@@ -368,6 +368,33 @@ class Tensor:
 
 _new = object.__new__
 _set = object.__setattr__
+_slots = Tensor.__dict__
+_s_array = _slots["_array"].__set__
+_s_primal = _slots["_primal"].__set__
+_s_level = _slots["_level"].__set__
+_s_trace = _slots["_trace"].__set__
+_s_node = _slots["_node"].__set__
+_s_label = _slots["label"].__set__
+
+
+def _primal_of(t: Tensor) -> Tensor:
+    """The value of traced Tensor ``t`` one level down (its primal).
+
+    The one-level recording path leaves ``_primal`` as ``None`` when the primal is a plain
+    level-0 constant over the same array and no rule saved it (one Tensor fewer per op); this
+    builds that constant on first use and caches it in the slot.
+    """
+    p = t._primal
+    if p is None:
+        p = _new(Tensor)
+        _s_array(p, t._array)
+        _s_primal(p, None)
+        _s_level(p, 0)
+        _s_trace(p, None)
+        _s_node(p, -1)
+        _s_label(p, None)
+        _s_primal(t, p)
+    return p
 
 
 def _immutable_setattr(self, name, value):

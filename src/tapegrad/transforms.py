@@ -13,8 +13,16 @@ import numbers
 
 import numpy as np
 
-from tapegrad.tape import Tape, Trace, _freeze, _seed_cotangents, backward_pass, new_level
-from tapegrad.tensor import Tensor
+from tapegrad.tape import (
+    Tape,
+    Trace,
+    _freeze,
+    _seed_cotangents,
+    backward_pass,
+    gc_paused,
+    new_level,
+)
+from tapegrad.tensor import Tensor, _primal_of
 from tapegrad.tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
 __all__ = ["vjp", "grad", "value_and_grad", "trace", "jit"]
@@ -63,7 +71,8 @@ def _call_traced(fun, args: tuple, has_aux: bool, who: str, prefix: str, allow_i
     trace = Trace(new_level())
     traced = [trace.new_input(p) for p in primals]
     try:
-        out = fun(*tree_unflatten(treedef, traced))
+        with gc_paused():
+            out = fun(*tree_unflatten(treedef, traced))
     finally:
         trace.done = True
     aux = None
@@ -90,7 +99,7 @@ def _call_traced(fun, args: tuple, has_aux: bool, who: str, prefix: str, allow_i
             o = Tensor(o)
         if o._level == trace.level:
             refs.append(o._node)
-            low = o._primal
+            low = _primal_of(o)
         elif o._level > trace.level:
             raise RuntimeError(
                 f"{who}: output {_leaf_path((out,), i, 'out')} is traced by an inner "
@@ -108,7 +117,7 @@ def _call_traced(fun, args: tuple, has_aux: bool, who: str, prefix: str, allow_i
 def _lower(v, level, who):
     if isinstance(v, Tensor):
         if v._level == level:
-            return v._primal
+            return _primal_of(v)
         if v._level > level:
             raise RuntimeError(f"{who}: aux holds a leaked tracer of a finished inner transform")
     return v
@@ -255,6 +264,10 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
     _check_argnums(argnums, "value_and_grad")
 
     def value_and_grad_f(*args, **kwargs):
+        with gc_paused():  # one pause over recording and replay (see tape.set_gc_pause)
+            return _value_and_grad_call(args, kwargs)
+
+    def _value_and_grad_call(args, kwargs):
         nums, diff, partial = select_argnums(fun, argnums, args, kwargs, "grad")
         names = [_arg_name(fun, i) for i in nums]
         res = _call_traced(partial, diff, has_aux, "grad", names)
