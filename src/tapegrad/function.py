@@ -240,13 +240,24 @@ class Function:
     @classmethod
     def apply(cls, *args, **params):
         """Run the op on ``args``; returns a Tensor (or a tuple of Tensors)."""
-        top = 0
-        for a in args:
-            if type(a) is Tensor and a._level > top:
-                top = a._level
+        n = len(args)
+        # One and two inputs are unrolled: this is the hot path of every program.
+        if n == 1:
+            a = args[0]
+            top = a._level if type(a) is Tensor else 0
+        elif n == 2:
+            a, b = args
+            top = a._level if type(a) is Tensor else 0
+            if type(b) is Tensor and b._level > top:
+                top = b._level
+        else:
+            top = 0
+            for x in args:
+                if type(x) is Tensor and x._level > top:
+                    top = x._level
         if top:
             diff = cls.differentiable and not _grad_state.disabled
-            if len(args) < 3 and diff:
+            if n < 3 and diff:
                 out = cls._record_small(top, args, params)
                 if out is not None:
                     return out
@@ -257,6 +268,56 @@ class Function:
             if out is not None:
                 return out
         # Eager: no transform holds any input; run the forward rule and wrap the result.
+        if n == 1:
+            xa = a._array if type(a) is Tensor else a
+            if type(xa) is _ndarray or type(a) is not Tensor:
+                ctx = _new(Context)
+                ctx.needs_input_grad = _F1
+                try:
+                    out = cls.forward(ctx, xa, **params) if params else cls.forward(ctx, xa)
+                except (ValueError, TypeError, IndexError) as e:
+                    raise cls._explain(e, [xa], params) from e
+                if type(out) is _ndarray:
+                    t = _new(Tensor)
+                    _s_array(t, out)
+                    _s_primal(t, None)
+                    _s_level(t, 0)
+                    _s_trace(t, None)
+                    _s_node(t, -1)
+                    _s_label(t, None)
+                    return t
+                return _wrap_eager(out, np)
+        elif n == 2:
+            ta = type(a) is Tensor
+            tb = type(b) is Tensor
+            xa = a._array if ta else a
+            xb = b._array if tb else b
+            if (type(xa) is _ndarray or not ta) and (type(xb) is _ndarray or not tb):
+                ctx = _new(Context)
+                ctx.needs_input_grad = _F2
+                try:
+                    if params:
+                        out = cls.forward(ctx, xa, xb, **params)
+                    else:
+                        out = cls.forward(ctx, xa, xb)
+                except (ValueError, TypeError, IndexError) as e:
+                    raise cls._explain(e, [xa, xb], params) from e
+                if type(out) is _ndarray:
+                    t = _new(Tensor)
+                    _s_array(t, out)
+                    _s_primal(t, None)
+                    _s_level(t, 0)
+                    _s_trace(t, None)
+                    _s_node(t, -1)
+                    _s_label(t, None)
+                    return t
+                return _wrap_eager(out, np)
+        return cls._eager(args, params)
+
+    @classmethod
+    def _eager(cls, args, params):
+        """Eager application, any arity and device (the general form of :meth:`apply`'s
+        eager branch)."""
         arrays = []
         cpu = True
         for a in args:
@@ -276,17 +337,8 @@ class Function:
         except (ValueError, TypeError, IndexError) as e:
             raise cls._explain(e, arrays, params) from e
         if type(out) is _ndarray:
-            t = _new(Tensor)
-            _s_array(t, out)
-            _s_primal(t, None)
-            _s_level(t, 0)
-            _s_trace(t, None)
-            _s_node(t, -1)
-            _s_label(t, None)
-            return t
-        if type(out) is tuple or type(out) is list:
-            return tuple([_const(_as_array(o, ctx.backend)) for o in out])
-        return _const(_as_array(out, ctx.backend))
+            return _const(out)
+        return _wrap_eager(out, ctx.backend)
 
     @classmethod
     def _explain(cls, e, arrays, params=None):
@@ -631,6 +683,13 @@ class Function:
         return outs, ctx0, multi, spec, nondiff
 
 
+def _wrap_eager(out, xp):
+    """Eager forward results other than one ndarray (scalars, tuples, device arrays)."""
+    if type(out) is tuple or type(out) is list:
+        return tuple([_const(_as_array(o, xp)) for o in out])
+    return _const(_as_array(out, xp))
+
+
 def _traced(lo, level, trace, node):
     t = _new(Tensor)
     _s_array(t, lo._array)
@@ -643,6 +702,8 @@ def _traced(lo, level, trace, node):
 
 
 _FALSES = [(False,) * i for i in range(8)]
+_F1 = _FALSES[1]
+_F2 = _FALSES[2]
 _slots = Tensor.__dict__
 _s_array = _slots["_array"].__set__
 _s_primal = _slots["_primal"].__set__

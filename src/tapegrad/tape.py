@@ -520,11 +520,9 @@ def _backward_pass(records: list, ct: dict, consume: bool) -> dict:
     while n:
         n -= 1
         rec = pop() if consume else records[n]
-        ctx = rec[2]
-        if ctx is None:  # guards, non-differentiable entries
+        if rec[2] is None:  # guards, non-differentiable entries
             continue
-        fn = rec[0]
-        out_nodes = rec[5]
+        fn, _, ctx, in_nodes, _, out_nodes, in_avals, out_avals = rec
         if len(out_nodes) == 1:
             g = ctpop(out_nodes[0], None)
             if g is None:
@@ -536,8 +534,7 @@ def _backward_pass(records: list, ct: dict, consume: bool) -> dict:
                 continue
             for j in ctx.__dict__.get("_nondiff", ()):
                 gs[j] = None
-            grads = fn.backward(ctx, *[_ct_or_zeros(g, a) for g, a in zip(gs, rec[7])])
-        in_nodes = rec[3]
+            grads = fn.backward(ctx, *[_ct_or_zeros(g, a) for g, a in zip(gs, out_avals)])
         if type(grads) is not tuple:
             grads = tuple(grads) if type(grads) is list else (grads,)
         if len(grads) != len(in_nodes):
@@ -556,7 +553,7 @@ def _backward_pass(records: list, ct: dict, consume: bool) -> dict:
                 continue
             if type(g) is not Tensor:
                 g = Tensor._const(np.asarray(g) if not hasattr(g, "shape") else g)
-            shape, dtype = rec[6][i]
+            shape, dtype = in_avals[i]
             arr = g._array
             if arr.shape != shape:
                 g = unbroadcast(g, shape, fn, i)

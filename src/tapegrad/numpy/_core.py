@@ -59,6 +59,8 @@ def _t(x):
 
 def _tensor(x) -> Tensor:
     """Like :func:`_t` but always a Tensor (Python numbers become float32 0-d Tensors)."""
+    if type(x) is Tensor:
+        return x
     x = _t(x)
     return x if isinstance(x, Tensor) else Tensor(x)
 
