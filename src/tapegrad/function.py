@@ -258,7 +258,7 @@ class Function:
         if top:
             diff = cls.differentiable and not _grad_state.disabled
             if n < 3 and diff:
-                out = cls._record_small(top, args, params)
+                out = cls._record_small(top, args, params, a, b if n == 2 else None, n == 2)
                 if out is not None:
                     return out
             outs, _, multi, _, _ = cls._record(top, args, params, diff, None)
@@ -411,7 +411,7 @@ class Function:
         return outs, ctx, multi, spec, nondiff
 
     @classmethod
-    def _record_small(cls, top, args, params):
+    def _record_small(cls, top, args, params, a, b, two):
         """The common case, unrolled: one or two inputs, one level recording, concrete primals
         (a first-order transform). Returns None to defer to :meth:`_record` otherwise.
 
@@ -419,9 +419,6 @@ class Function:
         saved the output; otherwise ``_primal`` stays ``None`` until someone asks
         (:func:`~tapegrad.tensor._primal_of`).
         """
-        a = args[0]
-        two = len(args) == 2
-        b = args[1] if two else None
         ta = type(a) is Tensor
         tb = type(b) is Tensor
         pa = pb = None
@@ -460,16 +457,16 @@ class Function:
             xa = arrays[0]
             if two:
                 xb = arrays[1]
+        # Integer inputs get no cotangent: forward and backward both see False for them.
         fa = na >= 0 and xa.dtype.kind in "fc"
         if two:
-            fb = nb >= 0 and xb.dtype.kind in "fc"
-            ctx.needs_input_grad = (na >= 0, nb >= 0)
+            ctx.needs_input_grad = (fa, nb >= 0 and xb.dtype.kind in "fc")
             try:
                 raw = cls.forward(ctx, xa, xb, **params) if params else cls.forward(ctx, xa, xb)
             except (ValueError, TypeError, IndexError) as e:
                 raise cls._explain(e, [xa, xb], params) from e
         else:
-            ctx.needs_input_grad = (True,)
+            ctx.needs_input_grad = (fa,)
             try:
                 raw = cls.forward(ctx, xa, **params) if params else cls.forward(ctx, xa)
             except (ValueError, TypeError, IndexError) as e:
@@ -524,8 +521,6 @@ class Function:
         _s_trace(out, trace)
         _s_node(out, node)
         _s_label(out, None)
-        if ctx is not None:
-            ctx.needs_input_grad = (fa, fb) if two else (fa,)
         if two:
             trace.records.append(
                 (
