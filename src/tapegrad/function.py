@@ -460,13 +460,13 @@ class Function:
         # Integer inputs get no cotangent: forward and backward both see False for them.
         fa = na >= 0 and xa.dtype.kind in "fc"
         if two:
-            ctx.needs_input_grad = (fa, nb >= 0 and xb.dtype.kind in "fc")
+            ctx.needs_input_grad = _NEEDS2[fa][nb >= 0 and xb.dtype.kind in "fc"]
             try:
                 raw = cls.forward(ctx, xa, xb, **params) if params else cls.forward(ctx, xa, xb)
             except (ValueError, TypeError, IndexError) as e:
                 raise cls._explain(e, [xa, xb], params) from e
         else:
-            ctx.needs_input_grad = (fa,)
+            ctx.needs_input_grad = _T1 if fa else _F1
             try:
                 raw = cls.forward(ctx, xa, **params) if params else cls.forward(ctx, xa)
             except (ValueError, TypeError, IndexError) as e:
@@ -528,7 +528,9 @@ class Function:
                     params,
                     ctx,
                     (na, nb),
-                    (None if na >= 0 else a, None if nb >= 0 else b),
+                    _NONE2
+                    if na >= 0 and nb >= 0
+                    else (None if na >= 0 else a, None if nb >= 0 else b),
                     (node,),
                     ((xa.shape, xa.dtype) if ta else None, (xb.shape, xb.dtype) if tb else None),
                     ((raw.shape, raw.dtype),),
@@ -541,7 +543,7 @@ class Function:
                     params,
                     ctx,
                     (na,),
-                    (None if na >= 0 else a,),
+                    _NONE1 if na >= 0 else (a,),
                     (node,),
                     ((xa.shape, xa.dtype) if ta else None,),
                     ((raw.shape, raw.dtype),),
@@ -699,6 +701,13 @@ def _traced(lo, level, trace, node):
 _FALSES = [(False,) * i for i in range(8)]
 _F1 = _FALSES[1]
 _F2 = _FALSES[2]
+_T1 = (True,)
+_NEEDS2 = {
+    False: {False: (False, False), True: (False, True)},
+    True: {False: (True, False), True: (True, True)},
+}
+_NONE1 = (None,)
+_NONE2 = (None, None)
 _slots = Tensor.__dict__
 _s_array = _slots["_array"].__set__
 _s_primal = _slots["_primal"].__set__
