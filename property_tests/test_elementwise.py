@@ -133,6 +133,12 @@ OPS = [
     Op("floor", tnp.floor, np.floor, (dom(exclude=INTS),)),
     Op("ceil", tnp.ceil, np.ceil, (dom(exclude=INTS),)),
     Op("round", tnp.round, np.round, (dom(exclude=HALVES),)),
+    # x away from whole numbers, whole divisors: x / y never sits on a jump of floor
+    Op("remainder", tnp.remainder, np.remainder, (dom(exclude=INTS), ints(1, 3))),
+    Op("remainder_neg_divisor", tnp.mod, np.mod, (dom(exclude=INTS), ints(-3, -1))),
+    Op("remainder_op", lambda x, y: x % y, np.remainder, (dom(exclude=INTS), ints(1, 3))),
+    Op("floor_divide", tnp.floor_divide, np.floor_divide, (dom(exclude=INTS), ints(1, 3))),
+    Op("floor_divide_op", lambda x, y: x // y, np.floor_divide, (dom(exclude=INTS), ints(-3, -1))),
     # special functions and activations
     Op("erf", tnp.erf, sp.erf, (ANY,)),
     Op("erfc", tnp.erfc, sp.erfc, (ANY,)),
@@ -266,7 +272,7 @@ def test_table_covers_every_differentiable_elementwise_function():
         "logical_or", "logical_xor", "logical_not", "isfinite", "isnan", "isinf",
     }  # fmt: skip
     aliases = {"pow", "asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "absolute",
-               "around", "true_divide"}  # fmt: skip
+               "around", "true_divide", "mod"}  # fmt: skip
     missing = [
         n
         for n in ew.__all__

@@ -1,7 +1,7 @@
 """Property tests for linear algebra: matmul, dot, tensordot, einsum, inv, solve, det, slogdet,
-cholesky. Shapes are drawn with broadcasting batch dimensions (size 1 and size 0 included where
-NumPy allows them); the forward pass must equal NumPy's (dtype included) and gradients must
-match central finite differences at orders 1 and 2 in float64. Matrices are drawn
+cholesky, svd and the norms. Shapes are drawn with broadcasting batch dimensions (size 1 and
+size 0 included where NumPy allows them); the forward pass must equal NumPy's (dtype included)
+and gradients must match central finite differences at orders 1 and 2 in float64. Matrices are drawn
 well-conditioned: ``I + 0.3 R`` with ``|R_ij| <= 1`` (diagonally dominant for n <= 3) and
 ``B B^T + n I`` for the positive-definite ones."""
 
@@ -232,6 +232,9 @@ NORM_CASES = [
     (-1, "matrix"),
     (np.inf, "matrix"),
     (-np.inf, "matrix"),
+    (2, "matrix"),
+    (-2, "matrix"),
+    ("nuc", "matrix"),
 ]
 
 
@@ -259,7 +262,53 @@ def test_norm(ord, kind, data):
         srt = np.sort(reduced, axis=over)
         gaps = np.diff(srt, axis=over)
         hypothesis_assume(gaps.size == 0 or gaps.min() > 1e-3)
+    if kind == "matrix" and ord in (2, -2, "nuc"):
+        # second derivatives need distinct, nonzero singular values (gaps well above the
+        # finite-difference step)
+        sv = np.linalg.svd(np.moveaxis(x, axis, (-2, -1)), compute_uv=False)
+        hypothesis_assume(sv.min() > 0.1)
+        hypothesis_assume(sv.shape[-1] < 2 or np.diff(-sv, axis=-1).min() > 0.25)
     x = x.astype(dtype)
     out = tnp.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
     assert_forward_matches(out, np.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims), dtype)
-    grads_ok(lambda t: tnp.linalg.norm(t, ord=ord, axis=axis, keepdims=keepdims), (x,))
+    spectral = ord in (2, -2, "nuc") and kind == "matrix"
+    check_grads(  # finite differences through an SVD: ~1e-5 relative noise at order 2
+        lambda t: tnp.linalg.norm(t, ord=ord, axis=axis, keepdims=keepdims),
+        [tg.Tensor(np.asarray(x, dtype=np.float64))],
+        order=2,
+        modes=("fwd", "rev") if spectral else ("rev",),
+        rtol=1e-4 if spectral else None,
+        atol=1e-5 if spectral else None,
+    )
+
+
+# -- svd ------------------------------------------------------------------------------------
+@given(data=st.data())
+def test_svd(data):
+    batch = data.draw(shapes(max_dims=2, min_side=0, max_side=2))
+    m, n = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4))
+    dtype = data.draw(DTYPES)
+    a = draw_array(data, batch + (m, n), np.float64)
+    s_ref = np.linalg.svd(a, compute_uv=False)
+    k = min(m, n)
+    if a.size:  # gradients of the vectors need distinct, nonzero singular values
+        hypothesis_assume(s_ref.min() > 0.1)
+        hypothesis_assume(k < 2 or np.diff(-s_ref, axis=-1).min() > 0.1)
+    full = data.draw(st.booleans())
+    u, s, vh = tnp.linalg.svd(a.astype(dtype), full_matrices=full)
+    ref = np.linalg.svd(a.astype(dtype), full_matrices=full)
+    assert_forward_matches(s, ref.S, dtype)
+    assert u.shape == ref.U.shape and vh.shape == ref.Vh.shape and u.dtype == ref.U.dtype
+    ur, sr, vhr = (v.numpy() for v in tnp.linalg.svd(a, full_matrices=False))
+    np.testing.assert_allclose((ur * sr[..., None, :]) @ vhr, a, atol=1e-10)
+    w = draw_array(data, batch + (m, n), np.float64)
+
+    def f(x):  # a function of U, S and Vh that the vectors' signs do not change
+        u_, s_, vh_ = tnp.linalg.svd(x, full_matrices=False)
+        return (
+            tnp.matmul(u_ * tnp.exp(0.3 * s_)[..., None, :], vh_) * w
+            + tnp.sum(u_ * u_ * tnp.arange(k), axis=-1, keepdims=True)
+        )
+
+    # finite differences through an SVD carry ~1e-6 noise (LAPACK's own rounding): atol 1e-5
+    check_grads(f, [tg.Tensor(a)], order=2, modes=("fwd", "rev"), atol=1e-5, rtol=1e-4)

@@ -451,3 +451,31 @@ def test_mul_no_nan_zero_wins_over_inf_and_nan():
     ga, gb = tg.grad(lambda u, v: MulNoNan.apply(u, v).sum(), argnums=(0, 1))(a, b)
     assert gb.numpy().tolist() == [0.0, 0.0, 2.0, 0.0]  # no dependence on b where a == 0
     assert np.isinf(ga.numpy()[0]) and np.isnan(ga.numpy()[1])  # d/da = b, honestly
+
+
+def test_remainder_and_floor_divide_edge_values_and_dtypes():
+    x = np.array([7, -7, 0], dtype=np.int64)
+    for got, want in (
+        (tnp.remainder(x, 3), np.remainder(x, 3)),
+        (tg.Tensor(x) % 3, x % 3),
+        (tg.Tensor(x) // -2, x // -2),
+        (7 % tg.Tensor(np.array([3.0, -2.0])), 7 % np.array([3.0, -2.0])),
+        (7 // tg.Tensor(np.array([3.0, -2.0])), 7 // np.array([3.0, -2.0])),
+    ):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.numpy(), want)
+    with np.errstate(all="raise"):  # no warning escapes: NumPy's values at y == 0
+        assert np.isnan(tnp.remainder(np.array([1.0]), 0.0).numpy()[0])
+        np.testing.assert_array_equal(
+            tnp.floor_divide(np.array([1.0, -1.0]), 0.0).numpy(), [np.inf, -np.inf]
+        )
+        np.testing.assert_array_equal(tnp.remainder(np.array([5]), 0).numpy(), [0])
+
+
+def test_remainder_gradients():
+    x, y = tg.Tensor(np.array([5.5, -2.5])), tg.Tensor(np.array([2.0, 2.0]))
+    gx, gy = tg.grad(lambda a, b: tnp.remainder(a, b).sum(), argnums=(0, 1))(x, y)
+    np.testing.assert_array_equal(gx.numpy(), [1.0, 1.0])
+    np.testing.assert_array_equal(gy.numpy(), -np.floor(np.array([5.5, -2.5]) / 2.0))
+    g = tg.grad(lambda a: tnp.floor_divide(a, 2.0).sum())(x)
+    np.testing.assert_array_equal(g.numpy(), [0.0, 0.0])

@@ -374,11 +374,9 @@ def test_norm_dtypes_and_errors():
         tnp.linalg.norm(np.ones(3), "fro")
     with pytest.raises(ValueError, match="norm: unsupported matrix norm order ord=3"):
         tnp.linalg.norm(np.ones((3, 3)), 3)
-    with pytest.raises(
-        NotImplementedError,
-        match="norm: the matrix norm ord=2 needs a differentiable singular value",
-    ):
-        tnp.linalg.norm(np.ones((3, 3)), 2)
+    with pytest.raises(ValueError, match="norm: ord=-2 takes the smallest singular value"):
+        tnp.linalg.norm(np.ones((0, 3)), -2)
+    assert float(tnp.linalg.norm(np.ones((0, 3)), 2)) == np.linalg.norm(np.ones((0, 3)), 2)
     with pytest.raises(ValueError, match="norm: unsupported vector norm order ord=3"):
         tnp.linalg.norm(np.ones(3), 3)
     with pytest.raises(ValueError, match=r"axis=None the Tensor must be 1-D or 2-D"):
@@ -423,3 +421,74 @@ def test_norm_ord0_and_f_alias():
         np.testing.assert_allclose(out.numpy(), ref)
     g = tg.grad(lambda t: tnp.linalg.norm(t, ord=0, axis=1).sum())(tg.Tensor(x))
     np.testing.assert_array_equal(g.numpy(), np.zeros_like(x))
+
+
+# -- svd ------------------------------------------------------------------------------------
+def test_svd_matches_numpy_and_reconstructs():
+    rng = np.random.default_rng(3)
+    for shape in [(4, 3), (3, 5), (2, 4, 4), (1, 1)]:
+        a = rng.standard_normal(shape)
+        for full in (True, False):
+            res = tnp.linalg.svd(a, full_matrices=full)
+            ref = np.linalg.svd(a, full_matrices=full)
+            assert isinstance(res, tnp.linalg.SVDResult)
+            for got, want in zip(res, ref):
+                assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_allclose(res.S.numpy(), ref.S, rtol=1e-12)
+        u, s, vh = tnp.linalg.svd(a, full_matrices=False)
+        rebuilt = (u.numpy() * s.numpy()[..., None, :]) @ vh.numpy()
+        np.testing.assert_allclose(rebuilt, a, atol=1e-12)
+        np.testing.assert_allclose(tnp.linalg.svdvals(a).numpy(), np.linalg.svd(a)[1])
+        np.testing.assert_allclose(
+            tnp.linalg.svd(a, compute_uv=False).numpy(), np.linalg.svd(a, compute_uv=False)
+        )
+    assert tnp.linalg.svd(np.ones((2, 3), np.float32)).S.dtype == np.float32
+    assert tnp.linalg.svd(np.ones((2, 3), np.int64)).S.dtype == np.float64
+
+
+def test_svdvals_gradient_is_u_vh():
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((5, 3))
+    w = rng.standard_normal(3)
+    g = tg.grad(lambda x: (tnp.linalg.svdvals(x) * w).sum())(tg.Tensor(a))
+    u, _, vh = np.linalg.svd(a, full_matrices=False)
+    np.testing.assert_allclose(g.numpy(), (u * w) @ vh, atol=1e-12)
+
+
+def test_svd_vectors_gradients_orders_1_and_2():
+    rng = np.random.default_rng(5)
+    for shape in [(4, 3), (3, 5), (3, 3)]:
+        a = tg.Tensor(rng.standard_normal(shape))
+        w = tg.Tensor(rng.standard_normal(shape))
+
+        def f(x, w=w):  # invariant to the singular vectors' signs
+            u, s, vh = tnp.linalg.svd(x, full_matrices=False)
+            k = s.shape[-1]
+            return (
+                (tnp.matmul(u * tnp.sin(s), vh) * w).sum()
+                + (u * u * tnp.arange(k)).sum()
+                + (vh * vh * tnp.arange(k)[:, None]).sum()
+            )
+
+        check_grads(f, (a,), order=2, modes=("fwd", "rev"))
+
+
+def test_svd_repeated_singular_values_norm_gradients_are_finite():
+    eye = tg.Tensor(np.eye(3))
+    for ord, scale in ((2, 1 / 3), (-2, 1 / 3), ("nuc", 1.0)):
+        g = tg.grad(lambda x, o=ord: tnp.linalg.norm(x, o))(eye)
+        np.testing.assert_allclose(g.numpy(), scale * np.eye(3), atol=1e-12)  # ties split
+    g = tg.grad(lambda x: tnp.linalg.norm(x, "nuc"))(tg.Tensor(np.zeros((3, 2))))
+    assert np.all(np.isfinite(g.numpy()))
+
+
+def test_svd_errors():
+    with pytest.raises(ValueError, match=r"svd: a must be a \(batch of\) matrices"):
+        tnp.linalg.svd(np.ones(3))
+    with pytest.raises(TypeError, match="svd: complex inputs are not supported"):
+        tnp.linalg.svd(np.ones((2, 2), np.complex128))
+    with pytest.raises(ValueError, match="full_matrices=True is defined only for square"):
+        tg.grad(lambda x: tnp.linalg.svd(x).S.sum())(tg.Tensor(np.ones((3, 2))))
+    # square full_matrices=True is the reduced decomposition: differentiable
+    g = tg.grad(lambda x: tnp.linalg.svd(x).S.sum())(tg.Tensor(np.diag([2.0, -1.0])))
+    np.testing.assert_allclose(g.numpy(), np.diag([1.0, -1.0]))

@@ -597,3 +597,49 @@ def test_lazy_mode_matches_eager(name):
     got = y.numpy()
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+# -- take modes -------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["raise", "wrap", "clip"])
+def test_take_modes_match_numpy(mode):
+    x = np.arange(12.0).reshape(3, 4)
+    cases = [[0, 2, -1], [[3, -4], [1, 1]], 2, -3, np.array([], dtype=np.int64)]
+    if mode != "raise":
+        cases += [[5, -7, 9], 11, -9]
+    for idx in cases:
+        want = np.take(x, idx, axis=1, mode=mode)
+        for given in (idx, tg.Tensor(np.asarray(idx, dtype=np.int64))):
+            got = tnp.take(x, given, axis=1, mode=mode)
+            assert got.shape == want.shape
+            np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(
+        tnp.take(x, [13, -1], mode=mode if mode != "raise" else "wrap").numpy(),
+        np.take(x, [13, -1], mode=mode if mode != "raise" else "wrap"),
+    )
+
+
+def test_take_wrap_and_clip_gradients_accumulate():
+    x = tg.Tensor(np.arange(4.0))
+    g = tg.grad(lambda t: tnp.take(t, [0, 4, -4, 9], mode="wrap").sum())(x)
+    np.testing.assert_array_equal(g.numpy(), [3.0, 1.0, 0.0, 0.0])
+    g = tg.grad(lambda t: tnp.take(t, [-2, 0, 7], mode="clip").sum())(x)
+    np.testing.assert_array_equal(g.numpy(), [2.0, 0.0, 0.0, 1.0])
+
+
+def test_take_mode_replays_with_new_index_tensors():
+    x = tg.Tensor(np.arange(5.0))
+    _, tape = tg.trace(lambda t, i: tnp.take(t, i, mode="wrap"))(
+        x, tg.Tensor(np.array([6, -1]))
+    )
+    out = tape.replay(x, tg.Tensor(np.array([7, 10])))
+    np.testing.assert_array_equal(out.numpy(), [2.0, 0.0])
+
+
+def test_take_mode_errors():
+    with pytest.raises(ValueError, match="take: mode must be 'raise', 'wrap' or 'clip'"):
+        tnp.take(np.ones(3), [0], mode="bad")
+    with pytest.raises(IndexError, match="take: cannot take 1 element"):
+        tnp.take(np.ones(0), [0], mode="clip")
+    with pytest.raises(IndexError, match="take: index 3 is out of bounds"):
+        tnp.take(np.ones(3), [3])
+    assert tnp.take(np.ones(0), np.array([], dtype=np.int64), mode="wrap").shape == (0,)

@@ -36,7 +36,7 @@ __all__ = [
     "atanh",
     # roots, absolute value, sign, piecewise
     "sqrt", "abs", "absolute", "sign", "where", "maximum", "minimum", "clip", "floor", "ceil",
-    "round", "around",
+    "round", "around", "remainder", "mod", "floor_divide",
     # special functions and activations
     "erf", "erfc", "sigmoid", "softplus", "relu", "gelu",
     # comparisons and logic
@@ -413,6 +413,38 @@ def ceil(x) -> Tensor:
     return _ops.Ceil.apply(_tensor(x))
 
 
+def remainder(x, y) -> Tensor:
+    """``x - floor(x / y) * y`` elementwise, broadcasting (NumPy's ``remainder``, alias
+    ``mod``, the ``%`` operator): the result has the sign of ``y``.
+
+    Gradients: ``g`` to ``x`` and ``-g floor(x / y)`` to ``y`` (one-sided at the jumps, as
+    PyTorch and JAX). ``y == 0`` gives NaN for floats and 0 for integers, without a warning.
+
+    Raises:
+        ValueError: if the shapes do not broadcast.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.remainder(tnp.asarray([-3.0, 5.5]), 2.0)
+        Tensor([1. , 1.5], dtype=float32)
+    """
+    return _ops.Remainder.apply(*_bin(x, y))
+
+
+mod = remainder
+
+
+def floor_divide(x, y) -> Tensor:
+    """``floor(x / y)`` elementwise, broadcasting (NumPy's ``floor_divide``, the ``//``
+    operator). Zero gradient everywhere. ``y == 0`` gives ``+-inf``/NaN for floats and 0 for
+    integers, without a warning.
+
+    Raises:
+        ValueError: if the shapes do not broadcast.
+    """
+    return _ops.FloorDivide.apply(*_bin(x, y))
+
+
 def round(x, decimals: int = 0) -> Tensor:  # noqa: A001
     """Round to ``decimals`` decimals (negative: tens, hundreds...), halves to even, like NumPy
     (``around`` is the same function). Dtype kept. Zero gradient everywhere.
@@ -652,6 +684,10 @@ _install_methods(
         "__rtruediv__": _operator(_ops.Div, divide, reflected=True),
         "__pow__": power,
         "__rpow__": _rpow,
+        "__mod__": _operator(_ops.Remainder, remainder),
+        "__rmod__": _operator(_ops.Remainder, remainder, reflected=True),
+        "__floordiv__": _operator(_ops.FloorDivide, floor_divide),
+        "__rfloordiv__": _operator(_ops.FloorDivide, floor_divide, reflected=True),
         "__neg__": negative,
         "__pos__": lambda x: x,
         "__abs__": abs,

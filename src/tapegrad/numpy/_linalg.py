@@ -366,6 +366,60 @@ def cholesky(a, upper=False) -> Tensor:
     return _ops.Cholesky.apply(_tensor(a), upper=bool(upper))
 
 
+SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
+
+
+def svd(a, full_matrices=True, compute_uv=True):
+    """Singular value decomposition ``a = U @ (S[..., None] * Vh)`` (NumPy ``linalg.svd``).
+
+    Args:
+        a: Tensor of shape ``(..., m, n)``, real (integers become float64).
+        full_matrices: ``U`` is ``(..., m, m)`` and ``Vh`` ``(..., n, n)`` if True (NumPy's
+            default), else ``(..., m, k)`` and ``(..., k, n)`` with ``k = min(m, n)``.
+        compute_uv: If False, return only ``S``.
+
+    Returns:
+        ``SVDResult(U, S, Vh)`` (a namedtuple, as NumPy), or ``S`` alone with
+        ``compute_uv=False``; ``S`` has shape ``(..., k)``, descending.
+
+    Gradient: Townsend (2016), see :class:`tapegrad.ops.Svd`. Functions of ``S`` alone are
+    differentiable everywhere; functions of ``U``/``Vh`` need distinct singular values and
+    must not depend on the vectors' arbitrary signs. With ``full_matrices=True`` and
+    ``m != n`` differentiating raises (the extra vectors are not unique; as in JAX): use
+    ``full_matrices=False``.
+
+    Raises:
+        ValueError: if ``a`` has fewer than 2 dimensions.
+        TypeError: for complex or float16 inputs.
+        numpy.linalg.LinAlgError: if the decomposition does not converge.
+
+    Example:
+        >>> import tapegrad as tg, tapegrad.numpy as tnp
+        >>> a = tg.Tensor([[3.0, 0.0], [0.0, -2.0]])
+        >>> tnp.linalg.svd(a).S
+        Tensor([3., 2.], dtype=float32)
+        >>> tg.grad(lambda m: tnp.linalg.svd(m, compute_uv=False).sum())(a)  # U @ Vh
+        Tensor([[ 1.,  0.],
+                [ 0., -1.]], dtype=float32)
+    """
+    a = _tensor(a)
+    if a.dtype.kind == "c":
+        raise TypeError(f"svd: complex inputs are not supported (got dtype {a.dtype})")
+    if not compute_uv:
+        return _ops.Svd.apply(a, full_matrices=False)[1]
+    return SVDResult(*_ops.Svd.apply(a, full_matrices=bool(full_matrices)))
+
+
+def svdvals(a) -> Tensor:
+    """Singular values of ``(..., m, n)`` matrices, descending, shape ``(..., min(m, n))``
+    (NumPy 2 ``linalg.svdvals``). Gradient ``U diag(g) Vh``, defined everywhere.
+
+    Raises:
+        See :func:`svd`.
+    """
+    return svd(a, full_matrices=False, compute_uv=False)
+
+
 def _rmatmul(x, y):
     return matmul(y, x)
 

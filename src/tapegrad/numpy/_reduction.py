@@ -245,11 +245,14 @@ def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:  # noqa: A002
           nonzero entries; zero gradient).
         - ``axis`` a pair ``(row, col)``: matrix norms. ``ord``: ``None`` or ``'fro'``
           (Frobenius), 1 / -1 (max / min over columns of the absolute column sums),
-          ``inf`` / ``-inf`` (max / min over rows of the absolute row sums).
+          ``inf`` / ``-inf`` (max / min over rows of the absolute row sums), 2 / -2 (largest /
+          smallest singular value), ``'nuc'`` (sum of the singular values).
 
     Gradient conventions (never NaN): the 2-norm and Frobenius norm have gradient 0 at
     ``x = 0``; ``|x|`` has gradient ``sign(x)`` (0 at 0); max/min ties split the gradient
-    equally.
+    equally. The singular-value norms have gradient ``U diag(g) Vh`` through
+    :func:`tapegrad.numpy.linalg.svd` (Townsend 2016); a repeated largest (smallest) singular
+    value splits it equally.
 
     Args:
         x: Real Tensor; integer inputs are converted to float64 (as NumPy).
@@ -264,8 +267,6 @@ def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:  # noqa: A002
         ValueError: for an unsupported ``ord``, an ``axis`` of the wrong length or out of
             range, ``axis=None`` with ``ord`` given on a Tensor that is not 1-D or 2-D, or an
             ``inf``/``-inf`` norm over an empty axis.
-        NotImplementedError: for the matrix norms ``ord=2``, ``-2`` and ``'nuc'``, which need
-            a differentiable singular value decomposition.
         TypeError: for complex inputs.
 
     Example:
@@ -332,6 +333,32 @@ def _vector_norm(x, ord, a, keepdims):  # noqa: A002
     return reduce(_abs(x), axis=a, keepdims=keepdims)
 
 
+def _spectral_norm(x, ord, row, col, keepdims):  # noqa: A002
+    """Matrix norms from the singular values: largest (2), smallest (-2) or their sum
+    ('nuc'); gradient ``U diag(g) Vh`` through the differentiable SVD."""
+    from tapegrad.numpy._linalg import svdvals
+    from tapegrad.numpy._shape import expand_dims, moveaxis
+
+    s = svdvals(moveaxis(x, (row, col), (-2, -1)))
+    if s.shape[-1] == 0:
+        if ord == -2:
+            raise ValueError(
+                f"norm: ord=-2 takes the smallest singular value of an empty matrix "
+                f"(shape {x.shape}), which has none"
+            )
+        out = sum(s, axis=-1)  # NumPy 2: 0 for an empty matrix
+    elif ord == 2:
+        out = max(s, axis=-1)
+    elif ord == -2:
+        out = min(s, axis=-1)
+    else:
+        out = sum(s, axis=-1)
+    if keepdims:
+        out = expand_dims(expand_dims(out, -1), -1)
+        out = moveaxis(out, (-2, -1), (row, col)) if x.ndim > 2 else out
+    return out
+
+
 def _matrix_norm(x, ord, row, col, keepdims):  # noqa: A002
     from tapegrad.numpy._elementwise import abs as _abs
     from tapegrad.numpy._shape import reshape
@@ -339,11 +366,7 @@ def _matrix_norm(x, ord, row, col, keepdims):  # noqa: A002
     if ord is None or ord in ("fro", "f"):
         return _ops.Norm2.apply(x, axis=(row, col), keepdims=keepdims)
     if ord in (2, -2, "nuc"):
-        raise NotImplementedError(
-            f"norm: the matrix norm ord={ord!r} needs a differentiable singular value "
-            "decomposition, which tapegrad.numpy does not provide yet; use ord='fro', 1, -1, "
-            "inf or -inf"
-        )
+        return _spectral_norm(x, ord, row, col, keepdims)
     if isinstance(ord, str) or ord not in _MATRIX_ORDS:
         raise ValueError(
             f"norm: unsupported matrix norm order ord={ord!r}; use None, 'fro', 1, -1, inf or -inf"

@@ -636,34 +636,70 @@ def _check_bounds(indices, n, axis, op):
         raise IndexError(f"{op}: index {int(first)} is out of bounds for axis {axis} with size {n}")
 
 
-def take(x, indices, axis=None) -> Tensor:
-    """Elements of ``x`` at ``indices`` along ``axis`` (``numpy.take`` with ``mode="raise"``).
+def take(x, indices, axis=None, mode="raise") -> Tensor:
+    """Elements of ``x`` at ``indices`` along ``axis`` (``numpy.take``).
 
     Args:
         x: Tensor; with ``axis=None`` it is flattened first.
-        indices: Int, integer array/list or integer Tensor (negative values count from the
-            end). Index Tensors are inputs of the tape entry, so replays use new indices.
+        indices: Int, integer array/list or integer Tensor. Index Tensors are inputs of the
+            tape entry, so replays use new indices.
         axis: The axis to index.
+        mode: What out-of-range indices do, as NumPy: ``"raise"`` (negative values count from
+            the end; anything outside ``[-n, n)`` raises), ``"wrap"`` (taken modulo ``n``) or
+            ``"clip"`` (clipped to ``[0, n - 1]``; negative values become 0, as NumPy).
 
     Returns:
         Tensor of shape ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``.
 
-    Gradient: scatter-add of the cotangent; repeated indices accumulate.
+    Gradient: scatter-add of the cotangent; repeated indices (also those that wrap or clip
+    onto the same element) accumulate.
 
     Raises:
-        IndexError: if an index is out of bounds, naming the index, axis and size.
+        IndexError: with ``mode="raise"``, if an index is out of bounds, naming the index, axis
+            and size; with ``"wrap"``/``"clip"``, for a non-empty take from an empty axis.
+        ValueError: for an unknown ``mode``.
+        TypeError: for non-integer indices.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.take(tnp.asarray([10.0, 20.0, 30.0]), [-1, 4], mode="wrap")
+        Tensor([30., 20.], dtype=float32)
     """
+    if mode not in ("raise", "wrap", "clip"):
+        raise ValueError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     x = _tensor(x)
     if axis is None:
         x, ax = ravel(x), 0
     else:
         ax = _check_axis(axis, x.ndim, "take")
     indices = _int_indices(indices, "take")
-    _check_bounds(indices, x.shape[ax], ax, "take")
+    n = x.shape[ax]
+    if mode == "raise":
+        _check_bounds(indices, n, ax, "take")
+    else:
+        size = 1 if isinstance(indices, int) else int(_np.prod(indices.shape))
+        if n == 0 and size:
+            raise IndexError(
+                f"take: cannot take {size} element(s) from axis {ax}, which is empty "
+                f"(mode={mode!r})"
+            )
+        if n:
+            indices = _wrap_or_clip(indices, n, mode)
     pre = (slice(None),) * ax
     if isinstance(indices, int):
         return _index(x, pre + (indices,), ())
     return _index(x, pre + (_Slot(0, False),), (indices,))
+
+
+def _wrap_or_clip(indices, n, mode):
+    """``take``'s ``"wrap"``/``"clip"`` index maps (Tensors through recorded ops)."""
+    from tapegrad.numpy._elementwise import clip, remainder
+
+    if isinstance(indices, int):
+        return indices % n if mode == "wrap" else min(max(indices, 0), n - 1)
+    if isinstance(indices, Tensor):
+        return remainder(indices, n) if mode == "wrap" else clip(indices, 0, n - 1)
+    return _np.remainder(indices, n) if mode == "wrap" else _np.clip(indices, 0, n - 1)
 
 
 def take_along_axis(x, indices, axis=-1) -> Tensor:

@@ -43,7 +43,8 @@ __all__ = [
     "AsType", "StopGradient", "Compare", "Sqrt", "Abs", "Sign", "Where", "Maximum", "Minimum",
     "Square", "Reciprocal", "Expm1", "Log1p", "Log2", "Log10", "Tan", "Arcsin", "Arccos",
     "Arctan", "Arctan2", "Sinh", "Cosh", "Arcsinh", "Arccosh", "Arctanh", "Clip", "Floor",
-    "Ceil", "Round", "Erf", "Erfc", "Logaddexp", "Hypot", "Sigmoid", "Softplus", "Relu", "Gelu",
+    "Ceil", "Round", "Remainder", "FloorDivide", "Erf", "Erfc", "Logaddexp", "Hypot", "Sigmoid",
+    "Softplus", "Relu", "Gelu",
     "MulNoNan",
     "DivNoNan", "LogicalAnd", "LogicalOr", "LogicalXor", "LogicalNot", "IsFinite", "IsNan", "IsInf",
 ]  # fmt: skip
@@ -935,6 +936,51 @@ class Floor(Function):
     @staticmethod
     def backward(ctx, g):
         return None
+
+
+class Remainder(Function):
+    """``x - floor(x / y) * y``, NumPy's ``remainder`` (``%``; the result has ``y``'s sign).
+
+    Derivatives: 1 for ``x`` and ``-floor(x / y)`` for ``y``, the one-sided values at the
+    jumps (where ``x / y`` is an integer), as PyTorch and JAX. ``y == 0`` gives NaN for floats
+    and 0 for integers, without a warning (NumPy's values). Integer results have no gradient.
+    """
+
+    oper = "remainder"
+
+    @staticmethod
+    def forward(ctx, x, y):
+        xp = ctx.backend
+        with _quiet():
+            out = xp.remainder(x, y)
+        ctx.save_for_backward(x, y)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        nx, ny = ctx.needs_input_grad
+        gy = None
+        if ny:
+            gy = -g * FloorDivide.apply(x, y)  # piecewise constant: no gradient of its own
+        return (g if nx else None), gy
+
+
+class FloorDivide(Function):
+    """``floor(x / y)``, NumPy's ``floor_divide`` (``//``). Piecewise constant: zero gradient
+    everywhere (also at the jumps). ``y == 0`` gives ``+-inf``/NaN for floats and 0 for
+    integers, without a warning (NumPy's values)."""
+
+    oper = "floor_divide"
+
+    @staticmethod
+    def forward(ctx, x, y):
+        with _quiet():
+            return ctx.backend.floor_divide(x, y)
+
+    @staticmethod
+    def backward(ctx, g):
+        return None, None
 
 
 class Ceil(Function):

@@ -6,7 +6,8 @@ input/output Tensors, so second and higher derivatives work. Matrix rules follow
 * M. B. Giles, "An extended collection of matrix derivative results for forward and reverse
   mode algorithmic differentiation", Oxford NA report 08/01, 2008 (inv, solve, det, slogdet);
 * I. Murray, "Differentiation of the Cholesky decomposition", arXiv:1602.07527, 2016
-  (cholesky).
+  (cholesky);
+* J. Townsend, "Differentiating the singular value decomposition", 2016 (svd).
 
 Batched operands have shape ``(..., n, n)``; batch dimensions broadcast like NumPy's
 ``numpy.linalg`` gufuncs and ``apply`` sums cotangents back over broadcast dimensions.
@@ -30,6 +31,7 @@ __all__ = [
     "Det",
     "SlogDet",
     "Cholesky",
+    "Svd",
     "parse_einsum",
 ]
 
@@ -611,6 +613,112 @@ class Cholesky(Function):
     @classmethod
     def output_shape(cls, shape, upper=False):
         return _square_shape(shape, "cholesky")
+
+
+# -- singular value decomposition ------------------------------------------------------------
+def _svd_shapes(shape, full_matrices=False):
+    shape = tuple(shape)
+    if len(shape) < 2:
+        raise ValueError(
+            f"svd: a must be a (batch of) matrices of shape (..., m, n), got shape {shape}"
+        )
+    *batch, m, n = shape
+    k = min(m, n)
+    batch = tuple(batch)
+    if full_matrices:
+        return [batch + (m, m), batch + (k,), batch + (n, n)]
+    return [batch + (m, k), batch + (k,), batch + (k, n)]
+
+
+class Svd(Function):
+    """Singular value decomposition ``A = U diag(S) Vh`` of ``(..., m, n)`` matrices.
+
+    Outputs, with ``k = min(m, n)``: ``U`` ``(..., m, k)`` (``(..., m, m)`` with
+    ``full_matrices=True``), ``S`` ``(..., k)`` in descending order, ``Vh`` ``(..., k, n)``
+    (``(..., n, n)``). As in NumPy, the signs of singular vectors are arbitrary, so only
+    sign-invariant functions of ``U`` and ``Vh`` (and any function of ``S``) have well-defined
+    derivatives.
+
+    Backward (Townsend 2016; the same form as PyTorch's), with ``E_ij = s_j^2 - s_i^2`` off
+    the diagonal (1 on it),
+    ``skew(X) = X - X^T``, ``gV = gVh^T``::
+
+        gA = U [skew(U^T gU) / E * S + S * skew(V^T gV) / E + diag(gS)] Vh
+             + (I - U U^T) gU S^{-1} Vh + U S^{-1} gV^T (I - V V^T)
+
+    The divisions are NaN-safe (0 where the numerator is 0): a loss of the singular values
+    alone (a norm) has the finite gradient ``U diag(gS) Vh`` even with repeated or zero
+    singular values. A loss that depends on the singular vectors of a repeated singular value
+    has no derivative (the vectors are not unique), and its gradient is inf/NaN, as in PyTorch
+    and JAX.
+
+    Raises:
+        ValueError: for inputs with fewer than 2 dimensions; in backward, for
+            ``full_matrices=True`` with ``m != n`` (the extra singular vectors are not
+            unique; use ``full_matrices=False``, as in JAX).
+        numpy.linalg.LinAlgError: if LAPACK does not converge.
+    """
+
+    oper = "svd"
+
+    @staticmethod
+    def forward(ctx, a, full_matrices=False):
+        _svd_shapes(a.shape)
+        _check_float(a, "svd")
+        u, s, vh = ctx.backend.linalg.svd(a, full_matrices=full_matrices)
+        ctx.full_matrices = full_matrices
+        ctx.save_for_backward(u, s, vh)
+        return u, s, vh
+
+    @staticmethod
+    def backward(ctx, gu, gs, gvh):
+        from tapegrad import numpy as tnp
+        from tapegrad.ops.elementwise import DivNoNan
+
+        u, s, vh = ctx.saved_tensors
+        m, n = u.shape[-2], vh.shape[-1]
+        k = s.shape[-1]
+        if ctx.full_matrices and m != n:
+            raise ValueError(
+                f"svd: the gradient with full_matrices=True is defined only for square "
+                f"matrices (got m={m}, n={n}): the extra singular vectors are not unique. "
+                "Use svd(a, full_matrices=False)."
+            )
+        ut = _mT(u)
+        v = _mT(vh)
+        gv = _mT(gvh)
+        s_row = tnp.expand_dims(s, -2)  # (..., 1, k): scales columns
+        s_col = tnp.expand_dims(s, -1)  # (..., k, 1): scales rows
+        s2 = s * s
+        eye = tnp.eye(k, dtype=gs.dtype, device=gs.device)
+        # e[i, j] = s_j^2 - s_i^2 off the diagonal and 1 on it (where skew(.) is 0 anyway),
+        # so no derivative of the division below ever divides by a structural zero.
+        e = tnp.expand_dims(s2, -2) - tnp.expand_dims(s2, -1) + eye
+        utgu = tnp.matmul(ut, gu)
+        vtgv = tnp.matmul(vh, gv)
+        j = DivNoNan.apply(utgu - _mT(utgu), e)
+        kk = DivNoNan.apply(vtgv - _mT(vtgv), e)
+        inner = j * s_row + s_col * kk + eye * tnp.expand_dims(gs, -2)
+        ga = tnp.matmul(tnp.matmul(u, inner), vh)
+        if m > k:  # (I - U U^T) gU S^{-1} Vh
+            proj = gu - tnp.matmul(u, utgu)
+            ga = ga + tnp.matmul(DivNoNan.apply(proj, s_row), vh)
+        if n > k:  # U S^{-1} gV^T (I - V V^T)
+            proj = gv - tnp.matmul(v, vtgv)
+            ga = ga + tnp.matmul(u, DivNoNan.apply(_mT(proj), s_col))
+        return ga
+
+    @classmethod
+    def output_shape(cls, shape, full_matrices=False):
+        """Shapes of ``(U, S, Vh)``."""
+        return _svd_shapes(shape, full_matrices)
+
+    @classmethod
+    def output_dtype(cls, dtype, full_matrices=False):
+        d = np.dtype(dtype)
+        if d.kind != "f":
+            d = np.dtype(np.float64)
+        return [d, d, d]
 
 
 # -- norms ----------------------------------------------------------------------------------
