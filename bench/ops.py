@@ -5,7 +5,12 @@ tapegrad forward+backward (``tg.vjp`` then the pullback) beside a hand-written N
 backward of the same op, measured in one run and reported as a ratio. Target: within 1.2x of
 NumPy at 1,000,000 elements, where the work dominates the per-op overhead.
 
-Run: ``python bench/ops.py [--sizes 1 1000 1000000]``.
+Both columns run in one process with glibc's allocator set to keep freed large blocks for reuse
+(:func:`_util.steady_allocator`), so page faults on fresh 8 MB temporaries, which depend on the
+order of frees rather than on the work, do not decide the ratio; ``--default-allocator`` turns
+that off.
+
+Run: ``python bench/ops.py [--sizes 1 1000 1000000] [--default-allocator]``.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _util import best_time, table  # noqa: E402
+from _util import best_time, steady_allocator, table  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
 import tapegrad.numpy as tnp  # noqa: E402
@@ -111,7 +116,13 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[1, 1000, 1_000_000])
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument(
+        "--default-allocator",
+        action="store_true",
+        help="leave glibc's allocator at its defaults (fresh 8 MB temporaries page-fault)",
+    )
     args = p.parse_args(argv)
+    steady = False if args.default_allocator else steady_allocator()
     rows = []
     for name in _np_cases():
         row = [name]
@@ -124,7 +135,15 @@ def main(argv=None):
         t_tg, t_np, _ = run_matmul(n, args.repeat if n < 1_000_000 else 3)
         row.append(f"{t_tg / t_np:.2f}x")
     rows.append(row)
-    print("forward+backward time, tapegrad / hand-written NumPy (float64, single process)\n")
+    print(
+        "forward+backward time, tapegrad / hand-written NumPy (float64, single process; "
+        + (
+            "large freed blocks kept for reuse, see bench/_util.steady_allocator"
+            if steady
+            else "default allocator"
+        )
+        + ")\n"
+    )
     print(table(rows, ["op"] + [f"n={n:,}" for n in args.sizes]))
 
 

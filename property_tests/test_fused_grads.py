@@ -1,5 +1,5 @@
-"""The fused backward primitives (TanhGrad, ExtremumGrad, DivNoNan, MulNoNan) as functions in
-their own right: forward against the NumPy formula, gradients at orders 1 and 2."""
+"""The fused backward primitives (TanhGrad, ExtremumGrad, DivNoNan, MulNoNan, SumGrad) as
+functions in their own right: forward against the NumPy formula, gradients at orders 1 and 2."""
 
 import numpy as np
 from hypothesis import given
@@ -71,3 +71,27 @@ def test_extremum_grad(data):
         )
 
     check_grads(f, (tg.Tensor(g),), order=2)
+
+
+@given(data=st.data())
+def test_sum_grad(data):
+    from tapegrad.testing.strategies import shapes
+
+    shape = data.draw(shapes(max_dims=3, min_side=0, max_side=3))
+    nd = len(shape)
+    axes = tuple(sorted(data.draw(st.sets(st.integers(0, max(nd - 1, 0)), max_size=nd))))
+    axes = tuple(a for a in axes if a < nd)
+    keepdims = data.draw(st.booleans())
+    scale = data.draw(st.sampled_from([None, 0.25, -3.0]))
+    x = np.zeros(shape)
+    gshape = x.sum(axis=axes, keepdims=keepdims).shape
+    g = data.draw(arrays(gshape, np.float64, floats_in(-2, 2)))
+    params = dict(shape=shape, axes=axes, keepdims=keepdims, scale=scale)
+    out = ops.SumGrad.apply(tg.Tensor(g), **params)
+    kept = tuple(1 if i in axes else s for i, s in enumerate(shape))
+    want = np.broadcast_to(g.reshape(kept) * (1.0 if scale is None else scale), shape)
+    assert out.shape == shape and out.dtype == g.dtype
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-13)
+    check_grads(
+        lambda t: ops.SumGrad.apply(t, **params), (tg.Tensor(g),), order=2, modes=("fwd", "rev")
+    )

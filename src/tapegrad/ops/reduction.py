@@ -25,6 +25,7 @@ from tapegrad.function import Function
 
 __all__ = [
     "Sum",
+    "SumGrad",
     "Mean",
     "Prod",
     "Max",
@@ -152,9 +153,7 @@ class Sum(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
-        return tnp.broadcast_to(_expand(g, ctx), ctx.in_shape)
+        return SumGrad.apply(g, shape=ctx.in_shape, axes=ctx.axes, keepdims=ctx.keepdims)
 
     @classmethod
     def output_dtype(cls, dtype, **params):
@@ -163,6 +162,45 @@ class Sum(Function):
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
         return _reduced_shape(shape, normalize_axis(axis, len(shape), "sum"), keepdims)
+
+
+class SumGrad(Function):
+    """The backward of :class:`Sum` and :class:`Mean`, fused into one primitive: the cotangent
+    ``g`` (the reduction's output shape) with the reduced ``axes`` put back as size 1, times
+    ``scale`` (``1/n`` for a mean; ``None`` for 1), broadcast to ``shape``. The result is a
+    read-only broadcast view: no copy of the input's size is made.
+
+    Linear in ``g``; its backward (the transpose) is the matching :class:`Sum` times ``scale``,
+    written with tapegrad ops, so every order is exact.
+    """
+
+    oper = "sum_grad"
+
+    @staticmethod
+    def forward(ctx, g, shape=(), axes=(), keepdims=False, scale=None):
+        ctx.shape, ctx.axes, ctx.keepdims, ctx.scale = shape, axes, keepdims, scale
+        if scale is not None:
+            g = ctx.backend.multiply(g, scale, dtype=g.dtype)
+        return ctx.backend.broadcast_to(g.reshape(_kept_shape(shape, axes)), shape)
+
+    @staticmethod
+    def backward(ctx, h):
+        s = Sum.apply(h, axis=ctx.axes, keepdims=ctx.keepdims)
+        return s if ctx.scale is None else s * ctx.scale
+
+    @staticmethod
+    def jvp(ctx, t):
+        return SumGrad.apply(
+            t, shape=ctx.shape, axes=ctx.axes, keepdims=ctx.keepdims, scale=ctx.scale
+        )
+
+    @classmethod
+    def output_shape(cls, g, shape=(), axes=(), keepdims=False, scale=None):
+        return tuple(shape)
+
+    @classmethod
+    def output_dtype(cls, dtype, **params):
+        return np.dtype(dtype)
 
 
 class Mean(Function):
@@ -182,9 +220,9 @@ class Mean(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
-        return tnp.broadcast_to(_expand(g, ctx) / ctx.n, ctx.in_shape)
+        return SumGrad.apply(
+            g, shape=ctx.in_shape, axes=ctx.axes, keepdims=ctx.keepdims, scale=1.0 / ctx.n
+        )
 
     @classmethod
     def output_dtype(cls, dtype, **params):
@@ -272,7 +310,10 @@ def _tie_weights(xp, x, out_kept, axes):
     """``hit / count``: 1/k at the k elements equal to the extremum, 0 elsewhere (and where
     the extremum is NaN)."""
     hit = x == out_kept
-    count = hit.sum(axis=axes, keepdims=True)
+    if xp is np and len(axes) == hit.ndim:  # a full reduction: count_nonzero is one fast pass
+        count = np.asarray(np.count_nonzero(hit)).reshape((1,) * hit.ndim)
+    else:
+        count = hit.sum(axis=axes, keepdims=True)
     return hit, xp.maximum(count, 1)
 
 
