@@ -76,10 +76,12 @@ __all__ = [
     "Softmax",
     "LogSoftmax",
     "CrossEntropy",
+    "CrossEntropyGrad",
     "BinaryCrossEntropy",
     "BinaryCrossEntropyWithLogits",
     "HingeLoss",
     "MeanSquaredLoss",
+    "Linear",
     "Conv2d",
     "Conv2dInputGrad",
     "Conv2dWeightGrad",
@@ -584,9 +586,10 @@ class CrossEntropy(Function):
     ``t_i == ignore_index`` contribute nothing. ``"mean"`` divides by the number of
     non-ignored targets (0 when every target is ignored).
 
-    Backward: ``(softmax(logits) - T) * valid * scale`` where ``scale`` is the cotangent
-    (``"none"``/``"sum"``) or the cotangent over the count (``"mean"``); the softmax is
-    recomputed with tapegrad ops, so higher derivatives work.
+    Backward: :class:`CrossEntropyGrad`, ``(softmax(logits) - T) * valid * scale`` where
+    ``scale`` is the cotangent (``"none"``/``"sum"``) or the cotangent over the count
+    (``"mean"``), in one fused op; its own backward is written with tapegrad ops, so higher
+    derivatives work.
     """
 
     oper = "cross_entropy"
@@ -620,22 +623,12 @@ class CrossEntropy(Function):
         if not ctx.needs_input_grad[0]:
             return None, None
         logits, target = ctx.saved_tensors
-        ignore_index = ctx.ignore_index
-        eps = ctx.label_smoothing
-        n_cls = logits.shape[-1]
-        xp = backend_of(logits._array)
-        p = Softmax.apply(logits, axis=-1)
-        valid = tnp.astype(tnp.not_equal(target, ignore_index), logits.dtype)
-        classes = Tensor(xp.arange(n_cls, dtype=target.dtype))
-        onehot = tnp.astype(tnp.equal(tnp.expand_dims(target, -1), classes), logits.dtype)
-        t = onehot * (1.0 - eps) + eps / n_cls if eps else onehot
-        d = (p - t) * tnp.expand_dims(valid, -1)
-        if ctx.reduction == "none":
-            return d * tnp.expand_dims(g, -1), None
-        if ctx.reduction == "sum":
-            return d * g, None
-        count = tnp.maximum(tnp.sum(valid), 1.0)
-        return d * (g / count), None
+        params = dict(
+            ignore_index=ctx.ignore_index,
+            label_smoothing=ctx.label_smoothing,
+            reduction=ctx.reduction,
+        )
+        return CrossEntropyGrad.apply(logits, target, g, **params), None
 
     @classmethod
     def output_shape(cls, logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
@@ -643,6 +636,86 @@ class CrossEntropy(Function):
 
     @classmethod
     def output_dtype(cls, logits, target, **params):
+        return np.dtype(logits)
+
+
+class CrossEntropyGrad(Function):
+    """The backward of :class:`CrossEntropy`, fused: ``(softmax(logits) - T) * valid * scale``.
+
+    Inputs: ``logits`` ``(..., C)`` (floating), ``target`` ``(...)`` (integer class indices or
+    ``ignore_index``), the loss cotangent ``g`` (shape ``(...)`` for ``reduction="none"``, else
+    ``()``); static ``ignore_index``, ``label_smoothing`` (``eps``) and ``reduction`` as in
+    :class:`CrossEntropy`. ``T = (1 - eps) onehot(target) + eps / C``; ``valid`` is 0 at ignored
+    targets; ``scale`` is ``g`` (``"none"``, ``"sum"``) or ``g / max(count, 1)`` (``"mean"``,
+    ``count`` the number of valid targets). Output: ``logits``' shape and dtype.
+
+    Forward is one softmax written into a fresh array that is then corrected in place (the
+    target entries, the smoothing, one multiply by ``valid * scale``): no other array of the
+    logits' size. Backward (written with tapegrad ops, so every order works): the output is
+    linear in ``g`` (``d/dg``: ``sum(h * CrossEntropyGrad(logits, target, 1))`` over the class
+    axis, and over everything for the scalar reductions) and a softmax in ``logits``
+    (``d/dlogits``: ``p * (k - sum(k * p))`` with ``k = h * valid * scale``, ``p`` the
+    softmax); ``target`` gets none.
+    """
+
+    oper = "cross_entropy_grad"
+
+    @staticmethod
+    def forward(ctx, logits, target, g, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+        xp = ctx.backend
+        ctx.save_for_backward(logits, target, g)
+        ctx.ignore_index = ignore_index
+        ctx.label_smoothing = label_smoothing
+        ctx.reduction = reduction
+        dt = logits.dtype.type
+        eps = label_smoothing
+        d = logits - logits.max(axis=-1, keepdims=True)  # the one fresh array, then in place
+        xp.exp(d, out=d)
+        d /= d.sum(axis=-1, keepdims=True)
+        if eps:
+            d -= dt(eps / logits.shape[-1])
+        valid = target != ignore_index
+        idx = xp.where(valid, target, 0).astype(np.intp)[..., None]
+        hit = xp.take_along_axis(d, idx, axis=-1)
+        hit -= dt(1.0 - eps)
+        xp.put_along_axis(d, idx, hit, axis=-1)
+        w = valid.astype(d.dtype)
+        if reduction == "mean":
+            w *= g / dt(max(int(valid.sum()), 1))
+        else:
+            w *= g
+        d *= w[..., None]
+        return d
+
+    @staticmethod
+    def backward(ctx, h):
+        logits, target, g = ctx.saved_tensors
+        nl, _, ng = ctx.needs_input_grad
+        params = dict(
+            ignore_index=ctx.ignore_index,
+            label_smoothing=ctx.label_smoothing,
+            reduction=ctx.reduction,
+        )
+        gl = gg = None
+        if nl:
+            valid = tnp.astype(tnp.not_equal(target, ctx.ignore_index), logits.dtype)
+            scale = g * valid
+            if ctx.reduction == "mean":
+                scale = scale / tnp.maximum(tnp.sum(valid), 1.0)
+            p = Softmax.apply(logits, axis=-1)
+            k = h * tnp.expand_dims(scale, -1)
+            gl = p * (k - tnp.sum(k * p, axis=-1, keepdims=True))
+        if ng:
+            unit = CrossEntropyGrad.apply(logits, target, tnp.ones_like(g), **params)
+            gg = tnp.sum(h * unit, axis=-1 if ctx.reduction == "none" else None)
+        return gl, None, gg
+
+    @classmethod
+    def output_shape(cls, logits, target, g, **params):
+        return tuple(logits)
+
+    @classmethod
+    def output_dtype(cls, logits, target, g, **params):
         return np.dtype(logits)
 
 
@@ -756,8 +829,54 @@ def hinge_loss(y_pred, y_true, reduction: str = "none", **kwargs) -> Tensor:
 
 
 # -- linear ----------------------------------------------------------------------------------
+class Linear(Function):
+    """Fused affine map ``y = x @ w + b`` for ``x`` of shape ``(..., in)`` with at least two
+    dimensions, ``w`` ``(in, out)`` and ``b`` ``(out,)``, all of one floating dtype.
+
+    Forward: one BLAS call, then the bias added in place into that fresh product (no second
+    output-sized array). Backward: ``g @ w.T`` for ``x``, ``x.T @ g`` (leading axes flattened
+    into the batch) for ``w`` and ``g.sum(leading axes)`` for ``b``, written with tapegrad ops
+    (``matmul``, ``sum``), so every order of derivative works; each is computed only when that
+    input needs a gradient.
+    """
+
+    oper = "linear"
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        ctx.save_for_backward(x, w)
+        out = x @ w
+        out += b  # ``out`` is this op's own fresh array; no input is touched
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        nx, nw, nb = ctx.needs_input_grad
+        gx = tnp.matmul(g, tnp.transpose(w)) if nx else None
+        if g.ndim > 2 and (nw or nb):
+            g = tnp.reshape(g, (-1, g.shape[-1]))
+            x = tnp.reshape(x, (-1, x.shape[-1]))
+        gw = tnp.matmul(tnp.transpose(x), g) if nw else None
+        gb = tnp.sum(g, axis=0) if nb else None
+        return gx, gw, gb
+
+    @classmethod
+    def output_shape(cls, x, w, b):
+        if len(x) < 2 or len(w) != 2 or x[-1] != w[0] or tuple(b) != (w[1],):
+            raise ValueError(
+                f"linear: input {x}, weight {w} and bias {b} do not fit; need input (..., in) "
+                "with at least 2 dimensions, weight (in, out) and bias (out,)"
+            )
+        return tuple(x[:-1]) + (w[1],)
+
+
 def linear(input, weight, bias=None) -> Tensor:
     """Affine map ``input @ weight + bias``.
+
+    With a bias, a batched input (2 or more dimensions) and one dtype throughout, this is the
+    fused :class:`Linear` primitive (one BLAS call, the bias added in place into its result);
+    otherwise a ``matmul`` followed by a broadcast ``add`` (NumPy type promotion).
 
     Args:
         input: Floating Tensor of shape ``(..., in_features)``.
@@ -766,9 +885,10 @@ def linear(input, weight, bias=None) -> Tensor:
         bias: Optional Tensor of shape ``(out_features,)``.
 
     Returns:
-        Tensor of shape ``(..., out_features)``.
+        Tensor of shape ``(..., out_features)``, of the promoted dtype of the three inputs.
 
     Raises:
+        TypeError: if ``input`` is not floating.
         ValueError: if ``input.shape[-1] != weight.shape[0]`` or ``bias`` has the wrong shape.
     """
     x = _floating(input, "linear")
@@ -778,13 +898,14 @@ def linear(input, weight, bias=None) -> Tensor:
             f"linear: input of shape {x.shape} and weight of shape {weight.shape} do not fit; "
             "weight must be (in_features, out_features) with in_features == input.shape[-1]"
         )
-    y = tnp.matmul(x, weight)
-    if bias is not None:
-        bias = tnp.asarray(bias)
-        if bias.shape != (weight.shape[1],):
-            raise ValueError(f"linear: bias must have shape ({weight.shape[1]},), got {bias.shape}")
-        y = y + bias
-    return y
+    if bias is None:
+        return tnp.matmul(x, weight)
+    bias = tnp.asarray(bias)
+    if bias.shape != (weight.shape[1],):
+        raise ValueError(f"linear: bias must have shape ({weight.shape[1]},), got {bias.shape}")
+    if x.ndim >= 2 and x.dtype == weight.dtype == bias.dtype:
+        return Linear.apply(x, weight, bias)
+    return tnp.matmul(x, weight) + bias
 
 
 def mlp(params, x, activation=relu) -> Tensor:
