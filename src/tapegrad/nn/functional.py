@@ -1333,6 +1333,9 @@ class MaxPool2dGrad(Function):
         views = _offset_views(dx, kernel, stride, (ho, wo))
         finite = bool(xp.isfinite(g.sum()))
         for k, hit in hits:
+            if exact and finite:
+                xp.multiply(g, hit, out=views[k])  # straight into this op's fresh array
+                continue
             part = g * hit if finite else xp.where(hit, g, 0)
             if exact:
                 views[k][...] = part
