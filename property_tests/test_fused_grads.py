@@ -1,5 +1,5 @@
-"""The fused backward primitives (TanhGrad, ExtremumGrad, DivNoNan, MulNoNan, SumGrad) as
-functions in their own right: forward against the NumPy formula, gradients at orders 1 and 2."""
+"""The fused backward primitives (TanhGrad, ReluGrad, ExtremumGrad, DivNoNan, MulNoNan, SumGrad)
+as functions in their own right: forward against the NumPy formula, gradients at orders 1 and 2."""
 
 import numpy as np
 from hypothesis import given
@@ -95,3 +95,30 @@ def test_sum_grad(data):
     check_grads(
         lambda t: ops.SumGrad.apply(t, **params), (tg.Tensor(g),), order=2, modes=("fwd", "rev")
     )
+
+
+@given(data=st.data())
+def test_relu_grad(data):
+    g, y = _pair(data)
+    y = np.maximum(y, 0.0)  # a relu output; kinks (y == 0) included
+    g0, y0 = g.copy(), y.copy()
+    out = ops.ReluGrad.apply(tg.Tensor(g), tg.Tensor(y))
+    np.testing.assert_array_equal(out.numpy(), np.where(y > 0, g, 0.0))
+    np.testing.assert_array_equal(g, g0)  # inputs untouched
+    np.testing.assert_array_equal(y, y0)
+    # linear in g, piecewise constant in y (the kinks are excluded from the finite differences)
+    y_off = np.where(y > 0, y + 0.5, -0.5)
+    check_grads(ops.ReluGrad.apply, (tg.Tensor(g), tg.Tensor(y_off)), order=2)
+
+
+def test_relu_grad_non_finite_cotangent_where_masked():
+    for n in (3, 100):  # both the product and the where path
+        g = np.full(n, np.inf)
+        g[::2] = np.nan
+        y = np.zeros(n)
+        y[1] = 2.0
+        out = ops.ReluGrad.apply(tg.Tensor(g), tg.Tensor(y)).numpy()
+        np.testing.assert_array_equal(out, np.where(y > 0, g, 0.0))
+        assert out.dtype == np.float64
+    f32 = ops.ReluGrad.apply(tg.Tensor(np.ones(4, np.float32)), tg.Tensor(np.ones(4, np.float32)))
+    assert f32.dtype == np.float32

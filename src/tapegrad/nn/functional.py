@@ -10,12 +10,14 @@ A few primitives are fused :class:`~tapegrad.Function` subclasses defined here, 
 is the right design (numerically stable, or far cheaper than a composition): ``LogSoftmax``,
 ``Softmax``, the losses (``CrossEntropy``, ``BinaryCrossEntropy``,
 ``BinaryCrossEntropyWithLogits``, ``HingeLoss``, ``MeanSquaredLoss``, which also keep the seeds'
-``Function.apply`` rows working), ``Conv2d`` (im2col on a strided view, with its two
-transposes), max-pool index routing, embedding row gathers and ``ScaledDotProductAttention``
-(its backward recomputes the probabilities). Their ``backward`` rules are written with
-tapegrad ops, so higher derivatives work. The elementwise activations come from
-:mod:`tapegrad.ops` (``Relu``, ``Sigmoid``, ``Tanh``, ``Softplus``, ``Erf`` are re-exported
-here under the seeds' names; ``Gelu`` defaults to the seeds' tanh approximation).
+``Function.apply`` rows working) and ``CrossEntropyGrad`` (their backward in one op),
+``Linear`` (one BLAS call, bias added in place), ``Conv2d`` (im2col on a strided view, bias
+added in place, with its two transposes), ``MaxPool2d`` (maxima of strided views, with its
+routing ``MaxPool2dGrad`` and gather ``MaxPool2dGather``), embedding row gathers and
+``ScaledDotProductAttention`` (its backward recomputes the probabilities). Their ``backward``
+rules are written with tapegrad ops, so higher derivatives work. The elementwise activations
+come from :mod:`tapegrad.ops` (``Relu``, ``Sigmoid``, ``Tanh``, ``Softplus``, ``Erf`` are
+re-exported here under the seeds' names; ``Gelu`` defaults to the seeds' tanh approximation).
 
 Layout conventions: images are ``(N, C, H, W)``; a linear weight is ``(in_features,
 out_features)`` (``y = x @ W + b``, the seeds' and Flax's layout, *not* PyTorch's transposed
@@ -76,13 +78,18 @@ __all__ = [
     "Softmax",
     "LogSoftmax",
     "CrossEntropy",
+    "CrossEntropyGrad",
     "BinaryCrossEntropy",
     "BinaryCrossEntropyWithLogits",
     "HingeLoss",
     "MeanSquaredLoss",
+    "Linear",
     "Conv2d",
     "Conv2dInputGrad",
     "Conv2dWeightGrad",
+    "MaxPool2d",
+    "MaxPool2dGrad",
+    "MaxPool2dGather",
     "ScaledDotProductAttention",
 ]
 
@@ -584,9 +591,10 @@ class CrossEntropy(Function):
     ``t_i == ignore_index`` contribute nothing. ``"mean"`` divides by the number of
     non-ignored targets (0 when every target is ignored).
 
-    Backward: ``(softmax(logits) - T) * valid * scale`` where ``scale`` is the cotangent
-    (``"none"``/``"sum"``) or the cotangent over the count (``"mean"``); the softmax is
-    recomputed with tapegrad ops, so higher derivatives work.
+    Backward: :class:`CrossEntropyGrad`, ``(softmax(logits) - T) * valid * scale`` where
+    ``scale`` is the cotangent (``"none"``/``"sum"``) or the cotangent over the count
+    (``"mean"``), in one fused op; its own backward is written with tapegrad ops, so higher
+    derivatives work.
     """
 
     oper = "cross_entropy"
@@ -620,22 +628,12 @@ class CrossEntropy(Function):
         if not ctx.needs_input_grad[0]:
             return None, None
         logits, target = ctx.saved_tensors
-        ignore_index = ctx.ignore_index
-        eps = ctx.label_smoothing
-        n_cls = logits.shape[-1]
-        xp = backend_of(logits._array)
-        p = Softmax.apply(logits, axis=-1)
-        valid = tnp.astype(tnp.not_equal(target, ignore_index), logits.dtype)
-        classes = Tensor(xp.arange(n_cls, dtype=target.dtype))
-        onehot = tnp.astype(tnp.equal(tnp.expand_dims(target, -1), classes), logits.dtype)
-        t = onehot * (1.0 - eps) + eps / n_cls if eps else onehot
-        d = (p - t) * tnp.expand_dims(valid, -1)
-        if ctx.reduction == "none":
-            return d * tnp.expand_dims(g, -1), None
-        if ctx.reduction == "sum":
-            return d * g, None
-        count = tnp.maximum(tnp.sum(valid), 1.0)
-        return d * (g / count), None
+        params = dict(
+            ignore_index=ctx.ignore_index,
+            label_smoothing=ctx.label_smoothing,
+            reduction=ctx.reduction,
+        )
+        return CrossEntropyGrad.apply(logits, target, g, **params), None
 
     @classmethod
     def output_shape(cls, logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
@@ -643,6 +641,86 @@ class CrossEntropy(Function):
 
     @classmethod
     def output_dtype(cls, logits, target, **params):
+        return np.dtype(logits)
+
+
+class CrossEntropyGrad(Function):
+    """The backward of :class:`CrossEntropy`, fused: ``(softmax(logits) - T) * valid * scale``.
+
+    Inputs: ``logits`` ``(..., C)`` (floating), ``target`` ``(...)`` (integer class indices or
+    ``ignore_index``), the loss cotangent ``g`` (shape ``(...)`` for ``reduction="none"``, else
+    ``()``); static ``ignore_index``, ``label_smoothing`` (``eps``) and ``reduction`` as in
+    :class:`CrossEntropy`. ``T = (1 - eps) onehot(target) + eps / C``; ``valid`` is 0 at ignored
+    targets; ``scale`` is ``g`` (``"none"``, ``"sum"``) or ``g / max(count, 1)`` (``"mean"``,
+    ``count`` the number of valid targets). Output: ``logits``' shape and dtype.
+
+    Forward is one softmax written into a fresh array that is then corrected in place (the
+    target entries, the smoothing, one multiply by ``valid * scale``): no other array of the
+    logits' size. Backward (written with tapegrad ops, so every order works): the output is
+    linear in ``g`` (``d/dg``: ``sum(h * CrossEntropyGrad(logits, target, 1))`` over the class
+    axis, and over everything for the scalar reductions) and a softmax in ``logits``
+    (``d/dlogits``: ``p * (k - sum(k * p))`` with ``k = h * valid * scale``, ``p`` the
+    softmax); ``target`` gets none.
+    """
+
+    oper = "cross_entropy_grad"
+
+    @staticmethod
+    def forward(ctx, logits, target, g, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+        xp = ctx.backend
+        ctx.save_for_backward(logits, target, g)
+        ctx.ignore_index = ignore_index
+        ctx.label_smoothing = label_smoothing
+        ctx.reduction = reduction
+        dt = logits.dtype.type
+        eps = label_smoothing
+        d = logits - logits.max(axis=-1, keepdims=True)  # the one fresh array, then in place
+        xp.exp(d, out=d)
+        d /= d.sum(axis=-1, keepdims=True)
+        if eps:
+            d -= dt(eps / logits.shape[-1])
+        valid = target != ignore_index
+        idx = xp.where(valid, target, 0).astype(np.intp)[..., None]
+        hit = xp.take_along_axis(d, idx, axis=-1)
+        hit -= dt(1.0 - eps)
+        xp.put_along_axis(d, idx, hit, axis=-1)
+        w = valid.astype(d.dtype)
+        if reduction == "mean":
+            w *= g / dt(max(int(valid.sum()), 1))
+        else:
+            w *= g
+        d *= w[..., None]
+        return d
+
+    @staticmethod
+    def backward(ctx, h):
+        logits, target, g = ctx.saved_tensors
+        nl, _, ng = ctx.needs_input_grad
+        params = dict(
+            ignore_index=ctx.ignore_index,
+            label_smoothing=ctx.label_smoothing,
+            reduction=ctx.reduction,
+        )
+        gl = gg = None
+        if nl:
+            valid = tnp.astype(tnp.not_equal(target, ctx.ignore_index), logits.dtype)
+            scale = g * valid
+            if ctx.reduction == "mean":
+                scale = scale / tnp.maximum(tnp.sum(valid), 1.0)
+            p = Softmax.apply(logits, axis=-1)
+            k = h * tnp.expand_dims(scale, -1)
+            gl = p * (k - tnp.sum(k * p, axis=-1, keepdims=True))
+        if ng:
+            unit = CrossEntropyGrad.apply(logits, target, tnp.ones_like(g), **params)
+            gg = tnp.sum(h * unit, axis=-1 if ctx.reduction == "none" else None)
+        return gl, None, gg
+
+    @classmethod
+    def output_shape(cls, logits, target, g, **params):
+        return tuple(logits)
+
+    @classmethod
+    def output_dtype(cls, logits, target, g, **params):
         return np.dtype(logits)
 
 
@@ -756,8 +834,54 @@ def hinge_loss(y_pred, y_true, reduction: str = "none", **kwargs) -> Tensor:
 
 
 # -- linear ----------------------------------------------------------------------------------
+class Linear(Function):
+    """Fused affine map ``y = x @ w + b`` for ``x`` of shape ``(..., in)`` with at least two
+    dimensions, ``w`` ``(in, out)`` and ``b`` ``(out,)``, all of one floating dtype.
+
+    Forward: one BLAS call, then the bias added in place into that fresh product (no second
+    output-sized array). Backward: ``g @ w.T`` for ``x``, ``x.T @ g`` (leading axes flattened
+    into the batch) for ``w`` and ``g.sum(leading axes)`` for ``b``, written with tapegrad ops
+    (``matmul``, ``sum``), so every order of derivative works; each is computed only when that
+    input needs a gradient.
+    """
+
+    oper = "linear"
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        ctx.save_for_backward(x, w)
+        out = x @ w
+        out += b  # ``out`` is this op's own fresh array; no input is touched
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        nx, nw, nb = ctx.needs_input_grad
+        gx = tnp.matmul(g, tnp.transpose(w)) if nx else None
+        if g.ndim > 2 and (nw or nb):
+            g = tnp.reshape(g, (-1, g.shape[-1]))
+            x = tnp.reshape(x, (-1, x.shape[-1]))
+        gw = tnp.matmul(tnp.transpose(x), g) if nw else None
+        gb = tnp.sum(g, axis=0) if nb else None
+        return gx, gw, gb
+
+    @classmethod
+    def output_shape(cls, x, w, b):
+        if len(x) < 2 or len(w) != 2 or x[-1] != w[0] or tuple(b) != (w[1],):
+            raise ValueError(
+                f"linear: input {x}, weight {w} and bias {b} do not fit; need input (..., in) "
+                "with at least 2 dimensions, weight (in, out) and bias (out,)"
+            )
+        return tuple(x[:-1]) + (w[1],)
+
+
 def linear(input, weight, bias=None) -> Tensor:
     """Affine map ``input @ weight + bias``.
+
+    With a bias, a batched input (2 or more dimensions) and one dtype throughout, this is the
+    fused :class:`Linear` primitive (one BLAS call, the bias added in place into its result);
+    otherwise a ``matmul`` followed by a broadcast ``add`` (NumPy type promotion).
 
     Args:
         input: Floating Tensor of shape ``(..., in_features)``.
@@ -766,9 +890,10 @@ def linear(input, weight, bias=None) -> Tensor:
         bias: Optional Tensor of shape ``(out_features,)``.
 
     Returns:
-        Tensor of shape ``(..., out_features)``.
+        Tensor of shape ``(..., out_features)``, of the promoted dtype of the three inputs.
 
     Raises:
+        TypeError: if ``input`` is not floating.
         ValueError: if ``input.shape[-1] != weight.shape[0]`` or ``bias`` has the wrong shape.
     """
     x = _floating(input, "linear")
@@ -778,13 +903,14 @@ def linear(input, weight, bias=None) -> Tensor:
             f"linear: input of shape {x.shape} and weight of shape {weight.shape} do not fit; "
             "weight must be (in_features, out_features) with in_features == input.shape[-1]"
         )
-    y = tnp.matmul(x, weight)
-    if bias is not None:
-        bias = tnp.asarray(bias)
-        if bias.shape != (weight.shape[1],):
-            raise ValueError(f"linear: bias must have shape ({weight.shape[1]},), got {bias.shape}")
-        y = y + bias
-    return y
+    if bias is None:
+        return tnp.matmul(x, weight)
+    bias = tnp.asarray(bias)
+    if bias.shape != (weight.shape[1],):
+        raise ValueError(f"linear: bias must have shape ({weight.shape[1]},), got {bias.shape}")
+    if x.ndim >= 2 and x.dtype == weight.dtype == bias.dtype:
+        return Linear.apply(x, weight, bias)
+    return tnp.matmul(x, weight) + bias
 
 
 def mlp(params, x, activation=relu) -> Tensor:
@@ -849,110 +975,140 @@ def _out_hw(hw, kernel, stride, dilation, pads):
 
 
 def _pad(xp, x, pads, value=0):
+    """``x`` with ``pads = (top, bottom, left, right)`` of ``value`` (``x`` itself if none)."""
     if not any(pads):
         return x
     pt, pb, pl, pr = pads
-    return xp.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=value)
+    n, c, h, w = x.shape
+    out = xp.empty((n, c, h + pt + pb, w + pl + pr), dtype=x.dtype)
+    if value == 0:
+        out[...] = 0  # cheaper than np.pad's per-edge fills
+    else:
+        out.fill(value)
+    out[:, :, pt : pt + h, pl : pl + w] = x
+    return out
 
 
-def _windows(xp, x, kernel, stride, dilation, out_hw):
-    """Read-only strided view ``(N, C, Ho, Wo, kh, kw)`` of the windows of ``x``."""
+def _windows(xp, x, kernel, stride, dilation, out_hw, offsets_first=True):
+    """Read-only strided view of the windows of ``x`` (no copy).
+
+    Shape ``(N, C, kh, kw, Ho, Wo)`` (``offsets_first``, the im2col layout whose innermost
+    axis runs along an image row) or ``(N, C, Ho, Wo, kh, kw)``.
+    """
     n, c = x.shape[:2]
     s0, s1, s2, s3 = x.strides
-    shape = (n, c, out_hw[0], out_hw[1], kernel[0], kernel[1])
-    strides = (s0, s1, s2 * stride[0], s3 * stride[1], s2 * dilation[0], s3 * dilation[1])
+    offs = ((kernel[0], s2 * dilation[0]), (kernel[1], s3 * dilation[1]))
+    pos = ((out_hw[0], s2 * stride[0]), (out_hw[1], s3 * stride[1]))
+    dims = ((n, s0), (c, s1)) + ((offs + pos) if offsets_first else (pos + offs))
+    shape, strides = tuple(d for d, _ in dims), tuple(st for _, st in dims)
     if xp is np:
         return np.lib.stride_tricks.as_strided(x, shape, strides, writeable=False)
     return xp.lib.stride_tricks.as_strided(x, shape, strides)  # pragma: no cover - GPU
 
 
-def _im2col(xp, x, kernel, stride, pads, dilation, groups):
-    """Columns ``(N, G, L, Cg*kh*kw)`` of padded ``x`` and the output size ``(Ho, Wo)``."""
+def _im2col(xp, x, kernel, stride, pads, dilation, groups, batch_first=True):
+    """Columns of padded ``x`` (one copy of a strided view) and the output size ``(Ho, Wo)``.
+
+    ``batch_first``: ``(N, G, K, L)`` (the forward's layout: a batched matmul gives NCHW
+    directly); else ``(G, K, N * L)`` (one long matmul per group for the weight gradient).
+    ``K = C/G * kh * kw`` runs over (channel, kernel row, kernel column), ``L = Ho * Wo``.
+    The copy's innermost axis is an image row, so it streams.
+    """
     n, c, h, w = x.shape
     out_hw = _out_hw((h, w), kernel, stride, dilation, pads)
     win = _windows(xp, _pad(xp, x, pads), kernel, stride, dilation, out_hw)
-    cg = c // groups
-    win = win.reshape(n, groups, cg, out_hw[0], out_hw[1], kernel[0], kernel[1])
-    cols = win.transpose(0, 1, 3, 4, 2, 5, 6).reshape(
-        n, groups, out_hw[0] * out_hw[1], cg * kernel[0] * kernel[1]
-    )
+    k = c // groups * kernel[0] * kernel[1]
+    win = win.reshape((n, groups, c // groups) + win.shape[2:])
+    if batch_first:
+        return win.reshape(n, groups, k, out_hw[0] * out_hw[1]), out_hw
+    cols = win.transpose(1, 2, 3, 4, 0, 5, 6).reshape(groups, k, n * out_hw[0] * out_hw[1])
     return cols, out_hw
 
 
-def _conv_forward(xp, x, w, stride, pads, dilation, groups):
-    kernel = w.shape[2:]
-    cols, (ho, wo) = _im2col(xp, x, kernel, stride, pads, dilation, groups)
+def _conv_forward(xp, x, w, stride, pads, dilation, groups, b=None):
+    """``conv2d(x, w) (+ b)`` as one batched matmul on the im2col columns; NCHW out."""
+    cols, (ho, wo) = _im2col(xp, x, w.shape[2:], stride, pads, dilation, groups)
     o = w.shape[0]
-    og = o // groups
-    wm = w.reshape(groups, og, -1).transpose(0, 2, 1)  # (G, K, Og)
-    out = cols @ wm  # (N, G, L, Og)
-    n = x.shape[0]
-    return out.reshape(n, groups, ho, wo, og).transpose(0, 1, 4, 2, 3).reshape(n, o, ho, wo)
+    out = xp.matmul(w.reshape(groups, o // groups, -1), cols)  # (N, G, Og, L), fresh
+    out = out.reshape(x.shape[0], o, ho, wo)
+    if b is not None:
+        out += b.reshape(1, o, 1, 1)  # into this op's own array
+    return out
 
 
 def _conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
-    cols, _ = _im2col(xp, x, kernel, stride, pads, dilation, groups)  # (N, G, L, K)
+    """``dw = sum over batch and pixels of g * columns``: one matmul per group."""
+    cols, _ = _im2col(xp, x, kernel, stride, pads, dilation, groups, batch_first=False)
     n, o, ho, wo = g.shape
     og = o // groups
     gm = g.reshape(n, groups, og, ho * wo).transpose(1, 2, 0, 3).reshape(groups, og, -1)
-    cm = cols.transpose(1, 0, 2, 3).reshape(groups, n * ho * wo, -1)
-    gw = gm @ cm  # (G, Og, K)
+    gw = xp.matmul(gm, cols.transpose(0, 2, 1))  # (G, Og, K)
     return gw.reshape(o, x.shape[1] // groups, kernel[0], kernel[1])
 
 
 def _conv_input_grad(xp, g, w, in_hw, stride, pads, dilation, groups):
+    """``dx``: a batched matmul to column cotangents, then col2im as one strided add per
+    kernel offset (a loop over ``kh * kw`` offsets, never over images or pixels)."""
     n, o, ho, wo = g.shape
     og = o // groups
     cg, kh, kw = w.shape[1:]
-    gm = g.reshape(n, groups, og, ho * wo).transpose(0, 1, 3, 2)  # (N, G, L, Og)
-    dcols = gm @ w.reshape(groups, og, -1)  # (N, G, L, K)
-    dcols = dcols.reshape(n, groups, ho, wo, cg, kh, kw)
+    wm = w.reshape(groups, og, cg * kh * kw).transpose(0, 2, 1)  # (G, K, Og)
+    dcols = xp.matmul(wm, g.reshape(n, groups, og, ho * wo))  # (N, G, K, L)
+    dcols = dcols.reshape(n, groups * cg, kh, kw, ho, wo)
     h, wd = in_hw
     pt, pb, pl, pr = pads
-    dx = xp.zeros((n, groups, cg, h + pt + pb, wd + pl + pr), dtype=dcols.dtype)
     sh, sw = stride
     dh, dw = dilation
+    dx = xp.zeros((n, groups * cg, h + pt + pb, wd + pl + pr), dtype=dcols.dtype)
     for i in range(kh):  # a loop over kernel offsets, never over pixels
         for j in range(kw):
             dx[
                 :,
                 :,
-                :,
                 i * dh : i * dh + sh * (ho - 1) + 1 : sh,
                 j * dw : j * dw + sw * (wo - 1) + 1 : sw,
-            ] += dcols[:, :, :, :, :, i, j].transpose(0, 1, 4, 2, 3)
-    dx = dx.reshape(n, groups * cg, h + pt + pb, wd + pl + pr)
+            ] += dcols[:, :, i, j]
+    if not any(pads):
+        return dx
     return xp.ascontiguousarray(dx[:, :, pt : pt + h, pl : pl + wd])
 
 
 class Conv2d(Function):
-    """2-D cross-correlation ``y[n, o] = sum_c x[n, c] * w[o, c]`` over windows (im2col: one
-    batched matmul on a strided view of the padded input).
+    """2-D cross-correlation ``y[n, o] = sum_c x[n, c] * w[o, c] (+ b[o])`` over windows
+    (im2col: one copy of a strided view of the padded input, then one batched matmul whose
+    result is already NCHW; the optional bias is added in place into that fresh result).
 
-    Static params: ``stride`` and ``dilation`` pairs, ``padding`` as ``(top, bottom, left,
-    right)``, ``groups``. Backward: :class:`Conv2dInputGrad` (col2im) for ``x`` and
-    :class:`Conv2dWeightGrad` for ``w``; the three are each other's transposes, so every order
-    of derivative stays within them.
+    Inputs ``x`` ``(N, C, H, W)``, ``w`` ``(O, C/groups, kh, kw)`` and optionally ``b``
+    ``(O,)``. Static params: ``stride`` and ``dilation`` pairs, ``padding`` as ``(top, bottom,
+    left, right)``, ``groups``. Backward: :class:`Conv2dInputGrad` (col2im) for ``x``,
+    :class:`Conv2dWeightGrad` for ``w`` and ``g.sum((0, 2, 3))`` for ``b``; the three
+    convolution ops are each other's transposes, so every order of derivative stays within
+    them.
     """
 
     oper = "conv2d"
 
     @staticmethod
-    def forward(ctx, x, w, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
+    def forward(ctx, x, w, b=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
         ctx.save_for_backward(x, w)
         ctx.conv = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
-        return _conv_forward(ctx.backend, x, w, stride, padding, dilation, groups)
+        return _conv_forward(ctx.backend, x, w, stride, padding, dilation, groups, b)
 
     @staticmethod
     def backward(ctx, g):
         x, w = ctx.saved_tensors
-        nx, nw = ctx.needs_input_grad
+        nx, nw = ctx.needs_input_grad[:2]
         gx = Conv2dInputGrad.apply(g, w, in_hw=x.shape[2:], **ctx.conv) if nx else None
         gw = Conv2dWeightGrad.apply(x, g, kernel=w.shape[2:], **ctx.conv) if nw else None
-        return gx, gw
+        if len(ctx.needs_input_grad) == 2:
+            return gx, gw
+        gb = tnp.sum(g, axis=(0, 2, 3)) if ctx.needs_input_grad[2] else None
+        return gx, gw, gb
 
     @classmethod
-    def output_shape(cls, x, w, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
+    def output_shape(
+        cls, x, w, b=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1
+    ):
         return (x[0], w[0]) + _out_hw(x[2:], w[2:], stride, dilation, padding)
 
 
@@ -1071,98 +1227,172 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
         )
     if w.dtype != x.dtype:
         w = tnp.astype(w, x.dtype)
-    y = Conv2d.apply(x, w, stride=stride, padding=pads, dilation=dilation, groups=groups)
-    if bias is not None:
-        bias = tnp.asarray(bias)
-        if bias.shape != (c_out,):
-            raise ValueError(f"{who}: bias must have shape ({c_out},), got {bias.shape}")
-        y = y + tnp.reshape(bias, (1, c_out, 1, 1))
-    return y
+    conv = dict(stride=stride, padding=pads, dilation=dilation, groups=groups)
+    if bias is None:
+        return Conv2d.apply(x, w, **conv)
+    bias = tnp.asarray(bias)
+    if bias.shape != (c_out,):
+        raise ValueError(f"{who}: bias must have shape ({c_out},), got {bias.shape}")
+    if bias.dtype == x.dtype:
+        return Conv2d.apply(x, w, bias, **conv)  # bias added in place into the fresh output
+    return Conv2d.apply(x, w, **conv) + tnp.reshape(bias, (1, c_out, 1, 1))
 
 
 # -- pooling ---------------------------------------------------------------------------------
-class _PoolArgmax(Function):
-    """Flat index (into each ``H*W`` plane) of the maximum of every pooling window."""
+def _offset_views(x, kernel, stride, out_hw):
+    """The ``kh * kw`` strided views ``(N, C, Ho, Wo)`` of ``x``, one per kernel offset, in
+    row-major offset order (views, no copies)."""
+    (kh, kw), (sh, sw), (ho, wo) = kernel, stride, out_hw
+    return [
+        x[:, :, i : i + sh * (ho - 1) + 1 : sh, j : j + sw * (wo - 1) + 1 : sw]
+        for i in range(kh)
+        for j in range(kw)
+    ]
 
-    oper = "max_pool2d_argmax"
-    differentiable = False
+
+def _pool_hits(xp, x, out, kernel, stride, padding):
+    """``(padded shape, [(offset index, hit mask)])``: for each kernel offset, where that
+    window element is the window's maximum ``out`` and no earlier offset was (the first
+    maximum wins ties, as ``argmax``; a NaN maximum goes to the window's first NaN)."""
+    xpad = _pad(xp, x, padding, -np.inf)
+    views = _offset_views(xpad, kernel, stride, out.shape[2:])
+    nan = bool(xp.isnan(out.sum()))  # conservative: any NaN (or inf - inf) takes the slow path
+    outnan = xp.isnan(out) if nan else None
+    taken = None
+    hits = []
+    for k, v in enumerate(views):
+        hit = v == out
+        if nan:
+            hit |= xp.isnan(v) & outnan
+        if taken is None:
+            taken = hit.copy() if len(views) > 1 else None
+        else:
+            hit = hit > taken  # hit and not taken, one pass over booleans
+            if k < len(views) - 1:
+                taken |= hit
+        hits.append((k, hit))
+    return xpad.shape, hits
+
+
+class MaxPool2d(Function):
+    """Max pooling of ``x`` ``(N, C, H, W)`` (floating) over ``kernel`` windows moved by
+    ``stride``, with ``padding = (top, bottom, left, right)`` of ``-inf``.
+
+    Forward: ``kh * kw - 1`` elementwise maxima of strided views (a loop over kernel offsets,
+    never over pixels). Saves ``x`` and the output (no index array). Backward:
+    :class:`MaxPool2dGrad`, the cotangent routed to each window's first maximum.
+    """
+
+    oper = "max_pool2d"
 
     @staticmethod
     def forward(ctx, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
         xp = ctx.backend
-        n, c, h, w = x.shape
-        out_hw = _out_hw((h, w), kernel, stride, (1, 1), padding)
-        win = _windows(xp, _pad(xp, x, padding, -np.inf), kernel, stride, (1, 1), out_hw)
-        a = win.reshape(n, c, out_hw[0], out_hw[1], -1).argmax(axis=-1)
-        rows = xp.arange(out_hw[0]).reshape(-1, 1) * stride[0] + a // kernel[1] - padding[0]
-        cols = xp.arange(out_hw[1]).reshape(1, -1) * stride[1] + a % kernel[1] - padding[2]
-        return (rows * w + cols).astype(np.int64)
+        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding)
+        out_hw = _out_hw(x.shape[2:], kernel, stride, (1, 1), padding)
+        views = _offset_views(_pad(xp, x, padding, -np.inf), kernel, stride, out_hw)
+        out = xp.maximum(views[0], views[1]) if len(views) > 1 else views[0].copy()
+        for v in views[2:]:
+            xp.maximum(out, v, out=out)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        return MaxPool2dGrad.apply(g, x, out, **ctx.pool)
 
     @classmethod
     def output_shape(cls, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
         return tuple(x[:2]) + _out_hw(x[2:], kernel, stride, (1, 1), padding)
 
-    @classmethod
-    def output_dtype(cls, *dtypes, **params):
-        return np.dtype(np.int64)
 
+class MaxPool2dGrad(Function):
+    """The backward of :class:`MaxPool2d`: ``g`` ``(N, C, Ho, Wo)`` routed to the first
+    maximum of each window of ``x`` (``out`` is the pooled ``x``); ``x``'s shape.
 
-class _PlaneGather(Function):
-    """``out[n, c, ...] = x[n, c].ravel()[idx[n, c, ...]]``. Backward: :class:`_PlaneScatter`."""
+    One comparison, one boolean update and one multiply per kernel offset on output-sized
+    strided views; when the windows tile ``x`` exactly each offset writes its own positions
+    (no zero fill, no accumulation). Linear in ``g``, piecewise constant in ``x`` and ``out``:
+    the backward is :class:`MaxPool2dGather` for ``g`` and nothing for the others.
+    """
 
-    oper = "plane_gather"
-
-    @staticmethod
-    def forward(ctx, x, idx):
-        ctx.save_for_backward(idx)
-        ctx.in_shape = x.shape
-        n, c = x.shape[:2]
-        flat = x.reshape(n, c, -1)
-        out = ctx.backend.take_along_axis(flat, idx.reshape(n, c, -1), axis=-1)
-        return out.reshape(idx.shape)
+    oper = "max_pool2d_grad"
 
     @staticmethod
-    def backward(ctx, g):
-        (idx,) = ctx.saved_tensors
-        return _PlaneScatter.apply(g, idx, shape=ctx.in_shape), None
-
-    @classmethod
-    def output_shape(cls, x, idx):
-        return tuple(idx)
-
-    @classmethod
-    def output_dtype(cls, x, idx):
-        return np.dtype(x)
-
-
-class _PlaneScatter(Function):
-    """Zeros of ``shape`` with ``g`` summed in at ``idx`` (the transpose of
-    :class:`_PlaneGather`, via one ``bincount``). Backward: :class:`_PlaneGather`."""
-
-    oper = "plane_scatter"
-
-    @staticmethod
-    def forward(ctx, g, idx, shape=(0, 0, 0, 0)):
+    def forward(ctx, g, x, out, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
         xp = ctx.backend
-        ctx.save_for_backward(idx)
-        n, c = shape[:2]
-        plane = int(np.prod(shape[2:]))
-        base = xp.arange(n * c).reshape(n, c, *([1] * (idx.ndim - 2))) * plane
-        out = xp.bincount((idx + base).ravel(), weights=g.ravel(), minlength=n * c * plane)
-        return out.astype(g.dtype).reshape(shape)
+        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding)
+        ctx.save_for_backward(x, out)
+        shape, hits = _pool_hits(xp, x, out, kernel, stride, padding)
+        (kh, kw), (ho, wo) = kernel, out.shape[2:]
+        exact = (
+            not any(padding) and tuple(stride) == tuple(kernel) and shape[2:] == (kh * ho, kw * wo)
+        )
+        dx = (xp.empty if exact else xp.zeros)(shape, dtype=g.dtype)
+        views = _offset_views(dx, kernel, stride, (ho, wo))
+        finite = bool(xp.isfinite(g.sum()))
+        for k, hit in hits:
+            if exact and finite:
+                xp.multiply(g, hit, out=views[k])  # straight into this op's fresh array
+                continue
+            part = g * hit if finite else xp.where(hit, g, 0)
+            if exact:
+                views[k][...] = part
+            else:
+                views[k] += part
+        if any(padding):
+            pt, _, pl, _ = padding
+            h, w = x.shape[2:]
+            dx = xp.ascontiguousarray(dx[:, :, pt : pt + h, pl : pl + w])
+        return dx
+
+    @staticmethod
+    def backward(ctx, h):
+        x, out = ctx.saved_tensors
+        gg = MaxPool2dGather.apply(h, x, out, **ctx.pool) if ctx.needs_input_grad[0] else None
+        return gg, None, None
+
+    @classmethod
+    def output_shape(cls, g, x, out, **params):
+        return tuple(x)
+
+    @classmethod
+    def output_dtype(cls, g, x, out, **params):
+        return np.dtype(g)
+
+
+class MaxPool2dGather(Function):
+    """The transpose of :class:`MaxPool2dGrad`: ``h`` (``x``'s shape) read at each window's
+    first maximum; ``out``'s shape. Backward: :class:`MaxPool2dGrad` for ``h``."""
+
+    oper = "max_pool2d_gather"
+
+    @staticmethod
+    def forward(ctx, h, x, out, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
+        xp = ctx.backend
+        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding)
+        ctx.save_for_backward(x, out)
+        _, hits = _pool_hits(xp, x, out, kernel, stride, padding)
+        views = _offset_views(_pad(xp, h, padding), kernel, stride, out.shape[2:])
+        res = xp.zeros(out.shape, dtype=h.dtype)
+        for k, hit in hits:
+            res += xp.where(hit, views[k], 0)
+        return res
 
     @staticmethod
     def backward(ctx, ct):
-        (idx,) = ctx.saved_tensors
-        return _PlaneGather.apply(ct, idx), None
+        x, out = ctx.saved_tensors
+        gh = MaxPool2dGrad.apply(ct, x, out, **ctx.pool) if ctx.needs_input_grad[0] else None
+        return gh, None, None
 
     @classmethod
-    def output_shape(cls, g, idx, shape=(0, 0, 0, 0)):
-        return tuple(shape)
+    def output_shape(cls, h, x, out, **params):
+        return tuple(out)
 
     @classmethod
-    def output_dtype(cls, g, idx, **params):
-        return np.dtype(g)
+    def output_dtype(cls, h, x, out, **params):
+        return np.dtype(h)
 
 
 def _pool_params(x, kernel_size, stride, padding, who):
@@ -1201,8 +1431,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0) -> Tensor:
     who = "max_pool2d"
     x = _image(input, who)
     kernel, stride, pads = _pool_params(x, kernel_size, stride, padding, who)
-    idx = _PoolArgmax.apply(x, kernel=kernel, stride=stride, padding=pads)
-    return _PlaneGather.apply(x, idx)
+    return MaxPool2d.apply(x, kernel=kernel, stride=stride, padding=pads)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, count_include_pad=True) -> Tensor:

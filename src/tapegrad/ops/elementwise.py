@@ -45,7 +45,7 @@ __all__ = [
     "Arctan", "Arctan2", "Sinh", "Cosh", "Arcsinh", "Arccosh", "Arctanh", "Clip", "Floor",
     "Ceil", "Round", "Remainder", "FloorDivide", "Erf", "Erfc", "Logaddexp", "Hypot", "Sigmoid",
     "Softplus", "Relu", "Gelu",
-    "MulNoNan",
+    "ReluGrad", "MulNoNan",
     "DivNoNan", "LogicalAnd", "LogicalOr", "LogicalXor", "LogicalNot", "IsFinite", "IsNan", "IsInf",
 ]  # fmt: skip
 
@@ -1100,13 +1100,47 @@ class Relu(Function):
 
     @staticmethod
     def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.backend.maximum(x, 0)
+        out = ctx.backend.maximum(x, 0)
+        # The output carries the mask (out > 0 exactly where x > 0, NaN in neither), so the
+        # input need not outlive this op: the next layer keeps the output alive anyway.
+        ctx.save_for_backward(out)
+        return out
 
     @staticmethod
     def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _tnp().where(x > 0, g, 0.0)
+        (out,) = ctx.saved_tensors
+        return ReluGrad.apply(g, out)
+
+
+class ReluGrad(Function):
+    """``where(y > 0, g, 0)``: the backward of :class:`Relu` given its output ``y``, fused into
+    one primitive (a comparison and a multiply instead of a comparison and a ``where``, which
+    NumPy runs several times slower).
+
+    Exactly ``where``'s values: a non-finite ``g`` where ``y <= 0`` still gives 0 (the product
+    is redone with a ``where`` only when it is not finite). ``g`` and ``y`` broadcast; the
+    result has their promoted dtype. The result is linear in ``g`` and piecewise constant in
+    ``y``: its backward sends ``ReluGrad(h, y)`` to ``g`` and nothing to ``y``, so every order
+    stays within this op.
+    """
+
+    oper = "relu_grad"
+
+    @staticmethod
+    def forward(ctx, g, y):
+        ctx.save_for_backward(y)
+        mask = y > 0
+        with _quiet():
+            out = g * mask
+            total = out.sum() if out.size else 0
+        if ctx.backend.isfinite(total):
+            return out
+        return ctx.backend.where(mask, g, 0).astype(out.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, h):
+        (y,) = ctx.saved_tensors
+        return (ReluGrad.apply(h, y) if ctx.needs_input_grad[0] else None), None
 
 
 class Gelu(Function):

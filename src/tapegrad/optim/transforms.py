@@ -42,7 +42,7 @@ import numpy as np
 from tapegrad import backend as _backend
 from tapegrad import numpy as tnp
 from tapegrad.tensor import Tensor
-from tapegrad.tree import tree_flatten_with_path, tree_structure, tree_unflatten
+from tapegrad.tree import tree_flatten, tree_leaves, tree_paths, tree_unflatten
 
 __all__ = [
     "GradientTransformation",
@@ -81,17 +81,21 @@ def _is_array(x) -> bool:
     return isinstance(x, (Tensor, np.ndarray, np.generic)) or hasattr(x, "__cuda_array_interface__")
 
 
-def _as_tensor(x, where: str, path: str) -> Tensor:
+def _as_tensor(x, where: str, path) -> Tensor:
+    """``x`` as a floating Tensor; ``path`` (a string, or a callable giving it) names the leaf
+    in the error raised for anything else."""
     if isinstance(x, Tensor):
         t = x
     elif _is_array(x):
         t = Tensor(np.asarray(x) if isinstance(x, np.generic) else x)
     else:
+        path = path() if callable(path) else path
         raise TypeError(
             f"{where}: leaf {path} is a {type(x).__name__}; expected a Tensor or a NumPy/CuPy "
             "array (wrap numbers with tg.Tensor(value))."
         )
     if t.dtype.kind != "f":
+        path = path() if callable(path) else path
         raise TypeError(
             f"{where}: leaf {path} has dtype {t.dtype}; optimizers need floating leaves "
             "(float16/32/64). Keep integer state outside the optimized pytree."
@@ -100,24 +104,33 @@ def _as_tensor(x, where: str, path: str) -> Tensor:
 
 
 def _leaves(where: str, tree, name: str):
-    """``(paths, tensors, treedef)`` of ``tree``, each leaf checked and converted to a Tensor."""
-    paths, leaves, treedef = tree_flatten_with_path(tree, prefix=name)
-    return paths, [_as_tensor(v, where, p) for p, v in zip(paths, leaves)], treedef
+    """``(tensors, treedef)`` of ``tree``, each leaf checked and converted to a Tensor.
+
+    The fast path flattens without paths; the readable paths are only built for an error.
+    """
+    leaves, treedef = tree_flatten(tree)
+    out = []
+    for i, v in enumerate(leaves):
+        if isinstance(v, Tensor) and v.dtype.kind == "f":
+            out.append(v)
+        else:
+            out.append(_as_tensor(v, where, lambda i=i: tree_paths(tree, prefix=name)[i]))
+    return out, treedef
 
 
 def _check_match(where: str, a, a_name: str, b, b_name: str) -> None:
     """Same structure and leaf shapes, or a clear error naming the first difference."""
-    sa, sb = tree_structure(a), tree_structure(b)
+    la, sa = tree_flatten(a)
+    lb, sb = tree_flatten(b)
     if sa != sb:
         raise TypeError(
             f"{where}: {a_name} and {b_name} have different pytree structures:\n"
             f"  {a_name}: {sa}\n  {b_name}: {sb}"
         )
-    pa, la, _ = tree_flatten_with_path(a, prefix=a_name)
-    _, lb, _ = tree_flatten_with_path(b, prefix=b_name)
-    for p, x, y in zip(pa, la, lb):
+    for i, (x, y) in enumerate(zip(la, lb)):
         sx, sy = getattr(x, "shape", ()), getattr(y, "shape", ())
         if tuple(sx) != tuple(sy):
+            p = tree_paths(a, prefix=a_name)[i]
             raise ValueError(
                 f"{where}: {p} has shape {tuple(sx)} but the matching leaf of {b_name} has "
                 f"shape {tuple(sy)}; they must match exactly (no broadcasting)."
@@ -135,7 +148,7 @@ def tree_zeros_like(tree) -> Any:
     Raises:
         TypeError: if a leaf is not a floating Tensor or array.
     """
-    paths, leaves, treedef = _leaves("tree_zeros_like", tree, "tree")
+    leaves, treedef = _leaves("tree_zeros_like", tree, "tree")
     return tree_unflatten(treedef, [_zeros(t) for t in leaves])
 
 
@@ -145,7 +158,7 @@ def tree_scale(tree, factor) -> Any:
     Raises:
         TypeError: if a leaf is not a floating Tensor or array.
     """
-    paths, leaves, treedef = _leaves("tree_scale", tree, "tree")
+    leaves, treedef = _leaves("tree_scale", tree, "tree")
     return tree_unflatten(treedef, [_scale_leaf(t, factor) for t in leaves])
 
 
@@ -157,8 +170,8 @@ def tree_add(a, b) -> Any:
         ValueError: on different leaf shapes.
     """
     _check_match("tree_add", a, "a", b, "b")
-    _, la, treedef = _leaves("tree_add", a, "a")
-    _, lb, _ = _leaves("tree_add", b, "b")
+    la, treedef = _leaves("tree_add", a, "a")
+    lb, _ = _leaves("tree_add", b, "b")
     return tree_unflatten(treedef, [tnp.add(x, y) for x, y in zip(la, lb)])
 
 
@@ -190,7 +203,7 @@ def global_norm(tree, ord: float = 2.0) -> Tensor:  # noqa: A002
     """
     if not (isinstance(ord, (int, float)) and ord > 0):
         raise ValueError(f"global_norm: ord must be a number > 0 or math.inf, got {ord!r}")
-    _, leaves, _ = _leaves("global_norm", tree, "tree")
+    leaves, _ = _leaves("global_norm", tree, "tree")
     dtype = np.float64 if any(t.dtype == np.float64 for t in leaves) else np.float32
     if math.isinf(ord):
         vals = [float(_backend.backend_of(t._array).abs(t._array).max()) for t in leaves if t.size]
@@ -352,9 +365,9 @@ class ScaleByAdam(GradientTransformation):
     def update(self, grads, state, params=None):
         where = "scale_by_adam"
         _check_match(where, grads, "grads", state["mu"], "state['mu']")
-        _, g, treedef = _leaves(where, grads, "grads")
-        mu = tree_flatten_with_path(state["mu"])[1]
-        nu = tree_flatten_with_path(state["nu"])[1]
+        g, treedef = _leaves(where, grads, "grads")
+        mu = tree_leaves(state["mu"])
+        nu = tree_leaves(state["nu"])
         t = state["count"] + 1
         c1, c2 = 1.0 - self.b1**t, 1.0 - self.b2**t
         new_mu, new_nu, out = [], [], []
@@ -397,8 +410,8 @@ class AddDecayedWeights(GradientTransformation):
         _check_match(where, grads, "grads", params, "params")
         if self.weight_decay == 0.0:
             return grads, state
-        _, g, treedef = _leaves(where, grads, "grads")
-        _, p, _ = _leaves(where, params, "params")
+        g, treedef = _leaves(where, grads, "grads")
+        p, _ = _leaves(where, params, "params")
         out = [
             tnp.add(gi, tnp.astype(tnp.multiply(pi, self.weight_decay), gi.dtype))
             for gi, pi in zip(g, p)
@@ -427,8 +440,8 @@ class Trace(GradientTransformation):
     def update(self, grads, state, params=None):
         where = "trace"
         _check_match(where, grads, "grads", state["trace"], "state['trace']")
-        _, g, treedef = _leaves(where, grads, "grads")
-        tr = tree_flatten_with_path(state["trace"])[1]
+        g, treedef = _leaves(where, grads, "grads")
+        tr = tree_leaves(state["trace"])
         new_tr = [tnp.add(gi, tnp.multiply(ti, self.decay)) for gi, ti in zip(g, tr)]
         if self.nesterov:
             out = [tnp.add(gi, tnp.multiply(ti, self.decay)) for gi, ti in zip(g, new_tr)]
@@ -675,9 +688,9 @@ def apply_updates(params, updates):
     """
     where = "apply_updates"
     _check_match(where, updates, "updates", params, "params")
-    raw = tree_flatten_with_path(params, prefix="params")[1]
-    _, p, treedef = _leaves(where, params, "params")
-    _, u, _ = _leaves(where, updates, "updates")
+    raw = tree_leaves(params)
+    p, treedef = _leaves(where, params, "params")
+    u, _ = _leaves(where, updates, "updates")
     out = []
     for orig, pi, ui in zip(raw, p, u):
         new = tnp.astype(tnp.add(pi, tnp.astype(ui, pi.dtype)), pi.dtype)
