@@ -216,6 +216,8 @@ def _primal_tensor(leaf, i, tree, prefix, who) -> Tensor:
 
 
 def _tangent_tensor(t, p: Tensor, i, tree, prefix, who) -> Tensor:
+    if type(t) is Tensor and t.shape == p.shape and t.dtype == p.dtype:
+        return t  # the common case; the leaf's path is worked out only for an error
     where = _leaf_path(tree, i, prefix)
     if isinstance(t, Tensor):
         tt = t

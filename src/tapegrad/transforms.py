@@ -29,7 +29,11 @@ __all__ = ["vjp", "grad", "value_and_grad", "trace", "jit"]
 
 
 def _leaf_path(args, index: int, names) -> str:
-    """Readable path of leaf ``index`` of the tuple ``args``, each argument named by ``names``."""
+    """Readable path of leaf ``index`` of the tuple ``args``, each argument named by ``names``
+    (a string, a list of strings, or a callable returning either: names are only worked out
+    when an error needs them)."""
+    if callable(names):
+        names = names()
     if isinstance(names, str):
         paths = tree_flatten_with_path(args, names)[0]
     else:
@@ -269,7 +273,9 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
 
     def _value_and_grad_call(args, kwargs):
         nums, diff, partial = select_argnums(fun, argnums, args, kwargs, "grad")
-        names = [_arg_name(fun, i) for i in nums]
+        def names():  # inspect.signature costs tens of µs: only for error messages
+            return [_arg_name(fun, i) for i in nums]
+
         res = _call_traced(partial, diff, has_aux, "grad", names)
         trace, treedef, n, prims, out_tree, refs, lowered, avals, aux = res
         if len(refs) != 1 or avals[0][0] != () or np.dtype(avals[0][1]).kind != "f":
