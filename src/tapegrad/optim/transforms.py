@@ -669,6 +669,28 @@ def adamw(
     )
 
 
+def _add_same_tensors(params, updates):
+    """``apply_updates``'s common case in one pass: the same structure, and every leaf a
+    floating Tensor of its parameter's shape and dtype. Returns None otherwise (the general
+    path then checks, converts and names the offending leaf)."""
+    lp, tp = tree_flatten(params)
+    lu, tu = tree_flatten(updates)
+    if tp != tu:
+        return None
+    out = []
+    for p, u in zip(lp, lu):
+        if not (
+            type(p) is Tensor
+            and type(u) is Tensor
+            and p.dtype == u.dtype
+            and p.dtype.kind == "f"
+            and p.shape == u.shape
+        ):
+            return None
+        out.append(tnp.add(p, u))
+    return tree_unflatten(tp, out)
+
+
 def apply_updates(params, updates):
     """``params + updates`` leafwise, each result cast to its parameter's dtype.
 
@@ -687,6 +709,9 @@ def apply_updates(params, updates):
         ValueError: if a leaf's shape differs from its parameter's.
     """
     where = "apply_updates"
+    fast = _add_same_tensors(params, updates)
+    if fast is not None:
+        return fast
     _check_match(where, updates, "updates", params, "params")
     raw = tree_leaves(params)
     p, treedef = _leaves(where, params, "params")
