@@ -24,7 +24,15 @@ import numbers
 import numpy as np
 
 from tapegrad.function import Function, unbroadcast
-from tapegrad.tape import _GUARD_FNS, GUARD, GuardError, Trace, gc_paused, new_level
+from tapegrad.tape import (
+    _GUARD_FNS,
+    GUARD,
+    GuardError,
+    Trace,
+    gc_paused,
+    new_level,
+    record_avals,
+)
 from tapegrad.tensor import Tensor, _primal_of
 from tapegrad.transforms import _check_argnums, _leaf_path, _lower, select_argnums, vjp
 from tapegrad.tree import tree_flatten, tree_map, tree_unflatten
@@ -62,11 +70,12 @@ class _TangentRecorder:
         cls = rec[0]
         if cls is GUARD:  # a Python decision: nothing to differentiate
             return
-        _, params, ctx, in_nodes, consts, out_nodes, in_avals, out_avals = rec
+        _, params, ctx, in_nodes, consts, out_nodes, _, _ = rec
         tangents = self.trace.tangents
         ts = [tangents.get(n) if n >= 0 else None for n in in_nodes]
         if ctx is None or all(t is None for t in ts):
             return  # no gradient through this op, or all tangents zero
+        in_avals, out_avals = record_avals(rec)
         outs = _op_tangents(cls, ctx, ts, in_avals, out_avals)
         nondiff = getattr(ctx, "_nondiff", ())
         for j, (n, t) in enumerate(zip(out_nodes, outs)):

@@ -521,6 +521,10 @@ class Function:
         _s_trace(out, trace)
         _s_node(out, node)
         _s_label(out, None)
+        # Avals live in the trace's node table (tape.record_avals): one per op, not one per
+        # input and output.
+        avals = trace.avals
+        avals.append((raw.shape, raw.dtype))
         if two:
             trace.records.append(
                 (
@@ -532,22 +536,13 @@ class Function:
                     if na >= 0 and nb >= 0
                     else (None if na >= 0 else a, None if nb >= 0 else b),
                     (node,),
-                    ((xa.shape, xa.dtype) if ta else None, (xb.shape, xb.dtype) if tb else None),
-                    ((raw.shape, raw.dtype),),
+                    avals,
+                    avals,
                 )
             )
         else:
             trace.records.append(
-                (
-                    cls,
-                    params,
-                    ctx,
-                    (na,),
-                    _NONE1 if na >= 0 else (a,),
-                    (node,),
-                    ((xa.shape, xa.dtype) if ta else None,),
-                    ((raw.shape, raw.dtype),),
-                )
+                (cls, params, ctx, (na,), _NONE1 if na >= 0 else (a,), (node,), avals, avals)
             )
         return out
 
@@ -665,6 +660,7 @@ class Function:
             out_avals = ((arr.shape, arr.dtype),)
             node += 1
         trace.n_nodes = node
+        trace.avals.extend(out_avals)
         trace.records.append(
             (
                 cls,

@@ -10,6 +10,9 @@ A record is a plain tuple, built on the hot path::
 
     (fn, params, ctx, in_nodes, consts, out_nodes, in_avals, out_avals)
 
+(the one-level path stores its trace's node-aval table, a list, in both aval fields instead of
+building tuples per op; :func:`record_avals` resolves either form)
+
 ``in_nodes[i]`` is the node id of input ``i`` on this trace, or ``-1`` if the input is a
 constant here (then ``consts[i]`` holds it); ``ctx`` is ``None`` for entries that carry no
 gradient (comparisons, argmax, ops run under ``no_grad``). An aval is ``(shape, dtype)``.
@@ -134,7 +137,7 @@ class GuardError(RuntimeError):
 class Trace:
     """The mutable recorder of one transform (one level). Internal: users see :class:`Tape`."""
 
-    __slots__ = ("level", "records", "n_nodes", "done", "labels")
+    __slots__ = ("level", "records", "n_nodes", "done", "labels", "avals")
 
     def __init__(self, level: int):
         self.level = level
@@ -142,11 +145,15 @@ class Trace:
         self.n_nodes = 0
         self.done = False
         self.labels: dict = {}
+        #: ``(shape, dtype)`` of every node, indexed by node id (see :func:`record_avals`).
+        self.avals: list = []
 
     def new_input(self, primal: Tensor) -> Tensor:
         """A traced Tensor of this level wrapping ``primal``, with a fresh node id."""
         node = self.n_nodes
         self.n_nodes = node + 1
+        arr = primal._array
+        self.avals.append((arr.shape, arr.dtype))
         if primal.label is not None:
             self.labels[node] = primal.label
         return Tensor._traced(primal, self.level, self, node)
@@ -227,13 +234,38 @@ class Guard:
     where: str
 
 
+def _const_aval(c):
+    """The aval of a constant input: ``(shape, dtype)`` for a Tensor, None for a Python value."""
+    if isinstance(c, Tensor):
+        arr = c._array
+        return (arr.shape, arr.dtype)
+    return None
+
+
+def record_avals(rec) -> tuple:
+    """``(in_avals, out_avals)`` of a record, each a tuple with one ``(shape, dtype)`` (or None
+    for a Python value) per input/output.
+
+    The one-level recording path does not build these per op: it stores its trace's node
+    table (:attr:`Trace.avals`, a list indexed by node id) in both fields, and the avals of
+    constant inputs are read off the constants themselves when someone asks.
+    """
+    _, _, _, in_nodes, consts, out_nodes, ia, oa = rec
+    if type(ia) is list:
+        ia = tuple([ia[n] if n >= 0 else _const_aval(c) for n, c in zip(in_nodes, consts)])
+    if type(oa) is list:
+        oa = tuple([oa[n] for n in out_nodes])
+    return ia, oa
+
+
 def _freeze(records) -> tuple:
     out = []
     for r in records:
         if r[0] is GUARD:
             out.append(Guard(*r[1]))
         else:
-            out.append(TapeEntry(*r))
+            ia, oa = record_avals(r)
+            out.append(TapeEntry(*r[:6], ia, oa))
     return tuple(out)
 
 
@@ -534,6 +566,8 @@ def _backward_pass(records: list, ct: dict, consume: bool) -> dict:
                 continue
             for j in ctx.__dict__.get("_nondiff", ()):
                 gs[j] = None
+            if type(out_avals) is list:
+                out_avals = [out_avals[o] for o in out_nodes]
             grads = fn.backward(ctx, *[_ct_or_zeros(g, a) for g, a in zip(gs, out_avals)])
         if type(grads) is not tuple:
             grads = tuple(grads) if type(grads) is list else (grads,)
@@ -553,7 +587,7 @@ def _backward_pass(records: list, ct: dict, consume: bool) -> dict:
                 continue
             if type(g) is not Tensor:
                 g = Tensor._const(np.asarray(g) if not hasattr(g, "shape") else g)
-            shape, dtype = in_avals[i]
+            shape, dtype = in_avals[node] if type(in_avals) is list else in_avals[i]
             arr = g._array
             if arr.shape != shape:
                 g = unbroadcast(g, shape, fn, i)
