@@ -186,3 +186,42 @@ def test_replay_recomputes_marked_non_differentiable_outputs():
     assert float(m) == 14.0 and int(i) == 0
     g = tg.grad(lambda x: f(x)[0])(x)
     np.testing.assert_allclose(g.numpy(), [0.0, 2.0, 0.0])
+
+
+def test_entry_avals_from_the_node_table():
+    """The one-level recording path keeps avals in a per-trace node table; frozen entries and
+    the backward replay see the same (shape, dtype) per input and output as before."""
+    import tapegrad.numpy as tnp
+
+    c32 = tg.Tensor(np.ones((1, 3), np.float32))
+
+    def f(x):
+        y = x * c32  # a traced input and a constant Tensor (broadcast)
+        z = y + 2.0  # a Python number
+        return tnp.tanh(z).sum()
+
+    _, tape = tg.trace(f)(tg.Tensor(np.ones((2, 3), np.float32)))
+    mul, add, tanh, total = tape.entries
+    assert mul.in_avals == (((2, 3), np.dtype("float32")), ((1, 3), np.dtype("float32")))
+    assert mul.out_avals == (((2, 3), np.dtype("float32")),)
+    assert add.in_avals == (((2, 3), np.dtype("float32")), None)
+    assert total.out_avals == (((), np.dtype("float32")),)
+    g = tape.vjp(tg.Tensor(np.float32(1.0)))[0]
+    assert g.shape == (2, 3) and g.dtype == np.float32
+
+
+def test_traced_primal_is_built_once_on_demand():
+    from tapegrad.tensor import _primal_of
+
+    seen = []
+
+    def f(x):
+        y = x + 1.0  # add saves nothing: its primal constant is not built while recording
+        seen.append(y._primal)
+        p1, p2 = _primal_of(y), _primal_of(y)
+        assert p1 is p2 and p1._level == 0 and p1._array is y._array
+        return (y * y).sum()
+
+    g = tg.grad(f)(tg.Tensor(np.array([1.0, 2.0])))
+    assert seen == [None]
+    np.testing.assert_allclose(g.numpy(), [4.0, 6.0])
