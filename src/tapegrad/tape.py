@@ -53,6 +53,13 @@ def new_level() -> int:
         return next(_levels)
 
 
+class _PauseTLS(threading.local):
+    held = False  # this thread is inside a counted pause
+
+
+_pause_tls = _PauseTLS()
+
+
 class _GCPause:
     """Process-wide pause of Python's cyclic garbage collector while transforms run.
 
@@ -76,8 +83,11 @@ class _GCPause:
 
     def __enter__(self):
         cls = _GCPause
-        self.counted = cls.enabled
+        # Only a thread's outermost pause takes the lock; nested ones (grad inside grad, the
+        # trace and the replay inside value_and_grad) cost one thread-local read.
+        self.counted = cls.enabled and not _pause_tls.held
         if self.counted:
+            _pause_tls.held = True
             with cls.lock:
                 if cls.depth == 0:
                     cls.restore = gc.isenabled()
@@ -90,6 +100,7 @@ class _GCPause:
         cls = _GCPause
         if self.counted:
             self.counted = False
+            _pause_tls.held = False
             with cls.lock:
                 cls.depth -= 1
                 if cls.depth == 0 and cls.restore:
