@@ -896,6 +896,18 @@ def linear(input, weight, bias=None) -> Tensor:
         TypeError: if ``input`` is not floating.
         ValueError: if ``input.shape[-1] != weight.shape[0]`` or ``bias`` has the wrong shape.
     """
+    if type(input) is Tensor and type(weight) is Tensor and type(bias) is Tensor:
+        xa, wa, ba = input._array, weight._array, bias._array
+        xs, ws = xa.shape, wa.shape
+        if (  # the common case, checked on the arrays: straight to the fused primitive
+            len(xs) >= 2
+            and len(ws) == 2
+            and xs[-1] == ws[0]
+            and ba.shape == (ws[1],)
+            and xa.dtype == wa.dtype == ba.dtype
+            and xa.dtype.kind == "f"
+        ):
+            return Linear.apply(input, weight, bias)
     x = _floating(input, "linear")
     weight = tnp.asarray(weight)
     if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[0]:
