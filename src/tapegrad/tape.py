@@ -30,6 +30,7 @@ import attrs
 import numpy as np
 
 from tapegrad.tensor import Tensor
+from tapegrad.tree import tree_flatten
 
 __all__ = [
     "Tape",
@@ -510,8 +511,6 @@ def _ct_or_zeros(g, aval):
 
 def _seed_cotangents(cotangent, out_refs, out_avals, out_treedef, who: str) -> dict:
     """Check a user cotangent against the outputs and return ``{node: Tensor}``."""
-    from tapegrad.tree import tree_flatten
-
     leaves, treedef = tree_flatten(cotangent)
     if treedef != out_treedef:
         raise TypeError(
@@ -532,7 +531,8 @@ def _seed_cotangents(cotangent, out_refs, out_avals, out_treedef, who: str) -> d
                 f"{who}: cotangent leaf {i} has type {type(g).__name__}; expected a Tensor or "
                 f"array of shape {tuple(shape)} and dtype {np.dtype(dtype)}"
             )
-        if tuple(gt.shape) != tuple(shape) or gt.dtype != dtype:
+        garr = gt._array
+        if garr.shape != tuple(shape) or garr.dtype != dtype:
             raise ValueError(
                 f"{who}: cotangent leaf {i} has shape {tuple(gt.shape)} and dtype {gt.dtype}, but "
                 f"the output leaf has shape {tuple(shape)} and dtype {np.dtype(dtype)}"
@@ -555,8 +555,6 @@ def backward_pass(records: list, ct: dict, consume: bool) -> dict:
 
 
 def _backward_pass(records: list, ct: dict, consume: bool) -> dict:
-    from tapegrad.function import unbroadcast
-
     n = len(records)
     pop = records.pop
     ctpop = ct.pop
@@ -601,6 +599,8 @@ def _backward_pass(records: list, ct: dict, consume: bool) -> dict:
             shape, dtype = in_avals[node] if type(in_avals) is list else in_avals[i]
             arr = g._array
             if arr.shape != shape:
+                from tapegrad.function import unbroadcast
+
                 g = unbroadcast(g, shape, fn, i)
                 arr = g._array
             if arr.dtype is not dtype and arr.dtype != dtype:

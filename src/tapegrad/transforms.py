@@ -71,7 +71,14 @@ def _as_primal(leaf, i, tree, prefix, who, allow_int=False) -> Tensor:
 def _call_traced(fun, args: tuple, has_aux: bool, who: str, prefix: str, allow_int=False):
     """Run ``fun(*args)`` on a fresh trace. Returns (trace, treedef, outs, out info, aux)."""
     leaves, treedef = tree_flatten(args)
-    primals = [_as_primal(v, i, args, prefix, who, allow_int) for i, v in enumerate(leaves)]
+    primals = []
+    for i, v in enumerate(leaves):
+        if type(v) is Tensor and v._level == 0:  # the common case: a concrete float Tensor
+            arr = v._array
+            if type(arr) is np.ndarray and arr.dtype.kind == "f":
+                primals.append(v)
+                continue
+        primals.append(_as_primal(v, i, args, prefix, who, allow_int))
     trace = Trace(new_level())
     traced = [trace.new_input(p) for p in primals]
     try:
@@ -169,7 +176,7 @@ def vjp(fun, *primals, has_aux: bool = False):
         [3.0, 2.0]
     """
     trace, treedef, n, prims, out_tree, refs, lowered, avals, aux = _call_traced(
-        fun, primals, has_aux, "vjp", [f"primals[{i}]" for i in range(len(primals))]
+        fun, primals, has_aux, "vjp", lambda: [f"primals[{i}]" for i in range(len(primals))]
     )
     records = trace.records
     primals_out = tree_unflatten(out_tree, lowered)
