@@ -21,6 +21,26 @@ def best_time(fn, repeat: int = 5, number: int = 1) -> float:
     return best
 
 
+def best_times_interleaved(fns, repeat: int = 5, number: int = 1) -> list:
+    """Best seconds per call of each function in ``fns``, timed in interleaved rounds.
+
+    Each round times every function once (``number`` calls each), so slow drifts of the
+    machine's state (other processes, frequency, caches) hit all of them alike and their
+    ratios stay comparable; each function keeps its best round.
+    """
+    for fn in fns:
+        fn()  # warm up
+    best = [float("inf")] * len(fns)
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            gc.collect()
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn()
+            best[i] = min(best[i], (time.perf_counter() - t0) / number)
+    return best
+
+
 def optional(name: str):
     """Import ``name`` if installed, else None (benchmarks add a column only when present)."""
     try:

@@ -2,8 +2,9 @@
 
 For elementwise, reduction and matmul ops on 1-, 1,000- and 1,000,000-element float64 inputs:
 tapegrad forward+backward (``tg.vjp`` then the pullback) beside a hand-written NumPy forward and
-backward of the same op, measured in one run and reported as a ratio. Target: within 1.2x of
-NumPy at 1,000,000 elements, where the work dominates the per-op overhead.
+backward of the same op, timed in interleaved rounds in one run and reported as a ratio.
+Target: within 1.2x of NumPy at 1,000,000 elements, where the work dominates the per-op
+overhead.
 
 Both columns run in one process with glibc's allocator set to keep freed large blocks for reuse
 (:func:`_util.steady_allocator`), so page faults on fresh 8 MB temporaries, which depend on the
@@ -23,7 +24,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _util import best_time, steady_allocator, table  # noqa: E402
+from _util import best_times_interleaved, steady_allocator, table  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
 import tapegrad.numpy as tnp  # noqa: E402
@@ -87,10 +88,8 @@ def run_case(name, n, repeat):
             return f(G)
 
     number = max(1, 5_000_000 // max(n, 1) // 1000) if n < 1_000_000 else 20
-    return (
-        best_time(tg_fb, repeat, number),
-        best_time(lambda: np_fb(x, y, g), repeat, number),
-    )
+    t_tg, t_np = best_times_interleaved([tg_fb, lambda: np_fb(x, y, g)], repeat, number)
+    return t_tg, t_np
 
 
 def run_matmul(n, repeat):
@@ -109,7 +108,8 @@ def run_matmul(n, repeat):
         return a @ b, g @ b.T, a.T @ g
 
     number = 5 if n >= 1_000_000 else max(1, 5000 // max(n, 1))
-    return best_time(tg_fb, repeat, number), best_time(np_fb, repeat, number), k
+    t_tg, t_np = best_times_interleaved([tg_fb, np_fb], repeat, number)
+    return t_tg, t_np, k
 
 
 def main(argv=None):
