@@ -70,10 +70,11 @@ def is_grad_enabled() -> bool:
 
 
 class _SavedTensors:
-    """``Context.saved_tensors``: a plain instance attribute once ``apply`` has set it (one dict
-    lookup in every backward rule); before that, reading it raises a clear error."""
+    """``Context.saved_tensors``: the saved values, in ``save_for_backward`` order, as Tensors.
 
-    __doc__ = "The saved values, in ``save_for_backward`` order, as Tensors (backward only)."
+    A non-data descriptor: once ``apply`` has stored the tuple on the instance, reading it is
+    one dict lookup in every backward rule; before that, reading it raises a clear error.
+    """
 
     def __get__(self, ctx, owner=None):
         if ctx is None:
@@ -93,9 +94,16 @@ class Context:
         needs_input_grad: Tuple of bools, one per positional input: whether some active
             transform wants that input's cotangent (skip work in ``backward`` when False).
 
+    Set before ``backward``:
+        saved_tensors: The values given to :meth:`save_for_backward`, as Tensors.
+
     Free attributes carry static values (axes, shapes, flags) from ``forward`` to ``backward``.
     Arrays computed in ``forward`` other than inputs and outputs are constants to ``backward``:
     recompute them with tapegrad ops there, or higher derivatives come out wrong.
+
+    Raises:
+        RuntimeError: reading ``saved_tensors`` before ``backward`` (in ``forward``, or on a
+            Context that no transform recorded).
     """
 
     # CPU defaults live on the class, so the hot path sets them only for other devices.
