@@ -146,12 +146,12 @@ class Tensor:
     @staticmethod
     def _traced(primal: Tensor, level: int, trace, node: int) -> Tensor:
         t = _new(Tensor)
-        _set(t, "_array", primal._array)
-        _set(t, "_primal", primal)
-        _set(t, "_level", level)
-        _set(t, "_trace", trace)
-        _set(t, "_node", node)
-        _set(t, "label", primal.label)
+        _s_array(t, primal._array)
+        _s_primal(t, primal)
+        _s_level(t, level)
+        _s_trace(t, trace)
+        _s_node(t, node)
+        _s_label(t, primal.label)
         return t
 
     # -- immutability ------------------------------------------------------------------------
