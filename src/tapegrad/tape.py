@@ -134,6 +134,12 @@ def set_gc_pause(enabled: bool) -> bool:
 
     Raises:
         TypeError: if ``enabled`` is not a bool.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> previous = tg.set_gc_pause(False)  # leave the collector running during transforms
+        >>> tg.set_gc_pause(previous)
+        False
     """
     if not isinstance(enabled, bool):
         raise TypeError(f"set_gc_pause: enabled must be a bool, got {type(enabled).__name__}")

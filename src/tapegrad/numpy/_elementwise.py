@@ -441,6 +441,11 @@ def floor_divide(x, y) -> Tensor:
 
     Raises:
         ValueError: if the shapes do not broadcast.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.asarray([-3.0, 5.5]) // 2.0
+        Tensor([-2.,  2.], dtype=float32)
     """
     return _ops.FloorDivide.apply(*_bin(x, y))
 

@@ -416,6 +416,11 @@ def svdvals(a) -> Tensor:
 
     Raises:
         See :func:`svd`.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.linalg.svdvals(tnp.asarray([[0.0, 2.0], [1.0, 0.0]]))
+        Tensor([2., 1.], dtype=float32)
     """
     return svd(a, full_matrices=False, compute_uv=False)
 
