@@ -38,6 +38,15 @@ def test_div_no_nan(data):
     for n in (3, 100):
         z = ops.DivNoNan.apply(tg.Tensor(np.zeros(n)), tg.Tensor(np.zeros(n)))
         assert np.all(z.numpy() == 0)
+        # one value repeated (0-d, or the stride-0 view a sum's backward hands on): zero
+        # gives zeros at the poles, nonzero gives the plain quotient
+        poles = tg.Tensor(np.zeros(n))
+        for g0 in (np.float64(0.0), np.broadcast_to(0.0, (n,))):
+            assert np.all(ops.DivNoNan.apply(tg.Tensor(g0), poles).numpy() == 0)
+        with np.errstate(divide="ignore"):
+            for g0 in (np.float64(-2.0), np.broadcast_to(3.0, (n,))):
+                out = ops.DivNoNan.apply(tg.Tensor(g0), tg.Tensor(np.zeros(1)))
+                np.testing.assert_array_equal(out.numpy(), g0 / np.zeros(1))
 
 
 @given(data=st.data())

@@ -316,6 +316,51 @@ def test_hvp_several_primals():
     np.testing.assert_allclose(hy.numpy(), 2 * x.numpy() * tx.numpy())
 
 
+def test_hvp_rejects_non_scalar_output():
+    x = _t(3)
+    with pytest.raises(ValueError, match=r"hvp: fun must return a real scalar.*shape \(3,\)"):
+        tg.hvp(lambda x: x * x, (x,), (x,))
+
+
+def test_hvp_does_only_the_products_it_needs(monkeypatch):
+    """Reverse-over-forward on ``sum(tanh(tanh(x @ w1) @ w2))`` with the data ``x`` constant
+    forms 11 matmuls: forward, ``x @ w1``, ``x @ v1``, ``h @ w2``, ``dh @ w2``, ``h @ v2``;
+    backward, two for ``dh @ w2`` (to ``dh`` and ``w2``), one for ``h @ v2`` (to ``h``), two
+    for ``h @ w2`` and one for ``x @ w1`` (to ``w1``). Forward-over-reverse in an eager library
+    forms 13: the same 11 plus the primal weight gradients ``h.T @ g`` and ``x.T @ g1``, which
+    an hvp throws away. The count pins that none are wasted."""
+    from tapegrad.ops.linalg import MatMul
+
+    calls = []
+    fwd = MatMul.forward
+
+    def counting(ctx, a, b):
+        calls.append((a.shape, b.shape))
+        return fwd(ctx, a, b)
+
+    monkeypatch.setattr(MatMul, "forward", staticmethod(counting))
+    rng = np.random.default_rng(1)
+    x = tg.Tensor(rng.standard_normal((4, 3)))
+    w1, w2 = tg.Tensor(rng.standard_normal((3, 5))), tg.Tensor(rng.standard_normal((5, 2)))
+    v1, v2 = tg.Tensor(rng.standard_normal((3, 5))), tg.Tensor(rng.standard_normal((5, 2)))
+
+    def f(w1, w2):
+        return tnp.sum(tnp.tanh(tnp.tanh(x @ w1) @ w2))
+
+    calls.clear()
+    h1, h2 = tg.hvp(f, (w1, w2), (v1, v2))
+    n_hvp = len(calls)
+    monkeypatch.setattr(MatMul, "forward", staticmethod(fwd))
+    hess = tg.hessian(lambda w: f(w[:15].reshape(3, 5), w[15:].reshape(5, 2)))(
+        tnp.concatenate([w1.ravel(), w2.ravel()])
+    ).numpy()
+    v = np.concatenate([v1.numpy().ravel(), v2.numpy().ravel()])
+    np.testing.assert_allclose(
+        np.concatenate([h1.numpy().ravel(), h2.numpy().ravel()]), hess @ v, rtol=1e-9
+    )
+    assert n_hvp == 11, calls
+
+
 def test_jacobians_of_size_zero_and_scalar_inputs():
     x = tg.Tensor(np.zeros((0,)))
     assert tg.jacfwd(lambda x: x * 2.0)(x).shape == (0, 0)

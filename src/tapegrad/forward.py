@@ -710,12 +710,18 @@ def hessian(fun, argnums=0, has_aux: bool = False):
 
 
 def hvp(fun, primals, tangents):
-    """Hessian-vector product ``H(primals) @ tangents`` by forward-over-reverse, without
-    forming the Hessian: ``jvp(grad(fun), primals, tangents)``.
+    """Hessian-vector product ``H(primals) @ tangents`` without forming the Hessian, as the
+    gradient of the directional derivative: ``grad(lambda *p: jvp(fun, p, tangents)[1])``
+    (reverse-over-forward).
 
-    Costs one gradient evaluation plus its tangent pass (a small constant times a gradient),
-    whatever the number of parameters (Pearlmutter, "Fast exact multiplication by the
-    Hessian", Neural Computation 1994).
+    Costs one forward pass with its tangent pass, then one backward pass through both: a small
+    constant times a gradient, whatever the number of parameters (Pearlmutter, "Fast exact
+    multiplication by the Hessian", Neural Computation 1994). It is the same product as
+    forward-over-reverse ``jvp(grad(fun), ...)`` (JAX's ``hvp`` recipe), which an eager library
+    cannot run as cheaply: there the primal gradient is computed alongside its tangent and then
+    thrown away (on an MLP loss, every ``x.T @ g`` weight gradient). Reverse-over-forward
+    computes nothing it discards: the cotangent of the primal output is zero, so only the
+    products the tangent output depends on are pulled back.
 
     Args:
         fun: Scalar-valued function (shape ``()``, floating) of ``len(primals)`` positional
@@ -725,11 +731,13 @@ def hvp(fun, primals, tangents):
 
     Returns:
         ``H @ tangents`` with the structure of ``primals[0]`` for one primal, else a tuple with
-        one pytree per primal.
+        one pytree per primal; leaves have the primals' shapes and dtypes.
 
     Raises:
-        TypeError / ValueError: as :func:`jvp` (tangent mismatch) and
-            :func:`~tapegrad.grad` (non-scalar output).
+        TypeError: if ``primals`` is not a non-empty tuple or list; as :func:`jvp` for tangents
+            whose structure or dtype differ from the primals'.
+        ValueError: as :func:`jvp` for tangent shapes; if ``fun`` does not return a real
+            scalar.
 
     Example:
         >>> import tapegrad as tg, tapegrad.numpy as tnp
@@ -746,6 +754,21 @@ def hvp(fun, primals, tangents):
     n = len(primals)
     if n == 0:
         raise TypeError("hvp: needs at least one primal")
-    g = grad(fun, argnums=tuple(range(n)))
-    _, t_out = jvp(g, primals, tangents)
-    return t_out[0] if n == 1 else t_out
+
+    def directional_derivative(*ps):
+        out, t_out = jvp(fun, ps, tangents)
+        if not (
+            isinstance(out, Tensor) and out.ndim == 0 and np.issubdtype(out.dtype, np.floating)
+        ):
+            desc = (
+                f"shape {out.shape} and dtype {out.dtype}"
+                if isinstance(out, Tensor)
+                else type(out).__name__
+            )
+            raise ValueError(
+                f"hvp: fun must return a real scalar (shape () and a floating dtype), got {desc}"
+            )
+        return t_out
+
+    h = grad(directional_derivative, argnums=tuple(range(n)))(*primals)
+    return h[0] if n == 1 else h

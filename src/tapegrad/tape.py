@@ -517,7 +517,10 @@ def _ct_or_zeros(g, aval):
 
 def _seed_cotangents(cotangent, out_refs, out_avals, out_treedef, who: str) -> dict:
     """Check a user cotangent against the outputs and return ``{node: Tensor}``."""
-    leaves, treedef = tree_flatten(cotangent)
+    if type(cotangent) is Tensor and out_treedef.num_nodes == 1:  # one output leaf
+        leaves, treedef = (cotangent,), out_treedef
+    else:
+        leaves, treedef = tree_flatten(cotangent)
     if treedef != out_treedef:
         raise TypeError(
             f"{who}: cotangent has pytree structure {treedef}, but the function's output has "
@@ -554,8 +557,11 @@ def backward_pass(records: list, ct: dict, consume: bool) -> dict:
 
     With ``consume=True`` the records list is emptied as it goes, so each entry's saved values
     are freed as soon as its backward rule has run (the memory profile of ``grad``). Python's
-    cyclic collector is paused meanwhile (:func:`set_gc_pause`).
+    cyclic collector is paused meanwhile (:func:`set_gc_pause`), unless the replay is too
+    short to allocate enough for a collection to matter.
     """
+    if len(records) <= 8:
+        return _backward_pass(records, ct, consume)
     with _GCPause():
         return _backward_pass(records, ct, consume)
 

@@ -68,9 +68,26 @@ def _as_primal(leaf, i, tree, prefix, who, allow_int=False) -> Tensor:
     return t
 
 
+_LEAF_TREEDEF = tree_flatten(0)[1]
+_FLAT_TREEDEFS: dict = {}
+
+
+def _flat_treedef(n: int):
+    """The treedef of a tuple of ``n`` leaves (cached)."""
+    td = _FLAT_TREEDEFS.get(n)
+    if td is None:
+        td = _FLAT_TREEDEFS[n] = tree_flatten((0,) * n)[1]
+    return td
+
+
 def _call_traced(fun, args: tuple, has_aux: bool, who: str, prefix: str, allow_int=False):
     """Run ``fun(*args)`` on a fresh trace. Returns (trace, treedef, outs, out info, aux)."""
-    leaves, treedef = tree_flatten(args)
+    for a in args:
+        if type(a) is not Tensor:
+            leaves, treedef = tree_flatten(args)
+            break
+    else:  # every argument a Tensor (the common case): no flattening to do
+        leaves, treedef = args, _flat_treedef(len(args))
     primals = []
     for i, v in enumerate(leaves):
         if type(v) is Tensor and v._level == 0:  # the common case: a concrete float Tensor
@@ -81,9 +98,11 @@ def _call_traced(fun, args: tuple, has_aux: bool, who: str, prefix: str, allow_i
         primals.append(_as_primal(v, i, args, prefix, who, allow_int))
     trace = Trace(new_level())
     traced = [trace.new_input(p) for p in primals]
+    if treedef.num_leaves != len(args) or treedef.num_nodes != len(args) + 1:
+        traced = tree_unflatten(treedef, traced)  # else: a flat tuple of leaves, as args
     try:
         with gc_paused():
-            out = fun(*tree_unflatten(treedef, traced))
+            out = fun(*traced)
     finally:
         trace.done = True
     aux = None
@@ -96,7 +115,10 @@ def _call_traced(fun, args: tuple, has_aux: bool, who: str, prefix: str, allow_i
             )
         out, aux = out
         aux = tree_map(lambda v: _lower(v, trace.level, who), aux)
-    out_leaves, out_tree = tree_flatten(out)
+    if type(out) is Tensor:
+        out_leaves, out_tree = (out,), _LEAF_TREEDEF
+    else:
+        out_leaves, out_tree = tree_flatten(out)
     refs, lowered, avals = [], [], []
     for i, o in enumerate(out_leaves):
         if not isinstance(o, Tensor):
@@ -139,6 +161,8 @@ def _input_cotangents(ct: dict, n: int, primals, treedef):
     for node in range(n):
         g = ct.get(node)
         leaves.append(Tensor._const(_zeros(primals[node])) if g is None else g)
+    if treedef.num_nodes == n + 1 and treedef.num_leaves == n:  # a flat tuple of n leaves
+        return tuple(leaves)
     return tree_unflatten(treedef, leaves)
 
 

@@ -179,9 +179,20 @@ class SumGrad(Function):
     @staticmethod
     def forward(ctx, g, shape=(), axes=(), keepdims=False, scale=None):
         ctx.shape, ctx.axes, ctx.keepdims, ctx.scale = shape, axes, keepdims, scale
+        xp = ctx.backend
         if scale is not None:
-            g = ctx.backend.multiply(g, scale, dtype=g.dtype)
-        return ctx.backend.broadcast_to(g.reshape(_kept_shape(shape, axes)), shape)
+            g = xp.multiply(g, scale, dtype=g.dtype)
+        kept = g.reshape(_kept_shape(shape, axes))
+        if type(kept) is np.ndarray and kept.flags.c_contiguous and kept.size:
+            # The same read-only view np.broadcast_to makes (stride 0 along the reduced axes),
+            # built directly: broadcast_to goes through nditer, several times the cost.
+            strides = tuple(
+                0 if k != s else st for k, s, st in zip(kept.shape, shape, kept.strides)
+            )
+            out = np.ndarray(shape, kept.dtype, kept, 0, strides)
+            out.flags.writeable = False
+            return out
+        return xp.broadcast_to(kept, shape)
 
     @staticmethod
     def backward(ctx, h):
