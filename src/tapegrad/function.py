@@ -684,6 +684,23 @@ class Function:
         return outs, ctx0, multi, spec, nondiff
 
 
+def _all_concrete(*tensors) -> bool:
+    """Whether no transform can record an op on ``tensors``: each is a level-0 Tensor and no
+    lazy (``jit``) recording is open.
+
+    A backward rule written with tapegrad ops (so that every order of derivative works) may
+    then compute on the raw arrays directly and wrap the results with ``Tensor._const``: at
+    first order its ops would run eagerly anyway, and skipping ``Function.apply`` for each of
+    them saves its per-op cost. The results must equal the tapegrad-op path's exactly.
+    """
+    if _lazy_state.depth or _LAZY_GLOBAL["lazy"]:
+        return False
+    for t in tensors:
+        if type(t) is not Tensor or t._level:
+            return False
+    return True
+
+
 def _wrap_eager(out, xp):
     """Eager forward results other than one ndarray (scalars, tuples, device arrays)."""
     if type(out) is tuple or type(out) is list:

@@ -34,7 +34,7 @@ from tapegrad import numpy as tnp
 from tapegrad import ops as _ops
 from tapegrad import random as _random
 from tapegrad.backend import backend_of
-from tapegrad.function import Function
+from tapegrad.function import Function, _all_concrete
 from tapegrad.tensor import Tensor
 
 __all__ = [
@@ -583,6 +583,13 @@ def binary_cross_entropy_with_logits(y_pred, y_true, reduction: str = "mean", **
     return BinaryCrossEntropyWithLogits.apply(x, y, reduction=reduction)
 
 
+def _pick(xp, s, t):
+    """``s[..., t]`` along the last axis: ``s`` ``(..., C)``, integer ``t`` ``(...)``."""
+    if s.ndim == 2:
+        return s[xp.arange(s.shape[0]), t]
+    return xp.take_along_axis(s, t.astype(np.intp)[..., None], axis=-1)[..., 0]
+
+
 class CrossEntropy(Function):
     """Fused log-softmax + negative log-likelihood over the last axis of ``logits``.
 
@@ -608,19 +615,22 @@ class CrossEntropy(Function):
         ctx.reduction = reduction
         dt = logits.dtype.type
         s = logits - logits.max(axis=-1, keepdims=True)
-        logp = s - xp.log(xp.exp(s).sum(axis=-1, keepdims=True))
+        lse = xp.log(xp.exp(s).sum(axis=-1, keepdims=True))
         valid = target != ignore_index
-        safe = xp.where(valid, target, 0).astype(np.intp)
-        nll = -xp.take_along_axis(logp, safe[..., None], axis=-1)[..., 0]
+        all_valid = bool(valid.all())
+        safe = target if all_valid else xp.where(valid, target, 0)
+        # nll = -log_softmax[target] = lse - s[target]
+        nll = lse[..., 0] - _pick(xp, s, safe)
         eps = label_smoothing
-        per = nll if eps == 0 else (1 - eps) * nll - eps * logp.mean(axis=-1)
-        per = xp.where(valid, per, dt(0))
+        per = nll if eps == 0 else (1 - eps) * nll - eps * (s - lse).mean(axis=-1)
+        if not all_valid:
+            per = xp.where(valid, per, dt(0))
         if reduction == "none":
             return per.astype(logits.dtype, copy=False)
         total = per.sum()
         if reduction == "sum":
             return total.astype(logits.dtype)
-        count = max(int(valid.sum()), 1)
+        count = max(valid.size if all_valid else int(valid.sum()), 1)
         return (total / dt(count)).astype(logits.dtype)
 
     @staticmethod
@@ -680,10 +690,19 @@ class CrossEntropyGrad(Function):
         if eps:
             d -= dt(eps / logits.shape[-1])
         valid = target != ignore_index
-        idx = xp.where(valid, target, 0).astype(np.intp)[..., None]
-        hit = xp.take_along_axis(d, idx, axis=-1)
-        hit -= dt(1.0 - eps)
-        xp.put_along_axis(d, idx, hit, axis=-1)
+        all_valid = bool(valid.all())
+        safe = target if all_valid else xp.where(valid, target, 0)
+        if d.ndim == 2:  # rows are distinct, so the fancy-indexed update is exact
+            d[xp.arange(d.shape[0]), safe] -= dt(1.0 - eps)
+        else:
+            idx = safe.astype(np.intp)[..., None]
+            hit = xp.take_along_axis(d, idx, axis=-1)
+            hit -= dt(1.0 - eps)
+            xp.put_along_axis(d, idx, hit, axis=-1)
+        if all_valid and reduction != "none":
+            # one scale for every row: g, or g over the number of targets
+            d *= g / dt(max(valid.size, 1)) if reduction == "mean" else g
+            return d
         w = valid.astype(d.dtype)
         if reduction == "mean":
             w *= g / dt(max(int(valid.sum()), 1))
@@ -858,6 +877,15 @@ class Linear(Function):
     def backward(ctx, g):
         x, w = ctx.saved_tensors
         nx, nw, nb = ctx.needs_input_grad
+        if _all_concrete(g, x, w):  # first order: the same products on the raw arrays
+            ga, xa, wa = g._array, x._array, w._array
+            gx = Tensor._const(ga @ wa.T) if nx else None
+            if ga.ndim > 2 and (nw or nb):
+                ga = ga.reshape(-1, ga.shape[-1])
+                xa = xa.reshape(-1, xa.shape[-1])
+            gw = Tensor._const(xa.T @ ga) if nw else None
+            gb = Tensor._const(ga.sum(axis=0)) if nb else None
+            return gx, gw, gb
         gx = tnp.matmul(g, tnp.transpose(w)) if nx else None
         if g.ndim > 2 and (nw or nb):
             g = tnp.reshape(g, (-1, g.shape[-1]))
