@@ -68,9 +68,7 @@ def test_fast_paths_step_aside_under_recording_transforms():
     for _ in range(2):  # trace, then replay
         np.testing.assert_allclose(g(w).numpy(), xa.T @ (3 * (xa @ wa) ** 2), rtol=1e-12)
     w2 = tg.Tensor(rng.standard_normal((2, 2)))
-    np.testing.assert_allclose(
-        g(w2).numpy(), xa.T @ (3 * (xa @ w2.numpy()) ** 2), rtol=1e-12
-    )
+    np.testing.assert_allclose(g(w2).numpy(), xa.T @ (3 * (xa @ w2.numpy()) ** 2), rtol=1e-12)
 
 
 def test_fast_paths_step_aside_in_lazy_mode():
