@@ -6,10 +6,11 @@ backward of the same op, timed in interleaved rounds in one run and reported as 
 Target: within 1.2x of NumPy at 1,000,000 elements, where the work dominates the per-op
 overhead.
 
-Both columns run in one process with glibc's allocator set to keep freed large blocks for reuse
-(:func:`_util.steady_allocator`), so page faults on fresh 8 MB temporaries, which depend on the
-order of frees rather than on the work, do not decide the ratio; ``--default-allocator`` turns
-that off.
+Times are process CPU time (the work done, not the time spent waiting for the core on a
+shared machine), best of ``--repeat`` interleaved rounds. Both columns run in one process with
+glibc's allocator set to keep freed large blocks for reuse (:func:`_util.steady_allocator`), so
+page faults on fresh 8 MB temporaries, which depend on the order of frees rather than on the
+work, do not decide the ratio; ``--default-allocator`` turns that off.
 
 Run: ``python bench/ops.py [--sizes 1 1000 1000000] [--default-allocator]``.
 """
@@ -20,6 +21,7 @@ import argparse
 import math
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -88,7 +90,9 @@ def run_case(name, n, repeat):
             return f(G)
 
     number = max(1, 5_000_000 // max(n, 1) // 1000) if n < 1_000_000 else 20
-    t_tg, t_np = best_times_interleaved([tg_fb, lambda: np_fb(x, y, g)], repeat, number)
+    t_tg, t_np = best_times_interleaved(
+        [tg_fb, lambda: np_fb(x, y, g)], repeat, number, clock=time.process_time
+    )
     return t_tg, t_np
 
 
@@ -108,7 +112,7 @@ def run_matmul(n, repeat):
         return a @ b, g @ b.T, a.T @ g
 
     number = 5 if n >= 1_000_000 else max(1, 5000 // max(n, 1))
-    t_tg, t_np = best_times_interleaved([tg_fb, np_fb], repeat, number)
+    t_tg, t_np = best_times_interleaved([tg_fb, np_fb], repeat, number, clock=time.process_time)
     return t_tg, t_np, k
 
 
