@@ -137,3 +137,32 @@ def test_saved_tensors_outside_backward_is_a_clear_error():
     ctx = tg.Context()
     with pytest.raises(RuntimeError, match="only available in backward"):
         _ = ctx.saved_tensors
+
+
+class _Probe(tg.Function):
+    """Identity whose backward records whether the collector is on."""
+
+    seen: list = []
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.copy()
+
+    @staticmethod
+    def backward(ctx, g):
+        _Probe.seen.append(gc.isenabled())
+        return g
+
+
+@pytest.mark.parametrize("n_ops, paused", [(1, False), (8, False), (9, True), (40, True)])
+def test_pullback_pauses_only_replays_long_enough_to_matter(n_ops, paused):
+    def f(x):
+        for _ in range(n_ops):
+            x = _Probe.apply(x)
+        return x
+
+    _, vjp_fn = tg.vjp(f, tg.Tensor(np.ones(3)))
+    _Probe.seen = []
+    vjp_fn(tg.Tensor(np.ones(3)))
+    assert _Probe.seen == [not paused] * n_ops
+    assert gc.isenabled()

@@ -120,7 +120,9 @@ def set_gc_pause(enabled: bool) -> bool:
 
     On by default: ``grad``, ``value_and_grad``, ``vjp`` (and its ``vjp_fn``), ``jvp`` and the
     transforms built on them switch the collector off (:func:`gc.disable`) from the outermost
-    transform's entry to its exit, then switch it back on if it was on. Reference counting
+    transform's entry to its exit, then switch it back on if it was on (a backward replay of
+    eight entries or fewer, too short to trigger a collection that matters, runs without the
+    pause and its lock). Reference counting
     still frees every Tensor and array as usual; only *cyclic* garbage made inside a transform
     waits until it returns. This halves ``grad``'s time on long chains of small ops (see
     docs/performance.md). Turn it off if the differentiated code itself makes a lot of
