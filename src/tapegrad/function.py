@@ -24,7 +24,16 @@ from tapegrad.lazy import LazyArray as _LazyArray
 from tapegrad.lazy import _state as _lazy_state
 from tapegrad.lazy import realize_array as _realize_array
 from tapegrad.lazy import record as _lazy_record
-from tapegrad.tensor import Tensor, _primal_of
+from tapegrad.tensor import (
+    Tensor,
+    _primal_of,
+    _s_array,
+    _s_label,
+    _s_level,
+    _s_node,
+    _s_primal,
+    _s_trace,
+)
 
 __all__ = ["Function", "Context", "no_grad", "is_grad_enabled", "unbroadcast"]
 
@@ -286,14 +295,7 @@ class Function:
                 except (ValueError, TypeError, IndexError) as e:
                     raise cls._explain(e, [xa], params) from e
                 if type(out) is _ndarray:
-                    t = _new(Tensor)
-                    _s_array(t, out)
-                    _s_primal(t, None)
-                    _s_level(t, 0)
-                    _s_trace(t, None)
-                    _s_node(t, -1)
-                    _s_label(t, None)
-                    return t
+                    return _const(out)
                 return _wrap_eager(out, np)
         elif n == 2:
             ta = type(a) is Tensor
@@ -311,14 +313,7 @@ class Function:
                 except (ValueError, TypeError, IndexError) as e:
                     raise cls._explain(e, [xa, xb], params) from e
                 if type(out) is _ndarray:
-                    t = _new(Tensor)
-                    _s_array(t, out)
-                    _s_primal(t, None)
-                    _s_level(t, 0)
-                    _s_trace(t, None)
-                    _s_node(t, -1)
-                    _s_label(t, None)
-                    return t
+                    return _const(out)
                 return _wrap_eager(out, np)
         return cls._eager(args, params)
 
@@ -502,13 +497,7 @@ class Function:
                         res.append(pb if pb is not None else _primal_of(b))
                 elif v is raw:
                     if lo is None:
-                        lo = _new(Tensor)
-                        _s_array(lo, raw)
-                        _s_primal(lo, None)
-                        _s_level(lo, 0)
-                        _s_trace(lo, None)
-                        _s_node(lo, -1)
-                        _s_label(lo, None)
+                        lo = _const(raw)
                     res.append(lo)
                 elif v is xa or (two and v is xb):
                     res.append(v)  # a Python value passed positionally
@@ -729,13 +718,6 @@ _NEEDS2 = {
 }
 _NONE1 = (None,)
 _NONE2 = (None, None)
-_slots = Tensor.__dict__
-_s_array = _slots["_array"].__set__
-_s_primal = _slots["_primal"].__set__
-_s_level = _slots["_level"].__set__
-_s_trace = _slots["_trace"].__set__
-_s_node = _slots["_node"].__set__
-_s_label = _slots["label"].__set__
 _const = Tensor._const
 
 

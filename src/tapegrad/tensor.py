@@ -386,13 +386,7 @@ def _primal_of(t: Tensor) -> Tensor:
     """
     p = t._primal
     if p is None:
-        p = _new(Tensor)
-        _s_array(p, t._array)
-        _s_primal(p, None)
-        _s_level(p, 0)
-        _s_trace(p, None)
-        _s_node(p, -1)
-        _s_label(p, None)
+        p = Tensor._const(t._array)
         _s_primal(t, p)
     return p
 
