@@ -16,6 +16,7 @@ CORE = {
     "checkpoint",
     "custom",
     "lazy",
+    "_speedups",  # compiled constructors of the Tensor record (src/tapegrad/_speedups.c)
 }
 
 

@@ -24,16 +24,7 @@ from tapegrad.lazy import LazyArray as _LazyArray
 from tapegrad.lazy import _state as _lazy_state
 from tapegrad.lazy import realize_array as _realize_array
 from tapegrad.lazy import record as _lazy_record
-from tapegrad.tensor import (
-    Tensor,
-    _primal_of,
-    _s_array,
-    _s_label,
-    _s_level,
-    _s_node,
-    _s_primal,
-    _s_trace,
-)
+from tapegrad.tensor import Tensor, _make, _primal_of
 
 __all__ = ["Function", "Context", "no_grad", "is_grad_enabled", "unbroadcast"]
 
@@ -511,13 +502,7 @@ class Function:
             ctx = None
         node = trace.n_nodes
         trace.n_nodes = node + 1
-        out = _new(Tensor)
-        _s_array(out, raw)
-        _s_primal(out, lo)
-        _s_level(out, top)
-        _s_trace(out, trace)
-        _s_node(out, node)
-        _s_label(out, None)
+        out = _make(raw, lo, top, trace, node, None)
         # Avals live in the trace's node table (tape.record_avals): one per op, not one per
         # input and output.
         avals = trace.avals
@@ -698,14 +683,7 @@ def _wrap_eager(out, xp):
 
 
 def _traced(lo, level, trace, node):
-    t = _new(Tensor)
-    _s_array(t, lo._array)
-    _s_primal(t, lo)
-    _s_level(t, level)
-    _s_trace(t, trace)
-    _s_node(t, node)
-    _s_label(t, None)
-    return t
+    return _make(lo._array, lo, level, trace, node, None)
 
 
 _FALSES = [(False,) * i for i in range(8)]

@@ -132,27 +132,12 @@ class Tensor:
         _set(self, "label", label)
 
     # -- internal constructors (hot path: no conversion, no checks) -------------------------
-    @staticmethod
-    def _const(array, label=None) -> Tensor:
-        t = _new(Tensor)
-        _s_array(t, array)
-        _s_primal(t, None)
-        _s_level(t, 0)
-        _s_trace(t, None)
-        _s_node(t, -1)
-        _s_label(t, label)
-        return t
+    # ``Tensor._const(array, label=None)`` builds a level-0 constant; it is installed below the
+    # class (compiled when tapegrad._speedups is built, see :func:`_make`).
 
     @staticmethod
     def _traced(primal: Tensor, level: int, trace, node: int) -> Tensor:
-        t = _new(Tensor)
-        _s_array(t, primal._array)
-        _s_primal(t, primal)
-        _s_level(t, level)
-        _s_trace(t, trace)
-        _s_node(t, node)
-        _s_label(t, primal.label)
-        return t
+        return _make(primal._array, primal, level, trace, node, primal.label)
 
     # -- immutability ------------------------------------------------------------------------
     def __setitem__(self, idx, value):
@@ -354,13 +339,7 @@ class Tensor:
 
     def with_label(self, label: str) -> Tensor:
         """A copy of this Tensor carrying ``label`` (shown in tape listings)."""
-        t = _new(Tensor)
-        _set(t, "_array", self._array)
-        _set(t, "_primal", self._primal)
-        _set(t, "_level", self._level)
-        _set(t, "_trace", self._trace)
-        _set(t, "_node", self._node)
-        _set(t, "label", label)
+        t = _make(self._array, self._primal, self._level, self._trace, self._node, label)
         if self._trace is not None and self._node >= 0:
             self._trace.labels[self._node] = label
         return t
@@ -377,6 +356,44 @@ _s_node = _slots["_node"].__set__
 _s_label = _slots["label"].__set__
 
 
+def _make_py(array, primal, level: int, trace, node: int, label) -> Tensor:
+    """A Tensor with these slot values (pure Python: one descriptor call per slot, since the
+    frozen class's ``__setattr__`` refuses every assignment)."""
+    t = _new(Tensor)
+    _s_array(t, array)
+    _s_primal(t, primal)
+    _s_level(t, level)
+    _s_trace(t, trace)
+    _s_node(t, node)
+    _s_label(t, label)
+    return t
+
+
+def _const_py(array, label=None) -> Tensor:
+    """A level-0 constant Tensor over ``array`` (pure Python; see :func:`_make_py`)."""
+    return _make_py(array, None, 0, None, -1, label)
+
+
+# The compiled constructors (src/tapegrad/_speedups.c) fill the slots directly, five times
+# faster; the pure-Python ones above are the fallback when the extension was not built, or when
+# TAPEGRAD_NO_SPEEDUPS=1 is set (tests compare the two).
+_speedups = None
+if not os.environ.get("TAPEGRAD_NO_SPEEDUPS"):
+    try:
+        from tapegrad import _speedups
+
+        _speedups.init(Tensor)
+    except ImportError:
+        _speedups = None
+if _speedups is not None:
+    _make = _speedups.make
+    _const = _speedups.const
+else:
+    _make = _make_py
+    _const = _const_py
+type.__setattr__(Tensor, "_const", _const if _speedups is not None else staticmethod(_const))
+
+
 def _primal_of(t: Tensor) -> Tensor:
     """The value of traced Tensor ``t`` one level down (its primal).
 
@@ -386,7 +403,7 @@ def _primal_of(t: Tensor) -> Tensor:
     """
     p = t._primal
     if p is None:
-        p = Tensor._const(t._array)
+        p = _const(t._array)
         _s_primal(t, p)
     return p
 

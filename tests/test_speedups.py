@@ -1,0 +1,135 @@
+"""The compiled Tensor constructors (src/tapegrad/_speedups.c) against the pure-Python ones."""
+
+import gc
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import weakref
+
+import attrs
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+_tensor = sys.modules["tapegrad.tensor"]
+SLOTS = ("_array", "_primal", "_level", "_trace", "_node", "label")
+
+
+def _slots(t):
+    return tuple(object.__getattribute__(t, s) for s in SLOTS)
+
+
+def _compiler_available() -> bool:
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    return shutil.which(cc) is not None
+
+
+def test_extension_is_built_where_a_compiler_exists():
+    # The extension is optional for installs without a C compiler; where one exists (CI, every
+    # development machine) a missing module means the build broke, which must not pass silently.
+    if os.environ.get("TAPEGRAD_NO_SPEEDUPS"):
+        pytest.skip("TAPEGRAD_NO_SPEEDUPS is set: the pure-Python constructors are in use")
+    if not _compiler_available():
+        pytest.skip("no C compiler: the optional extension cannot have been built")
+    assert _tensor._speedups is not None, "tapegrad._speedups failed to build or import"
+    assert tg.Tensor._const is _tensor._speedups.const
+
+
+speedups = pytest.mark.skipif(_tensor._speedups is None, reason="tapegrad._speedups not built")
+
+
+@speedups
+@pytest.mark.parametrize(
+    "values",
+    [
+        (np.arange(3.0), None, 0, None, -1, None),
+        (np.zeros((2, 0)), "primal", 3, "trace", 17, "label"),
+        (np.float32(1.5), None, 1, object(), 0, None),
+    ],
+)
+def test_make_matches_the_python_constructor(values):
+    c = _tensor._speedups.make(*values)
+    p = _tensor._make_py(*values)
+    assert type(c) is type(p) is tg.Tensor
+    for a, b, v in zip(_slots(c), _slots(p), values):
+        assert a is v and b is v
+
+
+@speedups
+def test_const_matches_the_python_constructor():
+    a = np.arange(4.0)
+    for args in ((a,), (a, "x")):
+        c = _tensor._speedups.const(*args)
+        p = _tensor._const_py(*args)
+        assert _slots(c) == _slots(p) == (a, None, 0, None, -1, args[1] if len(args) > 1 else None)
+
+
+@speedups
+def test_compiled_tensors_are_ordinary_frozen_records():
+    a = np.arange(3.0)
+    t = _tensor._speedups.const(a, "w")
+    assert attrs.has(type(t)) and t.label == "w" and t.shape == (3,)
+    with pytest.raises(AttributeError, match="immutable"):
+        t.label = "v"
+    r = weakref.ref(t)
+    assert r() is t
+    np.testing.assert_array_equal((t * 2.0).numpy(), a * 2.0)
+    float(tg.grad(lambda x: (x * x).sum())(t).sum())
+    del t
+    gc.collect()
+    assert r() is None
+
+
+@speedups
+def test_constructors_hold_one_reference_per_slot_and_release_it():
+    a, trace, label = np.arange(3.0), object(), "label-" + str(id(object()))
+    before = [sys.getrefcount(v) for v in (a, trace, label)]
+    ts = [_tensor._speedups.make(a, None, 2, trace, 5, label) for _ in range(100)]
+    during = [sys.getrefcount(v) for v in (a, trace, label)]
+    assert [d - b for d, b in zip(during, before)] == [100, 100, 100]
+    del ts
+    assert [sys.getrefcount(v) for v in (a, trace, label)] == before
+    # GC sees the slots (a cycle through a Tensor is collected)
+    holder = []
+    t = _tensor._speedups.make(a, None, 1, holder, 0, None)
+    holder.append(t)
+    r = weakref.ref(t)
+    del t, holder
+    gc.collect()
+    assert r() is None
+
+
+@speedups
+def test_wrong_argument_counts_raise():
+    with pytest.raises(TypeError, match="takes 6 arguments"):
+        _tensor._speedups.make(np.zeros(1))
+    with pytest.raises(TypeError, match="takes 1 or 2 arguments"):
+        _tensor._speedups.const()
+    with pytest.raises(TypeError, match="not a slot"):
+        _tensor._speedups.init(int)
+
+
+def test_pure_python_constructors_run_the_library():
+    # The fallback path (no compiler, or TAPEGRAD_NO_SPEEDUPS=1) computes the same gradients.
+    code = (
+        "import sys, numpy as np, tapegrad as tg, tapegrad.numpy as tnp\n"
+        "t = sys.modules['tapegrad.tensor']\n"
+        "assert t._speedups is None and t._make is t._make_py\n"
+        "x = tg.Tensor(np.linspace(-1, 1, 5))\n"
+        "f = lambda x: (tnp.tanh(x * 2.0) * x).sum()\n"
+        "print(repr(tg.grad(lambda x: tg.grad(f)(x).sum())(x).numpy().tolist()))\n"
+    )
+    env = dict(os.environ, TAPEGRAD_NO_SPEEDUPS="1")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    x = tg.Tensor(np.linspace(-1, 1, 5))
+
+    def f(x):
+        return (tg.numpy.tanh(x * 2.0) * x).sum()
+
+    here = tg.grad(lambda x: tg.grad(f)(x).sum())(x).numpy().tolist()
+    assert eval(out.stdout) == here
