@@ -4,9 +4,11 @@ Four measurements, each reported as a ratio from one run (absolute times vary by
 Times are the best of ``--repeat`` interleaved rounds of process CPU time, with one compute
 thread per library (see :func:`best_times`):
 
-1. hvp time / grad time on the loss of an MLP 784-512-512-10 (tanh, softmax cross-entropy,
-   batch 128, float32): forward-over-reverse ``jvp(grad(loss))``. Theory: about 2-4 (the
-   tangent pass repeats every matmul of the gradient with one or two tangent operands).
+1. hvp time / grad time on the loss of an MLP 784-512-512-10 (softmax cross-entropy, batch
+   128, float32), with ReLU (the MLP of ``bench/train_step.py``) and with tanh: ``tg.hvp``
+   against ``tg.grad``, ``jvp(grad(loss))`` for the others. Theory: about 2-4 (the tangent
+   pass repeats every matmul of the gradient with one or two tangent operands); the exact
+   multiply-add count gives 1.92 for ReLU and 2.08 for tanh (docs/transforms.md).
 2. jvp time / forward time on the same loss (tangent along all parameters). Theory: about 3.
 3. jacfwd time / jacrev time on ``tanh(W x) * exp(0.1 x W)``-style functions with 100 inputs
    and 10 outputs (jacrev should win: 10 backward passes against 100 tangent passes) and
@@ -15,6 +17,9 @@ thread per library (see :func:`best_times`):
    without checkpointing, and the memory the recorded forward holds for the backward pass.
 
 Columns for PyTorch (``torch.func``) and JAX (``jax.jit``) appear when they are installed.
+Freed large blocks stay in the C heap for reuse (``_util.steady_allocator``, process-wide, so
+for every library alike): otherwise whether a fresh output array costs a page fault per 4 KB
+depends on the order of earlier frees, not on the work.
 
 Run: ``python bench/transforms.py [--repeat 7] [--mem-batch 256]``.
 """
@@ -38,7 +43,7 @@ os.environ.setdefault(
 import numpy as np  # noqa: E402  (after the thread settings)
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _util import optional, table  # noqa: E402
+from _util import optional, steady_allocator, table  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
 import tapegrad.numpy as tnp  # noqa: E402
@@ -90,15 +95,24 @@ def _data(seed=0):
     return params, tangents, x, y
 
 
-def _mlp_loss(lib):
-    """The same loss written in tapegrad.numpy, torch or jax.numpy (``lib`` names it)."""
+def _mlp_loss(lib, activation="relu"):
+    """The same loss written in tapegrad.numpy, torch or jax.numpy (``lib`` names it), with
+    ``activation`` ``"relu"`` or ``"tanh"`` between the layers."""
 
     def loss(params, x, y, ns):
+        if activation == "tanh":
+            act = ns.tanh
+        elif lib == "jax":
+            import jax
+
+            act = jax.nn.relu
+        else:
+            act = ns.relu
         h = x
         for i, (w, b) in enumerate(params):
             h = h @ w + b
             if i < len(params) - 1:
-                h = ns.tanh(h)
+                h = act(h)
         if lib == "tapegrad":
             shift = tg.stop_gradient(tnp.mean(h, axis=1, keepdims=True))
             z = h - shift
@@ -113,10 +127,10 @@ def _mlp_loss(lib):
     return loss
 
 
-def mlp_ratios(repeat):
+def mlp_ratios(repeat, activation="relu"):
     params, tangents, x, y = _data()
     rows = []
-    loss = _mlp_loss("tapegrad")
+    loss = _mlp_loss("tapegrad", activation)
     tp = [(tg.Tensor(w), tg.Tensor(b)) for w, b in params]
     tv = [(tg.Tensor(w), tg.Tensor(b)) for w, b in tangents]
     tx, ty = tg.Tensor(x), tg.Tensor(y)
@@ -142,7 +156,7 @@ def mlp_ratios(repeat):
         from torch.func import grad as tgrad
         from torch.func import jvp as tjvp
 
-        tl = _mlp_loss("torch")
+        tl = _mlp_loss("torch", activation)
         pp = [(torch.tensor(w), torch.tensor(b)) for w, b in params]
         vv = [(torch.tensor(w), torch.tensor(b)) for w, b in tangents]
         xx, yy = torch.tensor(x), torch.tensor(y)
@@ -169,7 +183,7 @@ def mlp_ratios(repeat):
     if jax is not None:
         import jax.numpy as jnp
 
-        jl = _mlp_loss("jax")
+        jl = _mlp_loss("jax", activation)
         pp = [(jnp.asarray(w), jnp.asarray(b)) for w, b in params]
         vv = [(jnp.asarray(w), jnp.asarray(b)) for w, b in tangents]
         xx, yy = jnp.asarray(x), jnp.asarray(y)
@@ -327,19 +341,22 @@ def main(argv=None):
     p.add_argument("--parts", default="mlp,jac,mem", help="comma-separated: mlp, jac, mem")
     args = p.parse_args(argv)
     parts = set(args.parts.split(","))
+    steady_allocator()
 
     def fmt(rows):
         return [[r[0]] + [f"{v:.2f}" for v in r[1:]] for r in rows]
 
     if "mlp" in parts:
-        print("## hvp and jvp cost (MLP 784-512-512-10, batch 128, float32)\n")
-        print(
-            table(
-                fmt(mlp_ratios(args.repeat)),
-                ["library", "hvp / grad", "jvp / forward", "grad / forward"],
-            ),
-            flush=True,
-        )
+        for activation in ("relu", "tanh"):
+            print(f"## hvp and jvp cost (MLP 784-512-512-10, {activation}, batch 128, float32)\n")
+            print(
+                table(
+                    fmt(mlp_ratios(args.repeat, activation)),
+                    ["library", "hvp / grad", "jvp / forward", "grad / forward"],
+                ),
+                flush=True,
+            )
+            print()
     if "jac" in parts:
         print("\n## jacfwd time / jacrev time (> 1: jacrev faster)\n")
         rows = fmt(jac_ratios(args.repeat))

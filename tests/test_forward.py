@@ -219,6 +219,8 @@ def _rule_cases():
         "GetItem": (lambda x: x[np.array([0, 2, 0]), 1:3], (a,)),
         "ScatterAdd": (_scatter, (a,)),
         "TanhGrad": (tg.ops.TanhGrad.apply, (a, tnp.tanh(b))),
+        "Relu": (tg.ops.Relu.apply, (a,)),
+        "ReluGrad": (tg.ops.ReluGrad.apply, (a, tg.ops.Relu.apply(a - b))),
         "MulNoNan": (tg.ops.MulNoNan.apply, (tnp.where(a > 0.3, 0.0, a), b)),
         "Square": (tg.ops.Square.apply, (a,)),
         "MatMul": (lambda x, y: x @ y, (m, v)),
@@ -361,6 +363,44 @@ def test_hvp_does_only_the_products_it_needs(monkeypatch):
         np.concatenate([h1.numpy().ravel(), h2.numpy().ravel()]), hess @ v, rtol=1e-9
     )
     assert n_hvp == 11, calls
+
+
+def test_hvp_skips_what_only_a_relu_mask_carries(monkeypatch):
+    """On ``sum(tanh(relu(x @ w1) @ w2))`` the tangent ``dh = ReluGrad(x @ v1, h)`` depends on
+    the weights only through the mask ``h > 0`` (``ReluGrad.nondiff_argnums``), so the hvp
+    computes no cotangent for it: 10 matmuls (forward ``x @ w1``, ``x @ v1``, ``h @ w2``,
+    ``dh @ w2``, ``h @ v2``; backward two for ``h @ w2``, one each for ``dh @ w2`` (to ``w2``),
+    ``h @ v2`` (to ``h``) and ``x @ w1`` (to ``w1``)), not 11 with the dead ``g @ w2.T``."""
+    from tapegrad.nn.functional import relu
+    from tapegrad.ops.linalg import MatMul
+
+    calls = []
+    fwd = MatMul.forward
+
+    def counting(ctx, a, b):
+        calls.append((a.shape, b.shape))
+        return fwd(ctx, a, b)
+
+    monkeypatch.setattr(MatMul, "forward", staticmethod(counting))
+    monkeypatch.setattr("tapegrad.ops.linalg._all_concrete", lambda *ts: False)
+    rng = np.random.default_rng(2)
+    x = tg.Tensor(rng.standard_normal((6, 3)))
+    w1, w2 = tg.Tensor(rng.standard_normal((3, 5))), tg.Tensor(rng.standard_normal((5, 2)))
+    v1, v2 = tg.Tensor(rng.standard_normal((3, 5))), tg.Tensor(rng.standard_normal((5, 2)))
+
+    def f(w1, w2):
+        return tnp.sum(tnp.tanh(relu(x @ w1) @ w2))
+
+    h1, h2 = tg.hvp(f, (w1, w2), (v1, v2))
+    assert len(calls) == 10, calls
+    monkeypatch.setattr(MatMul, "forward", staticmethod(fwd))
+    hess = tg.hessian(lambda w: f(w[:15].reshape(3, 5), w[15:].reshape(5, 2)))(
+        tnp.concatenate([w1.ravel(), w2.ravel()])
+    ).numpy()
+    v = np.concatenate([v1.numpy().ravel(), v2.numpy().ravel()])
+    np.testing.assert_allclose(
+        np.concatenate([h1.numpy().ravel(), h2.numpy().ravel()]), hess @ v, rtol=1e-9
+    )
 
 
 def test_jacobians_of_size_zero_and_scalar_inputs():

@@ -95,7 +95,7 @@ class JVPTrace(Trace):
     __slots__ = ("tangents",)
 
     def __init__(self, level: int):
-        super().__init__(level)
+        super().__init__(level, replays=False)
         self.records = _TangentRecorder(self)
         self.tangents: dict = {}
 

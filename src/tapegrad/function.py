@@ -177,6 +177,14 @@ class Function:
     Class attributes:
         oper: Label on tape listings and graph drawings (default: lowercase class name).
         differentiable: Set False for ops with no gradient (argmax, comparisons).
+        nondiff_argnums: Positions of inputs the output is piecewise constant in (derivative
+            zero almost everywhere), such as the mask operand ``y`` of ``ReluGrad(g, y)``;
+            ``backward`` returns ``None`` for them and ``needs_input_grad`` is False for them.
+            Differentiating transforms (``grad``, ``vjp``, ``jvp``, ...) then skip an
+            application whose only traced inputs are these, as they skip non-differentiable
+            ops and ops under :func:`no_grad`: it runs one level down and its output is a
+            constant at their level, so no cotangent is computed for it or upstream of it.
+            Recording transforms (``trace``, ``jit``, ``linearize``) still record it.
 
     Example:
         >>> import tapegrad as tg
@@ -196,6 +204,7 @@ class Function:
 
     oper: str | None = None
     differentiable: bool = True
+    nondiff_argnums: tuple = ()
     #: Optional forward-mode rule ``jvp(ctx, *tangents) -> tangent(s)`` (static method), written
     #: with tapegrad ops; ``None`` tangents are zero. Without one, forward mode transposes
     #: ``backward``.
@@ -264,13 +273,14 @@ class Function:
                 if type(x) is Tensor and x._level > top:
                     top = x._level
         if top:
-            diff = cls.differentiable and not _grad_state.disabled
-            if n < 3 and diff:
-                out = cls._record_small(top, args, params, a, b if n == 2 else None, n == 2)
-                if out is not None:
-                    return out
-            outs, _, multi, _, _ = cls._record(top, args, params, diff, None)
-            return outs if multi else outs[0]
+            if cls.differentiable and not cls.nondiff_argnums and not _grad_state.disabled:
+                if n < 3:
+                    out = cls._record_small(top, args, params, a, b if n == 2 else None, n == 2)
+                    if out is not None:
+                        return out
+                outs, _, multi, _, _ = cls._record(top, args, params, True, None)
+                return outs if multi else outs[0]
+            return cls._apply_inactive(top, args, params)
         if _lazy_state.depth or _LAZY_GLOBAL["lazy"]:
             out = _lazy_record(cls, args, params)
             if out is not None:
@@ -307,6 +317,33 @@ class Function:
                     return _const(out)
                 return _wrap_eager(out, np)
         return cls._eager(args, params)
+
+    @classmethod
+    def _apply_inactive(cls, top, args, params):
+        """Apply at level ``top`` an op that may carry no derivative there: a
+        non-differentiable op, any op under :func:`no_grad`, or one whose only inputs traced at
+        ``top`` are its ``nondiff_argnums``.
+
+        A trace that only differentiates (``Trace.replays`` False: grad, vjp, jvp) skips such
+        an application: the op runs one level down and its output is a constant at ``top``, so
+        the transform neither records it nor computes cotangents for it or upstream of it.
+        A recording trace (trace, jit, linearize) records it with no gradient, since its tape
+        must replay it.
+        """
+        diff = cls.differentiable and not _grad_state.disabled
+        nd = cls.nondiff_argnums
+        trace = None
+        active = False
+        for i, x in enumerate(args):
+            if type(x) is Tensor and x._level == top:
+                trace = x._trace
+                if diff and i not in nd:
+                    active = True
+        if not active and not trace.replays and not trace.done:
+            lowered = [_primal_of(x) if type(x) is Tensor and x._level == top else x for x in args]
+            return cls.apply(*lowered, **params)
+        outs, _, multi, _, _ = cls._record(top, args, params, active, None)
+        return outs if multi else outs[0]
 
     @classmethod
     def _eager(cls, args, params):
@@ -555,9 +592,12 @@ class Function:
         top_needs = []
         sub = 0
         cpu = True
+        nd = cls.nondiff_argnums
+        k = -1
         for a in args:
+            k += 1
             if type(a) is Tensor:
-                top_needs.append(a._level > 0)
+                top_needs.append(a._level > 0 and k not in nd)
                 lv = a._level
                 if lv == top:
                     trace = a._trace
@@ -566,7 +606,7 @@ class Function:
                     a = _primal_of(a)
                     lv = a._level
                     arr = a._array
-                    level_needs.append(arr.dtype.kind in "fc")
+                    level_needs.append(arr.dtype.kind in "fc" and k not in nd)
                 else:
                     in_nodes.append(-1)
                     consts.append(a)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import sys
 import threading
 from typing import Any
 
@@ -155,12 +156,19 @@ class GuardError(RuntimeError):
 
 
 class Trace:
-    """The mutable recorder of one transform (one level). Internal: users see :class:`Tape`."""
+    """The mutable recorder of one transform (one level). Internal: users see :class:`Tape`.
 
-    __slots__ = ("level", "records", "n_nodes", "done", "labels", "avals")
+    ``replays`` says whether the records will be replayed forward (``trace``, ``jit``,
+    ``linearize``: every op must be recorded). A trace that only differentiates (``grad``,
+    ``vjp``, ``jvp``) passes ``replays=False``, and ops that carry no derivative at its level
+    are then not recorded on it (see ``Function._apply_inactive``).
+    """
 
-    def __init__(self, level: int):
+    __slots__ = ("level", "records", "n_nodes", "done", "labels", "avals", "replays")
+
+    def __init__(self, level: int, replays: bool = True):
         self.level = level
+        self.replays = replays
         self.records: list = []
         self.n_nodes = 0
         self.done = False
@@ -620,8 +628,65 @@ def _backward_pass(records: list, ct: dict, consume: bool) -> dict:
             if arr.dtype is not dtype and arr.dtype != dtype:
                 g = g.astype(dtype)
             prev = ct.get(node)
-            ct[node] = g if prev is None else prev + g
+            if prev is None:
+                ct[node] = g
+            elif not _add_in_place(prev, g):
+                ct[node] = prev + g
+            prev = None  # drop this frame's reference before the next entry's check
     return ct
+
+
+def _add_in_place(prev: Tensor, g: Tensor) -> bool:
+    """Accumulate cotangent ``g`` into ``prev``'s array in place, when no one can tell.
+
+    Several cotangents for one node (a weight used twice, the tangent and primal paths of an
+    hvp) are summed as they arrive. ``prev + g`` writes a fresh array, often fresh pages too;
+    adding into ``prev``'s own array needs neither, but is only allowed when nothing else can
+    see that array: both are first-order NumPy values (no transform records them, nothing is
+    deferred), ``prev`` is referenced by the cotangent dict alone and its array by ``prev``
+    alone (so no view, saved value, caller or other node shares it), the array owns its data
+    and is writable, and the shapes and dtypes already match. This is NumPy's own temporary
+    elision, at the level of the backward replay. Returns whether it added.
+    """
+    pa = prev._array
+    ga = g._array
+    if (
+        type(pa) is not _ndarray
+        or type(ga) is not _ndarray
+        or prev._level
+        or g._level
+        or pa.base is not None
+        or pa.shape != ga.shape
+        or pa.dtype != ga.dtype
+        or not pa.flags.writeable
+    ):
+        return False
+    counts = (sys.getrefcount(prev), sys.getrefcount(pa))
+    if counts != _EXCLUSIVE:
+        if _EXCLUSIVE is None:  # calibrating (below)
+            _EXCLUSIVE_SEEN.append(counts)
+        return False
+    _np_add(pa, ga, out=pa)
+    return True
+
+
+def _calibrate_exclusive() -> tuple:
+    """The reference counts :func:`_add_in_place` sees for a cotangent held only by the
+    cotangent dict, called as :func:`_backward_pass` calls it. Measured rather than assumed,
+    since interpreters differ in which stack references they count; a count that does not match
+    only ever disables the in-place path."""
+    ct = {0: Tensor._const(np.zeros(2))}
+    prev = ct.get(0)
+    _add_in_place(prev, Tensor._const(np.zeros(2)))
+    prev = None
+    return _EXCLUSIVE_SEEN.pop()
+
+
+_ndarray = np.ndarray
+_np_add = np.add
+_EXCLUSIVE = None
+_EXCLUSIVE_SEEN: list = []
+_EXCLUSIVE = _calibrate_exclusive()
 
 
 def compile_program(entries) -> tuple:

@@ -80,8 +80,14 @@ def _flat_treedef(n: int):
     return td
 
 
-def _call_traced(fun, args: tuple, has_aux: bool, who: str, prefix: str, allow_int=False):
-    """Run ``fun(*args)`` on a fresh trace. Returns (trace, treedef, outs, out info, aux)."""
+def _call_traced(
+    fun, args: tuple, has_aux: bool, who: str, prefix: str, allow_int=False, replays=False
+):
+    """Run ``fun(*args)`` on a fresh trace. Returns (trace, treedef, outs, out info, aux).
+
+    ``replays``: the records will be replayed forward (``trace``), so every op is recorded;
+    otherwise (``vjp``, ``grad``) ops with no derivative are left off (see ``Trace``).
+    """
     for a in args:
         if type(a) is not Tensor:
             leaves, treedef = tree_flatten(args)
@@ -96,7 +102,7 @@ def _call_traced(fun, args: tuple, has_aux: bool, who: str, prefix: str, allow_i
                 primals.append(v)
                 continue
         primals.append(_as_primal(v, i, args, prefix, who, allow_int))
-    trace = Trace(new_level())
+    trace = Trace(new_level(), replays)
     traced = [trace.new_input(p) for p in primals]
     if treedef.num_leaves != len(args) or treedef.num_nodes != len(args) + 1:
         traced = tree_unflatten(treedef, traced)  # else: a flat tuple of leaves, as args
@@ -304,6 +310,7 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
 
     def _value_and_grad_call(args, kwargs):
         nums, diff, partial = select_argnums(fun, argnums, args, kwargs, "grad")
+
         def names():  # inspect.signature costs tens of µs: only for error messages
             return [_arg_name(fun, i) for i in nums]
 
@@ -389,7 +396,13 @@ def trace(fun):
 
     def traced_f(*args):
         trace_, treedef, n, prims, out_tree, refs, lowered, avals, _ = _call_traced(
-            fun, args, False, "trace", [f"args[{i}]" for i in range(len(args))], allow_int=True
+            fun,
+            args,
+            False,
+            "trace",
+            [f"args[{i}]" for i in range(len(args))],
+            allow_int=True,
+            replays=True,
         )
         tape = Tape(
             entries=_freeze(trace_.records),

@@ -1358,6 +1358,7 @@ class MaxPool2dGrad(Function):
     """
 
     oper = "max_pool2d_grad"
+    nondiff_argnums = (1, 2)  # piecewise constant in x and out (they only locate the maxima)
 
     @staticmethod
     def forward(ctx, g, x, out, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
@@ -1407,6 +1408,7 @@ class MaxPool2dGather(Function):
     first maximum; ``out``'s shape. Backward: :class:`MaxPool2dGrad` for ``h``."""
 
     oper = "max_pool2d_gather"
+    nondiff_argnums = (1, 2)  # piecewise constant in x and out (they only locate the maxima)
 
     @staticmethod
     def forward(ctx, h, x, out, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):

@@ -1147,6 +1147,7 @@ class ReluGrad(Function):
     """
 
     oper = "relu_grad"
+    nondiff_argnums = (1,)  # piecewise constant in y
 
     @staticmethod
     def forward(ctx, g, y):

@@ -37,6 +37,8 @@ from tapegrad.ops.elementwise import (
     MulNoNan,
     Neg,
     Pow,
+    Relu,
+    ReluGrad,
     Sign,
     Sin,
     Sqrt,
@@ -166,6 +168,17 @@ def _tanh_grad(ctx, tg, ty):
     )
 
 
+def _relu(ctx, t):
+    (out,) = ctx.saved_tensors
+    return ReluGrad.apply(t, out)
+
+
+def _relu_grad(ctx, tg, ty):
+    # Linear in g, piecewise constant in y: the y tangent contributes nothing.
+    (y,) = ctx.saved_tensors
+    return None if tg is None else ReluGrad.apply(tg, y)
+
+
 def _mul_no_nan(ctx, ta, tb):
     a, b = ctx.saved_tensors
     return _plus(None if ta is None else _nonan(ta, b), None if tb is None else _nonan(a, tb))
@@ -261,6 +274,8 @@ RULES = {
     Cos: _cos,
     Tanh: _tanh,
     TanhGrad: _tanh_grad,
+    Relu: _relu,
+    ReluGrad: _relu_grad,
     MulNoNan: _mul_no_nan,
     Square: _square,
     Sqrt: _sqrt,

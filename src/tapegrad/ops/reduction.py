@@ -339,6 +339,7 @@ class ExtremumGrad(Function):
     """
 
     oper = "extremum_grad"
+    nondiff_argnums = (1, 2)  # piecewise constant in x and out (they only locate the maxima)
 
     @staticmethod
     def forward(ctx, g, x, out, axes, keepdims):
