@@ -10,11 +10,16 @@ Workloads (float32, single thread, plain SGD update, softmax cross-entropy):
 
 Columns, each when installed: hand-written NumPy forward/backward (the floor: the gradients
 derived by hand, BLAS calls on contiguous arrays, in-place SGD), tapegrad (``value_and_grad``
-+ ``optim.sgd`` + ``apply_updates``), the same step under ``tg.jit`` (traced once, then its
-tape replays), PyTorch eager,
++ ``optim.apply_gradients`` with ``optim.sgd``), the same with the update in its two-call
+form (``tx.update`` + ``optim.apply_updates``), the step under ``tg.jit`` (traced once, then
+its tape replays), PyTorch eager,
 JAX with and without ``jit``, HIPS autograd. Every implementation computes the same loss from
-the same initial weights (checked before timing). All timings come from one run and are
-reported as ratios to hand-written NumPy measured in that run (best of ``--repeat`` rounds).
+the same initial weights (checked before timing). All timings come from one run, in
+interleaved rounds of process CPU time, and are reported as ratios to hand-written NumPy
+measured in that run (best of ``--repeat`` rounds). Freed large blocks stay in the C heap for
+reuse (``_util.steady_allocator``, process-wide, so for every column alike), as in the other
+benchmarks: otherwise whether a fresh array costs a page fault per 4 KB depends on the order of
+earlier frees, not on the work.
 
 Run: ``python bench/train_step.py [--repeat 7] [--only mlp,cnn,memory] [--markdown FILE]``.
 """
@@ -37,12 +42,13 @@ import argparse  # noqa: E402
 import importlib.metadata  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
+import time  # noqa: E402
 import tracemalloc  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import best_time, optional, table  # noqa: E402
+from _util import best_times_interleaved, optional, steady_allocator, table  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
 import tapegrad.nn.functional as F  # noqa: E402
@@ -111,14 +117,20 @@ def tg_dense_loss(params, x, y):
     return F.cross_entropy(F.linear(x, last["w"], last["b"]), y)
 
 
-def tg_step_fn(loss_fn, tx):
-    """A pure training step ``(params, opt_state, *batch) -> (loss, params, opt_state)``."""
+def tg_step_fn(loss_fn, tx, fused=True):
+    """A pure training step ``(params, opt_state, *batch) -> (loss, params, opt_state)``:
+    ``optim.apply_gradients`` (``fused``), or its two-call form ``tx.update`` then
+    ``optim.apply_updates``."""
     vg = tg.value_and_grad(loss_fn)
 
     def step(params, opt_state, *batch):
         loss, grads = vg(params, *batch)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return loss, optim.apply_updates(params, updates), opt_state
+        if fused:
+            params, opt_state = optim.apply_gradients(tx, grads, opt_state, params)
+        else:
+            updates, opt_state = tx.update(grads, opt_state, params)
+            params = optim.apply_updates(params, updates)
+        return loss, params, opt_state
 
     return step
 
@@ -160,6 +172,11 @@ def mlp_impls(args):
     batch = (tg.Tensor(x), tg.Tensor(y))
     first = float(step(tparams, tx.init(tparams), *batch)[0])
     impls["tapegrad"] = (stateful(step, tparams, tx.init(tparams), batch), first)
+    two_calls = tg_step_fn(tg_dense_loss, tx, fused=False)
+    impls["tapegrad (update + apply_updates)"] = (
+        stateful(two_calls, tparams, tx.init(tparams), batch),
+        first,
+    )
     impls["tapegrad jit(step)"] = (jitted(step, tparams, tx.init(tparams), batch), first)
 
     torch = optional("torch")
@@ -352,6 +369,11 @@ def cnn_impls(args):
     batch = (tg.Tensor(x), tg.Tensor(y))
     first = float(step(tparams, tx.init(tparams), *batch)[0])
     impls["tapegrad"] = (stateful(step, tparams, tx.init(tparams), batch), first)
+    two_calls = tg_step_fn(tg_cnn_loss, tx, fused=False)
+    impls["tapegrad (update + apply_updates)"] = (
+        stateful(two_calls, tparams, tx.init(tparams), batch),
+        first,
+    )
     impls["tapegrad jit(step)"] = (jitted(step, tparams, tx.init(tparams), batch), first)
 
     torch = optional("torch")
@@ -437,17 +459,26 @@ def cnn_impls(args):
 
 # -- timing and memory -------------------------------------------------------------------------
 def time_impls(title, impls, repeat, number, skip=()):
+    """Best CPU seconds per step of each implementation, all timed in interleaved rounds (each
+    round runs every implementation once, so the machine's drifts hit them alike). JAX without
+    jit and HIPS autograd, several times slower, run a tenth as many steps per round."""
     ref = impls["NumPy (hand-written)"][1]
-    times = {}
-    for name, (fn, first) in impls.items():
+    for name, (_, first) in impls.items():
         if not np.isclose(first, ref, rtol=2e-4):
             raise AssertionError(f"{title}: {name} computes loss {first}, NumPy {ref}")
-        if name in skip:
-            continue
-        n = max(1, number // 10) if "no jit" in name or "autograd" in name else number
-        times[name] = best_time(fn, repeat, n)
-        print(f"  {title}: {name} done", file=sys.stderr)
-    return times
+    names = [n for n in impls if n not in skip]
+    slow = [n for n in names if "no jit" in n or "autograd" in n]
+    fast = [n for n in names if n not in slow]
+    clock = time.process_time
+    times = dict(
+        zip(fast, best_times_interleaved([impls[n][0] for n in fast], repeat, number, clock))
+    )
+    if slow:
+        n_slow = max(1, number // 10)
+        t = best_times_interleaved([impls[n][0] for n in slow], repeat, n_slow, clock)
+        times.update(zip(slow, t))
+    print(f"  {title}: timed", file=sys.stderr)
+    return {n: times[n] for n in names}
 
 
 def peak_memory(args):
@@ -508,10 +539,13 @@ def main(argv=None):
     p.add_argument("--markdown", default=None, help="also write the Markdown section here")
     args = p.parse_args(argv)
     parts = set(args.only.split(","))
+    steady = steady_allocator()
     lines = [
         "All numbers are ratios to the hand-written NumPy step measured in the same run "
-        f"(single thread pinned to one core, float32, best of {args.repeat} rounds; {versions()}). "
-        "Below 1.0x is faster than NumPy. Reproduce with `python bench/train_step.py`.",
+        f"(single thread pinned to one core, float32, best of {args.repeat} interleaved rounds "
+        f"of process CPU time{', freed blocks kept for reuse' if steady else ''}; "
+        f"{versions()}). Below 1.0x is faster than NumPy. Reproduce with "
+        "`python bench/train_step.py`.",
         "",
     ]
     step_tables = []

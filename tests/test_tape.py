@@ -225,3 +225,44 @@ def test_traced_primal_is_built_once_on_demand():
     g = tg.grad(f)(tg.Tensor(np.array([1.0, 2.0])))
     assert seen == [None]
     np.testing.assert_allclose(g.numpy(), [4.0, 6.0])
+
+
+def test_replay_frees_each_intermediate_after_its_last_use():
+    import tracemalloc
+
+    def chain(x):
+        h = x
+        for _ in range(40):
+            h = tnp.tanh(h * 1.01)  # 80 intermediates of 800 kB each
+        return h.sum(), h  # the last intermediate is also an output
+
+    x = tg.Tensor(np.random.default_rng(0).standard_normal(100_000))
+    (s, last), tape = tg.trace(chain)(x)
+    x2 = tg.Tensor(np.random.default_rng(1).standard_normal(100_000))
+    tape.replay(x2)  # compile once
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    s2, last2 = tape.replay(x2)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    assert peak < 5 * x2.numpy().nbytes, peak  # a few arrays alive at once, not 80
+    ref = x2.numpy()
+    for _ in range(40):
+        ref = np.tanh(ref * 1.01)
+    np.testing.assert_allclose(last2.numpy(), ref, rtol=1e-12)
+    np.testing.assert_allclose(float(s2), ref.sum(), rtol=1e-10)
+
+
+def test_replay_keeps_outputs_read_by_later_steps_and_drops_unused_outputs():
+    def f(x):
+        a = x * 2.0
+        parts = tnp.split(a, 2)  # a multi-output op whose second output nothing reads
+        return a, parts[0] + 1.0, tnp.sum(a)
+
+    x = tg.Tensor(np.arange(4.0))
+    _, tape = tg.trace(f)(x)
+    a, p0, s = tape.replay(tg.Tensor(np.arange(4.0) + 1))
+    np.testing.assert_array_equal(a.numpy(), [2, 4, 6, 8])
+    np.testing.assert_array_equal(p0.numpy(), [3, 5])
+    assert float(s) == 20.0

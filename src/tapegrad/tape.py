@@ -418,7 +418,7 @@ class Tape:
         """The entries compiled once into a flat program for :func:`run_program` (cached)."""
         prog = self._prog
         if prog is None:
-            prog = compile_program(self.entries)
+            prog = compile_program(self.entries, [r for r in self.out_refs if isinstance(r, int)])
             object.__setattr__(self, "_prog", prog)
         return prog
 
@@ -689,32 +689,53 @@ _EXCLUSIVE_SEEN: list = []
 _EXCLUSIVE = _calibrate_exclusive()
 
 
-def compile_program(entries) -> tuple:
+def compile_program(entries, keep=()) -> tuple:
     """Compile tape entries into steps for :func:`run_program`.
 
-    A step is ``(kind, forward, params, ins, outs)``: ``kind`` 1, 2 or 0 (any arity) for
+    A step is ``(kind, forward, params, ins, outs, frees)``: ``kind`` 1, 2 or 0 (any arity) for
     primitives, -1 for guards; ``ins`` pairs each input's node id with its constant (a backend
-    array or Python value, used when the node id is -1).
+    array or Python value, used when the node id is -1); ``frees`` are the node ids whose last
+    use is this step (or that nothing uses), other than the ``keep`` nodes (the tape's
+    outputs): the replay drops them right after the step, so an intermediate lives only as
+    long as the program needs it, as in hand-written code.
     """
-    steps = []
-    for e in entries:
+    last: dict = {}
+    for k, e in enumerate(entries):
         if isinstance(e, Guard):
-            steps.append((-1, e, None, None, None))
+            last[e.node] = k
+            continue
+        for n in e.in_nodes:
+            if n >= 0:
+                last[n] = k
+        for n in e.out_nodes:
+            last.setdefault(n, k)  # an output nothing reads dies where it is made
+    keep = set(keep)
+    frees_at: dict = {}
+    for n, k in last.items():
+        if n not in keep:
+            frees_at.setdefault(k, []).append(n)
+    steps = []
+    for k, e in enumerate(entries):
+        frees = tuple(frees_at.get(k, ()))
+        if isinstance(e, Guard):
+            steps.append((-1, e, None, None, None, frees))
             continue
         ins = tuple(
             (n, None if n >= 0 else (c._concrete() if isinstance(c, Tensor) else c))
             for n, c in zip(e.in_nodes, e.consts)
         )
         kind = len(ins) if len(ins) in (1, 2) and not e.params else 0
-        steps.append((kind, e.fn.forward, e.params, ins, e.out_nodes))
+        steps.append((kind, e.fn.forward, e.params, ins, e.out_nodes, frees))
     return tuple(steps)
 
 
 def run_program(steps, in_nodes, arrays) -> dict:
-    """Run compiled steps on input arrays; returns the environment ``{node: array}``.
+    """Run compiled steps on input arrays; returns the environment ``{node: array}`` of the
+    nodes the program kept (its outputs; see :func:`compile_program`).
 
     This is the fast path of a replay: forward rules on backend arrays, no Tensors, no pytrees.
-    Each step gets a fresh :class:`~tapegrad.function.Context` (rules may store on it).
+    Each step gets a fresh :class:`~tapegrad.function.Context` (rules may store on it), and
+    every intermediate is dropped after its last use.
     """
     from tapegrad.backend import device_of, get_backend
     from tapegrad.function import Context
@@ -728,7 +749,8 @@ def run_program(steps, in_nodes, arrays) -> dict:
     xp = get_backend(dev)
     new = object.__new__
     cpu = dev == "cpu"
-    for kind, fwd, params, ins, outs in steps:
+    delete = env.pop
+    for kind, fwd, params, ins, outs, frees in steps:
         ctx = new(Context)
         if not cpu:
             ctx.device = dev
@@ -754,10 +776,15 @@ def run_program(steps, in_nodes, arrays) -> dict:
                     "so the recorded program no longer matches the function. Trace it again "
                     "for these inputs, or express the branch with tnp.where."
                 )
+            for n in frees:
+                delete(n, None)
             continue
         if len(outs) == 1:
             env[outs[0]] = out
         else:
             for n, o in zip(outs, out):
                 env[n] = o
+        out = None
+        for n in frees:
+            delete(n, None)
     return env

@@ -309,3 +309,104 @@ def test_errors():
     with pytest.raises(ValueError, match="scale_by_adam.*shape"):
         tx = optim.adam(0.1)
         tx.update({"w": tg.Tensor(np.ones(1))}, tx.init(params), params)
+
+
+# -- apply_gradients: tx.update + apply_updates in one call ----------------------------------
+_TXS = {
+    "sgd": lambda: optim.sgd(0.1),
+    "momentum": lambda: optim.sgd(0.05, momentum=0.9),
+    "nesterov+decay": lambda: optim.sgd(0.05, momentum=0.9, nesterov=True, weight_decay=0.01),
+    "adam": lambda: optim.adam(0.1),
+    "adamw": lambda: optim.adamw(0.1, weight_decay=0.1),
+    "clip+sgd schedule": lambda: optim.chain(
+        optim.clip_by_global_norm(0.5), optim.sgd(optim.exponential_decay(0.1, 1, 0.5))
+    ),
+    "trace alone": lambda: optim.trace(0.9),  # its updates are its own state
+    "identity": lambda: optim.identity(),  # its updates are the caller's gradients
+}
+
+
+def _copies(tree):
+    return [a.copy() for a in _np(tree)]
+
+
+@pytest.mark.parametrize("name", sorted(_TXS))
+def test_apply_gradients_equals_update_then_apply_and_mutates_nothing(name):
+    params = _params()
+    grads = _grad_seq(params, 3)
+    tx = _TXS[name]()
+    p1, s1 = params, tx.init(params)
+    p2, s2 = params, tx.init(params)
+    for g in grads:
+        held = (p1, g, s1)
+        before = [_copies(t) for t in held]
+        p1, s1 = optim.apply_gradients(tx, g, s1, p1)
+        u, s2 = tx.update(g, s2, p2)
+        p2 = optim.apply_updates(p2, u)
+        for x, y in zip(_np(p1) + _np(s1), _np(p2) + _np(s2)):
+            np.testing.assert_array_equal(x, y)
+        for tree, old in zip(held, before):  # the caller's params, gradients and state
+            for x, y in zip(_np(tree), old):
+                np.testing.assert_array_equal(x, y)
+    assert tg.tree.tree_structure(p1) == tg.tree.tree_structure(params)
+
+
+def test_apply_gradients_leaves_old_params_and_state_untouched():
+    params = _params()
+    tx = optim.sgd(0.05, momentum=0.9)
+    state = tx.init(params)
+    before_p, g = _copies(params), _grad_seq(params, 1)[0]
+    new, new_state = optim.apply_gradients(tx, g, state, params)
+    state_before = _copies(new_state)
+    newer, _ = optim.apply_gradients(tx, g, new_state, new)
+    for x, y in zip(_np(params), before_p):
+        np.testing.assert_array_equal(x, y)
+    for x, y in zip(_np(new_state), state_before):  # momentum buffers kept by the old state
+        np.testing.assert_array_equal(x, y)
+    assert not any(np.array_equal(a, b) for a, b in zip(_np(newer), _np(new)))
+
+
+def test_apply_gradients_writes_new_params_into_private_updates(monkeypatch):
+    from tapegrad.optim import transforms as T
+
+    added = []
+    add = np.add
+
+    def counting(a, b, out=None):
+        added.append(a.shape)
+        return add(a, b, out=out)
+
+    monkeypatch.setattr(T.np, "add", counting)
+    params = _params()
+    g = _grad_seq(params, 1)[0]
+    optim.apply_gradients(optim.sgd(0.1), g, optim.sgd(0.1).init(params), params)
+    assert sorted(added) == sorted(p.shape for p in tg.tree.tree_leaves(params))
+    added.clear()
+    tx = optim.identity()  # the updates are the caller's gradients: never written into
+    optim.apply_gradients(tx, g, tx.init(params), params)
+    assert added == []
+
+
+def test_apply_gradients_general_leaves_and_errors():
+    params = {"w": np.array([1.0, 2.0]), "b": tg.Tensor(np.float32(0.5))}
+    grads = {"w": np.array([0.5, 0.5]), "b": tg.Tensor(np.float32(1.0))}
+    tx = optim.sgd(0.1)
+    new, _ = optim.apply_gradients(tx, grads, tx.init(params), params)
+    assert isinstance(new["w"], np.ndarray) and isinstance(new["b"], tg.Tensor)
+    np.testing.assert_allclose(new["w"], [0.95, 1.95])
+    np.testing.assert_allclose(new["b"].numpy(), 0.4, rtol=1e-6)
+    np.testing.assert_array_equal(params["w"], [1.0, 2.0])
+    with pytest.raises(TypeError, match="different pytree structures"):
+        w = {"w": tg.Tensor(np.ones(2))}
+        optim.apply_gradients(tx, {"v": tg.Tensor(np.ones(2))}, tx.init(w), w)
+
+
+def test_apply_gradients_is_differentiable_through_a_step():
+    def after_step(w):
+        g = tg.grad(lambda v: (v * v).sum())(w)
+        tx = optim.sgd(0.1)
+        new, _ = optim.apply_gradients(tx, {"w": g}, tx.init({"w": w}), {"w": w})
+        return (new["w"] * new["w"]).sum()
+
+    w = tg.Tensor(np.array([1.0, 2.0]))
+    np.testing.assert_allclose(tg.grad(after_step)(w).numpy(), 0.64 * 2 * np.array([1.0, 2.0]))

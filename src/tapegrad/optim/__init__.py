@@ -2,7 +2,8 @@
 
 The pure layer follows Optax: a transform has ``init(params) -> opt_state`` and
 ``update(grads, opt_state, params) -> (updates, opt_state)``; ``apply_updates(params, updates)``
-gives the new parameters. The stateful :class:`Optimizer` family (:class:`SGD`, :class:`Adam`,
+gives the new parameters, and ``apply_gradients(tx, grads, opt_state, params)`` does both in one
+faster call. The stateful :class:`Optimizer` family (:class:`SGD`, :class:`Adam`,
 :class:`AdamW`) keeps the seeds' API on top of it. See ``docs/optim.md``.
 """
 
@@ -21,6 +22,7 @@ from tapegrad.optim.transforms import (
     adam,
     adamw,
     add_decayed_weights,
+    apply_gradients,
     apply_updates,
     chain,
     clip_by_global_norm,
@@ -53,6 +55,7 @@ __all__ = [
     "adam",
     "adamw",
     "apply_updates",
+    "apply_gradients",
     "global_norm",
     "clip_by_norm",
     "tree_scale",

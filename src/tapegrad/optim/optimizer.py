@@ -2,8 +2,9 @@
 
 An :class:`Optimizer` holds one parameter pytree (or a Module's), the pure transform's state,
 the latest gradients given to it (the seeds' ``.grad`` home), the learning rate and the step
-count. ``step(grads)`` calls the pure transform and :func:`~tapegrad.optim.apply_updates`, then
-replaces the parameters wholesale: no array is modified in place. There is no math here.
+count. ``step(grads)`` calls the pure transform and applies its updates
+(:func:`~tapegrad.optim.apply_gradients`), then replaces the parameters wholesale: no array
+anyone can see is modified in place. There is no math here.
 
 Module interface (duck-typed; ``tapegrad.optim`` never imports ``tapegrad.nn``): an object with
 a ``params`` attribute (its parameter pytree) and a method ``_set_params(new_params)`` that
@@ -308,8 +309,9 @@ class Optimizer:
         params = self.params
         self._timestep += 1
         self.update_lr()
-        updates, new_state = self._full_transform().update(grads, self._opt_state, params)
-        new_params = T.apply_updates(params, updates)
+        new_params, new_state = T.apply_gradients(
+            self._full_transform(), grads, self._opt_state, params
+        )
         self._opt_state = new_state
         if self._module is not None:
             self._module._set_params(new_params)
