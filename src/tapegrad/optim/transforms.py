@@ -773,17 +773,21 @@ def apply_gradients(tx: GradientTransformation, grads, opt_state, params):
     lu, tu = tree_flatten(updates)
     if tp != tu:
         return apply_updates(params, updates), new_state  # raises the structure error
-    for p, u in zip(lp, lu):
-        if not (
-            type(p) is Tensor
-            and type(u) is Tensor
-            and p.dtype == u.dtype
-            and p.dtype.kind == "f"
-            and p.shape == u.shape
-        ):  # a leaf the fast path does not take: the general path checks and converts
-            return apply_updates(params, tree_unflatten(tu, lu)), new_state
-    del updates, p, u  # from here the flat list holds the only references to the updates
+    if not all(map(_same_float_tensors, lp, lu)):  # the general path checks and converts
+        return apply_updates(params, tree_unflatten(tu, lu)), new_state
+    del updates  # from here the flat list holds the only references to the update leaves
     return tree_unflatten(tp, [_add_into_update(lp[i], lu, i) for i in range(len(lp))]), new_state
+
+
+def _same_float_tensors(p, u) -> bool:
+    """Whether parameter ``p`` and update ``u`` are floating Tensors of one shape and dtype."""
+    return (
+        type(p) is Tensor
+        and type(u) is Tensor
+        and p.dtype == u.dtype
+        and p.dtype.kind == "f"
+        and p.shape == u.shape
+    )
 
 
 def _add_into_update(p: Tensor, lu: list, i: int) -> Tensor:
