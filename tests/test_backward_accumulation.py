@@ -8,6 +8,19 @@ import tapegrad.numpy as tnp
 from tapegrad import tape as tape_mod
 
 
+@pytest.fixture(
+    autouse=True,
+    params=["python", "compiled"],
+)
+def replay(request, monkeypatch):
+    """Every test here runs against the Python replay and the compiled one."""
+    if request.param == "python":
+        monkeypatch.setattr(tape_mod, "_backward_pass", tape_mod._backward_pass_py)
+    elif tape_mod._backward_pass is tape_mod._backward_pass_py:
+        pytest.skip("tapegrad._speedups not built")
+    return request.param
+
+
 @pytest.fixture
 def count_in_place(monkeypatch):
     calls = []
@@ -38,6 +51,8 @@ def _mlp_grads(seed=0):
 def test_in_place_accumulation_happens_and_matches_out_of_place(count_in_place, monkeypatch):
     g_in, h_in = _mlp_grads()
     assert count_in_place, "the private cotangents of a weight used twice are summed in place"
+    # the reference: the Python replay with the in-place path off (no count matches)
+    monkeypatch.setattr(tape_mod, "_backward_pass", tape_mod._backward_pass_py)
     monkeypatch.setattr(tape_mod, "_EXCLUSIVE", (-1, -1))
     g_out, h_out = _mlp_grads()
     for a, b in zip(g_in + h_in, g_out + h_out):

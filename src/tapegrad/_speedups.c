@@ -1,4 +1,5 @@
-/* Compiled constructors for tapegrad's frozen Tensor record.
+/* Compiled constructors for tapegrad's frozen Tensor record, and the hot paths of
+ * Function.apply and the backward replay.
  *
  * Tensor is a frozen attrs class with slots: its __setattr__ raises (immutability), so Python
  * code must set each slot through its member descriptor, six calls per Tensor (about 400 ns on
@@ -12,6 +13,17 @@
  * const(array, label=None) builds a level-0 constant; make(array, primal, level, trace, node,
  * label) builds any Tensor. No argument is checked beyond its count: these are internal
  * constructors for tapegrad's hot path, called only with values tapegrad made.
+ *
+ * init_core(...) hands over the pieces of tapegrad/function.py and tape.py the hot paths need;
+ * apply(cls, *args, **params) is then Function.apply (installed as a classmethod) and
+ * backward_pass(records, ct, consume) is the backward replay. Each is a line-by-line
+ * translation of the common case of its Python original (Function._apply_py, whose one-level
+ * recording branch is Function._record_small; tape._backward_pass): NumPy arrays, an eager op
+ * or a one-level recording. Anything else (devices, lazy mode, nested levels, ops with no
+ * derivative at their level) is handed to the Python original before any work is done, and
+ * rare results (several outputs, scalars, non-Tensor cotangents, broadcast cotangents) go
+ * through the same Python helpers the original uses, so both behave identically; the tests run
+ * with and without this module (TAPEGRAD_NO_SPEEDUPS=1).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -116,6 +128,1005 @@ sp_init(PyObject *self, PyObject *cls)
     Py_RETURN_NONE;
 }
 
+
+/* ---------------------------------------------------------------------------------------- */
+/* The hot paths: Function.apply and the backward replay                                     */
+/* ---------------------------------------------------------------------------------------- */
+
+enum { S_ARRAY, S_PRIMAL, S_LEVEL, S_TRACE, S_NODE, S_LABEL };
+#define SLOT(t, i) (*(PyObject **)((char *)(t) + offsets[i]))
+#define MAX_ARGS 16
+
+static int core_ready = 0;
+static PyTypeObject *context_type = NULL;
+static PyTypeObject *ndarray_type = NULL;
+static PyObject *grad_state = NULL;   /* threading.local with .disabled */
+static PyObject *lazy_state = NULL;   /* threading.local with .depth */
+static PyObject *lazy_global = NULL;  /* dict with "lazy" */
+static PyObject *py_wrap_eager = NULL, *py_as_array = NULL, *py_unbroadcast = NULL;
+static PyObject *py_multi_grads = NULL, *py_as_cotangent = NULL, *tape_module = NULL;
+static PyObject *np_module = NULL;
+static PyObject *falses[MAX_ARGS + 1];
+static PyObject *empty_tuple = NULL;
+
+static PyObject *s_forward, *s_backward, *s_needs_input_grad, *s_saved_tensors, *s_to_save,
+    *s_non_diff, *s_differentiable, *s_nondiff_argnums, *s_disabled, *s_depth, *s_lazy,
+    *s_done, *s_n_nodes, *s_avals, *s_records, *s_append, *s_apply_py, *s_explain,
+    *s_finish_multi, *s_shape, *s_dtype, *s_kind, *s_astype, *s_base, *s_flags, *s_writeable,
+    *s_out, *s_name, *s_np_add;
+
+static PyObject *long_one = NULL;
+
+/* d.pop(key, None) as a new reference (NULL with no error when absent); PyDict_Pop is 3.13+ */
+static int
+dict_pop(PyObject *d, PyObject *key, PyObject **out)
+{
+    PyObject *v = PyDict_GetItemWithError(d, key); /* borrowed */
+    *out = NULL;
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    Py_INCREF(v);
+    if (PyDict_DelItem(d, key) < 0) {
+        Py_DECREF(v);
+        return -1;
+    }
+    *out = v;
+    return 1;
+}
+
+/* A sentinel: the fast path declines before doing any work; the Python original runs. */
+static PyObject defer_obj;
+#define DEFER (&defer_obj)
+
+static inline long
+level_of(PyObject *t)
+{
+    PyObject *lv = SLOT(t, S_LEVEL);
+    return lv == NULL ? -1 : PyLong_AsLong(lv);
+}
+
+/* Whether an attribute is truthy (-1 on error). */
+static int
+attr_true(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* dtype.kind in "fc" for an ndarray, with a small cache keyed by the dtype object (builtin
+ * dtypes are singletons). -1 on error. */
+#define KIND_CACHE 16
+static PyObject *kind_keys[KIND_CACHE];
+static char kind_vals[KIND_CACHE];
+static int kind_used = 0;
+
+static int
+is_floating_array(PyObject *arr)
+{
+    PyObject *dt = PyObject_GetAttr(arr, s_dtype);
+    if (dt == NULL)
+        return -1;
+    for (int i = 0; i < kind_used; i++) {
+        if (kind_keys[i] == dt) {
+            Py_DECREF(dt);
+            return kind_vals[i];
+        }
+    }
+    PyObject *kind = PyObject_GetAttr(dt, s_kind);
+    if (kind == NULL) {
+        Py_DECREF(dt);
+        return -1;
+    }
+    int r = 0;
+    if (PyUnicode_Check(kind) && PyUnicode_GET_LENGTH(kind) == 1) {
+        Py_UCS4 c = PyUnicode_READ_CHAR(kind, 0);
+        r = (c == 'f' || c == 'c');
+    }
+    Py_DECREF(kind);
+    if (kind_used < KIND_CACHE) {
+        kind_keys[kind_used] = dt; /* keeps the reference: the dtype stays alive */
+        kind_vals[kind_used] = (char)r;
+        kind_used++;
+    }
+    else {
+        Py_DECREF(dt);
+    }
+    return r;
+}
+
+static int
+grad_disabled(void)
+{
+    PyObject *v = PyObject_GetAttr(grad_state, s_disabled);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+static int
+lazy_active(void)
+{
+    PyObject *v = PyObject_GetAttr(lazy_state, s_depth);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    if (r)
+        return r;
+    PyObject *g = PyDict_GetItemWithError(lazy_global, s_lazy); /* borrowed */
+    if (g == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    return PyObject_IsTrue(g);
+}
+
+static PyObject *
+call_py_apply(PyObject *cls, PyObject *const *xs, Py_ssize_t n, PyObject *kwnames)
+{
+    PyObject *m = PyObject_GetAttr(cls, s_apply_py);
+    if (m == NULL)
+        return NULL;
+    PyObject *r = PyObject_Vectorcall(m, xs, n, kwnames);
+    Py_DECREF(m);
+    return r;
+}
+
+/* The keyword arguments as a new dict (a new empty one without any), as **params builds. */
+static PyObject *
+params_dict(PyObject *const *kwvalues, PyObject *kwnames)
+{
+    PyObject *d = PyDict_New();
+    if (d == NULL || kwnames == NULL)
+        return d;
+    Py_ssize_t nk = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t i = 0; i < nk; i++) {
+        if (PyDict_SetItem(d, PyTuple_GET_ITEM(kwnames, i), kwvalues[i]) < 0) {
+            Py_DECREF(d);
+            return NULL;
+        }
+    }
+    return d;
+}
+
+/* After forward raised: a ValueError, TypeError or IndexError becomes
+ * ``raise cls._explain(e, arrays, params) from e``, as in the Python original. */
+static void
+explain_error(PyObject *cls, PyObject *const *arrays, Py_ssize_t n, PyObject *const *kwvalues,
+              PyObject *kwnames)
+{
+    if (!(PyErr_ExceptionMatches(PyExc_ValueError) || PyErr_ExceptionMatches(PyExc_TypeError) ||
+          PyErr_ExceptionMatches(PyExc_IndexError)))
+        return;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    PyErr_NormalizeException(&et, &ev, &tb);
+    if (tb != NULL)
+        PyException_SetTraceback(ev, tb);
+    PyObject *lst = PyList_New(n);
+    PyObject *params = params_dict(kwvalues, kwnames);
+    PyObject *clear = NULL;
+    if (lst != NULL && params != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            PyList_SET_ITEM(lst, i, Py_NewRef(arrays[i]));
+        clear = PyObject_CallMethodObjArgs(cls, s_explain, ev, lst, params, NULL);
+    }
+    Py_XDECREF(lst);
+    Py_XDECREF(params);
+    if (clear == NULL) { /* _explain itself failed: keep the original error */
+        PyErr_Clear();
+        PyErr_Restore(et, ev, tb);
+        return;
+    }
+    PyException_SetCause(clear, Py_NewRef(ev));
+    PyException_SetContext(clear, Py_NewRef(ev));
+    PyErr_SetObject((PyObject *)Py_TYPE(clear), clear);
+    Py_DECREF(clear);
+    Py_XDECREF(et);
+    Py_XDECREF(ev);
+    Py_XDECREF(tb);
+}
+
+static PyObject *
+new_context(PyObject *needs)
+{
+    PyObject *ctx = context_type->tp_alloc(context_type, 0);
+    if (ctx == NULL)
+        return NULL;
+    if (PyObject_SetAttr(ctx, s_needs_input_grad, needs) < 0) {
+        Py_DECREF(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* cls.forward(ctx, *arrays, **kwargs) */
+static PyObject *
+call_forward(PyObject *cls, PyObject *ctx, PyObject *const *arrays, Py_ssize_t n,
+             PyObject *const *kwvalues, PyObject *kwnames)
+{
+    PyObject *stack[1 + MAX_ARGS + MAX_ARGS];
+    Py_ssize_t nk = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    PyObject *fwd = PyObject_GetAttr(cls, s_forward);
+    if (fwd == NULL)
+        return NULL;
+    stack[0] = ctx;
+    for (Py_ssize_t i = 0; i < n; i++)
+        stack[1 + i] = arrays[i];
+    for (Py_ssize_t i = 0; i < nk; i++)
+        stack[1 + n + i] = kwvalues[i];
+    PyObject *out = PyObject_Vectorcall(fwd, stack, 1 + n, kwnames);
+    Py_DECREF(fwd);
+    return out;
+}
+
+/* The eager branch of Function._apply_py: no transform holds any input. */
+static PyObject *
+apply_eager(PyObject *cls, PyObject *const *xs, Py_ssize_t n, PyObject *kwnames)
+{
+    PyObject *arrays[MAX_ARGS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = xs[i];
+        if (Py_TYPE(x) == tensor_type) {
+            PyObject *a = SLOT(x, S_ARRAY);
+            if (a == NULL || Py_TYPE(a) != ndarray_type)
+                return DEFER; /* a device or deferred array */
+            arrays[i] = a;
+        }
+        else {
+            arrays[i] = x;
+        }
+    }
+    PyObject *ctx = new_context(falses[n]);
+    if (ctx == NULL)
+        return NULL;
+    PyObject *out = call_forward(cls, ctx, arrays, n, xs + n, kwnames);
+    Py_DECREF(ctx);
+    if (out == NULL) {
+        explain_error(cls, arrays, n, xs + n, kwnames);
+        return NULL;
+    }
+    if (Py_TYPE(out) == ndarray_type) {
+        PyObject *values[N_SLOTS] = {out, Py_None, level_zero, Py_None, node_none, Py_None};
+        PyObject *t = fill(values);
+        Py_DECREF(out);
+        return t;
+    }
+    PyObject *t = PyObject_CallFunctionObjArgs(py_wrap_eager, out, np_module, NULL);
+    Py_DECREF(out);
+    return t;
+}
+
+/* The one-level recording branch (Function._record_small, for any number of inputs): the op
+ * is recorded at level top, where every traced input has a concrete (level-0) primal. */
+static PyObject *
+apply_record(PyObject *cls, long top, PyObject *const *xs, Py_ssize_t n, PyObject *kwnames)
+{
+    PyObject *arrays[MAX_ARGS];
+    PyObject *nodes[MAX_ARGS];  /* borrowed node ids (ints) of traced inputs, NULL otherwise */
+    PyObject *trace = NULL;     /* borrowed */
+    PyObject *const *kwvalues = xs + n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = xs[i];
+        nodes[i] = NULL;
+        if (Py_TYPE(x) == tensor_type) {
+            long lv = level_of(x);
+            if (lv == top) {
+                PyObject *p = SLOT(x, S_PRIMAL);
+                if (p == NULL)
+                    return DEFER;
+                if (p != Py_None && level_of(p) != 0)
+                    return DEFER; /* nested levels: the general path */
+                nodes[i] = SLOT(x, S_NODE);
+                trace = SLOT(x, S_TRACE);
+            }
+            else if (lv != 0) {
+                return DEFER;
+            }
+            PyObject *a = SLOT(x, S_ARRAY);
+            if (a == NULL || Py_TYPE(a) != ndarray_type)
+                return DEFER; /* a device or deferred array */
+            arrays[i] = a;
+        }
+        else {
+            arrays[i] = x;
+        }
+    }
+    if (trace == NULL)
+        return DEFER;
+    int done = attr_true(trace, s_done);
+    if (done != 0)
+        return done < 0 ? NULL : DEFER; /* the Python path raises the leaked-tracer error */
+
+    /* needs_input_grad: traced here and floating (integer inputs get no cotangent) */
+    PyObject *needs = PyTuple_New(n);
+    if (needs == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int f = 0;
+        if (nodes[i] != NULL) {
+            f = is_floating_array(arrays[i]);
+            if (f < 0) {
+                Py_DECREF(needs);
+                return NULL;
+            }
+        }
+        PyTuple_SET_ITEM(needs, i, Py_NewRef(f ? Py_True : Py_False));
+    }
+    PyObject *ctx = new_context(needs);
+    Py_DECREF(needs);
+    if (ctx == NULL)
+        return NULL;
+    PyObject *raw = call_forward(cls, ctx, arrays, n, kwvalues, kwnames);
+    if (raw == NULL) {
+        Py_DECREF(ctx);
+        explain_error(cls, arrays, n, kwvalues, kwnames);
+        return NULL;
+    }
+    PyObject *params = NULL, *res = NULL, *lo = NULL, *dict = NULL, *out = NULL;
+    PyObject *in_nodes = NULL, *consts = NULL, *rec = NULL, *outs = NULL, *aval = NULL;
+    if (Py_TYPE(raw) != ndarray_type) {
+        if (PyTuple_Check(raw) || PyList_Check(raw)) { /* several outputs: the general path */
+            PyObject *lst = PyList_New(n);
+            PyObject *args = PyTuple_New(n);
+            params = params_dict(kwvalues, kwnames);
+            PyObject *top_obj = PyLong_FromLong(top);
+            PyObject *r = NULL;
+            if (lst && args && params && top_obj) {
+                for (Py_ssize_t i = 0; i < n; i++) {
+                    PyList_SET_ITEM(lst, i, Py_NewRef(arrays[i]));
+                    PyTuple_SET_ITEM(args, i, Py_NewRef(xs[i]));
+                }
+                r = PyObject_CallMethodObjArgs(cls, s_finish_multi, ctx, raw, np_module, lst,
+                                               top_obj, args, params, NULL);
+            }
+            Py_XDECREF(lst);
+            Py_XDECREF(args);
+            Py_XDECREF(params);
+            Py_XDECREF(top_obj);
+            Py_DECREF(raw);
+            Py_DECREF(ctx);
+            return r;
+        }
+        PyObject *conv = PyObject_CallFunctionObjArgs(py_as_array, raw, np_module, NULL);
+        Py_DECREF(raw);
+        if (conv == NULL)
+            goto fail_ctx;
+        raw = conv;
+    }
+    params = params_dict(kwvalues, kwnames);
+    if (params == NULL)
+        goto fail;
+    dict = PyObject_GenericGetDict(ctx, NULL);
+    if (dict == NULL)
+        goto fail;
+
+    /* what forward saved, as Tensors: traced inputs give their primal, the output its own
+     * level-0 Tensor, Python values stay as they are, other arrays become constants */
+    PyObject *saved = PyDict_GetItemWithError(dict, s_to_save); /* borrowed */
+    if (saved == NULL && PyErr_Occurred())
+        goto fail;
+    if (saved != NULL && saved != Py_None && PyObject_IsTrue(saved)) {
+        Py_INCREF(saved);
+        if (PyDict_DelItem(dict, s_to_save) < 0) {
+            Py_DECREF(saved);
+            goto fail;
+        }
+        PyObject *seq = PySequence_Fast(saved, "save_for_backward");
+        Py_DECREF(saved);
+        if (seq == NULL)
+            goto fail;
+        Py_ssize_t ns = PySequence_Fast_GET_SIZE(seq);
+        res = PyTuple_New(ns);
+        if (res == NULL) {
+            Py_DECREF(seq);
+            goto fail;
+        }
+        for (Py_ssize_t k = 0; k < ns; k++) {
+            PyObject *v = PySequence_Fast_GET_ITEM(seq, k);
+            PyObject *item = NULL;
+            Py_ssize_t i;
+            for (i = 0; i < n; i++) {
+                if (v == arrays[i] && Py_TYPE(xs[i]) == tensor_type)
+                    break;
+            }
+            if (i < n) { /* a Tensor input */
+                PyObject *x = xs[i];
+                if (nodes[i] == NULL) {
+                    item = Py_NewRef(x);
+                }
+                else {
+                    PyObject *p = SLOT(x, S_PRIMAL);
+                    if (p == Py_None) { /* build the level-0 primal once and cache it */
+                        PyObject *values[N_SLOTS] = {SLOT(x, S_ARRAY), Py_None, level_zero,
+                                                     Py_None, node_none, Py_None};
+                        p = fill(values);
+                        if (p == NULL) {
+                            Py_DECREF(seq);
+                            goto fail;
+                        }
+                        PyObject *old = SLOT(x, S_PRIMAL);
+                        SLOT(x, S_PRIMAL) = p; /* the slot owns the new reference */
+                        Py_DECREF(old);
+                    }
+                    item = Py_NewRef(p);
+                }
+            }
+            else if (v == raw) {
+                if (lo == NULL) {
+                    PyObject *values[N_SLOTS] = {raw, Py_None, level_zero, Py_None, node_none,
+                                                 Py_None};
+                    lo = fill(values);
+                    if (lo == NULL) {
+                        Py_DECREF(seq);
+                        goto fail;
+                    }
+                }
+                item = Py_NewRef(lo);
+            }
+            else {
+                for (i = 0; i < n; i++) {
+                    if (v == arrays[i])
+                        break;
+                }
+                if (i < n || Py_TYPE(v) == tensor_type) { /* a Python value, or a Tensor */
+                    item = Py_NewRef(v);
+                }
+                else {
+                    PyObject *values[N_SLOTS] = {v, Py_None, level_zero, Py_None, node_none,
+                                                 Py_None};
+                    item = fill(values);
+                    if (item == NULL) {
+                        Py_DECREF(seq);
+                        goto fail;
+                    }
+                }
+            }
+            PyTuple_SET_ITEM(res, k, item);
+        }
+        Py_DECREF(seq);
+    }
+    else {
+        if (saved != NULL && PyDict_DelItem(dict, s_to_save) < 0)
+            goto fail;
+        res = Py_NewRef(empty_tuple);
+    }
+    if (PyDict_SetItem(dict, s_saved_tensors, res) < 0)
+        goto fail;
+    Py_CLEAR(res);
+    PyObject *rec_ctx = ctx;
+    int nd = PyDict_Contains(dict, s_non_diff);
+    if (nd < 0)
+        goto fail;
+    if (nd) { /* the only output carries no gradient: nothing flows back */
+        if (PyDict_DelItem(dict, s_non_diff) < 0)
+            goto fail;
+        rec_ctx = Py_None;
+    }
+    Py_CLEAR(dict);
+
+    /* the node, the output Tensor, its aval and the record */
+    PyObject *node_obj = PyObject_GetAttr(trace, s_n_nodes);
+    if (node_obj == NULL)
+        goto fail;
+    PyObject *next = PyNumber_Add(node_obj, long_one);
+    if (next == NULL || PyObject_SetAttr(trace, s_n_nodes, next) < 0) {
+        Py_XDECREF(next);
+        Py_DECREF(node_obj);
+        goto fail;
+    }
+    Py_DECREF(next);
+    PyObject *top_obj = PyLong_FromLong(top);
+    if (top_obj == NULL) {
+        Py_DECREF(node_obj);
+        goto fail;
+    }
+    {
+        PyObject *values[N_SLOTS] = {raw, lo == NULL ? Py_None : lo, top_obj, trace, node_obj,
+                                     Py_None};
+        out = fill(values);
+    }
+    Py_DECREF(top_obj);
+    if (out == NULL) {
+        Py_DECREF(node_obj);
+        goto fail;
+    }
+    PyObject *avals = PyObject_GetAttr(trace, s_avals);
+    if (avals == NULL) {
+        Py_DECREF(node_obj);
+        goto fail;
+    }
+    PyObject *shape = PyObject_GetAttr(raw, s_shape);
+    PyObject *dtype = shape == NULL ? NULL : PyObject_GetAttr(raw, s_dtype);
+    aval = dtype == NULL ? NULL : PyTuple_Pack(2, shape, dtype);
+    Py_XDECREF(shape);
+    Py_XDECREF(dtype);
+    if (aval == NULL || PyList_Append(avals, aval) < 0) {
+        Py_DECREF(avals);
+        Py_DECREF(node_obj);
+        goto fail;
+    }
+    Py_CLEAR(aval);
+    in_nodes = PyTuple_New(n);
+    consts = PyTuple_New(n);
+    outs = PyTuple_Pack(1, node_obj);
+    Py_DECREF(node_obj);
+    if (in_nodes == NULL || consts == NULL || outs == NULL) {
+        Py_DECREF(avals);
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyTuple_SET_ITEM(in_nodes, i, Py_NewRef(nodes[i] != NULL ? nodes[i] : node_none));
+        PyTuple_SET_ITEM(consts, i, Py_NewRef(nodes[i] != NULL ? Py_None : xs[i]));
+    }
+    rec = PyTuple_Pack(8, cls, params, rec_ctx, in_nodes, consts, outs, avals, avals);
+    Py_DECREF(avals);
+    if (rec == NULL)
+        goto fail;
+    PyObject *records = PyObject_GetAttr(trace, s_records);
+    if (records == NULL)
+        goto fail;
+    int rc;
+    if (PyList_CheckExact(records)) {
+        rc = PyList_Append(records, rec);
+    }
+    else { /* a forward-mode trace computes tangents as records arrive */
+        PyObject *r = PyObject_CallMethodOneArg(records, s_append, rec);
+        rc = r == NULL ? -1 : 0;
+        Py_XDECREF(r);
+    }
+    Py_DECREF(records);
+    if (rc < 0)
+        goto fail;
+    Py_DECREF(rec);
+    Py_DECREF(in_nodes);
+    Py_DECREF(consts);
+    Py_DECREF(outs);
+    Py_DECREF(params);
+    Py_XDECREF(lo);
+    Py_DECREF(raw);
+    Py_DECREF(ctx);
+    return out;
+
+fail:
+    Py_XDECREF(rec);
+    Py_XDECREF(in_nodes);
+    Py_XDECREF(consts);
+    Py_XDECREF(outs);
+    Py_XDECREF(aval);
+    Py_XDECREF(out);
+    Py_XDECREF(res);
+    Py_XDECREF(dict);
+    Py_XDECREF(params);
+    Py_XDECREF(lo);
+    Py_DECREF(raw);
+fail_ctx:
+    Py_DECREF(ctx);
+    return NULL;
+}
+
+/* Function.apply(cls, *args, **params) */
+static PyObject *
+sp_apply(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (!core_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "tapegrad._speedups: init_core was not called");
+        return NULL;
+    }
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "apply: missing the Function class");
+        return NULL;
+    }
+    PyObject *cls = args[0];
+    PyObject *const *xs = args + 1;
+    Py_ssize_t n = nargs - 1;
+    Py_ssize_t nk = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    if (n > MAX_ARGS || nk > MAX_ARGS)
+        return call_py_apply(cls, xs, n, kwnames);
+    long top = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (Py_TYPE(xs[i]) == tensor_type) {
+            long lv = level_of(xs[i]);
+            if (lv < 0) {
+                if (PyErr_Occurred())
+                    return NULL;
+                return call_py_apply(cls, xs, n, kwnames);
+            }
+            if (lv > top)
+                top = lv;
+        }
+    }
+    PyObject *r;
+    if (top) {
+        int d = attr_true(cls, s_differentiable);
+        if (d < 0)
+            return NULL;
+        if (!d)
+            return call_py_apply(cls, xs, n, kwnames);
+        int nd = attr_true(cls, s_nondiff_argnums);
+        if (nd < 0)
+            return NULL;
+        if (nd)
+            return call_py_apply(cls, xs, n, kwnames);
+        int off = grad_disabled();
+        if (off < 0)
+            return NULL;
+        if (off)
+            return call_py_apply(cls, xs, n, kwnames);
+        r = apply_record(cls, top, xs, n, kwnames);
+    }
+    else {
+        int lz = lazy_active();
+        if (lz < 0)
+            return NULL;
+        if (lz)
+            return call_py_apply(cls, xs, n, kwnames);
+        r = apply_eager(cls, xs, n, kwnames);
+    }
+    if (r == DEFER)
+        return call_py_apply(cls, xs, n, kwnames);
+    return r;
+}
+
+/* ---- the backward replay (tape._backward_pass) ------------------------------------------- */
+
+/* prev + g written into prev's array when only the cotangent dict holds prev, only prev holds
+ * its array, and the arrays are first-order NumPy arrays of one shape and dtype, the first
+ * owning its data and writable (tape._add_in_place; exact reference counts here). 1 if added,
+ * 0 if not, -1 on error. */
+static int
+add_in_place(PyObject *prev, PyObject *g)
+{
+#ifdef Py_GIL_DISABLED
+    return 0;
+#else
+    if (Py_TYPE(prev) != tensor_type || Py_TYPE(g) != tensor_type)
+        return 0;
+    PyObject *pa = SLOT(prev, S_ARRAY), *ga = SLOT(g, S_ARRAY);
+    if (pa == NULL || ga == NULL || Py_TYPE(pa) != ndarray_type || Py_TYPE(ga) != ndarray_type)
+        return 0;
+    if (Py_REFCNT(prev) != 1 || Py_REFCNT(pa) != 1 || level_of(prev) != 0 || level_of(g) != 0)
+        return 0;
+    PyObject *base = PyObject_GetAttr(pa, s_base);
+    if (base == NULL)
+        return -1;
+    int owns = base == Py_None;
+    Py_DECREF(base);
+    if (!owns)
+        return 0;
+    PyObject *flags = PyObject_GetAttr(pa, s_flags);
+    if (flags == NULL)
+        return -1;
+    int w = attr_true(flags, s_writeable);
+    Py_DECREF(flags);
+    if (w <= 0)
+        return w;
+    int same = 0;
+    PyObject *s1 = PyObject_GetAttr(pa, s_shape), *s2 = PyObject_GetAttr(ga, s_shape);
+    if (s1 && s2)
+        same = PyObject_RichCompareBool(s1, s2, Py_EQ);
+    Py_XDECREF(s1);
+    Py_XDECREF(s2);
+    if (same <= 0)
+        return same;
+    PyObject *d1 = PyObject_GetAttr(pa, s_dtype), *d2 = PyObject_GetAttr(ga, s_dtype);
+    same = (d1 && d2) ? PyObject_RichCompareBool(d1, d2, Py_EQ) : -1;
+    Py_XDECREF(d1);
+    Py_XDECREF(d2);
+    if (same <= 0)
+        return same;
+    PyObject *kw = PyDict_New();
+    if (kw == NULL || PyDict_SetItem(kw, s_out, pa) < 0) {
+        Py_XDECREF(kw);
+        return -1;
+    }
+    PyObject *add = PyObject_GetAttr(tape_module, s_np_add); /* tape._np_add: tests count it */
+    PyObject *a = add == NULL ? NULL : PyTuple_Pack(2, pa, ga);
+    PyObject *r = a == NULL ? NULL : PyObject_Call(add, a, kw);
+    Py_XDECREF(a);
+    Py_XDECREF(add);
+    Py_DECREF(kw);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return 1;
+#endif
+}
+
+/* One entry's cotangents into ct. 0 on success, -1 on error. */
+static int
+backward_entry(PyObject *rec, PyObject *ct)
+{
+    if (!PyTuple_Check(rec) || PyTuple_GET_SIZE(rec) != 8) { /* guards */
+        if (PyTuple_Check(rec) && PyTuple_GET_SIZE(rec) >= 3 && PyTuple_GET_ITEM(rec, 2) == Py_None)
+            return 0;
+        PyErr_SetString(PyExc_TypeError, "backward_pass: malformed tape record");
+        return -1;
+    }
+    PyObject *fn = PyTuple_GET_ITEM(rec, 0), *ctx = PyTuple_GET_ITEM(rec, 2);
+    if (ctx == Py_None)
+        return 0;
+    PyObject *in_nodes = PyTuple_GET_ITEM(rec, 3), *out_nodes = PyTuple_GET_ITEM(rec, 5);
+    PyObject *in_avals = PyTuple_GET_ITEM(rec, 6);
+    PyObject *grads;
+    if (PyTuple_GET_SIZE(out_nodes) == 1) {
+        PyObject *g;
+        if (dict_pop(ct, PyTuple_GET_ITEM(out_nodes, 0), &g) < 0)
+            return -1;
+        if (g == NULL)
+            return 0;
+        PyObject *bw = PyObject_GetAttr(fn, s_backward);
+        if (bw == NULL) {
+            Py_DECREF(g);
+            return -1;
+        }
+        PyObject *stack[2] = {ctx, g};
+        grads = PyObject_Vectorcall(bw, stack, 2, NULL);
+        Py_DECREF(bw);
+        Py_DECREF(g);
+    }
+    else {
+        PyObject *wrapped = PyObject_CallFunctionObjArgs(py_multi_grads, rec, ct, NULL);
+        if (wrapped == NULL)
+            return -1;
+        if (wrapped == Py_None) { /* no cotangent reached any output */
+            Py_DECREF(wrapped);
+            return 0;
+        }
+        if (!PyTuple_Check(wrapped) || PyTuple_GET_SIZE(wrapped) != 1) {
+            Py_DECREF(wrapped);
+            PyErr_SetString(PyExc_TypeError, "backward_pass: _multi_grads must return (grads,)");
+            return -1;
+        }
+        grads = Py_NewRef(PyTuple_GET_ITEM(wrapped, 0));
+        Py_DECREF(wrapped);
+    }
+    if (grads == NULL)
+        return -1;
+    if (!PyTuple_CheckExact(grads)) {
+        PyObject *t = PyList_CheckExact(grads) ? PyList_AsTuple(grads) : PyTuple_Pack(1, grads);
+        Py_DECREF(grads);
+        if (t == NULL)
+            return -1;
+        grads = t;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(in_nodes);
+    if (PyTuple_GET_SIZE(grads) != n) {
+        PyObject *name = PyObject_GetAttr(fn, s_name);
+        PyErr_Format(PyExc_ValueError,
+                     "%S.backward returned %zd value(s) for %zd input(s); return one cotangent "
+                     "(or None) per positional input of forward.",
+                     name ? name : Py_None, PyTuple_GET_SIZE(grads), n);
+        Py_XDECREF(name);
+        Py_DECREF(grads);
+        return -1;
+    }
+    PyObject *needs = PyObject_GetAttr(ctx, s_needs_input_grad);
+    if (needs == NULL) {
+        Py_DECREF(grads);
+        return -1;
+    }
+    int list_avals = PyList_CheckExact(in_avals);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *node = PyTuple_GET_ITEM(in_nodes, i);
+        long nid = PyLong_AsLong(node);
+        if (nid == -1 && PyErr_Occurred())
+            goto fail;
+        if (nid < 0)
+            continue;
+        PyObject *need = PySequence_GetItem(needs, i);
+        if (need == NULL)
+            goto fail;
+        int nv = PyObject_IsTrue(need);
+        Py_DECREF(need);
+        if (nv < 0)
+            goto fail;
+        if (!nv)
+            continue;
+        PyObject *g = PyTuple_GET_ITEM(grads, i);
+        if (g == Py_None)
+            continue;
+        Py_INCREF(g);
+        if (Py_TYPE(g) != tensor_type) {
+            PyObject *t = PyObject_CallOneArg(py_as_cotangent, g);
+            Py_DECREF(g);
+            if (t == NULL)
+                goto fail;
+            g = t;
+        }
+        PyObject *aval = list_avals ? PyList_GetItem(in_avals, nid) : PyTuple_GetItem(in_avals, i);
+        if (aval == NULL || !PyTuple_Check(aval) || PyTuple_GET_SIZE(aval) != 2) {
+            Py_DECREF(g);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "backward_pass: malformed aval");
+            goto fail;
+        }
+        PyObject *shape = PyTuple_GET_ITEM(aval, 0), *dtype = PyTuple_GET_ITEM(aval, 1);
+        PyObject *gshape = PyObject_GetAttr(SLOT(g, S_ARRAY), s_shape);
+        if (gshape == NULL) {
+            Py_DECREF(g);
+            goto fail;
+        }
+        int eq = PyObject_RichCompareBool(gshape, shape, Py_EQ);
+        Py_DECREF(gshape);
+        if (eq < 0) {
+            Py_DECREF(g);
+            goto fail;
+        }
+        if (!eq) {
+            PyObject *idx = PyLong_FromSsize_t(i);
+            PyObject *t = idx == NULL ? NULL
+                                      : PyObject_CallFunctionObjArgs(py_unbroadcast, g, shape, fn,
+                                                                     idx, NULL);
+            Py_XDECREF(idx);
+            Py_DECREF(g);
+            if (t == NULL)
+                goto fail;
+            g = t;
+        }
+        PyObject *gdtype = PyObject_GetAttr(SLOT(g, S_ARRAY), s_dtype);
+        if (gdtype == NULL) {
+            Py_DECREF(g);
+            goto fail;
+        }
+        eq = gdtype == dtype ? 1 : PyObject_RichCompareBool(gdtype, dtype, Py_EQ);
+        Py_DECREF(gdtype);
+        if (eq < 0) {
+            Py_DECREF(g);
+            goto fail;
+        }
+        if (!eq) {
+            PyObject *t = PyObject_CallMethodOneArg(g, s_astype, dtype);
+            Py_DECREF(g);
+            if (t == NULL)
+                goto fail;
+            g = t;
+        }
+        PyObject *prev = PyDict_GetItemWithError(ct, node); /* borrowed */
+        if (prev == NULL) {
+            int rc = PyErr_Occurred() ? -1 : PyDict_SetItem(ct, node, g);
+            Py_DECREF(g);
+            if (rc < 0)
+                goto fail;
+            continue;
+        }
+        int added = add_in_place(prev, g);
+        if (added < 0) {
+            Py_DECREF(g);
+            goto fail;
+        }
+        if (!added) {
+            PyObject *sum = PyNumber_Add(prev, g);
+            int rc = sum == NULL ? -1 : PyDict_SetItem(ct, node, sum);
+            Py_XDECREF(sum);
+            if (rc < 0) {
+                Py_DECREF(g);
+                goto fail;
+            }
+        }
+        Py_DECREF(g);
+    }
+    Py_DECREF(needs);
+    Py_DECREF(grads);
+    return 0;
+fail:
+    Py_DECREF(needs);
+    Py_DECREF(grads);
+    return -1;
+}
+
+/* backward_pass(records, ct, consume): replay records backward, accumulating into ct. */
+static PyObject *
+sp_backward_pass(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!core_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "tapegrad._speedups: init_core was not called");
+        return NULL;
+    }
+    if (nargs != 3 || !PyList_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "backward_pass(records: list, ct: dict, consume)");
+        return NULL;
+    }
+    PyObject *records = args[0], *ct = args[1];
+    int consume = PyObject_IsTrue(args[2]);
+    if (consume < 0)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    while (n > 0) {
+        n--;
+        if (n >= PyList_GET_SIZE(records)) { /* a rule changed the list: take what is left */
+            n = PyList_GET_SIZE(records);
+            continue;
+        }
+        PyObject *rec = Py_NewRef(PyList_GET_ITEM(records, n));
+        if (consume && PyList_SetSlice(records, n, n + 1, NULL) < 0) {
+            Py_DECREF(rec);
+            return NULL;
+        }
+        int rc = backward_entry(rec, ct);
+        Py_DECREF(rec);
+        if (rc < 0)
+            return NULL;
+    }
+    return Py_NewRef(ct);
+}
+
+static PyObject *
+sp_init_core(PyObject *self, PyObject *args)
+{
+    PyObject *ctx_cls, *nd, *helpers;
+    if (!PyArg_ParseTuple(args, "OOOOOO:init_core", &ctx_cls, &nd, &grad_state, &lazy_state,
+                          &lazy_global, &helpers))
+        return NULL;
+    if (!ready())
+        return NULL;
+    if (!PyType_Check(ctx_cls) || !PyType_Check(nd) || !PyDict_Check(lazy_global) ||
+        !PyDict_Check(helpers)) {
+        PyErr_SetString(PyExc_TypeError, "init_core: unexpected arguments");
+        return NULL;
+    }
+    Py_INCREF(ctx_cls);
+    Py_INCREF(nd);
+    Py_INCREF(grad_state);
+    Py_INCREF(lazy_state);
+    Py_INCREF(lazy_global);
+    context_type = (PyTypeObject *)ctx_cls;
+    ndarray_type = (PyTypeObject *)nd;
+    const char *names[] = {"wrap_eager", "as_array", "unbroadcast", "multi_grads",
+                           "as_cotangent", "tape", "numpy"};
+    PyObject **slots[] = {&py_wrap_eager, &py_as_array, &py_unbroadcast, &py_multi_grads,
+                          &py_as_cotangent, &tape_module, &np_module};
+    for (int i = 0; i < 7; i++) {
+        PyObject *v = PyDict_GetItemString(helpers, names[i]);
+        if (v == NULL) {
+            PyErr_Format(PyExc_KeyError, "init_core: helper %s missing", names[i]);
+            return NULL;
+        }
+        Py_INCREF(v);
+        Py_XSETREF(*slots[i], v);
+    }
+    for (int i = 0; i <= MAX_ARGS; i++) {
+        PyObject *t = PyTuple_New(i);
+        if (t == NULL)
+            return NULL;
+        for (int j = 0; j < i; j++)
+            PyTuple_SET_ITEM(t, j, Py_NewRef(Py_False));
+        Py_XSETREF(falses[i], t);
+    }
+    core_ready = 1;
+    Py_RETURN_NONE;
+}
+
+static int
+intern_strings(void)
+{
+    struct { PyObject **p; const char *s; } tab[] = {
+        {&s_forward, "forward"}, {&s_backward, "backward"},
+        {&s_needs_input_grad, "needs_input_grad"}, {&s_saved_tensors, "saved_tensors"},
+        {&s_to_save, "_to_save"}, {&s_non_diff, "_non_diff"},
+        {&s_differentiable, "differentiable"}, {&s_nondiff_argnums, "nondiff_argnums"},
+        {&s_disabled, "disabled"}, {&s_depth, "depth"}, {&s_lazy, "lazy"}, {&s_done, "done"},
+        {&s_n_nodes, "n_nodes"}, {&s_avals, "avals"}, {&s_records, "records"},
+        {&s_append, "append"}, {&s_apply_py, "_apply_py"}, {&s_explain, "_explain"},
+        {&s_finish_multi, "_finish_multi"}, {&s_shape, "shape"}, {&s_dtype, "dtype"},
+        {&s_kind, "kind"}, {&s_astype, "astype"}, {&s_base, "base"}, {&s_flags, "flags"},
+        {&s_writeable, "writeable"}, {&s_out, "out"}, {&s_name, "__name__"},
+        {&s_np_add, "_np_add"},
+    };
+    for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
+        *tab[i].p = PyUnicode_InternFromString(tab[i].s);
+        if (*tab[i].p == NULL)
+            return -1;
+    }
+    empty_tuple = PyTuple_New(0);
+    long_one = PyLong_FromLong(1);
+    return (empty_tuple == NULL || long_one == NULL) ? -1 : 0;
+}
+
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)sp_init, METH_O,
      "init(Tensor): read the slot offsets of the Tensor class (once, at import)."},
@@ -123,6 +1134,12 @@ static PyMethodDef methods[] = {
      "const(array, label=None) -> a level-0 constant Tensor holding array."},
     {"make", (PyCFunction)(void (*)(void))sp_make, METH_FASTCALL,
      "make(array, primal, level, trace, node, label) -> Tensor with these slot values."},
+    {"init_core", (PyCFunction)sp_init_core, METH_VARARGS,
+     "init_core(Context, ndarray, grad_state, lazy_state, lazy_global, helpers)."},
+    {"apply", (PyCFunction)(void (*)(void))sp_apply, METH_FASTCALL | METH_KEYWORDS,
+     "apply(cls, *args, **params): Function.apply (install as a classmethod)."},
+    {"backward_pass", (PyCFunction)(void (*)(void))sp_backward_pass, METH_FASTCALL,
+     "backward_pass(records, ct, consume): the backward replay; returns ct."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -136,7 +1153,7 @@ PyInit__speedups(void)
 {
     level_zero = PyLong_FromLong(0);
     node_none = PyLong_FromLong(-1);
-    if (level_zero == NULL || node_none == NULL)
+    if (level_zero == NULL || node_none == NULL || intern_strings() < 0)
         return NULL;
     return PyModule_Create(&module);
 }

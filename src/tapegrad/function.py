@@ -24,7 +24,7 @@ from tapegrad.lazy import LazyArray as _LazyArray
 from tapegrad.lazy import _state as _lazy_state
 from tapegrad.lazy import realize_array as _realize_array
 from tapegrad.lazy import record as _lazy_record
-from tapegrad.tensor import Tensor, _make, _primal_of
+from tapegrad.tensor import Tensor, _make, _primal_of, _speedups
 
 __all__ = ["Function", "Context", "no_grad", "is_grad_enabled", "unbroadcast"]
 
@@ -255,8 +255,13 @@ class Function:
 
     # -- the hot path ------------------------------------------------------------------------
     @classmethod
-    def apply(cls, *args, **params):
-        """Run the op on ``args``; returns a Tensor (or a tuple of Tensors)."""
+    def _apply_py(cls, *args, **params):
+        """Run the op on ``args``; returns a Tensor (or a tuple of Tensors).
+
+        This is :meth:`apply` in Python. When ``tapegrad._speedups`` is built, ``apply`` is its
+        compiled translation of the eager branch and of :meth:`_record_small` (for any number
+        of inputs), which hands every other case to this method before doing any work.
+        """
         n = len(args)
         # One and two inputs are unrolled: this is the hot path of every program.
         if n == 1:
@@ -317,6 +322,8 @@ class Function:
                     return _const(out)
                 return _wrap_eager(out, np)
         return cls._eager(args, params)
+
+    apply = _apply_py
 
     @classmethod
     def _apply_inactive(cls, top, args, params):
@@ -756,3 +763,32 @@ def _check_devices(cls, arrays: list) -> str:
             "move them to one device first with x.to_device(...)"
         )
     return devs.pop() if devs else "cpu"
+
+
+def _install_speedups() -> None:
+    """Make the compiled hot paths (tapegrad/_speedups.c) ``Function.apply`` and the backward
+    replay, when the extension is built (see ``tapegrad.tensor``)."""
+    from tapegrad import tape
+
+    _speedups.init_core(
+        Context,
+        _ndarray,
+        _grad_state,
+        _lazy_state,
+        _LAZY_GLOBAL,
+        {
+            "wrap_eager": _wrap_eager,
+            "as_array": _as_array,
+            "unbroadcast": unbroadcast,
+            "multi_grads": tape._multi_grads,
+            "as_cotangent": tape._as_cotangent,
+            "tape": tape,
+            "numpy": np,
+        },
+    )
+    type.__setattr__(Function, "apply", classmethod(_speedups.apply))
+    tape._backward_pass = _speedups.backward_pass
+
+
+if _speedups is not None:
+    _install_speedups()

@@ -592,14 +592,10 @@ def _backward_pass(records: list, ct: dict, consume: bool) -> dict:
                 continue
             grads = fn.backward(ctx, g)
         else:
-            gs = [ctpop(o, None) for o in out_nodes]
-            if all(g is None for g in gs):
+            grads = _multi_grads(rec, ct)
+            if grads is None:
                 continue
-            for j in ctx.__dict__.get("_nondiff", ()):
-                gs[j] = None
-            if type(out_avals) is list:
-                out_avals = [out_avals[o] for o in out_nodes]
-            grads = fn.backward(ctx, *[_ct_or_zeros(g, a) for g, a in zip(gs, out_avals)])
+            (grads,) = grads
         if type(grads) is not tuple:
             grads = tuple(grads) if type(grads) is list else (grads,)
         if len(grads) != len(in_nodes):
@@ -617,7 +613,7 @@ def _backward_pass(records: list, ct: dict, consume: bool) -> dict:
             if g is None:
                 continue
             if type(g) is not Tensor:
-                g = Tensor._const(np.asarray(g) if not hasattr(g, "shape") else g)
+                g = _as_cotangent(g)
             shape, dtype = in_avals[node] if type(in_avals) is list else in_avals[i]
             arr = g._array
             if arr.shape != shape:
@@ -634,6 +630,26 @@ def _backward_pass(records: list, ct: dict, consume: bool) -> dict:
                 ct[node] = prev + g
             prev = None  # drop this frame's reference before the next entry's check
     return ct
+
+
+def _multi_grads(rec, ct: dict):
+    """Backward of a record with several outputs: pops their cotangents from ``ct`` and returns
+    ``(grads,)``, what its ``backward`` returned, or None when no cotangent reached any output
+    (outputs marked non-differentiable get none; missing ones are zeros)."""
+    fn, _, ctx, _, _, out_nodes, _, out_avals = rec
+    gs = [ct.pop(o, None) for o in out_nodes]
+    if all(g is None for g in gs):
+        return None
+    for j in ctx.__dict__.get("_nondiff", ()):
+        gs[j] = None
+    if type(out_avals) is list:
+        out_avals = [out_avals[o] for o in out_nodes]
+    return (fn.backward(ctx, *[_ct_or_zeros(g, a) for g, a in zip(gs, out_avals)]),)
+
+
+def _as_cotangent(g) -> Tensor:
+    """A cotangent a backward rule returned as an array or number, as a Tensor."""
+    return Tensor._const(np.asarray(g) if not hasattr(g, "shape") else g)
 
 
 def _add_in_place(prev: Tensor, g: Tensor) -> bool:
@@ -687,6 +703,9 @@ _np_add = np.add
 _EXCLUSIVE = None
 _EXCLUSIVE_SEEN: list = []
 _EXCLUSIVE = _calibrate_exclusive()
+
+
+_backward_pass_py = _backward_pass  # the Python replay (tapegrad.function may install the C one)
 
 
 def compile_program(entries, keep=()) -> tuple:

@@ -1139,11 +1139,11 @@ class ReluGrad(Function):
     one primitive (a comparison and a multiply instead of a comparison and a ``where``, which
     NumPy runs several times slower).
 
-    Exactly ``where``'s values: a non-finite ``g`` where ``y <= 0`` still gives 0 (the product
-    is redone with a ``where`` only when it is not finite). ``g`` and ``y`` broadcast; the
-    result has their promoted dtype. The result is linear in ``g`` and piecewise constant in
-    ``y``: its backward sends ``ReluGrad(h, y)`` to ``g`` and nothing to ``y``, so every order
-    stays within this op.
+    Exactly ``where``'s values: a non-finite ``g`` where ``y <= 0`` still gives 0 (a ``where``
+    runs only when ``g`` is not finite; otherwise the product, of the mask cast to ``g``'s
+    dtype and ``g``, is exact). ``g`` and ``y`` broadcast; the result has ``g``'s dtype. The
+    result is linear in ``g`` and piecewise constant in ``y``: its backward sends
+    ``ReluGrad(h, y)`` to ``g`` and nothing to ``y``, so every order stays within this op.
     """
 
     oper = "relu_grad"
@@ -1152,17 +1152,28 @@ class ReluGrad(Function):
     @staticmethod
     def forward(ctx, g, y):
         ctx.save_for_backward(y)
+        xp = ctx.backend
+        if _all_finite(xp, g):  # no inf * 0 to warn about or to correct
+            if g.shape == y.shape:
+                # the mask cast to g's dtype, then scaled in place: NumPy's float-times-bool
+                # multiply loop is slower than a cast and a same-type multiply
+                out = (y > 0).astype(g.dtype)
+                out *= g
+                return out
+            return g * (y > 0)
         mask = y > 0
         with _quiet():
             out = g * mask
-            if out.size == 0 or _all_finite(ctx.backend, out):
-                return out
-        return ctx.backend.where(mask, g, 0).astype(out.dtype, copy=False)
+        return xp.where(mask, g, 0).astype(out.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, h):
         (y,) = ctx.saved_tensors
         return (ReluGrad.apply(h, y) if ctx.needs_input_grad[0] else None), None
+
+    @classmethod
+    def output_dtype(cls, g, y):
+        return np.dtype(g)
 
 
 class Gelu(Function):
