@@ -42,6 +42,23 @@ speedups = pytest.mark.skipif(_tensor._speedups is None, reason="tapegrad._speed
 
 
 @speedups
+def test_the_built_extension_matches_its_source():
+    # An editable install compiles src/tapegrad/_speedups.c once; after editing it, rerun
+    # ``pip install -e .``, or the old build keeps running.
+    import hashlib
+    import pathlib
+
+    src = pathlib.Path(_tensor.__file__).with_name("_speedups.c")
+    if not src.exists():
+        pytest.skip("installed without sources")
+    sha = hashlib.sha256(src.read_bytes()).hexdigest()
+    assert _tensor._speedups.SOURCE_SHA256 == sha, (
+        "tapegrad._speedups is stale: _speedups.c changed since it was built; "
+        "rerun `pip install -e .`"
+    )
+
+
+@speedups
 @pytest.mark.parametrize(
     "values",
     [

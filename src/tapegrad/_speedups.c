@@ -1155,5 +1155,14 @@ PyInit__speedups(void)
     node_none = PyLong_FromLong(-1);
     if (level_zero == NULL || node_none == NULL || intern_strings() < 0)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+#ifndef TAPEGRAD_SOURCE_SHA256
+#define TAPEGRAD_SOURCE_SHA256 "unknown"
+#endif
+    /* setup.py compiles in the SHA-256 of this file: tests compare it with the source */
+    if (m != NULL && PyModule_AddStringConstant(m, "SOURCE_SHA256", TAPEGRAD_SOURCE_SHA256) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
