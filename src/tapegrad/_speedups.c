@@ -153,7 +153,7 @@ static PyObject *s_forward, *s_backward, *s_needs_input_grad, *s_saved_tensors, 
     *s_non_diff, *s_differentiable, *s_nondiff_argnums, *s_disabled, *s_depth, *s_lazy,
     *s_done, *s_n_nodes, *s_avals, *s_records, *s_append, *s_apply_py, *s_explain,
     *s_finish_multi, *s_shape, *s_dtype, *s_kind, *s_astype, *s_base, *s_flags, *s_writeable,
-    *s_out, *s_name, *s_np_add;
+    *s_out, *s_name, *s_np_add, *s_record;
 
 static PyObject *long_one = NULL;
 
@@ -709,6 +709,462 @@ fail_ctx:
     return NULL;
 }
 
+
+/* ---- two-level recording: Function._record at level top over Function._record at sub ---- */
+
+/* A level-0 Tensor's primal slot, made and cached when None (tensor._primal_of). New ref. */
+static PyObject *
+primal_of(PyObject *t)
+{
+    PyObject *p = SLOT(t, S_PRIMAL);
+    if (p != Py_None)
+        return Py_NewRef(p);
+    PyObject *values[N_SLOTS] = {SLOT(t, S_ARRAY), Py_None, level_zero, Py_None, node_none,
+                                 Py_None};
+    p = fill(values);
+    if (p == NULL)
+        return NULL;
+    PyObject *old = SLOT(t, S_PRIMAL);
+    SLOT(t, S_PRIMAL) = Py_NewRef(p);
+    Py_DECREF(old);
+    return p;
+}
+
+/* (shape, dtype) of an array, new ref */
+static PyObject *
+aval_of(PyObject *arr)
+{
+    PyObject *shape = PyObject_GetAttr(arr, s_shape);
+    if (shape == NULL)
+        return NULL;
+    PyObject *dtype = PyObject_GetAttr(arr, s_dtype);
+    if (dtype == NULL) {
+        Py_DECREF(shape);
+        return NULL;
+    }
+    PyObject *t = PyTuple_Pack(2, shape, dtype);
+    Py_DECREF(shape);
+    Py_DECREF(dtype);
+    return t;
+}
+
+/* trace.n_nodes: read and increment; returns the node id (new ref) */
+static PyObject *
+next_node(PyObject *trace)
+{
+    PyObject *node = PyObject_GetAttr(trace, s_n_nodes);
+    if (node == NULL)
+        return NULL;
+    PyObject *next = PyNumber_Add(node, long_one);
+    if (next == NULL || PyObject_SetAttr(trace, s_n_nodes, next) < 0) {
+        Py_XDECREF(next);
+        Py_DECREF(node);
+        return NULL;
+    }
+    Py_DECREF(next);
+    return node;
+}
+
+/* trace.avals.append(aval); trace.records.append(rec) (a forward-mode trace computes tangents
+ * as its records arrive). 0 or -1. */
+static int
+append_record(PyObject *trace, PyObject *aval, PyObject *rec)
+{
+    PyObject *avals = PyObject_GetAttr(trace, s_avals);
+    if (avals == NULL)
+        return -1;
+    int rc = PyList_Append(avals, aval);
+    Py_DECREF(avals);
+    if (rc < 0)
+        return -1;
+    PyObject *records = PyObject_GetAttr(trace, s_records);
+    if (records == NULL)
+        return -1;
+    if (PyList_CheckExact(records)) {
+        rc = PyList_Append(records, rec);
+    }
+    else {
+        PyObject *r = PyObject_CallMethodOneArg(records, s_append, rec);
+        rc = r == NULL ? -1 : 0;
+        Py_XDECREF(r);
+    }
+    Py_DECREF(records);
+    return rc;
+}
+
+/* ctx.saved_tensors from the spec: kinds 0 (input k: inputs[k]), 1 (the output: out) and
+ * 2 (a constant: obj). New ref to the tuple. */
+static PyObject *
+resolve_spec(Py_ssize_t ns, const int *kinds, const Py_ssize_t *idx, PyObject *const *objs,
+             PyObject *const *inputs, PyObject *out)
+{
+    PyObject *t = PyTuple_New(ns);
+    if (t == NULL)
+        return NULL;
+    for (Py_ssize_t j = 0; j < ns; j++) {
+        PyObject *v = kinds[j] == 0 ? inputs[idx[j]] : (kinds[j] == 1 ? out : objs[j]);
+        PyTuple_SET_ITEM(t, j, Py_NewRef(v));
+    }
+    return t;
+}
+
+static PyObject *
+apply_record_nested(PyObject *cls, long top, PyObject *const *xs, Py_ssize_t n,
+                    PyObject *kwnames)
+{
+    PyObject *const *kwvalues = xs + n;
+    PyObject *arrays[MAX_ARGS];   /* level-0 arrays (borrowed) or Python values */
+    PyObject *low1[MAX_ARGS];     /* inputs one level down (new refs where made) */
+    PyObject *low2[MAX_ARGS];     /* inputs at level 0 (new refs where made) */
+    int top_traced[MAX_ARGS], sub_traced[MAX_ARGS];
+    PyObject *trace_top = NULL, *trace_sub = NULL; /* borrowed */
+    long sub = 0;
+
+    /* classify without doing anything (any surprise defers to the Python path) */
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *a = xs[k];
+        top_traced[k] = sub_traced[k] = 0;
+        if (Py_TYPE(a) != tensor_type)
+            continue;
+        long lv = level_of(a);
+        PyObject *b = a; /* the value one level below top (a itself if not traced at top) */
+        if (lv == top) {
+            top_traced[k] = 1;
+            trace_top = SLOT(a, S_TRACE);
+            b = SLOT(a, S_PRIMAL);
+            if (b == Py_None) { /* its primal is a level-0 constant over its array, made */
+                b = a;          /* on demand; the array is a's own */
+                lv = 0;
+            }
+            else if (b == NULL || Py_TYPE(b) != tensor_type) {
+                return DEFER;
+            }
+            else {
+                lv = level_of(b);
+            }
+        }
+        if (lv > 0) {
+            if (sub != 0 && lv != sub)
+                return DEFER; /* three or more levels */
+            sub = lv;
+            PyObject *c = SLOT(b, S_PRIMAL);
+            if (c == NULL || (c != Py_None && level_of(c) != 0))
+                return DEFER;
+            sub_traced[k] = 1;
+            trace_sub = SLOT(b, S_TRACE);
+        }
+        PyObject *arr = SLOT(b, S_ARRAY);
+        if (arr == NULL || Py_TYPE(arr) != ndarray_type)
+            return DEFER;
+    }
+    if (trace_top == NULL || trace_sub == NULL || sub <= 0 || sub >= top)
+        return DEFER;
+    int done = attr_true(trace_top, s_done);
+    if (done != 0)
+        return done < 0 ? NULL : DEFER;
+    done = attr_true(trace_sub, s_done);
+    if (done != 0)
+        return done < 0 ? NULL : DEFER;
+
+    /* lower: low1 = values at level sub (or constants), low2 = values at level 0 */
+    PyObject *top_needs = NULL, *needs_top = NULL, *needs_sub = NULL;
+    PyObject *in_nodes_top = NULL, *consts_top = NULL, *in_nodes_sub = NULL, *consts_sub = NULL;
+    PyObject *in_avals = NULL, *ctx0 = NULL, *raw = NULL, *raw0 = NULL, *lo = NULL;
+    PyObject *params = NULL;
+    PyObject *result = NULL;
+    Py_ssize_t made = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        low1[k] = low2[k] = NULL;
+    }
+    for (Py_ssize_t k = 0; k < n; k++, made = k) {
+        PyObject *a = xs[k];
+        low1[k] = top_traced[k] ? primal_of(a) : Py_NewRef(a);
+        if (low1[k] == NULL)
+            goto done;
+        low2[k] = sub_traced[k] ? primal_of(low1[k]) : Py_NewRef(low1[k]);
+        if (low2[k] == NULL)
+            goto done;
+        arrays[k] = Py_TYPE(a) == tensor_type ? SLOT(low2[k], S_ARRAY) : a;
+    }
+    made = n;
+    top_needs = PyTuple_New(n);
+    needs_top = PyTuple_New(n);
+    needs_sub = PyTuple_New(n);
+    in_nodes_top = PyTuple_New(n);
+    consts_top = PyTuple_New(n);
+    in_nodes_sub = PyTuple_New(n);
+    consts_sub = PyTuple_New(n);
+    in_avals = PyTuple_New(n);
+    if (!top_needs || !needs_top || !needs_sub || !in_nodes_top || !consts_top ||
+        !in_nodes_sub || !consts_sub || !in_avals)
+        goto done;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *a = xs[k];
+        int is_t = Py_TYPE(a) == tensor_type;
+        int fl = 0;
+        if (is_t && (top_traced[k] || sub_traced[k])) {
+            fl = is_floating_array(arrays[k]);
+            if (fl < 0)
+                goto done;
+        }
+        PyTuple_SET_ITEM(top_needs, k, Py_NewRef(is_t && level_of(a) > 0 ? Py_True : Py_False));
+        PyTuple_SET_ITEM(needs_top, k, Py_NewRef(top_traced[k] && fl ? Py_True : Py_False));
+        PyTuple_SET_ITEM(needs_sub, k, Py_NewRef(sub_traced[k] && fl ? Py_True : Py_False));
+        PyTuple_SET_ITEM(in_nodes_top, k, Py_NewRef(top_traced[k] ? SLOT(a, S_NODE) : node_none));
+        PyTuple_SET_ITEM(consts_top, k, Py_NewRef(top_traced[k] ? Py_None : a));
+        PyTuple_SET_ITEM(in_nodes_sub, k,
+                         Py_NewRef(sub_traced[k] ? SLOT(low1[k], S_NODE) : node_none));
+        PyTuple_SET_ITEM(consts_sub, k, Py_NewRef(sub_traced[k] ? Py_None : low1[k]));
+        PyObject *av = is_t ? aval_of(arrays[k]) : Py_NewRef(Py_None);
+        if (av == NULL)
+            goto done;
+        PyTuple_SET_ITEM(in_avals, k, av);
+    }
+
+    /* forward at level 0 (Function._base), seeing every level's needs */
+    ctx0 = new_context(top_needs);
+    if (ctx0 == NULL)
+        goto done;
+    raw = call_forward(cls, ctx0, arrays, n, kwvalues, kwnames);
+    if (raw == NULL) {
+        explain_error(cls, arrays, n, kwvalues, kwnames);
+        goto done;
+    }
+    params = params_dict(kwvalues, kwnames);
+    if (params == NULL)
+        goto done;
+    if (Py_TYPE(raw) != ndarray_type) {
+        if (PyTuple_Check(raw) || PyList_Check(raw)) { /* several outputs: the general path */
+            PyObject *lst = PyList_New(n), *args = PyTuple_New(n);
+            PyObject *top_obj = PyLong_FromLong(top);
+            if (lst && args && top_obj) {
+                for (Py_ssize_t k = 0; k < n; k++) {
+                    PyList_SET_ITEM(lst, k, Py_NewRef(arrays[k]));
+                    PyTuple_SET_ITEM(args, k, Py_NewRef(xs[k]));
+                }
+                PyObject *pre = PyObject_CallMethod(cls, "_wrap_base", "OOOO", ctx0, raw, lst,
+                                                    np_module);
+                if (pre != NULL) {
+                    PyObject *r = PyObject_CallMethodObjArgs(cls, s_record, top_obj, args,
+                                                             params, Py_True, Py_None, pre,
+                                                             NULL);
+                    Py_DECREF(pre);
+                    if (r != NULL) { /* (outs, ctx0, multi, spec, nondiff) */
+                        PyObject *outs = PyTuple_GET_ITEM(r, 0);
+                        int multi = PyObject_IsTrue(PyTuple_GET_ITEM(r, 2));
+                        result = Py_NewRef(multi ? outs : PyTuple_GET_ITEM(outs, 0));
+                        Py_DECREF(r);
+                    }
+                }
+            }
+            Py_XDECREF(lst);
+            Py_XDECREF(args);
+            Py_XDECREF(top_obj);
+            goto done;
+        }
+        raw0 = raw; /* forward's own result: saved values are matched against it too */
+        raw = PyObject_CallFunctionObjArgs(py_as_array, raw0, np_module, NULL);
+        if (raw == NULL)
+            goto done;
+    }
+    {
+        /* Function._wrap_base: the output as a constant, the saved spec, non-diff outputs */
+        PyObject *values[N_SLOTS] = {raw, Py_None, level_zero, Py_None, node_none, Py_None};
+        lo = fill(values);
+        if (lo == NULL)
+            goto done;
+        PyObject *dict = PyObject_GenericGetDict(ctx0, NULL);
+        if (dict == NULL)
+            goto done;
+        PyObject *saved, *nd;
+        if (dict_pop(dict, s_to_save, &saved) < 0 || dict_pop(dict, s_non_diff, &nd) < 0) {
+            Py_DECREF(dict);
+            goto done;
+        }
+        Py_DECREF(dict);
+        PyObject *seq = NULL;
+        Py_ssize_t ns = 0;
+        int nondiff = 0;
+        if (nd != NULL) {
+            int t = PyObject_IsTrue(nd);
+            if (t > 0) {
+                PyObject *ndseq = PySequence_Fast(nd, "mark_non_differentiable");
+                if (ndseq != NULL) {
+                    for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(ndseq); j++) {
+                        PyObject *v = PySequence_Fast_GET_ITEM(ndseq, j);
+                        if (v == raw || (raw0 != NULL && v == raw0))
+                            nondiff = 1;
+                    }
+                    Py_DECREF(ndseq);
+                }
+                else {
+                    t = -1;
+                }
+            }
+            Py_DECREF(nd);
+            if (t < 0) {
+                Py_XDECREF(saved);
+                goto done;
+            }
+        }
+        if (saved != NULL) {
+            int t = PyObject_IsTrue(saved);
+            if (t > 0)
+                seq = PySequence_Fast(saved, "save_for_backward");
+            Py_DECREF(saved);
+            if (t < 0 || (t > 0 && seq == NULL))
+                goto done;
+            if (seq != NULL)
+                ns = PySequence_Fast_GET_SIZE(seq);
+        }
+        int *kinds = PyMem_Calloc(ns ? ns : 1, sizeof(int));
+        Py_ssize_t *idx = PyMem_Calloc(ns ? ns : 1, sizeof(Py_ssize_t));
+        PyObject **objs = PyMem_Calloc(ns ? ns : 1, sizeof(PyObject *));
+        PyObject *ctx = NULL, *out_sub = NULL, *out_top = NULL, *aval = NULL;
+        PyObject *node_sub = NULL, *node_top = NULL, *rec = NULL, *sv = NULL;
+        PyObject *sub_obj = NULL, *top_obj = NULL, *outs_nodes = NULL, *out_avals = NULL;
+        if (kinds == NULL || idx == NULL || objs == NULL) {
+            PyErr_NoMemory();
+            goto spec_done;
+        }
+        for (Py_ssize_t j = 0; j < ns; j++) {
+            PyObject *v = PySequence_Fast_GET_ITEM(seq, j);
+            Py_ssize_t k;
+            for (k = 0; k < n; k++)
+                if (arrays[k] == v)
+                    break;
+            if (k < n) {
+                kinds[j] = 0;
+                idx[j] = k;
+            }
+            else if (v == raw || (raw0 != NULL && v == raw0)) {
+                kinds[j] = 1;
+            }
+            else {
+                kinds[j] = 2;
+                if (Py_TYPE(v) == tensor_type) {
+                    objs[j] = Py_NewRef(v);
+                }
+                else {
+                    PyObject *cv[N_SLOTS] = {v, Py_None, level_zero, Py_None, node_none,
+                                             Py_None};
+                    objs[j] = fill(cv);
+                    if (objs[j] == NULL)
+                        goto spec_done;
+                }
+            }
+        }
+        aval = aval_of(raw);
+        out_avals = aval == NULL ? NULL : PyTuple_Pack(1, aval);
+        if (out_avals == NULL)
+            goto spec_done;
+
+        /* level sub (Function._record with sub == 0 below it): ctx0 itself */
+        if (PyObject_SetAttr(ctx0, s_needs_input_grad, needs_sub) < 0)
+            goto spec_done;
+        sv = resolve_spec(ns, kinds, idx, objs, low2, lo);
+        if (sv == NULL || PyObject_SetAttr(ctx0, s_saved_tensors, sv) < 0)
+            goto spec_done;
+        Py_CLEAR(sv);
+        node_sub = next_node(trace_sub);
+        sub_obj = PyObject_GetAttrString(trace_sub, "level");
+        if (node_sub == NULL || sub_obj == NULL)
+            goto spec_done;
+        {
+            PyObject *v[N_SLOTS] = {raw, lo, sub_obj, trace_sub, node_sub, Py_None};
+            out_sub = fill(v);
+        }
+        outs_nodes = out_sub == NULL ? NULL : PyTuple_Pack(1, node_sub);
+        if (outs_nodes == NULL)
+            goto spec_done;
+        rec = PyTuple_Pack(8, cls, params, nondiff ? Py_None : ctx0, in_nodes_sub, consts_sub,
+                           outs_nodes, in_avals, out_avals);
+        if (rec == NULL || append_record(trace_sub, aval, rec) < 0)
+            goto spec_done;
+        Py_CLEAR(rec);
+        Py_CLEAR(outs_nodes);
+
+        /* level top: a copy of ctx0 with this level's needs and saved values */
+        ctx = context_type->tp_alloc(context_type, 0);
+        if (ctx == NULL)
+            goto spec_done;
+        {
+            PyObject *d0 = PyObject_GenericGetDict(ctx0, NULL);
+            PyObject *d1 = d0 == NULL ? NULL : PyObject_GenericGetDict(ctx, NULL);
+            int rc = d1 == NULL ? -1 : PyDict_Update(d1, d0);
+            Py_XDECREF(d0);
+            Py_XDECREF(d1);
+            if (rc < 0)
+                goto spec_done;
+        }
+        if (PyObject_SetAttr(ctx, s_needs_input_grad, needs_top) < 0)
+            goto spec_done;
+        sv = resolve_spec(ns, kinds, idx, objs, low1, out_sub);
+        if (sv == NULL || PyObject_SetAttr(ctx, s_saved_tensors, sv) < 0)
+            goto spec_done;
+        Py_CLEAR(sv);
+        node_top = next_node(trace_top);
+        top_obj = PyObject_GetAttrString(trace_top, "level");
+        if (node_top == NULL || top_obj == NULL)
+            goto spec_done;
+        {
+            PyObject *v[N_SLOTS] = {raw, out_sub, top_obj, trace_top, node_top, Py_None};
+            out_top = fill(v);
+        }
+        outs_nodes = out_top == NULL ? NULL : PyTuple_Pack(1, node_top);
+        if (outs_nodes == NULL)
+            goto spec_done;
+        rec = PyTuple_Pack(8, cls, params, nondiff ? Py_None : ctx, in_nodes_top, consts_top,
+                           outs_nodes, in_avals, out_avals);
+        if (rec == NULL || append_record(trace_top, aval, rec) < 0)
+            goto spec_done;
+        result = Py_NewRef(out_top);
+    spec_done:
+        Py_XDECREF(seq);
+        if (objs != NULL)
+            for (Py_ssize_t j = 0; j < ns; j++)
+                Py_XDECREF(objs[j]);
+        PyMem_Free(kinds);
+        PyMem_Free(idx);
+        PyMem_Free(objs);
+        Py_XDECREF(ctx);
+        Py_XDECREF(out_sub);
+        Py_XDECREF(out_top);
+        Py_XDECREF(aval);
+        Py_XDECREF(node_sub);
+        Py_XDECREF(node_top);
+        Py_XDECREF(rec);
+        Py_XDECREF(sv);
+        Py_XDECREF(sub_obj);
+        Py_XDECREF(top_obj);
+        Py_XDECREF(outs_nodes);
+        Py_XDECREF(out_avals);
+    }
+done:
+    for (Py_ssize_t k = 0; k < made; k++) {
+        Py_XDECREF(low1[k]);
+        Py_XDECREF(low2[k]);
+    }
+    if (made < n) { /* a failure while lowering input `made` */
+        Py_XDECREF(low1[made]);
+        Py_XDECREF(low2[made]);
+    }
+    Py_XDECREF(top_needs);
+    Py_XDECREF(needs_top);
+    Py_XDECREF(needs_sub);
+    Py_XDECREF(in_nodes_top);
+    Py_XDECREF(consts_top);
+    Py_XDECREF(in_nodes_sub);
+    Py_XDECREF(consts_sub);
+    Py_XDECREF(in_avals);
+    Py_XDECREF(ctx0);
+    Py_XDECREF(raw);
+    Py_XDECREF(raw0);
+    Py_XDECREF(lo);
+    Py_XDECREF(params);
+    return result;
+}
+
 /* Function.apply(cls, *args, **params) */
 static PyObject *
 sp_apply(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -758,6 +1214,8 @@ sp_apply(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
         if (off)
             return call_py_apply(cls, xs, n, kwnames);
         r = apply_record(cls, top, xs, n, kwnames);
+        if (r == DEFER)
+            r = apply_record_nested(cls, top, xs, n, kwnames);
     }
     else {
         int lz = lazy_active();
@@ -1115,7 +1573,7 @@ intern_strings(void)
         {&s_finish_multi, "_finish_multi"}, {&s_shape, "shape"}, {&s_dtype, "dtype"},
         {&s_kind, "kind"}, {&s_astype, "astype"}, {&s_base, "base"}, {&s_flags, "flags"},
         {&s_writeable, "writeable"}, {&s_out, "out"}, {&s_name, "__name__"},
-        {&s_np_add, "_np_add"},
+        {&s_np_add, "_np_add"}, {&s_record, "_record"},
     };
     for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
         *tab[i].p = PyUnicode_InternFromString(tab[i].s);

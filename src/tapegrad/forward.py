@@ -77,11 +77,19 @@ class _TangentRecorder:
             return  # no gradient through this op, or all tangents zero
         in_avals, out_avals = record_avals(rec)
         outs = _op_tangents(cls, ctx, ts, in_avals, out_avals)
-        nondiff = getattr(ctx, "_nondiff", ())
-        for j, (n, t) in enumerate(zip(out_nodes, outs)):
+        nondiff = ctx.__dict__.get("_nondiff", ())
+        j = -1
+        for n in out_nodes:
+            j += 1
+            t = outs[j]
             if n >= 0 and t is not None and j not in nondiff:
                 shape, dtype = out_avals[j]
-                if _is_float(dtype):
+                if dtype.kind in "fc":
+                    if type(t) is Tensor:  # the common case: already the output's aval
+                        arr = t._array
+                        if arr.shape == shape and arr.dtype == dtype:
+                            tangents[n] = t
+                            continue
                     tangents[n] = _fit(t, shape, dtype, cls)
 
 
@@ -123,7 +131,9 @@ def _op_tangents(cls, ctx, ts, in_avals, out_avals) -> tuple:
 
 def _fit(t, shape, dtype, cls) -> Tensor:
     """Broadcast a rule's tangent to the output's shape and cast it to the output's dtype."""
-    from tapegrad import numpy as tnp
+    from tapegrad.function import _load_tnp
+
+    tnp = _load_tnp()
 
     if type(t) is not Tensor:
         t = tnp.asarray(t)

@@ -122,6 +122,17 @@ class Context:
         self._non_diff = arrays
 
 
+_tnp = None  # tapegrad.numpy, bound on first use (it sits above this module)
+
+
+def _load_tnp():
+    global _tnp
+    from tapegrad import numpy as tnp
+
+    _tnp = tnp
+    return tnp
+
+
 def unbroadcast(g: Tensor, shape: tuple, fn=None, index: int = 0) -> Tensor:
     """Sum cotangent ``g`` down to ``shape``, undoing NumPy broadcasting.
 
@@ -129,8 +140,7 @@ def unbroadcast(g: Tensor, shape: tuple, fn=None, index: int = 0) -> Tensor:
         ValueError: if ``g``'s shape does not broadcast from ``shape`` (a wrong backward rule);
             the message names the Function.
     """
-    from tapegrad import numpy as tnp
-
+    tnp = _tnp or _load_tnp()
     gshape = g.shape
     lead = len(gshape) - len(shape)
     ok = lead >= 0 and all(s == 1 or s == gs for s, gs in zip(shape, gshape[lead:]))
@@ -585,6 +595,9 @@ class Function:
     def _record(cls, top, args, params, diff, needs, pre=None):
         """Apply at level ``top``: lower the inputs, apply below, record, wrap the outputs.
 
+        ``pre``, if given, is forward's result already computed on the level-0 arrays and
+        wrapped by :meth:`_wrap_base`; it stands in for the forward call at the lowest level.
+
         Returns ``(outputs at level top, base ctx, multi, saved spec, non-diff outputs)``.
         One pass over the inputs builds everything the record needs (this is the hot path of
         every traced program: no comprehensions, which are function calls before Python 3.12).
@@ -641,10 +654,10 @@ class Function:
             )
         if needs is None:
             needs = tuple(top_needs)
-        if pre is not None:  # forward already ran (one level, concrete primals)
+        if sub:
+            louts, ctx0, multi, spec, nondiff = cls._record(sub, lowered, params, diff, needs, pre)
+        elif pre is not None:  # forward already ran: its wrapped result (see _finish_multi)
             louts, ctx0, multi, spec, nondiff = pre
-        elif sub:
-            louts, ctx0, multi, spec, nondiff = cls._record(sub, lowered, params, diff, needs)
         else:
             louts, ctx0, multi, spec, nondiff = cls._base(arrays, cpu, params, needs)
         ctx = None

@@ -55,6 +55,11 @@ def normalize_axis(axis, ndim: int, op: str) -> tuple:
     """
     if axis is None:
         return tuple(range(ndim))
+    if type(axis) is int and 0 <= axis < ndim:  # the common cases first
+        return (axis,)
+    if type(axis) is tuple and axis and all([type(a) is int and 0 <= a < ndim for a in axis]):
+        if len(axis) == 1 or (len(set(axis)) == len(axis) and list(axis) == sorted(axis)):
+            return axis
     if isinstance(axis, np.integer):
         axis = int(axis)
     axes = (axis,) if isinstance(axis, int) and not isinstance(axis, bool) else axis
