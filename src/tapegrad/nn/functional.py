@@ -814,8 +814,11 @@ def cross_entropy(
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"{who}: label_smoothing must lie in [0, 1], got {label_smoothing}")
     arr = target.numpy()
-    bad = (arr != ignore_index) & ((arr < 0) | (arr >= logits.shape[-1]))
-    if bad.any():
+    n_classes = logits.shape[-1]
+    # the common case in two reductions: every target a class index
+    in_range = arr.size == 0 or (int(arr.min()) >= 0 and int(arr.max()) < n_classes)
+    bad = None if in_range else (arr != ignore_index) & ((arr < 0) | (arr >= n_classes))
+    if bad is not None and bad.any():
         raise ValueError(
             f"{who}: target {int(arr[bad].reshape(-1)[0])} is out of range for "
             f"{logits.shape[-1]} classes (expected [0, {logits.shape[-1]}) or "
