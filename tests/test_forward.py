@@ -324,13 +324,10 @@ def test_hvp_rejects_non_scalar_output():
         tg.hvp(lambda x: x * x, (x,), (x,))
 
 
-def test_hvp_does_only_the_products_it_needs(monkeypatch):
-    """Reverse-over-forward on ``sum(tanh(tanh(x @ w1) @ w2))`` with the data ``x`` constant
-    forms 11 matmuls: forward, ``x @ w1``, ``x @ v1``, ``h @ w2``, ``dh @ w2``, ``h @ v2``;
-    backward, two for ``dh @ w2`` (to ``dh`` and ``w2``), one for ``h @ v2`` (to ``h``), two
-    for ``h @ w2`` and one for ``x @ w1`` (to ``w1``). Forward-over-reverse in an eager library
-    forms 13: the same 11 plus the primal weight gradients ``h.T @ g`` and ``x.T @ g1``, which
-    an hvp throws away. The count pins that none are wasted."""
+def _hvp_matmuls(monkeypatch, f, seed, x_shape):
+    """The matmuls an hvp of ``f(w1, w2)`` (``w1`` 3x5, ``w2`` 5x2, data of ``x_shape``) forms,
+    every product counted (first-order backward products too); checks the hvp against
+    ``hessian @ v``."""
     from tapegrad.ops.linalg import MatMul
 
     calls = []
@@ -343,26 +340,36 @@ def test_hvp_does_only_the_products_it_needs(monkeypatch):
     monkeypatch.setattr(MatMul, "forward", staticmethod(counting))
     # route first-order backward products through MatMul.forward too, so that all are counted
     monkeypatch.setattr("tapegrad.ops.linalg._all_concrete", lambda *ts: False)
-    rng = np.random.default_rng(1)
-    x = tg.Tensor(rng.standard_normal((4, 3)))
+    rng = np.random.default_rng(seed)
+    x = tg.Tensor(rng.standard_normal(x_shape))
     w1, w2 = tg.Tensor(rng.standard_normal((3, 5))), tg.Tensor(rng.standard_normal((5, 2)))
     v1, v2 = tg.Tensor(rng.standard_normal((3, 5))), tg.Tensor(rng.standard_normal((5, 2)))
-
-    def f(w1, w2):
-        return tnp.sum(tnp.tanh(tnp.tanh(x @ w1) @ w2))
-
-    calls.clear()
-    h1, h2 = tg.hvp(f, (w1, w2), (v1, v2))
-    n_hvp = len(calls)
+    h1, h2 = tg.hvp(lambda a, b: f(x, a, b), (w1, w2), (v1, v2))
+    n = len(calls)
     monkeypatch.setattr(MatMul, "forward", staticmethod(fwd))
-    hess = tg.hessian(lambda w: f(w[:15].reshape(3, 5), w[15:].reshape(5, 2)))(
+    hess = tg.hessian(lambda w: f(x, w[:15].reshape(3, 5), w[15:].reshape(5, 2)))(
         tnp.concatenate([w1.ravel(), w2.ravel()])
     ).numpy()
     v = np.concatenate([v1.numpy().ravel(), v2.numpy().ravel()])
     np.testing.assert_allclose(
         np.concatenate([h1.numpy().ravel(), h2.numpy().ravel()]), hess @ v, rtol=1e-9
     )
-    assert n_hvp == 11, calls
+    return n, calls
+
+
+def test_hvp_does_only_the_products_it_needs(monkeypatch):
+    """Reverse-over-forward on ``sum(tanh(tanh(x @ w1) @ w2))`` with the data ``x`` constant
+    forms 11 matmuls: forward, ``x @ w1``, ``x @ v1``, ``h @ w2``, ``dh @ w2``, ``h @ v2``;
+    backward, two for ``dh @ w2`` (to ``dh`` and ``w2``), one for ``h @ v2`` (to ``h``), two
+    for ``h @ w2`` and one for ``x @ w1`` (to ``w1``). Forward-over-reverse in an eager library
+    forms 13: the same 11 plus the primal weight gradients ``h.T @ g`` and ``x.T @ g1``, which
+    an hvp throws away. The count pins that none are wasted."""
+
+    def f(x, w1, w2):
+        return tnp.sum(tnp.tanh(tnp.tanh(x @ w1) @ w2))
+
+    n, calls = _hvp_matmuls(monkeypatch, f, 1, (4, 3))
+    assert n == 11, calls
 
 
 def test_hvp_skips_what_only_a_relu_mask_carries(monkeypatch):
@@ -372,35 +379,12 @@ def test_hvp_skips_what_only_a_relu_mask_carries(monkeypatch):
     ``dh @ w2``, ``h @ v2``; backward two for ``h @ w2``, one each for ``dh @ w2`` (to ``w2``),
     ``h @ v2`` (to ``h``) and ``x @ w1`` (to ``w1``)), not 11 with the dead ``g @ w2.T``."""
     from tapegrad.nn.functional import relu
-    from tapegrad.ops.linalg import MatMul
 
-    calls = []
-    fwd = MatMul.forward
-
-    def counting(ctx, a, b):
-        calls.append((a.shape, b.shape))
-        return fwd(ctx, a, b)
-
-    monkeypatch.setattr(MatMul, "forward", staticmethod(counting))
-    monkeypatch.setattr("tapegrad.ops.linalg._all_concrete", lambda *ts: False)
-    rng = np.random.default_rng(2)
-    x = tg.Tensor(rng.standard_normal((6, 3)))
-    w1, w2 = tg.Tensor(rng.standard_normal((3, 5))), tg.Tensor(rng.standard_normal((5, 2)))
-    v1, v2 = tg.Tensor(rng.standard_normal((3, 5))), tg.Tensor(rng.standard_normal((5, 2)))
-
-    def f(w1, w2):
+    def f(x, w1, w2):
         return tnp.sum(tnp.tanh(relu(x @ w1) @ w2))
 
-    h1, h2 = tg.hvp(f, (w1, w2), (v1, v2))
-    assert len(calls) == 10, calls
-    monkeypatch.setattr(MatMul, "forward", staticmethod(fwd))
-    hess = tg.hessian(lambda w: f(w[:15].reshape(3, 5), w[15:].reshape(5, 2)))(
-        tnp.concatenate([w1.ravel(), w2.ravel()])
-    ).numpy()
-    v = np.concatenate([v1.numpy().ravel(), v2.numpy().ravel()])
-    np.testing.assert_allclose(
-        np.concatenate([h1.numpy().ravel(), h2.numpy().ravel()]), hess @ v, rtol=1e-9
-    )
+    n, calls = _hvp_matmuls(monkeypatch, f, 2, (6, 3))
+    assert n == 10, calls
 
 
 def test_jacobians_of_size_zero_and_scalar_inputs():

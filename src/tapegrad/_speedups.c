@@ -808,6 +808,41 @@ resolve_spec(Py_ssize_t ns, const int *kinds, const Py_ssize_t *idx, PyObject *c
     return t;
 }
 
+/* One level's part of Function._record: ctx gets this level's needs and saved values, the
+ * output is a Tensor of trace's level over `primal` (the output one level down), and the
+ * record goes on trace (no context when the only output is non-differentiable). New ref. */
+static PyObject *
+record_level(PyObject *cls, PyObject *params, PyObject *ctx, int nondiff, PyObject *trace,
+             PyObject *needs, PyObject *saved, PyObject *raw, PyObject *primal,
+             PyObject *in_nodes, PyObject *consts, PyObject *in_avals, PyObject *out_avals,
+             PyObject *aval)
+{
+    if (PyObject_SetAttr(ctx, s_needs_input_grad, needs) < 0 ||
+        PyObject_SetAttr(ctx, s_saved_tensors, saved) < 0)
+        return NULL;
+    PyObject *node = next_node(trace);
+    if (node == NULL)
+        return NULL;
+    PyObject *level = PyObject_GetAttrString(trace, "level");
+    PyObject *out = NULL, *outs = NULL, *rec = NULL;
+    if (level != NULL) {
+        PyObject *v[N_SLOTS] = {raw, primal, level, trace, node, Py_None};
+        out = fill(v);
+    }
+    if (out != NULL)
+        outs = PyTuple_Pack(1, node);
+    if (outs != NULL)
+        rec = PyTuple_Pack(8, cls, params, nondiff ? Py_None : ctx, in_nodes, consts, outs,
+                           in_avals, out_avals);
+    if (rec == NULL || append_record(trace, aval, rec) < 0)
+        Py_CLEAR(out);
+    Py_XDECREF(rec);
+    Py_XDECREF(outs);
+    Py_XDECREF(level);
+    Py_DECREF(node);
+    return out;
+}
+
 static PyObject *
 apply_record_nested(PyObject *cls, long top, PyObject *const *xs, Py_ssize_t n,
                     PyObject *kwnames)
@@ -1021,8 +1056,7 @@ apply_record_nested(PyObject *cls, long top, PyObject *const *xs, Py_ssize_t n,
         Py_ssize_t *idx = PyMem_Calloc(ns ? ns : 1, sizeof(Py_ssize_t));
         PyObject **objs = PyMem_Calloc(ns ? ns : 1, sizeof(PyObject *));
         PyObject *ctx = NULL, *out_sub = NULL, *out_top = NULL, *aval = NULL;
-        PyObject *node_sub = NULL, *node_top = NULL, *rec = NULL, *sv = NULL;
-        PyObject *sub_obj = NULL, *top_obj = NULL, *outs_nodes = NULL, *out_avals = NULL;
+        PyObject *sv = NULL, *out_avals = NULL;
         if (kinds == NULL || idx == NULL || objs == NULL) {
             PyErr_NoMemory();
             goto spec_done;
@@ -1060,29 +1094,14 @@ apply_record_nested(PyObject *cls, long top, PyObject *const *xs, Py_ssize_t n,
             goto spec_done;
 
         /* level sub (Function._record with sub == 0 below it): ctx0 itself */
-        if (PyObject_SetAttr(ctx0, s_needs_input_grad, needs_sub) < 0)
-            goto spec_done;
         sv = resolve_spec(ns, kinds, idx, objs, low2, lo);
-        if (sv == NULL || PyObject_SetAttr(ctx0, s_saved_tensors, sv) < 0)
+        if (sv == NULL)
             goto spec_done;
+        out_sub = record_level(cls, params, ctx0, nondiff, trace_sub, needs_sub, sv, raw, lo,
+                               in_nodes_sub, consts_sub, in_avals, out_avals, aval);
         Py_CLEAR(sv);
-        node_sub = next_node(trace_sub);
-        sub_obj = PyObject_GetAttrString(trace_sub, "level");
-        if (node_sub == NULL || sub_obj == NULL)
+        if (out_sub == NULL)
             goto spec_done;
-        {
-            PyObject *v[N_SLOTS] = {raw, lo, sub_obj, trace_sub, node_sub, Py_None};
-            out_sub = fill(v);
-        }
-        outs_nodes = out_sub == NULL ? NULL : PyTuple_Pack(1, node_sub);
-        if (outs_nodes == NULL)
-            goto spec_done;
-        rec = PyTuple_Pack(8, cls, params, nondiff ? Py_None : ctx0, in_nodes_sub, consts_sub,
-                           outs_nodes, in_avals, out_avals);
-        if (rec == NULL || append_record(trace_sub, aval, rec) < 0)
-            goto spec_done;
-        Py_CLEAR(rec);
-        Py_CLEAR(outs_nodes);
 
         /* level top: a copy of ctx0 with this level's needs and saved values */
         ctx = context_type->tp_alloc(context_type, 0);
@@ -1097,26 +1116,13 @@ apply_record_nested(PyObject *cls, long top, PyObject *const *xs, Py_ssize_t n,
             if (rc < 0)
                 goto spec_done;
         }
-        if (PyObject_SetAttr(ctx, s_needs_input_grad, needs_top) < 0)
-            goto spec_done;
         sv = resolve_spec(ns, kinds, idx, objs, low1, out_sub);
-        if (sv == NULL || PyObject_SetAttr(ctx, s_saved_tensors, sv) < 0)
+        if (sv == NULL)
             goto spec_done;
+        out_top = record_level(cls, params, ctx, nondiff, trace_top, needs_top, sv, raw, out_sub,
+                               in_nodes_top, consts_top, in_avals, out_avals, aval);
         Py_CLEAR(sv);
-        node_top = next_node(trace_top);
-        top_obj = PyObject_GetAttrString(trace_top, "level");
-        if (node_top == NULL || top_obj == NULL)
-            goto spec_done;
-        {
-            PyObject *v[N_SLOTS] = {raw, out_sub, top_obj, trace_top, node_top, Py_None};
-            out_top = fill(v);
-        }
-        outs_nodes = out_top == NULL ? NULL : PyTuple_Pack(1, node_top);
-        if (outs_nodes == NULL)
-            goto spec_done;
-        rec = PyTuple_Pack(8, cls, params, nondiff ? Py_None : ctx, in_nodes_top, consts_top,
-                           outs_nodes, in_avals, out_avals);
-        if (rec == NULL || append_record(trace_top, aval, rec) < 0)
+        if (out_top == NULL)
             goto spec_done;
         result = Py_NewRef(out_top);
     spec_done:
@@ -1131,13 +1137,7 @@ apply_record_nested(PyObject *cls, long top, PyObject *const *xs, Py_ssize_t n,
         Py_XDECREF(out_sub);
         Py_XDECREF(out_top);
         Py_XDECREF(aval);
-        Py_XDECREF(node_sub);
-        Py_XDECREF(node_top);
-        Py_XDECREF(rec);
         Py_XDECREF(sv);
-        Py_XDECREF(sub_obj);
-        Py_XDECREF(top_obj);
-        Py_XDECREF(outs_nodes);
         Py_XDECREF(out_avals);
     }
 done:
