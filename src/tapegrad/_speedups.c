@@ -238,25 +238,18 @@ is_floating_array(PyObject *arr)
     return r;
 }
 
+/* no_grad() active in this thread (function._grad_state.disabled) */
 static int
 grad_disabled(void)
 {
-    PyObject *v = PyObject_GetAttr(grad_state, s_disabled);
-    if (v == NULL)
-        return -1;
-    int r = PyObject_IsTrue(v);
-    Py_DECREF(v);
-    return r;
+    return attr_true(grad_state, s_disabled);
 }
 
+/* lazy mode active: in this thread (lazy._state.depth) or globally (lazy._GLOBAL["lazy"]) */
 static int
 lazy_active(void)
 {
-    PyObject *v = PyObject_GetAttr(lazy_state, s_depth);
-    if (v == NULL)
-        return -1;
-    int r = PyObject_IsTrue(v);
-    Py_DECREF(v);
+    int r = attr_true(lazy_state, s_depth);
     if (r)
         return r;
     PyObject *g = PyDict_GetItemWithError(lazy_global, s_lazy); /* borrowed */
