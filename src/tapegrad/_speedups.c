@@ -101,14 +101,20 @@ sp_init(PyObject *self, PyObject *cls)
     PyTypeObject *type = (PyTypeObject *)cls;
     Py_ssize_t found[N_SLOTS];
     for (int i = 0; i < N_SLOTS; i++) {
-        /* The descriptor must be the class's own object slot, inside its instances. */
-        PyObject *d = PyDict_GetItemString(type->tp_dict, slot_names[i]); /* borrowed */
-        if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type) {
+        /* The descriptor must be the class's own object slot, inside its instances (looked
+         * up as an attribute: static types have no tp_dict of their own since 3.12). */
+        PyObject *d = PyObject_GetAttrString(cls, slot_names[i]);
+        if (d == NULL)
+            PyErr_Clear();
+        int own = d != NULL && Py_TYPE(d) == &PyMemberDescr_Type &&
+                  ((PyDescrObject *)d)->d_type == type;
+        PyMemberDef *m = own ? ((PyMemberDescrObject *)d)->d_member : NULL;
+        Py_XDECREF(d); /* the class keeps the descriptor alive */
+        if (!own) {
             PyErr_Format(PyExc_TypeError, "init: %s.%s is not a slot", type->tp_name,
                          slot_names[i]);
             return NULL;
         }
-        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
         if (m->type != T_OBJECT_EX || m->offset < (Py_ssize_t)sizeof(PyObject) ||
             m->offset + (Py_ssize_t)sizeof(PyObject *) > type->tp_basicsize) {
             PyErr_Format(PyExc_TypeError, "init: %s.%s is not an object slot", type->tp_name,
