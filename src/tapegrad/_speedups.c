@@ -400,6 +400,86 @@ apply_eager(PyObject *cls, PyObject *const *xs, Py_ssize_t n, PyObject *kwnames)
     return t;
 }
 
+/* A level-0 Tensor's primal slot, made and cached when None (tensor._primal_of). New ref. */
+static PyObject *
+primal_of(PyObject *t)
+{
+    PyObject *p = SLOT(t, S_PRIMAL);
+    if (p != Py_None)
+        return Py_NewRef(p);
+    PyObject *values[N_SLOTS] = {SLOT(t, S_ARRAY), Py_None, level_zero, Py_None, node_none,
+                                 Py_None};
+    p = fill(values);
+    if (p == NULL)
+        return NULL;
+    PyObject *old = SLOT(t, S_PRIMAL);
+    SLOT(t, S_PRIMAL) = Py_NewRef(p);
+    Py_DECREF(old);
+    return p;
+}
+
+/* (shape, dtype) of an array, new ref */
+static PyObject *
+aval_of(PyObject *arr)
+{
+    PyObject *shape = PyObject_GetAttr(arr, s_shape);
+    if (shape == NULL)
+        return NULL;
+    PyObject *dtype = PyObject_GetAttr(arr, s_dtype);
+    if (dtype == NULL) {
+        Py_DECREF(shape);
+        return NULL;
+    }
+    PyObject *t = PyTuple_Pack(2, shape, dtype);
+    Py_DECREF(shape);
+    Py_DECREF(dtype);
+    return t;
+}
+
+/* trace.n_nodes: read and increment; returns the node id (new ref) */
+static PyObject *
+next_node(PyObject *trace)
+{
+    PyObject *node = PyObject_GetAttr(trace, s_n_nodes);
+    if (node == NULL)
+        return NULL;
+    PyObject *next = PyNumber_Add(node, long_one);
+    if (next == NULL || PyObject_SetAttr(trace, s_n_nodes, next) < 0) {
+        Py_XDECREF(next);
+        Py_DECREF(node);
+        return NULL;
+    }
+    Py_DECREF(next);
+    return node;
+}
+
+/* trace.avals.append(aval); trace.records.append(rec) (a forward-mode trace computes tangents
+ * as its records arrive). 0 or -1. */
+static int
+append_record(PyObject *trace, PyObject *aval, PyObject *rec)
+{
+    PyObject *avals = PyObject_GetAttr(trace, s_avals);
+    if (avals == NULL)
+        return -1;
+    int rc = PyList_Append(avals, aval);
+    Py_DECREF(avals);
+    if (rc < 0)
+        return -1;
+    PyObject *records = PyObject_GetAttr(trace, s_records);
+    if (records == NULL)
+        return -1;
+    if (PyList_CheckExact(records)) {
+        rc = PyList_Append(records, rec);
+    }
+    else {
+        PyObject *r = PyObject_CallMethodOneArg(records, s_append, rec);
+        rc = r == NULL ? -1 : 0;
+        Py_XDECREF(r);
+    }
+    Py_DECREF(records);
+    return rc;
+}
+
 /* The one-level recording branch (Function._record_small, for any number of inputs): the op
  * is recorded at level top, where every traced input has a concrete (level-0) primal. */
 static PyObject *
@@ -539,20 +619,11 @@ apply_record(PyObject *cls, long top, PyObject *const *xs, Py_ssize_t n, PyObjec
                     item = Py_NewRef(x);
                 }
                 else {
-                    PyObject *p = SLOT(x, S_PRIMAL);
-                    if (p == Py_None) { /* build the level-0 primal once and cache it */
-                        PyObject *values[N_SLOTS] = {SLOT(x, S_ARRAY), Py_None, level_zero,
-                                                     Py_None, node_none, Py_None};
-                        p = fill(values);
-                        if (p == NULL) {
-                            Py_DECREF(seq);
-                            goto fail;
-                        }
-                        PyObject *old = SLOT(x, S_PRIMAL);
-                        SLOT(x, S_PRIMAL) = p; /* the slot owns the new reference */
-                        Py_DECREF(old);
+                    item = primal_of(x); /* built once and cached in the slot */
+                    if (item == NULL) {
+                        Py_DECREF(seq);
+                        goto fail;
                     }
-                    item = Py_NewRef(p);
                 }
             }
             else if (v == raw) {
@@ -608,54 +679,29 @@ apply_record(PyObject *cls, long top, PyObject *const *xs, Py_ssize_t n, PyObjec
     }
     Py_CLEAR(dict);
 
-    /* the node, the output Tensor, its aval and the record */
-    PyObject *node_obj = PyObject_GetAttr(trace, s_n_nodes);
+    /* the node, the output Tensor, its aval and the record (whose aval fields are the
+     * trace's node table, as in the Python original) */
+    PyObject *node_obj = next_node(trace);
     if (node_obj == NULL)
         goto fail;
-    PyObject *next = PyNumber_Add(node_obj, long_one);
-    if (next == NULL || PyObject_SetAttr(trace, s_n_nodes, next) < 0) {
-        Py_XDECREF(next);
-        Py_DECREF(node_obj);
-        goto fail;
-    }
-    Py_DECREF(next);
     PyObject *top_obj = PyLong_FromLong(top);
-    if (top_obj == NULL) {
-        Py_DECREF(node_obj);
-        goto fail;
-    }
-    {
+    if (top_obj != NULL) {
         PyObject *values[N_SLOTS] = {raw, lo == NULL ? Py_None : lo, top_obj, trace, node_obj,
                                      Py_None};
         out = fill(values);
+        Py_DECREF(top_obj);
     }
-    Py_DECREF(top_obj);
-    if (out == NULL) {
-        Py_DECREF(node_obj);
+    if (out != NULL)
+        outs = PyTuple_Pack(1, node_obj);
+    Py_DECREF(node_obj);
+    if (outs == NULL)
         goto fail;
-    }
-    PyObject *avals = PyObject_GetAttr(trace, s_avals);
-    if (avals == NULL) {
-        Py_DECREF(node_obj);
-        goto fail;
-    }
-    PyObject *shape = PyObject_GetAttr(raw, s_shape);
-    PyObject *dtype = shape == NULL ? NULL : PyObject_GetAttr(raw, s_dtype);
-    aval = dtype == NULL ? NULL : PyTuple_Pack(2, shape, dtype);
-    Py_XDECREF(shape);
-    Py_XDECREF(dtype);
-    if (aval == NULL || PyList_Append(avals, aval) < 0) {
-        Py_DECREF(avals);
-        Py_DECREF(node_obj);
-        goto fail;
-    }
-    Py_CLEAR(aval);
+    aval = aval_of(raw);
+    PyObject *avals = aval == NULL ? NULL : PyObject_GetAttr(trace, s_avals);
     in_nodes = PyTuple_New(n);
     consts = PyTuple_New(n);
-    outs = PyTuple_Pack(1, node_obj);
-    Py_DECREF(node_obj);
-    if (in_nodes == NULL || consts == NULL || outs == NULL) {
-        Py_DECREF(avals);
+    if (avals == NULL || in_nodes == NULL || consts == NULL) {
+        Py_XDECREF(avals);
         goto fail;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -664,23 +710,9 @@ apply_record(PyObject *cls, long top, PyObject *const *xs, Py_ssize_t n, PyObjec
     }
     rec = PyTuple_Pack(8, cls, params, rec_ctx, in_nodes, consts, outs, avals, avals);
     Py_DECREF(avals);
-    if (rec == NULL)
+    if (rec == NULL || append_record(trace, aval, rec) < 0)
         goto fail;
-    PyObject *records = PyObject_GetAttr(trace, s_records);
-    if (records == NULL)
-        goto fail;
-    int rc;
-    if (PyList_CheckExact(records)) {
-        rc = PyList_Append(records, rec);
-    }
-    else { /* a forward-mode trace computes tangents as records arrive */
-        PyObject *r = PyObject_CallMethodOneArg(records, s_append, rec);
-        rc = r == NULL ? -1 : 0;
-        Py_XDECREF(r);
-    }
-    Py_DECREF(records);
-    if (rc < 0)
-        goto fail;
+    Py_CLEAR(aval);
     Py_DECREF(rec);
     Py_DECREF(in_nodes);
     Py_DECREF(consts);
@@ -710,86 +742,6 @@ fail_ctx:
 
 
 /* ---- two-level recording: Function._record at level top over Function._record at sub ---- */
-
-/* A level-0 Tensor's primal slot, made and cached when None (tensor._primal_of). New ref. */
-static PyObject *
-primal_of(PyObject *t)
-{
-    PyObject *p = SLOT(t, S_PRIMAL);
-    if (p != Py_None)
-        return Py_NewRef(p);
-    PyObject *values[N_SLOTS] = {SLOT(t, S_ARRAY), Py_None, level_zero, Py_None, node_none,
-                                 Py_None};
-    p = fill(values);
-    if (p == NULL)
-        return NULL;
-    PyObject *old = SLOT(t, S_PRIMAL);
-    SLOT(t, S_PRIMAL) = Py_NewRef(p);
-    Py_DECREF(old);
-    return p;
-}
-
-/* (shape, dtype) of an array, new ref */
-static PyObject *
-aval_of(PyObject *arr)
-{
-    PyObject *shape = PyObject_GetAttr(arr, s_shape);
-    if (shape == NULL)
-        return NULL;
-    PyObject *dtype = PyObject_GetAttr(arr, s_dtype);
-    if (dtype == NULL) {
-        Py_DECREF(shape);
-        return NULL;
-    }
-    PyObject *t = PyTuple_Pack(2, shape, dtype);
-    Py_DECREF(shape);
-    Py_DECREF(dtype);
-    return t;
-}
-
-/* trace.n_nodes: read and increment; returns the node id (new ref) */
-static PyObject *
-next_node(PyObject *trace)
-{
-    PyObject *node = PyObject_GetAttr(trace, s_n_nodes);
-    if (node == NULL)
-        return NULL;
-    PyObject *next = PyNumber_Add(node, long_one);
-    if (next == NULL || PyObject_SetAttr(trace, s_n_nodes, next) < 0) {
-        Py_XDECREF(next);
-        Py_DECREF(node);
-        return NULL;
-    }
-    Py_DECREF(next);
-    return node;
-}
-
-/* trace.avals.append(aval); trace.records.append(rec) (a forward-mode trace computes tangents
- * as its records arrive). 0 or -1. */
-static int
-append_record(PyObject *trace, PyObject *aval, PyObject *rec)
-{
-    PyObject *avals = PyObject_GetAttr(trace, s_avals);
-    if (avals == NULL)
-        return -1;
-    int rc = PyList_Append(avals, aval);
-    Py_DECREF(avals);
-    if (rc < 0)
-        return -1;
-    PyObject *records = PyObject_GetAttr(trace, s_records);
-    if (records == NULL)
-        return -1;
-    if (PyList_CheckExact(records)) {
-        rc = PyList_Append(records, rec);
-    }
-    else {
-        PyObject *r = PyObject_CallMethodOneArg(records, s_append, rec);
-        rc = r == NULL ? -1 : 0;
-        Py_XDECREF(r);
-    }
-    Py_DECREF(records);
-    return rc;
-}
 
 /* ctx.saved_tensors from the spec: kinds 0 (input k: inputs[k]), 1 (the output: out) and
  * 2 (a constant: obj). New ref to the tuple. */
