@@ -42,6 +42,7 @@ import numpy as np
 
 from tapegrad import backend as _backend
 from tapegrad import numpy as tnp
+from tapegrad.function import _all_concrete
 from tapegrad.tensor import Tensor
 from tapegrad.tree import tree_flatten, tree_leaves, tree_paths, tree_unflatten
 
@@ -180,6 +181,10 @@ def tree_add(a, b) -> Any:
 def _scale_leaf(t: Tensor, factor) -> Tensor:
     if isinstance(factor, Tensor):
         factor = tnp.astype(factor, t.dtype)
+    elif type(factor) is float and _all_concrete(t):
+        arr = t._array
+        if type(arr) is np.ndarray and arr.ndim:  # eager: Mul's forward on the raw array
+            return Tensor._const(arr * factor)
     return tnp.multiply(t, factor)
 
 
@@ -337,12 +342,16 @@ class ScaleByLearningRate(GradientTransformation):
         return {"count": 0} if callable(self.learning_rate) else {}
 
     def update(self, grads, state, params=None):
+        factor, state = self._factor(state)
+        return tree_scale(grads, factor), state
+
+    def _factor(self, state):
+        """``(the signed rate of this update, the next state)``."""
         sign = -1.0 if self.flip_sign else 1.0
         if callable(self.learning_rate):
             count = state["count"]
-            lr = float(self.learning_rate(count))
-            return tree_scale(grads, sign * lr), {"count": count + 1}
-        return tree_scale(grads, sign * self.learning_rate), state
+            return sign * float(self.learning_rate(count)), {"count": count + 1}
+        return sign * self.learning_rate, state
 
 
 @attrs.frozen
@@ -478,17 +487,22 @@ class Chain(GradientTransformation):
         return tuple(t.init(params) for t in self.transforms)
 
     def update(self, grads, state, params=None):
-        if not isinstance(state, tuple) or len(state) != len(self.transforms):
+        grads, new_states = self._update_first(len(self.transforms), grads, state, params)
+        return grads, tuple(new_states)
+
+    def _update_first(self, k: int, grads, state, params):
+        """Run the first ``k`` transforms: ``(their updates, the list of their new states)``."""
+        if type(state) is not tuple or len(state) != len(self.transforms):
             raise TypeError(
                 f"chain: state must be a tuple of {len(self.transforms)} states (one per "
                 f"transform, from init), got {type(state).__name__}"
                 + (f" of length {len(state)}" if isinstance(state, (tuple, list)) else "")
             )
         new_states = []
-        for t, s in zip(self.transforms, state):
-            grads, s = t.update(grads, s, params)
+        for i in range(k):
+            grads, s = self.transforms[i].update(grads, state[i], params)
             new_states.append(s)
-        return grads, tuple(new_states)
+        return grads, new_states
 
 
 # -- factories (Optax names) -------------------------------------------------------------------
@@ -768,6 +782,17 @@ def apply_gradients(tx: GradientTransformation, grads, opt_state, params):
         >>> params["w"].numpy().round(6).tolist()
         [0.7, -2.4]
     """
+    if type(tx) is Chain and type(tx.transforms[-1]) is ScaleByLearningRate:
+        # The last step is ``-lr * u``: fused with the addition, ``p + (-lr) * u`` goes
+        # straight into the product's fresh array, without the updates pytree in between.
+        k = len(tx.transforms) - 1
+        u, states = tx._update_first(k, grads, opt_state, params)
+        factor, last = tx.transforms[k]._factor(opt_state[k])
+        states.append(last)
+        new_params = _add_scaled(params, u, factor)
+        if new_params is not None:
+            return new_params, tuple(states)
+        return apply_updates(params, tree_scale(u, factor)), tuple(states)
     updates, new_state = tx.update(grads, opt_state, params)
     lp, tp = tree_flatten(params)
     lu, tu = tree_flatten(updates)
@@ -777,6 +802,37 @@ def apply_gradients(tx: GradientTransformation, grads, opt_state, params):
         return apply_updates(params, tree_unflatten(tu, lu)), new_state
     del updates  # from here the flat list holds the only references to the update leaves
     return tree_unflatten(tp, [_add_into_update(lp[i], lu, i) for i in range(len(lp))]), new_state
+
+
+def _add_scaled(params, u, factor):
+    """``p + u * factor`` leafwise, as ``tree_scale`` then ``apply_updates`` compute it, for
+    concrete floating NumPy Tensors of matching structure, shapes and dtypes with a Python
+    float ``factor``; ``None`` for anything else (the caller then takes the general path,
+    which converts or raises)."""
+    if type(factor) is not float or not _all_concrete():
+        return None
+    lp, tp = tree_flatten(params)
+    lu, tu = tree_flatten(u)
+    if tp != tu:
+        return None
+    out = []
+    for p, g in zip(lp, lu):
+        if type(p) is not Tensor or type(g) is not Tensor or p._level or g._level:
+            return None
+        pa, ga = p._array, g._array
+        if (
+            type(pa) is not np.ndarray
+            or type(ga) is not np.ndarray
+            or pa.dtype != ga.dtype
+            or pa.dtype.kind != "f"
+            or pa.shape != ga.shape
+            or not pa.ndim
+        ):
+            return None
+        new = ga * factor  # the scaled update, a fresh array ...
+        new += pa  # ... into which the parameter is added
+        out.append(new)
+    return tree_unflatten(tp, [Tensor._const(a) for a in out])
 
 
 def _same_float_tensors(p, u) -> bool:
