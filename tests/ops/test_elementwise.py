@@ -144,6 +144,35 @@ def test_abs_relu_sign_at_zero():
     assert grad_of(tnp.sign, x).tolist() == [0.0, 0.0, 0.0]
 
 
+@pytest.mark.parametrize(
+    "shape, dtype",
+    [
+        ((128, 512), np.float32),  # the blocked path: float32, contiguous, size % 256 == 0
+        ((64, 16, 4, 4), np.float32),
+        ((16384,), np.float32),
+        ((128, 129), np.float32),  # size not a multiple of 256: the plain call
+        ((128, 512), np.float64),
+        ((4, 5), np.float32),
+        ((0, 512), np.float32),
+    ],
+)
+def test_relu_forward_equals_numpy_maximum(shape, dtype):
+    """ReLU's forward is exactly ``np.maximum(x, 0)`` on every path, specials included, and
+    returns a fresh C-contiguous array that owns its data."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(dtype)
+    flat = x.reshape(-1)
+    flat[: min(6, flat.size)] = [np.nan, -0.0, 0.0, -np.inf, np.inf, -np.nan][: min(6, flat.size)]
+    out = tnp.relu(tg.Tensor(x))._array  # the op's own array (numpy() gives a read-only view)
+    want = np.maximum(x, 0)
+    assert out.dtype == want.dtype and out.shape == want.shape
+    np.testing.assert_array_equal(out, want)  # NaN where NaN
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(want))
+    assert out.flags.c_contiguous and out.base is None and not np.shares_memory(out, x)
+    strided = x[..., ::2] if x.ndim > 1 else x[::2]  # non-contiguous input: the plain call
+    np.testing.assert_array_equal(tnp.relu(tg.Tensor(strided)).numpy(), np.maximum(strided, 0))
+
+
 def test_sqrt_at_zero_infinite_unless_masked():
     x = T64([0.0, 4.0])
     assert grad_of(tnp.sqrt, x).tolist() == [np.inf, 0.25]

@@ -1114,6 +1114,37 @@ class Softplus(Function):
         return g * Sigmoid.apply(x)
 
 
+_ZERO_BLOCKS: dict = {}
+
+
+def _relu(xp, x):
+    """``maximum(x, 0)``, exactly; for large contiguous float32 NumPy arrays computed against a
+    block of zeros instead of the scalar 0.
+
+    NumPy (2.x, x86) runs ``maximum`` with a scalar operand through a loop about twice as slow
+    as with two arrays (25 against 13 µs for 128x512 float32); viewing ``x`` as rows of 256
+    and broadcasting one read-only zero row keeps the fast loop with no array of ``x``'s size.
+    The values are the same ufunc's on the same operands: NaN stays NaN and ``-0.0`` gives
+    ``0.0`` either way. float64 and small arrays gain nothing and take the plain call.
+    """
+    if (
+        type(x) is np.ndarray
+        and x.dtype == np.float32
+        and x.size >= 16384
+        and not x.size % 256
+        and x.flags.c_contiguous
+    ):
+        zeros = _ZERO_BLOCKS.get(x.dtype)
+        if zeros is None:
+            zeros = np.zeros(256, x.dtype)
+            zeros.flags.writeable = False
+            _ZERO_BLOCKS[x.dtype] = zeros
+        out = np.empty(x.shape, x.dtype)
+        np.maximum(x.reshape(-1, 256), zeros, out=out.reshape(-1, 256))
+        return out
+    return xp.maximum(x, 0)
+
+
 class Relu(Function):
     """``max(x, 0)``; dtype kept. Derivative: 1 for ``x > 0``, else 0; convention at 0: 0
     (as PyTorch and JAX)."""
@@ -1122,7 +1153,7 @@ class Relu(Function):
 
     @staticmethod
     def forward(ctx, x):
-        out = ctx.backend.maximum(x, 0)
+        out = _relu(ctx.backend, x)
         # The output carries the mask (out > 0 exactly where x > 0, NaN in neither), so the
         # input need not outlive this op: the next layer keeps the output alive anyway.
         ctx.save_for_backward(out)
