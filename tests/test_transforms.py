@@ -236,3 +236,27 @@ def test_leaked_tracer_is_an_error():
     tg.grad(f)(f64(1.0))
     with pytest.raises(RuntimeError, match="leaked"):
         tg.grad(lambda y: leaked[0] * y)(f64(1.0))
+
+
+def test_grad_numbers_mixed_leaf_kinds_in_order():
+    """Concrete float Tensors take an inlined path to their traced inputs and every other leaf
+    (numbers, arrays, labelled Tensors) the general one; the node ids must still follow the
+    leaves, so each gradient lands on its own leaf."""
+    params = {
+        "a": tg.Tensor(np.float32(2.0)),
+        "b": 3.0,
+        "c": np.array([1.0, 2.0]),
+        "d": tg.Tensor(np.array([5.0, 7.0]), label="d"),
+        "e": tg.Tensor(np.float64(0.5)),
+    }
+
+    def f(p):
+        return (p["a"] * p["b"] * p["c"] * p["d"]).sum() + p["e"] ** 2
+
+    g = tg.grad(f)(params)
+    c, d = np.array([1.0, 2.0]), np.array([5.0, 7.0])
+    np.testing.assert_allclose(g["a"].numpy(), 3.0 * (c * d).sum())
+    np.testing.assert_allclose(g["b"].numpy(), 2.0 * (c * d).sum())
+    np.testing.assert_allclose(g["c"].numpy(), 6.0 * d)
+    np.testing.assert_allclose(g["d"].numpy(), 6.0 * c)
+    np.testing.assert_allclose(g["e"].numpy(), 1.0)

@@ -22,7 +22,7 @@ from tapegrad.tape import (
     gc_paused,
     new_level,
 )
-from tapegrad.tensor import Tensor, _primal_of
+from tapegrad.tensor import Tensor, _make, _primal_of
 from tapegrad.tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
 __all__ = ["vjp", "grad", "value_and_grad", "trace", "jit"]
@@ -94,16 +94,24 @@ def _call_traced(
             break
     else:  # every argument a Tensor (the common case): no flattening to do
         leaves, treedef = args, _flat_treedef(len(args))
-    primals = []
-    for i, v in enumerate(leaves):
-        if type(v) is Tensor and v._level == 0:  # the common case: a concrete float Tensor
+    trace = Trace(new_level(), replays)
+    level, avals_in, labels = trace.level, trace.avals, trace.labels
+    primals, traced = [], []
+    for i, v in enumerate(leaves):  # Trace.new_input, inlined for the common case
+        if type(v) is Tensor and not v._level:  # a concrete float Tensor
             arr = v._array
             if type(arr) is np.ndarray and arr.dtype.kind == "f":
                 primals.append(v)
+                avals_in.append((arr.shape, arr.dtype))
+                if v.label is not None:
+                    labels[i] = v.label
+                traced.append(_make(arr, v, level, trace, i, v.label))
                 continue
-        primals.append(_as_primal(v, i, args, prefix, who, allow_int))
-    trace = Trace(new_level(), replays)
-    traced = [trace.new_input(p) for p in primals]
+        v = _as_primal(v, i, args, prefix, who, allow_int)
+        primals.append(v)
+        trace.n_nodes = i  # new_input numbers it i, as the inlined path does
+        traced.append(trace.new_input(v))
+    trace.n_nodes = len(traced)
     if treedef.num_leaves != len(args) or treedef.num_nodes != len(args) + 1:
         traced = tree_unflatten(treedef, traced)  # else: a flat tuple of leaves, as args
     try:
@@ -162,11 +170,25 @@ def _lower(v, level, who):
     return v
 
 
+_ONES: dict = {}
+
+
+def _one(dtype):
+    """A read-only 0-d array holding 1 of ``dtype`` (the seed cotangent of a scalar output;
+    cached: it is never written into, and the backward replay adds into writable arrays only)."""
+    one = _ONES.get(dtype)
+    if one is None:
+        one = np.ones((), dtype)
+        one.flags.writeable = False
+        _ONES[dtype] = one
+    return one
+
+
 def _input_cotangents(ct: dict, n: int, primals, treedef):
-    leaves = []
-    for node in range(n):
-        g = ct.get(node)
-        leaves.append(Tensor._const(_zeros(primals[node])) if g is None else g)
+    leaves = [ct.get(node) for node in range(n)]
+    for node, g in enumerate(leaves):
+        if g is None:  # no path from this input to the output
+            leaves[node] = Tensor._const(_zeros(primals[node]))
     if treedef.num_nodes == n + 1 and treedef.num_leaves == n:  # a flat tuple of n leaves
         return tuple(leaves)
     return tree_unflatten(treedef, leaves)
@@ -326,7 +348,7 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
         value = lowered[0]
         ct = {}
         if isinstance(refs[0], int):
-            ct[refs[0]] = Tensor._const(np.ones((), avals[0][1]))
+            ct[refs[0]] = Tensor._const(_one(avals[0][1]))
         backward_pass(trace.records, ct, consume=True)
         cts = _input_cotangents(ct, n, prims, treedef)
         g = cts[0] if isinstance(argnums, int) else tuple(cts)
