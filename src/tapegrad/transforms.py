@@ -113,7 +113,7 @@ def _call_traced(
         traced.append(trace.new_input(v))
     trace.n_nodes = len(traced)
     if treedef.num_leaves != len(args) or treedef.num_nodes != len(args) + 1:
-        traced = tree_unflatten(treedef, traced)  # else: a flat tuple of leaves, as args
+        traced = treedef.unflatten(traced)  # else: a flat tuple of leaves, as args
     try:
         with gc_paused():
             out = fun(*traced)
@@ -191,7 +191,7 @@ def _input_cotangents(ct: dict, n: int, primals, treedef):
             leaves[node] = Tensor._const(_zeros(primals[node]))
     if treedef.num_nodes == n + 1 and treedef.num_leaves == n:  # a flat tuple of n leaves
         return tuple(leaves)
-    return tree_unflatten(treedef, leaves)
+    return treedef.unflatten(leaves)
 
 
 def _zeros(p: Tensor):

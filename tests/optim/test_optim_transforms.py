@@ -425,9 +425,11 @@ def test_apply_gradients_general_leaves_and_errors():
     np.testing.assert_allclose(new["w"], [0.95, 1.95])
     np.testing.assert_allclose(new["b"].numpy(), 0.4, rtol=1e-6)
     np.testing.assert_array_equal(params["w"], [1.0, 2.0])
+    w = {"w": tg.Tensor(np.ones(2))}
     with pytest.raises(TypeError, match="different pytree structures"):
-        w = {"w": tg.Tensor(np.ones(2))}
         optim.apply_gradients(tx, {"v": tg.Tensor(np.ones(2))}, tx.init(w), w)
+    with pytest.raises(TypeError, match="different pytree structures"):  # a subtree for a leaf
+        optim.apply_gradients(tx, {"w": [tg.Tensor(np.ones(2))]}, tx.init(w), w)
 
 
 def test_apply_gradients_is_differentiable_through_a_step():

@@ -813,10 +813,16 @@ def cross_entropy(
         )
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"{who}: label_smoothing must lie in [0, 1], got {label_smoothing}")
-    arr = target.numpy()
+    arr = target._array
     n_classes = logits.shape[-1]
-    # the common case in two reductions: every target a class index
-    in_range = arr.size == 0 or (int(arr.min()) >= 0 and int(arr.max()) < n_classes)
+    # the common case in one reduction: every target a class index (a negative one, viewed as
+    # unsigned, is larger than any class count)
+    in_range = arr.size == 0 or (
+        int(arr.view(arr.dtype.str.replace("i", "u")).max() if arr.dtype.kind == "i" else arr.max())
+        < n_classes
+    )
+    if not in_range:
+        arr = target.numpy()
     bad = None if in_range else (arr != ignore_index) & ((arr < 0) | (arr >= n_classes))
     if bad is not None and bad.any():
         raise ValueError(
