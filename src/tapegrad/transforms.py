@@ -267,6 +267,14 @@ def select_argnums(fun, argnums, args: tuple, kwargs: dict, who: str):
     Raises:
         ValueError: if an entry of ``argnums`` is out of range for ``args``, naming ``who``.
     """
+    if type(argnums) is int and not kwargs and 0 <= argnums < len(args):  # the common case
+        nums, diff = (argnums,), (args[argnums],)
+        head, tail = args[:argnums], args[argnums + 1 :]
+
+        def partial_one(d):
+            return fun(*head, d, *tail)
+
+        return nums, diff, partial_one
     nums = (argnums,) if isinstance(argnums, int) else argnums
     for a in nums:
         if not -len(args) <= a < len(args):

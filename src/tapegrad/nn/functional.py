@@ -232,6 +232,8 @@ def relu(x) -> Tensor:
         >>> tg.nn.functional.relu(tg.Tensor([-1.0, 0.0, 2.0]))
         Tensor([0., 0., 2.], dtype=float32)
     """
+    if type(x) is Tensor and x._array.dtype.kind == "f":  # the common case
+        return Relu.apply(x)
     return Relu.apply(_floating(x, "relu"))
 
 
