@@ -1,11 +1,14 @@
 """Cotangent accumulation in the backward replay: in place only where nothing can see it."""
 
+import sys
+
 import numpy as np
 import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
 from tapegrad import tape as tape_mod
+from tapegrad.ops import elementwise as ew
 
 
 @pytest.fixture(
@@ -130,3 +133,97 @@ def test_calibrated_counts_are_what_the_replay_sees():
     np.testing.assert_array_equal(ct[0].numpy(), np.ones(3))
     other = prev  # noqa: F841 - a second holder
     assert not tape_mod._add_in_place(prev, tg.Tensor._const(np.ones(3)))
+
+
+# -- ReLU's backward masks a private cotangent in place ------------------------------------------
+
+# Python 3.10 keeps a call's arguments on the caller's stack too, so under the Python replay
+# a private cotangent shows one reference more there and takes the out-of-place path.
+_PY_REPLAY_EXACT = sys.version_info >= (3, 11)
+
+
+@pytest.fixture
+def count_relu_grad(monkeypatch):
+    """Counts ReluGrad applications (the out-of-place path of Relu.backward)."""
+    calls = []
+    orig = ew.ReluGrad.apply.__func__
+
+    def counting(cls, *args, **kw):
+        calls.append(args[0].shape)
+        return orig(cls, *args, **kw)
+
+    monkeypatch.setattr(ew.ReluGrad, "apply", classmethod(counting))
+    return calls
+
+
+def _relu_mlp_grads(seed=0, g_scale=1.0):
+    rng = np.random.default_rng(seed)
+    x = tg.Tensor(rng.standard_normal((6, 5)))
+    ws = (tg.Tensor(rng.standard_normal((5, 4))), tg.Tensor(rng.standard_normal((4, 3))))
+
+    def f(ws):
+        a, b = ws
+        return tnp.sum(tnp.relu(tnp.relu(x @ a) @ b) * g_scale)
+
+    return tg.grad(f)(ws)
+
+
+def test_relu_backward_in_place_happens_and_matches_relu_grad(
+    count_relu_grad, monkeypatch, replay
+):
+    assert ew._RELU_PRIVATE is not None, "the counts were calibrated at import"
+    got = _relu_mlp_grads()
+    # the cotangents reaching both relus (from a multiply and a matmul) are private: in place
+    if replay == "compiled" or _PY_REPLAY_EXACT:
+        assert count_relu_grad == []
+    monkeypatch.setattr(ew, "_RELU_PRIVATE", (-1, -1))  # the reference: ReluGrad every time
+    count_relu_grad.clear()
+    want = _relu_mlp_grads()
+    assert len(count_relu_grad) == 2
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_relu_backward_in_place_keeps_where_semantics_for_non_finite_cotangents(
+    count_relu_grad, replay
+):
+    # sqrt's cotangent is inf where relu gave 0 (a fresh, private array): masking it in place
+    # would give inf * 0 = NaN there, so the finite check sends it to ReluGrad (0 there).
+    x = tg.Tensor(np.array([-1.0, 4.0, -3.0, 0.0]))
+    g = tg.grad(lambda v: tnp.sum(tnp.sqrt(tnp.relu(v))))(x)
+    np.testing.assert_array_equal(g.numpy(), [0.0, 0.25, 0.0, 0.0])
+    assert count_relu_grad == [(4,)]
+    count_relu_grad.clear()  # a finite private cotangent is masked in place
+    g = tg.grad(lambda v: tnp.sum(tnp.relu(v) * np.array([1.0, 2.0, 3.0, 4.0])))(x)
+    np.testing.assert_array_equal(g.numpy(), [0.0, 2.0, 0.0, 0.0])
+    if replay == "compiled" or _PY_REPLAY_EXACT:
+        assert count_relu_grad == []
+
+
+def test_relu_backward_never_writes_into_a_cotangent_someone_holds():
+    x = tg.Tensor(np.array([-1.0, 2.0, -3.0]))
+    out, vjp_fn = tg.vjp(tnp.relu, x)
+    c = np.array([5.0, 6.0, 7.0])
+    ct = tg.Tensor(c)
+    np.testing.assert_array_equal(vjp_fn(ct)[0].numpy(), [0.0, 6.0, 0.0])
+    np.testing.assert_array_equal(ct.numpy(), [5.0, 6.0, 7.0])
+    np.testing.assert_array_equal(c, [5.0, 6.0, 7.0])
+    arr = np.array([1.0, 1.0, 1.0])  # a fresh Tensor over an array the caller keeps
+    np.testing.assert_array_equal(vjp_fn(tg.Tensor(arr))[0].numpy(), [0.0, 1.0, 0.0])
+    np.testing.assert_array_equal(arr, [1.0, 1.0, 1.0])
+    # one cotangent Tensor reaching two relus (Add hands the same Tensor to both inputs)
+    a, b = tg.Tensor(np.array([1.0, -1.0])), tg.Tensor(np.array([-1.0, 1.0]))
+    ga, gb = tg.grad(lambda a, b: tnp.sum((tnp.relu(a) + tnp.relu(b)) * 3.0), (0, 1))(a, b)
+    np.testing.assert_array_equal(ga.numpy(), [3.0, 0.0])
+    np.testing.assert_array_equal(gb.numpy(), [0.0, 3.0])
+
+
+def test_relu_backward_is_out_of_place_under_an_outer_transform(count_relu_grad):
+    x = tg.Tensor(np.array([0.5, -0.5, 2.0]))
+
+    def f(x):
+        return tnp.sum(tnp.relu(x - 0.1) * x)
+
+    h = tg.grad(lambda x: tnp.sum(tg.grad(f)(x)))(x).numpy()
+    np.testing.assert_array_equal(h, np.where(x.numpy() > 0.1, 2.0, 0.0))
+    assert count_relu_grad  # the traced cotangent went through ReluGrad

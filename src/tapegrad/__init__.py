@@ -65,3 +65,7 @@ __all__ = [
     "optim",
     "io",
 ]
+
+from tapegrad.ops import elementwise as _elementwise  # noqa: E402
+
+_elementwise._RELU_PRIVATE = _elementwise._relu_grad_private()

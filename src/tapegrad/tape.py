@@ -629,6 +629,9 @@ def _backward_pass(records: list, ct: dict, consume: bool) -> dict:
             elif not _add_in_place(prev, g):
                 ct[node] = prev + g
             prev = None  # drop this frame's reference before the next entry's check
+        # Hold nothing of this entry into the next: a cotangent then has the same reference
+        # counts here as in the compiled replay (the in-place checks rely on exact counts).
+        g = grads = arr = None
     return ct
 
 

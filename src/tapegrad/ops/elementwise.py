@@ -31,10 +31,11 @@ Tensors, so every rule here is differentiable again, to any order.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
-from tapegrad.function import Function
+from tapegrad.function import Function, _all_concrete
 from tapegrad.tensor import Tensor
 
 __all__ = [
@@ -1162,7 +1163,58 @@ class Relu(Function):
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
+        ga, ya = g._array, out._array
+        if (  # a private first-order cotangent: masked in place (see _relu_grad_private)
+            type(ga) is np.ndarray
+            and type(ya) is np.ndarray
+            and ga.base is None
+            and ga.flags.writeable
+            and ga.shape == ya.shape
+            and _all_concrete(g, out)
+            and (sys.getrefcount(g), sys.getrefcount(ga)) == _RELU_PRIVATE
+            and _all_finite(np, ga)
+        ):
+            ga *= ya > 0
+            return g
+        if _RELU_PRIVATE is None and type(ga) is np.ndarray:  # calibrating (below)
+            _RELU_SEEN.append((sys.getrefcount(g), sys.getrefcount(ga)))
         return ReluGrad.apply(g, out)
+
+
+_RELU_PRIVATE = None
+_RELU_SEEN: list = []
+
+
+def _relu_grad_private() -> tuple | None:
+    """The reference counts ``Relu.backward`` sees for a cotangent that only the backward
+    replay holds, measured by running one (there is no other way to know which stack
+    references an interpreter counts). Called once tapegrad is imported.
+
+    With exactly these counts, nothing but the replay can see the cotangent Tensor, and nothing
+    but that Tensor its array (which owns its data: no view, no saved value, no caller, no
+    other node shares it), so ``Relu.backward`` masks it in place, as the hand-written
+    ``g *= y > 0`` does, instead of writing ``ReluGrad`` into a fresh array: the same values
+    (``g`` is checked finite first; otherwise ``ReluGrad`` runs), one array less, and the
+    write lands in memory the last matmul just wrote. This is NumPy's own temporary elision,
+    at the level of the backward replay, like the replay's in-place cotangent sums. A count
+    that does not match only ever takes the out-of-place path. Returns None (never in place)
+    when the replays (``grad`` and ``vjp``) disagree.
+    """
+    from tapegrad.transforms import grad, vjp
+
+    x = Tensor(np.array([1.0, -1.0, 2.0]))
+    c = Tensor(np.array([2.0, 3.0, 4.0]))
+
+    def f(v):
+        return (Relu.apply(v) * c).sum()
+
+    _RELU_SEEN.clear()
+    grad(f)(x)
+    out, f_vjp = vjp(f, x)
+    f_vjp(Tensor(np.array(1.0)))
+    seen = set(_RELU_SEEN)
+    _RELU_SEEN.clear()
+    return seen.pop() if len(seen) == 1 else None
 
 
 class ReluGrad(Function):
