@@ -1148,7 +1148,11 @@ def _relu(xp, x):
 
 class Relu(Function):
     """``max(x, 0)``; dtype kept. Derivative: 1 for ``x > 0``, else 0; convention at 0: 0
-    (as PyTorch and JAX)."""
+    (as PyTorch and JAX).
+
+    The backward is :class:`ReluGrad` of the cotangent and the saved output; a first-order
+    cotangent that only the backward replay holds is masked in place instead (the same
+    values; see :func:`_relu_grad_private`)."""
 
     oper = "relu"
 

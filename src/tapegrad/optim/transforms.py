@@ -833,7 +833,7 @@ def _add_scaled(params, u, factor):
         new = ga * factor  # the scaled update, a fresh array ...
         new += pa  # ... into which the parameter is added
         out.append(new)
-    return tree_unflatten(tp, [Tensor._const(a) for a in out])
+    return tp.unflatten([Tensor._const(a) for a in out])
 
 
 def _same_float_tensors(p, u) -> bool:
