@@ -1180,7 +1180,7 @@ class Relu(Function):
         ):
             ga *= ya > 0
             return g
-        if _RELU_PRIVATE is None and type(ga) is np.ndarray:  # calibrating (below)
+        if _RELU_PRIVATE is None:  # calibrating, once, at import (see _relu_grad_private)
             _RELU_SEEN.append((sys.getrefcount(g), sys.getrefcount(ga)))
         return ReluGrad.apply(g, out)
 
@@ -1201,8 +1201,8 @@ def _relu_grad_private() -> tuple | None:
     (``g`` is checked finite first; otherwise ``ReluGrad`` runs), one array less, and the
     write lands in memory the last matmul just wrote. This is NumPy's own temporary elision,
     at the level of the backward replay, like the replay's in-place cotangent sums. A count
-    that does not match only ever takes the out-of-place path. Returns None (never in place)
-    when the replays (``grad`` and ``vjp``) disagree.
+    that does not match only ever takes the out-of-place path. Returns ``(-1, -1)`` (never in
+    place) when the replays (``grad`` and ``vjp``) disagree.
     """
     from tapegrad.transforms import grad, vjp
 
@@ -1218,7 +1218,7 @@ def _relu_grad_private() -> tuple | None:
     f_vjp(Tensor(np.array(1.0)))
     seen = set(_RELU_SEEN)
     _RELU_SEEN.clear()
-    return seen.pop() if len(seen) == 1 else None
+    return seen.pop() if len(seen) == 1 else (-1, -1)
 
 
 class ReluGrad(Function):
