@@ -1175,10 +1175,12 @@ class Relu(Function):
             and ga.flags.writeable
             and ga.shape == ya.shape
             and _all_concrete(g, out)
+            and ga.dtype.itemsize in _SAME_SIZE_INT
+            and ga.dtype.kind == "f"
             and (sys.getrefcount(g), sys.getrefcount(ga)) == _RELU_PRIVATE
-            and _all_finite(np, ga)
         ):
-            ga *= ya > 0
+            bits = ga.view(_SAME_SIZE_INT[ga.dtype.itemsize])
+            np.multiply(bits, ya > 0, out=bits)  # ReluGrad's bitwise mask, in place
             return g
         if _RELU_PRIVATE is None:  # calibrating, once, at import (see _relu_grad_private)
             _RELU_SEEN.append((sys.getrefcount(g), sys.getrefcount(ga)))
@@ -1198,8 +1200,8 @@ def _relu_grad_private() -> tuple | None:
     but that Tensor its array (which owns its data: no view, no saved value, no caller, no
     other node shares it), so ``Relu.backward`` masks it in place, as the hand-written
     ``g *= y > 0`` does, instead of writing ``ReluGrad`` into a fresh array: the same values
-    (``g`` is checked finite first; otherwise ``ReluGrad`` runs), one array less, and the
-    write lands in memory the last matmul just wrote. This is NumPy's own temporary elision,
+    (ReluGrad's bitwise mask, applied where ``g`` lies), one array less, and the write lands in
+    memory the last matmul just wrote. This is NumPy's own temporary elision,
     at the level of the backward replay, like the replay's in-place cotangent sums. A count
     that does not match only ever takes the out-of-place path. Returns ``(-1, -1)`` (never in
     place) when the replays (``grad`` and ``vjp``) disagree.
@@ -1221,14 +1223,19 @@ def _relu_grad_private() -> tuple | None:
     return seen.pop() if len(seen) == 1 else (-1, -1)
 
 
+_SAME_SIZE_INT = {2: "i2", 4: "i4", 8: "i8"}  # float16/32/64 viewed as integers of their size
+
+
 class ReluGrad(Function):
     """``where(y > 0, g, 0)``: the backward of :class:`Relu` given its output ``y``, fused into
     one primitive (a comparison and a multiply instead of a comparison and a ``where``, which
     NumPy runs several times slower).
 
-    Exactly ``where``'s values: a non-finite ``g`` where ``y <= 0`` still gives 0 (a ``where``
-    runs only when ``g`` is not finite; otherwise the product, of the mask cast to ``g``'s
-    dtype and ``g``, is exact). ``g`` and ``y`` broadcast; the result has ``g``'s dtype. The
+    Exactly ``where``'s values, ``+0.0`` where ``y <= 0`` (or NaN) whatever ``g`` holds there,
+    inf and NaN included: ``g``'s bits, viewed as integers of its size, are multiplied by the
+    mask (0 or 1), which keeps or clears every bit, with no floating-point product that could
+    turn ``inf * 0`` into NaN, and no finiteness check. ``g`` and ``y`` broadcast; the result
+    has ``g``'s dtype. The
     result is linear in ``g`` and piecewise constant in ``y``: its backward sends
     ``ReluGrad(h, y)`` to ``g`` and nothing to ``y``, so every order stays within this op.
     """
@@ -1240,6 +1247,12 @@ class ReluGrad(Function):
     def forward(ctx, g, y):
         ctx.save_for_backward(y)
         xp = ctx.backend
+        bits = _SAME_SIZE_INT.get(g.dtype.itemsize) if g.dtype.kind == "f" else None
+        if bits is not None:  # the mask applied to g's bits: where(y > 0, g, +0.0), exactly
+            shape = g.shape if g.shape == y.shape else np.broadcast_shapes(g.shape, y.shape)
+            out = xp.empty(shape, g.dtype)
+            xp.multiply(g.view(bits), y > 0, out=out.view(bits))
+            return out
         if _all_finite(xp, g):  # no inf * 0 to warn about or to correct
             if g.shape == y.shape:
                 # the mask cast to g's dtype, then scaled in place: NumPy's float-times-bool
