@@ -252,3 +252,11 @@ def test_relu_backward_leaves_a_cotangent_a_rule_kept_alone(count_relu_grad):
     np.testing.assert_array_equal(g.numpy(), [6.0, 0.0, 6.0])
     np.testing.assert_array_equal(kept[0].numpy(), [6.0, 6.0, 6.0])  # not masked in place
     assert count_relu_grad == [(3,)]
+
+
+def test_in_place_paths_need_exact_reference_counts(monkeypatch):
+    # With a GIL the counts are exact; a free-threaded build splits them, and the in-place
+    # paths must then stay off (tapegrad calibrates them to a count that never matches).
+    assert tape_mod._refcounts_exact() is getattr(sys, "_is_gil_enabled", lambda: True)()
+    monkeypatch.setattr(sys, "_is_gil_enabled", lambda: False, raising=False)
+    assert tape_mod._refcounts_exact() is False

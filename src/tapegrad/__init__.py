@@ -67,5 +67,8 @@ __all__ = [
 ]
 
 from tapegrad.ops import elementwise as _elementwise  # noqa: E402
+from tapegrad.tape import _refcounts_exact  # noqa: E402
 
-_elementwise._RELU_PRIVATE = _elementwise._relu_grad_private()
+_elementwise._RELU_PRIVATE = (
+    _elementwise._relu_grad_private() if _refcounts_exact() else (-1, -1)
+)

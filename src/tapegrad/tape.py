@@ -705,7 +705,16 @@ _ndarray = np.ndarray
 _np_add = np.add
 _EXCLUSIVE = None
 _EXCLUSIVE_SEEN: list = []
-_EXCLUSIVE = _calibrate_exclusive()
+
+
+def _refcounts_exact() -> bool:
+    """Whether ``sys.getrefcount`` is exact here: with a GIL, yes; a free-threaded build
+    (3.13t) splits counts between threads, so the in-place paths that rely on exact counts
+    (cotangent sums, ReLU's backward, ``optim.apply_gradients``) stay off there."""
+    return getattr(sys, "_is_gil_enabled", lambda: True)()
+
+
+_EXCLUSIVE = _calibrate_exclusive() if _refcounts_exact() else (-1, -1)
 
 
 _backward_pass_py = _backward_pass  # the Python replay (tapegrad.function may install the C one)

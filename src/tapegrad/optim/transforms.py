@@ -43,6 +43,7 @@ import numpy as np
 from tapegrad import backend as _backend
 from tapegrad import numpy as tnp
 from tapegrad.function import _all_concrete
+from tapegrad.tape import _refcounts_exact
 from tapegrad.tensor import Tensor
 from tapegrad.tree import tree_flatten, tree_leaves, tree_paths, tree_unflatten
 
@@ -883,4 +884,4 @@ def _calibrate_private_update() -> tuple:
 
 _PRIVATE_UPDATE = None
 _PRIVATE_SEEN: list = []
-_PRIVATE_UPDATE = _calibrate_private_update()
+_PRIVATE_UPDATE = _calibrate_private_update() if _refcounts_exact() else (-1, -1)
