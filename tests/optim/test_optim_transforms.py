@@ -441,3 +441,14 @@ def test_apply_gradients_is_differentiable_through_a_step():
 
     w = tg.Tensor(np.array([1.0, 2.0]))
     np.testing.assert_allclose(tg.grad(after_step)(w).numpy(), 0.64 * 2 * np.array([1.0, 2.0]))
+
+
+def test_apply_gradients_with_an_empty_chain_adds_the_gradients():
+    params = _params()
+    g = _grad_seq(params, 1)[0]
+    tx = optim.chain()  # no transforms: the updates are the gradients themselves
+    new, state = optim.apply_gradients(tx, g, tx.init(params), params)
+    assert state == ()
+    for n, p, gi in zip(*(tg.tree.tree_leaves(t) for t in (new, params, g))):
+        np.testing.assert_array_equal(n.numpy(), p.numpy() + gi.numpy())
+

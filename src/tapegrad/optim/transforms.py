@@ -783,7 +783,7 @@ def apply_gradients(tx: GradientTransformation, grads, opt_state, params):
         >>> params["w"].numpy().round(6).tolist()
         [0.7, -2.4]
     """
-    if type(tx) is Chain and type(tx.transforms[-1]) is ScaleByLearningRate:
+    if type(tx) is Chain and tx.transforms and type(tx.transforms[-1]) is ScaleByLearningRate:
         # The last step is ``-lr * u``: fused with the addition, ``p + (-lr) * u`` goes
         # straight into the product's fresh array, without the updates pytree in between.
         k = len(tx.transforms) - 1
