@@ -78,8 +78,9 @@ def test_shared_cotangent_is_not_mutated():
     np.testing.assert_array_equal(gb.numpy(), [3, 3, 3])
 
 
-def test_a_cotangent_someone_kept_is_not_mutated():
-    kept = []
+def _keeping_rule(kept: list):
+    """``x * 1.0`` whose backward returns ``2 g`` and keeps it in ``kept`` (a rule, or a hook,
+    holding on to the cotangent it returned)."""
 
     class Keep(tg.Function):
         @staticmethod
@@ -89,8 +90,15 @@ def test_a_cotangent_someone_kept_is_not_mutated():
         @staticmethod
         def backward(ctx, g):
             out = g * 2.0
-            kept.append(out)  # a rule (or a hook) holding on to the cotangent it returned
+            kept.append(out)
             return out
+
+    return Keep
+
+
+def test_a_cotangent_someone_kept_is_not_mutated():
+    kept = []
+    Keep = _keeping_rule(kept)
 
     x = tg.Tensor(np.array([1.0, -1.0]))
     g = tg.grad(lambda x: tnp.sum(Keep.apply(x) * 3.0) + tnp.sum(x * 5.0))(x)
@@ -235,17 +243,7 @@ def test_relu_backward_is_out_of_place_under_an_outer_transform(count_relu_grad)
 
 def test_relu_backward_leaves_a_cotangent_a_rule_kept_alone(count_relu_grad):
     kept = []
-
-    class Keep(tg.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 1.0
-
-        @staticmethod
-        def backward(ctx, g):
-            out = g * 2.0
-            kept.append(out)  # a rule (or a hook) holding on to the cotangent it returned
-            return out
+    Keep = _keeping_rule(kept)
 
     x = tg.Tensor(np.array([1.0, -1.0, 2.0]))
     g = tg.grad(lambda x: tnp.sum(Keep.apply(tnp.relu(x)) * 3.0))(x)
