@@ -137,6 +137,76 @@ def test_cross_entropy_grad_all_ignored_and_float32():
     np.testing.assert_allclose(gz.numpy(), p / 3, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("ignore", [None, "first", "all"])
+@pytest.mark.parametrize("shape", [(5, 4), (2, 3, 4), (0, 4)])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cross_entropy_first_order_backward_equals_the_fused_grad(
+    reduction, eps, ignore, shape, dtype
+):
+    """The first-order backward reuses the forward's row maxima and sums: bitwise the values
+    CrossEntropyGrad computes from the logits alone (which the traced path and jit use)."""
+    logits = (RNG.standard_normal(shape) * 3).astype(dtype)
+    t = RNG.integers(0, shape[-1], shape[:-1])
+    if ignore == "first" and t.size:
+        t.reshape(-1)[0] = -100
+    if ignore == "all":
+        t[...] = -100
+    g = RNG.standard_normal(t.shape).astype(dtype) if reduction == "none" else dtype(0.7)
+    params = dict(label_smoothing=eps, reduction=reduction)
+    _, f_vjp = tg.vjp(lambda z: F.cross_entropy(z, T(t), **params), T(logits))
+    (gz,) = f_vjp(T(g))
+    ref = F.CrossEntropyGrad.apply(T(logits), T(t), T(g), **params)
+    assert gz.dtype == dtype and gz.shape == shape
+    np.testing.assert_array_equal(gz.numpy(), ref.numpy())
+    (again,) = f_vjp(T(g))  # the pullback may be called again: the stats are not consumed
+    np.testing.assert_array_equal(again.numpy(), ref.numpy())
+    jitted = tg.jit(tg.grad(lambda z: tnp.sum(F.cross_entropy(z, T(t), **params) * T(g))))
+    np.testing.assert_array_equal(jitted(T(logits)).numpy(), ref.numpy())
+
+
+def test_cross_entropy_ignore_index_inside_the_classes():
+    """An ignore_index that is also a class index: those targets are ignored, the rest count."""
+    z = RNG.standard_normal((4, 3))
+    t = np.array([0, 1, 2, 0])
+    out = F.cross_entropy(T(z), T(t), ignore_index=0)
+    lp = z - np.log(np.exp(z).sum(1, keepdims=True))
+    np.testing.assert_allclose(float(out), -(lp[1, 1] + lp[2, 2]) / 2, rtol=1e-12)
+    gz = tg.grad(lambda v: F.cross_entropy(v, T(t), ignore_index=0))(T(z))
+    np.testing.assert_array_equal(gz.numpy()[[0, 3]], 0.0)
+    check_grads(lambda v: F.cross_entropy(v, T(t), ignore_index=0), (T(z),), order=2)
+
+
+def test_cross_entropy_primitive_checks_its_targets():
+    """CrossEntropy.apply itself (not only the cross_entropy wrapper) rejects targets that are
+    neither a class index nor ignore_index, with or without a trace."""
+    z = T(np.zeros((3, 4)))
+    for bad in ([0, 4, 1], [0, -1, 1], [0, -100, 9]):
+        with pytest.raises(ValueError, match=f"target {bad[1] if bad[1] != -100 else 9} is out"):
+            F.CrossEntropy.apply(z, T(np.array(bad)))
+        with pytest.raises(ValueError, match="cross_entropy: target .* out of range for 4"):
+            tg.grad(lambda v, b=bad: F.CrossEntropy.apply(v, T(np.array(b))))(z)
+    t_u8 = np.array([3, 0, 2], np.uint8)  # unsigned targets need no ignore_index
+    np.testing.assert_allclose(float(F.cross_entropy(z, T(t_u8))), np.log(4.0), rtol=1e-12)
+    with pytest.raises(ValueError, match="target 200 is out of range"):
+        F.cross_entropy(z, T(np.array([200, 0, 1], np.uint8)))
+
+
+def test_cross_entropy_common_case_equals_the_general_path():
+    """The wrapper's fast path (Tensors, defaults) gives what the general path gives."""
+    z = RNG.standard_normal((6, 5)).astype(np.float32)
+    t = RNG.integers(0, 5, 6)
+    fast = F.cross_entropy(T(z), T(t))
+    general = F.cross_entropy(z, list(t), ignore_index=-100.0)  # not the fast path's types
+    np.testing.assert_array_equal(fast.numpy(), general.numpy())
+    assert fast.dtype == np.float32 and fast.shape == ()
+    with pytest.raises(ValueError, match="does not match y_pred"):
+        F.cross_entropy(T(z), T(t[:5]))
+    with pytest.raises(TypeError, match="integer class indices"):
+        F.cross_entropy(T(z), T(t.astype(np.float32) + 0.5))
+
+
 # -- Conv2d with fused bias ----------------------------------------------------------------------
 def _np_conv(x, w, b, stride, pad, dilation, groups):
     """Direct definition (a loop over output pixels; the reference only)."""

@@ -592,18 +592,89 @@ def _pick(xp, s, t):
     return xp.take_along_axis(s, t.astype(np.intp)[..., None], axis=-1)[..., 0]
 
 
+def _targets_all_valid(target, n_classes: int, ignore_index: int) -> bool:
+    """Whether every entry of the integer array ``target`` is a class index in
+    ``[0, n_classes)`` other than ``ignore_index`` (one reduction in the common case: a negative
+    index, viewed as unsigned, is larger than any class count).
+
+    Raises:
+        ValueError: naming the first target that is neither a class index nor ``ignore_index``.
+    """
+    if target.size == 0:
+        return True
+    t = target.view(target.dtype.str.replace("i", "u")) if target.dtype.kind == "i" else target
+    if int(t.max()) < n_classes:  # every target a class index
+        return not 0 <= ignore_index < n_classes or not bool((target == ignore_index).any())
+    bad = (target != ignore_index) & ((target < 0) | (target >= n_classes))
+    if bad.any():
+        raise ValueError(
+            f"target {int(target[bad].reshape(-1)[0])} is out of range for {n_classes} classes "
+            f"(expected [0, {n_classes}) or ignore_index={ignore_index})"
+        )
+    return False
+
+
+def _xent_grad(xp, logits, target, g, ignore_index, eps, reduction, stats=None):
+    """``(softmax(logits) - T) * valid * scale`` (see :class:`CrossEntropyGrad`) as one fresh
+    array of ``logits``' shape and dtype, corrected in place.
+
+    ``stats``: ``(m, se, all_valid)`` from :class:`CrossEntropy`'s forward on these logits and
+    targets (``m`` the row maxima, ``se`` the row sums of ``exp(logits - m)``, both
+    ``(..., 1)``), so that its first-order backward skips both reductions and the targets'
+    check; the values are exactly those computed without them.
+    """
+    dt = logits.dtype.type
+    if stats is None:
+        m, se, all_valid = logits.max(axis=-1, keepdims=True), None, None
+    else:
+        m, se, all_valid = stats
+    d = logits - m  # the one fresh array, then in place
+    xp.exp(d, out=d)
+    d /= d.sum(axis=-1, keepdims=True) if se is None else se
+    if eps:
+        d -= dt(eps / logits.shape[-1])
+    valid = None
+    if all_valid is None:
+        valid = target != ignore_index
+        all_valid = bool(valid.all())
+    elif not all_valid:
+        valid = target != ignore_index
+    safe = target if all_valid else xp.where(valid, target, 0)
+    if d.ndim == 2:  # rows are distinct, so the fancy-indexed update is exact
+        d[xp.arange(d.shape[0]), safe] -= dt(1.0 - eps)
+    else:
+        idx = safe.astype(np.intp)[..., None]
+        hit = xp.take_along_axis(d, idx, axis=-1)
+        hit -= dt(1.0 - eps)
+        xp.put_along_axis(d, idx, hit, axis=-1)
+    if all_valid and reduction != "none":
+        # one scale for every row: g, or g over the number of targets
+        d *= g / dt(max(target.size, 1)) if reduction == "mean" else g
+        return d
+    w = xp.ones(target.shape, d.dtype) if all_valid else valid.astype(d.dtype)
+    if reduction == "mean":
+        w *= g / dt(max(int(valid.sum()), 1))
+    else:
+        w *= g
+    d *= w[..., None]
+    return d
+
+
 class CrossEntropy(Function):
     """Fused log-softmax + negative log-likelihood over the last axis of ``logits``.
 
     ``loss_i = -sum_c T_ic log_softmax(logits_i)_c`` with the smoothed target
     ``T_ic = (1 - eps) [c == t_i] + eps / C`` (Szegedy et al., 2016); entries with
     ``t_i == ignore_index`` contribute nothing. ``"mean"`` divides by the number of
-    non-ignored targets (0 when every target is ignored).
+    non-ignored targets (0 when every target is ignored). A target that is neither a class
+    index in ``[0, C)`` nor ``ignore_index`` raises ValueError.
 
     Backward: :class:`CrossEntropyGrad`, ``(softmax(logits) - T) * valid * scale`` where
     ``scale`` is the cotangent (``"none"``/``"sum"``) or the cotangent over the count
     (``"mean"``), in one fused op; its own backward is written with tapegrad ops, so higher
-    derivatives work.
+    derivatives work. At first order the backward reuses the forward's row maxima and sums of
+    exponentials (two ``(..., 1)`` arrays kept on the context), as a hand-written softmax
+    cross-entropy does: the same values, two reductions fewer.
     """
 
     oper = "cross_entropy"
@@ -616,15 +687,20 @@ class CrossEntropy(Function):
         ctx.label_smoothing = label_smoothing
         ctx.reduction = reduction
         dt = logits.dtype.type
-        s = logits - logits.max(axis=-1, keepdims=True)
-        lse = xp.log(xp.exp(s).sum(axis=-1, keepdims=True))
-        valid = target != ignore_index
-        all_valid = bool(valid.all())
-        safe = target if all_valid else xp.where(valid, target, 0)
-        # nll = -log_softmax[target] = lse - s[target]
-        nll = lse[..., 0] - _pick(xp, s, safe)
         eps = label_smoothing
-        per = nll if eps == 0 else (1 - eps) * nll - eps * (s - lse).mean(axis=-1)
+        all_valid = _targets_all_valid(target, logits.shape[-1], ignore_index)
+        valid = None if all_valid else target != ignore_index
+        m = logits.max(axis=-1, keepdims=True)
+        s = logits - m
+        picked = _pick(xp, s, target if all_valid else xp.where(valid, target, 0))
+        s_mean = s.mean(axis=-1) if eps else None
+        xp.exp(s, out=s)
+        se = s.sum(axis=-1, keepdims=True)
+        ctx.softmax_stats = (m, se, all_valid)
+        lse = xp.log(se)[..., 0]
+        # nll = -log_softmax[target] = lse - s[target]
+        nll = lse - picked
+        per = nll if eps == 0 else (1 - eps) * nll - eps * (s_mean - lse)
         if not all_valid:
             per = xp.where(valid, per, dt(0))
         if reduction == "none":
@@ -632,7 +708,7 @@ class CrossEntropy(Function):
         total = per.sum()
         if reduction == "sum":
             return total.astype(logits.dtype)
-        count = max(valid.size if all_valid else int(valid.sum()), 1)
+        count = max(target.size if all_valid else int(valid.sum()), 1)
         return (total / dt(count)).astype(logits.dtype)
 
     @staticmethod
@@ -640,6 +716,19 @@ class CrossEntropy(Function):
         if not ctx.needs_input_grad[0]:
             return None, None
         logits, target = ctx.saved_tensors
+        stats = getattr(ctx, "softmax_stats", None)
+        if stats is not None and _all_concrete(g, logits, target):  # first order, on arrays
+            d = _xent_grad(
+                ctx.backend,
+                logits._array,
+                target._array,
+                g._array,
+                ctx.ignore_index,
+                ctx.label_smoothing,
+                ctx.reduction,
+                stats,
+            )
+            return Tensor._const(d), None
         params = dict(
             ignore_index=ctx.ignore_index,
             label_smoothing=ctx.label_smoothing,
@@ -679,39 +768,11 @@ class CrossEntropyGrad(Function):
 
     @staticmethod
     def forward(ctx, logits, target, g, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
-        xp = ctx.backend
         ctx.save_for_backward(logits, target, g)
         ctx.ignore_index = ignore_index
         ctx.label_smoothing = label_smoothing
         ctx.reduction = reduction
-        dt = logits.dtype.type
-        eps = label_smoothing
-        d = logits - logits.max(axis=-1, keepdims=True)  # the one fresh array, then in place
-        xp.exp(d, out=d)
-        d /= d.sum(axis=-1, keepdims=True)
-        if eps:
-            d -= dt(eps / logits.shape[-1])
-        valid = target != ignore_index
-        all_valid = bool(valid.all())
-        safe = target if all_valid else xp.where(valid, target, 0)
-        if d.ndim == 2:  # rows are distinct, so the fancy-indexed update is exact
-            d[xp.arange(d.shape[0]), safe] -= dt(1.0 - eps)
-        else:
-            idx = safe.astype(np.intp)[..., None]
-            hit = xp.take_along_axis(d, idx, axis=-1)
-            hit -= dt(1.0 - eps)
-            xp.put_along_axis(d, idx, hit, axis=-1)
-        if all_valid and reduction != "none":
-            # one scale for every row: g, or g over the number of targets
-            d *= g / dt(max(valid.size, 1)) if reduction == "mean" else g
-            return d
-        w = valid.astype(d.dtype)
-        if reduction == "mean":
-            w *= g / dt(max(int(valid.sum()), 1))
-        else:
-            w *= g
-        d *= w[..., None]
-        return d
+        return _xent_grad(ctx.backend, logits, target, g, ignore_index, label_smoothing, reduction)
 
     @staticmethod
     def backward(ctx, h):
@@ -802,6 +863,19 @@ def cross_entropy(
         >>> round(float(loss), 4)
         0.5137
     """
+    if (  # the common case, checked on the arrays
+        type(y_pred) is Tensor
+        and type(y_true) is Tensor
+        and y_pred._array.dtype.kind == "f"
+        and y_true._array.dtype.kind in "iu"
+        and y_pred._array.shape[:-1] == y_true._array.shape
+        and y_pred._array.ndim
+        and y_pred._array.shape[-1]
+        and reduction == "mean"
+        and label_smoothing == 0.0
+        and ignore_index == -100
+    ):
+        return CrossEntropy.apply(y_pred, y_true)
     who = "cross_entropy"
     _check_reduction(reduction, who)
     logits = _floating(y_pred, who, "y_pred")
@@ -815,23 +889,8 @@ def cross_entropy(
         )
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"{who}: label_smoothing must lie in [0, 1], got {label_smoothing}")
-    arr = target._array
-    n_classes = logits.shape[-1]
-    # the common case in one reduction: every target a class index (a negative one, viewed as
-    # unsigned, is larger than any class count)
-    in_range = arr.size == 0 or (
-        int(arr.view(arr.dtype.str.replace("i", "u")).max() if arr.dtype.kind == "i" else arr.max())
-        < n_classes
-    )
-    if not in_range:
-        arr = target.numpy()
-    bad = None if in_range else (arr != ignore_index) & ((arr < 0) | (arr >= n_classes))
-    if bad is not None and bad.any():
-        raise ValueError(
-            f"{who}: target {int(arr[bad].reshape(-1)[0])} is out of range for "
-            f"{logits.shape[-1]} classes (expected [0, {logits.shape[-1]}) or "
-            f"ignore_index={ignore_index})"
-        )
+    # targets outside [0, C) other than ignore_index: ValueError from the forward, which checks
+    # them in the one reduction that also tells whether any target is ignored
     return CrossEntropy.apply(
         logits,
         target,
