@@ -150,3 +150,54 @@ def test_pure_python_constructors_run_the_library():
 
     here = tg.grad(lambda x: tg.grad(f)(x).sum())(x).numpy().tolist()
     assert eval(out.stdout) == here
+
+
+@speedups
+def test_compiled_all_concrete_agrees_with_the_python_original():
+    from tapegrad import function
+
+    assert function._all_concrete is _tensor._speedups.all_concrete
+    seen = []
+
+    def probe(*ts):
+        seen.append((function._all_concrete(*ts), function._all_concrete_py(*ts)))
+
+    c = tg.Tensor(np.ones(3))
+    probe()
+    probe(c, c)
+    probe(c, np.ones(3))  # not a Tensor
+    probe(c, 1.0)
+
+    def f(x):
+        probe(x)  # traced by grad
+        probe(c)
+        return (x * c).sum()
+
+    tg.grad(f)(c)
+    with tg.lazy():  # lazy recording open in this thread: nothing is concrete
+        probe(c)
+    try:
+        tg.mode("lazy")  # or for the whole process
+        probe(c, c)
+    finally:
+        tg.mode("eager")
+    assert [a for a, _ in seen] == [b for _, b in seen]
+    assert [a for a, _ in seen] == [True, True, False, False, False, True, False, False]
+
+
+@speedups
+def test_transforms_use_the_compiled_collector_pause():
+    from tapegrad import tape, transforms
+
+    assert tape.gc_paused is _tensor._speedups.GCPause
+    assert transforms.gc_paused is _tensor._speedups.GCPause
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        pause = tape.gc_paused()
+        with pause as entered:
+            assert entered is pause and not gc.isenabled()
+        assert gc.isenabled()
+    finally:
+        if not was:
+            gc.disable()

@@ -1464,6 +1464,99 @@ sp_backward_pass(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return Py_NewRef(ct);
 }
 
+/* function._all_concrete(*tensors): no lazy recording open and every argument a level-0
+ * Tensor (the first-order fast paths of backward rules ask this once per call). */
+static PyObject *
+sp_all_concrete(PyObject *self, PyObject *const *args, Py_ssize_t n)
+{
+    if (!core_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "all_concrete: init_core has not run");
+        return NULL;
+    }
+    int lz = lazy_active();
+    if (lz < 0)
+        return NULL;
+    if (lz)
+        Py_RETURN_FALSE;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (Py_TYPE(args[i]) != tensor_type)
+            Py_RETURN_FALSE;
+        long lv = level_of(args[i]);
+        if (lv == -1 && PyErr_Occurred())
+            return NULL;
+        if (lv != 0)
+            Py_RETURN_FALSE;
+    }
+    Py_RETURN_TRUE;
+}
+
+/* ---- tape._GCPause: the collector pause while transforms run ----
+ * ``with GCPause(): ...`` switches Python's cyclic collector off at the outermost entry (if it
+ * was on) and back on at the matching exit; entries nest and may come from several threads.
+ * Each instance remembers whether its entry counted (the pause may be turned off meanwhile, see
+ * tape.set_gc_pause). The interpreter lock makes the counter's updates atomic (a free-threaded
+ * build re-enables the lock for this module, which declares no other). */
+static long pause_depth = 0;
+static int pause_restore = 0;
+static int pause_enabled = 1;
+
+typedef struct {
+    PyObject_HEAD
+    int counted;
+} PauseObject;
+
+static PyObject *
+pause_enter(PyObject *op, PyObject *unused)
+{
+    PauseObject *self = (PauseObject *)op;
+    self->counted = pause_enabled;
+    if (self->counted && pause_depth++ == 0)
+        pause_restore = PyGC_Disable();
+    return Py_NewRef(op);
+}
+
+static PyObject *
+pause_exit(PyObject *op, PyObject *const *args, Py_ssize_t n)
+{
+    PauseObject *self = (PauseObject *)op;
+    if (self->counted) {
+        self->counted = 0;
+        if (--pause_depth == 0 && pause_restore) {
+            pause_restore = 0;
+            PyGC_Enable();
+        }
+    }
+    Py_RETURN_FALSE;
+}
+
+static PyMethodDef pause_methods[] = {
+    {"__enter__", (PyCFunction)pause_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))pause_exit, METH_FASTCALL, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject pause_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tapegrad._speedups.GCPause",
+    .tp_basicsize = sizeof(PauseObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "with GCPause(): the cyclic collector is paused inside (see tape.set_gc_pause).",
+    .tp_methods = pause_methods,
+    .tp_new = PyType_GenericNew,
+};
+
+/* set_gc_pause(enabled) -> the previous setting: whether later entries pause the collector */
+static PyObject *
+sp_set_gc_pause(PyObject *self, PyObject *arg)
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+    int prev = pause_enabled;
+    pause_enabled = on;
+    return Py_NewRef(prev ? Py_True : Py_False);
+}
+
 static PyObject *
 sp_init_core(PyObject *self, PyObject *args)
 {
@@ -1549,6 +1642,10 @@ static PyMethodDef methods[] = {
      "apply(cls, *args, **params): Function.apply (install as a classmethod)."},
     {"backward_pass", (PyCFunction)(void (*)(void))sp_backward_pass, METH_FASTCALL,
      "backward_pass(records, ct, consume): the backward replay; returns ct."},
+    {"all_concrete", (PyCFunction)(void (*)(void))sp_all_concrete, METH_FASTCALL,
+     "all_concrete(*tensors): function._all_concrete (after init_core)."},
+    {"set_gc_pause", (PyCFunction)sp_set_gc_pause, METH_O,
+     "set_gc_pause(enabled) -> previous: whether GCPause entries pause the collector."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1564,7 +1661,13 @@ PyInit__speedups(void)
     node_none = PyLong_FromLong(-1);
     if (level_zero == NULL || node_none == NULL || intern_strings() < 0)
         return NULL;
+    if (PyType_Ready(&pause_type) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddObjectRef(m, "GCPause", (PyObject *)&pause_type) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
 #ifndef TAPEGRAD_SOURCE_SHA256
 #define TAPEGRAD_SOURCE_SHA256 "unknown"
 #endif

@@ -718,7 +718,7 @@ class Function:
         return outs, ctx0, multi, spec, nondiff
 
 
-def _all_concrete(*tensors) -> bool:
+def _all_concrete_py(*tensors) -> bool:
     """Whether no transform can record an op on ``tensors``: each is a level-0 Tensor and no
     lazy (``jit``) recording is open.
 
@@ -733,6 +733,10 @@ def _all_concrete(*tensors) -> bool:
         if type(t) is not Tensor or t._level:
             return False
     return True
+
+
+#: The compiled ``all_concrete`` (src/tapegrad/_speedups.c) replaces this when built.
+_all_concrete = _all_concrete_py
 
 
 def _wrap_eager(out, xp):
@@ -801,6 +805,8 @@ def _install_speedups() -> None:
     )
     type.__setattr__(Function, "apply", classmethod(_speedups.apply))
     tape._backward_pass = _speedups.backward_pass
+    global _all_concrete
+    _all_concrete = _speedups.all_concrete
 
 
 if _speedups is not None:

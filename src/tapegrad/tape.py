@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from tapegrad.tensor import Tensor
+from tapegrad.tensor import Tensor, _speedups
 from tapegrad.tree import tree_flatten
 
 __all__ = [
@@ -112,8 +112,9 @@ class _GCPause:
 
 
 #: ``with gc_paused(): ...`` pauses Python's cyclic garbage collector inside (see
-#: :func:`set_gc_pause`); nests and is thread-safe.
-gc_paused = _GCPause
+#: :func:`set_gc_pause`); nests and is thread-safe. The compiled ``GCPause``
+#: (src/tapegrad/_speedups.c) when built: the same counter without a lock or a thread-local.
+gc_paused = _GCPause if _speedups is None else _speedups.GCPause
 
 
 def set_gc_pause(enabled: bool) -> bool:
@@ -148,6 +149,8 @@ def set_gc_pause(enabled: bool) -> bool:
         raise TypeError(f"set_gc_pause: enabled must be a bool, got {type(enabled).__name__}")
     prev = _GCPause.enabled
     _GCPause.enabled = enabled
+    if _speedups is not None:
+        _speedups.set_gc_pause(enabled)
     return prev
 
 
@@ -572,7 +575,7 @@ def backward_pass(records: list, ct: dict, consume: bool) -> dict:
     """
     if len(records) <= 8:
         return _backward_pass(records, ct, consume)
-    with _GCPause():
+    with gc_paused():
         return _backward_pass(records, ct, consume)
 
 

@@ -592,6 +592,9 @@ def _pick(xp, s, t):
     return xp.take_along_axis(s, t.astype(np.intp)[..., None], axis=-1)[..., 0]
 
 
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
 def _targets_all_valid(target, n_classes: int, ignore_index: int) -> bool:
     """Whether every entry of the integer array ``target`` is a class index in
     ``[0, n_classes)`` other than ``ignore_index`` (one reduction in the common case: a negative
@@ -602,7 +605,8 @@ def _targets_all_valid(target, n_classes: int, ignore_index: int) -> bool:
     """
     if target.size == 0:
         return True
-    t = target.view(target.dtype.str.replace("i", "u")) if target.dtype.kind == "i" else target
+    dtype = target.dtype
+    t = target.view(_UNSIGNED[dtype.itemsize]) if dtype.kind == "i" else target
     if int(t.max()) < n_classes:  # every target a class index
         return not 0 <= ignore_index < n_classes or not bool((target == ignore_index).any())
     bad = (target != ignore_index) & ((target < 0) | (target >= n_classes))
@@ -709,7 +713,7 @@ class CrossEntropy(Function):
         if reduction == "sum":
             return total.astype(logits.dtype)
         count = max(target.size if all_valid else int(valid.sum()), 1)
-        return (total / dt(count)).astype(logits.dtype)
+        return xp.asarray(total / dt(count), dtype=logits.dtype)
 
     @staticmethod
     def backward(ctx, g):
