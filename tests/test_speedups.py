@@ -201,3 +201,42 @@ def test_transforms_use_the_compiled_collector_pause():
     finally:
         if not was:
             gc.disable()
+
+
+@speedups
+def test_trace_inputs_matches_the_python_loop_or_declines():
+    from tapegrad import transforms
+    from tapegrad.tape import Trace
+
+    def both(leaves):
+        tc, tp = Trace(7, False), Trace(7, False)
+        got = _tensor._speedups.trace_inputs(leaves, tc)
+        return got, tc, transforms._trace_inputs(tp, leaves, (leaves,), "args", "grad", True), tp
+
+    leaves = [tg.Tensor(np.ones(2)), tg.Tensor(np.zeros((2, 3), np.float32), label="w")]
+    got, tc, (primals, want), tp = both(leaves)
+    assert primals == leaves
+    assert [_slots(t)[:3] + _slots(t)[4:] for t in got] == [
+        _slots(t)[:3] + _slots(t)[4:] for t in want
+    ]
+    assert all(t._trace is tc for t in got)
+    assert (tc.avals, tc.labels, tc.n_nodes) == (tp.avals, tp.labels, tp.n_nodes)
+    assert tc.labels == {1: "w"} and tc.n_nodes == 2
+    assert _tensor._speedups.trace_inputs((), Trace(1, False)) == []
+    declined = [
+        [leaves[0], np.ones(2)],  # an array, not a Tensor
+        [leaves[0], tg.Tensor(np.arange(3))],  # integer
+        [leaves[0], tg.Tensor(np.ones(2, np.complex128))],  # complex
+        [leaves[0], 1.0],
+    ]
+
+    def traced_leaf(x):
+        declined.append([x])
+        return x.sum()
+
+    tg.grad(traced_leaf)(leaves[0])
+    for case in declined:
+        t = Trace(3, False)
+        assert _tensor._speedups.trace_inputs(case, t) is None
+        assert (t.avals, t.labels, t.n_nodes) == ([], {}, 0)  # nothing changed
+    assert _tensor._speedups.trace_inputs(iter(leaves), Trace(1, False)) is None

@@ -159,7 +159,7 @@ static PyObject *s_forward, *s_backward, *s_needs_input_grad, *s_saved_tensors, 
     *s_non_diff, *s_differentiable, *s_nondiff_argnums, *s_disabled, *s_depth, *s_lazy,
     *s_done, *s_n_nodes, *s_avals, *s_records, *s_append, *s_apply_py, *s_explain,
     *s_finish_multi, *s_shape, *s_dtype, *s_kind, *s_astype, *s_base, *s_flags, *s_writeable,
-    *s_out, *s_name, *s_np_add, *s_record;
+    *s_out, *s_name, *s_np_add, *s_record, *s_level, *s_labels;
 
 static PyObject *long_one = NULL;
 
@@ -1490,12 +1490,121 @@ sp_all_concrete(PyObject *self, PyObject *const *args, Py_ssize_t n)
     Py_RETURN_TRUE;
 }
 
+/* Whether arr's dtype is a real floating one (kind 'f'); -1 on error. */
+static int
+is_real_floating(PyObject *arr)
+{
+    PyObject *dt = PyObject_GetAttr(arr, s_dtype);
+    if (dt == NULL)
+        return -1;
+    PyObject *kind = PyObject_GetAttr(dt, s_kind);
+    Py_DECREF(dt);
+    if (kind == NULL)
+        return -1;
+    int r = PyUnicode_Check(kind) && PyUnicode_GET_LENGTH(kind) == 1 &&
+            PyUnicode_READ_CHAR(kind, 0) == 'f';
+    Py_DECREF(kind);
+    return r;
+}
+
+/* trace_inputs(leaves, trace) -> list | None: transforms._call_traced's inputs in the common
+ * case, every leaf (a list or tuple of them) a level-0 Tensor holding a real floating NumPy
+ * array. Then leaf i becomes the traced Tensor of node i (its primal the leaf, its label the
+ * leaf's), its (shape, dtype) is appended to trace.avals and its label, if any, entered in
+ * trace.labels, as Trace.new_input does; trace.n_nodes becomes the number of leaves. Returns
+ * None, having changed nothing, when any leaf is something else (the Python loop then takes
+ * every leaf). */
+static PyObject *
+sp_trace_inputs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "trace_inputs(leaves, trace) takes 2 arguments");
+        return NULL;
+    }
+    if (!core_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "trace_inputs: init_core has not run");
+        return NULL;
+    }
+    PyObject *seq = args[0], *trace = args[1];
+    if (!PyList_CheckExact(seq) && !PyTuple_CheckExact(seq))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) { /* check every leaf before changing anything */
+        PyObject *v = items[i];
+        if (Py_TYPE(v) != tensor_type)
+            Py_RETURN_NONE;
+        long lv = level_of(v);
+        if (lv != 0) {
+            if (lv == -1 && PyErr_Occurred())
+                return NULL;
+            Py_RETURN_NONE;
+        }
+        PyObject *a = SLOT(v, S_ARRAY);
+        if (a == NULL || Py_TYPE(a) != ndarray_type)
+            Py_RETURN_NONE;
+        int f = is_real_floating(a);
+        if (f < 0)
+            return NULL;
+        if (!f)
+            Py_RETURN_NONE;
+    }
+    PyObject *level = PyObject_GetAttr(trace, s_level);
+    PyObject *avals = level == NULL ? NULL : PyObject_GetAttr(trace, s_avals);
+    PyObject *labels = avals == NULL ? NULL : PyObject_GetAttr(trace, s_labels);
+    PyObject *out = labels == NULL ? NULL : PyList_New(n);
+    PyObject *count = NULL;
+    if (out == NULL)
+        goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = items[i];
+        PyObject *a = SLOT(v, S_ARRAY), *label = SLOT(v, S_LABEL);
+        PyObject *aval = aval_of(a);
+        if (aval == NULL)
+            goto fail;
+        int rc = PyList_Append(avals, aval);
+        Py_DECREF(aval);
+        if (rc < 0)
+            goto fail;
+        PyObject *node = PyLong_FromSsize_t(i);
+        if (node == NULL)
+            goto fail;
+        if (label != Py_None && PyObject_SetItem(labels, node, label) < 0) {
+            Py_DECREF(node);
+            goto fail;
+        }
+        PyObject *values[N_SLOTS] = {a, v, level, trace, node, label};
+        PyObject *t = fill(values);
+        Py_DECREF(node);
+        if (t == NULL)
+            goto fail;
+        PyList_SET_ITEM(out, i, t);
+    }
+    count = PyLong_FromSsize_t(n);
+    if (count == NULL || PyObject_SetAttr(trace, s_n_nodes, count) < 0)
+        goto fail;
+    Py_DECREF(count);
+    Py_DECREF(level);
+    Py_DECREF(avals);
+    Py_DECREF(labels);
+    return out;
+fail:
+    Py_XDECREF(count);
+    Py_XDECREF(out);
+    Py_XDECREF(labels);
+    Py_XDECREF(avals);
+    Py_XDECREF(level);
+    return NULL;
+}
+
 /* ---- tape._GCPause: the collector pause while transforms run ----
  * ``with GCPause(): ...`` switches Python's cyclic collector off at the outermost entry (if it
  * was on) and back on at the matching exit; entries nest and may come from several threads.
  * Each instance remembers whether its entry counted (the pause may be turned off meanwhile, see
- * tape.set_gc_pause). The interpreter lock makes the counter's updates atomic (a free-threaded
- * build re-enables the lock for this module, which declares no other). */
+ * tape.set_gc_pause). The interpreter lock makes the counter's updates atomic: tape.py uses
+ * this only where the lock runs (a free-threaded build re-enables it for this module, which does
+ * not declare that it can run without; PYTHON_GIL=0 forces it off, and tape.py then keeps the
+ * Python pause). */
 static long pause_depth = 0;
 static int pause_restore = 0;
 static int pause_enabled = 1;
@@ -1617,7 +1726,8 @@ intern_strings(void)
         {&s_finish_multi, "_finish_multi"}, {&s_shape, "shape"}, {&s_dtype, "dtype"},
         {&s_kind, "kind"}, {&s_astype, "astype"}, {&s_base, "base"}, {&s_flags, "flags"},
         {&s_writeable, "writeable"}, {&s_out, "out"}, {&s_name, "__name__"},
-        {&s_np_add, "_np_add"}, {&s_record, "_record"},
+        {&s_np_add, "_np_add"}, {&s_record, "_record"}, {&s_level, "level"},
+        {&s_labels, "labels"},
     };
     for (size_t i = 0; i < sizeof(tab) / sizeof(tab[0]); i++) {
         *tab[i].p = PyUnicode_InternFromString(tab[i].s);
@@ -1642,6 +1752,8 @@ static PyMethodDef methods[] = {
      "apply(cls, *args, **params): Function.apply (install as a classmethod)."},
     {"backward_pass", (PyCFunction)(void (*)(void))sp_backward_pass, METH_FASTCALL,
      "backward_pass(records, ct, consume): the backward replay; returns ct."},
+    {"trace_inputs", (PyCFunction)(void (*)(void))sp_trace_inputs, METH_FASTCALL,
+     "trace_inputs(leaves, trace) -> traced list, or None for the Python loop."},
     {"all_concrete", (PyCFunction)(void (*)(void))sp_all_concrete, METH_FASTCALL,
      "all_concrete(*tensors): function._all_concrete (after init_core)."},
     {"set_gc_pause", (PyCFunction)sp_set_gc_pause, METH_O,

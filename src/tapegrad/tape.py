@@ -47,10 +47,13 @@ __all__ = [
 GUARD = "guard"
 _levels = itertools.count(1)
 _level_lock = threading.Lock()
+_GIL = getattr(sys, "_is_gil_enabled", lambda: True)()  # False on a free-threaded build
 
 
 def new_level() -> int:
     """A fresh trace level, newer (larger) than every level handed out before."""
+    if _GIL:  # next() on an itertools.count is atomic under the interpreter lock
+        return next(_levels)
     with _level_lock:
         return next(_levels)
 
@@ -113,8 +116,9 @@ class _GCPause:
 
 #: ``with gc_paused(): ...`` pauses Python's cyclic garbage collector inside (see
 #: :func:`set_gc_pause`); nests and is thread-safe. The compiled ``GCPause``
-#: (src/tapegrad/_speedups.c) when built: the same counter without a lock or a thread-local.
-gc_paused = _GCPause if _speedups is None else _speedups.GCPause
+#: (src/tapegrad/_speedups.c) when built: the same counter without a lock or a thread-local,
+#: which the interpreter lock makes atomic (the Python one where no lock runs).
+gc_paused = _speedups.GCPause if _speedups is not None and _GIL else _GCPause
 
 
 def set_gc_pause(enabled: bool) -> bool:

@@ -22,7 +22,7 @@ from tapegrad.tape import (
     gc_paused,
     new_level,
 )
-from tapegrad.tensor import Tensor, _make, _primal_of
+from tapegrad.tensor import Tensor, _make, _primal_of, _speedups
 from tapegrad.tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
 __all__ = ["vjp", "grad", "value_and_grad", "trace", "jit"]
@@ -95,23 +95,11 @@ def _call_traced(
     else:  # every argument a Tensor (the common case): no flattening to do
         leaves, treedef = args, _flat_treedef(len(args))
     trace = Trace(new_level(), replays)
-    level, avals_in, labels = trace.level, trace.avals, trace.labels
-    primals, traced = [], []
-    for i, v in enumerate(leaves):  # Trace.new_input, inlined for the common case
-        if type(v) is Tensor and not v._level:  # a concrete float Tensor
-            arr = v._array
-            if type(arr) is np.ndarray and arr.dtype.kind == "f":
-                primals.append(v)
-                avals_in.append((arr.shape, arr.dtype))
-                if v.label is not None:
-                    labels[i] = v.label
-                traced.append(_make(arr, v, level, trace, i, v.label))
-                continue
-        v = _as_primal(v, i, args, prefix, who, allow_int)
-        primals.append(v)
-        trace.n_nodes = i  # new_input numbers it i, as the inlined path does
-        traced.append(trace.new_input(v))
-    trace.n_nodes = len(traced)
+    traced = None if _speedups is None else _speedups.trace_inputs(leaves, trace)
+    if traced is not None:  # every leaf a concrete floating NumPy Tensor, in C
+        primals = list(leaves)
+    else:
+        primals, traced = _trace_inputs(trace, leaves, args, prefix, who, allow_int)
     if treedef.num_leaves != len(args) or treedef.num_nodes != len(args) + 1:
         traced = treedef.unflatten(traced)  # else: a flat tuple of leaves, as args
     try:
@@ -161,6 +149,28 @@ def _call_traced(
     return trace, treedef, len(leaves), primals, out_tree, refs, lowered, avals, aux
 
 
+def _trace_inputs(trace, leaves, args, prefix, who, allow_int):
+    """The traced inputs of ``_call_traced``: ``(primals, traced)``, leaf ``i`` node ``i``."""
+    level, avals_in, labels = trace.level, trace.avals, trace.labels
+    primals, traced = [], []
+    for i, v in enumerate(leaves):  # Trace.new_input, inlined for the common case
+        if type(v) is Tensor and not v._level:  # a concrete float Tensor
+            arr = v._array
+            if type(arr) is np.ndarray and arr.dtype.kind == "f":
+                primals.append(v)
+                avals_in.append((arr.shape, arr.dtype))
+                if v.label is not None:
+                    labels[i] = v.label
+                traced.append(_make(arr, v, level, trace, i, v.label))
+                continue
+        v = _as_primal(v, i, args, prefix, who, allow_int)
+        primals.append(v)
+        trace.n_nodes = i  # new_input numbers it i, as the inlined path does
+        traced.append(trace.new_input(v))
+    trace.n_nodes = len(traced)
+    return primals, traced
+
+
 def _lower(v, level, who):
     if isinstance(v, Tensor):
         if v._level == level:
@@ -185,7 +195,7 @@ def _one(dtype):
 
 
 def _input_cotangents(ct: dict, n: int, primals, treedef):
-    leaves = [ct.get(node) for node in range(n)]
+    leaves = list(map(ct.get, range(n)))
     for node, g in enumerate(leaves):
         if g is None:  # no path from this input to the output
             leaves[node] = Tensor._const(_zeros(primals[node]))
