@@ -240,3 +240,41 @@ def test_trace_inputs_matches_the_python_loop_or_declines():
         assert _tensor._speedups.trace_inputs(case, t) is None
         assert (t.avals, t.labels, t.n_nodes) == ([], {}, 0)  # nothing changed
     assert _tensor._speedups.trace_inputs(iter(leaves), Trace(1, False)) is None
+
+
+@speedups
+def test_add_scaled_matches_the_python_loop_or_declines():
+    from tapegrad.optim import transforms as otx
+
+    rng = np.random.default_rng(3)
+    f32 = [tg.Tensor(rng.standard_normal(s).astype(np.float32)) for s in ((3, 2), (2,))]
+    upd = [tg.Tensor(rng.standard_normal(s).astype(np.float32)) for s in ((3, 2), (2,))]
+    keep = [u.numpy().copy() for u in upd]
+    got = _tensor._speedups.add_scaled(f32, upd, -0.1)
+    want = otx._add_scaled_py(f32, upd, -0.1)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype == np.float32 and _slots(g)[1:] == _slots(w)[1:]
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    assert all(np.array_equal(u.numpy(), k) for u, k in zip(upd, keep))  # updates untouched
+    f64 = tg.Tensor(np.ones(2))
+    cases = [
+        ([f32[1]], [f64], -0.1),  # dtypes differ
+        ([f32[0]], [upd[1]], -0.1),  # shapes differ
+        ([tg.Tensor(np.float32(1))], [tg.Tensor(np.float32(2))], -0.1),  # 0-d
+        ([tg.Tensor(np.arange(2))], [tg.Tensor(np.arange(2))], -0.1),  # integer
+        ([f32[1]], [upd[1].numpy()], -0.1),  # an array, not a Tensor
+        ([f32[1]], [[upd[1]]], -0.1),  # a subtree where params has a leaf
+        ([f32[1]], [upd[1]], np.float64(-0.1)),  # not a Python float
+    ]
+    for lp, lu, factor in cases:
+        assert _tensor._speedups.add_scaled(lp, lu, factor) is None
+        if type(factor) is float:
+            assert otx._add_scaled_py(lp, lu, factor) is None
+    assert _tensor._speedups.add_scaled(f32, upd[:1], -0.1) is None  # lengths differ
+
+    def traced(x):
+        assert _tensor._speedups.add_scaled([x], [x], 0.5) is None
+        assert otx._add_scaled_py([x], [x], 0.5) is None
+        return x.sum()
+
+    tg.grad(traced)(f64)

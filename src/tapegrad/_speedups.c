@@ -1597,6 +1597,101 @@ fail:
     return NULL;
 }
 
+/* Whether a and b are equal (identical, or == says so); -1 on error. */
+static int
+same(PyObject *a, PyObject *b)
+{
+    return a == b ? 1 : PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
+/* add_scaled(params, updates, factor) -> list | None: optim.transforms._add_scaled's loop.
+ * params and updates are equally long lists (or tuples) of level-0 Tensors holding NumPy
+ * arrays of one real floating dtype and one shape (at least one dimension), factor a Python
+ * float; then entry i is a new constant Tensor holding ``updates[i] * factor + params[i]``,
+ * computed as the Python loop does (the product a fresh array, the parameter added into it).
+ * Returns None, having computed nothing, when any pair is something else. */
+static PyObject *
+sp_add_scaled(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "add_scaled(params, updates, factor) takes 3 arguments");
+        return NULL;
+    }
+    if (!core_ready) {
+        PyErr_SetString(PyExc_RuntimeError, "add_scaled: init_core has not run");
+        return NULL;
+    }
+    PyObject *ps = args[0], *us = args[1], *factor = args[2];
+    if (!(PyList_CheckExact(ps) || PyTuple_CheckExact(ps)) ||
+        !(PyList_CheckExact(us) || PyTuple_CheckExact(us)) || !PyFloat_CheckExact(factor))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(ps);
+    if (PySequence_Fast_GET_SIZE(us) != n)
+        Py_RETURN_NONE;
+    PyObject **pi = PySequence_Fast_ITEMS(ps), **ui = PySequence_Fast_ITEMS(us);
+    for (Py_ssize_t i = 0; i < n; i++) { /* check every pair before computing anything */
+        PyObject *t[2] = {pi[i], ui[i]}, *arr[2];
+        for (int k = 0; k < 2; k++) {
+            if (Py_TYPE(t[k]) != tensor_type)
+                Py_RETURN_NONE;
+            long lv = level_of(t[k]);
+            if (lv != 0) {
+                if (lv == -1 && PyErr_Occurred())
+                    return NULL;
+                Py_RETURN_NONE;
+            }
+            arr[k] = SLOT(t[k], S_ARRAY);
+            if (arr[k] == NULL || Py_TYPE(arr[k]) != ndarray_type)
+                Py_RETURN_NONE;
+        }
+        int ok = is_real_floating(arr[0]);
+        if (ok < 0)
+            return NULL;
+        if (!ok)
+            Py_RETURN_NONE;
+        const PyObject *names[2] = {s_dtype, s_shape};
+        for (int k = 0; k < 2; k++) {
+            PyObject *a = PyObject_GetAttr(arr[0], (PyObject *)names[k]);
+            PyObject *b = a == NULL ? NULL : PyObject_GetAttr(arr[1], (PyObject *)names[k]);
+            int eq = b == NULL ? -1 : same(a, b);
+            if (eq > 0 && k == 1)
+                eq = PyTuple_Check(a) && PyTuple_GET_SIZE(a) > 0; /* at least one dimension */
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+            if (eq < 0)
+                return NULL;
+            if (!eq)
+                Py_RETURN_NONE;
+        }
+    }
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *new = PyNumber_Multiply(SLOT(ui[i], S_ARRAY), factor); /* a fresh array ... */
+        if (new == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyObject *r = PyNumber_InPlaceAdd(new, SLOT(pi[i], S_ARRAY)); /* ... the parameter added in */
+        if (r == NULL) {
+            Py_DECREF(new);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(r); /* the same array */
+        PyObject *values[N_SLOTS] = {new, Py_None, level_zero, Py_None, node_none, Py_None};
+        PyObject *tensor = fill(values);
+        Py_DECREF(new);
+        if (tensor == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, tensor);
+    }
+    return out;
+}
+
 /* ---- tape._GCPause: the collector pause while transforms run ----
  * ``with GCPause(): ...`` switches Python's cyclic collector off at the outermost entry (if it
  * was on) and back on at the matching exit; entries nest and may come from several threads.
@@ -1754,6 +1849,8 @@ static PyMethodDef methods[] = {
      "backward_pass(records, ct, consume): the backward replay; returns ct."},
     {"trace_inputs", (PyCFunction)(void (*)(void))sp_trace_inputs, METH_FASTCALL,
      "trace_inputs(leaves, trace) -> traced list, or None for the Python loop."},
+    {"add_scaled", (PyCFunction)(void (*)(void))sp_add_scaled, METH_FASTCALL,
+     "add_scaled(params, updates, factor) -> new parameter Tensors, or None."},
     {"all_concrete", (PyCFunction)(void (*)(void))sp_all_concrete, METH_FASTCALL,
      "all_concrete(*tensors): function._all_concrete (after init_core)."},
     {"set_gc_pause", (PyCFunction)sp_set_gc_pause, METH_O,

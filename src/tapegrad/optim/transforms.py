@@ -44,7 +44,7 @@ from tapegrad import backend as _backend
 from tapegrad import numpy as tnp
 from tapegrad.function import _all_concrete
 from tapegrad.tape import _refcounts_exact
-from tapegrad.tensor import Tensor
+from tapegrad.tensor import Tensor, _speedups
 from tapegrad.tree import tree_flatten, tree_leaves, tree_paths, tree_unflatten
 
 __all__ = [
@@ -817,6 +817,15 @@ def _add_scaled(params, u, factor):
         lu = tp.flatten_up_to(u)
     except (ValueError, TypeError):  # another structure: the general path names it
         return None
+    out = (_add_scaled_py if _speedups is None else _speedups.add_scaled)(lp, lu, factor)
+    return None if out is None else tp.unflatten(out)
+
+
+def _add_scaled_py(lp: list, lu: list, factor: float) -> list | None:
+    """``[Tensor(u * factor + p)]`` for parameter and update leaves ``lp``, ``lu``: concrete
+    NumPy Tensors of one real floating dtype and one shape (at least 1-d) pairwise; ``None``
+    when any pair is something else. The compiled ``add_scaled`` (src/tapegrad/_speedups.c)
+    replaces this loop when built."""
     out = []
     for p, g in zip(lp, lu):  # a subtree of u where params has a leaf is not a Tensor
         if type(p) is not Tensor or type(g) is not Tensor or p._level or g._level:
@@ -834,7 +843,7 @@ def _add_scaled(params, u, factor):
         new = ga * factor  # the scaled update, a fresh array ...
         new += pa  # ... into which the parameter is added
         out.append(new)
-    return tp.unflatten([Tensor._const(a) for a in out])
+    return [Tensor._const(a) for a in out]
 
 
 def _same_float_tensors(p, u) -> bool:
