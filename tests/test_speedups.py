@@ -127,6 +127,9 @@ def test_wrong_argument_counts_raise():
         _tensor._speedups.const()
     with pytest.raises(TypeError, match="not a slot"):
         _tensor._speedups.init(int)
+    with pytest.raises(TypeError, match="int.level is not a slot"):
+        _tensor._speedups.init_trace(int)  # refused before anything changes
+    tg.grad(lambda x: (x * x).sum())(tg.Tensor([1.0]))  # recording still works
 
 
 def test_pure_python_constructors_run_the_library():

@@ -91,19 +91,19 @@ sp_make(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return fill(args);
 }
 
-static PyObject *
-sp_init(PyObject *self, PyObject *cls)
+/* The offsets of ``cls``'s own object slots ``names`` (member descriptors of the class itself,
+ * looked up as attributes: static types have no tp_dict of their own since 3.12). 0, or -1
+ * with TypeError. */
+static int
+slot_offsets(PyObject *cls, const char *const *names, int n, Py_ssize_t *found)
 {
     if (!PyType_Check(cls)) {
-        PyErr_SetString(PyExc_TypeError, "init: expected the Tensor class");
-        return NULL;
+        PyErr_SetString(PyExc_TypeError, "init: expected a class");
+        return -1;
     }
     PyTypeObject *type = (PyTypeObject *)cls;
-    Py_ssize_t found[N_SLOTS];
-    for (int i = 0; i < N_SLOTS; i++) {
-        /* The descriptor must be the class's own object slot, inside its instances (looked
-         * up as an attribute: static types have no tp_dict of their own since 3.12). */
-        PyObject *d = PyObject_GetAttrString(cls, slot_names[i]);
+    for (int i = 0; i < n; i++) {
+        PyObject *d = PyObject_GetAttrString(cls, names[i]);
         if (d == NULL)
             PyErr_Clear();
         int own = d != NULL && Py_TYPE(d) == &PyMemberDescr_Type &&
@@ -111,18 +111,27 @@ sp_init(PyObject *self, PyObject *cls)
         PyMemberDef *m = own ? ((PyMemberDescrObject *)d)->d_member : NULL;
         Py_XDECREF(d); /* the class keeps the descriptor alive */
         if (!own) {
-            PyErr_Format(PyExc_TypeError, "init: %s.%s is not a slot", type->tp_name,
-                         slot_names[i]);
-            return NULL;
+            PyErr_Format(PyExc_TypeError, "init: %s.%s is not a slot", type->tp_name, names[i]);
+            return -1;
         }
         if (m->type != T_OBJECT_EX || m->offset < (Py_ssize_t)sizeof(PyObject) ||
             m->offset + (Py_ssize_t)sizeof(PyObject *) > type->tp_basicsize) {
             PyErr_Format(PyExc_TypeError, "init: %s.%s is not an object slot", type->tp_name,
-                         slot_names[i]);
-            return NULL;
+                         names[i]);
+            return -1;
         }
         found[i] = m->offset;
     }
+    return 0;
+}
+
+static PyObject *
+sp_init(PyObject *self, PyObject *cls)
+{
+    Py_ssize_t found[N_SLOTS];
+    if (slot_offsets(cls, slot_names, N_SLOTS, found) < 0)
+        return NULL;
+    PyTypeObject *type = (PyTypeObject *)cls;
     if (type->tp_alloc == NULL) {
         PyErr_SetString(PyExc_TypeError, "init: the class cannot allocate instances");
         return NULL;
@@ -132,6 +141,52 @@ sp_init(PyObject *self, PyObject *cls)
     Py_INCREF(cls);
     Py_XSETREF(tensor_type, type);
     Py_RETURN_NONE;
+}
+
+/* tape.Trace's slots, read and written directly (a Trace is read several times per recorded
+ * op); any other recorder (forward mode's) goes through getattr/setattr. */
+#define N_TSLOTS 6
+enum { T_LEVEL, T_RECORDS, T_N_NODES, T_DONE, T_LABELS, T_AVALS };
+static const char *trace_slot_names[N_TSLOTS] = {"level", "records", "n_nodes",
+                                                 "done",  "labels",  "avals"};
+static PyTypeObject *trace_type = NULL;
+static Py_ssize_t trace_offsets[N_TSLOTS];
+
+static PyObject *
+sp_init_trace(PyObject *self, PyObject *cls)
+{
+    Py_ssize_t found[N_TSLOTS];
+    if (slot_offsets(cls, trace_slot_names, N_TSLOTS, found) < 0)
+        return NULL;
+    for (int i = 0; i < N_TSLOTS; i++)
+        trace_offsets[i] = found[i];
+    Py_INCREF(cls);
+    Py_XSETREF(trace_type, (PyTypeObject *)cls);
+    Py_RETURN_NONE;
+}
+
+/* trace.<slot i> as a new reference (AttributeError if unset, as getattr) */
+static PyObject *
+trace_get(PyObject *trace, int i, PyObject *name)
+{
+    if (Py_TYPE(trace) == trace_type) {
+        PyObject *v = *(PyObject **)((char *)trace + trace_offsets[i]);
+        if (v != NULL)
+            return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(trace, name);
+}
+
+/* trace.<slot i> = v; 0 or -1 */
+static int
+trace_set(PyObject *trace, int i, PyObject *name, PyObject *v)
+{
+    if (Py_TYPE(trace) == trace_type) {
+        PyObject **p = (PyObject **)((char *)trace + trace_offsets[i]);
+        Py_XSETREF(*p, Py_NewRef(v));
+        return 0;
+    }
+    return PyObject_SetAttr(trace, name, v);
 }
 
 
@@ -241,6 +296,18 @@ is_floating_array(PyObject *arr)
     else {
         Py_DECREF(dt);
     }
+    return r;
+}
+
+/* trace.done, truthy (-1 on error) */
+static int
+trace_done(PyObject *trace)
+{
+    PyObject *v = trace_get(trace, T_DONE, s_done);
+    if (v == NULL)
+        return -1;
+    int r = v == Py_False ? 0 : (v == Py_True ? 1 : PyObject_IsTrue(v));
+    Py_DECREF(v);
     return r;
 }
 
@@ -440,11 +507,11 @@ aval_of(PyObject *arr)
 static PyObject *
 next_node(PyObject *trace)
 {
-    PyObject *node = PyObject_GetAttr(trace, s_n_nodes);
+    PyObject *node = trace_get(trace, T_N_NODES, s_n_nodes);
     if (node == NULL)
         return NULL;
     PyObject *next = PyNumber_Add(node, long_one);
-    if (next == NULL || PyObject_SetAttr(trace, s_n_nodes, next) < 0) {
+    if (next == NULL || trace_set(trace, T_N_NODES, s_n_nodes, next) < 0) {
         Py_XDECREF(next);
         Py_DECREF(node);
         return NULL;
@@ -458,14 +525,14 @@ next_node(PyObject *trace)
 static int
 append_record(PyObject *trace, PyObject *aval, PyObject *rec)
 {
-    PyObject *avals = PyObject_GetAttr(trace, s_avals);
+    PyObject *avals = trace_get(trace, T_AVALS, s_avals);
     if (avals == NULL)
         return -1;
     int rc = PyList_Append(avals, aval);
     Py_DECREF(avals);
     if (rc < 0)
         return -1;
-    PyObject *records = PyObject_GetAttr(trace, s_records);
+    PyObject *records = trace_get(trace, T_RECORDS, s_records);
     if (records == NULL)
         return -1;
     if (PyList_CheckExact(records)) {
@@ -517,7 +584,7 @@ apply_record(PyObject *cls, long top, PyObject *const *xs, Py_ssize_t n, PyObjec
     }
     if (trace == NULL)
         return DEFER;
-    int done = attr_true(trace, s_done);
+    int done = trace_done(trace);
     if (done != 0)
         return done < 0 ? NULL : DEFER; /* the Python path raises the leaked-tracer error */
 
@@ -697,7 +764,7 @@ apply_record(PyObject *cls, long top, PyObject *const *xs, Py_ssize_t n, PyObjec
     if (outs == NULL)
         goto fail;
     aval = aval_of(raw);
-    PyObject *avals = aval == NULL ? NULL : PyObject_GetAttr(trace, s_avals);
+    PyObject *avals = aval == NULL ? NULL : trace_get(trace, T_AVALS, s_avals);
     in_nodes = PyTuple_New(n);
     consts = PyTuple_New(n);
     if (avals == NULL || in_nodes == NULL || consts == NULL) {
@@ -845,10 +912,10 @@ apply_record_nested(PyObject *cls, long top, PyObject *const *xs, Py_ssize_t n,
     }
     if (trace_top == NULL || trace_sub == NULL || sub <= 0 || sub >= top)
         return DEFER;
-    int done = attr_true(trace_top, s_done);
+    int done = trace_done(trace_top);
     if (done != 0)
         return done < 0 ? NULL : DEFER;
-    done = attr_true(trace_sub, s_done);
+    done = trace_done(trace_sub);
     if (done != 0)
         return done < 0 ? NULL : DEFER;
 
@@ -1549,9 +1616,9 @@ sp_trace_inputs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (!f)
             Py_RETURN_NONE;
     }
-    PyObject *level = PyObject_GetAttr(trace, s_level);
-    PyObject *avals = level == NULL ? NULL : PyObject_GetAttr(trace, s_avals);
-    PyObject *labels = avals == NULL ? NULL : PyObject_GetAttr(trace, s_labels);
+    PyObject *level = trace_get(trace, T_LEVEL, s_level);
+    PyObject *avals = level == NULL ? NULL : trace_get(trace, T_AVALS, s_avals);
+    PyObject *labels = avals == NULL ? NULL : trace_get(trace, T_LABELS, s_labels);
     PyObject *out = labels == NULL ? NULL : PyList_New(n);
     PyObject *count = NULL;
     if (out == NULL)
@@ -1581,7 +1648,7 @@ sp_trace_inputs(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyList_SET_ITEM(out, i, t);
     }
     count = PyLong_FromSsize_t(n);
-    if (count == NULL || PyObject_SetAttr(trace, s_n_nodes, count) < 0)
+    if (count == NULL || trace_set(trace, T_N_NODES, s_n_nodes, count) < 0)
         goto fail;
     Py_DECREF(count);
     Py_DECREF(level);
@@ -1841,6 +1908,8 @@ static PyMethodDef methods[] = {
      "const(array, label=None) -> a level-0 constant Tensor holding array."},
     {"make", (PyCFunction)(void (*)(void))sp_make, METH_FASTCALL,
      "make(array, primal, level, trace, node, label) -> Tensor with these slot values."},
+    {"init_trace", (PyCFunction)sp_init_trace, METH_O,
+     "init_trace(Trace): read the slot offsets of tape.Trace (once, at import)."},
     {"init_core", (PyCFunction)sp_init_core, METH_VARARGS,
      "init_core(Context, ndarray, grad_state, lazy_state, lazy_global, helpers)."},
     {"apply", (PyCFunction)(void (*)(void))sp_apply, METH_FASTCALL | METH_KEYWORDS,

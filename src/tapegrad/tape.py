@@ -194,6 +194,10 @@ class Trace:
         return Tensor._traced(primal, self.level, self, node)
 
 
+if _speedups is not None:  # the compiled recorder reads and writes Trace's slots directly
+    _speedups.init_trace(Trace)
+
+
 def record_guard(t: Tensor, kind: str, value, where: str) -> None:
     """Record a Python decision on ``t``'s value on every live trace that holds ``t``."""
     while t is not None and t._level:
