@@ -13,6 +13,7 @@ import numbers
 
 import numpy as np
 
+from tapegrad import tape as _tape
 from tapegrad.tape import (
     Tape,
     Trace,
@@ -367,7 +368,7 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
         ct = {}
         if isinstance(refs[0], int):
             ct[refs[0]] = Tensor._const(_one(avals[0][1]))
-        backward_pass(trace.records, ct, consume=True)
+        _tape._backward_pass(trace.records, ct, True)  # already inside this call's pause
         cts = _input_cotangents(ct, n, prims, treedef)
         g = cts[0] if isinstance(argnums, int) else tuple(cts)
         if has_aux:
