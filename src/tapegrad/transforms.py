@@ -12,6 +12,7 @@ import inspect
 import numbers
 
 import numpy as np
+import optree
 
 from tapegrad import tape as _tape
 from tapegrad.tape import (
@@ -24,7 +25,7 @@ from tapegrad.tape import (
     new_level,
 )
 from tapegrad.tensor import Tensor, _make, _primal_of, _speedups
-from tapegrad.tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
+from tapegrad.tree import NAMESPACE, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
 __all__ = ["vjp", "grad", "value_and_grad", "trace", "jit"]
 
@@ -82,16 +83,25 @@ def _flat_treedef(n: int):
 
 
 def _call_traced(
-    fun, args: tuple, has_aux: bool, who: str, prefix: str, allow_int=False, replays=False
+    fun,
+    args: tuple,
+    has_aux: bool,
+    who: str,
+    prefix: str,
+    allow_int=False,
+    replays=False,
+    around=None,
 ):
     """Run ``fun(*args)`` on a fresh trace. Returns (trace, treedef, outs, out info, aux).
 
     ``replays``: the records will be replayed forward (``trace``), so every op is recorded;
     otherwise (``vjp``, ``grad``) ops with no derivative are left off (see ``Trace``).
+    ``around``: ``(head, tail)``, positional arguments that are not traced, passed before and
+    after ``args`` (``fun(*head, *args, *tail)``).
     """
     for a in args:
         if type(a) is not Tensor:
-            leaves, treedef = tree_flatten(args)
+            leaves, treedef = optree.tree_flatten(args, namespace=NAMESPACE)  # tree_flatten
             break
     else:  # every argument a Tensor (the common case): no flattening to do
         leaves, treedef = args, _flat_treedef(len(args))
@@ -105,7 +115,7 @@ def _call_traced(
         traced = treedef.unflatten(traced)  # else: a flat tuple of leaves, as args
     try:
         with gc_paused():
-            out = fun(*traced)
+            out = fun(*traced) if around is None else fun(*around[0], *traced, *around[1])
     finally:
         trace.done = True
     aux = None
@@ -347,33 +357,36 @@ def value_and_grad(fun, argnums=0, has_aux: bool = False):
 
     def value_and_grad_f(*args, **kwargs):
         with gc_paused():  # one pause over recording and replay (see tape.set_gc_pause)
-            return _value_and_grad_call(args, kwargs)
+            if type(argnums) is int and not kwargs and 0 <= argnums < len(args):
+                # the common case: fun is called with the traced argument in its place
+                nums, diff, call = (argnums,), (args[argnums],), fun
+                around = (args[:argnums], args[argnums + 1 :])
+            else:
+                nums, diff, call = select_argnums(fun, argnums, args, kwargs, "grad")
+                around = None
 
-    def _value_and_grad_call(args, kwargs):
-        nums, diff, partial = select_argnums(fun, argnums, args, kwargs, "grad")
+            def names():  # inspect.signature costs tens of µs: only for error messages
+                return [_arg_name(fun, i) for i in nums]
 
-        def names():  # inspect.signature costs tens of µs: only for error messages
-            return [_arg_name(fun, i) for i in nums]
-
-        res = _call_traced(partial, diff, has_aux, "grad", names)
-        trace, treedef, n, prims, out_tree, refs, lowered, avals, aux = res
-        if len(refs) != 1 or avals[0][0] != () or np.dtype(avals[0][1]).kind != "f":
-            shapes = ", ".join(f"shape {tuple(a[0])} dtype {np.dtype(a[1])}" for a in avals)
-            raise TypeError(
-                f"grad: fun must return a real scalar (shape () and a floating dtype), got "
-                f"{len(refs)} output leaf/leaves ({shapes or 'none'}). Reduce it first (for "
-                "example out.sum()), or use vjp/jacrev for non-scalar outputs."
-            )
-        value = lowered[0]
-        ct = {}
-        if isinstance(refs[0], int):
-            ct[refs[0]] = Tensor._const(_one(avals[0][1]))
-        _tape._backward_pass(trace.records, ct, True)  # already inside this call's pause
-        cts = _input_cotangents(ct, n, prims, treedef)
-        g = cts[0] if isinstance(argnums, int) else tuple(cts)
-        if has_aux:
-            return (value, aux), g
-        return value, g
+            res = _call_traced(call, diff, has_aux, "grad", names, around=around)
+            trace, treedef, n, prims, out_tree, refs, lowered, avals, aux = res
+            if len(refs) != 1 or avals[0][0] != () or np.dtype(avals[0][1]).kind != "f":
+                shapes = ", ".join(f"shape {tuple(a[0])} dtype {np.dtype(a[1])}" for a in avals)
+                raise TypeError(
+                    f"grad: fun must return a real scalar (shape () and a floating dtype), got "
+                    f"{len(refs)} output leaf/leaves ({shapes or 'none'}). Reduce it first (for "
+                    "example out.sum()), or use vjp/jacrev for non-scalar outputs."
+                )
+            value = lowered[0]
+            ct = {}
+            if isinstance(refs[0], int):
+                ct[refs[0]] = Tensor._const(_one(avals[0][1]))
+            _tape._backward_pass(trace.records, ct, True)  # already inside this call's pause
+            cts = _input_cotangents(ct, n, prims, treedef)
+            g = cts[0] if isinstance(argnums, int) else tuple(cts)
+            if has_aux:
+                return (value, aux), g
+            return value, g
 
     value_and_grad_f.__name__ = f"value_and_grad_{getattr(fun, '__name__', 'fun')}"
     value_and_grad_f.__doc__ = f"Value and gradient of {getattr(fun, '__name__', 'fun')}."

@@ -39,13 +39,14 @@ from typing import Any
 
 import attrs
 import numpy as np
+import optree
 
 from tapegrad import backend as _backend
 from tapegrad import numpy as tnp
 from tapegrad.function import _all_concrete
 from tapegrad.tape import _refcounts_exact
 from tapegrad.tensor import Tensor, _speedups
-from tapegrad.tree import tree_flatten, tree_leaves, tree_paths, tree_unflatten
+from tapegrad.tree import NAMESPACE, tree_flatten, tree_leaves, tree_paths, tree_unflatten
 
 __all__ = [
     "GradientTransformation",
@@ -812,7 +813,7 @@ def _add_scaled(params, u, factor):
     which converts or raises)."""
     if type(factor) is not float or not _all_concrete():
         return None
-    lp, tp = tree_flatten(params)
+    lp, tp = optree.tree_flatten(params, namespace=NAMESPACE)  # tree_flatten, one frame less
     try:  # u's leaves along params' structure: a tenth of a second flatten's cost
         lu = tp.flatten_up_to(u)
     except (ValueError, TypeError):  # another structure: the general path names it
