@@ -156,7 +156,8 @@ def _call_traced(
             low = o
             refs.append(("const", o))
         lowered.append(low)
-        avals.append((o.shape, o.dtype))
+        arr = o._array
+        avals.append((arr.shape, arr.dtype))
     return trace, treedef, len(leaves), primals, out_tree, refs, lowered, avals, aux
 
 
