@@ -1716,10 +1716,10 @@ sp_add_scaled(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             return NULL;
         if (!ok)
             Py_RETURN_NONE;
-        const PyObject *names[2] = {s_dtype, s_shape};
+        PyObject *names[2] = {s_dtype, s_shape};
         for (int k = 0; k < 2; k++) {
-            PyObject *a = PyObject_GetAttr(arr[0], (PyObject *)names[k]);
-            PyObject *b = a == NULL ? NULL : PyObject_GetAttr(arr[1], (PyObject *)names[k]);
+            PyObject *a = PyObject_GetAttr(arr[0], names[k]);
+            PyObject *b = a == NULL ? NULL : PyObject_GetAttr(arr[1], names[k]);
             int eq = b == NULL ? -1 : same(a, b);
             if (eq > 0 && k == 1)
                 eq = PyTuple_Check(a) && PyTuple_GET_SIZE(a) > 0; /* at least one dimension */
