@@ -339,7 +339,6 @@ def _hvp_matmuls(monkeypatch, f, seed, x_shape):
 
     monkeypatch.setattr(MatMul, "forward", staticmethod(counting))
     # route first-order backward products through MatMul.forward too, so that all are counted
-    monkeypatch.setattr("tapegrad.ops.linalg._all_concrete", lambda *ts: False)
     rng = np.random.default_rng(seed)
     x = tg.Tensor(rng.standard_normal(x_shape))
     w1, w2 = tg.Tensor(rng.standard_normal((3, 5))), tg.Tensor(rng.standard_normal((5, 2)))
@@ -427,10 +426,10 @@ def test_tangent_structure_mismatch_names_both():
 
 def test_tangent_shape_and_dtype_mismatch():
     with pytest.raises(
-        ValueError, match=r"tangent for primal primals\[0\] has shape \(3,\).*\(2,\)"
+        ValueError, match=r"tangent 0 has shape \(3,\).*\(2,\)"
     ):
         tg.jvp(tnp.sin, (_t(2),), (_t(3),))
-    with pytest.raises(TypeError, match=r"dtype float32, but the primal has dtype float64"):
+    with pytest.raises(TypeError, match=r"dtype float32, but its primal has dtype float64"):
         tg.jvp(tnp.sin, (_t(2),), (tg.Tensor(np.zeros(2, np.float32)),))
     _, f_jvp = tg.linearize(tnp.sin, _t(2))
     with pytest.raises(ValueError, match="linearize: jvp_fn: tangent"):
@@ -438,9 +437,9 @@ def test_tangent_shape_and_dtype_mismatch():
 
 
 def test_integer_primals_are_a_clear_error():
-    with pytest.raises(TypeError, match=r"primals\[0\] has dtype int64.*floating inputs only"):
+    with pytest.raises(TypeError, match=r"primals\[0\], which has dtype int64.*only floating and complex"):
         tg.jvp(lambda i: i * 2, (tg.Tensor(np.arange(3)),), (tg.Tensor(np.arange(3)),))
-    with pytest.raises(TypeError, match="jacfwd: primal"):
+    with pytest.raises(TypeError, match="jacfwd: cannot differentiate with respect to primals"):
         tg.jacfwd(lambda i: i * 2)(tg.Tensor(np.arange(3)))
 
 
@@ -497,5 +496,5 @@ def test_linearize_checks_python_decisions_on_tangents():
     _, f_jvp = tg.linearize(lambda x: SignedScale.apply(x), x)
     ones = tg.Tensor(np.ones(3))
     np.testing.assert_allclose(f_jvp(ones).numpy(), 2 * np.ones(3))
-    with pytest.raises(tg.GuardError, match="linearize: the tangent program took a Python"):
+    with pytest.raises(tg.GuardError, match="linearize: jvp_fn: the recording took a Python decision"):
         f_jvp(-ones)

@@ -7,7 +7,10 @@ import tapegrad as tg
 
 def test_construction_defaults_and_dtypes():
     assert tg.Tensor(1.0).dtype == np.float32
-    assert tg.Tensor([1, 2, 3]).dtype == np.float32  # Python data -> float32
+    assert tg.Tensor([1.0, 2, 3]).dtype == np.float32  # Python floats -> float32
+    assert tg.Tensor([1, 2, 3]).dtype == np.int64  # Python ints -> int64 (NumPy, PyTorch)
+    assert tg.Tensor(3).dtype == np.int64
+    assert tg.Tensor(1 + 2j).dtype == np.complex64
     assert tg.Tensor([True, False]).dtype == np.bool_
     a64 = np.arange(3, dtype=np.float64)
     assert tg.Tensor(a64).dtype == np.float64  # arrays keep their dtype
@@ -30,8 +33,23 @@ def test_callers_array_is_never_touched_and_value_is_read_only():
     assert a.flags.writeable  # the caller's array keeps its flags
     with pytest.raises(ValueError):
         x.numpy()[0] = 5.0  # the Tensor's view is read-only
-    a[0] = 7.0  # (a Tensor shares memory with the caller's array; it never writes to it)
-    assert x.numpy()[0] == 7.0
+    a[0] = 7.0  # the Tensor owns a copy: the caller writing its array changes nothing
+    assert x.numpy()[0] == 0.0
+
+
+def test_a_reused_buffer_does_not_change_a_recorded_gradient():
+    # A data loader that reuses its buffer: the Tensor and the vjp's saved values must not
+    # follow the caller's writes (they shared memory before, giving [1, 1] here).
+    src = np.array([1.0, 2.0])
+    x = tg.Tensor(src)
+    _, vjp_fn = tg.vjp(tg.numpy.sin, x)
+    src[:] = 0.0
+    np.testing.assert_allclose(vjp_fn(tg.Tensor(np.ones(2)))[0].numpy(), np.cos([1.0, 2.0]))
+    np.testing.assert_array_equal(x.numpy(), [1.0, 2.0])
+    view = np.broadcast_to(src, (2,))  # read-only, yet its base can still be written
+    y = tg.Tensor(view)
+    src[:] = 5.0
+    np.testing.assert_array_equal(y.numpy(), [0.0, 0.0])
 
 
 def test_frozen_record():

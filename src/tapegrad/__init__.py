@@ -17,12 +17,13 @@ from tapegrad import (
 from tapegrad.checkpoint import checkpoint, remat
 from tapegrad.custom import custom_vjp
 from tapegrad.forward import hessian, hvp, jacfwd, jacobian, jacrev, jvp, linearize
-from tapegrad.function import Context, Function, is_grad_enabled, no_grad
+from tapegrad.function import Context, Function, debug_nans, is_grad_enabled, no_grad
+from tapegrad.jit import jit
 from tapegrad.lazy import is_lazy, lazy, mode
 from tapegrad.numpy import stop_gradient
-from tapegrad.tape import Guard, GuardError, Tape, TapeEntry, set_gc_pause
+from tapegrad.tape import Guard, GuardError, Tape, TapeEntry
 from tapegrad.tensor import Tensor, tensor
-from tapegrad.transforms import grad, jit, trace, value_and_grad, vjp
+from tapegrad.transforms import grad, trace, value_and_grad, vjp
 
 __version__ = "0.1.0"
 
@@ -53,7 +54,7 @@ __all__ = [
     "stop_gradient",
     "no_grad",
     "is_grad_enabled",
-    "set_gc_pause",
+    "debug_nans",
     "lazy",
     "mode",
     "is_lazy",
@@ -65,10 +66,3 @@ __all__ = [
     "optim",
     "io",
 ]
-
-from tapegrad.ops import elementwise as _elementwise  # noqa: E402
-from tapegrad.tape import _refcounts_exact  # noqa: E402
-
-_elementwise._RELU_PRIVATE = (
-    _elementwise._relu_grad_private() if _refcounts_exact() else (-1, -1)
-)

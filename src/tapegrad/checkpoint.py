@@ -22,6 +22,7 @@ import numpy as np
 
 from tapegrad.function import Function
 from tapegrad.tensor import Tensor
+from tapegrad.tensor import const as _tconst
 from tapegrad.tree import tree_flatten, tree_unflatten
 
 __all__ = ["checkpoint", "remat"]
@@ -74,7 +75,7 @@ class Checkpoint(Function):
 
     @staticmethod
     def forward(ctx, *inputs, body):
-        leaves = [Tensor._const(a) if k else a for a, k in zip(inputs, body.kinds)]
+        leaves = [_tconst(a) if k else a for a, k in zip(inputs, body.kinds)]
         outs = body.call(leaves)
         for o in outs:
             if o._level:

@@ -17,6 +17,7 @@ import numpy as np
 
 from tapegrad.function import Function
 from tapegrad.tensor import Tensor
+from tapegrad.tensor import const as _tconst
 from tapegrad.tree import tree_flatten, tree_structure, tree_unflatten
 
 __all__ = ["custom_vjp"]
@@ -146,7 +147,7 @@ class _CustomVJPFunction(Function):
 
     @classmethod
     def forward(cls, ctx, *inputs, call):
-        leaves = [Tensor._const(a) if k else a for a, k in zip(inputs, call.kinds)]
+        leaves = [_tconst(a) if k else a for a, k in zip(inputs, call.kinds)]
         outs, residuals = cls._run_fwd(call, leaves)
         for o in outs:
             if o._level:

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["lazy", "mode", "is_lazy", "LazyArray", "realize_array"]
+__all__ = ["lazy", "mode", "is_lazy", "LazyArray", "realize_array", "deferred"]
 
 
 class _LazyState(threading.local):
@@ -52,7 +52,7 @@ def lazy():
 
 
 def mode(name: str) -> None:
-    """Set the execution mode persistently for the process: ``"eager"`` (default) or ``"lazy"``.
+    """Set the execution mode for the whole process: ``"eager"`` (default) or ``"lazy"``.
 
     Raises:
         ValueError: if ``name`` is neither.
@@ -64,18 +64,17 @@ def mode(name: str) -> None:
 
 def is_lazy() -> bool:
     """True if operations in this thread are currently deferred."""
-    return _GLOBAL["lazy"] or _state.depth > 0
+    return (_GLOBAL["lazy"] or _state.depth > 0) and not _state.realizing
 
 
 class _LazyNode:
-    """One deferred application: a Function, its inputs and static parameters."""
+    """One deferred application: ``run(*arrays)`` returns the output arrays (a tuple)."""
 
-    __slots__ = ("fn", "args", "params", "avals", "values", "thunk")
+    __slots__ = ("run", "args", "avals", "values", "who")
 
-    def __init__(self, fn, args, params, avals, thunk=None):
-        self.fn, self.args, self.params, self.avals = fn, args, params, avals
+    def __init__(self, run, args, avals, who):
+        self.run, self.args, self.avals, self.who = run, args, avals, who
         self.values = None
-        self.thunk = thunk
 
 
 class LazyArray:
@@ -113,88 +112,53 @@ class LazyArray:
         return f"LazyArray(shape={self.shape}, dtype={self.dtype}, {state})"
 
 
+def defer(run, args, avals, who) -> tuple:
+    """LazyArrays for the outputs of ``run(*args)`` (``args``: arrays, LazyArrays or Python
+    values), promised to have ``avals`` (``(shape, dtype)`` each)."""
+    node = _LazyNode(run, tuple(args), tuple(avals), who)
+    return tuple(LazyArray(s, d, node, i) for i, (s, d) in enumerate(avals))
+
+
 def deferred(fn, shape, dtype) -> LazyArray:
     """A LazyArray produced by calling ``fn()`` (no arguments) on realize."""
-    return LazyArray(shape, dtype, _LazyNode(None, (), {}, ((tuple(shape), np.dtype(dtype)),), fn))
-
-
-def record(cls, args, params):
-    """Defer ``cls.apply(*args, **params)``; returns Tensor(s) holding LazyArrays, or None when
-    the op cannot infer its output (it then runs immediately)."""
-    from tapegrad.tensor import Tensor
-
-    if _state.realizing:
-        return None
-    shapes = [a._array.shape if type(a) is Tensor else a for a in args]
-    dtypes = [a._array.dtype if type(a) is Tensor else a for a in args]
-    try:
-        shape = cls.output_shape(*shapes, **params)
-        dtype = cls.output_dtype(*dtypes, **params)
-    except NotImplementedError:
-        return None
-    multi = isinstance(shape, list)
-    shapes_out = shape if multi else [shape]
-    dtypes_out = dtype if isinstance(dtype, list) else [dtype] * len(shapes_out)
-    avals = tuple((tuple(s), np.dtype(d)) for s, d in zip(shapes_out, dtypes_out))
-    node = _LazyNode(cls, tuple(args), params, avals)
-    outs = tuple(Tensor._const(LazyArray(s, d, node, i)) for i, (s, d) in enumerate(avals))
-    return outs if multi else outs[0]
+    return defer(lambda: (np.asarray(fn()),), (), ((tuple(shape), np.dtype(dtype)),),
+                 "Tensor.deferred")[0]
 
 
 def realize_array(arr):
     """The concrete backend array behind ``arr`` (a LazyArray is computed, once)."""
     if type(arr) is not LazyArray:
         return arr
-    if arr.node.values is not None:
-        return arr.node.values[arr.index]
-    outer = _state.realizing
-    _state.realizing = True
-    try:
-        _realize_nodes(arr.node)
-    finally:
-        _state.realizing = outer
+    if arr.node.values is None:
+        outer = _state.realizing
+        _state.realizing = True
+        try:
+            _realize_nodes(arr.node)
+        finally:
+            _state.realizing = outer
     return arr.node.values[arr.index]
 
 
 def _realize_nodes(root) -> None:
-    from tapegrad.tensor import Tensor
-
     stack = [root]
     while stack:
         node = stack[-1]
         if node.values is not None:
             stack.pop()
             continue
-        pending = [
-            a._array.node
-            for a in node.args
-            if type(a) is Tensor and type(a._array) is LazyArray and a._array.node.values is None
-        ]
+        pending = [a.node for a in node.args if type(a) is LazyArray and a.node.values is None]
         if pending:
             stack.extend(pending)
             continue
         stack.pop()
-        node.values = _run(node)
+        args = [a.node.values[a.index] if type(a) is LazyArray else a for a in node.args]
+        out = tuple(node.run(*args))
+        for (shape, dtype), o in zip(node.avals, out):
+            if tuple(o.shape) != shape or o.dtype != dtype:
+                raise RuntimeError(
+                    f"lazy mode: {node.who} promised shape {shape} and dtype {dtype} (its "
+                    f"output_shape/output_dtype) but produced shape {tuple(o.shape)} and dtype "
+                    f"{o.dtype}"
+                )
+        node.values = out
         node.args = ()  # release the inputs as soon as they are used
-
-
-def _run(node) -> tuple:
-    from tapegrad.tensor import Tensor
-
-    if node.thunk is not None:
-        out = (np.asarray(node.thunk()),)
-        who = "Tensor.deferred"
-    else:
-        args = [a._array if type(a) is Tensor else a for a in node.args]
-        args = [realize_array(a) for a in args]
-        res = node.fn.apply(*[Tensor._const(a) if hasattr(a, "shape") else a for a in args],
-                            **node.params)
-        out = tuple(t._array for t in res) if isinstance(res, tuple) else (res._array,)
-        who = node.fn._name()
-    for (shape, dtype), o in zip(node.avals, out):
-        if tuple(o.shape) != shape or o.dtype != dtype:
-            raise RuntimeError(
-                f"lazy mode: {who} promised shape {shape} and dtype {dtype} (its output_shape/"
-                f"output_dtype) but produced shape {tuple(o.shape)} and dtype {o.dtype}"
-            )
-    return out

@@ -2,8 +2,9 @@
 
 A Tensor wraps a read-only backend array (NumPy or CuPy). Outside any transform a Tensor is a
 *constant* (level 0). While a transform runs, the values it differentiates are *traced*: a
-Tensor at level ``k`` wraps its value at a lower level (its ``primal``) and names its node on the
-trace of level ``k``. Operations never mutate a Tensor; every one returns a new Tensor.
+Tensor at level ``k`` wraps its value one level down (its ``primal``) and names its node on the
+trace of level ``k``. Operations never mutate a Tensor; every one returns a new Tensor. The
+operators and NumPy-style methods are attached by :mod:`tapegrad.ops` when it is imported.
 """
 
 from __future__ import annotations
@@ -22,66 +23,60 @@ from tapegrad.lazy import realize_array as _realize_array
 __all__ = ["Tensor", "tensor", "is_floating"]
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
-_FLOAT_KINDS = ("f", "c")
+_DEFAULT_DTYPES = {"f": np.float32, "c": np.complex64, "i": np.int64, "b": np.bool_}
 
 
 def is_floating(dtype) -> bool:
-    """Whether ``dtype`` is a floating (differentiable) dtype."""
-    return np.dtype(dtype).kind in _FLOAT_KINDS
+    """Whether ``dtype`` is a floating or complex (differentiable) dtype."""
+    return np.dtype(dtype).kind in "fc"
 
 
-def _caller_line() -> str:
-    """``file:line`` of the nearest frame outside the tapegrad package (for guards)."""
+def caller_line() -> str:
+    """``file:line`` of the nearest frame outside the tapegrad package (user code)."""
     f = sys._getframe(1)
     while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PKG_DIR):
         f = f.f_back
-    if f is None:  # pragma: no cover - only when called from tapegrad itself
-        return "<unknown>"
-    return f"{f.f_code.co_filename}:{f.f_lineno}"
-
-
-def _readonly(array):
-    """A read-only view of a NumPy array (CuPy arrays have no such flag and pass through)."""
-    if type(array) is np.ndarray:
-        if array.flags.writeable:
-            array = array.view()
-            array.flags.writeable = False
-    return array
+    return "<unknown>" if f is None else f"{f.f_code.co_filename}:{f.f_lineno}"
 
 
 def _to_array(data, dtype=None, device=None):
-    """Convert user data into a backend array following tapegrad's dtype rules."""
+    """A backend array owned by the new Tensor, following tapegrad's dtype rules.
+
+    A caller's NumPy/CuPy array is copied (the Tensor must not change when the caller writes
+    into its array); a Tensor's array is shared (it is never written). Python floats become
+    float32, ints int64, bools bool, complex numbers complex64.
+    """
     if isinstance(data, Tensor):
         arr = data._concrete()
-        if dtype is not None:
+        if dtype is not None and arr.dtype != np.dtype(dtype):
             arr = arr.astype(dtype)
         if device is not None:
             arr = _backend.to_device(arr, _backend.parse_device(device))
         return arr
-    if isinstance(data, np.ndarray) or (
-        hasattr(data, "__cuda_array_interface__") and hasattr(data, "dtype")
-    ):
-        arr = data if dtype is None else data.astype(dtype, copy=False)
-    elif isinstance(data, np.generic):
-        arr = np.asarray(data, dtype=dtype)
+    if isinstance(data, np.ndarray):
+        arr = np.array(data, dtype=dtype, copy=True)
+    elif hasattr(data, "__cuda_array_interface__") and hasattr(data, "dtype"):
+        arr = data.astype(data.dtype if dtype is None else dtype, copy=True)
     else:
         try:
-            arr = np.asarray(data, dtype=dtype)
+            arr = np.array(data, dtype=dtype)
         except (ValueError, TypeError) as e:
             raise TypeError(
-                f"Tensor: cannot make a numeric array from {type(data).__name__} ({e}); "
-                "pass a number, a (nested) list of numbers or a NumPy/CuPy array."
+                f"Tensor: cannot make a numeric array from {type(data).__name__} ({e}); pass a "
+                "number, a (nested) list of numbers or a NumPy/CuPy array."
             ) from None
-        if dtype is None and arr.dtype.kind in "iuf":
-            arr = arr.astype(np.float32)  # Python data defaults to float32
         if arr.dtype.kind not in "biufc":
             raise TypeError(
-                f"Tensor: expected numeric data, got an array of dtype {arr.dtype} "
-                f"from {type(data).__name__}"
+                f"Tensor: expected numeric data, got an array of dtype {arr.dtype} from "
+                f"{type(data).__name__}"
             )
+        if dtype is None and not isinstance(data, np.generic):
+            arr = arr.astype(_DEFAULT_DTYPES.get(arr.dtype.kind, arr.dtype), copy=False)
     if device is not None:
         arr = _backend.to_device(arr, _backend.parse_device(device))
-    return _readonly(arr)
+    if type(arr) is np.ndarray:
+        arr.flags.writeable = False
+    return arr
 
 
 @attrs.frozen(eq=False, init=False, repr=False, weakref_slot=True)
@@ -89,9 +84,9 @@ class Tensor:
     """An immutable n-dimensional array that transforms can differentiate.
 
     Args:
-        data: A number, nested list, NumPy/CuPy array or Tensor. Python data becomes float32
-            (booleans stay bool); arrays keep their dtype. The caller's array is never
-            modified: the Tensor holds a read-only view.
+        data: A number, nested list, NumPy/CuPy array or Tensor. Python floats become float32,
+            ints int64, bools bool, complex numbers complex64; arrays keep their dtype. A
+            caller's array is copied, so writing into it later never changes the Tensor.
         dtype: Optional dtype to convert to (NumPy dtype or name).
         device: ``"cpu"`` (default for Python data) or ``"cuda:N"`` (needs CuPy).
         label: Optional name shown in tape listings and graph drawings.
@@ -111,35 +106,21 @@ class Tensor:
         14.0
     """
 
-    _array: Any
-    _primal: Any
-    _level: int
-    _trace: Any
-    _node: int
+    _array: Any  # the value (a backend array, or a deferred LazyArray in lazy mode)
+    _level: int  # 0 for a constant; the level of the trace recording it otherwise
+    _trace: Any  # that trace (None for a constant)
+    _node: int  # the node id on that trace (-1 for a constant)
+    _primal: Any  # the value one level down; None means the constant Tensor(_array)
     label: Any
 
-    # NumPy must hand binary operators back to Tensor (np_array + tensor -> Tensor.__radd__).
-    __array_ufunc__ = None
+    __array_ufunc__ = None  # NumPy hands binary operators back to Tensor (x.__radd__)
     __array_priority__ = 1000
 
     def __init__(self, data, dtype=None, device=None, label=None):
-        _set = object.__setattr__
-        _set(self, "_array", _to_array(data, dtype, device))
-        _set(self, "_primal", None)
-        _set(self, "_level", 0)
-        _set(self, "_trace", None)
-        _set(self, "_node", -1)
-        _set(self, "label", label)
+        for name, value in zip(_FIELDS, (_to_array(data, dtype, device), 0, None, -1, None)):
+            _SETTERS[name](self, value)
+        _SETTERS["label"](self, label)
 
-    # -- internal constructors (hot path: no conversion, no checks) -------------------------
-    # ``Tensor._const(array, label=None)`` builds a level-0 constant; it is installed below the
-    # class (compiled when tapegrad._speedups is built, see :func:`_make`).
-
-    @staticmethod
-    def _traced(primal: Tensor, level: int, trace, node: int) -> Tensor:
-        return _make(primal._array, primal, level, trace, node, primal.label)
-
-    # -- immutability ------------------------------------------------------------------------
     def __setitem__(self, idx, value):
         raise TypeError(
             "Tensor does not support item assignment (x[idx] = v): Tensors are immutable. "
@@ -211,33 +192,37 @@ class Tensor:
 
         Inside a transform this is the current value, not a differentiable Tensor.
         """
-        return _readonly(_backend.to_device(self._concrete(), "cpu"))
+        arr = _backend.to_device(self._concrete(), "cpu")
+        if arr.flags.writeable:
+            arr = arr.view()
+            arr.flags.writeable = False
+        return arr
 
     def __array__(self, dtype=None, copy=None):
         if self._level:
             raise TypeError(
                 "Tensor.__array__: a traced Tensor cannot silently become a NumPy array inside "
                 "a transform (its gradient would be lost). Use tapegrad.numpy functions "
-                "(tnp.sin(x) rather than np.sin(x)), or x.numpy() / tg.stop_gradient(x) if a "
+                "(tnp.sin(x) rather than np.sin(x)), or tg.stop_gradient(x).numpy() if a "
                 "constant is really meant."
             )
         arr = self.numpy()
-        if dtype is not None:
-            arr = arr.astype(dtype)
-        if copy:
-            arr = arr.copy()
-        return arr
+        if dtype is not None and arr.dtype != np.dtype(dtype):
+            return arr.astype(dtype)
+        return arr.copy() if copy else arr
 
     def _decide(self, kind: str, fn):
-        """Python decision on a value: record a guard on every live trace holding it."""
-        try:
-            value = fn(_backend.to_device(self._concrete(), "cpu"))
-        except (TypeError, ValueError) as e:
-            raise type(e)(f"Tensor.{kind}: {e} (shape {self.shape}, dtype {self.dtype})") from None
+        """A Python decision on the value, recorded as a guard on every trace holding it."""
+        if self.size != 1:  # NumPy's error types: ValueError for item/bool, else TypeError
+            raise (ValueError if kind in ("item", "bool") else TypeError)(
+                f"{kind}(): only a one-element Tensor converts to a Python value, got shape "
+                f"{self.shape}" + (" (the truth value of several elements is ambiguous)"
+                                   if kind == "bool" else "")
+                + "; reduce it first (tnp.any(x), tnp.all(x), x.sum())."
+            )
+        value = fn(_backend.to_device(self._concrete(), "cpu").reshape(()))
         if self._level:
-            from tapegrad.tape import record_guard
-
-            record_guard(self, kind, value, _caller_line())
+            self._trace.decide(self, kind, value)
         return value
 
     def item(self):
@@ -245,46 +230,36 @@ class Tensor:
 
         Raises:
             ValueError: if the Tensor has more than one element.
+            TypeError: inside a transform that
+                differentiates it (the result would carry no derivative: use
+                ``tg.stop_gradient(x).item()`` when a constant is meant).
         """
-        if self.size != 1:
-            raise ValueError(
-                f"Tensor.item: only a one-element Tensor converts to a Python number, "
-                f"got shape {self.shape}"
-            )
-        return self._decide("item", lambda a: a.reshape(()).item())
+        return self._decide("item", lambda a: a.item())
 
     def __bool__(self) -> bool:
-        if self.size != 1:
-            raise ValueError(
-                f"Tensor.__bool__: the truth value of a Tensor of shape {self.shape} is "
-                "ambiguous; reduce it first (tnp.any(x), tnp.all(x))."
-            )
-        return self._decide("bool", lambda a: bool(a.reshape(())))
+        return self._decide("bool", bool)
 
     def __float__(self) -> float:
-        if self.size != 1:
-            raise TypeError(f"float(): Tensor of shape {self.shape} is not a single number")
-        return self._decide("float", lambda a: float(a.reshape(())))
+        return self._decide("float", float)
+
+    def __complex__(self) -> complex:
+        return self._decide("complex", complex)
 
     def __int__(self) -> int:
-        if self.size != 1:
-            raise TypeError(f"int(): Tensor of shape {self.shape} is not a single number")
-        return self._decide("int", lambda a: int(a.reshape(())))
+        return self._decide("int", int)
 
     def __index__(self) -> int:
-        if self.dtype.kind not in "iub" or self.size != 1:
+        if self.dtype.kind not in "iub":
             raise TypeError(
-                f"Tensor.__index__: only a one-element integer Tensor can be used as an index, "
-                f"got shape {self.shape}, dtype {self.dtype}"
+                f"Tensor.__index__: only an integer Tensor can be used as an index, got dtype "
+                f"{self.dtype} (shape {self.shape})"
             )
-        return self._decide("int", lambda a: int(a.reshape(())))
+        return self._decide("int", int)
 
     # -- lazy mode ---------------------------------------------------------------------------
     def _concrete(self):
         arr = self._array
-        if type(arr) is _LazyArray:
-            return _realize_array(arr)
-        return arr
+        return _realize_array(arr) if type(arr) is _LazyArray else arr
 
     @property
     def is_realized(self) -> bool:
@@ -299,111 +274,69 @@ class Tensor:
         Raises:
             RuntimeError: if an op produced another shape or dtype than it promised.
         """
-        arr = self._array
-        if type(arr) is not _LazyArray:
+        if type(self._array) is not _LazyArray:
             return self
-        return Tensor._const(_realize_array(arr), self.label)
+        return make(_realize_array(self._array), 0, None, -1, None, self.label)
 
     @staticmethod
     def deferred(fn, shape, dtype="float32", label=None) -> Tensor:
         """An unrealized Tensor whose value is ``fn()`` (an array of ``shape`` and ``dtype``),
-        computed on first use or on :meth:`realize`: the seeds' ``Tensor.deferred``.
+        computed on first use or on :meth:`realize` (lazy mode).
 
         Raises:
             RuntimeError: on realize, if ``fn()`` returns another shape or dtype.
         """
         from tapegrad.lazy import deferred
 
-        return Tensor._const(deferred(fn, shape, dtype), label)
-
-    # -- conversion within tapegrad ----------------------------------------------------------
-    def astype(self, dtype) -> Tensor:
-        """Cast to ``dtype``; differentiable between floating dtypes."""
-        from tapegrad import numpy as tnp
-
-        return tnp.astype(self, dtype)
-
-    convert_to = astype
-
-    def to_device(self, device: str) -> Tensor:
-        """Copy to ``device`` (``"cpu"`` or ``"cuda:N"``); differentiable."""
-        from tapegrad import numpy as tnp
-
-        return tnp.to_device(self, device)
-
-    def detach(self) -> Tensor:
-        """The same value with no gradient (``tg.stop_gradient``)."""
-        from tapegrad import numpy as tnp
-
-        return tnp.stop_gradient(self)
+        return make(deferred(fn, shape, dtype), 0, None, -1, None, label)
 
     def with_label(self, label: str) -> Tensor:
         """A copy of this Tensor carrying ``label`` (shown in tape listings)."""
-        t = _make(self._array, self._primal, self._level, self._trace, self._node, label)
-        if self._trace is not None and self._node >= 0:
+        if self._trace is not None:
             self._trace.labels[self._node] = label
-        return t
+        return make(self._array, self._level, self._trace, self._node, self._primal, label)
 
 
+_FIELDS = ("_array", "_level", "_trace", "_node", "_primal")
+_SETTERS = {name: Tensor.__dict__[name].__set__ for name in _FIELDS + ("label",)}
 _new = object.__new__
-_set = object.__setattr__
-_slots = Tensor.__dict__
-_s_array = _slots["_array"].__set__
-_s_primal = _slots["_primal"].__set__
-_s_level = _slots["_level"].__set__
-_s_trace = _slots["_trace"].__set__
-_s_node = _slots["_node"].__set__
-_s_label = _slots["label"].__set__
+_s_array, _s_level, _s_trace, _s_node, _s_primal, _s_label = _SETTERS.values()
 
 
-def _make_py(array, primal, level: int, trace, node: int, label) -> Tensor:
-    """A Tensor with these slot values (pure Python: one descriptor call per slot, since the
-    frozen class's ``__setattr__`` refuses every assignment)."""
+def make(array, level, trace, node, primal, label=None) -> Tensor:
+    """A Tensor with these field values, without conversion or checks (internal).
+
+    The frozen class refuses attribute assignment, so each slot is filled through its
+    descriptor: the cheapest way to build an attrs record without running its checks.
+    """
     t = _new(Tensor)
     _s_array(t, array)
-    _s_primal(t, primal)
     _s_level(t, level)
     _s_trace(t, trace)
     _s_node(t, node)
+    _s_primal(t, primal)
     _s_label(t, label)
     return t
 
 
-def _const_py(array, label=None) -> Tensor:
-    """A level-0 constant Tensor over ``array`` (pure Python; see :func:`_make_py`)."""
-    return _make_py(array, None, 0, None, -1, label)
+def const(array) -> Tensor:
+    """A level-0 constant Tensor over a backend ``array`` the caller will not write (internal)."""
+    t = _new(Tensor)
+    _s_array(t, array)
+    _s_level(t, 0)
+    _s_trace(t, None)
+    _s_node(t, -1)
+    _s_primal(t, None)
+    _s_label(t, None)
+    return t
 
 
-# The compiled constructors (src/tapegrad/_speedups.c) fill the slots directly, five times
-# faster; the pure-Python ones above are the fallback when the extension was not built, or when
-# TAPEGRAD_NO_SPEEDUPS=1 is set (tests compare the two).
-_speedups = None
-if not os.environ.get("TAPEGRAD_NO_SPEEDUPS"):
-    try:
-        from tapegrad import _speedups
-
-        _speedups.init(Tensor)
-    except ImportError:
-        _speedups = None
-if _speedups is not None:
-    _make = _speedups.make
-    _const = _speedups.const
-else:
-    _make = _make_py
-    _const = _const_py
-type.__setattr__(Tensor, "_const", _const if _speedups is not None else staticmethod(_const))
-
-
-def _primal_of(t: Tensor) -> Tensor:
-    """The value of traced Tensor ``t`` one level down (its primal).
-
-    The one-level recording path leaves ``_primal`` as ``None`` when the primal is a plain
-    level-0 constant over the same array and no rule saved it (one Tensor fewer per op); this
-    builds that constant on first use and caches it in the slot.
-    """
+def primal_of(t: Tensor) -> Tensor:
+    """The value of traced ``t`` one level down (built and cached on first use when it is the
+    level-0 constant over ``t``'s own array)."""
     p = t._primal
     if p is None:
-        p = _const(t._array)
+        p = const(t._array)
         _s_primal(t, p)
     return p
 

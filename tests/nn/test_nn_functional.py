@@ -109,12 +109,13 @@ def test_activation_matches_reference_and_grads(name, fn, ref):
 
 
 def test_seeds_activation_examples():
-    np.testing.assert_allclose(F.relu(tg.Tensor([-1, 0, 2])).numpy(), [0, 0, 2])
-    np.testing.assert_allclose(F.sigmoid(tg.Tensor([0, 2])).numpy(), [0.5, expit(2)], rtol=1e-6)
+    # (Python ints make int64 Tensors, which activations reject: the seeds' data as floats)
+    np.testing.assert_allclose(F.relu(tg.Tensor([-1.0, 0, 2])).numpy(), [0, 0, 2])
+    np.testing.assert_allclose(F.sigmoid(tg.Tensor([0.0, 2])).numpy(), [0.5, expit(2)], rtol=1e-6)
     np.testing.assert_allclose(F.softmax(tg.Tensor([2.0, 1.0, 0.1])).numpy().sum(), 1, rtol=1e-6)
     y = F.log_softmax(tg.Tensor([2.0, 1.0, 0.1]), dim=-1)
     np.testing.assert_allclose(np.exp(y.numpy()).sum(), 1, rtol=1e-6)
-    np.testing.assert_allclose(F.tanh(tg.Tensor([0, 1])).numpy(), [0, np.tanh(1)], rtol=1e-6)
+    np.testing.assert_allclose(F.tanh(tg.Tensor([0.0, 1])).numpy(), [0, np.tanh(1)], rtol=1e-6)
 
 
 def test_activations_are_stable_for_extreme_inputs():

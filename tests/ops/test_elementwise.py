@@ -353,10 +353,12 @@ def test_python_numbers_keep_dtype_in_unary_style_calls():
     assert tnp.where(x > 1, x, 0.0).dtype == np.float32
 
 
-def test_all_python_operands_become_float32():
-    assert tnp.add(1.0, 2.0).dtype == np.float32
+def test_all_python_operands_follow_the_python_data_rules():
+    assert tnp.add(1.0, 2.0).dtype == np.float32  # Python floats -> float32
     assert tnp.where(True, 1.0, 0.0).dtype == np.float32
-    assert tnp.hypot(3, 4).dtype == np.float32 and float(tnp.hypot(3, 4)) == 5.0
+    assert tnp.hypot(3.0, 4.0).dtype == np.float32 and float(tnp.hypot(3.0, 4.0)) == 5.0
+    assert tnp.add(1, 2).dtype == np.int64  # Python ints -> int64
+    assert tnp.hypot(3, 4).dtype == np.hypot(np.int64(3), 4).dtype  # then NumPy's promotion
 
 
 def test_integer_inputs_follow_numpy():

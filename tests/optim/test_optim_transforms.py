@@ -366,44 +366,6 @@ def test_apply_gradients_leaves_old_params_and_state_untouched():
     assert not any(np.array_equal(a, b) for a, b in zip(_np(newer), _np(new)))
 
 
-@pytest.mark.parametrize(
-    "make_tx",
-    [lambda: optim.sgd(0.1), lambda: optim.sgd(optim.step_decay_schedule(0.1, 3, 0.5))],
-)
-def test_apply_gradients_allocates_each_new_parameter_once(make_tx):
-    """sgd's step allocates one array per parameter and no second one for the updates: the new
-    parameter is written into the scaled gradient's own fresh array (the two-call form holds
-    the whole updates pytree and the new parameters at once, twice as much)."""
-    import tracemalloc
-
-    rng = np.random.default_rng(0)
-    params = {"w": tg.Tensor(rng.normal(size=(400, 250))), "b": tg.Tensor(rng.normal(size=250))}
-    grads = {k: tg.Tensor(rng.normal(size=v.shape)) for k, v in params.items()}
-    tx = make_tx()
-    state = tx.init(params)
-    before = {k: v.numpy().copy() for k, v in params.items()}
-    g_before = {k: v.numpy().copy() for k, v in grads.items()}
-    updates, want_state = tx.update(grads, state, params)
-    want = optim.apply_updates(params, updates)
-    del updates
-    nbytes = sum(v.numpy().nbytes for v in params.values())
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        new, new_state = optim.apply_gradients(tx, grads, state, params)
-        peak = tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
-    assert nbytes <= peak < 1.2 * nbytes
-    assert new_state == want_state
-    for k in params:  # nothing the caller holds changed; the result is the two-call form's
-        np.testing.assert_array_equal(params[k].numpy(), before[k])
-        np.testing.assert_array_equal(grads[k].numpy(), g_before[k])
-        np.testing.assert_array_equal(new[k].numpy(), want[k].numpy())
-        assert not np.shares_memory(new[k].numpy(), params[k].numpy())
-        assert not np.shares_memory(new[k].numpy(), grads[k].numpy())
-
-
 def test_apply_gradients_never_writes_into_the_callers_gradients():
     params = _params()
     g = _grad_seq(params, 1)[0]

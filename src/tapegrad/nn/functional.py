@@ -34,7 +34,7 @@ from tapegrad import numpy as tnp
 from tapegrad import ops as _ops
 from tapegrad import random as _random
 from tapegrad.backend import backend_of
-from tapegrad.function import Function, _all_concrete
+from tapegrad.function import Function
 from tapegrad.tensor import Tensor
 
 __all__ = [
@@ -232,8 +232,6 @@ def relu(x) -> Tensor:
         >>> tg.nn.functional.relu(tg.Tensor([-1.0, 0.0, 2.0]))
         Tensor([0., 0., 2.], dtype=float32)
     """
-    if type(x) is Tensor and x._array.dtype.kind == "f":  # the common case
-        return Relu.apply(x)
     return Relu.apply(_floating(x, "relu"))
 
 
@@ -700,7 +698,6 @@ class CrossEntropy(Function):
         s_mean = s.mean(axis=-1) if eps else None
         xp.exp(s, out=s)
         se = s.sum(axis=-1, keepdims=True)
-        ctx.softmax_stats = (m, se, all_valid)
         lse = xp.log(se)[..., 0]
         # nll = -log_softmax[target] = lse - s[target]
         nll = lse - picked
@@ -720,19 +717,6 @@ class CrossEntropy(Function):
         if not ctx.needs_input_grad[0]:
             return None, None
         logits, target = ctx.saved_tensors
-        stats = getattr(ctx, "softmax_stats", None)
-        if stats is not None and _all_concrete(g, logits, target):  # first order, on arrays
-            d = _xent_grad(
-                ctx.backend,
-                logits._array,
-                target._array,
-                g._array,
-                ctx.ignore_index,
-                ctx.label_smoothing,
-                ctx.reduction,
-                stats,
-            )
-            return Tensor._const(d), None
         params = dict(
             ignore_index=ctx.ignore_index,
             label_smoothing=ctx.label_smoothing,
@@ -867,19 +851,6 @@ def cross_entropy(
         >>> round(float(loss), 4)
         0.5137
     """
-    if (  # the common case, checked on the arrays
-        type(y_pred) is Tensor
-        and type(y_true) is Tensor
-        and y_pred._array.dtype.kind == "f"
-        and y_true._array.dtype.kind in "iu"
-        and y_pred._array.shape[:-1] == y_true._array.shape
-        and y_pred._array.ndim
-        and y_pred._array.shape[-1]
-        and reduction == "mean"
-        and label_smoothing == 0.0
-        and ignore_index == -100
-    ):
-        return CrossEntropy.apply(y_pred, y_true)
     who = "cross_entropy"
     _check_reduction(reduction, who)
     logits = _floating(y_pred, who, "y_pred")
@@ -951,15 +922,6 @@ class Linear(Function):
     def backward(ctx, g):
         x, w = ctx.saved_tensors
         nx, nw, nb = ctx.needs_input_grad
-        if _all_concrete(g, x, w):  # first order: the same products on the raw arrays
-            ga, xa, wa = g._array, x._array, w._array
-            gx = Tensor._const(ga @ wa.T) if nx else None
-            if ga.ndim > 2 and (nw or nb):
-                ga = ga.reshape(-1, ga.shape[-1])
-                xa = xa.reshape(-1, xa.shape[-1])
-            gw = Tensor._const(xa.T @ ga) if nw else None
-            gb = Tensor._const(ga.sum(axis=0)) if nb else None
-            return gx, gw, gb
         gx = tnp.matmul(g, tnp.transpose(w)) if nx else None
         if g.ndim > 2 and (nw or nb):
             g = tnp.reshape(g, (-1, g.shape[-1]))

@@ -23,6 +23,7 @@ import numpy as np
 
 from tapegrad import random as _random
 from tapegrad.tensor import Tensor
+from tapegrad.tensor import const as _tconst
 from tapegrad.tree import tree_leaves
 
 __all__ = ["Module", "ModuleList", "functional_call"]
@@ -51,7 +52,7 @@ def _key_stream(key):
 def _concrete(v):
     """A constant Tensor holding ``v``'s current value (drops any trace)."""
     if isinstance(v, Tensor) and v._level:
-        return Tensor._const(v._array)
+        return _tconst(v._array)
     return v
 
 

@@ -28,6 +28,7 @@ from tapegrad.ops.movement import check_axes as _check_axes
 from tapegrad.ops.movement import check_axis as _check_axis
 from tapegrad.ops.movement import split_index as _split_index
 from tapegrad.tensor import Tensor
+from tapegrad.tensor import const as _tconst
 
 __all__ = [
     "reshape",
@@ -495,7 +496,7 @@ def pad(x, pad_width, mode="constant", constant_values=0) -> Tensor:
             )
         # differentiable fill value: padded positions take it, the interior takes x
         xp = _get_backend(x.device)
-        interior = Tensor._const(xp.pad(xp.ones(x.shape, dtype=bool), pw))
+        interior = _tconst(xp.pad(xp.ones(x.shape, dtype=bool), pw))
         fill = reshape(constant_values, ()).astype(x.dtype)
         return _where(interior, _ops.Pad.apply(x, pad_width=pw, mode=mode), fill)
     if _np.ndim(constant_values) != 0:
@@ -530,7 +531,7 @@ def _tri_mask(x, k, lower, op) -> Tensor:
     n, m = x.shape[-2:] if x.ndim >= 2 else (x.shape[-1], x.shape[-1])
     xp = _get_backend(x.device)
     mask = xp.tri(n, m, k=operator.index(k), dtype=bool)
-    return Tensor._const(mask if lower else ~mask)
+    return _tconst(mask if lower else ~mask)
 
 
 def tril(x, k=0) -> Tensor:
@@ -541,14 +542,14 @@ def tril(x, k=0) -> Tensor:
     """
     x = _tensor(x)
     mask = _tri_mask(x, k, True, "tril")
-    return _where(mask, x, Tensor._const(_get_backend(x.device).zeros((), x.dtype)))
+    return _where(mask, x, _tconst(_get_backend(x.device).zeros((), x.dtype)))
 
 
 def triu(x, k=0) -> Tensor:
     """Upper triangle of the last two axes: elements with ``col - row >= k`` kept, others 0."""
     x = _tensor(x)
     mask = _tri_mask(x, operator.index(k) - 1, False, "triu")
-    return _where(mask, x, Tensor._const(_get_backend(x.device).zeros((), x.dtype)))
+    return _where(mask, x, _tconst(_get_backend(x.device).zeros((), x.dtype)))
 
 
 def diagonal(x, offset=0, axis1=0, axis2=1) -> Tensor:

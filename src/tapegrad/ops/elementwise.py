@@ -31,11 +31,10 @@ Tensors, so every rule here is differentiable again, to any order.
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 
-from tapegrad.function import Function, _all_concrete
+from tapegrad.function import Function
 from tapegrad.tensor import Tensor
 
 __all__ = [
@@ -1150,9 +1149,7 @@ class Relu(Function):
     """``max(x, 0)``; dtype kept. Derivative: 1 for ``x > 0``, else 0; convention at 0: 0
     (as PyTorch and JAX).
 
-    The backward is :class:`ReluGrad` of the cotangent and the saved output; a first-order
-    cotangent that only the backward replay holds is masked in place instead (the same
-    values; see :func:`_relu_grad_private`)."""
+    The backward is :class:`ReluGrad` of the cotangent and the saved output."""
 
     oper = "relu"
 
@@ -1167,60 +1164,7 @@ class Relu(Function):
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_tensors
-        ga, ya = g._array, out._array
-        if (  # a private first-order cotangent: masked in place (see _relu_grad_private)
-            type(ga) is np.ndarray
-            and type(ya) is np.ndarray
-            and ga.base is None
-            and ga.flags.writeable
-            and ga.shape == ya.shape
-            and _all_concrete(g, out)
-            and ga.dtype.itemsize in _SAME_SIZE_INT
-            and ga.dtype.kind == "f"
-            and (sys.getrefcount(g), sys.getrefcount(ga)) == _RELU_PRIVATE
-        ):
-            bits = ga.view(_SAME_SIZE_INT[ga.dtype.itemsize])
-            np.multiply(bits, ya > 0, out=bits)  # ReluGrad's bitwise mask, in place
-            return g
-        if _RELU_PRIVATE is None:  # calibrating, once, at import (see _relu_grad_private)
-            _RELU_SEEN.append((sys.getrefcount(g), sys.getrefcount(ga)))
         return ReluGrad.apply(g, out)
-
-
-_RELU_PRIVATE = None
-_RELU_SEEN: list = []
-
-
-def _relu_grad_private() -> tuple | None:
-    """The reference counts ``Relu.backward`` sees for a cotangent that only the backward
-    replay holds, measured by running one (there is no other way to know which stack
-    references an interpreter counts). Called once tapegrad is imported.
-
-    With exactly these counts, nothing but the replay can see the cotangent Tensor, and nothing
-    but that Tensor its array (which owns its data: no view, no saved value, no caller, no
-    other node shares it), so ``Relu.backward`` masks it in place, as the hand-written
-    ``g *= y > 0`` does, instead of writing ``ReluGrad`` into a fresh array: the same values
-    (ReluGrad's bitwise mask, applied where ``g`` lies), one array less, and the write lands in
-    memory the last matmul just wrote. This is NumPy's own temporary elision,
-    at the level of the backward replay, like the replay's in-place cotangent sums. A count
-    that does not match only ever takes the out-of-place path. Returns ``(-1, -1)`` (never in
-    place) when the replays (``grad`` and ``vjp``) disagree.
-    """
-    from tapegrad.transforms import grad, vjp
-
-    x = Tensor(np.array([1.0, -1.0, 2.0]))
-    c = Tensor(np.array([2.0, 3.0, 4.0]))
-
-    def f(v):
-        return (Relu.apply(v) * c).sum()
-
-    _RELU_SEEN.clear()
-    grad(f)(x)
-    out, f_vjp = vjp(f, x)
-    f_vjp(Tensor(np.array(1.0)))
-    seen = set(_RELU_SEEN)
-    _RELU_SEEN.clear()
-    return seen.pop() if len(seen) == 1 else (-1, -1)
 
 
 _SAME_SIZE_INT = {2: "i2", 4: "i4", 8: "i8"}  # float16/32/64 viewed as integers of their size

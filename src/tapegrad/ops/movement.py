@@ -47,6 +47,7 @@ import numpy as np
 
 from tapegrad.function import Function
 from tapegrad.tensor import Tensor
+from tapegrad.tensor import const as _tconst
 
 __all__ = [
     "ToDevice",
@@ -530,7 +531,7 @@ def _const_like(fill, shape, dtype, like: Tensor) -> Tensor:
     from tapegrad.backend import get_backend
 
     xp = get_backend(like.device)
-    return Tensor._const(xp.full(shape, fill, dtype=dtype))
+    return _tconst(xp.full(shape, fill, dtype=dtype))
 
 
 class ScatterSet(_MovementFunction):
@@ -581,7 +582,7 @@ class ScatterSet(_MovementFunction):
                 from tapegrad.backend import get_backend
 
                 xp = get_backend(g.device)
-                ids = Tensor._const(xp.arange(gv.size, dtype=np.int64).reshape(gv.shape))
+                ids = _tconst(xp.arange(gv.size, dtype=np.int64).reshape(gv.shape))
                 minus = _const_like(-1, g.shape, np.int64, g)
                 written = ScatterSet.apply(minus, ids, *arrays, key=key)
                 won = GetItem.apply(written, *arrays, key=key) == ids
@@ -666,7 +667,7 @@ def _others_product(vb: Tensor, x: Tensor, arrays, key) -> Tensor:
 
     xp = get_backend(x.device)
     n = vb.size
-    iota = Tensor._const(xp.arange(x.size, dtype=np.int64).reshape(x.shape))
+    iota = _tconst(xp.arange(x.size, dtype=np.int64).reshape(x.shape))
     target = tnp.reshape(GetItem.apply(iota, *arrays, key=key), (n,))
     pj, pk = DuplicatePairs.apply(target)
     slot = (IndexSlot(0, False),)

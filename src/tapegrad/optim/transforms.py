@@ -33,20 +33,17 @@ from __future__ import annotations
 
 import abc
 import math
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 import numpy as np
-import optree
 
 from tapegrad import backend as _backend
 from tapegrad import numpy as tnp
-from tapegrad.function import _all_concrete
-from tapegrad.tape import _refcounts_exact
-from tapegrad.tensor import Tensor, _speedups
-from tapegrad.tree import NAMESPACE, tree_flatten, tree_leaves, tree_paths, tree_unflatten
+from tapegrad.tensor import Tensor
+from tapegrad.tensor import const as _tconst
+from tapegrad.tree import tree_flatten, tree_leaves, tree_paths, tree_unflatten
 
 __all__ = [
     "GradientTransformation",
@@ -144,7 +141,7 @@ def _check_match(where: str, a, a_name: str, b, b_name: str) -> None:
 
 def _zeros(t: Tensor) -> Tensor:
     xp = _backend.backend_of(t._array)
-    return Tensor._const(xp.zeros(t.shape, dtype=t.dtype))
+    return _tconst(xp.zeros(t.shape, dtype=t.dtype))
 
 
 def tree_zeros_like(tree) -> Any:
@@ -183,10 +180,6 @@ def tree_add(a, b) -> Any:
 def _scale_leaf(t: Tensor, factor) -> Tensor:
     if isinstance(factor, Tensor):
         factor = tnp.astype(factor, t.dtype)
-    elif type(factor) is float and _all_concrete(t):
-        arr = t._array
-        if type(arr) is np.ndarray and arr.ndim:  # eager: Mul's forward on the raw array
-            return Tensor._const(arr * factor)
     return tnp.multiply(t, factor)
 
 
@@ -752,13 +745,7 @@ def apply_gradients(tx: GradientTransformation, grads, opt_state, params):
     ``apply_gradients(tx, grads, opt_state, params)`` returns exactly what
     ``updates, opt_state = tx.update(grads, opt_state, params)`` followed by
     ``apply_updates(params, updates)`` gives (Flax's ``TrainState.apply_gradients``), and is
-    just as pure: nothing the caller holds changes. It is faster, because the updates never
-    leave this call: where an update leaf is a fresh array that nothing else references (the
-    last step of ``sgd``, ``adam`` and ``adamw``, ``-learning_rate * ...``, makes one), the
-    new parameter is written into that array (``u += p``) instead of into a second new array.
-    That is one allocation and two passes over each parameter, as an in-place
-    ``p -= lr * g``. Update leaves that something else references (a momentum buffer the
-    state keeps, the gradients themselves) are added out of place.
+    just as pure: nothing the caller holds changes.
 
     Args:
         tx: A :class:`GradientTransformation` (``optim.sgd(...)``, a ``chain``, ...).
@@ -784,114 +771,6 @@ def apply_gradients(tx: GradientTransformation, grads, opt_state, params):
         >>> params["w"].numpy().round(6).tolist()
         [0.7, -2.4]
     """
-    if type(tx) is Chain and tx.transforms and type(tx.transforms[-1]) is ScaleByLearningRate:
-        # The last step is ``-lr * u``: fused with the addition, ``p + (-lr) * u`` goes
-        # straight into the product's fresh array, without the updates pytree in between.
-        k = len(tx.transforms) - 1
-        u, states = tx._update_first(k, grads, opt_state, params)
-        factor, last = tx.transforms[k]._factor(opt_state[k])
-        states.append(last)
-        new_params = _add_scaled(params, u, factor)
-        if new_params is not None:
-            return new_params, tuple(states)
-        return apply_updates(params, tree_scale(u, factor)), tuple(states)
     updates, new_state = tx.update(grads, opt_state, params)
-    lp, tp = tree_flatten(params)
-    lu, tu = tree_flatten(updates)
-    if tp != tu:
-        return apply_updates(params, updates), new_state  # raises the structure error
-    if not all(map(_same_float_tensors, lp, lu)):  # the general path checks and converts
-        return apply_updates(params, tree_unflatten(tu, lu)), new_state
-    del updates  # from here the flat list holds the only references to the update leaves
-    return tree_unflatten(tp, [_add_into_update(lp[i], lu, i) for i in range(len(lp))]), new_state
+    return apply_updates(params, updates), new_state
 
-
-def _add_scaled(params, u, factor):
-    """``p + u * factor`` leafwise, as ``tree_scale`` then ``apply_updates`` compute it, for
-    concrete floating NumPy Tensors of matching structure, shapes and dtypes with a Python
-    float ``factor``; ``None`` for anything else (the caller then takes the general path,
-    which converts or raises)."""
-    if type(factor) is not float or not _all_concrete():
-        return None
-    lp, tp = optree.tree_flatten(params, namespace=NAMESPACE)  # tree_flatten, one frame less
-    try:  # u's leaves along params' structure: a tenth of a second flatten's cost
-        lu = tp.flatten_up_to(u)
-    except (ValueError, TypeError):  # another structure: the general path names it
-        return None
-    out = (_add_scaled_py if _speedups is None else _speedups.add_scaled)(lp, lu, factor)
-    return None if out is None else tp.unflatten(out)
-
-
-def _add_scaled_py(lp: list, lu: list, factor: float) -> list | None:
-    """``[Tensor(u * factor + p)]`` for parameter and update leaves ``lp``, ``lu``: concrete
-    NumPy Tensors of one real floating dtype and one shape (at least 1-d) pairwise; ``None``
-    when any pair is something else. The compiled ``add_scaled`` (src/tapegrad/_speedups.c)
-    replaces this loop when built."""
-    out = []
-    for p, g in zip(lp, lu):  # a subtree of u where params has a leaf is not a Tensor
-        if type(p) is not Tensor or type(g) is not Tensor or p._level or g._level:
-            return None
-        pa, ga = p._array, g._array
-        if (
-            type(pa) is not np.ndarray
-            or type(ga) is not np.ndarray
-            or pa.dtype != ga.dtype
-            or pa.dtype.kind != "f"
-            or pa.shape != ga.shape
-            or not pa.ndim
-        ):
-            return None
-        new = ga * factor  # the scaled update, a fresh array ...
-        new += pa  # ... into which the parameter is added
-        out.append(new)
-    return [Tensor._const(a) for a in out]
-
-
-def _same_float_tensors(p, u) -> bool:
-    """Whether parameter ``p`` and update ``u`` are floating Tensors of one shape and dtype."""
-    return (
-        type(p) is Tensor
-        and type(u) is Tensor
-        and p.dtype == u.dtype
-        and p.dtype.kind == "f"
-        and p.shape == u.shape
-    )
-
-
-def _add_into_update(p: Tensor, lu: list, i: int) -> Tensor:
-    """``p + lu[i]`` for a floating Tensor parameter and a Tensor update of its shape and
-    dtype. Written into the update's own array when nothing but ``lu`` references the update
-    and nothing but the update references its array (a fresh, writable, first-order NumPy
-    array owning its data), so no one can see the change."""
-    u = lu[i]
-    ua = u._array
-    if (
-        type(ua) is np.ndarray
-        and type(p._array) is np.ndarray
-        and not u._level
-        and not p._level
-        and ua.base is None
-        and ua.flags.writeable
-    ):
-        counts = (sys.getrefcount(u), sys.getrefcount(ua))
-        if counts == _PRIVATE_UPDATE:
-            np.add(ua, p._array, out=ua)
-            return u
-        if _PRIVATE_UPDATE is None:  # calibrating (below)
-            _PRIVATE_SEEN.append(counts)
-    return tnp.add(p, u)
-
-
-def _calibrate_private_update() -> tuple:
-    """The reference counts :func:`_add_into_update` sees for an update held only by the flat
-    list, measured by calling it as :func:`apply_gradients` does: interpreters differ in which
-    stack references they count, and a count that does not match only ever disables the
-    in-place path."""
-    lu = [Tensor._const(np.zeros(2))]
-    _add_into_update(Tensor._const(np.zeros(2)), lu, 0)
-    return _PRIVATE_SEEN.pop()
-
-
-_PRIVATE_UPDATE = None
-_PRIVATE_SEEN: list = []
-_PRIVATE_UPDATE = _calibrate_private_update() if _refcounts_exact() else (-1, -1)

@@ -1,0 +1,515 @@
+"""tapegrad on code written the way users write it, beside hand-written NumPy, PyTorch and JAX.
+
+Every workload is spelled as a user would write it, through the ordinary public API, with no
+fused helper made for the benchmark:
+
+- **chain**: 16-element float64 arrays; per step ``y = tanh(y * w + c)``,
+  ``y = logaddexp(y, 0.0)`` (a Python scalar), ``total = total + sum(y)`` accumulated from the
+  Python float ``0.0``: 6 ops per step. Forward+backward per op, under ``grad`` and
+  ``jit(grad)``.
+- **mlp**: MLP 784-512-512-10, batch 128, float32; ReLU as ``tnp.maximum(h, 0.0)``; the loss a
+  log-softmax cross-entropy written with ``tnp.max``/``exp``/``sum``/``log`` and integer
+  indexing; the update ``[p - lr * g for p, g in zip(params, grads)]``. One training step,
+  eager and under ``jit``.
+- **hvp**: the same MLP loss; a Hessian-vector product written
+  ``grad(lambda p: vdot(grad(loss)(p), v))`` (the sum of ``tnp.sum(g * v)`` over the leaves),
+  as a ratio to one ``grad``.
+- **cnn**: conv3x3(16)-relu-pool2-conv3x3(32)-relu-pool2-linear on 64x1x28x28, float32, through
+  ``nn.functional`` (``conv2d``, ``relu``, ``max_pool2d``, ``linear``, ``cross_entropy``) and the
+  plain update.
+- **memory**: peak bytes (tracemalloc) of one forward+backward of a 50-layer width-256 ReLU MLP
+  (batch 256, float32), eager and under ``jit``.
+
+All times are ratios measured in one run, in interleaved rounds of process CPU time (each
+round times every column once; each keeps its best round), single thread pinned to one core.
+Never quote a lone absolute time from this script: the machines are noisy.
+
+Run: ``python bench/user_code.py [--only chain,mlp,hvp,cnn,memory] [--repeat 7]``.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS"):
+    os.environ[_v] = "1"
+os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+if hasattr(os, "sched_setaffinity"):
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import tracemalloc  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _util import best_times_interleaved, optional, steady_allocator, table  # noqa: E402
+
+import tapegrad as tg  # noqa: E402
+import tapegrad.numpy as tnp  # noqa: E402
+from tapegrad.nn import functional as F  # noqa: E402
+
+LR = 0.01
+CLOCK = time.process_time
+
+
+# -- chain -------------------------------------------------------------------------------------
+def tg_chain(x, w, c, steps):
+    total = 0.0
+    y = x
+    for _ in range(steps):
+        y = tnp.tanh(y * w + c)
+        y = tnp.logaddexp(y, 0.0)
+        total = total + tnp.sum(y)
+    return total
+
+
+def np_chain_grad(x, w, c, steps):
+    """Hand-written forward and backward of :func:`tg_chain` with respect to ``x``."""
+    ys = []
+    y = x
+    total = 0.0
+    for _ in range(steps):
+        t = np.tanh(y * w + c)
+        y = np.logaddexp(t, 0.0)
+        ys.append((t, y))
+        total = total + y.sum()
+    g = np.zeros_like(x)
+    for t, _ in reversed(ys):
+        g = g + 1.0  # d total / d y of this step, plus what flows from later steps
+        g = g * (1.0 / (1.0 + np.exp(-t)))  # logaddexp(t, 0)' = sigmoid(t)
+        g = g * (1.0 - t * t) * w
+    return total, g
+
+
+def chain_bench(repeat, steps=100):
+    rng = np.random.default_rng(0)
+    x, w, c = (rng.standard_normal(16) * 0.5 for _ in range(3))
+    X, W, C = tg.Tensor(x), tg.Tensor(w), tg.Tensor(c)
+    n_ops = 6 * steps
+    ref = np_chain_grad(x, w, c, steps)[1]
+    cols = {"NumPy (hand-written)": lambda: np_chain_grad(x, w, c, steps)}
+    g = tg.grad(lambda X: tg_chain(X, W, C, steps))
+    np.testing.assert_allclose(g(X).numpy(), ref, rtol=1e-9)
+    cols["tapegrad grad"] = lambda: g(X)
+    jg = tg.jit(g)
+    np.testing.assert_allclose(jg(X).numpy(), ref, rtol=1e-9)
+    cols["tapegrad jit(grad)"] = lambda: jg(X)
+    torch = optional("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+        tx, tw, tc = (torch.tensor(a) for a in (x, w, c))
+
+        def torch_fb():
+            xx = tx.clone().requires_grad_(True)
+            total = 0.0
+            y = xx
+            for _ in range(steps):
+                y = torch.tanh(y * tw + tc)
+                y = torch.logaddexp(y, torch.tensor(0.0, dtype=y.dtype))
+                total = total + torch.sum(y)
+            total.backward()
+            return xx.grad
+
+        np.testing.assert_allclose(torch_fb().numpy(), ref, rtol=1e-9)
+        cols["PyTorch eager"] = torch_fb
+    jax = optional("jax")
+    if jax is not None:
+        jax.config.update("jax_enable_x64", True)
+        import jax.numpy as jnp
+
+        def jloss(xx):
+            total = 0.0
+            y = xx
+            for _ in range(steps):
+                y = jnp.tanh(y * w + c)
+                y = jnp.logaddexp(y, 0.0)
+                total = total + jnp.sum(y)
+            return total
+
+        jj = jax.jit(jax.grad(jloss))
+        jx = jnp.asarray(x)
+        np.testing.assert_allclose(np.asarray(jj(jx)), ref, rtol=1e-9)
+        cols["JAX jit(grad)"] = lambda: jj(jx).block_until_ready()
+    times = dict(zip(cols, best_times_interleaved(list(cols.values()), repeat, 3, CLOCK)))
+    base = times["NumPy (hand-written)"]
+    torch_t = times.get("PyTorch eager")
+    rows = []
+    for name, t in times.items():
+        rows.append(
+            [
+                name,
+                f"{t / base:.2f}x",
+                "-" if torch_t is None else f"{t / torch_t:.2f}x",
+            ]
+        )
+    head = f"Chain of {n_ops} small ops (16 float64 elements), forward+backward"
+    return head, table(rows, ["implementation", "vs NumPy", "vs PyTorch eager"]), times
+
+
+# -- MLP -----------------------------------------------------------------------------------------
+def init_mlp(rng, sizes):
+    return [
+        (
+            (rng.standard_normal((i, o)) * np.sqrt(2.0 / i)).astype(np.float32),
+            np.zeros(o, np.float32),
+        )
+        for i, o in zip(sizes[:-1], sizes[1:])
+    ]
+
+
+def tg_mlp_loss(params, x, y):
+    h = x
+    for w, b in params[:-1]:
+        h = tnp.maximum(h @ w + b, 0.0)
+    w, b = params[-1]
+    logits = h @ w + b
+    m = tnp.max(logits, axis=1, keepdims=True)
+    z = logits - m
+    logp = z - tnp.log(tnp.sum(tnp.exp(z), axis=1, keepdims=True))
+    return -tnp.mean(logp[tnp.arange(x.shape[0]), y])
+
+
+def tg_sgd_step(params, x, y):
+    loss, grads = tg.value_and_grad(tg_mlp_loss)(params, x, y)
+    new = [(w - LR * gw, b - LR * gb) for (w, b), (gw, gb) in zip(params, grads)]
+    return loss, new
+
+
+def np_mlp_step(params, x, y, lr):
+    """Hand-written forward, backward and in-place SGD (the floor)."""
+    acts = [x]
+    a = x
+    for i, (w, b) in enumerate(params):
+        a = a @ w
+        a += b
+        if i < len(params) - 1:
+            np.maximum(a, 0.0, out=a)
+            acts.append(a)
+    n = a.shape[0]
+    m = a.max(axis=1, keepdims=True)
+    e = np.exp(a - m)
+    s = e.sum(axis=1, keepdims=True)
+    loss = float(np.mean(np.log(s[:, 0]) + m[:, 0] - a[np.arange(n), y]))
+    g = e / s
+    g[np.arange(n), y] -= 1.0
+    g /= n
+    grads = [None] * len(params)
+    for i in range(len(params) - 1, -1, -1):
+        w, _ = params[i]
+        grads[i] = (acts[i].T @ g, g.sum(axis=0))
+        if i > 0:
+            g = g @ w.T
+            g *= acts[i] > 0
+    if lr:
+        for (w, b), (gw, gb) in zip(params, grads):
+            w -= lr * gw
+            b -= lr * gb
+    return loss, grads
+
+
+def _carry(step, params, batch):
+    state = [params]
+
+    def run():
+        loss, state[0] = step(state[0], *batch)
+        return loss
+
+    return run
+
+
+def mlp_data():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((128, 784)).astype(np.float32)
+    y = rng.integers(0, 10, 128)
+    return init_mlp(rng, (784, 512, 512, 10)), x, y
+
+
+def torch_mlp(torch, init, x, y):
+    torch.set_num_threads(1)
+    tp = [(torch.tensor(w).requires_grad_(), torch.tensor(b).requires_grad_()) for w, b in init]
+    opt = torch.optim.SGD([t for p in tp for t in p], lr=LR)
+    tx_, ty_ = torch.tensor(x), torch.tensor(y)
+
+    def loss_fn():
+        h = tx_
+        for w, b in tp[:-1]:
+            h = torch.relu(h @ w + b)
+        w, b = tp[-1]
+        return torch.nn.functional.cross_entropy(h @ w + b, ty_)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step, loss_fn, tp
+
+
+def mlp_bench(repeat):
+    init, x, y = mlp_data()
+    ref = np_mlp_step([(w.copy(), b.copy()) for w, b in init], x, y, 0)[0]
+    np_params = [(w.copy(), b.copy()) for w, b in init]
+    cols = {"NumPy (hand-written)": lambda: np_mlp_step(np_params, x, y, LR)}
+    tparams = [(tg.Tensor(w), tg.Tensor(b)) for w, b in init]
+    batch = (tg.Tensor(x), tg.Tensor(y))
+    first = float(tg_sgd_step(tparams, *batch)[0])
+    assert np.isclose(first, ref, rtol=2e-4), (first, ref)
+    cols["tapegrad"] = _carry(tg_sgd_step, tparams, batch)
+    jstep = tg.jit(tg_sgd_step)
+    assert np.isclose(float(jstep(tparams, *batch)[0]), ref, rtol=2e-4)
+    cols["tapegrad jit(step)"] = _carry(jstep, tparams, batch)
+    torch = optional("torch")
+    if torch is not None:
+        step, loss_fn, _ = torch_mlp(torch, init, x, y)
+        with torch.no_grad():
+            assert np.isclose(float(loss_fn()), ref, rtol=2e-4)
+        cols["PyTorch eager"] = step
+    jax = optional("jax")
+    if jax is not None:
+        import jax.numpy as jnp
+
+        def jloss(params, x, y):
+            h = x
+            for w, b in params[:-1]:
+                h = jnp.maximum(h @ w + b, 0.0)
+            w, b = params[-1]
+            logits = h @ w + b
+            logp = logits - jax.scipy.special.logsumexp(logits, axis=1, keepdims=True)
+            return -jnp.mean(logp[jnp.arange(x.shape[0]), y])
+
+        @jax.jit
+        def jstep_(params, x, y):
+            loss, grads = jax.value_and_grad(jloss)(params, x, y)
+            return loss, jax.tree_util.tree_map(lambda p, g: p - LR * g, params, grads)
+
+        jp = [(jnp.asarray(w), jnp.asarray(b)) for w, b in init]
+        jb = (jnp.asarray(x), jnp.asarray(y))
+        assert np.isclose(float(jstep_(jp, *jb)[0]), ref, rtol=2e-4)
+        run = _carry(jstep_, jp, jb)
+        cols["JAX jit(step)"] = lambda: run().block_until_ready()
+    times = dict(zip(cols, best_times_interleaved(list(cols.values()), repeat, 5, CLOCK)))
+    return times
+
+
+# -- hvp/grad --------------------------------------------------------------------------------------
+def hvp_bench(repeat):
+    init, x, y = mlp_data()
+    tparams = [(tg.Tensor(w), tg.Tensor(b)) for w, b in init]
+    rng = np.random.default_rng(3)
+    vs = [
+        (tg.Tensor(rng.standard_normal(w.shape).astype(np.float32)), tg.Tensor(np.ones_like(b)))
+        for w, b in init
+    ]
+    batch = (tg.Tensor(x), tg.Tensor(y))
+    grad_fn = tg.grad(tg_mlp_loss)
+
+    def hvp(p):
+        def gv(p):
+            gs = grad_fn(p, *batch)
+            total = 0.0
+            for (gw, gb), (vw, vb) in zip(gs, vs):
+                total = total + tnp.sum(gw * vw) + tnp.sum(gb * vb)
+            return total
+
+        return tg.grad(gv)(p)
+
+    cols = {"grad": lambda: grad_fn(tparams, *batch), "hvp": lambda: hvp(tparams)}
+    jhvp = tg.jit(hvp)
+    jgrad = tg.jit(lambda p: grad_fn(p, *batch))
+    cols["jit(grad)"] = lambda: jgrad(tparams)
+    cols["jit(hvp)"] = lambda: jhvp(tparams)
+    torch = optional("torch")
+    if torch is not None:
+        _, loss_fn, tp = torch_mlp(torch, init, x, y)
+        flat = [t for p in tp for t in p]
+        tv = [torch.tensor(v.numpy()) for p in vs for v in p]
+
+        def t_grad():
+            return torch.autograd.grad(loss_fn(), flat)
+
+        def t_hvp():
+            gs = torch.autograd.grad(loss_fn(), flat, create_graph=True)
+            dot = sum((g * v).sum() for g, v in zip(gs, tv))
+            return torch.autograd.grad(dot, flat)
+
+        cols["PyTorch grad"] = t_grad
+        cols["PyTorch hvp"] = t_hvp
+    jax = optional("jax")
+    if jax is not None:
+        import jax.numpy as jnp
+
+        def jloss(params, x, y):
+            h = x
+            for w, b in params[:-1]:
+                h = jnp.maximum(h @ w + b, 0.0)
+            w, b = params[-1]
+            logits = h @ w + b
+            logp = logits - jax.scipy.special.logsumexp(logits, axis=1, keepdims=True)
+            return -jnp.mean(logp[jnp.arange(x.shape[0]), y])
+
+        jp = [(jnp.asarray(w), jnp.asarray(b)) for w, b in init]
+        jv = [(jnp.asarray(a.numpy()), jnp.asarray(b.numpy())) for a, b in vs]
+        jb = (jnp.asarray(x), jnp.asarray(y))
+        jgr = jax.jit(jax.grad(jloss))
+
+        def jgv(p, v, x, y):
+            gs = jax.grad(jloss)(p, x, y)
+            return sum(jnp.sum(a * c) + jnp.sum(b * d) for (a, b), (c, d) in zip(gs, v))
+
+        jh = jax.jit(jax.grad(jgv))
+        cols["JAX jit(grad)"] = lambda: jax.block_until_ready(jgr(jp, *jb))
+        cols["JAX jit(hvp)"] = lambda: jax.block_until_ready(jh(jp, jv, *jb))
+    return dict(zip(cols, best_times_interleaved(list(cols.values()), repeat, 3, CLOCK)))
+
+
+# -- CNN ---------------------------------------------------------------------------------------
+def cnn_bench(repeat):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from train_step import np_cnn_step  # the hand-written floor, shared with train_step.py
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((64, 1, 28, 28)).astype(np.float32)
+    y = rng.integers(0, 10, 64)
+
+    def he(shape, fan_in):
+        return (rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
+
+    init = {
+        "c1w": he((16, 1, 3, 3), 9),
+        "c1b": np.zeros(16, np.float32),
+        "c2w": he((32, 16, 3, 3), 144),
+        "c2b": np.zeros(32, np.float32),
+        "fw": he((32 * 7 * 7, 10), 32 * 7 * 7),
+        "fb": np.zeros(10, np.float32),
+    }
+    ref = np_cnn_step({k: v.copy() for k, v in init.items()}, x, y, 0)[0]
+    np_params = {k: v.copy() for k, v in init.items()}
+    cols = {"NumPy (hand-written)": lambda: np_cnn_step(np_params, x, y, LR)}
+
+    def loss_fn(p, x, y):
+        h = F.max_pool2d(F.relu(F.conv2d(x, p["c1w"], p["c1b"], padding=1)), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(h, p["c2w"], p["c2b"], padding=1)), 2)
+        return F.cross_entropy(F.linear(h.reshape(h.shape[0], -1), p["fw"], p["fb"]), y)
+
+    def step(p, x, y):
+        loss, g = tg.value_and_grad(loss_fn)(p, x, y)
+        return loss, {k: p[k] - LR * g[k] for k in p}
+
+    tparams = {k: tg.Tensor(v) for k, v in init.items()}
+    batch = (tg.Tensor(x), tg.Tensor(y))
+    assert np.isclose(float(step(tparams, *batch)[0]), ref, rtol=2e-4)
+    cols["tapegrad"] = _carry(step, tparams, batch)
+    jstep = tg.jit(step)
+    cols["tapegrad jit(step)"] = _carry(jstep, tparams, batch)
+    torch = optional("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+        tf = torch.nn.functional
+        tp = {k: torch.tensor(v).requires_grad_() for k, v in init.items()}
+        opt = torch.optim.SGD(list(tp.values()), lr=LR)
+        tx_, ty_ = torch.tensor(x), torch.tensor(y)
+
+        def torch_step():
+            opt.zero_grad(set_to_none=True)
+            h = tf.max_pool2d(torch.relu(tf.conv2d(tx_, tp["c1w"], tp["c1b"], padding=1)), 2)
+            h = tf.max_pool2d(torch.relu(tf.conv2d(h, tp["c2w"], tp["c2b"], padding=1)), 2)
+            loss = tf.cross_entropy(h.flatten(1) @ tp["fw"] + tp["fb"], ty_)
+            loss.backward()
+            opt.step()
+            return loss
+
+        cols["PyTorch eager"] = torch_step
+    return dict(zip(cols, best_times_interleaved(list(cols.values()), repeat, 3, CLOCK)))
+
+
+# -- memory ------------------------------------------------------------------------------------
+def memory_bench():
+    rng = np.random.default_rng(2)
+    sizes = (256,) * 50 + (10,)
+    x = rng.standard_normal((256, 256)).astype(np.float32)
+    y = rng.integers(0, 10, 256)
+    init = init_mlp(rng, sizes)
+    tparams = [(tg.Tensor(w), tg.Tensor(b)) for w, b in init]
+    batch = (tg.Tensor(x), tg.Tensor(y))
+    g = tg.grad(tg_mlp_loss)
+    jg = tg.jit(g)
+    runs = {
+        "NumPy (hand-written)": lambda: np_mlp_step(init, x, y, 0)[1],
+        "tapegrad": lambda: g(tparams, *batch),
+        "tapegrad jit(grad)": lambda: jg(tparams, *batch),
+    }
+    torch = optional("torch")
+    peaks = {}
+    for name, fn in runs.items():
+        fn()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        out = fn()
+        peaks[name] = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.stop()
+        del out
+    del torch
+    return peaks
+
+
+def ratio_rows(times, base_name):
+    base = times[base_name]
+    return [[n, f"{t / base:.2f}x"] for n, t in times.items()]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeat", type=int, default=7, help="interleaved rounds; the best counts")
+    p.add_argument("--only", default="chain,mlp,hvp,cnn,memory")
+    p.add_argument("--markdown", default=None, help="also write the tables to this file")
+    args = p.parse_args(argv)
+    parts = set(args.only.split(","))
+    steady_allocator()
+    out = []
+    if "chain" in parts:
+        head, tab, _ = chain_bench(args.repeat)
+        out += [head, "", tab, ""]
+    if "mlp" in parts:
+        t = mlp_bench(args.repeat)
+        out += ["MLP 784-512-512-10 training step, batch 128, float32", ""]
+        out += [table(ratio_rows(t, "NumPy (hand-written)"), ["step", "vs NumPy"]), ""]
+    if "hvp" in parts:
+        t = hvp_bench(args.repeat)
+        rows = [["tapegrad hvp / grad", f"{t['hvp'] / t['grad']:.2f}"]]
+        rows.append(["tapegrad jit(hvp) / jit(grad)", f"{t['jit(hvp)'] / t['jit(grad)']:.2f}"])
+        rows.append(["tapegrad jit(hvp) / eager grad", f"{t['jit(hvp)'] / t['grad']:.2f}"])
+        if "PyTorch hvp" in t:
+            rows.append(["PyTorch hvp / grad", f"{t['PyTorch hvp'] / t['PyTorch grad']:.2f}"])
+        if "JAX jit(hvp)" in t:
+            rows.append(["JAX jit hvp / grad", f"{t['JAX jit(hvp)'] / t['JAX jit(grad)']:.2f}"])
+        out += ["Hessian-vector product of the MLP loss, as a ratio to one gradient", ""]
+        out += [table(rows, ["", "ratio"]), ""]
+    if "cnn" in parts:
+        t = cnn_bench(args.repeat)
+        out += ["CNN training step, batch 64x1x28x28, float32", ""]
+        rows = ratio_rows(t, "NumPy (hand-written)")
+        if "PyTorch eager" in t:
+            for r in rows:
+                r.append(f"{t[r[0]] / t['PyTorch eager']:.2f}x")
+        out += [table(rows, ["step", "vs NumPy", "vs PyTorch eager"][: len(rows[0])]), ""]
+    if "memory" in parts:
+        peaks = memory_bench()
+        base = peaks["NumPy (hand-written)"]
+        out += ["Peak memory of one forward+backward, 50-layer width-256 MLP, batch 256", ""]
+        out += [table([[n, f"{v / base:.2f}x"] for n, v in peaks.items()], ["", "vs NumPy"])]
+    text = "\n".join(out)
+    print(text)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
