@@ -437,7 +437,7 @@ def test_tangent_shape_and_dtype_mismatch():
 
 
 def test_integer_primals_are_a_clear_error():
-    with pytest.raises(TypeError, match=r"primals\[0\], which has dtype int64.*only floating and complex"):
+    with pytest.raises(TypeError, match=r"primals\[0\], which has dtype int64.*only floating"):
         tg.jvp(lambda i: i * 2, (tg.Tensor(np.arange(3)),), (tg.Tensor(np.arange(3)),))
     with pytest.raises(TypeError, match="jacfwd: cannot differentiate with respect to primals"):
         tg.jacfwd(lambda i: i * 2)(tg.Tensor(np.arange(3)))
@@ -496,5 +496,5 @@ def test_linearize_checks_python_decisions_on_tangents():
     _, f_jvp = tg.linearize(lambda x: SignedScale.apply(x), x)
     ones = tg.Tensor(np.ones(3))
     np.testing.assert_allclose(f_jvp(ones).numpy(), 2 * np.ones(3))
-    with pytest.raises(tg.GuardError, match="linearize: jvp_fn: the recording took a Python decision"):
+    with pytest.raises(tg.GuardError, match="linearize: jvp_fn: the recording took a Python"):
         f_jvp(-ones)
