@@ -149,6 +149,31 @@ OPS = [
     Op("gelu_tanh", lambda x: tnp.gelu(x, approximate="tanh"), _gelu_tanh, (ANY,)),
     # the NaN-safety building block of the backward rules (equals a * b for finite values)
     Op("mul_no_nan", MulNoNan.apply, np.multiply, (ANY, ANY)),
+    # more of NumPy's ufuncs
+    Op("exp2", tnp.exp2, np.exp2, (ANY,)),
+    Op("cbrt", tnp.cbrt, np.cbrt, (NONZERO,)),
+    Op("fabs", tnp.fabs, np.fabs, (NONZERO,)),
+    Op("positive", tnp.positive, np.positive, (ANY,)),
+    Op("deg2rad", tnp.deg2rad, np.deg2rad, (ANY,)),
+    Op("rad2deg", tnp.rad2deg, np.rad2deg, (ANY,)),
+    Op("trunc", tnp.trunc, np.trunc, (dom(exclude=INTS),)),
+    Op("rint", tnp.rint, np.rint, (dom(exclude=HALVES),)),
+    Op("logaddexp2", tnp.logaddexp2, np.logaddexp2, (ANY, ANY)),
+    Op("fmax", tnp.fmax, np.fmax, (dom(exclude=INTS), ints())),
+    Op("fmin", tnp.fmin, np.fmin, (dom(exclude=INTS), ints())),
+    Op("fmod", tnp.fmod, np.fmod, (dom(exclude=INTS), ints(1, 3))),
+    Op("copysign", tnp.copysign, np.copysign, (NONZERO, NONZERO)),
+    Op("float_power", tnp.float_power, np.float_power, (dom(0.3, 3.0), dom(-2.0, 2.0)),
+       rtol32=1e-12),
+    Op("heaviside", tnp.heaviside, np.heaviside, (NONZERO, ANY)),
+    Op("nextafter", tnp.nextafter, np.nextafter, (ANY, ANY)),
+    Op("ldexp", lambda x, e: tnp.ldexp(x, tnp.astype(tnp.rint(e), np.int64)),
+       lambda x, e: np.ldexp(x, np.rint(e).astype(np.int64)), (ANY, ints())),
+    Op("real", tnp.real, np.real, (ANY,)),
+    Op("imag", tnp.imag, np.imag, (ANY,)),
+    Op("conj", tnp.conj, np.conj, (ANY,)),
+    Op("angle", tnp.angle, np.angle, (NONZERO,)),
+    Op("astype", lambda x: tnp.astype(x, np.float64), lambda x: x.astype(np.float64), (ANY,)),
 ]
 
 OP_IDS = [op.name for op in OPS]
@@ -269,10 +294,12 @@ def test_table_covers_every_differentiable_elementwise_function():
     names = {op.name for op in OPS}
     no_grad = {
         "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
-        "logical_or", "logical_xor", "logical_not", "isfinite", "isnan", "isinf",
+        "logical_or", "logical_xor", "logical_not", "isfinite", "isnan", "isinf", "signbit",
+        "isneginf", "isposinf", "isreal", "iscomplex", "bitwise_and", "bitwise_or",
+        "bitwise_xor", "invert", "bitwise_not", "left_shift", "right_shift", "gcd", "lcm",
     }  # fmt: skip
     aliases = {"pow", "asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "absolute",
-               "around", "true_divide", "mod"}  # fmt: skip
+               "around", "true_divide", "mod", "fix", "radians", "degrees", "conjugate"}  # fmt: skip
     missing = [
         n
         for n in ew.__all__

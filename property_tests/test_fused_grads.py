@@ -1,12 +1,14 @@
-"""The fused backward primitives (TanhGrad, ReluGrad, ExtremumGrad, DivNoNan, MulNoNan, SumGrad)
+"""The fused backward primitives (UnaryGrad, BinaryGrad, ReluGrad, ExtremumGrad, DivNoNan, MulNoNan, SumGrad)
 as functions in their own right: forward against the NumPy formula, gradients at orders 1 and 2."""
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import tapegrad as tg
 from tapegrad import ops
+from tapegrad.ops.elementwise import BINARY, UNARY, array_ns
 from tapegrad.testing import check_grads
 from tapegrad.testing.strategies import arrays, broadcastable_shapes, floats_in
 
@@ -18,12 +20,43 @@ def _pair(data, lo=-2.0, hi=2.0):
     return a, b
 
 
+_DOMAINS = {"arccosh": (1.2, 2.0)}
+_SMOOTH_UNARY = [r for r in UNARY if r.deriv is not None and not r.piecewise]
+_SMOOTH_BINARY = [r for r in BINARY if r.dx is not None and not r.piecewise]
+
+
+@pytest.mark.parametrize("row", _SMOOTH_UNARY, ids=[r.name for r in _SMOOTH_UNARY])
 @given(data=st.data())
-def test_tanh_grad(data):
-    g, y = _pair(data, -0.9, 0.9)
-    out = ops.TanhGrad.apply(tg.Tensor(g), tg.Tensor(y))
-    np.testing.assert_allclose(out.numpy(), g * (1 - y * y), rtol=1e-13)
-    check_grads(ops.TanhGrad.apply, (tg.Tensor(g), tg.Tensor(y)), order=2)
+def test_unary_grad(row, data):
+    # g * f'(x) from the row's formula, as a function of g, x and out taken independently
+    lo, hi = _DOMAINS.get(row.name, (0.2, 0.8))
+    g, x = _pair(data, lo, hi)
+    out = np.asarray(getattr(tg.numpy, row.name)(tg.Tensor(x)).numpy())
+    res = ops.UnaryGrad.apply(tg.Tensor(g), tg.Tensor(x), tg.Tensor(out), row=row)
+    want = g * row.deriv(array_ns(np), x, out)
+    np.testing.assert_allclose(res.numpy(), want, rtol=1e-12)
+    check_grads(
+        lambda g, x, o: ops.UnaryGrad.apply(g, x, o, row=row),
+        (tg.Tensor(g), tg.Tensor(x), tg.Tensor(out)), order=2, modes=("fwd", "rev"),
+    )
+
+
+@pytest.mark.parametrize("row", _SMOOTH_BINARY, ids=[r.name for r in _SMOOTH_BINARY])
+@given(data=st.data(), wrt=st.sampled_from([0, 1]))
+def test_binary_grad(row, data, wrt):
+    g, x = _pair(data, 0.5, 2.0)
+    y = data.draw(arrays(x.shape, np.float64, floats_in(0.5, 2.0)))
+    out = getattr(tg.numpy, row.name)(tg.Tensor(x), tg.Tensor(y)).numpy()
+    if wrt == 1 and row.dy is None or wrt == 0 and row.dx is None:
+        return
+    d = row.dx if wrt == 0 else row.dy
+    res = ops.BinaryGrad.apply(tg.Tensor(g), tg.Tensor(x), tg.Tensor(y), tg.Tensor(out),
+                               row=row, wrt=wrt)
+    np.testing.assert_allclose(res.numpy(), g * d(array_ns(np), x, y, out), rtol=1e-12)
+    check_grads(
+        lambda g, x, y, o: ops.BinaryGrad.apply(g, x, y, o, row=row, wrt=wrt),
+        (tg.Tensor(g), tg.Tensor(x), tg.Tensor(y), tg.Tensor(out)), order=2,
+    )
 
 
 @given(data=st.data())

@@ -23,7 +23,9 @@ from contextlib import contextmanager
 import numpy as np
 
 from tapegrad import backend as _backend
-from tapegrad import lazy as _lazy
+from tapegrad.lazy import _GLOBAL as _LAZY_GLOBAL
+from tapegrad.lazy import LazyArray, defer, realize_array
+from tapegrad.lazy import _state as _lazy_state
 from tapegrad.tensor import Tensor, caller_line, const
 
 __all__ = [
@@ -118,8 +120,8 @@ def debug_nans(enabled: bool = True):
         ...     try:
         ...         tg.grad(lambda x: tnp.sum(tnp.sqrt(x * x)))(tg.Tensor([0.0, 1.0]))
         ...     except FloatingPointError as e:
-        ...         print(str(e).split(":")[0])
-        div_no_nan in the backward of sqrt
+        ...         print(str(e).split(" made")[0])
+        the backward of sqrt (its op unary_grad)
     """
     st = _state
     previous = st.debug
@@ -130,6 +132,37 @@ def debug_nans(enabled: bool = True):
     finally:
         st.debug = previous
         st.fast = st.quiet > 0 and not st.debug
+
+
+try:  # NumPy 2: the floating-point error state is a context variable; setting it is cheap
+    from numpy._core._ufunc_config import _extobj_contextvar as _fp_state
+
+    with np.errstate(all="ignore"):
+        _QUIET = _fp_state.get()
+except ImportError:  # pragma: no cover - NumPy 1.x
+    _fp_state = None
+
+
+class _Quiet:
+    """``with _Quiet():`` runs NumPy with floating-point warnings off (``np.errstate``, set
+    directly on NumPy's context variable where NumPy 2 has one: a tenth of the cost)."""
+
+    __slots__ = ("token", "cm")
+
+    def __enter__(self):
+        if _fp_state is not None:
+            self.token = _fp_state.set(_QUIET)
+        else:  # pragma: no cover - NumPy 1.x
+            self.cm = np.errstate(all="ignore")
+            self.cm.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if _fp_state is not None:
+            _fp_state.reset(self.token)
+        else:  # pragma: no cover - NumPy 1.x
+            self.cm.__exit__(*exc)
+        return False
 
 
 @contextmanager
@@ -143,7 +176,7 @@ def transform_scope():
         finally:
             st.quiet -= 1
         return
-    with np.errstate(all="ignore"):
+    with _Quiet():
         st.quiet = 1
         st.fast = not st.debug
         try:
@@ -253,7 +286,7 @@ def run_forward(cls, ctx, arrays, params):
         if st.quiet:
             out = cls.forward(ctx, *arrays, **params)
         else:
-            with np.errstate(all="ignore"):
+            with _Quiet():
                 out = cls.forward(ctx, *arrays, **params)
     except (ValueError, TypeError, IndexError) as e:
         raise cls._explain(e, arrays, params) from e
@@ -277,13 +310,13 @@ def _check_finite(cls, arrays, out) -> None:
         f"{tuple(a.shape)} {a.dtype}" if hasattr(a, "shape") else repr(a) for a in arrays
     )
     bad = next(o for o in outs if _nonfinite(o))
-    kind = "NaN" if bool(_backend.backend_of(bad).isnan(bad).any()) else "infinity"
+    kind = "a NaN" if bool(_backend.backend_of(bad).isnan(bad).any()) else "an infinity"
     if where is None:
-        origin, site = "forward", caller_line()
+        what, site = f"{cls._name()} (forward rule)", caller_line()
     else:
-        origin, site = f"in the backward of {where[0]}", where[1]
+        what, site = f"the backward of {where[0]} (its op {cls._name()})", where[1]
     raise FloatingPointError(
-        f"{cls._name()} {origin}: made a {kind} from finite inputs ({desc}); called at {site}. "
+        f"{what} made {kind} from finite inputs ({desc}); the op was called at {site}. "
         "(tg.debug_nans is on: this is the first op that produced one.)"
     )
 
@@ -295,8 +328,8 @@ def _check_devices(cls, arrays: list) -> str:
         ValueError: if the arrays live on different devices, naming the op and both.
     """
     for i, a in enumerate(arrays):
-        if type(a) is _lazy.LazyArray:
-            arrays[i] = _lazy.realize_array(a)
+        if type(a) is LazyArray:
+            arrays[i] = realize_array(a)
     devs = {_backend.device_of(a) for a in arrays if hasattr(a, "shape")}
     if len(devs) > 1:
         raise ValueError(
@@ -405,25 +438,39 @@ class Function:
         """Apply the op: returns a Tensor (or a tuple of Tensors for several outputs)."""
         top = 0
         for a in args:
-            if type(a) is Tensor and a._level > top:
-                top = a._level
-                holder = a
+            if type(a) is Tensor:
+                lv = a._level
+                if lv > top:
+                    top = lv
+                    holder = a
         if top:
-            outs, _, _, multi, _ = holder._trace.record(cls, args, params, None)
-            return outs if multi else outs[0]
-        if _lazy._state.depth or _lazy._GLOBAL["lazy"]:
+            res = holder._trace.record(cls, args, params, None)
+            return res[0] if res[3] else res[0][0]
+        if _lazy_state.depth or _LAZY_GLOBAL["lazy"]:
             deferred = _defer(cls, args, params)
             if deferred is not None:
                 return deferred
+        arrays = []
+        cpu = True
+        for a in args:
+            if type(a) is Tensor:
+                a = a._array
+                if type(a) is not _ndarray:
+                    cpu = False
+            arrays.append(a)
         ctx = _new(Context)
-        arrays = [a._array if type(a) is Tensor else a for a in args]
-        ctx.needs_input_grad = _falses(len(arrays))
-        for a in arrays:
-            if type(a) is not _ndarray and hasattr(a, "shape"):
-                ctx.device = _check_devices(cls, arrays)
-                ctx.backend = _backend.get_backend(ctx.device)
-                break
-        out = run_forward(cls, ctx, arrays, params)
+        n = len(arrays)
+        ctx.needs_input_grad = _FALSES[n] if n < 9 else (False,) * n
+        if not cpu:
+            ctx.device = _check_devices(cls, arrays)
+            ctx.backend = _backend.get_backend(ctx.device)
+        if _state.fast:
+            try:
+                out = cls.forward(ctx, *arrays, **params)
+            except (ValueError, TypeError, IndexError) as e:
+                raise cls._explain(e, arrays, params) from e
+        else:
+            out = run_forward(cls, ctx, arrays, params)
         if type(out) is _ndarray:
             return const(out)
         if type(out) is tuple or type(out) is list:
@@ -448,37 +495,50 @@ class Function:
 def base_apply(cls, values, params, needs):
     """Run ``forward`` on the level-0 ``values`` (Tensors or Python values) for a recording.
 
-    Returns ``(outputs as constants, ctx, saved spec, multi, non-differentiable outputs)``. The
-    saved spec lists what ``forward`` saved: ``(0, k)`` input ``k``, ``(1, k)`` output ``k``,
+    Returns ``(output arrays, ctx, saved spec, multi, non-differentiable outputs)``. The saved
+    spec lists what ``forward`` saved: ``(0, k)`` input ``k``, ``(1, k)`` output ``k``,
     ``(2, value)`` another value, so that each recording level can give its ``backward`` the
     matching Tensors of its own level.
     """
-    arrays = [v._array if type(v) is Tensor else v for v in values]
+    arrays = []
+    cpu = True
+    for v in values:
+        if type(v) is Tensor:
+            v = v._array
+            if type(v) is not _ndarray:
+                cpu = False
+        arrays.append(v)
     ctx = _new(Context)
     ctx.needs_input_grad = needs
-    xp = np
-    for a in arrays:
-        if type(a) is not _ndarray and hasattr(a, "shape"):
-            ctx.device = _check_devices(cls, arrays)
-            xp = ctx.backend = _backend.get_backend(ctx.device)
-            break
-    raw = run_forward(cls, ctx, arrays, params)
-    multi = type(raw) is tuple or type(raw) is list
-    raws = tuple(raw) if multi else (raw,)
-    outs = tuple([const(r if type(r) is _ndarray else as_array(r, xp)) for r in raws])
+    if not cpu:
+        ctx.device = _check_devices(cls, arrays)
+        ctx.backend = _backend.get_backend(ctx.device)
+    if _state.fast:
+        try:
+            raw = cls.forward(ctx, *arrays, **params)
+        except (ValueError, TypeError, IndexError) as e:
+            raise cls._explain(e, arrays, params) from e
+    else:
+        raw = run_forward(cls, ctx, arrays, params)
+    if type(raw) is _ndarray:
+        multi = False
+        raws = given = (raw,)
+    else:  # NumPy scalars (ufuncs on 0-d arrays give them) become 0-d arrays
+        multi = type(raw) is tuple or type(raw) is list
+        given = tuple(raw) if multi else (raw,)
+        raws = tuple([as_array(r, ctx.backend) for r in given])
     d = ctx.__dict__
-    saved = d.pop("_to_save", None)
     spec = ()
-    if saved:
+    if "_to_save" in d:
         sp = []
-        for s in saved:
+        for s in d.pop("_to_save"):
             for k, a in enumerate(arrays):
                 if a is s:
                     sp.append((0, k))
                     break
             else:
-                for k, o in enumerate(raws):
-                    if o is s or outs[k]._array is s:
+                for k, o in enumerate(given):
+                    if o is s:
                         sp.append((1, k))
                         break
                 else:
@@ -486,18 +546,16 @@ def base_apply(cls, values, params, needs):
                                else const(s)))
         spec = tuple(sp)
     nondiff = ()
-    nd = d.pop("_non_diff", None)
-    if nd:
-        nondiff = tuple(
-            [j for j, o in enumerate(raws) if any(o is s or outs[j]._array is s for s in nd)]
-        )
-    return outs, ctx, spec, multi, nondiff
+    if "_non_diff" in d:
+        nd = d.pop("_non_diff")
+        nondiff = tuple([j for j, o in enumerate(given) if any(o is s for s in nd)])
+    return raws, ctx, spec, multi, nondiff
 
 
 def _defer(cls, args, params):
     """Lazy mode: Tensor(s) holding LazyArrays for ``cls.apply(*args, **params)``, or None when
     the op cannot infer its output (it then runs at once)."""
-    if _lazy._state.realizing:
+    if _lazy_state.realizing:
         return None
     shapes = [a._array.shape if type(a) is Tensor else a for a in args]
     dtypes = [a._array.dtype if type(a) is Tensor else a for a in args]
@@ -523,5 +581,5 @@ def _defer(cls, args, params):
         return tuple(as_array(o, xp) for o in outs)
 
     raw = [a._array if type(a) is Tensor else a for a in args]
-    outs = tuple(const(a) for a in _lazy.defer(run, raw, avals, cls._name()))
+    outs = tuple(const(a) for a in defer(run, raw, avals, cls._name()))
     return outs if multi else outs[0]

@@ -92,24 +92,6 @@ def check_guard(g: Guard, array, who: str) -> None:
         )
 
 
-def _level_ctx(ctx0, shared: bool, needs, spec, lowered, outs):
-    """The context of one recording level: the base context's attributes, this level's
-    ``needs_input_grad`` and its saved values as Tensors of the level below."""
-    if shared:
-        ctx = ctx0
-    else:
-        ctx = _new(Context)
-        ctx.__dict__.update(ctx0.__dict__)
-    ctx.needs_input_grad = needs
-    if spec:
-        ctx.saved_tensors = tuple(
-            [lowered[v] if k == 0 else (outs[v] if k == 1 else v) for k, v in spec]
-        )
-    else:
-        ctx.saved_tensors = ()
-    return ctx
-
-
 class Trace:
     """The recorder of one transform (one level). Internal: users see :class:`Tape`.
 
@@ -147,80 +129,107 @@ class Trace:
         ``needs`` is the base context's ``needs_input_grad`` (whether any level wants each
         input's cotangent), worked out by the outermost level (``None`` there).
 
-        Returns ``(outputs, base ctx, saved spec, multi, non-differentiable outputs)``.
+        Returns ``(outputs, base ctx, saved spec, multi, non-differentiable outputs)``; the
+        outputs are Tensors (a tuple).
         """
         level = self.level
+        st = _function._state
         if self.done:
             raise RuntimeError(
                 f"{fn._name()}: an input is a traced value of a transform that has already "
                 "finished (a leaked tracer, for example one stored in a global or a closure "
                 "and used after grad/vjp returned). Pass it as an argument instead."
             )
-        diff = fn.differentiable and level > _function._state.limit
+        diff = fn.differentiable and level > st.limit
         nd = fn.nondiff_argnums
         top_needs = needs is None
         if top_needs:
             needs = []
-        lowered, in_nodes, level_needs = [], [], []
+        lowered, in_nodes, consts, level_needs = [], [], [], []
         active = False
         sub = 0
-        sub_holder = None
         k = 0
         for a in args:
             if type(a) is Tensor:
+                lv = a._level
                 if top_needs:
-                    needs.append(a._level > 0 and k not in nd and a._array.dtype.kind in "fc")
-                if a._level == level:
+                    needs.append(lv > 0 and k not in nd and a._array.dtype.kind in "fc")
+                if lv == level:
                     if a._trace is not self:
                         raise RuntimeError(f"{fn._name()}: inputs from two traces of one level")
                     in_nodes.append(a._node)
+                    consts.append(None)
                     p = a._primal
                     a = p if p is not None else primal_of(a)
                     need = diff and k not in nd and a._array.dtype.kind in "fc"
-                    active = active or need
+                    if need:
+                        active = True
                     level_needs.append(need)
+                    lv = a._level
                 else:
                     in_nodes.append(-1)
+                    consts.append(a)
                     level_needs.append(False)
-                if a._level > sub:
-                    sub = a._level
+                if lv > sub:
+                    sub = lv
                     sub_holder = a
             else:
                 if top_needs:
                     needs.append(False)
                 in_nodes.append(-1)
+                consts.append(a)
                 level_needs.append(False)
             lowered.append(a)
             k += 1
         if top_needs:
             needs = tuple(needs)
         if sub:
-            low = sub_holder._trace.record(fn, lowered, params, needs)
+            louts, ctx0, spec, multi, nondiff = sub_holder._trace.record(fn, lowered, params, needs)
         else:
-            low = base_apply(fn, lowered, params, needs)
-        if not active and not self.replays:
-            return low  # no derivative here: the lower level's values are constants here
-        louts, ctx0, spec, multi, nondiff = low
+            louts, ctx0, spec, multi, nondiff = base_apply(fn, lowered, params, needs)
+        if not active and not self.replays:  # no derivative here: constants at this level
+            if not sub:
+                louts = tuple([const(a) for a in louts])
+            return louts, ctx0, spec, multi, nondiff
+        prims = list(louts) if sub else [None] * len(louts)  # the outputs one level down
         ctx = None
-        if active:
-            ctx = _level_ctx(ctx0, not sub, tuple(level_needs), spec, lowered, louts)
+        if active and not (nondiff and not multi):  # (a lone non-differentiable output: none)
+            if sub:
+                ctx = _new(Context)
+                ctx.__dict__.update(ctx0.__dict__)
+            else:
+                ctx = ctx0
+            ctx.needs_input_grad = tuple(level_needs)
+            if spec:
+                saved = []
+                for kind, v in spec:
+                    if kind == 0:
+                        saved.append(lowered[v])
+                    elif kind == 1:
+                        p = prims[v]
+                        if p is None:
+                            p = prims[v] = const(louts[v])
+                        saved.append(p)
+                    else:
+                        saved.append(v)
+                ctx.saved_tensors = tuple(saved)
+            else:
+                ctx.saved_tensors = ()
             if nondiff:
-                if multi:
-                    ctx._nondiff = nondiff
-                else:  # the only output carries no gradient: nothing flows back
-                    ctx = None
+                ctx._nondiff = nondiff
+            if st.debug:  # where the user called the op, for tg.debug_nans' message
+                ctx._site = caller_line()
         avals = self.avals
-        node = len(avals)
+        first = node = len(avals)
         outs = []
-        for lo in louts:
-            arr = lo._array
+        for j, lo in enumerate(louts):
+            arr = lo._array if sub else lo
             avals.append((arr.shape, arr.dtype))
-            outs.append(make(arr, level, self, node, lo))
+            outs.append(make(arr, level, self, node, prims[j]))
             node += 1
         outs = tuple(outs)
-        consts = tuple([None if n >= 0 else v for n, v in zip(in_nodes, lowered)])
-        out_nodes = tuple(range(node - len(outs), node))
-        self.note(TapeEntry(fn, params, ctx, tuple(in_nodes), consts, out_nodes))
+        self.note(TapeEntry(fn, params, ctx, tuple(in_nodes), tuple(consts),
+                            tuple(range(first, node))))
         return outs, ctx0, spec, multi, nondiff
 
     def note(self, entry: TapeEntry) -> None:
@@ -311,19 +320,24 @@ def backward_pass(entries: list, ct: dict, avals, consume: bool) -> dict:
         if ctx is None:
             continue
         fn, out_nodes = e.fn, e.out_nodes
-        if st.debug:
-            st.backward_of = (fn._name(), "<unknown>")
         if len(out_nodes) == 1:
             g = ct.pop(out_nodes[0], None)
             if g is None:
                 continue
-            grads = fn.backward(ctx, g)
+            gs = (g,)
         else:
-            grads = _multi_backward(e, ct, avals)
-            if grads is None:
+            gs = _multi_cotangents(e, ct, avals)
+            if gs is None:
                 continue
-        if st.debug:
-            st.backward_of = None
+        if st.debug:  # tg.debug_nans: ops inside this rule report "the backward of fn"
+            previous = st.backward_of
+            st.backward_of = (fn._name(), ctx.__dict__.get("_site", "<unknown>"))
+            try:
+                grads = fn.backward(ctx, *gs)
+            finally:
+                st.backward_of = previous
+        else:
+            grads = fn.backward(ctx, *gs)
         if type(grads) is not tuple:
             grads = tuple(grads) if type(grads) is list else (grads,)
         in_nodes = e.in_nodes
@@ -350,21 +364,22 @@ def backward_pass(entries: list, ct: dict, avals, consume: bool) -> dict:
     return ct
 
 
-def _multi_backward(e: TapeEntry, ct: dict, avals):
-    """Backward of an entry with several outputs: pops their cotangents (zeros for missing
+def _multi_cotangents(e: TapeEntry, ct: dict, avals):
+    """The cotangents of an entry with several outputs, popped from ``ct`` (zeros for missing
     ones, none for outputs marked non-differentiable); None when no cotangent reached any."""
     gs = [ct.pop(o, None) for o in e.out_nodes]
     if all(g is None for g in gs):
         return None
-    for j in e.ctx.__dict__.get("_nondiff", ()):
-        gs[j] = None
+    nondiff = e.ctx.__dict__.get("_nondiff", ())
     full = []
-    for g, o in zip(gs, e.out_nodes):
-        if g is None:
+    for j, (g, o) in enumerate(zip(gs, e.out_nodes)):
+        if j in nondiff:
+            g = None
+        elif g is None:
             shape, dtype = avals[o]
             g = const(np.zeros(shape, dtype))
         full.append(g)
-    return e.fn.backward(e.ctx, *full)
+    return full
 
 
 # -- replaying a tape forward on arrays --------------------------------------------------------

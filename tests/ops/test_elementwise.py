@@ -32,7 +32,7 @@ def grad_of(f, x):
         (tnp.hypot, "hypot"),
         (tnp.arctan2, "arctan2"),
         (tnp.logical_and, "logical_and"),
-        (tnp.less, "compare"),
+        (tnp.less, "less"),
     ],
 )
 def test_shape_mismatch_names_op_and_shapes(fn, name):
@@ -73,11 +73,20 @@ def test_integer_to_negative_integer_power_names_pow():
         tnp.power(tg.Tensor(np.array([2, 3])), -1)
 
 
-def test_bitwise_operators_need_booleans():
+def test_bitwise_operators_follow_numpy():
+    # &, |, ^, ~ are NumPy's bitwise ufuncs: logical on booleans, bitwise on integers, and a
+    # clear TypeError on floats.
     x = tg.Tensor([1.0, 2.0])
-    with pytest.raises(TypeError, match=r"Tensor.__and__: only boolean Tensors.*float32"):
-        x & (x > 1)
-    with pytest.raises(TypeError, match=r"Tensor.__invert__: only boolean Tensors"):
+    b = x > 1
+    np.testing.assert_array_equal((~b).numpy(), [True, False])
+    np.testing.assert_array_equal((b & (x < 3)).numpy(), [False, True])
+    i = tg.Tensor(np.array([6, 3]))
+    np.testing.assert_array_equal((i & 5).numpy(), [4, 1])
+    np.testing.assert_array_equal((i | 1).numpy(), [7, 3])
+    np.testing.assert_array_equal((~i).numpy(), [-7, -4])
+    with pytest.raises(TypeError, match=r"bitwise_and.*float32"):
+        x & b
+    with pytest.raises(TypeError, match=r"invert.*float32"):
         _ = ~x
 
 

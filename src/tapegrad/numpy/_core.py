@@ -34,35 +34,7 @@ __all__ = [
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
 int32, int64, bool_ = _np.int32, _np.int64, _np.bool_
 
-_PY_SCALARS = (int, float)
-
-
-def _t(x):
-    """Operand conversion: Tensors pass, Python numbers stay numbers, the rest becomes Tensor."""
-    if type(x) is Tensor or isinstance(x, _PY_SCALARS):
-        return x
-    if isinstance(x, Tensor):
-        return x
-    if isinstance(x, _np.ndarray) or hasattr(x, "__cuda_array_interface__"):
-        return Tensor(x)
-    if isinstance(x, _np.generic):
-        return Tensor(_np.asarray(x))
-    if isinstance(x, complex):
-        return x
-    try:
-        return Tensor(x)
-    except TypeError:
-        raise TypeError(
-            f"tapegrad.numpy: expected a Tensor, array or number, got {type(x).__name__}"
-        ) from None
-
-
-def _tensor(x) -> Tensor:
-    """Like :func:`_t` but always a Tensor (Python numbers become float32 0-d Tensors)."""
-    if type(x) is Tensor:
-        return x
-    x = _t(x)
-    return x if isinstance(x, Tensor) else Tensor(x)
+from tapegrad.ops._registry import tensor_arg as _tensor  # noqa: E402
 
 
 def asarray(x, dtype=None, device=None) -> Tensor:
@@ -72,7 +44,7 @@ def asarray(x, dtype=None, device=None) -> Tensor:
     """
     if isinstance(x, Tensor) and dtype is None and device is None:
         return x
-    if isinstance(x, Tensor) and x._level and dtype is not None:
+    if isinstance(x, Tensor) and x.is_traced and dtype is not None:
         return astype(x, dtype)
     return Tensor(x, dtype=dtype, device=device)
 
@@ -86,14 +58,7 @@ def array(x, dtype=None, device=None) -> Tensor:
     return Tensor(x, dtype=dtype, device=device)
 
 
-def astype(x, dtype) -> Tensor:
-    """Cast to ``dtype``; differentiable between floating dtypes (integer results carry no
-    gradient)."""
-    x = _tensor(x)
-    dtype = _np.dtype(dtype)
-    if x.dtype == dtype:
-        return x
-    return _ops.AsType.apply(x, dtype)
+astype = _ops.AsType.api
 
 
 def stop_gradient(x):
@@ -102,7 +67,7 @@ def stop_gradient(x):
 
     def one(v):
         if isinstance(v, Tensor):
-            return _ops.StopGradient.apply(v) if v._level else v
+            return _ops.StopGradient.apply(v) if v.is_traced else v
         return v
 
     return tree_map(one, x)
@@ -119,12 +84,10 @@ def to_device(x, device: str) -> Tensor:
 
 
 def _install_methods(methods: dict) -> None:
-    """Attach ``methods`` to :class:`Tensor`: the one allowed edge from the core to this layer
-    (STYLE.md). Each submodule of ``tapegrad.numpy`` installs the methods it defines."""
-    for name, fn in methods.items():
-        type.__setattr__(Tensor, name, fn)
+    """Attach ``methods`` to :class:`Tensor` (the ops layer's registry does the attaching)."""
+    from tapegrad.ops._registry import install_methods
+
+    install_methods(methods)
 
 
-_install_methods(
-    {"astype": astype, "convert_to": astype, "detach": stop_gradient, "to_device": to_device}
-)
+_install_methods({"to_device": to_device})

@@ -321,7 +321,7 @@ def _vector_norm(x, ord, a, keepdims):  # noqa: A002
     if ord == 1:
         return sum(_abs(x), axis=a, keepdims=keepdims)
     if ord == 0:  # number of nonzero entries: piecewise constant, zero gradient
-        nonzero = _ops.Compare.apply(x, 0, "ne").astype(x.dtype)
+        nonzero = _ops.NotEqual.apply(x, 0).astype(x.dtype)
         return sum(nonzero, axis=a, keepdims=keepdims)
     if x.shape[a] == 0:
         if ord > 0:  # NumPy 2: the largest |x| of nothing is 0 (a sum gives that shape)

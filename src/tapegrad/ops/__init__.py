@@ -6,8 +6,10 @@ transpose, broadcast, indexing) and :mod:`~tapegrad.ops.linalg` (matmul, ...). U
 call them through :mod:`tapegrad.numpy` or Tensor methods.
 """
 
-from tapegrad.ops import jvp_rules as _jvp_rules  # noqa: F401  (attaches jvp rules)
+from tapegrad.ops._registry import install_methods as _install  # noqa: E402
 from tapegrad.ops.elementwise import *  # noqa: F401,F403
 from tapegrad.ops.linalg import *  # noqa: F401,F403
 from tapegrad.ops.movement import *  # noqa: F401,F403
 from tapegrad.ops.reduction import *  # noqa: F401,F403
+
+_install()

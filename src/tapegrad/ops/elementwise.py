@@ -1,53 +1,44 @@
-"""Elementwise primitives: arithmetic, powers, exponentials and logarithms, trigonometric and
-hyperbolic functions, special functions, activations, rounding, comparisons and logic.
+"""Elementwise primitives: arithmetic, the ufunc table, piecewise ops, casts, predicates.
 
-Rules common to every op here (each class states only what differs):
+Rules common to every op here (each states only what differs):
 
 - **Shapes.** Inputs broadcast like NumPy; the output has the broadcast shape. ``apply`` sums
-  each cotangent back over broadcast dimensions, so ``backward`` returns cotangents of the
-  broadcast shape. Shapes that do not broadcast raise ``ValueError`` naming the op and the
-  shapes.
-- **Dtypes.** NumPy's type promotion. Python numbers given as operands stay Python numbers (NEP
-  50 weak promotion keeps the Tensor's dtype: ``float32 Tensor * 2.0`` is float32) and receive
-  no cotangent. Transcendental functions of integer inputs are float64, as in NumPy. Only
-  floating inputs have gradients; a cotangent is cast to its input's dtype.
-- **Domain.** Outside an op's domain the forward gives NaN (inside it, at a pole, ``inf``) like
-  NumPy, but silently: forwards run under ``np.errstate`` and never warn.
+  each cotangent back over broadcast dimensions. Shapes that do not broadcast raise
+  ``ValueError`` naming the op and the shapes.
+- **Dtypes.** NumPy's: the ufunc decides (``sin`` of integers is float64). Python numbers given
+  as operands stay weakly typed (``float32 Tensor * 2.0`` is float32) and get no cotangent.
+  Only floating and complex inputs have gradients; a cotangent is cast to its input's dtype.
+- **Domain.** Outside an op's domain the result is NaN (``inf`` at a pole), as NumPy gives it,
+  without a warning (see ``tg.debug_nans`` to find where one appears).
 - **NaN safety.** Where a derivative is unbounded (``sqrt`` and ``log`` at 0, ``arcsin`` at
   +-1, ``x / 0``, ...) the rule gives a zero cotangent, not ``0 * inf = NaN``, wherever the
-  incoming cotangent is zero. So ``where(x > 0, sqrt(x), 0.0)`` has gradient 0 at ``x = 0``, to
-  every order. Such a rule computes the derivative factor ``d`` (which may be ``inf`` or NaN)
-  and returns ``MulNoNan.apply(g, d)``: ``g * d``, but exactly 0 where ``g == 0`` (TensorFlow's
-  ``multiply_no_nan``). Unlike substituting the operand (``g / where(g == 0, 1, x)``) this
-  keeps the rule exact, second derivatives included, where ``g`` happens to be 0 at a regular
-  point; and its own backward is again ``MulNoNan``, so every order stays NaN-free.
-- **Kinks.** Conventions at non-differentiable points are listed in ``docs/conventions.md``
-  and stated in each class.
+  incoming cotangent is zero, so ``where(x > 0, sqrt(x), 0.0)`` has gradient 0 at ``x = 0``,
+  to every order (TensorFlow's ``multiply_no_nan``).
+- **Complex numbers.** Holomorphic ops use JAX's convention: the cotangent of ``z`` is
+  ``g * f'(z)`` (no conjugate); the gradient of a real function is ``df/dx - i df/dy``
+  (docs/conventions.md).
 
-Every ``backward`` is written with tapegrad operations (``tapegrad.numpy``) on the saved
-Tensors, so every rule here is differentiable again, to any order.
+The **ufunc table** (:data:`UNARY`, :data:`BINARY`, :data:`PREDICATES`) declares each plain op
+in one row: its NumPy name, its derivative written once for arrays and for Tensors
+(``lambda xp, x, y: xp.cos(x)``, evaluated on NumPy/CuPy arrays in the first-order backward
+and on Tensors for higher orders), what it saves and its conventions. The op's class, its
+``tapegrad.numpy`` function, its Tensor method, its forward-mode rule and its batching rule all
+follow from the row. The first-order backward of a table op is one fused primitive
+(:class:`UnaryGrad` / :class:`BinaryGrad`: the derivative and the product in one pass over
+memory); its own backward differentiates the derivative formula, so every order is exact.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
-from tapegrad.function import Function
-from tapegrad.tensor import Tensor
-
-__all__ = [
-    "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Exp", "Log", "Sin", "Cos", "Tanh",
-    "TanhGrad",
-    "AsType", "StopGradient", "Compare", "Sqrt", "Abs", "Sign", "Where", "Maximum", "Minimum",
-    "Square", "Reciprocal", "Expm1", "Log1p", "Log2", "Log10", "Tan", "Arcsin", "Arccos",
-    "Arctan", "Arctan2", "Sinh", "Cosh", "Arcsinh", "Arccosh", "Arctanh", "Clip", "Floor",
-    "Ceil", "Round", "Remainder", "FloorDivide", "Erf", "Erfc", "Logaddexp", "Hypot", "Sigmoid",
-    "Softplus", "Relu", "Gelu",
-    "ReluGrad", "MulNoNan",
-    "DivNoNan", "LogicalAnd", "LogicalOr", "LogicalXor", "LogicalNot", "IsFinite", "IsNan", "IsInf",
-]  # fmt: skip
+from tapegrad.function import Function, _Quiet
+from tapegrad.ops._registry import expose, ns, operand, operands, tensor_arg
+from tapegrad.tensor import Tensor, const
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -56,18 +47,6 @@ _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _GELU_C = math.sqrt(2.0 / math.pi)
 _GELU_A = 0.044715
-
-
-def _tnp():
-    # ops sit below tapegrad.numpy (imports point down); backward rules reach it lazily.
-    from tapegrad import numpy as tnp
-
-    return tnp
-
-
-def _quiet():
-    """Silence NumPy's floating-point warnings: out-of-domain inputs give NaN/inf, as decided."""
-    return np.errstate(divide="ignore", invalid="ignore", over="ignore")
 
 
 def _special(xp):
@@ -81,29 +60,77 @@ def _special(xp):
     return cupyx.scipy.special  # pragma: no cover - GPU only
 
 
-def _all_finite(xp, out):
-    """Whether every entry of ``out`` (a floating array) is finite, in one cheap pass.
+class _ArrayNS:
+    """The array namespace derivative formulas see on arrays: NumPy (or CuPy) plus the special
+    functions tapegrad's namespace also has (``sigmoid``, ``erf``, ...), so that one formula
+    serves arrays and Tensors."""
 
-    The NaN-safe rules below compute the plain product or quotient first and redo it with a
-    mask only when this says no. It uses ``vdot(out, out)`` (a BLAS dot, about 2.5 times faster
-    than NumPy's pairwise ``sum`` at a million float64 entries): a NaN or infinite entry makes it
-    non-finite. It can also say no for finite entries whose squares overflow (above about 1e19
-    in float32); callers then take their exact path, so the answer is only ever slower, never
-    wrong. Dtypes narrower than float32 sum in float32 instead.
-    """
+    def __init__(self, xp):
+        self._xp = xp
+        sp = _special(xp)
+        self.sigmoid = sp.expit
+        self.erf = sp.erf
+        self.erfc = sp.erfc
+
+    def __getattr__(self, name):
+        return getattr(self._xp, name)
+
+
+_ANS: dict = {}
+
+
+def array_ns(xp) -> _ArrayNS:
+    """The cached :class:`_ArrayNS` of backend ``xp``."""
+    a = _ANS.get(xp)
+    if a is None:
+        a = _ANS[xp] = _ArrayNS(xp)
+    return a
+
+
+def _all_finite(xp, out) -> bool:
+    """Whether every entry of floating ``out`` is finite, in one cheap pass (a BLAS dot; a
+    false "no" for huge finite values only costs the exact path)."""
+    if out.dtype.kind == "c":
+        return bool(xp.isfinite(out).all())
     if out.dtype.itemsize >= 4:
         return bool(xp.isfinite(xp.vdot(out, out)))
     return bool(xp.isfinite(out.sum(dtype=xp.float32)))
 
 
-class MulNoNan(Function):
-    """``a * b``, but exactly 0 wherever ``a == 0``, even where ``b`` is ``inf`` or NaN.
+def _masked(xp, g, mask):
+    """``where(mask, g, +0.0)`` exactly (inf and NaN in ``g`` included), in one pass: ``g``'s
+    bits times the 0/1 mask, so no ``inf * 0`` can make a NaN."""
+    bits = _SAME_SIZE_INT.get(g.dtype.itemsize) if g.dtype.kind == "f" else None
+    if bits is None:
+        return xp.where(mask, g, xp.zeros((), g.dtype))
+    shape = g.shape if g.shape == mask.shape else np.broadcast_shapes(g.shape, mask.shape)
+    out = xp.empty(shape, g.dtype)
+    xp.multiply(g.view(bits), mask, out=out.view(bits))
+    return out
 
-    The building block of NaN-safe backward rules: ``MulNoNan.apply(g, d)`` multiplies a
-    cotangent ``g`` by a derivative factor ``d`` that may be unbounded where ``g`` is zero (as
-    TensorFlow's ``multiply_no_nan``). Derivatives: ``b`` (0 where the incoming cotangent is
-    0) and ``a`` (exactly 0 where ``a == 0``, however large the cotangent: the output does not
-    depend on ``b`` there), each applied with ``MulNoNan`` again, so every order stays NaN-free.
+
+def _times(xp, g, d, nonan: bool):
+    """``g * d`` in ``g``'s dtype; with ``nonan``, exactly 0 wherever ``g == 0``. A boolean
+    ``d`` (a 0/1 derivative) selects: exactly ``where(d, g, 0)``."""
+    if getattr(d, "dtype", None) == np.bool_:
+        return _masked(xp, g, d)
+    with _Quiet():
+        out = g * d
+        if out.dtype != g.dtype and g.dtype.kind in "fc" and out.dtype.kind != "c":
+            out = out.astype(g.dtype)
+        if nonan and out.size and not _all_finite(xp, out):
+            out = xp.where(g == 0, xp.zeros((), out.dtype), out)
+    return out
+
+
+class MulNoNan(Function):
+    """``a * b``, but exactly 0 wherever ``a == 0`` or ``b == 0``, even where the other factor
+    is ``inf`` or NaN.
+
+    The building block of NaN-safe rules (TensorFlow's ``multiply_no_nan``, made symmetric): a
+    zero cotangent times an unbounded derivative is 0, and so is an unbounded cotangent times
+    a zero derivative. Derivatives: ``b`` and ``a``, each applied with ``MulNoNan`` again, so
+    every order stays NaN-free.
     """
 
     oper = "mul_no_nan"
@@ -112,36 +139,29 @@ class MulNoNan(Function):
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
         xp = ctx.backend
-        with _quiet():
+        with _Quiet():
             out = a * b
-            # Only a non-finite product can hide a NaN at a == 0 (0 * inf): when every product
-            # is finite, a * b is already 0 wherever a == 0 (one pass saved).
-            if out.size > 64 and _all_finite(xp, out):
-                return out
-        return xp.where(a == 0, 0, out)
+            if hasattr(out, "dtype") and out.size and not _all_finite(xp, out):
+                out = xp.where((a == 0) | (b == 0), xp.zeros((), out.dtype), out)
+        return out
 
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
-        ga = MulNoNan.apply(g, b) if na else None
-        gb = MulNoNan.apply(a, g) if nb else None
-        return ga, gb
+        return (MulNoNan.apply(g, b) if na else None), (MulNoNan.apply(g, a) if nb else None)
 
-
-def _nonan(g, d):
-    """``g * d``, 0 where ``g == 0`` (see :class:`MulNoNan`)."""
-    return MulNoNan.apply(g, d)
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        a, b = ctx.saved_tensors
+        return _plus(None if ta is None else MulNoNan.apply(ta, b),
+                     None if tb is None else MulNoNan.apply(a, tb))
 
 
 class DivNoNan(Function):
     """``g / d``, but exactly 0 wherever ``g == 0``, even where ``d`` is 0 or NaN.
 
-    The NaN-safe form of "cotangent over derivative denominator" (``log``'s ``g / x``,
-    ``divide``'s ``g / y``, ...) in one pass instead of a reciprocal and a :class:`MulNoNan`.
-    Derivatives: ``1 / d`` for ``g`` and ``-g / d**2 = -out / d`` for ``d``, both applied
-    NaN-safely (zero where the incoming cotangent, or ``g``, is zero), so every order stays
-    NaN-free.
+    Derivatives: ``1 / d`` for ``g`` and ``-out / d`` for ``d``, both NaN-safe.
     """
 
     oper = "div_no_nan"
@@ -149,21 +169,10 @@ class DivNoNan(Function):
     @staticmethod
     def forward(ctx, g, d):
         xp = ctx.backend
-        with _quiet():
+        with _Quiet():
             out = g / d
-        ctx.save_for_backward(d, out)
-        if out.size == 0:
-            return out
-        if g.ndim == 0 or not any(g.strides):
-            # One value repeated (a scalar, or the broadcast view a sum's backward returns):
-            # a nonzero one leaves nothing to zero, without a pass over ``out``.
-            if g[(0,) * g.ndim] != 0:
-                return out
-        elif out.size > 64:
-            with _quiet():
-                if _all_finite(xp, out):
-                    return out  # every quotient finite: g / d is already 0 wherever g == 0
-        out = xp.where(g == 0, 0, out)
+            if out.size and not _all_finite(xp, out):
+                out = xp.where(g == 0, xp.zeros((), out.dtype), out)
         ctx.save_for_backward(d, out)
         return out
 
@@ -172,22 +181,30 @@ class DivNoNan(Function):
         d, out = ctx.saved_tensors
         ng, nd = ctx.needs_input_grad
         gg = DivNoNan.apply(h, d) if ng else None
-        # -h g / d**2 = -(out h) / d, zero wherever out (so g) is zero: out goes first in
-        # MulNoNan, which guarantees 0 where its first argument is 0, at every order.
         gd = -DivNoNan.apply(MulNoNan.apply(out, h), d) if nd else None
         return gg, gd
 
 
-def _divnonan(g, d):
-    """``g / d``, 0 where ``g == 0`` (see :class:`DivNoNan`)."""
-    return DivNoNan.apply(g, d)
+def _plus(a, b):
+    """Sum of two optional tangents (``None`` is zero)."""
+    if a is None:
+        return b
+    return a if b is None else a + b
 
 
-# -- arithmetic -------------------------------------------------------------------------------
+# -- arithmetic ------------------------------------------------------------------------------
+@expose
 class Add(Function):
-    """``x + y``. Derivatives: 1 and 1."""
+    """``x + y`` elementwise, broadcasting. Gradients: ``g`` to each operand.
+
+    Raises:
+        ValueError: if the shapes do not broadcast (the message names the op and the shapes).
+    """
 
     oper = "add"
+    arity = 2
+    names = ("add",)
+    methods = ("__add__", "__radd__")
 
     @staticmethod
     def forward(ctx, x, y):
@@ -197,11 +214,23 @@ class Add(Function):
     def backward(ctx, g):
         return g, g
 
+    @staticmethod
+    def jvp(ctx, tx, ty):
+        return _plus(tx, ty)
 
+
+@expose
 class Sub(Function):
-    """``x - y``. Derivatives: 1 and -1."""
+    """``x - y`` elementwise, broadcasting. Gradients: ``g`` and ``-g``.
+
+    Raises:
+        ValueError: if the shapes do not broadcast.
+    """
 
     oper = "sub"
+    arity = 2
+    names = ("subtract",)
+    methods = ("__sub__", "__rsub__")
 
     @staticmethod
     def forward(ctx, x, y):
@@ -211,11 +240,25 @@ class Sub(Function):
     def backward(ctx, g):
         return g, (-g if ctx.needs_input_grad[1] else None)
 
+    @staticmethod
+    def jvp(ctx, tx, ty):
+        if ty is None:
+            return tx
+        return -ty if tx is None else tx - ty
 
+
+@expose
 class Mul(Function):
-    """``x * y``. Derivatives: ``y`` and ``x``."""
+    """``x * y`` elementwise, broadcasting. Gradients: ``g y`` and ``g x``.
+
+    Raises:
+        ValueError: if the shapes do not broadcast.
+    """
 
     oper = "mul"
+    arity = 2
+    names = ("multiply",)
+    methods = ("__mul__", "__rmul__")
 
     @staticmethod
     def forward(ctx, x, y):
@@ -228,23 +271,32 @@ class Mul(Function):
         nx, ny = ctx.needs_input_grad
         return (g * y if nx else None), (g * x if ny else None)
 
+    @staticmethod
+    def jvp(ctx, tx, ty):
+        x, y = ctx.saved_tensors
+        return _plus(None if tx is None else tx * y, None if ty is None else x * ty)
 
+
+@expose
 class Div(Function):
-    """True division ``x / y``.
+    """True division ``x / y`` elementwise, broadcasting (``true_divide`` is the same).
 
-    Derivatives: ``1 / y`` and ``-x / y**2``, computed as ``-(g / y) * out`` from the saved
-    output ``out = x / y`` (no ``y**2`` to overflow, two passes fewer than recomputing ``x / y``).
-    Integer inputs give float64 (NumPy's true division).
-    Domain: ``y != 0``; ``x / 0`` is ``+-inf`` or NaN without a warning. NaN-safe: where the
-    cotangent is 0 both cotangents are 0, also at ``y = 0``.
+    Integer inputs give float64 (NumPy). ``x / 0`` is ``+-inf`` (NaN for ``0 / 0``).
+    Gradients ``g / y`` and ``-g x / y**2`` (as ``-(g / y) * out``: no ``y**2`` to overflow);
+    both are 0 where the cotangent is 0, also at ``y = 0``.
+
+    Raises:
+        ValueError: if the shapes do not broadcast.
     """
 
     oper = "div"
+    arity = 2
+    names = ("divide", "true_divide")
+    methods = ("__truediv__", "__rtruediv__")
 
     @staticmethod
     def forward(ctx, x, y):
-        with _quiet():
-            out = x / y
+        out = x / y
         ctx.save_for_backward(y, out)
         return out
 
@@ -252,72 +304,32 @@ class Div(Function):
     def backward(ctx, g):
         y, out = ctx.saved_tensors
         nx, ny = ctx.needs_input_grad
-        if isinstance(y, (int, float)):
+        if not isinstance(y, Tensor):
             if y != 0:
                 return g * (1.0 / y), None
-            y = _tnp().asarray(np.asarray(y, dtype=g.dtype))
-        q = _divnonan(g, y)  # g / y, 0 where g == 0
-        gx = q if nx else None
-        gy = -MulNoNan.apply(q, out) if ny else None  # 0 where q == 0, even if out is inf
-        return gx, gy
-
-
-class Pow(Function):
-    """``x ** p`` with a Tensor or Python-number exponent.
-
-    Derivatives: ``d/dx = p x**(p-1)`` and ``d/dp = log(x) x**p``.
-
-    Conventions: ``d/dx`` is 0 where ``p == 0`` (``x**0 = 1`` is constant, even at ``x = 0``,
-    as PyTorch). ``d/dp`` is 0 at ``x = 0``, to every order (``0**p`` is constant in ``p > 0``;
-    for ``p <= 0`` this follows JAX), and NaN for ``x < 0`` (the real power is not
-    differentiable in ``p`` there). NaN-safe where the derivative is infinite or NaN (``x = 0``
-    with ``p < 1``, ``x < 0`` with non-integer ``p``, ``d/dp`` at ``x <= 0``): a zero cotangent
-    gives a zero gradient.
-
-    Dtypes: NumPy's (``float32 ** 2`` is float32; integers to negative integer powers raise
-    ``ValueError`` as in NumPy). Domain: ``x ** p`` for ``x < 0`` and non-integer ``p`` is NaN.
-    """
-
-    oper = "pow"
+            y = const(np.asarray(y, dtype=g.dtype))
+        q = DivNoNan.apply(g, y)
+        return (q if nx else None), (-MulNoNan.apply(q, out) if ny else None)
 
     @staticmethod
-    def forward(ctx, x, p):
-        with _quiet():
-            out = x**p
-        ctx.save_for_backward(x, p, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        tnp = _tnp()
-        x, p, out = ctx.saved_tensors
-        nx, np_ = ctx.needs_input_grad
-        gx = gp = None
-        if nx:
-            if isinstance(p, Tensor):
-                gx = _nonan(g * p, x ** (p - 1))
-            elif p == 0:
-                gx = None
-            elif p == 1:
-                gx = g
-            elif p == 2:
-                gx = g * (2 * x)
-            elif p > 1 and float(p).is_integer():
-                gx = g * (p * x ** (p - 1))
-            else:
-                gx = _nonan(g, p * x ** (p - 1))
-        if np_:
-            if not isinstance(x, Tensor):
-                x = tnp.asarray(np.asarray(x, dtype=out.dtype))
-            # log(1) = 0 where x == 0 (JAX's convention); MulNoNan(0, out) is 0 even for out = inf
-            gp = _nonan(g, _nonan(tnp.log(tnp.where(x == 0, 1.0, x)), out))
-        return gx, gp
+    def jvp(ctx, tx, ty):
+        y, out = ctx.saved_tensors
+        if not isinstance(y, Tensor):
+            if y != 0:
+                return tx * (1.0 / y)
+            y = const(np.asarray(y, dtype=tx.dtype))
+        a = None if tx is None else DivNoNan.apply(tx, y)
+        b = None if ty is None else -MulNoNan.apply(DivNoNan.apply(ty, y), out)
+        return _plus(a, b)
 
 
+@expose
 class Neg(Function):
-    """``-x``. Derivative: -1."""
+    """``-x`` elementwise. Gradient: ``-g``."""
 
     oper = "neg"
+    names = ("negative",)
+    methods = ("__neg__",)
 
     @staticmethod
     def forward(ctx, x):
@@ -327,491 +339,573 @@ class Neg(Function):
     def backward(ctx, g):
         return -g
 
-
-class Square(Function):
-    """``x * x``. Derivative: ``2 x``. Integer inputs stay integer (NumPy's ``square``)."""
-
-    oper = "square"
-
     @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        with _quiet():
-            return x * x
+    def jvp(ctx, t):
+        return -t
 
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
+
+def _pow_dx(p, x, g):
+    """``g p x**(p - 1)`` with Pow's conventions (0 where ``p == 0``; NaN-safe)."""
+    if isinstance(p, Tensor):
+        return MulNoNan.apply(g * p, x ** (p - 1))
+    if p == 0:
+        return None
+    if p == 1:
+        return g
+    if p == 2:
         return g * (2 * x)
+    if p > 1 and float(p).is_integer():
+        return g * (p * x ** (p - 1))
+    return MulNoNan.apply(g, p * x ** (p - 1))
 
 
-class Reciprocal(Function):
-    """``1 / x``. Derivative: ``-1 / x**2``.
+def _pow_dp(x, out, g):
+    """``g log(x) x**p``, 0 at ``x = 0`` (JAX's convention), NaN-safe."""
+    if not isinstance(x, Tensor):
+        x = const(np.asarray(x, dtype=out.dtype))
+    return MulNoNan.apply(g, MulNoNan.apply(ns.log(ns.where(x == 0, 1.0, x)), out))
 
-    Dtypes: NumPy's ``reciprocal`` (integer inputs stay integer and truncate, so
-    ``reciprocal(2) == 0``; use ``1.0 / x`` for a float result). Domain: ``x != 0``;
-    ``1 / 0 = inf``. NaN-safe at 0.
+
+@expose
+class Pow(Function):
+    """``x ** p`` elementwise, broadcasting; ``pow`` is the same function.
+
+    Derivatives: ``p x**(p-1)`` for ``x`` (0 where ``p == 0``: ``x**0 = 1`` is constant, even
+    at ``x = 0``, as PyTorch) and ``log(x) x**p`` for ``p`` (0 at ``x = 0``, to every order, as
+    JAX; NaN for ``x < 0``). NaN-safe where a derivative is infinite or NaN: a zero cotangent
+    gives a zero gradient.
+
+    Dtypes: NumPy's (``float32 ** 2`` is float32; integers to negative integer powers raise
+    ``ValueError`` as in NumPy). ``x ** p`` for ``x < 0`` and non-integer ``p`` is NaN.
+
+    Raises:
+        ValueError: if the shapes do not broadcast, or for integers to negative integer powers.
     """
 
-    oper = "reciprocal"
+    oper = "pow"
+    arity = 2
+    names = ("power", "pow")
+    methods = ("__pow__", "__rpow__", "pow")
 
     @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        with _quiet():
-            return ctx.backend.reciprocal(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _nonan(g, -1.0 / (x * x))
-
-
-# -- exponentials and logarithms --------------------------------------------------------------
-class Exp(Function):
-    """``e**x``. Derivative: ``e**x`` (the output). Overflows to ``inf`` without a warning."""
-
-    oper = "exp"
-
-    @staticmethod
-    def forward(ctx, x):
-        with _quiet():
-            out = ctx.backend.exp(x)
-        ctx.save_for_backward(out)
+    def forward(ctx, x, p):
+        out = x**p
+        ctx.save_for_backward(x, p, out)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        (out,) = ctx.saved_tensors
-        return g * out
+        x, p, out = ctx.saved_tensors
+        nx, np_ = ctx.needs_input_grad
+        return (_pow_dx(p, x, g) if nx else None), (_pow_dp(x, out, g) if np_ else None)
+
+    @staticmethod
+    def jvp(ctx, tx, tp):
+        x, p, out = ctx.saved_tensors
+        return _plus(None if tx is None else _pow_dx(p, x, tx),
+                     None if tp is None else _pow_dp(x, out, tp))
 
 
-class Expm1(Function):
-    """``exp(x) - 1``, accurate for small ``|x|``.
+# -- the ufunc table ---------------------------------------------------------------------------
+class Unary(NamedTuple):
+    """One row of the unary ufunc table.
 
-    Derivative: ``exp(x)`` (recomputed from ``x``, not as ``out + 1``, which loses all
-    relative precision for large negative ``x``). Overflows to ``inf`` without a warning.
+    Attributes:
+        name: The ``tapegrad.numpy`` name (and the op's ``oper``).
+        fn: NumPy/CuPy function name, or ``fn(xp, x)`` on arrays.
+        deriv: ``deriv(xp, x, out)``, the derivative, for arrays (``xp`` NumPy-like) and for
+            Tensors (``xp`` tapegrad's namespace); ``None``: zero gradient everywhere.
+        doc: The docstring (the gradient and conventions; the shared rules are in the module).
+        nonan: The derivative may be infinite: a zero cotangent must give zero, not NaN.
+        piecewise: The derivative is piecewise constant (its own derivative is zero): the
+            formula then only ever runs on arrays.
+        aliases: Further ``tapegrad.numpy`` names. method: Also a Tensor method.
     """
 
-    oper = "expm1"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        with _quiet():
-            return ctx.backend.expm1(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * _tnp().exp(x)
+    name: str
+    fn: str | Callable
+    deriv: Callable | None
+    doc: str
+    nonan: bool = False
+    piecewise: bool = False
+    aliases: tuple = ()
+    method: bool = True
 
 
-class Log(Function):
-    """Natural logarithm. Derivative: ``1 / x``. Domain ``x > 0``: ``log(0) = -inf``,
-    ``log(x < 0) = NaN``. NaN-safe at 0."""
+class Binary(NamedTuple):
+    """One row of the binary ufunc table: as :class:`Unary`, with ``dx(xp, x, y, out)`` and
+    ``dy(xp, x, y, out)`` (either ``None``: zero gradient to that operand)."""
 
-    oper = "log"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        with _quiet():
-            return ctx.backend.log(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _divnonan(g, x)
+    name: str
+    fn: str | Callable
+    dx: Callable | None
+    dy: Callable | None
+    doc: str
+    nonan: bool = False
+    piecewise: bool = False
+    aliases: tuple = ()
+    method: bool = False
+    operators: tuple = ()
 
 
-class Log1p(Function):
-    """``log(1 + x)``, accurate for small ``|x|``. Derivative: ``1 / (1 + x)``.
-    Domain ``x > -1`` (``-inf`` at -1, NaN below). NaN-safe at -1."""
-
-    oper = "log1p"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        with _quiet():
-            return ctx.backend.log1p(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _divnonan(g, (1 + x))
+def _call(fn, xp, *args):
+    if isinstance(fn, str):
+        return getattr(xp, fn)(*args)
+    return fn(xp, *args)
 
 
-class Log2(Function):
-    """Base-2 logarithm. Derivative: ``1 / (x ln 2)``. Domain ``x > 0``. NaN-safe at 0."""
+class _DtypeRule:
+    """``output_dtype`` of a table op: what its ufunc gives on 0-d inputs of these dtypes."""
 
-    oper = "log2"
+    def __init__(self, fn):
+        self.fn = fn
+        self.cache: dict = {}
 
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        with _quiet():
-            return ctx.backend.log2(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _divnonan(g, (x * _LN2))
-
-
-class Log10(Function):
-    """Base-10 logarithm. Derivative: ``1 / (x ln 10)``. Domain ``x > 0``. NaN-safe at 0."""
-
-    oper = "log10"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        with _quiet():
-            return ctx.backend.log10(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _divnonan(g, (x * _LN10))
-
-
-class Logaddexp(Function):
-    """``log(exp(x) + exp(y))`` without overflow: ``max(x, y) + log1p(exp(-|x - y|))``.
-
-    Derivatives: ``sigmoid(x - y)`` and ``sigmoid(y - x)`` (each in [0, 1], finite for any
-    finite inputs). Convention: where ``x == y == +-inf`` (``x - y`` is NaN) each gets 1/2.
-    """
-
-    oper = "logaddexp"
-
-    @staticmethod
-    def forward(ctx, x, y):
-        ctx.save_for_backward(x, y)
-        with _quiet():
-            return ctx.backend.logaddexp(x, y)
-
-    @staticmethod
-    def backward(ctx, g):
-        tnp = _tnp()
-        x, y = ctx.saved_tensors
-        nx, ny = ctx.needs_input_grad
-        tie = tnp.logical_and(tnp.equal(x, y), tnp.isinf(x))  # inf - inf would be NaN
-        d = tnp.where(tie, 0.0, x) - tnp.where(tie, 0.0, y)
-        gx = g * Sigmoid.apply(d) if nx else None
-        gy = g * Sigmoid.apply(-d) if ny else None
-        return gx, gy
-
-
-# -- trigonometric and hyperbolic ---------------------------------------------------------------
-class Sin(Function):
-    """Sine (radians). Derivative: ``cos(x)``."""
-
-    oper = "sin"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        with _quiet():
-            return ctx.backend.sin(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * _tnp().cos(x)
-
-
-class Cos(Function):
-    """Cosine (radians). Derivative: ``-sin(x)``."""
-
-    oper = "cos"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        with _quiet():
-            return ctx.backend.cos(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return -g * _tnp().sin(x)
-
-
-class Tan(Function):
-    """Tangent (radians). Derivative: ``1 + tan(x)**2``; poles at ``pi/2 + k pi``."""
-
-    oper = "tan"
-
-    @staticmethod
-    def forward(ctx, x):
-        with _quiet():
-            out = ctx.backend.tan(x)
-        ctx.save_for_backward(out)
+    def __call__(self, *dtypes):
+        key = tuple(d if isinstance(d, np.dtype) else type(d) for d in dtypes)
+        out = self.cache.get(key)
+        if out is None:
+            args = [np.zeros((), d) if isinstance(d, np.dtype) else d for d in dtypes]
+            with _Quiet():
+                out = self.cache[key] = np.asarray(_call(self.fn, np, *args)).dtype
         return out
 
-    @staticmethod
-    def backward(ctx, g):
-        (out,) = ctx.saved_tensors
-        return g * (1 + out * out)
+
+def _second(deriv, vals, needs, h, g, nonan):
+    """Cotangents of ``vals`` for ``h`` on ``g * deriv(*vals)``: ``h g d_i`` with ``d_i`` the
+    elementwise partial derivative of the formula in ``vals[i]`` (forward mode, along ones),
+    NaN-safe where ``nonan`` (exactly 0 where ``h g`` is 0)."""
+    from tapegrad.forward import jvp
+
+    hg = MulNoNan.apply(h, g) if nonan else h * g
+    res = []
+    for i, need in enumerate(needs):
+        if not need or not isinstance(vals[i], Tensor):
+            res.append(None)
+            continue
+
+        def partial(t, i=i):
+            v = list(vals)
+            v[i] = t
+            return deriv(ns, *v)
+
+        ones = const(np.ones(vals[i].shape, vals[i].dtype)) if vals[i].device == "cpu" else \
+            vals[i] * 0 + 1
+        _, d = jvp(partial, (vals[i],), (ones,))
+        res.append(MulNoNan.apply(hg, d) if nonan else hg * d)
+    return res
 
 
-class Arcsin(Function):
-    """Inverse sine, in radians in [-pi/2, pi/2]. Derivative: ``1 / sqrt((1 - x)(1 + x))``.
-    Domain ``[-1, 1]`` (NaN outside); the derivative is infinite at +-1, NaN-safe there."""
+class UnaryGrad(Function):
+    """``g * row.deriv(x, out)``: the backward (and forward-mode) rule of a unary table op,
+    fused into one primitive (the derivative and the product in one pass over memory).
 
-    oper = "arcsin"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        with _quiet():
-            return ctx.backend.arcsin(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _divnonan(g, _tnp().sqrt((1 - x) * (1 + x)))
-
-
-class Arccos(Function):
-    """Inverse cosine, in radians in [0, pi]. Derivative: ``-1 / sqrt((1 - x)(1 + x))``.
-    Domain ``[-1, 1]`` (NaN outside); the derivative is infinite at +-1, NaN-safe there."""
-
-    oper = "arccos"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        with _quiet():
-            return ctx.backend.arccos(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _nonan(g, -1.0 / _tnp().sqrt((1 - x) * (1 + x)))
-
-
-class Arctan(Function):
-    """Inverse tangent, in radians in (-pi/2, pi/2). Derivative: ``1 / (1 + x**2)``."""
-
-    oper = "arctan"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.backend.arctan(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g / (1 + x * x)
-
-
-class Arctan2(Function):
-    """``arctan2(x1, x2)``: the angle of the point ``(x2, x1)``, in radians in [-pi, pi].
-
-    Derivatives: ``x2 / (x1**2 + x2**2)`` and ``-x1 / (x1**2 + x2**2)``. Convention at the
-    origin (no derivative): both 0, never NaN.
+    Linear in ``g``. Its derivative in the saved ``x``/``out`` is the derivative of the row's
+    formula, worked out on Tensors with ``vjp`` (none for a piecewise-constant derivative), so
+    every order is exact.
     """
 
-    oper = "arctan2"
+    oper = "unary_grad"
 
     @staticmethod
-    def forward(ctx, x1, x2):
-        ctx.save_for_backward(x1, x2)
-        return ctx.backend.arctan2(x1, x2)
-
-    @staticmethod
-    def backward(ctx, g):
-        tnp = _tnp()
-        x1, x2 = ctx.saved_tensors
-        n1, n2 = ctx.needs_input_grad
-        r2 = x1 * x1 + x2 * x2
-        r2 = tnp.where(r2 == 0, 1.0, r2)
-        g1 = g * x2 / r2 if n1 else None
-        g2 = -g * x1 / r2 if n2 else None
-        return g1, g2
-
-
-class Hypot(Function):
-    """``sqrt(x**2 + y**2)`` without overflow or underflow.
-
-    Derivatives: ``x / hypot`` and ``y / hypot``. Convention at the origin (a kink, like
-    ``abs`` at 0): both 0, never NaN.
-    """
-
-    oper = "hypot"
-
-    @staticmethod
-    def forward(ctx, x, y):
-        out = ctx.backend.hypot(x, y)
-        ctx.save_for_backward(x, y, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        x, y, out = ctx.saved_tensors
-        nx, ny = ctx.needs_input_grad
-        r = _tnp().where(out == 0, 1.0, out)
-        gx = g * x / r if nx else None
-        gy = g * y / r if ny else None
-        return gx, gy
-
-
-class Sinh(Function):
-    """Hyperbolic sine. Derivative: ``cosh(x)``. Overflows to ``+-inf`` without a warning."""
-
-    oper = "sinh"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        with _quiet():
-            return ctx.backend.sinh(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * _tnp().cosh(x)
-
-
-class Cosh(Function):
-    """Hyperbolic cosine. Derivative: ``sinh(x)``. Overflows to ``inf`` without a warning."""
-
-    oper = "cosh"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        with _quiet():
-            return ctx.backend.cosh(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * _tnp().sinh(x)
-
-
-class Tanh(Function):
-    """Hyperbolic tangent. Derivative: ``1 - tanh(x)**2`` (from the output)."""
-
-    oper = "tanh"
-
-    @staticmethod
-    def forward(ctx, x):
-        out = ctx.backend.tanh(x)
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        (out,) = ctx.saved_tensors
-        return TanhGrad.apply(g, out)
-
-
-class TanhGrad(Function):
-    """``g * (1 - y**2)``: the backward of :class:`Tanh` given its output ``y``, fused into one
-    primitive (one pass over memory instead of three ops). Its own backward, written with
-    tapegrad ops, keeps every order exact: d/dg = ``1 - y**2``, d/dy = ``-2 g y``.
-    """
-
-    oper = "tanh_grad"
-
-    @staticmethod
-    def forward(ctx, g, y):
-        ctx.save_for_backward(g, y)
-        return g * (1 - y * y)
+    def forward(ctx, g, x, out, row):
+        ctx.save_for_backward(g, x, out)
+        ctx.row = row
+        xp = ctx.backend
+        with _Quiet():
+            d = row.deriv(array_ns(xp), x, out)
+        return _times(xp, g, d, row.nonan)
 
     @staticmethod
     def backward(ctx, h):
-        g, y = ctx.saved_tensors
-        ng, ny = ctx.needs_input_grad
-        return (TanhGrad.apply(h, y) if ng else None), (-2 * h * g * y if ny else None)
+        g, x, out = ctx.saved_tensors
+        row = ctx.row
+        ng, nx, nout = ctx.needs_input_grad
+        gg = UnaryGrad.apply(h, x, out, row=row) if ng else None
+        if row.piecewise or not (nx or nout):
+            return gg, None, None
+        vals = [x, out]
+        return (gg, *_second(row.deriv, vals, (nx, nout), h, g, row.nonan))
+
+    @classmethod
+    def output_shape(cls, g, x, out, row):
+        return tuple(g)
+
+    @classmethod
+    def output_dtype(cls, g, x, out, row):
+        return g
 
 
-class Arcsinh(Function):
-    """Inverse hyperbolic sine. Derivative: ``1 / sqrt(x**2 + 1)``, computed as
-    ``1 / hypot(x, 1)`` so it does not overflow for large ``|x|``."""
+class BinaryGrad(Function):
+    """``g * row.dx(x, y, out)`` (``wrt=0``) or ``g * row.dy(...)`` (``wrt=1``): the backward
+    rule of a binary table op for one operand, fused into one primitive. Linear in ``g``; its
+    derivative in ``x``, ``y`` and ``out`` is the derivative of the row's formula (``vjp``)."""
 
-    oper = "arcsinh"
+    oper = "binary_grad"
 
     @staticmethod
+    def forward(ctx, g, x, y, out, row, wrt):
+        ctx.save_for_backward(g, x, y, out)
+        ctx.row, ctx.wrt = row, wrt
+        xp = ctx.backend
+        with _Quiet():
+            d = (row.dx if wrt == 0 else row.dy)(array_ns(xp), x, y, out)
+        return _times(xp, g, d, row.nonan)
+
+    @staticmethod
+    def backward(ctx, h):
+        g, x, y, out = ctx.saved_tensors
+        row, wrt = ctx.row, ctx.wrt
+        needs = ctx.needs_input_grad
+        gg = BinaryGrad.apply(h, x, y, out, row=row, wrt=wrt) if needs[0] else None
+        if row.piecewise or not any(needs[1:]):
+            return gg, None, None, None
+        d = row.dx if wrt == 0 else row.dy
+        return (gg, *_second(d, [x, y, out], needs[1:], h, g, row.nonan))
+
+    @classmethod
+    def output_shape(cls, g, x, y, out, row, wrt):
+        return tuple(g)
+
+    @classmethod
+    def output_dtype(cls, g, x, y, out, row, wrt):
+        return g
+
+
+def _unary_class(row: Unary):
+    """The Function class of a unary table row (see the module docstring)."""
+    fn, deriv = row.fn, row.deriv
+
     def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.backend.arcsinh(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g / Hypot.apply(x, 1.0)
-
-
-class Arccosh(Function):
-    """Inverse hyperbolic cosine. Derivative: ``1 / sqrt((x - 1)(x + 1))``. Domain ``x >= 1``
-    (NaN below); the derivative is infinite at 1, NaN-safe there."""
-
-    oper = "arccosh"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        with _quiet():
-            return ctx.backend.arccosh(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _divnonan(g, _tnp().sqrt((x - 1) * (x + 1)))
-
-
-class Arctanh(Function):
-    """Inverse hyperbolic tangent. Derivative: ``1 / ((1 - x)(1 + x))``. Domain ``(-1, 1)``
-    (``+-inf`` at +-1, NaN outside); NaN-safe at +-1."""
-
-    oper = "arctanh"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        with _quiet():
-            return ctx.backend.arctanh(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _divnonan(g, ((1 - x) * (1 + x)))
-
-
-# -- roots, absolute value, sign ----------------------------------------------------------------
-class Sqrt(Function):
-    """Square root. Derivative: ``1 / (2 sqrt(x))``. Domain ``x >= 0`` (NaN below).
-
-    Convention at 0: the derivative is ``+inf`` (as PyTorch and JAX), but a zero cotangent
-    gives a zero gradient there (never NaN), so ``where(x > 0, sqrt(x), 0.0)`` is finite.
-    """
-
-    oper = "sqrt"
-
-    @staticmethod
-    def forward(ctx, x):
-        with _quiet():
-            out = ctx.backend.sqrt(x)
-        ctx.save_for_backward(out)
+        out = _call(fn, ctx.backend, x)
+        ctx.save_for_backward(x, out)
         return out
 
-    @staticmethod
     def backward(ctx, g):
-        (out,) = ctx.saved_tensors
-        return _divnonan(g, out * 2.0)
+        x, out = ctx.saved_tensors
+        return UnaryGrad.apply(g, x, out, row=row)
+
+    attrs = {
+        "__doc__": row.doc,
+        "oper": row.name,
+        "arity": 1,
+        "names": (row.name, *row.aliases),
+        "methods": (row.name,) if row.method else (),
+        "row": row,
+        "output_dtype": classmethod(lambda cls, d, _rule=_DtypeRule(fn), **p: _rule(d)),
+    }
+    if deriv is None:
+        attrs["forward"] = staticmethod(lambda ctx, x: _call(fn, ctx.backend, x))
+        attrs["backward"] = staticmethod(lambda ctx, g: None)
+        attrs["jvp"] = staticmethod(lambda ctx, t: None)
+    else:
+        attrs["forward"] = staticmethod(forward)
+        attrs["backward"] = staticmethod(backward)
+        attrs["jvp"] = staticmethod(backward)  # holomorphic: t * f'(x), the same primitive
+    name = "".join(p.capitalize() for p in row.name.split("_"))
+    return expose(type(name, (Function,), attrs))
 
 
+def _binary_class(row: Binary):
+    """The Function class of a binary table row."""
+    fn = row.fn
+
+    def forward(ctx, x, y):
+        out = _call(fn, ctx.backend, x, y)
+        ctx.save_for_backward(x, y, out)
+        return out
+
+    def backward(ctx, g):
+        x, y, out = ctx.saved_tensors
+        nx, ny = ctx.needs_input_grad
+        gx = BinaryGrad.apply(g, x, y, out, row=row, wrt=0) if nx and row.dx else None
+        gy = BinaryGrad.apply(g, x, y, out, row=row, wrt=1) if ny and row.dy else None
+        return gx, gy
+
+    def jvp(ctx, tx, ty):
+        x, y, out = ctx.saved_tensors
+        a = None if tx is None or not row.dx else BinaryGrad.apply(tx, x, y, out, row=row, wrt=0)
+        b = None if ty is None or not row.dy else BinaryGrad.apply(ty, x, y, out, row=row, wrt=1)
+        return _plus(a, b)
+
+    attrs = {
+        "__doc__": row.doc,
+        "oper": row.name,
+        "arity": 2,
+        "names": (row.name, *row.aliases),
+        "methods": ((row.name,) if row.method else ()) + row.operators,
+        "row": row,
+        "output_dtype": classmethod(lambda cls, a, b, _rule=_DtypeRule(fn), **p: _rule(a, b)),
+    }
+    if row.dx is None and row.dy is None:
+        attrs["forward"] = staticmethod(lambda ctx, x, y: _call(fn, ctx.backend, x, y))
+        attrs["backward"] = staticmethod(lambda ctx, g: (None, None))
+        attrs["jvp"] = staticmethod(lambda ctx, tx, ty: None)
+    else:
+        attrs["forward"] = staticmethod(forward)
+        attrs["backward"] = staticmethod(backward)
+        attrs["jvp"] = staticmethod(jvp)
+    name = "".join(p.capitalize() for p in row.name.split("_"))
+    return expose(type(name, (Function,), attrs))
+
+
+def _sigmoid(xp, x):
+    """``1 / (1 + exp(-x))`` without overflow, full relative precision in both tails."""
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def _logaddexp_dx(xp, x, y, out):
+    # sigmoid(x - y), with 1/2 where x == y == +-inf (x - y is NaN there)
+    tie = (x == y) & xp.isinf(x) if hasattr(x, "shape") else (x == y) & xp.isinf(xp.asarray(x))
+    return xp.sigmoid(xp.where(tie, 0.0, x) - xp.where(tie, 0.0, y))
+
+
+def _minmax_d(greater):
+    """The derivative of maximum/minimum in its first operand: 1 where it wins, 1/2 at ties
+    (the gradient is split), 0 elsewhere. Piecewise constant: runs on arrays only."""
+
+    def d(xp, x, y, out):
+        win = (x > y) if greater else (x < y)
+        ties = x == y
+        if not ties.any():
+            return win
+        return xp.where(ties, 0.5, win.astype(np.float64))
+
+    return d
+
+
+def _swap(d):
+    return lambda xp, x, y, out: d(xp, y, x, out)
+
+
+UNARY = [
+    Unary("exp", "exp", lambda xp, x, y: y,
+          "``e**x`` elementwise; overflows to ``inf``. Gradient: ``g e**x``."),
+    Unary("exp2", "exp2", lambda xp, x, y: y * _LN2,
+          "``2**x`` elementwise. Gradient: ``g 2**x ln 2``."),
+    Unary("expm1", "expm1", lambda xp, x, y: xp.exp(x),
+          "``e**x - 1``, accurate for small ``|x|``. Gradient: ``g e**x`` (recomputed from "
+          "``x``: ``out + 1`` would lose all relative precision for very negative ``x``)."),
+    Unary("log", "log", lambda xp, x, y: 1 / x,
+          "Natural logarithm. Domain ``x > 0``: ``log(0) = -inf``, negative ``x`` gives NaN. "
+          "Gradient ``g / x``; 0 where the cotangent is 0, also at ``x = 0``.", nonan=True),
+    Unary("log1p", "log1p", lambda xp, x, y: 1 / (1 + x),
+          "``log(1 + x)``, accurate for small ``|x|``. Domain ``x > -1``. Gradient "
+          "``g / (1 + x)``; NaN-safe at -1.", nonan=True),
+    Unary("log2", "log2", lambda xp, x, y: 1 / (x * _LN2),
+          "Base-2 logarithm. Domain ``x > 0``. Gradient ``g / (x ln 2)``; NaN-safe at 0.",
+          nonan=True),
+    Unary("log10", "log10", lambda xp, x, y: 1 / (x * _LN10),
+          "Base-10 logarithm. Domain ``x > 0``. Gradient ``g / (x ln 10)``; NaN-safe at 0.",
+          nonan=True),
+    Unary("sqrt", "sqrt", lambda xp, x, y: 0.5 / y,
+          "Square root. Domain ``x >= 0`` (NaN below). Gradient ``g / (2 sqrt(x))``: ``+inf`` "
+          "at 0 for a nonzero cotangent (as PyTorch and JAX), 0 where the cotangent is 0, so "
+          "``where(x > 0, sqrt(x), 0.0)`` has a finite gradient at 0.", nonan=True),
+    Unary("cbrt", "cbrt", lambda xp, x, y: 1 / (3 * y * y),
+          "Cube root (real, defined for negative ``x``). Gradient ``g / (3 cbrt(x)**2)``; "
+          "infinite at 0, NaN-safe there.", nonan=True),
+    Unary("square", "square", lambda xp, x, y: 2 * x,
+          "``x * x`` elementwise (integers stay integer). Gradient: ``2 x g``."),
+    Unary("reciprocal", "reciprocal", lambda xp, x, y: -(y * y),
+          "``1 / x``, NumPy's ``reciprocal`` (integers stay integer and truncate: "
+          "``reciprocal(2) == 0``; write ``1.0 / x`` for a float). Gradient ``-g / x**2``; "
+          "NaN-safe at 0.", nonan=True),
+    Unary("sin", "sin", lambda xp, x, y: xp.cos(x), "Sine (radians). Gradient: ``g cos(x)``."),
+    Unary("cos", "cos", lambda xp, x, y: -xp.sin(x),
+          "Cosine (radians). Gradient: ``-g sin(x)``."),
+    Unary("tan", "tan", lambda xp, x, y: 1 + y * y,
+          "Tangent (radians; poles at ``pi/2 + k pi``). Gradient: ``g (1 + tan(x)**2)``."),
+    Unary("arcsin", "arcsin", lambda xp, x, y: 1 / xp.sqrt((1 - x) * (1 + x)),
+          "Inverse sine, radians in [-pi/2, pi/2]. Domain [-1, 1]. Gradient "
+          "``g / sqrt(1 - x**2)``: infinite at +-1, NaN-safe there.", nonan=True,
+          aliases=("asin",)),
+    Unary("arccos", "arccos", lambda xp, x, y: -1 / xp.sqrt((1 - x) * (1 + x)),
+          "Inverse cosine, radians in [0, pi]. Domain [-1, 1]. Gradient "
+          "``-g / sqrt(1 - x**2)``: infinite at +-1, NaN-safe there.", nonan=True,
+          aliases=("acos",)),
+    Unary("arctan", "arctan", lambda xp, x, y: 1 / (1 + x * x),
+          "Inverse tangent, radians in (-pi/2, pi/2). Gradient: ``g / (1 + x**2)``.",
+          aliases=("atan",)),
+    Unary("sinh", "sinh", lambda xp, x, y: xp.cosh(x),
+          "Hyperbolic sine; overflows to ``+-inf``. Gradient: ``g cosh(x)``."),
+    Unary("cosh", "cosh", lambda xp, x, y: xp.sinh(x),
+          "Hyperbolic cosine; overflows to ``inf``. Gradient: ``g sinh(x)``."),
+    Unary("tanh", "tanh", lambda xp, x, y: 1 - y * y,
+          "Hyperbolic tangent. Gradient: ``g (1 - tanh(x)**2)``."),
+    Unary("arcsinh", "arcsinh", lambda xp, x, y: 1 / xp.hypot(x, 1.0),
+          "Inverse hyperbolic sine. Gradient ``g / sqrt(x**2 + 1)`` (as ``g / hypot(x, 1)``: "
+          "no overflow).", aliases=("asinh",)),
+    Unary("arccosh", "arccosh", lambda xp, x, y: 1 / xp.sqrt((x - 1) * (x + 1)),
+          "Inverse hyperbolic cosine. Domain ``x >= 1``. Gradient ``g / sqrt(x**2 - 1)``: "
+          "infinite at 1, NaN-safe there.", nonan=True, aliases=("acosh",)),
+    Unary("arctanh", "arctanh", lambda xp, x, y: 1 / ((1 - x) * (1 + x)),
+          "Inverse hyperbolic tangent. Domain (-1, 1) (``+-inf`` at +-1). Gradient "
+          "``g / (1 - x**2)``; NaN-safe at +-1.", nonan=True, aliases=("atanh",)),
+    Unary("erf", lambda xp, x: _special(xp).erf(x),
+          lambda xp, x, y: _TWO_OVER_SQRT_PI * xp.exp(-(x * x)),
+          "Error function ``2/sqrt(pi) int_0^x exp(-t**2) dt`` (``scipy.special.erf``; float32 "
+          "stays float32). Gradient: ``g 2/sqrt(pi) exp(-x**2)``."),
+    Unary("erfc", lambda xp, x: _special(xp).erfc(x),
+          lambda xp, x, y: -_TWO_OVER_SQRT_PI * xp.exp(-(x * x)),
+          "Complementary error function ``1 - erf(x)``, accurate for large ``x``. Gradient: "
+          "``-g 2/sqrt(pi) exp(-x**2)``."),
+    Unary("sigmoid", _sigmoid, lambda xp, x, y: y * xp.sigmoid(-x),
+          "Logistic sigmoid ``1 / (1 + exp(-x))`` (``scipy.special.expit``), stable for any "
+          "``x``: never overflows, full relative precision in both tails. Gradient: "
+          "``g sigmoid(x) sigmoid(-x)``, finite everywhere."),
+    Unary("softplus", lambda xp, x: xp.logaddexp(x, 0), lambda xp, x, y: xp.sigmoid(x),
+          "``log(1 + exp(x))`` as ``logaddexp(x, 0)``: equals ``x`` for large ``x`` and "
+          "``exp(x)`` for very negative ``x``, to float precision. Gradient: ``g sigmoid(x)``."),
+    Unary("floor", "floor", None,
+          "Largest integer ``<= x`` (dtype kept). Zero gradient everywhere."),
+    Unary("ceil", "ceil", None, "Smallest integer ``>= x`` (dtype kept). Zero gradient."),
+    Unary("trunc", "trunc", None, "Integer part, towards 0 (dtype kept). Zero gradient.",
+          aliases=("fix",)),
+    Unary("rint", "rint", None, "Round to the nearest integer, halves to even. Zero gradient."),
+    Unary("sign", "sign", None,
+          "``sign(x)`` in {-1, 0, 1} (NaN for NaN); zero gradient everywhere (also at 0)."),
+    Unary("positive", "positive", lambda xp, x, y: 1, "``+x`` (a copy). Gradient: ``g``.",
+          piecewise=True, method=False),
+    Unary("fabs", "fabs", lambda xp, x, y: xp.sign(x),
+          "``|x|`` for real ``x``. Gradient ``g sign(x)``: 0 at 0.", piecewise=True,
+          method=False),
+    Unary("deg2rad", "deg2rad", lambda xp, x, y: math.pi / 180,
+          "Degrees to radians. Gradient: ``g pi/180``.", piecewise=True, aliases=("radians",),
+          method=False),
+    Unary("rad2deg", "rad2deg", lambda xp, x, y: 180 / math.pi,
+          "Radians to degrees. Gradient: ``g 180/pi``.", piecewise=True, aliases=("degrees",),
+          method=False),
+]
+
+BINARY = [
+    Binary("arctan2", "arctan2",
+           lambda xp, x, y, o: y / xp.where((x * x + y * y) == 0, 1.0, x * x + y * y),
+           lambda xp, x, y, o: -x / xp.where((x * x + y * y) == 0, 1.0, x * x + y * y),
+           "Angle of the point ``(x2, x1)`` in radians, in [-pi, pi] (``atan2`` is the same). "
+           "Gradients ``g x2 / (x1**2 + x2**2)`` and ``-g x1 / (x1**2 + x2**2)``; 0 at the "
+           "origin, where the angle has no derivative.", aliases=("atan2",)),
+    Binary("hypot", "hypot",
+           lambda xp, x, y, o: x / xp.where(o == 0, 1.0, o),
+           lambda xp, x, y, o: y / xp.where(o == 0, 1.0, o),
+           "``sqrt(x**2 + y**2)`` without overflow. Gradients ``g x / hypot`` and "
+           "``g y / hypot``; 0 at the origin (a kink, like ``abs`` at 0)."),
+    Binary("logaddexp", "logaddexp", _logaddexp_dx, _swap(_logaddexp_dx),
+           "``log(exp(x) + exp(y))`` without overflow or underflow. Gradients "
+           "``g sigmoid(x - y)`` and ``g sigmoid(y - x)``, each finite; at ``x == y == +-inf`` "
+           "each operand gets ``g / 2``."),
+    Binary("logaddexp2", "logaddexp2",
+           lambda xp, x, y, o: xp.exp2(x - o), lambda xp, x, y, o: xp.exp2(y - o),
+           "``log2(2**x + 2**y)`` without overflow. Gradients ``g 2**(x - out)`` and "
+           "``g 2**(y - out)``."),
+    Binary("maximum", "maximum", _minmax_d(True), _swap(_minmax_d(True)),
+           "Elementwise maximum; NaN propagates. Gradient: to the larger operand; at ties "
+           "``x == y`` split equally (``g / 2`` each).", piecewise=True, method=True),
+    Binary("minimum", "minimum", _minmax_d(False), _swap(_minmax_d(False)),
+           "Elementwise minimum; NaN propagates. Gradient: to the smaller operand; at ties "
+           "split equally.", piecewise=True, method=True),
+    Binary("fmax", "fmax",
+           lambda xp, x, y, o: xp.where(x == y, 0.5, (x > y) | xp.isnan(y)),
+           lambda xp, x, y, o: xp.where(x == y, 0.5, (y > x) | xp.isnan(x)),
+           "Elementwise maximum ignoring NaN (NumPy's ``fmax``). Gradient: to the operand "
+           "returned; ties split equally.", piecewise=True),
+    Binary("fmin", "fmin",
+           lambda xp, x, y, o: xp.where(x == y, 0.5, (x < y) | xp.isnan(y)),
+           lambda xp, x, y, o: xp.where(x == y, 0.5, (y < x) | xp.isnan(x)),
+           "Elementwise minimum ignoring NaN (NumPy's ``fmin``). Gradient: to the operand "
+           "returned; ties split equally.", piecewise=True),
+    Binary("remainder", "remainder", lambda xp, x, y, o: 1,
+           lambda xp, x, y, o: -xp.floor_divide(x, y),
+           "``x - floor(x / y) * y`` (``mod``, the ``%`` operator): the result has ``y``'s "
+           "sign. Gradients ``g`` and ``-g floor(x / y)`` (one-sided at the jumps, as PyTorch "
+           "and JAX). ``y == 0`` gives NaN for floats and 0 for integers.", piecewise=True,
+           aliases=("mod",), operators=("__mod__", "__rmod__")),
+    Binary("fmod", "fmod", lambda xp, x, y, o: 1, lambda xp, x, y, o: -xp.trunc(x / y),
+           "C's ``fmod``: the remainder with ``x``'s sign. Gradients ``g`` and "
+           "``-g trunc(x / y)``.", piecewise=True),
+    Binary("floor_divide", "floor_divide", None, None,
+           "``floor(x / y)`` (the ``//`` operator). Zero gradient everywhere. ``y == 0`` gives "
+           "``+-inf``/NaN for floats and 0 for integers.",
+           operators=("__floordiv__", "__rfloordiv__")),
+    Binary("copysign", "copysign",
+           lambda xp, x, y, o: xp.where(xp.signbit(x) == xp.signbit(y), 1.0, -1.0), None,
+           "``|x|`` with the sign of ``y``. Gradient ``+-g`` to ``x``; none to ``y``.",
+           piecewise=True),
+    Binary("float_power", "float_power",
+           lambda xp, x, y, o: y * xp.float_power(x, y - 1),
+           lambda xp, x, y, o: xp.log(xp.where(x == 0, 1.0, x)) * o,
+           "``x ** y`` computed in float64 (or complex128). Gradients as :func:`power`.",
+           nonan=True),
+    Binary("heaviside", "heaviside", None, None,
+           "Heaviside step: 0 below 0, 1 above, ``h0`` at 0. Zero gradient everywhere."),
+    Binary("nextafter", "nextafter", lambda xp, x, y, o: 1, None,
+           "The next float after ``x`` towards ``y``: ``x`` moved by one unit in the last place. "
+           "Gradient: ``g`` to ``x`` (the step is below any finite difference), none to ``y``.",
+           piecewise=True),
+    Binary("ldexp", "ldexp", lambda xp, x, y, o: xp.exp2(y), None,
+           "``x * 2**y`` for integer ``y``. Gradient: ``g 2**y`` to ``x``.", piecewise=True),
+]
+
+PREDICATES = [  # name, NumPy function, arity, Tensor methods and operators
+    ("equal", "equal", 2, ("__eq__",)), ("not_equal", "not_equal", 2, ("__ne__",)),
+    ("less", "less", 2, ("__lt__",)), ("less_equal", "less_equal", 2, ("__le__",)),
+    ("greater", "greater", 2, ("__gt__",)), ("greater_equal", "greater_equal", 2, ("__ge__",)),
+    ("logical_and", "logical_and", 2, ()), ("logical_or", "logical_or", 2, ()),
+    ("logical_xor", "logical_xor", 2, ()), ("logical_not", "logical_not", 1, ("logical_not",)),
+    ("isfinite", "isfinite", 1, ("isfinite",)), ("isnan", "isnan", 1, ("isnan",)),
+    ("isinf", "isinf", 1, ("isinf",)), ("signbit", "signbit", 1, ()),
+    ("isneginf", "isneginf", 1, ()), ("isposinf", "isposinf", 1, ()),
+    ("isreal", "isreal", 1, ()), ("iscomplex", "iscomplex", 1, ()),
+    ("bitwise_and", "bitwise_and", 2, ("__and__", "__rand__")),
+    ("bitwise_or", "bitwise_or", 2, ("__or__", "__ror__")),
+    ("bitwise_xor", "bitwise_xor", 2, ("__xor__", "__rxor__")),
+    ("invert", "invert", 1, ("__invert__",)), ("bitwise_not", "invert", 1, ()),
+    ("left_shift", "left_shift", 2, ("__lshift__", "__rlshift__")),
+    ("right_shift", "right_shift", 2, ("__rshift__", "__rrshift__")),
+    ("gcd", "gcd", 2, ()), ("lcm", "lcm", 2, ()),
+]
+
+
+def _predicate_class(name, fn, arity, methods):
+    """A non-differentiable elementwise op (comparison, logic, bitwise, classification)."""
+    doc = (f"NumPy's ``{fn}`` elementwise" + (", broadcasting" if arity == 2 else "")
+           + "; no gradient (a boolean or integer result).")
+    if arity == 1:
+        forward = staticmethod(lambda ctx, x: getattr(ctx.backend, fn)(x))
+    else:
+        forward = staticmethod(lambda ctx, x, y: getattr(ctx.backend, fn)(x, y))
+    attrs = {
+        "__doc__": doc, "oper": name, "arity": arity, "differentiable": False,
+        "names": (name,), "methods": methods, "forward": forward,
+        "output_dtype": classmethod(lambda cls, *d, _rule=_DtypeRule(fn), **p: _rule(*d)),
+    }
+    cname = "".join(p.capitalize() for p in name.split("_"))
+    return expose(type(cname, (Function,), attrs))
+
+
+_GENERATED = {}
+for _row in UNARY:
+    _GENERATED[_row.name] = _unary_class(_row)
+for _row in BINARY:
+    _GENERATED[_row.name] = _binary_class(_row)
+for _p in PREDICATES:
+    _GENERATED[_p[0]] = _predicate_class(*_p)
+globals().update({cls.__name__: cls for cls in _GENERATED.values()})
+
+
+# -- ops with a rule of their own --------------------------------------------------------------
+@expose
 class Abs(Function):
-    """``|x|``. Derivative: ``sign(x)``; convention at 0: 0, consistent with ``sign(0) = 0``
-    (as PyTorch; JAX's ``abs`` gives 1 there)."""
+    """``|x|`` elementwise (``absolute`` is the same function).
+
+    Gradient ``g sign(x)`` for real ``x`` (0 at 0, consistent with ``sign(0) = 0``, as
+    PyTorch); ``g conj(z) / |z|`` for complex ``z`` (JAX's convention; 0 at 0).
+    """
 
     oper = "abs"
+    names = ("abs", "absolute")
+    methods = ("abs", "__abs__")
 
     @staticmethod
     def forward(ctx, x):
@@ -821,32 +915,37 @@ class Abs(Function):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return g * _tnp().sign(x)
-
-
-class Sign(Function):
-    """``sign(x)`` in {-1, 0, 1} (NaN for NaN); zero gradient everywhere (also at 0)."""
-
-    oper = "sign"
+        if x.dtype.kind == "c":
+            r = ns.abs(x)
+            return g * ns.conj(x) / ns.where(r == 0, 1.0, r)
+        return g * ns.sign(x)
 
     @staticmethod
-    def forward(ctx, x):
-        return ctx.backend.sign(x)
+    def jvp(ctx, t):
+        (x,) = ctx.saved_tensors
+        if x.dtype.kind == "c":
+            r = ns.abs(x)
+            return ns.real(ns.conj(x) * t) / ns.where(r == 0, 1.0, r)
+        return t * ns.sign(x)
 
-    @staticmethod
-    def backward(ctx, g):
-        return None
+    @classmethod
+    def output_dtype(cls, d):
+        return np.abs(np.zeros((), d)).dtype
 
 
-# -- piecewise: where, maximum, minimum, clip, rounding --------------------------------------
+@expose
 class Where(Function):
-    """``where(cond, x, y)``: ``x`` where ``cond`` is true, else ``y`` (broadcasting).
+    """``x`` where ``cond`` is true, else ``y``, broadcasting all three (NumPy ``where``).
 
-    The cotangent goes to ``x`` where ``cond`` holds and to ``y`` elsewhere; ``cond`` (boolean)
-    gets none.
+    Gradient: the cotangent goes to ``x`` where ``cond`` holds and to ``y`` elsewhere.
+
+    Raises:
+        TypeError: if ``cond`` is not boolean (compare first, e.g. ``x > 0``).
+        ValueError: if the shapes do not broadcast.
     """
 
     oper = "where"
+    names = ("where",)
 
     @staticmethod
     def forward(ctx, cond, x, y):
@@ -855,69 +954,53 @@ class Where(Function):
 
     @staticmethod
     def backward(ctx, g):
-        tnp = _tnp()
         (cond,) = ctx.saved_tensors
         _, nx, ny = ctx.needs_input_grad
-        gx = tnp.where(cond, g, 0.0) if nx else None
-        gy = tnp.where(cond, 0.0, g) if ny else None
+        gx = Where.apply(cond, g, 0.0) if nx else None
+        gy = Where.apply(cond, 0.0, g) if ny else None
         return None, gx, gy
 
-
-class Maximum(Function):
-    """Elementwise ``maximum(x, y)`` (NaN propagates). Convention at ties ``x == y``: the
-    gradient is split equally, half to each (as the seeds document)."""
-
-    oper = "maximum"
+    @staticmethod
+    def jvp(ctx, tc, tx, ty):
+        (cond,) = ctx.saved_tensors
+        return Where.apply(cond, 0.0 if tx is None else tx, 0.0 if ty is None else ty)
 
     @staticmethod
-    def forward(ctx, x, y):
-        ctx.save_for_backward(x, y)
-        return ctx.backend.maximum(x, y)
+    def api(cond, x=None, y=None):
+        if x is None and y is None:
+            return ns.nonzero(cond)
+        if x is None or y is None:
+            raise TypeError("where: give both x and y (or neither, for nonzero(cond))")
+        cond = tensor_arg(cond)
+        if cond.dtype != np.bool_:
+            raise TypeError(
+                f"where: cond must be boolean, got dtype {cond.dtype} (shape {cond.shape}); "
+                "pass a comparison such as x > 0, or cast with cond.astype(bool)"
+            )
+        x, y = operands(x, y)
+        return Where.apply(cond, x, y)
 
-    @staticmethod
-    def backward(ctx, g):
-        return _minmax_backward(ctx, g, greater=True)
-
-
-class Minimum(Function):
-    """Elementwise ``minimum(x, y)`` (NaN propagates). Convention at ties: split equally."""
-
-    oper = "minimum"
-
-    @staticmethod
-    def forward(ctx, x, y):
-        ctx.save_for_backward(x, y)
-        return ctx.backend.minimum(x, y)
-
-    @staticmethod
-    def backward(ctx, g):
-        return _minmax_backward(ctx, g, greater=False)
+    @classmethod
+    def output_dtype(cls, c, x, y):
+        args = [d for d in (x, y) if isinstance(d, (np.dtype, int, float, complex))]
+        return np.result_type(*args)
 
 
-def _minmax_backward(ctx, g, greater: bool):
-    tnp = _tnp()
-    x, y = ctx.saved_tensors
-    nx, ny = ctx.needs_input_grad
-    win = (x > y) if greater else (x < y)
-    half = tnp.where(x == y, g * 0.5, 0.0)  # keeps g's dtype (0.0 is a weak Python scalar)
-    gx = tnp.where(win, g, half) if nx else None
-    gy = tnp.where(win, 0.0, tnp.where(x == y, half, g)) if ny else None
-    return gx, gy
-
-
+@expose
 class Clip(Function):
-    """``clip(x, a_min, a_max) = minimum(maximum(x, a_min), a_max)``; a bound may be ``None``.
+    """``clip(a, a_min, a_max) = minimum(maximum(a, a_min), a_max)``; a bound may be ``None``.
 
-    Derivatives: 1 to ``x`` where ``a_min <= x <= a_max``, 1 to ``a_min`` where ``x < a_min``,
-    1 to ``a_max`` where the result is ``a_max`` and ``x > a_max`` (or ``a_min > a_max``).
-    Convention at the boundary ``x == a_min`` or ``x == a_max``: the whole gradient goes to
-    ``x``, as PyTorch's ``clamp`` (pytorch/pytorch#7049) and TensorFlow's ``clip_by_value``:
-    the bounds are inclusive, so a value exactly at a bound is treated as inside. With
-    ``a_min > a_max`` the result is ``a_max`` everywhere (NumPy) and the gradient goes to
-    ``a_max``.
+    Gradient: to ``a`` where ``a_min <= a <= a_max`` (bounds inclusive: at the boundary the
+    whole gradient goes to ``a``, as PyTorch's ``clamp``), else to the active bound. With
+    ``a_min > a_max`` the result is ``a_max`` everywhere (NumPy) and the gradient goes to it.
+
+    Raises:
+        ValueError: if the shapes do not broadcast.
     """
 
     oper = "clip"
+    names = ("clip",)
+    methods = ("clip",)
 
     @staticmethod
     def forward(ctx, x, a_min, a_max):
@@ -926,104 +1009,49 @@ class Clip(Function):
 
     @staticmethod
     def backward(ctx, g):
-        tnp = _tnp()
         x, lo, hi = ctx.saved_tensors
         nx, nlo, nhi = ctx.needs_input_grad
-        below = None if lo is None else tnp.less(x, lo)
+        below = None if lo is None else x < lo
         above = None
         if hi is not None:
-            above = tnp.greater(x if lo is None else tnp.where(below, lo, x), hi)
+            above = ns.where(below, lo, x) > hi if below is not None else x > hi
             if below is not None:
-                below = tnp.logical_and(below, tnp.logical_not(above))
-        out_x = below if above is None else (above if below is None else None)
-        if above is not None and below is not None:
-            out_x = tnp.logical_or(below, above)
-        gx = None
-        if nx:
-            gx = g if out_x is None else tnp.where(out_x, 0.0, g)
-        glo = tnp.where(below, g, 0.0) if nlo else None
-        ghi = tnp.where(above, g, 0.0) if nhi else None
+                below = below & ~above
+        if below is None:
+            out_x = above
+        elif above is None:
+            out_x = below
+        else:
+            out_x = below | above
+        gx = (g if out_x is None else ns.where(out_x, 0.0, g)) if nx else None
+        glo = ns.where(below, g, 0.0) if nlo else None
+        ghi = ns.where(above, g, 0.0) if nhi else None
         return gx, glo, ghi
 
-
-class Floor(Function):
-    """Largest integer ``<= x`` (dtype kept). Zero gradient everywhere (also at the jumps)."""
-
-    oper = "floor"
-
     @staticmethod
-    def forward(ctx, x):
-        return ctx.backend.floor(x)
+    def api(a, a_min=None, a_max=None, *, min=None, max=None):  # noqa: A002
+        a = tensor_arg(a)
+        a_min = min if a_min is None else a_min
+        a_max = max if a_max is None else a_max
+        if a_min is None and a_max is None:
+            return a
+        lo = None if a_min is None else operand(a_min)
+        hi = None if a_max is None else operand(a_max)
+        return Clip.apply(a, lo, hi)
 
-    @staticmethod
-    def backward(ctx, g):
-        return None
 
+@expose
+class Round(Function):
+    """Round to ``decimals`` decimals (negative: tens, hundreds...), halves to even, like NumPy
+    (``around`` is the same function). Dtype kept. Zero gradient everywhere.
 
-class Remainder(Function):
-    """``x - floor(x / y) * y``, NumPy's ``remainder`` (``%``; the result has ``y``'s sign).
-
-    Derivatives: 1 for ``x`` and ``-floor(x / y)`` for ``y``, the one-sided values at the
-    jumps (where ``x / y`` is an integer), as PyTorch and JAX. ``y == 0`` gives NaN for floats
-    and 0 for integers, without a warning (NumPy's values). Integer results have no gradient.
+    Raises:
+        TypeError: if ``decimals`` is not an int.
     """
 
-    oper = "remainder"
-
-    @staticmethod
-    def forward(ctx, x, y):
-        xp = ctx.backend
-        with _quiet():
-            out = xp.remainder(x, y)
-        ctx.save_for_backward(x, y)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        x, y = ctx.saved_tensors
-        nx, ny = ctx.needs_input_grad
-        gy = None
-        if ny:
-            gy = -g * FloorDivide.apply(x, y)  # piecewise constant: no gradient of its own
-        return (g if nx else None), gy
-
-
-class FloorDivide(Function):
-    """``floor(x / y)``, NumPy's ``floor_divide`` (``//``). Piecewise constant: zero gradient
-    everywhere (also at the jumps). ``y == 0`` gives ``+-inf``/NaN for floats and 0 for
-    integers, without a warning (NumPy's values)."""
-
-    oper = "floor_divide"
-
-    @staticmethod
-    def forward(ctx, x, y):
-        with _quiet():
-            return ctx.backend.floor_divide(x, y)
-
-    @staticmethod
-    def backward(ctx, g):
-        return None, None
-
-
-class Ceil(Function):
-    """Smallest integer ``>= x`` (dtype kept). Zero gradient everywhere (also at the jumps)."""
-
-    oper = "ceil"
-
-    @staticmethod
-    def forward(ctx, x):
-        return ctx.backend.ceil(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        return None
-
-
-class Round(Function):
-    """Round to ``decimals`` decimals, halves to even (NumPy's ``round``); dtype kept.
-    Zero gradient everywhere (also at the jumps)."""
-
     oper = "round"
+    names = ("round", "around")
+    methods = ("round", "__round__")
 
     @staticmethod
     def forward(ctx, x, decimals=0):
@@ -1033,131 +1061,27 @@ class Round(Function):
     def backward(ctx, g):
         return None
 
-
-# -- special functions and activations --------------------------------------------------------
-class Erf(Function):
-    """Error function ``erf(x) = 2/sqrt(pi) int_0^x exp(-t**2) dt`` (``scipy.special.erf``).
-
-    Derivative: ``2/sqrt(pi) exp(-x**2)``. Float32 stays float32; integers give float64.
-    """
-
-    oper = "erf"
-
     @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return _special(ctx.backend).erf(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * (_TWO_OVER_SQRT_PI * _tnp().exp(-(x * x)))
+    def api(x, decimals=0):
+        if isinstance(decimals, bool) or not isinstance(decimals, (int, np.integer)):
+            raise TypeError(f"round: decimals must be an int, got {decimals!r}")
+        return Round.apply(tensor_arg(x), decimals=int(decimals))
 
 
-class Erfc(Function):
-    """Complementary error function ``1 - erf(x)``, accurate where ``erf(x)`` is near 1
-    (``scipy.special.erfc``). Derivative: ``-2/sqrt(pi) exp(-x**2)``."""
-
-    oper = "erfc"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return _special(ctx.backend).erfc(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * (-_TWO_OVER_SQRT_PI * _tnp().exp(-(x * x)))
-
-
-class Sigmoid(Function):
-    """Logistic sigmoid ``1 / (1 + exp(-x))``, stable for any ``x``.
-
-    Forward: ``1 / (1 + e)`` for ``x >= 0`` and ``e / (1 + e)`` for ``x < 0``, with
-    ``e = exp(-|x|) <= 1``: never overflows, and keeps full relative precision in both tails.
-    Derivative: ``sigmoid(x) sigmoid(-x)`` (accurate also where ``1 - sigmoid(x)`` would
-    round to 0).
-    """
-
-    oper = "sigmoid"
-
-    @staticmethod
-    def forward(ctx, x):
-        xp = ctx.backend
-        e = xp.exp(-xp.abs(x))
-        out = xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
-        ctx.save_for_backward(x, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        x, out = ctx.saved_tensors
-        return g * (out * Sigmoid.apply(-x))
-
-
-class Softplus(Function):
-    """``log(1 + exp(x))``, stable for any ``x``: computed as ``logaddexp(x, 0)``
-    (``max(x, 0) + log1p(exp(-|x|))``), so it equals ``x`` for large ``x`` and ``exp(x)`` (to
-    full relative precision) for very negative ``x``. Derivative: ``sigmoid(x)``."""
-
-    oper = "softplus"
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return ctx.backend.logaddexp(x, 0)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * Sigmoid.apply(x)
-
-
-_ZERO_BLOCKS: dict = {}
-
-
-def _relu(xp, x):
-    """``maximum(x, 0)``, exactly; for large contiguous float32 NumPy arrays computed against a
-    block of zeros instead of the scalar 0.
-
-    NumPy (2.x, x86) runs ``maximum`` with a scalar operand through a loop about twice as slow
-    as with two arrays (25 against 13 µs for 128x512 float32); viewing ``x`` as rows of 256
-    and broadcasting one read-only zero row keeps the fast loop with no array of ``x``'s size.
-    The values are the same ufunc's on the same operands: NaN stays NaN and ``-0.0`` gives
-    ``0.0`` either way. float64 and small arrays gain nothing and take the plain call.
-    """
-    if (
-        type(x) is np.ndarray
-        and x.dtype == np.float32
-        and x.size >= 16384
-        and not x.size % 256
-        and x.flags.c_contiguous
-    ):
-        zeros = _ZERO_BLOCKS.get(x.dtype)
-        if zeros is None:
-            zeros = np.zeros(256, x.dtype)
-            zeros.flags.writeable = False
-            _ZERO_BLOCKS[x.dtype] = zeros
-        out = np.empty(x.shape, x.dtype)
-        np.maximum(x.reshape(-1, 256), zeros, out=out.reshape(-1, 256))
-        return out
-    return xp.maximum(x, 0)
-
-
+@expose
 class Relu(Function):
-    """``max(x, 0)``; dtype kept. Derivative: 1 for ``x > 0``, else 0; convention at 0: 0
-    (as PyTorch and JAX).
-
-    The backward is :class:`ReluGrad` of the cotangent and the saved output."""
+    """Rectified linear unit ``maximum(x, 0)``; dtype kept. Gradient: ``g`` where ``x > 0``,
+    else 0; at ``x = 0`` the gradient is 0 (as PyTorch and JAX). The backward is
+    :class:`ReluGrad` of the cotangent and the saved output."""
 
     oper = "relu"
+    names = ("relu",)
+    methods = ("relu",)
 
     @staticmethod
     def forward(ctx, x):
-        out = _relu(ctx.backend, x)
-        # The output carries the mask (out > 0 exactly where x > 0, NaN in neither), so the
-        # input need not outlive this op: the next layer keeps the output alive anyway.
+        out = ctx.backend.maximum(x, 0)
+        # The output carries the mask (out > 0 exactly where x > 0, NaN in neither).
         ctx.save_for_backward(out)
         return out
 
@@ -1166,103 +1090,207 @@ class Relu(Function):
         (out,) = ctx.saved_tensors
         return ReluGrad.apply(g, out)
 
+    jvp = backward
+
 
 _SAME_SIZE_INT = {2: "i2", 4: "i4", 8: "i8"}  # float16/32/64 viewed as integers of their size
 
 
 class ReluGrad(Function):
     """``where(y > 0, g, 0)``: the backward of :class:`Relu` given its output ``y``, fused into
-    one primitive (a comparison and a multiply instead of a comparison and a ``where``, which
-    NumPy runs several times slower).
+    one primitive.
 
     Exactly ``where``'s values, ``+0.0`` where ``y <= 0`` (or NaN) whatever ``g`` holds there,
     inf and NaN included: ``g``'s bits, viewed as integers of its size, are multiplied by the
-    mask (0 or 1), which keeps or clears every bit, with no floating-point product that could
-    turn ``inf * 0`` into NaN, and no finiteness check. ``g`` and ``y`` broadcast; the result
-    has ``g``'s dtype. The
-    result is linear in ``g`` and piecewise constant in ``y``: its backward sends
-    ``ReluGrad(h, y)`` to ``g`` and nothing to ``y``, so every order stays within this op.
+    mask (0 or 1), with no floating-point product that could turn ``inf * 0`` into NaN. Linear
+    in ``g``, piecewise constant in ``y``: its backward sends ``ReluGrad(h, y)`` to ``g`` and
+    nothing to ``y``.
     """
 
     oper = "relu_grad"
-    nondiff_argnums = (1,)  # piecewise constant in y
+    nondiff_argnums = (1,)
 
     @staticmethod
     def forward(ctx, g, y):
         ctx.save_for_backward(y)
         xp = ctx.backend
-        bits = _SAME_SIZE_INT.get(g.dtype.itemsize) if g.dtype.kind == "f" else None
-        if bits is not None:  # the mask applied to g's bits: where(y > 0, g, +0.0), exactly
-            shape = g.shape if g.shape == y.shape else np.broadcast_shapes(g.shape, y.shape)
-            out = xp.empty(shape, g.dtype)
-            xp.multiply(g.view(bits), y > 0, out=out.view(bits))
-            return out
-        if _all_finite(xp, g):  # no inf * 0 to warn about or to correct
-            if g.shape == y.shape:
-                # the mask cast to g's dtype, then scaled in place: NumPy's float-times-bool
-                # multiply loop is slower than a cast and a same-type multiply
-                out = (y > 0).astype(g.dtype)
-                out *= g
-                return out
-            return g * (y > 0)
-        mask = y > 0
-        with _quiet():
-            out = g * mask
-        return xp.where(mask, g, 0).astype(out.dtype, copy=False)
+        return _masked(xp, g, y > 0)
 
     @staticmethod
     def backward(ctx, h):
         (y,) = ctx.saved_tensors
         return (ReluGrad.apply(h, y) if ctx.needs_input_grad[0] else None), None
 
+    @staticmethod
+    def jvp(ctx, tg, ty):
+        (y,) = ctx.saved_tensors
+        return None if tg is None else ReluGrad.apply(tg, y)
+
     @classmethod
     def output_dtype(cls, g, y):
-        return np.dtype(g)
+        return g
 
 
+@expose
 class Gelu(Function):
     """Gaussian error linear unit (Hendrycks and Gimpel, 2016, arXiv:1606.08415).
 
-    ``approximate="none"``: ``x Phi(x)`` with ``Phi`` the standard normal CDF
-    (``scipy.special.ndtr``); derivative ``Phi(x) + x phi(x)``, ``Phi(x) = erfc(-x/sqrt2)/2``,
-    ``phi(x) = exp(-x**2/2)/sqrt(2 pi)``.
+    ``approximate="none"``: ``x Phi(x)`` with ``Phi`` the standard normal CDF; derivative
+    ``Phi(x) + x phi(x)``. ``approximate="tanh"``: ``0.5 x (1 + tanh(u))``,
+    ``u = sqrt(2/pi) (x + 0.044715 x**3)``, and its derivative. A bool is accepted as JAX's
+    ``approximate`` (True means ``"tanh"``).
 
-    ``approximate="tanh"``: ``0.5 x (1 + tanh(u))``, ``u = sqrt(2/pi) (x + 0.044715 x**3)``;
-    derivative ``0.5 (1 + t) + 0.5 x (1 - t**2) sqrt(2/pi) (1 + 3 * 0.044715 x**2)``,
-    ``t = tanh(u)``.
+    Raises:
+        ValueError: for another ``approximate``.
     """
 
     oper = "gelu"
+    names = ("gelu",)
+    methods = ("gelu",)
 
     @staticmethod
     def forward(ctx, x, approximate="none"):
         xp = ctx.backend
         ctx.save_for_backward(x)
         ctx.approximate = approximate
-        with _quiet():
-            if approximate == "tanh":
-                return 0.5 * x * (1 + xp.tanh(_GELU_C * (x + _GELU_A * (x * x * x))))
-            return x * _special(xp).ndtr(x)
+        if approximate == "tanh":
+            return 0.5 * x * (1 + xp.tanh(_GELU_C * (x + _GELU_A * (x * x * x))))
+        return x * _special(xp).ndtr(x)
 
     @staticmethod
     def backward(ctx, g):
-        tnp = _tnp()
         (x,) = ctx.saved_tensors
         if ctx.approximate == "tanh":
             x2 = x * x
-            t = tnp.tanh(_GELU_C * (x + _GELU_A * (x2 * x)))
+            t = ns.tanh(_GELU_C * (x + _GELU_A * (x2 * x)))
             d = 0.5 * (1 + t) + (0.5 * _GELU_C) * x * (1 - t * t) * (1 + (3 * _GELU_A) * x2)
         else:
-            cdf = 0.5 * Erfc.apply(-_INV_SQRT2 * x)
-            d = cdf + x * (_INV_SQRT_2PI * tnp.exp(-0.5 * (x * x)))
+            cdf = 0.5 * ns.erfc(-_INV_SQRT2 * x)
+            d = cdf + x * (_INV_SQRT_2PI * ns.exp(-0.5 * (x * x)))
         return g * d
 
+    @staticmethod
+    def api(x, approximate="none"):
+        if approximate is True or approximate is False:
+            approximate = "tanh" if approximate else "none"
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        return Gelu.apply(tensor_arg(x), approximate=approximate)
 
-# -- casts and gradient control ---------------------------------------------------------------
+
+# -- complex parts ---------------------------------------------------------------------------
+@expose
+class Real(Function):
+    """The real part (the value itself for real input). Gradient (JAX's convention): the
+    cotangent, as a complex cotangent of ``z`` for complex input."""
+
+    oper = "real"
+    names = ("real",)
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.cplx = x.dtype.kind == "c"
+        return ctx.backend.real(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+    @staticmethod
+    def jvp(ctx, t):
+        return ns.real(t) if ctx.cplx else t
+
+    @classmethod
+    def output_dtype(cls, d):
+        return np.real(np.zeros((), d)).dtype
+
+
+@expose
+class Imag(Function):
+    """The imaginary part (zeros for real input). Gradient (JAX's convention): ``-1j g`` to a
+    complex ``z``; none to a real input."""
+
+    oper = "imag"
+    names = ("imag",)
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.cplx = x.dtype.kind == "c"
+        return ctx.backend.imag(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * -1j if ctx.cplx else None
+
+    @staticmethod
+    def jvp(ctx, t):
+        return ns.imag(t) if ctx.cplx else None
+
+    @classmethod
+    def output_dtype(cls, d):
+        return np.imag(np.zeros((), d)).dtype
+
+
+@expose
+class Conj(Function):
+    """The complex conjugate (``conjugate`` is the same; the value for real input). Gradient:
+    the conjugate of the cotangent."""
+
+    oper = "conj"
+    names = ("conj", "conjugate")
+    methods = ("conj", "conjugate")
+
+    @staticmethod
+    def forward(ctx, x):
+        return ctx.backend.conj(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return Conj.apply(g)
+
+    jvp = backward
+
+
+@expose
+class Angle(Function):
+    """The angle of complex ``z`` in radians (0 or pi for real input), NumPy's ``angle``.
+    Gradient (JAX's convention): ``g (-1j conj(z)) / |z|**2``, 0 at 0; none for real input."""
+
+    oper = "angle"
+    names = ("angle",)
+
+    @staticmethod
+    def forward(ctx, z):
+        ctx.save_for_backward(z)
+        return ctx.backend.angle(z)
+
+    @staticmethod
+    def backward(ctx, g):
+        (z,) = ctx.saved_tensors
+        if z.dtype.kind != "c":
+            return None
+        r2 = ns.real(z * ns.conj(z))
+        return g * (-1j * ns.conj(z)) / ns.where(r2 == 0, 1.0, r2)
+
+    @classmethod
+    def output_dtype(cls, d):
+        return np.angle(np.zeros((), d)).dtype
+
+
+# -- casts and gradient control ----------------------------------------------------------------
+@expose
 class AsType(Function):
-    """Cast to ``dtype``; the cotangent is cast back (``apply`` casts it to the input dtype)."""
+    """Cast to ``dtype``; differentiable between floating and complex dtypes (the cotangent is
+    cast back: a complex-to-real cast keeps the real part, JAX's convention); integer and
+    boolean results carry no gradient.
+
+    Raises:
+        TypeError: if ``dtype`` is not a dtype NumPy understands, naming it.
+    """
 
     oper = "astype"
+    names = ("astype",)
+    methods = ("astype", "convert_to")
 
     @staticmethod
     def forward(ctx, x, dtype):
@@ -1271,6 +1299,24 @@ class AsType(Function):
     @staticmethod
     def backward(ctx, g):
         return g, None
+
+    @staticmethod
+    def jvp(ctx, t, _):
+        return AsType.apply(t, ctx.out_avals[0][1])
+
+    @staticmethod
+    def api(x, dtype, copy=True):
+        x = tensor_arg(x)
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError:
+            raise TypeError(
+                f"astype: {dtype!r} is not a dtype; expected a NumPy dtype or name such as "
+                "'float32', 'int64', 'complex64' or 'bool'"
+            ) from None
+        if x.dtype == dtype:
+            return x
+        return AsType.apply(x, dtype)
 
     @classmethod
     def output_shape(cls, shape, dtype=None):
@@ -1281,119 +1327,27 @@ class AsType(Function):
         return np.dtype(dtype)
 
 
+@expose
 class StopGradient(Function):
-    """Identity whose cotangent is zero: the value is a constant to every transform."""
+    """The same value with zero gradient under every transform (``x.detach()``)."""
 
     oper = "stop_gradient"
+    differentiable = False
+    methods = ("detach",)
 
     @staticmethod
     def forward(ctx, x):
         return x
 
-    @staticmethod
-    def backward(ctx, g):
-        return None
 
+__all__ = [
+    "MulNoNan", "DivNoNan", "Add", "Sub", "Mul", "Div", "Neg", "Pow", "Unary", "Binary",
+    "UNARY", "BINARY", "PREDICATES", "UnaryGrad", "BinaryGrad", "Abs", "Where", "Clip", "Round",
+    "Relu", "ReluGrad", "Gelu", "Real", "Imag", "Conj", "Angle", "AsType", "StopGradient",
+    *[cls.__name__ for cls in _GENERATED.values()],
+]  # fmt: skip
 
-# -- comparisons and logic: boolean results, no gradient -------------------------------------
-class Compare(Function):
-    """Elementwise comparison ``op`` in {eq, ne, lt, le, gt, ge}; boolean output, no gradient."""
+from tapegrad.ops._registry import METHODS as _METHODS  # noqa: E402
 
-    oper = "compare"
-    differentiable = False
-
-    @classmethod
-    def output_dtype(cls, *dtypes, **params):
-        return np.dtype(bool)
-
-    @staticmethod
-    def forward(ctx, x, y, op):
-        xp = ctx.backend
-        return getattr(xp, _COMPARE[op])(x, y)
-
-
-_COMPARE = {
-    "eq": "equal",
-    "ne": "not_equal",
-    "lt": "less",
-    "le": "less_equal",
-    "gt": "greater",
-    "ge": "greater_equal",
-}
-
-
-class LogicalAnd(Function):
-    """Truth-value ``x and y`` elementwise (nonzero is true); boolean, no gradient."""
-
-    oper = "logical_and"
-    differentiable = False
-
-    @staticmethod
-    def forward(ctx, x, y):
-        return ctx.backend.logical_and(x, y)
-
-
-class LogicalOr(Function):
-    """Truth-value ``x or y`` elementwise (nonzero is true); boolean, no gradient."""
-
-    oper = "logical_or"
-    differentiable = False
-
-    @staticmethod
-    def forward(ctx, x, y):
-        return ctx.backend.logical_or(x, y)
-
-
-class LogicalXor(Function):
-    """Truth-value ``x != y`` elementwise (nonzero is true); boolean, no gradient."""
-
-    oper = "logical_xor"
-    differentiable = False
-
-    @staticmethod
-    def forward(ctx, x, y):
-        return ctx.backend.logical_xor(x, y)
-
-
-class LogicalNot(Function):
-    """Truth-value ``not x`` elementwise (nonzero is true); boolean, no gradient."""
-
-    oper = "logical_not"
-    differentiable = False
-
-    @staticmethod
-    def forward(ctx, x):
-        return ctx.backend.logical_not(x)
-
-
-class IsFinite(Function):
-    """True where ``x`` is neither infinite nor NaN; boolean, no gradient."""
-
-    oper = "isfinite"
-    differentiable = False
-
-    @staticmethod
-    def forward(ctx, x):
-        return ctx.backend.isfinite(x)
-
-
-class IsNan(Function):
-    """True where ``x`` is NaN; boolean, no gradient."""
-
-    oper = "isnan"
-    differentiable = False
-
-    @staticmethod
-    def forward(ctx, x):
-        return ctx.backend.isnan(x)
-
-
-class IsInf(Function):
-    """True where ``x`` is ``+inf`` or ``-inf``; boolean, no gradient."""
-
-    oper = "isinf"
-    differentiable = False
-
-    @staticmethod
-    def forward(ctx, x):
-        return ctx.backend.isinf(x)
+_METHODS["real"] = property(lambda self: Real.apply(self), doc="The real part (``tnp.real``).")
+_METHODS["imag"] = property(lambda self: Imag.apply(self), doc="The imaginary part.")

@@ -114,6 +114,13 @@ class MatMul(Function):
     def output_shape(cls, a, b):
         return _matmul_shape(a, b)
 
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        a, b = ctx.saved_tensors
+        ga = None if ta is None else MatMul.apply(ta, b)
+        gb = None if tb is None else MatMul.apply(a, tb)
+        return ga if gb is None else (gb if ga is None else ga + gb)
+
 
 def _sum_to_ndim(t, ndim):
     from tapegrad import numpy as tnp

@@ -290,6 +290,10 @@ class Reshape(_MovementFunction):
     def output_shape(cls, shape, new_shape):
         return resolve_shape(new_shape, math.prod(shape), "reshape", shape)
 
+    @staticmethod
+    def jvp(ctx, t, _shape):
+        return Reshape.apply(t, tuple(ctx.out_avals[0][0]))
+
 
 def _permutation(axes, ndim: int, shape, op: str = "transpose") -> tuple:
     if axes is None:
@@ -331,6 +335,10 @@ class Transpose(_MovementFunction):
         shape = tuple(shape)
         return tuple(shape[a] for a in _permutation(axes, len(shape), shape))
 
+    @staticmethod
+    def jvp(ctx, t):
+        return Transpose.apply(t, axes=ctx.axes)
+
 
 def _broadcast_to_shape(shape, new_shape, op="broadcast_to") -> tuple:
     shape, new_shape = tuple(shape), tuple(new_shape)
@@ -367,6 +375,10 @@ class BroadcastTo(_MovementFunction):
     @classmethod
     def output_shape(cls, shape, new_shape):
         return _broadcast_to_shape(shape, new_shape)
+
+    @staticmethod
+    def jvp(ctx, t, _shape):
+        return BroadcastTo.apply(t, tuple(ctx.out_avals[0][0]))
 
 
 # -- indexing ---------------------------------------------------------------------------------
@@ -439,6 +451,10 @@ class GetItem(_MovementFunction):
     def output_dtype(cls, dtype, *index_dtypes, key):
         return np.dtype(dtype)
 
+    @staticmethod
+    def jvp(ctx, t, *_index_tangents):
+        return GetItem.apply(t, *ctx.saved_tensors, key=ctx.key)
+
 
 class ScatterAdd(_MovementFunction):
     """``zeros(shape)`` with ``g`` added at ``key``/``index_arrays`` (``g`` broadcast to the
@@ -482,6 +498,11 @@ class ScatterAdd(_MovementFunction):
     @classmethod
     def output_dtype(cls, dtype, *index_dtypes, shape, key):
         return np.dtype(dtype)
+
+    @staticmethod
+    def jvp(ctx, t, *_index_tangents):
+        return ScatterAdd.apply(t, *ctx.saved_tensors, shape=tuple(ctx.out_avals[0][0]),
+                                key=ctx.key)
 
 
 class ScatterAddInto(_MovementFunction):

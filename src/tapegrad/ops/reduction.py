@@ -168,6 +168,10 @@ class Sum(Function):
     def output_shape(cls, shape, axis=None, keepdims=False):
         return _reduced_shape(shape, normalize_axis(axis, len(shape), "sum"), keepdims)
 
+    @staticmethod
+    def jvp(ctx, t):
+        return Sum.apply(t, axis=ctx.axes, keepdims=ctx.keepdims)
+
 
 class SumGrad(Function):
     """The backward of :class:`Sum` and :class:`Mean`, fused into one primitive: the cotangent
@@ -249,6 +253,10 @@ class Mean(Function):
         axes = normalize_axis(axis, len(shape), "mean")
         _nonempty("mean", shape, axes)
         return _reduced_shape(shape, axes, keepdims)
+
+    @staticmethod
+    def jvp(ctx, t):
+        return Mean.apply(t, axis=ctx.axes, keepdims=ctx.keepdims)
 
 
 def _to_last(x, axes):

@@ -1,0 +1,151 @@
+"""The op registry: each primitive declares its public names; the functions follow from it.
+
+A primitive (a :class:`~tapegrad.Function` subclass) declares, beside its rules:
+
+- ``names``: the ``tapegrad.numpy`` names it is exposed under (the first is the canonical one);
+- ``methods``: the Tensor methods and operators it is attached as (``"__mul__"``; a name
+  ``"__rX__"`` is the reflected operator, called with the operands swapped);
+- ``api``: optionally, the public function itself (a static method: argument handling and the
+  docstring users read); without one, a function of the op's arity is made (``f(x)`` or
+  ``f(x, y)``, operands converted as everywhere in ``tapegrad.numpy``), documented by the
+  class's docstring.
+
+:func:`expose` (a class decorator) registers a primitive: its functions go into :data:`ns`, the
+namespace ``tapegrad.numpy`` re-exports and backward rules call (``ns.where(...)``), and its
+methods into :data:`METHODS`, which :func:`install_methods` attaches to :class:`Tensor` when the
+ops layer has been imported (as HIPS autograd's numpy layer attaches its boxes' methods).
+"""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+
+from tapegrad.tensor import Tensor, const
+
+__all__ = ["ns", "METHODS", "expose", "install_methods", "tensor_arg", "operands", "EXPOSED"]
+
+#: Every public op function by name (``tapegrad.numpy`` re-exports it).
+ns = types.SimpleNamespace()
+#: Tensor method and operator name -> function.
+METHODS: dict = {}
+#: Every exposed primitive, in definition order.
+EXPOSED: list = []
+
+_PY_SCALARS = (int, float, complex)
+
+
+def tensor_arg(x) -> Tensor:
+    """An operand as a Tensor: Tensors pass, arrays and Python data follow ``Tensor``'s rules."""
+    if type(x) is Tensor:
+        return x
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, np.generic):
+        return const(np.asarray(x))
+    try:
+        return Tensor(x)
+    except TypeError:
+        raise TypeError(
+            f"tapegrad.numpy: expected a Tensor, array or number, got {type(x).__name__}"
+        ) from None
+
+
+def operand(x):
+    """A binary operand: Tensors and Python numbers pass (numbers stay weakly typed, NumPy's
+    NEP 50 promotion), everything else becomes a Tensor."""
+    t = type(x)
+    if t is Tensor or t is float or t is int or t is complex:
+        return x
+    if isinstance(x, bool) or isinstance(x, Tensor):
+        return x
+    if x is None:
+        raise TypeError(
+            "tapegrad.numpy: an operand is None; expected a Tensor, array or number (to test "
+            "for None, write `x is None`)"
+        )
+    return tensor_arg(x)
+
+
+def operands(x, y):
+    """Two operands; when both are Python numbers the first becomes a Tensor."""
+    if type(x) is Tensor and type(y) is Tensor:
+        return x, y
+    x, y = operand(x), operand(y)
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        x = tensor_arg(x)
+    return x, y
+
+
+def _default_api(cls):
+    """The public function of an op without ``api``: ``f(x)`` or ``f(x, y)``."""
+    apply = cls.apply
+    arity = getattr(cls, "arity", 1)
+    if arity == 1:
+
+        def fn(x):
+            return apply(x if type(x) is Tensor else tensor_arg(x))
+
+    elif arity == 2:
+
+        def fn(x, y):
+            if type(x) is not Tensor or type(y) is not Tensor:
+                x, y = operands(x, y)
+            return apply(x, y)
+
+    else:  # pragma: no cover - a declaration error
+        raise TypeError(f"expose: {cls.__name__} needs an api for arity {arity}")
+    fn.__doc__ = cls.__doc__
+    return fn
+
+
+def _operator(cls, api, name):
+    """A Tensor operator: straight to ``cls.apply`` for a Tensor or Python number operand."""
+    apply = cls.apply
+    if name.startswith("__r") and name not in ("__round__",):
+
+        def method(self, other):
+            t = type(other)
+            if t is Tensor or t is float or t is int:
+                return apply(other, self)
+            return api(other, self)
+
+    else:
+
+        def method(self, other):
+            t = type(other)
+            if t is Tensor or t is float or t is int:
+                return apply(self, other)
+            return api(self, other)
+
+    method.__name__ = name
+    method.__doc__ = api.__doc__
+    return method
+
+
+def expose(cls):
+    """Class decorator: register ``cls``'s public names and methods (see the module doc)."""
+    api = cls.__dict__.get("api")
+    if isinstance(api, staticmethod):
+        api = api.__func__
+    if api is None:
+        api = _default_api(cls)
+    names = getattr(cls, "names", ())
+    if names:
+        api.__name__ = api.__qualname__ = names[0]
+    api.__module__ = "tapegrad.numpy"
+    cls.api = staticmethod(api)
+    for name in names:
+        setattr(ns, name, api)
+    for name in getattr(cls, "methods", ()):
+        binary_operator = name.startswith("__") and getattr(cls, "arity", 1) == 2
+        METHODS[name] = _operator(cls, api, name) if binary_operator else api
+    EXPOSED.append(cls)
+    return cls
+
+
+def install_methods(methods=None) -> None:
+    """Attach the registered methods (or ``methods``) to :class:`Tensor`."""
+    for name, fn in (METHODS if methods is None else methods).items():
+        type.__setattr__(Tensor, name, fn)
