@@ -299,7 +299,8 @@ def test_table_covers_every_differentiable_elementwise_function():
         "bitwise_xor", "invert", "bitwise_not", "left_shift", "right_shift", "gcd", "lcm",
     }  # fmt: skip
     aliases = {"pow", "asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "absolute",
-               "around", "true_divide", "mod", "fix", "radians", "degrees", "conjugate"}  # fmt: skip
+               "around", "true_divide", "mod", "fix", "radians", "degrees",
+               "conjugate"}  # fmt: skip
     missing = [
         n
         for n in ew.__all__

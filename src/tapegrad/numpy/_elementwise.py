@@ -21,6 +21,6 @@ from __future__ import annotations
 from tapegrad.ops import elementwise as _ew
 from tapegrad.ops._registry import ns as _ns
 
-_OWN = [cls for cls in vars(_ew).values() if isinstance(cls, type) and cls.__module__ == _ew.__name__]
+_OWN = [c for c in vars(_ew).values() if isinstance(c, type) and c.__module__ == _ew.__name__]
 __all__ = sorted({n for cls in _OWN for n in getattr(cls, "names", ())})
 globals().update({n: getattr(_ns, n) for n in __all__})

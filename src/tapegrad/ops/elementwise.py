@@ -454,6 +454,12 @@ def _call(fn, xp, *args):
     return fn(xp, *args)
 
 
+def _dtype_rule(fn):
+    """A classmethod ``output_dtype`` answering what ``fn`` gives on 0-d inputs."""
+    rule = _DtypeRule(fn)
+    return classmethod(lambda cls, *dtypes, **params: rule(*dtypes))
+
+
 class _DtypeRule:
     """``output_dtype`` of a table op: what its ufunc gives on 0-d inputs of these dtypes."""
 
@@ -592,7 +598,7 @@ def _unary_class(row: Unary):
         "names": (row.name, *row.aliases),
         "methods": (row.name,) if row.method else (),
         "row": row,
-        "output_dtype": classmethod(lambda cls, d, _rule=_DtypeRule(fn), **p: _rule(d)),
+        "output_dtype": _dtype_rule(fn),
     }
     if deriv is None:
         attrs["forward"] = staticmethod(lambda ctx, x: _call(fn, ctx.backend, x))
@@ -635,7 +641,7 @@ def _binary_class(row: Binary):
         "names": (row.name, *row.aliases),
         "methods": ((row.name,) if row.method else ()) + row.operators,
         "row": row,
-        "output_dtype": classmethod(lambda cls, a, b, _rule=_DtypeRule(fn), **p: _rule(a, b)),
+        "output_dtype": _dtype_rule(fn),
     }
     if row.dx is None and row.dy is None:
         attrs["forward"] = staticmethod(lambda ctx, x, y: _call(fn, ctx.backend, x, y))
@@ -878,7 +884,7 @@ def _predicate_class(name, fn, arity, methods):
     attrs = {
         "__doc__": doc, "oper": name, "arity": arity, "differentiable": False,
         "names": (name,), "methods": methods, "forward": forward,
-        "output_dtype": classmethod(lambda cls, *d, _rule=_DtypeRule(fn), **p: _rule(*d)),
+        "output_dtype": _dtype_rule(fn),
     }
     cname = "".join(p.capitalize() for p in name.split("_"))
     return expose(type(cname, (Function,), attrs))
