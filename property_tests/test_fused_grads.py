@@ -1,5 +1,6 @@
 """The fused backward primitives (UnaryGrad, BinaryGrad, ReluGrad, ExtremumGrad, DivNoNan,
-MulNoNan, SumGrad) as functions in their own right: forward against the NumPy formula, gradients at orders 1 and 2."""
+MulNoNan, SumGrad) as functions in their own right: forward against the NumPy formula,
+gradients at orders 1 and 2."""
 
 import numpy as np
 import pytest
