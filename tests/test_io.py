@@ -212,7 +212,16 @@ def test_save_rejects_what_it_cannot_store(tmp_path):
         io.save(tmp_path / "x", {1.5: np.ones(1)})
     with pytest.raises(TypeError, match=r"leaf tree\['c'\] has dtype complex128"):
         io.save(tmp_path / "x", {"c": np.ones(2, np.complex128)})
+    with pytest.raises(TypeError, match="scalar leaf cannot be written as JSON"):
+        io.save(tmp_path / "x", {"n": 10**5000})
     assert os.listdir(tmp_path) == []
+
+
+def test_odd_keys_round_trip(tmp_path):
+    tree = {"\ud800": np.ones(2), "ü'\"]": {"": np.int8(1), "\n": "\ud800"}, -3: [np.zeros(1)]}
+    io.save(tmp_path / "x", tree)
+    _same(io.load(tmp_path / "x"), tree)
+    _same(io.load(tmp_path / "x", like=tree), tree)
 
 
 def test_loaded_tensors_are_independent_of_the_file(tmp_path):
@@ -467,7 +476,10 @@ def test_swapped_arguments_say_the_order(tmp_path):
             TypeError, match=r"io.load: the arguments are swapped.*load\(path, like"
         ):
             io.load(tree, path)
-    with open(tmp_path / "f", "wb") as f, pytest.raises(TypeError, match="not file object"):
+    with (
+        open(tmp_path / "f", "wb") as f,
+        pytest.raises(TypeError, match="takes a path, not a file object"),
+    ):
         io.save(f, tree)
     with pytest.raises(TypeError, match="path must be a str or os.PathLike, got int"):
         io.load(3)

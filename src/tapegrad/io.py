@@ -49,6 +49,7 @@ import hmac
 import json
 import os
 import re
+import reprlib
 import secrets
 import stat
 from typing import Any
@@ -109,7 +110,7 @@ def _path_arg(fn: str, path, other, other_name: str, usage: str) -> str:
         )
     hint = ""
     if hasattr(path, "read") or hasattr(path, "write"):
-        hint = " io writes by path (not file object) so that it can replace the file atomically."
+        hint = f" io.{fn} takes a path, not a file object, so that it can replace files atomically."
     raise TypeError(
         f"io.{fn}: path must be a str or os.PathLike, got {type(path).__name__}; the call is "
         f"{usage}.{hint}"
@@ -193,13 +194,6 @@ def _serialize(tree) -> list:
                     f"io.save: leaf {path} has dtype {arr.dtype}, which safetensors cannot "
                     f"store; supported: {', '.join(sorted(_DTYPES))}. Cast it first."
                 )
-            try:
-                path.encode("utf-8")
-            except UnicodeEncodeError:
-                raise TypeError(
-                    f"io.save: leaf {path!r} has a dict key that is not valid Unicode (a lone "
-                    "surrogate); safetensors tensor names must be UTF-8."
-                ) from None
             if not arr.dtype.isnative:
                 arr = arr.astype(arr.dtype.newbyteorder("="))
             arrays[path] = arr if arr.flags.c_contiguous else arr.copy(order="C")
@@ -484,8 +478,8 @@ def _parse_meta(text):
 
 
 def _short(x) -> str:
-    s = repr(x)
-    return s if len(s) <= 60 else s[:57] + "..."
+    """A bounded repr (depth, length) of a decoded JSON value, for messages."""
+    return reprlib.repr(x)
 
 
 def _list(x, what: str, where: str) -> list:
@@ -514,6 +508,7 @@ class _Decoder:
         self.leaves = leaves
         self.next_leaf = 0
         self.node_at = None  # path of the first registered node, if any
+        self.namedtuples = {}  # (typename, fields) -> class, one per distinct record
 
     def build(self, struct, where: str, depth: int):
         if type(struct) is not dict or not struct:
@@ -559,10 +554,13 @@ class _Decoder:
                 raise _Corrupt(f"bad namedtuple record at {where}")
             if any(type(f) is not str for f in names):
                 raise _Corrupt(f"bad namedtuple field names {_short(names)} at {where}")
-            try:
-                cls = collections.namedtuple(typename, names)
-            except (TypeError, ValueError) as e:
-                raise _Corrupt(f"bad namedtuple record at {where}: {e}") from None
+            cls = self.namedtuples.get((typename, tuple(names)))
+            if cls is None:
+                try:
+                    cls = collections.namedtuple(typename, names)
+                except (TypeError, ValueError) as e:
+                    raise _Corrupt(f"bad namedtuple record at {where}: {e}") from None
+                self.namedtuples[(typename, tuple(names))] = cls
             return cls(*[self.build(c, f"{where}.{f}", d) for f, c in zip(names, children)])
         if fields == {"node", "children"}:
             if type(struct["node"]) is not str:
