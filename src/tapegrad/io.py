@@ -1,17 +1,30 @@
 """Checkpoints: save and load pytrees (parameters, Module state, Optimizer state) on safetensors.
 
-A checkpoint is one safetensors file. Every array leaf (Tensor, NumPy/CuPy array, NumPy
-scalar) is a tensor named by its pytree path (``"tree['layer']['w']"``); the container structure
-(dicts with their key order, OrderedDicts, lists, tuples, namedtuples, ``None``) and the Python
-scalar leaves (``int``, ``float``, ``bool``, ``str``: step counters, hyperparameters) are JSON in
-the file's metadata, with a SHA-256 digest of the tensor data. There is no pickle: loading an
-untrusted file cannot run code, and it yields only containers, arrays and plain scalars.
+A checkpoint is one safetensors file (format version 2). Every array leaf (Tensor, NumPy/CuPy
+array, NumPy scalar) is a tensor named by its pytree path (``"tree['layer']['w']"``); the
+container structure (dicts with their key order, OrderedDicts, lists, tuples, namedtuples,
+``None``) and the Python scalar leaves (``int``, ``float``, ``bool``, ``str``: step counters,
+hyperparameters) are JSON in the file's metadata (key ``"tapegrad"``). There is no pickle:
+loading an untrusted file cannot run code, and it yields only containers, arrays and plain
+scalars.
 
-Writes are atomic: the file is written to a temporary file in the same directory, flushed and
-fsynced, then renamed over the target with :func:`os.replace`; a crash mid-write leaves the old
-file intact. Loading checks the file (truncation, corruption, digest) and, with ``like=``, the
-structure, shapes and dtypes against an expected pytree, raising errors that name the file and
-the mismatch.
+Every byte is verified. The metadata key ``"tapegrad_sha256"`` holds the SHA-256 digest of the
+whole file, computed with the digest's own 64 hex digits written as ``"0"`` characters, so it
+covers the safetensors header (tensor names, dtypes, shapes, offsets), the structure, the
+scalars and the tensor data alike. Loading checks the digest before it trusts anything, then
+validates the decoded structure (field types, nesting depth at most ``MAX_DEPTH`` containers,
+one record per leaf), so a damaged or hand-edited file raises :class:`CheckpointError` naming
+the file instead of loading as a different value. Files of format version 1 (written by earlier
+tapegrad releases, whose digest covered only the tensor data) are refused with a
+:class:`CheckpointError` that says the version is unsupported.
+
+Writes are atomic: the data goes to a temporary file next to the target, named
+``.<name>.tapegrad-tmp-<pid>-<16 hex digits>``, which is flushed and fsynced, then renamed over
+the target with :func:`os.replace` (and the directory fsynced on POSIX); a crash mid-write
+leaves the old file intact. A save killed outright (``SIGKILL``, power loss) can leave its
+temporary file behind; the next :func:`save` to the same path removes such stale files (those
+of a process that no longer runs and that no process holds locked), never one that a live save
+is writing.
 
 Example:
     >>> import os, tempfile
@@ -30,34 +43,78 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import hashlib
+import hmac
 import json
 import os
-import tempfile
+import re
+import reprlib
+import secrets
+import stat
 from typing import Any
 
 import numpy as np
 import optree
 
-from tapegrad import backend as _backend
 from tapegrad.tensor import Tensor
-from tapegrad.tree import NAMESPACE, tree_flatten_with_path, tree_unflatten
+from tapegrad.tree import NAMESPACE, tree_flatten_with_path, tree_paths, tree_unflatten
 
-__all__ = ["save", "load", "CheckpointError"]
+try:  # advisory locks tell a live writer's temporary file from a stale one (POSIX)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
+
+__all__ = ["save", "load", "CheckpointError", "MAX_DEPTH"]
 
 _FORMAT = "tapegrad.io"
-_VERSION = 1
+_VERSION = 2
 _META_KEY = "tapegrad"
+_DIGEST_KEY = "tapegrad_sha256"
 _PREFIX = "tree"
-_SCALARS = (bool, int, float, str)
+_TMP_TAG = ".tapegrad-tmp-"
+
+MAX_DEPTH = 256
+"""Deepest container nesting a checkpoint may hold (the root container is depth 0)."""
+
+# Each container level is a record object holding a list: two JSON levels, plus a few for the
+# top-level object and dict-key pairs.
+_MAX_JSON_DEPTH = 2 * MAX_DEPTH + 8
+_SCALARS = {"bool": bool, "int": int, "float": float, "str": str}
+_ARRAY_KINDS = ("tensor", "ndarray", "generic")
 _DTYPES = frozenset(
     ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
     + ["float16", "float32", "float64", "complex64"]
 )
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 
 
 class CheckpointError(ValueError):
-    """A checkpoint file is unreadable, corrupted, or does not match the expected pytree."""
+    """A checkpoint file is unreadable, corrupted, unsupported, or does not match ``like=``."""
+
+
+class _Corrupt(Exception):
+    """Internal: the decoded metadata breaks the format (message says where)."""
+
+
+def _path_arg(fn: str, path, other, other_name: str, usage: str) -> str:
+    """``path`` as a str, or a TypeError that spots the swapped ``torch.save(obj, f)`` order."""
+    if isinstance(path, (str, bytes, os.PathLike)):
+        return os.fsdecode(os.fspath(path))
+    if isinstance(other, (str, bytes, os.PathLike)):
+        raise TypeError(
+            f"io.{fn}: the arguments are swapped: got a {type(path).__name__} as path and the "
+            f"path-like {other!r} as {other_name}. The order is {usage} (unlike torch.{fn}, "
+            f"which takes the object first)."
+        )
+    hint = ""
+    if hasattr(path, "read") or hasattr(path, "write"):
+        hint = f" io.{fn} takes a path, not a file object, so that it can replace files atomically."
+    raise TypeError(
+        f"io.{fn}: path must be a str or os.PathLike, got {type(path).__name__}; the call is "
+        f"{usage}.{hint}"
+    )
 
 
 # -- encoding ---------------------------------------------------------------------------------
@@ -72,19 +129,10 @@ def _encode_key(key, where: str):
     )
 
 
-def _decode_key(enc):
-    kind, value = enc
-    if kind == "s" and isinstance(value, str):
-        return value
-    if kind == "i" and isinstance(value, int):
-        return value
-    raise ValueError(f"bad dict key record {enc!r}")
-
-
 def _leaf_array(leaf):
     """``(kind, host_array)`` for an array leaf, else ``None``."""
     if isinstance(leaf, Tensor):
-        return "tensor", _backend.to_device(leaf._array, "cpu")
+        return "tensor", leaf.numpy()
     if isinstance(leaf, np.ndarray):
         return "ndarray", leaf
     if isinstance(leaf, np.generic):
@@ -94,16 +142,22 @@ def _leaf_array(leaf):
     return None
 
 
-def _encode(node, counter: list, where: str):
+def _encode(node, counter: list, where: str, depth: int = 0):
     """JSON structure of ``node``; leaves become ``{"leaf": index}`` in optree flatten order."""
     if optree.tree_is_leaf(node, namespace=NAMESPACE):
         counter[0] += 1
         return {"leaf": counter[0] - 1}
+    if depth >= MAX_DEPTH:
+        raise TypeError(
+            f"io.save: the pytree nests containers deeper than io.MAX_DEPTH = {MAX_DEPTH} "
+            f"levels (at {where}); checkpoints store at most {MAX_DEPTH} levels."
+        )
     one = optree.tree_flatten_one_level(node, namespace=NAMESPACE)
     t = type(node)
+    d = depth + 1
     if t is dict or t is collections.OrderedDict:
         keys = list(one.entries)
-        children = [_encode(c, counter, f"{where}[{k!r}]") for k, c in zip(keys, one.children)]
+        children = [_encode(c, counter, f"{where}[{k!r}]", d) for k, c in zip(keys, one.children)]
         position = {k: i for i, k in enumerate(keys)}
         return {
             "dict" if t is dict else "odict": [_encode_key(k, where) for k in keys],
@@ -111,65 +165,25 @@ def _encode(node, counter: list, where: str):
             "order": [position[k] for k in node.keys()],
         }
     if t is list or t is tuple:
-        children = [_encode(c, counter, f"{where}[{i}]") for i, c in enumerate(one.children)]
+        children = [_encode(c, counter, f"{where}[{i}]", d) for i, c in enumerate(one.children)]
         return {t.__name__: children}
     if node is None:
         return {"none": None}
     if optree.is_namedtuple_instance(node):
-        children = [_encode(c, counter, f"{where}.{f}") for f, c in zip(t._fields, one.children)]
+        children = [_encode(c, counter, f"{where}.{f}", d) for f, c in zip(t._fields, one.children)]
         return {"namedtuple": t.__name__, "fields": list(t._fields), "children": children}
-    children = [_encode(c, counter, f"{where}[{i}]") for i, c in enumerate(one.children)]
+    children = [_encode(c, counter, f"{where}[{i}]", d) for i, c in enumerate(one.children)]
     return {"node": f"{t.__module__}.{t.__qualname__}", "children": children}
 
 
-def _decode(struct, leaves: list, path: str):
-    if not isinstance(struct, dict) or len(struct) == 0:
-        raise ValueError(f"bad structure record at {path}")
-    if "leaf" in struct:
-        return leaves[struct["leaf"]]
-    for kind in ("dict", "odict"):
-        if kind in struct:
-            keys = [_decode_key(k) for k in struct[kind]]
-            children = [_decode(c, leaves, path) for c in struct["children"]]
-            if len(keys) != len(children) or sorted(struct["order"]) != list(range(len(keys))):
-                raise ValueError(f"bad dict record at {path}")
-            items = [(keys[i], children[i]) for i in struct["order"]]
-            return dict(items) if kind == "dict" else collections.OrderedDict(items)
-    if "list" in struct:
-        return [_decode(c, leaves, path) for c in struct["list"]]
-    if "tuple" in struct:
-        return tuple(_decode(c, leaves, path) for c in struct["tuple"])
-    if "none" in struct:
-        return None
-    if "namedtuple" in struct:
-        cls = collections.namedtuple(struct["namedtuple"], struct["fields"])
-        return cls(*[_decode(c, leaves, path) for c in struct["children"]])
-    if "node" in struct:
-        raise TypeError(
-            f"it holds a {struct['node']} pytree node at {path}, which only load(path, like=...) "
-            "can rebuild (pass a pytree of the same structure as like)"
-        )
-    raise ValueError(f"unknown structure record {sorted(struct)} at {path}")
-
-
-def _digest(names: list, arrays: dict) -> str:
-    h = hashlib.sha256()
-    for n in names:
-        a = arrays[n]
-        h.update(n.encode())
-        h.update(str(a.dtype).encode())
-        h.update(repr(tuple(a.shape)).encode())
-        h.update(a.tobytes(order="C"))
-    return h.hexdigest()
-
-
-def _serialize(tree) -> bytes:
+def _serialize(tree) -> list:
+    """The checkpoint's bytes as buffers to write in order (the digest filled in)."""
     import safetensors.numpy as stn
 
+    structure = _encode(tree, [0], _PREFIX)
     paths, leaves, _ = tree_flatten_with_path(tree, prefix=_PREFIX)
     if len(set(paths)) != len(paths):
         raise TypeError("io.save: two leaves of the pytree have the same path; cannot store it")
-    structure = _encode(tree, [0], _PREFIX)
     records, arrays = [], {}
     for path, leaf in zip(paths, leaves):
         got = _leaf_array(leaf)
@@ -183,29 +197,44 @@ def _serialize(tree) -> bytes:
             if not arr.dtype.isnative:
                 arr = arr.astype(arr.dtype.newbyteorder("="))
             arrays[path] = arr if arr.flags.c_contiguous else arr.copy(order="C")
-            records.append({"kind": kind, "path": path, "name": path})
-        elif type(leaf) in _SCALARS:
+            records.append({"kind": kind, "path": path})
+        elif type(leaf) in (bool, int, float, str):
             records.append({"kind": type(leaf).__name__, "path": path, "value": leaf})
         else:
             raise TypeError(
                 f"io.save: leaf {path} is a {type(leaf).__name__}; checkpoints hold Tensors, "
                 "NumPy/CuPy arrays, NumPy scalars and Python int/float/bool/str leaves."
             )
-    names = [r["name"] for r in records if "name" in r]
-    meta = {
-        "format": _FORMAT,
-        "version": _VERSION,
-        "tree": structure,
-        "leaves": records,
-        "sha256": _digest(names, arrays),
-    }
-    return stn.save(arrays, metadata={_META_KEY: json.dumps(meta, allow_nan=True)})
+    meta = {"format": _FORMAT, "version": _VERSION, "tree": structure, "leaves": records}
+    try:
+        text = json.dumps(meta, allow_nan=True, separators=(",", ":"))
+    except ValueError as e:  # an int too long for JSON
+        raise TypeError(f"io.save: a scalar leaf cannot be written as JSON: {e}") from None
+    data = stn.save(arrays, metadata={_META_KEY: text, _DIGEST_KEY: "0" * 64})
+    start = _digest_offset(data, "0" * 64)
+    if start is None:  # pragma: no cover - safetensors wrote its header differently
+        raise RuntimeError("io.save: could not place the digest in the safetensors header")
+    digest = hashlib.sha256(data).hexdigest()  # the placeholder zeros are what the rule hashes
+    view = memoryview(data)
+    return [view[:start], digest.encode("ascii"), view[start + 64 :]]
+
+
+def _digest_offset(data: bytes, digest: str):
+    """Offset of the digest's 64 hex digits in ``data``'s header, or ``None`` (not exactly once)."""
+    n = int.from_bytes(data[:8], "little")
+    header = bytes(data[8 : 8 + n])
+    needle = f'"{_DIGEST_KEY}":"{digest}"'.encode("ascii")
+    pos = header.find(needle)
+    if pos < 0 or header.find(needle, pos + 1) >= 0:
+        return None
+    return 8 + pos + len(needle) - 65
 
 
 # -- atomic write -----------------------------------------------------------------------------
-def _write_all(f, data: bytes) -> None:
-    """Write ``data`` to the open file ``f`` (a seam for tests that simulate a crash)."""
-    f.write(data)
+def _write_all(f, pieces) -> None:
+    """Write the buffers ``pieces`` to the open file ``f`` (a seam for tests of crashes)."""
+    for piece in pieces:
+        f.write(piece)
 
 
 def _default_mode(path: str) -> int:
@@ -217,124 +246,373 @@ def _default_mode(path: str) -> int:
         return 0o666 & ~mask
 
 
-def _atomic_write(path: str, data: bytes) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    mode = _default_mode(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+def _named(e: OSError, path: str) -> OSError:
+    """``e`` again, with a message that names the user's ``path`` (not the temporary file)."""
+    msg = f"io.save: cannot write {path!r}: {e.strerror or e}"
+    try:
+        return type(e)(e.errno, msg) if e.errno is not None else type(e)(msg)
+    except Exception:  # pragma: no cover - an OSError subclass with another signature
+        return OSError(e.errno, msg)
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a running process on this machine (POSIX; unsure counts as alive)."""
+    if pid > 2**31 - 1:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it exists, owned by another user
+        return True
+    return True
+
+
+def _remove_if_stale(tmp: str, pid: int) -> None:
+    """Delete the temporary file ``tmp`` of writer ``pid`` if no live save is writing it."""
+    if pid == os.getpid():
+        return  # this process (another thread) may be writing it
+    if os.name == "nt":  # pragma: no cover - Windows refuses to delete a file open for writing
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return
+    if _pid_alive(pid):
+        return
+    # The pid runs nowhere here; a writer on another machine or in another pid namespace
+    # sharing this directory still holds its lock, which the kernel drops when it dies.
+    try:
+        fd = os.open(tmp, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # a live writer holds it
+            except OSError:
+                pass  # no locks on this filesystem: the pid rule decides alone
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    finally:
+        os.close(fd)
+
+
+def _remove_stale_temps(directory: str, name: str) -> None:
+    """Best effort: remove stale ``.<name>.tapegrad-tmp-<pid>-<hex>`` files in ``directory``."""
+    prefix = f".{name}{_TMP_TAG}"
+    pattern = re.compile(re.escape(prefix) + r"([1-9][0-9]{0,9})-[0-9a-f]{16}")
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(prefix):
+            continue
+        m = pattern.fullmatch(entry.name)
+        try:
+            regular = entry.is_file(follow_symlinks=False)
+        except OSError:
+            continue
+        if m and regular:
+            _remove_if_stale(entry.path, int(m.group(1)))
+
+
+def _create_temp(directory: str, name: str):
+    """Create, lock and open ``.<name>.tapegrad-tmp-<pid>-<16 hex>`` in ``directory``."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        tmp = os.path.join(directory, f".{name}{_TMP_TAG}{os.getpid()}-{secrets.token_hex(8)}")
+        try:
+            fd = os.open(tmp, flags, 0o600)
+        except FileExistsError:
+            continue
+        if fcntl is not None:
+            with contextlib.suppress(OSError):  # no locks on this filesystem: the pid guards it
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return fd, tmp
+    raise FileExistsError(errno.EEXIST, "no unused temporary file name")  # pragma: no cover
+
+
+def _target(path: str) -> tuple[str, str, str]:
+    """``(absolute path, directory, file name)`` of a save target, checked before any work."""
+    target = os.path.abspath(path)
+    directory, name = os.path.split(target)
+    if path.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)) or os.path.isdir(target):
+        raise IsADirectoryError(
+            errno.EISDIR, f"io.save: {path!r} names a directory; give a file path"
+        )
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(
+            errno.ENOENT,
+            f"io.save: cannot write {path!r}: its directory {directory!r} does not exist "
+            "(create it first, for example with os.makedirs(directory, exist_ok=True))",
+        )
+    return target, directory, name
+
+
+def _atomic_write(path: str, target: str, directory: str, name: str, pieces) -> None:
+    mode = _default_mode(target)
+    _remove_stale_temps(directory, name)
+    try:
+        fd, tmp = _create_temp(directory, name)
+    except OSError as e:
+        raise _named(e, path) from e
     try:
         with os.fdopen(fd, "wb") as f:
-            _write_all(f, data)
+            _write_all(f, pieces)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+            os.chmod(tmp, mode)
+            if os.name != "nt":  # rename while still locked, so no cleaner can take it
+                os.replace(tmp, target)
+        if os.name == "nt":  # pragma: no cover - Windows renames closed files only
+            os.replace(tmp, target)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise _named(e, path) from e
         raise
-    with contextlib.suppress(OSError):  # make the rename durable where the OS allows it
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+    if os.name != "nt":
+        with contextlib.suppress(OSError):  # make the rename durable where the OS allows it
+            dfd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
 
 
 def save(path, tree) -> None:
-    """Write the pytree ``tree`` to ``path`` as a safetensors checkpoint, atomically.
+    """Write the pytree ``tree`` to ``path`` as a verified safetensors checkpoint, atomically.
+
+    The argument order is ``save(path, tree)`` (``torch.save`` takes ``(obj, f)``; the swapped
+    call raises a TypeError that says so). Before writing, stale temporary files that earlier,
+    killed saves to the same ``path`` left behind (``.<name>.tapegrad-tmp-<pid>-<hex>``) are
+    removed; files of a save still running are kept.
 
     Args:
-        path: File path (str or path-like); its directory must exist. An existing file is
-            replaced only once the new one is completely on disk.
-        tree: Pytree of Tensors, NumPy/CuPy arrays, NumPy scalars and Python int/float/bool/str
-            leaves, in dicts (str or int keys), OrderedDicts, lists, tuples, namedtuples and
-            ``None``; for example ``params``, ``module.state_dict()`` or
+        path: File path (str, bytes or path-like); its directory must exist. An existing file
+            is replaced only once the new one is completely on disk.
+        tree: Pytree of Tensors, NumPy/CuPy arrays (any shape, size-0 included), NumPy scalars
+            and Python int/float/bool/str leaves, in dicts (str or int keys), OrderedDicts,
+            lists, tuples, namedtuples and ``None``, nested at most :data:`MAX_DEPTH`
+            containers deep; for example ``params``, ``module.state_dict()`` or
             ``optimizer.state_dict()``. Other registered pytree nodes are stored too but need
-            ``like=`` to load. Array dtypes: bool, (u)int8-64, float16/32/64, complex64.
-            GPU arrays are copied to the host.
+            ``like=`` to load. Array dtypes: bool, (u)int8-64, float16/32/64, complex64; they
+            are stored exactly (non-native byte order as native). GPU arrays are copied to the
+            host.
 
     Raises:
-        TypeError: for an unsupported leaf, dict key or dtype (naming its path).
-        OSError: if the file cannot be written (the old file, if any, is left intact).
+        TypeError: if the arguments are swapped (a pytree first and a path second) or
+            ``path`` is not path-like; for an unsupported leaf, dict key or dtype, or a tree
+            nested too deeply (naming its path).
+        FileNotFoundError: if the directory of ``path`` does not exist (the message names
+            ``path`` and that directory).
+        IsADirectoryError: if ``path`` names a directory.
+        OSError: if the file cannot be written; the message names ``path``, and the old file,
+            if any, is left intact.
     """
-    data = _serialize(tree)
-    _atomic_write(os.fspath(path), data)
+    path = _path_arg("save", path, tree, "tree", "save(path, tree)")
+    target, directory, name = _target(path)
+    pieces = _serialize(tree)
+    _atomic_write(path, target, directory, name, pieces)
 
 
 # -- load -------------------------------------------------------------------------------------
-def _read(path: str):
-    import safetensors.numpy as stn
-
+def _read(path: str) -> bytes:
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise CheckpointError(f"io.load: {path!r} is not a regular file")
+            return f.read()
     except OSError as e:
         raise CheckpointError(f"io.load: cannot read {path!r}: {e.strerror or e}") from None
-    try:
-        arrays = stn.load(data)
-    except Exception as e:  # SafetensorError: truncated, bad header, ...
-        raise CheckpointError(
-            f"io.load: {path!r} is not a readable safetensors file (truncated or corrupted?): {e}"
-        ) from None
-    try:
-        n = int.from_bytes(data[:8], "little")
-        header = json.loads(data[8 : 8 + n])
-        meta = json.loads(header["__metadata__"][_META_KEY])
-        if meta.get("format") != _FORMAT:
-            raise KeyError("format")
-    except (KeyError, TypeError, ValueError):
-        raise CheckpointError(
-            f"io.load: {path!r} is a safetensors file but not a tapegrad checkpoint (no "
-            "tapegrad metadata); read it with safetensors directly."
-        ) from None
-    if meta.get("version") != _VERSION:
-        raise CheckpointError(
-            f"io.load: {path!r} has checkpoint format version {meta.get('version')!r}; this "
-            f"tapegrad reads version {_VERSION}."
-        )
-    return arrays, meta
 
 
-def _rebuild_leaves(path: str, arrays: dict, meta: dict) -> list:
-    names, leaves = [], []
+def _verify_digest(data: bytes, digest) -> None:
+    """Check the whole-file SHA-256 ``digest`` (see the module docstring for the rule)."""
+    if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
+        raise _Corrupt("its SHA-256 digest field is malformed")
+    start = _digest_offset(data, digest)
+    if start is None:
+        raise _Corrupt("its SHA-256 digest field is malformed")
+    view = memoryview(data)
+    h = hashlib.sha256()
+    h.update(view[:start])
+    h.update(b"0" * 64)
+    h.update(view[start + 64 :])
+    if not hmac.compare_digest(h.hexdigest(), digest):
+        raise _Corrupt("its bytes do not match its SHA-256 digest")
+
+
+def _json_depth(text: str) -> int:
+    """Deepest ``[``/``{`` nesting of the JSON ``text`` (strings skipped), without recursion."""
+    skeleton = _JSON_STRING.sub("", text).encode("utf-8", "replace")
+    b = np.frombuffer(skeleton, np.uint8)
+    if b.size == 0:
+        return 0
+    step = np.zeros(b.size, np.int64)
+    step[(b == ord("[")) | (b == ord("{"))] = 1
+    step[(b == ord("]")) | (b == ord("}"))] = -1
+    return int(np.cumsum(step).max())
+
+
+def _unique_pairs(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"duplicate keys in a JSON object: {sorted(set(keys))!r}")
+    return dict(pairs)
+
+
+def _parse_meta(text):
+    if not isinstance(text, str):
+        raise _Corrupt("its tapegrad metadata is not a string")
+    depth = _json_depth(text)
+    if depth > _MAX_JSON_DEPTH:
+        raise _Corrupt(f"its metadata nests {depth} levels deep (at most {_MAX_JSON_DEPTH})")
     try:
-        records = meta["leaves"]
-        for r in records:
-            kind = r["kind"]
-            if not isinstance(r["path"], str):
-                raise ValueError(f"leaf record {r!r}")
-            if kind in ("tensor", "ndarray", "generic"):
-                name = r["name"]
-                arr = arrays[name]
-                names.append(name)
-                if kind == "tensor":
-                    leaves.append(Tensor(arr))
-                elif kind == "ndarray":
-                    leaves.append(arr)
-                else:
-                    leaves.append(arr[()])
-            elif kind in ("bool", "int", "float", "str"):
-                value = r["value"]
-                want = {"bool": bool, "int": int, "float": float, "str": str}[kind]
-                if kind == "float" and isinstance(value, int) and not isinstance(value, bool):
-                    value = float(value)
-                if type(value) is not want:
-                    raise ValueError(f"scalar record {r!r}")
-                leaves.append(value)
-            else:
-                raise ValueError(f"unknown leaf kind {kind!r}")
-    except (KeyError, TypeError, ValueError) as e:
-        raise CheckpointError(f"io.load: {path!r} has corrupted metadata: {e}") from None
-    extra = sorted(set(arrays) - set(names))
-    if extra or len(names) != len(set(names)):
-        raise CheckpointError(
-            f"io.load: {path!r} is corrupted: its tensors {extra} are not in its structure"
-        )
-    if _digest(names, arrays) != meta.get("sha256"):
-        raise CheckpointError(
-            f"io.load: {path!r} is corrupted: the tensor data does not match its SHA-256 digest"
-        )
-    return leaves
+        return json.loads(text, object_pairs_hook=_unique_pairs)
+    except (ValueError, RecursionError) as e:
+        raise _Corrupt(f"its metadata is not valid JSON ({e})") from None
+
+
+def _short(x) -> str:
+    """A bounded repr (depth, length) of a decoded JSON value, for messages."""
+    return reprlib.repr(x)
+
+
+def _list(x, what: str, where: str) -> list:
+    if type(x) is not list:
+        raise _Corrupt(f"the {what} of the record at {where} is {_short(x)}, not a list")
+    return x
+
+
+def _decode_key(enc, where: str):
+    if type(enc) is list and len(enc) == 2:
+        kind, value = enc
+        if kind == "s" and type(value) is str:
+            return value
+        if kind == "i" and type(value) is int:
+            return value
+    raise _Corrupt(f"bad dict key record {_short(enc)} at {where}")
+
+
+_NODE = object()  # stands for a registered pytree node (rebuilt only from like=)
+
+
+class _Decoder:
+    """Rebuilds the container structure, checking every record (no trust in the file)."""
+
+    def __init__(self, leaves: list):
+        self.leaves = leaves
+        self.next_leaf = 0
+        self.node_at = None  # path of the first registered node, if any
+        self.namedtuples = {}  # (typename, fields) -> class, one per distinct record
+
+    def build(self, struct, where: str, depth: int):
+        if type(struct) is not dict or not struct:
+            raise _Corrupt(f"bad structure record {_short(struct)} at {where}")
+        fields = set(struct)
+        if fields == {"leaf"}:
+            i = struct["leaf"]
+            if type(i) is not int or i != self.next_leaf or i >= len(self.leaves):
+                raise _Corrupt(f"bad leaf record {_short(struct)} at {where}")
+            self.next_leaf += 1
+            return self.leaves[i]
+        if depth >= MAX_DEPTH:
+            raise _Corrupt(f"its structure nests deeper than {MAX_DEPTH} levels at {where}")
+        d = depth + 1
+        if fields in ({"dict", "children", "order"}, {"odict", "children", "order"}):
+            kind = "dict" if "dict" in fields else "odict"
+            keys = [_decode_key(k, where) for k in _list(struct[kind], "keys", where)]
+            children = _list(struct["children"], "children", where)
+            order = _list(struct["order"], "order", where)
+            if (
+                len(set(keys)) != len(keys)
+                or len(children) != len(keys)
+                or any(type(j) is not int for j in order)
+                or sorted(order) != list(range(len(keys)))
+            ):
+                raise _Corrupt(f"bad {kind} record at {where}")
+            built = [self.build(c, f"{where}[{k!r}]", d) for k, c in zip(keys, children)]
+            items = [(keys[j], built[j]) for j in order]
+            return dict(items) if kind == "dict" else collections.OrderedDict(items)
+        if fields == {"list"} or fields == {"tuple"}:
+            (kind,) = fields
+            children = _list(struct[kind], kind, where)
+            built = [self.build(c, f"{where}[{i}]", d) for i, c in enumerate(children)]
+            return built if kind == "list" else tuple(built)
+        if fields == {"none"}:
+            if struct["none"] is not None:
+                raise _Corrupt(f"bad None record {_short(struct)} at {where}")
+            return None
+        if fields == {"namedtuple", "fields", "children"}:
+            typename, names = struct["namedtuple"], _list(struct["fields"], "fields", where)
+            children = _list(struct["children"], "children", where)
+            if type(typename) is not str or len(names) != len(children):
+                raise _Corrupt(f"bad namedtuple record at {where}")
+            if any(type(f) is not str for f in names):
+                raise _Corrupt(f"bad namedtuple field names {_short(names)} at {where}")
+            cls = self.namedtuples.get((typename, tuple(names)))
+            if cls is None:
+                try:
+                    cls = collections.namedtuple(typename, names)
+                except (TypeError, ValueError) as e:
+                    raise _Corrupt(f"bad namedtuple record at {where}: {e}") from None
+                self.namedtuples[(typename, tuple(names))] = cls
+            return cls(*[self.build(c, f"{where}.{f}", d) for f, c in zip(names, children)])
+        if fields == {"node", "children"}:
+            if type(struct["node"]) is not str:
+                raise _Corrupt(f"bad node record at {where}")
+            for i, c in enumerate(_list(struct["children"], "children", where)):
+                self.build(c, f"{where}[{i}]", d)
+            if self.node_at is None:
+                self.node_at = (where, struct["node"])
+            return _NODE
+        raise _Corrupt(f"unknown structure record with fields {sorted(fields)} at {where}")
+
+
+def _rebuild_leaves(records, arrays: dict) -> tuple[list, list]:
+    """``(paths, leaves)`` from the leaf records, each checked against the file's tensors."""
+    records = _list(records, "leaves", "the top level")
+    paths, leaves, used = [], [], set()
+    for i, r in enumerate(records):
+        if type(r) is not dict:
+            raise _Corrupt(f"leaf record {i} is {_short(r)}, not an object")
+        kind, p = r.get("kind"), r.get("path")
+        if type(kind) is not str:
+            raise _Corrupt(f"leaf record {i} has a kind {_short(kind)}, not a str")
+        if type(p) is not str or p in used:
+            raise _Corrupt(f"leaf record {i} has a bad or repeated path {_short(p)}")
+        used.add(p)
+        if kind in _ARRAY_KINDS:
+            if set(r) != {"kind", "path"} or p not in arrays:
+                raise _Corrupt(f"leaf record {i} ({_short(p)}) does not name one of its tensors")
+            arr = arrays[p]
+            if arr.dtype.name not in _DTYPES or (kind == "generic" and arr.ndim != 0):
+                raise _Corrupt(f"tensor {p!r} has a bad dtype or shape for a {kind} leaf")
+            leaf = Tensor(arr) if kind == "tensor" else arr if kind == "ndarray" else arr[()]
+        elif kind in _SCALARS:
+            if set(r) != {"kind", "path", "value"} or type(r["value"]) is not _SCALARS[kind]:
+                raise _Corrupt(f"leaf record {i} ({_short(p)}) is not a valid {kind} record")
+            leaf = r["value"]
+        else:
+            raise _Corrupt(f"leaf record {i} has an unknown kind {_short(kind)}")
+        paths.append(p)
+        leaves.append(leaf)
+    extra = sorted(set(arrays) - used)
+    if extra:
+        raise _Corrupt(f"its tensors {_short(extra)} are not in its structure")
+    return paths, leaves
+
+
+def _header(data: bytes) -> dict:
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + n])  # safetensors has parsed and bounded it already
+    if type(header) is not dict:
+        raise ValueError("header is not an object")
+    return header
 
 
 def _describe(leaf) -> str:
@@ -343,9 +621,8 @@ def _describe(leaf) -> str:
     return f"{type(leaf).__name__} {leaf!r}"
 
 
-def _check_like(path: str, meta: dict, leaves: list, like) -> Any:
+def _check_like(path: str, got_paths: list, leaves: list, like) -> Any:
     want_paths, want_leaves, treedef = tree_flatten_with_path(like, prefix=_PREFIX)
-    got_paths = [r["path"] for r in meta["leaves"]]
     if got_paths != want_paths:
         missing = [p for p in want_paths if p not in set(got_paths)]
         unexpected = [p for p in got_paths if p not in set(want_paths)]
@@ -374,11 +651,28 @@ def _check_like(path: str, meta: dict, leaves: list, like) -> Any:
     return tree_unflatten(treedef, leaves)
 
 
+def _unsupported(path: str, version) -> CheckpointError:
+    hint = ""
+    if version == 1:
+        hint = (
+            " Version 1 files verified only their tensor data, not their structure and scalars;"
+            " their arrays can still be read with safetensors.numpy.load_file, then saved again"
+            " with io.save."
+        )
+    return CheckpointError(
+        f"io.load: {path!r} has checkpoint format version {_short(version)}, which is "
+        f"unsupported: this tapegrad reads format version {_VERSION}.{hint}"
+    )
+
+
 def load(path, like=None) -> Any:
-    """Read a checkpoint written by :func:`save`.
+    """Read and verify a checkpoint written by :func:`save`.
+
+    Nothing from the file is trusted before its whole-file SHA-256 digest matches; then every
+    record of the structure is checked (types, nesting depth, one record per leaf and tensor).
 
     Args:
-        path: File path (str or path-like).
+        path: File path (str, bytes or path-like).
         like: Optional pytree the checkpoint must match: the same leaf paths (keys), and for
             each array leaf of ``like`` the same shape and dtype (for each scalar leaf, the same
             Python type). The result then has ``like``'s container types (namedtuples,
@@ -386,30 +680,68 @@ def load(path, like=None) -> Any:
 
     Returns:
         The pytree: Tensors where Tensors were saved (on the CPU; use ``to_device``), NumPy
-        arrays and scalars where those were, Python scalars exactly, containers as saved
-        (namedtuples come back as namedtuples of the same name and fields).
+        arrays and scalars where those were, each with its saved shape and dtype; Python
+        scalars exactly; containers as saved (dict key order kept; namedtuples come back as
+        namedtuples of the same name and fields).
 
     Raises:
-        CheckpointError (a ValueError): if the file is missing, truncated or corrupted (bad
-            header, digest mismatch), is not a tapegrad checkpoint, or does not match ``like``
-            (listing missing and unexpected keys, or the first shape/dtype difference). Every
-            message names the file.
-        TypeError: if the file holds a registered pytree node and ``like`` is not given.
+        CheckpointError (a ValueError): if the file is missing or unreadable, truncated or
+            corrupted in any byte (digest mismatch, bad header, malformed or too deeply nested
+            structure), is not a tapegrad checkpoint, has an unsupported format version (such
+            as version 1), or does not match ``like`` (listing missing and unexpected keys, or
+            the first shape/dtype difference). Every message names the file.
+        TypeError: if the arguments are swapped (a pytree first and a path second) or ``path``
+            is not path-like; or if the file holds a registered pytree node and ``like`` is
+            not given.
     """
-    path = os.fspath(path)
-    arrays, meta = _read(path)
-    leaves = _rebuild_leaves(path, arrays, meta)
-    if like is not None:
-        try:
-            return _check_like(path, meta, leaves, like)
-        except (KeyError, TypeError, ValueError, IndexError) as e:
-            if isinstance(e, CheckpointError):
-                raise
-            raise CheckpointError(f"io.load: {path!r} has a corrupted structure: {e}") from None
+    path = _path_arg("load", path, like, "like", "load(path, like=tree)")
+    data = _read(path)
+    import safetensors.numpy as stn
+
     try:
-        tree = _decode(meta["tree"], leaves, _PREFIX)
-    except TypeError as e:
-        raise TypeError(f"io.load: {path!r}: {e}") from None
-    except (KeyError, ValueError, IndexError) as e:
-        raise CheckpointError(f"io.load: {path!r} has a corrupted structure: {e}") from None
+        arrays = stn.load(data)
+        header = _header(data)
+    except Exception as e:  # SafetensorError: truncated, bad header, ...
+        raise CheckpointError(
+            f"io.load: {path!r} is not a readable safetensors file (truncated or corrupted?): {e}"
+        ) from None
+    md = header.get("__metadata__")
+    if type(md) is not dict or not ({_META_KEY, _DIGEST_KEY} & set(md)):
+        raise CheckpointError(
+            f"io.load: {path!r} is a safetensors file but not a tapegrad checkpoint (no "
+            "tapegrad metadata); read it with safetensors directly."
+        )
+    try:
+        if _DIGEST_KEY in md:
+            _verify_digest(data, md[_DIGEST_KEY])
+        if _META_KEY not in md:
+            raise _Corrupt("it has no tapegrad metadata")
+        meta = _parse_meta(md[_META_KEY])
+        if type(meta) is not dict or meta.get("format") != _FORMAT:
+            raise _Corrupt("its metadata is not a tapegrad.io record")
+        if meta.get("version") != _VERSION or type(meta.get("version")) is not int:
+            raise _unsupported(path, meta.get("version"))
+        if _DIGEST_KEY not in md:
+            raise _Corrupt("it has no SHA-256 digest")
+        if set(meta) != {"format", "version", "tree", "leaves"}:
+            raise _Corrupt(f"its metadata has fields {sorted(meta)}")
+        paths, leaves = _rebuild_leaves(meta["leaves"], arrays)
+        decoder = _Decoder(leaves)
+        tree = decoder.build(meta["tree"], _PREFIX, 0)
+        if decoder.next_leaf != len(leaves):
+            raise _Corrupt(
+                f"its structure has {decoder.next_leaf} leaves, its records {len(leaves)}"
+            )
+        if decoder.node_at is None and tree_paths(tree, prefix=_PREFIX) != paths:
+            raise _Corrupt("its leaf paths do not match its structure")
+    except _Corrupt as e:
+        raise CheckpointError(f"io.load: {path!r} is corrupted: {e}") from None
+    if like is not None:
+        return _check_like(path, paths, leaves, like)
+    if decoder.node_at is not None:
+        where, cls = decoder.node_at
+        raise TypeError(
+            f"io.load: {path!r} holds a {cls} pytree node at {where}, which only "
+            "load(path, like=...) can rebuild (pass a pytree of the same structure as like)"
+        )
     return tree
