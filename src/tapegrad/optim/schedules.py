@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Mapping
 
 import attrs
 
@@ -27,10 +28,14 @@ __all__ = [
     "warmup_cosine_schedule",
     "step_decay_schedule",
     "exponential_decay",
+    "linear_schedule",
+    "piecewise_constant_schedule",
     "ConstantSchedule",
     "WarmupCosineSchedule",
     "StepDecaySchedule",
     "ExponentialDecaySchedule",
+    "LinearSchedule",
+    "PiecewiseConstantSchedule",
     "LRScheduler",
     "CosineScheduler",
 ]
@@ -137,6 +142,41 @@ class ExponentialDecaySchedule:
         return value
 
 
+@attrs.frozen
+class LinearSchedule:
+    """Optax's ``linear_schedule`` (see :func:`linear_schedule`)."""
+
+    init_value: float
+    end_value: float
+    transition_steps: int
+    transition_begin: int = 0
+
+    def __call__(self, step) -> float:
+        k = _step("linear_schedule", step)
+        if self.transition_steps == 0:
+            return self.init_value
+        done = min(max(k - self.transition_begin, 0), self.transition_steps)
+        frac = 1.0 - done / self.transition_steps
+        return (self.init_value - self.end_value) * frac + self.end_value
+
+
+@attrs.frozen
+class PiecewiseConstantSchedule:
+    """Optax's ``piecewise_constant_schedule`` (see :func:`piecewise_constant_schedule`)."""
+
+    init_value: float
+    boundaries_and_scales: tuple = ()  # ((boundary, scale), ...) sorted by boundary
+
+    def __call__(self, step) -> float:
+        k = _step("piecewise_constant_schedule", step)
+        value = self.init_value
+        for boundary, scale in self.boundaries_and_scales:
+            if k < boundary:
+                break
+            value = value * scale
+        return value
+
+
 def constant_schedule(value: float) -> ConstantSchedule:
     """The schedule that always returns ``value``.
 
@@ -230,6 +270,87 @@ def exponential_decay(
         bool(staircase),
         None if end_value is None else _number(where, "end_value", end_value),
     )
+
+
+def linear_schedule(
+    init_value: float, end_value: float, transition_steps: int, transition_begin: int = 0
+) -> LinearSchedule:
+    """Linear interpolation from ``init_value`` to ``end_value``, Optax's ``linear_schedule``.
+
+    ``init_value`` until step ``transition_begin``, then a straight line reaching ``end_value``
+    at step ``transition_begin + transition_steps``, then ``end_value``::
+
+        c = min(max(step - transition_begin, 0), transition_steps)
+        value = (init_value - end_value) * (1 - c / transition_steps) + end_value
+
+    ``transition_steps=0`` gives the constant ``init_value`` (as Optax). A linear warmup is
+    ``linear_schedule(0.0, peak, warmup_steps)``.
+
+    Args:
+        init_value: Value before the transition (``>= 0``).
+        end_value: Value after it (``>= 0``; larger than ``init_value`` for a warmup).
+        transition_steps: Length of the transition in steps (an int ``>= 0``).
+        transition_begin: Step at which it starts (an int ``>= 0``).
+
+    Returns:
+        A frozen :class:`LinearSchedule`, called as ``schedule(step) -> float``.
+
+    Raises:
+        TypeError: if a value is not a finite number.
+        ValueError: on negative values or counts (Optax silently treats a negative
+            ``transition_begin`` as 0).
+    """
+    where = "linear_schedule"
+    return LinearSchedule(
+        _number(where, "init_value", init_value),
+        _number(where, "end_value", end_value),
+        _count(where, "transition_steps", transition_steps),
+        _count(where, "transition_begin", transition_begin),
+    )
+
+
+def piecewise_constant_schedule(
+    init_value: float, boundaries_and_scales: dict | None = None
+) -> PiecewiseConstantSchedule:
+    """A value multiplied by a factor at given steps, Optax's ``piecewise_constant_schedule``.
+
+    From step ``b`` on (``b`` included), the value is multiplied by ``boundaries_and_scales[b]``;
+    the factors of all boundaries passed so far multiply together::
+
+        value(step) = init_value * prod(scale for b, scale in boundaries_and_scales if step >= b)
+
+    ``piecewise_constant_schedule(0.1, {30: 0.1, 80: 0.1})`` is 0.1 until step 29, 0.01 from
+    step 30 and 0.001 from step 80 (PyTorch's ``MultiStepLR(milestones=[30, 80], gamma=0.1)``
+    counted in the same steps).
+
+    Args:
+        init_value: Value before the first boundary (``>= 0``).
+        boundaries_and_scales: Mapping from step (an int ``>= 0``) to factor (``>= 0``), or
+            ``None`` for a constant schedule.
+
+    Returns:
+        A frozen :class:`PiecewiseConstantSchedule`, called as ``schedule(step) -> float``.
+
+    Raises:
+        TypeError: if ``boundaries_and_scales`` is not a mapping, or a value is not a finite
+            number.
+        ValueError: on a negative boundary, value or factor.
+    """
+    where = "piecewise_constant_schedule"
+    init_value = _number(where, "init_value", init_value)
+    if boundaries_and_scales is None:
+        return PiecewiseConstantSchedule(init_value, ())
+    if not isinstance(boundaries_and_scales, Mapping):
+        raise TypeError(
+            f"{where}: boundaries_and_scales must be a dict {{step: scale}}, got "
+            f"{type(boundaries_and_scales).__name__}"
+        )
+    pairs = []
+    for b, factor in boundaries_and_scales.items():
+        pairs.append(
+            (_count(where, f"boundary {b!r}", b), _number(where, f"the scale at {b}", factor))
+        )
+    return PiecewiseConstantSchedule(init_value, tuple(sorted(pairs)))
 
 
 class LRScheduler(abc.ABC):
