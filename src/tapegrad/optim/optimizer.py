@@ -315,16 +315,23 @@ class Optimizer:
         Raises:
             ValueError: if no gradients are given or held, or shapes differ.
             TypeError: if the structure differs from ``params``.
+            Any error of the transform; then ``timestep``, ``lr``, the parameters and the
+            state are left as they were.
         """
         if grads is not None:
             self.set_grads(grads)
         grads = self._need_grads("step")
         params = self.params
+        old_timestep, old_lr = self._timestep, self.lr
         self._timestep += 1
-        self.update_lr()
-        new_params, new_state = T.apply_gradients(
-            self._full_transform(), grads, self._opt_state, params, **extra_args
-        )
+        try:
+            self.update_lr()
+            new_params, new_state = T.apply_gradients(
+                self._full_transform(), grads, self._opt_state, params, **extra_args
+            )
+        except BaseException:  # a failed step changes nothing
+            self._timestep, self._hyperparams["lr"] = old_timestep, old_lr
+            raise
         self._opt_state = new_state
         if self._module is not None:
             self._module._set_params(new_params)
