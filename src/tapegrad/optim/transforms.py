@@ -8,9 +8,15 @@ A gradient transformation is a frozen record with two pure methods:
   returns the new state. Nothing is modified in place.
 
 ``apply_updates(params, updates)`` adds the updates to the parameters; :func:`chain` composes
-transformations left to right. The ready-made optimizers :func:`sgd`, :func:`adam` and
-:func:`adamw` are chains of the building blocks below, with Optax's names and semantics
-(``updates`` are already multiplied by ``-learning_rate``, so ``params + updates`` descends).
+transformations left to right. The ready-made optimizers :func:`sgd`, :func:`adam`,
+:func:`adamw`, :func:`rmsprop`, :func:`adagrad` and :func:`lion` are chains of the building
+blocks below, with Optax's names (``updates`` are already multiplied by ``-learning_rate``, so
+``params + updates`` descends); :func:`reduce_on_plateau` scales updates by a factor that drops
+when the loss (``update(..., value=loss)``) stops improving. The wrappers ``masked``,
+``multi_transform`` and ``MultiSteps`` are in :mod:`tapegrad.optim.combinators`.
+
+Step counters in a state are Python ints; under ``tg.jit`` (which hands numbers in as Tensors)
+they are int64 Tensors.
 
 Leaves of ``params`` and ``grads`` are floating Tensors or NumPy/CuPy arrays; the math is written
 with :mod:`tapegrad.numpy` operations, so updates are Tensors (and a step is differentiable,
