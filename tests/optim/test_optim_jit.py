@@ -11,6 +11,8 @@ from tapegrad import optim
 TXS = {
     "adam": lambda: optim.adam(0.1),
     "adamw schedule": lambda: optim.adamw(optim.linear_schedule(0.1, 0.01, 4), weight_decay=0.1),
+    "sgd cosine": lambda: optim.sgd(optim.warmup_cosine_schedule(0.1, 2, 6, 0.01), momentum=0.9),
+    "sgd steps": lambda: optim.sgd(optim.piecewise_constant_schedule(0.1, {3: 0.5, 6: 0.1})),
     "rmsprop": lambda: optim.rmsprop(0.01, centered=True, momentum=0.9, weight_decay=0.01),
     "adagrad": lambda: optim.adagrad(0.1, lr_decay=0.1),
     "lion": lambda: optim.lion(0.01),
@@ -94,6 +96,51 @@ def test_jitted_training_step_matches_eager(name, dtype):
         if isinstance(b, tg.Tensor) and b.shape:  # moments and accumulators keep their dtype
             assert a.dtype == b.dtype
     # traced for the Python-number state, once more for its Tensor form (none without
-    # counters), then replayed (a schedule reads its step as a Python number: traced each step)
-    want = n if name == "adamw schedule" else 2 if eager else 1
-    assert len(traces) - n == want
+    # counters), then replayed: schedules compute on the Tensor step, no guard on its value
+    assert len(traces) - n == (2 if eager else 1)
+
+
+def test_a_schedule_that_reads_its_step_as_a_number_is_traced_again_and_stays_right():
+    lrs = [0.1, 0.05, 0.02, 0.01]
+    tx = optim.sgd(lambda step: lrs[min(int(step), 3)])  # int(step): a guard under jit
+    x, y, params = _data(np.float64)
+    traces = []
+
+    def step(p, s, x, y):
+        traces.append(1)
+        p, s = optim.apply_gradients(tx, tg.grad(loss_fn)(p, x, y), s, p)
+        return p, s
+
+    fast = tg.jit(step)
+    p1, s1 = params, tx.init(params)
+    p2, s2 = params, tx.init(params)
+    for _ in range(6):
+        p1, s1 = fast(p1, s1, x, y)
+        p2, s2 = step(p2, s2, x, y)
+    np.testing.assert_allclose(p1["w"].numpy(), p2["w"].numpy(), rtol=1e-12)
+    assert s1[-1]["count"].dtype == np.int64 and s2[-1]["count"] == 6
+    assert len(traces) - 6 == 6  # int(step) is a guard whose value changes at every step
+
+
+@pytest.mark.parametrize(
+    "sched",
+    [
+        optim.constant_schedule(0.3),
+        optim.warmup_cosine_schedule(0.01, 3, 10, 1e-4),
+        optim.step_decay_schedule(1.0, 3, 0.5),
+        optim.exponential_decay(2.0, 4, 0.5, transition_begin=2, staircase=True, end_value=0.3),
+        optim.exponential_decay(1.0, 1, 2.0, end_value=3.0),
+        optim.linear_schedule(0.1, 0.02, 8, 3),
+        optim.linear_schedule(0.3, 0.0, 0),
+        optim.piecewise_constant_schedule(1.0, {4: 0.5, 9: 0.1}),
+    ],
+    ids=lambda s: type(s).__name__,
+)
+def test_schedules_of_a_tensor_step_equal_their_python_values(sched):
+    for k in range(20):
+        got = sched(tg.Tensor(np.asarray(k, np.int64)))
+        assert float(got) == sched(k)
+        if isinstance(got, tg.Tensor):
+            assert got.shape == () and got.dtype == np.float64
+    with pytest.raises(TypeError, match="step must be an int or a 0-d integer Tensor"):
+        sched(tg.Tensor(np.arange(2)))

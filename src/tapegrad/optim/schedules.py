@@ -2,7 +2,10 @@
 
 A schedule is a frozen record called as ``schedule(step) -> float`` with ``step`` a
 non-negative int. Pass one as ``learning_rate`` to :func:`tapegrad.optim.sgd`,
-:func:`~tapegrad.optim.adam`, ... (the transform counts its updates from 0).
+:func:`~tapegrad.optim.adam`, ... (the transform counts its updates from 0). Called with a 0-d
+integer Tensor (the transform's counter under ``tg.jit``), a schedule computes the same value
+with :mod:`tapegrad.numpy` and returns a 0-d float64 Tensor, so a recorded training step
+replays for every step number instead of being traced again.
 
 :class:`CosineScheduler` is the seeds' scheduler protocol for the stateful optimizers:
 ``scheduler(step, initial_lr, current_lr) -> lr``, called by ``Optimizer.update_lr()`` with the
@@ -22,6 +25,10 @@ import math
 from collections.abc import Mapping
 
 import attrs
+import numpy as np
+
+from tapegrad import numpy as tnp
+from tapegrad.tensor import Tensor
 
 __all__ = [
     "constant_schedule",
@@ -39,6 +46,24 @@ __all__ = [
     "LRScheduler",
     "CosineScheduler",
 ]
+
+
+def _tensor_step(where: str, step):
+    """A Tensor step (what a transform's counter is under ``tg.jit``) as a float64 Tensor, or
+    ``None`` for a Python step. The schedules then compute with ``tapegrad.numpy`` and return a
+    0-d float64 Tensor, so a recorded step replays for every step number."""
+    if not isinstance(step, Tensor):
+        return None
+    if step.shape != () or step.dtype.kind not in "iuf":
+        raise TypeError(
+            f"{where}: step must be an int or a 0-d integer Tensor, got a Tensor of shape "
+            f"{step.shape} and dtype {step.dtype}"
+        )
+    return tnp.astype(step, np.float64)
+
+
+def _f64(value: float) -> Tensor:
+    return Tensor(np.asarray(value, np.float64))
 
 
 def _step(where: str, step) -> int:
@@ -83,7 +108,8 @@ class ConstantSchedule:
     value: float
 
     def __call__(self, step) -> float:
-        _step("constant_schedule", step)
+        if _tensor_step("constant_schedule", step) is None:
+            _step("constant_schedule", step)
         return self.value
 
 
@@ -97,6 +123,15 @@ class WarmupCosineSchedule:
     min_lr: float
 
     def __call__(self, step) -> float:
+        t = _tensor_step("warmup_cosine_schedule", step)
+        if t is not None:
+            lr, w, d, lo = self.peak_lr, self.warmup_steps, self.lr_decay_iters, self.min_lr
+            warm = tnp.divide(tnp.multiply(tnp.add(t, 1.0), lr), float(w + 1))
+            ratio = tnp.divide(tnp.subtract(t, float(w)), float(d - w))
+            coeff = tnp.multiply(tnp.add(tnp.cos(tnp.multiply(ratio, math.pi)), 1.0), 0.5)
+            cosine = tnp.add(tnp.multiply(coeff, lr - lo), lo)
+            after = tnp.where(tnp.greater(t, float(d)), _f64(lo), cosine)
+            return tnp.where(tnp.less(t, float(w)), warm, after)
         k = _step("warmup_cosine_schedule", step)
         return _cosine_with_warmup(
             k, self.peak_lr, self.warmup_steps, self.lr_decay_iters, self.min_lr
@@ -112,6 +147,10 @@ class StepDecaySchedule:
     gamma: float
 
     def __call__(self, step) -> float:
+        t = _tensor_step("step_decay_schedule", step)
+        if t is not None:
+            n = tnp.floor(tnp.divide(t, float(self.step_size)))
+            return tnp.multiply(tnp.power(_f64(self.gamma), n), self.init_value)
         k = _step("step_decay_schedule", step)
         return self.init_value * self.gamma ** (k // self.step_size)
 
@@ -128,6 +167,17 @@ class ExponentialDecaySchedule:
     end_value: float | None = None
 
     def __call__(self, step) -> float:
+        t = _tensor_step("exponential_decay", step)
+        if t is not None:
+            elapsed = tnp.maximum(tnp.subtract(t, float(self.transition_begin)), 0.0)
+            p = tnp.divide(elapsed, float(self.transition_steps))
+            if self.staircase:
+                p = tnp.floor(p)
+            value = tnp.multiply(tnp.power(_f64(self.decay_rate), p), self.init_value)
+            if self.end_value is not None:
+                bound = tnp.maximum if self.decay_rate < 1 else tnp.minimum
+                value = bound(value, self.end_value)
+            return value
         k = _step("exponential_decay", step)
         elapsed = max(k - self.transition_begin, 0)
         p = elapsed / self.transition_steps
@@ -152,6 +202,16 @@ class LinearSchedule:
     transition_begin: int = 0
 
     def __call__(self, step) -> float:
+        t = _tensor_step("linear_schedule", step)
+        if t is not None:
+            if self.transition_steps == 0:
+                return _f64(self.init_value)
+            done = tnp.minimum(
+                tnp.maximum(tnp.subtract(t, float(self.transition_begin)), 0.0),
+                float(self.transition_steps),
+            )
+            frac = tnp.subtract(1.0, tnp.divide(done, float(self.transition_steps)))
+            return tnp.add(tnp.multiply(frac, self.init_value - self.end_value), self.end_value)
         k = _step("linear_schedule", step)
         if self.transition_steps == 0:
             return self.init_value
@@ -168,6 +228,12 @@ class PiecewiseConstantSchedule:
     boundaries_and_scales: tuple = ()  # ((boundary, scale), ...) sorted by boundary
 
     def __call__(self, step) -> float:
+        t = _tensor_step("piecewise_constant_schedule", step)
+        if t is not None:
+            value = _f64(self.init_value)
+            for boundary, scale in self.boundaries_and_scales:
+                value = tnp.where(tnp.less(t, float(boundary)), value, tnp.multiply(value, scale))
+            return value
         k = _step("piecewise_constant_schedule", step)
         value = self.init_value
         for boundary, scale in self.boundaries_and_scales:

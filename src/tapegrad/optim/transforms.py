@@ -436,6 +436,12 @@ class ScaleByLearningRate(GradientTransformation):
         sign = -1.0 if self.flip_sign else 1.0
         if callable(self.learning_rate):
             count = state["count"]
+            if isinstance(count, Tensor):  # under tg.jit: the schedule may compute on Tensors
+                count = _as_int_counter(count)
+                rate = self.learning_rate(count)
+                if isinstance(rate, Tensor):
+                    return tnp.multiply(rate, sign), {"count": _next_count(count)}
+                return sign * float(rate), {"count": _next_count(count)}
             return sign * float(self.learning_rate(count)), {"count": _next_count(count)}
         return sign * self.learning_rate, state
 
@@ -638,7 +644,7 @@ class ScaleByAdagrad(GradientTransformation):
 
     def init(self, params):
         leaves, treedef = _leaves("adagrad", params, "params")
-        s0 = [tnp.add(_zeros(t), self.initial_accumulator_value) for t in leaves]
+        s0 = [tnp.full_like(t, self.initial_accumulator_value) for t in leaves]
         return {"count": 0, "sum_of_squares": tree_unflatten(treedef, s0)}
 
     def update(self, grads, state, params=None):
