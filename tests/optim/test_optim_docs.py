@@ -7,6 +7,7 @@ import re
 import pytest
 
 import tapegrad.io
+import tapegrad.optim.combinators
 import tapegrad.optim.optimizer
 import tapegrad.optim.schedules
 import tapegrad.optim.transforms
@@ -22,7 +23,13 @@ def test_optim_md_runs_top_to_bottom():
 
 @pytest.mark.parametrize(
     "module",
-    [tapegrad.optim.transforms, tapegrad.optim.schedules, tapegrad.optim.optimizer, tapegrad.io],
+    [
+        tapegrad.optim.transforms,
+        tapegrad.optim.schedules,
+        tapegrad.optim.optimizer,
+        tapegrad.optim.combinators,
+        tapegrad.io,
+    ],
     ids=lambda m: m.__name__,
 )
 def test_docstring_examples(module):

@@ -275,3 +275,204 @@ def test_base_optimizer_with_transform_and_errors():
         optim.SGD(params, lr=0.1).step({"w": g["scale"]})
     with pytest.raises(ValueError, match="must match exactly"):
         optim.SGD(params, lr=0.1).step({**g, "scale": tg.Tensor(np.ones(3))})
+
+
+# -- RMSprop, Adagrad, Lion -----------------------------------------------------------------------
+STATEFUL = [
+    (lambda p: optim.RMSprop(p, momentum=0.5, centered=True, weight_decay=0.01),
+     lambda lr: optim.rmsprop(lr, momentum=0.5, centered=True, weight_decay=0.01)),
+    (lambda p: optim.Adagrad(p, lr_decay=0.05, initial_accumulator_value=0.1),
+     lambda lr: optim.adagrad(lr, lr_decay=0.05, initial_accumulator_value=0.1)),
+    (lambda p: optim.Lion(p, lr=1e-3, beta1=0.8, weight_decay=0.1),
+     lambda lr: optim.lion(lr, b1=0.8, weight_decay=0.1)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("make, make_tx", STATEFUL, ids=["RMSprop", "Adagrad", "Lion"])
+def test_new_stateful_optimizers_equal_their_pure_transforms(make, make_tx):
+    params = _params()
+    opt = make(params)
+    tx = make_tx(opt.lr)
+    state, p = tx.init(params), params
+    for s in range(4):
+        g = _grads(params, s)
+        opt.step(g)
+        u, state = tx.update(g, state, p)
+        p = optim.apply_updates(p, u)
+    _assert_trees_equal(opt.params, p)
+    assert opt.timestep == 4
+
+
+def test_new_stateful_optimizers_have_pytorch_defaults():
+    params = _params()
+    assert optim.RMSprop(params).hyperparams == {
+        "lr": 0.01, "initial_lr": 0.01, "alpha": 0.99, "eps": 1e-8, "weight_decay": 0.0,
+        "momentum": 0.0, "centered": False,
+    }  # fmt: skip
+    assert optim.Adagrad(params).hyperparams == {
+        "lr": 0.01, "initial_lr": 0.01, "lr_decay": 0.0, "weight_decay": 0.0,
+        "initial_accumulator_value": 0.0, "eps": 1e-10,
+    }  # fmt: skip
+    h = optim.Lion(params, lr=1e-4).hyperparams
+    assert (h["beta1"], h["beta2"], h["weight_decay"]) == (0.9, 0.99, 1e-3)  # Optax's
+    with pytest.raises(ValueError, match="rmsprop: alpha must be in"):
+        optim.RMSprop(params, alpha=2.0)
+    with pytest.raises(ValueError, match="adagrad: eps must be"):
+        optim.Adagrad(params, eps=-1.0)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'lr'"):
+        optim.Lion(params)
+
+
+def test_new_stateful_optimizers_match_torch_where_installed():
+    torch = pytest.importorskip("torch")
+    params = _params()
+    gs = [_grads(params, s) for s in range(5)]
+    cases = [
+        (optim.RMSprop(params, lr=0.01, momentum=0.9, centered=True),
+         lambda ps: torch.optim.RMSprop(ps, lr=0.01, momentum=0.9, centered=True)),
+        (optim.Adagrad(params, lr=0.1, lr_decay=0.01, weight_decay=0.1),
+         lambda ps: torch.optim.Adagrad(ps, lr=0.1, lr_decay=0.01, weight_decay=0.1)),
+    ]  # fmt: skip
+    for opt, make_torch in cases:
+        tp = [torch.tensor(x, requires_grad=True) for x in _leaves(params)]
+        topt = make_torch(tp)
+        for g in gs:
+            opt.step(g)
+            for t, gi in zip(tp, _leaves(g)):
+                t.grad = torch.tensor(gi)
+            topt.step()
+            for t, mine in zip(tp, _leaves(opt.params)):
+                np.testing.assert_allclose(t.detach().numpy(), mine, rtol=1e-10, atol=1e-13)
+
+
+def test_new_stateful_optimizers_state_dict_round_trip(tmp_path):
+    params = _params()
+    gs = [_grads(params, s) for s in range(5)]
+    for make, _ in STATEFUL:
+        a = make(params)
+        for g in gs[:2]:
+            a.step(g)
+        io.save(tmp_path / "o", {"params": a.params, "opt": a.state_dict()})
+        ck = io.load(tmp_path / "o")
+        b = make(ck["params"])
+        b.load_state_dict(ck["opt"])
+        for g in gs[2:]:
+            a.step(g)
+            b.step(g)
+        _assert_trees_equal(a.params, b.params)
+        _assert_trees_equal(a.state_dict(), b.state_dict())
+
+
+def test_step_passes_extra_arguments_to_the_transform():
+    params = _params()
+    opt = optim.Optimizer(
+        params,
+        lr=0.1,
+        transform=lambda lr: optim.chain(
+            optim.sgd(lr), optim.reduce_on_plateau(patience=1, factor=0.5)
+        ),
+    )
+    for loss in [1.0, 1.0]:  # the second value does not improve: the scale halves
+        opt.step(_grads(params, 0), value=loss)
+    assert opt.opt_state[-1]["scale"] == 0.5
+    before = opt.state_dict()
+    with pytest.raises(TypeError, match="update needs the loss"):
+        opt.step(_grads(params, 0))
+    _assert_trees_equal(opt.state_dict(), before)  # a failed step changes nothing
+    assert opt.timestep == 2
+
+
+# -- ReduceLROnPlateau (PyTorch's rule, for the stateful optimizers) ----------------------------
+def ref_torch_plateau(values, lr, mode="min", factor=0.1, patience=10, threshold=1e-4,
+                      threshold_mode="rel", cooldown=0, min_lr=0.0, eps=1e-8):  # fmt: skip
+    """PyTorch's documented ReduceLROnPlateau, written out: the rate after each value."""
+    best = math.inf if mode == "min" else -math.inf
+    bad = cool = 0
+    out = []
+    for v in values:
+        if mode == "min":
+            better = v < (best * (1 - threshold) if threshold_mode == "rel" else best - threshold)
+        else:
+            better = v > (best * (1 + threshold) if threshold_mode == "rel" else best + threshold)
+        if better:
+            best, bad = v, 0
+        else:
+            bad += 1
+        if cool > 0:
+            cool, bad = cool - 1, 0
+        if bad > patience:
+            new = max(lr * factor, min_lr)
+            if lr - new > eps:
+                lr = new
+            cool, bad = cooldown, 0
+        out.append(lr)
+    return out
+
+
+PLATEAU_METRICS = [1.0, 0.9, 0.9, 0.95, 0.9, 0.5, 0.5, 0.5, 0.5, 0.49999, 0.5, 0.5, 0.5, 0.5]
+TORCH_PLATEAU_KW = [
+    {"patience": 1},
+    {"patience": 2, "factor": 0.5, "cooldown": 2},
+    {"patience": 0, "factor": 0.5, "min_lr": 0.02, "threshold_mode": "abs", "threshold": 0.01},
+    {"patience": 1, "mode": "max", "factor": 0.5},
+]
+
+
+@pytest.mark.parametrize("kw", TORCH_PLATEAU_KW)
+def test_reduce_lr_on_plateau_matches_reference(kw):
+    opt = optim.SGD(_params(), lr=0.1)
+    sched = optim.ReduceLROnPlateau(opt, **kw)
+    lrs = []
+    for m in PLATEAU_METRICS:
+        sched.step(m)
+        lrs.append(opt.lr)
+    want = ref_torch_plateau(PLATEAU_METRICS, 0.1, **kw)
+    assert lrs == pytest.approx(want, rel=1e-15)
+    assert min(want) < 0.1 and sched.last_epoch == len(PLATEAU_METRICS)
+
+
+@pytest.mark.parametrize("kw", TORCH_PLATEAU_KW)
+def test_reduce_lr_on_plateau_matches_torch_where_installed(kw):
+    torch = pytest.importorskip("torch")
+    opt = optim.SGD(_params(), lr=0.1)
+    sched = optim.ReduceLROnPlateau(opt, **kw)
+    lrs = []
+    for m in PLATEAU_METRICS:
+        sched.step(m)
+        lrs.append(opt.lr)
+    w = torch.zeros(1, requires_grad=True)
+    topt = torch.optim.SGD([w], lr=0.1)
+    tsched = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **kw)
+    tl = []
+    for m in PLATEAU_METRICS:
+        tsched.step(m)
+        tl.append(topt.param_groups[0]["lr"])
+    assert lrs == pytest.approx(tl, rel=1e-15)
+
+
+def test_reduce_lr_on_plateau_state_and_errors():
+    opt = optim.Adam(_params(), lr=0.1)
+    sched = optim.ReduceLROnPlateau(opt, patience=1)
+    sched.step(tg.Tensor(np.asarray(1.0)))
+    sched.step(np.float64(2.0))
+    sd = sched.state_dict()
+    assert sd == {"best": 1.0, "num_bad_epochs": 1, "cooldown_counter": 0, "last_epoch": 2}
+    other = optim.ReduceLROnPlateau(opt, patience=1)
+    other.load_state_dict(sd)
+    other.step(2.0)
+    assert opt.lr == pytest.approx(0.01)
+    with pytest.raises(TypeError, match="expected the keys"):
+        other.load_state_dict({"best": 1.0})
+    with pytest.raises(TypeError, match="metrics must be a real scalar"):
+        sched.step("low")
+    with pytest.raises(TypeError, match="has an lr_scheduler"):
+        kw = {"lr_scheduler_cls": optim.CosineScheduler}
+        optim.ReduceLROnPlateau(optim.SGD(_params(), lr=0.1, lr_scheduler_kwargs=kw))
+    with pytest.raises(TypeError, match="optimizer must be an optim.Optimizer"):
+        optim.ReduceLROnPlateau(_params())
+    with pytest.raises(ValueError, match="mode must be 'min' or 'max'"):
+        optim.ReduceLROnPlateau(opt, mode="down")
+    with pytest.raises(ValueError, match=r"factor must be a number in \(0, 1\)"):
+        optim.ReduceLROnPlateau(opt, factor=1.5)
+    with pytest.raises(ValueError, match="patience must be an int >= 0"):
+        optim.ReduceLROnPlateau(opt, patience=-1)

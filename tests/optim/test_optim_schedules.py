@@ -78,3 +78,79 @@ def test_schedule_errors():
         optim.constant_schedule(float("nan"))
     with pytest.raises(ValueError, match="init_value must be >= 0"):
         optim.exponential_decay(-1.0, 1, 0.5)
+
+
+def optax_linear(step, init_value, end_value, transition_steps, transition_begin=0):
+    # Optax's polynomial_schedule with power 1, written out.
+    if transition_steps <= 0:
+        return init_value
+    c = min(max(step - transition_begin, 0), transition_steps)
+    return (init_value - end_value) * (1 - c / transition_steps) + end_value
+
+
+def test_linear_schedule_matches_formula_and_key_points():
+    s = optim.linear_schedule(0.1, 0.02, transition_steps=8, transition_begin=3)
+    for k in range(20):
+        assert s(k) == optax_linear(k, 0.1, 0.02, 8, 3)
+    assert s(0) == s(3) == 0.1
+    assert s(7) == pytest.approx(0.06)  # half way
+    assert s(11) == s(100) == pytest.approx(0.02)
+    warmup = optim.linear_schedule(0.0, 1.0, 4)
+    assert [warmup(k) for k in range(6)] == [0.0, 0.25, 0.5, 0.75, 1.0, 1.0]
+    assert optim.linear_schedule(0.3, 0.0, 0)(5) == 0.3  # no transition: constant (as Optax)
+
+
+def test_piecewise_constant_schedule():
+    s = optim.piecewise_constant_schedule(1.0, {30: 0.1, 10: 0.5})
+    assert [s(k) for k in (0, 9, 10, 29, 30, 1000)] == [1.0, 1.0, 0.5, 0.5, 0.05, 0.05]
+    assert optim.piecewise_constant_schedule(0.2)(7) == 0.2
+    assert optim.piecewise_constant_schedule(0.2, {0: 2.0})(0) == 0.4  # boundary included
+    assert s.boundaries_and_scales == ((10, 0.5), (30, 0.1))
+
+
+def test_new_schedules_match_optax_where_installed():
+    optax = pytest.importorskip("optax")
+    pairs = [
+        (optim.linear_schedule(0.1, 0.02, 8, 3), optax.linear_schedule(0.1, 0.02, 8, 3)),
+        (optim.linear_schedule(0.0, 1.0, 5), optax.linear_schedule(0.0, 1.0, 5)),
+        (optim.piecewise_constant_schedule(1.0, {4: 0.5, 9: 0.1}),
+         optax.piecewise_constant_schedule(1.0, {4: 0.5, 9: 0.1})),
+    ]  # fmt: skip
+    for mine, theirs in pairs:
+        for k in range(15):
+            assert mine(k) == pytest.approx(float(theirs(k)), rel=1e-6)
+
+
+def test_new_schedules_drive_an_optimizer_from_step_zero():
+    import numpy as np
+
+    import tapegrad as tg
+
+    sched = optim.piecewise_constant_schedule(1.0, {2: 0.5})
+    tx = optim.sgd(sched)
+    params = {"w": tg.Tensor(np.zeros(1))}
+    state = tx.init(params)
+    seen = []
+    for _ in range(4):
+        u, state = tx.update({"w": tg.Tensor(np.ones(1))}, state, params)
+        seen.append(float(u["w"].numpy()[0]))
+    assert seen == [-1.0, -1.0, -0.5, -0.5]
+
+
+def test_new_schedule_errors():
+    with pytest.raises(ValueError, match="linear_schedule: transition_steps must be an int >= 0"):
+        optim.linear_schedule(0.1, 0.0, -1)
+    with pytest.raises(ValueError, match="linear_schedule: transition_begin must be an int >= 0"):
+        optim.linear_schedule(0.1, 0.0, 5, transition_begin=-2)
+    with pytest.raises(TypeError, match="linear_schedule: end_value must be a finite number"):
+        optim.linear_schedule(0.1, float("inf"), 5)
+    with pytest.raises(ValueError, match="non-negative integer"):
+        optim.linear_schedule(0.1, 0.0, 5)(-1)
+    with pytest.raises(TypeError, match="boundaries_and_scales must be a dict"):
+        optim.piecewise_constant_schedule(0.1, [(10, 0.5)])
+    with pytest.raises(ValueError, match="the scale at 10 must be >= 0"):
+        optim.piecewise_constant_schedule(0.1, {10: -0.5})
+    with pytest.raises(ValueError, match="boundary -3 must be an int >= 0"):
+        optim.piecewise_constant_schedule(0.1, {-3: 0.5})
+    with pytest.raises(ValueError, match="boundary 2.5 must be an int >= 0"):
+        optim.piecewise_constant_schedule(0.1, {2.5: 0.5})

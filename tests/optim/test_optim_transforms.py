@@ -414,3 +414,314 @@ def test_apply_gradients_with_an_empty_chain_adds_the_gradients():
     for n, p, gi in zip(*(tg.tree.tree_leaves(t) for t in (new, params, g))):
         np.testing.assert_array_equal(n.numpy(), p.numpy() + gi.numpy())
 
+
+# -- rmsprop, adagrad, lion: NumPy references from the published update equations ----------------
+def ref_rmsprop(p, gs, lr, alpha=0.99, eps=1e-8, wd=0.0, momentum=0.0, centered=False):
+    # PyTorch's documented algorithm (torch.optim.RMSprop), written out.
+    p = [x.copy() for x in p]
+    v = [np.zeros_like(x) for x in p]
+    m = [np.zeros_like(x) for x in p]
+    b = [np.zeros_like(x) for x in p]
+    out = []
+    for g in gs:
+        g = [gi + wd * pi for gi, pi in zip(g, p)]
+        v = [alpha * vi + (1 - alpha) * gi**2 for vi, gi in zip(v, g)]
+        if centered:
+            m = [alpha * mi + (1 - alpha) * gi for mi, gi in zip(m, g)]
+            d = [np.sqrt(vi - mi**2) + eps for vi, mi in zip(v, m)]
+        else:
+            d = [np.sqrt(vi) + eps for vi in v]
+        step = [gi / di for gi, di in zip(g, d)]
+        if momentum:
+            b = [momentum * bi + si for bi, si in zip(b, step)]
+            step = b
+        p = [pi - lr * si for pi, si in zip(p, step)]
+        out.append(p)
+    return out
+
+
+def ref_adagrad(p, gs, lr, lr_decay=0.0, wd=0.0, init_acc=0.0, eps=1e-10):
+    # Duchi et al. 2011, diagonal form, with PyTorch's lr_decay and L2 term.
+    p = [x.copy() for x in p]
+    s = [np.full_like(x, init_acc) for x in p]
+    out = []
+    for t, g in enumerate(gs, start=1):
+        g = [gi + wd * pi for gi, pi in zip(g, p)]
+        s = [si + gi**2 for si, gi in zip(s, g)]
+        clr = lr / (1 + (t - 1) * lr_decay)
+        p = [pi - clr * gi / (np.sqrt(si) + eps) for pi, gi, si in zip(p, g, s)]
+        out.append(p)
+    return out
+
+
+def ref_lion(p, gs, lr, b1=0.9, b2=0.99, wd=1e-3):
+    # Chen et al. 2023, Algorithm 2 (decoupled weight decay).
+    p = [x.copy() for x in p]
+    m = [np.zeros_like(x) for x in p]
+    out = []
+    for g in gs:
+        u = [np.sign((1 - b1) * gi + b1 * mi) for gi, mi in zip(g, m)]
+        m = [(1 - b2) * gi + b2 * mi for gi, mi in zip(g, m)]
+        p = [pi - lr * (ui + wd * pi) for pi, ui in zip(p, u)]
+        out.append(p)
+    return out
+
+
+RMSPROP_KW = [
+    {},
+    {"centered": True},
+    {"momentum": 0.9},
+    {"alpha": 0.9, "eps": 1e-3, "weight_decay": 0.1, "momentum": 0.5, "centered": True},
+]
+ADAGRAD_KW = [
+    {},
+    {"lr_decay": 0.1},
+    {"weight_decay": 0.1, "initial_accumulator_value": 0.5, "eps": 1e-3, "lr_decay": 0.01},
+]
+LION_KW = [{}, {"b1": 0.8, "b2": 0.95, "weight_decay": 0.1}, {"weight_decay": 0.0}]
+
+
+def _ref_kw(kw, names):
+    return {names.get(k, k): v for k, v in kw.items()}
+
+
+@pytest.mark.parametrize("kw", RMSPROP_KW)
+def test_rmsprop_matches_numpy_reference(kw):
+    params = _params()
+    gs = _grad_seq(params, 6)
+    got, state = _run(optim.rmsprop(0.01, **kw), params, gs)
+    want = ref_rmsprop(
+        _np(params), [_np(g) for g in gs], 0.01, **_ref_kw(kw, {"weight_decay": "wd"})
+    )
+    _compare(got, want, rtol=1e-11)
+    (rms,) = [s for s in state if "nu" in s]  # the centered form also keeps the mean gradient
+    assert sorted(rms) == (["mu", "nu"] if kw.get("centered") else ["nu"])
+
+
+@pytest.mark.parametrize("kw", ADAGRAD_KW)
+def test_adagrad_matches_numpy_reference(kw):
+    params = _params()
+    gs = _grad_seq(params, 6)
+    got, state = _run(optim.adagrad(0.1, **kw), params, gs)
+    names = {"weight_decay": "wd", "initial_accumulator_value": "init_acc"}
+    want = ref_adagrad(_np(params), [_np(g) for g in gs], 0.1, **_ref_kw(kw, names))
+    _compare(got, want, rtol=1e-11)
+    counts = [s["count"] for s in state if "count" in s]
+    assert counts == [6] and type(counts[0]) is int
+
+
+@pytest.mark.parametrize("kw", LION_KW)
+def test_lion_matches_numpy_reference(kw):
+    params = _params()
+    gs = _grad_seq(params, 6)
+    got, _ = _run(optim.lion(0.01, **kw), params, gs)
+    want = ref_lion(_np(params), [_np(g) for g in gs], 0.01, **_ref_kw(kw, {"weight_decay": "wd"}))
+    _compare(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: optim.rmsprop(1e-3, centered=True, momentum=0.9),
+             lambda: optim.adagrad(1e-2, lr_decay=0.1), lambda: optim.lion(1e-3)],
+    ids=["rmsprop", "adagrad", "lion"],
+)  # fmt: skip
+def test_new_optimizers_float32_keep_dtype(make):
+    params = _params(np.float32)
+    got, state = _run(make(), params, _grad_seq(params, 3))
+    assert all(x.dtype == np.float32 for x in got[-1])
+    arrays = [x for x in tg.tree.tree_leaves(state) if isinstance(x, tg.Tensor)]
+    assert arrays and all(x.dtype == np.float32 for x in arrays)
+
+
+def test_lion_steps_are_signs_times_learning_rate():
+    params = {"w": tg.Tensor(np.array([1.0, -1.0, 2.0]))}
+    g = {"w": tg.Tensor(np.array([3.0, -1e-9, 0.0]))}
+    tx = optim.lion(0.1, weight_decay=0.0)
+    u, state = tx.update(g, tx.init(params), params)
+    np.testing.assert_array_equal(u["w"].numpy(), [-0.1, 0.1, 0.0])
+    np.testing.assert_allclose(state[0]["mu"]["w"].numpy(), [0.03, -1e-11, 0.0])
+
+
+def test_new_optimizers_match_torch_where_installed():
+    torch = pytest.importorskip("torch")
+    params = _params()
+    gs = _grad_seq(params, 5)
+    cases = []
+    for kw in RMSPROP_KW:
+        cases.append(
+            (optim.rmsprop(0.01, **kw), lambda ps, kw=kw: torch.optim.RMSprop(ps, lr=0.01, **kw))
+        )
+    for kw in ADAGRAD_KW:
+        cases.append(
+            (optim.adagrad(0.1, **kw), lambda ps, kw=kw: torch.optim.Adagrad(ps, lr=0.1, **kw))
+        )
+    for tx, make_torch in cases:
+        got, _ = _run(tx, params, gs)
+        tp = [torch.tensor(x, requires_grad=True) for x in _np(params)]
+        topt = make_torch(tp)
+        for step, g in enumerate(gs):
+            for t, gi in zip(tp, _np(g)):
+                t.grad = torch.tensor(gi)
+            topt.step()
+            for t, mine in zip(tp, got[step]):
+                np.testing.assert_allclose(t.detach().numpy(), mine, rtol=1e-10, atol=1e-13)
+
+
+def test_lion_and_rmsprop_match_optax_where_installed(optax_x64):
+    optax = optax_x64.optax
+    params = _params()
+    gs = _grad_seq(params, 6)
+    pairs = [
+        (optim.lion(0.01), optax.lion(0.01)),
+        (optim.lion(0.02, b1=0.7, b2=0.9, weight_decay=0.1),
+         optax.lion(0.02, b1=0.7, b2=0.9, weight_decay=0.1)),
+        # Optax's rmsprop with PyTorch's eps placement and decay gives the same steps.
+        (optim.rmsprop(0.01, alpha=0.9, centered=True, momentum=0.8),
+         optax.rmsprop(0.01, decay=0.9, eps=1e-8, eps_in_sqrt=False, centered=True, momentum=0.8)),
+    ]  # fmt: skip
+    for mine, theirs in pairs:
+        got, _ = _run(mine, params, gs)
+        want = optax_x64.run(theirs, params, gs)
+        _compare(got, want, rtol=1e-10, atol=1e-13)
+
+
+def test_new_optimizer_errors():
+    with pytest.raises(ValueError, match="rmsprop: alpha must be in"):
+        optim.rmsprop(0.1, alpha=1.5)
+    with pytest.raises(ValueError, match="rmsprop: eps must be a finite number >= 0"):
+        optim.rmsprop(0.1, eps=-1.0)
+    with pytest.raises(ValueError, match="rmsprop: momentum must be in"):
+        optim.rmsprop(0.1, momentum=-0.1)
+    with pytest.raises(ValueError, match="adagrad: lr_decay must be"):
+        optim.adagrad(0.1, lr_decay=-0.1)
+    with pytest.raises(ValueError, match="adagrad: initial_accumulator_value must be"):
+        optim.adagrad(0.1, initial_accumulator_value=float("nan"))
+    with pytest.raises(ValueError, match="adagrad: learning_rate must be finite"):
+        optim.adagrad(-0.1)
+    with pytest.raises(TypeError, match="scale_by_lion: b1 must be a number, got str"):
+        optim.lion(0.1, b1="0.9")
+    with pytest.raises(ValueError, match="lion: weight_decay must be"):
+        optim.lion(0.1, weight_decay=-1.0)
+    params = {"w": tg.Tensor(np.ones(3))}
+    for tx in (optim.rmsprop(0.1, centered=True), optim.adagrad(0.1), optim.lion(0.1)):
+        with pytest.raises(ValueError, match=r"shape \(2,\)"):
+            tx.update({"w": tg.Tensor(np.ones(2))}, tx.init(params), params)
+        with pytest.raises(TypeError, match="dtype int64"):
+            tx.init({"w": np.arange(3)})
+
+
+# -- reduce_on_plateau ----------------------------------------------------------------------------
+def ref_reduce_on_plateau(values, factor=0.1, patience=10, rtol=1e-4, atol=0.0, cooldown=0,
+                          accumulation_size=1, min_scale=0.0):  # fmt: skip
+    """The scale after each value, from Optax's documented rule, written out."""
+    scale, best, plateau, cool, acc = 1.0, np.inf, 0, 0, []
+    out = []
+    for v in values:
+        acc.append(v)
+        if len(acc) == accumulation_size:
+            avg = np.mean(acc)
+            acc = []
+            if avg < (1 - rtol) * best - atol:
+                best, plateau = avg, 0
+            else:
+                plateau += 1
+            if cool > 0:
+                cool, plateau = cool - 1, 0
+            elif plateau == patience:
+                scale, plateau, cool = max(scale * factor, min_scale), 0, cooldown
+        out.append(scale)
+    return out
+
+
+PLATEAU_VALUES = [5.0, 4.0, 4.0, 3.9999, 4.1, 4.0, 3.0, 3.0, 3.0, 3.0, 2.9, 3.0, 3.0, 3.0, 3.0,
+                  3.0, 3.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]  # fmt: skip
+PLATEAU_KW = [
+    {"patience": 2},
+    {"patience": 2, "factor": 0.5, "cooldown": 2},
+    {"patience": 1, "factor": 0.5, "atol": 0.5, "rtol": 0.0, "min_scale": 0.2},
+    {"patience": 1, "accumulation_size": 3, "factor": 0.5},
+]
+
+
+@pytest.mark.parametrize("kw", PLATEAU_KW)
+def test_reduce_on_plateau_matches_reference(kw):
+    tx = optim.reduce_on_plateau(**kw)
+    g = {"w": tg.Tensor(np.array([1.0, -2.0]))}
+    state = tx.init(g)
+    scales = []
+    for v in PLATEAU_VALUES:
+        u, state = tx.update(g, state, value=v)
+        np.testing.assert_allclose(u["w"].numpy(), state["scale"] * np.array([1.0, -2.0]))
+        scales.append(state["scale"])
+    want = ref_reduce_on_plateau(PLATEAU_VALUES, **kw)
+    np.testing.assert_allclose(scales, want, rtol=1e-15)
+    assert min(want) < 1.0  # the sequence does reach a plateau
+    assert all(type(state[k]) is int for k in ("plateau_count", "cooldown_count", "count"))
+
+
+@pytest.mark.parametrize("kw", PLATEAU_KW)
+def test_reduce_on_plateau_matches_optax_where_installed(optax_x64, kw):
+    optax = optax_x64.optax
+    params = _params()
+    gs = _grad_seq(params, len(PLATEAU_VALUES))
+    mine = optim.chain(optim.sgd(0.1), optim.reduce_on_plateau(**kw))
+    theirs = optax.chain(optax.sgd(0.1), optax.contrib.reduce_on_plateau(**kw))
+    got, state = _run_values(mine, params, gs, PLATEAU_VALUES)
+    want = optax_x64.run(theirs, params, gs, PLATEAU_VALUES)
+    _compare(got, want, rtol=1e-12, atol=1e-14)
+
+
+def _run_values(tx, params, grads_seq, values):
+    state = tx.init(params)
+    out = []
+    for g, v in zip(grads_seq, values):
+        params, state = optim.apply_gradients(tx, g, state, params, value=v)
+        out.append(_np(params))
+    return out, state
+
+
+def test_reduce_on_plateau_takes_tensor_losses_and_errors():
+    tx = optim.chain(optim.sgd(1.0), optim.reduce_on_plateau(patience=1, factor=0.5))
+    params = {"w": tg.Tensor(np.array([0.0]))}
+    g = {"w": tg.Tensor(np.array([1.0]))}
+    state = tx.init(params)
+    for v in (tg.Tensor(np.asarray(2.0)), np.float32(2.0), tg.Tensor(np.asarray(3, np.int64))):
+        u, state = tx.update(g, state, params, value=v)
+    assert state[-1]["scale"] == 0.25 and state[-1]["best_value"] == 2.0
+    with pytest.raises(TypeError, match="update needs the loss"):
+        tx.update(g, state, params)
+    with pytest.raises(ValueError, match=r"real scalar \(the loss\), got shape \(2,\)"):
+        tx.update(g, state, params, value=tg.Tensor(np.ones(2)))
+    with pytest.raises(TypeError, match="value must be a number or a 0-d Tensor, got str"):
+        tx.update(g, state, params, value="low")
+    with pytest.raises(TypeError, match="state must be the dict from init"):
+        optim.reduce_on_plateau().update(g, {}, value=1.0)
+    with pytest.raises(ValueError, match=r"factor must be in \(0, 1\)"):
+        optim.reduce_on_plateau(factor=1.0)
+    with pytest.raises(ValueError, match="rtol and atol cannot both be 0"):
+        optim.reduce_on_plateau(rtol=0.0, atol=0.0)
+    with pytest.raises(ValueError, match="patience must be an int >= 1"):
+        optim.reduce_on_plateau(patience=0)
+    with pytest.raises(ValueError, match="accumulation_size must be an int >= 1"):
+        optim.reduce_on_plateau(accumulation_size=2.5)
+    with pytest.raises(ValueError, match="min_scale must be in"):
+        optim.reduce_on_plateau(min_scale=2.0)
+
+
+def test_extra_arguments_reach_only_the_transforms_that_take_them():
+    seen = []
+
+    @attrs.frozen
+    class Spy(optim.GradientTransformation):
+        def init(self, params):
+            return {}
+
+        def update(self, grads, state, params=None, *, value=None, other=None):
+            seen.append((value, other))
+            return grads, state
+
+    tx = optim.chain(optim.sgd(0.1), Spy(), optim.clip_by_global_norm(1.0))
+    params = {"w": tg.Tensor(np.ones(2))}
+    g = {"w": tg.Tensor(np.ones(2))}
+    tx.update(g, tx.init(params), params, value=1.5, unused=3)
+    optim.apply_gradients(tx, g, tx.init(params), params, other="x")
+    assert seen == [(1.5, None), (None, "x")]

@@ -4,21 +4,36 @@ The pure layer follows Optax: a transform has ``init(params) -> opt_state`` and
 ``update(grads, opt_state, params) -> (updates, opt_state)``; ``apply_updates(params, updates)``
 gives the new parameters, and ``apply_gradients(tx, grads, opt_state, params)`` does both in one
 faster call. The stateful :class:`Optimizer` family (:class:`SGD`, :class:`Adam`,
-:class:`AdamW`) keeps the seeds' API on top of it. See ``docs/optim.md``.
+:class:`AdamW`, :class:`RMSprop`, :class:`Adagrad`, :class:`Lion`) keeps the seeds' API on top
+of it. See ``docs/optim.md``.
 """
 
-from tapegrad.optim import schedules, transforms
-from tapegrad.optim.optimizer import SGD, Adam, AdamW, Optimizer, is_module
+from tapegrad.optim import combinators, schedules, transforms
+from tapegrad.optim.combinators import MultiSteps, masked, multi_transform
+from tapegrad.optim.optimizer import (
+    SGD,
+    Adagrad,
+    Adam,
+    AdamW,
+    Lion,
+    Optimizer,
+    ReduceLROnPlateau,
+    RMSprop,
+    is_module,
+)
 from tapegrad.optim.schedules import (
     CosineScheduler,
     LRScheduler,
     constant_schedule,
     exponential_decay,
+    linear_schedule,
+    piecewise_constant_schedule,
     step_decay_schedule,
     warmup_cosine_schedule,
 )
 from tapegrad.optim.transforms import (
     GradientTransformation,
+    adagrad,
     adam,
     adamw,
     add_decayed_weights,
@@ -29,9 +44,13 @@ from tapegrad.optim.transforms import (
     clip_by_norm,
     global_norm,
     identity,
+    lion,
+    reduce_on_plateau,
+    rmsprop,
     scale,
     scale_by_adam,
     scale_by_learning_rate,
+    scale_by_lion,
     sgd,
     trace,
     tree_add,
@@ -42,6 +61,7 @@ from tapegrad.optim.transforms import (
 __all__ = [
     "schedules",
     "transforms",
+    "combinators",
     "GradientTransformation",
     "identity",
     "scale",
@@ -54,6 +74,14 @@ __all__ = [
     "sgd",
     "adam",
     "adamw",
+    "rmsprop",
+    "adagrad",
+    "lion",
+    "scale_by_lion",
+    "reduce_on_plateau",
+    "masked",
+    "multi_transform",
+    "MultiSteps",
     "apply_updates",
     "apply_gradients",
     "global_norm",
@@ -65,11 +93,17 @@ __all__ = [
     "warmup_cosine_schedule",
     "step_decay_schedule",
     "exponential_decay",
+    "linear_schedule",
+    "piecewise_constant_schedule",
     "LRScheduler",
     "CosineScheduler",
     "Optimizer",
     "SGD",
     "Adam",
     "AdamW",
+    "RMSprop",
+    "Adagrad",
+    "Lion",
+    "ReduceLROnPlateau",
     "is_module",
 ]

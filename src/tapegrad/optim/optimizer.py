@@ -35,7 +35,17 @@ from tapegrad.optim import transforms as T
 from tapegrad.tensor import Tensor
 from tapegrad.tree import NAMESPACE, tree_flatten_with_path, tree_structure
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "is_module"]
+__all__ = [
+    "Optimizer",
+    "SGD",
+    "Adam",
+    "AdamW",
+    "RMSprop",
+    "Adagrad",
+    "Lion",
+    "ReduceLROnPlateau",
+    "is_module",
+]
 
 
 def is_module(obj) -> bool:
@@ -291,27 +301,37 @@ class Optimizer:
         if self.lr_scheduler is not None:
             self.lr = float(self.lr_scheduler(self.timestep, self.initial_lr, self.lr))
 
-    def step(self, grads=None) -> None:
+    def step(self, grads=None, **extra_args) -> None:
         """One optimization step, as in the seeds: ``timestep += 1``, ``update_lr()``, then
         the update with the new ``lr``.
 
         Args:
             grads: Gradients shaped like ``params`` (held as :attr:`grads`); ``None`` uses the
                 gradients already held.
+            **extra_args: Passed on to the transformations that take them (for example
+                ``value=loss`` to a custom ``transform`` ending in
+                :func:`~tapegrad.optim.reduce_on_plateau`).
 
         Raises:
             ValueError: if no gradients are given or held, or shapes differ.
             TypeError: if the structure differs from ``params``.
+            Any error of the transform; then ``timestep``, ``lr``, the parameters and the
+            state are left as they were.
         """
         if grads is not None:
             self.set_grads(grads)
         grads = self._need_grads("step")
         params = self.params
+        old_timestep, old_lr = self._timestep, self.lr
         self._timestep += 1
-        self.update_lr()
-        new_params, new_state = T.apply_gradients(
-            self._full_transform(), grads, self._opt_state, params
-        )
+        try:
+            self.update_lr()
+            new_params, new_state = T.apply_gradients(
+                self._full_transform(), grads, self._opt_state, params, **extra_args
+            )
+        except BaseException:  # a failed step changes nothing
+            self._timestep, self._hyperparams["lr"] = old_timestep, old_lr
+            raise
         self._opt_state = new_state
         if self._module is not None:
             self._module._set_params(new_params)
@@ -499,3 +519,305 @@ class AdamW(Adam):
         **kwargs: Any,
     ) -> None:
         super().__init__(model_parameters, lr, beta1, beta2, epsilon, weight_decay, **kwargs)
+
+
+class RMSprop(Optimizer):
+    """RMSprop with PyTorch's defaults and semantics (``torch.optim.RMSprop``), via
+    :func:`~tapegrad.optim.rmsprop`.
+
+    ``v = alpha * v + (1 - alpha) * g**2``; ``p <- p - lr * g / (sqrt(v) + eps)``, with the
+    centered variant, momentum and L2 weight decay as in :func:`~tapegrad.optim.rmsprop`.
+
+    Args:
+        model_parameters: Parameter pytree or Module (see :class:`Optimizer`).
+        lr: Learning rate (PyTorch's default 0.01).
+        alpha: Smoothing constant in ``[0, 1]``.
+        eps: Added to the denominator, outside the square root.
+        weight_decay: L2 coefficient ``>= 0`` (added to the gradient).
+        momentum: Momentum coefficient in ``[0, 1]``.
+        centered: Normalize by the gradient's estimated standard deviation.
+        **kwargs: ``lr_scheduler_kwargs``, ``max_grad_norm`` and further hyperparameters.
+
+    Raises:
+        TypeError / ValueError: on hyperparameters of the wrong type or out of range.
+    """
+
+    def __init__(
+        self,
+        model_parameters: Any,
+        lr: float = 0.01,
+        alpha: float = 0.99,
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        momentum: float = 0.0,
+        centered: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            model_parameters,
+            lr,
+            alpha=alpha,
+            eps=eps,
+            weight_decay=weight_decay,
+            momentum=momentum,
+            centered=centered,
+            **kwargs,
+        )
+
+    def _make_transform(self):
+        h = self._hyperparams
+        return T.rmsprop(
+            self.lr, h["alpha"], h["eps"], h["weight_decay"], h["momentum"], h["centered"]
+        )
+
+
+class Adagrad(Optimizer):
+    """Adagrad with PyTorch's defaults and semantics (``torch.optim.Adagrad``), via
+    :func:`~tapegrad.optim.adagrad`.
+
+    ``s = s + g**2``; ``p <- p - lr / (1 + (t - 1) * lr_decay) * g / (sqrt(s) + eps)``.
+
+    Args:
+        model_parameters: Parameter pytree or Module (see :class:`Optimizer`).
+        lr: Learning rate (PyTorch's default 0.01).
+        lr_decay: Learning-rate decay ``>= 0``.
+        weight_decay: L2 coefficient ``>= 0`` (added to the gradient).
+        initial_accumulator_value: Starting value of ``s`` (``>= 0``).
+        eps: Added to ``sqrt(s)``.
+        **kwargs: ``lr_scheduler_kwargs``, ``max_grad_norm`` and further hyperparameters.
+
+    Raises:
+        TypeError / ValueError: on hyperparameters of the wrong type or out of range.
+    """
+
+    def __init__(
+        self,
+        model_parameters: Any,
+        lr: float = 0.01,
+        lr_decay: float = 0.0,
+        weight_decay: float = 0.0,
+        initial_accumulator_value: float = 0.0,
+        eps: float = 1e-10,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            model_parameters,
+            lr,
+            lr_decay=lr_decay,
+            weight_decay=weight_decay,
+            initial_accumulator_value=initial_accumulator_value,
+            eps=eps,
+            **kwargs,
+        )
+
+    def _make_transform(self):
+        h = self._hyperparams
+        return T.adagrad(
+            self.lr, h["lr_decay"], h["weight_decay"], h["initial_accumulator_value"], h["eps"]
+        )
+
+
+class Lion(Optimizer):
+    """Lion with Optax's defaults and semantics (``optax.lion``), via
+    :func:`~tapegrad.optim.lion`.
+
+    ``p <- p - lr * (sign((1 - beta1) * g + beta1 * m) + weight_decay * p)``, then
+    ``m = (1 - beta2) * g + beta2 * m``. ``beta1``/``beta2`` are Optax's ``b1``/``b2``, named
+    as in :class:`Adam`.
+
+    Args:
+        model_parameters: Parameter pytree or Module (see :class:`Optimizer`).
+        lr: Learning rate (typically 3-10 times smaller than AdamW's).
+        beta1, beta2: In ``[0, 1]``.
+        weight_decay: Decoupled weight-decay coefficient ``>= 0``.
+        **kwargs: ``lr_scheduler_kwargs``, ``max_grad_norm`` and further hyperparameters.
+
+    Raises:
+        TypeError / ValueError: on hyperparameters of the wrong type or out of range.
+
+    References:
+        Chen et al., "Symbolic Discovery of Optimization Algorithms", NeurIPS 2023.
+    """
+
+    def __init__(
+        self,
+        model_parameters: Any,
+        lr: float,
+        beta1: float = 0.9,
+        beta2: float = 0.99,
+        weight_decay: float = 1e-3,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            model_parameters,
+            lr,
+            beta1=beta1,
+            beta2=beta2,
+            weight_decay=weight_decay,
+            **kwargs,
+        )
+
+    def _make_transform(self):
+        h = self._hyperparams
+        return T.lion(self.lr, h["beta1"], h["beta2"], h["weight_decay"])
+
+
+class ReduceLROnPlateau:
+    """Lower a stateful optimizer's ``lr`` when a metric stops improving (PyTorch's
+    ``torch.optim.lr_scheduler.ReduceLROnPlateau``).
+
+    Call :meth:`step` with the metric (a validation loss, say) once per epoch, after the
+    optimizer's steps. With ``mode="min"`` and ``threshold_mode="rel"`` a value ``a`` improves
+    on the best so far when ``a < best * (1 - threshold)`` (``"abs"``: ``a < best -
+    threshold``; ``mode="max"`` mirrors both). After more than ``patience`` values without
+    improvement, ``lr = max(lr * factor, min_lr)`` (skipped when that changes ``lr`` by no more
+    than ``eps``), the bad-value count restarts and ``cooldown`` values are ignored.
+
+    This is PyTorch's rule, which drops the rate after ``patience + 1`` bad values; the pure
+    :func:`~tapegrad.optim.reduce_on_plateau` (Optax's rule) drops it after ``patience``.
+
+    Args:
+        optimizer: An :class:`Optimizer` built without ``lr_scheduler_kwargs`` (a scheduler
+            there would overwrite ``lr`` at every step).
+        mode: ``"min"`` (a loss) or ``"max"`` (an accuracy).
+        factor: Multiplier of the rate, in ``(0, 1)``.
+        patience: Bad values tolerated before lowering the rate (an int ``>= 0``).
+        threshold: Improvement needed (``>= 0``), relative or absolute per ``threshold_mode``.
+        threshold_mode: ``"rel"`` or ``"abs"``.
+        cooldown: Values ignored after a reduction (an int ``>= 0``).
+        min_lr: Lower bound of the rate (``>= 0``).
+        eps: Smallest change of the rate that is applied (``>= 0``).
+
+    Attributes:
+        best: Best metric so far. num_bad_epochs: Values since the last improvement.
+        cooldown_counter: Values still to ignore. last_epoch: Number of :meth:`step` calls.
+
+    Raises:
+        TypeError: if ``optimizer`` is not an :class:`Optimizer` or has an ``lr_scheduler``.
+        ValueError: on invalid arguments.
+
+    Example:
+        >>> import numpy as np
+        >>> import tapegrad as tg
+        >>> from tapegrad import optim
+        >>> opt = optim.SGD({"w": tg.Tensor(np.zeros(2))}, lr=0.1)
+        >>> plateau = optim.ReduceLROnPlateau(opt, factor=0.5, patience=1)
+        >>> for val_loss in [1.0, 0.9, 0.9, 0.9]:
+        ...     plateau.step(val_loss)
+        >>> opt.lr
+        0.05
+    """
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        mode: str = "min",
+        factor: float = 0.1,
+        patience: int = 10,
+        threshold: float = 1e-4,
+        threshold_mode: str = "rel",
+        cooldown: int = 0,
+        min_lr: float = 0.0,
+        eps: float = 1e-8,
+    ) -> None:
+        where = "ReduceLROnPlateau"
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{where}: optimizer must be an optim.Optimizer, got {optimizer!r}")
+        if optimizer.lr_scheduler is not None:
+            raise TypeError(
+                f"{where}: the optimizer has an lr_scheduler, which sets lr at every step and "
+                "would undo the reductions; build it without lr_scheduler_kwargs."
+            )
+        if mode not in ("min", "max"):
+            raise ValueError(f"{where}: mode must be 'min' or 'max', got {mode!r}")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(
+                f"{where}: threshold_mode must be 'rel' or 'abs', got {threshold_mode!r}"
+            )
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < 1:
+            raise ValueError(f"{where}: factor must be a number in (0, 1), got {factor!r}")
+        for name, value in (("patience", patience), ("cooldown", cooldown)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{where}: {name} must be an int >= 0, got {value!r}")
+        for name, value in (("threshold", threshold), ("min_lr", min_lr), ("eps", eps)):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (math.isfinite(value) and value >= 0)
+            ):
+                raise ValueError(f"{where}: {name} must be a finite number >= 0, got {value!r}")
+        self.optimizer = optimizer
+        self.mode, self.threshold_mode = mode, threshold_mode
+        self.factor, self.patience, self.threshold = float(factor), patience, float(threshold)
+        self.cooldown, self.min_lr, self.eps = cooldown, float(min_lr), float(eps)
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = 0
+        self.cooldown_counter = 0
+        self.last_epoch = 0
+
+    def _is_better(self, a: float) -> bool:
+        rel = self.threshold_mode == "rel"
+        if self.mode == "min":
+            return a < (self.best * (1.0 - self.threshold) if rel else self.best - self.threshold)
+        return a > (self.best * (1.0 + self.threshold) if rel else self.best + self.threshold)
+
+    def step(self, metrics) -> None:
+        """Record one value of the metric and lower ``optimizer.lr`` on a plateau.
+
+        Args:
+            metrics: The metric, a real number or 0-d Tensor/array.
+
+        Raises:
+            TypeError: if ``metrics`` is not a real scalar.
+        """
+        try:
+            current = float(metrics)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"ReduceLROnPlateau.step: metrics must be a real scalar, got {metrics!r:.60}"
+            ) from None
+        self.last_epoch += 1
+        if self._is_better(current):
+            self.best = current
+            self.num_bad_epochs = 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            old = self.optimizer.lr
+            new = max(old * self.factor, self.min_lr)
+            if old - new > self.eps:
+                self.optimizer.lr = new
+            self.cooldown_counter = self.cooldown
+            self.num_bad_epochs = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        """The scheduler's counters (Python numbers), for ``tapegrad.io.save``."""
+        return {
+            "best": self.best,
+            "num_bad_epochs": self.num_bad_epochs,
+            "cooldown_counter": self.cooldown_counter,
+            "last_epoch": self.last_epoch,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore the counters from :meth:`state_dict` output.
+
+        Raises:
+            TypeError: if a key is missing or has the wrong type.
+        """
+        where = "ReduceLROnPlateau.load_state_dict"
+        kinds = {"best": (int, float), "num_bad_epochs": int, "cooldown_counter": int,
+                 "last_epoch": int}  # fmt: skip
+        if not isinstance(state_dict, dict) or set(state_dict) != set(kinds):
+            raise TypeError(f"{where}: expected the keys {sorted(kinds)} from state_dict()")
+        for k, kind in kinds.items():
+            v = state_dict[k]
+            if isinstance(v, bool) or not isinstance(v, kind):
+                raise TypeError(f"{where}: {k} must be {kind}, got {v!r}")
+        self.best = float(state_dict["best"])
+        self.num_bad_epochs = state_dict["num_bad_epochs"]
+        self.cooldown_counter = state_dict["cooldown_counter"]
+        self.last_epoch = state_dict["last_epoch"]

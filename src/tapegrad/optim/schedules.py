@@ -2,7 +2,10 @@
 
 A schedule is a frozen record called as ``schedule(step) -> float`` with ``step`` a
 non-negative int. Pass one as ``learning_rate`` to :func:`tapegrad.optim.sgd`,
-:func:`~tapegrad.optim.adam`, ... (the transform counts its updates from 0).
+:func:`~tapegrad.optim.adam`, ... (the transform counts its updates from 0). Called with a 0-d
+integer Tensor (the transform's counter under ``tg.jit``), a schedule computes the same value
+with :mod:`tapegrad.numpy` and returns a 0-d float64 Tensor, so a recorded training step
+replays for every step number instead of being traced again.
 
 :class:`CosineScheduler` is the seeds' scheduler protocol for the stateful optimizers:
 ``scheduler(step, initial_lr, current_lr) -> lr``, called by ``Optimizer.update_lr()`` with the
@@ -19,21 +22,48 @@ from __future__ import annotations
 
 import abc
 import math
+from collections.abc import Mapping
 
 import attrs
+import numpy as np
+
+from tapegrad import numpy as tnp
+from tapegrad.tensor import Tensor
 
 __all__ = [
     "constant_schedule",
     "warmup_cosine_schedule",
     "step_decay_schedule",
     "exponential_decay",
+    "linear_schedule",
+    "piecewise_constant_schedule",
     "ConstantSchedule",
     "WarmupCosineSchedule",
     "StepDecaySchedule",
     "ExponentialDecaySchedule",
+    "LinearSchedule",
+    "PiecewiseConstantSchedule",
     "LRScheduler",
     "CosineScheduler",
 ]
+
+
+def _tensor_step(where: str, step):
+    """A Tensor step (what a transform's counter is under ``tg.jit``) as a float64 Tensor, or
+    ``None`` for a Python step. The schedules then compute with ``tapegrad.numpy`` and return a
+    0-d float64 Tensor, so a recorded step replays for every step number."""
+    if not isinstance(step, Tensor):
+        return None
+    if step.shape != () or step.dtype.kind not in "iuf":
+        raise TypeError(
+            f"{where}: step must be an int or a 0-d integer Tensor, got a Tensor of shape "
+            f"{step.shape} and dtype {step.dtype}"
+        )
+    return tnp.astype(step, np.float64)
+
+
+def _f64(value: float) -> Tensor:
+    return Tensor(np.asarray(value, np.float64))
 
 
 def _step(where: str, step) -> int:
@@ -78,7 +108,8 @@ class ConstantSchedule:
     value: float
 
     def __call__(self, step) -> float:
-        _step("constant_schedule", step)
+        if _tensor_step("constant_schedule", step) is None:
+            _step("constant_schedule", step)
         return self.value
 
 
@@ -92,6 +123,15 @@ class WarmupCosineSchedule:
     min_lr: float
 
     def __call__(self, step) -> float:
+        t = _tensor_step("warmup_cosine_schedule", step)
+        if t is not None:
+            lr, w, d, lo = self.peak_lr, self.warmup_steps, self.lr_decay_iters, self.min_lr
+            warm = tnp.divide(tnp.multiply(tnp.add(t, 1.0), lr), float(w + 1))
+            ratio = tnp.divide(tnp.subtract(t, float(w)), float(d - w))
+            coeff = tnp.multiply(tnp.add(tnp.cos(tnp.multiply(ratio, math.pi)), 1.0), 0.5)
+            cosine = tnp.add(tnp.multiply(coeff, lr - lo), lo)
+            after = tnp.where(tnp.greater(t, float(d)), _f64(lo), cosine)
+            return tnp.where(tnp.less(t, float(w)), warm, after)
         k = _step("warmup_cosine_schedule", step)
         return _cosine_with_warmup(
             k, self.peak_lr, self.warmup_steps, self.lr_decay_iters, self.min_lr
@@ -107,6 +147,10 @@ class StepDecaySchedule:
     gamma: float
 
     def __call__(self, step) -> float:
+        t = _tensor_step("step_decay_schedule", step)
+        if t is not None:
+            n = tnp.floor(tnp.divide(t, float(self.step_size)))
+            return tnp.multiply(tnp.power(_f64(self.gamma), n), self.init_value)
         k = _step("step_decay_schedule", step)
         return self.init_value * self.gamma ** (k // self.step_size)
 
@@ -123,6 +167,17 @@ class ExponentialDecaySchedule:
     end_value: float | None = None
 
     def __call__(self, step) -> float:
+        t = _tensor_step("exponential_decay", step)
+        if t is not None:
+            elapsed = tnp.maximum(tnp.subtract(t, float(self.transition_begin)), 0.0)
+            p = tnp.divide(elapsed, float(self.transition_steps))
+            if self.staircase:
+                p = tnp.floor(p)
+            value = tnp.multiply(tnp.power(_f64(self.decay_rate), p), self.init_value)
+            if self.end_value is not None:
+                bound = tnp.maximum if self.decay_rate < 1 else tnp.minimum
+                value = bound(value, self.end_value)
+            return value
         k = _step("exponential_decay", step)
         elapsed = max(k - self.transition_begin, 0)
         p = elapsed / self.transition_steps
@@ -134,6 +189,57 @@ class ExponentialDecaySchedule:
                 value = max(value, self.end_value)
             else:
                 value = min(value, self.end_value)
+        return value
+
+
+@attrs.frozen
+class LinearSchedule:
+    """Optax's ``linear_schedule`` (see :func:`linear_schedule`)."""
+
+    init_value: float
+    end_value: float
+    transition_steps: int
+    transition_begin: int = 0
+
+    def __call__(self, step) -> float:
+        t = _tensor_step("linear_schedule", step)
+        if t is not None:
+            if self.transition_steps == 0:
+                return _f64(self.init_value)
+            done = tnp.minimum(
+                tnp.maximum(tnp.subtract(t, float(self.transition_begin)), 0.0),
+                float(self.transition_steps),
+            )
+            frac = tnp.subtract(1.0, tnp.divide(done, float(self.transition_steps)))
+            return tnp.add(tnp.multiply(frac, self.init_value - self.end_value), self.end_value)
+        k = _step("linear_schedule", step)
+        if self.transition_steps == 0:
+            return self.init_value
+        done = min(max(k - self.transition_begin, 0), self.transition_steps)
+        frac = 1.0 - done / self.transition_steps
+        return (self.init_value - self.end_value) * frac + self.end_value
+
+
+@attrs.frozen
+class PiecewiseConstantSchedule:
+    """Optax's ``piecewise_constant_schedule`` (see :func:`piecewise_constant_schedule`)."""
+
+    init_value: float
+    boundaries_and_scales: tuple = ()  # ((boundary, scale), ...) sorted by boundary
+
+    def __call__(self, step) -> float:
+        t = _tensor_step("piecewise_constant_schedule", step)
+        if t is not None:
+            value = _f64(self.init_value)
+            for boundary, scale in self.boundaries_and_scales:
+                value = tnp.where(tnp.less(t, float(boundary)), value, tnp.multiply(value, scale))
+            return value
+        k = _step("piecewise_constant_schedule", step)
+        value = self.init_value
+        for boundary, scale in self.boundaries_and_scales:
+            if k < boundary:
+                break
+            value = value * scale
         return value
 
 
@@ -230,6 +336,87 @@ def exponential_decay(
         bool(staircase),
         None if end_value is None else _number(where, "end_value", end_value),
     )
+
+
+def linear_schedule(
+    init_value: float, end_value: float, transition_steps: int, transition_begin: int = 0
+) -> LinearSchedule:
+    """Linear interpolation from ``init_value`` to ``end_value``, Optax's ``linear_schedule``.
+
+    ``init_value`` until step ``transition_begin``, then a straight line reaching ``end_value``
+    at step ``transition_begin + transition_steps``, then ``end_value``::
+
+        c = min(max(step - transition_begin, 0), transition_steps)
+        value = (init_value - end_value) * (1 - c / transition_steps) + end_value
+
+    ``transition_steps=0`` gives the constant ``init_value`` (as Optax). A linear warmup is
+    ``linear_schedule(0.0, peak, warmup_steps)``.
+
+    Args:
+        init_value: Value before the transition (``>= 0``).
+        end_value: Value after it (``>= 0``; larger than ``init_value`` for a warmup).
+        transition_steps: Length of the transition in steps (an int ``>= 0``).
+        transition_begin: Step at which it starts (an int ``>= 0``).
+
+    Returns:
+        A frozen :class:`LinearSchedule`, called as ``schedule(step) -> float``.
+
+    Raises:
+        TypeError: if a value is not a finite number.
+        ValueError: on negative values or counts (Optax silently treats a negative
+            ``transition_begin`` as 0).
+    """
+    where = "linear_schedule"
+    return LinearSchedule(
+        _number(where, "init_value", init_value),
+        _number(where, "end_value", end_value),
+        _count(where, "transition_steps", transition_steps),
+        _count(where, "transition_begin", transition_begin),
+    )
+
+
+def piecewise_constant_schedule(
+    init_value: float, boundaries_and_scales: dict | None = None
+) -> PiecewiseConstantSchedule:
+    """A value multiplied by a factor at given steps, Optax's ``piecewise_constant_schedule``.
+
+    From step ``b`` on (``b`` included), the value is multiplied by ``boundaries_and_scales[b]``;
+    the factors of all boundaries passed so far multiply together::
+
+        value(step) = init_value * prod(scale for b, scale in boundaries_and_scales if step >= b)
+
+    ``piecewise_constant_schedule(0.1, {30: 0.1, 80: 0.1})`` is 0.1 until step 29, 0.01 from
+    step 30 and 0.001 from step 80 (PyTorch's ``MultiStepLR(milestones=[30, 80], gamma=0.1)``
+    counted in the same steps).
+
+    Args:
+        init_value: Value before the first boundary (``>= 0``).
+        boundaries_and_scales: Mapping from step (an int ``>= 0``) to factor (``>= 0``), or
+            ``None`` for a constant schedule.
+
+    Returns:
+        A frozen :class:`PiecewiseConstantSchedule`, called as ``schedule(step) -> float``.
+
+    Raises:
+        TypeError: if ``boundaries_and_scales`` is not a mapping, or a value is not a finite
+            number.
+        ValueError: on a negative boundary, value or factor.
+    """
+    where = "piecewise_constant_schedule"
+    init_value = _number(where, "init_value", init_value)
+    if boundaries_and_scales is None:
+        return PiecewiseConstantSchedule(init_value, ())
+    if not isinstance(boundaries_and_scales, Mapping):
+        raise TypeError(
+            f"{where}: boundaries_and_scales must be a dict {{step: scale}}, got "
+            f"{type(boundaries_and_scales).__name__}"
+        )
+    pairs = []
+    for b, factor in boundaries_and_scales.items():
+        pairs.append(
+            (_count(where, f"boundary {b!r}", b), _number(where, f"the scale at {b}", factor))
+        )
+    return PiecewiseConstantSchedule(init_value, tuple(sorted(pairs)))
 
 
 class LRScheduler(abc.ABC):

@@ -8,9 +8,15 @@ A gradient transformation is a frozen record with two pure methods:
   returns the new state. Nothing is modified in place.
 
 ``apply_updates(params, updates)`` adds the updates to the parameters; :func:`chain` composes
-transformations left to right. The ready-made optimizers :func:`sgd`, :func:`adam` and
-:func:`adamw` are chains of the building blocks below, with Optax's names and semantics
-(``updates`` are already multiplied by ``-learning_rate``, so ``params + updates`` descends).
+transformations left to right. The ready-made optimizers :func:`sgd`, :func:`adam`,
+:func:`adamw`, :func:`rmsprop`, :func:`adagrad` and :func:`lion` are chains of the building
+blocks below, with Optax's names (``updates`` are already multiplied by ``-learning_rate``, so
+``params + updates`` descends); :func:`reduce_on_plateau` scales updates by a factor that drops
+when the loss (``update(..., value=loss)``) stops improving. The wrappers ``masked``,
+``multi_transform`` and ``MultiSteps`` are in :mod:`tapegrad.optim.combinators`.
+
+Step counters in a state are Python ints; under ``tg.jit`` (which hands numbers in as Tensors)
+they are int64 Tensors.
 
 Leaves of ``params`` and ``grads`` are floating Tensors or NumPy/CuPy arrays; the math is written
 with :mod:`tapegrad.numpy` operations, so updates are Tensors (and a step is differentiable,
@@ -32,6 +38,7 @@ Example:
 from __future__ import annotations
 
 import abc
+import inspect
 import math
 from collections.abc import Callable
 from typing import Any
@@ -63,9 +70,18 @@ __all__ = [
     "trace",
     "clip_by_global_norm",
     "chain",
+    "ScaleByRMSprop",
+    "ScaleByAdagrad",
+    "ScaleByLion",
+    "ReduceOnPlateau",
     "sgd",
     "adam",
     "adamw",
+    "rmsprop",
+    "adagrad",
+    "lion",
+    "scale_by_lion",
+    "reduce_on_plateau",
     "apply_updates",
     "apply_gradients",
     "global_norm",
@@ -253,11 +269,79 @@ def clip_by_norm(tree, max_norm: float, ord: float = 2.0):  # noqa: A002
     return tree_scale(tree, factor), norm
 
 
+# -- step counters ------------------------------------------------------------------------------
+# A counter in a transform's state is a Python int, as ``init`` makes it. Under ``tg.jit`` every
+# number of a traced argument arrives as a Tensor (a Python int as a float32 one), so the
+# counters are also accepted as Tensors: they are then counted in int64 (never in floating
+# point, which stops counting exactly at 2**24 in float32), and whatever they scale is cast to
+# the dtype of the leaf it multiplies.
+def _next_count(count):
+    """``count + 1``: a Python int stays one; a Tensor counter becomes an int64 Tensor."""
+    if isinstance(count, Tensor):
+        return tnp.add(tnp.astype(count, np.int64), 1)
+    return count + 1
+
+
+def _as_int_counter(count):
+    """A Tensor counter as int64 (a Python int is returned as it is)."""
+    return tnp.astype(count, np.int64) if isinstance(count, Tensor) else count
+
+
+def _like_leaf(factor, t: Tensor):
+    """A scalar factor for leaf ``t``: Python numbers stay weak; a Tensor is cast to t's dtype."""
+    return tnp.astype(factor, t.dtype) if isinstance(factor, Tensor) else factor
+
+
+# -- extra arguments --------------------------------------------------------------------------
+_EXTRA_NAMES: dict = {}
+
+
+def _extra_names(tx) -> frozenset | None:
+    """The keyword arguments beyond ``(grads, state, params)`` that ``tx.update`` takes:
+    ``None`` if it takes ``**kwargs`` (all of them). Cached per class."""
+    cls = type(tx)
+    try:
+        return _EXTRA_NAMES[cls]
+    except KeyError:
+        pass
+    names: frozenset | None = frozenset()
+    params = list(inspect.signature(cls.update).parameters.values())[4:]
+    for p in params:
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            names = None
+            break
+        if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+            names = names | {p.name}
+    _EXTRA_NAMES[cls] = names
+    return names
+
+
+def _update_extra(tx, grads, state, params, extra_args: dict):
+    """``tx.update(grads, state, params, **kw)`` with the keyword arguments of ``extra_args``
+    that ``tx.update`` takes (Optax's ``with_extra_args_support``)."""
+    if not extra_args:
+        return tx.update(grads, state, params)
+    names = _extra_names(tx)
+    if names is None:
+        return tx.update(grads, state, params, **extra_args)
+    kw = {k: v for k, v in extra_args.items() if k in names}
+    return tx.update(grads, state, params, **kw)
+
+
 # -- base -------------------------------------------------------------------------------------
 class GradientTransformation(abc.ABC):
     """Interface of a pure gradient transformation (an immutable record of hyperparameters).
 
     Subclasses are ``attrs`` frozen records implementing :meth:`init` and :meth:`update`.
+
+    Extra arguments (Optax's ``GradientTransformationExtraArgs``): a transformation that needs
+    more than the gradients, such as :func:`reduce_on_plateau` (the loss ``value``), takes it
+    as a keyword argument of ``update``. The combinators (:func:`chain`,
+    :func:`~tapegrad.optim.masked`, :func:`~tapegrad.optim.multi_transform`,
+    :class:`~tapegrad.optim.MultiSteps`) and :func:`apply_gradients` accept any keyword
+    arguments and pass each one on to the transformations whose ``update`` names it (or takes
+    ``**kwargs``); the others never see it, so ``chain(sgd(0.1), reduce_on_plateau())`` is
+    updated with ``update(grads, state, params, value=loss)``.
     """
 
     @abc.abstractmethod
@@ -345,7 +429,13 @@ class ScaleByLearningRate(GradientTransformation):
         sign = -1.0 if self.flip_sign else 1.0
         if callable(self.learning_rate):
             count = state["count"]
-            return sign * float(self.learning_rate(count)), {"count": count + 1}
+            if isinstance(count, Tensor):  # under tg.jit: the schedule may compute on Tensors
+                count = _as_int_counter(count)
+                rate = self.learning_rate(count)
+                if isinstance(rate, Tensor):
+                    return tnp.multiply(rate, sign), {"count": _next_count(count)}
+                return sign * float(rate), {"count": _next_count(count)}
+            return sign * float(self.learning_rate(count)), {"count": _next_count(count)}
         return sign * self.learning_rate, state
 
 
@@ -374,14 +464,14 @@ class ScaleByAdam(GradientTransformation):
         g, treedef = _leaves(where, grads, "grads")
         mu = tree_leaves(state["mu"])
         nu = tree_leaves(state["nu"])
-        t = state["count"] + 1
+        t = _next_count(state["count"])
         c1, c2 = 1.0 - self.b1**t, 1.0 - self.b2**t
         new_mu, new_nu, out = [], [], []
         for gi, mi, vi in zip(g, mu, nu):
             m = tnp.add(tnp.multiply(mi, self.b1), tnp.multiply(gi, 1.0 - self.b1))
             v = tnp.add(tnp.multiply(vi, self.b2), tnp.multiply(tnp.square(gi), 1.0 - self.b2))
-            m_hat = tnp.divide(m, c1)
-            v_hat = tnp.divide(v, c2)
+            m_hat = tnp.divide(m, _like_leaf(c1, m))
+            v_hat = tnp.divide(v, _like_leaf(c2, v))
             out.append(tnp.divide(m_hat, tnp.add(tnp.sqrt(v_hat), self.eps)))
             new_mu.append(m)
             new_nu.append(v)
@@ -473,6 +563,291 @@ class ClipByGlobalNorm(GradientTransformation):
 
 
 @attrs.frozen
+class ScaleByRMSprop(GradientTransformation):
+    """RMSprop's rescaling, as in PyTorch: ``g / (sqrt(v) + eps)``, no learning rate.
+
+    ``v = alpha * v + (1 - alpha) * g**2`` (the running mean of squared gradients, starting at
+    zero, without bias correction). With ``centered``, also ``m = alpha * m + (1 - alpha) * g``
+    and the denominator is ``sqrt(max(v - m**2, 0)) + eps`` (an estimate of the standard
+    deviation; the ``max`` only guards against a rounding error making the variance negative).
+    ``eps`` is added outside the square root (PyTorch's ``torch.optim.RMSprop``; Optax's
+    ``scale_by_rms`` adds it inside by default). State ``{"nu": v}`` (and ``"mu": m`` when
+    ``centered``), shaped like ``params``.
+
+    References:
+        Tieleman and Hinton, "Lecture 6.5 - RMSProp", COURSERA: Neural Networks for Machine
+        Learning, 2012; Graves, "Generating Sequences With Recurrent Neural Networks", 2013,
+        eqs. (38)-(41) (the centered form).
+    """
+
+    alpha: float = 0.99
+    eps: float = 1e-8
+    centered: bool = False
+
+    def init(self, params):
+        state = {"nu": tree_zeros_like(params)}
+        if self.centered:
+            state["mu"] = tree_zeros_like(params)
+        return state
+
+    def update(self, grads, state, params=None):
+        where = "rmsprop"
+        _check_match(where, grads, "grads", state["nu"], "state['nu']")
+        g, treedef = _leaves(where, grads, "grads")
+        nu = tree_leaves(state["nu"])
+        if self.centered:
+            _check_match(where, grads, "grads", state["mu"], "state['mu']")
+            mu = tree_leaves(state["mu"])
+        else:
+            mu = [None] * len(g)
+        a, b = self.alpha, 1.0 - self.alpha
+        new_nu, new_mu, out = [], [], []
+        for gi, vi, mi in zip(g, nu, mu):
+            v = tnp.add(tnp.multiply(vi, a), tnp.multiply(tnp.square(gi), b))
+            new_nu.append(v)
+            if self.centered:
+                m = tnp.add(tnp.multiply(mi, a), tnp.multiply(gi, b))
+                new_mu.append(m)
+                v = tnp.maximum(tnp.subtract(v, tnp.square(m)), 0.0)
+            out.append(tnp.divide(gi, tnp.add(tnp.sqrt(v), self.eps)))
+        new_state = {"nu": tree_unflatten(treedef, new_nu)}
+        if self.centered:
+            new_state["mu"] = tree_unflatten(treedef, new_mu)
+        return tree_unflatten(treedef, out), new_state
+
+
+@attrs.frozen
+class ScaleByAdagrad(GradientTransformation):
+    """Adagrad's rescaling, as in PyTorch: ``g / (sqrt(s) + eps) / (1 + (t - 1) * lr_decay)``.
+
+    ``s = s + g**2`` is the sum of all squared gradients so far, starting at
+    ``initial_accumulator_value``; ``t`` is the 1-based step count. The last factor is
+    PyTorch's learning-rate decay (1 when ``lr_decay=0``). State
+    ``{"count": t, "sum_of_squares": s}`` (``t`` an int, ``s`` shaped like ``params``).
+
+    References:
+        Duchi, Hazan and Singer, "Adaptive Subgradient Methods for Online Learning and
+        Stochastic Optimization", JMLR 12, 2011 (the diagonal variant, eq. (1) with
+        ``delta = eps``).
+    """
+
+    lr_decay: float = 0.0
+    initial_accumulator_value: float = 0.0
+    eps: float = 1e-10
+
+    def init(self, params):
+        leaves, treedef = _leaves("adagrad", params, "params")
+        s0 = [tnp.full_like(t, self.initial_accumulator_value) for t in leaves]
+        return {"count": 0, "sum_of_squares": tree_unflatten(treedef, s0)}
+
+    def update(self, grads, state, params=None):
+        where = "adagrad"
+        _check_match(where, grads, "grads", state["sum_of_squares"], "state['sum_of_squares']")
+        g, treedef = _leaves(where, grads, "grads")
+        acc = tree_leaves(state["sum_of_squares"])
+        t = _next_count(state["count"])
+        decay = None
+        if self.lr_decay:
+            decay = 1.0 + (t - 1) * self.lr_decay
+        new_acc, out = [], []
+        for gi, si in zip(g, acc):
+            s = tnp.add(si, tnp.square(gi))
+            u = tnp.divide(gi, tnp.add(tnp.sqrt(s), self.eps))
+            if decay is not None:
+                u = tnp.divide(u, _like_leaf(decay, u))
+            new_acc.append(s)
+            out.append(u)
+        new_state = {"count": t, "sum_of_squares": tree_unflatten(treedef, new_acc)}
+        return tree_unflatten(treedef, out), new_state
+
+
+@attrs.frozen
+class ScaleByLion(GradientTransformation):
+    """Lion's sign update, as in Optax's ``scale_by_lion``, no learning rate.
+
+    ``u = sign((1 - b1) * g + b1 * m)``, then ``m = (1 - b2) * g + b2 * m`` (``m`` starts at
+    zero). Every element of the update is -1, 0 or +1 (the gradient of ``sign`` is zero).
+    State ``{"mu": m}``, shaped like ``params``.
+
+    References:
+        Chen et al., "Symbolic Discovery of Optimization Algorithms", NeurIPS 2023,
+        Algorithm 2.
+    """
+
+    b1: float = 0.9
+    b2: float = 0.99
+
+    def init(self, params):
+        return {"mu": tree_zeros_like(params)}
+
+    def update(self, grads, state, params=None):
+        where = "scale_by_lion"
+        _check_match(where, grads, "grads", state["mu"], "state['mu']")
+        g, treedef = _leaves(where, grads, "grads")
+        mu = tree_leaves(state["mu"])
+        out, new_mu = [], []
+        for gi, mi in zip(g, mu):
+            c = tnp.add(tnp.multiply(gi, 1.0 - self.b1), tnp.multiply(mi, self.b1))
+            out.append(tnp.sign(c))
+            new_mu.append(tnp.add(tnp.multiply(gi, 1.0 - self.b2), tnp.multiply(mi, self.b2)))
+        return tree_unflatten(treedef, out), {"mu": tree_unflatten(treedef, new_mu)}
+
+
+def _scalar_value(where: str, value):
+    """The loss ``value`` given to ``update``: a real number or 0-d Tensor/array."""
+    if value is None:
+        raise TypeError(
+            f"{where}: update needs the loss: call update(updates, state, params, value=loss) "
+            "(through chain/apply_gradients too: apply_gradients(tx, grads, state, params, "
+            "value=loss))."
+        )
+    if isinstance(value, bool) or not (isinstance(value, (int, float)) or _is_array(value)):
+        raise TypeError(
+            f"{where}: value must be a number or a 0-d Tensor, got {type(value).__name__}"
+        )
+    if _is_array(value):
+        shape = tuple(value.shape)
+        kind = np.dtype(value.dtype).kind
+        if shape != () or kind not in "fiu":
+            raise ValueError(
+                f"{where}: value must be a real scalar (the loss), got shape {shape} and dtype "
+                f"{value.dtype}; reduce it first (for example tnp.mean(losses))."
+            )
+        if isinstance(value, Tensor):
+            value = tnp.stop_gradient(value)
+    return value
+
+
+@attrs.frozen
+class ReduceOnPlateau(GradientTransformation):
+    """Scale updates down when the loss stops improving (Optax's ``contrib.reduce_on_plateau``).
+
+    See :func:`reduce_on_plateau` for the rule. ``update(updates, state, params=None, *,
+    value)`` needs the loss ``value``. State (Python numbers, as ``init`` makes them; under
+    ``tg.jit`` 0-d Tensors, counters int64, the rest float64)::
+
+        {"scale": float, "best_value": float, "plateau_count": int,
+         "cooldown_count": int, "count": int, "avg_value": float}
+    """
+
+    factor: float = 0.1
+    patience: int = 10
+    rtol: float = 1e-4
+    atol: float = 0.0
+    cooldown: int = 0
+    accumulation_size: int = 1
+    min_scale: float = 0.0
+
+    def init(self, params):
+        return {
+            "scale": 1.0,
+            "best_value": math.inf,
+            "plateau_count": 0,
+            "cooldown_count": 0,
+            "count": 0,
+            "avg_value": 0.0,
+        }
+
+    def update(self, updates, state, params=None, *, value=None):
+        value = _scalar_value("reduce_on_plateau", value)
+        keys = ("scale", "best_value", "plateau_count", "cooldown_count", "count", "avg_value")
+        if not isinstance(state, dict) or set(state) != set(keys):
+            raise TypeError(
+                f"reduce_on_plateau: state must be the dict from init with keys {list(keys)}, "
+                f"got {state if not isinstance(state, dict) else sorted(state)!r}"
+            )
+        if any(isinstance(state[k], Tensor) for k in keys):
+            new = self._update_tensors(state, value)
+        else:
+            new = self._update_numbers(state, float(value))
+        scale = new["scale"]
+        if type(scale) is float and scale == 1.0:
+            return updates, new  # scaling by one changes nothing
+        return tree_scale(updates, scale), new
+
+    def _threshold(self, best):
+        return math.inf if best == math.inf else (1.0 - self.rtol) * best - self.atol
+
+    def _update_numbers(self, state, value: float) -> dict:
+        """The rule on Python numbers (eager)."""
+        count = int(state["count"])
+        new_count = count + 1
+        avg = (count * float(state["avg_value"]) + value) / new_count
+        new = dict(state, count=new_count, avg_value=avg)
+        if new_count != self.accumulation_size:
+            return new
+        best, plateau = float(state["best_value"]), int(state["plateau_count"])
+        cool, scale = int(state["cooldown_count"]), float(state["scale"])
+        if avg < self._threshold(best):
+            best, plateau = avg, 0
+        else:
+            plateau += 1
+        if cool > 0:
+            plateau, cool = 0, cool - 1
+        elif plateau == self.patience:
+            plateau, cool, scale = 0, self.cooldown, max(scale * self.factor, self.min_scale)
+        else:
+            cool, scale = 0, max(scale, self.min_scale)
+        return {
+            "scale": scale,
+            "best_value": best,
+            "plateau_count": plateau,
+            "cooldown_count": cool,
+            "count": 0,
+            "avg_value": 0.0,
+        }
+
+    def _update_tensors(self, state, value) -> dict:
+        """The same rule without Python decisions on values: every branch as ``tnp.where``,
+        so a recorded step (``tg.jit``) replays it for any loss."""
+
+        def i64(x):
+            return (
+                tnp.astype(x, np.int64)
+                if isinstance(x, Tensor)
+                else Tensor(np.asarray(x, np.int64))
+            )
+
+        def f64(x):
+            if isinstance(x, Tensor):
+                return tnp.astype(x, np.float64)
+            return Tensor(np.asarray(x, np.float64))
+
+        zero_i, zero_f = i64(0), f64(0.0)
+        count, avg, v = i64(state["count"]), f64(state["avg_value"]), f64(value)
+        best, scale = f64(state["best_value"]), f64(state["scale"])
+        plateau, cool = i64(state["plateau_count"]), i64(state["cooldown_count"])
+        new_count = tnp.add(count, 1)
+        new_avg = tnp.divide(
+            tnp.add(tnp.multiply(tnp.astype(count, np.float64), avg), v),
+            tnp.astype(new_count, np.float64),
+        )
+        full = tnp.equal(new_count, self.accumulation_size)
+        threshold = tnp.where(
+            tnp.equal(best, math.inf), f64(math.inf), (1.0 - self.rtol) * best - self.atol
+        )
+        improved = tnp.less(new_avg, threshold)
+        cand_best = tnp.where(improved, new_avg, best)
+        cpc = tnp.where(improved, zero_i, tnp.add(plateau, 1))
+        in_cool = tnp.greater(cool, 0)
+        reduce = tnp.logical_and(tnp.logical_not(in_cool), tnp.equal(cpc, self.patience))
+        cand_plateau = tnp.where(tnp.logical_or(in_cool, reduce), zero_i, cpc)
+        reduced = tnp.where(reduce, tnp.multiply(scale, self.factor), scale)
+        cand_scale = tnp.where(in_cool, scale, tnp.maximum(reduced, self.min_scale))
+        cand_cool = tnp.where(
+            in_cool, tnp.subtract(cool, 1), tnp.where(reduce, i64(self.cooldown), zero_i)
+        )
+        return {
+            "scale": tnp.where(full, cand_scale, scale),
+            "best_value": tnp.where(full, cand_best, best),
+            "plateau_count": tnp.where(full, cand_plateau, plateau),
+            "cooldown_count": tnp.where(full, cand_cool, cool),
+            "count": tnp.where(full, zero_i, new_count),
+            "avg_value": tnp.where(full, zero_f, new_avg),
+        }
+
+
+@attrs.frozen
 class Chain(GradientTransformation):
     """Applies ``transforms`` in order; the state is the tuple of their states."""
 
@@ -481,11 +856,13 @@ class Chain(GradientTransformation):
     def init(self, params):
         return tuple(t.init(params) for t in self.transforms)
 
-    def update(self, grads, state, params=None):
-        grads, new_states = self._update_first(len(self.transforms), grads, state, params)
+    def update(self, grads, state, params=None, **extra_args):
+        grads, new_states = self._update_first(
+            len(self.transforms), grads, state, params, extra_args
+        )
         return grads, tuple(new_states)
 
-    def _update_first(self, k: int, grads, state, params):
+    def _update_first(self, k: int, grads, state, params, extra_args=None):
         """Run the first ``k`` transforms: ``(their updates, the list of their new states)``."""
         if type(state) is not tuple or len(state) != len(self.transforms):
             raise TypeError(
@@ -494,6 +871,11 @@ class Chain(GradientTransformation):
                 + (f" of length {len(state)}" if isinstance(state, (tuple, list)) else "")
             )
         new_states = []
+        if extra_args:
+            for i in range(k):
+                grads, s = _update_extra(self.transforms[i], grads, state[i], params, extra_args)
+                new_states.append(s)
+            return grads, new_states
         for i in range(k):
             grads, s = self.transforms[i].update(grads, state[i], params)
             new_states.append(s)
@@ -680,6 +1062,264 @@ def adamw(
     )
 
 
+def rmsprop(
+    learning_rate: float | Schedule,
+    alpha: float = 0.99,
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    momentum: float = 0.0,
+    centered: bool = False,
+) -> Chain:
+    """RMSprop with PyTorch's semantics and defaults (``torch.optim.RMSprop``).
+
+    Per leaf, with ``g`` the gradient and every buffer starting at zero::
+
+        g = g + weight_decay * p                     (L2 term, if weight_decay > 0)
+        v = alpha * v + (1 - alpha) * g**2
+        m = alpha * m + (1 - alpha) * g              (centered only)
+        d = sqrt(v) + eps,  or sqrt(v - m**2) + eps  (centered)
+        b = momentum * b + g / d                     (momentum > 0; else b = g / d)
+        p = p - learning_rate * b
+
+    Where PyTorch and Optax differ, this follows PyTorch: ``eps`` outside the square root,
+    ``alpha=0.99`` (Optax: ``eps_in_sqrt=True``, ``decay=0.9``), and the momentum buffer
+    accumulates ``g / d`` before the learning rate (Optax accumulates the scaled update; the
+    two agree for a constant learning rate). Optax's ``rmsprop(lr, decay=alpha, eps=eps,
+    eps_in_sqrt=False, centered=c, momentum=mu)`` gives the same steps for a constant rate.
+
+    Args:
+        learning_rate: Number ``>= 0`` or schedule ``step -> rate``.
+        alpha: Smoothing constant of the squared-gradient average, in ``[0, 1]``.
+        eps: Added to the denominator (``>= 0``).
+        weight_decay: L2 coefficient ``>= 0``, added to the gradient first.
+        momentum: Momentum coefficient in ``[0, 1]`` (0: none).
+        centered: Divide by an estimate of the gradient's standard deviation instead of its
+            root mean square.
+
+    Returns:
+        ``chain(add_decayed_weights(weight_decay), ScaleByRMSprop(alpha, eps, centered),
+        trace(momentum), scale_by_learning_rate(learning_rate))``, blocks with zero
+        coefficients omitted. State leaves keep each parameter's shape and dtype.
+
+    Raises:
+        TypeError: if a hyperparameter is not a number.
+        ValueError: on out-of-range hyperparameters.
+
+    References:
+        Tieleman and Hinton, "Lecture 6.5 - RMSProp", COURSERA, 2012; Graves, "Generating
+        Sequences With Recurrent Neural Networks", arXiv:1308.0850, 2013 (centered form).
+    """
+    where = "rmsprop"
+    lr = _check_lr(where, learning_rate)
+    alpha = _check_unit(where, "alpha", alpha, closed_high=True)
+    eps = _check_nonneg(where, "eps", eps)
+    weight_decay = _check_nonneg(where, "weight_decay", weight_decay)
+    momentum = _check_unit(where, "momentum", momentum, closed_high=True)
+    parts = []
+    if weight_decay:
+        parts.append(AddDecayedWeights(weight_decay))
+    parts.append(ScaleByRMSprop(alpha, eps, bool(centered)))
+    if momentum:
+        parts.append(Trace(momentum))
+    parts.append(ScaleByLearningRate(lr))
+    return chain(*parts)
+
+
+def adagrad(
+    learning_rate: float | Schedule,
+    lr_decay: float = 0.0,
+    weight_decay: float = 0.0,
+    initial_accumulator_value: float = 0.0,
+    eps: float = 1e-10,
+) -> Chain:
+    """Adagrad with PyTorch's semantics and defaults (``torch.optim.Adagrad``).
+
+    Per leaf, at step ``t = 1, 2, ...``::
+
+        g = g + weight_decay * p                     (L2 term, if weight_decay > 0)
+        s = s + g**2                                 (s starts at initial_accumulator_value)
+        p = p - learning_rate / (1 + (t - 1) * lr_decay) * g / (sqrt(s) + eps)
+
+    Where PyTorch and Optax differ, this follows PyTorch: ``initial_accumulator_value=0``,
+    ``eps=1e-10`` added outside the square root, plus ``lr_decay`` and ``weight_decay`` (Optax's
+    ``adagrad`` uses ``initial_accumulator_value=0.1`` and ``g / sqrt(s + eps)`` with
+    ``eps=1e-7``). With a schedule, the rate of step ``t`` is ``learning_rate(t - 1)`` before
+    the ``lr_decay`` division.
+
+    Args:
+        learning_rate: Number ``>= 0`` or schedule ``step -> rate``.
+        lr_decay: Learning-rate decay ``>= 0`` (see the formula).
+        weight_decay: L2 coefficient ``>= 0``.
+        initial_accumulator_value: Starting value of ``s`` (``>= 0``).
+        eps: Added to ``sqrt(s)`` (``>= 0``).
+
+    Returns:
+        ``chain(add_decayed_weights(weight_decay), ScaleByAdagrad(lr_decay,
+        initial_accumulator_value, eps), scale_by_learning_rate(learning_rate))``. The state's
+        ``count`` is an int; ``sum_of_squares`` has the parameters' shapes and dtypes.
+
+    Raises:
+        TypeError: if a hyperparameter is not a number.
+        ValueError: on negative or non-finite hyperparameters.
+
+    References:
+        Duchi, Hazan and Singer, "Adaptive Subgradient Methods for Online Learning and
+        Stochastic Optimization", JMLR 12, 2011.
+    """
+    where = "adagrad"
+    lr = _check_lr(where, learning_rate)
+    block = ScaleByAdagrad(
+        _check_nonneg(where, "lr_decay", lr_decay),
+        _check_nonneg(where, "initial_accumulator_value", initial_accumulator_value),
+        _check_nonneg(where, "eps", eps),
+    )
+    weight_decay = _check_nonneg(where, "weight_decay", weight_decay)
+    parts = [AddDecayedWeights(weight_decay)] if weight_decay else []
+    return chain(*parts, block, ScaleByLearningRate(lr))
+
+
+def scale_by_lion(b1: float = 0.9, b2: float = 0.99) -> ScaleByLion:
+    """Lion's sign update without the learning rate (see :class:`ScaleByLion`; Optax's
+    ``scale_by_lion``).
+
+    Raises:
+        TypeError: if ``b1``/``b2`` are not numbers.
+        ValueError: if ``b1``/``b2`` are outside ``[0, 1]``.
+    """
+    where = "scale_by_lion"
+    return ScaleByLion(
+        _check_unit(where, "b1", b1, closed_high=True), _check_unit(where, "b2", b2, True)
+    )
+
+
+def lion(
+    learning_rate: float | Schedule, b1: float = 0.9, b2: float = 0.99, weight_decay: float = 1e-3
+) -> Chain:
+    """Lion (EvoLved Sign Momentum), with Optax's semantics and defaults (``optax.lion``).
+
+    Per leaf, with ``m`` starting at zero::
+
+        u = sign((1 - b1) * g + b1 * m)
+        m = (1 - b2) * g + b2 * m
+        p = p - learning_rate * (u + weight_decay * p)
+
+    The weight decay is decoupled, as in AdamW. Every element moves by exactly
+    ``learning_rate * (1 + weight_decay * |p|)`` or less, so Lion wants a learning rate 3-10
+    times smaller than AdamW's (and a weight decay that much larger), as the paper advises.
+    PyTorch has no Lion; the defaults are Optax's (and the paper's ``b1=0.9, b2=0.99``).
+
+    Args:
+        learning_rate: Number ``>= 0`` or schedule ``step -> rate``.
+        b1: Interpolation between the gradient and the momentum for the sign, in ``[0, 1]``.
+        b2: Decay rate of the momentum, in ``[0, 1]``.
+        weight_decay: Decoupled weight-decay coefficient ``>= 0``.
+
+    Returns:
+        ``chain(scale_by_lion(b1, b2), add_decayed_weights(weight_decay),
+        scale_by_learning_rate(learning_rate))``; the state's ``mu`` has the parameters'
+        shapes and dtypes.
+
+    Raises:
+        TypeError: if a hyperparameter is not a number.
+        ValueError: on out-of-range hyperparameters.
+
+    References:
+        Chen et al., "Symbolic Discovery of Optimization Algorithms", NeurIPS 2023,
+        Algorithm 2.
+    """
+    lr = _check_lr("lion", learning_rate)
+    return chain(
+        scale_by_lion(b1, b2),
+        AddDecayedWeights(_check_nonneg("lion", "weight_decay", weight_decay)),
+        ScaleByLearningRate(lr),
+    )
+
+
+def reduce_on_plateau(
+    factor: float = 0.1,
+    patience: int = 10,
+    rtol: float = 1e-4,
+    atol: float = 0.0,
+    cooldown: int = 0,
+    accumulation_size: int = 1,
+    min_scale: float = 0.0,
+) -> ReduceOnPlateau:
+    """Multiply the updates by a scale that drops when the loss stops improving (Optax's
+    ``optax.contrib.reduce_on_plateau``).
+
+    Its ``update`` needs the loss: ``update(updates, state, params, value=loss)``; inside a
+    :func:`chain` (or :func:`apply_gradients`) pass ``value=loss`` to the chain, which hands it
+    on. The scale starts at 1 and multiplies the updates (put it last in the chain, after the
+    optimizer, so it scales the learning rate). The values are averaged over
+    ``accumulation_size`` calls (1: every call), then, on each average ``a``:
+
+    - it improves when ``a < (1 - rtol) * best - atol``; ``best = a`` then, and the plateau
+      count restarts at 0; otherwise the plateau count grows by 1;
+    - during a cooldown (``cooldown_count > 0``) the count goes down by 1 and the plateau
+      count is held at 0;
+    - otherwise, when the plateau count reaches ``patience``:
+      ``scale = max(scale * factor, min_scale)``, the plateau count restarts and the cooldown
+      begins (``cooldown_count = cooldown``).
+
+    So the scale first drops after ``patience`` averages without improvement. (PyTorch's
+    ``ReduceLROnPlateau`` drops it after ``patience + 1``: see
+    :class:`~tapegrad.optim.ReduceLROnPlateau` for the stateful optimizers.)
+
+    Args:
+        factor: Multiplier of the scale on a plateau, in ``(0, 1)``.
+        patience: Averages without improvement before the scale drops (an int ``>= 1``).
+        rtol: Relative improvement needed, in ``[0, 1]``.
+        atol: Absolute improvement needed (``>= 0``); ``rtol`` and ``atol`` are not both 0.
+        cooldown: Averages to wait after a drop before counting again (an int ``>= 0``).
+        accumulation_size: Number of values averaged per decision (an int ``>= 1``); use the
+            number of minibatches per epoch to decide on the epoch's mean training loss.
+        min_scale: The scale never drops below this, in ``[0, 1]``.
+
+    Returns:
+        A :class:`ReduceOnPlateau` transformation. Its updates have the input's structure,
+        shapes and dtypes; the state holds Python numbers (0-d Tensors under ``tg.jit``).
+
+    Raises:
+        TypeError: if a hyperparameter has the wrong type; ``update`` raises it when
+            ``value`` is missing or not a number.
+        ValueError: on out-of-range hyperparameters; ``update`` raises it when ``value`` is
+            not a real scalar.
+
+    Example:
+        >>> import numpy as np
+        >>> import tapegrad as tg
+        >>> from tapegrad import optim
+        >>> tx = optim.chain(optim.sgd(0.1), optim.reduce_on_plateau(factor=0.5, patience=2))
+        >>> params = {"w": tg.Tensor(np.array([1.0]))}
+        >>> state = tx.init(params)
+        >>> for loss in [3.0, 2.0, 2.0, 2.0, 2.0]:   # no improvement after the second value
+        ...     params, state = optim.apply_gradients(
+        ...         tx, {"w": tg.Tensor(np.array([1.0]))}, state, params, value=loss)
+        >>> state[-1]["scale"]
+        0.5
+    """
+    where = "reduce_on_plateau"
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+        raise TypeError(f"{where}: factor must be a number, got {type(factor).__name__}")
+    if not 0.0 < factor < 1.0:
+        raise ValueError(f"{where}: factor must be in (0, 1), got {factor!r}")
+    rtol = _check_unit(where, "rtol", rtol, closed_high=True)
+    atol = _check_nonneg(where, "atol", atol)
+    if rtol == 0.0 and atol == 0.0:
+        raise ValueError(f"{where}: rtol and atol cannot both be 0 (no change would count)")
+    for name, value, low in (
+        ("patience", patience, 1),
+        ("cooldown", cooldown, 0),
+        ("accumulation_size", accumulation_size, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{where}: {name} must be an int >= {low}, got {value!r}")
+    min_scale = _check_unit(where, "min_scale", min_scale, closed_high=True)
+    return ReduceOnPlateau(
+        float(factor), int(patience), rtol, atol, int(cooldown), int(accumulation_size), min_scale
+    )
+
+
 def _add_same_tensors(params, updates):
     """``apply_updates``'s common case in one pass: the same structure, and every leaf a
     floating Tensor of its parameter's shape and dtype. Returns None otherwise (the general
@@ -739,7 +1379,7 @@ def apply_updates(params, updates):
     return tree_unflatten(treedef, out)
 
 
-def apply_gradients(tx: GradientTransformation, grads, opt_state, params):
+def apply_gradients(tx: GradientTransformation, grads, opt_state, params, **extra_args):
     """One optimizer step in one call: ``tx.update`` then :func:`apply_updates`.
 
     ``apply_gradients(tx, grads, opt_state, params)`` returns exactly what
@@ -752,6 +1392,8 @@ def apply_gradients(tx: GradientTransformation, grads, opt_state, params):
         grads: Pytree of gradients with ``params``' structure and shapes.
         opt_state: ``tx``'s state (from ``tx.init`` or the previous step).
         params: Pytree of floating Tensors/arrays.
+        **extra_args: Keyword arguments passed on to the transformations that take them (for
+            example ``value=loss`` for :func:`reduce_on_plateau`).
 
     Returns:
         ``(new_params, new_opt_state)``.
@@ -771,6 +1413,9 @@ def apply_gradients(tx: GradientTransformation, grads, opt_state, params):
         >>> params["w"].numpy().round(6).tolist()
         [0.7, -2.4]
     """
-    updates, new_state = tx.update(grads, opt_state, params)
+    if extra_args:
+        updates, new_state = _update_extra(tx, grads, opt_state, params, extra_args)
+    else:
+        updates, new_state = tx.update(grads, opt_state, params)
     return apply_updates(params, updates), new_state
 
