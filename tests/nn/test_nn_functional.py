@@ -601,17 +601,17 @@ def test_seeds_function_class_rows():
 
 def test_losses_differentiate_in_both_arguments():
     p = RNG.uniform(0.2, 0.8, (3, 2))
-    y = RNG.uniform(0.1, 0.9, (2,))  # broadcast target
     x = RNG.standard_normal((3, 2)) * 2
-    for fn, a in (
-        (F.mse_loss, x),
-        (F.binary_cross_entropy, p),
-        (F.binary_cross_entropy_with_logits, x),
-        (lambda u, v, reduction: F.hinge_loss(u, v * 3 - 1.2, reduction), x),
-    ):
-        for reduction in ("mean", "sum", "none"):
-            check_grads(lambda u, v, f=fn, r=reduction: f(u, v, reduction=r), (T(a), T(y)))
-    with pytest.raises(ValueError, match="do not broadcast"):
+    for y in (RNG.uniform(0.1, 0.9, (3, 2)), np.asarray(0.3)):  # same shape, or a scalar
+        for fn, a in (
+            (F.mse_loss, x),
+            (F.binary_cross_entropy, p),
+            (F.binary_cross_entropy_with_logits, x),
+            (lambda u, v, reduction: F.hinge_loss(u, v * 3 - 1.2, reduction), x),
+        ):
+            for reduction in ("mean", "sum", "none"):
+                check_grads(lambda u, v, f=fn, r=reduction: f(u, v, reduction=r), (T(a), T(y)))
+    with pytest.raises(ValueError, match=r"y_pred of shape \(3,\) and y_true of shape \(2,\)"):
         F.mse_loss(T(np.ones(3)), np.ones(2))
     assert np.isnan(float(F.mse_loss(T(np.ones(0)), np.ones(0))))
 
@@ -643,3 +643,66 @@ def test_lazy_mode_defers_and_matches_eager():
     for a, b in zip(eager, deferred):
         np.testing.assert_array_equal(a.numpy(), b.realize().numpy())
         assert a.dtype == b.dtype
+
+
+# -- loss shape checks -----------------------------------------------------------------------
+ELEMENTWISE_LOSSES = [  # (the name in error messages, the function), id: the public name
+    pytest.param("mean_squared_loss", F.mean_squared_loss, id="mean_squared_loss"),
+    pytest.param("mean_squared_loss", F.mse_loss, id="mse_loss"),
+    pytest.param("binary_cross_entropy", F.binary_cross_entropy, id="bce"),
+    pytest.param("binary_cross_entropy_with_logits", F.binary_cross_entropy_with_logits, id="bcel"),
+    pytest.param("hinge_loss", F.hinge_loss, id="hinge_loss"),
+    pytest.param("l1_loss", F.l1_loss, id="l1_loss"),
+    pytest.param("huber_loss", F.huber_loss, id="huber_loss"),
+    pytest.param("smooth_l1_loss", F.smooth_l1_loss, id="smooth_l1_loss"),
+    pytest.param("kl_div", F.kl_div, id="kl_div"),
+]
+
+
+@pytest.mark.parametrize("name,fn", ELEMENTWISE_LOSSES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_elementwise_losses_reject_a_target_of_another_shape(name, fn, reduction):
+    """A (4, 1) prediction against a (4,) target used to broadcast to a (4, 4) loss: MSE of
+    a perfect prediction came out 2.5 instead of 0."""
+    pred = T(np.array([[0.1], [0.2], [0.3], [0.4]]))
+    with pytest.raises(ValueError, match=rf"{name}: .*\(4, 1\).*\(4,\)"):
+        fn(pred, T(np.array([0.1, 0.2, 0.3, 0.4])), reduction=reduction)
+    with pytest.raises(ValueError, match=rf"{name}: .*\(2, 3\).*\(3,\)"):
+        fn(T(np.full((2, 3), 0.5)), np.full(3, 0.5), reduction=reduction)
+    same = fn(pred, T(np.array([[0.1], [0.2], [0.3], [0.4]])), reduction=reduction)
+    assert same.shape == ((4, 1) if reduction == "none" else ())
+    scalar = fn(pred, 0.5, reduction=reduction)  # a scalar target is unambiguous
+    assert scalar.shape == same.shape
+
+
+def test_mse_of_a_perfect_column_prediction_is_an_error_not_a_wrong_number():
+    pred = T(np.arange(4.0).reshape(4, 1))
+    with pytest.raises(ValueError, match="y_true.reshape\\(\\(4, 1\\)\\)"):
+        F.mse_loss(pred, T(np.arange(4.0)))
+    assert float(F.mse_loss(pred, T(np.arange(4.0).reshape(4, 1)))) == 0.0
+
+
+@pytest.mark.parametrize(
+    "cls", [F.MeanSquaredLoss, F.BinaryCrossEntropy, F.BinaryCrossEntropyWithLogits, F.HingeLoss]
+)
+def test_loss_functions_applied_directly_check_shapes_eagerly_and_lazily(cls):
+    pred, target = T(np.full((4, 1), 0.5)), T(np.full(4, 0.5))
+    with pytest.raises(ValueError, match=rf"{cls.oper}: y_pred of shape \(4, 1\)"):
+        cls.apply(pred, target)
+    with pytest.raises(ValueError, match=rf"{cls.oper}: y_pred of shape \(4, 1\)"):
+        tg.grad(lambda p: cls.apply(p, target, reduction="sum"))(pred)
+    with tg.lazy(), pytest.raises(ValueError, match=rf"{cls.oper}: y_pred of shape \(4, 1\)"):
+        cls.apply(pred, target)
+
+
+def test_class_losses_check_target_shapes():
+    logits = T(RNG.standard_normal((4, 3)))
+    for bad in (np.zeros((4, 1), np.int64), np.zeros(3, np.int64), np.zeros((4, 4))):
+        with pytest.raises(ValueError, match="cross_entropy: y_true of shape"):
+            F.cross_entropy(logits, bad)
+        with pytest.raises(ValueError, match="nll_loss: target of shape"):
+            F.nll_loss(logits, bad)
+    with pytest.raises(ValueError, match=r"cross_entropy: y_true of shape \(1,\)"):
+        F.CrossEntropy.apply(logits, T(np.zeros(1, np.int64)))  # used to broadcast silently
+    with pytest.raises(ValueError, match="nll_loss: target 3 is out of range for 3 classes"):
+        F.nll_loss(logits, [0, 1, 2, 3])
