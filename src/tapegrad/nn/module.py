@@ -25,7 +25,14 @@ from tapegrad import random as _random
 from tapegrad.tensor import Tensor
 from tapegrad.tree import tree_leaves
 
-__all__ = ["Module", "ModuleList", "Sequential", "functional_call"]
+__all__ = [
+    "Module",
+    "ModuleList",
+    "Sequential",
+    "functional_call",
+    "ParameterView",
+    "ParameterIterator",
+]
 
 
 class _KeyStream(threading.local):
@@ -63,6 +70,35 @@ def _to_tensor(v, name: str, who: str):
     raise TypeError(f"{who}: {name} must be a Tensor or an array, got {type(v).__name__}")
 
 
+class ParameterIterator:
+    """The iterator :meth:`Module.parameters` returns when called: the parameter Tensors in
+    pytree leaf order.
+
+    It also carries its module's parameter pytree (``params``) and write-back hook, so that
+    PyTorch's idiom ``optim.SGD(model.parameters(), lr=0.1)`` builds an optimizer that
+    updates ``model`` after each step, exactly like ``optim.SGD(model, lr=0.1)``.
+    """
+
+    def __init__(self, module: Module, tensors: list):
+        self._module = module
+        self._it = iter(tensors)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._it)
+
+    @property
+    def params(self) -> dict:
+        """The module's parameter pytree (see :attr:`Module.params`)."""
+        return self._module.params
+
+    def _set_params(self, tree) -> None:
+        """Write a new parameter pytree back into the module (the optimizers' hook)."""
+        self._module._set_params(tree)
+
+
 class ParameterView(dict):
     """The flat ``{dotted name: Tensor}`` dict of :attr:`Module.parameters`, also callable
     as PyTorch's ``parameters()``.
@@ -74,10 +110,20 @@ class ParameterView(dict):
     optional parameters (a ``None`` bias) are left out, as they are not leaves.
     """
 
+    def __init__(self, module: Module, flat: dict):
+        super().__init__(flat)
+        self._module = module
+
     def __call__(self, recurse: bool = True):
         """An iterator over the parameter Tensors (only the module's own, not its
-        submodules', with ``recurse=False``)."""
-        return iter([v for k, v in self.items() if recurse or "." not in k])
+        submodules', with ``recurse=False``).
+
+        With ``recurse=True`` it is a :class:`ParameterIterator`, which an optimizer accepts
+        in place of the module (``optim.Adam(model.parameters(), lr=1e-3)``).
+        """
+        if recurse:
+            return ParameterIterator(self._module, list(self.values()))
+        return iter([v for k, v in self.items() if "." not in k])
 
 
 def _named_leaves(tree: dict, prefix: str = ""):
@@ -250,7 +296,7 @@ class Module:
     def parameters(self) -> ParameterView:
         """Flat dict of all parameters with dotted names (``"layer.weight"``), in pytree
         leaf order; call it, ``parameters()``, for an iterator over the Tensors (PyTorch)."""
-        return ParameterView(self._flat("_parameters"))
+        return ParameterView(self, self._flat("_parameters"))
 
     def named_parameters(self, prefix: str = "", recurse: bool = True):
         """An iterator over ``(dotted name, Tensor)`` for every parameter (PyTorch's
