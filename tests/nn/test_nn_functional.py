@@ -1380,3 +1380,9 @@ def test_extract_windows_seeds_example_and_errors():
         F.extract_windows(x, 40, 1)
     with pytest.raises(ValueError, match="extract_windows: stride must be >= 1"):
         F.extract_windows(x, 3, 0)
+
+
+def test_recurrent_cell_hidden_state_must_be_one_tensor():
+    x, h = T(np.ones((2, 3))), T(np.ones((2, 4)))
+    with pytest.raises(ValueError, match="gru_cell: hidden state must have shape"):
+        F.gru_cell(x, (h, h), T(np.ones((3, 12))), T(np.ones((4, 12))))

@@ -2778,7 +2778,8 @@ _GATES = {"rnn_tanh": 1, "rnn_relu": 1, "lstm": 4, "gru": 3}
 
 
 def _cell_inputs(who, input, hx, weight_ih, weight_hh, bias_ih, bias_hh, gates):
-    """Validated ``(x, [h...], w_ih, w_hh, b_ih, b_hh, hidden_size)`` for a recurrent cell."""
+    """Validated ``(x, [h...], w_ih, w_hh, b_ih, b_hh, hidden_size)`` for a recurrent cell;
+    ``hx`` is the list of its states (``[h]``, or ``[h, c]`` for an LSTM), None for zeros."""
     x = _floating(input, who)
     if x.ndim not in (1, 2):
         raise ValueError(
@@ -2803,7 +2804,7 @@ def _cell_inputs(who, input, hx, weight_ih, weight_hh, bias_ih, bias_hh, gates):
             if b.shape != (gates * n_h,):
                 raise ValueError(f"{who}: {name} must have shape ({gates * n_h},), got {b.shape}")
         biases.append(b)
-    states = list(hx) if isinstance(hx, (tuple, list)) else [hx]
+    states = list(hx)
     want = x.shape[:-1] + (n_h,)
     for i, h in enumerate(states):
         if h is None:
@@ -2875,7 +2876,7 @@ def rnn_cell(
     if nonlinearity not in ("tanh", "relu"):
         raise ValueError(f"{who}: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
     x, (h,), w_ih, w_hh, b_ih, b_hh, _ = _cell_inputs(
-        who, input, hx, weight_ih, weight_hh, bias_ih, bias_hh, 1
+        who, input, [hx], weight_ih, weight_hh, bias_ih, bias_hh, 1
     )
     return _rnn_step(_affine(x, w_ih, b_ih), h, w_hh, b_hh, nonlinearity)
 
@@ -2942,7 +2943,7 @@ def gru_cell(input, hx, weight_ih, weight_hh, bias_ih=None, bias_hh=None) -> Ten
     """
     who = "gru_cell"
     x, (h,), w_ih, w_hh, b_ih, b_hh, _ = _cell_inputs(
-        who, input, hx, weight_ih, weight_hh, bias_ih, bias_hh, 3
+        who, input, [hx], weight_ih, weight_hh, bias_ih, bias_hh, 3
     )
     return _gru_step(_affine(x, w_ih, b_ih), h, w_hh, b_hh)
 

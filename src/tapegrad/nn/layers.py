@@ -1,10 +1,13 @@
-"""The seeds' layers as thin :class:`~tapegrad.nn.Module` wrappers over
-:mod:`tapegrad.nn.functional`.
+"""Layers as thin :class:`~tapegrad.nn.Module` wrappers over :mod:`tapegrad.nn.functional`:
+the seeds' layers, and PyTorch's names (activation modules, ``Conv1d``, ``ConvTranspose2d``,
+pooling, ``RMSNorm``, ``GroupNorm``, recurrent cells and ``RNN``/``LSTM``/``GRU``).
 
-Every constructor takes the seeds' arguments plus keyword-only ``key`` (a key from
-:mod:`tapegrad.random` for reproducible initialization and dropout; without one, fresh OS
-entropy is used) and ``dtype`` (float32 by default). Linear weights are ``(in, out)``;
-convolution weights ``(C_out, C_in / groups, k, k)``.
+Every constructor with parameters takes the seeds' (or PyTorch's) arguments plus keyword-only
+``key`` (a key from :mod:`tapegrad.random` for reproducible initialization and dropout;
+without one, fresh OS entropy is used) and ``dtype`` (float32 by default). Linear and
+recurrent weights are ``(in, out)`` (the transpose of PyTorch's); convolution weights
+``(C_out, C_in / groups, *kernel)`` as in PyTorch (``ConvTranspose2d``: ``(C_in, C_out /
+groups, kH, kW)``).
 """
 
 from __future__ import annotations
