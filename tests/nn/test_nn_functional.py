@@ -1239,6 +1239,10 @@ def test_group_norm_against_torch_and_errors():
         F.group_norm(T(np.ones(3)), 1)
     with pytest.raises(ValueError, match=r"group_norm: weight must have shape \(6,\)"):
         F.group_norm(T(x), 3, T(np.ones(3)))
+    with pytest.raises(ValueError, match="group_norm: input .* has an empty spatial axis"):
+        F.group_norm(T(np.ones((2, 6, 0))), 3)
+    with pytest.raises(ValueError, match=r"rms_norm: normalized_shape \(0,\) is empty"):
+        F.rms_norm(T(np.ones((2, 0))), 0)
     torch = torch_or_skip()
     w, b = RNG.standard_normal(6), RNG.standard_normal(6)
     ref = torch.nn.functional.group_norm(torch.tensor(x), 2, torch.tensor(w), torch.tensor(b))

@@ -263,6 +263,31 @@ def test_optimizer_from_parameters_iterator_updates_the_module():
     np.testing.assert_allclose(model[0].weight.numpy(), expected, rtol=1e-6)
 
 
+def test_parameters_view_is_a_dict_and_a_pytree():
+    """``model.parameters`` (the seeds' flat dict) flattens like a dict, not as one leaf."""
+    net = Net()
+    view = net.parameters
+    assert isinstance(view, dict) and view["fc.weight"] is net.fc.weight
+    assert tg.tree.tree_leaves(view) == [view[k] for k in sorted(view)]
+    doubled = tg.tree.tree_map(lambda p: p * 2, view)
+    assert type(doubled) is dict and sorted(doubled) == sorted(view)
+    np.testing.assert_array_equal(doubled["head.bias"].numpy(), 2 * net.head.bias.numpy())
+
+
+def test_optimizer_from_the_parameters_dict_updates_the_module():
+    """The seeds' ``Adam(model.parameters, lr)`` trains the module too."""
+    from tapegrad import optim
+
+    model = nn.Sequential(nn.Linear(3, 1, key=tg.random.key(0)))
+    y = tg.random.normal(tg.random.key(2), (5, 1))
+    opt = optim.SGD(model.parameters, lr=0.1)
+    w0 = model[0].weight.numpy().copy()
+    grads = tg.grad(lambda p: F.mse_loss(nn.functional_call(model, p, X), y))(model.params)
+    opt.step(grads)
+    expected = w0 - 0.1 * grads["0"]["weight"].numpy()
+    np.testing.assert_allclose(model[0].weight.numpy(), expected, rtol=1e-6)
+
+
 def test_sequential_applies_in_order_with_pytorch_names():
     k1, k2 = tg.random.split(tg.random.key(0))
     seq = nn.Sequential(nn.Linear(3, 4, key=k1), nn.ReLU(), nn.Linear(4, 2, key=k2))

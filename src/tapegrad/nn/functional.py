@@ -2358,6 +2358,8 @@ def _normalized_shape(x: Tensor, normalized_shape, who: str) -> tuple:
         ns = tuple(int(s) for s in normalized_shape)
     if len(ns) == 0 or len(ns) > x.ndim or x.shape[x.ndim - len(ns) :] != ns:
         raise ValueError(f"{who}: input of shape {x.shape} does not end with normalized_shape {ns}")
+    if 0 in ns:
+        raise ValueError(f"{who}: normalized_shape {ns} is empty; there is nothing to normalize")
     return ns
 
 
@@ -2379,8 +2381,8 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None) -> 
 
     Raises:
         TypeError: for non-floating input.
-        ValueError: if ``input`` does not end with ``normalized_shape`` or ``weight`` has
-            another shape.
+        ValueError: if ``input`` does not end with ``normalized_shape`` (or that is empty) or
+            ``weight`` has another shape.
 
     References:
         Zhang and Sennrich, "Root Mean Square Layer Normalization", NeurIPS 2019.
@@ -2425,8 +2427,8 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
 
     Raises:
         TypeError: for non-floating input.
-        ValueError: for fewer than 2 dims, ``num_groups`` not dividing ``C``, or a weight or
-            bias of another shape.
+        ValueError: for fewer than 2 dims, ``num_groups`` not dividing ``C``, an empty
+            spatial axis, or a weight or bias of another shape.
 
     References:
         Wu and He, "Group Normalization", ECCV 2018.
@@ -2447,6 +2449,8 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
             f"{num_groups!r}"
         )
     g = int(num_groups)
+    if 0 in x.shape[2:]:
+        raise ValueError(f"{who}: input {x.shape} has an empty spatial axis; groups would be empty")
     xg = tnp.reshape(x, (n, g, (c // g) * math.prod(x.shape[2:])))
     mean = tnp.mean(xg, axis=-1, keepdims=True)
     xc = xg - mean

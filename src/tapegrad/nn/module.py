@@ -23,7 +23,7 @@ import numpy as np
 
 from tapegrad import random as _random
 from tapegrad.tensor import Tensor
-from tapegrad.tree import tree_leaves
+from tapegrad.tree import register, tree_leaves
 
 __all__ = [
     "Module",
@@ -108,11 +108,25 @@ class ParameterView(dict):
     visits them (dict keys sorted at each level), so ``list(module.parameters())`` lines up
     with ``tree_leaves(module.params)`` and with the leaves of a gradient pytree. Absent
     optional parameters (a ``None`` bias) are left out, as they are not leaves.
+
+    It is a pytree that flattens like a dict (its leaves in sorted-name order; functions such
+    as :func:`tapegrad.tree.tree_map` rebuild a plain dict). Like the module itself, and like
+    :class:`ParameterIterator`, it can be given to an optimizer, which then updates the
+    module after each step (``optim.Adam(model.parameters, lr=1e-3)``, the seeds' idiom).
     """
 
     def __init__(self, module: Module, flat: dict):
         super().__init__(flat)
         self._module = module
+
+    @property
+    def params(self) -> dict:
+        """The module's parameter pytree (see :attr:`Module.params`)."""
+        return self._module.params
+
+    def _set_params(self, tree) -> None:
+        """Write a new parameter pytree back into the module (the optimizers' hook)."""
+        self._module._set_params(tree)
 
     def __call__(self, recurse: bool = True):
         """An iterator over the parameter Tensors (only the module's own, not its
@@ -124,6 +138,14 @@ class ParameterView(dict):
         if recurse:
             return ParameterIterator(self._module, list(self.values()))
         return iter([v for k, v in self.items() if "." not in k])
+
+
+def _flatten_view(view: ParameterView):
+    names = tuple(sorted(view))
+    return tuple(view[k] for k in names), names, names
+
+
+register(ParameterView, _flatten_view, lambda names, leaves: dict(zip(names, leaves)))
 
 
 def _named_leaves(tree: dict, prefix: str = ""):
