@@ -305,8 +305,9 @@ def test_svd(data):
 
     def f(x):  # a function of U, S and Vh that the vectors' signs do not change
         u_, s_, vh_ = tnp.linalg.svd(x, full_matrices=False)
-        return tnp.matmul(u_ * tnp.exp(0.3 * s_)[..., None, :], vh_) * w + tnp.sum(
-            u_ * u_ * tnp.arange(k), axis=-1, keepdims=True
+        return (
+            tnp.matmul(u_ * tnp.exp(0.3 * s_)[..., None, :], vh_) * w
+            + tnp.sum(u_ * u_ * tnp.arange(k), axis=-1, keepdims=True)
         )
 
     # finite differences through an SVD carry ~1e-6 noise (LAPACK's own rounding): atol 1e-5
