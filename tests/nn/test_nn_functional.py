@@ -1390,3 +1390,18 @@ def test_recurrent_cell_hidden_state_must_be_one_tensor():
     x, h = T(np.ones((2, 3))), T(np.ones((2, 4)))
     with pytest.raises(ValueError, match="gru_cell: hidden state must have shape"):
         F.gru_cell(x, (h, h), T(np.ones((3, 12))), T(np.ones((4, 12))))
+
+
+def test_extract_windows_against_torch_unfold():
+    torch = torch_or_skip()
+    x = RNG.standard_normal((2, 3, 7, 6))
+    for k, s, pad in ((3, 1, 1), (2, 2, 0), (3, 2, 1)):
+        mode = "valid" if pad == 0 else "same"
+        windows, (ho, wo) = F.extract_windows(T(x), k, s, mode)
+        if mode == "same":  # torch pads symmetrically: compare where the paddings agree
+            th, tw = max((ho - 1) * s + k - 7, 0), max((wo - 1) * s + k - 6, 0)
+            if (th % 2, tw % 2) != (0, 0):
+                continue
+        cols = torch.nn.functional.unfold(torch.tensor(x), k, padding=pad, stride=s).numpy()
+        ours = windows.numpy().transpose(2, 3, 4, 5, 0, 1).reshape(2, 3 * k * k, ho * wo)
+        np.testing.assert_array_equal(ours, cols)

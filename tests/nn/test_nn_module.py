@@ -368,3 +368,14 @@ def test_llm_forward_fn_is_abstract():
 
     with pytest.raises(TypeError, match="abstract"):
         OnlyTrain()
+
+
+def test_sequential_parameter_names_match_torch():
+    torch = pytest.importorskip("torch")
+    ours = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Conv1d(4, 2, 3), nn.GroupNorm(1, 2))
+    theirs = torch.nn.Sequential(
+        torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Conv1d(4, 2, 3), torch.nn.GroupNorm(1, 2)
+    )
+    assert sorted(n for n, _ in ours.named_parameters()) == sorted(
+        n for n, _ in theirs.named_parameters()
+    )
