@@ -19,6 +19,7 @@ Run:  python examples/char_transformer.py          (a few minutes on one CPU cor
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import inspect
 import math
@@ -187,9 +188,23 @@ def unflatten(flat: dict) -> dict:
     return tree
 
 
+class NextChar(nn.AbstractLLMForwardFn):
+    """The decoder-only forward function: ``train`` maps ``(B, T)`` ids to ``(B, T, vocab)``
+    logits, ``sample`` a context to the next character's logits ``(B, vocab)``."""
+
+    def train(self, model, batch_data):
+        return model(batch_data)
+
+    def sample(self, model, batch_data):
+        return model(batch_data)[:, -1]
+
+
+FORWARD = NextChar()
+
+
 def loss_fn(params, model, x, y):
     """Mean next-character cross-entropy in nats over a ``(B, T)`` batch."""
-    logits = nn.functional_call(model, params, x)
+    logits = FORWARD(functools.partial(nn.functional_call, model, params), x, mode="train")
     return F.cross_entropy(logits, y)
 
 
@@ -225,7 +240,8 @@ def sample(model, params, key, prompt_ids, length: int, temperature: float) -> l
     ids = list(prompt_ids)
     for i in range(length):
         ctx = np.asarray(ids[-model.context :])[None, :]
-        logits = nn.functional_call(model, params, ctx).numpy()[0, -1].astype(np.float64)
+        run = functools.partial(nn.functional_call, model, params)
+        logits = FORWARD(run, ctx, mode="sample").numpy()[0].astype(np.float64)
         z = logits / temperature
         p = np.exp(z - z.max())
         p /= p.sum()

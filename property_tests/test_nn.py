@@ -4,6 +4,7 @@ orders 1 and 2, over drawn shapes (size-0, size-1 and broadcast dims where allow
 (drawn away from kinks)."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from scipy.special import log_softmax as sp_log_softmax
 import tapegrad as tg
 from tapegrad.nn import functional as F
 from tapegrad.testing import check_grads
-from tapegrad.testing.strategies import arrays, broadcastable_shapes, floats_in, shapes
+from tapegrad.testing.strategies import arrays, floats_in, shapes
 
 KINK = dict(exclude=(0.0,), margin=1e-2)
 
@@ -85,18 +86,25 @@ def _reduce(v, reduction):
 
 @given(data=st.data(), reduction=REDUCTIONS)
 def test_elementwise_losses(data, reduction):
-    sp, st_ = data.draw(broadcastable_shapes(2, min_side=1))
-    assume(np.broadcast_shapes(sp, st_) == sp)  # targets broadcast to the predictions
+    sp = data.draw(shapes(min_side=1))
+    st_ = data.draw(st.sampled_from([sp, ()]))  # targets of the predictions' shape, or scalars
     x = data.draw(arrays(sp))
     y01 = data.draw(arrays(st_, elements=floats_in(0, 1)))
-    p = data.draw(arrays(sp, elements=floats_in(0.1, 0.9)))  # FD error grows like 1/p^4
+    p = data.draw(arrays(sp, elements=floats_in(0.2, 0.8)))  # FD error grows like 1/p^4
     sign = np.where(data.draw(arrays(st_, elements=floats_in(-1, 1))) >= 0, 1.0, -1.0)
     assume(np.all(np.abs(1 - sign * x) > 1e-2))  # hinge away from its kink
+    d = np.abs(x - y01)
+    assume(np.all(np.abs(d) > 1e-2) and np.all(np.abs(d - 0.5) > 1e-2))  # l1/huber kinks
+    huber = np.where(d < 0.5, 0.5 * d * d, 0.5 * (d - 0.25))
     cases = [
         (F.mse_loss, x, (x - y01) ** 2, y01),
         (F.binary_cross_entropy, p, -(y01 * np.log(p) + (1 - y01) * np.log(1 - p)), y01),
         (F.binary_cross_entropy_with_logits, x, np.logaddexp(0, x) - x * y01, y01),
         (F.hinge_loss, x, np.maximum(0, 1 - sign * x), sign),
+        (F.l1_loss, x, d, y01),
+        (lambda a, b, reduction: F.huber_loss(a, b, reduction, delta=0.5), x, huber, y01),
+        (lambda a, b, reduction: F.smooth_l1_loss(a, b, reduction, beta=0.5), x, huber / 0.5, y01),
+        (F.kl_div, x, np.where(y01 > 0, y01 * np.log(np.where(y01 > 0, y01, 1)), 0) - y01 * x, y01),
     ]
     for fn, pred, per, target in cases:
         out = fn(tg.Tensor(pred), tg.Tensor(target), reduction=reduction)
@@ -105,6 +113,29 @@ def test_elementwise_losses(data, reduction):
         check_grads(
             lambda a, t=target, f=fn: f(a, tg.Tensor(t), reduction=reduction), (tg.Tensor(pred),)
         )
+
+
+ELEMENTWISE_LOSSES = [
+    F.mse_loss,
+    F.binary_cross_entropy,
+    F.binary_cross_entropy_with_logits,
+    F.hinge_loss,
+    F.l1_loss,
+    F.huber_loss,
+    F.smooth_l1_loss,
+    F.kl_div,
+]
+
+
+@given(data=st.data(), reduction=REDUCTIONS)
+def test_elementwise_losses_never_broadcast_the_target(data, reduction):
+    """Any target shape but the prediction's own (or a scalar) is a ValueError naming both
+    shapes, even where NumPy would broadcast the two."""
+    sp = data.draw(shapes(max_dims=3))
+    st_ = data.draw(shapes(min_dims=1, max_dims=3).filter(lambda s: s != sp))
+    for fn in ELEMENTWISE_LOSSES:
+        with pytest.raises(ValueError, match=re.escape(f"{sp}") + ".*" + re.escape(f"{st_}")):
+            fn(tg.Tensor(np.full(sp, 0.5)), tg.Tensor(np.full(st_, 0.5)), reduction=reduction)
 
 
 @given(data=st.data(), reduction=REDUCTIONS, eps=st.sampled_from([0.0, 0.1, 0.5]))
@@ -126,6 +157,50 @@ def test_cross_entropy_matches_reference(data, reduction, eps):
         (tg.Tensor(logits),),
         order=2,
     )
+
+
+@given(
+    data=st.data(), reduction=REDUCTIONS, eps=st.sampled_from([0.0, 0.2]), weighted=st.booleans()
+)
+def test_soft_target_cross_entropy_matches_reference(data, reduction, eps, weighted):
+    lead = data.draw(st.sampled_from([(1,), (3,), (2, 3)]))
+    c = data.draw(st.integers(1, 5))
+    logits = data.draw(arrays(lead + (c,), elements=floats_in(-10, 10)))
+    raw = data.draw(arrays(lead + (c,), elements=floats_in(0.05, 1.0)))
+    probs = raw / raw.sum(-1, keepdims=True)
+    w = data.draw(arrays((c,), elements=floats_in(0.5, 2.0))) if weighted else None
+    wt = None if w is None else tg.Tensor(w)
+    out = F.cross_entropy(
+        tg.Tensor(logits), tg.Tensor(probs), label_smoothing=eps, reduction=reduction, weight=wt
+    )
+    t = (1 - eps) * probs + eps / c
+    per = -(t * (np.ones(c) if w is None else w) * sp_log_softmax(logits, axis=-1)).sum(-1)
+    ref = {"none": per, "sum": per.sum(), "mean": per.mean()}[reduction]
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-10, atol=1e-12)
+    check_grads(
+        lambda z, q: F.cross_entropy(z, q, label_smoothing=eps, reduction=reduction, weight=wt),
+        (tg.Tensor(logits), tg.Tensor(probs)),
+        order=2,
+    )
+
+
+@given(data=st.data(), reduction=REDUCTIONS, weighted=st.booleans())
+def test_nll_loss_matches_reference(data, reduction, weighted):
+    lead = data.draw(st.sampled_from([(0,), (1,), (4,), (2, 3)]))
+    c = data.draw(st.integers(1, 5))
+    logp = data.draw(arrays(lead + (c,), elements=floats_in(-5, 0)))
+    t = data.draw(arrays(lead, dtype=np.int64, elements=st.sampled_from(list(range(c)) + [-100])))
+    w = data.draw(arrays((c,), elements=floats_in(0.5, 2.0))) if weighted else np.ones(c)
+    out = F.nll_loss(tg.Tensor(logp), t, tg.Tensor(w) if weighted else None, reduction=reduction)
+    valid = t != -100
+    safe = np.where(valid, t, 0)
+    wt = w[safe] * valid
+    per = -np.take_along_axis(logp, safe[..., None], -1)[..., 0] * wt if logp.size else wt
+    total = per.sum()
+    ref = {"none": per, "sum": total, "mean": total / wt.sum() if wt.sum() else 0.0}[reduction]
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-10, atol=1e-12)
+    wt_ = tg.Tensor(w) if weighted else None
+    check_grads(lambda a: F.nll_loss(a, t, wt_, reduction=reduction), (tg.Tensor(logp),), order=2)
 
 
 # -- convolution and pooling -----------------------------------------------------------------
@@ -191,7 +266,151 @@ def test_pooling(data, avg):
     check_grads(fn, (tg.Tensor(x),), order=2)
 
 
+@given(data=st.data())
+def test_conv1d_matches_conv2d_reference(data):
+    groups = data.draw(st.sampled_from([1, 2]))
+    n = data.draw(st.integers(0, 2))
+    cin, cout = groups * data.draw(st.integers(1, 2)), groups * data.draw(st.integers(1, 2))
+    k, stride = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    dilation = data.draw(st.integers(1, 2))
+    padding = data.draw(st.sampled_from(["valid", "same", 0, 1, 2]))
+    length = data.draw(st.integers(1, 7))
+    if isinstance(padding, str):
+        pads = F._resolve_padding(padding, (1, length), (1, k), (1, stride), (1, dilation), "t")
+    else:
+        pads = (0, 0, padding, padding)
+    assume(length + pads[2] + pads[3] >= (k - 1) * dilation + 1)
+    x = data.draw(arrays((n, cin, length)))
+    w = data.draw(arrays((cout, cin // groups, k)))
+    kwargs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    y = F.conv1d(tg.Tensor(x), tg.Tensor(w), **kwargs)
+    ref = np_conv(x[:, :, None], w[:, :, None], (1, stride), pads, (1, dilation), groups)[:, :, 0]
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-10, atol=1e-10)
+    if n:
+        check_grads(lambda a, b: F.conv1d(a, b, **kwargs), (tg.Tensor(x), tg.Tensor(w)), order=2)
+
+
+@given(data=st.data())
+def test_conv_transpose2d_is_the_adjoint_of_conv2d(data):
+    """``<conv2d(x, w), y> == <x, conv_transpose2d(y, w)>`` over drawn sizes, strides,
+    paddings, dilations and groups; ``output_padding`` recovers the input size."""
+    groups = data.draw(st.sampled_from([1, 2]))
+    cin, cout = groups * data.draw(st.integers(1, 2)), groups * data.draw(st.integers(1, 2))
+    kh, kw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    stride = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    dilation = (data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2)))
+    pad = (data.draw(st.integers(0, 2)), data.draw(st.integers(0, 2)))
+    h, w_ = data.draw(st.integers(1, 7)), data.draw(st.integers(1, 7))
+    eff = ((kh - 1) * dilation[0] + 1, (kw - 1) * dilation[1] + 1)
+    assume(h + 2 * pad[0] >= eff[0] and w_ + 2 * pad[1] >= eff[1])
+    x = data.draw(arrays((2, cin, h, w_)))
+    wt = data.draw(arrays((cout, cin // groups, kh, kw)))
+    conv = dict(stride=stride, padding=pad, dilation=dilation, groups=groups)
+    cx = F.conv2d(tg.Tensor(x), tg.Tensor(wt), **conv)
+    op = tuple((size + 2 * p - e) % s for size, p, e, s in zip((h, w_), pad, eff, stride))
+    y = data.draw(arrays(cx.shape))
+    ty = F.conv_transpose2d(tg.Tensor(y), tg.Tensor(wt), output_padding=op, **conv)
+    assert ty.shape == x.shape
+    np.testing.assert_allclose((cx.numpy() * y).sum(), (x * ty.numpy()).sum(), rtol=1e-9, atol=1e-9)
+    check_grads(
+        lambda a, b: F.conv_transpose2d(a, b, output_padding=op, **conv),
+        (tg.Tensor(y), tg.Tensor(wt)),
+        order=2,
+    )
+
+
+@given(data=st.data())
+def test_adaptive_avg_pool2d_matches_bins(data):
+    h, w = data.draw(st.integers(1, 7)), data.draw(st.integers(1, 7))
+    ho, wo = data.draw(st.integers(1, 8)), data.draw(st.integers(1, 8))
+    x = data.draw(arrays((data.draw(st.integers(0, 2)), 2, h, w)))
+    y = F.adaptive_avg_pool2d(tg.Tensor(x), (ho, wo))
+    ref = np.empty(x.shape[:2] + (ho, wo))
+    for i in range(ho):
+        for j in range(wo):
+            rows = slice((i * h) // ho, -(-((i + 1) * h) // ho))
+            cols = slice((j * w) // wo, -(-((j + 1) * w) // wo))
+            ref[..., i, j] = x[..., rows, cols].mean(axis=(-1, -2))
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-12, atol=1e-14)
+    check_grads(lambda a: F.adaptive_avg_pool2d(a, (ho, wo)), (tg.Tensor(x),), order=2)
+
+
+@given(data=st.data())
+def test_extract_windows_matches_sliding_window_view(data):
+    k, s = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    mode = data.draw(st.sampled_from(["valid", "same"]))
+    h, w = (
+        data.draw(st.integers(k if mode == "valid" else 1, 6)),
+        data.draw(st.integers(k if mode == "valid" else 1, 6)),
+    )
+    x = data.draw(arrays((data.draw(st.integers(1, 2)), 2, h, w)))
+    windows, (ho, wo) = F.extract_windows(tg.Tensor(x), k, s, mode)
+    pads = F._resolve_padding(mode, (h, w), (k, k), (s, s), (1, 1), "t")
+    xp = np.pad(x, ((0, 0), (0, 0), pads[:2], pads[2:]))
+    ref = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))[:, :, ::s, ::s]
+    np.testing.assert_array_equal(windows.numpy(), ref.transpose(2, 3, 0, 1, 4, 5))
+    assert (ho, wo) == ref.shape[2:4]
+    check_grads(lambda a: F.extract_windows(a, k, s, mode)[0], (tg.Tensor(x),), order=2)
+
+
+@pytest.mark.parametrize("kind", ["rnn", "lstm", "gru"])
+@given(data=st.data())
+def test_recurrent_cells_grads(kind, data):
+    batch = data.draw(st.sampled_from([(), (1,), (3,)]))
+    n_in, n_h = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    g = {"rnn": 1, "lstm": 4, "gru": 3}[kind]
+    small = floats_in(-1, 1)
+    x, h, c = (data.draw(arrays(batch + (n,), elements=small)) for n in (n_in, n_h, n_h))
+    ws = [data.draw(arrays(s, elements=small)) for s in ((n_in, g * n_h), (n_h, g * n_h))]
+    bs = [data.draw(arrays((g * n_h,), elements=small)) for _ in range(2)]
+    fns = {
+        "rnn": lambda a, hh, cc, *p: F.rnn_cell(a, hh, *p),
+        "lstm": lambda a, hh, cc, *p: F.lstm_cell(a, (hh, cc), *p),
+        "gru": lambda a, hh, cc, *p: F.gru_cell(a, hh, *p),
+    }
+    args = tuple(tg.Tensor(v) for v in (x, h, c, *ws, *bs))
+    out = fns[kind](*args)
+    for o in out if kind == "lstm" else (out,):
+        assert o.shape == batch + (n_h,) and o.dtype == np.float64
+    check_grads(fns[kind], args, order=2)
+
+
 # -- normalization, dropout, attention -------------------------------------------------------
+@given(data=st.data())
+def test_rms_and_group_norm(data):
+    n, groups, per = (
+        data.draw(st.integers(1, 2)),
+        data.draw(st.integers(1, 3)),
+        data.draw(st.integers(1, 2)),
+    )
+    spatial = data.draw(shapes(max_dims=2, min_side=1, max_side=3))
+    shape = (n, groups * per) + spatial
+    board = (np.indices(shape).sum(0) % 2) * 2.0 - 1.0  # well-conditioned groups
+    x = board + 0.2 * data.draw(arrays(shape, elements=floats_in(-1, 1)))
+    assume(per * math.prod(spatial) > 1)  # a group of one value has zero variance
+    w, b = data.draw(arrays((shape[1],))), data.draw(arrays((shape[1],)))
+    y = F.group_norm(tg.Tensor(x), groups, tg.Tensor(w), tg.Tensor(b))
+    xg = x.reshape(n, groups, -1)
+    ref = ((xg - xg.mean(-1, keepdims=True)) / np.sqrt(xg.var(-1, keepdims=True) + 1e-5)).reshape(
+        shape
+    )
+    bshape = (1, shape[1]) + (1,) * len(spatial)
+    np.testing.assert_allclose(
+        y.numpy(), ref * w.reshape(bshape) + b.reshape(bshape), rtol=1e-9, atol=1e-9
+    )
+    check_grads(
+        lambda a, p, q: F.group_norm(a, groups, p, q),
+        (tg.Tensor(x), tg.Tensor(w), tg.Tensor(b)),
+        order=2,
+    )
+    last = shape[-1]
+    r = F.rms_norm(tg.Tensor(x), last, tg.Tensor(np.ones(last)), eps=1e-6)
+    np.testing.assert_allclose(
+        r.numpy(), x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6), rtol=1e-10
+    )
+    check_grads(lambda a: F.rms_norm(a, last, eps=1e-6), (tg.Tensor(x),), order=2)
+
+
 @given(data=st.data())
 def test_layer_and_batch_norm(data):
     shape = data.draw(shapes(min_dims=2, max_dims=4, min_side=2, max_side=3))

@@ -389,3 +389,337 @@ def test_multi_head_attention_against_torch():
     np.testing.assert_allclose(
         mha(T(x), T(x), T(x)).numpy(), out.detach().numpy(), rtol=1e-5, atol=1e-6
     )
+
+
+# -- PyTorch's module names ------------------------------------------------------------------
+def test_activation_modules_equal_their_functions():
+    x = T(RNG.standard_normal((3, 4)))
+    for module, fn in (
+        (nn.ReLU(), F.relu),
+        (nn.Tanh(), F.tanh),
+        (nn.Sigmoid(), F.sigmoid),
+        (nn.SiLU(), F.silu),
+        (nn.GELU(), lambda v: F.gelu(v, approximate="none")),
+        (nn.GELU("tanh"), F.gelu),
+        (nn.LeakyReLU(0.2), lambda v: F.leaky_relu(v, 0.2)),
+        (nn.Softmax(dim=0), lambda v: F.softmax(v, axis=0)),
+        (nn.Softmax(), lambda v: F.softmax(v, axis=-1)),
+        (nn.LogSoftmax(dim=1), lambda v: F.log_softmax(v, axis=1)),
+    ):
+        np.testing.assert_array_equal(module(x).numpy(), fn(x).numpy())
+        assert module.params == {} and list(module.parameters()) == []
+        assert nn.functional_call(module, {}, x).shape == x.shape
+    with pytest.raises(ValueError, match="GELU: approximate must be"):
+        nn.GELU("fast")
+
+
+def test_activation_modules_against_torch():
+    torch = pytest.importorskip("torch")
+    x = RNG.standard_normal((3, 4)) * 3
+    for ours, theirs in (
+        (nn.GELU(), torch.nn.GELU()),  # exact erf form by default in both
+        (nn.GELU("tanh"), torch.nn.GELU("tanh")),
+        (nn.SiLU(), torch.nn.SiLU()),
+        (nn.Softmax(dim=0), torch.nn.Softmax(dim=0)),
+        (nn.LeakyReLU(0.1), torch.nn.LeakyReLU(0.1)),
+    ):
+        np.testing.assert_allclose(
+            ours(T(x)).numpy(), theirs(torch.tensor(x)).numpy(), rtol=1e-12, atol=1e-14
+        )
+
+
+def test_flatten_and_identity():
+    x = T(RNG.standard_normal((2, 3, 4, 5)))
+    assert nn.Flatten()(x).shape == (2, 60)
+    assert nn.Flatten(0, 1)(x).shape == (6, 4, 5)
+    assert nn.Flatten(start_dim=2)(x).shape == (2, 3, 20)
+    np.testing.assert_array_equal(nn.Flatten()(x).numpy(), x.numpy().reshape(2, 60))
+    g = tg.grad(lambda v: (nn.Flatten()(v) ** 2).sum())(x)
+    np.testing.assert_allclose(g.numpy(), 2 * x.numpy())
+    ident = nn.Identity(54, unused="argument")
+    assert ident(x) is x
+    with pytest.raises(ValueError, match="flatten: start_dim 2 comes after end_dim 1"):
+        nn.Flatten(2, 1)(x)
+
+
+def test_conv1d_layer():
+    conv = nn.Conv1d(4, 6, 3, stride=2, padding=1, groups=2, key=KEY)
+    assert conv.weight.shape == (6, 2, 3) and conv.bias.shape == (6,)
+    assert sorted(conv.parameters) == ["bias", "weight"]
+    x = randn(2, 4, 9)
+    y = conv(x)
+    ref = F.conv1d(x, conv.weight, conv.bias, stride=2, padding=1, groups=2)
+    np.testing.assert_array_equal(y.numpy(), ref.numpy())
+    assert y.shape == (2, 6, 5)
+    assert nn.Conv1d(4, 6, 3, bias=False).bias is None
+    np.testing.assert_array_equal(
+        nn.Conv1d(4, 6, 3, key=KEY).weight.numpy(), nn.Conv1d(4, 6, 3, key=KEY).weight.numpy()
+    )
+    check_grads(pure(conv), (conv.params, x), order=2)
+    with pytest.raises(ValueError, match="Conv1d: groups=4 must divide"):
+        nn.Conv1d(6, 6, 3, groups=4)
+
+
+def test_conv_transpose2d_layer_against_torch():
+    layer = nn.ConvTranspose2d(4, 6, (3, 2), stride=2, padding=1, output_padding=1, groups=2)
+    assert layer.weight.shape == (4, 3, 3, 2)  # (in, out / groups, kH, kW), PyTorch's layout
+    x = RNG.standard_normal((2, 4, 5, 5))
+    y = layer(T(x.astype(np.float32)))
+    assert y.shape == (2, 6, 10, 9)
+    check_grads(pure(layer), (layer.params, T(x)), order=1)
+    torch = pytest.importorskip("torch")
+    ref = torch.nn.ConvTranspose2d(4, 6, (3, 2), 2, 1, 1, groups=2, dtype=torch.float64)
+    with torch.no_grad():
+        ref.weight.copy_(torch.tensor(layer.weight.numpy().astype(np.float64)))
+        ref.bias.copy_(torch.tensor(RNG.standard_normal(6)))
+    params = {"weight": T(ref.weight.detach().numpy()), "bias": T(ref.bias.detach().numpy())}
+    ours = nn.functional_call(layer, params, T(x))
+    np.testing.assert_allclose(ours.numpy(), ref(torch.tensor(x)).detach().numpy(), rtol=1e-10)
+
+
+def test_pooling_layers():
+    x = randn(2, 3, 7, 6)
+    np.testing.assert_array_equal(
+        nn.AvgPool2d(3, 2, 1)(x).numpy(), F.avg_pool2d(x, 3, 2, 1).numpy()
+    )
+    np.testing.assert_array_equal(
+        nn.AvgPool2d(3, 2, 1, count_include_pad=False)(x).numpy(),
+        F.avg_pool2d(x, 3, 2, 1, count_include_pad=False).numpy(),
+    )
+    assert nn.AvgPool2d(2)(x).shape == (2, 3, 3, 3)
+    assert nn.AdaptiveAvgPool2d((2, 3))(x).shape == (2, 3, 2, 3)
+    assert nn.AdaptiveAvgPool2d(1)(x).shape == (2, 3, 1, 1)
+    np.testing.assert_allclose(
+        nn.AdaptiveAvgPool2d(1)(x).numpy()[..., 0, 0], x.numpy().mean(axis=(2, 3)), rtol=1e-6
+    )
+    torch = pytest.importorskip("torch")
+    xd = RNG.standard_normal((2, 3, 7, 6))
+    for ours, theirs in (
+        (nn.AvgPool2d(3, 2, 1), torch.nn.AvgPool2d(3, 2, 1)),
+        (nn.AvgPool2d(3, 2, 1, False), torch.nn.AvgPool2d(3, 2, 1, count_include_pad=False)),
+        (nn.AdaptiveAvgPool2d((4, 5)), torch.nn.AdaptiveAvgPool2d((4, 5))),
+    ):
+        np.testing.assert_allclose(
+            ours(T(xd)).numpy(), theirs(torch.tensor(xd)).numpy(), rtol=1e-12
+        )
+
+
+def test_rms_norm_and_group_norm_layers():
+    rms = nn.RMSNorm((3, 4))
+    assert rms.weight.shape == (3, 4) and np.all(rms.weight.numpy() == 1)
+    x = RNG.standard_normal((2, 3, 4))
+    y = rms(T(x))
+    eps = np.finfo(np.float64).eps
+    np.testing.assert_allclose(y.numpy(), x / np.sqrt((x**2).mean((1, 2), keepdims=True) + eps))
+    assert nn.RMSNorm(4, elementwise_affine=False).params == {"weight": None}
+    check_grads(pure(nn.RMSNorm(4, eps=1e-5)), (nn.RMSNorm(4).params, T(x)), order=2)
+    gn = nn.GroupNorm(2, 4)
+    assert sorted(gn.parameters) == ["bias", "weight"]
+    x4 = RNG.standard_normal((2, 4, 3, 3))
+    np.testing.assert_allclose(
+        gn(T(x4)).numpy(), F.group_norm(T(x4), 2, gn.weight, gn.bias).numpy(), rtol=1e-12
+    )
+    assert list(nn.GroupNorm(2, 4, affine=False).parameters()) == []
+    check_grads(pure(gn), (gn.params, T(x4)), order=2)
+    with pytest.raises(ValueError, match="GroupNorm: num_groups=3 must divide num_channels=4"):
+        nn.GroupNorm(3, 4)
+    torch = pytest.importorskip("torch")
+    tg_ref = torch.nn.GroupNorm(2, 4, dtype=torch.float64)
+    np.testing.assert_allclose(
+        nn.GroupNorm(2, 4, dtype=np.float64)(T(x4)).numpy(),
+        tg_ref(torch.tensor(x4)).detach().numpy(),
+        rtol=1e-10,
+    )
+    rms_ref = torch.nn.RMSNorm((3, 4), dtype=torch.float64)
+    np.testing.assert_allclose(
+        nn.RMSNorm((3, 4), dtype=np.float64)(T(x)).numpy(),
+        rms_ref(torch.tensor(x)).detach().numpy(),
+        rtol=1e-12,
+    )
+
+
+# -- recurrent layers ------------------------------------------------------------------------
+def np_step(mode, gi, h, c, whh, bhh):
+    gh = h @ whh + bhh
+    n = h.shape[-1]
+    if mode == "rnn_tanh":
+        return np.tanh(gi + gh), None
+    if mode == "rnn_relu":
+        return np.maximum(gi + gh, 0), None
+    if mode == "gru":
+        r, z = expit(gi[..., :n] + gh[..., :n]), expit(gi[..., n : 2 * n] + gh[..., n : 2 * n])
+        cand = np.tanh(gi[..., 2 * n :] + r * gh[..., 2 * n :])
+        return (1 - z) * cand + z * h, None
+    a = gi + gh
+    c = expit(a[..., n : 2 * n]) * c + expit(a[..., :n]) * np.tanh(a[..., 2 * n : 3 * n])
+    return expit(a[..., 3 * n :]) * np.tanh(c), c
+
+
+def np_rnn_layers(mode, p, x, h0, c0, layers, dirs):
+    """Sequence-first NumPy reference: x (L, N, in), h0/c0 (layers * dirs, N, H)."""
+    hn, cn = [], []
+    for layer in range(layers):
+        outs = []
+        for d in range(dirs):
+            sfx = f"_l{layer}" + ("_reverse" if d else "")
+            h, c = h0[layer * dirs + d], c0[layer * dirs + d]
+            gi = x @ p["weight_ih" + sfx] + p["bias_ih" + sfx]
+            hs = [None] * len(x)
+            for t in reversed(range(len(x))) if d else range(len(x)):
+                h, c = np_step(mode, gi[t], h, c, p["weight_hh" + sfx], p["bias_hh" + sfx])
+                hs[t] = h
+            outs.append(np.stack(hs))
+            hn.append(h)
+            cn.append(c)
+        x = np.concatenate(outs, -1)
+    return x, np.stack(hn), (np.stack(cn) if mode == "lstm" else None)
+
+
+RNN_CASES = [
+    (nn.RNN, "rnn_tanh", {}),
+    (nn.RNN, "rnn_relu", {"nonlinearity": "relu"}),
+    (nn.LSTM, "lstm", {}),
+    (nn.GRU, "gru", {}),
+]
+
+
+@pytest.mark.parametrize("cls,mode,extra", RNN_CASES, ids=[c[1] for c in RNN_CASES])
+@pytest.mark.parametrize("bidirectional", [False, True])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_recurrent_layers_match_numpy(cls, mode, extra, bidirectional, batch_first):
+    dirs = 2 if bidirectional else 1
+    layer = cls(
+        3,
+        4,
+        num_layers=2,
+        batch_first=batch_first,
+        bidirectional=bidirectional,
+        key=KEY,
+        dtype=np.float64,
+        **extra,
+    )
+    g = {"rnn_tanh": 1, "rnn_relu": 1, "lstm": 4, "gru": 3}[mode]
+    assert layer.weight_ih_l0.shape == (3, g * 4)
+    assert layer.weight_ih_l1.shape == (dirs * 4, g * 4)
+    assert layer.weight_hh_l1.shape == (4, g * 4) and layer.bias_hh_l1.shape == (g * 4,)
+    assert ("weight_ih_l1_reverse" in layer.parameters) == bidirectional
+    x = RNG.standard_normal((5, 2, 3))  # (L, N, in)
+    h0, c0 = RNG.standard_normal((2 * dirs, 2, 4)), RNG.standard_normal((2 * dirs, 2, 4))
+    hx = (T(h0), T(c0)) if mode == "lstm" else T(h0)
+    xin = x.swapaxes(0, 1) if batch_first else x
+    out, hn = layer(T(xin), hx)
+    ref_out, ref_h, ref_c = np_rnn_layers(mode, np_params(layer), x, h0, c0, 2, dirs)
+    if batch_first:
+        ref_out = ref_out.swapaxes(0, 1)
+    np.testing.assert_allclose(out.numpy(), ref_out, rtol=1e-12, atol=1e-14)
+    if mode == "lstm":
+        hn, cn = hn
+        np.testing.assert_allclose(cn.numpy(), ref_c, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(hn.numpy(), ref_h, rtol=1e-12, atol=1e-14)
+    # unbatched input: (L, in), states (layers * dirs, H)
+    hx1 = (T(h0[:, 0]), T(c0[:, 0])) if mode == "lstm" else T(h0[:, 0])
+    out1, hn1 = layer(T(x[:, 0]), hx1)
+    np.testing.assert_allclose(
+        out1.numpy(),
+        np_rnn_layers(mode, np_params(layer), x[:, :1], h0[:, :1], c0[:, :1], 2, dirs)[0][:, 0],
+        rtol=1e-12,
+        atol=1e-14,
+    )
+    assert (hn1[0] if mode == "lstm" else hn1).shape == (2 * dirs, 4)
+
+
+@pytest.mark.parametrize("cls,mode,extra", RNN_CASES, ids=[c[1] for c in RNN_CASES])
+def test_recurrent_layers_against_torch(cls, mode, extra):
+    torch = pytest.importorskip("torch")
+    tcls = {nn.RNN: torch.nn.RNN, nn.LSTM: torch.nn.LSTM, nn.GRU: torch.nn.GRU}[cls]
+    ref = tcls(3, 4, num_layers=2, bidirectional=True, batch_first=True, **extra).double()
+    layer = cls(3, 4, num_layers=2, bidirectional=True, batch_first=True, **extra)
+    theirs = dict(ref.named_parameters())
+    assert set(theirs) == set(layer.parameters)  # PyTorch's names
+    params = {
+        k: T(v.detach().numpy().T.copy() if k.startswith("weight") else v.detach().numpy())
+        for k, v in theirs.items()
+    }
+    x = RNG.standard_normal((2, 5, 3))
+    out, hn = nn.functional_call(layer, params, T(x))
+    tout, thn = ref(torch.tensor(x))
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-12, atol=1e-14)
+    for a, b in zip(hn if mode == "lstm" else (hn,), thn if mode == "lstm" else (thn,)):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_recurrent_cell_modules_and_init():
+    for cls, g in ((nn.RNNCell, 1), (nn.LSTMCell, 4), (nn.GRUCell, 3)):
+        cell = cls(3, 5, key=KEY)
+        assert sorted(cell.parameters) == ["bias_hh", "bias_ih", "weight_hh", "weight_ih"]
+        assert cell.weight_ih.shape == (3, g * 5) and cell.weight_hh.shape == (5, g * 5)
+        bound = 1 / math.sqrt(5)  # PyTorch's U(-1/sqrt(hidden), 1/sqrt(hidden))
+        for p in cell.parameters():
+            assert np.abs(p.numpy()).max() <= bound
+        assert cls(3, 5, bias=False).params["bias_ih"] is None
+        x = randn(2, 3)
+        out = cell(x)
+        h = out[0] if cls is nn.LSTMCell else out
+        assert h.shape == (2, 5)
+        check_grads(pure(cell), (cell.params, x), order=2)
+    with pytest.raises(ValueError, match="RNNCell: nonlinearity must be"):
+        nn.RNNCell(3, 5, nonlinearity="gelu")
+
+
+def test_recurrent_cell_modules_against_torch():
+    torch = pytest.importorskip("torch")
+    x, h = RNG.standard_normal((2, 3)), RNG.standard_normal((2, 5))
+    for cls, tcls in (
+        (nn.RNNCell, torch.nn.RNNCell),
+        (nn.GRUCell, torch.nn.GRUCell),
+        (nn.LSTMCell, torch.nn.LSTMCell),
+    ):
+        ref = tcls(3, 5).double()
+        theirs = dict(ref.named_parameters())
+        assert set(theirs) == set(cls(3, 5).parameters)
+        params = {
+            k: T(v.detach().numpy().T.copy() if k.startswith("weight") else v.detach().numpy())
+            for k, v in theirs.items()
+        }
+        ours = nn.functional_call(
+            cls(3, 5), params, T(x), (T(h), T(h)) if cls is nn.LSTMCell else T(h)
+        )
+        ref_out = ref(
+            torch.tensor(x),
+            (torch.tensor(h), torch.tensor(h)) if cls is nn.LSTMCell else torch.tensor(h),
+        )
+        for a, b in zip(
+            ours if cls is nn.LSTMCell else (ours,), ref_out if cls is nn.LSTMCell else (ref_out,)
+        ):
+            np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-12)
+
+
+def test_gru_grads_dropout_between_layers_and_errors():
+    gru = nn.GRU(2, 3, num_layers=2, dropout=0.5, key=KEY, dtype=np.float64)
+    x = T(RNG.standard_normal((4, 2, 2)))
+    check_grads(lambda p, a: nn.functional_call(gru.eval(), p, a)[0], (gru.params, x), order=2)
+    gru.train()
+    k = tg.random.key(3)
+    a = nn.functional_call(gru, gru.params, x, key=k)[0]
+    b = nn.functional_call(gru, gru.params, x, key=k)[0]
+    np.testing.assert_array_equal(a.numpy(), b.numpy())  # keyed dropout is reproducible
+    e = nn.functional_call(gru.eval(), gru.params, x)[0]
+    assert not np.allclose(a.numpy(), e.numpy())  # training drops between the layers
+    single = nn.GRU(2, 3, num_layers=1, dropout=0.5, key=KEY)
+    np.testing.assert_array_equal(  # no layer after the last: no dropout at all
+        single(x)[0].numpy(), single.eval()(x)[0].numpy()
+    )
+    with pytest.raises(ValueError, match="GRU: the sequence is empty"):
+        gru(T(np.zeros((0, 2, 2))))
+    with pytest.raises(ValueError, match="GRU: expected input_size 2"):
+        gru(T(np.zeros((4, 2, 3))))
+    with pytest.raises(ValueError, match=r"GRU: hidden state must have shape .* \(2, 2, 3\)"):
+        gru(x, T(np.zeros((1, 2, 3))))
+    with pytest.raises(ValueError, match="GRU: input must have shape"):
+        gru(T(np.zeros(3)))
+    with pytest.raises(TypeError, match="LSTM: hx must be a pair"):
+        nn.LSTM(2, 3)(x, T(np.zeros((1, 2, 3))))
+    with pytest.raises(ValueError, match=r"GRU: dropout must lie in \[0, 1\)"):
+        nn.GRU(2, 3, dropout=1.0)
+    with pytest.raises(ValueError, match="RNN: nonlinearity must be"):
+        nn.RNN(2, 3, nonlinearity="sigmoid")

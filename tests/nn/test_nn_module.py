@@ -221,3 +221,161 @@ def test_optimizer_built_from_a_module_writes_parameters_back():
     assert opt.params["weight"] is model.weight
     with pytest.raises(ValueError, match="weight has shape"):
         model._set_params({"weight": tg.Tensor(np.zeros((1, 1), np.float32)), "bias": model.bias})
+
+
+# -- PyTorch's names: parameters(), named_parameters(), Sequential ---------------------------
+def test_parameters_call_iterates_the_pytree_leaves_in_order():
+    net = Net()
+    leaves = tg.tree.tree_leaves(net.params)
+    assert [id(p) for p in net.parameters()] == [id(p) for p in leaves]
+    names = [n for n, _ in net.named_parameters()]
+    assert names == list(net.parameters)  # the seeds' flat dict, same order
+    assert names == ["bn.bias", "bn.weight", "fc.bias", "fc.weight", "head.bias", "head.weight"]
+    net.eval()
+    grads = tg.grad(lambda p: F.mse_loss(nn.functional_call(net, p, X)[0], 0.0))(net.params)
+    for (name, p), g in zip(net.named_parameters(), tg.tree.tree_leaves(grads)):
+        assert g.shape == p.shape, name  # named_parameters zips with a gradient pytree
+    assert [n for n, _ in net.named_parameters(prefix="model")][0] == "model.bn.bias"
+    assert list(net.named_parameters(recurse=False)) == []
+    assert list(net.parameters(recurse=False)) == []
+    lin = nn.Linear(2, 3, bias=False)
+    assert [n for n, _ in lin.named_parameters()] == ["weight"]  # a None bias is no leaf
+    assert list(lin.parameters(recurse=False)) == [lin.weight]
+    it = net.parameters()
+    assert iter(it) is it and next(it) is leaves[0]
+    assert sum(p.size for p in net.parameters()) == net.num_parameters()
+
+
+X = tg.Tensor(np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32))
+
+
+def test_optimizer_from_parameters_iterator_updates_the_module():
+    """PyTorch's ``optim.SGD(model.parameters(), lr)`` writes the new values back."""
+    from tapegrad import optim
+
+    model = nn.Sequential(nn.Linear(3, 4, key=tg.random.key(0)), nn.Tanh(), nn.Linear(4, 1))
+    y = tg.random.normal(tg.random.key(2), (5, 1))
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    w0 = model[0].weight.numpy().copy()
+    grads = tg.grad(lambda p: F.mse_loss(nn.functional_call(model, p, X), y))(model.params)
+    opt.step(grads)
+    expected = w0 - 0.1 * grads["0"]["weight"].numpy()
+    np.testing.assert_allclose(model[0].weight.numpy(), expected, rtol=1e-6)
+
+
+def test_parameters_view_is_a_dict_and_a_pytree():
+    """``model.parameters`` (the seeds' flat dict) flattens like a dict, not as one leaf."""
+    net = Net()
+    view = net.parameters
+    assert isinstance(view, dict) and view["fc.weight"] is net.fc.weight
+    assert tg.tree.tree_leaves(view) == [view[k] for k in sorted(view)]
+    doubled = tg.tree.tree_map(lambda p: p * 2, view)
+    assert type(doubled) is dict and sorted(doubled) == sorted(view)
+    np.testing.assert_array_equal(doubled["head.bias"].numpy(), 2 * net.head.bias.numpy())
+
+
+def test_optimizer_from_the_parameters_dict_updates_the_module():
+    """The seeds' ``Adam(model.parameters, lr)`` trains the module too."""
+    from tapegrad import optim
+
+    model = nn.Sequential(nn.Linear(3, 1, key=tg.random.key(0)))
+    y = tg.random.normal(tg.random.key(2), (5, 1))
+    opt = optim.SGD(model.parameters, lr=0.1)
+    w0 = model[0].weight.numpy().copy()
+    grads = tg.grad(lambda p: F.mse_loss(nn.functional_call(model, p, X), y))(model.params)
+    opt.step(grads)
+    expected = w0 - 0.1 * grads["0"]["weight"].numpy()
+    np.testing.assert_allclose(model[0].weight.numpy(), expected, rtol=1e-6)
+
+
+def test_sequential_applies_in_order_with_pytorch_names():
+    k1, k2 = tg.random.split(tg.random.key(0))
+    seq = nn.Sequential(nn.Linear(3, 4, key=k1), nn.ReLU(), nn.Linear(4, 2, key=k2))
+    assert len(seq) == 3 and isinstance(seq[1], nn.ReLU)
+    ref = F.linear(F.relu(F.linear(X, seq[0].weight, seq[0].bias)), seq[2].weight, seq[2].bias)
+    np.testing.assert_array_equal(seq(X).numpy(), ref.numpy())
+    assert sorted(seq.parameters) == ["0.bias", "0.weight", "2.bias", "2.weight"]
+    assert set(seq.params) == {"0", "1", "2"} and seq.params["1"] == {}
+    grads = tg.grad(lambda p: nn.functional_call(seq, p, X).sum())(seq.params)
+    assert grads["2"]["weight"].shape == (4, 2)
+    head = seq[1:]
+    assert isinstance(head, nn.Sequential) and [type(m) for m in head] == [nn.ReLU, nn.Linear]
+    assert sorted(head.parameters) == ["2.bias", "2.weight"]  # slicing keeps the names
+    seq.append(nn.Sigmoid())
+    assert len(seq) == 4 and np.all((seq(X).numpy() > 0) & (seq(X).numpy() < 1))
+    assert "(3): Sigmoid()" in repr(seq)
+
+
+def test_sequential_from_a_dict_and_errors():
+    from collections import OrderedDict
+
+    seq = nn.Sequential(OrderedDict([("hidden", nn.Linear(3, 4)), ("act", nn.GELU())]))
+    assert list(seq._modules) == ["hidden", "act"]
+    assert sorted(seq.parameters) == ["hidden.bias", "hidden.weight"]
+    assert seq(X).shape == (5, 4)
+    with pytest.raises(TypeError, match="Sequential: entry '1' must be a Module, got function"):
+        nn.Sequential(nn.ReLU(), F.relu)
+    with pytest.raises(ValueError, match="must not contain '.'"):
+        nn.Sequential({"a.b": nn.ReLU()})
+    with pytest.raises(TypeError, match="names must be non-empty strings"):
+        nn.Sequential({"": nn.ReLU()})
+    with pytest.raises(TypeError, match="must be a Module"):
+        nn.Sequential().append(3)
+    assert nn.Sequential()(X) is X
+
+
+def test_modules_iterates_every_submodule():
+    net = Net()
+    assert [type(m).__name__ for m in net.modules()] == [
+        "Net",
+        "Linear",
+        "BatchNorm",
+        "Dropout",
+        "Linear",
+    ]
+
+
+# -- AbstractLLMForwardFn --------------------------------------------------------------------
+class _NextToken(nn.AbstractLLMForwardFn):
+    def train(self, model, batch_data):
+        return model(batch_data)
+
+    def sample(self, model, batch_data):
+        return model(batch_data)[:, -1]
+
+
+def test_llm_forward_fn_dispatches_on_mode():
+    embed = nn.Embedding(7, 7, key=tg.random.key(0))
+    ids = np.array([[1, 2, 3], [4, 5, 6]])
+    fn = _NextToken()
+    np.testing.assert_array_equal(fn(embed, ids).numpy(), embed(ids).numpy())  # "train"
+    np.testing.assert_array_equal(fn(embed, ids, mode="train").numpy(), embed(ids).numpy())
+    np.testing.assert_array_equal(fn(embed, ids, "sample").numpy(), embed(ids).numpy()[:, -1])
+    # the model may be a pure function of the inputs, so it composes with grad
+    g = tg.grad(lambda p: fn(lambda x: nn.functional_call(embed, p, x), ids).sum())(embed.params)
+    assert g["weight"].shape == (7, 7)
+    with pytest.raises(ValueError, match="_NextToken: mode must be one of .* got 'eval'"):
+        fn(embed, ids, mode="eval")
+
+
+def test_llm_forward_fn_is_abstract():
+    with pytest.raises(TypeError, match="abstract"):
+        nn.AbstractLLMForwardFn()
+
+    class OnlyTrain(nn.AbstractLLMForwardFn):
+        def train(self, model, batch_data):
+            return model(batch_data)
+
+    with pytest.raises(TypeError, match="abstract"):
+        OnlyTrain()
+
+
+def test_sequential_parameter_names_match_torch():
+    torch = pytest.importorskip("torch")
+    ours = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Conv1d(4, 2, 3), nn.GroupNorm(1, 2))
+    theirs = torch.nn.Sequential(
+        torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Conv1d(4, 2, 3), torch.nn.GroupNorm(1, 2)
+    )
+    assert sorted(n for n, _ in ours.named_parameters()) == sorted(
+        n for n, _ in theirs.named_parameters()
+    )

@@ -120,3 +120,80 @@ def test_mlp_params_are_a_pure_pytree():
     assert len(tg.tree.tree_leaves(params)) == 4
     with pytest.raises(ValueError, match="at least input and output"):
         init.mlp(tr.key(0), (3,))
+
+
+# -- orthogonal, trunc_normal ----------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(6, 4), (4, 6), (5, 5), (8, 2, 3), (2, 3, 2, 2)])
+def test_orthogonal_is_semi_orthogonal_and_matches_the_numpy_reference(shape):
+    k = tr.key(3)
+    w = init.orthogonal(k, shape, np.float64, gain=1.5).numpy()
+    assert w.shape == shape
+    rows, cols = shape[0], math.prod(shape[1:])
+    m = w.reshape(rows, cols)
+    gram = m.T @ m if rows >= cols else m @ m.T
+    np.testing.assert_allclose(gram, 1.5**2 * np.eye(min(rows, cols)), atol=1e-12)
+    # reference: QR of the same Gaussian draw with Q's columns sign-corrected by diag(R)
+    a = tr.normal(k, (max(rows, cols), min(rows, cols)), np.float64).numpy()
+    q, r = np.linalg.qr(a)
+    q = q * np.sign(np.diag(r))
+    ref = q if rows >= cols else q.T
+    np.testing.assert_allclose(m, 1.5 * ref, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(w, init.orthogonal(k, shape, np.float64, gain=1.5).numpy())
+    assert init.orthogonal(k, shape).dtype == np.float32
+
+
+def test_orthogonal_sign_correction_gives_haar_samples():
+    """Without the sign correction, LAPACK's Householder QR makes diag(R) negative, so
+    Q[0, 0] = a00 / R00 would never be positive; Haar samples have E[Q[0, 0]] = 0."""
+    keys = tr.split(tr.key(0), 400)
+    q00 = np.array([init.orthogonal(k, (2, 2), np.float64).numpy()[0, 0] for k in keys])
+    assert abs(q00.mean()) < 0.1 and (q00 > 0).mean() > 0.4 and (q00 < 0).mean() > 0.4
+    # the angle of a Haar 2x2 rotation/reflection is uniform: |Q00| = |cos(theta)|
+    assert abs(np.mean(np.abs(q00)) - 2 / np.pi) < 0.05
+
+
+def test_orthogonal_against_torch_statistics_and_errors():
+    with pytest.raises(ValueError, match="orthogonal: needs a shape with at least 2 dims"):
+        init.orthogonal(tr.key(0), (4,))
+    assert init.orthogonal(tr.key(0), (0, 3)).shape == (0, 3)
+    torch = pytest.importorskip("torch")
+    t = torch.empty(6, 4, dtype=torch.float64)
+    torch.nn.init.orthogonal_(t, gain=2.0)
+    ours = init.orthogonal(tr.key(1), (6, 4), np.float64, gain=2.0).numpy()
+    np.testing.assert_allclose(ours.T @ ours, t.numpy().T @ t.numpy(), atol=1e-12)
+
+
+def test_trunc_normal_matches_the_truncated_distribution():
+    from scipy import stats
+
+    w = init.trunc_normal(tr.key(5), (20000,), np.float64, mean=1.0, std=2.0, a=-1.0, b=4.0)
+    x = w.numpy()
+    assert x.min() >= -1.0 and x.max() <= 4.0
+    ref = stats.truncnorm((-1.0 - 1.0) / 2.0, (4.0 - 1.0) / 2.0, loc=1.0, scale=2.0)
+    assert stats.kstest(x, ref.cdf).pvalue > 1e-3
+    assert abs(x.mean() - ref.mean()) < 0.03 and abs(x.std() - ref.std()) < 0.03
+    np.testing.assert_array_equal(
+        x, init.trunc_normal(tr.key(5), (20000,), np.float64, 1.0, 2.0, -1.0, 4.0).numpy()
+    )
+    # the bounds are absolute (PyTorch): std 0.02 with the default [-2, 2] is barely cut
+    small = init.trunc_normal(tr.key(6), (20000,), std=0.02).numpy()
+    assert small.dtype == np.float32 and abs(small.std() - 0.02) < 0.001
+    tail = init.trunc_normal(tr.key(7), (1000,), np.float64, a=5.0, b=6.0).numpy()
+    assert tail.min() >= 5.0 and tail.max() <= 6.0 and np.isfinite(tail).all()  # far tail
+    like = init.trunc_normal(tr.key(0), tg.Tensor(np.zeros((3, 4), np.float64)))
+    assert like.shape == (3, 4) and like.dtype == np.float64
+
+
+def test_trunc_normal_against_torch_and_errors():
+    with pytest.raises(ValueError, match="trunc_normal: std must be positive"):
+        init.trunc_normal(tr.key(0), (3,), std=0.0)
+    with pytest.raises(ValueError, match="trunc_normal: need a < b"):
+        init.trunc_normal(tr.key(0), (3,), a=1.0, b=1.0)
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    t = torch.empty(20000, dtype=torch.float64)
+    torch.nn.init.trunc_normal_(t, mean=0.5, std=1.0, a=0.0, b=3.0)
+    ours = init.trunc_normal(tr.key(1), (20000,), np.float64, 0.5, 1.0, 0.0, 3.0).numpy()
+    from scipy import stats
+
+    assert stats.ks_2samp(ours, t.numpy()).pvalue > 1e-3  # the same distribution

@@ -1,36 +1,67 @@
 """``tapegrad.nn``: pure neural-network functions and thin stateful layers over them.
 
 - :mod:`tapegrad.nn.functional`: activations, losses, linear/conv/pool, normalization,
-  dropout, embedding and attention as pure functions (``import tapegrad.nn.functional as F``).
+  dropout, embedding, recurrent cells and attention as pure functions
+  (``import tapegrad.nn.functional as F``).
 - :mod:`tapegrad.nn.init`: initializers, each taking a key; ``init.mlp`` builds a params pytree.
-- :class:`Module`, :class:`ModuleList` and the seeds' layers (:class:`Linear`,
-  :class:`Conv2d`, ...), with :func:`functional_call` to run a Module as a pure function of
-  its parameters.
+- :class:`Module`, :class:`ModuleList`, :class:`Sequential`, the seeds' layers
+  (:class:`Linear`, :class:`Conv2d`, ...) and PyTorch's names (:class:`ReLU`, :class:`GRU`,
+  :class:`GroupNorm`, ...), with :func:`functional_call` to run a Module as a pure function
+  of its parameters.
+- :func:`extract_windows` and :class:`AbstractLLMForwardFn`, from the seeds.
 """
 
 from tapegrad.nn import functional, init
+from tapegrad.nn.functional import extract_windows
 from tapegrad.nn.layers import (
+    GELU,
+    GRU,
+    LSTM,
+    RNN,
+    AdaptiveAvgPool2d,
+    AvgPool2d,
     BatchNorm,
+    Conv1d,
     Conv2d,
+    ConvTranspose2d,
     Dropout,
     Embedding,
+    Flatten,
+    GroupNorm,
+    GRUCell,
+    Identity,
     LayerNorm,
+    LeakyReLU,
     Linear,
+    LogSoftmax,
     LongShortTermMemoryBlock,
+    LSTMCell,
     MaxPool2d,
     MultiHeadAttention,
     RecurrentBlock,
+    ReLU,
     ResidualBlock,
+    RMSNorm,
+    RNNCell,
     ScaledDotProductAttention,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Tanh,
 )
-from tapegrad.nn.module import Module, ModuleList, functional_call
+from tapegrad.nn.lm import AbstractLLMForwardFn
+from tapegrad.nn.module import Module, ModuleList, Sequential, functional_call
 
 __all__ = [
     "functional",
     "init",
     "functional_call",
+    "extract_windows",
+    "AbstractLLMForwardFn",
     "Module",
     "ModuleList",
+    "Sequential",
+    # the seeds' layers
     "Linear",
     "Conv2d",
     "MaxPool2d",
@@ -43,4 +74,27 @@ __all__ = [
     "Dropout",
     "ScaledDotProductAttention",
     "MultiHeadAttention",
+    # PyTorch's names
+    "ReLU",
+    "GELU",
+    "Tanh",
+    "Sigmoid",
+    "SiLU",
+    "LeakyReLU",
+    "Softmax",
+    "LogSoftmax",
+    "Flatten",
+    "Identity",
+    "Conv1d",
+    "ConvTranspose2d",
+    "AvgPool2d",
+    "AdaptiveAvgPool2d",
+    "RMSNorm",
+    "GroupNorm",
+    "RNNCell",
+    "LSTMCell",
+    "GRUCell",
+    "RNN",
+    "LSTM",
+    "GRU",
 ]

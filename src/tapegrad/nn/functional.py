@@ -1,5 +1,5 @@
 """Pure neural-network functions: activations, losses, linear/convolution/pooling layers,
-normalization, dropout, embedding and attention.
+normalization, dropout, embedding, recurrent cells and attention.
 
 Every function here is pure: parameters come in as Tensors (or pytrees of them), randomness as
 an explicit ``key`` from :mod:`tapegrad.random`, running statistics as explicit inputs and
@@ -56,16 +56,30 @@ __all__ = [
     "binary_cross_entropy_with_logits",
     "cross_entropy",
     "hinge_loss",
+    "nll_loss",
+    "l1_loss",
+    "huber_loss",
+    "smooth_l1_loss",
+    "kl_div",
     # layers
     "linear",
     "mlp",
+    "conv1d",
     "conv2d",
+    "conv_transpose2d",
     "max_pool2d",
     "avg_pool2d",
+    "adaptive_avg_pool2d",
+    "extract_windows",
     "dropout",
     "layer_norm",
+    "rms_norm",
+    "group_norm",
     "batch_norm",
     "embedding",
+    "rnn_cell",
+    "lstm_cell",
+    "gru_cell",
     "scaled_dot_product_attention",
     "multi_head_attention",
     # fused primitives (the seeds' Function classes among them)
@@ -375,12 +389,34 @@ def _loss_scale(ctx, g):
     return g * (1.0 / ctx.n) if ctx.reduction == "mean" and ctx.n else g
 
 
+def _check_loss_shapes(who: str, pred_shape, target_shape, pred="y_pred", target="y_true"):
+    """Raise ValueError unless the target has the prediction's shape (or is a scalar).
+
+    An elementwise loss never broadcasts a target against a prediction of another shape: a
+    ``(N, 1)`` prediction against an ``(N,)`` target would otherwise compare every prediction
+    with every target (an ``(N, N)`` loss) and give a silently wrong answer.
+    """
+    pred_shape, target_shape = tuple(pred_shape), tuple(target_shape)
+    if target_shape == pred_shape or target_shape == ():
+        return
+    hint = ""
+    if math.prod(pred_shape) == math.prod(target_shape):
+        hint = f" Reshape one to the other (for example {target}.reshape({pred_shape}))."
+    raise ValueError(
+        f"{who}: {pred} of shape {pred_shape} and {target} of shape {target_shape} differ; the "
+        f"loss compares them elementwise, so {target} must have {pred}'s shape (or be a "
+        f"scalar).{hint}"
+    )
+
+
 class _Loss(Function):
-    """Base of the seeds' loss Functions: inputs ``(y_pred, y_true)``, keyword ``reduction``."""
+    """Base of the seeds' loss Functions: inputs ``(y_pred, y_true)`` of one shape (or a scalar
+    ``y_true``), keyword ``reduction``."""
 
     @classmethod
     def output_shape(cls, a, b, reduction="mean"):
-        return tuple(np.broadcast_shapes(tuple(a), tuple(b))) if reduction == "none" else ()
+        _check_loss_shapes(cls.oper, a, b)
+        return tuple(a) if reduction == "none" else ()
 
 
 def _cotangents(ctx, ga, gb):
@@ -398,6 +434,7 @@ class MeanSquaredLoss(_Loss):
 
     @staticmethod
     def forward(ctx, y_pred, y_true, reduction="mean"):
+        _check_loss_shapes("mean_squared_loss", y_pred.shape, y_true.shape)
         d = y_pred - y_true
         return _loss_forward(ctx, y_pred, y_true, d * d, reduction)
 
@@ -420,6 +457,7 @@ class BinaryCrossEntropy(_Loss):
 
     @staticmethod
     def forward(ctx, y_pred, y_true, reduction="mean"):
+        _check_loss_shapes("binary_cross_entropy", y_pred.shape, y_true.shape)
         xp = ctx.backend
         with np.errstate(divide="ignore"):
             lp = xp.maximum(xp.log(y_pred), -100)
@@ -452,6 +490,7 @@ class BinaryCrossEntropyWithLogits(_Loss):
 
     @staticmethod
     def forward(ctx, y_pred, y_true, reduction="mean"):
+        _check_loss_shapes("binary_cross_entropy_with_logits", y_pred.shape, y_true.shape)
         xp = ctx.backend
         x = y_pred
         per = xp.maximum(x, 0) + xp.log1p(xp.exp(-xp.abs(x))) - x * y_true
@@ -478,6 +517,7 @@ class HingeLoss(_Loss):
 
     @staticmethod
     def forward(ctx, y_pred, y_true, reduction="none"):
+        _check_loss_shapes("hinge_loss", y_pred.shape, y_true.shape)
         per = ctx.backend.maximum(1 - y_true * y_pred, 0)
         return _loss_forward(ctx, y_pred, y_true, per, reduction)
 
@@ -497,12 +537,7 @@ def _loss_inputs(y_pred, y_true, reduction, who):
     _check_reduction(reduction, who)
     p = _floating(y_pred, who, "y_pred")
     y = _like(y_true, p)
-    try:
-        np.broadcast_shapes(p.shape, y.shape)
-    except ValueError:
-        raise ValueError(
-            f"{who}: y_pred of shape {p.shape} and y_true of shape {y.shape} do not broadcast"
-        ) from None
+    _check_loss_shapes(who, p.shape, y.shape)
     return p, y
 
 
@@ -511,14 +546,15 @@ def mean_squared_loss(y_pred, y_true, reduction: str = "mean", **kwargs) -> Tens
 
     Args:
         y_pred: Floating Tensor of any shape.
-        y_true: Targets broadcastable with ``y_pred`` (Tensor, array, list or number).
+        y_true: Targets of ``y_pred``'s shape, or a scalar (Tensor, array, list or number).
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` (elementwise squares).
 
     Returns:
-        Scalar Tensor (or the broadcast shape for ``"none"``) of ``y_pred``'s dtype.
+        Scalar Tensor (``y_pred``'s shape for ``"none"``) of ``y_pred``'s dtype.
 
     Raises:
-        ValueError: for an unknown reduction or shapes that do not broadcast.
+        ValueError: for an unknown reduction or a ``y_true`` whose shape differs from
+            ``y_pred``'s (and is not a scalar).
 
     Example:
         >>> import tapegrad as tg
@@ -540,15 +576,15 @@ def binary_cross_entropy(y_pred, y_true, reduction: str = "mean", **kwargs) -> T
 
     Args:
         y_pred: Probabilities in ``[0, 1]``, floating Tensor of any shape.
-        y_true: Targets in ``[0, 1]`` broadcastable with ``y_pred``.
+        y_true: Targets in ``[0, 1]`` of ``y_pred``'s shape, or a scalar.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
 
     Returns:
-        Scalar Tensor (or the broadcast shape for ``"none"``), in nats.
+        Scalar Tensor (``y_pred``'s shape for ``"none"``), in nats.
 
     Raises:
         ValueError: if ``y_pred`` has values outside ``[0, 1]``, for a bad reduction or
-            shapes that do not broadcast.
+            a ``y_true`` whose shape differs from ``y_pred``'s (and is not a scalar).
     """
     p, y = _loss_inputs(y_pred, y_true, reduction, "binary_cross_entropy")
     arr = p.numpy()
@@ -570,14 +606,15 @@ def binary_cross_entropy_with_logits(y_pred, y_true, reduction: str = "mean", **
 
     Args:
         y_pred: Logits, floating Tensor of any shape.
-        y_true: Targets in ``[0, 1]`` broadcastable with ``y_pred``.
+        y_true: Targets in ``[0, 1]`` of ``y_pred``'s shape, or a scalar.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
 
     Returns:
-        Scalar Tensor (or the broadcast shape for ``"none"``), in nats.
+        Scalar Tensor (``y_pred``'s shape for ``"none"``), in nats.
 
     Raises:
-        ValueError: for a bad reduction or shapes that do not broadcast.
+        ValueError: for a bad reduction or a ``y_true`` whose shape differs from ``y_pred``'s
+            (and is not a scalar).
     """
     x, y = _loss_inputs(y_pred, y_true, reduction, "binary_cross_entropy_with_logits")
     return BinaryCrossEntropyWithLogits.apply(x, y, reduction=reduction)
@@ -684,6 +721,7 @@ class CrossEntropy(Function):
     @staticmethod
     def forward(ctx, logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
         xp = ctx.backend
+        _check_class_targets("cross_entropy", logits.shape, target.shape)
         ctx.save_for_backward(logits, target)
         ctx.ignore_index = ignore_index
         ctx.label_smoothing = label_smoothing
@@ -726,6 +764,7 @@ class CrossEntropy(Function):
 
     @classmethod
     def output_shape(cls, logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+        _check_class_targets("cross_entropy", logits, target)
         return tuple(target) if reduction == "none" else ()
 
     @classmethod
@@ -794,6 +833,18 @@ class CrossEntropyGrad(Function):
         return np.dtype(logits)
 
 
+def _check_class_targets(who: str, logits_shape, target_shape, pred="y_pred", target="y_true"):
+    """Raise ValueError unless class-index targets have the logits' shape minus the class axis."""
+    logits_shape, target_shape = tuple(logits_shape), tuple(target_shape)
+    if len(logits_shape) < 1 or logits_shape[-1] < 1:
+        raise ValueError(f"{who}: {pred} must have a non-empty class axis, got {logits_shape}")
+    if target_shape != logits_shape[:-1]:
+        raise ValueError(
+            f"{who}: {target} of shape {target_shape} does not match {pred} of shape "
+            f"{logits_shape}; expected {logits_shape[:-1]} (class indices, classes last)"
+        )
+
+
 def _int_targets(y_true, who: str) -> Tensor:
     if isinstance(y_true, Tensor):
         t = y_true
@@ -817,28 +868,47 @@ def cross_entropy(
     ignore_index: int = -100,
     label_smoothing: float = 0.0,
     reduction: str = "mean",
+    *,
+    weight=None,
 ) -> Tensor:
-    """Cross-entropy of raw logits against class indices (the seeds' ``CrossEntropy``).
+    """Cross-entropy of raw logits against class indices or class probabilities (the seeds'
+    ``CrossEntropy``, with PyTorch's soft targets and class weights).
 
-    A fused, stable log-softmax over the last axis (see :class:`CrossEntropy`), with optional
-    ignored targets and label smoothing ``T = (1 - eps) onehot + eps / C``.
+    Two kinds of target, told apart by shape (as in PyTorch):
+
+    - **class indices**, shape ``y_pred.shape[:-1]``: ``loss_i = -sum_c T_ic
+      log_softmax(y_pred_i)_c`` with ``T = (1 - eps) onehot(y_true_i) + eps / C`` (label
+      smoothing); entries equal to ``ignore_index`` contribute nothing. Without ``weight``
+      this is one fused, stable Function (see :class:`CrossEntropy`).
+    - **class probabilities**, floating, of ``y_pred``'s own shape: ``loss_i = -sum_c
+      T_ic log_softmax(y_pred_i)_c`` with ``T = (1 - eps) y_true_i + eps / C``.
+
+    With ``weight`` (one non-negative weight per class), each term ``T_ic (-log p_ic)`` is
+    multiplied by ``weight[c]``; the ``"mean"`` of class-index targets then divides by the
+    sum of ``weight[y_true_i]`` over non-ignored targets (PyTorch's weighted mean).
 
     Args:
         y_pred: Logits of shape ``(N, C)`` or ``(N, T, C)`` (generally ``(..., C)``), floating.
-        y_true: Class indices of shape ``(N,)`` or ``(N, T)`` (``y_pred.shape[:-1]``), integer
-            (integral floats are accepted), each in ``[0, C)`` or equal to ``ignore_index``.
-        ignore_index: Target value that contributes neither loss nor gradient.
+        y_true: Either class indices of shape ``y_pred.shape[:-1]``, integer (integral floats
+            are accepted), each in ``[0, C)`` or equal to ``ignore_index``; or class
+            probabilities of ``y_pred``'s shape, floating (each row usually sums to 1).
+        ignore_index: Class-index target value that contributes neither loss nor gradient.
+            Not applicable to probability targets.
         label_smoothing: ``eps`` in ``[0, 1]``.
-        reduction: ``"mean"`` (over non-ignored targets; 0.0 when all are ignored),
-            ``"sum"`` or ``"none"`` (shape of ``y_true``, zeros at ignored targets).
+        reduction: ``"mean"`` (class indices: over non-ignored targets, weighted by
+            ``weight``, 0.0 when all are ignored; probabilities: over the ``prod(shape[:-1])``
+            rows), ``"sum"`` or ``"none"`` (shape ``y_pred.shape[:-1]``, zeros at ignored
+            targets).
+        weight: Keyword-only; optional floating Tensor of shape ``(C,)``.
 
     Returns:
         Tensor of ``y_pred``'s dtype, in nats.
 
     Raises:
-        TypeError: for non-floating logits or non-integer targets.
-        ValueError: for mismatched shapes, targets out of range, a bad ``label_smoothing`` or
-            ``reduction``.
+        TypeError: for non-floating logits, non-integer class indices or non-floating weights.
+        ValueError: for a ``y_true`` shape that is neither ``y_pred.shape[:-1]`` nor
+            ``y_pred.shape``, targets out of range, ``ignore_index`` given with probability
+            targets, a bad ``label_smoothing``, ``weight`` shape or ``reduction``.
 
     References:
         Szegedy et al., "Rethinking the Inception Architecture for Computer Vision", CVPR 2016
@@ -850,20 +920,43 @@ def cross_entropy(
         >>> loss = tg.nn.functional.cross_entropy(logits, [0], label_smoothing=0.1)
         >>> round(float(loss), 4)
         0.5137
+        >>> soft = tg.nn.functional.cross_entropy(logits, tg.Tensor([[1.0, 0.0, 0.0]]))
+        >>> round(float(soft), 4)
+        0.417
     """
     who = "cross_entropy"
     _check_reduction(reduction, who)
     logits = _floating(y_pred, who, "y_pred")
-    target = _int_targets(y_true, who)
     if logits.ndim < 1 or logits.shape[-1] < 1:
         raise ValueError(f"{who}: y_pred must have a non-empty class axis, got {logits.shape}")
-    if target.shape != logits.shape[:-1]:
-        raise ValueError(
-            f"{who}: y_true of shape {target.shape} does not match y_pred of shape "
-            f"{logits.shape}; expected {logits.shape[:-1]} (class indices, classes last)"
-        )
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"{who}: label_smoothing must lie in [0, 1], got {label_smoothing}")
+    w = _class_weight(weight, logits, who)
+    probs = _soft_targets(y_true, logits)
+    if probs is not None:
+        if ignore_index != -100:
+            raise ValueError(
+                f"{who}: ignore_index={ignore_index} applies to class-index targets only; "
+                f"y_true of shape {probs.shape} holds class probabilities"
+            )
+        t = probs
+        if label_smoothing:
+            t = t * (1.0 - label_smoothing) + label_smoothing / logits.shape[-1]
+        lp = log_softmax(logits, axis=-1)
+        per = -tnp.sum(t * lp if w is None else t * lp * w, axis=-1)
+        return _reduce(per, reduction, count=per.size)
+    target = _int_targets(y_true, who)
+    _check_class_targets(who, logits.shape, target.shape)
+    if w is not None:
+        return _weighted_nll(
+            log_softmax(logits, axis=-1),
+            target,
+            w,
+            int(ignore_index),
+            label_smoothing,
+            reduction,
+            who,
+        )
     # targets outside [0, C) other than ignore_index: ValueError from the forward, which checks
     # them in the one reduction that also tells whether any target is ignored
     return CrossEntropy.apply(
@@ -875,6 +968,281 @@ def cross_entropy(
     )
 
 
+def _soft_targets(y_true, logits: Tensor):
+    """``y_true`` as a Tensor of ``logits``' dtype if it holds class probabilities (floating,
+    ``logits``' shape), else None (class indices)."""
+    t = y_true if isinstance(y_true, Tensor) else None
+    if t is None:
+        arr = y_true.get() if hasattr(y_true, "get") else y_true  # a CuPy array
+        shape, kind = np.shape(arr), np.asarray(arr).dtype.kind
+    else:
+        shape, kind = t.shape, t.dtype.kind
+    if kind != "f" or tuple(shape) != tuple(logits.shape):
+        return None
+    return _like(y_true, logits)
+
+
+def _class_weight(weight, logits: Tensor, who: str):
+    """``weight`` as a ``(C,)`` Tensor of ``logits``' dtype (None stays None)."""
+    if weight is None:
+        return None
+    w = weight if isinstance(weight, Tensor) else Tensor(np.asarray(weight))
+    if w.dtype.kind != "f":
+        raise TypeError(f"{who}: weight must be a floating Tensor, got dtype {w.dtype}")
+    c = logits.shape[-1]
+    if tuple(w.shape) != (c,):
+        raise ValueError(
+            f"{who}: weight must have shape ({c},) (one per class), got {tuple(w.shape)}"
+        )
+    return _like(w, logits)
+
+
+def _reduce(per: Tensor, reduction: str, count=None, denominator=None) -> Tensor:
+    """Reduce an elementwise loss: ``"none"``, ``"sum"``, or ``"mean"`` = the sum over
+    ``denominator`` (a Tensor; 0 where it is 0) or over ``count`` elements (NaN for no
+    elements when ``count`` is None, as NumPy's mean; 0 for a ``count`` of 0)."""
+    if reduction == "none":
+        return per
+    total = tnp.sum(per)
+    if reduction == "sum":
+        return total
+    if denominator is not None:
+        positive = denominator > 0
+        return tnp.where(positive, total / tnp.where(positive, denominator, 1.0), 0.0)
+    if count is None:
+        return total / per.size if per.size else total * math.nan
+    return total / max(count, 1)
+
+
+def _onehot(target: Tensor, n_classes: int, ref: Tensor) -> Tensor:
+    """``onehot(target)`` of ``ref``'s dtype, shape ``target.shape + (n_classes,)``; all
+    zeros for a target outside ``[0, n_classes)``. Recorded with tapegrad ops, so a replayed
+    tape reads new targets."""
+    classes = _const(np.arange(n_classes, dtype=np.dtype(target.dtype)), ref)
+    return tnp.astype(tnp.equal(tnp.expand_dims(target, -1), classes), ref.dtype)
+
+
+def _check_targets_in_range(target: Tensor, n_classes: int, ignore_index: int, who: str):
+    try:
+        _targets_all_valid(target.numpy(), n_classes, ignore_index)
+    except ValueError as e:
+        raise ValueError(f"{who}: {e}") from None
+
+
+def _weighted_nll(logp, target, weight, ignore_index, label_smoothing, reduction, who):
+    """``-sum_c w_c T_ic logp_ic`` over valid targets, ``T = (1 - eps) onehot + eps / C``;
+    ``"mean"`` divides by ``sum_i w[t_i]`` over valid targets (PyTorch's weighted mean)."""
+    c = logp.shape[-1]
+    _check_targets_in_range(target, c, ignore_index, who)
+    valid = tnp.astype(tnp.not_equal(target, ignore_index), logp.dtype)
+    mask = _onehot(target, c, logp) * tnp.expand_dims(valid, -1)  # ignored rows: all zero
+    if weight is not None:
+        mask = mask * weight
+    per = -tnp.sum(mask * logp, axis=-1)  # w[t_i] * nll_i
+    if label_smoothing:
+        wl = logp if weight is None else logp * weight
+        smooth = -tnp.sum(wl, axis=-1) * valid
+        per = (1.0 - label_smoothing) * per + (label_smoothing / c) * smooth
+    if reduction != "mean":
+        return _reduce(per, reduction)
+    return _reduce(per, reduction, denominator=tnp.sum(mask))
+
+
+def nll_loss(
+    input, target, weight=None, ignore_index: int = -100, reduction: str = "mean"
+) -> Tensor:
+    """Negative log-likelihood of log-probabilities at class indices
+    (``torch.nn.functional.nll_loss``, classes last).
+
+    ``loss_i = -weight[t_i] * input[i, t_i]``, 0 where ``t_i == ignore_index``, so
+    ``nll_loss(log_softmax(z), t) == cross_entropy(z, t)``.
+
+    Args:
+        input: Log-probabilities of shape ``(..., C)``, floating, **classes last** (as
+            :func:`cross_entropy` here; PyTorch puts them on axis 1).
+        target: Class indices of shape ``input.shape[:-1]``, integer (integral floats are
+            accepted), each in ``[0, C)`` or equal to ``ignore_index``.
+        weight: Optional floating Tensor of shape ``(C,)``: one weight per class.
+        ignore_index: Target value that contributes neither loss nor gradient.
+        reduction: ``"mean"`` (the sum over ``sum_i weight[t_i]`` of the non-ignored
+            targets; 0.0 when that is 0), ``"sum"`` or ``"none"`` (shape of ``target``).
+
+    Returns:
+        Tensor of ``input``'s dtype, in nats when ``input`` holds natural-log probabilities.
+
+    Raises:
+        TypeError: for non-floating input or weights, or non-integer targets.
+        ValueError: for mismatched shapes, targets out of range, a bad ``weight`` shape or
+            ``reduction``.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> F = tg.nn.functional
+        >>> logits = tg.Tensor([[2.0, 1.0, 0.1]])
+        >>> float(F.nll_loss(F.log_softmax(logits), [0])) == float(F.cross_entropy(logits, [0]))
+        True
+    """
+    who = "nll_loss"
+    _check_reduction(reduction, who)
+    logp = _floating(input, who)
+    target = _int_targets(target, who)
+    _check_class_targets(who, logp.shape, target.shape, "input", "target")
+    w = _class_weight(weight, logp, who)
+    return _weighted_nll(logp, target, w, int(ignore_index), 0.0, reduction, who)
+
+
+def _pair_loss_inputs(input, target, reduction, who, reductions=_REDUCTIONS):
+    if reduction not in reductions:
+        raise ValueError(f"{who}: reduction must be one of {reductions}, got {reduction!r}")
+    x = _floating(input, who)
+    y = _like(target, x)
+    _check_loss_shapes(who, x.shape, y.shape, "input", "target")
+    return x, y
+
+
+def l1_loss(input, target, reduction: str = "mean") -> Tensor:
+    """Mean absolute error ``|input - target|`` (``torch.nn.functional.l1_loss``).
+
+    The derivative at ``input == target`` is 0 (``sign(0)``, as PyTorch).
+
+    Args:
+        input: Floating Tensor of any shape.
+        target: Tensor of ``input``'s shape, or a scalar.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        Tensor of ``input``'s dtype: a scalar, or ``input``'s shape for ``"none"``.
+
+    Raises:
+        TypeError: for non-floating input.
+        ValueError: for a bad reduction or a target whose shape differs from ``input``'s.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> float(tg.nn.functional.l1_loss(tg.Tensor([1.0, -2.0]), tg.Tensor([0.0, 0.0])))
+        1.5
+    """
+    x, y = _pair_loss_inputs(input, target, reduction, "l1_loss")
+    return _reduce(tnp.abs(x - y), reduction)
+
+
+def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0) -> Tensor:
+    """Huber loss (``torch.nn.functional.huber_loss``): quadratic near 0, linear beyond
+    ``delta``.
+
+    ``0.5 d**2`` where ``|d| < delta`` else ``delta (|d| - 0.5 delta)``, ``d = input -
+    target``: continuous with a continuous first derivative (``d``, clipped to
+    ``[-delta, delta]``).
+
+    Args:
+        input: Floating Tensor of any shape.
+        target: Tensor of ``input``'s shape, or a scalar.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+        delta: Threshold ``> 0`` between the two regimes, in ``input``'s units.
+
+    Returns:
+        Tensor of ``input``'s dtype: a scalar, or ``input``'s shape for ``"none"``.
+
+    Raises:
+        ValueError: for ``delta <= 0``, a bad reduction or a target whose shape differs.
+
+    References:
+        Huber, "Robust Estimation of a Location Parameter", Ann. Math. Statist. 35(1), 1964.
+    """
+    x, y = _pair_loss_inputs(input, target, reduction, "huber_loss")
+    if not delta > 0:
+        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+    d = x - y
+    a = tnp.abs(d)
+    per = tnp.where(a < delta, 0.5 * d * d, delta * (a - 0.5 * delta))
+    return _reduce(per, reduction)
+
+
+def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0) -> Tensor:
+    """Smooth L1 loss (``torch.nn.functional.smooth_l1_loss``): ``huber_loss / beta``.
+
+    ``0.5 d**2 / beta`` where ``|d| < beta`` else ``|d| - 0.5 beta``; ``beta = 0`` is
+    :func:`l1_loss`.
+
+    Args:
+        input: Floating Tensor of any shape.
+        target: Tensor of ``input``'s shape, or a scalar.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+        beta: Threshold ``>= 0``.
+
+    Returns:
+        Tensor of ``input``'s dtype: a scalar, or ``input``'s shape for ``"none"``.
+
+    Raises:
+        ValueError: for ``beta < 0``, a bad reduction or a target whose shape differs.
+
+    References:
+        Girshick, "Fast R-CNN", ICCV 2015, eq. 3.
+    """
+    x, y = _pair_loss_inputs(input, target, reduction, "smooth_l1_loss")
+    if not beta >= 0:
+        raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
+    d = x - y
+    a = tnp.abs(d)
+    if beta == 0:
+        return _reduce(a, reduction)
+    per = tnp.where(a < beta, (0.5 / beta) * d * d, a - 0.5 * beta)
+    return _reduce(per, reduction)
+
+
+def kl_div(input, target, reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """Kullback-Leibler divergence ``KL(target || exp(input))`` pointwise
+    (``torch.nn.functional.kl_div``).
+
+    ``input`` holds log-probabilities (for example :func:`log_softmax`); ``target`` holds
+    probabilities, or log-probabilities with ``log_target=True``. Pointwise:
+    ``target * (log(target) - input)`` (0 where ``target == 0``: ``0 log 0 = 0``), or
+    ``exp(target) * (target - input)`` with ``log_target``.
+
+    Args:
+        input: Floating Tensor of log-probabilities, any shape ``(N, ...)``.
+        target: Tensor of ``input``'s shape (or a scalar): probabilities (``>= 0``; a negative
+            one gives NaN, as PyTorch) or, with ``log_target``, log-probabilities.
+        reduction: ``"mean"`` (the default, PyTorch's: over *every element*, which is not the
+            KL divergence), ``"batchmean"`` (the sum over ``N = input.shape[0]``: the mean KL
+            divergence per sample, in nats), ``"sum"`` or ``"none"``.
+        log_target: Whether ``target`` holds log-probabilities.
+
+    Returns:
+        Tensor of ``input``'s dtype: a scalar, or ``input``'s shape for ``"none"``.
+
+    Raises:
+        TypeError: for non-floating input.
+        ValueError: for a bad reduction, ``"batchmean"`` of a 0-d input, or a target whose
+            shape differs from ``input``'s.
+
+    References:
+        Kullback and Leibler, "On Information and Sufficiency", Ann. Math. Statist. 22(1),
+        1951.
+
+    Example:
+        >>> import tapegrad as tg, tapegrad.numpy as tnp
+        >>> F = tg.nn.functional
+        >>> p = tg.Tensor([[0.5, 0.5]])
+        >>> float(F.kl_div(tnp.log(p), p, reduction="batchmean"))
+        0.0
+    """
+    who = "kl_div"
+    x, t = _pair_loss_inputs(input, target, reduction, who, _REDUCTIONS + ("batchmean",))
+    if log_target:
+        per = tnp.exp(t) * (t - x)
+    else:
+        pos = t > 0
+        per = tnp.where(pos, t * tnp.log(tnp.where(pos, t, 1.0)), 0.0) - t * x
+        per = tnp.where(t < 0, math.nan, per)  # log of a negative probability
+    if reduction == "batchmean":
+        if x.ndim == 0:
+            raise ValueError(f"{who}: reduction='batchmean' needs an input with a batch axis")
+        total = tnp.sum(per)
+        return total / x.shape[0] if x.shape[0] else total * math.nan
+    return _reduce(per, reduction)
+
+
 def hinge_loss(y_pred, y_true, reduction: str = "none", **kwargs) -> Tensor:
     """Hinge loss ``max(0, 1 - y_true * y_pred)`` for labels in {-1, +1} (see
     :class:`HingeLoss`).
@@ -884,14 +1252,15 @@ def hinge_loss(y_pred, y_true, reduction: str = "none", **kwargs) -> Tensor:
 
     Args:
         y_pred: Scores, floating Tensor of any shape.
-        y_true: Labels (usually -1 or +1) broadcastable with ``y_pred``.
+        y_true: Labels (usually -1 or +1) of ``y_pred``'s shape, or a scalar.
         reduction: ``"none"`` (default, the seeds'), ``"mean"`` or ``"sum"``.
 
     Returns:
         Tensor of ``y_pred``'s dtype.
 
     Raises:
-        ValueError: for a bad reduction or shapes that do not broadcast.
+        ValueError: for a bad reduction or a ``y_true`` whose shape differs from ``y_pred``'s
+            (and is not a scalar).
     """
     x, y = _loss_inputs(y_pred, y_true, reduction, "hinge_loss")
     return HingeLoss.apply(x, y, reduction=reduction)
@@ -1314,6 +1683,194 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
     return Conv2d.apply(x, w, **conv) + tnp.reshape(bias, (1, c_out, 1, 1))
 
 
+def _single(v, name: str, who: str, minimum: int = 1) -> int:
+    if isinstance(v, (tuple, list)) and len(v) == 1:
+        v = v[0]
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{who}: {name} must be an int, got {v!r}")
+    if v < minimum:
+        raise ValueError(f"{who}: {name} must be >= {minimum}, got {v}")
+    return int(v)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """1-D convolution (cross-correlation, as in PyTorch) over ``(N, C, L)`` sequences.
+
+    Runs as :func:`conv2d` on a height-1 image, so it shares its vectorised im2col forward,
+    its transposes as gradients and every order of derivative.
+
+    Args:
+        input: Floating Tensor of shape ``(N, C_in, L)``.
+        weight: Tensor of shape ``(C_out, C_in / groups, k)``.
+        bias: Optional Tensor of shape ``(C_out,)``.
+        stride: Int >= 1.
+        padding: Int (zeros on both ends), ``"valid"`` (none) or ``"same"`` (output length
+            ``ceil(L / stride)``; extra odd padding at the end, as in TensorFlow; equal to
+            PyTorch's ``"same"`` for stride 1).
+        dilation: Int >= 1.
+        groups: Number of channel groups; divides ``C_in`` and ``C_out``.
+
+    Returns:
+        Tensor of shape ``(N, C_out, L_out)`` with
+        ``L_out = (L + 2 padding - dilation (k - 1) - 1) // stride + 1``.
+
+    Raises:
+        TypeError: for non-floating input or bad parameter kinds.
+        ValueError: for mismatched channels or groups, or an input shorter than the dilated
+            kernel.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> x = tg.random.normal(tg.random.key(0), (2, 3, 10))
+        >>> w = tg.random.normal(tg.random.key(1), (4, 3, 5))
+        >>> tg.nn.functional.conv1d(x, w, padding="same").shape
+        (2, 4, 10)
+    """
+    who = "conv1d"
+    x = _floating(input, who)
+    if x.ndim != 3:
+        raise ValueError(f"{who}: input must have shape (N, C, L), got {x.shape}")
+    w = tnp.asarray(weight)
+    if w.ndim != 3:
+        raise ValueError(f"{who}: weight must have shape (C_out, C_in/groups, k), got {w.shape}")
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"{who}: groups must be a positive int, got {groups!r}")
+    c_in, c_out = x.shape[1], w.shape[0]
+    if c_in % groups or c_out % groups or w.shape[1] != c_in // groups:
+        raise ValueError(
+            f"{who}: input has {c_in} channels and weight has shape {w.shape} with groups="
+            f"{groups}; need C_in and C_out divisible by groups and weight.shape[1] == "
+            f"C_in / groups"
+        )
+    s = _single(stride, "stride", who)
+    d = _single(dilation, "dilation", who)
+    k = w.shape[2]
+    if isinstance(padding, str):
+        if padding not in ("valid", "same"):
+            raise ValueError(f"{who}: padding must be 'valid', 'same' or an int, got {padding!r}")
+        pads = _resolve_padding(padding, (1, x.shape[2]), (1, k), (1, s), (1, d), who)
+    else:
+        p = _single(padding, "padding", who, minimum=0)
+        pads = (0, 0, p, p)
+    length = (x.shape[2] + pads[2] + pads[3] - d * (k - 1) - 1) // s + 1
+    if length < 1:
+        raise ValueError(
+            f"{who}: input of length {x.shape[2]} with padding {pads[2:]} is shorter than the "
+            f"dilated kernel (k={k}, dilation={d}); the output would be empty"
+        )
+    if w.dtype != x.dtype:
+        w = tnp.astype(w, x.dtype)
+    n = x.shape[0]
+    conv = dict(stride=(1, s), padding=pads, dilation=(1, d), groups=int(groups))
+    x4 = tnp.reshape(x, (n, c_in, 1, x.shape[2]))
+    w4 = tnp.reshape(w, (c_out, w.shape[1], 1, k))
+    if bias is not None:
+        bias = tnp.asarray(bias)
+        if bias.shape != (c_out,):
+            raise ValueError(f"{who}: bias must have shape ({c_out},), got {bias.shape}")
+        if bias.dtype != x.dtype:
+            bias = tnp.astype(bias, x.dtype)
+        y = Conv2d.apply(x4, w4, bias, **conv)
+    else:
+        y = Conv2d.apply(x4, w4, **conv)
+    return tnp.reshape(y, (n, c_out, length))
+
+
+def conv_transpose2d(
+    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+) -> Tensor:
+    """2-D transposed convolution (``torch.nn.functional.conv_transpose2d``): the gradient of
+    :func:`conv2d` with respect to its input, used to upsample.
+
+    ``y[n, o, i*s - p + a*d, j*s - p + b*d] += x[n, c, i, j] * w[c, o, a, b]`` (per group).
+    Runs as the input-gradient Function of :func:`conv2d` (col2im with a loop over kernel
+    offsets only), whose transposes are the convolution and its weight gradient, so every
+    order of derivative works.
+
+    Args:
+        input: Floating Tensor of shape ``(N, C_in, H, W)``.
+        weight: Tensor of shape ``(C_in, C_out / groups, kH, kW)`` (PyTorch's layout).
+        bias: Optional Tensor of shape ``(C_out,)``.
+        stride: Int or pair >= 1.
+        padding: Int or pair >= 0: ``dilation (k - 1) - padding`` zeros are implicitly added
+            to each side of the input (PyTorch's meaning).
+        output_padding: Int or pair >= 0, smaller than ``stride``: extra rows/columns at the
+            bottom/right of the output (to pick among the input sizes a stride-``s``
+            convolution maps to one size).
+        groups: Number of channel groups; divides ``C_in`` and ``C_out``.
+        dilation: Int or pair >= 1.
+
+    Returns:
+        Tensor of shape ``(N, C_out, H_out, W_out)`` with ``H_out = (H - 1) sH - 2 pH +
+        dH (kH - 1) + opH + 1``.
+
+    Raises:
+        TypeError: for non-floating input or bad parameter kinds.
+        ValueError: for mismatched channels or groups, ``output_padding >= stride`` or an
+            empty output.
+
+    References:
+        Dumoulin and Visin, "A guide to convolution arithmetic for deep learning",
+        arXiv:1603.07285, section 4.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> x = tg.random.normal(tg.random.key(0), (1, 4, 5, 5))
+        >>> w = tg.random.normal(tg.random.key(1), (4, 2, 3, 3))
+        >>> tg.nn.functional.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1).shape
+        (1, 2, 10, 10)
+    """
+    who = "conv_transpose2d"
+    x = _image(input, who)
+    w = tnp.asarray(weight)
+    if w.ndim != 4:
+        raise ValueError(
+            f"{who}: weight must have shape (C_in, C_out/groups, kH, kW), got {w.shape}"
+        )
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"{who}: groups must be a positive int, got {groups!r}")
+    c_in = x.shape[1]
+    c_out = w.shape[1] * groups
+    if w.shape[0] != c_in or c_in % groups:
+        raise ValueError(
+            f"{who}: input has {c_in} channels and weight has shape {w.shape} with groups="
+            f"{groups}; need weight.shape[0] == C_in, divisible by groups"
+        )
+    stride = _pair(stride, "stride", who)
+    dilation = _pair(dilation, "dilation", who)
+    ph, pw = _pair(padding, "padding", who, minimum=0)
+    oph, opw = _pair(output_padding, "output_padding", who, minimum=0)
+    if oph >= stride[0] or opw >= stride[1]:
+        raise ValueError(f"{who}: output_padding {(oph, opw)} must be smaller than stride {stride}")
+    kernel = tuple(w.shape[2:])
+    out_hw = tuple(
+        (size - 1) * s - 2 * p + d * (k - 1) + op + 1
+        for size, s, p, d, k, op in zip(x.shape[2:], stride, (ph, pw), dilation, kernel, (oph, opw))
+    )
+    if min(out_hw) < 1:
+        raise ValueError(
+            f"{who}: input of spatial size {x.shape[2:]} with padding {(ph, pw)} gives an empty "
+            f"output {out_hw}"
+        )
+    if w.dtype != x.dtype:
+        w = tnp.astype(w, x.dtype)
+    y = Conv2dInputGrad.apply(
+        x,
+        w,
+        in_hw=out_hw,
+        stride=stride,
+        padding=(ph, ph, pw, pw),
+        dilation=dilation,
+        groups=int(groups),
+    )
+    if bias is None:
+        return y
+    bias = tnp.asarray(bias)
+    if bias.shape != (c_out,):
+        raise ValueError(f"{who}: bias must have shape ({c_out},), got {bias.shape}")
+    return y + tnp.reshape(_like(bias, x), (1, c_out, 1, 1))
+
+
 # -- pooling ---------------------------------------------------------------------------------
 def _offset_views(x, kernel, stride, out_hw):
     """The ``kh * kw`` strided views ``(N, C, Ho, Wo)`` of ``x``, one per kernel offset, in
@@ -1543,6 +2100,65 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, count_include_pad=Tru
     return tnp.reshape(s, (n, c) + s.shape[2:])
 
 
+def _adaptive_matrix(size: int, out: int, dtype) -> np.ndarray:
+    """``(out, size)`` averaging matrix of PyTorch's adaptive bins: row ``i`` averages
+    ``[floor(i size / out), ceil((i + 1) size / out))``."""
+    m = np.zeros((out, size), dtype=dtype)
+    for i in range(out):
+        start, end = (i * size) // out, -(-((i + 1) * size) // out)
+        m[i, start:end] = 1.0 / (end - start)
+    return m
+
+
+def adaptive_avg_pool2d(input, output_size) -> Tensor:
+    """2-D adaptive average pooling (``torch.nn.functional.adaptive_avg_pool2d``): average
+    over PyTorch's bins so that the output has ``output_size``, whatever the input size.
+
+    Output ``(i, j)`` averages rows ``[floor(i H / Ho), ceil((i + 1) H / Ho))`` and the
+    columns likewise; the bins overlap when ``Ho`` does not divide ``H``. Computed as two
+    matrix products with constant averaging matrices (``A_h x A_w^T``), so it is linear and
+    differentiable to any order.
+
+    Args:
+        input: Floating Tensor of shape ``(N, C, H, W)`` or ``(C, H, W)``.
+        output_size: Int or pair ``(Ho, Wo)``; a ``None`` entry keeps that input size.
+
+    Returns:
+        Tensor of shape ``(..., Ho, Wo)``, ``input``'s dtype.
+
+    Raises:
+        TypeError: for non-floating input or a bad ``output_size`` kind.
+        ValueError: for another number of dims, or an output size < 1.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> x = tg.random.normal(tg.random.key(0), (2, 3, 7, 5))
+        >>> tg.nn.functional.adaptive_avg_pool2d(x, (3, None)).shape
+        (2, 3, 3, 5)
+    """
+    who = "adaptive_avg_pool2d"
+    x = _floating(input, who)
+    if x.ndim not in (3, 4):
+        raise ValueError(f"{who}: input must have shape (N, C, H, W) or (C, H, W), got {x.shape}")
+    if output_size is None or isinstance(output_size, (int, np.integer)):
+        output_size = (output_size, output_size)
+    if not isinstance(output_size, (tuple, list)) or len(output_size) != 2:
+        raise TypeError(f"{who}: output_size must be an int or a pair, got {output_size!r}")
+    h, w = x.shape[-2:]
+    ho, wo = (
+        size if o is None else _single(o, "output_size", who)
+        for o, size in zip(output_size, (h, w))
+    )
+    if ho == 0 or wo == 0:  # only from an empty input axis with None
+        raise ValueError(f"{who}: output size ({ho}, {wo}) must be >= 1")
+    y = x
+    if ho != h:
+        y = tnp.matmul(_const(_adaptive_matrix(h, ho, x.dtype), x), y)
+    if wo != w:
+        y = tnp.matmul(y, _const(_adaptive_matrix(w, wo, x.dtype).T.copy(), x))
+    return y
+
+
 # -- dropout, normalization, embedding -------------------------------------------------------
 def dropout(x, p: float = 0.5, key=None, training: bool = True, *, rate=None) -> Tensor:
     """Inverted dropout: zero each element with probability ``p``, scale the rest by
@@ -1694,6 +2310,122 @@ def batch_norm(
     if bias is not None:
         y = y + tnp.reshape(bias, bshape)
     return y, new_mean, new_var
+
+
+def _normalized_shape(x: Tensor, normalized_shape, who: str) -> tuple:
+    if isinstance(normalized_shape, (int, np.integer)):
+        ns = (int(normalized_shape),)
+    else:
+        ns = tuple(int(s) for s in normalized_shape)
+    if len(ns) == 0 or len(ns) > x.ndim or x.shape[x.ndim - len(ns) :] != ns:
+        raise ValueError(f"{who}: input of shape {x.shape} does not end with normalized_shape {ns}")
+    if 0 in ns:
+        raise ValueError(f"{who}: normalized_shape {ns} is empty; there is nothing to normalize")
+    return ns
+
+
+def rms_norm(input, normalized_shape, weight=None, eps: float | None = None) -> Tensor:
+    """Root-mean-square layer normalization (``torch.nn.functional.rms_norm``).
+
+    ``y = x / sqrt(mean(x**2) + eps) * weight``, the mean over the trailing
+    ``normalized_shape`` axes: layer normalization without re-centering and without a bias.
+
+    Args:
+        input: Floating Tensor of shape ``(..., *normalized_shape)``.
+        normalized_shape: Int or tuple: the trailing shape to normalize over.
+        weight: Optional Tensor of shape ``normalized_shape`` (the gain).
+        eps: Added to the mean square; ``None`` (PyTorch's default) means the machine
+            epsilon of ``input``'s dtype (``np.finfo(dtype).eps``).
+
+    Returns:
+        Tensor of ``input``'s shape and dtype.
+
+    Raises:
+        TypeError: for non-floating input.
+        ValueError: if ``input`` does not end with ``normalized_shape`` (or that is empty) or
+            ``weight`` has another shape.
+
+    References:
+        Zhang and Sennrich, "Root Mean Square Layer Normalization", NeurIPS 2019.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> y = tg.nn.functional.rms_norm(tg.Tensor([[3.0, 4.0]]), 2, eps=0.0)
+        >>> [round(v, 4) for v in y.numpy()[0].tolist()]
+        [0.8485, 1.1314]
+    """
+    who = "rms_norm"
+    x = _floating(input, who)
+    ns = _normalized_shape(x, normalized_shape, who)
+    if eps is None:
+        eps = float(np.finfo(x.dtype).eps)
+    axes = tuple(range(x.ndim - len(ns), x.ndim))
+    y = x / tnp.sqrt(tnp.mean(x * x, axis=axes, keepdims=True) + eps)
+    if weight is not None:
+        weight = tnp.asarray(weight)
+        if tuple(weight.shape) != ns:
+            raise ValueError(f"{who}: weight must have shape {ns}, got {tuple(weight.shape)}")
+        y = y * weight
+    return y
+
+
+def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Group normalization (``torch.nn.functional.group_norm``): normalize each sample over
+    groups of ``C / num_groups`` channels and all spatial positions.
+
+    ``y = (x - mean_g) / sqrt(var_g + eps) * weight[c] + bias[c]`` with the biased variance of
+    each (sample, group). Independent of the batch size; ``num_groups = 1`` is layer norm over
+    ``(C, *spatial)``, ``num_groups = C`` is instance norm.
+
+    Args:
+        input: Floating Tensor of shape ``(N, C, *spatial)``.
+        num_groups: Number of groups; divides ``C``.
+        weight, bias: Optional Tensors of shape ``(C,)``.
+        eps: Added to the variance.
+
+    Returns:
+        Tensor of ``input``'s shape and dtype.
+
+    Raises:
+        TypeError: for non-floating input.
+        ValueError: for fewer than 2 dims, ``num_groups`` not dividing ``C``, an empty
+            spatial axis, or a weight or bias of another shape.
+
+    References:
+        Wu and He, "Group Normalization", ECCV 2018.
+    """
+    who = "group_norm"
+    x = _floating(input, who)
+    if x.ndim < 2:
+        raise ValueError(f"{who}: input must have shape (N, C, ...), got {x.shape}")
+    n, c = x.shape[:2]
+    if (
+        isinstance(num_groups, bool)
+        or not isinstance(num_groups, (int, np.integer))
+        or num_groups < 1
+        or c % num_groups
+    ):
+        raise ValueError(
+            f"{who}: num_groups must be a positive int dividing the {c} channels, got "
+            f"{num_groups!r}"
+        )
+    g = int(num_groups)
+    if 0 in x.shape[2:]:
+        raise ValueError(f"{who}: input {x.shape} has an empty spatial axis; groups would be empty")
+    xg = tnp.reshape(x, (n, g, (c // g) * math.prod(x.shape[2:])))
+    mean = tnp.mean(xg, axis=-1, keepdims=True)
+    xc = xg - mean
+    var = tnp.mean(xc * xc, axis=-1, keepdims=True)
+    y = tnp.reshape(xc / tnp.sqrt(var + eps), x.shape)
+    bshape = (1, c) + (1,) * (x.ndim - 2)
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(tnp.asarray(t).shape) != (c,):
+            raise ValueError(f"{who}: {name} must have shape ({c},), got {tuple(t.shape)}")
+    if weight is not None:
+        y = y * tnp.reshape(tnp.asarray(weight), bshape)
+    if bias is not None:
+        y = y + tnp.reshape(tnp.asarray(bias), bshape)
+    return y
 
 
 class _TakeRows(Function):
@@ -2002,3 +2734,228 @@ def multi_head_attention(
     out = tnp.reshape(tnp.transpose(out, (0, 2, 1, 3)), (b, lq, d))
     po = params["output"]
     return linear(out, po["weight"], po.get("bias"))
+
+
+# -- recurrent cells -------------------------------------------------------------------------
+# Weights use this module's linear layout, ``(in_features, gates * hidden_size)`` (PyTorch
+# stores the transpose); the gates are stacked along the last axis in PyTorch's order.
+_GATES = {"rnn_tanh": 1, "rnn_relu": 1, "lstm": 4, "gru": 3}
+
+
+def _cell_inputs(who, input, hx, weight_ih, weight_hh, bias_ih, bias_hh, gates):
+    """Validated ``(x, [h...], w_ih, w_hh, b_ih, b_hh, hidden_size)`` for a recurrent cell;
+    ``hx`` is the list of its states (``[h]``, or ``[h, c]`` for an LSTM), None for zeros."""
+    x = _floating(input, who)
+    if x.ndim not in (1, 2):
+        raise ValueError(
+            f"{who}: input must have shape (batch, input_size) or (input_size,), got {x.shape}"
+        )
+    w_ih, w_hh = _like(weight_ih, x), _like(weight_hh, x)
+    if w_hh.ndim != 2 or w_hh.shape[1] % gates or w_hh.shape[0] * gates != w_hh.shape[1]:
+        raise ValueError(
+            f"{who}: weight_hh must have shape (hidden_size, {gates} * hidden_size), got "
+            f"{w_hh.shape}"
+        )
+    n_h = w_hh.shape[0]
+    if w_ih.shape != (x.shape[-1], gates * n_h):
+        raise ValueError(
+            f"{who}: weight_ih must have shape (input_size, {gates} * hidden_size) = "
+            f"{(x.shape[-1], gates * n_h)} for input {x.shape}, got {w_ih.shape}"
+        )
+    biases = []
+    for name, b in (("bias_ih", bias_ih), ("bias_hh", bias_hh)):
+        if b is not None:
+            b = _like(b, x)
+            if b.shape != (gates * n_h,):
+                raise ValueError(f"{who}: {name} must have shape ({gates * n_h},), got {b.shape}")
+        biases.append(b)
+    states = list(hx)
+    want = x.shape[:-1] + (n_h,)
+    for i, h in enumerate(states):
+        if h is None:
+            states[i] = tnp.zeros(want, dtype=x.dtype, device=x.device)
+            continue
+        states[i] = _like(h, x)
+        if states[i].shape != want:
+            raise ValueError(
+                f"{who}: hidden state must have shape {want} for input {x.shape}, got "
+                f"{states[i].shape}"
+            )
+    return x, states, w_ih, w_hh, biases[0], biases[1], n_h
+
+
+def _affine(x, w, b):
+    return linear(x, w, b) if x.ndim >= 2 or b is None else tnp.matmul(x, w) + b
+
+
+def _rnn_step(gi, h, w_hh, b_hh, nonlinearity):
+    z = gi + _affine(h, w_hh, b_hh)
+    return tnp.tanh(z) if nonlinearity == "tanh" else relu(z)
+
+
+def _lstm_step(gi, h, c, w_hh, b_hh):
+    n = h.shape[-1]
+    z = gi + _affine(h, w_hh, b_hh)
+    i = sigmoid(z[..., :n])
+    f = sigmoid(z[..., n : 2 * n])
+    g = tnp.tanh(z[..., 2 * n : 3 * n])
+    o = sigmoid(z[..., 3 * n :])
+    c = f * c + i * g
+    return o * tnp.tanh(c), c
+
+
+def _gru_step(gi, h, w_hh, b_hh):
+    n = h.shape[-1]
+    gh = _affine(h, w_hh, b_hh)
+    r = sigmoid(gi[..., :n] + gh[..., :n])
+    z = sigmoid(gi[..., n : 2 * n] + gh[..., n : 2 * n])
+    cand = tnp.tanh(gi[..., 2 * n :] + r * gh[..., 2 * n :])
+    return cand + z * (h - cand)  # (1 - z) * cand + z * h
+
+
+def rnn_cell(
+    input, hx, weight_ih, weight_hh, bias_ih=None, bias_hh=None, nonlinearity: str = "tanh"
+) -> Tensor:
+    """One step of an Elman RNN (``torch.nn.RNNCell``'s math, as a pure function).
+
+    ``h' = act(x W_ih + b_ih + h W_hh + b_hh)`` with ``act`` tanh or relu.
+
+    Args:
+        input: Floating Tensor ``(batch, input_size)`` or unbatched ``(input_size,)``.
+        hx: Hidden state ``(batch, hidden_size)`` (or ``(hidden_size,)``); None means zeros.
+        weight_ih: ``(input_size, hidden_size)``. weight_hh: ``(hidden_size, hidden_size)``.
+        bias_ih, bias_hh: Optional ``(hidden_size,)``.
+        nonlinearity: ``"tanh"`` or ``"relu"``.
+
+    Returns:
+        The new hidden state, shape of ``hx``, ``input``'s dtype.
+
+    Raises:
+        TypeError: for non-floating input. ValueError: for mismatched shapes or another
+            ``nonlinearity``.
+
+    References:
+        Elman, "Finding Structure in Time", Cognitive Science 14(2), 1990.
+    """
+    who = "rnn_cell"
+    if nonlinearity not in ("tanh", "relu"):
+        raise ValueError(f"{who}: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+    x, (h,), w_ih, w_hh, b_ih, b_hh, _ = _cell_inputs(
+        who, input, [hx], weight_ih, weight_hh, bias_ih, bias_hh, 1
+    )
+    return _rnn_step(_affine(x, w_ih, b_ih), h, w_hh, b_hh, nonlinearity)
+
+
+def lstm_cell(input, hx, weight_ih, weight_hh, bias_ih=None, bias_hh=None) -> tuple:
+    """One step of a long short-term memory cell (``torch.nn.LSTMCell``'s math, pure).
+
+    Gates ``[i, f, g, o] = x W_ih + b_ih + h W_hh + b_hh`` (PyTorch's order);
+    ``c' = sigmoid(f) c + sigmoid(i) tanh(g)``, ``h' = sigmoid(o) tanh(c')``.
+
+    Args:
+        input: Floating Tensor ``(batch, input_size)`` or unbatched ``(input_size,)``.
+        hx: ``(h, c)``, each ``(batch, hidden_size)`` (or ``(hidden_size,)``); None (or a None
+            entry) means zeros.
+        weight_ih: ``(input_size, 4 hidden_size)``. weight_hh: ``(hidden_size,
+            4 hidden_size)``.
+        bias_ih, bias_hh: Optional ``(4 hidden_size,)``.
+
+    Returns:
+        ``(h', c')``, each of ``h``'s shape.
+
+    Raises:
+        TypeError: for non-floating input. ValueError: for mismatched shapes.
+
+    References:
+        Hochreiter and Schmidhuber, "Long Short-Term Memory", Neural Computation, 1997;
+        Gers, Schmidhuber and Cummins, "Learning to Forget", Neural Computation, 2000.
+    """
+    who = "lstm_cell"
+    if hx is None:
+        hx = (None, None)
+    if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+        raise TypeError(f"{who}: hx must be a pair (h, c) or None, got {type(hx).__name__}")
+    x, (h, c), w_ih, w_hh, b_ih, b_hh, _ = _cell_inputs(
+        who, input, hx, weight_ih, weight_hh, bias_ih, bias_hh, 4
+    )
+    return _lstm_step(_affine(x, w_ih, b_ih), h, c, w_hh, b_hh)
+
+
+def gru_cell(input, hx, weight_ih, weight_hh, bias_ih=None, bias_hh=None) -> Tensor:
+    """One step of a gated recurrent unit (``torch.nn.GRUCell``'s math, pure).
+
+    With ``[r, z, n]`` stacked in PyTorch's order: ``r = sigmoid(x W_ir + b_ir + h W_hr +
+    b_hr)``, ``z = sigmoid(x W_iz + b_iz + h W_hz + b_hz)``, ``n = tanh(x W_in + b_in + r *
+    (h W_hn + b_hn))``, ``h' = (1 - z) n + z h``. (The reset gate multiplies ``h W_hn + b_hn``
+    after the product, as in PyTorch and cuDNN; Cho et al. apply it to ``h`` before.)
+
+    Args:
+        input: Floating Tensor ``(batch, input_size)`` or unbatched ``(input_size,)``.
+        hx: Hidden state ``(batch, hidden_size)`` (or ``(hidden_size,)``); None means zeros.
+        weight_ih: ``(input_size, 3 hidden_size)``. weight_hh: ``(hidden_size,
+            3 hidden_size)``.
+        bias_ih, bias_hh: Optional ``(3 hidden_size,)``.
+
+    Returns:
+        The new hidden state, ``hx``'s shape, ``input``'s dtype.
+
+    Raises:
+        TypeError: for non-floating input. ValueError: for mismatched shapes.
+
+    References:
+        Cho et al., "Learning Phrase Representations using RNN Encoder-Decoder for
+        Statistical Machine Translation", EMNLP 2014.
+    """
+    who = "gru_cell"
+    x, (h,), w_ih, w_hh, b_ih, b_hh, _ = _cell_inputs(
+        who, input, [hx], weight_ih, weight_hh, bias_ih, bias_hh, 3
+    )
+    return _gru_step(_affine(x, w_ih, b_ih), h, w_hh, b_hh)
+
+
+# -- windows ---------------------------------------------------------------------------------
+def extract_windows(x, kernel_size: int, stride: int, padding_mode: str = "valid") -> tuple:
+    """Sliding ``kernel_size x kernel_size`` windows of ``(N, C, H, W)`` images, keeping the
+    graph (the seeds' ``extract_windows``).
+
+    Args:
+        x: Tensor (or array) of shape ``(N, C, H, W)``.
+        kernel_size: Window side ``k >= 1``.
+        stride: Step ``s >= 1`` between windows, in both directions.
+        padding_mode: ``"valid"`` (no padding: ``H_out = (H - k) // s + 1``) or ``"same"``
+            (zero padding so that ``H_out = ceil(H / s)``; the extra odd row/column goes at
+            the bottom/right, as :func:`conv2d`'s ``"same"``).
+
+    Returns:
+        ``(windows, (H_out, W_out))``: ``windows`` of shape ``(H_out, W_out, N, C, k, k)``
+        with ``windows[i, j] = x_padded[:, :, i s : i s + k, j s : j s + k]``, differentiable
+        (the gradient sums the cotangents of overlapping windows), and the output size.
+
+    Raises:
+        TypeError: for non-int ``kernel_size`` or ``stride``.
+        ValueError: for another number of dims, a bad ``padding_mode``, sizes < 1 or a
+            ``"valid"`` window larger than the image.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> x = tg.random.normal(tg.random.key(0), (2, 3, 32, 32))
+        >>> windows, size = tg.nn.extract_windows(x, 3, 1, padding_mode="same")
+        >>> windows.shape, size
+        ((32, 32, 2, 3, 3, 3), (32, 32))
+    """
+    who = "extract_windows"
+    x = tnp.asarray(x)
+    if x.ndim != 4:
+        raise ValueError(f"{who}: x must have shape (N, C, H, W), got {x.shape}")
+    k = _single(kernel_size, "kernel_size", who)
+    s = _single(stride, "stride", who)
+    if padding_mode not in ("valid", "same"):
+        raise ValueError(f"{who}: padding_mode must be 'valid' or 'same', got {padding_mode!r}")
+    pt, pb, pl, pr = _resolve_padding(padding_mode, x.shape[2:], (k, k), (s, s), (1, 1), who)
+    if pt or pb or pl or pr:
+        x = tnp.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    h, w = x.shape[2:]
+    if k > h or k > w:
+        raise ValueError(f"{who}: kernel_size {k} is larger than the (padded) image {(h, w)}")
+    windows = tnp.strided_windows(x, k, s)
+    return windows, (windows.shape[0], windows.shape[1])

@@ -29,6 +29,8 @@ __all__ = [
     "ones",
     "normal",
     "uniform",
+    "orthogonal",
+    "trunc_normal",
     "compute_in_out_tensor_count",
     "calculate_gain",
     "mlp",
@@ -179,6 +181,94 @@ def uniform(key, shape, dtype=None, a: float = 0.0, b: float = 1.0) -> Tensor:
     """``U(a, b)`` samples."""
     shape, dtype = _shape_dtype(shape, dtype)
     return _random.uniform(key, shape, dtype, a, b)
+
+
+def orthogonal(key, shape, dtype=None, gain: float = 1.0) -> Tensor:
+    """A (semi-)orthogonal matrix, scaled by ``gain`` (PyTorch's ``orthogonal_``).
+
+    The shape is viewed as ``(rows, cols) = (shape[0], prod(shape[1:]))``; a standard normal
+    matrix of that shape (of its transpose when ``rows < cols``) is factored ``Q R`` and
+    ``Q``'s columns are multiplied by the signs of ``R``'s diagonal, which makes ``Q`` a
+    sample from the Haar (uniform) distribution over orthogonal matrices (Mezzadri). So the
+    columns are orthonormal when ``rows >= cols`` (``W^T W = gain**2 I``), else the rows
+    (``W W^T = gain**2 I``).
+
+    Args:
+        key: A key. shape: Tuple (>= 2 dims) or a Tensor (its shape and dtype).
+        dtype: Floating dtype (default float32, or the Tensor's).
+        gain: Scale factor (see :func:`calculate_gain`).
+
+    Returns:
+        A new Tensor of ``shape``.
+
+    Raises:
+        ValueError: for fewer than 2 dims.
+
+    References:
+        Saxe, McClelland and Ganguli, "Exact solutions to the nonlinear dynamics of learning
+        in deep linear neural networks", ICLR 2014; Mezzadri, "How to generate random
+        matrices from the classical compact groups", Notices of the AMS 54(5), 2007.
+
+    Example:
+        >>> import numpy as np, tapegrad as tg
+        >>> w = tg.nn.init.orthogonal(tg.random.key(0), (5, 3), np.float64).numpy()
+        >>> bool(np.allclose(w.T @ w, np.eye(3)))
+        True
+    """
+    shape, dtype = _shape_dtype(shape, dtype)
+    if len(shape) < 2:
+        raise ValueError(f"orthogonal: needs a shape with at least 2 dims, got {shape}")
+    rows, cols = shape[0], math.prod(shape[1:])
+    if rows * cols == 0:
+        return Tensor(np.zeros(shape, dtype))
+    a = _random.normal(key, (max(rows, cols), min(rows, cols)), np.float64).numpy()
+    q, r = np.linalg.qr(a)
+    q = q * np.where(np.diagonal(r) < 0, -1.0, 1.0)
+    if rows < cols:
+        q = q.T
+    return Tensor((gain * q).reshape(shape).astype(dtype))
+
+
+def trunc_normal(
+    key, shape, dtype=None, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0
+) -> Tensor:
+    """Samples of ``N(mean, std**2)`` conditioned on ``[a, b]`` (PyTorch's ``trunc_normal_``).
+
+    ``a`` and ``b`` are absolute bounds, not multiples of ``std`` (as in PyTorch): the
+    default ``[-2, 2]`` is two standard deviations only when ``std == 1``. Drawn by inverting
+    the truncated normal's CDF at uniform samples (``scipy.stats.truncnorm``), which stays
+    accurate far in the tails; every value lies in ``[a, b]``.
+
+    Args:
+        key: A key. shape: Tuple or int, or a Tensor (its shape and dtype).
+        dtype: Floating dtype (default float32, or the Tensor's).
+        mean: Mean of the normal before truncation. std: Its standard deviation, ``> 0``.
+        a, b: Bounds, ``a < b``.
+
+    Returns:
+        A new Tensor of ``shape``.
+
+    Raises:
+        ValueError: for ``std <= 0`` or ``a >= b``.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> w = tg.nn.init.trunc_normal(tg.random.key(0), (1000,), std=0.02, a=-0.04, b=0.04)
+        >>> bool(abs(w.numpy()).max() <= 0.04)
+        True
+    """
+    from scipy.stats import truncnorm
+
+    shape, dtype = _shape_dtype(shape, dtype)
+    if not std > 0:
+        raise ValueError(f"trunc_normal: std must be positive, got {std}")
+    if not a < b:
+        raise ValueError(f"trunc_normal: need a < b, got a={a}, b={b}")
+    alpha, beta = (a - mean) / std, (b - mean) / std
+    u = _random.uniform(key, shape, np.float64).numpy()
+    z = truncnorm.ppf(u, alpha, beta)
+    x = np.clip(mean + std * z, a, b)
+    return Tensor(x.astype(dtype))
 
 
 def mlp(key, sizes, dtype=np.float32) -> list:

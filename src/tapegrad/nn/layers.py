@@ -1,16 +1,20 @@
-"""The seeds' layers as thin :class:`~tapegrad.nn.Module` wrappers over
-:mod:`tapegrad.nn.functional`.
+"""Layers as thin :class:`~tapegrad.nn.Module` wrappers over :mod:`tapegrad.nn.functional`:
+the seeds' layers, and PyTorch's names (activation modules, ``Conv1d``, ``ConvTranspose2d``,
+pooling, ``RMSNorm``, ``GroupNorm``, recurrent cells and ``RNN``/``LSTM``/``GRU``).
 
-Every constructor takes the seeds' arguments plus keyword-only ``key`` (a key from
-:mod:`tapegrad.random` for reproducible initialization and dropout; without one, fresh OS
-entropy is used) and ``dtype`` (float32 by default). Linear weights are ``(in, out)``;
-convolution weights ``(C_out, C_in / groups, k, k)``.
+Every constructor with parameters takes the seeds' (or PyTorch's) arguments plus keyword-only
+``key`` (a key from :mod:`tapegrad.random` for reproducible initialization and dropout;
+without one, fresh OS entropy is used) and ``dtype`` (float32 by default). Linear and
+recurrent weights are ``(in, out)`` (the transpose of PyTorch's); convolution weights
+``(C_out, C_in / groups, *kernel)`` as in PyTorch (``ConvTranspose2d``: ``(C_in, C_out /
+groups, kH, kW)``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from tapegrad import numpy as tnp
 from tapegrad import random as _random
 from tapegrad.backend import backend_of
 from tapegrad.nn import functional as F
@@ -31,6 +35,28 @@ __all__ = [
     "Dropout",
     "ScaledDotProductAttention",
     "MultiHeadAttention",
+    "ReLU",
+    "GELU",
+    "Tanh",
+    "Sigmoid",
+    "SiLU",
+    "LeakyReLU",
+    "Softmax",
+    "LogSoftmax",
+    "Flatten",
+    "Identity",
+    "Conv1d",
+    "ConvTranspose2d",
+    "AvgPool2d",
+    "AdaptiveAvgPool2d",
+    "RMSNorm",
+    "GroupNorm",
+    "RNNCell",
+    "LSTMCell",
+    "GRUCell",
+    "RNN",
+    "LSTM",
+    "GRU",
 ]
 
 
@@ -529,4 +555,824 @@ class MultiHeadAttention(Module):
             is_causal=is_causal,
             dropout_p=p,
             dropout_key=dropout_key,
+        )
+
+
+# -- activations, shape helpers --------------------------------------------------------------
+class ReLU(Module):
+    """Module form of :func:`~tapegrad.nn.functional.relu` (PyTorch's ``nn.ReLU``)."""
+
+    def forward(self, x):
+        """Any shape -> same shape."""
+        return F.relu(x)
+
+
+class GELU(Module):
+    """Module form of :func:`~tapegrad.nn.functional.gelu` (PyTorch's ``nn.GELU``).
+
+    Args:
+        approximate: ``"none"`` (the default, PyTorch's: the exact ``x Phi(x)``) or
+            ``"tanh"`` (the tanh approximation, the default of the functional ``gelu``).
+
+    Raises:
+        ValueError: for another ``approximate``.
+    """
+
+    def __init__(self, approximate: str = "none"):
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x):
+        """Any shape -> same shape."""
+        return F.gelu(x, approximate=self.approximate)
+
+
+class Tanh(Module):
+    """Module form of :func:`~tapegrad.nn.functional.tanh` (PyTorch's ``nn.Tanh``)."""
+
+    def forward(self, x):
+        """Any shape -> same shape."""
+        return F.tanh(x)
+
+
+class Sigmoid(Module):
+    """Module form of :func:`~tapegrad.nn.functional.sigmoid` (PyTorch's ``nn.Sigmoid``)."""
+
+    def forward(self, x):
+        """Any shape -> same shape."""
+        return F.sigmoid(x)
+
+
+class SiLU(Module):
+    """Module form of :func:`~tapegrad.nn.functional.silu` (PyTorch's ``nn.SiLU``)."""
+
+    def forward(self, x):
+        """Any shape -> same shape."""
+        return F.silu(x)
+
+
+class LeakyReLU(Module):
+    """Module form of :func:`~tapegrad.nn.functional.leaky_relu` (PyTorch's
+    ``nn.LeakyReLU``)."""
+
+    def __init__(self, negative_slope: float = 0.01):
+        super().__init__()
+        self.negative_slope = float(negative_slope)
+
+    def forward(self, x):
+        """Any shape -> same shape."""
+        return F.leaky_relu(x, self.negative_slope)
+
+
+class Softmax(Module):
+    """Module form of :func:`~tapegrad.nn.functional.softmax` along ``dim`` (PyTorch's
+    ``nn.Softmax``; ``dim`` defaults to the last axis here rather than an implicit choice)."""
+
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        """Any shape -> same shape; entries along ``dim`` sum to 1."""
+        return F.softmax(x, axis=self.dim)
+
+
+class LogSoftmax(Module):
+    """Module form of :func:`~tapegrad.nn.functional.log_softmax` along ``dim`` (PyTorch's
+    ``nn.LogSoftmax``; ``dim`` defaults to the last axis)."""
+
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        """Any shape -> same shape (log-probabilities along ``dim``)."""
+        return F.log_softmax(x, axis=self.dim)
+
+
+class Flatten(Module):
+    """Flatten axes ``start_dim..end_dim`` (inclusive) into one (PyTorch's ``nn.Flatten``).
+
+    The default keeps the batch axis: ``(N, C, H, W) -> (N, C * H * W)``.
+
+    Raises (on call):
+        ValueError: for axes out of range or ``start_dim`` after ``end_dim``.
+    """
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x):
+        """``(..., d_start, ..., d_end, ...)`` -> ``(..., d_start * ... * d_end, ...)``."""
+        return tnp.asarray(x).flatten(self.start_dim, self.end_dim)
+
+
+class Identity(Module):
+    """Returns its input unchanged (PyTorch's ``nn.Identity``); constructor arguments are
+    accepted and ignored, as there, so it can stand in for any layer."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
+        """Returns ``x``."""
+        return x
+
+
+# -- convolution and pooling -----------------------------------------------------------------
+class Conv1d(Module):
+    """1-D convolution over ``(N, C, L)`` inputs (PyTorch's ``nn.Conv1d``), a thin wrapper
+    over :func:`~tapegrad.nn.functional.conv1d`.
+
+    Args:
+        in_channels, out_channels: Channel counts. kernel_size: Int.
+        stride, padding, dilation, groups: As in :func:`~tapegrad.nn.functional.conv1d`
+            (``padding`` an int, ``"valid"`` or ``"same"``; zeros).
+        bias: Whether to add a bias.
+        key, dtype: Init key and parameter dtype.
+
+    Parameters:
+        weight ``(out_channels, in_channels / groups, kernel_size)`` Xavier-uniform; bias
+        ``(out_channels,)`` zeros.
+
+    Raises:
+        ValueError: for non-positive sizes or ``groups`` not dividing both channel counts.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        stride: int = 1,
+        padding=0,
+        dilation: int = 1,
+        groups: int = 1,
+        bias: bool = True,
+        *,
+        key=None,
+        dtype=np.float32,
+    ):
+        super().__init__()
+        _positive("Conv1d", in_channels=in_channels, out_channels=out_channels, groups=groups)
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"Conv1d: groups={groups} must divide in_channels={in_channels} and "
+                f"out_channels={out_channels}"
+            )
+        k_size = F._single(kernel_size, "kernel_size", "Conv1d")
+        (k,), own = _keys(key, 1)
+        self._seed(own)
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+        self.weight = init.xavier_uniform(k, (out_channels, in_channels // groups, k_size), dtype)
+        self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
+
+    def forward(self, x):
+        """``(N, in_channels, L)`` -> ``(N, out_channels, L_out)``."""
+        return F.conv1d(
+            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+        )
+
+
+class ConvTranspose2d(Module):
+    """2-D transposed convolution over ``(N, C, H, W)`` inputs (PyTorch's
+    ``nn.ConvTranspose2d``), a thin wrapper over
+    :func:`~tapegrad.nn.functional.conv_transpose2d`.
+
+    Args:
+        in_channels, out_channels: Channel counts. kernel_size: Int or pair.
+        stride, padding, output_padding, groups, dilation: As in
+            :func:`~tapegrad.nn.functional.conv_transpose2d`.
+        bias: Whether to add a bias.
+        key, dtype: Init key and parameter dtype.
+
+    Parameters:
+        weight ``(in_channels, out_channels / groups, kH, kW)`` (PyTorch's layout)
+        Xavier-uniform; bias ``(out_channels,)`` zeros.
+
+    Raises:
+        ValueError: for non-positive sizes or ``groups`` not dividing both channel counts.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation=1,
+        *,
+        key=None,
+        dtype=np.float32,
+    ):
+        super().__init__()
+        who = "ConvTranspose2d"
+        _positive(who, in_channels=in_channels, out_channels=out_channels, groups=groups)
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"{who}: groups={groups} must divide in_channels={in_channels} and "
+                f"out_channels={out_channels}"
+            )
+        kh, kw = F._pair(kernel_size, "kernel_size", who)
+        (k,), own = _keys(key, 1)
+        self._seed(own)
+        self.stride, self.padding, self.output_padding = stride, padding, output_padding
+        self.groups, self.dilation = groups, dilation
+        self.weight = init.xavier_uniform(k, (in_channels, out_channels // groups, kh, kw), dtype)
+        self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
+
+    def forward(self, x):
+        """``(N, in_channels, H, W)`` -> ``(N, out_channels, H_out, W_out)``."""
+        return F.conv_transpose2d(
+            x,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self.output_padding,
+            self.groups,
+            self.dilation,
+        )
+
+
+class AvgPool2d(Module):
+    """2-D average pooling (PyTorch's ``nn.AvgPool2d``) over
+    :func:`~tapegrad.nn.functional.avg_pool2d`; ``stride`` defaults to ``kernel_size``.
+
+    Args:
+        kernel_size: Int or pair. stride: Int or pair (default ``kernel_size``).
+        padding: Int or pair of zero padding (at most half the kernel), or
+            ``"valid"``/``"same"``.
+        count_include_pad: Divide by the full window (True) or by its non-padding part.
+    """
+
+    def __init__(self, kernel_size, stride=None, padding=0, count_include_pad: bool = True):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.count_include_pad = bool(count_include_pad)
+
+    def forward(self, x):
+        """``(N, C, H, W)`` -> ``(N, C, H_out, W_out)``."""
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
+
+
+class AdaptiveAvgPool2d(Module):
+    """Adaptive average pooling to a fixed ``output_size`` (PyTorch's
+    ``nn.AdaptiveAvgPool2d``) over :func:`~tapegrad.nn.functional.adaptive_avg_pool2d`.
+
+    Args:
+        output_size: Int or pair ``(Ho, Wo)``; a ``None`` entry keeps that input size.
+    """
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x):
+        """``(N, C, H, W)`` or ``(C, H, W)`` -> ``(..., Ho, Wo)``."""
+        return F.adaptive_avg_pool2d(x, self.output_size)
+
+
+# -- normalization ---------------------------------------------------------------------------
+class RMSNorm(Module):
+    """Root-mean-square normalization over the trailing ``normalized_shape`` (PyTorch's
+    ``nn.RMSNorm``) over :func:`~tapegrad.nn.functional.rms_norm`.
+
+    Args:
+        normalized_shape: Int or tuple: the trailing shape to normalize over.
+        eps: Added to the mean square; ``None`` means the input dtype's machine epsilon.
+        elementwise_affine: Whether to learn a gain ``weight``.
+        dtype: Parameter dtype.
+
+    Parameters:
+        weight ``normalized_shape``, ones (absent without ``elementwise_affine``).
+
+    References:
+        Zhang and Sennrich, "Root Mean Square Layer Normalization", NeurIPS 2019.
+    """
+
+    def __init__(
+        self,
+        normalized_shape,
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        *,
+        dtype=np.float32,
+    ):
+        super().__init__()
+        ns = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        ns = tuple(ns)
+        _positive("RMSNorm", **{f"normalized_shape[{i}]": v for i, v in enumerate(ns)})
+        if not ns:
+            raise ValueError("RMSNorm: normalized_shape must not be empty")
+        self.normalized_shape, self.eps = ns, eps
+        self.register_parameter(
+            "weight", init.ones(None, ns, dtype) if elementwise_affine else None
+        )
+
+    def forward(self, x):
+        """``(..., *normalized_shape)`` -> same shape."""
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+
+class GroupNorm(Module):
+    """Group normalization (PyTorch's ``nn.GroupNorm``) over
+    :func:`~tapegrad.nn.functional.group_norm`.
+
+    Args:
+        num_groups: Number of groups; divides ``num_channels``.
+        num_channels: ``C``. eps: Added to the variance.
+        affine: Whether to learn a per-channel ``weight`` and ``bias``.
+        dtype: Parameter dtype.
+
+    Parameters:
+        weight (ones) and bias (zeros) of shape ``(num_channels,)`` (absent without
+        ``affine``).
+
+    Raises:
+        ValueError: if ``num_groups`` does not divide ``num_channels``.
+
+    References:
+        Wu and He, "Group Normalization", ECCV 2018.
+    """
+
+    def __init__(
+        self,
+        num_groups: int,
+        num_channels: int,
+        eps: float = 1e-5,
+        affine: bool = True,
+        *,
+        dtype=np.float32,
+    ):
+        super().__init__()
+        _positive("GroupNorm", num_groups=num_groups, num_channels=num_channels)
+        if num_channels % num_groups:
+            raise ValueError(
+                f"GroupNorm: num_groups={num_groups} must divide num_channels={num_channels}"
+            )
+        self.num_groups, self.num_channels, self.eps = int(num_groups), int(num_channels), eps
+        c = (num_channels,)
+        self.register_parameter("weight", init.ones(None, c, dtype) if affine else None)
+        self.register_parameter("bias", init.zeros(None, c, dtype) if affine else None)
+
+    def forward(self, x):
+        """``(N, num_channels, *spatial)`` -> same shape."""
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+
+# -- recurrent layers ------------------------------------------------------------------------
+def _rnn_uniform(key, shape, hidden_size, dtype):
+    """PyTorch's recurrent init: ``U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))``."""
+    a = 1.0 / np.sqrt(hidden_size)
+    return init.uniform(key, shape, dtype, -a, a)
+
+
+class _CellBase(Module):
+    _mode = ""
+    _who = ""
+
+    def __init__(self, input_size, hidden_size, bias, key, dtype):
+        super().__init__()
+        _positive(self._who, input_size=input_size, hidden_size=hidden_size)
+        g = F._GATES[self._mode] * hidden_size
+        ks, own = _keys(key, 4)
+        self._seed(own)
+        self.input_size, self.hidden_size = int(input_size), int(hidden_size)
+        self.weight_ih = _rnn_uniform(ks[0], (input_size, g), hidden_size, dtype)
+        self.weight_hh = _rnn_uniform(ks[1], (hidden_size, g), hidden_size, dtype)
+        for name, k in (("bias_ih", ks[2]), ("bias_hh", ks[3])):
+            self.register_parameter(
+                name, _rnn_uniform(k, (g,), hidden_size, dtype) if bias else None
+            )
+
+
+class RNNCell(_CellBase):
+    """One Elman RNN step (PyTorch's ``nn.RNNCell``) over
+    :func:`~tapegrad.nn.functional.rnn_cell`: ``h' = act(x W_ih + b_ih + h W_hh + b_hh)``.
+
+    Args:
+        input_size, hidden_size: Sizes. bias: Whether to add ``b_ih`` and ``b_hh``.
+        nonlinearity: ``"tanh"`` or ``"relu"``. key, dtype: Init key and parameter dtype.
+
+    Parameters:
+        weight_ih ``(input_size, hidden_size)``, weight_hh ``(hidden_size, hidden_size)``,
+        bias_ih, bias_hh ``(hidden_size,)``; all ``U(-1/sqrt(hidden_size), +)`` as in PyTorch
+        (weights are the transposes of PyTorch's, this library's linear layout).
+
+    References:
+        Elman, "Finding Structure in Time", Cognitive Science 14(2), 1990.
+    """
+
+    _mode, _who = "rnn_tanh", "RNNCell"
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        nonlinearity: str = "tanh",
+        *,
+        key=None,
+        dtype=np.float32,
+    ):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(
+                f"RNNCell: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}"
+            )
+        super().__init__(input_size, hidden_size, bias, key, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):
+        """``input (batch, input_size)`` (or ``(input_size,)``), optional ``hx (batch,
+        hidden_size)`` (zeros) -> the new hidden state ``(batch, hidden_size)``."""
+        return F.rnn_cell(
+            input,
+            hx,
+            self.weight_ih,
+            self.weight_hh,
+            self.bias_ih,
+            self.bias_hh,
+            self.nonlinearity,
+        )
+
+
+class LSTMCell(_CellBase):
+    """One LSTM step (PyTorch's ``nn.LSTMCell``) over
+    :func:`~tapegrad.nn.functional.lstm_cell`; gates in PyTorch's order ``i, f, g, o``.
+
+    Args:
+        input_size, hidden_size: Sizes. bias: Whether to add ``b_ih`` and ``b_hh``.
+        key, dtype: Init key and parameter dtype.
+
+    Parameters:
+        weight_ih ``(input_size, 4 hidden_size)``, weight_hh ``(hidden_size,
+        4 hidden_size)``, bias_ih, bias_hh ``(4 hidden_size,)``; PyTorch's uniform init.
+
+    References:
+        Hochreiter and Schmidhuber, "Long Short-Term Memory", Neural Computation, 1997.
+    """
+
+    _mode, _who = "lstm", "LSTMCell"
+
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, *, key=None, dtype=np.float32
+    ):
+        super().__init__(input_size, hidden_size, bias, key, dtype)
+
+    def forward(self, input, hx=None):
+        """``input (batch, input_size)``, optional ``hx = (h, c)`` each ``(batch,
+        hidden_size)`` (zeros) -> ``(h', c')``."""
+        return F.lstm_cell(input, hx, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+
+
+class GRUCell(_CellBase):
+    """One GRU step (PyTorch's ``nn.GRUCell``) over :func:`~tapegrad.nn.functional.gru_cell`;
+    gates in PyTorch's order ``r, z, n``.
+
+    Args:
+        input_size, hidden_size: Sizes. bias: Whether to add ``b_ih`` and ``b_hh``.
+        key, dtype: Init key and parameter dtype.
+
+    Parameters:
+        weight_ih ``(input_size, 3 hidden_size)``, weight_hh ``(hidden_size,
+        3 hidden_size)``, bias_ih, bias_hh ``(3 hidden_size,)``; PyTorch's uniform init.
+
+    References:
+        Cho et al., "Learning Phrase Representations using RNN Encoder-Decoder for
+        Statistical Machine Translation", EMNLP 2014.
+    """
+
+    _mode, _who = "gru", "GRUCell"
+
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, *, key=None, dtype=np.float32
+    ):
+        super().__init__(input_size, hidden_size, bias, key, dtype)
+
+    def forward(self, input, hx=None):
+        """``input (batch, input_size)``, optional ``hx (batch, hidden_size)`` (zeros) -> the
+        new hidden state."""
+        return F.gru_cell(input, hx, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+
+
+class _RNNBase(Module):
+    """Multi-layer, optionally bidirectional recurrent layer over whole sequences."""
+
+    _who = ""
+
+    def __init__(
+        self,
+        mode,
+        input_size,
+        hidden_size,
+        num_layers,
+        bias,
+        batch_first,
+        dropout,
+        bidirectional,
+        key,
+        dtype,
+    ):
+        super().__init__()
+        who = self._who
+        _positive(who, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"{who}: dropout must lie in [0, 1), got {dropout}")
+        self._mode = mode
+        self.input_size, self.hidden_size = int(input_size), int(hidden_size)
+        self.num_layers, self.bias = int(num_layers), bool(bias)
+        self.batch_first, self.dropout = bool(batch_first), float(dropout)
+        self.bidirectional = bool(bidirectional)
+        dirs = 2 if bidirectional else 1
+        g = F._GATES[mode] * hidden_size
+        ks, own = _keys(key, 4 * num_layers * dirs)
+        self._seed(own)
+        ks = iter(ks)
+        for layer in range(num_layers):
+            n_in = input_size if layer == 0 else dirs * hidden_size
+            for d in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                h = hidden_size
+                setattr(self, "weight_ih" + sfx, _rnn_uniform(next(ks), (n_in, g), h, dtype))
+                setattr(self, "weight_hh" + sfx, _rnn_uniform(next(ks), (h, g), h, dtype))
+                for name in ("bias_ih", "bias_hh"):
+                    k = next(ks)
+                    self.register_parameter(
+                        name + sfx, _rnn_uniform(k, (g,), h, dtype) if bias else None
+                    )
+
+    def _step(self, gi, state, w_hh, b_hh):
+        if self._mode == "lstm":
+            return F._lstm_step(gi, state[0], state[1], w_hh, b_hh)
+        if self._mode == "gru":
+            return F._gru_step(gi, state, w_hh, b_hh)
+        return F._rnn_step(gi, state, w_hh, b_hh, self._mode[4:])
+
+    def _initial(self, hx, x, unbatched):
+        """The initial states as lists per (layer, direction), each ``(batch, hidden)``."""
+        who, lstm = self._who, self._mode == "lstm"
+        n_states = self.num_layers * (2 if self.bidirectional else 1)
+        want = (n_states, x.shape[1], self.hidden_size)
+        parts = hx if lstm else (hx,)
+        if lstm and hx is not None and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
+            raise TypeError(f"{who}: hx must be a pair (h_0, c_0) or None")
+        if hx is None:
+            parts = (None, None) if lstm else (None,)
+        out = []
+        for p in parts:
+            if p is None:
+                p = tnp.zeros(want, dtype=x.dtype, device=x.device)
+            else:
+                p = F._like(p, x)
+                if unbatched:
+                    if p.ndim != 2:
+                        raise ValueError(
+                            f"{who}: for an unbatched input the hidden state must have shape "
+                            f"{(want[0], want[2])}, got {p.shape}"
+                        )
+                    p = tnp.expand_dims(p, 1)
+                if p.shape != want:
+                    raise ValueError(
+                        f"{who}: hidden state must have shape (num_layers * num_directions, "
+                        f"batch, hidden_size) = {want}, got {p.shape}"
+                    )
+            out.append([p[i] for i in range(n_states)])
+        if lstm:
+            return [(h, c) for h, c in zip(*out)]
+        return out[0]
+
+    def forward(self, input, hx=None, key=None):
+        """Run the whole sequence.
+
+        Args:
+            input: ``(L, N, input_size)``, ``(N, L, input_size)`` with ``batch_first``, or
+                unbatched ``(L, input_size)``.
+            hx: Initial hidden state ``(num_layers * num_directions, N, hidden_size)`` (or
+                without ``N`` for an unbatched input), zeros by default; for LSTM a pair
+                ``(h_0, c_0)``.
+            key: Key for the dropout between layers (training mode, ``dropout > 0``);
+                default :meth:`Module.next_key`.
+
+        Returns:
+            ``(output, h_n)`` (LSTM: ``(output, (h_n, c_n))``): ``output`` ``(L, N,
+            num_directions * hidden_size)`` (batch first with ``batch_first``; no ``N`` for
+            an unbatched input) holds the last layer's hidden state at every step (both
+            directions concatenated); ``h_n`` the final state of every layer and direction,
+            ordered ``layer * num_directions + direction``.
+
+        Raises:
+            TypeError: for a non-floating input. ValueError: for mismatched shapes or an
+                empty sequence.
+        """
+        who = self._who
+        x = F._floating(input, who)
+        if x.ndim not in (2, 3):
+            raise ValueError(
+                f"{who}: input must have shape (L, N, input_size), (N, L, input_size) with "
+                f"batch_first, or (L, input_size), got {x.shape}"
+            )
+        unbatched = x.ndim == 2
+        if unbatched:
+            x = tnp.expand_dims(x, 1)
+        elif self.batch_first:
+            x = tnp.swapaxes(x, 0, 1)
+        if x.shape[-1] != self.input_size:
+            raise ValueError(f"{who}: expected input_size {self.input_size}, got {x.shape}")
+        if x.shape[0] == 0:
+            raise ValueError(f"{who}: the sequence is empty (length 0)")
+        states = self._initial(hx, x, unbatched)
+        dirs = 2 if self.bidirectional else 1
+        length = x.shape[0]
+        finals = []
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                p = {n: getattr(self, n + sfx) for n in ("weight_ih", "weight_hh")}
+                b_ih, b_hh = getattr(self, "bias_ih" + sfx), getattr(self, "bias_hh" + sfx)
+                gi = F._affine(x, p["weight_ih"], b_ih)  # every step's input projection at once
+                state = states[layer * dirs + d]
+                hs = [None] * length
+                for t in range(length - 1, -1, -1) if d else range(length):
+                    state = self._step(gi[t], state, p["weight_hh"], b_hh)
+                    hs[t] = state[0] if self._mode == "lstm" else state
+                outs.append(tnp.stack(hs, axis=0))
+                finals.append(state)
+            x = outs[0] if dirs == 1 else tnp.concatenate(outs, axis=-1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, key=key if key is not None else self.next_key())
+        if self._mode == "lstm":
+            h_n = tnp.stack([s[0] for s in finals], axis=0)
+            c_n = tnp.stack([s[1] for s in finals], axis=0)
+        else:
+            h_n = tnp.stack(finals, axis=0)
+        if unbatched:
+            x = x[:, 0]
+            h_n = h_n[:, 0]
+            c_n = c_n[:, 0] if self._mode == "lstm" else None
+        elif self.batch_first:
+            x = tnp.swapaxes(x, 0, 1)
+        return (x, (h_n, c_n)) if self._mode == "lstm" else (x, h_n)
+
+
+_RNN_ARGS = """
+    Args:
+        input_size, hidden_size: Sizes. num_layers: Stacked layers (each reads the previous
+            one's outputs).
+        bias: Whether to add ``b_ih`` and ``b_hh``.
+        batch_first: Inputs and outputs ``(N, L, features)`` instead of ``(L, N, features)``.
+        dropout: Dropout probability on the outputs of every layer but the last (training
+            mode only).
+        bidirectional: Also run each layer backwards in time and concatenate the two.
+        key, dtype: Init key (also seeds the dropout) and parameter dtype.
+
+    Parameters:
+        Per layer ``k`` and direction (suffix ``_l{k}``, and ``_reverse`` for the backward
+        one): ``weight_ih`` ``(in_k, G hidden_size)`` with ``in_0 = input_size`` and
+        ``in_k = num_directions * hidden_size``, ``weight_hh`` ``(hidden_size, G
+        hidden_size)``, ``bias_ih``, ``bias_hh`` ``(G hidden_size,)``; PyTorch's names and
+        uniform init, weights transposed (this library's linear layout).
+"""
+
+
+class RNN(_RNNBase):
+    __doc__ = (
+        """Multi-layer Elman RNN over sequences (PyTorch's ``nn.RNN``), ``G = 1``: each step
+    ``h_t = act(x_t W_ih + b_ih + h_{t-1} W_hh + b_hh)``, ``act`` tanh or relu
+    (``nonlinearity``). ``forward(input, hx=None, key=None) -> (output, h_n)``.
+"""
+        + _RNN_ARGS
+        + """
+    References:
+        Elman, "Finding Structure in Time", Cognitive Science 14(2), 1990.
+    """
+    )
+    _who = "RNN"
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        nonlinearity: str = "tanh",
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        *,
+        key=None,
+        dtype=np.float32,
+    ):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        super().__init__(
+            "rnn_" + nonlinearity,
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            key,
+            dtype,
+        )
+        self.nonlinearity = nonlinearity
+
+
+class LSTM(_RNNBase):
+    __doc__ = (
+        """Multi-layer LSTM over sequences (PyTorch's ``nn.LSTM``), ``G = 4``, gates ``i, f, g,
+    o`` (see :func:`~tapegrad.nn.functional.lstm_cell`).
+    ``forward(input, hx=None, key=None) -> (output, (h_n, c_n))`` with ``hx = (h_0, c_0)``.
+"""
+        + _RNN_ARGS
+        + """
+    References:
+        Hochreiter and Schmidhuber, "Long Short-Term Memory", Neural Computation, 1997.
+    """
+    )
+    _who = "LSTM"
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        *,
+        key=None,
+        dtype=np.float32,
+    ):
+        super().__init__(
+            "lstm",
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            key,
+            dtype,
+        )
+
+
+class GRU(_RNNBase):
+    __doc__ = (
+        """Multi-layer gated recurrent unit over sequences (PyTorch's ``nn.GRU``), ``G = 3``,
+    gates ``r, z, n`` (see :func:`~tapegrad.nn.functional.gru_cell`).
+    ``forward(input, hx=None, key=None) -> (output, h_n)``.
+"""
+        + _RNN_ARGS
+        + """
+    References:
+        Cho et al., "Learning Phrase Representations using RNN Encoder-Decoder for
+        Statistical Machine Translation", EMNLP 2014.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> gru = tg.nn.GRU(4, 8, num_layers=2, batch_first=True, key=tg.random.key(0))
+        >>> output, h_n = gru(tg.random.normal(tg.random.key(1), (3, 5, 4)))
+        >>> output.shape, h_n.shape
+        ((3, 5, 8), (2, 3, 8))
+    """
+    )
+    _who = "GRU"
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        *,
+        key=None,
+        dtype=np.float32,
+    ):
+        super().__init__(
+            "gru",
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            key,
+            dtype,
         )

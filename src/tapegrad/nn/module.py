@@ -24,9 +24,16 @@ import numpy as np
 from tapegrad import random as _random
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
-from tapegrad.tree import tree_leaves
+from tapegrad.tree import register, tree_leaves
 
-__all__ = ["Module", "ModuleList", "functional_call"]
+__all__ = [
+    "Module",
+    "ModuleList",
+    "Sequential",
+    "functional_call",
+    "ParameterView",
+    "ParameterIterator",
+]
 
 
 class _KeyStream(threading.local):
@@ -64,6 +71,95 @@ def _to_tensor(v, name: str, who: str):
     raise TypeError(f"{who}: {name} must be a Tensor or an array, got {type(v).__name__}")
 
 
+class ParameterIterator:
+    """The iterator :meth:`Module.parameters` returns when called: the parameter Tensors in
+    pytree leaf order.
+
+    It also carries its module's parameter pytree (``params``) and write-back hook, so that
+    PyTorch's idiom ``optim.SGD(model.parameters(), lr=0.1)`` builds an optimizer that
+    updates ``model`` after each step, exactly like ``optim.SGD(model, lr=0.1)``.
+    """
+
+    def __init__(self, module: Module, tensors: list):
+        self._module = module
+        self._it = iter(tensors)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._it)
+
+    @property
+    def params(self) -> dict:
+        """The module's parameter pytree (see :attr:`Module.params`)."""
+        return self._module.params
+
+    def _set_params(self, tree) -> None:
+        """Write a new parameter pytree back into the module (the optimizers' hook)."""
+        self._module._set_params(tree)
+
+
+class ParameterView(dict):
+    """The flat ``{dotted name: Tensor}`` dict of :attr:`Module.parameters`, also callable
+    as PyTorch's ``parameters()``.
+
+    Names are the dotted paths of the leaves of ``module.params`` (``"0.weight"``,
+    ``"encoder.norm.bias"``), in the order in which :func:`tapegrad.tree.tree_leaves`
+    visits them (dict keys sorted at each level), so ``list(module.parameters())`` lines up
+    with ``tree_leaves(module.params)`` and with the leaves of a gradient pytree. Absent
+    optional parameters (a ``None`` bias) are left out, as they are not leaves.
+
+    It is a pytree that flattens like a dict (its leaves in sorted-name order; functions such
+    as :func:`tapegrad.tree.tree_map` rebuild a plain dict). Like the module itself, and like
+    :class:`ParameterIterator`, it can be given to an optimizer, which then updates the
+    module after each step (``optim.Adam(model.parameters, lr=1e-3)``, the seeds' idiom).
+    """
+
+    def __init__(self, module: Module, flat: dict):
+        super().__init__(flat)
+        self._module = module
+
+    @property
+    def params(self) -> dict:
+        """The module's parameter pytree (see :attr:`Module.params`)."""
+        return self._module.params
+
+    def _set_params(self, tree) -> None:
+        """Write a new parameter pytree back into the module (the optimizers' hook)."""
+        self._module._set_params(tree)
+
+    def __call__(self, recurse: bool = True):
+        """An iterator over the parameter Tensors (only the module's own, not its
+        submodules', with ``recurse=False``).
+
+        With ``recurse=True`` it is a :class:`ParameterIterator`, which an optimizer accepts
+        in place of the module (``optim.Adam(model.parameters(), lr=1e-3)``).
+        """
+        if recurse:
+            return ParameterIterator(self._module, list(self.values()))
+        return iter([v for k, v in self.items() if "." not in k])
+
+
+def _flatten_view(view: ParameterView):
+    names = tuple(sorted(view))
+    return tuple(view[k] for k in names), names, names
+
+
+register(ParameterView, _flatten_view, lambda names, leaves: dict(zip(names, leaves)))
+
+
+def _named_leaves(tree: dict, prefix: str = ""):
+    """``(dotted path, leaf)`` of a nested-dict pytree in tree-flatten order, skipping None."""
+    for name in sorted(tree):
+        v = tree[name]
+        path = f"{prefix}.{name}" if prefix else name
+        if isinstance(v, dict):
+            yield from _named_leaves(v, path)
+        elif v is not None:
+            yield path, v
+
+
 class Module:
     """Base class of layers and models (the seeds' ``Module``).
 
@@ -74,7 +170,8 @@ class Module:
     Attributes:
         params: Nested dict pytree of the parameters (settable, same structure and shapes).
         state: Nested dict pytree of the states (settable).
-        parameters: Flat dict ``{"sub.weight": Tensor}`` (dotted names), the seeds' view.
+        parameters: Flat dict ``{"sub.weight": Tensor}`` (dotted names), the seeds' view;
+            also callable, ``parameters()``, as in PyTorch (see :class:`ParameterView`).
         states: Flat dict of the states.
         training: True in training mode (the default), False after :meth:`eval`.
         grads: The latest gradients a wrapper stored (a pytree like ``params``) or None.
@@ -210,22 +307,46 @@ class Module:
         """The direct submodules."""
         return list(self._modules.values())
 
+    def modules(self):
+        """An iterator over this module and every submodule (depth first, as
+        :meth:`named_modules`)."""
+        return (m for _, m in self.named_modules())
+
     def _flat(self, group: str) -> dict:
-        out = {}
-        for prefix, m in self.named_modules():
-            for name, v in m.__dict__[group].items():
-                if v is not None:
-                    out[f"{prefix}.{name}" if prefix else name] = v
-        return out
+        return dict(_named_leaves(self._tree(group)))
 
     @property
-    def parameters(self) -> dict:
-        """Flat dict of all parameters with dotted names (``"layer.weight"``)."""
-        return self._flat("_parameters")
+    def parameters(self) -> ParameterView:
+        """Flat dict of all parameters with dotted names (``"layer.weight"``), in pytree
+        leaf order; call it, ``parameters()``, for an iterator over the Tensors (PyTorch)."""
+        return ParameterView(self, self._flat("_parameters"))
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True):
+        """An iterator over ``(dotted name, Tensor)`` for every parameter (PyTorch's
+        ``named_parameters``).
+
+        Names are the dotted paths of the leaves of :attr:`params` (``"0.weight"``), in the
+        order of :func:`tapegrad.tree.tree_leaves` on it, so they line up with the leaves
+        of a gradient pytree; a ``None`` (absent) parameter is skipped.
+
+        Args:
+            prefix: Prepended to every name, with a dot.
+            recurse: Include the submodules' parameters (else only this module's own).
+
+        Example:
+            >>> import tapegrad as tg
+            >>> net = tg.nn.Sequential(tg.nn.Linear(2, 3), tg.nn.ReLU(), tg.nn.Linear(3, 1))
+            >>> [(name, p.shape) for name, p in net.named_parameters()]
+            [('0.bias', (3,)), ('0.weight', (2, 3)), ('2.bias', (1,)), ('2.weight', (3, 1))]
+        """
+        for name, v in self.parameters.items():
+            if recurse or "." not in name:
+                yield (f"{prefix}.{name}" if prefix else name), v
 
     @property
     def states(self) -> dict:
-        """Flat dict of all states with dotted names (``"bn.running_mean"``)."""
+        """Flat dict of all states with dotted names (``"bn.running_mean"``), in pytree leaf
+        order."""
         return self._flat("_states")
 
     def _tree(self, group: str) -> dict:
@@ -269,7 +390,7 @@ class Module:
     # -- the seeds' API ------------------------------------------------------------------
     def num_parameters(self) -> int:
         """Total number of parameter elements in the module and its submodules."""
-        return int(sum(t.size for t in self.parameters.values()))
+        return int(sum(t.size for t in self.parameters()))
 
     def train(self, mode: bool = True):
         """Set training mode (``mode=True``) on the module and all submodules; returns self."""
@@ -523,5 +644,78 @@ class ModuleList(Module):
     def forward(self, x):
         """Apply the modules in order."""
         for m in self:
+            x = m(x)
+        return x
+
+
+class Sequential(Module):
+    """A chain of modules applied in order (PyTorch's ``nn.Sequential``).
+
+    ``Sequential(m0, m1, ...)`` registers the modules under the names ``"0"``, ``"1"``, ...;
+    ``Sequential({"name": m, ...})`` (a dict or ``OrderedDict``) under the given names, in
+    the given order. ``forward(x)`` returns ``m_last(...m1(m0(x)))``. Indexing, slicing,
+    ``len`` and iteration follow the application order.
+
+    Raises:
+        TypeError: if an entry is not a Module, or a name is not a non-empty string.
+        ValueError: if a name contains a dot (names join into dotted parameter paths).
+
+    Example:
+        >>> import tapegrad as tg
+        >>> net = tg.nn.Sequential(tg.nn.Linear(4, 8, key=tg.random.key(0)), tg.nn.ReLU(),
+        ...                        tg.nn.Linear(8, 2, key=tg.random.key(1)))
+        >>> net(tg.random.normal(tg.random.key(2), (5, 4))).shape
+        (5, 2)
+        >>> sorted(net.parameters)
+        ['0.bias', '0.weight', '2.bias', '2.weight']
+    """
+
+    def __init__(self, *modules):
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], dict):
+            items = list(modules[0].items())
+        else:
+            items = [(str(i), m) for i, m in enumerate(modules)]
+        for name, m in items:
+            self._add(name, m)
+
+    def _add(self, name, module) -> None:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"Sequential: module names must be non-empty strings, got {name!r}")
+        if "." in name:
+            raise ValueError(f"Sequential: module name {name!r} must not contain '.'")
+        if not isinstance(module, Module):
+            raise TypeError(
+                f"Sequential: entry {name!r} must be a Module, got {type(module).__name__}"
+            )
+        self._modules[name] = module
+
+    def append(self, module: Module) -> Sequential:
+        """Append ``module`` under the next free integer name; returns self.
+
+        Raises:
+            TypeError: if ``module`` is not a Module.
+        """
+        i = len(self._modules)
+        while str(i) in self._modules:
+            i += 1
+        self._add(str(i), module)
+        return self
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(list(self._modules.values()))
+
+    def __getitem__(self, i):
+        items = list(self._modules.items())
+        if isinstance(i, slice):
+            return Sequential(dict(items[i]))
+        return items[i][1]
+
+    def forward(self, x):
+        """Apply the modules in order to ``x``."""
+        for m in self._modules.values():
             x = m(x)
         return x
