@@ -8,6 +8,10 @@ GPT-style model (token and position ``Embedding``, pre-LayerNorm blocks of causa
 Training is the pure loop: ``value_and_grad`` of a loss written with ``nn.functional_call``,
 and an Optax-style ``chain(clip_by_global_norm, adamw)`` with a warmup-cosine schedule.
 
+The training state (parameters, optimizer state, step, data key, loss history) is saved in
+``--out`` every 100 steps and when the run stops; ``--resume`` continues from it exactly
+(``--stop-after N`` stops after N steps, as does Ctrl-C).
+
 It reports the validation loss in bits per character beside a unigram baseline (the
 cross-entropy of the validation text under the training text's character frequencies, what a
 model that ignores context achieves at best) and prints a sample.
@@ -25,13 +29,23 @@ import inspect
 import math
 import os
 import sys
-import tempfile
 import time
+import warnings
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import plot_curves, smooth  # noqa: E402
+from _common import (  # noqa: E402
+    ResumeError,
+    TrainingState,
+    add_run_args,
+    blas_threads,
+    check_run_args,
+    output_dir,
+    plot_curves,
+    smooth,
+    stop_on_interrupt,
+)
 
 import tapegrad as tg  # noqa: E402
 import tapegrad.nn.functional as F  # noqa: E402
@@ -84,21 +98,24 @@ def collect_docstrings(modules=STDLIB_MODULES, max_chars: int | None = None) -> 
         total += len(text) + 2
 
     for name in modules:
-        try:
-            mod = importlib.import_module(name)
-        except ImportError:
-            continue
-        add(mod)
-        for attr, obj in sorted(vars(mod).items()):
-            if attr.startswith("_") or getattr(obj, "__module__", None) != mod.__name__:
+        # Reading deprecated members (typing.io, ...) warns; their docstrings are text like any.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            try:
+                mod = importlib.import_module(name)
+            except ImportError:
                 continue
-            if inspect.isclass(obj):
-                add(obj)
-                for meth_name, meth in sorted(vars(obj).items()):
-                    if not meth_name.startswith("_") and callable(meth):
-                        add(meth)
-            elif inspect.isfunction(obj):
-                add(obj)
+            add(mod)
+            for attr, obj in sorted(vars(mod).items()):
+                if attr.startswith("_") or getattr(obj, "__module__", None) != mod.__name__:
+                    continue
+                if inspect.isclass(obj):
+                    add(obj)
+                    for meth_name, meth in sorted(vars(obj).items()):
+                        if not meth_name.startswith("_") and callable(meth):
+                            add(meth)
+                elif inspect.isfunction(obj):
+                    add(obj)
         if max_chars is not None and total >= max_chars:
             break
     text = "\n\n".join(parts)
@@ -251,6 +268,16 @@ def sample(model, params, key, prompt_ids, length: int, temperature: float) -> l
 
 
 def train(args) -> dict:
+    """Train, evaluate, sample, checkpoint; ``--resume`` continues a run saved in ``--out``.
+
+    Returns ``{"validation_bits", "baseline_bits", "losses", "params", "step", "stopped"}``;
+    a run that stops early (``--stop-after``, Ctrl-C) has no validation loss.
+    """
+    with blas_threads(args.threads), output_dir(args.out, "tapegrad-chars-") as out:
+        return _train(args, out)
+
+
+def _train(args, out_dir: str) -> dict:
     t_data = time.perf_counter()
     text = collect_docstrings(max_chars=args.max_chars)
     chars = sorted(set(text))
@@ -279,15 +306,52 @@ def train(args) -> dict:
         min_lr=args.lr / 10,
     )
     tx = optim.chain(optim.clip_by_global_norm(1.0), optim.adamw(schedule, weight_decay=0.01))
-    opt_state = tx.init(params)
     vg = tg.value_and_grad(loss_fn)
+
+    # Everything the rest of the run depends on; resuming from it continues the same run.
+    settings = ("seed", "steps", "batch_size", "context", "dim", "heads", "layers", "lr")
+    ckpt = TrainingState(
+        out_dir,
+        "char_transformer",
+        {**{k: getattr(args, k) for k in settings}, "max_chars": args.max_chars},
+    )
+    state = {
+        "params": params,
+        "opt_state": tx.init(params),
+        "step": 0,
+        "key_data": k_data,
+        "losses": np.zeros(0),  # bits/char per step
+        "evals": np.zeros((0, 2)),  # (step, validation bits/char)
+    }
+    if args.resume:
+        state = ckpt.load(state, growing=("losses", "evals"))
+        print(f"resumed from {ckpt.path} at step {state['step']} of {args.steps}")
+    params, opt_state, k_data = state["params"], state["opt_state"], state["key_data"]
+    start = done = state["step"]
+    losses = [float(v) for v in state["losses"]]
+    evals = [(int(s), float(v)) for s, v in state["evals"]]
+    stop = args.steps if args.stop_after is None else min(args.steps, args.stop_after)
+
+    def snapshot():
+        return {
+            "params": params,
+            "opt_state": opt_state,
+            "step": done,
+            "key_data": k_data,
+            "losses": np.asarray(losses, np.float64),
+            "evals": np.asarray(evals, np.float64).reshape(-1, 2),
+        }
 
     from tqdm import tqdm
 
-    losses, evals = [], []
     t0 = time.perf_counter()
-    with tqdm(total=args.steps, desc="char transformer", unit="step", disable=None) as bar:
-        for step in range(args.steps):
+    with (
+        tqdm(
+            total=args.steps, initial=start, desc="char transformer", unit="step", disable=None
+        ) as bar,
+        stop_on_interrupt() as interrupt,
+    ):
+        for step in range(start, stop):
             x, y = get_batch(
                 tg.random.fold_in(k_data, step), train_data, args.batch_size, args.context
             )
@@ -295,18 +359,33 @@ def train(args) -> dict:
             updates, opt_state = tx.update(grads, opt_state, params)
             params = optim.apply_updates(params, updates)
             losses.append(float(loss) / math.log(2))
+            done = step + 1
             bar.update(1)
             if step % 10 == 0:
                 bar.set_postfix(bits=f"{losses[-1]:.3f}")
-            if args.eval_every and (step + 1) % args.eval_every == 0 and step + 1 < args.steps:
+            if args.eval_every and done % args.eval_every == 0 and done < args.steps:
                 evals.append(
-                    (step + 1, evaluate(model, params, valid_data, args.context, args.eval_windows))
+                    (done, evaluate(model, params, valid_data, args.context, args.eval_windows))
                 )
-                bar.write(f"step {step + 1}: validation {evals[-1][1]:.3f} bits/char")
+                bar.write(f"step {done}: validation {evals[-1][1]:.3f} bits/char")
+            if args.out and args.save_every and done % args.save_every == 0:
+                ckpt.save(snapshot())
+            if interrupt.requested:
+                break
     seconds = time.perf_counter() - t0
+    if args.out:
+        ckpt.save(snapshot())
+    resumed = f" (resumed at step {start})" if start else ""
+    print(f"trained {done - start} steps in {seconds:.1f} s{resumed}")
+    if done < args.steps:
+        where = (
+            f"continue with --resume --out {out_dir}" if args.out else "pass --out DIR to resume"
+        )
+        print(f"stopped after step {done} of {args.steps}; {where}")
+        return {"losses": losses, "params": params, "step": done, "stopped": True}
+
     val = evaluate(model, params, valid_data, args.context, args.eval_windows)
     evals.append((args.steps, val))
-    print(f"trained {args.steps} steps in {seconds:.1f} s")
     print(
         f"validation loss: {val:.3f} bits/char (unigram baseline {baseline:.3f}, "
         f"{100 * (1 - val / baseline):.0f}% lower)"
@@ -324,11 +403,9 @@ def train(args) -> dict:
     print("sample:")
     print(prompt + "".join(chars[i] for i in out))
 
-    out_dir = args.out or tempfile.mkdtemp(prefix="tapegrad-chars-")
-    os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, "char_transformer.safetensors")
     io.save(path, {"params": params, "chars": "".join(chars)})
-    print(f"checkpoint: {path}")
+    print(f"checkpoint: {path}" + ("" if args.out else " (temporary; keep it with --out DIR)"))
     if args.plot:
         xs = np.arange(1, len(losses) + 1)
         plot_curves(
@@ -341,7 +418,14 @@ def train(args) -> dict:
             title="character transformer on stdlib docstrings",
             ylabel="cross-entropy (bits/char)",
         )
-    return {"validation_bits": val, "baseline_bits": baseline, "losses": losses}
+    return {
+        "validation_bits": val,
+        "baseline_bits": baseline,
+        "losses": losses,
+        "params": params,
+        "step": done,
+        "stopped": False,
+    }
 
 
 def parse_args(argv=None):
@@ -365,9 +449,16 @@ def parse_args(argv=None):
     p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature")
     p.add_argument("--seed", type=int, default=0, help="seed of init, batches and sample")
     p.add_argument("--quick", action="store_true", help="short run for CI (about a minute)")
-    p.add_argument("--out", default=None, help="directory for the checkpoint (default: a temp dir)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="directory for the checkpoint and the training state (default: a temporary "
+        "directory, removed at the end)",
+    )
     p.add_argument("--plot", default=None, metavar="PATH", help="write a loss-curve PNG here")
+    add_run_args(p, save_every=100, save_every_default="100")
     args = p.parse_args(argv)
+    check_run_args(p, args)
     if args.quick:
         args.steps = min(args.steps, 200)
         args.dim = min(args.dim, 64)
@@ -378,7 +469,12 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
-    train(parse_args(argv))
+    args = parse_args(argv)
+    try:
+        train(args)
+    except ResumeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -2,12 +2,16 @@
 
 The same 8x8 digits as ``digits_mlp.py``, this time with the stateful layer API: a
 ``tg.nn.Module`` built from ``Conv2d``, ``BatchNorm``, ``MaxPool2d``, ``Dropout`` and ``Linear``,
-trained by the stateful ``optim.AdamW`` optimizer under the seeds' cosine schedule with warmup.
+trained by the stateful ``optim.AdamW`` optimizer under a cosine schedule with warmup.
 Each step differentiates the module as a pure function of its parameter pytree with
 ``nn.functional_call`` (BatchNorm's running statistics come back as the new state, dropout
 draws from an explicit per-step key), then ``optimizer.step(grads)`` writes the new parameters
 back into the module. Training images are shifted by up to one pixel at random (a keyed
 augmentation), which is what lifts an 8x8 CNN from about 97% to about 99%.
+
+The training state (module parameters and BatchNorm statistics, AdamW state and schedule,
+step, data key, loss history) is saved in ``--out`` once per epoch and when the run stops;
+``--resume`` continues from it exactly (``--stop-after N`` stops after N steps, as does Ctrl-C).
 
 Run:  python examples/digits_cnn.py            (about 98-99% test accuracy)
       python examples/digits_cnn.py --quick    (CI asserts >= 95%)
@@ -18,13 +22,23 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import digits_split, plot_curves, smooth  # noqa: E402
+from _common import (  # noqa: E402
+    ResumeError,
+    TrainingState,
+    add_run_args,
+    blas_threads,
+    check_run_args,
+    digits_split,
+    output_dir,
+    plot_curves,
+    smooth,
+    stop_on_interrupt,
+)
 
 import tapegrad as tg  # noqa: E402
 import tapegrad.nn.functional as F  # noqa: E402
@@ -86,6 +100,16 @@ def accuracy(model, x, y, batch: int = 512) -> float:
 
 
 def train(args) -> dict:
+    """Train, evaluate, checkpoint; ``--resume`` continues a run saved in ``--out``.
+
+    Returns ``{"accuracy", "reloaded_accuracy", "losses", "lrs", "params", "step",
+    "stopped"}``; a run that stops early (``--stop-after``, Ctrl-C) has no accuracies.
+    """
+    with blas_threads(args.threads), output_dir(args.out, "tapegrad-digits-") as out:
+        return _train(args, out)
+
+
+def _train(args, out: str) -> dict:
     x_tr, y_tr, x_te, y_te = digits_split(args.seed)
     key_model, key_data = tg.random.split(tg.random.key(args.seed))
     model = DigitsCNN(key_model, channels=args.channels, dropout=args.dropout)
@@ -105,43 +129,88 @@ def train(args) -> dict:
     vg = tg.value_and_grad(loss_fn, has_aux=True)
     print(f"DigitsCNN: {model.num_parameters()} parameters, {total} steps")
 
-    from tqdm import tqdm
+    # Everything the rest of the run depends on; resuming from it continues the same run.
+    settings = ("seed", "epochs", "batch_size", "channels", "dropout", "lr", "weight_decay")
+    ckpt = TrainingState(
+        out, "digits_cnn", {**{k: getattr(args, k) for k in settings}, "augment": args.augment}
+    )
+
+    def snapshot(done):
+        return {
+            "model": model.state_dict(),  # parameters and BatchNorm statistics
+            "opt": opt.state_dict(),  # AdamW moments, timestep, scheduled learning rate
+            "step": done,
+            "key_data": key_data,
+            "losses": np.asarray(losses, np.float64),
+            "lrs": np.asarray(lrs, np.float64),
+        }
 
     losses, lrs = [], []
+    start = done = 0
+    if args.resume:
+        state = ckpt.load(snapshot(0), growing=("losses", "lrs"))
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        key_data, start = state["key_data"], state["step"]
+        losses, lrs = [float(v) for v in state["losses"]], [float(v) for v in state["lrs"]]
+        done = start
+        print(f"resumed from {ckpt.path} at step {start} of {total}")
+    stop = total if args.stop_after is None else min(total, args.stop_after)
+    save_every = steps_per_epoch if args.save_every is None else args.save_every
+
+    from tqdm import tqdm
+
     t0 = time.perf_counter()
-    with tqdm(total=total, desc="digits CNN", unit="step", disable=None) as bar:
-        for epoch in range(args.epochs):
-            k_perm, k_shift, k_drop = tg.random.split(tg.random.fold_in(key_data, epoch), 3)
-            perm = tg.random.permutation(k_perm, len(x_tr)).numpy()
-            x_epoch = shift_images(k_shift, x_tr) if args.augment else x_tr
-            for i in range(steps_per_epoch):
-                idx = perm[i * args.batch_size : (i + 1) * args.batch_size]
-                x = tg.Tensor(x_epoch[idx, None])
-                (loss, new_state), grads = vg(
-                    model.params, model.state, model, x, y_tr[idx], tg.random.fold_in(k_drop, i)
-                )
-                model.state = new_state
-                opt.step(grads)  # AdamW + cosine schedule; writes the params into the module
-                losses.append(float(loss))
-                lrs.append(opt.lr)
-                bar.update(1)
-                if i % 10 == 0:
-                    bar.set_postfix(loss=f"{losses[-1]:.4f}", lr=f"{opt.lr:.2e}", epoch=epoch + 1)
+    data_epoch = None
+    with (
+        tqdm(total=total, initial=start, desc="digits CNN", unit="step", disable=None) as bar,
+        stop_on_interrupt() as interrupt,
+    ):
+        for s in range(start, stop):
+            epoch, i = divmod(s, steps_per_epoch)
+            if epoch != data_epoch:  # this epoch's order, shifts and dropout keys
+                k_perm, k_shift, k_drop = tg.random.split(tg.random.fold_in(key_data, epoch), 3)
+                perm = tg.random.permutation(k_perm, len(x_tr)).numpy()
+                x_epoch = shift_images(k_shift, x_tr) if args.augment else x_tr
+                data_epoch = epoch
+            idx = perm[i * args.batch_size : (i + 1) * args.batch_size]
+            x = tg.Tensor(x_epoch[idx, None])
+            (loss, new_state), grads = vg(
+                model.params, model.state, model, x, y_tr[idx], tg.random.fold_in(k_drop, i)
+            )
+            model.state = new_state
+            opt.step(grads)  # AdamW + cosine schedule; writes the params into the module
+            losses.append(float(loss))
+            lrs.append(opt.lr)
+            done = s + 1
+            bar.update(1)
+            if i % 10 == 0:
+                bar.set_postfix(loss=f"{losses[-1]:.4f}", lr=f"{opt.lr:.2e}", epoch=epoch + 1)
+            if args.out and save_every and done % save_every == 0:
+                ckpt.save(snapshot(done))
+            if interrupt.requested:
+                break
     seconds = time.perf_counter() - t0
-    last_epoch = np.mean(losses[-steps_per_epoch:])
-    print(f"trained {total} steps in {seconds:.1f} s; last epoch's mean loss {last_epoch:.4f}")
+    if args.out:
+        ckpt.save(snapshot(done))
+    resumed = f" (resumed at step {start})" if start else ""
+    print(f"trained {done - start} steps in {seconds:.1f} s{resumed}")
+    if done < total:
+        where = f"continue with --resume --out {out}" if args.out else "pass --out DIR to resume"
+        print(f"stopped after step {done} of {total}; {where}")
+        return {"losses": losses, "lrs": lrs, "params": model.params, "step": done, "stopped": True}
+
+    print(f"last epoch's mean loss {np.mean(losses[-steps_per_epoch:]):.4f}")
     acc = accuracy(model, x_te, y_te)
     print(f"test accuracy: {100 * acc:.1f}%")
 
     # Checkpoint the module (parameters and BatchNorm statistics), load into a fresh model.
-    out = args.out or tempfile.mkdtemp(prefix="tapegrad-digits-")
-    os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "digits_cnn.safetensors")
     io.save(path, model.state_dict())
     fresh = DigitsCNN(tg.random.key(args.seed + 1), channels=args.channels, dropout=args.dropout)
     fresh.load_state_dict(io.load(path))
     acc2 = accuracy(fresh, x_te, y_te)
-    print(f"checkpoint: {path}")
+    print(f"checkpoint: {path}" + ("" if args.out else " (temporary; keep it with --out DIR)"))
     print(f"reloaded test accuracy: {100 * acc2:.1f}%")
     if args.plot:
         plot_curves(
@@ -150,7 +219,15 @@ def train(args) -> dict:
             title=f"digits CNN, AdamW peak lr={args.lr} with cosine schedule",
             ylabel="cross-entropy (nats)",
         )
-    return {"accuracy": acc, "reloaded_accuracy": acc2, "losses": losses, "lrs": lrs}
+    return {
+        "accuracy": acc,
+        "reloaded_accuracy": acc2,
+        "losses": losses,
+        "lrs": lrs,
+        "params": model.params,
+        "step": done,
+        "stopped": False,
+    }
 
 
 def parse_args(argv=None):
@@ -171,16 +248,28 @@ def parse_args(argv=None):
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the split, init and batches")
     p.add_argument("--quick", action="store_true", help="short run for CI")
-    p.add_argument("--out", default=None, help="directory for the checkpoint (default: a temp dir)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="directory for the checkpoint and the training state (default: a temporary "
+        "directory, removed at the end)",
+    )
     p.add_argument("--plot", default=None, metavar="PATH", help="write a loss-curve PNG here")
+    add_run_args(p, save_every=None, save_every_default="once per epoch")
     args = p.parse_args(argv)
+    check_run_args(p, args)
     if args.quick:
         args.epochs = min(args.epochs, 3)
     return args
 
 
 def main(argv=None) -> int:
-    train(parse_args(argv))
+    args = parse_args(argv)
+    try:
+        train(args)
+    except ResumeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -8,8 +8,13 @@ permutation, so a run is reproducible from ``--seed``. After training it prints 
 a held-out 20% split, saves the parameters with ``tapegrad.io``, loads them back and prints
 the accuracy again.
 
+The training state (parameters, Adam state, step, data-order key, loss history) is saved in
+``--out`` once per epoch and when the run stops; ``--resume`` continues from it exactly, as
+if the run had never stopped (``--stop-after N`` stops after N steps, as does Ctrl-C).
+
 Run:  python examples/digits_mlp.py            (about 97-99% test accuracy)
       python examples/digits_mlp.py --quick    (a few seconds; CI asserts >= 95%)
+      python examples/digits_mlp.py --out ckpt --stop-after 500; then add --resume
 """
 
 from __future__ import annotations
@@ -17,13 +22,23 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import digits_split, plot_curves, smooth  # noqa: E402
+from _common import (  # noqa: E402
+    ResumeError,
+    TrainingState,
+    add_run_args,
+    blas_threads,
+    check_run_args,
+    digits_split,
+    output_dir,
+    plot_curves,
+    smooth,
+    stop_on_interrupt,
+)
 
 import tapegrad as tg  # noqa: E402
 import tapegrad.nn.functional as F  # noqa: E402
@@ -68,52 +83,110 @@ def accuracy(params, x, y, batch: int = 512) -> float:
 
 
 def train(args) -> dict:
+    """Train, evaluate, checkpoint; ``--resume`` continues a run saved in ``--out``.
+
+    Returns ``{"accuracy", "reloaded_accuracy", "losses", "params", "step", "stopped"}``;
+    a run that stops early (``--stop-after``, Ctrl-C) has no accuracies.
+    """
+    with blas_threads(args.threads), output_dir(args.out, "tapegrad-digits-") as out:
+        return _train(args, out)
+
+
+def _train(args, out: str) -> dict:
     x_tr, y_tr, x_te, y_te = digits_split(args.seed)
     x_tr, x_te = x_tr.reshape(len(x_tr), -1), x_te.reshape(len(x_te), -1)
     sizes = (x_tr.shape[1], *args.hidden, 10)
     key_init, key_batches = tg.random.split(tg.random.key(args.seed))
     params = init_mlp(key_init, sizes)
     tx = optim.adam(args.lr)
-    opt_state = tx.init(params)
     step = tg.value_and_grad(loss_fn)
+    steps_per_epoch = len(x_tr) // args.batch_size
+    total = args.epochs * steps_per_epoch
+
+    # Everything the rest of the run depends on; resuming from it continues the same run.
+    ckpt = TrainingState(
+        out,
+        "digits_mlp",
+        {
+            "seed": args.seed,
+            "hidden": list(args.hidden),
+            "batch_size": args.batch_size,
+            "lr": args.lr,
+        },
+    )
+    state = {
+        "params": params,
+        "opt_state": tx.init(params),
+        "step": 0,
+        "key_batches": key_batches,
+        "losses": np.zeros(0),
+    }
+    if args.resume:
+        state = ckpt.load(state, growing=("losses",))
+        print(f"resumed from {ckpt.path} at step {state['step']} of {total}")
+    params, opt_state, key_batches = state["params"], state["opt_state"], state["key_batches"]
+    start = done = state["step"]
+    losses = [float(v) for v in state["losses"]]
+    stop = total if args.stop_after is None else min(total, args.stop_after)
+    save_every = steps_per_epoch if args.save_every is None else args.save_every
+
+    def snapshot():
+        return {
+            "params": params,
+            "opt_state": opt_state,
+            "step": done,
+            "key_batches": key_batches,
+            "losses": np.asarray(losses, np.float64),
+        }
 
     from tqdm import tqdm
 
-    steps_per_epoch = len(x_tr) // args.batch_size
-    losses = []
     t0 = time.perf_counter()
-    with tqdm(
-        total=args.epochs * steps_per_epoch, desc="digits MLP", unit="step", disable=None
-    ) as bar:
-        for epoch in range(args.epochs):
-            # A keyed permutation: the same (seed, epoch) always gives the same minibatches.
-            perm = tg.random.permutation(tg.random.fold_in(key_batches, epoch), len(x_tr)).numpy()
-            for i in range(steps_per_epoch):
-                idx = perm[i * args.batch_size : (i + 1) * args.batch_size]
-                batch = (tg.Tensor(x_tr[idx]), y_tr[idx])
-                loss, grads = step(params, batch)
-                updates, opt_state = tx.update(grads, opt_state, params)
-                params = optim.apply_updates(params, updates)
-                losses.append(float(loss))
-                bar.update(1)
-                if i % 10 == 0:
-                    bar.set_postfix(loss=f"{losses[-1]:.4f}", epoch=epoch + 1)
+    perm_epoch = None
+    with (
+        tqdm(total=total, initial=start, desc="digits MLP", unit="step", disable=None) as bar,
+        stop_on_interrupt() as interrupt,
+    ):
+        for s in range(start, stop):
+            epoch, i = divmod(s, steps_per_epoch)
+            if epoch != perm_epoch:
+                # A keyed permutation: the same (seed, epoch) always gives the same batches.
+                perm = tg.random.permutation(tg.random.fold_in(key_batches, epoch), len(x_tr))
+                perm, perm_epoch = perm.numpy(), epoch
+            idx = perm[i * args.batch_size : (i + 1) * args.batch_size]
+            batch = (tg.Tensor(x_tr[idx]), y_tr[idx])
+            loss, grads = step(params, batch)
+            updates, opt_state = tx.update(grads, opt_state, params)
+            params = optim.apply_updates(params, updates)
+            losses.append(float(loss))
+            done = s + 1
+            bar.update(1)
+            if i % 10 == 0:
+                bar.set_postfix(loss=f"{losses[-1]:.4f}", epoch=epoch + 1)
+            if args.out and save_every and done % save_every == 0:
+                ckpt.save(snapshot())
+            if interrupt.requested:
+                break
     seconds = time.perf_counter() - t0
+    if args.out:
+        ckpt.save(snapshot())
+    resumed = f" (resumed at step {start})" if start else ""
+    print(f"trained {done - start} steps in {seconds:.1f} s{resumed}")
+    if done < total:
+        where = f"continue with --resume --out {out}" if args.out else "pass --out DIR to resume"
+        print(f"stopped after step {done} of {total}; {where}")
+        return {"losses": losses, "params": params, "step": done, "stopped": True}
+
     acc = accuracy(params, x_te, y_te)
-    last_epoch = np.mean(losses[-steps_per_epoch:])
-    print(
-        f"trained {len(losses)} steps in {seconds:.1f} s; last epoch's mean loss {last_epoch:.4f}"
-    )
+    print(f"last epoch's mean loss {np.mean(losses[-steps_per_epoch:]):.4f}")
     print(f"test accuracy: {100 * acc:.1f}%")
 
     # Save with tapegrad.io, load back (checked against the live structure), evaluate again.
-    out = args.out or tempfile.mkdtemp(prefix="tapegrad-digits-")
-    os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "digits_mlp.safetensors")
     io.save(path, params)
     reloaded = io.load(path, like=params)
     acc2 = accuracy(reloaded, x_te, y_te)
-    print(f"checkpoint: {path}")
+    print(f"checkpoint: {path}" + ("" if args.out else " (temporary; keep it with --out DIR)"))
     print(f"reloaded test accuracy: {100 * acc2:.1f}%")
     if args.plot:
         plot_curves(
@@ -122,7 +195,14 @@ def train(args) -> dict:
             title=f"digits MLP {'-'.join(map(str, sizes))}, Adam lr={args.lr}",
             ylabel="cross-entropy (nats)",
         )
-    return {"accuracy": acc, "reloaded_accuracy": acc2, "losses": losses, "params": params}
+    return {
+        "accuracy": acc,
+        "reloaded_accuracy": acc2,
+        "losses": losses,
+        "params": params,
+        "step": done,
+        "stopped": False,
+    }
 
 
 def parse_args(argv=None):
@@ -137,16 +217,28 @@ def parse_args(argv=None):
     p.add_argument("--lr", type=float, default=2e-3, help="Adam learning rate")
     p.add_argument("--seed", type=int, default=0, help="seed of the split, init and batches")
     p.add_argument("--quick", action="store_true", help="short run for CI (a few seconds)")
-    p.add_argument("--out", default=None, help="directory for the checkpoint (default: a temp dir)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="directory for the checkpoint and the training state (default: a temporary "
+        "directory, removed at the end)",
+    )
     p.add_argument("--plot", default=None, metavar="PATH", help="write a loss-curve PNG here")
+    add_run_args(p, save_every=None, save_every_default="once per epoch")
     args = p.parse_args(argv)
+    check_run_args(p, args)
     if args.quick:
         args.epochs = min(args.epochs, 10)
     return args
 
 
 def main(argv=None) -> int:
-    train(parse_args(argv))
+    args = parse_args(argv)
+    try:
+        train(args)
+    except ResumeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

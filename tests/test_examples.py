@@ -1,19 +1,29 @@
 """Smoke tests of examples/: every script's --help, a tiny digits run with its checkpoint round
-trip, the gradient_check example (which must also catch its broken rule), and the helpers that
-make the examples deterministic. The full --quick runs with thresholds live in .ci/examples."""
+trip, the gradient_check example (which must also catch its broken rule), the helpers that
+make the examples deterministic, and --resume: a run stopped after N steps and resumed
+follows the uninterrupted run exactly. The full --quick runs with thresholds live in
+.ci/examples."""
 
 import importlib.util
 import math
+import os
 import pathlib
+import signal
+import sys
+import tempfile
 
 import numpy as np
 import pytest
+
+import tapegrad as tg
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 SCRIPTS = ["digits_mlp", "digits_cnn", "char_transformer", "gradient_check"]
 
 
 def load(name):
+    if str(EXAMPLES) not in sys.path:  # the scripts import _common from their own folder
+        sys.path.insert(0, str(EXAMPLES))
     spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -29,7 +39,8 @@ def test_help_lists_the_common_flags(name, capsys):
     for flag in ("--quick", "--plot"):
         assert flag in out
     if name != "gradient_check":
-        assert "--seed" in out
+        for flag in ("--seed", "--threads", "--resume", "--stop-after", "--save-every", "--out"):
+            assert flag in out
 
 
 def test_digits_mlp_tiny_run_and_checkpoint(tmp_path, capsys):
@@ -84,3 +95,116 @@ def test_cnn_shift_augmentation_moves_pixels_by_at_most_one():
     rows, cols = np.nonzero(y.reshape(50, 64))[1] // 8, np.nonzero(y.reshape(50, 64))[1] % 8
     assert y.sum() == 50 and set(rows) <= {2, 3, 4} and set(cols) <= {3, 4, 5}
     assert len(set(zip(rows, cols))) > 1  # really shifted
+
+
+# -- resuming -----------------------------------------------------------------------------------
+
+TINY = {
+    "digits_mlp": ["--hidden", "16", "--threads", "1"],
+    "digits_cnn": ["--channels", "4", "--batch-size", "64", "--threads", "1"],
+    "char_transformer": [
+        *("--steps", "12", "--dim", "16", "--layers", "1", "--heads", "2", "--context", "16"),
+        *("--batch-size", "4", "--max-chars", "20000", "--eval-every", "5"),
+        *("--eval-windows", "8", "--sample-chars", "5", "--threads", "1"),
+    ],
+}
+
+
+def assert_same_run(resumed, uninterrupted):
+    assert not resumed["stopped"] and resumed["step"] == uninterrupted["step"]
+    np.testing.assert_allclose(resumed["losses"], uninterrupted["losses"], rtol=1e-6, atol=0)
+    a, b = tg.tree.tree_leaves(resumed["params"]), tg.tree.tree_leaves(uninterrupted["params"])
+    assert len(a) == len(b) > 0
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "name, first, rest",
+    [
+        # stopped mid-epoch, then resumed with more epochs than the first run asked for
+        ("digits_mlp", ["--epochs", "1", "--stop-after", "30"], ["--epochs", "2"]),
+        # stopped in the second epoch: BatchNorm statistics, AdamW + schedule, dropout keys
+        ("digits_cnn", ["--epochs", "2", "--stop-after", "30"], ["--epochs", "2"]),
+        # stopped between two evaluations: the validation history carries over too
+        ("char_transformer", ["--stop-after", "7"], []),
+    ],
+)
+def test_resume_continues_exactly_where_the_run_stopped(tmp_path, capsys, name, first, rest):
+    mod = load(name)
+    run = lambda *argv: mod.train(mod.parse_args([*TINY[name], *argv]))  # noqa: E731
+    stopped = run(*first, "--out", str(tmp_path / "a"))
+    assert stopped["stopped"] and stopped["step"] == int(first[first.index("--stop-after") + 1])
+    assert (tmp_path / "a" / f"{name}.train-state.safetensors").is_file()
+    out = capsys.readouterr().out
+    assert f"stopped after step {stopped['step']}" in out and "--resume" in out
+
+    resumed = run(*rest, "--resume", "--out", str(tmp_path / "a"))
+    assert f"resumed from {tmp_path / 'a'}" in capsys.readouterr().out
+    uninterrupted = run(*rest, "--out", str(tmp_path / "b"))
+    assert_same_run(resumed, uninterrupted)
+    assert resumed["losses"][: stopped["step"]] == stopped["losses"]
+    for key in ("accuracy", "validation_bits"):
+        if key in uninterrupted:
+            assert resumed[key] == pytest.approx(uninterrupted[key], rel=1e-6)
+
+
+def test_resume_refuses_a_run_with_other_settings(tmp_path, capsys):
+    mlp = load("digits_mlp")
+    out = ["--out", str(tmp_path), "--epochs", "1", "--threads", "1"]
+    mlp.train(mlp.parse_args([*out, "--hidden", "16", "--stop-after", "3"]))
+    assert mlp.main([*out, "--hidden", "32", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "other settings (hidden: saved [16], now [32])" in err
+
+
+def test_resume_without_a_saved_state_or_without_out(tmp_path, capsys):
+    mlp = load("digits_mlp")
+    assert mlp.main(["--out", str(tmp_path), "--resume", "--threads", "1"]) == 2
+    assert "no training state at" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        mlp.parse_args(["--resume"])
+    assert exc.value.code == 2
+    assert "--resume needs --out DIR" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value", [("--threads", "0"), ("--stop-after", "0")])
+def test_bad_run_flags_are_refused(capsys, flag, value):
+    with pytest.raises(SystemExit):
+        load("digits_cnn").parse_args([flag, value])
+    assert f"{flag} must be at least 1" in capsys.readouterr().err
+
+
+def test_without_out_the_temporary_folder_is_removed(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    mlp = load("digits_mlp")
+    res = mlp.train(mlp.parse_args(["--epochs", "1", "--hidden", "16", "--threads", "1"]))
+    assert res["reloaded_accuracy"] == res["accuracy"]
+    assert "(temporary; keep it with --out DIR)" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_blas_threads_limits_and_restores_the_pool():
+    from threadpoolctl import threadpool_info
+
+    common = load("_common")
+    blas = lambda: [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]  # noqa: E731
+    before = blas()
+    with common.blas_threads(1):
+        assert all(n == 1 for n in blas())
+    assert blas() == before
+    expected = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    assert common.default_threads() == (expected or os.cpu_count())
+
+
+def test_first_interrupt_asks_to_stop_and_the_second_interrupts(capsys):
+    common = load("_common")
+    previous = signal.getsignal(signal.SIGINT)
+    with common.stop_on_interrupt() as stop:
+        assert not stop.requested
+        signal.raise_signal(signal.SIGINT)
+        assert stop.requested
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is previous
+    assert "stopping after this step" in capsys.readouterr().out
