@@ -18,41 +18,45 @@ which is NumPy's own stream-compatibility policy):
 - A draw runs :class:`numpy.random.PCG64` seeded by ``SeedSequence(entropy=key)`` (no spawn
   key, so a draw never coincides with a child key's stream).
 
-Results are CPU Tensors; move them with ``.to_device(...)`` where needed.
+Every draw and every key derivation is a primitive on the tape: under ``jit`` (or a recorded
+``trace``) a key is an input like any other, and replaying with a new key gives exactly what the
+eager call gives for that key. Results are CPU Tensors; move them with ``.to_device(...)``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from tapegrad.tensor import Tensor
+from tapegrad.function import Function
+from tapegrad.tensor import Tensor, const
 
 __all__ = ["key", "split", "fold_in", "uniform", "normal", "bernoulli", "permutation", "randint"]
 
 
-def _words(k, who: str) -> list[int]:
-    """The two uint32 words of key ``k``, validated."""
-    arr = k._array if isinstance(k, Tensor) else k
-    if not hasattr(arr, "dtype") or not hasattr(arr, "shape"):
+def _check_key(k, who: str) -> Tensor:
+    """``k`` as a key Tensor (a uint32 Tensor of shape (2,)), or a clear TypeError."""
+    if isinstance(k, np.ndarray):
+        k = Tensor(k)
+    if not isinstance(k, Tensor):
         raise TypeError(
             f"{who}: key must be a key from tapegrad.random.key/split (a uint32 Tensor of shape "
             f"(2,)), got {type(k).__name__}"
         )
-    if arr.dtype != np.uint32 or tuple(arr.shape) != (2,):
+    if k.dtype != np.uint32 or tuple(k.shape) != (2,):
         raise TypeError(
             f"{who}: key must be a uint32 Tensor of shape (2,) from tapegrad.random.key/split, "
-            f"got dtype {arr.dtype} and shape {tuple(arr.shape)}"
+            f"got dtype {k.dtype} and shape {tuple(k.shape)}"
         )
+    return k
+
+
+def _words(arr) -> list:
     host = arr if isinstance(arr, np.ndarray) else np.asarray(arr.get())  # CuPy -> host
     return [int(host[0]), int(host[1])]
 
 
-def _key_from_words(words) -> Tensor:
-    return Tensor(np.asarray(words, dtype=np.uint32))
-
-
-def _generator(k, who: str) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy=_words(k, who))))
+def _generator(arr) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy=_words(arr))))
 
 
 def _shape(shape, who: str) -> tuple:
@@ -76,6 +80,86 @@ def _float_dtype(dtype, who: str):
     return dtype
 
 
+class _Split(Function):
+    """``num`` child keys of a key (no gradient): ``SeedSequence(entropy=key, spawn_key=(i,))``."""
+
+    oper = "random_split"
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, k, num):
+        words = _words(k)
+        return tuple(
+            np.random.SeedSequence(entropy=words, spawn_key=(i,)).generate_state(2, np.uint32)
+            for i in range(num)
+        )
+
+    @classmethod
+    def output_shape(cls, shape, num):
+        return [(2,)] * num
+
+    @classmethod
+    def output_dtype(cls, dtype, num):
+        return [np.dtype(np.uint32)] * num
+
+
+class _FoldIn(Function):
+    """A key from a key and an integer (no gradient)."""
+
+    oper = "random_fold_in"
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, k, data):
+        data = int(np.asarray(data if not hasattr(data, "get") else data.get()).reshape(()))
+        if data < 0:
+            raise ValueError(f"random.fold_in: data must be non-negative, got {data}")
+        ss = np.random.SeedSequence(entropy=_words(k) + [data], spawn_key=(0xF01D,))
+        return ss.generate_state(2, np.uint32)
+
+    @classmethod
+    def output_shape(cls, shape, data):
+        return (2,)
+
+    @classmethod
+    def output_dtype(cls, dtype, data):
+        return np.dtype(np.uint32)
+
+
+class _Draw(Function):
+    """Numbers drawn from a key (no gradient): ``kind`` ``"uniform"``, ``"normal"``,
+    ``"bernoulli"``, ``"randint"`` or ``"permutation"``, with the static ``shape``, ``dtype``
+    and distribution parameters ``a``, ``b``."""
+
+    oper = "random_draw"
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, k, kind, shape, dtype, a, b):
+        g = _generator(k)
+        if kind == "uniform":
+            return (a + (b - a) * g.random(shape, dtype=np.float64)).astype(dtype)
+        if kind == "normal":
+            return (a + b * g.standard_normal(shape, dtype=np.float64)).astype(dtype)
+        if kind == "bernoulli":
+            return g.random(shape) < a
+        if kind == "randint":
+            return g.integers(a, b, size=shape, dtype=np.int64).astype(dtype)
+        return g.permutation(a).astype(np.int64)  # "permutation"
+
+    @classmethod
+    def output_shape(cls, shape, kind, shape_, dtype, a, b):
+        return (a,) if kind == "permutation" else tuple(shape_)
+
+    @classmethod
+    def output_dtype(cls, dtype, kind, shape, dtype_, a, b):
+        return np.dtype(dtype_)
+
+
+def _draw(k, kind, shape, dtype, a, b, who) -> Tensor:
+    return _Draw.apply(_check_key(k, who), kind, shape, np.dtype(dtype), a, b)
+
+
 def key(seed: int) -> Tensor:
     """A new key from an integer seed.
 
@@ -97,7 +181,7 @@ def key(seed: int) -> Tensor:
         raise TypeError(f"random.key: seed must be an int, got {type(seed).__name__}")
     if seed < 0:
         raise ValueError(f"random.key: seed must be non-negative, got {seed}")
-    return _key_from_words(np.random.SeedSequence(int(seed)).generate_state(2, np.uint32))
+    return const(np.random.SeedSequence(int(seed)).generate_state(2, np.uint32))
 
 
 def split(key, num: int = 2) -> tuple:
@@ -117,33 +201,33 @@ def split(key, num: int = 2) -> tuple:
     Raises:
         TypeError: for a bad key. ValueError: if ``num < 1``.
     """
-    words = _words(key, "random.split")
+    k = _check_key(key, "random.split")
     if isinstance(num, bool) or not isinstance(num, (int, np.integer)) or num < 1:
         raise ValueError(f"random.split: num must be a positive int, got {num!r}")
-    return tuple(
-        _key_from_words(
-            np.random.SeedSequence(entropy=words, spawn_key=(i,)).generate_state(2, np.uint32)
-        )
-        for i in range(int(num))
-    )
+    out = _Split.apply(k, int(num))
+    return out if isinstance(out, tuple) else (out,)
 
 
-def fold_in(key, data: int) -> Tensor:
-    """A new key from ``key`` and an integer ``data`` (for example a step number).
+def fold_in(key, data) -> Tensor:
+    """A new key from ``key`` and an integer ``data`` (for example a step number, which may be
+    an integer Tensor that ``jit`` traces).
 
     ``fold_in(k, i)`` differs from ``split(k, n)[i]`` (a separate derivation), so the two can
     be mixed.
 
     Raises:
-        TypeError: for a bad key or non-int ``data``. ValueError: if ``data`` is negative.
+        TypeError: for a bad key or non-integer ``data``. ValueError: if ``data`` is negative.
     """
-    words = _words(key, "random.fold_in")
-    if isinstance(data, bool) or not isinstance(data, (int, np.integer)):
+    k = _check_key(key, "random.fold_in")
+    if isinstance(data, Tensor):
+        if data.dtype.kind not in "iu" or data.size != 1:
+            raise TypeError(f"random.fold_in: data must be one integer, got a Tensor of dtype "
+                            f"{data.dtype} and shape {data.shape}")
+    elif isinstance(data, bool) or not isinstance(data, (int, np.integer)):
         raise TypeError(f"random.fold_in: data must be an int, got {type(data).__name__}")
-    if data < 0:
+    elif data < 0:
         raise ValueError(f"random.fold_in: data must be non-negative, got {data}")
-    ss = np.random.SeedSequence(entropy=words + [int(data)], spawn_key=(0xF01D,))
-    return _key_from_words(ss.generate_state(2, np.uint32))
+    return _FoldIn.apply(k, data if isinstance(data, Tensor) else int(data))
 
 
 def uniform(key, shape=(), dtype=np.float32, minval=0.0, maxval=1.0) -> Tensor:
@@ -163,8 +247,7 @@ def uniform(key, shape=(), dtype=np.float32, minval=0.0, maxval=1.0) -> Tensor:
     dtype = _float_dtype(dtype, "random.uniform")
     if minval > maxval:
         raise ValueError(f"random.uniform: minval {minval} > maxval {maxval}")
-    u = _generator(key, "random.uniform").random(shape, dtype=np.float64)
-    return Tensor((minval + (maxval - minval) * u).astype(dtype))
+    return _draw(key, "uniform", shape, dtype, float(minval), float(maxval), "random.uniform")
 
 
 def normal(key, shape=(), dtype=np.float32, mean=0.0, std=1.0) -> Tensor:
@@ -177,8 +260,7 @@ def normal(key, shape=(), dtype=np.float32, mean=0.0, std=1.0) -> Tensor:
     dtype = _float_dtype(dtype, "random.normal")
     if std < 0:
         raise ValueError(f"random.normal: std must be non-negative, got {std}")
-    z = _generator(key, "random.normal").standard_normal(shape, dtype=np.float64)
-    return Tensor((mean + std * z).astype(dtype))
+    return _draw(key, "normal", shape, dtype, float(mean), float(std), "random.normal")
 
 
 def bernoulli(key, p=0.5, shape=None) -> Tensor:
@@ -198,8 +280,7 @@ def bernoulli(key, p=0.5, shape=None) -> Tensor:
     p = float(p)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"random.bernoulli: p must lie in [0, 1], got {p}")
-    u = _generator(key, "random.bernoulli").random(shape)
-    return Tensor(u < p)
+    return _draw(key, "bernoulli", shape, np.bool_, p, None, "random.bernoulli")
 
 
 def randint(key, shape, minval: int, maxval: int, dtype=np.int32) -> Tensor:
@@ -214,8 +295,7 @@ def randint(key, shape, minval: int, maxval: int, dtype=np.int32) -> Tensor:
         raise TypeError(f"random.randint: dtype must be an integer dtype, got {dtype}")
     if minval >= maxval:
         raise ValueError(f"random.randint: need minval < maxval, got [{minval}, {maxval})")
-    g = _generator(key, "random.randint")
-    return Tensor(g.integers(minval, maxval, size=shape, dtype=np.int64).astype(dtype))
+    return _draw(key, "randint", shape, dtype, int(minval), int(maxval), "random.randint")
 
 
 def permutation(key, x) -> Tensor:
@@ -226,14 +306,13 @@ def permutation(key, x) -> Tensor:
     Raises:
         ValueError: if ``x`` is a negative int or a 0-d Tensor.
     """
-    g = _generator(key, "random.permutation")
     if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
         if x < 0:
             raise ValueError(f"random.permutation: n must be non-negative, got {x}")
-        return Tensor(g.permutation(int(x)).astype(np.int64))
-    from tapegrad import numpy as tnp
-
-    x = tnp.asarray(x)
+        return _draw(key, "permutation", (), np.int64, int(x), None, "random.permutation")
+    if not isinstance(x, Tensor):
+        x = Tensor(x)
     if x.ndim == 0:
         raise ValueError("random.permutation: cannot permute a 0-d Tensor; pass an int n instead")
-    return x[g.permutation(x.shape[0])]
+    order = _draw(key, "permutation", (), np.int64, x.shape[0], None, "random.permutation")
+    return x[order]
