@@ -463,7 +463,8 @@ class Adam(Optimizer):
     """Adam with decoupled weight decay (the seeds' ``Adam``), via :func:`~tapegrad.optim.adamw`.
 
     ``p <- p - lr * (m_hat / (sqrt(v_hat) + epsilon) + weight_decay * p)``; with
-    ``weight_decay=0`` (the default) this is Adam. The seeds' defaults (``epsilon=1e-7``).
+    ``weight_decay=0`` (the default) this is Adam. Defaults as above; note ``epsilon=1e-7``
+    (PyTorch's ``Adam`` uses ``1e-8``).
 
     Args:
         model_parameters: Parameter pytree or Module (see :class:`Optimizer`).
