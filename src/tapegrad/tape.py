@@ -18,13 +18,14 @@ import attrs
 import numpy as np
 
 from tapegrad import function as _function
-from tapegrad.function import Context, base_apply, unbroadcast
+from tapegrad.function import Context, _state, base_apply, unbroadcast
 from tapegrad.tensor import Tensor, caller_line, const, make, primal_of
 from tapegrad.tree import tree_flatten, tree_unflatten
 
 __all__ = ["Tape", "TapeEntry", "Guard", "Trace", "GuardError", "backward_pass"]
 
 _new = object.__new__
+_tuple_new = tuple.__new__
 
 
 class GuardError(RuntimeError):
@@ -133,18 +134,15 @@ class Trace:
         outputs are Tensors (a tuple).
         """
         level = self.level
-        st = _function._state
         if self.done:
             raise RuntimeError(
                 f"{fn._name()}: an input is a traced value of a transform that has already "
                 "finished (a leaked tracer, for example one stored in a global or a closure "
                 "and used after grad/vjp returned). Pass it as an argument instead."
             )
+        st = _state
         diff = fn.differentiable and level > st.limit
         nd = fn.nondiff_argnums
-        top_needs = needs is None
-        if top_needs:
-            needs = []
         lowered, in_nodes, consts, level_needs = [], [], [], []
         active = False
         sub = 0
@@ -152,8 +150,6 @@ class Trace:
         for a in args:
             if type(a) is Tensor:
                 lv = a._level
-                if top_needs:
-                    needs.append(lv > 0 and k not in nd and a._array.dtype.kind in "fc")
                 if lv == level:
                     if a._trace is not self:
                         raise RuntimeError(f"{fn._name()}: inputs from two traces of one level")
@@ -161,10 +157,11 @@ class Trace:
                     consts.append(None)
                     p = a._primal
                     a = p if p is not None else primal_of(a)
-                    need = diff and k not in nd and a._array.dtype.kind in "fc"
-                    if need:
+                    if diff and a._array.dtype.kind in "fc" and not (nd and k in nd):
                         active = True
-                    level_needs.append(need)
+                        level_needs.append(True)
+                    else:
+                        level_needs.append(False)
                     lv = a._level
                 else:
                     in_nodes.append(-1)
@@ -174,38 +171,44 @@ class Trace:
                     sub = lv
                     sub_holder = a
             else:
-                if top_needs:
-                    needs.append(False)
                 in_nodes.append(-1)
                 consts.append(a)
                 level_needs.append(False)
             lowered.append(a)
             k += 1
-        if top_needs:
-            needs = tuple(needs)
+        level_needs = tuple(level_needs)
         if sub:
+            if needs is None:  # what any level wants: a Tensor traced somewhere, floating
+                needs = tuple([type(a) is Tensor and a._level > 0 and not (nd and i in nd)
+                               and a._array.dtype.kind in "fc" for i, a in enumerate(args)])
             louts, ctx0, spec, multi, nondiff = sub_holder._trace.record(fn, lowered, params, needs)
-        else:
-            louts, ctx0, spec, multi, nondiff = base_apply(fn, lowered, params, needs)
+        else:  # the lowest recording level: only this level wants cotangents
+            louts, ctx0, spec, multi, nondiff = base_apply(
+                fn, lowered, params, level_needs if needs is None else needs
+            )
         if not active and not self.replays:  # no derivative here: constants at this level
             if not sub:
                 louts = tuple([const(a) for a in louts])
             return louts, ctx0, spec, multi, nondiff
-        prims = list(louts) if sub else [None] * len(louts)  # the outputs one level down
+        prims = list(louts) if sub else None  # the outputs one level down, as Tensors
         ctx = None
         if active and not (nondiff and not multi):  # (a lone non-differentiable output: none)
             if sub:
                 ctx = _new(Context)
                 ctx.__dict__.update(ctx0.__dict__)
+                ctx.needs_input_grad = level_needs
             else:
                 ctx = ctx0
-            ctx.needs_input_grad = tuple(level_needs)
+                if needs is not None:
+                    ctx.needs_input_grad = level_needs
             if spec:
                 saved = []
                 for kind, v in spec:
                     if kind == 0:
                         saved.append(lowered[v])
                     elif kind == 1:
+                        if prims is None:
+                            prims = [None] * len(louts)
                         p = prims[v]
                         if p is None:
                             p = prims[v] = const(louts[v])
@@ -220,16 +223,23 @@ class Trace:
             if st.debug:  # where the user called the op, for tg.debug_nans' message
                 ctx._site = caller_line()
         avals = self.avals
-        first = node = len(avals)
-        outs = []
-        for j, lo in enumerate(louts):
-            arr = lo._array if sub else lo
+        node = len(avals)
+        if len(louts) == 1:
+            arr = louts[0]._array if sub else louts[0]
             avals.append((arr.shape, arr.dtype))
-            outs.append(make(arr, level, self, node, prims[j]))
-            node += 1
-        outs = tuple(outs)
-        self.note(TapeEntry(fn, params, ctx, tuple(in_nodes), tuple(consts),
-                            tuple(range(first, node))))
+            outs = (make(arr, level, self, node, None if prims is None else prims[0]),)
+            out_nodes = (node,)
+        else:
+            outs, out_nodes = [], []
+            for j, lo in enumerate(louts):
+                arr = lo._array if sub else lo
+                avals.append((arr.shape, arr.dtype))
+                outs.append(make(arr, level, self, node, None if prims is None else prims[j]))
+                out_nodes.append(node)
+                node += 1
+            outs, out_nodes = tuple(outs), tuple(out_nodes)
+        self.note(_tuple_new(TapeEntry, (fn, params, ctx, tuple(in_nodes), tuple(consts),
+                                         out_nodes)))
         return outs, ctx0, spec, multi, nondiff
 
     def note(self, entry: TapeEntry) -> None:

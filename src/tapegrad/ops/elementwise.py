@@ -114,12 +114,11 @@ def _times(xp, g, d, nonan: bool):
     ``d`` (a 0/1 derivative) selects: exactly ``where(d, g, 0)``."""
     if getattr(d, "dtype", None) == np.bool_:
         return _masked(xp, g, d)
-    with _Quiet():
-        out = g * d
-        if out.dtype != g.dtype and g.dtype.kind in "fc" and out.dtype.kind != "c":
-            out = out.astype(g.dtype)
-        if nonan and out.size and not _all_finite(xp, out):
-            out = xp.where(g == 0, xp.zeros((), out.dtype), out)
+    out = g * d
+    if out.dtype != g.dtype and g.dtype.kind in "fc" and out.dtype.kind != "c":
+        out = out.astype(g.dtype)
+    if nonan and out.size and not _all_finite(xp, out):
+        out = xp.where(g == 0, xp.zeros((), out.dtype), out)
     return out
 
 
@@ -139,10 +138,9 @@ class MulNoNan(Function):
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
         xp = ctx.backend
-        with _Quiet():
-            out = a * b
-            if hasattr(out, "dtype") and out.size and not _all_finite(xp, out):
-                out = xp.where((a == 0) | (b == 0), xp.zeros((), out.dtype), out)
+        out = a * b
+        if hasattr(out, "dtype") and out.size and not _all_finite(xp, out):
+            out = xp.where((a == 0) | (b == 0), xp.zeros((), out.dtype), out)
         return out
 
     @staticmethod
@@ -169,10 +167,9 @@ class DivNoNan(Function):
     @staticmethod
     def forward(ctx, g, d):
         xp = ctx.backend
-        with _Quiet():
-            out = g / d
-            if out.size and not _all_finite(xp, out):
-                out = xp.where(g == 0, xp.zeros((), out.dtype), out)
+        out = g / d
+        if out.size and not _all_finite(xp, out):
+            out = xp.where(g == 0, xp.zeros((), out.dtype), out)
         ctx.save_for_backward(d, out)
         return out
 
@@ -518,9 +515,7 @@ class UnaryGrad(Function):
         ctx.save_for_backward(g, x, out)
         ctx.row = row
         xp = ctx.backend
-        with _Quiet():
-            d = row.deriv(array_ns(xp), x, out)
-        return _times(xp, g, d, row.nonan)
+        return _times(xp, g, row.deriv(array_ns(xp), x, out), row.nonan)
 
     @staticmethod
     def backward(ctx, h):
@@ -554,9 +549,7 @@ class BinaryGrad(Function):
         ctx.save_for_backward(g, x, y, out)
         ctx.row, ctx.wrt = row, wrt
         xp = ctx.backend
-        with _Quiet():
-            d = (row.dx if wrt == 0 else row.dy)(array_ns(xp), x, y, out)
-        return _times(xp, g, d, row.nonan)
+        return _times(xp, g, (row.dx if wrt == 0 else row.dy)(array_ns(xp), x, y, out), row.nonan)
 
     @staticmethod
     def backward(ctx, h):
