@@ -495,10 +495,12 @@ class Function:
 def base_apply(cls, values, params, needs):
     """Run ``forward`` on the level-0 ``values`` (Tensors or Python values) for a recording.
 
-    Returns ``(output arrays, ctx, saved spec, multi, non-differentiable outputs)``. The saved
-    spec lists what ``forward`` saved: ``(0, k)`` input ``k``, ``(1, k)`` output ``k``,
-    ``(2, value)`` another value, so that each recording level can give its ``backward`` the
-    matching Tensors of its own level.
+    Returns ``(output arrays, ctx, saved spec, multi, non-differentiable outputs, prims)``.
+    ``ctx.saved_tensors`` is set for the lowest recording level (the values it saved, as the
+    level-0 Tensors in ``values`` or new constants, ``prims`` holding those made for outputs).
+    The saved spec lists what ``forward`` saved, ``(0, k)`` input ``k``, ``(1, k)`` output
+    ``k``, ``(2, value)`` another value, so that each higher recording level can give its
+    ``backward`` the matching Tensors of its own level.
     """
     arrays = []
     cpu = True
@@ -529,27 +531,44 @@ def base_apply(cls, values, params, needs):
         raws = tuple([as_array(r, ctx.backend) for r in given])
     d = ctx.__dict__
     spec = ()
+    prims = None
     if "_to_save" in d:
         sp = []
+        saved = []
         for s in d.pop("_to_save"):
-            for k, a in enumerate(arrays):
+            k = 0
+            for a in arrays:
                 if a is s:
                     sp.append((0, k))
+                    saved.append(values[k])
                     break
+                k += 1
             else:
-                for k, o in enumerate(given):
+                k = 0
+                for o in given:
                     if o is s:
                         sp.append((1, k))
+                        if prims is None:
+                            prims = [None] * len(raws)
+                        p = prims[k]
+                        if p is None:
+                            p = prims[k] = const(raws[k])
+                        saved.append(p)
                         break
+                    k += 1
                 else:
-                    sp.append((2, s if isinstance(s, Tensor) or not hasattr(s, "shape")
-                               else const(s)))
+                    v = s if isinstance(s, Tensor) or not hasattr(s, "shape") else const(s)
+                    sp.append((2, v))
+                    saved.append(v)
         spec = tuple(sp)
+        ctx.saved_tensors = tuple(saved)
+    else:
+        ctx.saved_tensors = ()
     nondiff = ()
     if "_non_diff" in d:
         nd = d.pop("_non_diff")
         nondiff = tuple([j for j, o in enumerate(given) if any(o is s for s in nd)])
-    return raws, ctx, spec, multi, nondiff
+    return raws, ctx, spec, multi, nondiff, prims
 
 
 def _defer(cls, args, params):

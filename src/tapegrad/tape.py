@@ -182,42 +182,29 @@ class Trace:
                 needs = tuple([type(a) is Tensor and a._level > 0 and not (nd and i in nd)
                                and a._array.dtype.kind in "fc" for i, a in enumerate(args)])
             louts, ctx0, spec, multi, nondiff = sub_holder._trace.record(fn, lowered, params, needs)
+            prims = list(louts)  # the outputs one level down, as Tensors
         else:  # the lowest recording level: only this level wants cotangents
-            louts, ctx0, spec, multi, nondiff = base_apply(
+            louts, ctx0, spec, multi, nondiff, prims = base_apply(
                 fn, lowered, params, level_needs if needs is None else needs
             )
         if not active and not self.replays:  # no derivative here: constants at this level
             if not sub:
                 louts = tuple([const(a) for a in louts])
             return louts, ctx0, spec, multi, nondiff
-        prims = list(louts) if sub else None  # the outputs one level down, as Tensors
         ctx = None
         if active and not (nondiff and not multi):  # (a lone non-differentiable output: none)
             if sub:
                 ctx = _new(Context)
                 ctx.__dict__.update(ctx0.__dict__)
                 ctx.needs_input_grad = level_needs
-            else:
+                ctx.saved_tensors = tuple(
+                    [lowered[v] if kind == 0 else (prims[v] if kind == 1 else v)
+                     for kind, v in spec]
+                )
+            else:  # base_apply set the level-0 saved values
                 ctx = ctx0
                 if needs is not None:
                     ctx.needs_input_grad = level_needs
-            if spec:
-                saved = []
-                for kind, v in spec:
-                    if kind == 0:
-                        saved.append(lowered[v])
-                    elif kind == 1:
-                        if prims is None:
-                            prims = [None] * len(louts)
-                        p = prims[v]
-                        if p is None:
-                            p = prims[v] = const(louts[v])
-                        saved.append(p)
-                    else:
-                        saved.append(v)
-                ctx.saved_tensors = tuple(saved)
-            else:
-                ctx.saved_tensors = ()
             if nondiff:
                 ctx._nondiff = nondiff
             if st.debug:  # where the user called the op, for tg.debug_nans' message

@@ -655,9 +655,9 @@ def _sigmoid(xp, x):
 
 
 def _logaddexp_dx(xp, x, y, out):
-    # sigmoid(x - y), with 1/2 where x == y == +-inf (x - y is NaN there)
-    tie = (x == y) & xp.isinf(x) if hasattr(x, "shape") else (x == y) & xp.isinf(xp.asarray(x))
-    return xp.sigmoid(xp.where(tie, 0.0, x) - xp.where(tie, 0.0, y))
+    # sigmoid(x - y); 1/2 where x == y == +-inf (x - y is NaN only there)
+    d = xp.sigmoid(x - y)
+    return xp.where(d == d, d, 0.5)
 
 
 def _minmax_d(greater):
