@@ -208,7 +208,8 @@ class Context:
             transform wants that input's cotangent (skip work in ``backward`` when False).
 
     Set before ``backward`` and ``jvp``:
-        saved_tensors: The values given to :meth:`save_for_backward`, as Tensors.
+        saved_tensors: The values given to :meth:`save_for_backward`, as Tensors (reading it
+            when ``forward`` saved nothing raises ``RuntimeError``).
 
     Free attributes carry static values (axes, shapes, flags) from ``forward`` to ``backward``.
     Arrays computed in ``forward`` other than inputs and outputs are constants to ``backward``:
@@ -525,10 +526,14 @@ def base_apply(cls, values, params, needs):
     if type(raw) is _ndarray:
         multi = False
         raws = given = (raw,)
-    else:  # NumPy scalars (ufuncs on 0-d arrays give them) become 0-d arrays
-        multi = type(raw) is tuple or type(raw) is list
-        given = tuple(raw) if multi else (raw,)
+    elif type(raw) is tuple or type(raw) is list:
+        multi = True
+        given = tuple(raw)
         raws = tuple([as_array(r, ctx.backend) for r in given])
+    else:  # NumPy scalars (ufuncs on 0-d arrays give them) become 0-d arrays
+        multi = False
+        given = (raw,)
+        raws = (as_array(raw, ctx.backend),)
     d = ctx.__dict__
     spec = ()
     prims = None
@@ -562,8 +567,6 @@ def base_apply(cls, values, params, needs):
                     saved.append(v)
         spec = tuple(sp)
         ctx.saved_tensors = tuple(saved)
-    else:
-        ctx.saved_tensors = ()
     nondiff = ()
     if "_non_diff" in d:
         nd = d.pop("_non_diff")

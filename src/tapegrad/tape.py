@@ -197,10 +197,11 @@ class Trace:
                 ctx = _new(Context)
                 ctx.__dict__.update(ctx0.__dict__)
                 ctx.needs_input_grad = level_needs
-                ctx.saved_tensors = tuple(
-                    [lowered[v] if kind == 0 else (prims[v] if kind == 1 else v)
-                     for kind, v in spec]
-                )
+                if spec:
+                    ctx.saved_tensors = tuple(
+                        [lowered[v] if kind == 0 else (prims[v] if kind == 1 else v)
+                         for kind, v in spec]
+                    )
             else:  # base_apply set the level-0 saved values
                 ctx = ctx0
                 if needs is not None:
