@@ -189,7 +189,7 @@ def spec_roll(data, dtype):
 def spec_pad(data, dtype):
     shape = data.draw(shapes())
     a = _array(data, shape, dtype)
-    mode = data.draw(st.sampled_from(["constant", "edge", "reflect"]))
+    mode = data.draw(st.sampled_from(["constant", "edge", "reflect", "symmetric", "wrap"]))
     pw = tuple(
         (0, 0)
         if (mode != "constant" and s == 0)
@@ -465,3 +465,18 @@ def test_repeated_index_add_accumulates(data):
     # gradient of .add with respect to v: the output cotangent gathered at each write
     gv = tg.grad(lambda u: (tg.Tensor(x).at[rows].add(u) * tg.Tensor(x)).sum())(tg.Tensor(v))
     np.testing.assert_allclose(gv.numpy(), x[rows], rtol=1e-12, atol=1e-12)
+
+
+@given(data=st.data(), mode=st.sampled_from(["reflect", "symmetric", "wrap"]))
+def test_pad_copy_modes_match_numpy_in_both_modes_of_differentiation(data, mode):
+    # pads up to three times an axis's length (reflecting or wrapping again), size-1 axes,
+    # empty axes left unpadded; forward and reverse mode to order 2
+    shape = data.draw(shapes(max_side=3))
+    a = _array(data, shape, np.float64)
+    pw = tuple(
+        (0, 0) if s == 0 else (data.draw(st.integers(0, 3 * s)), data.draw(st.integers(0, 3 * s)))
+        for s in shape
+    ) or data.draw(st.integers(0, 2))  # a 0-d Tensor: NumPy takes an int
+    got = tnp.pad(tg.Tensor(a), pw, mode=mode)
+    np.testing.assert_array_equal(got.numpy(), np.pad(a, pw, mode=mode))
+    check_grads(lambda x: tnp.pad(x, pw, mode=mode), [tg.Tensor(a)], order=2, modes=("rev", "fwd"))

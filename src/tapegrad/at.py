@@ -28,8 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 from tapegrad import ops as _ops
-from tapegrad.numpy import astype as _astype
-from tapegrad.numpy._core import _install_methods
+from tapegrad.ops._registry import install_methods as _install_methods
+from tapegrad.ops.elementwise import AsType as _AsType
 from tapegrad.ops.movement import split_index as _split_index
 from tapegrad.tensor import Tensor
 
@@ -81,7 +81,7 @@ class IndexUpdateRef:
     def _prepare(self, values):
         x = self._tensor
         if isinstance(values, Tensor):
-            v = values if values.dtype == x.dtype else _astype(values, x.dtype)
+            v = values if values.dtype == x.dtype else _AsType.api(values, x.dtype)
         elif hasattr(values, "__cuda_array_interface__"):
             v = Tensor(values, dtype=x.dtype)
         else:

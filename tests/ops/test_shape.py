@@ -113,7 +113,7 @@ def test_tnp_pad_uses_numpy_forms():
     x = arange(2, 3)
     # NumPy: a flat (before, after) pair applies to every axis (unlike Tensor.pad)
     np.testing.assert_array_equal(tnp.pad(x, (1, 2)).numpy(), np.pad(x.numpy(), (1, 2)))
-    for mode in ("edge", "reflect"):
+    for mode in ("edge", "reflect", "symmetric", "wrap"):
         np.testing.assert_array_equal(
             tnp.pad(x, ((2, 5), (4, 1)), mode=mode).numpy(),
             np.pad(x.numpy(), ((2, 5), (4, 1)), mode=mode),
@@ -121,14 +121,63 @@ def test_tnp_pad_uses_numpy_forms():
     np.testing.assert_array_equal(
         tnp.pad(x, 1, mode="replicate").numpy(), np.pad(x.numpy(), 1, mode="edge")
     )
+    np.testing.assert_array_equal(  # PyTorch's name for wrap
+        tnp.pad(x, 1, mode="circular").numpy(), np.pad(x.numpy(), 1, mode="wrap")
+    )
     with pytest.raises(ValueError, match="pad: pad widths must be >= 0"):
         tnp.pad(x, -1)
-    with pytest.raises(ValueError, match="pad: mode must be"):
-        tnp.pad(x, 1, mode="wrap")
-    with pytest.raises(ValueError, match="pad: cannot pad the empty axis 0"):
-        tnp.pad(f64(np.zeros((0, 2))), 1, mode="reflect")
+    for bad in ("mean", "linear_ramp", None):  # NumPy modes tapegrad does not have, and junk
+        with pytest.raises(ValueError, match="pad: mode must be 'constant', 'edge'"):
+            tnp.pad(x, 1, mode=bad)
+    for mode in ("reflect", "symmetric", "wrap"):
+        with pytest.raises(ValueError, match="pad: cannot pad the empty axis 0"):
+            tnp.pad(f64(np.zeros((0, 2))), 1, mode=mode)
     with pytest.raises(ValueError, match="does not broadcast to one"):
         tnp.pad(x, (1, 2, 3))
+
+
+def test_pad_wrap_and_symmetric_by_hand():
+    x = f64([1.0, 2.0, 3.0])
+    # wrap continues periodically; symmetric mirrors with the edge repeated
+    np.testing.assert_array_equal(tnp.pad(x, 2, mode="wrap").numpy(), [2, 3, 1, 2, 3, 1, 2])
+    np.testing.assert_array_equal(
+        tnp.pad(x, 2, mode="symmetric").numpy(), [2, 1, 1, 2, 3, 3, 2]
+    )
+    # d(sum of out * w)/dx_i adds the weights of every output copying x_i
+    w = f64(np.arange(1.0, 8.0))
+    g = tg.grad(lambda x: (tnp.pad(x, 2, mode="wrap") * w).sum())(x)
+    np.testing.assert_array_equal(g.numpy(), [3 + 6, 1 + 4 + 7, 2 + 5])
+    g = tg.grad(lambda x: (tnp.pad(x, 2, mode="symmetric") * w).sum())(x)
+    np.testing.assert_array_equal(g.numpy(), [2 + 3, 1 + 4 + 7, 5 + 6])
+
+
+@pytest.mark.parametrize("mode", ["reflect", "symmetric", "wrap"])
+def test_pad_longer_than_the_axis_matches_numpy(mode):
+    # pads of several times the axis length reflect (or wrap) again, as NumPy
+    x = arange(2, 3)
+    pw = ((5, 7), (8, 4))
+    np.testing.assert_array_equal(
+        tnp.pad(x, pw, mode=mode).numpy(), np.pad(x.numpy(), pw, mode=mode)
+    )
+    one = f64([[4.0]])  # a single element: every mode copies it
+    np.testing.assert_array_equal(tnp.pad(one, 2, mode=mode).numpy(), np.full((5, 5), 4.0))
+    g = tg.grad(lambda t: tnp.pad(t, 2, mode=mode).sum())(one)
+    assert float(g[0, 0]) == 25.0
+    check_grads(lambda x: tnp.pad(x, pw, mode=mode), (x,), order=2, modes=("rev", "fwd"))
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric", "wrap"])
+def test_pad_modes_through_the_tensor_method_jit_and_lazy(mode):
+    x = arange(2, 3)
+    want = np.pad(x.numpy(), ((0, 0), (2, 1)), mode=mode)
+    np.testing.assert_array_equal(x.pad((2, 1), mode=mode).numpy(), want)
+    f = tg.jit(tg.grad(lambda t: (tnp.pad(t, ((0, 0), (2, 1)), mode=mode) ** 2).sum()))
+    ref = tg.grad(lambda t: (tnp.pad(t, ((0, 0), (2, 1)), mode=mode) ** 2).sum())
+    for a in (x, arange(2, 3) * 2.0):
+        np.testing.assert_allclose(f(a).numpy(), ref(a).numpy())
+    with tg.lazy():
+        y = tnp.pad(x, ((0, 0), (2, 1)), mode=mode)
+    np.testing.assert_array_equal(y.numpy(), want)
 
 
 def test_pad_fill_value_tensor_gets_the_padded_cotangents():
@@ -145,7 +194,7 @@ def test_pad_fill_value_tensor_gets_the_padded_cotangents():
         tnp.pad(x, 1, constant_values=(1, 2))
 
 
-@pytest.mark.parametrize("mode", ["constant", "edge", "reflect"])
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric", "wrap"])
 def test_pad_gradient_counts_copies(mode):
     x = f64([1.0, 2.0, 3.0])
     g = tg.grad(lambda x: tnp.pad(x, (2, 3), mode=mode).sum())(x)
@@ -523,6 +572,32 @@ def test_at_min_max_ties_split():
     assert float(gv) == 1.0
 
 
+# -- one definition per op ----------------------------------------------------------------------
+def test_public_functions_and_core_methods_are_declared_by_the_primitives():
+    from tapegrad.ops._registry import METHODS
+
+    for fn, cls in [
+        (tnp.reshape, ops.Reshape),
+        (tnp.transpose, ops.Transpose),
+        (tnp.permute_dims, ops.Transpose),
+        (tnp.broadcast_to, ops.BroadcastTo),
+        (tnp.concatenate, ops.Concatenate),
+        (tnp.concat, ops.Concatenate),
+        (tnp.split, ops.Split),
+        (tnp.flip, ops.Flip),
+        (tnp.roll, ops.Roll),
+        (tnp.pad, ops.Pad),
+        (tnp.sliding_window_view, ops.SlidingWindow),
+    ]:
+        assert fn is cls.api, fn.__name__
+        assert fn.__doc__ and "Raises:" in fn.__doc__, fn.__name__
+    # the methods the engine itself calls (unbroadcast's g.reshape, x.T, x[i]) come from ops
+    for name in ("reshape", "transpose", "T", "__getitem__", "broadcast_to"):
+        assert name in METHODS
+        assert tg.Tensor.__dict__[name] is METHODS[name], name
+    assert tg.Tensor.__dict__["__getitem__"] is ops.GetItem.api
+
+
 # -- output_shape ------------------------------------------------------------------------------
 def test_output_shapes():
     from tapegrad.ops.movement import IndexSlot
@@ -548,6 +623,9 @@ def test_output_shapes():
     assert ops.Flip.output_shape((2, 3), axis=(1,)) == (2, 3)
     assert ops.Roll.output_shape((2, 3), shift=(1,), axis=(0,)) == (2, 3)
     assert ops.Pad.output_shape((2, 3), pad_width=((1, 0), (2, 2)), mode="edge") == (3, 7)
+    assert ops.Pad.output_shape((1, 2), pad_width=((3, 4), (0, 5)), mode="wrap") == (8, 7)
+    with pytest.raises(ValueError, match="pad: mode must be one of"):
+        ops.Pad.output_shape((2,), pad_width=((1, 1),), mode="mean")
     assert ops.SlidingWindow.output_shape(
         (2, 10, 10), window_shape=(3, 3), axis=(1, 2), step=(1, 2, 2)
     ) == (2, 4, 4, 3, 3)

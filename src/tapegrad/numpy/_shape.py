@@ -4,11 +4,16 @@ NumPy names and arguments; every function returns a new Tensor (views are read-o
 differentiable in its Tensor input(s) to any order. Axis arguments accept negative values;
 an out-of-range axis is a ``ValueError`` naming the op, the axis and ``ndim``.
 
-Tensor methods installed here: ``reshape``, ``view``, ``ravel``, ``flatten``, ``squeeze``,
-``unsqueeze``, ``transpose``, ``permute``, ``swapaxes``, ``moveaxis``, ``broadcast_to``,
-``expand``, ``repeat``, ``tile``, ``flip``, ``roll``, ``pad``, ``tril``, ``triu``,
-``diagonal``, ``trace``, ``take``, ``gather``, ``strided_windows``, ``__getitem__``, ``T``,
-and the static ``Tensor.stack`` / ``Tensor.cat``. (``Tensor.at`` lives in :mod:`tapegrad.at`.)
+The functions that apply one primitive (``reshape``, ``transpose``, ``broadcast_to``,
+``concatenate``, ``split``, ``flip``, ``roll``, ``pad``, ``sliding_window_view``) are defined
+with their primitives in :mod:`tapegrad.ops.movement`, together with the Tensor methods
+``reshape``, ``transpose``, ``T``, ``__getitem__``, ``broadcast_to``, ``flip``, ``roll``,
+``pad`` and ``Tensor.cat``; this module re-exports them and defines the composites.
+
+Tensor methods installed here: ``view``, ``ravel``, ``flatten``, ``squeeze``, ``unsqueeze``,
+``permute``, ``swapaxes``, ``moveaxis``, ``expand``, ``repeat``, ``tile``, ``tril``, ``triu``,
+``diagonal``, ``trace``, ``take``, ``gather``, ``strided_windows`` and the static
+``Tensor.stack``. (``Tensor.at`` lives in :mod:`tapegrad.at`.)
 """
 
 from __future__ import annotations
@@ -21,12 +26,15 @@ import numpy as _np
 from tapegrad import ops as _ops
 from tapegrad.backend import get_backend as _get_backend
 from tapegrad.numpy._core import _install_methods, _tensor
-from tapegrad.numpy._elementwise import where as _where
 from tapegrad.numpy._reduction import sum as _sum
+from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.movement import IndexSlot as _Slot
+from tapegrad.ops.movement import as_shape as _as_shape
+from tapegrad.ops.movement import as_tensor_list as _as_tensor_list
 from tapegrad.ops.movement import check_axes as _check_axes
 from tapegrad.ops.movement import check_axis as _check_axis
-from tapegrad.ops.movement import split_index as _split_index
+from tapegrad.ops.movement import split_pieces as _split_pieces
+from tapegrad.ops.movement import swap_axes as _swap_axes
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
 
@@ -61,44 +69,21 @@ __all__ = [
 ]
 
 
-def _as_shape(shape, op: str) -> tuple:
-    if isinstance(shape, (int, _np.integer)):
-        return (int(shape),)
-    try:
-        return tuple(operator.index(s) for s in shape)
-    except TypeError:
-        raise TypeError(
-            f"{op}: shape must be an int or a sequence of ints, got {shape!r}"
-        ) from None
+# -- functions of one primitive, defined with it in tapegrad.ops.movement ------------------------
+reshape = _ns.reshape
+transpose = _ns.transpose
+permute_dims = _ns.permute_dims
+broadcast_to = _ns.broadcast_to
+concatenate = _ns.concatenate
+concat = _ns.concat
+split = _ns.split
+flip = _ns.flip
+roll = _ns.roll
+pad = _ns.pad
+sliding_window_view = _ns.sliding_window_view
 
 
 # -- shapes ---------------------------------------------------------------------------------
-def reshape(x, shape) -> Tensor:
-    """Reshape to ``shape`` in C order (an int or tuple; one entry may be -1).
-
-    Args:
-        x: Tensor of any shape.
-        shape: Target shape with the same number of elements; a single -1 is inferred.
-
-    Returns:
-        Tensor of shape ``shape`` and ``x``'s dtype.
-
-    Raises:
-        ValueError: if the number of elements differs or more than one -1 is given, naming
-            both shapes.
-
-    Example:
-        >>> import tapegrad.numpy as tnp
-        >>> tnp.reshape(tnp.asarray([1.0, 2.0, 3.0, 4.0]), (2, -1)).shape
-        (2, 2)
-    """
-    x = _tensor(x)
-    shape = _as_shape(shape, "reshape")
-    if shape == x.shape:
-        return x
-    return _ops.Reshape.apply(x, shape)
-
-
 def ravel(x) -> Tensor:
     """Flatten to 1-D in C order: shape ``(x.size,)``."""
     x = _tensor(x)
@@ -140,40 +125,13 @@ def expand_dims(x, axis) -> Tensor:
     return reshape(x, tuple(1 if i in axes else next(it) for i in range(out_nd)))
 
 
-def transpose(x, axes=None) -> Tensor:
-    """Permute the axes: ``out.shape[i] == x.shape[axes[i]]``; ``axes=None`` reverses them.
-
-    Raises:
-        ValueError: if ``axes`` is not a permutation of ``range(x.ndim)``, naming the axes and
-            the shape.
-    """
-    x = _tensor(x)
-    if axes is not None:
-        axes = tuple(operator.index(a) for a in axes)
-        if axes == tuple(range(x.ndim)):
-            return x
-    elif x.ndim < 2:
-        return x
-    return _ops.Transpose.apply(x, axes=axes)
-
-
-def permute_dims(x, axes=None) -> Tensor:
-    """NumPy 2's name for :func:`transpose`."""
-    return transpose(x, axes)
-
-
 def swapaxes(x, axis1: int, axis2: int) -> Tensor:
     """Exchange two axes.
 
     Raises:
         ValueError: if an axis is out of range, naming it and ``x.ndim``.
     """
-    x = _tensor(x)
-    a1 = _check_axis(axis1, x.ndim, "swapaxes", "axis1")
-    a2 = _check_axis(axis2, x.ndim, "swapaxes", "axis2")
-    axes = list(range(x.ndim))
-    axes[a1], axes[a2] = axes[a2], axes[a1]
-    return transpose(x, axes)
+    return _swap_axes(_tensor(x), axis1, axis2)
 
 
 def moveaxis(x, source, destination) -> Tensor:
@@ -197,54 +155,7 @@ def moveaxis(x, source, destination) -> Tensor:
     return transpose(x, order)
 
 
-def broadcast_to(x, shape) -> Tensor:
-    """Broadcast to ``shape`` (NumPy rules: only size-1 or missing leading axes grow).
-
-    Gradient: the cotangent summed back over the broadcast axes.
-
-    Raises:
-        ValueError: if ``x``'s shape does not broadcast to ``shape``, naming both.
-    """
-    x = _tensor(x)
-    shape = _as_shape(shape, "broadcast_to")
-    if x.shape == shape:
-        return x
-    return _ops.BroadcastTo.apply(x, shape)
-
-
 # -- joining and splitting ------------------------------------------------------------------
-def _tensors(arrays, op: str) -> list:
-    if isinstance(arrays, Tensor) or not hasattr(arrays, "__iter__"):
-        raise TypeError(f"{op}: expected a sequence of Tensors, got {type(arrays).__name__}")
-    xs = [_tensor(a) for a in arrays]
-    if not xs:
-        raise ValueError(f"{op}: need at least one Tensor")
-    return xs
-
-
-def concatenate(arrays, axis=0) -> Tensor:
-    """Join a sequence of Tensors along an existing axis (``axis=None`` flattens them first).
-
-    Args:
-        arrays: Sequence of Tensors with equal shapes except along ``axis``.
-        axis: The joining axis.
-
-    Returns:
-        Tensor with ``sum(a.shape[axis])`` along ``axis``; dtype by NumPy promotion.
-
-    Raises:
-        ValueError: for an empty sequence, 0-d inputs, an axis out of range, or shapes that
-            differ off the axis (naming all shapes).
-    """
-    xs = _tensors(arrays, "concatenate")
-    if axis is None:
-        xs, axis = [ravel(a) for a in xs], 0
-    return _ops.Concatenate.apply(*xs, axis=axis)
-
-
-concat = concatenate
-
-
 def stack(arrays, axis=0) -> Tensor:
     """Join a sequence of equal-shape Tensors along a new axis at position ``axis``.
 
@@ -260,7 +171,7 @@ def stack(arrays, axis=0) -> Tensor:
         >>> tg.Tensor.stack([tg.Tensor([1.0, 2.0]), tg.Tensor([3.0, 4.0])]).shape
         (2, 2)
     """
-    xs = _tensors(arrays, "stack")
+    xs = _as_tensor_list(arrays, "stack")
     shapes = {a.shape for a in xs}
     if len(shapes) != 1:
         raise ValueError(
@@ -271,54 +182,10 @@ def stack(arrays, axis=0) -> Tensor:
     return _ops.Concatenate.apply(*[expand_dims(a, ax) for a in xs], axis=ax)
 
 
-def _split_indices(x, indices_or_sections, axis, op, equal) -> tuple:
-    n = x.shape[axis]
-    if isinstance(indices_or_sections, (int, _np.integer)):
-        k = int(indices_or_sections)
-        if k <= 0:
-            raise ValueError(f"{op}: number of sections must be larger than 0, got {k}")
-        if equal and n % k:
-            raise ValueError(
-                f"{op}: an axis of size {n} (axis {axis}, shape {x.shape}) does not split into "
-                f"{k} equal sections; use array_split"
-            )
-        q, r = divmod(n, k)
-        sizes = [q + 1] * r + [q] * (k - r)
-        return tuple(int(c) for c in _np.cumsum(sizes)[:-1])
-    return tuple(operator.index(i) for i in indices_or_sections)
-
-
-def split(x, indices_or_sections, axis=0) -> list:
-    """Split into pieces along ``axis`` (``numpy.split``).
-
-    Args:
-        x: Tensor with at least one axis.
-        indices_or_sections: An int ``k`` (``k`` equal pieces) or a sorted sequence of cut
-            positions (piece ``i`` is ``x[cuts[i-1]:cuts[i]]`` along ``axis``).
-        axis: The axis to split.
-
-    Returns:
-        List of Tensors, views of ``x``.
-
-    Raises:
-        ValueError: if ``k`` does not divide the axis, ``k <= 0`` or the axis is out of range.
-    """
-    return _split(x, indices_or_sections, axis, "split", True)
-
-
 def array_split(x, indices_or_sections, axis=0) -> list:
     """Like :func:`split`, but an int ``k`` need not divide the axis: the first ``n % k``
     pieces get one extra element (``numpy.array_split``)."""
-    return _split(x, indices_or_sections, axis, "array_split", False)
-
-
-def _split(x, indices_or_sections, axis, op, equal):
-    x = _tensor(x)
-    if x.ndim == 0:
-        raise ValueError(f"{op}: a 0-d Tensor cannot be split")
-    ax = _check_axis(axis, x.ndim, op)
-    cuts = _split_indices(x, indices_or_sections, ax, op, equal)
-    return list(_ops.Split.apply(x, cuts, axis=ax))
+    return _split_pieces(x, indices_or_sections, axis, "array_split", False)
 
 
 # -- repetition -----------------------------------------------------------------------------
@@ -387,143 +254,6 @@ def repeat(x, repeats, axis=None) -> Tensor:
     return _index(x, (slice(None),) * ax + (_Slot(0, False),), (index,))
 
 
-# -- reordering -----------------------------------------------------------------------------
-def flip(x, axis=None) -> Tensor:
-    """Reverse the order of elements along ``axis`` (int, tuple, or ``None`` for all)."""
-    x = _tensor(x)
-    axes = _check_axes(axis, x.ndim, "flip")
-    if not axes:
-        return x
-    return _ops.Flip.apply(x, axis=axes)
-
-
-def roll(x, shift, axis=None) -> Tensor:
-    """Roll elements by ``shift`` along ``axis`` (``numpy.roll``): elements pushed past the last
-    position come back at the first.
-
-    Args:
-        x: Tensor.
-        shift: Int, or a tuple of ints matched (broadcast) with ``axis``.
-        axis: Int, tuple of ints, or ``None`` to roll the flattened Tensor (then ``shift`` is
-            one int) and restore the shape.
-
-    Raises:
-        ValueError: if an axis is out of range, or shift and axis lengths do not match.
-    """
-    x = _tensor(x)
-    if axis is None:
-        if not isinstance(shift, (int, _np.integer)):
-            raise ValueError(f"roll: with axis=None, shift must be an int, got {shift!r}")
-        return _ops.Roll.apply(x, shift=int(shift), axis=None)
-    axes = (axis,) if isinstance(axis, (int, _np.integer)) else tuple(axis)
-    shifts = (shift,) if isinstance(shift, (int, _np.integer)) else tuple(shift)
-    try:
-        shifts, axes = _np.broadcast_arrays(_np.asarray(shifts), _np.asarray(axes))
-    except ValueError:
-        raise ValueError(
-            f"roll: shift {shift!r} and axis {axis!r} must have matching lengths"
-        ) from None
-    axes = tuple(_check_axis(int(a), x.ndim, "roll") for a in axes.reshape(-1))
-    shifts = tuple(int(s) for s in shifts.reshape(-1))
-    return _ops.Roll.apply(x, shift=shifts, axis=axes)
-
-
-_PAD_ALIASES = {"constant": "constant", "edge": "edge", "replicate": "edge", "reflect": "reflect"}
-
-
-def _pad_mode(mode) -> str:
-    try:
-        return _PAD_ALIASES[mode]
-    except (KeyError, TypeError):
-        raise ValueError(
-            f"pad: mode must be 'constant', 'edge' (alias 'replicate') or 'reflect', got {mode!r}"
-        ) from None
-
-
-def _numpy_pad_width(pad_width, ndim: int) -> tuple:
-    arr = _np.asarray(pad_width)
-    if arr.size == 0:
-        arr = arr.astype(_np.int64)
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"pad: pad_width must hold integers, got {pad_width!r}")
-    if ndim == 0:
-        return ()
-    try:
-        pairs = _np.broadcast_to(arr, (ndim, 2))
-    except ValueError:
-        raise ValueError(
-            f"pad: pad_width {pad_width!r} does not broadcast to one (before, after) pair for "
-            f"each of the {ndim} axes"
-        ) from None
-    return tuple((int(b), int(a)) for b, a in pairs)
-
-
-def pad(x, pad_width, mode="constant", constant_values=0) -> Tensor:
-    """Pad with ``numpy.pad``'s arguments and semantics.
-
-    Args:
-        x: Tensor.
-        pad_width: ``n`` (every side of every axis), ``(before, after)`` or ``((b, a),)``
-            (every axis), or ``((b0, a0), (b1, a1), ...)`` (one pair per axis). NumPy forms
-            only: for the PyTorch-style flat ``(left, right, top, bottom)`` form use
-            :meth:`Tensor.pad`.
-        mode: ``"constant"``, ``"edge"`` (alias ``"replicate"``) or ``"reflect"``.
-        constant_values: Fill value for ``"constant"``, cast to ``x``'s dtype: a number, or a
-            one-element Tensor, which then receives the cotangents of the padded positions.
-
-    Returns:
-        Tensor of shape ``x.shape[i] + b_i + a_i`` per axis, ``x``'s dtype.
-
-    Gradient: ``constant`` slices the interior; ``edge``/``reflect`` add each padded
-    element's cotangent into the element it copies.
-
-    Raises:
-        ValueError: for negative widths, an unknown mode, pad_width that fits no form,
-            ``edge``/``reflect`` padding of an empty axis, or a non-scalar fill value.
-    """
-    x = _tensor(x)
-    mode = _pad_mode(mode)
-    pw = _numpy_pad_width(pad_width, x.ndim)
-    if not any(b or a for b, a in pw):
-        return x
-    if mode != "constant":
-        return _ops.Pad.apply(x, pad_width=pw, mode=mode)
-    if isinstance(constant_values, Tensor):
-        if constant_values.size != 1:
-            raise ValueError(
-                "pad: constant_values must be a single number or a one-element Tensor, got "
-                f"shape {constant_values.shape}"
-            )
-        # differentiable fill value: padded positions take it, the interior takes x
-        xp = _get_backend(x.device)
-        interior = _tconst(xp.pad(xp.ones(x.shape, dtype=bool), pw))
-        fill = reshape(constant_values, ()).astype(x.dtype)
-        return _where(interior, _ops.Pad.apply(x, pad_width=pw, mode=mode), fill)
-    if _np.ndim(constant_values) != 0:
-        raise ValueError(
-            "pad: constant_values must be a single number (per-axis fill values are not "
-            f"supported), got {constant_values!r}"
-        )
-    return _ops.Pad.apply(x, pad_width=pw, mode=mode, constant_values=constant_values)
-
-
-def _seeds_pad_width(pad_width, ndim: int) -> tuple:
-    """The seeds' ``Tensor.pad`` forms: int; flat (l, r[, t, b, ...]) last dims first; pairs."""
-    if isinstance(pad_width, (int, _np.integer)):
-        return ((int(pad_width),) * 2,) * ndim
-    pw = tuple(pad_width)
-    if pw and all(isinstance(p, (int, _np.integer)) for p in pw):
-        if len(pw) % 2 or len(pw) // 2 > ndim:
-            raise ValueError(
-                f"pad: a flat pad_width needs an even number of entries, two per padded axis "
-                f"(last axis first) and at most {2 * ndim} for ndim {ndim}, got {pw}"
-            )
-        pairs = [(int(pw[i]), int(pw[i + 1])) for i in range(0, len(pw), 2)]
-        pairs = [(0, 0)] * (ndim - len(pairs)) + pairs[::-1]
-        return tuple(pairs)
-    return _numpy_pad_width(pw, ndim)
-
-
 # -- triangles and diagonals ----------------------------------------------------------------
 def _tri_mask(x, k, lower, op) -> Tensor:
     if x.ndim == 0:
@@ -542,14 +272,14 @@ def tril(x, k=0) -> Tensor:
     """
     x = _tensor(x)
     mask = _tri_mask(x, k, True, "tril")
-    return _where(mask, x, _tconst(_get_backend(x.device).zeros((), x.dtype)))
+    return _ns.where(mask, x, _tconst(_get_backend(x.device).zeros((), x.dtype)))
 
 
 def triu(x, k=0) -> Tensor:
     """Upper triangle of the last two axes: elements with ``col - row >= k`` kept, others 0."""
     x = _tensor(x)
     mask = _tri_mask(x, operator.index(k) - 1, False, "triu")
-    return _where(mask, x, _tconst(_get_backend(x.device).zeros((), x.dtype)))
+    return _ns.where(mask, x, _tconst(_get_backend(x.device).zeros((), x.dtype)))
 
 
 def diagonal(x, offset=0, axis1=0, axis2=1) -> Tensor:
@@ -587,20 +317,6 @@ def trace(x, offset=0, axis1=0, axis2=1) -> Tensor:
 
 # -- gathering ------------------------------------------------------------------------------
 def _index(x, key, arrays) -> Tensor:
-    return _ops.GetItem.apply(x, *arrays, key=key)
-
-
-def _getitem(x, idx) -> Tensor:
-    """``x[idx]`` with NumPy's basic and advanced indexing; see :class:`tapegrad.ops.GetItem`."""
-    if type(idx) is int or type(idx) is slice:  # fast path (iteration, simple slices)
-        if type(idx) is slice:
-            idx = slice(
-                None if idx.start is None else operator.index(idx.start),
-                None if idx.stop is None else operator.index(idx.stop),
-                None if idx.step is None else operator.index(idx.step),
-            )
-        return _ops.GetItem.apply(x, key=(idx,))
-    key, arrays = _split_index(idx)
     return _ops.GetItem.apply(x, *arrays, key=key)
 
 
@@ -694,12 +410,10 @@ def take(x, indices, axis=None, mode="raise") -> Tensor:
 
 def _wrap_or_clip(indices, n, mode):
     """``take``'s ``"wrap"``/``"clip"`` index maps (Tensors through recorded ops)."""
-    from tapegrad.numpy._elementwise import clip, remainder
-
     if isinstance(indices, int):
         return indices % n if mode == "wrap" else min(max(indices, 0), n - 1)
     if isinstance(indices, Tensor):
-        return remainder(indices, n) if mode == "wrap" else clip(indices, 0, n - 1)
+        return _ns.remainder(indices, n) if mode == "wrap" else _ns.clip(indices, 0, n - 1)
     return _np.remainder(indices, n) if mode == "wrap" else _np.clip(indices, 0, n - 1)
 
 
@@ -764,39 +478,6 @@ def _gather(x, index=0) -> Tensor:
 
 
 # -- sliding windows ------------------------------------------------------------------------
-def sliding_window_view(x, window_shape, axis=None) -> Tensor:
-    """All windows of ``window_shape`` (``numpy.lib.stride_tricks.sliding_window_view``).
-
-    Args:
-        x: Tensor.
-        window_shape: Int or tuple: the window size along each axis of ``axis``.
-        axis: Int or tuple of axes (the same axis may repeat); ``None`` means all axes, and
-            then ``window_shape`` has one entry per axis.
-
-    Returns:
-        Read-only strided view of shape ``x.shape`` with each windowed axis of size ``n``
-        replaced by ``n - w + 1``, followed by ``window_shape``.
-
-    Gradient: one scatter-add over all windows (overlaps accumulate).
-
-    Raises:
-        ValueError: if a window is larger than its axis or the lengths differ.
-    """
-    x = _tensor(x)
-    ws = _as_shape(window_shape, "sliding_window_view")
-    if axis is None:
-        if len(ws) != x.ndim:
-            raise ValueError(
-                f"sliding_window_view: with axis=None, window_shape {ws} needs one entry per "
-                f"axis of shape {x.shape}"
-            )
-        axes = tuple(range(x.ndim))
-    else:
-        axes = (axis,) if isinstance(axis, (int, _np.integer)) else tuple(axis)
-        axes = tuple(_check_axis(a, x.ndim, "sliding_window_view") for a in axes)
-    return _ops.SlidingWindow.apply(x, window_shape=ws, axis=axes, step=(1,) * x.ndim)
-
-
 def strided_windows(x, kernel_size: int, stride: int = 1) -> Tensor:
     """Square sliding windows over the last two axes (the seeds' ``strided_windows``).
 
@@ -831,15 +512,12 @@ def strided_windows(x, kernel_size: int, stride: int = 1) -> Tensor:
 
 
 # -- Tensor methods -------------------------------------------------------------------------
+# (``reshape``, ``transpose``, ``T``, ``__getitem__``, ``broadcast_to``, ``flip``, ``roll``,
+# ``pad`` and ``cat`` are declared with their primitives in tapegrad.ops.movement.)
 def _varargs(args):
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         return tuple(args[0])
     return args
-
-
-def _method_reshape(self, *shape):
-    """``x.reshape(2, 3)`` or ``x.reshape((2, 3))``; see :func:`reshape`."""
-    return reshape(self, _varargs(shape))
 
 
 def _method_view(self, *shape):
@@ -859,30 +537,6 @@ def _method_flatten(self, start_dim=0, end_dim=-1):
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     shape = self.shape
     return reshape(self, shape[:s] + (math.prod(shape[s : e + 1]),) + shape[e + 1 :])
-
-
-def _method_transpose(self, *axes, dim0=None, dim1=None):
-    """Transpose, accepting NumPy's and the seeds' call forms.
-
-    - ``x.transpose()``: reverse all axes (NumPy; for 2-D also the seeds' default swap).
-    - ``x.transpose(a, b)`` with exactly two ints, or ``x.transpose(dim0=a, dim1=b)``: swap
-      axes ``a`` and ``b`` (the seeds' and PyTorch's form). On a 2-D Tensor this differs
-      from NumPy only for ``transpose(0, 1)``, which swaps instead of returning ``x``.
-    - ``x.transpose((i, j, k, ...))`` (one tuple/list) or ``x.transpose(i, j, k)`` with other
-      than two ints: NumPy's permutation. Use a tuple (or :meth:`permute`) for a two-axis
-      permutation.
-    """
-    if dim0 is not None or dim1 is not None:
-        if axes:
-            raise TypeError("transpose: give either axes or dim0/dim1, not both")
-        return swapaxes(self, 0 if dim0 is None else dim0, 1 if dim1 is None else dim1)
-    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-        return transpose(self, tuple(axes[0]))
-    if len(axes) == 2:
-        return swapaxes(self, axes[0], axes[1])
-    if len(axes) == 1 and axes[0] is None:
-        return transpose(self)
-    return transpose(self, axes or None)
 
 
 def _method_permute(self, *dims):
@@ -912,29 +566,6 @@ def _method_unsqueeze(self, dim):
     return expand_dims(self, dim)
 
 
-def _method_roll(self, shifts, dims=None):
-    """The seeds' ``roll(shifts, dims=None)``: :func:`roll` with ``axis=dims``."""
-    return roll(self, shifts, dims)
-
-
-def _method_pad(self, pad_width, mode="constant", constant_values=0):
-    """Pad with the seeds' ``pad_width`` forms.
-
-    - an int: every side of every axis;
-    - a flat tuple of ints ``(left, right)``, ``(left, right, top, bottom)``, ...: pairs for
-      the last axis first, then the one before it (PyTorch's ``F.pad`` order);
-    - a tuple of ``(before, after)`` pairs: NumPy's per-axis form.
-
-    ``mode`` and ``constant_values`` are as in :func:`tapegrad.numpy.pad`.
-
-    Example:
-        >>> import tapegrad as tg
-        >>> tg.Tensor([[1.0, 2.0]]).pad((1, 0, 0, 1)).numpy().tolist()
-        [[0.0, 1.0, 2.0], [0.0, 0.0, 0.0]]
-    """
-    return pad(self, _seeds_pad_width(pad_width, self.ndim), mode, constant_values)
-
-
 def _method_repeat(self, repeats, axis=None):
     """NumPy's ``ndarray.repeat`` (each element repeated; not PyTorch's ``repeat``, which is
     :func:`tile`)."""
@@ -943,24 +574,17 @@ def _method_repeat(self, repeats, axis=None):
 
 _install_methods(
     {
-        "__getitem__": _getitem,
-        "reshape": _method_reshape,
         "view": _method_view,
         "ravel": ravel,
         "flatten": _method_flatten,
         "squeeze": squeeze,
         "unsqueeze": _method_unsqueeze,
-        "transpose": _method_transpose,
         "permute": _method_permute,
         "swapaxes": swapaxes,
         "moveaxis": moveaxis,
-        "broadcast_to": broadcast_to,
         "expand": _method_expand,
         "repeat": _method_repeat,
         "tile": tile,
-        "flip": flip,
-        "roll": _method_roll,
-        "pad": _method_pad,
         "tril": tril,
         "triu": triu,
         "diagonal": diagonal,
@@ -969,7 +593,5 @@ _install_methods(
         "gather": _gather,
         "strided_windows": strided_windows,
         "stack": staticmethod(stack),
-        "cat": staticmethod(concatenate),
-        "T": property(lambda self: transpose(self), doc="The transpose (axes reversed)."),
     }
 )

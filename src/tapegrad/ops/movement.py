@@ -16,7 +16,7 @@ Concatenate        Split at the input boundaries
 Split              Concatenate (or a sum of scatters when pieces overlap)
 Flip               Flip
 Roll               Roll by the negated shift
-Pad                slice (constant) or ScatterAdd through the pad's index map (edge, reflect)
+Pad                slice (constant) or ScatterAdd through the pad's index map (other modes)
 SlidingWindow      WindowScatterAdd: every window added back (no loop over elements)
 WindowScatterAdd   SlidingWindow
 ScatterAddInto     cotangent (x); cotangent gathered at the index (v)
@@ -29,6 +29,14 @@ ToDevice           ToDevice back
 
 The ``ScatterAddInto``/``ScatterSet``/``ScatterMul``/``ScatterMinMax`` ops implement the
 functional ``x.at[idx]`` updates of :mod:`tapegrad.at`.
+
+Public names: each primitive's ``api`` is its ``tapegrad.numpy`` function (``reshape``,
+``transpose``/``permute_dims``, ``broadcast_to``, ``concatenate``/``concat``, ``split``,
+``flip``, ``roll``, ``pad``, ``sliding_window_view``, ``to_device``). The Tensor methods
+declared here are ``reshape``, ``transpose``, ``T``, ``__getitem__``, ``broadcast_to``,
+``flip``, ``roll``, ``pad``, ``to_device`` and the static ``Tensor.cat``; the composites built
+from these (``squeeze``, ``stack``, ``moveaxis``, ``tile``, ``take``, ...) live in
+``tapegrad.numpy``.
 
 Indexing ops take the index as a static *key* (slices, ints, ``None``, ``Ellipsis`` and
 :class:`IndexSlot` placeholders) plus the index arrays as positional inputs, so index Tensors
@@ -45,7 +53,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tapegrad.backend import get_backend as _get_backend
+from tapegrad.backend import parse_device as _parse_device
 from tapegrad.function import Function
+from tapegrad.ops._registry import METHODS as _METHODS
+from tapegrad.ops._registry import expose, tensor_arg
+from tapegrad.ops.elementwise import AsType, Where
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
 
@@ -71,8 +84,12 @@ __all__ = [
     "IndexSlot",
     "split_index",
     "resolve_shape",
+    "as_shape",
+    "as_tensor_list",
     "check_axis",
     "check_axes",
+    "split_pieces",
+    "swap_axes",
 ]
 
 
@@ -130,6 +147,22 @@ def resolve_shape(shape, size: int, op: str = "reshape", in_shape=None) -> tuple
     if math.prod(shape) != size:
         raise ValueError(f"{op}: cannot reshape {size} elements into shape {shape}{src}")
     return shape
+
+
+def as_shape(shape, op: str) -> tuple:
+    """``shape`` (an int or a sequence of ints) as a tuple of Python ints.
+
+    Raises:
+        TypeError: if it is neither, naming ``op``.
+    """
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    try:
+        return tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TypeError(
+            f"{op}: shape must be an int or a sequence of ints, got {shape!r}"
+        ) from None
 
 
 class IndexSlot(NamedTuple):
@@ -264,6 +297,7 @@ class _MovementFunction(Function):
 
 
 # -- reshape, transpose, broadcast -----------------------------------------------------------
+@expose
 class Reshape(_MovementFunction):
     """Reshape to ``shape`` (one dimension may be -1), C order. Backward: reshape back.
 
@@ -275,12 +309,39 @@ class Reshape(_MovementFunction):
     """
 
     oper = "reshape"
+    names = ("reshape",)
 
     @staticmethod
     def forward(ctx, x, shape):
         shape = resolve_shape(shape, x.size, "reshape", x.shape)
         ctx.in_shape = x.shape
         return x.reshape(shape)
+
+    @staticmethod
+    def api(x, shape) -> Tensor:
+        """Reshape to ``shape`` in C order (an int or tuple; one entry may be -1).
+
+        Args:
+            x: Tensor of any shape.
+            shape: Target shape with the same number of elements; a single -1 is inferred.
+
+        Returns:
+            Tensor of shape ``shape`` and ``x``'s dtype.
+
+        Raises:
+            ValueError: if the number of elements differs or more than one -1 is given, naming
+                both shapes.
+
+        Example:
+            >>> import tapegrad.numpy as tnp
+            >>> tnp.reshape(tnp.asarray([1.0, 2.0, 3.0, 4.0]), (2, -1)).shape
+            (2, 2)
+        """
+        x = x if type(x) is Tensor else tensor_arg(x)
+        shape = as_shape(shape, "reshape")
+        if shape == x.shape:
+            return x
+        return Reshape.apply(x, shape)
 
     @staticmethod
     def backward(ctx, g):
@@ -308,6 +369,7 @@ def _permutation(axes, ndim: int, shape, op: str = "transpose") -> tuple:
     return perm
 
 
+@expose
 class Transpose(_MovementFunction):
     """Permute axes: ``out.shape[i] == x.shape[axes[i]]``; ``axes=None`` reverses them.
     Backward: transpose by the inverse permutation.
@@ -318,12 +380,31 @@ class Transpose(_MovementFunction):
     """
 
     oper = "transpose"
+    names = ("transpose", "permute_dims")
 
     @staticmethod
     def forward(ctx, x, axes=None):
         axes = _permutation(axes, x.ndim, x.shape)
         ctx.axes = axes
         return x.transpose(axes)
+
+    @staticmethod
+    def api(x, axes=None) -> Tensor:
+        """Permute the axes: ``out.shape[i] == x.shape[axes[i]]``; ``axes=None`` reverses them.
+        ``permute_dims`` is NumPy 2's name for the same function.
+
+        Raises:
+            ValueError: if ``axes`` is not a permutation of ``range(x.ndim)``, naming the axes
+                and the shape.
+        """
+        x = x if type(x) is Tensor else tensor_arg(x)
+        if axes is not None:
+            axes = tuple(operator.index(a) for a in axes)
+            if axes == tuple(range(x.ndim)):
+                return x
+        elif x.ndim < 2:
+            return x
+        return Transpose.apply(x, axes=axes)
 
     @staticmethod
     def backward(ctx, g):
@@ -353,6 +434,7 @@ def _broadcast_to_shape(shape, new_shape, op="broadcast_to") -> tuple:
     return new_shape
 
 
+@expose
 class BroadcastTo(_MovementFunction):
     """Broadcast to ``shape`` (NumPy rules, read-only view). Backward: ``apply`` sums the
     cotangent back over the broadcast axes.
@@ -362,11 +444,28 @@ class BroadcastTo(_MovementFunction):
     """
 
     oper = "broadcast_to"
+    names = ("broadcast_to",)
+    methods = ("broadcast_to",)
 
     @staticmethod
     def forward(ctx, x, shape):
         shape = _broadcast_to_shape(x.shape, shape)
         return ctx.backend.broadcast_to(x, shape)
+
+    @staticmethod
+    def api(x, shape) -> Tensor:
+        """Broadcast to ``shape`` (NumPy rules: only size-1 or missing leading axes grow).
+
+        Gradient: the cotangent summed back over the broadcast axes.
+
+        Raises:
+            ValueError: if ``x``'s shape does not broadcast to ``shape``, naming both.
+        """
+        x = x if type(x) is Tensor else tensor_arg(x)
+        shape = as_shape(shape, "broadcast_to")
+        if x.shape == shape:
+            return x
+        return BroadcastTo.apply(x, shape)
 
     @staticmethod
     def backward(ctx, g):
@@ -382,6 +481,7 @@ class BroadcastTo(_MovementFunction):
 
 
 # -- indexing ---------------------------------------------------------------------------------
+@expose
 class GetItem(_MovementFunction):
     """``x[idx]`` with NumPy's basic and advanced indexing (slices with any step, ints,
     ``None``, ``Ellipsis``, integer arrays, boolean masks) given as ``key`` plus index arrays.
@@ -395,6 +495,31 @@ class GetItem(_MovementFunction):
     """
 
     oper = "getitem"
+    methods = ("__getitem__",)
+
+    @staticmethod
+    def api(x, idx) -> Tensor:
+        """``x[idx]`` with NumPy's basic and advanced indexing (slices, ints, ``None``, ``...``,
+        integer arrays/Tensors, boolean masks). Index Tensors are inputs of the tape entry, so a
+        replay uses new indices.
+
+        Gradient: the cotangent scattered back (added) to the positions read; an element read
+        several times accumulates all its cotangents.
+
+        Raises:
+            IndexError: for an index NumPy rejects (out of bounds, wrong mask shape, a float or
+                string index), naming getitem and ``x``'s shape.
+        """
+        if type(idx) is int or type(idx) is slice:  # fast path (iteration, simple slices)
+            if type(idx) is slice:
+                idx = slice(
+                    None if idx.start is None else operator.index(idx.start),
+                    None if idx.stop is None else operator.index(idx.stop),
+                    None if idx.step is None else operator.index(idx.step),
+                )
+            return GetItem.apply(x, key=(idx,))
+        key, arrays = split_index(idx)
+        return GetItem.apply(x, *arrays, key=key)
 
     @staticmethod
     def forward(ctx, x, *index_arrays, key):
@@ -549,9 +674,7 @@ class ScatterAddInto(_MovementFunction):
 
 
 def _const_like(fill, shape, dtype, like: Tensor) -> Tensor:
-    from tapegrad.backend import get_backend
-
-    xp = get_backend(like.device)
+    xp = _get_backend(like.device)
     return _tconst(xp.full(shape, fill, dtype=dtype))
 
 
@@ -587,8 +710,6 @@ class ScatterSet(_MovementFunction):
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
         arrays = ctx.saved_tensors
         key = ctx.key
         nx, nv = ctx.needs_input_grad[:2]
@@ -596,18 +717,16 @@ class ScatterSet(_MovementFunction):
         if nx:
             ones = _const_like(True, g.shape, np.bool_, g)
             keep = ScatterSet.apply(ones, False, *arrays, key=key)
-            gx = tnp.where(keep, g, 0.0)
+            gx = Where.apply(keep, g, 0.0)
         if nv:
             gv = GetItem.apply(g, *arrays, key=key)
             if _has_advanced(key) and gv.size:
-                from tapegrad.backend import get_backend
-
-                xp = get_backend(g.device)
+                xp = _get_backend(g.device)
                 ids = _tconst(xp.arange(gv.size, dtype=np.int64).reshape(gv.shape))
                 minus = _const_like(-1, g.shape, np.int64, g)
                 written = ScatterSet.apply(minus, ids, *arrays, key=key)
                 won = GetItem.apply(written, *arrays, key=key) == ids
-                gv = tnp.where(won, gv, 0.0)
+                gv = Where.apply(won, gv, 0.0)
         return (gx, gv) + (None,) * len(arrays)
 
     @classmethod
@@ -654,8 +773,6 @@ class ScatterMul(_MovementFunction):
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
         x, v, *arrays = ctx.saved_tensors
         key = ctx.key
         nx, nv = ctx.needs_input_grad[:2]
@@ -668,7 +785,7 @@ class ScatterMul(_MovementFunction):
             if not _has_advanced(key):
                 gv = gxv
             else:
-                gv = gxv * _others_product(tnp.broadcast_to(v, gxv.shape), x, arrays, key)
+                gv = gxv * _others_product(BroadcastTo.api(v, gxv.shape), x, arrays, key)
         return (gx, gv) + (None,) * len(arrays)
 
     @classmethod
@@ -683,18 +800,15 @@ class ScatterMul(_MovementFunction):
 def _others_product(vb: Tensor, x: Tensor, arrays, key) -> Tensor:
     """For each write ``j`` (``vb`` of the indexed shape), the product of the other writes
     that land on the same element of ``x`` (1 where there are none); tapegrad ops only."""
-    from tapegrad import numpy as tnp
-    from tapegrad.backend import get_backend
-
-    xp = get_backend(x.device)
+    xp = _get_backend(x.device)
     n = vb.size
     iota = _tconst(xp.arange(x.size, dtype=np.int64).reshape(x.shape))
-    target = tnp.reshape(GetItem.apply(iota, *arrays, key=key), (n,))
+    target = Reshape.api(GetItem.apply(iota, *arrays, key=key), (n,))
     pj, pk = DuplicatePairs.apply(target)
     slot = (IndexSlot(0, False),)
-    partners = GetItem.apply(tnp.reshape(vb, (n,)), pk, key=slot)
+    partners = GetItem.apply(Reshape.api(vb, (n,)), pk, key=slot)
     ones = _const_like(1, (n,), vb.dtype, vb)
-    return tnp.reshape(ScatterMul.apply(ones, partners, pj, key=slot), vb.shape)
+    return Reshape.api(ScatterMul.apply(ones, partners, pj, key=slot), vb.shape)
 
 
 class DuplicatePairs(_MovementFunction):
@@ -775,15 +889,13 @@ class ScatterMinMax(_MovementFunction):
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
         x, v, out, *arrays = ctx.saved_tensors
         key = ctx.key
         nx, nv = ctx.needs_input_grad[:2]
         dtype = g.dtype
         picked = GetItem.apply(out, *arrays, key=key)
-        v_hit = tnp.astype(v == picked, dtype)
-        x_hit = tnp.astype(x == out, dtype)
+        v_hit = AsType.api(v == picked, dtype)
+        x_hit = AsType.api(x == out, dtype)
         count = x_hit + ScatterAdd.apply(v_hit, *arrays, shape=x.shape, key=key)
         share = g / count
         gx = share * x_hit if nx else None
@@ -818,6 +930,22 @@ def _concat_shape(shapes, axis, op="concatenate") -> tuple:
     return shapes[0][:ax] + (sum(s[ax] for s in shapes),) + shapes[0][ax + 1 :]
 
 
+def as_tensor_list(arrays, op: str) -> list:
+    """A non-empty sequence of operands as a list of Tensors.
+
+    Raises:
+        TypeError: if ``arrays`` is a Tensor or not iterable, naming ``op``.
+        ValueError: if it is empty.
+    """
+    if isinstance(arrays, Tensor) or not hasattr(arrays, "__iter__"):
+        raise TypeError(f"{op}: expected a sequence of Tensors, got {type(arrays).__name__}")
+    xs = [tensor_arg(a) for a in arrays]
+    if not xs:
+        raise ValueError(f"{op}: need at least one Tensor")
+    return xs
+
+
+@expose
 class Concatenate(_MovementFunction):
     """Join Tensors along an existing ``axis``; the result dtype follows NumPy promotion.
 
@@ -830,6 +958,29 @@ class Concatenate(_MovementFunction):
     """
 
     oper = "concatenate"
+    names = ("concatenate", "concat")
+
+    @staticmethod
+    def api(arrays, axis=0) -> Tensor:
+        """Join a sequence of Tensors along an existing axis (``axis=None`` flattens them first).
+
+        Also the static method ``Tensor.cat(arrays, axis=0)``.
+
+        Args:
+            arrays: Sequence of Tensors with equal shapes except along ``axis``.
+            axis: The joining axis.
+
+        Returns:
+            Tensor with ``sum(a.shape[axis])`` along ``axis``; dtype by NumPy promotion.
+
+        Raises:
+            ValueError: for an empty sequence, 0-d inputs, an axis out of range, or shapes that
+                differ off the axis (naming all shapes).
+        """
+        xs = as_tensor_list(arrays, "concatenate")
+        if axis is None:
+            xs, axis = [Reshape.api(a, (a.size,)) for a in xs], 0
+        return Concatenate.apply(*xs, axis=axis)
 
     @staticmethod
     def forward(ctx, *xs, axis):
@@ -850,6 +1001,35 @@ class Concatenate(_MovementFunction):
         return _concat_shape(shapes, axis)
 
 
+def _split_indices(x, indices_or_sections, axis, op, equal) -> tuple:
+    """The cut positions of ``split``/``array_split`` along ``axis`` of ``x``."""
+    n = x.shape[axis]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
+        if k <= 0:
+            raise ValueError(f"{op}: number of sections must be larger than 0, got {k}")
+        if equal and n % k:
+            raise ValueError(
+                f"{op}: an axis of size {n} (axis {axis}, shape {x.shape}) does not split into "
+                f"{k} equal sections; use array_split"
+            )
+        q, r = divmod(n, k)
+        sizes = [q + 1] * r + [q] * (k - r)
+        return tuple(int(c) for c in np.cumsum(sizes)[:-1])
+    return tuple(operator.index(i) for i in indices_or_sections)
+
+
+def split_pieces(x, indices_or_sections, axis, op: str, equal: bool) -> list:
+    """``split`` (``equal=True``: an int must divide the axis) or ``array_split``
+    (``equal=False``) of ``x`` along ``axis``, errors naming ``op``; see :class:`Split`."""
+    x = x if type(x) is Tensor else tensor_arg(x)
+    if x.ndim == 0:
+        raise ValueError(f"{op}: a 0-d Tensor cannot be split")
+    ax = check_axis(axis, x.ndim, op)
+    cuts = _split_indices(x, indices_or_sections, ax, op, equal)
+    return list(Split.apply(x, cuts, axis=ax))
+
+
 def _split_bounds(indices, n: int) -> tuple:
     """(start, stop) of each piece of ``numpy.split(x, indices)`` along an axis of size n."""
     edges = [0, *(operator.index(i) for i in indices), n]
@@ -860,6 +1040,7 @@ def _split_bounds(indices, n: int) -> tuple:
     return tuple(out)
 
 
+@expose
 class Split(_MovementFunction):
     """Split ``x`` along ``axis`` at the cut positions ``indices`` (``numpy.split`` with a list
     of indices: piece ``i`` is ``x[indices[i-1]:indices[i]]`` with slice semantics).
@@ -870,6 +1051,26 @@ class Split(_MovementFunction):
     """
 
     oper = "split"
+    names = ("split",)
+
+    @staticmethod
+    def api(x, indices_or_sections, axis=0) -> list:
+        """Split into pieces along ``axis`` (``numpy.split``).
+
+        Args:
+            x: Tensor with at least one axis.
+            indices_or_sections: An int ``k`` (``k`` equal pieces) or a sorted sequence of cut
+                positions (piece ``i`` is ``x[cuts[i-1]:cuts[i]]`` along ``axis``).
+            axis: The axis to split.
+
+        Returns:
+            List of Tensors, views of ``x``.
+
+        Raises:
+            ValueError: if ``k`` does not divide the axis, ``k <= 0`` or the axis is out of
+                range.
+        """
+        return split_pieces(x, indices_or_sections, axis, "split", True)
 
     @staticmethod
     def forward(ctx, x, indices, *, axis):
@@ -913,6 +1114,7 @@ class Split(_MovementFunction):
 
 
 # -- reordering -------------------------------------------------------------------------------
+@expose
 class Flip(_MovementFunction):
     """Reverse the order of elements along ``axis`` (a tuple of axes). Backward: the same flip.
 
@@ -921,6 +1123,21 @@ class Flip(_MovementFunction):
     """
 
     oper = "flip"
+    names = ("flip",)
+    methods = ("flip",)
+
+    @staticmethod
+    def api(x, axis=None) -> Tensor:
+        """Reverse the order of elements along ``axis`` (int, tuple, or ``None`` for all).
+
+        Raises:
+            ValueError: if an axis is out of range or repeated.
+        """
+        x = x if type(x) is Tensor else tensor_arg(x)
+        axes = check_axes(axis, x.ndim, "flip")
+        if not axes:
+            return x
+        return Flip.apply(x, axis=axes)
 
     @staticmethod
     def forward(ctx, x, *, axis):
@@ -938,6 +1155,7 @@ class Flip(_MovementFunction):
         return tuple(shape)
 
 
+@expose
 class Roll(_MovementFunction):
     """Roll elements by ``shift`` along ``axis`` (``numpy.roll``): elements pushed past the end
     come back at the start. ``shift`` and ``axis`` are equal-length tuples (the same axis may
@@ -946,6 +1164,38 @@ class Roll(_MovementFunction):
     """
 
     oper = "roll"
+    names = ("roll",)
+
+    @staticmethod
+    def api(x, shift, axis=None) -> Tensor:
+        """Roll elements by ``shift`` along ``axis`` (``numpy.roll``): elements pushed past the
+        last position come back at the first.
+
+        Args:
+            x: Tensor.
+            shift: Int, or a tuple of ints matched (broadcast) with ``axis``.
+            axis: Int, tuple of ints, or ``None`` to roll the flattened Tensor (then ``shift``
+                is one int) and restore the shape.
+
+        Raises:
+            ValueError: if an axis is out of range, or shift and axis lengths do not match.
+        """
+        x = x if type(x) is Tensor else tensor_arg(x)
+        if axis is None:
+            if not isinstance(shift, (int, np.integer)):
+                raise ValueError(f"roll: with axis=None, shift must be an int, got {shift!r}")
+            return Roll.apply(x, shift=int(shift), axis=None)
+        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+        shifts = (shift,) if isinstance(shift, (int, np.integer)) else tuple(shift)
+        try:
+            shifts, axes = np.broadcast_arrays(np.asarray(shifts), np.asarray(axes))
+        except ValueError:
+            raise ValueError(
+                f"roll: shift {shift!r} and axis {axis!r} must have matching lengths"
+            ) from None
+        axes = tuple(check_axis(int(a), x.ndim, "roll") for a in axes.reshape(-1))
+        shifts = tuple(int(s) for s in shifts.reshape(-1))
+        return Roll.apply(x, shift=shifts, axis=axes)
 
     @staticmethod
     def forward(ctx, x, *, shift, axis):
@@ -966,7 +1216,63 @@ class Roll(_MovementFunction):
         return tuple(shape)
 
 
-_PAD_MODES = ("constant", "edge", "reflect")
+_PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
+#: ``mode`` names ``pad`` accepts: NumPy's, and PyTorch's ``replicate`` and ``circular``.
+_PAD_ALIASES = {
+    "constant": "constant",
+    "edge": "edge",
+    "replicate": "edge",
+    "reflect": "reflect",
+    "symmetric": "symmetric",
+    "wrap": "wrap",
+    "circular": "wrap",
+}
+
+
+def _pad_mode(mode) -> str:
+    try:
+        return _PAD_ALIASES[mode]
+    except (KeyError, TypeError):
+        raise ValueError(
+            "pad: mode must be 'constant', 'edge' (alias 'replicate'), 'reflect', 'symmetric' "
+            f"or 'wrap' (alias 'circular'), got {mode!r}"
+        ) from None
+
+
+def _numpy_pad_width(pad_width, ndim: int) -> tuple:
+    """NumPy's ``pad_width`` forms as one ``(before, after)`` pair of ints per axis."""
+    arr = np.asarray(pad_width)
+    if arr.size == 0:
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"pad: pad_width must hold integers, got {pad_width!r}")
+    if ndim == 0:
+        return ()
+    try:
+        pairs = np.broadcast_to(arr, (ndim, 2))
+    except ValueError:
+        raise ValueError(
+            f"pad: pad_width {pad_width!r} does not broadcast to one (before, after) pair for "
+            f"each of the {ndim} axes"
+        ) from None
+    return tuple((int(b), int(a)) for b, a in pairs)
+
+
+def _seeds_pad_width(pad_width, ndim: int) -> tuple:
+    """``Tensor.pad``'s forms: int; flat (l, r[, t, b, ...]) last axis first; pairs."""
+    if isinstance(pad_width, (int, np.integer)):
+        return ((int(pad_width),) * 2,) * ndim
+    pw = tuple(pad_width)
+    if pw and all(isinstance(p, (int, np.integer)) for p in pw):
+        if len(pw) % 2 or len(pw) // 2 > ndim:
+            raise ValueError(
+                f"pad: a flat pad_width needs an even number of entries, two per padded axis "
+                f"(last axis first) and at most {2 * ndim} for ndim {ndim}, got {pw}"
+            )
+        pairs = [(int(pw[i]), int(pw[i + 1])) for i in range(0, len(pw), 2)]
+        pairs = [(0, 0)] * (ndim - len(pairs)) + pairs[::-1]
+        return tuple(pairs)
+    return _numpy_pad_width(pw, ndim)
 
 
 def _pad_shape(shape, pad_width, mode) -> tuple:
@@ -989,19 +1295,95 @@ def _pad_shape(shape, pad_width, mode) -> tuple:
     return tuple(n + b + a for (b, a), n in zip(pad_width, shape))
 
 
+@expose
 class Pad(_MovementFunction):
     """Pad each axis with ``pad_width[i] = (before, after)`` elements (``numpy.pad``).
 
-    Modes: ``"constant"`` fills with ``constant_values`` (static; cast to ``x``'s dtype),
-    ``"edge"`` repeats the edge element, ``"reflect"`` mirrors without repeating the edge
-    (NumPy's ``reflect``, reflecting again when a pad is longer than the axis).
+    Modes: ``"constant"`` fills with ``constant_values`` (static; cast to ``x``'s dtype);
+    the others copy elements of ``x``, as NumPy: ``"edge"`` repeats the edge element,
+    ``"reflect"`` mirrors without repeating the edge, ``"symmetric"`` mirrors repeating it,
+    ``"wrap"`` continues periodically from the other end. Pads longer than the axis reflect
+    (or wrap) again.
 
-    Backward: ``constant`` slices the interior out of the cotangent; ``edge`` and ``reflect``
+    Backward: ``constant`` slices the interior out of the cotangent; the copying modes
     scatter-add the cotangent through the pad's index map (each padded element adds into the
     element it copies), axis by axis.
     """
 
     oper = "pad"
+    names = ("pad",)
+
+    @staticmethod
+    def api(x, pad_width, mode="constant", constant_values=0) -> Tensor:
+        """Pad with ``numpy.pad``'s arguments and semantics.
+
+        Args:
+            x: Tensor.
+            pad_width: ``n`` (every side of every axis), ``(before, after)`` or ``((b, a),)``
+                (every axis), or ``((b0, a0), (b1, a1), ...)`` (one pair per axis). NumPy forms
+                only: for the PyTorch-style flat ``(left, right, top, bottom)`` form use
+                :meth:`Tensor.pad`.
+            mode: How the new elements are filled (for ``x = [1, 2, 3]`` padded by 2 on each
+                side):
+
+                - ``"constant"``: ``constant_values`` (``[0, 0, 1, 2, 3, 0, 0]``);
+                - ``"edge"`` (alias ``"replicate"``): the edge element
+                  (``[1, 1, 1, 2, 3, 3, 3]``);
+                - ``"reflect"``: the mirror image, edge not repeated
+                  (``[3, 2, 1, 2, 3, 2, 1]``);
+                - ``"symmetric"``: the mirror image, edge repeated (``[2, 1, 1, 2, 3, 3, 2]``);
+                - ``"wrap"`` (alias ``"circular"``): periodic continuation, the other end's
+                  elements (``[2, 3, 1, 2, 3, 1, 2]``).
+
+                For ``reflect``, ``symmetric`` and ``wrap`` a pad longer than the axis
+                reflects or wraps again, as NumPy.
+            constant_values: Fill value for ``"constant"``, cast to ``x``'s dtype: a number, or
+                a one-element Tensor, which then receives the cotangents of the padded
+                positions.
+
+        Returns:
+            Tensor of shape ``x.shape[i] + b_i + a_i`` per axis, ``x``'s dtype.
+
+        Gradient: ``constant`` slices the interior; the other modes add each padded element's
+        cotangent into the element it copies.
+
+        Raises:
+            ValueError: for negative widths, an unknown mode, pad_width that fits no form,
+                padding an empty axis in a mode other than ``constant``, or a non-scalar fill
+                value.
+            TypeError: if pad_width does not hold integers.
+
+        Example:
+            >>> import tapegrad.numpy as tnp
+            >>> tnp.pad(tnp.asarray([1.0, 2.0, 3.0]), 2, mode="wrap")
+            Tensor([2., 3., 1., 2., 3., 1., 2.], dtype=float32)
+            >>> tnp.pad(tnp.asarray([1.0, 2.0, 3.0]), (1, 2), mode="symmetric")
+            Tensor([1., 1., 2., 3., 3., 2.], dtype=float32)
+        """
+        x = x if type(x) is Tensor else tensor_arg(x)
+        mode = _pad_mode(mode)
+        pw = _numpy_pad_width(pad_width, x.ndim)
+        if not any(b or a for b, a in pw):
+            return x
+        if mode != "constant":
+            return Pad.apply(x, pad_width=pw, mode=mode)
+        if isinstance(constant_values, Tensor):
+            if constant_values.size != 1:
+                raise ValueError(
+                    "pad: constant_values must be a single number or a one-element Tensor, got "
+                    f"shape {constant_values.shape}"
+                )
+            # differentiable fill value: padded positions take it, the interior takes x
+            xp = _get_backend(x.device)
+            interior = _tconst(xp.pad(xp.ones(x.shape, dtype=bool), pw))
+            fill = AsType.api(Reshape.api(constant_values, ()), x.dtype)
+            return Where.apply(interior, Pad.apply(x, pad_width=pw, mode=mode), fill)
+        if np.ndim(constant_values) != 0:
+            raise ValueError(
+                "pad: constant_values must be a single number (per-axis fill values are not "
+                f"supported), got {constant_values!r}"
+            )
+        return Pad.apply(x, pad_width=pw, mode=mode, constant_values=constant_values)
 
     @staticmethod
     def forward(ctx, x, *, pad_width, mode="constant", constant_values=0):
@@ -1059,6 +1441,7 @@ def _window_shape(shape, window_shape, axis, step, op="sliding_window_view") -> 
     return positions + tuple(window_shape)
 
 
+@expose
 class SlidingWindow(_MovementFunction):
     """All windows of ``window_shape`` over ``axis`` as a read-only strided view
     (``numpy.lib.stride_tricks.sliding_window_view``), taking every ``step[i]``-th window
@@ -1075,6 +1458,40 @@ class SlidingWindow(_MovementFunction):
     """
 
     oper = "sliding_window"
+    names = ("sliding_window_view",)
+
+    @staticmethod
+    def api(x, window_shape, axis=None) -> Tensor:
+        """All windows of ``window_shape`` (``numpy.lib.stride_tricks.sliding_window_view``).
+
+        Args:
+            x: Tensor.
+            window_shape: Int or tuple: the window size along each axis of ``axis``.
+            axis: Int or tuple of axes (the same axis may repeat); ``None`` means all axes, and
+                then ``window_shape`` has one entry per axis.
+
+        Returns:
+            Read-only strided view of shape ``x.shape`` with each windowed axis of size ``n``
+            replaced by ``n - w + 1``, followed by ``window_shape``.
+
+        Gradient: one scatter-add over all windows (overlaps accumulate).
+
+        Raises:
+            ValueError: if a window is larger than its axis or the lengths differ.
+        """
+        x = x if type(x) is Tensor else tensor_arg(x)
+        ws = as_shape(window_shape, "sliding_window_view")
+        if axis is None:
+            if len(ws) != x.ndim:
+                raise ValueError(
+                    f"sliding_window_view: with axis=None, window_shape {ws} needs one entry per "
+                    f"axis of shape {x.shape}"
+                )
+            axes = tuple(range(x.ndim))
+        else:
+            axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+            axes = tuple(check_axis(a, x.ndim, "sliding_window_view") for a in axes)
+        return SlidingWindow.apply(x, window_shape=ws, axis=axes, step=(1,) * x.ndim)
 
     @staticmethod
     def forward(ctx, x, *, window_shape, axis, step):
@@ -1166,10 +1583,28 @@ class WindowScatterAdd(_MovementFunction):
 
 
 # -- devices ----------------------------------------------------------------------------------
+@expose
 class ToDevice(Function):
     """Copy to ``device``. Backward: copy the cotangent back to the input's device."""
 
     oper = "to_device"
+    names = ("to_device",)
+    methods = ("to_device",)
+
+    @staticmethod
+    def api(x, device: str) -> Tensor:
+        """Copy to ``device`` (``"cpu"`` or ``"cuda:N"``); the cotangent is copied back.
+
+        Raises:
+            ValueError: for a device string that is not ``"cpu"`` or ``"cuda[:N]"``.
+            RuntimeError: if the device's backend (CuPy) is not available.
+        """
+        x = x if type(x) is Tensor else tensor_arg(x)
+        device = _parse_device(device)
+        if x.device == device:
+            return x
+        _get_backend(device)
+        return ToDevice.apply(x, device)
 
     @staticmethod
     def forward(ctx, x, device):
@@ -1185,3 +1620,97 @@ class ToDevice(Function):
     @classmethod
     def output_shape(cls, shape, device=None):
         return tuple(shape)
+
+
+# -- Tensor methods whose call forms differ from the tapegrad.numpy functions ------------------
+def swap_axes(x: Tensor, axis1, axis2, op: str = "swapaxes") -> Tensor:
+    """``x`` with axes ``axis1`` and ``axis2`` exchanged (one :class:`Transpose`).
+
+    Raises:
+        ValueError: if an axis is out of range, naming ``op``, the axis and ``x.ndim``.
+    """
+    a1 = check_axis(axis1, x.ndim, op, "axis1")
+    a2 = check_axis(axis2, x.ndim, op, "axis2")
+    axes = list(range(x.ndim))
+    axes[a1], axes[a2] = axes[a2], axes[a1]
+    return Transpose.api(x, axes)
+
+
+def _method_reshape(self, *shape) -> Tensor:
+    """``x.reshape(2, 3)`` or ``x.reshape((2, 3))``; see :func:`tapegrad.numpy.reshape`."""
+    shape = as_shape(shape[0] if len(shape) == 1 else shape, "reshape")
+    if shape == self.shape:
+        return self
+    return Reshape.apply(self, shape)
+
+
+def _method_transpose(self, *axes, dim0=None, dim1=None) -> Tensor:
+    """Transpose, accepting NumPy's and PyTorch's call forms.
+
+    - ``x.transpose()``: reverse all axes (NumPy; for 2-D also PyTorch's ``t()``).
+    - ``x.transpose(a, b)`` with exactly two ints, or ``x.transpose(dim0=a, dim1=b)``: swap
+      axes ``a`` and ``b`` (PyTorch's form). On a 2-D Tensor this differs from NumPy only for
+      ``transpose(0, 1)``, which swaps instead of returning ``x``.
+    - ``x.transpose((i, j, k, ...))`` (one tuple/list) or ``x.transpose(i, j, k)`` with other
+      than two ints: NumPy's permutation. Use a tuple (or :meth:`permute`) for a two-axis
+      permutation.
+
+    Raises:
+        TypeError: if both axes and ``dim0``/``dim1`` are given.
+        ValueError: if an axis is out of range or the axes are not a permutation.
+    """
+    if dim0 is not None or dim1 is not None:
+        if axes:
+            raise TypeError("transpose: give either axes or dim0/dim1, not both")
+        return swap_axes(self, 0 if dim0 is None else dim0, 1 if dim1 is None else dim1)
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        return Transpose.api(self, tuple(axes[0]))
+    if len(axes) == 2:
+        return swap_axes(self, axes[0], axes[1])
+    if len(axes) == 1 and axes[0] is None:
+        return Transpose.api(self)
+    return Transpose.api(self, axes or None)
+
+
+def _method_roll(self, shifts, dims=None) -> Tensor:
+    """``x.roll(shifts, dims=None)`` (PyTorch's argument names): :func:`tapegrad.numpy.roll`
+    with ``axis=dims``."""
+    return Roll.api(self, shifts, dims)
+
+
+def _method_pad(self, pad_width, mode="constant", constant_values=0) -> Tensor:
+    """Pad, also accepting PyTorch's ``pad_width`` forms.
+
+    - an int: every side of every axis;
+    - a flat tuple of ints ``(left, right)``, ``(left, right, top, bottom)``, ...: pairs for
+      the last axis first, then the one before it (PyTorch's ``F.pad`` order);
+    - a tuple of ``(before, after)`` pairs: NumPy's per-axis form.
+
+    ``mode`` and ``constant_values`` are as in :func:`tapegrad.numpy.pad`.
+
+    Raises:
+        ValueError: for a flat pad_width of odd length or with more pairs than axes, and as
+            :func:`tapegrad.numpy.pad`.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> tg.Tensor([[1.0, 2.0]]).pad((1, 0, 0, 1)).numpy().tolist()
+        [[0.0, 1.0, 2.0], [0.0, 0.0, 0.0]]
+    """
+    return Pad.api(self, _seeds_pad_width(pad_width, self.ndim), mode, constant_values)
+
+
+def _transpose_property(self) -> Tensor:
+    return Transpose.api(self)
+
+
+_METHODS.update(
+    {
+        "reshape": _method_reshape,
+        "transpose": _method_transpose,
+        "T": property(_transpose_property, doc="The transpose (axes reversed)."),
+        "roll": _method_roll,
+        "pad": _method_pad,
+        "cat": staticmethod(Concatenate.api),
+    }
+)
