@@ -1,4 +1,11 @@
-"""Linear-algebra primitives: matmul, einsum, inv, solve, det, slogdet, cholesky, norms.
+"""Linear-algebra primitives: matmul, einsum, inv, solve, det, slogdet, cholesky, svd.
+
+Each primitive is one definition: its forward, backward and shape/dtype rules and its public
+function (``api``, with the docstring users read). ``matmul`` and ``einsum`` are exposed in
+``tapegrad.numpy`` (and ``@``, ``x.matmul``); ``inv``, ``solve``, ``det``, ``slogdet``,
+``cholesky`` and ``svd`` only in ``tapegrad.numpy.linalg`` (``names = ()``, so nothing enters
+the flat namespace). Products built from several primitives (``dot``, ``tensordot``, ...) live
+in ``tapegrad.numpy``.
 
 Every backward rule is written with tapegrad ops (matmul, einsum, solve, ...) on the saved
 input/output Tensors, so second and higher derivatives work. Matrix rules follow
