@@ -48,7 +48,9 @@ def test_matmul_all_cases(data):
     a, b = draw_array(data, sa, dtype), draw_array(data, sb, dtype)
     assert_forward_matches(tnp.matmul(a, b), np.matmul(a, b), dtype)
     assert_forward_matches(tg.Tensor(a) @ tg.Tensor(b), a @ b, dtype)
-    grads_ok(tnp.matmul, (a, b))
+    # both modes: the jvp rule and the backward's vector and broadcast-batch branches
+    check_grads(tnp.matmul, [tg.Tensor(np.asarray(x, np.float64)) for x in (a, b)], order=2,
+                modes=("fwd", "rev"))
 
 
 @given(data=st.data())

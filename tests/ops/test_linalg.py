@@ -1,6 +1,8 @@
 """Example tests for tapegrad's linear algebra: products, einsum, tnp.linalg; errors and
 conventions. Randomised checks over shapes live in property_tests/test_linalg.py."""
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -41,6 +43,113 @@ def test_matmul_operator_and_method_match_numpy():
 def test_matmul_errors_name_op_and_shapes(sa, sb, match):
     with pytest.raises(ValueError, match=match):
         tnp.matmul(np.ones(sa), np.ones(sb))
+
+
+def test_matmul_operator_with_a_python_number_names_the_op():
+    x = tg.Tensor(np.ones(2))
+    for f in (lambda: x @ 2.0, lambda: 2 @ x, lambda: x.matmul(3.0), lambda: x @ True):
+        with pytest.raises(ValueError, match=r"matmul: operands must be at least 1-D"):
+            f()
+
+    def traced(t):
+        return (t @ 2.0).sum()
+
+    with pytest.raises(ValueError, match=r"matmul: operands must be at least 1-D"):
+        tg.grad(traced)(x)
+
+
+@pytest.mark.parametrize(
+    "sa, sb",
+    [
+        ((3,), (3, 2)),
+        ((3, 4), (4,)),
+        ((3,), (2, 3, 4)),
+        ((2, 1, 3, 4), (4,)),
+        ((0, 3, 4), (4,)),
+        ((4,), (0, 4, 2)),
+        ((2, 1, 3, 4), (5, 4, 2)),
+        ((3,), (3,)),
+    ],
+)
+def test_matmul_vector_and_batch_gradients_both_modes(sa, sb):
+    check_grads(tnp.matmul, (tg.Tensor(rand(*sa)), tg.Tensor(rand(*sb))), order=2,
+                modes=("fwd", "rev"))
+
+
+def _opers(tape):
+    return [line.split("= ")[1].split()[0].split("[")[0] for line in str(tape).splitlines()
+            if " = " in line]
+
+
+def test_matmul_backward_of_matrices_is_two_products_of_views():
+    """The MLP's hot path: the cotangents of ``a @ b`` are ``g @ b^T`` and ``a^T @ g``, two
+    matmuls of transposed views, with nothing else recorded (no copy, no reshape, no sum)."""
+    a, b, g = tg.Tensor(rand(3, 4)), tg.Tensor(rand(4, 2)), tg.Tensor(rand(3, 2))
+
+    def pullback(a, b, g):
+        return tg.vjp(tnp.matmul, a, b)[1](g)
+
+    (ga, gb), tape = tg.trace(pullback)(a, b, g)
+    np.testing.assert_allclose(ga.numpy(), g.numpy() @ b.numpy().T, rtol=1e-12)
+    np.testing.assert_allclose(gb.numpy(), a.numpy().T @ g.numpy(), rtol=1e-12)
+    assert sorted(_opers(tape)) == ["matmul"] * 3 + ["transpose"] * 2, str(tape)
+    only_a = tg.trace(lambda a, g: tg.vjp(lambda x: x @ b, a)[1](g))(a, g)[1]
+    assert _opers(only_a) == ["matmul"] * 2, str(only_a)  # b^T of a constant: not recorded
+
+
+def test_linalg_names_are_the_primitives_functions():
+    from tapegrad.ops._registry import METHODS, ns
+
+    assert tnp.matmul is tg.ops.MatMul.api is ns.matmul
+    assert tnp.einsum is tg.ops.Einsum.api is ns.einsum
+    assert {"__matmul__", "__rmatmul__", "matmul"} <= set(METHODS)
+    pairs = [("inv", tg.ops.Inv), ("solve", tg.ops.Solve), ("det", tg.ops.Det),
+             ("slogdet", tg.ops.SlogDet), ("cholesky", tg.ops.Cholesky), ("svd", tg.ops.Svd)]
+    for name, cls in pairs:
+        fn = getattr(tnp.linalg, name)
+        assert fn is cls.api
+        assert (fn.__name__, fn.__module__) == (name, "tapegrad.numpy.linalg")
+        assert "Raises:" in fn.__doc__
+        assert not hasattr(ns, name) and not hasattr(tnp, name)  # only in the submodule
+    res = pickle.loads(pickle.dumps(tnp.linalg.SlogdetResult(1.0, 2.0)))
+    assert res == (1.0, 2.0) and type(res) is tnp.linalg.SlogdetResult
+
+
+_LAZY_CASES = {
+    "inv": lambda a: tnp.linalg.inv(a),
+    "det": lambda a: tnp.linalg.det(a),
+    "slogdet": lambda a: tuple(tnp.linalg.slogdet(a)),
+    "cholesky": lambda a: tnp.linalg.cholesky(a, upper=True),
+    "solve": lambda a: tnp.linalg.solve(a, np.ones(3, np.int8)),
+    "svd": lambda a: tuple(tnp.linalg.svd(a, full_matrices=False)),
+    "matmul": lambda a: tnp.matmul(a, np.ones(3, np.float32)),
+    "einsum": lambda a: tnp.einsum("ij,j->i", a, np.ones(3, np.float32)),
+}
+
+
+@pytest.mark.parametrize(
+    "name, dtype",
+    [
+        (name, dtype)
+        for name in sorted(_LAZY_CASES)
+        for dtype in (np.int64, np.float32, np.float64, np.complex64)
+        if not (name == "svd" and dtype == np.complex64)  # svd rejects complex inputs
+    ],
+)
+def test_linalg_lazy_results_have_the_eager_shapes_and_dtypes(name, dtype):
+    """Lazy mode trusts each op's output_shape/output_dtype: LAPACK routines make integer
+    inputs float64 (and slogdet's logabsdet real), which the rules must promise."""
+    a = (spd(3) * 4).astype(dtype)
+    f = _LAZY_CASES[name]
+    eager = f(a)
+    with tg.lazy():
+        lazy = f(a)
+    eager = eager if isinstance(eager, tuple) else (eager,)
+    lazy = lazy if isinstance(lazy, tuple) else (lazy,)
+    for e, lz in zip(eager, lazy, strict=True):
+        assert (lz.shape, lz.dtype) == (e.shape, e.dtype)
+        np.testing.assert_allclose(lz.numpy(), e.numpy(), rtol=1e-5)
+        assert lz.numpy().dtype == e.dtype
 
 
 def test_dot_cases_match_numpy():

@@ -1,4 +1,11 @@
-"""Linear-algebra primitives: matmul, einsum, inv, solve, det, slogdet, cholesky, norms.
+"""Linear-algebra primitives: matmul, einsum, inv, solve, det, slogdet, cholesky, svd.
+
+Each primitive is one definition: its forward, backward and shape/dtype rules and its public
+function (``api``, with the docstring users read). ``matmul`` and ``einsum`` are exposed in
+``tapegrad.numpy`` (and ``@``, ``x.matmul``); ``inv``, ``solve``, ``det``, ``slogdet``,
+``cholesky`` and ``svd`` only in ``tapegrad.numpy.linalg`` (``names = ()``, so nothing enters
+the flat namespace). Products built from several primitives (``dot``, ``tensordot``, ...) live
+in ``tapegrad.numpy``.
 
 Every backward rule is written with tapegrad ops (matmul, einsum, solve, ...) on the saved
 input/output Tensors, so second and higher derivatives work. Matrix rules follow
@@ -17,11 +24,18 @@ default) and give inf/NaN instead of a ``LinAlgError``.
 
 from __future__ import annotations
 
+import math
 import string
+from collections import namedtuple
 
 import numpy as np
 
+from tapegrad.backend import get_backend
 from tapegrad.function import Function
+from tapegrad.ops._registry import expose, tensor_arg
+from tapegrad.ops.elementwise import DivNoNan
+from tapegrad.ops.movement import Reshape, Transpose
+from tapegrad.tensor import Tensor, const
 
 __all__ = [
     "MatMul",
@@ -32,15 +46,61 @@ __all__ = [
     "SlogDet",
     "Cholesky",
     "Svd",
+    "SlogdetResult",
+    "SVDResult",
     "parse_einsum",
 ]
 
 _LinAlgError = np.linalg.LinAlgError
 
 
+# -- helpers for the rules (views and constants) ---------------------------------------------
+_SWAP_LAST: dict = {}
+
+
+def _mT(t: Tensor) -> Tensor:
+    """``t`` with its last two axes swapped (a view), differentiable."""
+    n = t.ndim
+    axes = _SWAP_LAST.get(n)
+    if axes is None:
+        axes = _SWAP_LAST[n] = (*range(n - 2), n - 1, n - 2)
+    return Transpose.apply(t, axes=axes)
+
+
+def _append_axes(t: Tensor, k: int = 1) -> Tensor:
+    """``t`` with ``k`` trailing size-1 axes (a view)."""
+    return Reshape.apply(t, t.shape + (1,) * k)
+
+
+def _row(t: Tensor) -> Tensor:
+    """``t`` of shape ``(..., n)`` as ``(..., 1, n)`` (a view)."""
+    return Reshape.apply(t, t.shape[:-1] + (1,) + t.shape[-1:])
+
+
+def _constant(like: Tensor, build) -> Tensor:
+    """A constant Tensor ``build(xp)`` on ``like``'s device (``xp`` its array module)."""
+    device = like.device
+    if device == "cpu":
+        return const(build(np))
+    xp = get_backend(device)  # pragma: no cover - GPU only
+    with xp.cuda.Device(int(device.split(":")[1])):  # pragma: no cover - GPU only
+        return const(build(xp))
+
+
+def _eye(n: int, like: Tensor) -> Tensor:
+    """The ``n x n`` identity in ``like``'s dtype and device."""
+    return _constant(like, lambda xp: xp.eye(n, dtype=like.dtype))
+
+
+def _ones(n: int, like: Tensor) -> Tensor:
+    """A ones vector ``(n,)`` in ``like``'s dtype and device."""
+    return _constant(like, lambda xp: xp.ones((n,), dtype=like.dtype))
+
+
 # -- matmul ---------------------------------------------------------------------------------
 def _matmul_shape(a, b):
-    a, b = tuple(a), tuple(b)
+    a = tuple(a) if isinstance(a, tuple) else np.shape(a)
+    b = tuple(b) if isinstance(b, tuple) else np.shape(b)
     if len(a) == 0 or len(b) == 0:
         raise ValueError(f"matmul: operands must be at least 1-D, got shapes {a} and {b}")
     a2 = (1,) + a if len(a) == 1 else a
@@ -64,50 +124,72 @@ def _matmul_shape(a, b):
     return out
 
 
+def _reshape(t: Tensor, shape: tuple) -> Tensor:
+    """``t`` reshaped to ``shape`` (``t`` itself if it has that shape)."""
+    return t if t.shape == shape else Reshape.apply(t, shape)
+
+
+def _sum_to_vector(t: Tensor, shape: tuple) -> Tensor:
+    """A cotangent ``(..., 1, k)`` of a promoted vector, summed over the batch dimensions and
+    reshaped to the vector's ``shape`` ``(k,)``."""
+    if t.ndim > 2:
+        t = t.sum(axis=tuple(range(t.ndim - 2)))
+    return Reshape.apply(t, shape)
+
+
+@expose
 class MatMul(Function):
     """NumPy ``matmul`` (``a @ b``): 1-D operands are promoted to matrices and the added axis is
     removed; batch dimensions broadcast.
 
-    Backward (for 2-D): ``ga = g @ b.T``, ``gb = a.T @ g``; 1-D and batched cases reshape to
-    that form and sum over broadcast batch dimensions.
+    Backward: ``ga = g @ b^T``, ``gb = a^T @ g`` (``^T`` swaps the last two axes, a view): two
+    matmuls for (batches of) matrices, which ``apply`` sums over broadcast batch dimensions.
+    With a 1-D operand the same products are formed with the vector as a one-row (one-column)
+    matrix, and the vector's cotangent is summed over the batch dimensions.
     """
 
     oper = "matmul"
+    arity = 2
+    names = ("matmul",)
+    methods = ("__matmul__", "__rmatmul__", "matmul")
 
     @staticmethod
     def forward(ctx, a, b):
-        if a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[0 if b.ndim == 1 else -2]:
-            _matmul_shape(a.shape, b.shape)
+        try:
+            bad = a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[0 if b.ndim == 1 else -2]
+        except AttributeError:  # a Python number, from the ``@`` operator
+            bad = True
+        if bad:
+            _matmul_shape(np.shape(a), np.shape(b))
         ctx.save_for_backward(a, b)
         return a @ b
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
         a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
         a_vec, b_vec = a.ndim == 1, b.ndim == 1
+        if not a_vec and not b_vec:  # (batches of) matrices, the hot path: two products
+            ga = MatMul.apply(g, _mT(b)) if na else None
+            gb = MatMul.apply(_mT(a), g) if nb else None
+            return ga, gb
         if a_vec and b_vec:  # inner product -> scalar
             return (g * b if na else None), (g * a if nb else None)
-        a2 = tnp.reshape(a, (1, a.shape[0])) if a_vec else a
-        b2 = tnp.reshape(b, (b.shape[0], 1)) if b_vec else b
-        g2 = g
-        if a_vec:
-            g2 = tnp.expand_dims(g2, -2)
-        if b_vec:
-            g2 = tnp.expand_dims(g2, -1)
         ga = gb = None
-        if na:
-            ga = tnp.matmul(g2, tnp.swapaxes(b2, -1, -2))
-            ga = _sum_to_ndim(ga, a2.ndim)
-            if a_vec:
-                ga = tnp.reshape(ga, a.shape)
-        if nb:
-            gb = tnp.matmul(tnp.swapaxes(a2, -1, -2), g2)
-            gb = _sum_to_ndim(gb, b2.ndim)
-            if b_vec:
-                gb = tnp.reshape(gb, b.shape)
+        if a_vec:  # (k,) @ (..., k, m) -> (..., m)
+            if na:  # sum over (..., m) of b[..., :, m] g[..., m]
+                ga = MatMul.apply(b, g) if b.ndim == 2 else _sum_to_vector(
+                    MatMul.apply(_row(g), _mT(b)), a.shape
+                )
+            if nb:  # outer products a g[...]^T
+                gb = MatMul.apply(Reshape.apply(a, (a.shape[0], 1)), _row(g))
+            return ga, gb
+        # (..., n, k) @ (k,) -> (..., n)
+        if na:  # outer products g[...] b^T
+            ga = MatMul.apply(_append_axes(g), Reshape.apply(b, (1, b.shape[0])))
+        if nb:  # sum over (..., n) of g[..., n] a[..., n, :]: one (N,) @ (N, k) product
+            rows = math.prod(a.shape[:-1])
+            gb = MatMul.apply(_reshape(g, (rows,)), _reshape(a, (rows, b.shape[0])))
         return ga, gb
 
     @classmethod
@@ -121,14 +203,25 @@ class MatMul(Function):
         gb = None if tb is None else MatMul.apply(a, tb)
         return ga if gb is None else (gb if ga is None else ga + gb)
 
+    @staticmethod
+    def api(a, b) -> Tensor:
+        """Matrix product with NumPy's ``matmul`` semantics (1-D promotion, batch broadcasting).
 
-def _sum_to_ndim(t, ndim):
-    from tapegrad import numpy as tnp
+        Args:
+            a: Tensor of shape ``(..., n, k)`` or ``(k,)``.
+            b: Tensor of shape ``(..., k, m)`` or ``(k,)``.
 
-    extra = t.ndim - ndim
-    if extra > 0:
-        t = tnp.sum(t, axis=tuple(range(extra)))
-    return t
+        Returns:
+            Tensor of shape ``(..., n, m)`` with 1-D operands' added axes removed; dtype by
+            NumPy promotion.
+
+        Raises:
+            ValueError: if an operand is 0-d, the inner dimensions differ or batch dimensions
+                do not broadcast, naming both shapes.
+        """
+        return MatMul.apply(
+            a if type(a) is Tensor else tensor_arg(a), b if type(b) is Tensor else tensor_arg(b)
+        )
 
 
 # -- einsum ---------------------------------------------------------------------------------
@@ -271,6 +364,7 @@ def _einsum_shape(subscripts, shapes):
     return tuple(sizes[c] for c in output)
 
 
+@expose
 class Einsum(Function):
     """Einstein summation over any number of operands (NumPy ``einsum``).
 
@@ -292,6 +386,7 @@ class Einsum(Function):
     """
 
     oper = "einsum"
+    names = ("einsum",)
 
     @staticmethod
     def forward(ctx, *operands, subscripts, optimize=False):
@@ -303,8 +398,6 @@ class Einsum(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
         ops = ctx.saved_tensors
         inputs, output = ctx.inputs, ctx.output
         sizes: dict = {}
@@ -334,26 +427,85 @@ class Einsum(Function):
                     continue  # broadcast dimension: summed, restored by the reshape below
                 if lab in seen:
                     f = next(fresh)
-                    eye = tnp.eye(sizes[lab], dtype=g.dtype, device=g.device)
-                    extra.append((eye, lab + f))
+                    extra.append((_eye(sizes[lab], g), lab + f))
                     result.append(f)
                     continue
                 seen.add(lab)
                 result.append(lab)
                 if lab not in sized:
-                    extra.append((tnp.ones((sizes[lab],), dtype=g.dtype, device=g.device), lab))
+                    extra.append((_ones(sizes[lab], g), lab))
                     sized.add(lab)
             terms = others + extra
             expr = ",".join(lb for _, lb in terms) + "->" + "".join(result)
             gk = Einsum.apply(*[t for t, _ in terms], subscripts=expr, optimize=optimize)
             if gk.shape != op.shape:
-                gk = tnp.reshape(gk, op.shape)
+                gk = Reshape.apply(gk, op.shape)
             grads.append(gk)
         return tuple(grads)
 
     @classmethod
     def output_shape(cls, *shapes, subscripts, optimize=False):
         return _einsum_shape(subscripts, shapes)
+
+    @staticmethod
+    def api(subscripts, *operands, optimize=False) -> Tensor:
+        """Einstein summation (NumPy ``einsum``), differentiable in every operand.
+
+        Accepts everything NumPy does: explicit (``'ij,jk->ik'``) and implicit (``'ij,jk'``:
+        labels that occur once, in ASCII order) outputs, ``'...'`` broadcasting over leading
+        (or middle) dimensions, repeated labels for diagonals and traces (``'ii->i'``,
+        ``'ii'``), size-1 broadcasting of labelled dimensions, any number of operands, and the
+        sublist form ``einsum(op0, [0, 1], op1, [1, 2], [0, 2])``.
+
+        Args:
+            subscripts: The subscripts string (or, in the sublist form, the first operand).
+            *operands: Tensors/arrays/numbers (Python numbers become float32 0-d Tensors).
+            optimize: Passed to the backend's ``einsum`` (``False``, ``True``, ``'greedy'``,
+                ``'optimal'`` or an explicit path); used for the backward einsums too.
+
+        Returns:
+            Tensor with the output labels' dimensions, dtype by NumPy promotion.
+
+        Raises:
+            ValueError: if the subscripts and operand shapes do not match (wrong operand count,
+                number of dimensions, label sizes, output labels), naming the subscripts and
+                shapes.
+            TypeError: if ``subscripts`` is neither a str nor a sublist form.
+
+        References:
+            The backward of each operand is again an einsum (see
+            :class:`tapegrad.ops.Einsum`).
+        """
+        if isinstance(subscripts, str):
+            ops_ = list(operands)
+        else:
+            subscripts, ops_ = _from_sublists((subscripts,) + operands)
+        tensors = [tensor_arg(o) for o in ops_]
+        inputs, output, _ = parse_einsum(subscripts, [t.shape for t in tensors])
+        expr = ",".join(inputs) + "->" + output
+        return Einsum.apply(*tensors, subscripts=expr, optimize=optimize)
+
+
+def _sublist_label(v) -> str:
+    if v is Ellipsis:
+        return "..."
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 <= v < 52:
+        return chr(ord("A") + v) if v < 26 else chr(ord("a") + v - 26)
+    raise ValueError(f"einsum: sublist labels must be ints in [0, 52) or Ellipsis, got {v!r}")
+
+
+def _from_sublists(args):
+    """``einsum``'s sublist form ``(op0, labels0, op1, labels1, ..., [out])`` as
+    ``(subscripts, operands)``."""
+    args = list(args)
+    operands, terms = [], []
+    while len(args) >= 2:
+        operands.append(args.pop(0))
+        terms.append("".join(_sublist_label(v) for v in args.pop(0)))
+    subscripts = ",".join(terms)
+    if args:
+        subscripts += "->" + "".join(_sublist_label(v) for v in args[0])
+    return subscripts, operands
 
 
 # -- square-matrix helpers ------------------------------------------------------------------
@@ -375,16 +527,31 @@ def _check_float(a, op):
         )
 
 
-def _mT(t):
-    from tapegrad import numpy as tnp
+def _expand2(t: Tensor) -> Tensor:
+    """``t`` of shape ``(...)`` as ``(..., 1, 1)`` (a view)."""
+    return _append_axes(t, 2)
 
-    return tnp.swapaxes(t, -1, -2)
+
+def _lapack_dtype(*dtypes) -> np.dtype:
+    """The result dtype of NumPy's ``linalg`` routines: float and complex dtypes promote,
+    integer and boolean ones count as float64."""
+    return np.result_type(
+        *[d if np.dtype(d).kind in "fc" else np.dtype(np.float64) for d in dtypes]
+    )
 
 
-def _expand2(t):
-    from tapegrad import numpy as tnp
+def _linalg_function(name: str):
+    """Class decorator, above ``@expose``, for an op exposed only in ``tapegrad.numpy.linalg``
+    (``names = ()``: nothing in the flat namespace; :mod:`tapegrad.numpy.linalg` exports
+    ``cls.api``): names its ``api`` ``tapegrad.numpy.linalg.<name>``."""
 
-    return tnp.expand_dims(tnp.expand_dims(t, -1), -1)
+    def decorate(cls):
+        fn = cls.api
+        fn.__name__ = fn.__qualname__ = name
+        fn.__module__ = "tapegrad.numpy.linalg"
+        return cls
+
+    return decorate
 
 
 def _singular(op: str, a) -> _LinAlgError:
@@ -394,6 +561,8 @@ def _singular(op: str, a) -> _LinAlgError:
     )
 
 
+@_linalg_function("inv")
+@expose
 class Inv(Function):
     """Matrix inverse ``X = A^{-1}`` of ``(..., n, n)``.
 
@@ -401,6 +570,7 @@ class Inv(Function):
     """
 
     oper = "inv"
+    names = ()
 
     @staticmethod
     def forward(ctx, a):
@@ -415,15 +585,36 @@ class Inv(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
         (x,) = ctx.saved_tensors
         xt = _mT(x)
-        return -tnp.matmul(tnp.matmul(xt, g), xt)
+        return -MatMul.apply(MatMul.apply(xt, g), xt)
 
     @classmethod
     def output_shape(cls, shape):
         return _square_shape(shape, "inv")
+
+    @classmethod
+    def output_dtype(cls, dtype):
+        return _lapack_dtype(dtype)
+
+    @staticmethod
+    def api(a) -> Tensor:
+        """Inverse of a square matrix or a batch of them.
+
+        Args:
+            a: Tensor of shape ``(..., n, n)``; float32 or float64 (ints become float64).
+
+        Returns:
+            Tensor of shape ``(..., n, n)``.
+
+        Raises:
+            ValueError: if ``a`` is not ``(..., n, n)``.
+            numpy.linalg.LinAlgError: (a ValueError) if a matrix is singular, naming inv.
+
+        References:
+            Giles 2008, sec. 3.1: ``gA = -A^{-T} g A^{-T}``.
+        """
+        return Inv.apply(tensor_arg(a))
 
 
 def _solve_shape(a, b):
@@ -450,6 +641,8 @@ def _solve_shape(a, b):
     return tuple(batch) + b[-2:]
 
 
+@_linalg_function("solve")
+@expose
 class Solve(Function):
     """Solve ``A X = B`` for ``X`` (NumPy 2 rules: a 1-D ``b`` is a vector, any other ``b`` a
     (batch of) matrices; batch dimensions broadcast).
@@ -458,6 +651,7 @@ class Solve(Function):
     """
 
     oper = "solve"
+    names = ()
 
     @staticmethod
     def forward(ctx, a, b):
@@ -477,26 +671,52 @@ class Solve(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
         a, x = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
         if ctx.vector:
-            g = tnp.expand_dims(g, -1)
-            x = tnp.expand_dims(x, -1)
+            g = _append_axes(g)
+            x = _append_axes(x)
         gb = Solve.apply(_mT(a), g)
-        ga = -tnp.matmul(gb, _mT(x)) if na else None
+        ga = -MatMul.apply(gb, _mT(x)) if na else None
         if not nb:
             gb = None
         elif ctx.vector:
-            gb = tnp.reshape(gb, gb.shape[:-1])
+            gb = Reshape.apply(gb, gb.shape[:-1])
         return ga, gb
 
     @classmethod
     def output_shape(cls, a, b):
         return _solve_shape(a, b)
 
+    @classmethod
+    def output_dtype(cls, a, b):
+        return _lapack_dtype(a, b)
 
+    @staticmethod
+    def api(a, b) -> Tensor:
+        """Solve ``a @ x = b`` for ``x``, batched, with NumPy 2 semantics.
+
+        Args:
+            a: Tensor of shape ``(..., n, n)``.
+            b: Tensor of shape ``(n,)`` (a vector, solved against every matrix of ``a``) or
+                ``(..., n, k)`` (a stack of matrices; batch dimensions broadcast with ``a``'s).
+
+        Returns:
+            Tensor ``x`` of shape ``a.shape[:-1]`` for a 1-D ``b``, else
+            ``broadcast(a.shape[:-2], b.shape[:-2]) + (n, k)``.
+
+        Raises:
+            ValueError: for mismatched shapes, naming both.
+            numpy.linalg.LinAlgError: if a matrix is singular, naming solve.
+
+        References:
+            Giles 2008, sec. 3.1: ``gb = a^{-T} g`` and ``ga = -gb x^T``.
+        """
+        return Solve.apply(tensor_arg(a), tensor_arg(b))
+
+
+@_linalg_function("det")
+@expose
 class Det(Function):
     """Determinant of ``(..., n, n)`` matrices; output shape ``(...)``.
 
@@ -505,6 +725,7 @@ class Det(Function):
     """
 
     oper = "det"
+    names = ()
 
     @staticmethod
     def forward(ctx, a):
@@ -523,6 +744,31 @@ class Det(Function):
     def output_shape(cls, shape):
         return _square_shape(shape, "det")[:-2]
 
+    @classmethod
+    def output_dtype(cls, dtype):
+        return _lapack_dtype(dtype)
+
+    @staticmethod
+    def api(a) -> Tensor:
+        """Determinant of square matrices (NumPy ``linalg.det``).
+
+        Args:
+            a: Tensor of shape ``(..., n, n)``; float32 or float64 (ints become float64).
+
+        Returns:
+            Tensor of shape ``(...)`` (``det`` of a ``0 x 0`` matrix is 1).
+
+        Raises:
+            ValueError: if ``a`` is not ``(..., n, n)``.
+            numpy.linalg.LinAlgError: when differentiating at a singular matrix: the gradient
+                ``g det(a) a^{-T}`` (Giles 2008, sec. 3.1) needs an invertible ``a``.
+
+        References:
+            Giles, "An extended collection of matrix derivative results for forward and
+            reverse mode algorithmic differentiation", 2008.
+        """
+        return Det.apply(tensor_arg(a))
+
 
 def _inv_for_grad(a, op):
     try:
@@ -534,6 +780,12 @@ def _inv_for_grad(a, op):
         ) from None
 
 
+#: ``slogdet``'s result, as NumPy's.
+SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"], module="tapegrad.numpy.linalg")
+
+
+@_linalg_function("slogdet")
+@expose
 class SlogDet(Function):
     """``(sign, log|det|)`` of ``(..., n, n)`` matrices, both of shape ``(...)``.
 
@@ -542,6 +794,7 @@ class SlogDet(Function):
     """
 
     oper = "slogdet"
+    names = ()
 
     @staticmethod
     def forward(ctx, a):
@@ -562,9 +815,37 @@ class SlogDet(Function):
     def output_shape(cls, shape):
         """Shapes of ``(sign, logabsdet)``: both ``shape[:-2]``."""
         batch = _square_shape(shape, "slogdet")[:-2]
-        return batch, batch
+        return [batch, batch]
+
+    @classmethod
+    def output_dtype(cls, dtype):
+        """Dtypes of ``(sign, logabsdet)``: ``logabsdet`` is real, ``sign`` complex for a
+        complex ``a``."""
+        d = _lapack_dtype(dtype)
+        return [d, np.zeros((), d).real.dtype]
+
+    @staticmethod
+    def api(a) -> SlogdetResult:
+        """Sign and natural log of the absolute determinant, each of shape ``(...)``.
+
+        Args:
+            a: Tensor of shape ``(..., n, n)``.
+
+        Returns:
+            ``SlogdetResult(sign, logabsdet)`` (a namedtuple, as NumPy); ``sign`` is +-1 (0 for
+            a singular matrix, with ``logabsdet = -inf``) and carries no gradient;
+            ``logabsdet`` has gradient ``g a^{-T}`` (Giles 2008), which raises ``LinAlgError``
+            at a singular matrix.
+
+        Raises:
+            ValueError: if ``a`` is not ``(..., n, n)``.
+        """
+        sign, logabs = SlogDet.apply(tensor_arg(a))
+        return SlogdetResult(sign, logabs)
 
 
+@_linalg_function("cholesky")
+@expose
 class Cholesky(Function):
     """Cholesky factor of symmetric positive-definite ``(..., n, n)`` matrices: lower ``L`` with
     ``A = L L^T`` (or, with ``upper=True``, ``U = L^T`` with ``A = U^T U``). Like NumPy, only the
@@ -578,6 +859,7 @@ class Cholesky(Function):
     """
 
     oper = "cholesky"
+    names = ()
 
     @staticmethod
     def forward(ctx, a, upper=False):
@@ -602,15 +884,13 @@ class Cholesky(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
         (lo,) = ctx.saved_tensors
         if ctx.upper:
             lo, g = _mT(lo), _mT(g)
         n = lo.shape[-1]
-        strict = tnp.tri(n, k=-1, dtype=g.dtype, device=g.device)
-        eye = tnp.eye(n, dtype=g.dtype, device=g.device)
-        p = tnp.matmul(_mT(lo), g)
+        strict = _constant(g, lambda xp: xp.tri(n, k=-1, dtype=g.dtype))
+        eye = _eye(n, g)
+        p = MatMul.apply(_mT(lo), g)
         ps = p * strict
         m = 0.5 * (ps + _mT(ps) + p * eye)
         lt = _mT(lo)
@@ -620,6 +900,34 @@ class Cholesky(Function):
     @classmethod
     def output_shape(cls, shape, upper=False):
         return _square_shape(shape, "cholesky")
+
+    @classmethod
+    def output_dtype(cls, dtype, upper=False):
+        return _lapack_dtype(dtype)
+
+    @staticmethod
+    def api(a, upper=False) -> Tensor:
+        """Cholesky factor of symmetric positive-definite matrices (NumPy ``linalg.cholesky``).
+
+        Args:
+            a: Tensor of shape ``(..., n, n)``; only its lower (``upper=True``: upper) triangle
+                is read, as in NumPy.
+            upper: Return upper ``U`` with ``a = U^T U`` instead of lower ``L`` with
+                ``a = L L^T``.
+
+        Returns:
+            Tensor of shape ``(..., n, n)``, triangular.
+
+        Raises:
+            ValueError: if ``a`` is not ``(..., n, n)``.
+            numpy.linalg.LinAlgError: if a matrix is not positive definite, naming cholesky.
+
+        References:
+            Murray, "Differentiation of the Cholesky decomposition", 2016. The gradient is the
+            symmetric one (as PyTorch and JAX): it equals the gradient of
+            ``cholesky((a + a^T) / 2)``.
+        """
+        return Cholesky.apply(tensor_arg(a), upper=bool(upper))
 
 
 # -- singular value decomposition ------------------------------------------------------------
@@ -637,6 +945,12 @@ def _svd_shapes(shape, full_matrices=False):
     return [batch + (m, k), batch + (k,), batch + (k, n)]
 
 
+#: ``svd``'s result, as NumPy's.
+SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"], module="tapegrad.numpy.linalg")
+
+
+@_linalg_function("svd")
+@expose
 class Svd(Function):
     """Singular value decomposition ``A = U diag(S) Vh`` of ``(..., m, n)`` matrices.
 
@@ -667,6 +981,7 @@ class Svd(Function):
     """
 
     oper = "svd"
+    names = ()
 
     @staticmethod
     def forward(ctx, a, full_matrices=False):
@@ -679,9 +994,6 @@ class Svd(Function):
 
     @staticmethod
     def backward(ctx, gu, gs, gvh):
-        from tapegrad import numpy as tnp
-        from tapegrad.ops.elementwise import DivNoNan
-
         u, s, vh = ctx.saved_tensors
         m, n = u.shape[-2], vh.shape[-1]
         k = s.shape[-1]
@@ -694,25 +1006,25 @@ class Svd(Function):
         ut = _mT(u)
         v = _mT(vh)
         gv = _mT(gvh)
-        s_row = tnp.expand_dims(s, -2)  # (..., 1, k): scales columns
-        s_col = tnp.expand_dims(s, -1)  # (..., k, 1): scales rows
+        s_row = _row(s)  # (..., 1, k): scales columns
+        s_col = _append_axes(s)  # (..., k, 1): scales rows
         s2 = s * s
-        eye = tnp.eye(k, dtype=gs.dtype, device=gs.device)
+        eye = _eye(k, gs)
         # e[i, j] = s_j^2 - s_i^2 off the diagonal and 1 on it (where skew(.) is 0 anyway),
         # so no derivative of the division below ever divides by a structural zero.
-        e = tnp.expand_dims(s2, -2) - tnp.expand_dims(s2, -1) + eye
-        utgu = tnp.matmul(ut, gu)
-        vtgv = tnp.matmul(vh, gv)
+        e = _row(s2) - _append_axes(s2) + eye
+        utgu = MatMul.apply(ut, gu)
+        vtgv = MatMul.apply(vh, gv)
         j = DivNoNan.apply(utgu - _mT(utgu), e)
         kk = DivNoNan.apply(vtgv - _mT(vtgv), e)
-        inner = j * s_row + s_col * kk + eye * tnp.expand_dims(gs, -2)
-        ga = tnp.matmul(tnp.matmul(u, inner), vh)
+        inner = j * s_row + s_col * kk + eye * _row(gs)
+        ga = MatMul.apply(MatMul.apply(u, inner), vh)
         if m > k:  # (I - U U^T) gU S^{-1} Vh
-            proj = gu - tnp.matmul(u, utgu)
-            ga = ga + tnp.matmul(DivNoNan.apply(proj, s_row), vh)
+            proj = gu - MatMul.apply(u, utgu)
+            ga = ga + MatMul.apply(DivNoNan.apply(proj, s_row), vh)
         if n > k:  # U S^{-1} gV^T (I - V V^T)
-            proj = gv - tnp.matmul(v, vtgv)
-            ga = ga + tnp.matmul(u, DivNoNan.apply(_mT(proj), s_col))
+            proj = gv - MatMul.apply(v, vtgv)
+            ga = ga + MatMul.apply(u, DivNoNan.apply(_mT(proj), s_col))
         return ga
 
     @classmethod
@@ -727,5 +1039,43 @@ class Svd(Function):
             d = np.dtype(np.float64)
         return [d, d, d]
 
+    @staticmethod
+    def api(a, full_matrices=True, compute_uv=True):
+        """Singular value decomposition ``a = U @ (S[..., None] * Vh)`` (NumPy ``linalg.svd``).
 
-# -- norms ----------------------------------------------------------------------------------
+        Args:
+            a: Tensor of shape ``(..., m, n)``, real (integers become float64).
+            full_matrices: ``U`` is ``(..., m, m)`` and ``Vh`` ``(..., n, n)`` if True (NumPy's
+                default), else ``(..., m, k)`` and ``(..., k, n)`` with ``k = min(m, n)``.
+            compute_uv: If False, return only ``S``.
+
+        Returns:
+            ``SVDResult(U, S, Vh)`` (a namedtuple, as NumPy), or ``S`` alone with
+            ``compute_uv=False``; ``S`` has shape ``(..., k)``, descending.
+
+        Gradient: Townsend (2016), see :class:`tapegrad.ops.Svd`. Functions of ``S`` alone are
+        differentiable everywhere; functions of ``U``/``Vh`` need distinct singular values and
+        must not depend on the vectors' arbitrary signs. With ``full_matrices=True`` and
+        ``m != n`` differentiating raises (the extra vectors are not unique; as in JAX): use
+        ``full_matrices=False``.
+
+        Raises:
+            ValueError: if ``a`` has fewer than 2 dimensions.
+            TypeError: for complex or float16 inputs.
+            numpy.linalg.LinAlgError: if the decomposition does not converge.
+
+        Example:
+            >>> import tapegrad as tg, tapegrad.numpy as tnp
+            >>> a = tg.Tensor([[3.0, 0.0], [0.0, -2.0]])
+            >>> tnp.linalg.svd(a).S
+            Tensor([3., 2.], dtype=float32)
+            >>> tg.grad(lambda m: tnp.linalg.svd(m, compute_uv=False).sum())(a)  # U @ Vh
+            Tensor([[ 1.,  0.],
+                    [ 0., -1.]], dtype=float32)
+        """
+        a = tensor_arg(a)
+        if a.dtype.kind == "c":
+            raise TypeError(f"svd: complex inputs are not supported (got dtype {a.dtype})")
+        if not compute_uv:
+            return Svd.apply(a, full_matrices=False)[1]
+        return SVDResult(*Svd.apply(a, full_matrices=bool(full_matrices)))
