@@ -13,8 +13,6 @@ from __future__ import annotations
 import numpy as _np
 
 from tapegrad import ops as _ops  # noqa: F401
-from tapegrad.backend import get_backend as _get_backend
-from tapegrad.backend import parse_device as _parse_device
 from tapegrad.tensor import Tensor
 
 __all__ = [
@@ -34,7 +32,6 @@ __all__ = [
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
 int32, int64, bool_ = _np.int32, _np.int64, _np.bool_
 
-from tapegrad.ops._registry import tensor_arg as _tensor  # noqa: E402
 
 
 def asarray(x, dtype=None, device=None) -> Tensor:
@@ -73,21 +70,10 @@ def stop_gradient(x):
     return tree_map(one, x)
 
 
-def to_device(x, device: str) -> Tensor:
-    """Copy to ``device`` (``"cpu"`` or ``"cuda:N"``); the cotangent is copied back."""
-    x = _tensor(x)
-    device = _parse_device(device)
-    if x.device == device:
-        return x
-    _get_backend(device)
-    return _ops.ToDevice.apply(x, device)
+to_device = _ops.ToDevice.api
 
 
 def _install_methods(methods: dict) -> None:
     """Attach ``methods`` to :class:`Tensor` (the ops layer's registry does the attaching)."""
-    from tapegrad.ops._registry import install_methods
+    _install(methods)
 
-    install_methods(methods)
-
-
-_install_methods({"to_device": to_device})
