@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import numpy as _np
 
-from tapegrad import ops as _ops  # noqa: F401
+from tapegrad import ops as _ops
+from tapegrad.ops._registry import install_methods as _install
+from tapegrad.ops._registry import operand as _t  # noqa: F401  (used by sibling modules)
+from tapegrad.ops._registry import tensor_arg as _tensor  # noqa: F401
 from tapegrad.tensor import Tensor
 
 __all__ = [
@@ -31,7 +34,6 @@ __all__ = [
 
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
 int32, int64, bool_ = _np.int32, _np.int64, _np.bool_
-
 
 
 def asarray(x, dtype=None, device=None) -> Tensor:
