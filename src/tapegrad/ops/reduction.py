@@ -43,7 +43,6 @@ __all__ = [
     "LogSumExp",
     "Norm2",
     "NormP",
-    "check_order",
     "ExtremumGrad",
     "CumSum",
     "CumProd",
@@ -931,7 +930,7 @@ class Norm2(Function):
         return _reduced_shape(shape, normalize_axis(axis, len(shape), "norm"), keepdims)
 
 
-def check_order(p, op: str = "norm") -> float:
+def _check_order(p, op: str = "norm") -> float:
     """The order ``p`` of a :class:`NormP` as a float.
 
     Raises:
@@ -996,7 +995,7 @@ class NormP(Function):
     def forward(ctx, x, axis=None, keepdims=False, p=3.0):
         xp = ctx.backend
         _real("norm", x.dtype)
-        ctx.p = p = check_order(p)
+        ctx.p = p = _check_order(p)
         axes = _reduction_setup(ctx, x, axis, keepdims, "norm")
         a = xp.abs(x)
         if _count(x.shape, axes) == 0:
@@ -1021,7 +1020,7 @@ class NormP(Function):
 
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False, p=3.0):
-        check_order(p)
+        _check_order(p)
         return _reduced_shape(shape, normalize_axis(axis, len(shape), "norm"), keepdims)
 
 
