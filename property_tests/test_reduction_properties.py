@@ -62,6 +62,25 @@ def _norm2_ref(a, axis, keepdims):
     return np.sqrt(np.sum(a * a, axis=axis, keepdims=keepdims))
 
 
+def _norm_p_ref(a, axis, keepdims, p):
+    """``sum(|x|**p)**(1/p)`` in float64 (exact enough to judge float32), in ``a``'s dtype."""
+    with np.errstate(all="ignore"):  # 0**(1/p) for p < 0 over an empty axis: inf
+        s = np.sum(np.abs(a.astype(np.float64)) ** p, axis=axis, keepdims=keepdims)
+        return np.asarray(s ** (1.0 / p)).astype(a.dtype)
+
+
+def _norm_p(x, axis, keepdims, p):
+    return tg.ops.NormP.apply(x, axis=axis, keepdims=keepdims, p=p)
+
+
+#: Orders p of the vector p-norm: the common ones, and any real with 1/4 <= |p| <= 6.
+P_ORDERS = st.one_of(
+    st.sampled_from([0.5, 1.5, 3.0, 4.0, -1.0, -2.0, 1.0, 2.0]),
+    st.floats(0.25, 6.0),
+    st.floats(-6.0, -0.25),
+)
+
+
 def _scan(fn):
     return lambda x, axis, keepdims: fn(x, axis=axis)
 
@@ -106,6 +125,7 @@ SPECS = [
     ),
     Spec("logsumexp", _reduce(tnp.logsumexp), _lse_ref, exact=False),
     Spec("norm2", _reduce(tg.ops.Norm2.apply), _norm2_ref, values="distinct"),
+    Spec("norm_p", _norm_p, _norm_p_ref, values="distinct", exact=False, extra={"p": P_ORDERS}),
     Spec("cumsum", _scan(tnp.cumsum), _scan(np.cumsum), axes="scan", dtypes=INT),
     Spec(
         "cumprod",
@@ -311,3 +331,47 @@ def test_batched_matrix_norm_forward(data):
     want = np.linalg.norm(a, ord=ord_, axis=axis, keepdims=keepdims)
     assert out.shape == want.shape and out.dtype == want.dtype
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+@given(data=st.data())
+def test_vector_p_norm_of_any_real_order_matches_numpy_and_grads(data):
+    p = data.draw(P_ORDERS, label="p")
+    shape = data.draw(shapes(min_dims=1, max_dims=3, min_side=0, max_side=3), label="shape")
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1), label="axis")
+    keepdims = data.draw(st.booleans(), label="keepdims")
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]), label="dtype")
+    a = data.draw(distinct_values(shape, dtype), label="x")
+    out = tnp.norm(a, ord=p, axis=axis, keepdims=keepdims)
+    with np.errstate(divide="ignore"):  # NumPy warns for p < 0 over an empty axis
+        want = np.linalg.norm(a, ord=p, axis=axis, keepdims=keepdims)
+    assert out.shape == want.shape and out.dtype == want.dtype
+    np.testing.assert_allclose(out.numpy(), want, rtol=2e-5 if dtype == np.float32 else 1e-12)
+    if a.size:
+        f = lambda v: tnp.norm(v, ord=p, axis=axis, keepdims=keepdims)  # noqa: E731
+        check_grads(f, (tg.Tensor(a.astype(np.float64)),), order=2)
+
+
+def _p_norm_grad_with_conventions(a, p):
+    """The documented gradient of the p-norm of 1-D ``a`` (0 where the norm is 0, and at zero
+    entries for p < 1), evaluated in float64 NumPy."""
+    with np.errstate(all="ignore"):
+        n = np.sum(np.abs(a) ** p) ** (1.0 / p)
+        if n == 0:
+            return np.zeros_like(a)
+        g = np.sign(a) * (np.abs(a) / n) ** (p - 1)
+    return np.where(a == 0, 0.0, g)
+
+
+@given(data=st.data())
+def test_p_norm_gradient_with_zero_entries_is_finite_and_follows_the_convention(data):
+    p = data.draw(P_ORDERS, label="p")
+    n = data.draw(st.integers(1, 4), label="n")
+    elements = st.sampled_from([0.0, -0.0, 0.5, -0.75, 1.0, -2.0, 3.0])
+    a = data.draw(hnp.arrays(np.float64, (n,), elements=elements), label="x")
+    f = lambda v: tnp.norm(v, ord=p)  # noqa: E731
+    with np.errstate(divide="ignore"):  # NumPy warns for 0**p with p < 0
+        np.testing.assert_allclose(f(tg.Tensor(a)).item(), np.linalg.norm(a, ord=p), rtol=1e-12)
+    g = tg.grad(f)(tg.Tensor(a)).numpy()
+    assert np.isfinite(g).all()
+    np.testing.assert_allclose(g, _p_norm_grad_with_conventions(a, p), rtol=1e-10, atol=1e-12)
+    assert np.isfinite(tg.hessian(f)(tg.Tensor(a)).numpy()).all()

@@ -113,10 +113,15 @@ def test_norm_errors():
     x = _t(np.ones((2, 3, 4)))
     with pytest.raises(ValueError, match="norm: with ord=1 and axis=None the Tensor must be 1-D"):
         tnp.norm(x, ord=1)
-    with pytest.raises(ValueError, match="unsupported vector norm order ord=3"):
-        tnp.norm(x, ord=3, axis=0)
     with pytest.raises(ValueError, match="unsupported vector norm order ord='fro'"):
         tnp.norm(x, ord="fro", axis=0)
+    for bad in (np.nan, 1j):
+        with pytest.raises(ValueError, match=r"unsupported vector norm order ord=(nan|1j)"):
+            tnp.norm(x, ord=bad, axis=0)
+    with pytest.raises(ValueError, match="norm: the order p of a p-norm must be a finite nonzero"):
+        ops.NormP.apply(x, axis=0, p=0.0)
+    with pytest.raises(TypeError, match="norm: complex inputs are not supported"):
+        tnp.norm(np.ones(3, np.complex64), ord=3)
     with pytest.raises(ValueError, match="unsupported matrix norm order ord=0"):
         tnp.norm(x, ord=0, axis=(0, 1))
     for o in (2, -2, "nuc"):  # the singular-value norms, batched over the remaining axis
@@ -161,6 +166,8 @@ def test_output_shape_matches_forward_and_checks_before_work():
         (ops.Std, dict(axis=(1, 2), keepdims=True)),
         (ops.LogSumExp, dict(axis=-2)),
         (ops.Norm2, dict(axis=(0, 2))),
+        (ops.NormP, dict(axis=(0, 2), p=0.5)),
+        (ops.NormP, dict(axis=1, keepdims=True, p=-3)),
         (ops.CumSum, dict(axis=1)),
         (ops.CumProd, dict(axis=-1, reverse=True)),
         (ops.Shift, dict(axis=0, shift=-1, fill=1.0)),
@@ -372,6 +379,122 @@ def test_norm_matches_numpy_linalg():
     assert tnp.norm(np.array([3, 4])).dtype == np.float64
 
 
+# -- vector p-norms of every real order -------------------------------------------------------
+P_ORDERS = [3, 0.5, -1, -2.5, 1.5, 4.0, 0.25, 10, np.float32(3.0), np.int64(-3)]
+
+
+@pytest.mark.parametrize("p", P_ORDERS, ids=repr)
+def test_vector_norm_of_every_real_order_matches_numpy(p):
+    # a regression test: orders other than None/0/1/2/inf/-inf used to raise ValueError
+    a = np.random.default_rng(3).uniform(0.5, 2.0, (3, 4)) * np.array([1, -1, 1, -1])
+    for kw in (dict(axis=0), dict(axis=1, keepdims=True), dict(axis=-1)):
+        for dtype in (np.float32, np.float64):
+            got = tnp.norm(a.astype(dtype), ord=p, **kw)
+            want = np.linalg.norm(a.astype(dtype), ord=p, **kw)
+            assert got.dtype == want.dtype and got.shape == want.shape, (p, kw)
+            rtol = 1e-5 if dtype == np.float32 else 1e-13
+            np.testing.assert_allclose(got.numpy(), want, rtol=rtol, err_msg=str(kw))
+        check_grads(lambda v, kw=kw: tnp.norm(v, ord=p, **kw), (_t(a),), order=2)
+    v = a[0]  # axis=None on a 1-D Tensor, and a linalg.norm alias
+    np.testing.assert_allclose(tnp.linalg.norm(v, p).item(), np.linalg.norm(v, p), rtol=1e-13)
+    assert tnp.norm(np.array([3, 4]), ord=p).dtype == np.float64  # integers: float64
+
+
+def _p_norm_grad(v, p):
+    """The p-norm's gradient with the documented conventions at 0, in float64 NumPy."""
+    v = np.asarray(v, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        n = np.sum(np.abs(v) ** p) ** (1 / p)
+        if n == 0:
+            return np.zeros_like(v)
+        g = np.sign(v) * (np.abs(v) / n) ** (p - 1)
+    return np.where(v == 0, 0.0, g)
+
+
+@pytest.mark.parametrize("p", [0.5, 0.25, 1.5, 3, -1, -2.5])
+@pytest.mark.parametrize(
+    "vals",
+    [[0.0, 0.0, 0.0], [0.0, 1.0, -2.0], [0.0, 0.0, 2.0], [-0.0, 3.0, 4.0], [1.0, 2.0, -3.0]],
+    ids=str,
+)
+def test_p_norm_gradient_at_zero_entries_is_finite_and_follows_the_convention(p, vals):
+    x = _t(vals)
+    f = lambda v: tnp.norm(v, ord=p)  # noqa: E731
+    with np.errstate(divide="ignore"):  # NumPy warns for 0**negative; tapegrad does not
+        np.testing.assert_allclose(f(x).item(), np.linalg.norm(vals, ord=p), rtol=1e-14)
+    g = tg.grad(f)(x).numpy()
+    np.testing.assert_allclose(g, _p_norm_grad(vals, p), rtol=1e-14, atol=1e-300)
+    if p < 0 and 0.0 in vals:
+        np.testing.assert_array_equal(g, 0.0)  # the norm is 0 there and behaves as |x_i|
+    assert np.isfinite(_hessian(f, x)).all()
+    # forward mode agrees with reverse mode (one-hot tangents)
+    for i in range(len(vals)):
+        _, t = tg.jvp(f, (x,), (_t(np.eye(len(vals))[i]),))
+        assert t.item() == pytest.approx(g[i], rel=1e-14, abs=1e-300)
+
+
+def test_p_norm_hand_values_at_zero():
+    # (|0|**0.5 + |4|**0.5)**2 = 4; d/dx_1 = (|x_1| / 4)**-0.5 = 1; the zero entry gets 0
+    np.testing.assert_array_equal(
+        tg.grad(lambda v: tnp.norm(v, ord=0.5))(_t([0.0, 4.0])).numpy(), [0.0, 1.0]
+    )
+    # p = 3 at x = 0: the minimum-norm subgradient 0
+    np.testing.assert_array_equal(tg.grad(lambda v: tnp.norm(v, ord=3))(_t([0.0, 0.0])).numpy(),
+                                  [0.0, 0.0])
+    # p = -1 with a zero entry: the norm is 0 and so is the gradient
+    x = _t([0.0, 2.0, -5.0])
+    assert tnp.norm(x, ord=-1).item() == 0.0
+    np.testing.assert_array_equal(tg.grad(lambda v: tnp.norm(v, ord=-1))(x).numpy(), [0, 0, 0])
+
+
+def test_p_norm_does_not_overflow_where_the_direct_sum_does():
+    a = np.array([1e3, -1e3], dtype=np.float32)
+    with np.errstate(over="ignore"):
+        assert np.isinf(np.linalg.norm(a, ord=20))  # NumPy's unscaled |x|**20 overflows
+    got = tnp.norm(a, ord=20)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got.item(), 1e3 * 2 ** (1 / 20), rtol=1e-6)
+    tiny = np.array([1e-30, 2e-30], dtype=np.float32)  # |x|**4 underflows to 0 in float32
+    want = np.linalg.norm(tiny.astype(np.float64), ord=4)
+    np.testing.assert_allclose(tnp.norm(tiny, ord=4).item(), want, rtol=1e-6)
+    small = np.array([1e-3, 5.0], dtype=np.float32)  # |x|**-20 overflows for the tiny entry
+    np.testing.assert_allclose(
+        tnp.norm(small, ord=-20).item(), np.linalg.norm(small.astype(np.float64), ord=-20),
+        rtol=1e-6,
+    )
+    g = tg.grad(lambda v: tnp.norm(v, ord=20))(tg.Tensor(a)).numpy()
+    np.testing.assert_allclose(g, [2 ** (-19 / 20), -(2 ** (-19 / 20))], rtol=1e-5)
+
+
+def test_p_norm_special_values_and_empty_axes_follow_numpy():
+    for p in (3, 0.5, -1.5):
+        for vals in ([np.inf, 1.0], [-np.inf, np.inf], [np.nan, 1.0], [0.0, 0.0]):
+            with np.errstate(all="ignore"):
+                want = np.linalg.norm(np.array(vals), ord=p)
+            np.testing.assert_array_equal(tnp.norm(np.array(vals), ord=p).numpy(), want)
+        empty = np.ones((0, 2))
+        with np.errstate(divide="ignore"):  # NumPy: 0**(1/p), a warning for p < 0
+            want = np.linalg.norm(empty, ord=p, axis=0)
+        got = tnp.norm(empty, ord=p, axis=0)
+        np.testing.assert_array_equal(got.numpy(), want)  # 0 for p > 0, inf for p < 0
+        f = lambda v, p=p: tnp.norm(v, ord=p, axis=0).sum()  # noqa: E731
+        assert tg.grad(f)(_t(empty)).shape == (0, 2)
+
+
+# -- Tensor methods and public names come from the op declarations ---------------------------
+def test_public_functions_and_methods_are_the_ops_api():
+    from tapegrad.ops._registry import METHODS
+
+    for cls in (ops.Sum, ops.Mean, ops.Prod, ops.Max, ops.Min, ops.ArgMax, ops.ArgMin, ops.Var,
+                ops.Std, ops.LogSumExp, ops.CumSum, ops.CumProd, ops.Any, ops.All):
+        for name in cls.names:
+            assert getattr(tnp, name) is cls.api, name
+        for name in cls.methods:
+            assert METHODS[name] is cls.api and getattr(tg.Tensor, name) is cls.api, name
+        assert cls.api.__module__ == "tapegrad.numpy" and cls.api.__doc__
+    assert ops.Max.names == ("max", "amax") and ops.Min.names == ("min", "amin")
+
+
 OP_CASES = [
     (ops.Sum, dict(axis=0)),
     (ops.Mean, dict(axis=(0, 1), keepdims=True)),
@@ -384,6 +507,7 @@ OP_CASES = [
     (ops.Std, dict()),
     (ops.LogSumExp, dict(axis=-1)),
     (ops.Norm2, dict(axis=0)),
+    (ops.NormP, dict(axis=1, p=3.5)),
     (ops.CumSum, dict(axis=1)),
     (ops.CumProd, dict(axis=0)),
     (ops.Shift, dict(axis=1, shift=1)),
@@ -395,7 +519,8 @@ OP_CASES = [
 @pytest.mark.parametrize("op, params", OP_CASES, ids=lambda v: getattr(v, "__name__", ""))
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32, np.bool_])
 def test_output_shape_and_dtype_are_what_forward_returns(op, params, dtype):
-    if dtype == np.bool_ and op in (ops.Var, ops.Std, ops.LogSumExp, ops.Norm2, ops.Mean):
+    if dtype == np.bool_ and op in (ops.Var, ops.Std, ops.LogSumExp, ops.Norm2, ops.NormP,
+                                    ops.Mean):
         return  # NumPy has no such reductions of booleans worth promising
     x = tg.Tensor(np.arange(1, 7).reshape(2, 3).astype(dtype))
     out = op.apply(x, **params)

@@ -18,10 +18,16 @@ Reductions that have no value over an empty set (``mean``, ``var``, ``std``, ``m
 from __future__ import annotations
 
 import functools
+import math
+import numbers
 
 import numpy as np
 
 from tapegrad.function import Function
+from tapegrad.ops import movement as _mv  # Reshape, Transpose (attributes read at call time)
+from tapegrad.ops._registry import expose, tensor_arg
+from tapegrad.ops.elementwise import Abs, AsType, Exp, Maximum, Sign, StopGradient, Where
+from tapegrad.tensor import Tensor
 
 __all__ = [
     "Sum",
@@ -36,6 +42,7 @@ __all__ = [
     "Std",
     "LogSumExp",
     "Norm2",
+    "NormP",
     "ExtremumGrad",
     "CumSum",
     "CumProd",
@@ -135,13 +142,22 @@ def _reduction_setup(ctx, x, axis, keepdims, op):
 
 def _expand(g, ctx):
     """The output cotangent with the reduced axes kept (size 1), ready to broadcast."""
-    from tapegrad import numpy as tnp
-
     if not ctx.keepdims:
-        g = tnp.reshape(g, _kept_shape(ctx.in_shape, ctx.axes))
+        g = _mv.Reshape.apply(g, _kept_shape(ctx.in_shape, ctx.axes))
     return g
 
 
+def _operand(x, op: str, real: bool = False) -> Tensor:
+    """The input of a public reduction as a Tensor; complex rejected (naming ``op``) when
+    ``real``, before any work."""
+    if type(x) is not Tensor:
+        x = tensor_arg(x)
+    if real and x.dtype.kind == "c":
+        raise TypeError(f"{op}: complex inputs are not supported (got dtype {x.dtype})")
+    return x
+
+
+@expose
 class Sum(Function):
     """Sum over ``axis``; the sum of an empty set is 0 (NumPy).
 
@@ -150,6 +166,27 @@ class Sum(Function):
     """
 
     oper = "sum"
+    names = ("sum",)
+    methods = ("sum",)
+
+    @staticmethod
+    def api(x, axis=None, keepdims=False) -> Tensor:
+        """Sum over ``axis``.
+
+        Args:
+            x: Tensor of shape ``(d_0, ..., d_{n-1})``, any numeric dtype.
+            axis: Axis or tuple of axes to reduce; ``None`` reduces all axes.
+            keepdims: Keep reduced axes with size 1.
+
+        Returns:
+            Tensor of the reduced shape; dtype as NumPy's ``sum`` (booleans and small integers
+            promote to int64). The sum over an empty axis is 0.
+
+        Raises:
+            ValueError: if an axis is out of range or repeated, naming it and ``x.ndim``.
+            TypeError: if ``axis`` is not None, an int or a tuple of ints.
+        """
+        return Sum.apply(x if type(x) is Tensor else tensor_arg(x), axis=axis, keepdims=keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -223,6 +260,7 @@ class SumGrad(Function):
         return np.dtype(dtype)
 
 
+@expose
 class Mean(Function):
     """Arithmetic mean over ``axis``. Backward: cotangent / n broadcast back.
 
@@ -230,6 +268,22 @@ class Mean(Function):
     """
 
     oper = "mean"
+    names = ("mean",)
+    methods = ("mean",)
+
+    @staticmethod
+    def api(x, axis=None, keepdims=False) -> Tensor:
+        """Arithmetic mean over ``axis`` (see :func:`sum` for ``axis`` and ``keepdims``).
+
+        Returns:
+            Tensor of the reduced shape; floating inputs keep their dtype, integers give
+            float64.
+
+        Raises:
+            ValueError: if an axis is out of range, or a reduced axis has size 0 (the mean of
+                an empty set is undefined; NumPy would return NaN with a warning).
+        """
+        return Mean.apply(x if type(x) is Tensor else tensor_arg(x), axis=axis, keepdims=keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -264,26 +318,23 @@ def _to_last(x, axes):
 
     Returns ``(x2 of shape kept + (n,), permuted shape, permutation)``.
     """
-    from tapegrad import numpy as tnp
-
     rest = tuple(i for i in range(x.ndim) if i not in axes)
     perm = rest + tuple(axes)
-    xt = tnp.transpose(x, perm) if perm != tuple(range(x.ndim)) else x
+    xt = _mv.Transpose.apply(x, axes=perm) if perm != tuple(range(x.ndim)) else x
     pshape = xt.shape
     n = _count(x.shape, axes)
-    x2 = tnp.reshape(xt, tuple(x.shape[i] for i in rest) + (n,))
+    x2 = _mv.Reshape.apply(xt, tuple(x.shape[i] for i in rest) + (n,))
     return x2, pshape, perm
 
 
 def _from_last(y2, pshape, perm):
-    from tapegrad import numpy as tnp
-
-    y = tnp.reshape(y2, pshape)
+    y = _mv.Reshape.apply(y2, pshape)
     if perm != tuple(range(len(perm))):
-        y = tnp.transpose(y, tuple(int(i) for i in np.argsort(perm)))
+        y = _mv.Transpose.apply(y, axes=tuple(int(i) for i in np.argsort(perm)))
     return y
 
 
+@expose
 class Prod(Function):
     """Product over ``axis``; the product of an empty set is 1 (NumPy).
 
@@ -295,6 +346,25 @@ class Prod(Function):
     """
 
     oper = "prod"
+    names = ("prod",)
+    methods = ("prod",)
+
+    @staticmethod
+    def api(x, axis=None, keepdims=False) -> Tensor:
+        """Product over ``axis`` (see :func:`sum`); the product over an empty axis is 1.
+
+        The gradient is the product of the other elements of each slice, computed without
+        division, so it is exact when ``x`` holds zeros (at every order).
+
+        Raises:
+            ValueError: if an axis is out of range or repeated.
+
+        Example:
+            >>> import tapegrad as tg, tapegrad.numpy as tnp
+            >>> tg.grad(tnp.prod)(tg.Tensor([2.0, 0.0, 4.0]))
+            Tensor([0., 8., 0.], dtype=float32)
+        """
+        return Prod.apply(_operand(x, "prod"), axis=axis, keepdims=keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -304,10 +374,8 @@ class Prod(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
         (x,) = ctx.saved_tensors
-        g = tnp.broadcast_to(_expand(g, ctx), ctx.in_shape)
+        g = SumGrad.apply(g, shape=ctx.in_shape, axes=ctx.axes, keepdims=ctx.keepdims)
         if not ctx.axes or x.size == 0:
             return g
         x2, pshape, perm = _to_last(x, ctx.axes)
@@ -372,14 +440,12 @@ class ExtremumGrad(Function):
 
     @staticmethod
     def backward(ctx, h):
-        from tapegrad import numpy as tnp
-
         x, out = ctx.saved_tensors
-        hit = tnp.astype(x == tnp.reshape(out, ctx.kept), x.dtype)
-        count = tnp.maximum(tnp.sum(hit, axis=ctx.axes, keepdims=True), 1.0)
-        gg = tnp.sum(h * hit, axis=ctx.axes, keepdims=True) / count
+        hit = AsType.apply(x == _mv.Reshape.apply(out, ctx.kept), x.dtype)
+        count = Maximum.apply(Sum.apply(hit, axis=ctx.axes, keepdims=True), 1.0)
+        gg = Sum.apply(h * hit, axis=ctx.axes, keepdims=True) / count
         if not ctx.keepdims:
-            gg = tnp.reshape(gg, out.shape)
+            gg = _mv.Reshape.apply(gg, out.shape)
         return gg, None, None
 
     @classmethod
@@ -391,6 +457,7 @@ class ExtremumGrad(Function):
         return np.dtype(x)
 
 
+@expose
 class Max(Function):
     """Maximum over ``axis`` (NumPy ``amax``; NaN propagates).
 
@@ -402,6 +469,38 @@ class Max(Function):
     """
 
     oper = "max"
+    names = ("max", "amax")
+    methods = ("max",)
+
+    @staticmethod
+    def api(x, axis=None, keepdims=False) -> Tensor:
+        """Maximum over ``axis`` (NumPy ``amax``, also ``tnp.amax``; NaN propagates).
+
+        Gradient convention at ties: the cotangent is split equally among the tied maximal
+        elements (as for ``maximum``).
+
+        Args:
+            x: Tensor of shape ``(d_0, ..., d_{n-1})``.
+            axis: Axis or tuple of axes; ``None`` reduces all axes.
+            keepdims: Keep reduced axes with size 1.
+
+        Returns:
+            Tensor of ``x``'s dtype with the reduced shape.
+
+        Raises:
+            ValueError: if an axis is out of range, or a reduced axis has size 0 (as NumPy).
+            TypeError: for complex inputs (they have no order).
+
+        Example:
+            >>> import tapegrad as tg, tapegrad.numpy as tnp
+            >>> x = tg.Tensor([[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]])
+            >>> tnp.max(x, axis=1)
+            Tensor([3., 2.], dtype=float32)
+            >>> tg.grad(lambda v: tnp.max(v, axis=1).sum())(x)
+            Tensor([[0. , 0.5, 0.5],
+                    [1. , 0. , 0. ]], dtype=float32)
+        """
+        return Max.apply(_operand(x, "max", real=True), axis=axis, keepdims=keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -425,12 +524,26 @@ class Max(Function):
         return _reduced_shape(shape, axes, keepdims)
 
 
+@expose
 class Min(Function):
     """Minimum over ``axis`` (NumPy ``amin``); ties split the gradient equally (see
     :class:`Max`). Raises ``ValueError`` when a reduced axis has size 0, ``TypeError`` for
     complex inputs."""
 
     oper = "min"
+    names = ("min", "amin")
+    methods = ("min",)
+
+    @staticmethod
+    def api(x, axis=None, keepdims=False) -> Tensor:
+        """Minimum over ``axis`` (see :func:`max`; also ``tnp.amin``); ties split the gradient
+        equally.
+
+        Raises:
+            ValueError: if an axis is out of range, or a reduced axis has size 0.
+            TypeError: for complex inputs.
+        """
+        return Min.apply(_operand(x, "min", real=True), axis=axis, keepdims=keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -468,12 +581,35 @@ def _arg_shape(op, shape, axis, keepdims):
     return _reduced_shape(shape, (a,), keepdims)
 
 
+@expose
 class ArgMax(Function):
     """Index of the maximum along one ``axis`` (int) or of the flattened input (``None``),
     NumPy semantics: the first occurrence at ties, int64 (``intp``) output, no gradient."""
 
     oper = "argmax"
     differentiable = False
+    names = ("argmax",)
+    methods = ("argmax",)
+
+    @staticmethod
+    def api(x, axis=None, keepdims=False) -> Tensor:
+        """Indices of the maximum along ``axis`` (NumPy semantics), an int64 Tensor, no
+        gradient.
+
+        Args:
+            x: Tensor of shape ``(d_0, ..., d_{n-1})``.
+            axis: One int, or ``None`` for the index into the flattened Tensor.
+            keepdims: Keep the reduced axis (all axes for ``axis=None``) with size 1.
+
+        Returns:
+            int64 Tensor; the first occurrence at ties.
+
+        Raises:
+            ValueError: if the axis is out of range, or the reduced axis (the whole Tensor for
+                ``None``) is empty.
+            TypeError: if ``axis`` is a tuple (NumPy takes one axis).
+        """
+        return ArgMax.apply(_operand(x, "argmax"), axis=axis, keepdims=keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -489,11 +625,19 @@ class ArgMax(Function):
         return _arg_shape("argmax", tuple(shape), axis, keepdims)
 
 
+@expose
 class ArgMin(Function):
     """Index of the minimum (see :class:`ArgMax`); first occurrence at ties, no gradient."""
 
     oper = "argmin"
     differentiable = False
+    names = ("argmin",)
+    methods = ("argmin",)
+
+    @staticmethod
+    def api(x, axis=None, keepdims=False) -> Tensor:
+        """Indices of the minimum along ``axis`` (see :func:`argmax`); no gradient."""
+        return ArgMin.apply(_operand(x, "argmin"), axis=axis, keepdims=keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -522,6 +666,7 @@ def _var_check(op, shape, axes, ddof):
     return n
 
 
+@expose
 class Var(Function):
     """Variance ``sum((x - mean)**2) / (n - ddof)`` over ``axis``.
 
@@ -530,6 +675,30 @@ class Var(Function):
     """
 
     oper = "var"
+    names = ("var",)
+    methods = ("var",)
+
+    @staticmethod
+    def api(x, axis=None, ddof=0, keepdims=False) -> Tensor:
+        """Variance ``sum((x - mean)**2) / (n - ddof)`` over ``axis`` (n elements per slice).
+
+        Args:
+            x: Real Tensor of shape ``(d_0, ..., d_{n-1})``.
+            axis: Axis or tuple of axes; ``None`` reduces all axes.
+            ddof: Delta degrees of freedom (0: population variance, 1: unbiased estimate).
+            keepdims: Keep reduced axes with size 1.
+
+        Returns:
+            Tensor of the reduced shape; floating inputs keep their dtype, integers give
+            float64.
+
+        Raises:
+            ValueError: if an axis is out of range, a reduced axis has size 0, or
+                ``ddof >= n`` (NumPy would warn and return inf or NaN).
+            TypeError: for complex inputs.
+        """
+        x = _operand(x, "var", real=True)
+        return Var.apply(x, axis=axis, ddof=ddof, keepdims=keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, ddof=0, keepdims=False):
@@ -541,10 +710,8 @@ class Var(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
         (x,) = ctx.saved_tensors
-        centered = x - tnp.mean(x, axis=ctx.axes, keepdims=True)
+        centered = x - Mean.apply(x, axis=ctx.axes, keepdims=True)
         return _expand(g, ctx) * centered * (2.0 / ctx.dof)
 
     @classmethod
@@ -558,6 +725,7 @@ class Var(Function):
         return _reduced_shape(shape, axes, keepdims)
 
 
+@expose
 class Std(Function):
     """Standard deviation ``sqrt(var(x, ddof))`` over ``axis``.
 
@@ -568,6 +736,22 @@ class Std(Function):
     """
 
     oper = "std"
+    names = ("std",)
+    methods = ("std",)
+
+    @staticmethod
+    def api(x, axis=None, ddof=0, keepdims=False) -> Tensor:
+        """Standard deviation ``sqrt(var(x, axis, ddof))`` (see :func:`var`).
+
+        Gradient convention at zero spread (all reduced elements equal, where ``std`` has a
+        kink): 0, the minimum-norm subgradient; never NaN.
+
+        Raises:
+            ValueError: as :func:`var`.
+            TypeError: for complex inputs.
+        """
+        x = _operand(x, "std", real=True)
+        return Std.apply(x, axis=axis, ddof=ddof, keepdims=keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, ddof=0, keepdims=False):
@@ -580,14 +764,12 @@ class Std(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
         x, out = ctx.saved_tensors
         out = _expand(out, ctx)
         zero = out == 0
-        safe = tnp.where(zero, 1.0, out)
-        centered = x - tnp.mean(x, axis=ctx.axes, keepdims=True)
-        scale = tnp.where(zero, 0.0, _expand(g, ctx) / (safe * ctx.dof))
+        safe = Where.apply(zero, 1.0, out)
+        centered = x - Mean.apply(x, axis=ctx.axes, keepdims=True)
+        scale = Where.apply(zero, 0.0, _expand(g, ctx) / (safe * ctx.dof))
         return centered * scale
 
     @classmethod
@@ -601,6 +783,7 @@ class Std(Function):
         return _reduced_shape(shape, axes, keepdims)
 
 
+@expose
 class LogSumExp(Function):
     """``log(sum(exp(x)))`` over ``axis``, computed stably.
 
@@ -621,6 +804,45 @@ class LogSumExp(Function):
     """
 
     oper = "logsumexp"
+    names = ("logsumexp",)
+    methods = ("logsumexp",)
+
+    @staticmethod
+    def api(x, axis=None, keepdims=False) -> Tensor:
+        """Numerically stable ``log(sum(exp(x)))`` along ``axis``.
+
+        Computed as ``m + log1p(sum_{i != k} exp(x_i - m))`` with ``m = x_k = max(x)``: no
+        overflow for any finite input, accurate to a few ulps. The gradient is ``softmax(x)``
+        along ``axis``, computed as ``exp(x - out)`` (never overflows).
+
+        Args:
+            x: Real Tensor of shape ``(..., n)``; float32 or float64 (integers give float64).
+            axis: Axis or tuple of axes to reduce; ``None`` reduces all axes.
+            keepdims: Keep reduced axes with size 1.
+
+        Returns:
+            Tensor of ``x``'s floating dtype with the reduced shape; nats if ``x`` holds
+            log-probabilities. ``-inf`` for an all ``-inf`` slice (zero gradient there) and for
+            an empty reduction.
+
+        Raises:
+            ValueError: if an axis is out of range or repeated.
+            TypeError: for complex inputs.
+
+        Example:
+            >>> import tapegrad as tg, tapegrad.numpy as tnp
+            >>> x = tg.Tensor([1e4, 1e4])
+            >>> tnp.logsumexp(x)  # 1e4 + log(2); exp(1e4) alone would overflow
+            Tensor(10000.693, dtype=float32)
+            >>> tg.grad(tnp.logsumexp)(x)
+            Tensor([0.5, 0.5], dtype=float32)
+
+        References:
+            Blanchard, Higham and Higham, "Accurately computing the log-sum-exp and
+            softmax functions", IMA J. Numer. Anal. 41(4), 2021.
+        """
+        x = _operand(x, "logsumexp", real=True)
+        return LogSumExp.apply(x, axis=axis, keepdims=keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -647,17 +869,17 @@ class LogSumExp(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
         x, out = ctx.saved_tensors
         # softmax = e / sum(e) with e = exp(x - c) for the constant c = out (>= max(x), so no
         # overflow, and the largest e is >= 1/n). Normalizing makes the result independent of
         # the rounding of c (exp(x - out) alone has an error of order |out| * eps), and since
         # softmax is invariant to c, holding c constant is exact at every order.
-        c = tnp.stop_gradient(_expand(out, ctx))
-        e = tnp.exp(x - tnp.where(c == -np.inf, 0.0, c))
-        total = tnp.sum(e, axis=ctx.axes, keepdims=True)
-        return _expand(g, ctx) * (e / tnp.where(total == 0, 1.0, total))
+        c = _expand(out, ctx)
+        if c.is_traced:
+            c = StopGradient.apply(c)
+        e = Exp.apply(x - Where.apply(c == -np.inf, 0.0, c))
+        total = Sum.apply(e, axis=ctx.axes, keepdims=True)
+        return _expand(g, ctx) * (e / Where.apply(total == 0, 1.0, total))
 
     @classmethod
     def output_dtype(cls, dtype, **params):
@@ -691,12 +913,10 @@ class Norm2(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from tapegrad import numpy as tnp
-
         x, out = ctx.saved_tensors
         out = _expand(out, ctx)
         zero = out == 0
-        scale = tnp.where(zero, 0.0, _expand(g, ctx) / tnp.where(zero, 1.0, out))
+        scale = Where.apply(zero, 0.0, _expand(g, ctx) / Where.apply(zero, 1.0, out))
         return x * scale
 
     @classmethod
@@ -710,6 +930,110 @@ class Norm2(Function):
         return _reduced_shape(shape, normalize_axis(axis, len(shape), "norm"), keepdims)
 
 
+def _check_order(p, op: str = "norm") -> float:
+    """The order ``p`` of a :class:`NormP` as a float.
+
+    Raises:
+        ValueError: if ``p`` is not a finite nonzero real number, naming ``op``.
+    """
+    if not isinstance(p, numbers.Real) or not math.isfinite(p) or p == 0:
+        raise ValueError(
+            f"{op}: the order p of a p-norm must be a finite nonzero real number, got {p!r}"
+        )
+    return float(p)
+
+
+def _normp_scale(ctx):
+    """``d out / d x`` of :class:`NormP` with its conventions at 0 (``x``'s shape), written
+    with tapegrad ops: ``sign(x) (|x| / out)**(p - 1)``, 0 where ``out == 0`` and, for
+    ``p < 1``, where ``x == 0``. Both bases are made safe before the power (never ``0 / 0``
+    or ``0**negative``), so every order is NaN-free there."""
+    x, out = ctx.saved_tensors
+    p = ctx.p
+    f = _expand(out, ctx)
+    fzero = f == 0
+    r = Abs.apply(x) / Where.apply(fzero, 1.0, f)
+    if p < 1:
+        xzero = x == 0
+        d = Sign.apply(x) * Where.apply(xzero, 1.0, r) ** (p - 1.0)
+        d = Where.apply(xzero, 0.0, d)
+    else:
+        d = Sign.apply(x) * r ** (p - 1.0)
+    return Where.apply(fzero, 0.0, d)
+
+
+class NormP(Function):
+    """The vector p-norm ``(sum |x|**p)**(1/p)`` over ``axis`` for a finite real ``p != 0``,
+    the value ``numpy.linalg.norm(x, ord=p)`` has for every order other than 0, 1, 2 and
+    ``+-inf`` (for ``0 < p < 1`` a quasi-norm; for ``p < 0`` at most ``min |x|``, and 0 when
+    an element is 0).
+
+    Forward: ``m (sum (|x| / m)**p)**(1/p)`` with ``m`` the largest ``|x|`` of each slice (the
+    smallest for ``p < 0``), the same value as NumPy's unscaled formula but without overflow
+    or underflow of ``|x|**p`` (NumPy gives ``inf`` or 0 there, e.g. float32
+    ``norm([1e3, 1e3], ord=20)``). Where ``m`` is 0, ``inf`` or NaN the formula runs unscaled,
+    as NumPy. An empty slice gives 0 for ``p > 0`` and ``inf`` for ``p < 0`` (NumPy's
+    ``0**(1/p)``). Output dtype as :class:`Norm2`.
+
+    Backward: ``g sign(x) (|x| / out)**(p - 1)`` (forward mode transposes it).
+    Conventions at 0, never NaN, to every order: where ``out == 0`` (for ``p > 0`` the whole
+    slice is 0; for ``p < 0`` some element is 0, and near it the norm behaves as that
+    ``|x_i|``) the gradient is 0, the minimum-norm subgradient as for ``|x|`` at 0; for
+    ``p < 1`` a zero element gets gradient 0 although its one-sided derivatives are
+    ``+-inf`` (PyTorch's convention, consistent with ``sign(0) = 0``). For ``p > 1`` the
+    gradient of a zero element is 0, its true value; its second derivative comes out 0 also
+    where the true value is infinite (``1 < p < 2``).
+
+    Raises:
+        ValueError: if ``p`` is not a finite nonzero real number, or an axis is out of range.
+        TypeError: for complex inputs.
+    """
+
+    oper = "norm_p"
+
+    @staticmethod
+    def forward(ctx, x, axis=None, keepdims=False, p=3.0):
+        xp = ctx.backend
+        _real("norm", x.dtype)
+        ctx.p = p = _check_order(p)
+        axes = _reduction_setup(ctx, x, axis, keepdims, "norm")
+        a = xp.abs(x)
+        if _count(x.shape, axes) == 0:
+            dtype = NormP.output_dtype(x.dtype)
+            fill = 0.0 if p > 0 else np.inf
+            out = xp.full(_reduced_shape(x.shape, axes, keepdims), fill, dtype=dtype)
+        else:
+            m = a.max(axis=axes, keepdims=True) if p > 0 else a.min(axis=axes, keepdims=True)
+            m = xp.where(xp.isfinite(m) & (m > 0), m, xp.ones((), m.dtype))
+            s = ((a / m) ** p).sum(axis=axes, keepdims=True)
+            out = m * s ** (1.0 / p)
+            if not keepdims:
+                out = out.reshape(_reduced_shape(x.shape, axes, keepdims))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return _expand(g, ctx) * _normp_scale(ctx)
+
+    output_dtype = Norm2.output_dtype
+
+    @classmethod
+    def output_shape(cls, shape, axis=None, keepdims=False, p=3.0):
+        _check_order(p)
+        return _reduced_shape(shape, normalize_axis(axis, len(shape), "norm"), keepdims)
+
+
+def _flat_or(x, axis, op):
+    """``(x, axis)`` for a scan: the flattened Tensor and axis 0 for ``axis=None``."""
+    x = _operand(x, op)
+    if axis is None:
+        return (x if x.ndim == 1 else _mv.Reshape.apply(x, (x.size,))), 0
+    if x.ndim == 0:
+        raise ValueError(f"{op}: a 0-d Tensor has no axis {axis}; use axis=None")
+    return x, axis
+
+
 def _scan_setup(ctx, x, axis, op):
     if x.ndim == 0:
         raise ValueError(f"{op}: a 0-d Tensor has no axis {axis}; use axis=None to flatten")
@@ -718,6 +1042,7 @@ def _scan_setup(ctx, x, axis, op):
     return a
 
 
+@expose
 class CumSum(Function):
     """Cumulative sum along one ``axis`` (int); ``reverse=True`` sums from the end.
 
@@ -726,6 +1051,22 @@ class CumSum(Function):
     """
 
     oper = "cumsum"
+    names = ("cumsum",)
+    methods = ("cumsum",)
+
+    @staticmethod
+    def api(x, axis=None) -> Tensor:
+        """Cumulative sum along ``axis`` (an int), or of the flattened Tensor for ``None``.
+
+        Returns:
+            Tensor of ``x``'s shape (1-D for ``axis=None``); dtype as NumPy's ``cumsum``.
+
+        Raises:
+            ValueError: if ``axis`` is out of range.
+            TypeError: if ``axis`` is not an int or None.
+        """
+        x, axis = _flat_or(x, axis, "cumsum")
+        return CumSum.apply(x, axis=axis)
 
     @staticmethod
     def forward(ctx, x, axis=-1, reverse=False):
@@ -752,6 +1093,7 @@ class CumSum(Function):
         return tuple(shape)
 
 
+@expose
 class CumProd(Function):
     """Cumulative product along one ``axis`` (int); ``reverse=True`` multiplies from the end.
 
@@ -768,6 +1110,30 @@ class CumProd(Function):
     """
 
     oper = "cumprod"
+    names = ("cumprod",)
+    methods = ("cumprod",)
+
+    @staticmethod
+    def api(x, axis=None) -> Tensor:
+        """Cumulative product along ``axis`` (an int), or of the flattened Tensor for ``None``.
+
+        The gradient is exact with zeros in ``x``, at every order (no division by ``x``); it
+        costs ``O(n log n)`` per slice of length ``n``.
+
+        Raises:
+            ValueError: if ``axis`` is out of range.
+            TypeError: if ``axis`` is not an int or None.
+
+        Example:
+            >>> import tapegrad as tg, tapegrad.numpy as tnp
+            >>> x = tg.Tensor([2.0, 0.0, 3.0])
+            >>> tnp.cumprod(x)
+            Tensor([2., 0., 0.], dtype=float32)
+            >>> tg.grad(lambda v: tnp.cumprod(v).sum())(x)  # exact despite the zero
+            Tensor([1., 8., 0.], dtype=float32)
+        """
+        x, axis = _flat_or(x, axis, "cumprod")
+        return CumProd.apply(x, axis=axis)
 
     @staticmethod
     def forward(ctx, x, axis=-1, reverse=False):
@@ -852,12 +1218,20 @@ class Shift(Function):
         return tuple(shape)
 
 
+@expose
 class Any(Function):
     """Whether any element over ``axis`` is nonzero (boolean output, no gradient); ``False``
     over an empty set."""
 
     oper = "any"
     differentiable = False
+    names = ("any",)
+    methods = ("any",)
+
+    @staticmethod
+    def api(x, axis=None, keepdims=False) -> Tensor:
+        """Whether any element over ``axis`` is nonzero; a boolean Tensor with no gradient."""
+        return Any.apply(_operand(x, "any"), axis=axis, keepdims=keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -873,12 +1247,20 @@ class Any(Function):
         return _reduced_shape(shape, normalize_axis(axis, len(shape), "any"), keepdims)
 
 
+@expose
 class All(Function):
     """Whether all elements over ``axis`` are nonzero (boolean output, no gradient); ``True``
     over an empty set."""
 
     oper = "all"
     differentiable = False
+    names = ("all",)
+    methods = ("all",)
+
+    @staticmethod
+    def api(x, axis=None, keepdims=False) -> Tensor:
+        """Whether all elements over ``axis`` are nonzero; a boolean Tensor with no gradient."""
+        return All.apply(_operand(x, "all"), axis=axis, keepdims=keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
