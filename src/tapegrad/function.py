@@ -440,12 +440,12 @@ class Function:
         top = 0
         for a in args:
             if type(a) is Tensor:
-                lv = a._level
-                if lv > top:
-                    top = lv
-                    holder = a
+                b = a._box
+                if b is not None and b[0] > top:
+                    top = b[0]
+                    trace = b[1]
         if top:
-            res = holder._trace.record(cls, args, params, None)
+            res = trace.record(cls, args, params, None)
             return res[0] if res[3] else res[0][0]
         if _lazy_state.depth or _LAZY_GLOBAL["lazy"]:
             deferred = _defer(cls, args, params)

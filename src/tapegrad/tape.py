@@ -149,27 +149,29 @@ class Trace:
         k = 0
         for a in args:
             if type(a) is Tensor:
-                lv = a._level
+                b = a._box
+                lv = 0 if b is None else b[0]
                 if lv == level:
-                    if a._trace is not self:
+                    if b[1] is not self:
                         raise RuntimeError(f"{fn._name()}: inputs from two traces of one level")
-                    in_nodes.append(a._node)
+                    in_nodes.append(b[2])
                     consts.append(None)
-                    p = a._primal
+                    p = b[3]
                     a = p if p is not None else primal_of(a)
                     if diff and a._array.dtype.kind in "fc" and not (nd and k in nd):
                         active = True
                         level_needs.append(True)
                     else:
                         level_needs.append(False)
-                    lv = a._level
+                    b = a._box
+                    lv = 0 if b is None else b[0]
                 else:
                     in_nodes.append(-1)
                     consts.append(a)
                     level_needs.append(False)
                 if lv > sub:
                     sub = lv
-                    sub_holder = a
+                    sub_trace = b[1]
             else:
                 in_nodes.append(-1)
                 consts.append(a)
@@ -181,7 +183,7 @@ class Trace:
             if needs is None:  # what any level wants: a Tensor traced somewhere, floating
                 needs = tuple([type(a) is Tensor and a._level > 0 and not (nd and i in nd)
                                and a._array.dtype.kind in "fc" for i, a in enumerate(args)])
-            louts, ctx0, spec, multi, nondiff = sub_holder._trace.record(fn, lowered, params, needs)
+            louts, ctx0, spec, multi, nondiff = sub_trace.record(fn, lowered, params, needs)
             prims = list(louts)  # the outputs one level down, as Tensors
         else:  # the lowest recording level: only this level wants cotangents
             louts, ctx0, spec, multi, nondiff, prims = base_apply(

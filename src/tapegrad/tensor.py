@@ -107,19 +107,43 @@ class Tensor:
     """
 
     _array: Any  # the value (a backend array, or a deferred LazyArray in lazy mode)
-    _level: int  # 0 for a constant; the level of the trace recording it otherwise
-    _trace: Any  # that trace (None for a constant)
-    _node: int  # the node id on that trace (-1 for a constant)
-    _primal: Any  # the value one level down; None means the constant Tensor(_array)
-    label: Any
+    # None for an unlabelled constant, else ``(level, trace, node, primal, label)``: the level of
+    # the trace recording it (0 for a constant), that trace, the node id on it, the value one
+    # level down (None: the constant Tensor(_array), built on first use) and the label.
+    _box: Any
 
     __array_ufunc__ = None  # NumPy hands binary operators back to Tensor (x.__radd__)
     __array_priority__ = 1000
 
     def __init__(self, data, dtype=None, device=None, label=None):
-        for name, value in zip(_FIELDS, (_to_array(data, dtype, device), 0, None, -1, None)):
-            _SETTERS[name](self, value)
-        _SETTERS["label"](self, label)
+        _s_array(self, _to_array(data, dtype, device))
+        _s_box(self, None if label is None else (0, None, -1, None, label))
+
+    @property
+    def label(self):
+        """The Tensor's label (shown in tape listings), or None."""
+        b = self._box
+        return None if b is None else b[4]
+
+    @property
+    def _level(self) -> int:
+        b = self._box
+        return 0 if b is None else b[0]
+
+    @property
+    def _trace(self):
+        b = self._box
+        return None if b is None else b[1]
+
+    @property
+    def _node(self) -> int:
+        b = self._box
+        return -1 if b is None else b[2]
+
+    @property
+    def _primal(self):
+        b = self._box
+        return None if b is None else b[3]
 
     def __setitem__(self, idx, value):
         raise TypeError(
@@ -158,7 +182,8 @@ class Tensor:
     @property
     def is_traced(self) -> bool:
         """True while a transform is tracing this value (level > 0)."""
-        return self._level > 0
+        b = self._box
+        return b is not None and b[0] > 0
 
     def __len__(self) -> int:
         if self.ndim == 0:
@@ -292,15 +317,17 @@ class Tensor:
 
     def with_label(self, label: str) -> Tensor:
         """A copy of this Tensor carrying ``label`` (shown in tape listings)."""
-        if self._trace is not None:
-            self._trace.labels[self._node] = label
-        return make(self._array, self._level, self._trace, self._node, self._primal, label)
+        b = self._box
+        if b is None:
+            return make(self._array, 0, None, -1, None, label)
+        if b[1] is not None:
+            b[1].labels[b[2]] = label
+        return make(self._array, b[0], b[1], b[2], b[3], label)
 
 
-_FIELDS = ("_array", "_level", "_trace", "_node", "_primal")
-_SETTERS = {name: Tensor.__dict__[name].__set__ for name in _FIELDS + ("label",)}
 _new = object.__new__
-_s_array, _s_level, _s_trace, _s_node, _s_primal, _s_label = _SETTERS.values()
+_s_array = Tensor.__dict__["_array"].__set__
+_s_box = Tensor.__dict__["_box"].__set__
 
 
 def make(array, level, trace, node, primal, label=None) -> Tensor:
@@ -311,11 +338,7 @@ def make(array, level, trace, node, primal, label=None) -> Tensor:
     """
     t = _new(Tensor)
     _s_array(t, array)
-    _s_level(t, level)
-    _s_trace(t, trace)
-    _s_node(t, node)
-    _s_primal(t, primal)
-    _s_label(t, label)
+    _s_box(t, (level, trace, node, primal, label))
     return t
 
 
@@ -323,21 +346,18 @@ def const(array) -> Tensor:
     """A level-0 constant Tensor over a backend ``array`` the caller will not write (internal)."""
     t = _new(Tensor)
     _s_array(t, array)
-    _s_level(t, 0)
-    _s_trace(t, None)
-    _s_node(t, -1)
-    _s_primal(t, None)
-    _s_label(t, None)
+    _s_box(t, None)
     return t
 
 
 def primal_of(t: Tensor) -> Tensor:
     """The value of traced ``t`` one level down (built and cached on first use when it is the
     level-0 constant over ``t``'s own array)."""
-    p = t._primal
+    b = t._box
+    p = b[3]
     if p is None:
         p = const(t._array)
-        _s_primal(t, p)
+        _s_box(t, (b[0], b[1], b[2], p, b[4]))
     return p
 
 
