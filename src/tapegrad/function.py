@@ -493,7 +493,7 @@ class Function:
         return type(e)(f"{cls._name()}: {e} (inputs: {desc})")
 
 
-def base_apply(cls, values, params, needs):
+def base_apply(cls, values, arrays, cpu, params, needs):
     """Run ``forward`` on the level-0 ``values`` (Tensors or Python values) for a recording.
 
     Returns ``(output arrays, ctx, saved spec, multi, non-differentiable outputs, prims)``.
@@ -501,16 +501,9 @@ def base_apply(cls, values, params, needs):
     level-0 Tensors in ``values`` or new constants, ``prims`` holding those made for outputs).
     The saved spec lists what ``forward`` saved, ``(0, k)`` input ``k``, ``(1, k)`` output
     ``k``, ``(2, value)`` another value, so that each higher recording level can give its
-    ``backward`` the matching Tensors of its own level.
+    ``backward`` the matching Tensors of its own level. ``arrays`` are the values' arrays (the
+    values themselves where they are not Tensors), ``cpu`` whether all of them are NumPy's.
     """
-    arrays = []
-    cpu = True
-    for v in values:
-        if type(v) is Tensor:
-            v = v._array
-            if type(v) is not _ndarray:
-                cpu = False
-        arrays.append(v)
     ctx = _new(Context)
     ctx.needs_input_grad = needs
     if not cpu:

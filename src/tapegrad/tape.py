@@ -26,6 +26,7 @@ __all__ = ["Tape", "TapeEntry", "Guard", "Trace", "GuardError", "backward_pass"]
 
 _new = object.__new__
 _tuple_new = tuple.__new__
+_ndarray = np.ndarray
 
 
 class GuardError(RuntimeError):
@@ -143,7 +144,8 @@ class Trace:
         st = _state
         diff = fn.differentiable and level > st.limit
         nd = fn.nondiff_argnums
-        lowered, in_nodes, consts, level_needs = [], [], [], []
+        lowered, in_nodes, consts, level_needs, arrays = [], [], [], [], []
+        cpu = True
         active = False
         sub = 0
         k = 0
@@ -172,10 +174,15 @@ class Trace:
                 if lv > sub:
                     sub = lv
                     sub_trace = b[1]
+                arr = a._array
+                if type(arr) is not _ndarray:
+                    cpu = False
+                arrays.append(arr)
             else:
                 in_nodes.append(-1)
                 consts.append(a)
                 level_needs.append(False)
+                arrays.append(a)
             lowered.append(a)
             k += 1
         level_needs = tuple(level_needs)
@@ -187,7 +194,7 @@ class Trace:
             prims = list(louts)  # the outputs one level down, as Tensors
         else:  # the lowest recording level: only this level wants cotangents
             louts, ctx0, spec, multi, nondiff, prims = base_apply(
-                fn, lowered, params, level_needs if needs is None else needs
+                fn, lowered, arrays, cpu, params, level_needs if needs is None else needs
             )
         if not active and not self.replays:  # no derivative here: constants at this level
             if not sub:

@@ -112,7 +112,7 @@ def _masked(xp, g, mask):
 def _times(xp, g, d, nonan: bool):
     """``g * d`` in ``g``'s dtype; with ``nonan``, exactly 0 wherever ``g == 0``. A boolean
     ``d`` (a 0/1 derivative) selects: exactly ``where(d, g, 0)``."""
-    if getattr(d, "dtype", None) == np.bool_:
+    if type(d) is np.ndarray and d.dtype == np.bool_ or getattr(d, "dtype", None) == np.bool_:
         return _masked(xp, g, d)
     out = g * d
     if out.dtype != g.dtype and g.dtype.kind in "fc" and out.dtype.kind != "c":
@@ -451,6 +451,14 @@ def _call(fn, xp, *args):
     return fn(xp, *args)
 
 
+def _on_arrays(fn):
+    """``f(xp, *arrays)`` running a row's function: NumPy's ufunc bound once for NumPy."""
+    if not isinstance(fn, str):
+        return fn
+    np_fn = getattr(np, fn)
+    return lambda xp, *args: np_fn(*args) if xp is np else getattr(xp, fn)(*args)
+
+
 def _dtype_rule(fn):
     """A classmethod ``output_dtype`` answering what ``fn`` gives on 0-d inputs."""
     rule = _DtypeRule(fn)
@@ -574,9 +582,10 @@ class BinaryGrad(Function):
 def _unary_class(row: Unary):
     """The Function class of a unary table row (see the module docstring)."""
     fn, deriv = row.fn, row.deriv
+    run = _on_arrays(fn)
 
     def forward(ctx, x):
-        out = _call(fn, ctx.backend, x)
+        out = run(ctx.backend, x)
         ctx.save_for_backward(x, out)
         return out
 
@@ -608,9 +617,10 @@ def _unary_class(row: Unary):
 def _binary_class(row: Binary):
     """The Function class of a binary table row."""
     fn = row.fn
+    run = _on_arrays(fn)
 
     def forward(ctx, x, y):
-        out = _call(fn, ctx.backend, x, y)
+        out = run(ctx.backend, x, y)
         ctx.save_for_backward(x, y, out)
         return out
 
