@@ -58,7 +58,7 @@ class JVPTrace(Trace):
 
     def __init__(self, level: int):
         super().__init__(level, replays=False)
-        self.tangents: dict = {}
+        self.tangents: dict = {}  # (note, the per-entry hook, is this class's)
 
     def note(self, e) -> None:
         tangents = self.tangents

@@ -26,7 +26,7 @@ from tapegrad import backend as _backend
 from tapegrad.lazy import _GLOBAL as _LAZY_GLOBAL
 from tapegrad.lazy import LazyArray, defer, realize_array
 from tapegrad.lazy import _state as _lazy_state
-from tapegrad.tensor import Tensor, caller_line, const
+from tapegrad.tensor import Tensor, _s_array, _s_box, caller_line, const
 
 __all__ = [
     "Function",
@@ -438,12 +438,18 @@ class Function:
     def apply(cls, *args, **params):
         """Apply the op: returns a Tensor (or a tuple of Tensors for several outputs)."""
         top = 0
+        arrays = []
+        cpu = True
         for a in args:
             if type(a) is Tensor:
                 b = a._box
                 if b is not None and b[0] > top:
                     top = b[0]
                     trace = b[1]
+                a = a._array
+                if type(a) is not _ndarray:
+                    cpu = False
+            arrays.append(a)
         if top:
             res = trace.record(cls, args, params, None)
             return res[0] if res[3] else res[0][0]
@@ -451,14 +457,6 @@ class Function:
             deferred = _defer(cls, args, params)
             if deferred is not None:
                 return deferred
-        arrays = []
-        cpu = True
-        for a in args:
-            if type(a) is Tensor:
-                a = a._array
-                if type(a) is not _ndarray:
-                    cpu = False
-            arrays.append(a)
         ctx = _new(Context)
         n = len(arrays)
         ctx.needs_input_grad = _FALSES[n] if n < 9 else (False,) * n
@@ -473,7 +471,10 @@ class Function:
         else:
             out = run_forward(cls, ctx, arrays, params)
         if type(out) is _ndarray:
-            return const(out)
+            t = _new(Tensor)
+            _s_array(t, out)
+            _s_box(t, None)
+            return t
         if type(out) is tuple or type(out) is list:
             return tuple([const(as_array(o, ctx.backend)) for o in out])
         return const(as_array(out, ctx.backend))

@@ -19,7 +19,7 @@ import numpy as np
 
 from tapegrad import function as _function
 from tapegrad.function import Context, _state, base_apply, unbroadcast
-from tapegrad.tensor import Tensor, caller_line, const, make, primal_of
+from tapegrad.tensor import Tensor, _s_array, _s_box, caller_line, const, make, primal_of
 from tapegrad.tree import tree_flatten, tree_unflatten
 
 __all__ = ["Tape", "TapeEntry", "Guard", "Trace", "GuardError", "backward_pass"]
@@ -105,12 +105,13 @@ class Trace:
     at this level, so no cotangent is computed for it or upstream of it.
     """
 
-    __slots__ = ("level", "entries", "avals", "done", "labels", "replays")
+    __slots__ = ("level", "entries", "avals", "done", "labels", "replays", "_note")
 
     def __init__(self, level: int, replays: bool = True):
         self.level = level
         self.replays = replays
         self.entries: list = []
+        self._note = self.entries.append if type(self).note is Trace.note else self.note
         self.avals: list = []  # (shape, dtype) of every node, indexed by node id
         self.done = False
         self.labels: dict = {}
@@ -224,7 +225,10 @@ class Trace:
         if len(louts) == 1:
             arr = louts[0]._array if sub else louts[0]
             avals.append((arr.shape, arr.dtype))
-            outs = (make(arr, level, self, node, None if prims is None else prims[0]),)
+            out = _new(Tensor)
+            _s_array(out, arr)
+            _s_box(out, (level, self, node, None if prims is None else prims[0], None))
+            outs = (out,)
             out_nodes = (node,)
         else:
             outs, out_nodes = [], []
@@ -235,8 +239,8 @@ class Trace:
                 out_nodes.append(node)
                 node += 1
             outs, out_nodes = tuple(outs), tuple(out_nodes)
-        self.note(_tuple_new(TapeEntry, (fn, params, ctx, tuple(in_nodes), tuple(consts),
-                                         out_nodes)))
+        self._note(_tuple_new(TapeEntry, (fn, params, ctx, tuple(in_nodes), tuple(consts),
+                                          out_nodes)))
         return outs, ctx0, spec, multi, nondiff
 
     def note(self, entry: TapeEntry) -> None:
