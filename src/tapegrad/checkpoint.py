@@ -147,16 +147,22 @@ class Checkpoint(Function):
 def _call(fun, args):
     leaves, in_tree = tree_flatten(args)
     kinds, inputs = [], []
-    for v in leaves:
+    for i, v in enumerate(leaves):
         if isinstance(v, Tensor):
             kinds.append(True)
             inputs.append(v)
         elif isinstance(v, np.ndarray) or hasattr(v, "__cuda_array_interface__"):
             kinds.append(True)
             inputs.append(Tensor(v))
-        else:  # Python numbers and other static values pass through as constants
+        elif isinstance(v, (bool, int, float, complex, np.generic)):  # static numbers
             kinds.append(False)
             inputs.append(v)
+        else:
+            raise TypeError(
+                f"checkpoint: argument leaf {i} of {getattr(fun, '__name__', 'fun')} is a "
+                f"{type(v).__name__} ({v!r:.40}); a checkpointed function takes Tensors, arrays "
+                "and numbers. Pass other values by closing over them (functools.partial)."
+            )
     body = _Body(fun, in_tree, tuple(kinds))
     outs = Checkpoint.apply(*inputs, body=body)
     outs = outs if isinstance(outs, tuple) else (outs,)
@@ -177,8 +183,8 @@ def checkpoint(fun, *args):
             ``tapegrad.random`` key passed as an argument). Every differentiated value it uses
             must be an argument, not a closure.
         *args: If given, the arguments to call ``fun`` with immediately. Tensor and array leaves
-            are inputs (saved, differentiated when floating); other leaves (Python numbers,
-            strings) are static constants.
+            are inputs (saved, differentiated when floating); Python numbers are static
+            constants.
 
     Returns:
         The checkpointed function (same signature and outputs as ``fun``), or its result when
@@ -187,7 +193,8 @@ def checkpoint(fun, *args):
     Raises:
         RuntimeError: if ``fun`` uses a Tensor traced by an enclosing transform that is not
             among its arguments (pass it as an argument).
-        TypeError: if ``fun`` returns a leaf that is not a Tensor, array or number.
+        TypeError: if an argument leaf is not a Tensor, array or number (a string, say), or
+            ``fun`` returns a leaf that is not a Tensor, array or number.
 
     Example:
         >>> import tapegrad as tg, tapegrad.numpy as tnp
