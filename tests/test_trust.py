@@ -127,7 +127,7 @@ def test_jitted_adam_step_equals_the_eager_step_in_float64():
     jstep = tg.jit(step)
     pe, se = params, tx.init(params)
     pj, sj = params, tx.init(params)
-    for i in range(5):
+    for _ in range(5):
         g = {"w": tg.Tensor(rng.standard_normal(5)), "b": tg.Tensor(rng.standard_normal(2))}
         pe, se = step(pe, se, g)
         pj, sj = jstep(pj, sj, g)
@@ -194,7 +194,7 @@ def test_no_forward_rule_warns():
 def test_wrong_calls_give_errors_that_name_the_fix():
     x = tg.Tensor([1.0, 2.0])
     with pytest.raises(TypeError, match=r"operand is None.*x is None"):
-        x == None  # noqa: E711
+        _ = x == None  # noqa: E711
     with pytest.raises(TypeError, match=r"astype: 'foo' is not a dtype"):
         x.astype("foo")
     with pytest.raises(TypeError, match=r"checkpoint: argument leaf 0 .* is a str"):
