@@ -368,6 +368,11 @@ class Function:
             ``ctx.out_avals`` (``(shape, dtype)`` per output); ``None`` tangents are zero.
             Without one, forward mode transposes ``backward`` (it is linear in the cotangent).
         batch: Optional batching rule for ``vmap``.
+        ufunc, fresh, view: What ``jit``'s buffer planning may assume about ``forward``:
+            ``ufunc`` names the NumPy/CuPy ufunc that ``forward`` is, on its inputs as given
+            (the compiled program may call it with ``out=`` a dying buffer); ``fresh`` says
+            the outputs are new arrays; ``view`` that an output may be a view of the first
+            input. An op that declares none is never written into (always safe).
 
     Example:
         >>> import tapegrad as tg
@@ -390,6 +395,9 @@ class Function:
     nondiff_argnums: tuple = ()
     jvp = None
     batch = None
+    ufunc: str | None = None
+    fresh: bool = False
+    view: bool = False
 
     @staticmethod
     def forward(ctx, *args, **params):  # pragma: no cover - abstract

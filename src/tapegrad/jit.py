@@ -1,82 +1,560 @@
-"""``jit``: record a function once per input signature and replay its tape afterwards."""
+"""The compiled tape: ``jit`` and :class:`Program`.
+
+Because every backward rule is made of recorded ops, tracing ``grad(f)`` (or a whole training
+step) gives one flat tape of primitive forwards. :class:`Program` compiles such a tape into a
+straight-line Python function that calls the rules' array functions directly: no Tensor
+wrapping, no pytrees, no per-entry interpretation. Before generating the code it
+
+- drops dead entries (an unused ``exp`` or ``matmul`` does not run),
+- folds entries whose inputs are all constants into constants, computed once,
+- merges repeated entries (the same primitive, parameters and inputs: every tapegrad
+  primitive is a pure function of its inputs), and
+- plans buffers: each value is released right after its last use, and an elementwise op whose
+  input is a program-owned buffer that dies at that op writes its result into that buffer
+  (``out=``), so a replay allocates no more than the math needs. Inputs, constants and the
+  program's outputs are never written.
+
+``jit(fun)`` traces ``fun`` once per input signature into a :class:`Program` and runs the
+program afterwards; ``jitted.lower(*args)`` returns the program for inspection.
+"""
 
 from __future__ import annotations
 
+import functools
+import itertools
 import threading
+import weakref
+from collections import OrderedDict
 
-from tapegrad.tape import GuardError
-from tapegrad.tensor import Tensor
+import numpy as np
+
+from tapegrad import backend as _backend
+from tapegrad import tape as _tape
+from tapegrad.function import Context, _state, run_forward, transform_scope
+from tapegrad.tape import Guard, GuardError, check_guard
+from tapegrad.tensor import Tensor, const
 from tapegrad.transforms import trace
-from tapegrad.tree import tree_flatten
+from tapegrad.tree import tree_flatten, tree_unflatten
 
-__all__ = ["jit"]
+__all__ = ["jit", "Program"]
 
 
-def jit(fun):
-    """Trace ``fun`` once per input signature and replay the recorded tape afterwards.
+def _hashable(v) -> bool:
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
 
-    The first call with a given pytree structure, shapes and dtypes runs ``fun`` under
-    :func:`trace`; later calls with the same signature replay the frozen tape: only the forward
-    rules run, on arrays, with none of ``fun``'s Python, no pytree handling and no Tensor
-    wrapping. This is the fast path for many small ops, and it composes with the transforms
-    from the outside: ``tg.jit(tg.grad(loss))`` records forward and backward once.
+
+def _const_array(c):
+    return c._concrete() if isinstance(c, Tensor) else c
+
+
+class _Step:
+    """One primitive call of a program: ``outs = fn.forward(ctx, *ins, **params)``; an input is
+    ``("v", node)`` (a value of the program) or ``("c", value)`` (a constant)."""
+
+    __slots__ = ("fn", "params", "ins", "outs", "avals", "out_into")
+
+    def __init__(self, fn, params, ins, outs, avals):
+        self.fn, self.params, self.ins, self.outs, self.avals = fn, params, ins, outs, avals
+        self.out_into = None  # the node whose dying buffer receives the output (out=)
+
+
+def _fmt(ref, names) -> str:
+    kind, v = ref
+    if kind == "v":
+        return names(v)
+    if isinstance(v, np.ndarray) or hasattr(v, "shape"):
+        return "const:" + "x".join(str(s) for s in v.shape) if v.ndim else f"{v.item():g}"
+    s = repr(v)
+    return s if len(s) <= 30 else s[:27] + "..."
+
+
+class Program:
+    """A :class:`~tapegrad.Tape` compiled into one straight-line Python function.
+
+    Built by :func:`jit` (``jitted.lower(*args)`` returns it) and by ``Tape.replay``. Calling it
+    with the input arrays (in the tape's flattened input order, of the recorded shapes and
+    dtypes) returns the output arrays; ``str(program)`` lists it one line per primitive call,
+    after dead-code elimination, constant folding, common-subexpression elimination and buffer
+    planning (a line ``... into x`` writes its result into ``x``'s buffer, which dies there).
+
+    Attributes:
+        tape: The tape it was compiled from.
+        source: The generated Python source.
+        steps: Number of primitive calls left after the optimisations.
+        folded, merged, dropped: How many entries constant folding, common-subexpression
+            elimination and dead-code elimination removed.
+
+    Raises:
+        GuardError: when called with inputs that change a Python decision taken while the tape
+            was recorded (see ``Tape.replay``).
+    """
+
+    def __init__(self, tape, keep_inputs: bool = True):
+        self.tape = tape
+        self._build(tape)
+
+    # -- analysis --------------------------------------------------------------------------
+    def _build(self, tape) -> None:
+        entries = tape.entries
+        avals = tape.avals
+        value_of: dict = {}  # node -> ("v", node) | ("c", array): what a node is now
+        for n in tape.in_nodes:
+            value_of[n] = ("v", n)
+        steps: list = []
+        seen: dict = {}  # CSE: key -> output refs
+        self.folded = 0
+        self.merged = 0
+        for e in entries:
+            if type(e) is Guard:
+                ref = value_of.get(e.node, ("v", e.node))
+                if ref[0] == "c":  # decided at compile time: the recorded value is the value
+                    continue
+                steps.append(e._replace(node=ref[1]))
+                continue
+            ins = tuple(
+                value_of.get(n, ("v", n)) if n >= 0 else ("c", _const_array(c))
+                for n, c in zip(e.in_nodes, e.consts)
+            )
+            if all(kind == "c" for kind, _ in ins):  # constant folding
+                outs = self._fold(e.fn, e.params, [v for _, v in ins])
+                for n, o in zip(e.out_nodes, outs):
+                    value_of[n] = ("c", o)
+                self.folded += 1
+                continue
+            key = None
+            if _hashable(tuple(e.params.items())):
+                key = (e.fn, tuple(sorted(e.params.items())),
+                       tuple((k, v if k == "v" else id(v)) for k, v in ins))
+                if key in seen:  # common subexpression: the same pure call again
+                    for n, ref in zip(e.out_nodes, seen[key]):
+                        value_of[n] = ref
+                    self.merged += 1
+                    continue
+            step = _Step(e.fn, e.params, ins, e.out_nodes, [avals[n] for n in e.out_nodes])
+            steps.append(step)
+            refs = tuple(("v", n) for n in e.out_nodes)
+            for n, ref in zip(e.out_nodes, refs):
+                value_of[n] = ref
+            if key is not None:
+                seen[key] = refs
+        outputs = []
+        for r in tape.out_refs:
+            if isinstance(r, int):
+                outputs.append(value_of.get(r, ("v", r)))
+            else:
+                outputs.append(("c", _const_array(r[1])))
+        # dead-code elimination: keep what the outputs and the guards need
+        needed = {v for k, v in outputs if k == "v"}
+        live_steps = []
+        for s in reversed(steps):
+            if type(s) is Guard:
+                needed.add(s.node)
+                live_steps.append(s)
+            elif any(n in needed for n in s.outs):
+                needed.update(v for k, v in s.ins if k == "v")
+                live_steps.append(s)
+        live_steps.reverse()
+        self.dropped = len(steps) - len(live_steps)
+        self._steps, self._outputs = live_steps, outputs
+        self._plan(tape)
+
+    def _fold(self, fn, params, arrays) -> tuple:
+        ctx = object.__new__(Context)
+        ctx.needs_input_grad = (False,) * len(arrays)
+        dev = next((_backend.device_of(a) for a in arrays if hasattr(a, "shape")), "cpu")
+        if dev != "cpu":
+            ctx.device, ctx.backend = dev, _backend.get_backend(dev)
+        with transform_scope():
+            out = run_forward(fn, ctx, list(arrays), params)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        return tuple(o if hasattr(o, "shape") else np.asarray(o) for o in outs)
+
+    def _plan(self, tape) -> None:
+        """Liveness and in-place writes: which values die at each step, and which elementwise
+        steps can write into a dying input buffer the program owns."""
+        steps = self._steps
+        last: dict = {}
+        for i, s in enumerate(steps):
+            for n in ([s.node] if type(s) is Guard else [v for k, v in s.ins if k == "v"]):
+                last[n] = i
+        keep = {v for k, v in self._outputs if k == "v"}
+        owned: dict = {}  # node -> buffer id (fresh arrays the program made); views share it
+        users: dict = {}  # buffer id -> nodes that may reference it
+        for i, s in enumerate(steps):
+            if type(s) is Guard:
+                continue
+            ufunc = getattr(s.fn, "ufunc", None)
+            if ufunc is not None and len(s.outs) == 1 and not s.params:
+                shape, dtype = s.avals[0]
+                for k, v in s.ins:
+                    if (k == "v" and owned.get(v) == v and last.get(v) == i and v not in keep
+                            and all(last.get(u, -1) <= i and u not in keep
+                                    for u in users[v])):
+                        vs = tape.avals[v]
+                        if vs[0] == shape and vs[1] == dtype:
+                            s.out_into = v
+                            break
+            view = getattr(s.fn, "view", False)
+            for n in s.outs:
+                if view and s.ins and s.ins[0][0] == "v" and s.ins[0][1] in owned:
+                    buf = owned[s.ins[0][1]]
+                elif view or s.out_into is None and getattr(s.fn, "ufunc", None) is None \
+                        and not getattr(s.fn, "fresh", False):
+                    continue  # may alias something the program does not own
+                else:
+                    buf = owned[s.out_into] if s.out_into is not None else n
+                owned[n] = buf
+                users.setdefault(buf, []).append(n)
+        frees: dict = {}
+        for n, i in last.items():
+            if n not in keep:
+                frees.setdefault(i, []).append(n)
+        for i, s in enumerate(steps):  # outputs nothing reads die where they are made
+            if type(s) is not Guard:
+                for n in s.outs:
+                    if n not in last and n not in keep:
+                        frees.setdefault(i, []).append(n)
+        self._frees = frees
+
+    # -- code generation -------------------------------------------------------------------
+    def _source(self, device: str):
+        g = {"_guard": check_guard, "_asarray": np.asarray, "_tuple": tuple}
+        lines = []
+        names = {}
+
+        def name(n):
+            return names.setdefault(n, f"v{n}")
+
+        ins = [name(n) for n in self.tape.in_nodes]
+        lines.append(f"def program({', '.join(ins)}):")
+        ctx_classes: dict = {}
+        xp = _backend.get_backend(device)
+        counter = itertools.count()
+        for i, s in enumerate(self._steps):
+            if type(s) is Guard:
+                j = next(counter)
+                g[f"G{j}"] = s
+                lines.append(f"    _guard(G{j}, {name(s.node)}, 'jit')")
+            else:
+                j = next(counter)
+                args = []
+                for k, v in s.ins:
+                    if k == "v":
+                        args.append(name(v))
+                    else:
+                        g[f"K{j}_{len(args)}"] = v
+                        args.append(f"K{j}_{len(args)}")
+                outs = ", ".join(name(n) for n in s.outs) + ("," if len(s.outs) == 1 else "")
+                if s.out_into is not None:  # write into the dying input's buffer
+                    g[f"U{j}"] = getattr(xp, s.fn.ufunc)
+                    call = f"U{j}({', '.join(args)}, out={name(s.out_into)})"
+                    lines.append(f"    {outs} = {call},")
+                else:
+                    n_in = len(s.ins)
+                    cls = ctx_classes.get(n_in)
+                    if cls is None:
+                        attrs = {"needs_input_grad": (False,) * n_in}
+                        if device != "cpu":
+                            attrs.update(device=device, backend=xp)
+                        cls = ctx_classes[n_in] = type(f"_Ctx{n_in}", (Context,), attrs)
+                        g[f"C{n_in}"] = cls
+                    g[f"F{j}"] = s.fn.forward
+                    kw = ""
+                    for p, (pk, pv) in enumerate(s.params.items()):
+                        g[f"P{j}_{p}"] = pv
+                        kw += f", {pk}=P{j}_{p}"
+                    call = f"F{j}(C{n_in}(), {', '.join(args)}{kw})"
+                    if len(s.outs) == 1:
+                        call = f"({call},)"
+                    lines.append(f"    {outs} = {call}")
+                    for n, (shape, _) in zip(s.outs, s.avals):
+                        if shape == ():  # a NumPy scalar from a reduction: a 0-d array
+                            lines.append(f"    {name(n)} = _asarray({name(n)})")
+            dead = self._frees.get(i)
+            if dead:
+                lines.append(f"    del {', '.join(name(n) for n in dead)}")
+        outs = []
+        for j, (k, v) in enumerate(self._outputs):
+            if k == "v":
+                outs.append(name(v))
+            else:
+                g[f"O{j}"] = v
+                outs.append(f"O{j}")
+        lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+        return "\n".join(lines), g
+
+    def _compiled(self, device: str):
+        cache = self.__dict__.setdefault("_fns", {})
+        fn = cache.get(device)
+        if fn is None:
+            src, g = self._source(device)
+            exec(compile(src, f"<tapegrad program {id(self):x}>", "exec"), g)  # noqa: S102
+            fn = cache[device] = g["program"]
+        return fn
+
+    @property
+    def source(self) -> str:
+        """The generated Python source (for NumPy arrays)."""
+        return self._source("cpu")[0]
+
+    @property
+    def steps(self) -> int:
+        return sum(1 for s in self._steps if type(s) is not Guard)
+
+    def __call__(self, arrays: list) -> tuple:
+        """Run the program on the input arrays; returns the output arrays (a tuple)."""
+        dev = "cpu"
+        for a in arrays:
+            if type(a) is not np.ndarray and hasattr(a, "shape"):
+                dev = _backend.device_of(a)
+                break
+        fn = self._compiled(dev)
+        if _state.debug:  # tg.debug_nans checks every op: run them one by one
+            return self._interpret(arrays, dev)
+        with transform_scope():
+            return fn(*arrays)
+
+    def _interpret(self, arrays, dev) -> tuple:
+        env = dict(zip(self.tape.in_nodes, arrays))
+        xp = _backend.get_backend(dev)
+        with transform_scope():
+            for s in self._steps:
+                if type(s) is Guard:
+                    check_guard(s, env[s.node], "jit")
+                    continue
+                ctx = object.__new__(Context)
+                ctx.needs_input_grad = (False,) * len(s.ins)
+                if dev != "cpu":
+                    ctx.device, ctx.backend = dev, xp
+                out = run_forward(s.fn, ctx, [env[v] if k == "v" else v for k, v in s.ins],
+                                  s.params)
+                for n, o in zip(s.outs, out if isinstance(out, (tuple, list)) else (out,)):
+                    env[n] = np.asarray(o) if not hasattr(o, "shape") else o
+        return tuple(env[v] if k == "v" else v for k, v in self._outputs)
+
+    def __str__(self) -> str:
+        tape = self.tape
+        names = tape._name
+        ins = " ".join(f"{names(n)}" for n in tape.in_nodes)
+        lines = [f"{{ program ; {ins}. let"]
+        for s in self._steps:
+            if type(s) is Guard:
+                lines.append(f"    guard {s.kind}({names(s.node)}) == {s.value!r}")
+                continue
+            outs = " ".join(names(n) for n in s.outs)
+            params = " ".join(f"{k}={v!r:.30}" for k, v in s.params.items())
+            args = " ".join(_fmt(r, names) for r in s.ins)
+            into = f"  into {names(s.out_into)}" if s.out_into is not None else ""
+            lines.append(f"    {outs} = {s.fn._name()}{f'[{params}]' if params else ''} {args}"
+                         f"{into}")
+        outs = " ".join(_fmt(r, names) for r in self._outputs)
+        lines.append(f"  in ({outs}) }}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+# -- jit -------------------------------------------------------------------------------------
+_ALL_CACHES: weakref.WeakSet = weakref.WeakSet()
+
+
+class _Cache:
+    """The programs of one jitted function: signature -> list of programs (one per branch a
+    guard selects), least recently used signatures dropped beyond ``size``."""
+
+    def __init__(self, size):
+        self.size = size
+        self.lock = threading.Lock()
+        self.entries: OrderedDict = OrderedDict()
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+
+
+def _signature(leaves, who):
+    sig = []
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, Tensor):
+            arr = leaf._array
+            sig.append((arr.shape, arr.dtype, _backend.device_of(arr)))
+        elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+            sig.append((tuple(leaf.shape), np.dtype(leaf.dtype), _backend.device_of(leaf)))
+        elif isinstance(leaf, (bool, int, float, complex, np.generic)):
+            sig.append(type(leaf))
+        else:
+            raise TypeError(
+                f"{who}: argument leaf {i} is a {type(leaf).__name__} ({leaf!r:.40}), which jit "
+                "cannot trace; pass it as a static argument (jit(f, static_argnums=...) or "
+                "static_argnames=...), or close over it."
+            )
+    return tuple(sig)
+
+
+def jit(fun=None, *, static_argnums=(), static_argnames=(), cache_size: int = 64):
+    """Compile ``fun``: trace it once per input signature into a :class:`Program`, and run the
+    compiled program on later calls with that signature.
+
+    The first call with a given signature (pytree structure, shapes, dtypes and devices of the
+    array arguments, and the static arguments' values) runs ``fun`` under ``trace``; the
+    recorded tape is compiled into straight-line Python (dead code dropped, constants folded,
+    repeated subexpressions merged, buffers planned: see :class:`Program`). Later calls run
+    that program on the arrays: none of ``fun``'s Python, no pytrees inside, no Tensors. This is
+    the fast path for many small ops, and it composes with the transforms from the outside:
+    ``tg.jit(tg.grad(loss))`` and ``tg.jit(train_step)`` (loss, ``value_and_grad`` and the
+    optimizer update, with the optimizer state and PRNG keys as inputs and outputs) each
+    compile into one program.
 
     Semantics (as JAX's ``jit``):
-        - Every positional argument is an input (a pytree of Tensors, arrays or numbers).
-        - Values ``fun`` closes over are constants of the recording: rebinding them later is
-          not seen. Pass changing values (parameters, batches) as arguments.
-        - Python side effects (printing, appending to lists) happen only while tracing.
-        - A Python decision on data (``if x.sum() > 0``) is a guard: when new inputs flip it,
-          ``fun`` is traced again for them, never replayed stale.
+        - Every argument not named static is an input: a pytree of Tensors, arrays or numbers
+          (Python ints become int64 and floats float32 inputs: a new value runs the same
+          program). Keyword arguments are inputs too.
+        - Static arguments (``static_argnums``, ``static_argnames``) are passed to ``fun`` as
+          they are and are part of the signature: each new value compiles again. Use them for
+          shapes, flags, strings and other Python values; they must be hashable.
+        - Values ``fun`` closes over are constants of the recording.
+        - Python side effects happen only while tracing.
+        - A Python decision on data (``if x.sum() > 0``, ``int(n)``) is a guard: when new inputs
+          flip it, ``fun`` is traced again for them (the programs of both branches are kept).
         - Called on values another transform is tracing (inside ``grad``), ``fun`` simply
           runs, so that transform can differentiate it.
 
     Args:
-        fun: Function of positional pytrees of Tensors/arrays/numbers.
+        fun: The function.
+        static_argnums: Int or tuple of ints: positional arguments that are static.
+        static_argnames: Str or tuple of str: keyword arguments that are static.
+        cache_size: How many signatures to keep compiled programs for (least recently used
+            ones are dropped).
 
     Returns:
-        A function with ``fun``'s signature and results (leaves as Tensors).
+        A function with ``fun``'s signature and results (leaves as Tensors). It has
+        ``lower(*args, **kwargs)`` (the :class:`Program` for these arguments),
+        ``clear_cache()`` and ``cache_size()``; ``tg.jit.clear_cache()`` clears every jitted
+        function's programs.
+
+    Raises:
+        TypeError: for an argument that cannot be traced (a string, an object) and is not
+            static, naming ``static_argnums``/``static_argnames``; for an unhashable static
+            argument.
+        ValueError: for a ``static_argnums`` entry out of range.
 
     Example:
         >>> import tapegrad as tg, tapegrad.numpy as tnp
         >>> fast_grad = tg.jit(tg.grad(lambda w: (tnp.sin(w) * w).sum()))
-        >>> g1 = fast_grad(tg.Tensor([0.0, 1.0]))   # traces
-        >>> g2 = fast_grad(tg.Tensor([2.0, 3.0]))   # replays
+        >>> g1 = fast_grad(tg.Tensor([0.0, 1.0]))   # traces and compiles
+        >>> g2 = fast_grad(tg.Tensor([2.0, 3.0]))   # runs the program
         >>> g2.shape
         (2,)
+        >>> reshape = tg.jit(lambda x, n: tnp.reshape(x, (n, -1)), static_argnums=1)
+        >>> reshape(tg.Tensor([1.0, 2.0, 3.0, 4.0]), 2).shape
+        (2, 2)
     """
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums,
+                                 static_argnames=static_argnames, cache_size=cache_size)
+    if not callable(fun):
+        raise TypeError(f"jit: fun must be callable, got {type(fun).__name__}")
+    s_nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    s_names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
+    name = getattr(fun, "__name__", "fun")
+    who = f"jit({name})"
+    cache = _Cache(cache_size)
+    _ALL_CACHES.add(cache)
 
+    def split(args, kwargs):
+        n = len(args)
+        nums = set()
+        for a in s_nums:
+            if not -n <= a < n:
+                raise ValueError(f"{who}: static_argnums {a} out of range for {n} arguments")
+            nums.add(a % n)
+        dyn = tuple(a for i, a in enumerate(args) if i not in nums)
+        statics = tuple((i, args[i]) for i in sorted(nums))
+        dkw = {k: v for k, v in kwargs.items() if k not in s_names}
+        skw = tuple(sorted((k, v) for k, v in kwargs.items() if k in s_names))
+        for i, v in statics + skw:
+            if not _hashable(v):
+                raise TypeError(f"{who}: static argument {i!r} is an unhashable "
+                                f"{type(v).__name__}; static arguments must be hashable")
+        return dyn, dkw, statics, skw
 
+    def prepare(args, kwargs):
+        dyn, dkw, statics, skw = split(args, kwargs)
+        leaves, treedef = tree_flatten((dyn, dkw))
+        traced = any(isinstance(v, Tensor) and v.is_traced for v in leaves)
+        key = None if traced else (treedef, statics, skw, _signature(leaves, who))
+        return dyn, dkw, statics, skw, leaves, key
 
+    def compile_for(dyn, dkw, statics, skw):
+        n = len(dyn) + len(statics)
+        static_at = dict(statics)
+        kw_static = dict(skw)
 
-    cache: dict = {}
-    lock = threading.Lock()
+        def call(d, k):
+            it = iter(d)
+            full = [static_at[i] if i in static_at else next(it) for i in range(n)]
+            return fun(*full, **k, **kw_static)
 
-    def jitted(*args):
-        leaves, treedef = tree_flatten(args)
-        sig = []
-        for leaf in leaves:
-            if isinstance(leaf, Tensor):
-                if leaf._level:
-                    return fun(*args)  # an outer transform traces this call: run it
-                sig.append((leaf.shape, leaf.dtype))
-            elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-                sig.append((tuple(leaf.shape), leaf.dtype))
-            else:
-                sig.append(type(leaf))
-        key = (treedef, tuple(sig))
-        tape = cache.get(key)
-        if tape is not None:
+        out, tape = trace(call)(dyn, dkw)
+        return out, tape, Program(tape)
+
+    def run(prog, leaves):
+        arrays = [v._concrete() if isinstance(v, Tensor) else Tensor(v)._array for v in leaves]
+        outs = prog(arrays)
+        res = [const(o) if not isinstance(o, Tensor) else o for o in outs]
+        return tree_unflatten(prog.tape.out_treedef, res)
+
+    def jitted(*args, **kwargs):
+        dyn, dkw, statics, skw, leaves, key = prepare(args, kwargs)
+        if key is None:  # an outer transform traces this call: run fun for it to see
+            return fun(*args, **kwargs)
+        with cache.lock:
+            progs = cache.entries.get(key)
+            if progs is not None:
+                cache.entries.move_to_end(key)
+        for prog in progs or ():
             try:
-                return tape.replay(*args)
+                return run(prog, leaves)
             except GuardError:
-                pass  # a Python decision flipped: trace again for these inputs
-        out, tape = trace(fun)(*args)
-        with lock:
-            cache[key] = tape
+                continue  # a Python decision flipped: another branch's program, or a new one
+        out, tape, prog = compile_for(dyn, dkw, statics, skw)
+        with cache.lock:
+            cache.entries.setdefault(key, []).append(prog)
+            cache.entries.move_to_end(key)
+            while len(cache.entries) > cache.size:
+                cache.entries.popitem(last=False)
         return out
 
-    jitted.__name__ = f"jit_{getattr(fun, '__name__', 'fun')}"
+    def lower(*args, **kwargs):
+        dyn, dkw, statics, skw, leaves, key = prepare(args, kwargs)
+        if key is None:
+            raise TypeError(f"{who}.lower: the arguments are traced by an outer transform")
+        progs = cache.entries.get(key)
+        if progs:
+            return progs[-1]
+        _, _, prog = compile_for(dyn, dkw, statics, skw)
+        with cache.lock:
+            cache.entries.setdefault(key, []).append(prog)
+        return prog
+
+    jitted.__name__ = f"jit_{name}"
     jitted.__doc__ = fun.__doc__
-    jitted.cache_size = lambda: len(cache)
+    jitted.__wrapped__ = fun
+    jitted.lower = lower
+    jitted.clear_cache = cache.clear
+    jitted.cache_size = lambda: sum(len(v) for v in cache.entries.values())
     return jitted
+
+
+def _clear_all() -> None:
+    """Drop the compiled programs of every jitted function."""
+    for c in list(_ALL_CACHES):
+        c.clear()
+
+
+jit.clear_cache = _clear_all
+_tape.compiler = Program  # Tape.replay runs the compiled program too

@@ -393,72 +393,10 @@ def _multi_cotangents(e: TapeEntry, ct: dict, avals):
     return full
 
 
-# -- replaying a tape forward on arrays --------------------------------------------------------
-def compile_program(entries, keep=()) -> tuple:
-    """Tape entries as steps ``(fn, params, ins, outs, frees, guard)`` for :func:`run_program`.
-
-    ``ins`` pairs each input's node id with its constant (a backend array or Python value, used
-    where the node id is -1); ``frees`` are the nodes whose last use is this step, other than
-    the ``keep`` nodes (the outputs): the replay drops them right after the step.
-    """
-    last: dict = {}
-    for k, e in enumerate(entries):
-        if type(e) is Guard:
-            last[e.node] = k
-            continue
-        for n in e.in_nodes:
-            if n >= 0:
-                last[n] = k
-        for n in e.out_nodes:
-            last.setdefault(n, k)
-    keep = set(keep)
-    frees_at: dict = {}
-    for n, k in last.items():
-        if n not in keep:
-            frees_at.setdefault(k, []).append(n)
-    steps = []
-    for k, e in enumerate(entries):
-        frees = tuple(frees_at.get(k, ()))
-        if type(e) is Guard:
-            steps.append((None, None, None, None, frees, e))
-            continue
-        ins = tuple(
-            (n, None if n >= 0 else (c._concrete() if isinstance(c, Tensor) else c))
-            for n, c in zip(e.in_nodes, e.consts)
-        )
-        steps.append((e.fn, e.params, ins, e.out_nodes, frees, None))
-    return tuple(steps)
-
-
-def run_program(steps, in_nodes, arrays, who: str = "Tape.replay") -> dict:
-    """Run compiled steps on input arrays; returns ``{node: array}`` of the kept nodes."""
-    from tapegrad.backend import device_of, get_backend
-    from tapegrad.function import run_forward
-
-    env = dict(zip(in_nodes, arrays))
-    dev = "cpu"
-    for a in arrays:
-        if type(a) is not np.ndarray and hasattr(a, "shape"):
-            dev = device_of(a)
-            break
-    xp = get_backend(dev)
-    for fn, params, ins, outs, frees, guard in steps:
-        if guard is not None:
-            check_guard(guard, env[guard.node], who)
-        else:
-            ctx = _new(Context)
-            if dev != "cpu":
-                ctx.device, ctx.backend = dev, xp
-            ctx.needs_input_grad = (False,) * len(ins)
-            out = run_forward(fn, ctx, [env[n] if n >= 0 else c for n, c in ins], params)
-            if len(outs) == 1:
-                env[outs[0]] = out if hasattr(out, "shape") else np.asarray(out)
-            else:
-                for n, o in zip(outs, out):
-                    env[n] = o
-        for n in frees:
-            env.pop(n, None)
-    return env
+#: The compiler of a Tape into a program (``tapegrad.jit.Program``, registered by that module
+#: when it is imported, as the ops layer attaches Tensor's methods): ``compiler(tape)`` returns
+#: a callable from the input arrays to the output arrays.
+compiler = None
 
 
 # -- the frozen tape ---------------------------------------------------------------------------
@@ -614,7 +552,8 @@ class Tape:
     def replay(self, *args):
         """Run the recorded program forward on new inputs; returns the output pytree.
 
-        Only the forward rules run, on backend arrays: none of the traced function's Python.
+        Only the forward rules run, on backend arrays, compiled into one straight-line program
+        the first time (:class:`tapegrad.jit.Program`): none of the traced function's Python.
 
         Args:
             *args: Positional inputs with the recorded pytree structure, shapes and dtypes.
@@ -629,12 +568,11 @@ class Tape:
         """
         arrays = self._arrays(args, "Tape.replay")
         prog = self._prog
-        if prog is None:
-            prog = compile_program(self.entries, [r for r in self.out_refs if isinstance(r, int)])
+        if prog is None:  # compiled once (tapegrad.jit.Program), then run on every replay
+            prog = compiler(self)
             object.__setattr__(self, "_prog", prog)
-        with _function.transform_scope():
-            env = run_program(prog, self.in_nodes, arrays)
-        results = [const(env[r]) if isinstance(r, int) else r[1] for r in self.out_refs]
+        outs = prog(arrays)
+        results = [o if isinstance(o, Tensor) else const(o) for o in outs]
         return tree_unflatten(self.out_treedef, results)
 
     def vjp(self, cotangent):

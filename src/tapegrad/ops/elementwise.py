@@ -131,6 +131,7 @@ class MulNoNan(Function):
     a zero derivative. Derivatives: ``b`` and ``a``, each applied with ``MulNoNan`` again, so
     every order stays NaN-free.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "mul_no_nan"
 
@@ -161,6 +162,7 @@ class DivNoNan(Function):
 
     Derivatives: ``1 / d`` for ``g`` and ``-out / d`` for ``d``, both NaN-safe.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "div_no_nan"
 
@@ -197,6 +199,7 @@ class Add(Function):
     Raises:
         ValueError: if the shapes do not broadcast (the message names the op and the shapes).
     """
+    ufunc = "add"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
     oper = "add"
     arity = 2
@@ -223,6 +226,7 @@ class Sub(Function):
     Raises:
         ValueError: if the shapes do not broadcast.
     """
+    ufunc = "subtract"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
     oper = "sub"
     arity = 2
@@ -251,6 +255,7 @@ class Mul(Function):
     Raises:
         ValueError: if the shapes do not broadcast.
     """
+    ufunc = "multiply"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
     oper = "mul"
     arity = 2
@@ -285,6 +290,7 @@ class Div(Function):
     Raises:
         ValueError: if the shapes do not broadcast.
     """
+    ufunc = "true_divide"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
     oper = "div"
     arity = 2
@@ -323,6 +329,7 @@ class Div(Function):
 @expose
 class Neg(Function):
     """``-x`` elementwise. Gradient: ``-g``."""
+    ufunc = "negative"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
     oper = "neg"
     names = ("negative",)
@@ -378,6 +385,7 @@ class Pow(Function):
     Raises:
         ValueError: if the shapes do not broadcast, or for integers to negative integer powers.
     """
+    ufunc = "power"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
     oper = "pow"
     arity = 2
@@ -451,6 +459,11 @@ def _call(fn, xp, *args):
     return fn(xp, *args)
 
 
+def _ufunc_name(fn):
+    """``fn`` when it names a NumPy ufunc (the op's forward is exactly that ufunc), else None."""
+    return fn if isinstance(fn, str) and isinstance(getattr(np, fn, None), np.ufunc) else None
+
+
 def _on_arrays(fn):
     """``f(xp, *arrays)`` running a row's function: NumPy's ufunc bound once for NumPy."""
     if not isinstance(fn, str):
@@ -515,6 +528,7 @@ class UnaryGrad(Function):
     formula, worked out on Tensors with ``vjp`` (none for a piecewise-constant derivative), so
     every order is exact.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "unary_grad"
 
@@ -549,6 +563,7 @@ class BinaryGrad(Function):
     """``g * row.dx(x, y, out)`` (``wrt=0``) or ``g * row.dy(...)`` (``wrt=1``): the backward
     rule of a binary table op for one operand, fused into one primitive. Linear in ``g``; its
     derivative in ``x``, ``y`` and ``out`` is the derivative of the row's formula (``vjp``)."""
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "binary_grad"
 
@@ -597,6 +612,7 @@ def _unary_class(row: Unary):
         "__doc__": row.doc,
         "oper": row.name,
         "arity": 1,
+        "ufunc": _ufunc_name(fn),
         "names": (row.name, *row.aliases),
         "methods": (row.name,) if row.method else (),
         "row": row,
@@ -641,6 +657,7 @@ def _binary_class(row: Binary):
         "__doc__": row.doc,
         "oper": row.name,
         "arity": 2,
+        "ufunc": _ufunc_name(fn),
         "names": (row.name, *row.aliases),
         "methods": ((row.name,) if row.method else ()) + row.operators,
         "row": row,
@@ -886,6 +903,7 @@ def _predicate_class(name, fn, arity, methods):
         forward = staticmethod(lambda ctx, x, y: getattr(ctx.backend, fn)(x, y))
     attrs = {
         "__doc__": doc, "oper": name, "arity": arity, "differentiable": False,
+        "ufunc": _ufunc_name(fn),
         "names": (name,), "methods": methods, "forward": forward,
         "output_dtype": _dtype_rule(fn),
     }
@@ -911,6 +929,7 @@ class Abs(Function):
     Gradient ``g sign(x)`` for real ``x`` (0 at 0, consistent with ``sign(0) = 0``, as
     PyTorch); ``g conj(z) / |z|`` for complex ``z`` (JAX's convention; 0 at 0).
     """
+    ufunc = "absolute"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
     oper = "abs"
     names = ("abs", "absolute")
@@ -952,6 +971,7 @@ class Where(Function):
         TypeError: if ``cond`` is not boolean (compare first, e.g. ``x > 0``).
         ValueError: if the shapes do not broadcast.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "where"
     names = ("where",)
@@ -1006,6 +1026,7 @@ class Clip(Function):
     Raises:
         ValueError: if the shapes do not broadcast.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "clip"
     names = ("clip",)
@@ -1057,6 +1078,7 @@ class Round(Function):
     Raises:
         TypeError: if ``decimals`` is not an int.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "round"
     names = ("round", "around")
@@ -1082,6 +1104,7 @@ class Relu(Function):
     """Rectified linear unit ``maximum(x, 0)``; dtype kept. Gradient: ``g`` where ``x > 0``,
     else 0; at ``x = 0`` the gradient is 0 (as PyTorch and JAX). The backward is
     :class:`ReluGrad` of the cotangent and the saved output."""
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "relu"
     names = ("relu",)
@@ -1115,6 +1138,7 @@ class ReluGrad(Function):
     in ``g``, piecewise constant in ``y``: its backward sends ``ReluGrad(h, y)`` to ``g`` and
     nothing to ``y``.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "relu_grad"
     nondiff_argnums = (1,)
@@ -1152,6 +1176,7 @@ class Gelu(Function):
     Raises:
         ValueError: for another ``approximate``.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "gelu"
     names = ("gelu",)
@@ -1192,6 +1217,7 @@ class Gelu(Function):
 class Real(Function):
     """The real part (the value itself for real input). Gradient (JAX's convention): the
     cotangent, as a complex cotangent of ``z`` for complex input."""
+    view = True  # may return its input or a view of it (jit's buffer planning)
 
     oper = "real"
     names = ("real",)
@@ -1218,6 +1244,7 @@ class Real(Function):
 class Imag(Function):
     """The imaginary part (zeros for real input). Gradient (JAX's convention): ``-1j g`` to a
     complex ``z``; none to a real input."""
+    view = True  # may return its input or a view of it (jit's buffer planning)
 
     oper = "imag"
     names = ("imag",)
@@ -1244,6 +1271,7 @@ class Imag(Function):
 class Conj(Function):
     """The complex conjugate (``conjugate`` is the same; the value for real input). Gradient:
     the conjugate of the cotangent."""
+    ufunc = "conjugate"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
     oper = "conj"
     names = ("conj", "conjugate")
@@ -1264,6 +1292,7 @@ class Conj(Function):
 class Angle(Function):
     """The angle of complex ``z`` in radians (0 or pi for real input), NumPy's ``angle``.
     Gradient (JAX's convention): ``g (-1j conj(z)) / |z|**2``, 0 at 0; none for real input."""
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "angle"
     names = ("angle",)
@@ -1296,6 +1325,7 @@ class AsType(Function):
     Raises:
         TypeError: if ``dtype`` is not a dtype NumPy understands, naming it.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "astype"
     names = ("astype",)
@@ -1339,6 +1369,7 @@ class AsType(Function):
 @expose
 class StopGradient(Function):
     """The same value with zero gradient under every transform (``x.detach()``)."""
+    view = True  # may return its input or a view of it (jit's buffer planning)
 
     oper = "stop_gradient"
     differentiable = False

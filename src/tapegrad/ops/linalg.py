@@ -147,6 +147,7 @@ class MatMul(Function):
     With a 1-D operand the same products are formed with the vector as a one-row (one-column)
     matrix, and the vector's cotangent is summed over the batch dimensions.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "matmul"
     arity = 2

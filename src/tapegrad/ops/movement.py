@@ -307,6 +307,7 @@ class Reshape(_MovementFunction):
         ValueError: if the element counts differ or ``shape`` has more than one -1, naming
             both shapes.
     """
+    view = True  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "reshape"
     names = ("reshape",)
@@ -378,6 +379,7 @@ class Transpose(_MovementFunction):
         ValueError: if ``axes`` is not a permutation of ``range(ndim)`` (wrong length, out of
             range or repeated), naming the axes and the shape.
     """
+    view = True  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "transpose"
     names = ("transpose", "permute_dims")
@@ -442,6 +444,7 @@ class BroadcastTo(_MovementFunction):
     Raises:
         ValueError: if ``x``'s shape does not broadcast to ``shape``, naming both.
     """
+    view = True  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "broadcast_to"
     names = ("broadcast_to",)
@@ -493,6 +496,7 @@ class GetItem(_MovementFunction):
         IndexError: as NumPy (index out of bounds, wrong mask shape, too many indices), with
             the message prefixed by ``getitem:`` and ``x``'s shape.
     """
+    view = True  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "getitem"
     methods = ("__getitem__",)
@@ -956,6 +960,7 @@ class Concatenate(_MovementFunction):
         ValueError: for no inputs, 0-d inputs, an axis out of range, or shapes that differ
             off the axis, naming all shapes.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "concatenate"
     names = ("concatenate", "concat")
@@ -1049,6 +1054,7 @@ class Split(_MovementFunction):
     cotangents when the pieces tile ``x`` (increasing cuts), otherwise the sum of each piece's
     cotangent scattered back to its slice.
     """
+    view = True  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "split"
     names = ("split",)
@@ -1121,6 +1127,7 @@ class Flip(_MovementFunction):
     Raises:
         ValueError: if an axis is out of range or repeated.
     """
+    view = True  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "flip"
     names = ("flip",)
@@ -1162,6 +1169,7 @@ class Roll(_MovementFunction):
     repeat: shifts add); ``axis=None`` rolls the flattened array by one int ``shift``.
     Backward: roll by ``-shift``.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "roll"
     names = ("roll",)
@@ -1309,6 +1317,7 @@ class Pad(_MovementFunction):
     scatter-add the cotangent through the pad's index map (each padded element adds into the
     element it copies), axis by axis.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "pad"
     names = ("pad",)
@@ -1456,6 +1465,7 @@ class SlidingWindow(_MovementFunction):
     Raises:
         ValueError: if a window is larger than its axis, lengths differ, or a step is < 1.
     """
+    view = True  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "sliding_window"
     names = ("sliding_window_view",)
@@ -1586,6 +1596,7 @@ class WindowScatterAdd(_MovementFunction):
 @expose
 class ToDevice(Function):
     """Copy to ``device``. Backward: copy the cotangent back to the input's device."""
+    view = True  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "to_device"
     names = ("to_device",)

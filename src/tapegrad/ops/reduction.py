@@ -164,6 +164,7 @@ class Sum(Function):
     Output dtype as NumPy (small integers and booleans promote to the platform integer).
     Backward: the cotangent broadcast back over the reduced axes.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "sum"
     names = ("sum",)
@@ -219,6 +220,7 @@ class SumGrad(Function):
     Linear in ``g``; its backward (the transpose) is the matching :class:`Sum` times ``scale``,
     written with tapegrad ops, so every order is exact.
     """
+    view = True  # a read-only broadcast view of g (jit's buffer planning)
 
     oper = "sum_grad"
 
@@ -266,6 +268,7 @@ class Mean(Function):
 
     Output dtype as NumPy (integers give float64). Raises ``ValueError`` over a size-0 axis.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "mean"
     names = ("mean",)
@@ -344,6 +347,7 @@ class Prod(Function):
     nonzero gradient; two or more: all zero). Higher derivatives go through :class:`CumProd`,
     which is exact with zeros as well.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "prod"
     names = ("prod",)
@@ -467,6 +471,7 @@ class Max(Function):
 
     Raises ``ValueError`` when a reduced axis has size 0, ``TypeError`` for complex inputs.
     """
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "max"
     names = ("max", "amax")
@@ -529,6 +534,7 @@ class Min(Function):
     """Minimum over ``axis`` (NumPy ``amin``); ties split the gradient equally (see
     :class:`Max`). Raises ``ValueError`` when a reduced axis has size 0, ``TypeError`` for
     complex inputs."""
+    fresh = True  # a new array (jit's buffer planning)
 
     oper = "min"
     names = ("min", "amin")
