@@ -212,6 +212,7 @@ def _rule_cases():
         "Where": (lambda x, y: tnp.where(x > 0, x, y), (a, b)),
         "Maximum": (tnp.maximum, (a, tnp.where(a > 0.3, a, b))),  # includes ties
         "Minimum": (tnp.minimum, (a, tnp.where(a > 0.3, a, b))),
+        "MinMaxGrad": (lambda g: tg.vjp(lambda u: tnp.maximum(u, 0.3), a)[1](g)[0], (a,)),
         "Sum": (lambda x: tnp.sum(x, axis=1, keepdims=True), (a,)),
         "Mean": (lambda x: tnp.mean(x, axis=0), (a,)),
         "Reshape": (lambda x: tnp.reshape(x, (2, 6)), (a,)),
@@ -257,7 +258,7 @@ def _camel(name):
 
 RULES = [cls for cls in vars(ops).values()
          if isinstance(cls, type) and issubclass(cls, tg.Function) and "jvp" in vars(cls)
-         and cls.__name__ != "SumGrad"]  # (SumGrad: a backward helper; its rule is checked below)
+         and cls.__name__ not in ("SumGrad", "MinMaxGrad")]  # backward helpers (checked below)
 
 
 def test_every_rule_has_a_case():

@@ -258,14 +258,13 @@ def unbroadcast(g: Tensor, shape: tuple, fn=None, index: int = 0) -> Tensor:
             f"reduce to the input's shape {tuple(shape)}; backward must return a cotangent of "
             "the input's shape (or one that broadcasts from it)."
         )
-    axes = tuple(range(lead)) + tuple(
+    ones = tuple(
         lead + i for i, (s, gs) in enumerate(zip(shape, gshape[lead:])) if s == 1 and gs != 1
     )
-    if axes:
-        g = g.sum(axis=axes, keepdims=True)
-    if g.shape != tuple(shape):
-        g = g.reshape(shape)
-    return g
+    if not ones:  # only leading axes to sum away: one reduction gives the shape
+        return g.sum(axis=tuple(range(lead))) if lead else g
+    g = g.sum(axis=tuple(range(lead)) + ones, keepdims=True)
+    return g.reshape(shape) if g.shape != tuple(shape) else g
 
 
 def as_array(out, xp=np):
@@ -372,7 +371,8 @@ class Function:
             ``ufunc`` names the NumPy/CuPy ufunc that ``forward`` is, on its inputs as given
             (the compiled program may call it with ``out=`` a dying buffer); ``fresh`` says
             the outputs are new arrays; ``view`` that an output may be a view of the first
-            input. An op that declares none is never written into (always safe).
+            input (``"readonly"``: a view that must not be written, such as a broadcast). An
+            op that declares none is never written into (always safe).
 
     Example:
         >>> import tapegrad as tg

@@ -182,8 +182,9 @@ class Program:
             for n in ([s.node] if type(s) is Guard else [v for k, v in s.ins if k == "v"]):
                 last[n] = i
         keep = {v for k, v in self._outputs if k == "v"}
-        owned: dict = {}  # node -> buffer id (fresh arrays the program made); views share it
+        owned: dict = {}  # node -> buffer id (arrays the program made; views share the id)
         users: dict = {}  # buffer id -> nodes that may reference it
+        readonly = set()  # nodes that are read-only views (broadcasts): never written into
         for i, s in enumerate(steps):
             if type(s) is Guard:
                 continue
@@ -191,22 +192,28 @@ class Program:
             if ufunc is not None and len(s.outs) == 1 and not s.params:
                 shape, dtype = s.avals[0]
                 for k, v in s.ins:
-                    if (k == "v" and owned.get(v) == v and last.get(v) == i and v not in keep
+                    if (k == "v" and v in owned and v not in readonly and last.get(v) == i
+                            and v not in keep
                             and all(last.get(u, -1) <= i and u not in keep
-                                    for u in users[v])):
-                        vs = tape.avals[v]
-                        if vs[0] == shape and vs[1] == dtype:
-                            s.out_into = v
-                            break
+                                    for u in users[owned[v]])
+                            and tape.avals[v] == (shape, dtype)):
+                        s.out_into = v
+                        break
             view = getattr(s.fn, "view", False)
+            first = s.ins[0][1] if s.ins and s.ins[0][0] == "v" else None
             for n in s.outs:
-                if view and s.ins and s.ins[0][0] == "v" and s.ins[0][1] in owned:
-                    buf = owned[s.ins[0][1]]
-                elif view or s.out_into is None and getattr(s.fn, "ufunc", None) is None \
-                        and not getattr(s.fn, "fresh", False):
-                    continue  # may alias something the program does not own
+                if view:
+                    if first not in owned:
+                        continue  # a view of something the program does not own
+                    buf = owned[first]
+                    if view == "readonly" or first in readonly:
+                        readonly.add(n)
+                elif s.out_into is not None:
+                    buf = owned[s.out_into]
+                elif ufunc is not None or getattr(s.fn, "fresh", False):
+                    buf = n
                 else:
-                    buf = owned[s.out_into] if s.out_into is not None else n
+                    continue  # may alias an input: never written into
                 owned[n] = buf
                 users.setdefault(buf, []).append(n)
         frees: dict = {}

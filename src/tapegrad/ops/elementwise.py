@@ -687,20 +687,6 @@ def _logaddexp_dx(xp, x, y, out):
     return xp.where(d == d, d, 0.5)
 
 
-def _minmax_d(greater):
-    """The derivative of maximum/minimum in its first operand: 1 where it wins, 1/2 at ties
-    (the gradient is split), 0 elsewhere. Piecewise constant: runs on arrays only."""
-
-    def d(xp, x, y, out):
-        win = (x > y) if greater else (x < y)
-        ties = x == y
-        if not ties.any():
-            return win
-        return xp.where(ties, 0.5, win.astype(np.float64))
-
-    return d
-
-
 def _swap(d):
     return lambda xp, x, y, out: d(xp, y, x, out)
 
@@ -825,12 +811,6 @@ BINARY = [
            lambda xp, x, y, o: xp.exp2(x - o), lambda xp, x, y, o: xp.exp2(y - o),
            "``log2(2**x + 2**y)`` without overflow. Gradients ``g 2**(x - out)`` and "
            "``g 2**(y - out)``."),
-    Binary("maximum", "maximum", _minmax_d(True), _swap(_minmax_d(True)),
-           "Elementwise maximum; NaN propagates. Gradient: to the larger operand; at ties "
-           "``x == y`` split equally (``g / 2`` each).", piecewise=True, method=True),
-    Binary("minimum", "minimum", _minmax_d(False), _swap(_minmax_d(False)),
-           "Elementwise minimum; NaN propagates. Gradient: to the smaller operand; at ties "
-           "split equally.", piecewise=True, method=True),
     Binary("fmax", "fmax",
            lambda xp, x, y, o: xp.where(x == y, 0.5, (x > y) | xp.isnan(y)),
            lambda xp, x, y, o: xp.where(x == y, 0.5, (y > x) | xp.isnan(x)),
@@ -1212,6 +1192,122 @@ class Gelu(Function):
         return Gelu.apply(tensor_arg(x), approximate=approximate)
 
 
+class _MinMax(Function):
+    """Elementwise maximum (minimum) with NaN propagating (NumPy's ``maximum``/``minimum``).
+
+    Gradient: to the operand that gives the result; at ties ``x == y`` split equally (``g / 2``
+    each), consistent with the reductions ``max``/``min``. The forward also returns the tie
+    mask (a boolean, non-differentiable second output), so the backward needs only the output,
+    ``y`` and that mask: ``x`` need not outlive the op (in ``maximum(h @ w + b, 0.0)`` the
+    pre-activation is freed at once, as in a hand-written ReLU).
+
+    Raises:
+        ValueError: if the shapes do not broadcast.
+    """
+
+    arity = 2
+    greater = True
+    fresh = True
+
+    @classmethod
+    def forward(cls, ctx, x, y):
+        xp = ctx.backend
+        out = xp.maximum(x, y) if cls.greater else xp.minimum(x, y)
+        ties = xp.asarray(x == y)
+        if ties.shape != out.shape:
+            ties = xp.broadcast_to(ties, out.shape)
+        ctx.save_for_backward(out, y, ties)
+        ctx.mark_non_differentiable(ties)
+        return out, ties
+
+    @classmethod
+    def backward(cls, ctx, g, _g_ties):
+        out, y, ties = ctx.saved_tensors
+        nx, ny = ctx.needs_input_grad
+        gx = MinMaxGrad.apply(g, out, y, ties, greater=cls.greater, wrt=0) if nx else None
+        gy = MinMaxGrad.apply(g, out, y, ties, greater=cls.greater, wrt=1) if ny else None
+        return gx, gy
+
+    @classmethod
+    def jvp(cls, ctx, tx, ty):
+        out, y, ties = ctx.saved_tensors
+        a = None if tx is None else MinMaxGrad.apply(tx, out, y, ties, greater=cls.greater, wrt=0)
+        b = None if ty is None else MinMaxGrad.apply(ty, out, y, ties, greater=cls.greater, wrt=1)
+        return _plus(a, b), None
+
+    @classmethod
+    def output_shape(cls, x, y):
+        shape = Function.output_shape.__func__(cls, x, y)
+        return [shape, shape]
+
+    @classmethod
+    def output_dtype(cls, x, y):
+        return [np.result_type(*[d for d in (x, y) if isinstance(d, (np.dtype, int, float))]),
+                np.dtype(bool)]
+
+
+@expose
+class Maximum(_MinMax):
+    __doc__ = _MinMax.__doc__
+    oper = "maximum"
+    names = ("maximum",)
+    methods = ("maximum",)
+
+    @staticmethod
+    def api(x, y):
+        return Maximum.apply(*operands(x, y))[0]
+
+
+@expose
+class Minimum(_MinMax):
+    __doc__ = _MinMax.__doc__.replace("maximum (minimum)", "minimum (maximum)")
+    oper = "minimum"
+    names = ("minimum",)
+    methods = ("minimum",)
+    greater = False
+
+    @staticmethod
+    def api(x, y):
+        return Minimum.apply(*operands(x, y))[0]
+
+
+class MinMaxGrad(Function):
+    """The backward of :class:`Maximum`/:class:`Minimum` for one operand (``wrt`` 0 or 1):
+    ``g`` where that operand gives the result, ``g / 2`` at ties, 0 elsewhere, from the output
+    ``out``, the second operand ``y`` and the tie mask (``x`` wins exactly where ``out`` is
+    strictly beyond ``y``). Linear in ``g``, piecewise constant in the rest."""
+
+    oper = "minmax_grad"
+    nondiff_argnums = (1, 2, 3)
+    fresh = True
+
+    @staticmethod
+    def forward(ctx, g, out, y, ties, greater, wrt):
+        ctx.save_for_backward(out, y, ties)
+        ctx.greater, ctx.wrt = greater, wrt
+        xp = ctx.backend
+        win = out > y if greater else out < y
+        if wrt == 1:
+            win = ~(win | ties)
+        d = xp.where(ties, 0.5, win) if ties.any() else win
+        return _times(xp, g, d, False)
+
+    @staticmethod
+    def backward(ctx, h):
+        out, y, ties = ctx.saved_tensors
+        gh = MinMaxGrad.apply(h, out, y, ties, greater=ctx.greater, wrt=ctx.wrt)
+        return gh, None, None, None
+
+    @staticmethod
+    def jvp(ctx, t, *_):
+        out, y, ties = ctx.saved_tensors
+        return MinMaxGrad.apply(t, out, y, ties, greater=ctx.greater, wrt=ctx.wrt)
+
+    @classmethod
+    def output_dtype(cls, g, *rest, **params):
+        return g
+
+
 # -- complex parts ---------------------------------------------------------------------------
 @expose
 class Real(Function):
@@ -1383,7 +1479,8 @@ class StopGradient(Function):
 __all__ = [
     "MulNoNan", "DivNoNan", "Add", "Sub", "Mul", "Div", "Neg", "Pow", "Unary", "Binary",
     "UNARY", "BINARY", "PREDICATES", "UnaryGrad", "BinaryGrad", "Abs", "Where", "Clip", "Round",
-    "Relu", "ReluGrad", "Gelu", "Real", "Imag", "Conj", "Angle", "AsType", "StopGradient",
+    "Maximum", "Minimum", "MinMaxGrad", "Relu", "ReluGrad", "Gelu", "Real", "Imag", "Conj",
+    "Angle", "AsType", "StopGradient",
     *[cls.__name__ for cls in _GENERATED.values()],
 ]  # fmt: skip
 

@@ -444,7 +444,7 @@ class BroadcastTo(_MovementFunction):
     Raises:
         ValueError: if ``x``'s shape does not broadcast to ``shape``, naming both.
     """
-    view = True  # its output may be a view of its first input (jit's buffer planning)
+    view = "readonly"  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "broadcast_to"
     names = ("broadcast_to",)
@@ -1465,7 +1465,7 @@ class SlidingWindow(_MovementFunction):
     Raises:
         ValueError: if a window is larger than its axis, lengths differ, or a step is < 1.
     """
-    view = True  # its output may be a view of its first input (jit's buffer planning)
+    view = "readonly"  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "sliding_window"
     names = ("sliding_window_view",)

@@ -220,7 +220,7 @@ class SumGrad(Function):
     Linear in ``g``; its backward (the transpose) is the matching :class:`Sum` times ``scale``,
     written with tapegrad ops, so every order is exact.
     """
-    view = True  # a read-only broadcast view of g (jit's buffer planning)
+    view = "readonly"  # a read-only broadcast view of g (jit's buffer planning)
 
     oper = "sum_grad"
 
@@ -446,7 +446,7 @@ class ExtremumGrad(Function):
     def backward(ctx, h):
         x, out = ctx.saved_tensors
         hit = AsType.apply(x == _mv.Reshape.apply(out, ctx.kept), x.dtype)
-        count = Maximum.apply(Sum.apply(hit, axis=ctx.axes, keepdims=True), 1.0)
+        count = Maximum.api(Sum.apply(hit, axis=ctx.axes, keepdims=True), 1.0)
         gg = Sum.apply(h * hit, axis=ctx.axes, keepdims=True) / count
         if not ctx.keepdims:
             gg = _mv.Reshape.apply(gg, out.shape)
