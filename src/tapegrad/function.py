@@ -367,9 +367,11 @@ class Function:
             ``ctx.out_avals`` (``(shape, dtype)`` per output); ``None`` tangents are zero.
             Without one, forward mode transposes ``backward`` (it is linear in the cotangent).
         batch: Optional batching rule for ``vmap``.
-        ufunc, fresh, view: What ``jit``'s buffer planning may assume about ``forward``:
+        ufunc, into, fresh, view: What ``jit``'s buffer planning may assume about ``forward``:
             ``ufunc`` names the NumPy/CuPy ufunc that ``forward`` is, on its inputs as given
-            (the compiled program may call it with ``out=`` a dying buffer); ``fresh`` says
+            (the compiled program may call it with ``out=`` a dying buffer); ``into`` that
+            ``forward`` takes a keyword ``into=``, an array of its (first) output's shape and
+            dtype, possibly one of its inputs, and writes the output there; ``fresh`` says
             the outputs are new arrays; ``view`` that an output may be a view of the first
             input (``"readonly"``: a view that must not be written, such as a broadcast). An
             op that declares none is never written into (always safe).
@@ -396,6 +398,7 @@ class Function:
     jvp = None
     batch = None
     ufunc: str | None = None
+    into: bool = False
     fresh: bool = False
     view: bool = False
 

@@ -189,7 +189,9 @@ class Program:
             if type(s) is Guard:
                 continue
             ufunc = getattr(s.fn, "ufunc", None)
-            if ufunc is not None and len(s.outs) == 1 and not s.params:
+            if ufunc is not None and s.params:
+                ufunc = None
+            if (ufunc is not None or getattr(s.fn, "into", False)) and len(s.outs) == 1:
                 shape, dtype = s.avals[0]
                 for k, v in s.ins:
                     if (k == "v" and v in owned and v not in readonly and last.get(v) == i
@@ -210,7 +212,8 @@ class Program:
                         readonly.add(n)
                 elif s.out_into is not None:
                     buf = owned[s.out_into]
-                elif ufunc is not None or getattr(s.fn, "fresh", False):
+                elif ufunc is not None or getattr(s.fn, "fresh", False) or getattr(
+                        s.fn, "into", False):
                     buf = n
                 else:
                     continue  # may alias an input: never written into
@@ -256,8 +259,8 @@ class Program:
                         g[f"K{j}_{len(args)}"] = v
                         args.append(f"K{j}_{len(args)}")
                 outs = ", ".join(name(n) for n in s.outs) + ("," if len(s.outs) == 1 else "")
-                if s.out_into is not None:  # write into the dying input's buffer
-                    g[f"U{j}"] = getattr(xp, s.fn.ufunc)
+                if s.out_into is not None and s.fn.ufunc is not None and not s.params:
+                    g[f"U{j}"] = getattr(xp, s.fn.ufunc)  # the ufunc, into the dying buffer
                     call = f"U{j}({', '.join(args)}, out={name(s.out_into)})"
                     lines.append(f"    {outs} = {call},")
                 else:
@@ -274,6 +277,8 @@ class Program:
                     for p, (pk, pv) in enumerate(s.params.items()):
                         g[f"P{j}_{p}"] = pv
                         kw += f", {pk}=P{j}_{p}"
+                    if s.out_into is not None:  # the forward writes into the dying buffer
+                        kw += f", into={name(s.out_into)}"
                     call = f"F{j}(C{n_in}(), {', '.join(args)}{kw})"
                     if len(s.outs) == 1:
                         call = f"({call},)"

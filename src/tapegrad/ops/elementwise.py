@@ -97,28 +97,40 @@ def _all_finite(xp, out) -> bool:
     return bool(xp.isfinite(out.sum(dtype=xp.float32)))
 
 
-def _masked(xp, g, mask):
+def _masked(xp, g, mask, into=None):
     """``where(mask, g, +0.0)`` exactly (inf and NaN in ``g`` included), in one pass: ``g``'s
-    bits times the 0/1 mask, so no ``inf * 0`` can make a NaN."""
+    bits times the 0/1 mask, so no ``inf * 0`` can make a NaN. ``into``: an array of the
+    result's shape and dtype to write it to (it may be ``g`` itself)."""
     bits = _SAME_SIZE_INT.get(g.dtype.itemsize) if g.dtype.kind == "f" else None
     if bits is None:
-        return xp.where(mask, g, xp.zeros((), g.dtype))
-    shape = g.shape if g.shape == mask.shape else np.broadcast_shapes(g.shape, mask.shape)
-    out = xp.empty(shape, g.dtype)
-    xp.multiply(g.view(bits), mask, out=out.view(bits))
-    return out
+        out = xp.where(mask, g, xp.zeros((), g.dtype))
+        if into is not None:
+            into[...] = out
+            return into
+        return out
+    if into is None:
+        shape = g.shape if g.shape == mask.shape else np.broadcast_shapes(g.shape, mask.shape)
+        into = xp.empty(shape, g.dtype)
+    xp.multiply(g.view(bits), mask, out=into.view(bits))
+    return into
 
 
-def _times(xp, g, d, nonan: bool):
+def _times(xp, g, d, nonan: bool, into=None):
     """``g * d`` in ``g``'s dtype; with ``nonan``, exactly 0 wherever ``g == 0``. A boolean
-    ``d`` (a 0/1 derivative) selects: exactly ``where(d, g, 0)``."""
+    ``d`` (a 0/1 derivative) selects: exactly ``where(d, g, 0)``. ``into``: an array of the
+    result's shape and dtype to write it to (it may be ``g`` itself)."""
     if type(d) is np.ndarray and d.dtype == np.bool_ or getattr(d, "dtype", None) == np.bool_:
-        return _masked(xp, g, d)
+        return _masked(xp, g, d, into)
+    if into is not None and not nonan and g.dtype.kind in "fc":
+        return xp.multiply(g, d, out=into, casting="same_kind")
     out = g * d
     if out.dtype != g.dtype and g.dtype.kind in "fc" and out.dtype.kind != "c":
         out = out.astype(g.dtype)
     if nonan and out.size and not _all_finite(xp, out):
         out = xp.where(g == 0, xp.zeros((), out.dtype), out)
+    if into is not None:
+        into[...] = out
+        return into
     return out
 
 
@@ -528,16 +540,17 @@ class UnaryGrad(Function):
     formula, worked out on Tensors with ``vjp`` (none for a piecewise-constant derivative), so
     every order is exact.
     """
+    into = True  # forward writes into ``into=`` when given (jit's buffer planning)
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "unary_grad"
 
     @staticmethod
-    def forward(ctx, g, x, out, row):
+    def forward(ctx, g, x, out, row, into=None):
         ctx.save_for_backward(g, x, out)
         ctx.row = row
         xp = ctx.backend
-        return _times(xp, g, row.deriv(array_ns(xp), x, out), row.nonan)
+        return _times(xp, g, row.deriv(array_ns(xp), x, out), row.nonan, into)
 
     @staticmethod
     def backward(ctx, h):
@@ -563,16 +576,18 @@ class BinaryGrad(Function):
     """``g * row.dx(x, y, out)`` (``wrt=0``) or ``g * row.dy(...)`` (``wrt=1``): the backward
     rule of a binary table op for one operand, fused into one primitive. Linear in ``g``; its
     derivative in ``x``, ``y`` and ``out`` is the derivative of the row's formula (``vjp``)."""
+    into = True  # forward writes into ``into=`` when given (jit's buffer planning)
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "binary_grad"
 
     @staticmethod
-    def forward(ctx, g, x, y, out, row, wrt):
+    def forward(ctx, g, x, y, out, row, wrt, into=None):
         ctx.save_for_backward(g, x, y, out)
         ctx.row, ctx.wrt = row, wrt
         xp = ctx.backend
-        return _times(xp, g, (row.dx if wrt == 0 else row.dy)(array_ns(xp), x, y, out), row.nonan)
+        d = (row.dx if wrt == 0 else row.dy)(array_ns(xp), x, y, out)
+        return _times(xp, g, d, row.nonan, into)
 
     @staticmethod
     def backward(ctx, h):
@@ -1118,16 +1133,16 @@ class ReluGrad(Function):
     in ``g``, piecewise constant in ``y``: its backward sends ``ReluGrad(h, y)`` to ``g`` and
     nothing to ``y``.
     """
+    into = True  # forward writes into ``into=`` when given (jit's buffer planning)
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "relu_grad"
     nondiff_argnums = (1,)
 
     @staticmethod
-    def forward(ctx, g, y):
+    def forward(ctx, g, y, into=None):
         ctx.save_for_backward(y)
-        xp = ctx.backend
-        return _masked(xp, g, y > 0)
+        return _masked(ctx.backend, g, y > 0, into)
 
     @staticmethod
     def backward(ctx, h):
@@ -1276,13 +1291,14 @@ class MinMaxGrad(Function):
     ``g`` where that operand gives the result, ``g / 2`` at ties, 0 elsewhere, from the output
     ``out``, the second operand ``y`` and the tie mask (``x`` wins exactly where ``out`` is
     strictly beyond ``y``). Linear in ``g``, piecewise constant in the rest."""
+    into = True  # forward writes into ``into=`` when given (jit's buffer planning)
 
     oper = "minmax_grad"
     nondiff_argnums = (1, 2, 3)
     fresh = True
 
     @staticmethod
-    def forward(ctx, g, out, y, ties, greater, wrt):
+    def forward(ctx, g, out, y, ties, greater, wrt, into=None):
         ctx.save_for_backward(out, y, ties)
         ctx.greater, ctx.wrt = greater, wrt
         xp = ctx.backend
@@ -1290,7 +1306,7 @@ class MinMaxGrad(Function):
         if wrt == 1:
             win = ~(win | ties)
         d = xp.where(ties, 0.5, win) if ties.any() else win
-        return _times(xp, g, d, False)
+        return _times(xp, g, d, False, into)
 
     @staticmethod
     def backward(ctx, h):
