@@ -1,6 +1,8 @@
-"""Helpers shared by the examples: the digits data split, result lines and loss-curve plots.
+"""Helpers shared by the examples: the digits data split, result lines, loss-curve plots and the
+``--distributed`` setup.
 
-Kept apart so each example reads as the training code alone. Nothing here uses tapegrad.
+Kept apart so each example reads as the training code alone. Only :func:`distributed` uses
+tapegrad.
 """
 
 from __future__ import annotations
@@ -82,3 +84,21 @@ def smooth(values, window: int = 20) -> np.ndarray:
     idx = np.arange(1, v.size + 1)
     lo = np.maximum(0, idx - window)
     return (c[idx] - c[lo]) / (idx - lo)
+
+
+def distributed(args):
+    """``tapegrad.distributed``, initialized, when ``args.distributed`` is set; else ``None``.
+
+    Run under ``mpirun -n N``: every rank trains on its part of each global batch of
+    ``args.batch_size`` examples, which must therefore divide evenly among the ``N`` ranks.
+    """
+    if not getattr(args, "distributed", False):
+        return None
+    from tapegrad import distributed as dist
+
+    dist.init()
+    if args.batch_size % dist.world_size():
+        raise SystemExit(
+            f"--batch-size {args.batch_size} must be divisible by the {dist.world_size()} ranks"
+        )
+    return dist

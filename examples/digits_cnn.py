@@ -11,6 +11,7 @@ augmentation), which is what lifts an 8x8 CNN from about 97% to about 99%.
 
 Run:  python examples/digits_cnn.py            (about 98-99% test accuracy)
       python examples/digits_cnn.py --quick    (CI asserts >= 95%)
+      mpirun -n 2 python examples/digits_cnn.py --distributed   (data-parallel)
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import digits_split, plot_curves, smooth  # noqa: E402
+from _common import digits_split, distributed, plot_curves, smooth  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
 import tapegrad.nn.functional as F  # noqa: E402
@@ -89,6 +90,10 @@ def train(args) -> dict:
     x_tr, y_tr, x_te, y_te = digits_split(args.seed)
     key_model, key_data = tg.random.split(tg.random.key(args.seed))
     model = DigitsCNN(key_model, channels=args.channels, dropout=args.dropout)
+    dist = distributed(args)  # None in one process
+    lead = dist is None or dist.rank() == 0  # rank 0 reports, evaluates and saves
+    if dist:
+        model.params = dist.broadcast(model.params, root=0)  # rank 0's initial parameters
     steps_per_epoch = len(x_tr) // args.batch_size
     total = args.epochs * steps_per_epoch
     opt = optim.AdamW(
@@ -103,24 +108,30 @@ def train(args) -> dict:
         },
     )
     vg = tg.value_and_grad(loss_fn, has_aux=True)
-    print(f"DigitsCNN: {model.num_parameters()} parameters, {total} steps")
+    if lead:
+        print(f"DigitsCNN: {model.num_parameters()} parameters, {total} steps")
 
     from tqdm import tqdm
 
     losses, lrs = [], []
     t0 = time.perf_counter()
-    with tqdm(total=total, desc="digits CNN", unit="step", disable=None) as bar:
+    with tqdm(total=total, desc="digits CNN", unit="step", disable=None if lead else True) as bar:
         for epoch in range(args.epochs):
             k_perm, k_shift, k_drop = tg.random.split(tg.random.fold_in(key_data, epoch), 3)
             perm = tg.random.permutation(k_perm, len(x_tr)).numpy()
             x_epoch = shift_images(k_shift, x_tr) if args.augment else x_tr
             for i in range(steps_per_epoch):
                 idx = perm[i * args.batch_size : (i + 1) * args.batch_size]
+                k_step = tg.random.fold_in(k_drop, i)
+                if dist:  # this rank's part of the global batch, its own dropout masks
+                    idx, k_step = dist.shard(idx), tg.random.fold_in(k_step, dist.rank())
                 x = tg.Tensor(x_epoch[idx, None])
                 (loss, new_state), grads = vg(
-                    model.params, model.state, model, x, y_tr[idx], tg.random.fold_in(k_drop, i)
+                    model.params, model.state, model, x, y_tr[idx], k_step
                 )
                 model.state = new_state
+                if dist:
+                    grads = dist.allreduce(grads, "mean")  # the same averaged step on every rank
                 opt.step(grads)  # AdamW + cosine schedule; writes the params into the module
                 losses.append(float(loss))
                 lrs.append(opt.lr)
@@ -128,6 +139,11 @@ def train(args) -> dict:
                 if i % 10 == 0:
                     bar.set_postfix(loss=f"{losses[-1]:.4f}", lr=f"{opt.lr:.2e}", epoch=epoch + 1)
     seconds = time.perf_counter() - t0
+    if dist:  # BatchNorm statistics and losses averaged over the ranks' batches
+        model.state = dist.allreduce(model.state, "mean")
+        losses = dist.allreduce(np.asarray(losses), "mean").tolist()
+    if not lead:
+        return {"losses": losses, "lrs": lrs}
     last_epoch = np.mean(losses[-steps_per_epoch:])
     print(f"trained {total} steps in {seconds:.1f} s; last epoch's mean loss {last_epoch:.4f}")
     acc = accuracy(model, x_te, y_te)
@@ -173,6 +189,9 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help="short run for CI")
     p.add_argument("--out", default=None, help="directory for the checkpoint (default: a temp dir)")
     p.add_argument("--plot", default=None, metavar="PATH", help="write a loss-curve PNG here")
+    p.add_argument(
+        "--distributed", action="store_true", help="data-parallel across MPI ranks (mpirun -n N)"
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.epochs = min(args.epochs, 3)

@@ -10,6 +10,7 @@ the accuracy again.
 
 Run:  python examples/digits_mlp.py            (about 97-99% test accuracy)
       python examples/digits_mlp.py --quick    (a few seconds; CI asserts >= 95%)
+      mpirun -n 2 python examples/digits_mlp.py --distributed   (data-parallel, same result)
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import digits_split, plot_curves, smooth  # noqa: E402
+from _common import digits_split, distributed, plot_curves, smooth  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
 import tapegrad.nn.functional as F  # noqa: E402
@@ -74,6 +75,11 @@ def train(args) -> dict:
     key_init, key_batches = tg.random.split(tg.random.key(args.seed))
     params = init_mlp(key_init, sizes)
     tx = optim.adam(args.lr)
+    dist = distributed(args)  # None in one process
+    lead = dist is None or dist.rank() == 0  # rank 0 reports, evaluates and saves
+    if dist:
+        params = dist.broadcast(params, root=0)  # every rank starts from rank 0's parameters
+        tx = optim.chain(dist.allreduce_mean(), tx)  # gradients averaged across ranks
     opt_state = tx.init(params)
     step = tg.value_and_grad(loss_fn)
 
@@ -83,13 +89,18 @@ def train(args) -> dict:
     losses = []
     t0 = time.perf_counter()
     with tqdm(
-        total=args.epochs * steps_per_epoch, desc="digits MLP", unit="step", disable=None
+        total=args.epochs * steps_per_epoch,
+        desc="digits MLP",
+        unit="step",
+        disable=None if lead else True,
     ) as bar:
         for epoch in range(args.epochs):
             # A keyed permutation: the same (seed, epoch) always gives the same minibatches.
             perm = tg.random.permutation(tg.random.fold_in(key_batches, epoch), len(x_tr)).numpy()
             for i in range(steps_per_epoch):
                 idx = perm[i * args.batch_size : (i + 1) * args.batch_size]
+                if dist:
+                    idx = dist.shard(idx)  # this rank's part of the global batch
                 batch = (tg.Tensor(x_tr[idx]), y_tr[idx])
                 loss, grads = step(params, batch)
                 updates, opt_state = tx.update(grads, opt_state, params)
@@ -99,6 +110,10 @@ def train(args) -> dict:
                 if i % 10 == 0:
                     bar.set_postfix(loss=f"{losses[-1]:.4f}", epoch=epoch + 1)
     seconds = time.perf_counter() - t0
+    if dist:  # the global batches' mean losses
+        losses = dist.allreduce(np.asarray(losses), "mean").tolist()
+    if not lead:
+        return {"losses": losses, "params": params}
     acc = accuracy(params, x_te, y_te)
     last_epoch = np.mean(losses[-steps_per_epoch:])
     print(
@@ -139,6 +154,9 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help="short run for CI (a few seconds)")
     p.add_argument("--out", default=None, help="directory for the checkpoint (default: a temp dir)")
     p.add_argument("--plot", default=None, metavar="PATH", help="write a loss-curve PNG here")
+    p.add_argument(
+        "--distributed", action="store_true", help="data-parallel across MPI ranks (mpirun -n N)"
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.epochs = min(args.epochs, 10)

@@ -153,7 +153,7 @@ def init(
     processes gets a rank ``0..N-1``; started without a launcher, the process is a job of one
     (rank 0, world size 1) and every collective just returns its input's values. The
     communicator is duplicated, so tapegrad's messages never mix with the caller's own. Calling
-    ``init`` again is a no-op.
+    ``init`` again (with valid arguments) is a no-op.
 
     With more than one rank, two safeguards are installed (Horovod and PyTorch keep similar
     ones): an uncaught exception on any rank prints its traceback and calls ``MPI_Abort``, so
@@ -186,8 +186,6 @@ def init(
         ValueError: on a bad ``bucket_bytes``, ``timeout`` or ``gpu_backend``.
     """
     global _ctx
-    if _ctx is not None:
-        return
     if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes < 1:
         raise ValueError(f"init: bucket_bytes must be a positive int, got {bucket_bytes!r}")
     if timeout is not None and not (
@@ -196,6 +194,8 @@ def init(
         raise ValueError(f"init: timeout must be a number of seconds > 0 or None, got {timeout!r}")
     if gpu_backend not in _GPU_BACKENDS:
         raise ValueError(f"init: gpu_backend must be one of {_GPU_BACKENDS}, got {gpu_backend!r}")
+    if _ctx is not None:
+        return
     MPI = _import_mpi()
     base = MPI.COMM_WORLD if comm is None else comm
     dup = base.Dup()
