@@ -186,7 +186,6 @@ def main(argv=None) -> int:
     n_params = sum(a * b + b for a, b in zip(SIZES[:-1], SIZES[1:]))
     rows = [
         [f"throughput, {r['ranks']} ranks / 1 process", f"{single / r['per_step']:.2f}x"],
-        ["step time, 1 process / each rank", f"{single / r['per_step']:.2f}"],
         [
             "allreduce share of the step, in the step",
             f"{r['allreduce_in_step'] / r['per_step']:.1%}",

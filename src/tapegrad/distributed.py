@@ -44,6 +44,7 @@ to install it (``pip install "tapegrad[distributed]"``) when it is missing.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -533,21 +534,14 @@ def _xp(device: str):
 def _pack(device: str, dtype, arrays):
     """One new contiguous 1-d buffer of ``dtype`` holding ``arrays`` raveled, one after another."""
     xp = _xp(device)
-    total = sum(a.size for a in arrays)
-    if device == "cpu":
-        buf = np.empty(total, dtype=dtype)
+    where = contextlib.nullcontext() if xp is np else xp.cuda.Device(int(device.split(":")[1]))
+    with where:
+        buf = xp.empty(sum(a.size for a in arrays), dtype=dtype)
         off = 0
         for a in arrays:
             buf[off : off + a.size] = a.reshape(-1)
             off += a.size
-        return buf
-    with xp.cuda.Device(int(device.split(":")[1])):
-        buf = xp.empty(total, dtype=dtype)
-        off = 0
-        for a in arrays:
-            buf[off : off + a.size] = a.reshape(-1)
-            off += a.size
-        return buf
+    return buf
 
 
 def _unpack(buf, leaves, idx, out: list) -> None:
@@ -784,7 +778,7 @@ def broadcast(tree, root: int = 0, *, bucket_bytes: int | None = None, name: str
             else:
 
                 def nccl_fn(comm, stream, b=buf):
-                    v, n, t = _nccl_view(b.view(np.uint8))
+                    v, n, t = _nccl_view(b.view(np.uint8) if b.dtype == bool else b)
                     comm.bcast(v.data.ptr, n, t, root, stream)
 
                 _device_call(ctx, "broadcast", buf, what, mpi_fn, nccl_fn)
