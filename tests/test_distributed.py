@@ -483,7 +483,7 @@ def test_without_mpi4py_import_works_and_init_says_how_to_install():
 
 
 # -- a job of one, in this process -----------------------------------------------------------
-@pytest.fixture
+@pytest.fixture(scope="module")
 def one():
     pytest.importorskip("mpi4py")
     dist.init()
@@ -514,6 +514,43 @@ def test_a_job_of_one_returns_the_values_and_leaf_kinds(one):
     assert g["s"].shape == (1,) and g["a"].shape == (2, 2)
     one.barrier()
     assert one.comm_stats()["allreduce_calls"] == 0  # a job of one sends nothing
+
+
+_DTYPES = [np.float16, np.float32, np.float64, np.int32, np.int64, np.complex64]
+
+
+@settings(deadline=None, max_examples=40)
+@given(
+    specs=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from([0, 1, 2, 5]), max_size=3).map(tuple),
+            st.sampled_from(_DTYPES),
+            st.sampled_from(["tensor", "numpy"]),
+        ),
+        max_size=6,
+    ),
+    op=st.sampled_from(["sum", "max", "min", "mean"]),
+    bucket_bytes=st.sampled_from([1, 8, 100, 2**20]),
+    seed=st.integers(0, 2**16),
+)
+def test_fused_buffers_give_every_leaf_back_in_a_job_of_one(one, specs, op, bucket_bytes, seed):
+    """Packing leaves of any shapes (size-0 and size-1 axes) and dtypes into buckets and
+    unpacking them returns each leaf's values, shape, dtype and kind."""
+    if op == "mean":
+        specs = [s for s in specs if np.dtype(s[1]).kind in "fc"]
+    if op in ("max", "min"):
+        specs = [s for s in specs if np.dtype(s[1]).kind != "c"]
+    leaves = [_value(seed + i, shape, dtype, 0) for i, (shape, dtype, _) in enumerate(specs)]
+    tree = [tg.Tensor(a) if kind == "tensor" else a for a, (_, _, kind) in zip(leaves, specs)]
+    out = one.allreduce(tree, op, bucket_bytes=bucket_bytes)
+    assert len(out) == len(tree)
+    for got, want, (shape, dtype, kind) in zip(out, leaves, specs):
+        assert isinstance(got, tg.Tensor) == (kind == "tensor")
+        assert got.shape == shape and got.dtype == dtype
+        np.testing.assert_array_equal(_np(got), want)
+    for fn in (one.broadcast, one.allgather):
+        for got, want in zip(fn(tree, bucket_bytes=bucket_bytes), leaves):
+            np.testing.assert_array_equal(_np(got), want if want.ndim else want[None])
 
 
 def test_allreduce_mean_composes_with_chain_and_apply_gradients(one):
