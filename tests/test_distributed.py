@@ -449,7 +449,16 @@ def test_the_docs_training_script_runs_under_mpiexec(tmp_path):
     res = _launch(2, "train.py", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "world size 2" in res.stdout and res.stdout.count("final loss") == 1
-    assert (tmp_path / "params.safetensors").is_file()
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "train.py").write_text(script)
+    one = subprocess.run(
+        [sys.executable, "train.py"], cwd=alone, capture_output=True, text=True, env=_env()
+    )
+    assert one.returncode == 0 and "world size 1" in one.stdout, one.stdout + one.stderr
+    two, ref = tg.io.load(tmp_path / "params.safetensors"), tg.io.load(alone / "params.safetensors")
+    for a, b in zip(tg.tree.tree_leaves(two), tg.tree.tree_leaves(ref)):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
 
 
 # -- installs --------------------------------------------------------------------------------
