@@ -104,6 +104,7 @@ class _Context:
         self.gpu_backend = gpu_backend
         self.verified: set = set()  # signatures every rank was checked to agree on
         self.nccl: dict = {}  # device id -> cupy.cuda.nccl.NcclCommunicator
+        self.staging: dict = {}  # (device, dtype, bucket number) -> reused 1-d buffer
         self.inflight = None  # (what, monotonic start) while a collective blocks
         self.stats = _zero_stats()
 
@@ -531,17 +532,53 @@ def _xp(device: str):
     return np if device == "cpu" else _cupy()
 
 
-def _pack(device: str, dtype, arrays):
-    """One new contiguous 1-d buffer of ``dtype`` holding ``arrays`` raveled, one after another."""
+def _pack(device: str, dtype, arrays, buf=None):
+    """``arrays`` raveled one after another into the 1-d buffer ``buf`` of ``dtype`` (a new one
+    when ``None``); returns it."""
     xp = _xp(device)
     where = contextlib.nullcontext() if xp is np else xp.cuda.Device(int(device.split(":")[1]))
     with where:
-        buf = xp.empty(sum(a.size for a in arrays), dtype=dtype)
+        if buf is None:
+            buf = xp.empty(sum(a.size for a in arrays), dtype=dtype)
         off = 0
         for a in arrays:
             buf[off : off + a.size] = a.reshape(-1)
             off += a.size
     return buf
+
+
+def _staging(ctx: _Context, device: str, dtype, slot: int, size: int):
+    """A 1-d buffer of ``size`` elements kept for reuse by later calls (Horovod's fusion
+    buffer). MPI moves a buffer it has seen before several times faster than fresh memory (no
+    page faults, its shared-memory mappings cached), so every allreduce packs into these and
+    copies the results out into new arrays."""
+    key = (device, dtype, slot)
+    buf = ctx.staging.get(key)
+    if buf is None or buf.size < size:
+        xp = _xp(device)
+        where = contextlib.nullcontext() if xp is np else xp.cuda.Device(int(device[5:]))
+        with where:
+            buf = xp.empty(size, dtype=dtype)
+        ctx.staging[key] = buf
+    return buf[:size]
+
+
+def _copy_out(buf, leaves, idx, out: list, divisor: int) -> None:
+    """New arrays of the leaves' shapes and dtypes from the reused ``buf`` (divided by
+    ``divisor`` on the way when it is not 1)."""
+    xp = np if isinstance(buf, np.ndarray) else _cupy()
+    off = 0
+    for i in idx:
+        a = leaves[i].array
+        part = buf[off : off + a.size].reshape(a.shape)
+        off += a.size
+        with contextlib.nullcontext() if xp is np else part.device:
+            res = xp.empty(a.shape, dtype=a.dtype)
+            if divisor == 1:
+                res[...] = part
+            else:
+                xp.divide(part, divisor, out=res, casting="unsafe")
+        out[i] = res
 
 
 def _unpack(buf, leaves, idx, out: list) -> None:
@@ -703,8 +740,10 @@ def allreduce(tree, op: str = "sum", *, bucket_bytes: int | None = None, name: s
     out: list = [None] * len(leaves)
     MPI = ctx.MPI
     mpi_op = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
-    for device, dtype, idx in _buckets(leaves, dtypes, bucket_bytes):
-        buf = _pack(device, dtype, [leaves[i].array for i in idx])
+    for slot, (device, dtype, idx) in enumerate(_buckets(leaves, dtypes, bucket_bytes)):
+        arrays = [leaves[i].array for i in idx]
+        buf = _staging(ctx, device, dtype, slot, sum(a.size for a in arrays))
+        _pack(device, dtype, arrays, buf)
         if ctx.size > 1 and buf.size:
             what = f"allreduce(op={op!r}) of {buf.nbytes} bytes of {dtype}"
 
@@ -723,9 +762,7 @@ def allreduce(tree, op: str = "sum", *, bucket_bytes: int | None = None, name: s
                     comm.allReduce(v.data.ptr, v.data.ptr, n, t, nop, stream)
 
                 _device_call(ctx, "allreduce", buf, what, mpi_fn, nccl_fn)
-        if op == "mean" and ctx.size > 1:
-            buf /= ctx.size
-        _unpack(buf, leaves, idx, out)
+        _copy_out(buf, leaves, idx, out, ctx.size if op == "mean" else 1)
     return tg.tree.tree_unflatten(treedef, [_rebuild(lf, a) for lf, a in zip(leaves, out)])
 
 
