@@ -696,9 +696,10 @@ def allreduce(tree, op: str = "sum", *, bucket_bytes: int | None = None, name: s
     Every rank passes a pytree of the same structure, leaf shapes and dtypes and gets the
     result back in the same structure, with the same leaf kinds (Tensors stay Tensors on their
     device; NumPy arrays, NumPy scalars, Python numbers and CuPy arrays stay so). Leaves of
-    one device and dtype are fused into contiguous buffers of at most ``bucket_bytes``: one
-    ``MPI_Allreduce`` (or NCCL ``allReduce``) per dtype and bucket, done in place. ``mean`` is
-    the sum divided by ``world_size()``. float16 leaves are reduced in float32.
+    one device and dtype are packed into contiguous buffers of at most ``bucket_bytes``, kept
+    for reuse by later calls: one in-place ``MPI_Allreduce`` (or NCCL ``allReduce``) per dtype
+    and bucket, then the results are copied out into new arrays. ``mean`` is the sum divided
+    by ``world_size()``. float16 leaves are reduced in float32.
 
     Args:
         tree: Pytree of Tensors, NumPy/CuPy arrays, NumPy scalars or Python numbers (boolean
