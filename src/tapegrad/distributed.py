@@ -576,8 +576,10 @@ def _copy_out(buf, leaves, idx, out: list, divisor: int) -> None:
             res = xp.empty(a.shape, dtype=a.dtype)
             if divisor == 1:
                 res[...] = part
+            elif xp is np:
+                np.divide(part, divisor, out=res, casting="unsafe")
             else:
-                xp.divide(part, divisor, out=res, casting="unsafe")
+                res[...] = part / divisor
         out[i] = res
 
 
