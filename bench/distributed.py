@@ -2,10 +2,11 @@
 
 Workload: the MLP 784-512-512-10 (ReLU, float32, 669,706 parameters in 6 leaves) trained with
 softmax cross-entropy and SGD on a global batch of 256 synthetic examples, one BLAS thread per
-process, each process pinned to a core of its own (Linux). One process takes the whole global
-batch each step; ``--ranks`` processes launched with ``mpiexec`` each take their part of it
-(``dist.shard``) and average the gradients with ``dist.allreduce_mean()`` (one fused
-``MPI_Allreduce`` of all gradients per step).
+process (not pinned: on a machine shared with other work, a pinned process cannot move off a
+busy core). One process takes the whole global batch each step; ``--ranks`` processes
+launched with ``mpiexec`` each take their part of it (``dist.shard``) and average the
+gradients with ``dist.allreduce_mean()`` (one fused ``MPI_Allreduce`` of all gradients per
+step).
 
 Reported, as ratios measured in one run (rounds alternate between the two set-ups; each keeps
 its best round):
@@ -94,19 +95,10 @@ CORE_SHARE = 1.0
 
 
 def run_single(steps: int):
-    """One process on one core (restored afterwards: the ranks launched next inherit it)."""
-    pinned = hasattr(os, "sched_setaffinity")
-    if pinned:
-        cpus = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, {min(cpus)})
-    try:
-        x, y = data(steps)
-        batches = [np.arange(s * GLOBAL_BATCH, (s + 1) * GLOBAL_BATCH) for s in range(steps)]
-        train(init_params(), optim.sgd(LR), x, y, batches[:2])  # warm up
-        return train(init_params(), optim.sgd(LR), x, y, batches)
-    finally:
-        if pinned:
-            os.sched_setaffinity(0, cpus)
+    x, y = data(steps)
+    batches = [np.arange(s * GLOBAL_BATCH, (s + 1) * GLOBAL_BATCH) for s in range(steps)]
+    train(init_params(), optim.sgd(LR), x, y, batches[:2])  # warm up
+    return train(init_params(), optim.sgd(LR), x, y, batches)
 
 
 def worker(steps: int, out: str) -> None:
@@ -114,9 +106,6 @@ def worker(steps: int, out: str) -> None:
     from tapegrad import distributed as dist
 
     dist.init()
-    if hasattr(os, "sched_setaffinity"):  # one core per rank, as the single process has one
-        cpus = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpus[dist.local_rank() % len(cpus)]})
     x, y = data(steps)
     batches = [
         dist.shard(np.arange(s * GLOBAL_BATCH, (s + 1) * GLOBAL_BATCH)) for s in range(steps)
