@@ -11,7 +11,9 @@ step).
 Reported, as ratios measured in one run (rounds alternate between the two set-ups; each keeps
 its best round):
 
-- throughput (examples per second) of the ranks together over one process;
+- throughput (examples per second) of the ranks together over one process, and the same with
+  the allreduce left out (each rank stepping on its own part: the ceiling that the per-rank
+  compute allows);
 - the allreduce's share of the ranks' step time, both as measured inside the training step
   (waiting for the slower rank included) and alone (after a barrier, ranks in step);
 - bytes each rank passes to MPI per step and the number of MPI calls per step;
@@ -118,6 +120,10 @@ def worker(steps: int, out: str) -> None:
     params, per_step = train(params, tx, x, y, batches)
     s = dist.comm_stats(reset=True)
     share = min(dist.allgather(CORE_SHARE))  # the busiest-machine rank's
+    # The same steps with the allreduce left out (each rank on its own): the ceiling.
+    dist.barrier()
+    _, no_comm = train(dist.broadcast(init_params()), optim.sgd(LR), x, y, batches)
+    no_comm = max(dist.allgather(no_comm))
     in_step = s["allreduce_seconds"] / steps
     # The allreduce alone: ranks in step after a barrier, the same gradients.
     grads = tg.grad(loss_fn)(params, tg.Tensor(x[batches[0]]), y[batches[0]])
@@ -137,6 +143,7 @@ def worker(steps: int, out: str) -> None:
             "bytes_per_step": s["allreduce_bytes"] / steps,
             "calls_per_step": (s["allreduce_calls"] + s["check_calls"]) / steps,
             "core_share": share,
+            "per_step_no_comm": no_comm,
         }
         print("RESULT " + json.dumps(report), flush=True)
 
@@ -196,6 +203,10 @@ def main(argv=None) -> int:
     n_params = sum(a * b + b for a, b in zip(SIZES[:-1], SIZES[1:]))
     rows = [
         [f"throughput, {r['ranks']} ranks / 1 process", f"{single / r['per_step']:.2f}x"],
+        [
+            f"throughput, {r['ranks']} ranks without the allreduce / 1 process (the ceiling)",
+            f"{single / r['per_step_no_comm']:.2f}x",
+        ],
         [
             "MPI_Allreduce / step time, in the steps (waiting for the other rank included)",
             f"{r['allreduce_in_step'] / r['per_step']:.1%}",
