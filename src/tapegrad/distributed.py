@@ -649,6 +649,11 @@ def _device_call(ctx: _Context, kind: str, buf, what: str, mpi_fn, nccl_fn) -> N
     """Run a collective on device buffer ``buf`` through the configured GPU transport:
     ``nccl_fn(comm, stream_ptr)``, or ``mpi_fn(array)`` on the device buffer (CUDA-aware MPI)
     or on a host copy written back afterwards."""
+    with buf.device:  # the current stream of the buffer's own GPU
+        _device_call_on(ctx, kind, buf, what, mpi_fn, nccl_fn)
+
+
+def _device_call_on(ctx: _Context, kind: str, buf, what: str, mpi_fn, nccl_fn) -> None:
     cp = _cupy()
     backend = _gpu_backend(ctx)
     stream = cp.cuda.get_current_stream()
