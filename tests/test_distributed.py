@@ -339,6 +339,104 @@ def _check_gradient_transformation(r: int) -> None:
         assert (v == v[0]).all()  # bit-identical parameters on every rank
 
 
+# -- the GPU code paths without a GPU -----------------------------------------------------
+class _FakeDevice:
+    """``cupy.cuda.Device``'s part the module uses: an id and a context."""
+
+    def __init__(self, i: int = 0):
+        self.id = i
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _FakeDeviceArray(np.ndarray):
+    """A NumPy array that says it lives on GPU 0: it drives the module's device code paths
+    (packing on the device, host staging, CUDA-aware MPI, allgather's padding) without a GPU."""
+
+    __cuda_array_interface__ = {}  # only its presence is looked at
+
+    @property
+    def device(self):
+        return _FakeDevice(0)
+
+    def set(self, host):
+        self[...] = host
+
+
+def _dev(a) -> _FakeDeviceArray:
+    return np.array(a).view(_FakeDeviceArray)
+
+
+class _FakeCupy:
+    """The few CuPy functions the module calls, on :class:`_FakeDeviceArray`."""
+
+    ndarray = _FakeDeviceArray
+
+    class cuda:  # noqa: N801 (CuPy's name)
+        Device = _FakeDevice
+
+        @staticmethod
+        def get_current_stream():
+            return type("Stream", (), {"ptr": 0, "synchronize": staticmethod(lambda: None)})
+
+    @staticmethod
+    def empty(shape, dtype):
+        return _dev(np.empty(shape, dtype))
+
+    @staticmethod
+    def zeros(shape, dtype):
+        return _dev(np.zeros(shape, dtype))
+
+    @staticmethod
+    def concatenate(arrays, axis=0):
+        return _dev(np.concatenate([np.asarray(a) for a in arrays], axis=axis))
+
+    @staticmethod
+    def asnumpy(a):
+        return np.array(a).view(np.ndarray)
+
+
+def _fake_gpu_worker(transport: str) -> None:
+    dist._cupy = lambda: _FakeCupy  # the module's one door to CuPy
+    dist.init(timeout=120, gpu_backend=transport)
+    r, n = dist.rank(), dist.world_size()
+    tree = {
+        "c": _dev(_value(50, (3, 4), np.float32, r)),
+        "h": _dev(_value(51, (5,), np.float16, r)),
+        "b": np.full(2, r, np.float64),  # a host leaf beside them
+    }
+    every = [{k: np.asarray(v) for k, v in _kinds(r2).items()} for r2 in range(n)]
+    for op in ("sum", "mean", "max"):
+        out = dist.allreduce(tree, op, bucket_bytes=8 if op == "max" else None)
+        assert type(out["c"]) is _FakeDeviceArray and type(out["b"]) is np.ndarray
+        assert out["h"].dtype == np.float16
+        for k in tree:
+            fn = {"sum": np.sum, "mean": np.mean, "max": np.max}[op]
+            ref = fn([e[k].astype(np.float64) for e in every], axis=0)
+            np.testing.assert_allclose(np.asarray(out[k]), ref, rtol=2e-3, err_msg=(op, k))
+    b = dist.broadcast(tree, root=n - 1)
+    assert type(b["c"]) is _FakeDeviceArray
+    np.testing.assert_array_equal(np.asarray(b["c"]), every[n - 1]["c"])
+    g = dist.allgather({"x": _dev(np.full((r + 1, 2), r, np.int32)), "s": _dev(np.float32(r))})
+    assert type(g["x"]) is _FakeDeviceArray
+    expect = np.concatenate([np.full((k + 1, 2), k, np.int32) for k in range(n)])
+    np.testing.assert_array_equal(np.asarray(g["x"]), expect)
+    np.testing.assert_array_equal(np.asarray(g["s"]), np.arange(n, dtype=np.float32))
+    print(f"rank {r}/{n}: device paths ({transport}) passed", flush=True)
+
+
+def _kinds(rank: int) -> dict:
+    return {
+        "c": _value(50, (3, 4), np.float32, rank),
+        "h": _value(51, (5,), np.float16, rank),
+        "b": np.full(2, rank, np.float64),
+    }
+
+
 # -- multi-process tests -----------------------------------------------------------------------
 @pytest.mark.parametrize("n", [2, 3])
 def test_collectives_on_every_rank_match_numpy(n):
@@ -346,6 +444,15 @@ def test_collectives_on_every_rank_match_numpy(n):
     assert res.returncode == 0, res.stdout + res.stderr
     for r in range(n):
         assert f"rank {r}/{n}: all distributed checks passed" in res.stdout
+
+
+@pytest.mark.parametrize("transport", ["host", "mpi"])
+def test_gpu_code_paths_with_a_stand_in_for_cupy(transport):
+    """The device paths (packing on the device, host staging or device buffers handed to MPI,
+    allgather's padding) on arrays that only claim to be on a GPU. NCCL itself needs one."""
+    res = _launch(2, HERE, "fake-gpu", transport)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.count(f"device paths ({transport}) passed") == 2
 
 
 FAULT = """
@@ -744,3 +851,5 @@ def test_cupy_collectives_across_two_ranks(tmp_path, backend):
 
 if __name__ == "__main__" and sys.argv[1:2] == ["worker"]:
     _worker(int(sys.argv[2]))
+if __name__ == "__main__" and sys.argv[1:2] == ["fake-gpu"]:
+    _fake_gpu_worker(sys.argv[2])

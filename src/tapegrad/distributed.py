@@ -386,14 +386,18 @@ def _leaf(where: str, x, path) -> _Leaf:
                 else:  # staged through host memory
                     arr = cp.asarray(x.numpy())
         return _Leaf("tensor", arr, dev, x.label)
+    if hasattr(x, "__cuda_array_interface__") and hasattr(x, "dtype"):  # a CuPy array
+        if x.dtype.kind not in "biufc":
+            raise TypeError(
+                f"{where}: leaf {path()} has dtype {x.dtype}; expected a boolean or numeric dtype."
+            )
+        return _Leaf("cupy", x, f"cuda:{x.device.id}")
     if isinstance(x, np.ndarray):
         arr, kind = x, "numpy"
     elif isinstance(x, np.generic):
         arr, kind = np.asarray(x), "generic"
     elif isinstance(x, (bool, int, float, complex)):
         arr, kind = np.asarray(x), "python"
-    elif hasattr(x, "__cuda_array_interface__") and hasattr(x, "dtype"):
-        return _Leaf("cupy", x, tg.backend.device_of(x))
     else:
         raise TypeError(
             f"{where}: leaf {path()} is a {type(x).__name__}; expected a Tensor, a NumPy or "
@@ -566,7 +570,7 @@ def _staging(ctx: _Context, device: str, dtype, slot: int, size: int):
 def _copy_out(buf, leaves, idx, out: list, divisor: int) -> None:
     """New arrays of the leaves' shapes and dtypes from the reused ``buf`` (divided by
     ``divisor`` on the way when it is not 1)."""
-    xp = np if isinstance(buf, np.ndarray) else _cupy()
+    xp = np if type(buf) is np.ndarray else _cupy()
     off = 0
     for i in idx:
         a = leaves[i].array
@@ -658,7 +662,7 @@ def _device_call_on(ctx: _Context, kind: str, buf, what: str, mpi_fn, nccl_fn) -
     backend = _gpu_backend(ctx)
     stream = cp.cuda.get_current_stream()
     if backend == "nccl":
-        comm = _nccl_comm(ctx, tg.backend.device_of(buf))
+        comm = _nccl_comm(ctx, f"cuda:{buf.device.id}")
 
         def run():
             nccl_fn(comm, stream.ptr)
@@ -936,7 +940,7 @@ def _gather_bucket(ctx: _Context, device: str, dtype, mine, counts):
         padded = xp.empty(width * ctx.size, dtype=dtype)
 
     def mpi_fn(b):  # b: ``padded`` (CUDA-aware MPI) or its host copy (staging)
-        ctx.comm.Allgather(xp.asnumpy(send) if isinstance(b, np.ndarray) else send, b)
+        ctx.comm.Allgather(xp.asnumpy(send) if type(b) is np.ndarray else send, b)
 
     def nccl_fn(comm, stream):
         v, n, t = _nccl_view(send)
