@@ -475,7 +475,7 @@ def test_an_exception_on_one_rank_ends_the_whole_job(tmp_path):
     script = tmp_path / "fault.py"
     script.write_text(FAULT)
     res = _launch(2, script, "raise", 1000)  # the watchdog would take 1000 s: not it
-    assert res.returncode != 0
+    assert res.returncode != 0, res.stdout + res.stderr
     assert "boom on rank 1" in res.stderr
     assert "rank 1 of 2 raised RuntimeError; aborting the whole job" in res.stderr
     assert "released" not in res.stdout
@@ -485,9 +485,10 @@ def test_the_watchdog_ends_a_job_whose_collective_waits_too_long(tmp_path):
     script = tmp_path / "fault.py"
     script.write_text(FAULT)
     res = _launch(2, script, "skip", 1.0)
-    assert res.returncode != 0
-    assert "rank 0 of 2 waited" in res.stderr and "longer than the timeout of 1 s" in res.stderr
-    assert "allreduce(op='sum')" in res.stderr  # names the collective it waited in
+    assert res.returncode != 0, res.stdout + res.stderr
+    assert "rank 0 of 2 waited" in res.stderr, res.stderr
+    assert "longer than the timeout of 1 s" in res.stderr, res.stderr
+    assert "allreduce(op='sum')" in res.stderr, res.stderr  # names the collective
     assert "released" not in res.stdout
 
 

@@ -222,6 +222,10 @@ def init(
     _ctx = ctx
 
 
+#: Seconds between writing an abort's message and MPI_Abort, for the launcher to forward it.
+_GRACE = 0.5
+
+
 def _install_abort_hook(ctx: _Context) -> None:
     previous = sys.excepthook
 
@@ -233,6 +237,7 @@ def _install_abort_hook(ctx: _Context) -> None:
                 f"{exc_type.__name__}; aborting the whole job (MPI_Abort).\n"
             )
             sys.stderr.flush()
+            time.sleep(_GRACE)  # the launcher forwards what was written before it kills the job
         finally:
             ctx.MPI.COMM_WORLD.Abort(1)
 
@@ -257,6 +262,7 @@ def _watchdog(ctx: _Context) -> None:
                 "whole job (MPI_Abort). Pass init(timeout=...) to wait longer.\n"
             )
             sys.stderr.flush()
+            time.sleep(_GRACE)
             if ctx.MPI.Query_thread() == ctx.MPI.THREAD_MULTIPLE:
                 ctx.MPI.COMM_WORLD.Abort(1)
             os._exit(1)  # the launcher then ends the other ranks
