@@ -98,6 +98,7 @@ def _worker(n_expected: int) -> None:
     _check_mismatches(r, n)
     _check_traced()
     _check_gradient_transformation(r)
+    _check_uneven_batches_recipe()
     dist.barrier()
     print(f"rank {r}/{n}: all distributed checks passed", flush=True)
 
@@ -337,6 +338,34 @@ def _check_gradient_transformation(r: int) -> None:
     every = dist.allgather({k: v.numpy().reshape(1, -1) for k, v in got.items()})
     for v in every.values():
         assert (v == v[0]).all()  # bit-identical parameters on every rank
+
+
+def _sum_loss(p, x, y, m):
+    import tapegrad.numpy as tnp
+
+    return tnp.sum((x @ p["w"] + p["b"] - y) ** 2) / m
+
+
+def _check_uneven_batches_recipe() -> None:
+    """docs/distributed.md's recipe for parts of unequal size (some empty): each rank's loss is
+    its sum over its part divided by the global batch's size, reduced with allreduce_sum()."""
+    x, y = _value(60, (10, 5), np.float32, 0), _value(61, (10,), np.float32, 0)
+    key, bs = tg.random.key(5), 4  # batches of 4, 4 and 2: uneven parts on 3 ranks, one empty
+    start = {"w": tg.Tensor(_value(62, (5,), np.float32, 0)), "b": tg.Tensor(np.float32(0.5))}
+    tx = optim.chain(dist.allreduce_sum(), optim.sgd(0.1))
+    params, state = start, tx.init(start)
+    for part, whole in zip(
+        dist.shard(10, key, batch_size=bs), dist.shard(10, key, batch_size=bs, rank=0, world_size=1)
+    ):
+        g = tg.grad(_sum_loss)(params, tg.Tensor(x[part]), tg.Tensor(y[part]), len(whole))
+        params, state = optim.apply_gradients(tx, g, state, params)
+    ref, ref_tx = start, optim.sgd(0.1)
+    ref_state = ref_tx.init(ref)
+    for whole in dist.shard(10, key, batch_size=bs, rank=0, world_size=1):
+        g = tg.grad(_loss)(ref, tg.Tensor(x[whole]), tg.Tensor(y[whole]))  # the mean
+        ref, ref_state = optim.apply_gradients(ref_tx, g, ref_state, ref)
+    for k in ("w", "b"):
+        np.testing.assert_allclose(params[k].numpy(), ref[k].numpy(), rtol=1e-5, atol=1e-6)
 
 
 # -- the GPU code paths without a GPU -----------------------------------------------------
