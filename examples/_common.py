@@ -383,13 +383,16 @@ def distributed(args):
 
     Run under ``mpiexec -n N``: every rank trains on its part of each global batch of
     ``args.batch_size`` examples, which must therefore divide evenly among the ``N`` ranks
-    (otherwise every rank exits with that message).
+    (otherwise every rank exits with that message, as it does without mpi4py).
     """
     if not getattr(args, "distributed", False):
         return None
     from tapegrad import distributed as dist
 
-    dist.init()
+    try:
+        dist.init()
+    except ImportError as e:  # mpi4py missing: say what to install, without a traceback
+        raise SystemExit(f"--distributed: {e}") from e
     if args.batch_size % dist.world_size():
         raise SystemExit(
             f"--batch-size {args.batch_size} must be divisible by the {dist.world_size()} ranks"

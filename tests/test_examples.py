@@ -9,6 +9,7 @@ import math
 import os
 import pathlib
 import signal
+import subprocess
 import sys
 import tempfile
 
@@ -239,3 +240,16 @@ def test_a_quiet_interrupt_stops_without_a_message(capsys):
         signal.raise_signal(signal.SIGINT)
         assert stop.requested
     assert capsys.readouterr().out == ""
+
+
+def test_distributed_without_mpi4py_says_what_to_install(tmp_path):
+    code = (
+        "import sys; sys.modules['mpi4py'] = None; "  # as if mpi4py were not installed
+        f"sys.path.insert(0, {str(EXAMPLES)!r}); import digits_mlp; "
+        "digits_mlp.main(['--distributed', '--epochs', '1', '--threads', '1'])"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith("--distributed: ") and "tapegrad[distributed]" in res.stderr
