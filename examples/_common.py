@@ -1,5 +1,5 @@
 """Helpers shared by the examples: the digits data split, result lines, loss-curve plots, BLAS
-threads, output directories and resumable training state.
+threads, output directories, resumable training state and the ``--distributed`` set-up.
 
 Kept apart so each example reads as the training code alone.
 """
@@ -27,6 +27,9 @@ __all__ = [
     "stop_on_interrupt",
     "ResumeError",
     "TrainingState",
+    "distributed",
+    "lead_print",
+    "agree",
 ]
 
 
@@ -104,25 +107,34 @@ def smooth(values, window: int = 20) -> np.ndarray:
     return (c[idx] - c[lo]) / (idx - lo)
 
 
-def default_threads() -> int:
+def default_threads(dist=None) -> int:
     """The number of CPU cores this process may run on (its affinity mask where the platform
-    has one, as in containers and under ``taskset``; otherwise all cores)."""
+    has one, as in containers and under ``taskset``; otherwise all cores), divided among the
+    ``dist.local_size()`` ranks of this machine when ``dist`` (``tapegrad.distributed``,
+    initialized) is given; at least 1."""
     if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
+        cores = len(os.sched_getaffinity(0))
+    else:
+        cores = os.cpu_count() or 1
+    return max(1, cores // (dist.local_size() if dist is not None else 1))
 
 
 def add_run_args(
-    p: argparse.ArgumentParser, save_every: int | None, save_every_default: str
+    p: argparse.ArgumentParser,
+    save_every: int | None,
+    save_every_default: str,
+    distributed: bool = False,
 ) -> None:
     """Add the flags every training example shares: ``--threads``, ``--resume``,
     ``--stop-after`` and ``--save-every`` (default ``save_every``, described in the help as
-    ``save_every_default``)."""
+    ``save_every_default``); with ``distributed``, also ``--distributed``."""
+    shared = ", shared among the ranks on this machine under --distributed" if distributed else ""
     p.add_argument(
         "--threads",
         type=int,
-        default=default_threads(),
-        help="BLAS threads (set with threadpoolctl); default: the cores this process may use",
+        default=None,
+        help="BLAS threads (set with threadpoolctl); if not given, the cores this process may "
+        f"use{shared}",
     )
     p.add_argument(
         "--resume",
@@ -146,11 +158,22 @@ def add_run_args(
         help="save the training state in --out every this many steps (0: only when the run "
         f"stops; default: {save_every_default})",
     )
+    if distributed:
+        p.add_argument(
+            "--distributed",
+            action="store_true",
+            help="data-parallel across MPI ranks (mpiexec -n N python ... --distributed): "
+            "--batch-size is the global batch, divided evenly among the ranks, and every rank "
+            "applies the same averaged step. Rank 0 alone prints, evaluates and writes in "
+            "--out; with --resume every rank loads the same saved state, so --out must be on a "
+            "file system all ranks share, and the number of ranks must be the saved run's. "
+            "--stop-after and Ctrl-C stop every rank after the same step",
+        )
 
 
 def check_run_args(p: argparse.ArgumentParser, args) -> None:
     """Reject impossible combinations of :func:`add_run_args`' flags (``p.error`` exits 2)."""
-    if args.threads < 1:
+    if args.threads is not None and args.threads < 1:
         p.error(f"--threads must be at least 1, got {args.threads}")
     if args.stop_after is not None and args.stop_after < 1:
         p.error(f"--stop-after must be at least 1, got {args.stop_after}")
@@ -161,14 +184,15 @@ def check_run_args(p: argparse.ArgumentParser, args) -> None:
 
 
 @contextlib.contextmanager
-def blas_threads(n: int):
+def blas_threads(n: int | None, dist=None):
     """Limit the BLAS libraries NumPy uses (OpenBLAS, MKL, ...) to ``n`` threads inside the
-    block, with threadpoolctl. BLAS otherwise starts one thread per core of the machine, even
-    where the process may use fewer, and threads fighting over busy cores can make small
-    matrix products several times slower."""
+    block, with threadpoolctl; ``None``: :func:`default_threads` ``(dist)``. BLAS otherwise
+    starts one thread per core of the machine, even where the process may use fewer (or shares
+    the machine with other ranks), and threads fighting over busy cores can make small matrix
+    products several times slower."""
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=n, user_api="blas"):
+    with threadpool_limits(limits=default_threads(dist) if n is None else n, user_api="blas"):
         yield
 
 
@@ -189,17 +213,25 @@ class stop_on_interrupt:  # noqa: N801 - used like a function: `with stop_on_int
     The training loop checks ``requested`` after each completed step, saves its state and
     ends, so an interrupted run resumes exactly. A second Ctrl-C interrupts at once, as usual.
     Outside the main thread (where signal handlers cannot be set) it does nothing.
+
+    Args:
+        verbose: Print that the run will stop (False on the ranks other than 0 of a
+            data-parallel run, which ``mpiexec`` also passes the Ctrl-C to).
     """
 
-    def __init__(self):
+    def __init__(self, verbose: bool = True):
         self.requested = False
+        self.verbose = verbose
         self._previous = None
 
     def _handler(self, signum, frame):
         if self.requested:
             raise KeyboardInterrupt
         self.requested = True
-        print("\ninterrupt: stopping after this step (Ctrl-C again to stop at once)", flush=True)
+        if self.verbose:
+            print(
+                "\ninterrupt: stopping after this step (Ctrl-C again to stop at once)", flush=True
+            )
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
@@ -213,7 +245,15 @@ class stop_on_interrupt:  # noqa: N801 - used like a function: `with stop_on_int
 
 
 class ResumeError(ValueError):
-    """``--resume`` cannot continue: no saved state, or one from a different run."""
+    """``--resume`` cannot continue: no saved state, or one from a different run.
+
+    ``report`` is False on the ranks other than 0 of a data-parallel run, where every rank
+    raises it and rank 0 alone needs to say why.
+    """
+
+    def __init__(self, message: str, report: bool = True):
+        super().__init__(message)
+        self.report = report
 
 
 class TrainingState:
@@ -225,24 +265,36 @@ class TrainingState:
     refuses a file from a run with other settings, and checks every leaf's structure, shape
     and dtype against a freshly initialized state.
 
+    In a data-parallel run (``dist`` given) the ranks hold the same state, so rank 0 alone
+    writes it; on resuming, every rank reads the file (in a directory all ranks share), and
+    the ranks compare digests of what they read, so that all continue from the same state.
+    Should any rank fail to read it, or read another state, every rank raises
+    :class:`ResumeError`, so no rank is left waiting.
+
     Args:
         directory: Where the file lives (the example's ``--out``).
         name: The example's name.
         config: ``{setting: value}`` of plain Python values (ints, floats, strings, lists).
+        dist: ``tapegrad.distributed``, initialized, in a data-parallel run; else ``None``.
     """
 
-    def __init__(self, directory: str, name: str, config: dict):
+    def __init__(self, directory: str, name: str, config: dict, dist=None):
         self.path = os.path.join(directory, f"{name}.train-state.safetensors")
         self.config = dict(config)
+        self.dist = dist
 
     def save(self, state: dict) -> None:
-        """Write ``state`` (a dict pytree) and the config, replacing the previous file."""
+        """Write ``state`` (a dict pytree) and the config, replacing the previous file (on
+        rank 0 only in a data-parallel run; the other ranks return at once)."""
         from tapegrad import io
 
-        io.save(self.path, {"config": self.config, "state": state})
+        if self.dist is None or self.dist.rank() == 0:
+            io.save(self.path, {"config": self.config, "state": state})
 
     def load(self, fresh: dict, growing: tuple = ()) -> dict:
         """The saved state, checked against ``fresh`` (the state a new run starts from).
+
+        In a data-parallel run this is a collective: every rank must call it.
 
         Args:
             fresh: A newly initialized state: the same structure, shapes and dtypes.
@@ -251,8 +303,37 @@ class TrainingState:
 
         Raises:
             ResumeError: if there is no saved state, the saved run had other settings, or its
-                state does not match ``fresh``.
+                state does not match ``fresh``; in a data-parallel run, on every rank if any
+                rank cannot read it, or if the ranks read different states.
         """
+        if self.dist is None:
+            return self._read(fresh, growing)
+        dist = self.dist
+        error, state = None, fresh
+        try:
+            state = self._read(fresh, growing)
+        except ResumeError as e:
+            error = e
+        failed = int(dist.allreduce(np.int64(error is not None), "sum"))
+        if failed:  # every rank raises; rank 0 says why, and so do the ranks that failed alone
+            everyone = failed == dist.world_size()
+            report = dist.rank() == 0 or (error is not None and not everyone)
+            if error is None:
+                error = (
+                    f"--resume: {failed} of {dist.world_size()} ranks could not read {self.path}"
+                )
+            shared = "" if everyone else " (--out must be a directory all ranks share)"
+            raise ResumeError(f"{error}{shared}", report=report)
+        digests = dist.allgather(_digest(state), name="digest").reshape(dist.world_size(), -1)
+        if (digests != digests[0]).any():  # not one file: some rank read an older copy
+            raise ResumeError(
+                f"--resume: the ranks read different training states from {self.path} (--out "
+                "must be a directory all ranks share)",
+                report=dist.rank() == 0,
+            )
+        return state
+
+    def _read(self, fresh: dict, growing: tuple) -> dict:
         from tapegrad import io
 
         if not os.path.exists(self.path):
@@ -281,3 +362,67 @@ class TrainingState:
             return io.load(self.path, like={"config": self.config, "state": like})["state"]
         except io.CheckpointError as e:
             raise ResumeError(f"--resume: the saved state does not fit this run: {e}") from e
+
+
+def _digest(state) -> np.ndarray:
+    """SHA-256 of a pytree's structure and leaves (shapes, dtypes, bytes): 32 uint8."""
+    import hashlib
+
+    import tapegrad as tg
+
+    h = hashlib.sha256(str(tg.tree.tree_structure(state)).encode())
+    for leaf in tg.tree.tree_leaves(state):
+        arr = np.ascontiguousarray(leaf.numpy() if isinstance(leaf, tg.Tensor) else leaf)
+        h.update(f"{arr.shape}{arr.dtype.str}".encode())
+        h.update(arr.tobytes())
+    return np.frombuffer(h.digest(), np.uint8)
+
+
+def distributed(args):
+    """``tapegrad.distributed``, initialized, when ``args.distributed`` is set; else ``None``.
+
+    Run under ``mpiexec -n N``: every rank trains on its part of each global batch of
+    ``args.batch_size`` examples, which must therefore divide evenly among the ``N`` ranks
+    (otherwise every rank exits with that message, as it does without mpi4py).
+    """
+    if not getattr(args, "distributed", False):
+        return None
+    from tapegrad import distributed as dist
+
+    try:
+        dist.init()
+    except ImportError as e:  # mpi4py missing: say what to install, without a traceback
+        raise SystemExit(f"--distributed: {e}") from e
+    if args.batch_size % dist.world_size():
+        raise SystemExit(
+            f"--batch-size {args.batch_size} must be divisible by the {dist.world_size()} ranks"
+        )
+    return dist
+
+
+def lead_print(dist):
+    """``print`` on rank 0 (and in one process); on the other ranks a function that prints
+    nothing, so that a data-parallel run reports once."""
+    if dist is None or dist.rank() == 0:
+        return print
+    return lambda *args, **kwargs: None
+
+
+def agree(dist, loss, stop: bool) -> tuple:
+    """This step's loss and whether to stop after it, the same on every rank.
+
+    Args:
+        dist: ``tapegrad.distributed``, initialized, or ``None`` in one process.
+        loss: This rank's loss (a scalar Tensor or number): the mean over its part of the batch.
+        stop: Whether this rank was asked to stop (Ctrl-C, see :class:`stop_on_interrupt`).
+
+    Returns:
+        ``(loss, stop)``: in one process ``(float(loss), stop)``; in a data-parallel run, with
+        one small allreduce, the mean of the ranks' losses (the global batch's mean loss, the
+        parts being equal) and whether any rank was asked to stop, so that every rank stops
+        after the same step.
+    """
+    if dist is None:
+        return float(loss), bool(stop)
+    total = dist.allreduce(np.array([float(loss), float(bool(stop))]), "sum", name="step")
+    return float(total[0]) / dist.world_size(), bool(total[1] > 0)

@@ -13,8 +13,16 @@ The training state (module parameters and BatchNorm statistics, AdamW state and 
 step, data key, loss history) is saved in ``--out`` once per epoch and when the run stops;
 ``--resume`` continues from it exactly (``--stop-after N`` stops after N steps, as does Ctrl-C).
 
+With ``--distributed`` under ``mpiexec -n N`` it trains data-parallel (``tapegrad.distributed``):
+each rank takes its part of every global batch with its own dropout masks, and the gradients
+are averaged across the ranks before AdamW. BatchNorm normalizes with each rank's own batch
+statistics (as PyTorch's DDP without SyncBatchNorm); the saved running statistics are the
+ranks' average. Rank 0 reports and writes; ``--resume`` works the same way, every rank
+continuing from the saved state.
+
 Run:  python examples/digits_cnn.py            (about 98-99% test accuracy)
       python examples/digits_cnn.py --quick    (CI asserts >= 95%)
+      mpiexec -n 2 python examples/digits_cnn.py --distributed   (data-parallel)
 """
 
 from __future__ import annotations
@@ -31,9 +39,12 @@ from _common import (  # noqa: E402
     ResumeError,
     TrainingState,
     add_run_args,
+    agree,
     blas_threads,
     check_run_args,
     digits_split,
+    distributed,
+    lead_print,
     output_dir,
     plot_curves,
     smooth,
@@ -103,16 +114,22 @@ def train(args) -> dict:
     """Train, evaluate, checkpoint; ``--resume`` continues a run saved in ``--out``.
 
     Returns ``{"accuracy", "reloaded_accuracy", "losses", "lrs", "params", "step",
-    "stopped"}``; a run that stops early (``--stop-after``, Ctrl-C) has no accuracies.
+    "stopped"}``; a run that stops early (``--stop-after``, Ctrl-C) has no accuracies, nor do
+    the ranks other than 0 of a ``--distributed`` run.
     """
-    with blas_threads(args.threads), output_dir(args.out, "tapegrad-digits-") as out:
-        return _train(args, out)
+    dist = distributed(args)  # None in one process
+    with blas_threads(args.threads, dist), output_dir(args.out, "tapegrad-digits-") as out:
+        return _train(args, out, dist)
 
 
-def _train(args, out: str) -> dict:
+def _train(args, out: str, dist) -> dict:
+    lead = dist is None or dist.rank() == 0  # rank 0 reports, evaluates and saves
+    say = lead_print(dist)  # print on rank 0 only
     x_tr, y_tr, x_te, y_te = digits_split(args.seed)
     key_model, key_data = tg.random.split(tg.random.key(args.seed))
     model = DigitsCNN(key_model, channels=args.channels, dropout=args.dropout)
+    if dist:
+        model.params = dist.broadcast(model.params, root=0)  # rank 0's initial parameters
     steps_per_epoch = len(x_tr) // args.batch_size
     total = args.epochs * steps_per_epoch
     opt = optim.AdamW(
@@ -127,13 +144,22 @@ def _train(args, out: str) -> dict:
         },
     )
     vg = tg.value_and_grad(loss_fn, has_aux=True)
-    print(f"DigitsCNN: {model.num_parameters()} parameters, {total} steps")
+    say(f"DigitsCNN: {model.num_parameters()} parameters, {total} steps")
 
     # Everything the rest of the run depends on; resuming from it continues the same run.
+    # The number of ranks too: it sets the batches BatchNorm normalizes with, and the masks.
     settings = ("seed", "epochs", "batch_size", "channels", "dropout", "lr", "weight_decay")
-    ckpt = TrainingState(
-        out, "digits_cnn", {**{k: getattr(args, k) for k in settings}, "augment": args.augment}
-    )
+    config = {k: getattr(args, k) for k in settings}
+    config.update(augment=args.augment, ranks=dist.world_size() if dist else 1)
+    ckpt = TrainingState(out, "digits_cnn", config, dist)
+
+    def average_statistics():
+        """Give every rank the ranks' mean BatchNorm running statistics, before saving or
+        evaluating. Training normalizes with batch statistics, not these, and they are
+        moving averages (linear in the batch statistics), so averaging them now or only at
+        the end gives the same final statistics: a resumed run continues as one never saved."""
+        if dist:
+            model.state = dist.allreduce(model.state, "mean", name="state")
 
     def snapshot(done):
         return {
@@ -154,7 +180,7 @@ def _train(args, out: str) -> dict:
         key_data, start = state["key_data"], state["step"]
         losses, lrs = [float(v) for v in state["losses"]], [float(v) for v in state["lrs"]]
         done = start
-        print(f"resumed from {ckpt.path} at step {start} of {total}")
+        say(f"resumed from {ckpt.path} at step {start} of {total}")
     stop = total if args.stop_after is None else min(total, args.stop_after)
     save_every = steps_per_epoch if args.save_every is None else args.save_every
 
@@ -163,8 +189,14 @@ def _train(args, out: str) -> dict:
     t0 = time.perf_counter()
     data_epoch = None
     with (
-        tqdm(total=total, initial=start, desc="digits CNN", unit="step", disable=None) as bar,
-        stop_on_interrupt() as interrupt,
+        tqdm(
+            total=total,
+            initial=start,
+            desc="digits CNN",
+            unit="step",
+            disable=None if lead else True,
+        ) as bar,
+        stop_on_interrupt(verbose=lead) as interrupt,
     ):
         for s in range(start, stop):
             epoch, i = divmod(s, steps_per_epoch)
@@ -174,31 +206,40 @@ def _train(args, out: str) -> dict:
                 x_epoch = shift_images(k_shift, x_tr) if args.augment else x_tr
                 data_epoch = epoch
             idx = perm[i * args.batch_size : (i + 1) * args.batch_size]
+            k_step = tg.random.fold_in(k_drop, i)
+            if dist:  # this rank's part of the global batch, its own dropout masks
+                idx, k_step = dist.shard(idx), tg.random.fold_in(k_step, dist.rank())
             x = tg.Tensor(x_epoch[idx, None])
-            (loss, new_state), grads = vg(
-                model.params, model.state, model, x, y_tr[idx], tg.random.fold_in(k_drop, i)
-            )
+            (loss, new_state), grads = vg(model.params, model.state, model, x, y_tr[idx], k_step)
             model.state = new_state
+            if dist:
+                grads = dist.allreduce(grads, "mean")  # the same averaged step on every rank
             opt.step(grads)  # AdamW + cosine schedule; writes the params into the module
-            losses.append(float(loss))
+            loss, stopping = agree(dist, loss, interrupt.requested)  # the same on every rank
+            losses.append(loss)
             lrs.append(opt.lr)
             done = s + 1
             bar.update(1)
             if i % 10 == 0:
                 bar.set_postfix(loss=f"{losses[-1]:.4f}", lr=f"{opt.lr:.2e}", epoch=epoch + 1)
             if args.out and save_every and done % save_every == 0:
+                average_statistics()
                 ckpt.save(snapshot(done))
-            if interrupt.requested:
+            if stopping:
                 break
     seconds = time.perf_counter() - t0
+    average_statistics()
     if args.out:
         ckpt.save(snapshot(done))
     resumed = f" (resumed at step {start})" if start else ""
-    print(f"trained {done - start} steps in {seconds:.1f} s{resumed}")
+    say(f"trained {done - start} steps in {seconds:.1f} s{resumed}")
+    result = {"losses": losses, "lrs": lrs, "params": model.params, "step": done}
     if done < total:
         where = f"continue with --resume --out {out}" if args.out else "pass --out DIR to resume"
-        print(f"stopped after step {done} of {total}; {where}")
-        return {"losses": losses, "lrs": lrs, "params": model.params, "step": done, "stopped": True}
+        say(f"stopped after step {done} of {total}; {where}")
+        return {**result, "stopped": True}
+    if not lead:
+        return {**result, "stopped": False}
 
     print(f"last epoch's mean loss {np.mean(losses[-steps_per_epoch:]):.4f}")
     acc = accuracy(model, x_te, y_te)
@@ -255,7 +296,7 @@ def parse_args(argv=None):
         "directory, removed at the end)",
     )
     p.add_argument("--plot", default=None, metavar="PATH", help="write a loss-curve PNG here")
-    add_run_args(p, save_every=None, save_every_default="once per epoch")
+    add_run_args(p, save_every=None, save_every_default="once per epoch", distributed=True)
     args = p.parse_args(argv)
     check_run_args(p, args)
     if args.quick:
@@ -268,7 +309,8 @@ def main(argv=None) -> int:
     try:
         train(args)
     except ResumeError as e:
-        print(f"error: {e}", file=sys.stderr)
+        if e.report:  # in a --distributed run, every rank raises it and rank 0 says why
+            print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
 

@@ -12,9 +12,15 @@ The training state (parameters, Adam state, step, data-order key, loss history) 
 ``--out`` once per epoch and when the run stops; ``--resume`` continues from it exactly, as
 if the run had never stopped (``--stop-after N`` stops after N steps, as does Ctrl-C).
 
+With ``--distributed`` under ``mpiexec -n N`` it trains data-parallel (``tapegrad.distributed``):
+each rank takes its part of every global batch, and the gradients are averaged across the ranks
+before Adam, so the steps are one process's (up to float rounding). Rank 0 reports and writes;
+``--resume`` works the same way, every rank continuing from the saved state.
+
 Run:  python examples/digits_mlp.py            (about 97-99% test accuracy)
       python examples/digits_mlp.py --quick    (a few seconds; CI asserts >= 95%)
       python examples/digits_mlp.py --out ckpt --stop-after 500; then add --resume
+      mpiexec -n 2 python examples/digits_mlp.py --distributed   (data-parallel, same result)
 """
 
 from __future__ import annotations
@@ -31,9 +37,12 @@ from _common import (  # noqa: E402
     ResumeError,
     TrainingState,
     add_run_args,
+    agree,
     blas_threads,
     check_run_args,
     digits_split,
+    distributed,
+    lead_print,
     output_dir,
     plot_curves,
     smooth,
@@ -86,19 +95,26 @@ def train(args) -> dict:
     """Train, evaluate, checkpoint; ``--resume`` continues a run saved in ``--out``.
 
     Returns ``{"accuracy", "reloaded_accuracy", "losses", "params", "step", "stopped"}``;
-    a run that stops early (``--stop-after``, Ctrl-C) has no accuracies.
+    a run that stops early (``--stop-after``, Ctrl-C) has no accuracies, nor do the ranks
+    other than 0 of a ``--distributed`` run.
     """
-    with blas_threads(args.threads), output_dir(args.out, "tapegrad-digits-") as out:
-        return _train(args, out)
+    dist = distributed(args)  # None in one process
+    with blas_threads(args.threads, dist), output_dir(args.out, "tapegrad-digits-") as out:
+        return _train(args, out, dist)
 
 
-def _train(args, out: str) -> dict:
+def _train(args, out: str, dist) -> dict:
+    lead = dist is None or dist.rank() == 0  # rank 0 reports, evaluates and saves
+    say = lead_print(dist)  # print on rank 0 only
     x_tr, y_tr, x_te, y_te = digits_split(args.seed)
     x_tr, x_te = x_tr.reshape(len(x_tr), -1), x_te.reshape(len(x_te), -1)
     sizes = (x_tr.shape[1], *args.hidden, 10)
     key_init, key_batches = tg.random.split(tg.random.key(args.seed))
     params = init_mlp(key_init, sizes)
     tx = optim.adam(args.lr)
+    if dist:
+        params = dist.broadcast(params, root=0)  # every rank starts from rank 0's parameters
+        tx = optim.chain(dist.allreduce_mean(), tx)  # gradients averaged across ranks
     step = tg.value_and_grad(loss_fn)
     steps_per_epoch = len(x_tr) // args.batch_size
     total = args.epochs * steps_per_epoch
@@ -112,7 +128,9 @@ def _train(args, out: str) -> dict:
             "hidden": list(args.hidden),
             "batch_size": args.batch_size,
             "lr": args.lr,
+            "ranks": dist.world_size() if dist else 1,
         },
+        dist,
     )
     state = {
         "params": params,
@@ -123,7 +141,7 @@ def _train(args, out: str) -> dict:
     }
     if args.resume:
         state = ckpt.load(state, growing=("losses",))
-        print(f"resumed from {ckpt.path} at step {state['step']} of {total}")
+        say(f"resumed from {ckpt.path} at step {state['step']} of {total}")
     params, opt_state, key_batches = state["params"], state["opt_state"], state["key_batches"]
     start = done = state["step"]
     losses = [float(v) for v in state["losses"]]
@@ -144,8 +162,14 @@ def _train(args, out: str) -> dict:
     t0 = time.perf_counter()
     perm_epoch = None
     with (
-        tqdm(total=total, initial=start, desc="digits MLP", unit="step", disable=None) as bar,
-        stop_on_interrupt() as interrupt,
+        tqdm(
+            total=total,
+            initial=start,
+            desc="digits MLP",
+            unit="step",
+            disable=None if lead else True,
+        ) as bar,
+        stop_on_interrupt(verbose=lead) as interrupt,
     ):
         for s in range(start, stop):
             epoch, i = divmod(s, steps_per_epoch)
@@ -154,28 +178,33 @@ def _train(args, out: str) -> dict:
                 perm = tg.random.permutation(tg.random.fold_in(key_batches, epoch), len(x_tr))
                 perm, perm_epoch = perm.numpy(), epoch
             idx = perm[i * args.batch_size : (i + 1) * args.batch_size]
+            if dist:
+                idx = dist.shard(idx)  # this rank's part of the global batch
             batch = (tg.Tensor(x_tr[idx]), y_tr[idx])
             loss, grads = step(params, batch)
             updates, opt_state = tx.update(grads, opt_state, params)
             params = optim.apply_updates(params, updates)
-            losses.append(float(loss))
+            loss, stopping = agree(dist, loss, interrupt.requested)  # the same on every rank
+            losses.append(loss)
             done = s + 1
             bar.update(1)
             if i % 10 == 0:
                 bar.set_postfix(loss=f"{losses[-1]:.4f}", epoch=epoch + 1)
             if args.out and save_every and done % save_every == 0:
                 ckpt.save(snapshot())
-            if interrupt.requested:
+            if stopping:
                 break
     seconds = time.perf_counter() - t0
     if args.out:
         ckpt.save(snapshot())
     resumed = f" (resumed at step {start})" if start else ""
-    print(f"trained {done - start} steps in {seconds:.1f} s{resumed}")
+    say(f"trained {done - start} steps in {seconds:.1f} s{resumed}")
     if done < total:
         where = f"continue with --resume --out {out}" if args.out else "pass --out DIR to resume"
-        print(f"stopped after step {done} of {total}; {where}")
+        say(f"stopped after step {done} of {total}; {where}")
         return {"losses": losses, "params": params, "step": done, "stopped": True}
+    if not lead:
+        return {"losses": losses, "params": params, "step": done, "stopped": False}
 
     acc = accuracy(params, x_te, y_te)
     print(f"last epoch's mean loss {np.mean(losses[-steps_per_epoch:]):.4f}")
@@ -224,7 +253,7 @@ def parse_args(argv=None):
         "directory, removed at the end)",
     )
     p.add_argument("--plot", default=None, metavar="PATH", help="write a loss-curve PNG here")
-    add_run_args(p, save_every=None, save_every_default="once per epoch")
+    add_run_args(p, save_every=None, save_every_default="once per epoch", distributed=True)
     args = p.parse_args(argv)
     check_run_args(p, args)
     if args.quick:
@@ -237,7 +266,8 @@ def main(argv=None) -> int:
     try:
         train(args)
     except ResumeError as e:
-        print(f"error: {e}", file=sys.stderr)
+        if e.report:  # in a --distributed run, every rank raises it and rank 0 says why
+            print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
 

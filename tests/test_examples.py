@@ -9,6 +9,7 @@ import math
 import os
 import pathlib
 import signal
+import subprocess
 import sys
 import tempfile
 
@@ -41,6 +42,7 @@ def test_help_lists_the_common_flags(name, capsys):
     if name != "gradient_check":
         for flag in ("--seed", "--threads", "--resume", "--stop-after", "--save-every", "--out"):
             assert flag in out
+    assert ("--distributed" in out) == name.startswith("digits_")  # data-parallel digits
 
 
 def test_digits_mlp_tiny_run_and_checkpoint(tmp_path, capsys):
@@ -197,6 +199,28 @@ def test_blas_threads_limits_and_restores_the_pool():
     assert common.default_threads() == (expected or os.cpu_count())
 
 
+def test_default_threads_share_the_cores_among_the_ranks_of_a_machine():
+    common = load("_common")
+
+    class Job:  # what default_threads asks of tapegrad.distributed
+        def __init__(self, ranks_here):
+            self.ranks_here = ranks_here
+
+        def local_size(self):
+            return self.ranks_here
+
+    cores = common.default_threads()
+    assert common.default_threads(Job(1)) == cores
+    assert common.default_threads(Job(2)) == max(1, cores // 2)
+    assert common.default_threads(Job(10 * cores)) == 1  # never 0
+
+
+def test_agree_in_one_process_is_the_loss_and_the_request():
+    common = load("_common")
+    assert common.agree(None, tg.Tensor(np.float32(2.5)), False) == (2.5, False)
+    assert common.agree(None, 0.125, True) == (0.125, True)
+
+
 def test_first_interrupt_asks_to_stop_and_the_second_interrupts(capsys):
     common = load("_common")
     previous = signal.getsignal(signal.SIGINT)
@@ -208,3 +232,24 @@ def test_first_interrupt_asks_to_stop_and_the_second_interrupts(capsys):
             signal.raise_signal(signal.SIGINT)
     assert signal.getsignal(signal.SIGINT) is previous
     assert "stopping after this step" in capsys.readouterr().out
+
+
+def test_a_quiet_interrupt_stops_without_a_message(capsys):
+    common = load("_common")
+    with common.stop_on_interrupt(verbose=False) as stop:  # ranks other than 0
+        signal.raise_signal(signal.SIGINT)
+        assert stop.requested
+    assert capsys.readouterr().out == ""
+
+
+def test_distributed_without_mpi4py_says_what_to_install(tmp_path):
+    code = (
+        "import sys; sys.modules['mpi4py'] = None; "  # as if mpi4py were not installed
+        f"sys.path.insert(0, {str(EXAMPLES)!r}); import digits_mlp; "
+        "digits_mlp.main(['--distributed', '--epochs', '1', '--threads', '1'])"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert res.stderr.startswith("--distributed: ") and "tapegrad[distributed]" in res.stderr

@@ -7,6 +7,7 @@ The everyday call is ``grads = tg.grad(loss_fn)(params)``, with ``params`` any p
 from tapegrad import (
     at,  # noqa: F401  (installs Tensor.at, the functional index updates)
     backend,
+    distributed,  # data parallelism on MPI; mpi4py is imported only by distributed.init()
     io,
     nn,
     numpy,  # noqa: E402  (installs Tensor methods and operators)
@@ -65,4 +66,5 @@ __all__ = [
     "nn",
     "optim",
     "io",
+    "distributed",
 ]

@@ -303,7 +303,8 @@ class Optimizer:
 
     def step(self, grads=None, **extra_args) -> None:
         """One optimization step, as in the seeds: ``timestep += 1``, ``update_lr()``, then
-        the update with the new ``lr``.
+        the update with the new ``lr``. If the transform raises, its error propagates and
+        ``timestep``, ``lr``, the parameters and the state are left as they were.
 
         Args:
             grads: Gradients shaped like ``params`` (held as :attr:`grads`); ``None`` uses the
@@ -315,8 +316,6 @@ class Optimizer:
         Raises:
             ValueError: if no gradients are given or held, or shapes differ.
             TypeError: if the structure differs from ``params``.
-            Any error of the transform; then ``timestep``, ``lr``, the parameters and the
-            state are left as they were.
         """
         if grads is not None:
             self.set_grads(grads)
