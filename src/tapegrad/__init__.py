@@ -25,6 +25,7 @@ from tapegrad.numpy import stop_gradient
 from tapegrad.tape import Guard, GuardError, Tape, TapeEntry
 from tapegrad.tensor import Tensor, tensor
 from tapegrad.transforms import grad, trace, value_and_grad, vjp
+from tapegrad.vmap import vmap
 
 __version__ = "0.1.0"
 
@@ -42,6 +43,7 @@ __all__ = [
     "vjp",
     "trace",
     "jit",
+    "vmap",
     "jvp",
     "linearize",
     "jacfwd",

@@ -129,6 +129,9 @@ class _CustomVJPFunction(Function):
     """Base of the per-function primitives made by :class:`custom_vjp`."""
 
     owner: custom_vjp
+    # ctx.residuals is one example's under vmap(grad(f)), but backward recomputes the residuals
+    # whenever its inputs are traced (they are then the batch's), so it never reads them there.
+    _ctx_arrays_recomputed = True
 
     @classmethod
     def _run_fwd(cls, call, leaves):

@@ -37,6 +37,7 @@ from typing import NamedTuple
 import numpy as np
 
 from tapegrad.function import Function, _Quiet
+from tapegrad.ops._batching import elementwise
 from tapegrad.ops._registry import expose, ns, operand, operands, tensor_arg
 from tapegrad.tensor import Tensor, const
 
@@ -143,6 +144,7 @@ class MulNoNan(Function):
     a zero derivative. Derivatives: ``b`` and ``a``, each applied with ``MulNoNan`` again, so
     every order stays NaN-free.
     """
+    batch = elementwise  # vmap: broadcast like a ufunc
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "mul_no_nan"
@@ -174,6 +176,7 @@ class DivNoNan(Function):
 
     Derivatives: ``1 / d`` for ``g`` and ``-out / d`` for ``d``, both NaN-safe.
     """
+    batch = elementwise  # vmap: broadcast like a ufunc
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "div_no_nan"
@@ -211,6 +214,7 @@ class Add(Function):
     Raises:
         ValueError: if the shapes do not broadcast (the message names the op and the shapes).
     """
+    batch = elementwise  # vmap: broadcast like a ufunc
     ufunc = "add"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
     oper = "add"
@@ -238,6 +242,7 @@ class Sub(Function):
     Raises:
         ValueError: if the shapes do not broadcast.
     """
+    batch = elementwise  # vmap: broadcast like a ufunc
     ufunc = "subtract"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
     oper = "sub"
@@ -267,6 +272,7 @@ class Mul(Function):
     Raises:
         ValueError: if the shapes do not broadcast.
     """
+    batch = elementwise  # vmap: broadcast like a ufunc
     ufunc = "multiply"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
     oper = "mul"
@@ -302,6 +308,7 @@ class Div(Function):
     Raises:
         ValueError: if the shapes do not broadcast.
     """
+    batch = elementwise  # vmap: broadcast like a ufunc
     ufunc = "true_divide"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
     oper = "div"
@@ -341,6 +348,7 @@ class Div(Function):
 @expose
 class Neg(Function):
     """``-x`` elementwise. Gradient: ``-g``."""
+    batch = elementwise  # vmap: broadcast like a ufunc
     ufunc = "negative"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
     oper = "neg"
@@ -397,6 +405,7 @@ class Pow(Function):
     Raises:
         ValueError: if the shapes do not broadcast, or for integers to negative integer powers.
     """
+    batch = elementwise  # vmap: broadcast like a ufunc
     ufunc = "power"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
     oper = "pow"
@@ -540,6 +549,7 @@ class UnaryGrad(Function):
     formula, worked out on Tensors with ``vjp`` (none for a piecewise-constant derivative), so
     every order is exact.
     """
+    batch = elementwise  # vmap: broadcast like a ufunc
     into = True  # forward writes into ``into=`` when given (jit's buffer planning)
     fresh = True  # a new array (jit's buffer planning)
 
@@ -576,6 +586,7 @@ class BinaryGrad(Function):
     """``g * row.dx(x, y, out)`` (``wrt=0``) or ``g * row.dy(...)`` (``wrt=1``): the backward
     rule of a binary table op for one operand, fused into one primitive. Linear in ``g``; its
     derivative in ``x``, ``y`` and ``out`` is the derivative of the row's formula (``vjp``)."""
+    batch = elementwise  # vmap: broadcast like a ufunc
     into = True  # forward writes into ``into=`` when given (jit's buffer planning)
     fresh = True  # a new array (jit's buffer planning)
 
@@ -632,6 +643,7 @@ def _unary_class(row: Unary):
         "methods": (row.name,) if row.method else (),
         "row": row,
         "output_dtype": _dtype_rule(fn),
+        "batch": elementwise,
     }
     if deriv is None:
         attrs["forward"] = staticmethod(lambda ctx, x: _call(fn, ctx.backend, x))
@@ -677,6 +689,7 @@ def _binary_class(row: Binary):
         "methods": ((row.name,) if row.method else ()) + row.operators,
         "row": row,
         "output_dtype": _dtype_rule(fn),
+        "batch": elementwise,
     }
     if row.dx is None and row.dy is None:
         attrs["forward"] = staticmethod(lambda ctx, x, y: _call(fn, ctx.backend, x, y))
@@ -899,7 +912,7 @@ def _predicate_class(name, fn, arity, methods):
     attrs = {
         "__doc__": doc, "oper": name, "arity": arity, "differentiable": False,
         "ufunc": _ufunc_name(fn),
-        "names": (name,), "methods": methods, "forward": forward,
+        "names": (name,), "methods": methods, "forward": forward, "batch": elementwise,
         "output_dtype": _dtype_rule(fn),
     }
     cname = "".join(p.capitalize() for p in name.split("_"))
@@ -924,6 +937,7 @@ class Abs(Function):
     Gradient ``g sign(x)`` for real ``x`` (0 at 0, consistent with ``sign(0) = 0``, as
     PyTorch); ``g conj(z) / |z|`` for complex ``z`` (JAX's convention; 0 at 0).
     """
+    batch = elementwise  # vmap: broadcast like a ufunc
     ufunc = "absolute"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
     oper = "abs"
@@ -966,6 +980,7 @@ class Where(Function):
         TypeError: if ``cond`` is not boolean (compare first, e.g. ``x > 0``).
         ValueError: if the shapes do not broadcast.
     """
+    batch = elementwise  # vmap: broadcast like a ufunc
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "where"
@@ -1021,6 +1036,7 @@ class Clip(Function):
     Raises:
         ValueError: if the shapes do not broadcast.
     """
+    batch = elementwise  # vmap: broadcast like a ufunc
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "clip"
@@ -1073,6 +1089,7 @@ class Round(Function):
     Raises:
         TypeError: if ``decimals`` is not an int.
     """
+    batch = elementwise  # vmap: broadcast like a ufunc
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "round"
@@ -1099,6 +1116,7 @@ class Relu(Function):
     """Rectified linear unit ``maximum(x, 0)``; dtype kept. Gradient: ``g`` where ``x > 0``,
     else 0; at ``x = 0`` the gradient is 0 (as PyTorch and JAX). The backward is
     :class:`ReluGrad` of the cotangent and the saved output."""
+    batch = elementwise  # vmap: broadcast like a ufunc
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "relu"
@@ -1133,6 +1151,7 @@ class ReluGrad(Function):
     in ``g``, piecewise constant in ``y``: its backward sends ``ReluGrad(h, y)`` to ``g`` and
     nothing to ``y``.
     """
+    batch = elementwise  # vmap: broadcast like a ufunc
     into = True  # forward writes into ``into=`` when given (jit's buffer planning)
     fresh = True  # a new array (jit's buffer planning)
 
@@ -1171,6 +1190,7 @@ class Gelu(Function):
     Raises:
         ValueError: for another ``approximate``.
     """
+    batch = elementwise  # vmap: broadcast like a ufunc
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "gelu"
@@ -1219,6 +1239,7 @@ class _MinMax(Function):
     Raises:
         ValueError: if the shapes do not broadcast.
     """
+    batch = elementwise  # vmap: broadcast like a ufunc
 
     arity = 2
     greater = True
@@ -1291,6 +1312,7 @@ class MinMaxGrad(Function):
     ``g`` where that operand gives the result, ``g / 2`` at ties, 0 elsewhere, from the output
     ``out``, the second operand ``y`` and the tie mask (``x`` wins exactly where ``out`` is
     strictly beyond ``y``). Linear in ``g``, piecewise constant in the rest."""
+    batch = elementwise  # vmap: broadcast like a ufunc
     into = True  # forward writes into ``into=`` when given (jit's buffer planning)
 
     oper = "minmax_grad"
@@ -1329,6 +1351,7 @@ class MinMaxGrad(Function):
 class Real(Function):
     """The real part (the value itself for real input). Gradient (JAX's convention): the
     cotangent, as a complex cotangent of ``z`` for complex input."""
+    batch = elementwise  # vmap: broadcast like a ufunc
     view = True  # may return its input or a view of it (jit's buffer planning)
 
     oper = "real"
@@ -1356,6 +1379,7 @@ class Real(Function):
 class Imag(Function):
     """The imaginary part (zeros for real input). Gradient (JAX's convention): ``-1j g`` to a
     complex ``z``; none to a real input."""
+    batch = elementwise  # vmap: broadcast like a ufunc
     view = True  # may return its input or a view of it (jit's buffer planning)
 
     oper = "imag"
@@ -1383,6 +1407,7 @@ class Imag(Function):
 class Conj(Function):
     """The complex conjugate (``conjugate`` is the same; the value for real input). Gradient:
     the conjugate of the cotangent."""
+    batch = elementwise  # vmap: broadcast like a ufunc
     ufunc = "conjugate"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
     oper = "conj"
@@ -1404,6 +1429,7 @@ class Conj(Function):
 class Angle(Function):
     """The angle of complex ``z`` in radians (0 or pi for real input), NumPy's ``angle``.
     Gradient (JAX's convention): ``g (-1j conj(z)) / |z|**2``, 0 at 0; none for real input."""
+    batch = elementwise  # vmap: broadcast like a ufunc
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "angle"
@@ -1437,6 +1463,7 @@ class AsType(Function):
     Raises:
         TypeError: if ``dtype`` is not a dtype NumPy understands, naming it.
     """
+    batch = elementwise  # vmap: broadcast like a ufunc
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "astype"
@@ -1481,6 +1508,7 @@ class AsType(Function):
 @expose
 class StopGradient(Function):
     """The same value with zero gradient under every transform (``x.detach()``)."""
+    batch = elementwise  # vmap: broadcast like a ufunc
     view = True  # may return its input or a view of it (jit's buffer planning)
 
     oper = "stop_gradient"

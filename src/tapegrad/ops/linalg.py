@@ -32,6 +32,7 @@ import numpy as np
 
 from tapegrad.backend import get_backend
 from tapegrad.function import Function
+from tapegrad.ops._batching import align
 from tapegrad.ops._registry import expose, tensor_arg
 from tapegrad.ops.elementwise import DivNoNan
 from tapegrad.ops.movement import Reshape, Transpose
@@ -147,6 +148,40 @@ class MatMul(Function):
     With a 1-D operand the same products are formed with the vector as a one-row (one-column)
     matrix, and the vector's cotangent is summed over the batch dimensions.
     """
+
+    @staticmethod
+    def batch(args, batched, size):
+        a, b = args
+        ba, bb = batched
+        na = a.ndim - ba if isinstance(a, Tensor) else 0  # one example's ndim
+        nb = b.ndim - bb if isinstance(b, Tensor) else 0
+        if na == 0 or nb == 0:  # a scalar operand: matmul's own error
+            return MatMul.apply(a, b)
+        # one example's vectors become matrices, so the batch is a stack dimension
+        if ba and na == 1:
+            a = a.reshape((a.shape[0], 1, a.shape[1]))
+        elif not ba and na == 1:
+            a = a.reshape((1, a.shape[0]))
+        if bb and nb == 1:
+            b = b.reshape((b.shape[0], b.shape[1], 1))
+        elif not bb and nb == 1:
+            b = b.reshape((b.shape[0], 1))
+        ra, rb = max(na, 2), max(nb, 2)  # one example's ranks as matrices
+        rank = max(ra, rb)
+        if ba and ra < rank:  # line up the stack dimensions with the batch first
+            a = a.reshape((a.shape[0],) + (1,) * (rank - ra) + a.shape[1:])
+        if bb and rb < rank:
+            b = b.reshape((b.shape[0],) + (1,) * (rank - rb) + b.shape[1:])
+        if not ba:
+            a = a.reshape((1,) * (rank + 1 - a.ndim) + a.shape)
+        if not bb:
+            b = b.reshape((1,) * (rank + 1 - b.ndim) + b.shape)
+        out = MatMul.apply(a, b)
+        if na == 1:
+            out = out.reshape(out.shape[:-2] + out.shape[-1:])
+        if nb == 1:
+            out = out.reshape(out.shape[:-1])
+        return out
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "matmul"
@@ -231,6 +266,12 @@ _LETTERS = string.ascii_letters
 
 def _shapes_str(shapes) -> str:
     return ", ".join(str(tuple(s)) for s in shapes)
+
+
+def _implicit_output(terms) -> str:
+    """The output of an implicit-mode einsum: the letters that appear once, sorted."""
+    letters = "".join(terms).replace(".", "")
+    return "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
 
 
 def parse_einsum(subscripts: str, shapes) -> tuple:
@@ -385,6 +426,17 @@ class Einsum(Function):
     * a size-1 dimension of operand ``k`` that broadcast against a larger one is summed out and
       restored as size 1 by a reshape.
     """
+
+    @staticmethod
+    def batch(args, batched, size, subscripts, optimize=False):
+        ins, _, out = subscripts.replace(" ", "").partition("->")
+        terms = ins.split(",")
+        if not _:
+            out = _implicit_output(terms)
+        letter = next(c for c in _LETTERS if c not in subscripts)
+        new = [letter + t if b else t for t, b in zip(terms, batched)]
+        return Einsum.apply(*args, subscripts=",".join(new) + "->" + letter + out,
+                            optimize=optimize)
 
     oper = "einsum"
     names = ("einsum",)
@@ -569,6 +621,7 @@ class Inv(Function):
 
     Backward (Giles 2008, sec. 3.1): ``gA = -X^T g X^T``.
     """
+    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked
 
     oper = "inv"
     names = ()
@@ -655,6 +708,20 @@ class Solve(Function):
     names = ()
 
     @staticmethod
+    def batch(args, batched, size):
+        a, b = args
+        a_nd = a.ndim - batched[0]
+        if b.ndim - batched[1] == 1:  # a vector per example
+            if not batched[1]:
+                return Solve.apply(a, b)  # NumPy 2's rule: one vector against every matrix
+            n = b.shape[-1]
+            b = Reshape.apply(b, (size,) + (1,) * (a_nd - 2) + (n, 1))
+            x = Solve.apply(a, b)
+            return Reshape.apply(x, x.shape[:-1])
+        nd = max(a_nd, b.ndim - batched[1])
+        return Solve.apply(*align([a, b], batched, nd))
+
+    @staticmethod
     def forward(ctx, a, b):
         _solve_shape(a.shape, b.shape)
         _check_float(a, "solve")
@@ -724,6 +791,7 @@ class Det(Function):
     Backward (Giles 2008, sec. 3.1): ``gA = g det(A) A^{-T}``. Needs an invertible ``A``: the
     gradient at a singular matrix (the adjugate) raises a ``LinAlgError`` naming det.
     """
+    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked
 
     oper = "det"
     names = ()
@@ -793,6 +861,7 @@ class SlogDet(Function):
     ``sign`` is non-differentiable. Backward of ``log|det A|`` (Giles 2008): ``gA = g A^{-T}``;
     a singular matrix (``sign == 0``) raises a ``LinAlgError`` naming slogdet.
     """
+    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked
 
     oper = "slogdet"
     names = ()
@@ -858,6 +927,7 @@ class Cholesky(Function):
     for symmetric perturbations of ``A``: differentiate ``cholesky((A + A^T) / 2)`` to compare
     with finite differences.
     """
+    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked
 
     oper = "cholesky"
     names = ()
@@ -980,6 +1050,7 @@ class Svd(Function):
             unique; use ``full_matrices=False``, as in JAX).
         numpy.linalg.LinAlgError: if LAPACK does not converge.
     """
+    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked
 
     oper = "svd"
     names = ()

@@ -56,6 +56,7 @@ import numpy as np
 from tapegrad.backend import get_backend as _get_backend
 from tapegrad.backend import parse_device as _parse_device
 from tapegrad.function import Function
+from tapegrad.ops._batching import align, axis_rule, batch_all, shift_axes
 from tapegrad.ops._registry import METHODS as _METHODS
 from tapegrad.ops._registry import expose, tensor_arg
 from tapegrad.ops.elementwise import AsType, Where
@@ -284,6 +285,140 @@ def _ufunc_at(xp, name: str, out, idx, values, op: str):
     fn(out, idx, values)  # pragma: no cover - GPU only
 
 
+def _index_layout(key, nds, ex_ndim: int):
+    """How indexing one example (``ex_ndim`` axes) with ``key`` lays out its result, ``nds``
+    being each index array's number of axes: ``(n, k, q)`` with ``n`` the result's axes, ``k``
+    those the advanced indices make (0: none) and ``q`` the result axes before them where NumPy
+    keeps them in place (``None`` where they are separated by a slice, ``...`` or ``None`` and
+    so come first). Integers count as advanced indices when an array index is present."""
+    slots = [e for e in key if type(e) is IndexSlot]
+    k = max([1 if e.is_bool else nds[e.k] for e in slots], default=0)
+    consumed = sum((nds[e.k] if e.is_bool else 1) if type(e) is IndexSlot else
+                   (1 if isinstance(e, (int, slice)) else 0) for e in key)
+    n = k + sum(1 for e in key if isinstance(e, slice) or e is None) + ex_ndim - consumed
+    if not slots:
+        return n, 0, 0
+    pos = [i for i, e in enumerate(key) if type(e) is IndexSlot or type(e) is int]
+    if pos != list(range(pos[0], pos[-1] + 1)):
+        return n, k, None
+    q = sum(ex_ndim - consumed if e is Ellipsis else 1 for e in key[:pos[0]])
+    return n, k, q
+
+
+def batch_index(ex_ndim: int, arrays, arr_batched, key, size):
+    """The batched form of indexing each example (``ex_ndim`` axes; the batch on axis 0 of
+    the indexed array) with ``key`` and
+    the index ``arrays`` (``arr_batched[i]``: whether ``arrays[i]`` holds one index array per
+    example, on axis 0). Used by the batching rules of :class:`GetItem` and the scatters.
+
+    Returns ``(key, arrays, perm)``: indexing the batch with the new key and arrays gives the
+    per-example results with the batch axis at the front when ``perm`` is ``None``, otherwise
+    after ``transpose(result, perm)``.
+
+    Raises:
+        ValueError: for a boolean mask that differs between examples (each example would
+            select a different number of elements).
+    """
+    nds = [a.ndim - 1 if b else np.ndim(a) for a, b in zip(arrays, arr_batched)]
+    for e in key:
+        if type(e) is IndexSlot and e.is_bool and arr_batched[e.k]:
+            raise ValueError(
+                "getitem under vmap: a boolean mask that differs between examples selects a "
+                "different number of elements in each; use tnp.where(mask, x, 0) instead"
+            )
+    n, k, q = _index_layout(key, nds, ex_ndim)
+    if not any(arr_batched):  # the same index for every example: a leading ':'
+        new_key = (slice(None),) + tuple(key)
+        if k and q is None:  # separated advanced indices come first: (adv, batch, rest)
+            return new_key, tuple(arrays), (k,) + tuple(range(k)) + tuple(range(k + 1, n + 1))
+        return new_key, tuple(arrays), None
+    # Example-specific indices: an index of the example in front joins the advanced indices,
+    # which then come first: (batch, adv, rest).
+    new_key, new_arrays = [IndexSlot(0, False)], [np.arange(size).reshape((size,) + (1,) * k)]
+    for e in key:
+        if type(e) is not IndexSlot:
+            new_key.append(e)
+            continue
+        a = arrays[e.k]
+        if e.is_bool:  # the same mask for every example: its positions, one array per axis
+            mask = a._concrete() if isinstance(a, Tensor) else a
+            if not mask.ndim:
+                raise ValueError("getitem under vmap: a 0-d boolean index together with "
+                                 "per-example index arrays is not supported; use None")
+            for nz in mask.nonzero():
+                new_key.append(IndexSlot(len(new_arrays), False))
+                new_arrays.append(nz)
+            continue
+        if arr_batched[e.k] and nds[e.k] < k:
+            a = a.reshape((a.shape[0],) + (1,) * (k - nds[e.k]) + tuple(a.shape[1:]))
+        new_key.append(IndexSlot(len(new_arrays), False))
+        new_arrays.append(a)
+    if not q:
+        return tuple(new_key), tuple(new_arrays), None
+    perm = ((0,) + tuple(range(1 + k, 1 + k + q)) + tuple(range(1, 1 + k))
+            + tuple(range(1 + k + q, n + 1)))
+    return tuple(new_key), tuple(new_arrays), perm
+
+
+def _indexed_shape(shape, key, arrays) -> tuple:
+    """The shape of ``zeros(shape)[key]`` (integer index arrays by their shapes, masks by
+    their values)."""
+    dummy = np.broadcast_to(np.zeros((), np.int8), tuple(shape))
+    idx = []
+    for e in key:
+        if type(e) is IndexSlot:
+            a = arrays[e.k]
+            if e.is_bool:
+                idx.append(np.asarray(a._concrete() if isinstance(a, Tensor) else a))
+            else:
+                idx.append(np.zeros(tuple(a.shape), np.intp))
+        else:
+            idx.append(e)
+    return dummy[tuple(idx)].shape
+
+
+def _batch_gather(x, arrays, batched, key, size):
+    """The batching rule of :class:`GetItem` (``batched``: x's flag, then the arrays')."""
+    if not batched[0]:
+        x = x.reshape((1,) + x.shape).broadcast_to((size,) + x.shape)
+    new_key, new_arrays, perm = batch_index(x.ndim - 1, arrays, batched[1:], key, size)
+    out = GetItem.apply(x, *new_arrays, key=new_key)
+    return out if perm is None else Transpose.apply(out, axes=perm)
+
+
+def _batch_scatter(cls, args, batched, size, key, **params):
+    """The batching rule of the scatters ``cls(x, v, *arrays, key)``: each example's ``x`` gets
+    its ``v`` at its index. ``v`` is laid out like the batched index's result."""
+    x, v, *arrays = args
+    if not batched[0]:
+        x = x.reshape((1,) + x.shape).broadcast_to((size,) + x.shape)
+    new_key, new_arrays, perm = batch_index(x.ndim - 1, arrays, batched[2:], key, size)
+    v = _batch_values(v, batched[1], size, _indexed_shape(x.shape, new_key, new_arrays), perm)
+    return cls.apply(x, v, *new_arrays, key=new_key, **params)
+
+
+def _batch_values(v, v_batched, size, raw_shape, perm):
+    """Per-example values ``v`` laid out for a batched scatter whose indexed region has shape
+    ``raw_shape`` (the batch at the front after ``transpose(., perm)``)."""
+    if perm is None and not v_batched:
+        return v  # broadcasts against (batch, ...) from the right
+    canon = raw_shape if perm is None else tuple(raw_shape[p] for p in perm)
+    if not isinstance(v, Tensor):
+        v = Tensor(v)
+    if v_batched:
+        pe = v.ndim - 1
+        v = v.reshape((size,) + (1,) * (len(canon) - 1 - pe) + v.shape[1:])
+    else:
+        v = v.reshape((1,) * (len(canon) - v.ndim) + v.shape)
+    v = v.broadcast_to(canon)
+    if perm is None:
+        return v
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return Transpose.apply(v, axes=tuple(inv))
+
+
 class _MovementFunction(Function):
     """Base of this module's Functions: their forward rules raise errors that already name the
     op and the shapes, and those pass through unchanged."""
@@ -307,10 +442,17 @@ class Reshape(_MovementFunction):
         ValueError: if the element counts differ or ``shape`` has more than one -1, naming
             both shapes.
     """
+
     view = True  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "reshape"
     names = ("reshape",)
+
+    @staticmethod
+    def batch(args, batched, size):
+        x, shape = args
+        ex = x.shape[1:]
+        return Reshape.apply(x, (size,) + resolve_shape(shape, math.prod(ex), "reshape", ex))
 
     @staticmethod
     def forward(ctx, x, shape):
@@ -379,6 +521,13 @@ class Transpose(_MovementFunction):
         ValueError: if ``axes`` is not a permutation of ``range(ndim)`` (wrong length, out of
             range or repeated), naming the axes and the shape.
     """
+
+    @staticmethod
+    def batch(args, batched, size, axes=None):
+        x = args[0]
+        nd = x.ndim - 1
+        axes = tuple(reversed(range(nd))) if axes is None else tuple(a % nd for a in axes)
+        return Transpose.apply(x, axes=(0,) + tuple(a + 1 for a in axes))
     view = True  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "transpose"
@@ -444,6 +593,12 @@ class BroadcastTo(_MovementFunction):
     Raises:
         ValueError: if ``x``'s shape does not broadcast to ``shape``, naming both.
     """
+
+    @staticmethod
+    def batch(args, batched, size, **params):
+        x, shape = args
+        x = align([x], [True], len(shape))[0]
+        return BroadcastTo.apply(x, (x.shape[0],) + tuple(shape))
     view = "readonly"  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "broadcast_to"
@@ -500,6 +655,10 @@ class GetItem(_MovementFunction):
 
     oper = "getitem"
     methods = ("__getitem__",)
+
+    @staticmethod
+    def batch(args, batched, size, key):
+        return _batch_gather(args[0], args[1:], batched, key, size)
 
     @staticmethod
     def api(x, idx) -> Tensor:
@@ -595,6 +754,14 @@ class ScatterAdd(_MovementFunction):
     oper = "scatter_add"
 
     @staticmethod
+    def batch(args, batched, size, shape, key):
+        g, *arrays = args
+        new_key, new_arrays, perm = batch_index(len(shape), arrays, batched[1:], key, size)
+        raw = _indexed_shape((size,) + tuple(shape), new_key, new_arrays)
+        g = _batch_values(g, batched[0], size, raw, perm)
+        return ScatterAdd.apply(g, *new_arrays, shape=(size,) + tuple(shape), key=new_key)
+
+    @staticmethod
     def forward(ctx, g, *index_arrays, shape, key):
         xp = ctx.backend
         idx = _build_index(key, index_arrays, xp)
@@ -640,6 +807,10 @@ class ScatterAddInto(_MovementFunction):
     at the index (``apply`` sums it over ``v``'s broadcasting)."""
 
     oper = "scatter_add_into"
+
+    @staticmethod
+    def batch(args, batched, size, **params):
+        return _batch_scatter(ScatterAddInto, args, batched, size, **params)
 
     @staticmethod
     def forward(ctx, x, v, *index_arrays, key):
@@ -693,6 +864,10 @@ class ScatterSet(_MovementFunction):
     """
 
     oper = "scatter_set"
+
+    @staticmethod
+    def batch(args, batched, size, **params):
+        return _batch_scatter(ScatterSet, args, batched, size, **params)
 
     @staticmethod
     def forward(ctx, x, v, *index_arrays, key):
@@ -753,6 +928,10 @@ class ScatterMul(_MovementFunction):
     """
 
     oper = "scatter_mul"
+
+    @staticmethod
+    def batch(args, batched, size, **params):
+        return _batch_scatter(ScatterMul, args, batched, size, **params)
 
     @staticmethod
     def forward(ctx, x, v, *index_arrays, key):
@@ -868,6 +1047,10 @@ class ScatterMinMax(_MovementFunction):
     oper = "scatter_minmax"
 
     @staticmethod
+    def batch(args, batched, size, **params):
+        return _batch_scatter(ScatterMinMax, args, batched, size, **params)
+
+    @staticmethod
     def forward(ctx, x, v, *index_arrays, key, op):
         xp = ctx.backend
         if op not in ("max", "min"):
@@ -960,6 +1143,11 @@ class Concatenate(_MovementFunction):
         ValueError: for no inputs, 0-d inputs, an axis out of range, or shapes that differ
             off the axis, naming all shapes.
     """
+
+    @staticmethod
+    def batch(args, batched, size, axis):
+        xs = batch_all(args, batched, size)
+        return Concatenate.apply(*xs, axis=shift_axes(axis, xs[0].ndim - 1))
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "concatenate"
@@ -1054,6 +1242,11 @@ class Split(_MovementFunction):
     cotangents when the pieces tile ``x`` (increasing cuts), otherwise the sum of each piece's
     cotangent scattered back to its slice.
     """
+
+    @staticmethod
+    def batch(args, batched, size, axis):
+        x, indices = args
+        return Split.apply(x, indices, axis=shift_axes(axis, x.ndim - 1))
     view = True  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "split"
@@ -1127,6 +1320,7 @@ class Flip(_MovementFunction):
     Raises:
         ValueError: if an axis is out of range or repeated.
     """
+    batch = axis_rule("axis")  # vmap: the axes move past the batch axis
     view = True  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "flip"
@@ -1173,6 +1367,14 @@ class Roll(_MovementFunction):
 
     oper = "roll"
     names = ("roll",)
+
+    @staticmethod
+    def batch(args, batched, size, shift, axis):
+        x = args[0]
+        if axis is None:  # each example rolls flat
+            flat = Reshape.apply(x, (size, math.prod(x.shape[1:])))
+            return Reshape.apply(Roll.apply(flat, shift=(shift,), axis=(1,)), x.shape)
+        return Roll.apply(x, shift=shift, axis=tuple(a % (x.ndim - 1) + 1 for a in axis))
 
     @staticmethod
     def api(x, shift, axis=None) -> Tensor:
@@ -1317,6 +1519,10 @@ class Pad(_MovementFunction):
     scatter-add the cotangent through the pad's index map (each padded element adds into the
     element it copies), axis by axis.
     """
+
+    @staticmethod
+    def batch(args, batched, size, pad_width, **params):
+        return Pad.apply(args[0], pad_width=((0, 0),) + tuple(pad_width), **params)
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "pad"
@@ -1465,6 +1671,12 @@ class SlidingWindow(_MovementFunction):
     Raises:
         ValueError: if a window is larger than its axis, lengths differ, or a step is < 1.
     """
+    @staticmethod
+    def batch(args, batched, size, window_shape, axis, step):
+        x = args[0]
+        nd = x.ndim - 1
+        return SlidingWindow.apply(x, window_shape=window_shape, step=(1,) + tuple(step),
+                                   axis=tuple(a % nd + 1 for a in axis))
     view = "readonly"  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "sliding_window"
@@ -1549,6 +1761,12 @@ class WindowScatterAdd(_MovementFunction):
     oper = "window_scatter_add"
 
     @staticmethod
+    def batch(args, batched, size, in_shape, window_shape, axis, step):
+        return WindowScatterAdd.apply(
+            args[0], in_shape=(size,) + tuple(in_shape), window_shape=window_shape,
+            axis=tuple(a % len(in_shape) + 1 for a in axis), step=(1,) + tuple(step))
+
+    @staticmethod
     def forward(ctx, g, *, in_shape, window_shape, axis, step):
         xp = ctx.backend
         nd = len(in_shape)
@@ -1601,6 +1819,10 @@ class ToDevice(Function):
     oper = "to_device"
     names = ("to_device",)
     methods = ("to_device",)
+
+    @staticmethod
+    def batch(args, batched, size):
+        return ToDevice.apply(args[0], args[1])
 
     @staticmethod
     def api(x, device: str) -> Tensor:

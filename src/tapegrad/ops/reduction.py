@@ -25,6 +25,7 @@ import numpy as np
 
 from tapegrad.function import Function
 from tapegrad.ops import movement as _mv  # Reshape, Transpose (attributes read at call time)
+from tapegrad.ops._batching import axis_rule, shift_axes
 from tapegrad.ops._registry import expose, tensor_arg
 from tapegrad.ops.elementwise import Abs, AsType, Exp, Maximum, Sign, StopGradient, Where
 from tapegrad.tensor import Tensor
@@ -164,6 +165,7 @@ class Sum(Function):
     Output dtype as NumPy (small integers and booleans promote to the platform integer).
     Backward: the cotangent broadcast back over the reduced axes.
     """
+    batch = axis_rule("axis")  # vmap: the axes move past the batch axis
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "sum"
@@ -220,6 +222,12 @@ class SumGrad(Function):
     Linear in ``g``; its backward (the transpose) is the matching :class:`Sum` times ``scale``,
     written with tapegrad ops, so every order is exact.
     """
+
+    @staticmethod
+    def batch(args, batched, size, shape=(), axes=(), keepdims=False, scale=None):
+        g = args[0]
+        return SumGrad.apply(g, shape=(g.shape[0],) + tuple(shape),
+                             axes=tuple(a + 1 for a in axes), keepdims=keepdims, scale=scale)
     view = "readonly"  # a read-only broadcast view of g (jit's buffer planning)
 
     oper = "sum_grad"
@@ -268,6 +276,7 @@ class Mean(Function):
 
     Output dtype as NumPy (integers give float64). Raises ``ValueError`` over a size-0 axis.
     """
+    batch = axis_rule("axis")  # vmap: the axes move past the batch axis
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "mean"
@@ -347,6 +356,7 @@ class Prod(Function):
     nonzero gradient; two or more: all zero). Higher derivatives go through :class:`CumProd`,
     which is exact with zeros as well.
     """
+    batch = axis_rule("axis")  # vmap: the axes move past the batch axis
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "prod"
@@ -422,6 +432,7 @@ class ExtremumGrad(Function):
     as ``sum(h * hit / count)`` over the reduced axes (written with tapegrad ops, so every
     order is exact) and nothing to ``x`` or ``out``.
     """
+    batch = axis_rule("axes")  # vmap: the axes move past the batch axis
 
     oper = "extremum_grad"
     nondiff_argnums = (1, 2)  # piecewise constant in x and out (they only locate the maxima)
@@ -471,6 +482,7 @@ class Max(Function):
 
     Raises ``ValueError`` when a reduced axis has size 0, ``TypeError`` for complex inputs.
     """
+    batch = axis_rule("axis")  # vmap: the axes move past the batch axis
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "max"
@@ -534,6 +546,7 @@ class Min(Function):
     """Minimum over ``axis`` (NumPy ``amin``); ties split the gradient equally (see
     :class:`Max`). Raises ``ValueError`` when a reduced axis has size 0, ``TypeError`` for
     complex inputs."""
+    batch = axis_rule("axis")  # vmap: the axes move past the batch axis
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "min"
@@ -592,6 +605,14 @@ class ArgMax(Function):
     """Index of the maximum along one ``axis`` (int) or of the flattened input (``None``),
     NumPy semantics: the first occurrence at ties, int64 (``intp``) output, no gradient."""
 
+    @classmethod
+    def batch(cls, args, batched, size, axis=None, keepdims=False):
+        x = args[0]
+        if axis is not None:
+            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1), keepdims=keepdims)
+        flat = cls.apply(x.reshape((x.shape[0], -1)), axis=1)  # the flat index per example
+        return flat.reshape((x.shape[0],) + (1,) * (x.ndim - 1)) if keepdims else flat
+
     oper = "argmax"
     differentiable = False
     names = ("argmax",)
@@ -634,6 +655,14 @@ class ArgMax(Function):
 @expose
 class ArgMin(Function):
     """Index of the minimum (see :class:`ArgMax`); first occurrence at ties, no gradient."""
+
+    @classmethod
+    def batch(cls, args, batched, size, axis=None, keepdims=False):
+        x = args[0]
+        if axis is not None:
+            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1), keepdims=keepdims)
+        flat = cls.apply(x.reshape((x.shape[0], -1)), axis=1)  # the flat index per example
+        return flat.reshape((x.shape[0],) + (1,) * (x.ndim - 1)) if keepdims else flat
 
     oper = "argmin"
     differentiable = False
@@ -679,6 +708,7 @@ class Var(Function):
     Backward: ``g * 2 (x - mean) / (n - ddof)``, with the mean recomputed by tapegrad ops.
     Raises ``ValueError`` when a reduced axis has size 0 or ``ddof >= n``.
     """
+    batch = axis_rule("axis")  # vmap: the axes move past the batch axis
 
     oper = "var"
     names = ("var",)
@@ -740,6 +770,7 @@ class Std(Function):
     subgradient (as for ``|x|`` at 0), never NaN. Raises ``ValueError`` when a reduced axis
     has size 0 or ``ddof >= n``.
     """
+    batch = axis_rule("axis")  # vmap: the axes move past the batch axis
 
     oper = "std"
     names = ("std",)
@@ -808,6 +839,7 @@ class LogSumExp(Function):
         Blanchard, Higham and Higham, "Accurately computing the log-sum-exp and softmax
         functions", IMA J. Numer. Anal. 41(4), 2021.
     """
+    batch = axis_rule("axis")  # vmap: the axes move past the batch axis
 
     oper = "logsumexp"
     names = ("logsumexp",)
@@ -906,6 +938,7 @@ class Norm2(Function):
     norm is not differentiable): the gradient is 0, the minimum-norm subgradient, never NaN.
     The norm of an empty slice is 0.
     """
+    batch = axis_rule("axis")  # vmap: the axes move past the batch axis
 
     oper = "norm2"
 
@@ -994,6 +1027,7 @@ class NormP(Function):
         ValueError: if ``p`` is not a finite nonzero real number, or an axis is out of range.
         TypeError: for complex inputs.
     """
+    batch = axis_rule("axis")  # vmap: the axes move past the batch axis
 
     oper = "norm_p"
 
@@ -1055,6 +1089,7 @@ class CumSum(Function):
     Output dtype as NumPy's ``cumsum``. Backward: the cumulative sum of the cotangent in the
     opposite direction (the transpose of a lower-triangular matrix of ones).
     """
+    batch = axis_rule("axis", none_means_all=False)  # vmap: the axis moves past the batch
 
     oper = "cumsum"
     names = ("cumsum",)
@@ -1114,6 +1149,7 @@ class CumProd(Function):
     References:
         Hillis and Steele, "Data parallel algorithms", Commun. ACM 29(12), 1986.
     """
+    batch = axis_rule("axis", none_means_all=False)  # vmap: the axis moves past the batch
 
     oper = "cumprod"
     names = ("cumprod",)
@@ -1189,6 +1225,7 @@ class Shift(Function):
     A building block of the scan gradients. Backward: the cotangent shifted by ``-shift``
     with zero fill (the transpose).
     """
+    batch = axis_rule("axis", none_means_all=False)  # vmap: the axis moves past the batch
 
     oper = "shift"
 
@@ -1228,6 +1265,7 @@ class Shift(Function):
 class Any(Function):
     """Whether any element over ``axis`` is nonzero (boolean output, no gradient); ``False``
     over an empty set."""
+    batch = axis_rule("axis")  # vmap: the axes move past the batch axis
 
     oper = "any"
     differentiable = False
@@ -1257,6 +1295,7 @@ class Any(Function):
 class All(Function):
     """Whether all elements over ``axis`` are nonzero (boolean output, no gradient); ``True``
     over an empty set."""
+    batch = axis_rule("axis")  # vmap: the axes move past the batch axis
 
     oper = "all"
     differentiable = False

@@ -1,0 +1,371 @@
+"""``vmap``: the batching transform.
+
+``vmap(f)`` runs a function written for one example on a batch. Like every transform it owns a
+trace level; its :class:`BatchTrace` keeps no tape: each op on a batched value is handed to the
+op's batching rule (``Function.batch``), which computes the whole batch at once with tapegrad
+ops one level down (the batch on axis 0). The batched values are Tensors of the vmap level
+whose primal is the whole batch, so ``vmap`` composes with ``grad``, ``vjp``, ``jvp``, ``jit``,
+``checkpoint`` and itself, to any depth, with no confusion between a batch level and a
+differentiation level.
+
+A primitive with no batching rule runs once per example (a loop over the batch, then a stack),
+with a one-time warning naming it; give it a rule to avoid that (docs/transforms.md).
+
+References:
+    Bradbury et al., JAX (``vmap``, ``in_axes``/``out_axes``); PyTorch's ``torch.func.vmap``.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+
+import numpy as np
+import optree
+
+from tapegrad.backend import backend_of
+from tapegrad.function import Context, Function, new_level, run_forward, transform_scope
+from tapegrad.tape import Trace
+from tapegrad.tensor import Tensor, const, make, primal_of
+from tapegrad.tree import NAMESPACE, tree_flatten, tree_unflatten
+
+__all__ = ["vmap", "BatchTrace", "moveaxis"]
+
+
+def moveaxis(t: Tensor, src: int, dst: int) -> Tensor:
+    """``t`` with axis ``src`` moved to ``dst`` (a transpose; differentiable)."""
+    nd = t.ndim
+    src, dst = src % nd, dst % nd
+    if src == dst:
+        return t
+    order = [i for i in range(nd) if i != src]
+    order.insert(dst, src)
+    return t.transpose(tuple(order))
+
+
+class _Stack(Function):
+    """Stack equal-shaped Tensors along a new leading axis (the per-example fallback)."""
+
+    oper = "stack"
+
+    @staticmethod
+    def forward(ctx, *arrays):
+        return ctx.backend.stack(arrays)
+
+    @staticmethod
+    def backward(ctx, g):
+        return tuple(g[i] for i in range(g.shape[0]))
+
+    @staticmethod
+    def jvp(ctx, *ts):
+        shape, dtype = ctx.out_avals[0]
+        ts = [const(ctx.backend.zeros(shape[1:], dtype)) if t is None else t for t in ts]
+        return _Stack.apply(*ts)
+
+    @staticmethod
+    def batch(args, batched, size):
+        full = [a if b else _broadcast_batch(a, size) for a, b in zip(args, batched)]
+        out = _Stack.apply(*full)  # (n, size, ...): the batch moves to the front
+        return moveaxis(out, 1, 0)
+
+    @classmethod
+    def output_shape(cls, *shapes):
+        return (len(shapes),) + tuple(shapes[0])
+
+
+def _broadcast_batch(a, size: int) -> Tensor:
+    """An unbatched value repeated along a new leading batch axis of ``size``."""
+    a = a if isinstance(a, Tensor) else Tensor(np.asarray(a))
+    return a.reshape((1,) + a.shape) + const(backend_of(a._concrete()).zeros(
+        (size,) + (1,) * a.ndim, a.dtype))
+
+
+_WARNED: set = set()
+_PACKAGE = __file__.rsplit("/", 1)[0] + "/"
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside tapegrad (the user's line)."""
+    f, level = sys._getframe(1), 1
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE):
+        f, level = f.f_back, level + 1
+    return level
+
+
+def _per_example(fn, args, batched, size, params):
+    """``fn`` applied example by example and stacked: the rule of an op without one."""
+    if fn not in _WARNED:
+        _WARNED.add(fn)
+        warnings.warn(
+            f"vmap: {fn.__name__} ({fn._name()}) has no batching rule, so it runs once per "
+            "example in a Python loop; define a static batch(args, batched, size, **params) on "
+            "it to batch it (docs/transforms.md).",
+            stacklevel=_user_stacklevel(),
+        )
+    if size == 0:
+        raise ValueError(f"vmap: {fn._name()} has no batching rule and the batch is empty")
+    rows = []
+    for i in range(size):
+        outs = fn.apply(*[a[i] if b else a for a, b in zip(args, batched)], **params)
+        rows.append(outs if isinstance(outs, tuple) else (outs,))
+    return tuple(_Stack.apply(*[r[j] for r in rows]) for j in range(len(rows[0])))
+
+
+_CTX_KEYS = frozenset({"saved_tensors", "backend", "device", "needs_input_grad", "_site"})
+
+
+def _is_array(v) -> bool:
+    return hasattr(v, "shape") and hasattr(v, "dtype") and not isinstance(v, Tensor)
+
+
+class BatchTrace(Trace):
+    """The trace of one ``vmap``: batched values are Tensors of this level whose primal holds
+    the whole batch on axis 0 (``size`` examples). Internal; created by :func:`vmap`."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, level: int, size: int):
+        super().__init__(level, replays=False)
+        self.size = size
+
+    def batched(self, value: Tensor) -> Tensor:
+        """A Tensor of this level standing for ``value``'s examples (``value``: the batch).
+
+        Its own array is one example's (a view of example 0, or zeros for an empty batch), so
+        that ``shape``, ``ndim`` and ``dtype`` inside the vmapped function, and the shapes the
+        transforms above record, are those of one example."""
+        arr = value._concrete()
+        ex = arr[0] if arr.shape[0] else backend_of(arr).zeros(arr.shape[1:], arr.dtype)
+        return make(ex, self.level, self, -1, value)
+
+    def record(self, fn, args, params, needs):
+        level = self.level
+        if self.done:
+            raise RuntimeError(
+                f"{fn._name()}: an input is a value of a vmap that has already finished (a "
+                "leaked tracer); pass it as an argument instead."
+            )
+        lowered, batched = [], []
+        for a in args:
+            if type(a) is Tensor and a._level == level:
+                lowered.append(primal_of(a))
+                batched.append(True)
+            else:
+                lowered.append(a)
+                batched.append(False)
+        rule = fn.batch
+        if rule is None:
+            outs = _per_example(fn, lowered, batched, self.size, params)
+            multi = len(outs) != 1
+        else:
+            res = rule(lowered, tuple(batched), self.size, **params)
+            multi = isinstance(res, tuple)
+            outs = res if multi else (res,)
+        outs = tuple(self.batched(o if isinstance(o, Tensor) else Tensor(o)) for o in outs)
+        if needs is None:  # called by Function.apply: no transform above records this op
+            return outs, None, (), multi, ()
+        # A transform above (vmap(grad(f))) records this op per example: its backward needs the
+        # context forward makes for one example (static values, what it saved).
+        ctx, spec, nondiff = self._example_ctx(fn, lowered, batched, params, needs)
+        return outs, ctx, spec, multi, nondiff
+
+    def _example_ctx(self, fn, lowered, batched, params, needs):
+        """The context ``forward`` makes for one example (run on example 0, or on zeros of one
+        example's shape for an empty batch), and its saved spec."""
+        arrays = []
+        for a, b in zip(lowered, batched):
+            v = a._concrete() if isinstance(a, Tensor) else a
+            if b:
+                v = v[0] if v.shape[0] else backend_of(v).zeros(v.shape[1:], v.dtype)
+            arrays.append(v)
+        ctx = object.__new__(Context)
+        ctx.needs_input_grad = needs if needs is not None else (False,) * len(arrays)
+        dev = next((a for a in arrays if hasattr(a, "shape") and type(a) is not np.ndarray),
+                   None)
+        if dev is not None:
+            from tapegrad.backend import device_of, get_backend
+
+            ctx.device = device_of(dev)
+            ctx.backend = get_backend(ctx.device)
+        with transform_scope():
+            raw = run_forward(fn, ctx, arrays, params)
+        raws = tuple(raw) if isinstance(raw, (tuple, list)) else (raw,)
+        spec = []
+        if "_to_save" in ctx.__dict__:
+            ctx.saved_tensors = ()  # the level above sets its own from the spec
+        for s in ctx.__dict__.pop("_to_save", ()):
+            k = next((i for i, a in enumerate(arrays) if a is s), None)
+            if k is not None:
+                spec.append((0, k))
+                continue
+            k = next((i for i, o in enumerate(raws) if o is s), None)
+            if k is not None:
+                spec.append((1, k))
+            elif hasattr(s, "shape"):
+                raise NotImplementedError(
+                    f"vmap: {fn._name()}'s forward saves an array that is neither an input nor "
+                    "an output, so its backward cannot run per example under vmap"
+                )
+            else:
+                spec.append((2, s))
+        if not getattr(fn, "_ctx_arrays_recomputed", False):
+            for name, v in ctx.__dict__.items():
+                if name not in _CTX_KEYS and (_is_array(v) or (
+                        isinstance(v, (tuple, list)) and any(_is_array(e) for e in v))):
+                    raise NotImplementedError(
+                        f"vmap: {fn._name()}'s forward stores an array in ctx.{name}; under "
+                        "vmap its backward would use one example's value for every example. "
+                        "Save arrays the backward needs with ctx.save_for_backward(...)."
+                    )
+        nd = ctx.__dict__.pop("_non_diff", ())
+        nondiff = tuple(j for j, o in enumerate(raws) if any(o is s for s in nd))
+        return ctx, tuple(spec), nondiff
+
+    def decide(self, t: Tensor, kind: str, value) -> None:
+        raise TypeError(
+            f"{kind}() of a batched value inside vmap: each example may decide differently, so "
+            "a Python decision on it has no single answer. Write the branch with "
+            "tnp.where(cond, a, b) (or tnp.any/tnp.all for a decision over the whole batch "
+            "outside vmap)."
+        )
+
+
+def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
+    """Vectorize ``fun`` over a batch axis: ``vmap(f)(xs)`` is ``stack([f(x) for x in xs])``,
+    computed with batched ops instead of a Python loop.
+
+    Args:
+        fun: A function written for one example: positional (and keyword) pytrees of Tensors
+            in, a pytree of Tensors out.
+        in_axes: Where each positional argument's batch axis is: an int (negative counts from
+            the end), ``None`` (not batched: the same value for every example), or a pytree
+            prefix of the positional arguments (a tuple with one entry per argument, each an
+            int, None or a prefix of that argument) as in JAX. Keyword arguments are batched
+            along axis 0.
+        out_axes: Where to put the batch axis in the outputs: an int, None (the output must
+            not depend on the batch), or a pytree prefix of the output.
+        axis_size: The batch size, needed only when no argument is batched.
+
+    Returns:
+        The vectorized function: each output leaf gains a batch axis of the batch size at
+        ``out_axes``.
+
+    Raises:
+        ValueError: for inconsistent batch sizes (naming the arguments and sizes), an
+            ``in_axes`` structure that does not match the arguments, an axis out of range, no
+            batched argument without ``axis_size``, or ``out_axes=None`` for an output that
+            depends on the batch.
+        TypeError: for a Python decision (``bool``, ``if``) on a batched value: use
+            ``tnp.where``.
+
+    Example:
+        >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
+        >>> xs = tg.Tensor(np.arange(6.0).reshape(3, 2))
+        >>> tg.vmap(lambda x: tnp.sum(x * x))(xs)
+        Tensor([ 1., 13., 41.], dtype=float64)
+        >>> per_example = tg.vmap(tg.grad(lambda w, x: tnp.sum(tnp.tanh(x @ w))),
+        ...                       in_axes=(None, 0))(tg.Tensor(np.ones((2, 3))), xs)
+        >>> per_example.shape
+        (3, 2, 3)
+    """
+    if not callable(fun):
+        raise TypeError(f"vmap: fun must be callable, got {type(fun).__name__}")
+    who = f"vmap({getattr(fun, '__name__', 'fun')})"
+
+    def vmapped(*args, **kwargs):
+        leaves, treedef = tree_flatten((args, kwargs))
+        axes = _in_axes(args, kwargs, in_axes, who)
+        if len(axes) != len(leaves):  # pragma: no cover - structure checked above
+            raise ValueError(f"{who}: in_axes do not match the arguments")
+        size = None
+        where = []
+        for i, (leaf, ax) in enumerate(zip(leaves, axes)):
+            if ax is None:
+                continue
+            t = leaf if isinstance(leaf, Tensor) else Tensor(leaf)
+            if t.ndim == 0:
+                raise ValueError(f"{who}: argument leaf {i} is 0-d and cannot be batched over "
+                                 f"axis {ax}; give it in_axes None")
+            if not -t.ndim <= ax < t.ndim:
+                raise ValueError(f"{who}: in_axes {ax} is out of range for argument leaf {i} of "
+                                 f"shape {t.shape}")
+            n = t.shape[ax]
+            where.append((i, n))
+            if size is None:
+                size = n
+        if size is None:
+            if axis_size is None:
+                raise ValueError(f"{who}: no argument is batched (every in_axes is None); give "
+                                 "axis_size")
+            size = axis_size
+        bad = [(i, n) for i, n in where if n != size]
+        if bad:
+            sizes = ", ".join(f"leaf {i}: {n}" for i, n in where)
+            raise ValueError(f"{who}: the batched arguments have different batch sizes "
+                             f"({sizes}); every batched axis must have the same length")
+        trace = BatchTrace(new_level(), size)
+        traced = []
+        for leaf, ax in zip(leaves, axes):
+            if ax is None:
+                traced.append(leaf)
+                continue
+            t = leaf if isinstance(leaf, Tensor) else Tensor(leaf)
+            traced.append(trace.batched(moveaxis(t, ax, 0)))
+        a2, k2 = tree_unflatten(treedef, traced)
+        try:
+            with transform_scope():
+                out = fun(*a2, **k2)
+        finally:
+            trace.done = True
+        out_leaves, out_tree = tree_flatten(out)
+        o_axes = _out_axes(out, out_axes, who)
+        res = []
+        for i, (o, ax) in enumerate(zip(out_leaves, o_axes)):
+            if isinstance(o, Tensor) and o._level == trace.level and o._trace is trace:
+                v = primal_of(o)
+                if ax is None:
+                    raise ValueError(f"{who}: output leaf {i} depends on the batch, but its "
+                                     "out_axes is None")
+                res.append(moveaxis(v, 0, ax))
+            elif isinstance(o, Tensor) and o._level > trace.level:
+                raise RuntimeError(f"{who}: output leaf {i} is a leaked tracer of an inner "
+                                   "transform")
+            else:
+                if ax is None:
+                    res.append(o)
+                    continue
+                v = o if isinstance(o, Tensor) else Tensor(o)
+                res.append(moveaxis(_broadcast_batch(v, size), 0, ax))
+        return tree_unflatten(out_tree, res)
+
+    vmapped.__name__ = f"vmap_{getattr(fun, '__name__', 'fun')}"
+    vmapped.__doc__ = fun.__doc__
+    return vmapped
+
+
+def _prefix_leaves(tree, prefix, who, what):
+    """One entry of ``prefix`` (ints/None, a pytree prefix of ``tree``) per leaf of ``tree``."""
+    if prefix is None or isinstance(prefix, int):
+        return [prefix] * len(tree_flatten(tree)[0])
+    try:
+        full = optree.tree_broadcast_prefix(prefix, tree, none_is_leaf=True, namespace=NAMESPACE)
+        return optree.tree_leaves(full, none_is_leaf=True, namespace=NAMESPACE)
+    except (ValueError, TypeError) as e:
+        raise ValueError(
+            f"{who}: {what} {prefix!r} does not match the structure of {tree_flatten(tree)[1]}: "
+            f"give an int, None, or a pytree prefix of it ({e})"
+        ) from None
+
+
+def _in_axes(args, kwargs, in_axes, who):
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+        raise ValueError(f"{who}: in_axes has {len(in_axes)} entries for {len(args)} positional "
+                         "arguments; give one per argument (or one int for all)")
+    pos = _prefix_leaves(args, in_axes, who, "in_axes")
+    return pos + [0] * len(tree_flatten(kwargs)[0])
+
+
+def _out_axes(out, out_axes, who):
+    return _prefix_leaves(out, out_axes, who, "out_axes")
