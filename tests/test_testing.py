@@ -79,3 +79,49 @@ def test_strategies_draw_what_they_promise(shapes, t):
     np.broadcast_shapes(*shapes)  # mutually broadcastable
     assert isinstance(t, tg.Tensor) and t.dtype == np.float64
     assert np.all(np.abs(t.numpy()) <= 3.0)
+
+
+class ConjugatedScale(tg.Function):
+    """``c * z`` with PyTorch's convention in backward (``g * conj(c)``): wrong in tapegrad's."""
+
+    @staticmethod
+    def forward(ctx, z, c):
+        ctx.save_for_backward(c)
+        return z * c
+
+    @staticmethod
+    def backward(ctx, g):
+        (c,) = ctx.saved_tensors
+        return g * tnp.conj(c), None
+
+
+def _c128(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return tg.Tensor(rng.standard_normal(shape) + 1j * rng.standard_normal(shape))
+
+
+@pytest.mark.parametrize("f", [
+    lambda z: z * z,                      # holomorphic
+    lambda z: tnp.abs(z) ** 2,            # real-valued, not holomorphic
+    lambda z: tnp.conj(z) * tnp.exp(z),   # neither
+    lambda z: tnp.real(z) * tnp.imag(z),  # complex in, real out
+])
+def test_check_grads_checks_complex_functions_in_both_modes(f):
+    check_grads(f, (_c128((3,)),), order=2, modes=("rev", "fwd"))
+
+
+def test_check_grads_catches_the_conjugated_complex_convention():
+    z, c = _c128((3,)), _c128((3,), seed=1)
+    check_grads(lambda z: z * c, (z,), order=1)  # the built-in rule is JAX's convention
+    with pytest.raises(AssertionError, match="finite differences"):
+        check_grads(lambda z: ConjugatedScale.apply(z, c), (z,), order=1)
+
+
+def test_complex_gradient_of_a_real_function_is_df_dx_minus_i_df_dy():
+    z0 = 0.3 + 0.4j
+    g = tg.grad(lambda z: tnp.abs(z) ** 2)(tg.Tensor(np.complex128(z0)))
+    eps = 1e-6
+    f = lambda z: abs(z) ** 2  # noqa: E731
+    dfdx = (f(z0 + eps) - f(z0 - eps)) / (2 * eps)
+    dfdy = (f(z0 + 1j * eps) - f(z0 - 1j * eps)) / (2 * eps)
+    np.testing.assert_allclose(complex(g), dfdx - 1j * dfdy, rtol=1e-6)

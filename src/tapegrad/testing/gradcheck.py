@@ -4,6 +4,12 @@ The reverse-mode check is the adjoint identity ``<u, J t> == <J^T u, t>`` for ra
 ``t`` and cotangents ``u``: ``J t`` is measured by central differences, ``J^T u`` comes from
 :func:`tapegrad.vjp`. For order ``k`` the same check is applied to the function
 ``x -> vjp(f, x)[1](u)``, recursively, as JAX's ``check_grads`` does.
+
+Complex leaves get complex tangents and cotangents, and the identity is the one JAX's
+convention satisfies: ``Re<J t, u> == Re<t, conj(vjp(conj(u)))>`` (``<a, b> = sum(conj(a) b)``),
+which holds for every real-differentiable function, holomorphic or not. Under it ``grad`` of a
+real-valued ``f(z)``, ``z = x + iy``, is ``df/dx - i df/dy`` (JAX's and HIPS autograd's; the
+conjugate of PyTorch's).
 """
 
 from __future__ import annotations
@@ -19,18 +25,25 @@ __all__ = ["check_grads", "check_vjp", "numerical_jacobian", "numerical_jvp"]
 _DEFAULT_TOL = {np.dtype("float32"): 2e-2, np.dtype("float64"): 1e-5}
 
 
+_WIDE = {"f": np.float64, "c": np.complex128}
+
+
 def _to64(x):
     if isinstance(x, Tensor):
-        return Tensor(x.numpy().astype(np.float64)) if x.dtype.kind == "f" else x
+        k = x.dtype.kind
+        return Tensor(x.numpy().astype(_WIDE[k])) if k in _WIDE else x
+    if isinstance(x, complex):
+        return Tensor(np.asarray(x, dtype=np.complex128))
     if isinstance(x, (float, int)) and not isinstance(x, bool):
         return Tensor(np.asarray(x, dtype=np.float64))
-    if isinstance(x, np.ndarray) and x.dtype.kind == "f":
-        return Tensor(x.astype(np.float64))
+    if isinstance(x, np.ndarray) and x.dtype.kind in _WIDE:
+        return Tensor(x.astype(_WIDE[x.dtype.kind]))
     return x
 
 
 def _arr(x) -> np.ndarray:
-    return np.asarray(x.numpy() if isinstance(x, Tensor) else x, dtype=np.float64)
+    a = np.asarray(x.numpy() if isinstance(x, Tensor) else x)
+    return a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
 
 
 def _leaves64(tree):
@@ -38,7 +51,16 @@ def _leaves64(tree):
 
 
 def _vdot(a_leaves, b_leaves) -> float:
-    return float(sum(np.vdot(a, b) for a, b in zip(a_leaves, b_leaves)))
+    """``Re sum <a, b>`` over the leaves (``<a, b> = sum(conj(a) * b)``)."""
+    return float(sum(np.real(np.vdot(a, b)) for a, b in zip(a_leaves, b_leaves)))
+
+
+def _rand_like(rng, a: np.ndarray) -> np.ndarray:
+    """Standard normal values of ``a``'s shape, complex (both parts) for a complex ``a``."""
+    r = rng.standard_normal(np.shape(a))
+    if np.iscomplexobj(a):
+        r = r + 1j * rng.standard_normal(np.shape(a))
+    return r
 
 
 def _axpy(tree, tangent_leaves, eps):
@@ -99,19 +121,19 @@ def check_vjp(f, args, atol=None, rtol=None, eps=None, seed=0) -> None:
     args = tuple(tree_map(_to64, a) for a in args)
     eps = 1e-4 if eps is None else eps
     in_leaves = _leaves64(args)
-    tangents = [rng.standard_normal(v.shape) for v in in_leaves]
+    tangents = [_rand_like(rng, v) for v in in_leaves]
     out, vjp_fn = vjp(f, *args)
     out_leaves, out_tree = tree_flatten(out)
-    cts = [rng.standard_normal(np.shape(_arr(o))) for o in out_leaves]
+    cts = [_rand_like(rng, _arr(o)) for o in out_leaves]
     ct_tree = tree_unflatten(
         out_tree,
         [
-            Tensor(c.astype(o.dtype if isinstance(o, Tensor) else np.float64))
+            Tensor(np.conj(c).astype(o.dtype if isinstance(o, Tensor) else c.dtype))
             for c, o in zip(cts, out_leaves)
         ],
     )
-    num = _vdot(cts, numerical_jvp(f, args, tangents, eps))
-    ana = _vdot(_leaves64(vjp_fn(ct_tree)), tangents)
+    num = _vdot(numerical_jvp(f, args, tangents, eps), cts)
+    ana = _vdot(tangents, [np.conj(v) for v in _leaves64(vjp_fn(ct_tree))])
     atol = 1e-6 if atol is None else atol
     rtol = 1e-5 if rtol is None else rtol
     scale = max(abs(num), abs(ana))
@@ -167,9 +189,7 @@ def check_grads(
         rng = np.random.default_rng(seed + 1)
         out = f(*args)
         out_leaves, out_tree = tree_flatten(out)
-        u = tree_unflatten(
-            out_tree, [Tensor(rng.standard_normal(np.shape(_arr(o)))) for o in out_leaves]
-        )
+        u = tree_unflatten(out_tree, [Tensor(_rand_like(rng, _arr(o))) for o in out_leaves])
 
         def pulled(*a):
             return vjp(f, *a)[1](u)
@@ -184,7 +204,7 @@ def _check_fwd(f, args, order, atol, rtol, eps, seed):
         raise ValueError("check_grads: forward mode ('fwd') is not available") from e
     rng = np.random.default_rng(seed + 7)
     in_leaves, treedef = tree_flatten(args)
-    tangents = [rng.standard_normal(np.shape(_arr(v))) for v in in_leaves]
+    tangents = [_rand_like(rng, _arr(v)) for v in in_leaves]
     t_tree = tree_unflatten(treedef, [Tensor(t) for t in tangents])
     _, t_out = jvp(f, args, tuple(t_tree))
     num = numerical_jvp(f, args, tangents, 1e-4 if eps is None else eps)
