@@ -139,6 +139,21 @@ class Checkpoint(Function):
         _, t_out = jvp(replay, tuple(leaves[i] for i in active), tuple(ts[i] for i in active))
         return tuple(t_out) if len(t_out) != 1 else t_out[0]
 
+    @staticmethod
+    def batch(args, batched, size, body):
+        """vmap of a checkpointed call: one checkpointed call of the vmapped body, so the
+        batch still keeps only the inputs for the backward pass."""
+        from tapegrad.vmap import vmap
+
+        axes = tuple(0 if b else None for b in batched)
+        n = len(args)
+
+        def batched_body(*leaves):
+            return tuple(vmap(lambda *ls: tuple(body.call(list(ls))), in_axes=axes)(*leaves))
+
+        vbody = _Body(batched_body, tree_flatten(tuple(range(n)))[1], body.kinds)
+        return Checkpoint.apply(*args, body=vbody)
+
     @classmethod
     def output_shape(cls, *shapes, body=None):
         raise NotImplementedError("checkpoint: output shapes are known only by running fun")

@@ -106,6 +106,9 @@ class Trace:
     """
 
     __slots__ = ("level", "entries", "avals", "done", "labels", "replays", "_note")
+    #: Whether this level's values stand for a batch of examples (``vmap``): no single Python
+    #: value can be read from them.
+    batched = False
 
     def __init__(self, level: int, replays: bool = True):
         self.level = level
@@ -258,6 +261,13 @@ class Trace:
         while t is not None and t._level:
             trace = t._trace
             if not trace.done:
+                if trace.batched:
+                    raise TypeError(
+                        f"{kind}() of a batched value inside vmap: each example may give a "
+                        "different answer, so one Python value cannot stand for them. Write "
+                        "the branch with tnp.where(cond, a, b) (or decide on tnp.any/tnp.all "
+                        "of the whole batch outside vmap)."
+                    )
                 if trace.replays:
                     if where is None:
                         where = caller_line()
