@@ -228,7 +228,8 @@ class Softmax(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        return y * (g - tnp.sum(g * y, axis=ctx.axis, keepdims=True))
+        axis = ctx.axis if y.ndim else None  # a 0-d input: its one element
+        return y * (g - tnp.sum(g * y, axis=axis, keepdims=True))
 
     batch = classmethod(_normalize_batch)
 
@@ -265,7 +266,8 @@ class LogSoftmax(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        return g - tnp.exp(y) * tnp.sum(g, axis=ctx.axis, keepdims=True)
+        axis = ctx.axis if y.ndim else None  # a 0-d input: its one element
+        return g - tnp.exp(y) * tnp.sum(g, axis=axis, keepdims=True)
 
     batch = classmethod(_normalize_batch)
 
