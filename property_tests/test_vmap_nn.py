@@ -132,6 +132,13 @@ def test_softmax_and_log_softmax(fn, data, b, seed):
     check_transforms(lambda x: fn(x, axis=axis), [x], (0,), rng)
 
 
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
+def test_softmax_gradient_of_a_0d_input(fn):
+    """Regression: the backward summed a 0-d cotangent over axis 0 (out of range)."""
+    x = tg.Tensor(np.array(0.3))
+    np.testing.assert_allclose(tg.grad(lambda x: tnp.sum(tnp.sin(fn(x, axis=0))))(x).numpy(), 0.0)
+
+
 @given(b=batch_sizes, seed=seeds, shape=st.lists(st.integers(0, 3), max_size=2).map(tuple),
        approximate=st.sampled_from(["tanh", "none", None]))
 def test_gelu(b, seed, shape, approximate):

@@ -801,9 +801,12 @@ class CrossEntropy(Function):
     Backward: :class:`CrossEntropyGrad`, ``(softmax(logits) - T) * valid * scale`` where
     ``scale`` is the cotangent (``"none"``/``"sum"``) or the cotangent over the count
     (``"mean"``), in one fused op; its own backward is written with tapegrad ops, so higher
-    derivatives work. At first order the backward reuses the forward's row maxima and sums of
-    exponentials (two ``(..., 1)`` arrays kept on the context), as a hand-written softmax
-    cross-entropy does: the same values, two reductions fewer.
+    derivatives work.
+
+    Batching rule (vmap): the unreduced loss of the whole batch in one call, then each
+    example's own reduction (``"mean"`` over that example's count of valid targets); the
+    backward's rule likewise turns each example's scale into per-target cotangents of one
+    ``reduction="none"`` call.
     """
 
     oper = "cross_entropy"
@@ -1758,6 +1761,11 @@ class Conv2d(Function):
     :class:`Conv2dWeightGrad` for ``w`` and ``g.sum((0, 2, 3))`` for ``b``; the three
     convolution ops are each other's transposes, so every order of derivative stays within
     them.
+
+    Batching rules (vmap) of the three: shared weights merge the vmap axis into ``N``;
+    per-example weights, and per-example weight gradients, are one grouped convolution with
+    ``B * groups`` groups (each example's channels one block); a shared operand against a
+    batched one on the weight side is stacked along the channels instead.
     """
 
     oper = "conv2d"
