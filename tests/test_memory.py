@@ -122,3 +122,15 @@ def test_bad_policies():
         tg.checkpoint(body, save_only="matmul")
     with pytest.raises(ValueError, match="budget_bytes"):
         tg.checkpoint(body, budget_bytes=-1)
+
+
+def test_save_only_names_a_reshaped_value_by_the_op_that_computed_it():
+    def f(w, x):
+        def body(w, x):
+            return tnp.sum(tnp.tanh(tnp.reshape(x @ w, (-1,))))
+        return tg.checkpoint(body, save_only={"matmul"})(w, x)
+    plain = count(tg.trace(tg.grad(lambda w, x: tg.checkpoint(
+        lambda w, x: tnp.sum(tnp.tanh(tnp.reshape(x @ w, (-1,)))))(w, x)))(W, X)[1], "matmul")
+    kept = count(tg.trace(tg.grad(f))(W, X)[1], "matmul")
+    assert kept == plain - 1  # tanh's input is a reshape of the matmul: kept, not recomputed
+    check_grads(f, (W, X), order=2, modes=("rev", "fwd"))

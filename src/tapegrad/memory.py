@@ -163,29 +163,53 @@ def _cost(entry, avals) -> float:
 
 
 def residual_ranks(tape, kept) -> frozenset:
-    """``kept`` residual nodes named by position: ``(oper, k)`` for the ``k``-th residual that
-    ``oper`` entries produce. A batched recording of the same program (``vmap``) has the same
-    ops in the same order, so it names the same residuals."""
+    """``kept`` residual nodes named by position: ``(oper, k)`` for the ``k``-th value that
+    ``oper`` entries produce among the residuals. A residual made by a layout op (``reshape``,
+    ``transpose``, ``broadcast_to``) is named by the value it rearranges, so a batched recording
+    of the same program (``vmap``, which may fold the batch into a matrix product's rows with a
+    reshape) names the same residuals."""
     return frozenset(_ranked_candidates(tape)[v] for v in kept)
 
 
-def _ranked_candidates(tape) -> dict:
+# Ops whose output holds the same values as their one Tensor input, only rearranged.
+LAYOUT_OPS = frozenset({"reshape", "transpose", "broadcast_to"})
+
+
+def _candidates(tape):
+    """Each residual a policy may keep, mapped to its origin: the node that computed its values
+    (through layout ops); residuals whose origin is an input of the tape are held anyway."""
     entries = _entries(tape)
     maker = {v: e for e in entries for v in e.out_nodes}
     inputs = set(tape.in_nodes)
-    cands = sorted({r for e in entries for r in residual_spec(e)
-                    if isinstance(r, int) and r not in inputs and r in maker})
-    seen: dict = {}
     out = {}
-    for v in cands:
-        oper = maker[v].oper
-        out[v] = (oper, seen.get(oper, 0))
+    for v in sorted({r for e in entries for r in residual_spec(e)
+                     if isinstance(r, int) and r not in inputs and r in maker}):
+        o = v
+        while o in maker and maker[o].oper in LAYOUT_OPS and len(maker[o].in_nodes) >= 1 \
+                and maker[o].in_nodes[0] >= 0:
+            o = maker[o].in_nodes[0]
+        if o in maker:
+            out[v] = o
+    return out, maker
+
+
+def _ranked_candidates(tape) -> dict:
+    cands, maker = _candidates(tape)
+    seen: dict = {}
+    rank: dict = {}
+    for o in sorted(set(cands.values())):
+        oper = maker[o].oper
+        rank[o] = (oper, seen.get(oper, 0))
         seen[oper] = seen.get(oper, 0) + 1
-    return out
+    return {v: rank[o] for v, o in cands.items()}
 
 
 def select_residuals(tape, save_only=None, budget_bytes=None, ranks=None) -> frozenset:
     """The residual nodes of ``tape`` a checkpoint policy keeps (the others are recomputed).
+
+    A residual made by a layout op (``reshape``, ``transpose``, ``broadcast_to``) counts as a
+    value of the op that computed what it rearranges: ``save_only={"matmul"}`` keeps a reshaped
+    matrix product too.
 
     Args:
         tape: The recorded body of a checkpointed function.
@@ -194,7 +218,6 @@ def select_residuals(tape, save_only=None, budget_bytes=None, ranks=None) -> fro
         budget_bytes: Keep residuals up to this many bytes, most recompute work saved per byte
             first (the outputs of matrix products and convolutions before elementwise ones;
             ties in recording order).
-
         ranks: Keep exactly these residuals, named as :func:`residual_ranks` names them
             (how ``vmap`` applies each example's choice to the batch).
 
@@ -203,16 +226,13 @@ def select_residuals(tape, save_only=None, budget_bytes=None, ranks=None) -> fro
     """
     if ranks is not None:
         return frozenset(v for v, r in _ranked_candidates(tape).items() if r in ranks)
-    entries = _entries(tape)
-    maker = {v: e for e in entries for v in e.out_nodes}
-    inputs = set(tape.in_nodes)
-    cands = {r for e in entries for r in residual_spec(e)
-             if isinstance(r, int) and r not in inputs and r in maker}
+    origin, maker = _candidates(tape)
+    cands = set(origin)
     if save_only is not None:
-        cands = {v for v in cands if maker[v].oper in save_only}
+        cands = {v for v in cands if maker[origin[v]].oper in save_only}
     if budget_bytes is None:
         return frozenset(cands)
-    ranked = sorted(cands, key=lambda v: (-_cost(maker[v], tape.avals)
+    ranked = sorted(cands, key=lambda v: (-_cost(maker[origin[v]], tape.avals)
                                           / np.dtype(tape.avals[v][1]).itemsize, v))
     keep, used = [], 0
     for v in ranked:

@@ -36,7 +36,7 @@ from tapegrad import random as _random
 from tapegrad.backend import backend_of
 from tapegrad.function import Function
 from tapegrad.ops._batching import align, per_example_ndim
-from tapegrad.tensor import Tensor
+from tapegrad.tensor import Tensor, all_values
 
 __all__ = [
     # activations
@@ -677,7 +677,7 @@ def binary_cross_entropy(y_pred, y_true, reduction: str = "mean", **kwargs) -> T
             a ``y_true`` whose shape differs from ``y_pred``'s (and is not a scalar).
     """
     p, y = _loss_inputs(y_pred, y_true, reduction, "binary_cross_entropy")
-    arr = p.numpy()
+    arr = all_values(p)
     if arr.size and (np.nanmin(arr) < 0 or np.nanmax(arr) > 1):
         raise ValueError(
             "binary_cross_entropy: y_pred must hold probabilities in [0, 1], got values in "
@@ -1004,12 +1004,12 @@ def _int_targets(y_true, who: str) -> Tensor:
     else:
         t = Tensor(np.asarray(y_true.get() if hasattr(y_true, "get") else y_true))
     if t.dtype.kind == "f":
-        arr = t.numpy()
+        arr = all_values(t)
         if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
             raise TypeError(
                 f"{who}: y_true must hold integer class indices, got non-integer floats"
             )
-        t = Tensor(arr.astype(np.int64), device=t.device if t.device != "cpu" else None)
+        t = tnp.astype(tnp.stop_gradient(t), np.int64)
     elif t.dtype.kind not in "iu":
         raise TypeError(f"{who}: y_true must hold integer class indices, got dtype {t.dtype}")
     return t
@@ -1177,7 +1177,7 @@ def _onehot(target: Tensor, n_classes: int, ref: Tensor) -> Tensor:
 
 def _check_targets_in_range(target: Tensor, n_classes: int, ignore_index: int, who: str):
     try:
-        _targets_all_valid(target.numpy(), n_classes, ignore_index)
+        _targets_all_valid(all_values(target), n_classes, ignore_index)
     except ValueError as e:
         raise ValueError(f"{who}: {e}") from None
 
@@ -2848,7 +2848,7 @@ def embedding(input, weight) -> Tensor:
     weight = tnp.asarray(weight)
     if weight.ndim != 2:
         raise ValueError(f"embedding: weight must have shape (num, dim), got {weight.shape}")
-    arr = idx.numpy()
+    arr = all_values(idx)
     if arr.size and (arr.min() < 0 or arr.max() >= weight.shape[0]):
         raise ValueError(
             f"embedding: indices must lie in [0, {weight.shape[0]}), got values in "
@@ -3017,7 +3017,7 @@ def scaled_dot_product_attention(
             raise ValueError(f"{who}: dropout_p > 0 needs a dropout_key from tapegrad.random")
         shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (lq, lk)
         keep = _random.bernoulli(dropout_key, 1.0 - dropout_p, shape)
-        drop = _const((keep.numpy() / (1.0 - dropout_p)).astype(q.dtype), q)
+        drop = tnp.astype(keep, q.dtype) / (1.0 - dropout_p)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     return ScaledDotProductAttention.apply(q, k, v, bias, drop, scale=float(scale))
