@@ -17,6 +17,7 @@ import operator
 import numpy as _np
 
 from tapegrad import ops as _ops
+from tapegrad.backend import parse_device as _parse_device
 from tapegrad.ops._registry import install_methods as _install
 from tapegrad.ops._registry import operand as _t  # noqa: F401  (used by sibling modules)
 from tapegrad.ops._registry import tensor_arg as _tensor  # noqa: F401
@@ -27,7 +28,6 @@ _builtin_bool = _builtins.bool
 __all__ = [
     "asarray",
     "array",
-    "astype",
     "copy",
     "ndim",
     "shape",
@@ -219,8 +219,11 @@ def asarray(a, dtype=None, order=None, *, device=None, copy=None) -> Tensor:
     """
     _check_order(order, "asarray")
     if isinstance(a, Tensor):
-        need = (dtype is not None and _np.dtype(dtype) != a.dtype) or (
-            device is not None and device != a.device)
+        if dtype is not None and _np.dtype(dtype) == a.dtype:
+            dtype = None
+        if device is not None and _parse_device(device) == a.device:
+            device = None
+        need = dtype is not None or device is not None
         if copy is False and need:
             raise ValueError(
                 f"asarray: copy=False, but converting a Tensor of dtype {a.dtype} on "
@@ -275,7 +278,7 @@ def array(object, dtype=None, *, copy=True, order="K", ndmin=0, device=None) -> 
     return out
 
 
-def astype(x, dtype, /, *, copy=True, device=None) -> Tensor:
+def astype(x, dtype, /, *, copy=True, device=None) -> Tensor:  # exported by _predicates
     """``x`` cast to ``dtype`` (NumPy 2 ``astype``; also the method ``x.astype(dtype)``).
 
     Differentiable between floating and complex dtypes: the cotangent is cast back (a

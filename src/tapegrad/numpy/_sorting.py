@@ -9,9 +9,11 @@ gather: ``sort`` and ``partition`` gather through the permutation (as HIPS autog
 ``bincount``/``histogram`` are linear in their ``weights``.
 
 Output sizes that depend on the values (``nonzero``, ``unique``, the set operations,
-``compress``, ``bincount``) are fine eagerly and under ``grad``/``jit``; under ``vmap`` every
-example must give the same size (a clear ``ValueError`` otherwise), since the results are
-stacked.
+``compress``, ``extract``, ``bincount``) are fine eagerly and under ``grad``/``jvp``; under
+``vmap`` every example must give the same size (a clear ``ValueError`` otherwise), since the
+results are stacked; under ``jit`` the values are recomputed on each call, but a jitted
+gradient through such a size holds only for inputs that give the sizes it was traced with
+(see :mod:`tapegrad.ops.sorting`).
 
 The functions that apply one primitive (``argsort``, ``argpartition``, ``lexsort``,
 ``searchsorted``, ``nonzero``, ``isin``, ``bincount``) are defined with their primitives in

@@ -22,13 +22,17 @@ IsIn               elementwise membership in a set of values (``isin``)
 =================  =====================================================================
 
 Output sizes of :class:`NonZero`, :class:`Unique` and :class:`Bincount` depend on the values,
-not only on the shapes (fine eagerly, under ``grad`` and under ``jit``, which replays the
-forward rules). Their batching rules (``vmap``) compute every example at once and stack the
-results when all examples have the same output size; examples of different sizes cannot be
-stacked, and raise a ``ValueError`` that says so (the per-example loop could not stack them
-either). The ops whose inputs pair up example by example (:class:`SearchSorted`, :class:`IsIn`,
-:class:`Bincount`, :class:`Unique`) take a static ``nbatch``: the number of leading axes of
-their inputs that are batch axes, handled in one forward call.
+not only on the shapes: fine eagerly and under ``grad``/``vjp``/``jvp``. A ``jit`` replay runs
+the forward rules again, so a jitted function of such values recomputes them; but ``jit``
+compiles a program for the sizes it traced (its constants, such as a gradient's seed, have
+those sizes), so a jitted *gradient* through a value-dependent size is only valid for inputs
+that give the traced sizes (as for boolean-mask indexing). Their batching rules (``vmap``)
+compute every example at once and stack the results when all examples have the same output
+size; examples of different sizes cannot be stacked, and raise a ``ValueError`` that says so
+(the per-example loop could not stack them either). The ops whose inputs pair up example by
+example (:class:`SearchSorted`, :class:`IsIn`, :class:`Bincount`, :class:`Unique`,
+:class:`NonZero`) take a static ``nbatch``: the number of leading axes of their inputs that are
+batch axes, handled in one forward call.
 """
 
 from __future__ import annotations
@@ -579,7 +583,7 @@ class NonZero(_IndexFunction):
                              "nonzero(atleast_1d(a))")
         idx = xp.nonzero(x)
         if nbatch == 0:
-            return tuple(idx)
+            return idx[0] if len(idx) == 1 else tuple(idx)  # one output: an array, not a tuple
         lead = x.shape[:nbatch]
         rows = math.prod(lead)
         counts = xp.count_nonzero(x.reshape((rows, -1)), axis=1) if rows else xp.zeros(0)
@@ -590,7 +594,8 @@ class NonZero(_IndexFunction):
                 f"({int(counts.min())} to {int(counts.max())}), so their indices cannot be "
                 "stacked; use tnp.where(cond, x, 0) or a fixed-size selection instead"
             )
-        return tuple(i.reshape(lead + (c,)) for i in idx[nbatch:])
+        out = tuple(i.reshape(lead + (c,)) for i in idx[nbatch:])
+        return out[0] if len(out) == 1 else out
 
     @classmethod
     def output_shape(cls, shape, nbatch=0):
@@ -598,7 +603,7 @@ class NonZero(_IndexFunction):
 
     @classmethod
     def output_dtype(cls, dtype, nbatch=0):
-        return [_INTP]
+        return _INTP
 
 
 @expose
