@@ -295,7 +295,7 @@ def test_insert_matches_numpy():
     for obj, values in ((1, 9), ([1, 1], [7, 8]), (slice(2, 4), [7, 8]), ([], []),
                         ([0, 6, 3], 5), ([-6, 6], [1, 2]), (np.array([True, False, True, False,
                                                                        False, False]), 9),
-                        (2, [7, 8, 9]), (tg.Tensor(2), 4)):
+                        (2, [7, 8, 9]), (tg.Tensor(2), 4), (-1, 9), (-6, [7, 8])):
         same(tnp.insert(tg.Tensor(b), obj, values), np.insert(b, np.asarray(obj) if isinstance(
             obj, tg.Tensor) else obj, values))
     x = np.arange(8).reshape(2, 4)

@@ -1046,7 +1046,8 @@ def insert(arr, obj, values, axis=None) -> Tensor:
         if not -n <= index <= n:
             raise IndexError(f"insert: index {index} is out of bounds for axis {axis} with "
                              f"size {n}")
-        index %= n + 1
+        if index < 0:
+            index += n
         if scalar:
             v = moveaxis(v, 0, axis)
         block_shape = x.shape[:axis] + (v.shape[axis],) + x.shape[axis + 1:]
