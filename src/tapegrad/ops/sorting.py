@@ -182,6 +182,17 @@ def _batch_lead(args, batched, size, nbatch):
     return batch_all(args, batched, size), nbatch + 1
 
 
+def _empty_batch(cls, args, batched, **params):
+    """An op's result for an empty batch: the op on one example, as ``vmap`` makes it (zeros
+    of one example's shape for the batched arguments, the unbatched ones as they are), with a
+    batch axis of length 0 in front: the per-example sizes an all-zero example gives."""
+    ex = [Tensor(np.zeros(a.shape[1:], a.dtype)) if b else a for a, b in zip(args, batched)]
+    out = cls.apply(*ex, **params)
+    outs = out if isinstance(out, tuple) else (out,)
+    res = tuple(Reshape.api(o, (1,) + o.shape)[:0] for o in outs)
+    return res if isinstance(out, tuple) else res[0]
+
+
 class _IndexFunction(Function):
     """Base of the integer-valued ops: no gradient, intp outputs, errors passed through when
     they already name the op."""
@@ -409,6 +420,8 @@ class SearchSorted(_IndexFunction):
         a, v = args
         if not batched[0] and nbatch == 0:
             return SearchSorted.apply(a, v, side=side)
+        if size == 0:
+            return _empty_batch(SearchSorted, args, batched, side=side, nbatch=nbatch)
         (a, v), nb = _batch_lead([a, v], batched, size, nbatch)
         return SearchSorted.apply(a, v, side=side, nbatch=nb)
 
@@ -481,6 +494,9 @@ class IsIn(Function):
         element, test = args
         if not batched[1] and nbatch == 0:
             return IsIn.apply(element, test, invert=invert, assume_unique=assume_unique)
+        if size == 0:
+            return _empty_batch(IsIn, args, batched, invert=invert, assume_unique=assume_unique,
+                                nbatch=nbatch)
         (element, test), nb = _batch_lead([element, test], batched, size, nbatch)
         return IsIn.apply(element, test, invert=invert, assume_unique=assume_unique, nbatch=nb)
 
@@ -678,6 +694,8 @@ class Bincount(Function):
     @staticmethod
     def batch(args, batched, size, minlength=0, nbatch=0):
         x, w = args
+        if size == 0:
+            return _empty_batch(Bincount, args, batched, minlength=minlength, nbatch=nbatch)
         if w is None:
             (x,), nb = _batch_lead([x], batched[:1], size, nbatch)
             return Bincount.apply(x, None, minlength=minlength, nbatch=nb)
