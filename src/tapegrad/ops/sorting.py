@@ -680,7 +680,8 @@ class Bincount(Function):
     each value; ``n = max(max(x) + 1, minlength)``, so the length depends on the values.
 
     Derivative: linear in ``weights``; the cotangent of ``weights[i]`` is the output
-    cotangent at bin ``x[i]`` (a gather). ``x`` is piecewise constant (no gradient).
+    cotangent at bin ``x[i]`` (a gather). ``x`` is piecewise constant (no gradient). Forward
+    mode transposes the backward rule (the op is linear).
 
     With ``nbatch = k`` the first ``k`` axes of ``x`` (and ``weights``) are batch axes; every
     example must then have the same length ``n`` (pass a ``minlength`` at least as large as
@@ -783,14 +784,6 @@ class Bincount(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return None, _gather_rows(g, x, ctx.nbatch)
-
-    @staticmethod
-    def jvp(ctx, tx, tw):
-        if tw is None:
-            return None
-        (x,) = ctx.saved_tensors
-        n = ctx.out_avals[0][0][-1]
-        return Bincount.apply(x, tw, minlength=n, nbatch=ctx.nbatch)
 
     @classmethod
     def output_shape(cls, *shapes, **params):
