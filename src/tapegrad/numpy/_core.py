@@ -127,19 +127,20 @@ def _leaves(obj, out: list) -> None:
             out.append(v)
 
 
-def _nested(obj, dt, op: str) -> Tensor:
+def _nested(obj, dt, op: str, device: str) -> Tensor:
     """A Tensor from a nested list/tuple holding Tensors: each leaf cast to ``dt`` (Tensors
-    with the differentiable cast), then stacked level by level (differentiable)."""
+    with the differentiable cast; other data made on ``device``), then stacked level by level
+    (differentiable)."""
     if not isinstance(obj, (list, tuple)):
         if isinstance(obj, Tensor):
             return obj if obj.dtype == dt else _ops.AsType.api(obj, dt)
         try:
-            return Tensor(_np.asarray(obj, dtype=dt))
+            return Tensor(_np.asarray(obj, dtype=dt), device=device)
         except (TypeError, ValueError) as err:
             raise TypeError(f"{op}: cannot convert {type(obj).__name__} to {dt} ({err})") from None
-    parts = [_nested(v, dt, op) for v in obj]
+    parts = [_nested(v, dt, op, device) for v in obj]
     if not parts:
-        return Tensor(_np.zeros((0,), dt))
+        return Tensor(_np.zeros((0,), dt), device=device)
     shapes = {p.shape for p in parts}
     if len(shapes) != 1:
         raise ValueError(
@@ -171,7 +172,8 @@ def _from_nested(obj, dtype, op: str) -> Tensor:
         dt = _np.dtype(dtype)
     if dt.kind not in "biufc":
         raise TypeError(f"{op}: expected numeric data, got dtype {dt}")
-    return _nested(obj, dt, op)
+    device = next(v.device for v in leaves if isinstance(v, Tensor))
+    return _nested(obj, dt, op, device)
 
 
 def _check_order(order, op: str) -> None:

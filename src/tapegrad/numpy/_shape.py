@@ -1122,7 +1122,7 @@ def delete(arr, obj, axis=None) -> Tensor:
         else:
             if obj.dtype.kind not in "iu":
                 raise TypeError(f"delete: obj must hold integers or booleans, got {obj.dtype}")
-            keep = _tconst(_np.ones(n, bool)).at[obj].set(False)
+            keep = _tconst(_get_backend(x.device).ones(n, bool)).at[obj].set(False)
         return _index(x, pre + (_Slot(0, False),), (_ns.nonzero(keep)[0],))
     if isinstance(obj, slice):
         keep = _np.ones(n, bool)

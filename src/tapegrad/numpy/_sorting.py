@@ -381,11 +381,12 @@ def select(condlist, choicelist, default=0) -> Tensor:
         raise ValueError(
             f"select: shapes {', '.join(str(s) for s in shapes)} do not broadcast together"
         ) from None
+    dev = conds[0].device
     out = _ns.astype(default, dtype) if isinstance(default, Tensor) else Tensor(
-        _np.asarray(default, dtype=dtype))
+        _np.asarray(default, dtype=dtype), device=dev)
     for cond, choice in zip(conds[::-1], choices[::-1]):
         choice = _ns.astype(choice, dtype) if isinstance(choice, Tensor) else Tensor(
-            _np.asarray(choice, dtype=dtype))
+            _np.asarray(choice, dtype=dtype), device=dev)
         out = _ops.Where.apply(cond, choice, out)
     return _ns.broadcast_to(out, shape)
 
@@ -449,7 +450,7 @@ def piecewise(x, condlist, funclist, *args, **kw) -> Tensor:
                 anyc = anyc | c
             conds.append(~anyc)
         else:
-            conds.append(Tensor(_np.ones(x.shape, bool)))
+            conds.append(Tensor(_np.ones(x.shape, bool), device=x.device))
     elif n != n2:
         raise ValueError(
             f"piecewise: with {n} condition(s), either {n} or {n + 1} functions are expected, "
@@ -695,17 +696,18 @@ def _bin_edges(a, bins, range_, weights, op):
         # numpy.linspace(first, last, nb + 1): computed in the dtype of first, last and a
         # Python float, then cast: arange(nb) * ((last - first) / nb) + first, then last.
         calc = _np.result_type(_dtype_of(first), _dtype_of(last), float(nb))
-        f = first if isinstance(first, Tensor) else Tensor(_np.asarray(first))
-        la = last if isinstance(last, Tensor) else Tensor(_np.asarray(last))
+        f = first if isinstance(first, Tensor) else Tensor(_np.asarray(first), device=a.device)
+        la = last if isinstance(last, Tensor) else Tensor(_np.asarray(last), device=a.device)
         f, la = _ns.astype(f, calc), _ns.astype(la, calc)
         step = (la - f) / nb
-        ramp = Tensor(_np.arange(nb, dtype=calc)) * step + f
+        ramp = Tensor(_np.arange(nb, dtype=calc), device=a.device) * step + f
         edges = _ns.astype(concatenate([ramp, reshape(la, (1,))]), bin_type)
         if nb > 1 and bool(_ns.any(edges[:-1] >= edges[1:])):
             raise ValueError(f"{op}: too many bins for the data range; cannot create {nb} "
                              "finite-sized bins")
         return edges
-    edges = _tensor(bins) if isinstance(bins, Tensor) else Tensor(_np.asarray(bins))
+    edges = _tensor(bins) if isinstance(bins, Tensor) else Tensor(_np.asarray(bins),
+                                                                   device=a.device)
     if edges.ndim != 1:
         raise ValueError(f"{op}: bins must be 1-D when an array, got shape {edges.shape}")
     if edges.shape[0] > 1 and bool(_ns.any(edges[:-1] > edges[1:])):

@@ -186,7 +186,8 @@ def _empty_batch(cls, args, batched, **params):
     """An op's result for an empty batch: the op on one example, as ``vmap`` makes it (zeros
     of one example's shape for the batched arguments, the unbatched ones as they are), with a
     batch axis of length 0 in front: the per-example sizes an all-zero example gives."""
-    ex = [Tensor(np.zeros(a.shape[1:], a.dtype)) if b else a for a, b in zip(args, batched)]
+    ex = [Tensor(np.zeros(a.shape[1:], a.dtype), device=a.device) if b else a
+          for a, b in zip(args, batched)]
     out = cls.apply(*ex, **params)
     outs = out if isinstance(out, tuple) else (out,)
     res = tuple(Reshape.api(o, (1,) + o.shape)[:0] for o in outs)
