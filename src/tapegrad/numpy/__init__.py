@@ -14,8 +14,10 @@ from tapegrad.numpy._core import *  # noqa: F401,F403
 from tapegrad.numpy._creation import *  # noqa: F401,F403
 from tapegrad.numpy._elementwise import *  # noqa: F401,F403
 from tapegrad.numpy._linalg import *  # noqa: F401,F403
+from tapegrad.numpy._polynomial import *  # noqa: F401,F403
 from tapegrad.numpy._reduction import *  # noqa: F401,F403
 from tapegrad.numpy._shape import *  # noqa: F401,F403
+from tapegrad.numpy._statistics import *  # noqa: F401,F403
 
 __all__ = sorted(
     set(_core.__all__)
