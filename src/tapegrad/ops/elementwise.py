@@ -1188,8 +1188,7 @@ class Frexp(Function):
         if x.dtype.kind == "c":
             raise TypeError(f"not supported for complex values (got dtype {x.dtype})")
         m, e = ctx.backend.frexp(x)
-        ctx.save_for_backward(e)
-        ctx.mark_non_differentiable(e)
+        ctx.save_for_backward(e)  # an int32 output: no gradient flows through it
         return m, e
 
     @staticmethod
