@@ -18,8 +18,11 @@ Conventions shared by every function here:
 
 from __future__ import annotations
 
+import numpy as _np
+
 from tapegrad.ops import elementwise as _ew
 from tapegrad.ops._registry import ns as _ns
+from tapegrad.ops._registry import tensor_arg as _tensor_arg
 
 _OWN = [c for c in vars(_ew).values() if isinstance(c, type) and c.__module__ == _ew.__name__]
 __all__ = sorted({n for cls in _OWN for n in getattr(cls, "names", ())})
@@ -43,15 +46,11 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     Gradient: ``g`` where the entry is finite, 0 where it was replaced (the replacement is a
     constant). The replacement values get no gradient.
     """
-    import numpy as np
-
-    from tapegrad.ops._registry import tensor_arg
-
-    x = tensor_arg(x)
+    x = _tensor_arg(x)
     kind = x.dtype.kind
     if kind not in "fc":
         return x
-    finfo = np.finfo(x.dtype)
+    finfo = _np.finfo(x.dtype)
     hi = finfo.max if posinf is None else posinf
     lo = finfo.min if neginf is None else neginf
 

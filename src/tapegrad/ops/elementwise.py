@@ -1172,7 +1172,8 @@ class Frexp(Function):
     Returns ``(mantissa, exponent)``: the mantissa has ``x``'s floating dtype (integers give
     float64), the exponent is int32 and carries no gradient. Gradient of the mantissa:
     ``g 2**-exponent`` (the exponent is piecewise constant). At powers of two, where the
-    exponent jumps, this is the one-sided derivative on the side away from 0.
+    exponent jumps, this is the one-sided derivative on the side away from 0; at 0 (where the
+    mantissa jumps from 0 to +-1/2) it is ``g``.
 
     Raises:
         TypeError: for complex input (as NumPy).
@@ -1294,8 +1295,10 @@ class DivMod(Function):
 
     @staticmethod
     def api(x, y):
-        """``(x // y, x % y)``; see :class:`DivMod`."""
         return DivMod.apply(*operands(x, y))
+
+
+DivMod.api.__doc__ = DivMod.__doc__
 
 
 @expose
