@@ -157,6 +157,7 @@ def test_integer_ops_match_numpy_and_batch(name, data, dtype, ):
 BATCHED = {
     "sinc": tnp.sinc,
     "i0": tnp.i0,
+    "i0_derivative": tg.grad(lambda v: tnp.sum(tnp.i0(v))),  # I1, and its rule under vmap(grad)
     "spacing": tnp.spacing,
     "sign_complex": lambda x: tnp.sign(x * (1 + 0.5j)),
     "frexp": tnp.frexp,

@@ -108,6 +108,8 @@ def test_interp_errors():
         tnp.interp(T([0.5]), T(np.ones(0)), T(np.ones(0)))
     with pytest.raises(ValueError, match="interp: period must be a non-zero value"):
         tnp.interp(T([0.5]), T([0.0, 1.0]), T([1.0, 2.0]), period=0)
+    with pytest.raises(TypeError, match="interp: x and xp must be real"):
+        tnp.interp(T([0.5j]), T([0.0, 1.0]), T([1.0, 2.0]))
     with pytest.raises(ValueError, match="interp: xp and fp must be 1-D"):
         tnp.interp(T([0.5]), T(np.ones((2, 2))), T(np.ones((2, 2))))
 
@@ -198,6 +200,11 @@ def test_polyfit_matches_numpy():
     close(tnp.polyfit(T(x), T(y), 3, cov="unscaled"), np.polyfit(x, y, 3, cov="unscaled"),
           rtol=1e-10)
     assert tnp.polyfit(T(x, np.float32), T(y, np.float32), 2).dtype == np.float32
+    yc = y + 1j * np.cos(3 * x)  # complex values, real sample points
+    close(tnp.polyfit(T(x), T(yc), 2, full=True), np.polyfit(x, yc, 2, full=True), rtol=1e-10)
+    check_grads(lambda a, b: tnp.polyfit(a, b, 2), (T(x), T(yc)), order=2, modes=("rev", "fwd"))
+    with pytest.raises(TypeError, match="polyfit: complex x is not supported"):
+        tnp.polyfit(T(x + 0j), T(y), 1)
     # rank deficient (NumPy warns RankWarning): the minimum-norm coefficients
     xr = np.array([0.0, 0.0, 1.0, 1.0])
     with pytest.warns(np.exceptions.RankWarning):

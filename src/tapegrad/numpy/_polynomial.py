@@ -318,6 +318,7 @@ def einsum_path(subscripts, *operands, optimize="greedy", einsum_call=False):
 
     Raises:
         ValueError: as NumPy, for subscripts that do not match the operands.
+        TypeError: for the interleaved ``(operand, sublist, ...)`` form (pass a string).
     """
     dummies = []
     for o in operands:
@@ -621,6 +622,12 @@ def roots(p):
     return _ops.Roots.apply(t)
 
 
+def _mH(t: Tensor) -> Tensor:
+    """The conjugate transpose of a matrix."""
+    t = _ns.transpose(t)
+    return _ns.conj(t) if t.dtype.kind == "c" else t
+
+
 def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     """Least-squares polynomial fit ``p(x) ~ y`` of degree ``deg`` (NumPy's ``polyfit``).
 
@@ -656,7 +663,8 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     Raises:
         ValueError: for ``deg < 0``; too few points to scale the covariance.
         TypeError: for ``x`` not 1-D or empty, ``y`` not 1-D/2-D, mismatched lengths, or
-            ``w`` not 1-D of ``y``'s length (NumPy's errors).
+            ``w`` not 1-D of ``y``'s length (NumPy's errors); for complex ``x`` (complex ``y``
+            is fine).
     """
     from tapegrad.numpy import linalg as _linalg
 
@@ -674,8 +682,12 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     if xt.shape[0] != yt.shape[0]:
         raise TypeError(f"polyfit: expected x and y to have same length ({xt.shape[0]} and "
                         f"{yt.shape[0]})")
-    dtype = _np.result_type(xt.dtype, yt.dtype)
-    xt, yt = xt.astype(dtype), yt.astype(dtype)
+    if xt.dtype.kind == "c":
+        raise TypeError("polyfit: complex x is not supported (the least-squares solve is real)")
+    dtype = _np.result_type(xt.dtype, _np.real(_np.zeros((), yt.dtype)).dtype)
+    ydtype = _np.result_type(dtype, yt.dtype)
+    xt = xt.astype(dtype) if xt.dtype != dtype else xt
+    yt = yt.astype(ydtype) if yt.dtype != ydtype else yt
     m = xt.shape[0]
     if rcond is None:
         rcond = m * float(_np.finfo(dtype).eps)
@@ -699,11 +711,11 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     cut = s > rcond * (s[:1] if s.shape[0] else 0)
     rank = _concrete(_ns.sum(cut), int)
     s_inv = _where(cut, 1.0 / _where(cut, s, 1.0), 0.0)
-    c0 = _ns.matmul(_ns.transpose(vh), _ns.reshape(s_inv, (-1, 1)) *
-                    _ns.matmul(_ns.transpose(u), stop_gradient(rhs2)))
+    c0 = _ns.matmul(_mH(vh), _ns.reshape(s_inv, (-1, 1)) * _ns.matmul(_mH(u),
+                                                                      stop_gradient(rhs2)))
     full_rank = rank is None or rank == order
     if full_rank:
-        at = _ns.transpose(lhs)
+        at = _mH(lhs)
         c = stop_gradient(c0) + _linalg.solve(_ns.matmul(at, lhs),
                                               _ns.matmul(at, rhs2 - _ns.matmul(lhs, c0)))
     else:
@@ -713,13 +725,13 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     coef = c if rhs.ndim == 2 else c[:, 0]
     if full:
         if full_rank and m > order:
-            resids = _ns.sum(resid * resid, axis=0)
+            resids = _ns.sum(_ns.abs(resid) ** 2, axis=0)
         else:
             resids = _ns.reshape(resid[:0, :1] * 0, (0,))
         sv = _linalg.svdvals(lhs)
         return coef, resids, _np.int32(rank if rank is not None else order), sv, rcond
     if cov:
-        at = _ns.transpose(lhs)
+        at = _mH(lhs)
         vbase = _linalg.inv(_ns.matmul(at, lhs))
         vbase = vbase / (_ns.reshape(scale, (order, 1)) * _ns.reshape(scale, (1, order)))
         if cov == "unscaled":
@@ -728,7 +740,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
             if m <= order:
                 raise ValueError("polyfit: the number of data points must exceed order to "
                                  "scale the covariance matrix")
-            fac = _ns.sum(resid * resid, axis=0) / (m - order)
+            fac = _ns.sum(_ns.abs(resid) ** 2, axis=0) / (m - order)
         if rhs.ndim == 1:
             return coef, vbase * (fac if isinstance(fac, float) else fac[0])
         fac3 = fac if isinstance(fac, float) else _ns.reshape(fac, (1, 1, -1))
@@ -761,6 +773,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     Raises:
         ValueError: for ``xp``/``fp`` not 1-D, of different lengths or empty, or a zero
             period.
+        TypeError: for complex ``x`` or ``xp``.
     """
     op = "interp"
     xt = _tensor(x) if isinstance(x, Tensor) else Tensor(_np.asarray(x))
@@ -773,6 +786,8 @@ def interp(x, xp, fp, left=None, right=None, period=None):
                          f"{kp.shape[0]})")
     if kp.shape[0] == 0:
         raise ValueError(f"{op}: array of sample points is empty")
+    if xt.dtype.kind == "c" or kp.dtype.kind == "c":
+        raise TypeError(f"{op}: x and xp must be real, got dtypes {xt.dtype} and {kp.dtype}")
     real = _np.result_type(*[_np.real(_np.zeros((), t.dtype)).dtype if t.dtype.kind in "fc"
                              else _np.dtype(_np.float64) for t in (xt, kp, fv)])
     vdtype = _np.result_type(real, _np.complex64) if fv.dtype.kind == "c" else real

@@ -755,7 +755,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         if not returned:
             return avg
         n = _count(x, None, axis, keepdims)
-        return avg, full_like(avg, n, dtype=_real_dtype(avg.dtype))
+        return avg, full_like(avg, n, dtype=avg.dtype)
     w = _tensor(weights)
     if w.shape != x.shape:
         if axis is None:
@@ -1004,7 +1004,7 @@ def _slice(nd, ax, s):
     return (slice(None),) * ax + (s,) + (slice(None),) * (nd - ax - 1)
 
 
-def _along(value, x, ax, op, name):
+def _along(value, x, ax):
     """``prepend``/``append`` as a Tensor of ``x``'s shape with ``ax`` of the value's length
     (a scalar is broadcast to length 1, as NumPy)."""
     v = _tensor(value)
@@ -1048,10 +1048,10 @@ def diff(a, n=1, axis=-1, prepend=None, append=None):
         return x
     parts = []
     if prepend is not None:
-        parts.append(_along(prepend, x, ax, "diff", "prepend"))
+        parts.append(_along(prepend, x, ax))
     parts.append(x)
     if append is not None:
-        parts.append(_along(append, x, ax, "diff", "append"))
+        parts.append(_along(append, x, ax))
     if len(parts) > 1:
         x = _ns.concatenate(parts, axis=ax)
     nd = x.ndim

@@ -1103,7 +1103,7 @@ class Sign(Function):
 
     @staticmethod
     def forward(ctx, x):
-        ctx.cplx = x.dtype.kind == "c" if hasattr(x, "dtype") else isinstance(x, complex)
+        ctx.cplx = x.dtype.kind == "c"
         if ctx.cplx:
             ctx.save_for_backward(x)
         return ctx.backend.sign(x)
