@@ -112,7 +112,6 @@ class Tensor:
     # level down (None: the constant Tensor(_array), built on first use) and the label.
     _box: Any
 
-    __array_ufunc__ = None  # NumPy hands binary operators back to Tensor (x.__radd__)
     __array_priority__ = 1000
 
     def __init__(self, data, dtype=None, device=None, label=None):

@@ -26,4 +26,5 @@ __all__ = sorted(
     | set(_shape.__all__)
 )
 
+from tapegrad.interop import from_dlpack  # noqa: E402,F401  (installs NumPy dispatch, DLPack)
 from tapegrad.numpy import linalg  # noqa: E402,F401
