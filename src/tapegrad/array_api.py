@@ -40,13 +40,17 @@ from typing import Any, NamedTuple
 
 import numpy as _np
 
-from tapegrad import numpy as _tnp
+from tapegrad import numpy as _tnp_module
 from tapegrad.backend import cupy_available as _cupy_available
 from tapegrad.backend import get_backend as _get_backend
 from tapegrad.interop import from_dlpack
 from tapegrad.tensor import Tensor
 
 __array_api_version__ = "2024.12"
+
+# tapegrad.numpy assembles its namespace at import time (from the ops' declarations), so a type
+# checker cannot list its functions: it is typed as Any here.
+_tnp: Any = _tnp_module
 
 # -- constants and dtypes -------------------------------------------------------------------
 e = _math.e
@@ -446,7 +450,7 @@ def vecdot(x1, x2, /, *, axis=-1) -> Tensor:
         raise ValueError(
             f"vecdot: sizes along axis {axis} differ: shapes {x1.shape} and {x2.shape}"
         )
-    a = _tnp.conj(x1) if x1.dtype.kind == "c" else x1
+    a: Any = _tnp.conj(x1) if x1.dtype.kind == "c" else x1
     return _tnp.sum(a * x2, axis=axis if axis < 0 else axis - nd)
 
 
@@ -495,12 +499,12 @@ def unstack(x, /, *, axis=0) -> tuple:
     Raises:
         ValueError: if ``axis`` is out of range.
     """
-    x = _arr(x)
-    (a,) = _axes(axis, x.ndim, "unstack")
-    if x.ndim == 0:
+    t: Any = _arr(x)  # Any: Tensor's operators and indexing are installed at import time
+    (a,) = _axes(axis, t.ndim, "unstack")
+    if t.ndim == 0:
         raise ValueError("unstack: expected an array with at least one dimension")
     lead = (slice(None),) * a
-    return tuple(x[lead + (i,)] for i in range(x.shape[a]))
+    return tuple(t[lead + (i,)] for i in range(t.shape[a]))
 
 
 def squeeze(x, /, axis) -> Tensor:
@@ -620,21 +624,21 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None) -> Tensor:
     Raises:
         ValueError: for a negative ``n`` or an out-of-range ``axis``.
     """
-    x = _arr(x)
+    t: Any = _arr(x)  # Any: Tensor's operators and indexing are installed at import time
     if n < 0:
         raise ValueError(f"diff: n must be non-negative, got {n}")
-    (a,) = _axes(axis, x.ndim, "diff")
-    parts = [x]
+    (a,) = _axes(axis, t.ndim, "diff")
+    parts = [t]
     if prepend is not None:
         parts.insert(0, _arr(prepend))
     if append is not None:
         parts.append(_arr(append))
     if len(parts) > 1:
-        x = _tnp.concatenate(parts, axis=a)
+        t = _tnp.concatenate(parts, axis=a)
     lead = (slice(None),) * a
     for _ in range(n):
-        x = x[lead + (slice(1, None),)] - x[lead + (slice(None, -1),)]
-    return x
+        t = t[lead + (slice(1, None),)] - t[lead + (slice(None, -1),)]
+    return t
 
 
 # -- sorting (adapters over tapegrad.numpy's sort/argsort, present once it has them) ---------
@@ -765,7 +769,8 @@ def _submodule(name: str, names, pick) -> _types.ModuleType:
 def _devices() -> list:
     out = ["cpu"]
     if _cupy_available():
-        out += [f"cuda:{i}" for i in range(_get_backend("cuda:0").cuda.runtime.getDeviceCount())]
+        cp: Any = _get_backend("cuda:0")
+        out += [f"cuda:{i}" for i in range(cp.cuda.runtime.getDeviceCount())]
     return out
 
 

@@ -35,15 +35,20 @@ from __future__ import annotations
 
 import functools
 import inspect
+from typing import Any
 
 import numpy as np
 
-from tapegrad import numpy as tnp  # a partial module while tapegrad.numpy imports this one
+from tapegrad import numpy as _tnp_module  # a partial module while tapegrad.numpy imports this
 from tapegrad.backend import get_backend, parse_device
 from tapegrad.ops._registry import install_methods
 from tapegrad.tensor import Tensor, const
 
 __all__ = ["from_dlpack", "numpy_dispatch_target"]
+
+# tapegrad.numpy assembles its namespace at import time (from the ops' declarations), so a type
+# checker cannot list its functions: it is typed as Any here.
+tnp: Any = _tnp_module
 
 _ND_UFUNC = np.ndarray.__array_ufunc__
 _ND_FUNCTION = np.ndarray.__array_function__
@@ -335,7 +340,7 @@ def _array_function(self, func, types, args, kwargs):
 _KDL_CPU, _KDL_CUDA = 1, 2
 
 
-def _backend_array(t: Tensor):
+def _backend_array(t: Tensor) -> Any:
     """The Tensor's read-only backend array (NumPy on the CPU, CuPy on a GPU)."""
     if t.device == "cpu":
         return t.numpy()  # read-only, no copy
@@ -452,7 +457,7 @@ def from_dlpack(x, /, *, device=None, copy=None) -> Tensor:
     if src == "cpu":
         arr = np.from_dlpack(x, copy=copy)
     else:
-        cp = get_backend(src)
+        cp: Any = get_backend(src)
         with cp.cuda.Device(int(src.split(":")[1])):
             arr = cp.from_dlpack(x) if copy is None or copy is False else cp.from_dlpack(x).copy()
     if arr.dtype.kind not in "biufc":
