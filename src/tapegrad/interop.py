@@ -81,7 +81,6 @@ _HINTS = {
     "nanmean": "mask first: tnp.where(tnp.isnan(x), 0, x) and divide by the count of non-NaNs",
     "asanyarray": "use tnp.asarray",
     "ascontiguousarray": "use tnp.asarray (Tensors are always contiguous to tapegrad)",
-    "concat": "use tnp.concatenate",
     "cumulative_sum": "use tnp.cumsum",
     "cumulative_prod": "use tnp.cumprod",
 }
