@@ -381,6 +381,15 @@ def primal_of(t: Tensor) -> Tensor:
     return p
 
 
+def all_values(t: Tensor) -> np.ndarray:
+    """Every value ``t`` stands for, as a NumPy array, for checking inputs: its value, or
+    inside ``vmap`` the values of all examples (the batch's array, batch axes first). It
+    carries no derivative: never compute results from it."""
+    while t._level:
+        t = primal_of(t)
+    return _backend.to_device(t._concrete(), "cpu")
+
+
 def _immutable_setattr(self, name, value):
     raise AttributeError(
         f"Tensor is immutable: cannot set attribute {name!r}. Operations return new Tensors; "

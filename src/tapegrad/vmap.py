@@ -232,7 +232,8 @@ class BatchTrace(Trace):
                     )
         nd = ctx.__dict__.pop("_non_diff", ())
         nondiff = tuple(j for j, o in enumerate(raws) if any(o is s for s in nd))
-        return ctx, tuple(spec), nondiff
+        ctx._spec = spec = tuple(spec)
+        return ctx, spec, nondiff
 
 
 def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
