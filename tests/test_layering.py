@@ -23,6 +23,8 @@ def _layer(module: str) -> str:
     top = parts[1]
     if top in CORE:
         return "core"
+    if top in ("interop", "array_api"):  # NumPy's protocols and the array API standard's
+        return "numpy"  # namespace, both onto tapegrad.numpy: the NumPy layer
     return top  # ops, numpy, nn, optim, io, testing, at, log, distributed
 
 

@@ -112,7 +112,6 @@ class Tensor:
     # level down (None: the constant Tensor(_array), built on first use) and the label.
     _box: Any
 
-    __array_ufunc__ = None  # NumPy hands binary operators back to Tensor (x.__radd__)
     __array_priority__ = 1000
 
     def __init__(self, data, dtype=None, device=None, label=None):
@@ -248,9 +247,9 @@ class Tensor:
         if self._level:
             raise TypeError(
                 "Tensor.__array__: a traced Tensor cannot silently become a NumPy array inside "
-                "a transform (its gradient would be lost). Use tapegrad.numpy functions "
-                "(tnp.sin(x) rather than np.sin(x)), or tg.stop_gradient(x).numpy() if a "
-                "constant is really meant."
+                "a transform (its gradient would be lost). Compute on the Tensor instead "
+                "(NumPy's functions, np.sin(x), and tapegrad.numpy's both record), or use "
+                "tg.stop_gradient(x).numpy() if a constant is really meant."
             )
         arr = self.numpy()
         if dtype is not None and arr.dtype != np.dtype(dtype):

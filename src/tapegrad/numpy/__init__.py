@@ -45,4 +45,5 @@ __all__ = sorted(
     | set(_statistics.__all__)
 )
 
+from tapegrad.interop import from_dlpack  # noqa: E402,F401  (installs NumPy dispatch, DLPack)
 from tapegrad.numpy import linalg, random  # noqa: E402,F401
