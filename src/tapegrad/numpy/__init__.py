@@ -26,4 +26,4 @@ __all__ = sorted(
     | set(_shape.__all__)
 )
 
-from tapegrad.numpy import linalg  # noqa: E402,F401
+from tapegrad.numpy import fft, linalg  # noqa: E402,F401
