@@ -458,8 +458,12 @@ def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:  # noqa: A002
     if x.dtype.kind != "c":
         return _reduction.norm(x, ord=ord, axis=axis, keepdims=keepdims)
     nd = x.ndim
+    if axis is None and ord is None:  # the 2-norm of everything
+        parts = _shape.stack([_ns.real(x), _ns.imag(x)], axis=-1)
+        out = _ops.Norm2.apply(parts, axis=None, keepdims=keepdims)
+        return _shape.reshape(out, out.shape[:-1]) if keepdims else out
     if axis is None:
-        axes = tuple(range(nd)) if ord is None or nd in (1, 2) else None
+        axes = tuple(range(nd)) if nd in (1, 2) else None
     elif isinstance(axis, (tuple, list)):
         axes = tuple(axis)
     else:
@@ -467,7 +471,7 @@ def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:  # noqa: A002
     if axes is None or len(axes) not in (1, 2):
         return _reduction.norm(_ns.abs(x), ord=ord, axis=axis, keepdims=keepdims)  # its error
     axes = tuple(_normalize_axis(a, nd, "norm")[0] for a in axes)
-    matrix = len(axes) == 2 and not (axis is None and ord is None)
+    matrix = len(axes) == 2
     two = ord is None or (not isinstance(ord, str) and ord == 2 and not matrix) or (
         matrix and ord in ("fro", "f"))
     if two and len(set(axes)) == len(axes):

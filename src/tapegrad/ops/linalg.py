@@ -1,25 +1,41 @@
-"""Linear-algebra primitives: matmul, einsum, inv, solve, det, slogdet, cholesky, svd.
+"""Linear-algebra primitives: matmul, einsum, inv, solve, det, slogdet, cholesky, svd, eigh,
+eig, qr, pinv.
 
 Each primitive is one definition: its forward, backward and shape/dtype rules and its public
 function (``api``, with the docstring users read). ``matmul`` and ``einsum`` are exposed in
-``tapegrad.numpy`` (and ``@``, ``x.matmul``); ``inv``, ``solve``, ``det``, ``slogdet``,
-``cholesky`` and ``svd`` only in ``tapegrad.numpy.linalg`` (``names = ()``, so nothing enters
-the flat namespace). Products built from several primitives (``dot``, ``tensordot``, ...) live
-in ``tapegrad.numpy``.
+``tapegrad.numpy`` (and ``@``, ``x.matmul``); the others only in ``tapegrad.numpy.linalg``
+(``names = ()``, so nothing enters the flat namespace). Products built from several
+primitives (``dot``, ``tensordot``, ...) live in ``tapegrad.numpy``.
 
 Every backward rule is written with tapegrad ops (matmul, einsum, solve, ...) on the saved
-input/output Tensors, so second and higher derivatives work. Matrix rules follow
+input/output Tensors, so second and higher derivatives work. Complex inputs follow JAX's
+convention: a backward rule is the transpose of the jvp for the pairing ``Re sum(g * dy)``
+(no conjugation of holomorphic rules; ``grad`` of a real loss of ``z = x + iy`` is
+``dL/dx - i dL/dy``), and a real input of a complex computation receives the real part.
+Matrix rules follow
 
 * M. B. Giles, "An extended collection of matrix derivative results for forward and reverse
-  mode algorithmic differentiation", Oxford NA report 08/01, 2008 (inv, solve, det, slogdet);
+  mode algorithmic differentiation", Oxford NA report 08/01, 2008 (inv, solve, det, slogdet,
+  eig, eigh);
 * I. Murray, "Differentiation of the Cholesky decomposition", arXiv:1602.07527, 2016
   (cholesky);
-* J. Townsend, "Differentiating the singular value decomposition", 2016 (svd).
+* J. Townsend, "Differentiating the singular value decomposition", 2016, and Z.-Q. Wan and
+  S.-X. Zhang, "Automatic differentiation for complex valued SVD", arXiv:1909.02659, 2019
+  (svd);
+* M. Seeger, A. Hetzel, Z. Dai, E. Meissner and N. D. Lawrence, "Auto-differentiating linear
+  algebra", arXiv:1710.08717, 2017, and S. F. Walter and L. Lehmann, "Algorithmic
+  differentiation of linear algebra functions with application in optimum experimental
+  design", 2018 (qr);
+* G. H. Golub and V. Pereyra, "The differentiation of pseudo-inverses and nonlinear least
+  squares problems whose variables separate", SIAM J. Numer. Anal. 10(2), 1973 (pinv);
+* JAX (``jax/_src/lax/linalg.py``, ``jax/_src/numpy/linalg.py``): the jvp rules whose
+  transposes these are, and the gauge conventions of eigh and svd.
 
-Batched operands have shape ``(..., n, n)``; batch dimensions broadcast like NumPy's
-``numpy.linalg`` gufuncs and ``apply`` sums cotangents back over broadcast dimensions.
-On CUDA (CuPy) singular or indefinite matrices may go undetected (CuPy does not check by
-default) and give inf/NaN instead of a ``LinAlgError``.
+Batched operands have shape ``(..., m, n)``; batch dimensions broadcast like NumPy's
+``numpy.linalg`` gufuncs and ``apply`` sums cotangents back over broadcast dimensions. Under
+``vmap`` the batch is one more leading stack dimension. On CUDA (CuPy) singular or
+indefinite matrices may go undetected (CuPy does not check by default) and give inf/NaN
+instead of a ``LinAlgError``; ``eig`` (which CuPy lacks) runs on the host there.
 """
 
 from __future__ import annotations
