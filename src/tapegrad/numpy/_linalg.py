@@ -262,7 +262,9 @@ def eigvals(a) -> Tensor:
 
     Gradient: ``V^{-T} diag(g) V^T`` (Giles 2008, sec. 3.1), real for real ``a``; finite at
     repeated eigenvalues whose eigenvectors are independent (see
-    :func:`tapegrad.numpy.linalg.eig`); at a defective matrix it raises ``LinAlgError``.
+    :func:`tapegrad.numpy.linalg.eig`); at a defective matrix, where the eigenvalues are not
+    differentiable, it is huge or inf/NaN (``LinAlgError`` if the computed eigenvectors are
+    exactly dependent).
 
     Raises:
         ValueError: if ``a`` is not ``(..., n, n)``.

@@ -309,7 +309,8 @@ def irfft(a, n=None, axis=-1, norm=None, out=None) -> Tensor:
         out: Not supported; must be None.
 
     Returns:
-        Real Tensor (float32 for complex64/float32 input) with length ``n`` along ``axis``.
+        Real Tensor (float32 for complex64/float32 input; float16 for float16 input, as
+        NumPy) with length ``n`` along ``axis``.
 
     Gradient: ``conj(mask * rfft(g))`` with ``rfft``'s norm swapped, ``mask`` 1 at the edge
     bins and 2 at the bins that stand for a conjugate pair (JAX's rule); the ignored
@@ -319,12 +320,21 @@ def irfft(a, n=None, axis=-1, norm=None, out=None) -> Tensor:
         ValueError: if ``n < 1``, the axis is out of range or ``norm`` is unknown.
     """
     _no_out(out, "irfft")
-    x = _input(a, "irfft")
-    ax = _axis(axis, x.ndim, "irfft")
-    n = (x.shape[ax] - 1) * 2 if n is None else _points(n, "irfft")
+    return _irfft(a, n, axis, _norm(norm, "irfft"), "irfft")
+
+
+def _irfft(a, n, axis, norm, op, conj=False):
+    x = _input(a, op)
+    if conj and x.dtype.kind == "c":
+        x = _ns.conj(x)
+    ax = _axis(axis, x.ndim, op)
+    n = (x.shape[ax] - 1) * 2 if n is None else _points(n, op)
     if n < 1:
-        raise ValueError(f"irfft: invalid number of FFT data points ({n}) specified")
-    return _ops.Irfft.apply(_resize(x, ax, n // 2 + 1), axis=ax, n=n, norm=_norm(norm, "irfft"))
+        raise ValueError(f"{op}: invalid number of FFT data points ({n}) specified")
+    y = _ops.Irfft.apply(_resize(x, ax, n // 2 + 1), axis=ax, n=n, norm=norm)
+    if _tensor(a).dtype == _np.float16:  # NumPy returns a real half input's dtype here
+        y = y.astype(_np.float16)
+    return y
 
 
 def rfftn(a, s=None, axes=None, norm=None, out=None) -> Tensor:
@@ -414,9 +424,7 @@ def hfft(a, n=None, axis=-1, norm=None, out=None) -> Tensor:
     Gradient: through :func:`irfft` and ``conj`` (JAX's convention).
     """
     _no_out(out, "hfft")
-    x = _input(a, "hfft")
-    norm = _norm(norm, "hfft")
-    return irfft(_ns.conj(x) if x.dtype.kind == "c" else x, n, axis, _swap_norm(norm))
+    return _irfft(a, n, axis, _swap_norm(_norm(norm, "hfft")), "hfft", conj=True)
 
 
 def ihfft(a, n=None, axis=-1, norm=None, out=None) -> Tensor:

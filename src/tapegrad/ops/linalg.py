@@ -890,6 +890,8 @@ def _inv_for_grad(a, op):
 
 #: ``slogdet``'s result, as NumPy's.
 SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"], module="tapegrad.numpy.linalg")
+SlogdetResult.__doc__ = """The result of :func:`tapegrad.numpy.linalg.slogdet` (a namedtuple, as
+NumPy's): ``sign`` (no gradient) and ``logabsdet``, with ``det = sign * exp(logabsdet)``."""
 
 
 @_linalg_function("slogdet")
@@ -1057,6 +1059,8 @@ def _svd_shapes(shape, full_matrices=False):
 
 #: ``svd``'s result, as NumPy's.
 SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"], module="tapegrad.numpy.linalg")
+SVDResult.__doc__ = """The result of :func:`tapegrad.numpy.linalg.svd` (a namedtuple, as NumPy's):
+``U``, the singular values ``S`` (real, descending) and ``Vh``, ``a = U @ (S[..., None] * Vh)``."""
 
 
 @_linalg_function("svd")
@@ -1087,8 +1091,9 @@ class Svd(Function):
     The divisions are NaN-safe (0 where the numerator is 0): a loss of the singular values
     alone (a norm) has the finite gradient ``U^* diag(gS) V^T`` even with repeated or zero
     singular values. A loss that depends on the singular vectors of a repeated singular value
-    has no derivative (the vectors are not unique), and its gradient is inf/NaN, as in PyTorch
-    and JAX.
+    has no derivative (the vectors are not unique): its gradient is inf/NaN, as in PyTorch
+    and JAX (0 in the rare case that the cotangent's component coupling the two vectors is
+    exactly 0, the NaN-safe division's convention).
 
     Raises:
         ValueError: for inputs with fewer than 2 dimensions; in backward, for
@@ -1237,6 +1242,14 @@ EighResult = namedtuple(
 EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"], module="tapegrad.numpy.linalg")
 #: ``qr``'s result, as NumPy's.
 QRResult = namedtuple("QRResult", ["Q", "R"], module="tapegrad.numpy.linalg")
+EighResult.__doc__ = """The result of :func:`tapegrad.numpy.linalg.eigh` (a namedtuple, as NumPy's):
+``eigenvalues`` ``(..., n)`` real, ascending, and ``eigenvectors`` ``(..., n, n)``, the
+columns."""
+EigResult.__doc__ = """The result of :func:`tapegrad.numpy.linalg.eig` (a namedtuple, as NumPy's):
+``eigenvalues`` ``(..., n)`` and ``eigenvectors`` ``(..., n, n)`` (columns of unit norm), both
+complex."""
+QRResult.__doc__ = """The result of :func:`tapegrad.numpy.linalg.qr` (a namedtuple, as NumPy's):
+``Q`` with orthonormal columns and upper-triangular ``R``, ``a = Q @ R``."""
 
 
 @_linalg_function("eigh")
@@ -1264,7 +1277,8 @@ class Eigh(Function):
     is 0), so a loss of the eigenvalues alone (``eigvalsh``) has the finite gradient
     ``V^* diag(gw) V^T`` everywhere; a loss that depends on the eigenvectors of a repeated
     eigenvalue has no derivative (they are not unique) and gets inf/NaN, as in JAX and
-    PyTorch.
+    PyTorch (0 in the rare case that the cotangent's component coupling the two eigenvectors
+    is exactly 0, the NaN-safe division's convention).
     """
     batch = classmethod(_stacked)  # vmap: the batch is one more stack dimension
 
@@ -1384,8 +1398,12 @@ class Eig(Function):
     Repeated eigenvalues: ``F`` is inf there. The division is NaN-safe (0 where the numerator
     is 0), so a loss of the eigenvalues alone (``eigvals``) has a finite gradient wherever
     ``V`` is invertible (a repeated eigenvalue with independent eigenvectors, such as the
-    identity's, included); a loss of the eigenvectors of a repeated eigenvalue gets inf/NaN.
-    At a defective matrix (``V`` singular) the gradient raises ``LinAlgError``.
+    identity's, included); a loss of the eigenvectors of a repeated eigenvalue gets inf/NaN
+    (0 where the cotangent coupling the two eigenvectors is exactly 0, the NaN-safe division's
+    convention). At a defective matrix (a Jordan block: ``V`` singular) the eigenvalues are not
+    differentiable (they move like the square root of a perturbation): the gradient is huge or
+    inf/NaN where LAPACK's ``V`` is numerically singular, and raises ``LinAlgError`` where it
+    is exactly singular. (Symmetric functions such as ``sum(w) = trace(A)`` stay exact.)
     """
     batch = classmethod(_stacked)  # vmap: the batch is one more stack dimension
 
@@ -1464,7 +1482,8 @@ class Eig(Function):
             ValueError: if ``a`` is not ``(..., n, n)``.
             TypeError: for float16 or non-numeric inputs.
             numpy.linalg.LinAlgError: if the decomposition does not converge; when
-                differentiating at a defective matrix.
+                differentiating at a defective matrix whose computed eigenvectors are exactly
+                dependent (nearly dependent ones give a huge or inf/NaN gradient).
 
         Example:
             >>> import tapegrad.numpy as tnp
@@ -1777,7 +1796,9 @@ class Pinv(Function):
 
         Gradient: Golub and Pereyra (1973), see :class:`tapegrad.ops.Pinv`; exact where the
         rank is locally constant (for a rank-deficient ``a``: perturbations that keep the
-        rank), as JAX.
+        rank), as JAX. The rule divides by no singular-value gaps, so repeated singular values
+        are harmless; where a singular value crosses the cutoff (the rank changes) ``pinv`` is
+        discontinuous and the gradient is that of the constant-rank branch.
 
         Raises:
             ValueError: if ``a`` has fewer than 2 dimensions, or both ``rcond`` and ``rtol``
