@@ -25,7 +25,7 @@ from tapegrad.numpy import stop_gradient
 from tapegrad.tape import Guard, GuardError, Tape, TapeEntry
 from tapegrad.tensor import Tensor, tensor
 from tapegrad.transforms import grad, trace, value_and_grad, vjp
-from tapegrad.vmap import vmap
+from tapegrad.vmap import elementwise_grad, vmap
 
 __version__ = "0.1.0"
 
@@ -44,6 +44,7 @@ __all__ = [
     "trace",
     "jit",
     "vmap",
+    "elementwise_grad",
     "jvp",
     "linearize",
     "jacfwd",

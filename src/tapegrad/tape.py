@@ -106,6 +106,9 @@ class Trace:
     """
 
     __slots__ = ("level", "entries", "avals", "done", "labels", "replays", "_note")
+    #: Whether this level's values stand for a batch of examples (``vmap``): no single Python
+    #: value can be read from them.
+    batched = False
 
     def __init__(self, level: int, replays: bool = True):
         self.level = level
@@ -258,6 +261,13 @@ class Trace:
         while t is not None and t._level:
             trace = t._trace
             if not trace.done:
+                if trace.batched:
+                    raise TypeError(
+                        f"{kind}() of a batched value inside vmap: each example may give a "
+                        "different answer, so one Python value cannot stand for them. Write "
+                        "the branch with tnp.where(cond, a, b) (or decide on tnp.any/tnp.all "
+                        "of the whole batch outside vmap)."
+                    )
                 if trace.replays:
                     if where is None:
                         where = caller_line()
@@ -290,6 +300,7 @@ class Trace:
             out_treedef=out_treedef,
             avals=tuple(self.avals),
             labels=dict(self.labels),
+            level=self.level,
         )
 
 
@@ -485,6 +496,7 @@ class Tape:
         out_treedef: Pytree structure of the output.
         avals: ``(shape, dtype)`` of every node, indexed by node id.
         labels: Node id -> label, from ``Tensor.label``.
+        level: The trace level it was recorded at (its traced values carry it).
     """
 
     entries: tuple
@@ -496,6 +508,7 @@ class Tape:
     out_treedef: Any
     avals: tuple = ()
     labels: dict = attrs.field(factory=dict)
+    level: int = 0
     _prog: Any = attrs.field(default=None, init=False, eq=False, repr=False)
 
     def __len__(self) -> int:
@@ -598,6 +611,17 @@ class Tape:
         return tuple(tree_unflatten(self.in_treedef, leaves))
 
     backward = vjp
+
+    def residual_bytes(self):
+        """What a backward replay of this tape holds: the residuals (values the ``backward``
+        rules read) and cotangents, at the start and at the peak, and which entries hold them.
+
+        Returns:
+            A :class:`tapegrad.memory.ResidualReport`.
+        """
+        from tapegrad.memory import residual_report
+
+        return residual_report(self)
 
     def to_dot(self) -> str:
         """The tape as Graphviz DOT source (a string; no Graphviz needed to make it)."""

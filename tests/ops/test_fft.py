@@ -171,7 +171,24 @@ def test_lazy_results_have_the_eager_shapes_and_dtypes():
 
 def test_primitives_are_registered_without_flat_names():
     for cls in (ops.Fft, ops.Rfft, ops.Irfft):
-        assert cls.names == () and cls.batch is not None and cls.jvp is not None
+        assert cls.names == () and cls.batch is not None
+
+
+def test_forward_mode_is_the_transform_of_the_tangent():
+    """The maps are real-linear: jvp(f, x, t) = f(t), whatever x (forward mode comes from
+    transposing the backward rules)."""
+    z, t = rand(2, 6, cplx=True), rand(2, 6, cplx=True)
+    x, u = rand(2, 6), rand(2, 6)
+    for f, p, d in [
+        (lambda a: F.fftn(a, norm="ortho"), z, t),
+        (lambda a: F.ifft(a, norm="forward"), z, t),
+        (lambda a: F.rfft(a), x, u),
+        (lambda a: F.irfft(a, 9), z, t),
+        (lambda a: F.hfft(a, 4, axis=0), z, t),
+    ]:
+        y, ty = tg.jvp(f, (tg.Tensor(p),), (tg.Tensor(d),))
+        np.testing.assert_allclose(ty.numpy(), f(d).numpy(), atol=1e-12)
+        assert ty.dtype == y.dtype
 
 
 # -- cross-checks against torch.autograd -------------------------------------------------------

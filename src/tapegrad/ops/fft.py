@@ -9,9 +9,8 @@ unscaled, the inverse scaled by ``1/n``), ``"ortho"`` (both by ``1/sqrt(n)``) an
 module (NumPy's pocketfft, or cuFFT through CuPy for CUDA arrays); no primitive is exposed in
 the flat ``tapegrad.numpy`` namespace (``names = ()``).
 
-Derivatives (all three maps are real-linear, so each jvp is the op applied to the tangent).
-The vjps are the transposes in JAX's convention (the cotangent pairing ``Re sum(g * y)``),
-which are transforms of the cotangent, not inverses:
+Derivatives. The vjps are the transposes in JAX's convention (the cotangent pairing
+``Re sum(g * y)``), which are transforms of the cotangent, not inverses:
 
 * ``Fft``: the DFT matrix is symmetric, so the transpose of ``fftn`` (``ifftn``) with a given
   ``norm`` is ``fftn`` (``ifftn``) with the same ``norm``;
@@ -22,6 +21,9 @@ which are transforms of the cotangent, not inverses:
   even ``n``, at the Nyquist bin, and 2 at every other bin (they stand for two conjugate bins
   of the full spectrum; JAX's ``_irfft_transpose``). The imaginary parts of the edge bins,
   which ``irfft`` ignores, get a zero cotangent.
+
+All three maps are real-linear, so forward mode (the jvp, the op applied to the tangent) is
+the transpose of these rules, which tapegrad derives from the backward.
 
 References:
     JAX, ``jax/_src/lax/fft.py`` (transpose rules); NumPy, ``numpy.fft`` (semantics).
@@ -104,10 +106,6 @@ class Fft(Function):
     def backward(ctx, g):
         return Fft.apply(g, axes=ctx.axes, norm=ctx.norm, inverse=ctx.inverse)
 
-    @staticmethod
-    def jvp(ctx, t):
-        return Fft.apply(t, axes=ctx.axes, norm=ctx.norm, inverse=ctx.inverse)
-
     @classmethod
     def output_shape(cls, shape, axes, norm="backward", inverse=False):
         _check_axes(shape, axes, "fftn")
@@ -153,10 +151,6 @@ class Rfft(Function):
         pad[axis] = (0, n - g.shape[axis])
         full = Pad.apply(g, pad_width=tuple(pad)) if n > g.shape[axis] else g
         return Real.apply(Fft.apply(full, axes=(axis,), norm=ctx.norm, inverse=False))
-
-    @staticmethod
-    def jvp(ctx, t):
-        return Rfft.apply(t, axis=ctx.axis, norm=ctx.norm)
 
     @classmethod
     def output_shape(cls, shape, axis, norm="backward"):
@@ -226,10 +220,6 @@ class Irfft(Function):
         c = Rfft.apply(g, axis=axis, norm=swap_norm(ctx.norm))
         c = c * _hermitian_mask(n, c.shape[axis], axis, c.ndim, g)
         return Conj.apply(c)
-
-    @staticmethod
-    def jvp(ctx, t):
-        return Irfft.apply(t, axis=ctx.axis, n=ctx.n, norm=ctx.norm)
 
     @classmethod
     def output_shape(cls, shape, axis, n, norm="backward"):

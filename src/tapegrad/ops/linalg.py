@@ -196,6 +196,14 @@ class MatMul(Function):
         nb = b.ndim - bb if isinstance(b, Tensor) else 0
         if na == 0 or nb == 0:  # a scalar operand: matmul's own error
             return MatMul.apply(a, b)
+        if ba and not bb and nb == 2:  # a shared matrix: the batch joins a's rows, one product
+            if na <= 2:
+                k = a.shape[-1]
+                out = MatMul.apply(Reshape.apply(a, (a.shape[0] * a.shape[1], k))
+                                   if na == 2 else a, b)
+                return out if na == 1 else Reshape.apply(out, a.shape[:-1] + b.shape[-1:])
+        if bb and not ba and na == 2 and nb == 1:  # per-example vectors times a shared matrix
+            return MatMul.apply(b, _mT(a))
         # one example's vectors become matrices, so the batch is a stack dimension
         if ba and na == 1:
             a = a.reshape((a.shape[0], 1, a.shape[1]))
@@ -256,12 +264,12 @@ class MatMul(Function):
                 ga = MatMul.apply(b, g) if b.ndim == 2 else _sum_to_vector(
                     MatMul.apply(_row(g), _mT(b)), a.shape
                 )
-            if nb:  # outer products a g[...]^T
-                gb = MatMul.apply(Reshape.apply(a, (a.shape[0], 1)), _row(g))
+            if nb:  # outer products a g[...]^T: a product with a one-term sum is a multiply
+                gb = Reshape.apply(a, (a.shape[0], 1)) * _row(g)
             return ga, gb
         # (..., n, k) @ (k,) -> (..., n)
-        if na:  # outer products g[...] b^T
-            ga = MatMul.apply(_append_axes(g), Reshape.apply(b, (1, b.shape[0])))
+        if na:  # outer products g[...] b^T, a multiply
+            ga = _append_axes(g) * Reshape.apply(b, (1, b.shape[0]))
         if nb:  # sum over (..., n) of g[..., n] a[..., n, :]: one (N,) @ (N, k) product
             rows = math.prod(a.shape[:-1])
             gb = MatMul.apply(_reshape(g, (rows,)), _reshape(a, (rows, b.shape[0])))
@@ -1303,21 +1311,6 @@ class Eigh(Function):
         inner = DivNoNan.apply(x, e) + eye * _row(gw)
         ga = MatMul.apply(MatMul.apply(_conj(v), inner), _mT(v))
         return (ga + _H(ga)) * 0.5
-
-    @staticmethod
-    def jvp(ctx, t):
-        w, v = ctx.saved_tensors
-        n = w.shape[-1]
-        eye = _eye(n, w)
-        t = (t + _H(t)) * 0.5
-        if t.dtype != v.dtype:
-            t = t.astype(v.dtype)
-        p = MatMul.apply(MatMul.apply(_H(v), t), v)
-        dw = _diag_part(p, eye)
-        dw = Real.apply(dw) if dw.dtype.kind == "c" else dw
-        e = _row(w) - _append_axes(w) + eye
-        dv = MatMul.apply(v, DivNoNan.apply(p * (1.0 - eye), e))
-        return dw, dv
 
     @classmethod
     def output_shape(cls, shape, UPLO="L"):  # noqa: N803
