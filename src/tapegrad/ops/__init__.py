@@ -13,5 +13,6 @@ from tapegrad.ops.linalg import *  # noqa: F401,F403
 from tapegrad.ops.movement import *  # noqa: F401,F403
 from tapegrad.ops.reduction import *  # noqa: F401,F403
 from tapegrad.ops.sorting import *  # noqa: F401,F403
+from tapegrad.ops.statistics import *  # noqa: F401,F403
 
 _install()

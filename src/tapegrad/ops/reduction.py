@@ -778,10 +778,12 @@ def _var_check(op, shape, axes, ddof):
 
 @expose
 class Var(Function):
-    """Variance ``sum((x - mean)**2) / (n - ddof)`` over ``axis``.
+    """Variance ``sum(|x - mean|**2) / (n - ddof)`` over ``axis`` (real-valued also for
+    complex ``x``, as NumPy).
 
-    Backward: ``g * 2 (x - mean) / (n - ddof)``, with the mean recomputed by tapegrad ops.
-    Raises ``ValueError`` when a reduced axis has size 0 or ``ddof >= n``.
+    Backward: ``g * 2 (x - mean) / (n - ddof)``, with the mean recomputed by tapegrad ops; for
+    complex ``x`` ``g * 2 conj(x - mean) / (n - ddof)`` (JAX's convention for a real function
+    of complex input). Raises ``ValueError`` when a reduced axis has size 0 or ``ddof >= n``.
     """
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
 
@@ -792,10 +794,10 @@ class Var(Function):
     @staticmethod
     def api(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *,
             correction=None) -> Tensor:
-        """Variance ``sum((x - mean)**2) / (n - ddof)`` over ``axis`` (n elements per slice).
+        """Variance ``sum(|x - mean|**2) / (n - ddof)`` over ``axis`` (n elements per slice).
 
         Args:
-            x: Real Tensor of shape ``(d_0, ..., d_{n-1})``.
+            x: Real or complex Tensor of shape ``(d_0, ..., d_{n-1})``.
             axis: Axis or tuple of axes; ``None`` reduces all axes.
             dtype: Compute on ``x`` cast to this dtype, and return it (NumPy's ``dtype=``).
             out: Must be None (Tensors are immutable).
@@ -805,25 +807,24 @@ class Var(Function):
 
         Returns:
             Tensor of the reduced shape; floating inputs keep their dtype, integers give
-            float64.
+            float64, complex inputs give the real dtype of their precision (as NumPy).
 
         Raises:
             ValueError: if an axis is out of range, a reduced axis has size 0, or
                 ``ddof >= n`` (NumPy would warn and return inf or NaN); if both ``ddof`` and
                 ``correction`` are given.
-            TypeError: for complex inputs, a ``dtype`` that is not a dtype, or a given ``out``.
+            TypeError: for a ``dtype`` that is not a dtype, or a given ``out``.
         """
-        x = _operand(x, "var", real=True)
+        x = _operand(x, "var")
         ddof = _ddof(ddof, correction, "var")
         if dtype is None and out is None:
             return Var.apply(x, axis=axis, ddof=ddof, keepdims=keepdims)
         _no_out(out, "var")
-        x = _operand(_in_dtype(x, dtype, "var"), "var", real=True)
+        x = _operand(_in_dtype(x, dtype, "var"), "var")
         return _out_dtype(Var.apply(x, axis=axis, ddof=ddof, keepdims=keepdims), dtype)
 
     @staticmethod
     def forward(ctx, x, axis=None, ddof=0, keepdims=False):
-        _real("var", x.dtype)
         axes = _reduction_setup(ctx, x, axis, keepdims, "var")
         ctx.dof = _var_check("var", x.shape, axes, ddof) - ddof
         ctx.save_for_backward(x)
@@ -833,6 +834,8 @@ class Var(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         centered = x - Mean.apply(x, axis=ctx.axes, keepdims=True)
+        if x.dtype.kind == "c":
+            centered = centered.conj()
         return _expand(g, ctx) * centered * (2.0 / ctx.dof)
 
     @classmethod
@@ -850,7 +853,8 @@ class Var(Function):
 class Std(Function):
     """Standard deviation ``sqrt(var(x, ddof))`` over ``axis``.
 
-    Backward: ``g * (x - mean) / ((n - ddof) * std)``. Convention at zero spread (all reduced
+    Backward: ``g * (x - mean) / ((n - ddof) * std)`` (``conj(x - mean)`` for complex ``x``,
+    as :class:`Var`). Convention at zero spread (all reduced
     elements equal, where ``std`` is not differentiable): the gradient is 0, the minimum-norm
     subgradient (as for ``|x|`` at 0), never NaN. Raises ``ValueError`` when a reduced axis
     has size 0 or ``ddof >= n``.
@@ -872,19 +876,18 @@ class Std(Function):
 
         Raises:
             ValueError: as :func:`var`.
-            TypeError: for complex inputs, a ``dtype`` that is not a dtype, or a given ``out``.
+            TypeError: for a ``dtype`` that is not a dtype, or a given ``out``.
         """
-        x = _operand(x, "std", real=True)
+        x = _operand(x, "std")
         ddof = _ddof(ddof, correction, "std")
         if dtype is None and out is None:
             return Std.apply(x, axis=axis, ddof=ddof, keepdims=keepdims)
         _no_out(out, "std")
-        x = _operand(_in_dtype(x, dtype, "std"), "std", real=True)
+        x = _operand(_in_dtype(x, dtype, "std"), "std")
         return _out_dtype(Std.apply(x, axis=axis, ddof=ddof, keepdims=keepdims), dtype)
 
     @staticmethod
     def forward(ctx, x, axis=None, ddof=0, keepdims=False):
-        _real("std", x.dtype)
         axes = _reduction_setup(ctx, x, axis, keepdims, "std")
         ctx.dof = _var_check("std", x.shape, axes, ddof) - ddof
         out = x.std(axis=axes, ddof=ddof, keepdims=keepdims)
@@ -898,6 +901,8 @@ class Std(Function):
         zero = out == 0
         safe = Where.apply(zero, 1.0, out)
         centered = x - Mean.apply(x, axis=ctx.axes, keepdims=True)
+        if x.dtype.kind == "c":
+            centered = centered.conj()
         scale = Where.apply(zero, 0.0, _expand(g, ctx) / (safe * ctx.dof))
         return centered * scale
 
