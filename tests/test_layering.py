@@ -55,6 +55,7 @@ ALLOWED = {
     "io": {"core", "ops", "numpy", "io"},
     "testing": {"core", "ops", "numpy", "testing", "at"},
     "log": {"log"},
+    "export": {"core", "io", "export"},
     "distributed": {"core", "ops", "numpy", "distributed", "optim", "io", "at"},
 }
 

@@ -8,6 +8,7 @@ from tapegrad import (
     at,  # noqa: F401  (installs Tensor.at, the functional index updates)
     backend,
     distributed,  # data parallelism on MPI; mpi4py is imported only by distributed.init()
+    export,  # noqa: F401  (installs Tape.to_json and Tape.from_json)
     io,
     nn,
     numpy,  # noqa: E402  (installs Tensor methods and operators)
