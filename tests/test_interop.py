@@ -179,9 +179,9 @@ def test_missing_functions_name_the_numpy_function():
     with pytest.raises(TypeError, match=r"numpy\.unwrap was called with a tapegrad Tensor, but "
                                         r"tapegrad\.numpy has no 'unwrap'"):
         np.unwrap(x)
-    with pytest.raises(TypeError, match=r"numpy\.linalg\.eig .*tapegrad\.numpy\.linalg has no "
-                                        r"'eig'"):
-        np.linalg.eig(x[:, :2])
+    with pytest.raises(TypeError, match=r"numpy\.histogram2d .*tapegrad\.numpy has no "
+                                        r"'histogram2d'"):
+        np.histogram2d(x[0], x[1])
     with pytest.raises(TypeError, match=r"Suggestion: Tensors are immutable: use "
                                         r"x\.at\[indices\]\.set"):
         np.put(x, [0], [1.0])

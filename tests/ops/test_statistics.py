@@ -402,3 +402,13 @@ def test_weighted_cov_gradient_matches_torch():
     assert torch is not None
     for g, w in zip(got, want):
         np.testing.assert_allclose(g.numpy(), w, rtol=1e-10)
+
+
+def test_average_weights_follow_the_order_of_a_tuple_axis():
+    # Used to demand weights in sorted-axis order: axis=(1, 0) with (3, 2) weights raised.
+    a, w = RNG.normal(size=(2, 3)), RNG.uniform(0.5, 1.0, size=(3, 2))
+    np.testing.assert_allclose(tnp.average(T(a), axis=(1, 0), weights=T(w)).numpy(),
+                               np.average(a, axis=(1, 0), weights=w))
+    a, w = RNG.normal(size=(2, 3, 4)), RNG.uniform(0.5, 1.0, size=(4, 2))
+    np.testing.assert_allclose(tnp.average(T(a), axis=(2, 0), weights=T(w)).numpy(),
+                               np.average(a, axis=(2, 0), weights=w))

@@ -46,4 +46,4 @@ __all__ = sorted(
 )
 
 from tapegrad.interop import from_dlpack  # noqa: E402,F401  (installs NumPy dispatch, DLPack)
-from tapegrad.numpy import linalg, random  # noqa: E402,F401
+from tapegrad.numpy import fft, linalg, random  # noqa: E402,F401

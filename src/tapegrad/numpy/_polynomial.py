@@ -253,6 +253,10 @@ def vecdot(x1, x2, /, *, axis=-1):
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"vecdot: operands need at least one axis, got shapes {a.shape} and "
                          f"{b.shape}")
+    for name, t in (("x1", a), ("x2", b)):
+        if not -t.ndim <= axis < t.ndim:
+            raise ValueError(f"vecdot: axis {axis} is out of range for {name} of shape "
+                             f"{t.shape}")
     if a.shape[axis] != b.shape[axis]:
         raise ValueError(
             f"vecdot: the vector axes differ: {a.shape[axis]} (shape {a.shape}) and "

@@ -761,16 +761,16 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         if axis is None:
             raise ValueError(
                 f"average: weights of shape {w.shape} differ from a's {x.shape}; give axis")
-        axes = _normalize_axis(axis, x.ndim, "average")
+        _normalize_axis(axis, x.ndim, "average")  # (checks the range)
+        # the axes in the order given: the weights' axes follow it, as NumPy's
+        axes = tuple(int(ax) % x.ndim for ax in (axis if isinstance(axis, tuple) else (axis,)))
         want = tuple(x.shape[i] for i in axes)
         if w.shape != want:
             raise ValueError(
                 f"average: weights of shape {w.shape} must have a's shape {x.shape} or the "
                 f"shape {want} of the reduced axes {axes}")
-        shp = [1] * x.ndim
-        for i, ax in enumerate(axes):
-            shp[ax] = w.shape[i]
-        w = _ns.reshape(w, tuple(shp))
+        w = _ns.transpose(w, tuple(int(i) for i in _np.argsort(axes)))
+        w = _ns.reshape(w, tuple(x.shape[i] if i in axes else 1 for i in range(x.ndim)))
     dtype = _np.result_type(_float_dtype(x.dtype), w.dtype)
     xf = x.astype(dtype) if x.dtype != dtype else x
     wf = w.astype(dtype) if w.dtype != dtype else w

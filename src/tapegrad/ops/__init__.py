@@ -8,6 +8,7 @@ call them through :mod:`tapegrad.numpy` or Tensor methods.
 
 from tapegrad.ops._registry import install_methods as _install  # noqa: E402
 from tapegrad.ops.elementwise import *  # noqa: F401,F403
+from tapegrad.ops.fft import *  # noqa: F401,F403
 from tapegrad.ops.linalg import *  # noqa: F401,F403
 from tapegrad.ops.movement import *  # noqa: F401,F403
 from tapegrad.ops.reduction import *  # noqa: F401,F403
