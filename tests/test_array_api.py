@@ -541,5 +541,5 @@ def test_errors_name_the_function():
         array_api.isdtype(array_api.ones(2), "numeric")
     with pytest.raises(TypeError, match="result_type: at least one array or dtype"):
         array_api.result_type(1, 2.0)
-    with pytest.raises(ValueError, match="diff: n must be non-negative"):
+    with pytest.raises(ValueError, match="diff: order must be non-negative"):
         array_api.diff(array_api.ones((3,)), n=-1)

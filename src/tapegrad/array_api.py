@@ -750,10 +750,56 @@ def _vector_norm(x, /, *, axis=None, keepdims=False, ord=2) -> Tensor:  # noqa: 
     return out
 
 
+def _pinv(x, /, *, rtol=None) -> Tensor:
+    """Moore-Penrose pseudo-inverse; singular values below ``rtol`` times the largest are
+    treated as zero (default ``max(m, n) * eps``)."""
+    return _tnp.linalg.pinv(_arr(x), rtol=rtol)
+
+
 _LINALG_ADAPTERS = {
     "diagonal": _diagonal, "trace": _trace, "matrix_norm": _matrix_norm,
     "vector_norm": _vector_norm, "matrix_transpose": matrix_transpose, "vecdot": vecdot,
+    "pinv": _pinv,
 }  # fmt: skip
+
+
+# -- the fft extension: the standard's keyword-only signatures, norm="backward" by default -----
+def _fft_1d(name: str):
+    def fn(x, /, *, n=None, axis=-1, norm="backward") -> Tensor:
+        return getattr(_tnp.fft, name)(_arr(x), n=n, axis=axis, norm=norm)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"``{name}`` along ``axis`` (length ``n``), as ``tapegrad.numpy.fft.{name}``; "
+                  "``norm`` is ``'backward'``, ``'ortho'`` or ``'forward'``.")
+    return fn
+
+
+def _fft_nd(name: str):
+    def fn(x, /, *, s=None, axes=None, norm="backward") -> Tensor:
+        return getattr(_tnp.fft, name)(_arr(x), s=s, axes=axes, norm=norm)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"``{name}`` over ``axes`` (lengths ``s``), as ``tapegrad.numpy.fft.{name}``; "
+                  "``norm`` is ``'backward'``, ``'ortho'`` or ``'forward'``.")
+    return fn
+
+
+def _fft_freq(name: str):
+    def fn(n, /, *, d=1.0, dtype=None, device=None) -> Tensor:
+        out = getattr(_tnp.fft, name)(n, d=d, device=device)
+        return out if dtype is None or out.dtype == dtype else _tnp.astype(out, dtype)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"The sample frequencies of ``tapegrad.numpy.fft.{name}`` (spacing ``d``), "
+                  "in ``dtype`` (default: float64, as NumPy) on ``device``.")
+    return fn
+
+
+_FFT_ADAPTERS = {
+    **{n: _fft_1d(n) for n in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft")},
+    **{n: _fft_nd(n) for n in ("fftn", "ifftn", "rfftn", "irfftn")},
+    **{n: _fft_freq(n) for n in ("fftfreq", "rfftfreq")},
+}
 
 
 def _submodule(name: str, names, pick) -> _types.ModuleType:
@@ -816,7 +862,8 @@ linalg = _submodule("linalg", LINALG_FUNCTIONS,
                     lambda n: _linalg_pick(n, getattr(_tnp, "linalg", None)))
 _fft = getattr(_tnp, "fft", None)
 if _fft is not None:
-    fft = _submodule("fft", FFT_FUNCTIONS, lambda n, space=_fft: getattr(space, n, None))
+    fft = _submodule("fft", FFT_FUNCTIONS, lambda n, space=_fft: _FFT_ADAPTERS.get(
+        n, getattr(space, n, None)) if hasattr(space, n) else None)
 
 #: Functions of the standard (and its extensions) this namespace does not provide yet.
 MISSING = tuple(
