@@ -296,3 +296,15 @@ def test_replay_on_traced_inputs_checks_the_recorded_decisions():
         g(-x)
     with pytest.raises(TypeError, match="batched"):
         tg.vmap(tape.replay)(tg.Tensor(np.ones((3, 2))))
+
+
+def test_replay_on_traced_pytree_inputs():
+    # Used to raise "inputs have structure ..." for any nested input under a transform.
+    def f(p):
+        return tnp.sum(p["w"] * tnp.sin(p["b"][0]))
+
+    p = {"w": f64([1.0, 2.0]), "b": [f64([0.5, -0.3])]}
+    _, tape = tg.trace(f)(p)
+    got, want = tg.grad(tape.replay)(p), tg.grad(f)(p)
+    np.testing.assert_allclose(got["w"].numpy(), want["w"].numpy())
+    np.testing.assert_allclose(got["b"][0].numpy(), want["b"][0].numpy())

@@ -552,8 +552,7 @@ class Tape:
 
     __repr__ = __str__
 
-    def _arrays(self, args, who: str) -> list:
-        leaves, treedef = tree_flatten(tuple(args))
+    def _arrays(self, leaves, treedef, who: str) -> list:
         if treedef != self.in_treedef:
             raise ValueError(f"{who}: inputs have structure {treedef}, the tape expects "
                              f"{self.in_treedef}")
@@ -591,10 +590,10 @@ class Tape:
             GuardError: if the new inputs change a Python decision taken while recording; the
                 message names the source line of the decision.
         """
-        leaves = tree_flatten(tuple(args))[0]
+        leaves, treedef = tree_flatten(tuple(args))
         if any(type(t) is Tensor and t._level for t in leaves):
-            return self._evaluate(args, leaves)
-        arrays = self._arrays(args, "Tape.replay")
+            return self._evaluate(leaves, treedef)
+        arrays = self._arrays(leaves, treedef, "Tape.replay")
         prog = self._prog
         if prog is None:  # compiled once (tapegrad.jit.Program), then run on every replay
             prog = compiler(self)
@@ -603,10 +602,10 @@ class Tape:
         results = [o if isinstance(o, Tensor) else const(o) for o in outs]
         return tree_unflatten(self.out_treedef, results)
 
-    def _evaluate(self, args, leaves):
+    def _evaluate(self, leaves, treedef):
         """Replay on traced inputs: every entry through its Function's ``apply``, so that the
         transforms in progress (``grad``, ``jvp``, ``vmap``, ...) see the recorded primitives."""
-        self._arrays([const(t._array) if type(t) is Tensor else t for t in leaves],
+        self._arrays([const(t._array) if type(t) is Tensor else t for t in leaves], treedef,
                      "Tape.replay")  # (a traced Tensor's own array has its per-example shape)
         env = dict(zip(self.in_nodes, [t if type(t) is Tensor else make(t) for t in leaves]))
         for e in self.entries:
