@@ -56,6 +56,7 @@ ALLOWED = {
     "testing": {"core", "ops", "numpy", "testing", "at"},
     "log": {"log"},
     "distributed": {"core", "ops", "numpy", "distributed", "optim", "io", "at"},
+    "scipy": {"core", "ops", "numpy", "at", "scipy"},
 }
 
 
