@@ -16,6 +16,6 @@ Forward values are SciPy's own; every function is differentiable to any order in
 forward mode and batches under ``vmap``.
 """
 
-from tapegrad.scipy import linalg, signal, special, stats
+from tapegrad.scipy import integrate, linalg, signal, special, stats
 
 __all__ = ["special", "stats", "linalg", "signal", "integrate"]
