@@ -332,7 +332,7 @@ class CholeskyFactor(Function):
                 return sl.cholesky(a2, lower=lower, check_finite=check_finite)
             except LinAlgError:
                 raise LinAlgError(
-                    f"cholesky: the matrix (shape {tuple(a.shape)}, dtype {a.dtype}) is not "
+                    f"the matrix (shape {tuple(a.shape)}, dtype {a.dtype}) is not "
                     "positive definite; cholesky needs a Hermitian positive-definite matrix "
                     "in every batch entry"
                 ) from None
@@ -609,7 +609,9 @@ class Logm(_MatrixFunction):
     def compute(a):
         import scipy.linalg as sl
 
-        return sl.logm(a)
+        # float32/complex64 in double precision (cast back by the caller): SciPy's float32
+        # logm warns that its own result may be inaccurate
+        return sl.logm(a.astype(np.promote_types(a.dtype, np.float64)))
 
     @classmethod
     def output_dtype(cls, a):

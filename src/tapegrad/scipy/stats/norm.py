@@ -90,7 +90,7 @@ def ppf(q, loc=0, scale=1) -> Tensor:
     Returns:
         Tensor of the broadcast shape.
 
-    Derivative in ``q``: ``scale / pdf(ppf(q))`` (through
+    Derivative in ``q``: ``1 / pdf(ppf(q, loc, scale), loc, scale)`` (through
     :func:`tapegrad.scipy.special.ndtri`; infinite at 0 and 1).
     """
     q, loc, scale = floats(q, loc, scale)

@@ -71,12 +71,21 @@ def _tail(z, df):
 
 
 def _cdf_sf(x, df, loc, scale):
+    """``(ok, z, tail, center, odd)``: ``odd = cdf - 1/2`` as its Taylor polynomial
+    ``pdf(0) (z - (df + 1) / (6 df) z**3)``, used for ``|z| < 1e-4`` (``center``; error
+    ``O(z**5)``, below double precision) where the ``z**2``-form of ``tail`` has ``0 * inf``
+    derivatives (at ``z = 0``, or where ``z**2`` underflows)."""
     x, df, loc, scale = floats(x, df, loc, scale)
     ok = _valid(df, scale)
     dfs = safe(ok, df, 1.0)
     z = (x - loc) / scale
-    tail = _tail(z, dfs)
-    return ok, z, tail
+    center = tnp.abs(z) < 1e-4
+    tail = _tail(safe(~center, z, 1.0), dfs)
+    half = 0.5 * (dfs + 1.0)
+    pdf0 = tnp.exp(special.gammaln(half) - special.gammaln(0.5 * dfs)
+                   - 0.5 * (tnp.log(dfs) + _LOG_PI))
+    odd = pdf0 * (z - (dfs + 1.0) / (6.0 * dfs) * (z * z * z))
+    return ok, z, tail, center, odd
 
 
 def cdf(x, df, loc=0, scale=1) -> Tensor:
@@ -84,17 +93,22 @@ def cdf(x, df, loc=0, scale=1) -> Tensor:
     ``tail = I_{df/(df+z**2)}(df/2, 1/2) / 2`` (Abramowitz and Stegun 26.7.1) computed by
     :func:`tapegrad.scipy.special.betainc`; arguments as :func:`logpdf`.
 
-    Derivatives: through ``betainc``, in ``df`` by its shape-parameter derivatives.
+    Derivatives: through ``betainc``, in ``df`` by its shape-parameter derivatives. For
+    ``|z| < 1e-4``, value and derivatives are those of the Taylor polynomial ``1/2 + pdf(0)
+    (z - (df + 1) z**3 / (6 df))`` (exact to double precision; the ``z**2`` form has
+    ``0 * inf`` derivatives at ``z = 0``).
     """
-    ok, z, tail = _cdf_sf(x, df, loc, scale)
-    return where_valid(ok, tnp.where(z < 0, tail, 1.0 - tail))
+    ok, z, tail, center, odd = _cdf_sf(x, df, loc, scale)
+    return where_valid(ok, tnp.where(center, 0.5 + odd,
+                                     tnp.where(z < 0, tail, 1.0 - tail)))
 
 
 def sf(x, df, loc=0, scale=1) -> Tensor:
-    """The survival function ``1 - cdf``, accurate in the right tail; arguments as
-    :func:`logpdf`."""
-    ok, z, tail = _cdf_sf(x, df, loc, scale)
-    return where_valid(ok, tnp.where(z > 0, tail, 1.0 - tail))
+    """The survival function ``1 - cdf``, accurate in the right tail; arguments and
+    derivatives as :func:`cdf`."""
+    ok, z, tail, center, odd = _cdf_sf(x, df, loc, scale)
+    return where_valid(ok, tnp.where(center, 0.5 - odd,
+                                     tnp.where(z > 0, tail, 1.0 - tail)))
 
 
 def logcdf(x, df, loc=0, scale=1) -> Tensor:
