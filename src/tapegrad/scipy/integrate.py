@@ -136,12 +136,12 @@ def _solve(fn, y0, ts, rtol, atol, mxstep, hmax):
     y, f, t, last_t = y0, f0, times[0], times[0]
     coeffs = (y0 * 0.0,) * 4 + (y0,)
     outs = [y0]
-    for target in times[1:]:
+    for prev, target in zip(times, times[1:]):
         steps = 0
         while t < target:
             if steps >= mxstep:
                 raise RuntimeError(
-                    f"odeint: more than mxstep={mxstep} steps between t={last_t:g} and "
+                    f"odeint: more than mxstep={mxstep} steps between t={prev:g} and "
                     f"t={target:g} (reached t={t:g}); raise mxstep or loosen rtol/atol (the "
                     "problem may be stiff)"
                 )
