@@ -12,7 +12,7 @@ import pathlib
 SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "tapegrad"
 CORE = {
     "tensor", "function", "tape", "transforms", "forward", "jit", "tree", "backend", "random",
-    "lazy", "checkpoint", "custom", "vmap",
+    "lazy", "checkpoint", "custom", "vmap", "memory",
 }  # fmt: skip
 
 
@@ -23,6 +23,8 @@ def _layer(module: str) -> str:
     top = parts[1]
     if top in CORE:
         return "core"
+    if top in ("interop", "array_api"):  # NumPy's protocols and the array API standard's
+        return "numpy"  # namespace, both onto tapegrad.numpy: the NumPy layer
     return top  # ops, numpy, nn, optim, io, testing, at, log, distributed
 
 
@@ -55,6 +57,7 @@ ALLOWED = {
     "io": {"core", "ops", "numpy", "io"},
     "testing": {"core", "ops", "numpy", "testing", "at"},
     "log": {"log"},
+    "export": {"core", "io", "export"},
     "distributed": {"core", "ops", "numpy", "distributed", "optim", "io", "at"},
     "scipy": {"core", "ops", "numpy", "at", "scipy"},
 }

@@ -5,6 +5,7 @@ import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
+from tapegrad.testing import check_grads
 
 
 def f64(x):
@@ -268,3 +269,30 @@ def test_replay_keeps_outputs_read_by_later_steps_and_drops_unused_outputs():
     np.testing.assert_array_equal(a.numpy(), [2, 4, 6, 8])
     np.testing.assert_array_equal(p0.numpy(), [3, 5])
     assert float(s) == 20.0
+
+
+def test_replay_on_traced_inputs_differentiates_and_batches():
+    # Used to return zeros: the replay read the traced input's value as a constant.
+    x = tg.Tensor(np.array([0.3, -1.2, 2.0]))
+    _, tape = tg.trace(lambda x: tnp.sum(tnp.sin(x) * x))(x)
+    want = np.cos(x.numpy()) * x.numpy() + np.sin(x.numpy())
+    np.testing.assert_allclose(tg.grad(tape.replay)(x).numpy(), want)
+    check_grads(tape.replay, (x,), order=2, modes=("rev", "fwd"))
+    xs = tg.Tensor(np.random.default_rng(1).standard_normal((4, 3)))
+    np.testing.assert_allclose(tg.vmap(tape.replay)(xs).numpy(),
+                               (np.sin(xs.numpy()) * xs.numpy()).sum(1))
+    np.testing.assert_allclose(tg.jit(tg.grad(tape.replay))(x).numpy(), want)
+
+
+def test_replay_on_traced_inputs_checks_the_recorded_decisions():
+    def f(x):
+        return tnp.sin(x) if float(x[0]) > 0 else tnp.cos(x)
+
+    x = tg.Tensor(np.array([1.0, 2.0]))
+    _, tape = tg.trace(f)(x)
+    g = tg.grad(lambda x: tnp.sum(tape.replay(x)))
+    np.testing.assert_allclose(g(x).numpy(), np.cos(x.numpy()))
+    with pytest.raises(tg.GuardError, match="float"):
+        g(-x)
+    with pytest.raises(TypeError, match="batched"):
+        tg.vmap(tape.replay)(tg.Tensor(np.ones((3, 2))))

@@ -8,6 +8,7 @@ from tapegrad import (
     at,  # noqa: F401  (installs Tensor.at, the functional index updates)
     backend,
     distributed,  # data parallelism on MPI; mpi4py is imported only by distributed.init()
+    export,  # noqa: F401  (installs Tape.to_json and Tape.from_json)
     io,
     nn,
     numpy,  # noqa: E402  (installs Tensor methods and operators)
@@ -25,7 +26,7 @@ from tapegrad.numpy import stop_gradient
 from tapegrad.tape import Guard, GuardError, Tape, TapeEntry
 from tapegrad.tensor import Tensor, tensor
 from tapegrad.transforms import grad, trace, value_and_grad, vjp
-from tapegrad.vmap import vmap
+from tapegrad.vmap import elementwise_grad, vmap
 
 __version__ = "0.1.0"
 
@@ -44,6 +45,7 @@ __all__ = [
     "trace",
     "jit",
     "vmap",
+    "elementwise_grad",
     "jvp",
     "linearize",
     "jacfwd",

@@ -20,7 +20,8 @@ import numbers
 
 import numpy as np
 
-from tapegrad.function import Function
+from tapegrad.function import Context, Function
+from tapegrad.tape import TapeEntry, backward_pass
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
 from tapegrad.tree import tree_flatten, tree_unflatten
@@ -139,12 +140,199 @@ class Checkpoint(Function):
         _, t_out = jvp(replay, tuple(leaves[i] for i in active), tuple(ts[i] for i in active))
         return tuple(t_out) if len(t_out) != 1 else t_out[0]
 
+    @staticmethod
+    def batch(args, batched, size, body):
+        """vmap of a checkpointed call: one checkpointed call of the vmapped body, so the
+        batch still keeps only the inputs for the backward pass."""
+        from tapegrad.vmap import vmap
+
+        axes = tuple(0 if b else None for b in batched)
+        n = len(args)
+
+        def batched_body(*leaves):
+            return tuple(vmap(lambda *ls: tuple(body.call(list(ls))), in_axes=axes)(*leaves))
+
+        vbody = _Body(batched_body, tree_flatten(tuple(range(n)))[1], body.kinds)
+        return Checkpoint.apply(*args, body=vbody)
+
     @classmethod
     def output_shape(cls, *shapes, body=None):
         raise NotImplementedError("checkpoint: output shapes are known only by running fun")
 
 
-def _call(fun, args):
+class _Program:
+    """The recorded body of a checkpointed call with a policy: its entries with their static
+    context (no arrays), where each entry's residuals come from (node ids or constants), and
+    which residual nodes the call keeps (the rest are recomputed)."""
+
+    __slots__ = ("entries", "specs", "in_nodes", "out_refs", "avals", "kept", "kept_outs", "n_in")
+
+    def __init__(self, tape, kept):
+        from tapegrad.memory import residual_spec
+
+        self.entries, self.specs = [], []
+        for e in tape.entries:
+            if type(e) is not TapeEntry:
+                continue
+            spec = residual_spec(e)
+            ctx = None
+            if e.ctx is not None:
+                ctx = object.__new__(Context)
+                ctx.__dict__.update(e.ctx.__dict__)
+                ctx.__dict__.pop("saved_tensors", None)
+            self.entries.append(e._replace(ctx=ctx))
+            self.specs.append(spec)
+        self.in_nodes, self.out_refs, self.avals = tape.in_nodes, tape.out_refs, tape.avals
+        outs = {r for r in tape.out_refs if isinstance(r, int)}
+        self.kept = tuple(sorted(v for v in kept if v not in outs))  # extra outputs
+        self.kept_outs = tuple(sorted(v for v in kept if v in outs))  # saved as outputs
+        self.n_in = len(tape.in_nodes)
+
+    def run(self, env: dict, wanted) -> dict:
+        """Compute the nodes in ``wanted`` (and what they need) from ``env`` with ``apply``."""
+        required, run = set(wanted) - env.keys(), []
+        for e in reversed(self.entries):
+            if any(v in required for v in e.out_nodes):
+                run.append(e)
+                required.update(v for v in e.in_nodes if v >= 0 and v not in env)
+        for e in reversed(run):
+            outs = e.fn.apply(*[env[v] if v >= 0 else c for v, c in zip(e.in_nodes, e.consts)],
+                              **e.params)
+            for v, o in zip(e.out_nodes, outs if isinstance(outs, tuple) else (outs,)):
+                env.setdefault(v, o)
+        return env
+
+    def outputs(self, env: dict) -> list:
+        return [env[r] if isinstance(r, int) else r[1] for r in self.out_refs]
+
+
+class PolicyCheckpoint(Function):
+    """The primitive behind ``checkpoint(fun, save_only=..., budget_bytes=...)``.
+
+    ``forward`` records the body once (a :class:`~tapegrad.tape.Tape`), picks the residuals the
+    policy keeps (:func:`tapegrad.memory.select_residuals`), and returns them as extra outputs
+    beside the body's outputs, so that every level above sees them as traced values.
+    ``backward`` recomputes only the residuals it did not keep, then runs the body's backward
+    rules with each entry's residuals; cotangents reaching the kept outputs (at higher orders)
+    flow in too.
+    """
+
+    oper = "checkpoint"
+
+    @staticmethod
+    def forward(ctx, *inputs, body, policy):
+        from tapegrad.memory import select_residuals
+        from tapegrad.transforms import trace
+
+        kinds = body.kinds
+        py = [None if k else a for a, k in zip(inputs, kinds)]
+
+        def tensors_only(*ts):
+            it = iter(ts)
+            return tuple(body.call([next(it) if k else v for k, v in zip(kinds, py)]))
+
+        outs, tape = trace(tensors_only)(*[_tconst(a) for a, k in zip(inputs, kinds) if k])
+        if any(o._level for o in outs):
+            raise RuntimeError(f"checkpoint: {body!r} uses a Tensor traced by an enclosing "
+                               "transform that is not one of its arguments (a closure)")
+        prog = _Program(tape, select_residuals(tape, *policy))
+        values = {}
+        for e, spec in zip(tape.entries, prog.specs):
+            for r, t in zip(spec, e.ctx.saved_tensors if spec else ()):
+                if isinstance(r, int) and r in prog.kept:
+                    values.setdefault(r, t._array)
+        kept = [values[v] for v in prog.kept]
+        res = [o._array for o in outs] + kept
+        out_arrays = {r: o._array for r, o in zip(prog.out_refs, outs) if isinstance(r, int)}
+        del tape, values
+        ctx.prog, ctx.body, ctx.py_values, ctx.n_out = prog, body, tuple(py), len(outs)
+        ctx.save_for_backward(*[a for a, k in zip(inputs, kinds) if k], *kept,
+                              *[out_arrays[v] for v in prog.kept_outs])
+        return res[0] if len(res) == 1 else tuple(res)
+
+    @staticmethod
+    def backward(ctx, *gs):
+        prog = ctx.prog
+        saved = ctx.saved_tensors
+        env = dict(zip(prog.in_nodes, saved[:prog.n_in]))
+        env.update(zip(prog.kept + prog.kept_outs, saved[prog.n_in:]))
+        wanted = {r for spec in prog.specs for r in spec if isinstance(r, int)}
+        prog.run(env, wanted)
+        # Only the nodes that depend on an input needing a cotangent get one.
+        tensor_needs = [n for n, k in zip(ctx.needs_input_grad, ctx.body.kinds) if k]
+        dep = {v for v, need in zip(prog.in_nodes, tensor_needs) if need}
+        entries = []
+        for e, spec in zip(prog.entries, prog.specs):
+            if e.ctx is not None and any(v in dep for v in e.in_nodes):
+                dep.update(e.out_nodes)
+                c = object.__new__(Context)
+                c.__dict__.update(e.ctx.__dict__)
+                c.saved_tensors = tuple(env[r] if isinstance(r, int) else r[1] for r in spec)
+                c.needs_input_grad = tuple(n and v in dep for n, v in zip(
+                    e.ctx.needs_input_grad, e.in_nodes))
+                entries.append(e._replace(ctx=c))
+        ct: dict = {}
+        refs = [r if isinstance(r, int) else None for r in prog.out_refs] + list(prog.kept)
+        for r, g in zip(refs, gs):
+            if r is not None and g is not None:
+                ct[r] = g if r not in ct else ct[r] + g
+        backward_pass(entries, ct, prog.avals, consume=True)
+        it = iter(prog.in_nodes)
+        return tuple(ct.get(next(it)) if k else None for k in ctx.body.kinds)
+
+    @staticmethod
+    def jvp(ctx, *ts):
+        from tapegrad.forward import jvp
+
+        prog = ctx.prog
+        prims = ctx.saved_tensors[:prog.n_in]
+        tans = [t for t, k in zip(ts, ctx.body.kinds) if k]
+        tans = [t if t is not None else _tconst(np.zeros(p.shape, p.dtype))
+                for t, p in zip(tans, prims)]
+
+        def replay(*ins):
+            env = prog.run(dict(zip(prog.in_nodes, ins)),
+                           [r for r in prog.out_refs if isinstance(r, int)] + list(prog.kept))
+            return tuple(prog.outputs(env)) + tuple(env[v] for v in prog.kept)
+
+        _, t_out = jvp(replay, tuple(prims), tuple(tans))
+        return t_out[0] if len(t_out) == 1 else tuple(t_out)
+
+    @staticmethod
+    def batch(args, batched, size, body, policy):
+        from tapegrad.vmap import vmap
+
+        axes = tuple(0 if b else None for b in batched)
+
+        def batched_body(*leaves):
+            return tuple(vmap(lambda *ls: tuple(body.call(list(ls))), in_axes=axes)(*leaves))
+
+        vbody = _Body(batched_body, tree_flatten(tuple(range(len(args))))[1], body.kinds)
+        # Every example keeps what one example's program keeps (the policy applied to it).
+        from tapegrad.memory import residual_ranks, select_residuals
+        from tapegrad.transforms import trace
+
+        ex = [(a[0] if a.shape[0] else _tconst(np.zeros(a.shape[1:], a.dtype))) if b else a
+              for a, b in zip(args, batched)]
+        tensors = [a for a, k in zip(ex, body.kinds) if k]
+
+        def tensors_only(*ts):
+            it = iter(ts)
+            return tuple(body.call([next(it) if k else v for k, v in zip(body.kinds, ex)]))
+
+        _, tape = trace(tensors_only)(*[_tconst(t._concrete()) for t in tensors])
+        ranks = residual_ranks(tape, select_residuals(tape, *policy))
+        outs = PolicyCheckpoint.apply(*args, body=vbody, policy=(None, None, ranks))
+        if body.out_tree is None:
+            body.out_tree = vbody.out_tree
+        return outs
+
+    @classmethod
+    def output_shape(cls, *shapes, body=None, policy=None):
+        raise NotImplementedError("checkpoint: output shapes are known only by running fun")
+
+
+def _call(fun, args, policy=None):
     leaves, in_tree = tree_flatten(args)
     kinds, inputs = [], []
     for i, v in enumerate(leaves):
@@ -164,12 +352,15 @@ def _call(fun, args):
                 "and numbers. Pass other values by closing over them (functools.partial)."
             )
     body = _Body(fun, in_tree, tuple(kinds))
-    outs = Checkpoint.apply(*inputs, body=body)
+    if policy is None:
+        outs = Checkpoint.apply(*inputs, body=body)
+    else:
+        outs = PolicyCheckpoint.apply(*inputs, body=body, policy=policy)
     outs = outs if isinstance(outs, tuple) else (outs,)
-    return tree_unflatten(body.out_tree, list(outs))
+    return tree_unflatten(body.out_tree, list(outs[:body.out_tree.num_leaves]))
 
 
-def checkpoint(fun, *args):
+def checkpoint(fun, *args, save_only=None, budget_bytes=None):
     """Make ``fun`` rematerialise its intermediates in the backward pass instead of keeping
     them (``jax.checkpoint``; the seeds' ``checkpoint(run_function, *tensors)``).
 
@@ -185,6 +376,11 @@ def checkpoint(fun, *args):
         *args: If given, the arguments to call ``fun`` with immediately. Tensor and array leaves
             are inputs (saved, differentiated when floating); Python numbers are static
             constants.
+        save_only: A policy: a set of op names (``oper`` labels, as a tape listing shows them,
+            e.g. ``{"matmul"}``) whose outputs are kept for the backward pass instead of
+            recomputed (JAX's ``save_only_these_names``, by op). Default: keep none.
+        budget_bytes: A policy: keep at most this many bytes of residuals per call, those that
+            save the most recomputation per byte first (:func:`tapegrad.memory.select_residuals`).
 
     Returns:
         The checkpointed function (same signature and outputs as ``fun``), or its result when
@@ -193,8 +389,10 @@ def checkpoint(fun, *args):
     Raises:
         RuntimeError: if ``fun`` uses a Tensor traced by an enclosing transform that is not
             among its arguments (pass it as an argument).
-        TypeError: if an argument leaf is not a Tensor, array or number (a string, say), or
-            ``fun`` returns a leaf that is not a Tensor, array or number.
+        TypeError: if an argument leaf is not a Tensor, array or number (a string, say),
+            ``fun`` returns a leaf that is not a Tensor, array or number, or ``save_only`` is
+            not a set of strings.
+        ValueError: if ``budget_bytes`` is not a non-negative int.
 
     Example:
         >>> import tapegrad as tg, tapegrad.numpy as tnp
@@ -206,12 +404,24 @@ def checkpoint(fun, *args):
     """
     if not callable(fun):
         raise TypeError(f"checkpoint: fun must be callable, got {type(fun).__name__}")
+    policy = None
+    if save_only is not None or budget_bytes is not None:
+        if save_only is not None:
+            if isinstance(save_only, str) or not all(isinstance(n, str) for n in save_only):
+                raise TypeError("checkpoint: save_only must be a set of op names (strings, as "
+                                f"a tape listing shows them), got {save_only!r}")
+            save_only = frozenset(save_only)
+        if budget_bytes is not None and (isinstance(budget_bytes, bool) or not isinstance(
+                budget_bytes, int) or budget_bytes < 0):
+            raise ValueError("checkpoint: budget_bytes must be a non-negative int, got "
+                             f"{budget_bytes!r}")
+        policy = (save_only, budget_bytes, None)
     if args:
-        return _call(fun, args)
+        return _call(fun, args, policy)
 
     @functools.wraps(fun)
     def checkpointed(*a):
-        return _call(fun, a)
+        return _call(fun, a, policy)
 
     return checkpointed
 

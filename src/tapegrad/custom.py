@@ -221,5 +221,47 @@ class _CustomVJPFunction(Function):
         return tuple(res)
 
     @classmethod
+    def batch(cls, args, batched, size, call):
+        """vmap of a call: the same rule, batched. The batched primitive's ``fwd`` and ``bwd``
+        are ``vmap`` of the user's (JAX's ``custom_vjp`` batching), with the cotangents of
+        unbatched inputs summed over the batch."""
+        from tapegrad.vmap import vmap
+
+        owner = cls.owner
+        axes = tuple(0 if b else None for b in batched)
+
+        def unflat(leaves):
+            return tree_unflatten(call.in_tree, list(leaves))
+
+        def known(out):
+            if call.out_tree is None:
+                call.out_tree = tree_structure(out)
+            return out
+
+        def fun(*leaves):
+            return known(vmap(lambda *ls: owner.fun(*unflat(ls)), in_axes=axes)(*leaves))
+
+        def fwd(*leaves):
+            out, residuals = vmap(lambda *ls: owner.fwd(*unflat(ls)), in_axes=axes)(*leaves)
+            return known(out), residuals
+
+        def bwd(residuals, g):
+            cts = vmap(owner.bwd)(residuals, g)  # per positional argument, batched
+            arg_trees = tree_unflatten(call.in_tree, list(range(len(call.kinds))))
+            flat = [None] * len(call.kinds)
+            for ct, idx_tree in zip(cts, arg_trees):
+                if ct is not None:
+                    for i, c in zip(tree_flatten(idx_tree)[0], tree_flatten(ct)[0]):
+                        flat[i] = c
+            return tuple(None if c is None or not call.kinds[i] else
+                         (c if batched[i] else c.sum(axis=0)) for i, c in enumerate(flat))
+
+        inner = custom_vjp(fun)
+        inner.__name__ = owner.__name__
+        inner.defvjp(fwd, bwd)
+        outs = tree_flatten(inner(*args))[0]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    @classmethod
     def output_shape(cls, *shapes, call=None):
         raise NotImplementedError("custom_vjp: output shapes are known only by running fwd")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from tapegrad.backend import backend_of
-from tapegrad.function import Function, new_level, transform_scope, unbroadcast
+from tapegrad.function import new_level, transform_scope, unbroadcast
 from tapegrad.tape import Guard, Trace, check_guard
 from tapegrad.tensor import Tensor, const
 from tapegrad.transforms import (
@@ -30,9 +30,9 @@ from tapegrad.transforms import (
     select_argnums,
     split_aux,
     vjp,
-    zeros_like,
 )
 from tapegrad.tree import tree_flatten, tree_unflatten
+from tapegrad.vmap import vmap
 
 __all__ = ["jvp", "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "hvp", "JVPTrace"]
 
@@ -356,41 +356,27 @@ def linearize(fun, *primals):
 
 
 # -- Jacobians ---------------------------------------------------------------------------------
-class _Stack(Function):
-    """Stack equal-shaped Tensors along a new leading axis (the Jacobians' rows or columns)."""
-
-    oper = "stack"
-
-    @staticmethod
-    def forward(ctx, *arrays):
-        return ctx.backend.stack(arrays)
-
-    @staticmethod
-    def backward(ctx, g):
-        return tuple(g[i] for i in range(g.shape[0]))
-
-    @staticmethod
-    def jvp(ctx, *ts):
-        shape, dtype = ctx.out_avals[0]
-        ts = [const(ctx.backend.zeros(shape[1:], dtype)) if t is None else t for t in ts]
-        return _Stack.apply(*ts)
-
-    @classmethod
-    def output_shape(cls, *shapes):
-        return (len(shapes),) + tuple(shapes[0])
-
-
-def _one_hot(p: Tensor, i: int) -> Tensor:
-    e = backend_of(p._concrete()).zeros(p.size, p.dtype)
-    e[i] = 1
-    return const(e.reshape(p.shape))
-
-
 def _check_outputs(p_out, out_tree, who):
     for i, o in enumerate(p_out):
         if not isinstance(o, Tensor):
             raise TypeError(f"{who}: output leaf {i} of {out_tree} is a {type(o).__name__}; a "
                             "Jacobian needs the function to return a pytree of Tensors or arrays.")
+
+
+def _basis(leaves) -> tuple:
+    """The standard basis of the flattened ``leaves``, one batch of ``n = sum(sizes)``
+    directions: per leaf a constant of shape ``(n, *leaf.shape)`` (its rows one-hot where they
+    fall in that leaf, zero elsewhere), and the leaves' offsets into the ``n`` rows."""
+    offsets, n = [], 0
+    for leaf in leaves:
+        offsets.append(n)
+        n += leaf.size
+    out = []
+    for leaf, off in zip(leaves, offsets):
+        e = backend_of(leaf._concrete()).zeros((n, leaf.size), leaf.dtype)
+        e[off:off + leaf.size] = backend_of(e).eye(leaf.size, dtype=leaf.dtype)
+        out.append(const(e.reshape((n,) + leaf.shape)))
+    return out, offsets
 
 
 def _assemble(blocks, out_tree, diff_tree, argnums):
@@ -402,23 +388,12 @@ def _assemble(blocks, out_tree, diff_tree, argnums):
     return tree_unflatten(out_tree, per_out)
 
 
-def _block(parts, shape, dtype, like, transpose_to=None):
-    """Stack ``parts`` (one per basis vector) into a Jacobian block of ``shape``."""
-    if not parts:
-        return _zeros(shape, dtype, like)
-    s = _Stack.apply(*parts)  # (n_basis, *part_shape)
-    if transpose_to is not None:  # forward mode: basis along the input, moved to the end
-        nd = s.ndim
-        s = s.transpose(tuple(range(1, nd)) + (0,))
-    return s.reshape(shape)
-
-
 def jacfwd(fun, argnums=0, has_aux: bool = False):
-    """Jacobian of ``fun`` by forward mode: one tangent pass per input element.
+    """Jacobian of ``fun`` by forward mode: one tangent pass over all input directions.
 
-    ``fun`` is linearized once (:func:`linearize`), then the tangent program is replayed on
-    each basis vector of the selected inputs. Prefer it to :func:`jacrev` when there are fewer
-    inputs than outputs.
+    ``fun`` is linearized once (:func:`linearize`), then the tangent program runs once under
+    :func:`~tapegrad.vmap` on the whole standard basis of the selected inputs (no Python loop
+    over basis vectors). Prefer it to :func:`jacrev` when there are fewer inputs than outputs.
 
     Args:
         fun: Function returning a pytree of Tensors (or ``(out, aux)`` with ``has_aux``).
@@ -450,17 +425,21 @@ def jacfwd(fun, argnums=0, has_aux: bool = False):
         _check_outputs(p_out, out_tree, "jacfwd")
         in_leaves, diff_tree = tree_flatten(diff)
         prims = [v if isinstance(v, Tensor) else Tensor(v) for v in in_leaves]
-        cols = [[[] for _ in prims] for _ in p_out]
-        zero_t = [zeros_like(p) for p in prims]
-        for k, p in enumerate(prims):
-            for i in range(p.size):
-                ts = list(zero_t)
-                ts[k] = _one_hot(p, i)
-                res = tree_flatten(jvp_fn(*tree_unflatten(diff_tree, ts)))[0]
-                for j, r in enumerate(res):
-                    cols[j][k].append(r)
-        blocks = [[_block(cols[j][k], o.shape + p.shape, o.dtype, o, True)
-                   for k, p in enumerate(prims)] for j, o in enumerate(p_out)]
+        basis, offsets = _basis(prims)
+        n = sum(p.size for p in prims)
+        if n:  # every column at once: the tangent program, batched over the basis
+            cols = tree_flatten(vmap(jvp_fn)(*tree_unflatten(diff_tree, basis)))[0]
+        blocks = []
+        for j, o in enumerate(p_out):
+            row = []
+            for p, off in zip(prims, offsets):
+                shape = o.shape + p.shape
+                if not (n and o.size and p.size):
+                    row.append(_zeros(shape, o.dtype, o))
+                    continue
+                c = cols[j][off:off + p.size]  # (p.size, *o.shape): basis along the input
+                row.append(c.transpose(tuple(range(1, c.ndim)) + (0,)).reshape(shape))
+            blocks.append(row)
         jac = _assemble(blocks, out_tree, diff_tree, argnums)
         return (jac, aux) if has_aux else jac
 
@@ -469,10 +448,11 @@ def jacfwd(fun, argnums=0, has_aux: bool = False):
 
 
 def jacrev(fun, argnums=0, has_aux: bool = False):
-    """Jacobian of ``fun`` by reverse mode: one backward pass per output element.
+    """Jacobian of ``fun`` by reverse mode: one backward pass over all output directions.
 
-    ``fun`` runs once under :func:`~tapegrad.vjp`; its ``vjp_fn`` is applied to each basis
-    cotangent. Prefer it to :func:`jacfwd` when there are fewer outputs than inputs.
+    ``fun`` runs once under :func:`~tapegrad.vjp`; its ``vjp_fn`` runs once under
+    :func:`~tapegrad.vmap` on the whole standard basis of the outputs (no Python loop over
+    basis vectors). Prefer it to :func:`jacfwd` when there are fewer outputs than inputs.
 
     Args:
         fun: Function returning a pytree of Tensors (or ``(out, aux)`` with ``has_aux``).
@@ -508,17 +488,20 @@ def jacrev(fun, argnums=0, has_aux: bool = False):
         _check_outputs(p_out, out_tree, "jacrev")
         in_leaves, diff_tree = tree_flatten(diff)
         prims = [v if isinstance(v, Tensor) else Tensor(v) for v in in_leaves]
-        zero_ct = [zeros_like(o) for o in p_out]
-        rows = [[[] for _ in prims] for _ in p_out]
-        for j, o in enumerate(p_out):
-            for i in range(o.size):
-                cts = list(zero_ct)
-                cts[j] = _one_hot(o, i)
-                res = tree_flatten(vjp_fn(tree_unflatten(out_tree, cts)))[0]
-                for k, r in enumerate(res):
-                    rows[j][k].append(r)
-        blocks = [[_block(rows[j][k], o.shape + p.shape, p.dtype, p)
-                   for k, p in enumerate(prims)] for j, o in enumerate(p_out)]
+        basis, offsets = _basis(p_out)
+        n = sum(o.size for o in p_out)
+        if n:  # every row at once: the backward pass, batched over the basis
+            rows = tree_flatten(vmap(vjp_fn)(tree_unflatten(out_tree, basis)))[0]
+        blocks = []
+        for o, off in zip(p_out, offsets):
+            row = []
+            for k, p in enumerate(prims):
+                shape = o.shape + p.shape
+                if not (n and o.size and p.size):
+                    row.append(_zeros(shape, p.dtype, p))
+                    continue
+                row.append(rows[k][off:off + o.size].reshape(shape))
+            blocks.append(row)
         jac = _assemble(blocks, out_tree, diff_tree, argnums)
         return (jac, aux) if has_aux else jac
 

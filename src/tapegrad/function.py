@@ -570,7 +570,7 @@ def base_apply(cls, values, arrays, cpu, params, needs):
                     v = s if isinstance(s, Tensor) or not hasattr(s, "shape") else const(s)
                     sp.append((2, v))
                     saved.append(v)
-        spec = tuple(sp)
+        spec = ctx._spec = tuple(sp)  # (kept on ctx for tapegrad.memory)
         ctx.saved_tensors = tuple(saved)
     nondiff = ()
     if "_non_diff" in d:

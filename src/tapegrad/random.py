@@ -29,6 +29,7 @@ import numpy as np
 
 from tapegrad.function import Function
 from tapegrad.tensor import Tensor, const
+from tapegrad.vmap import loop
 
 __all__ = ["key", "split", "fold_in", "uniform", "normal", "bernoulli", "permutation", "randint"]
 
@@ -86,6 +87,12 @@ class _Split(Function):
     oper = "random_split"
     differentiable = False
 
+    @classmethod
+    def batch(cls, args, batched, size, **params):
+        """vmap: each example draws from its own key (a loop over the keys)."""
+        out = loop(cls, args, batched, size, params)
+        return out  # always a tuple: split has num outputs
+
     @staticmethod
     def forward(ctx, k, num):
         words = _words(k)
@@ -108,6 +115,12 @@ class _FoldIn(Function):
 
     oper = "random_fold_in"
     differentiable = False
+
+    @classmethod
+    def batch(cls, args, batched, size, **params):
+        """vmap: each example draws from its own key (a loop over the keys)."""
+        out = loop(cls, args, batched, size, params)
+        return out if len(out) != 1 else out[0]
 
     @staticmethod
     def forward(ctx, k, data):
@@ -133,6 +146,12 @@ class _Draw(Function):
 
     oper = "random_draw"
     differentiable = False
+
+    @classmethod
+    def batch(cls, args, batched, size, **params):
+        """vmap: each example draws from its own key (a loop over the keys)."""
+        out = loop(cls, args, batched, size, params)
+        return out if len(out) != 1 else out[0]
 
     @staticmethod
     def forward(ctx, k, kind, shape, dtype, a, b):

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import attrs
 import numpy as np
 
+from tapegrad import backend as _backend
 from tapegrad import function as _function
 from tapegrad.function import Context, _state, base_apply, unbroadcast
 from tapegrad.tensor import Tensor, _s_array, _s_box, caller_line, const, make, primal_of
@@ -106,6 +107,9 @@ class Trace:
     """
 
     __slots__ = ("level", "entries", "avals", "done", "labels", "replays", "_note")
+    #: Whether this level's values stand for a batch of examples (``vmap``): no single Python
+    #: value can be read from them.
+    batched = False
 
     def __init__(self, level: int, replays: bool = True):
         self.level = level
@@ -247,23 +251,35 @@ class Trace:
         """Keep ``entry`` (forward mode overrides this to compute tangents instead)."""
         self.entries.append(entry)
 
-    def decide(self, t: Tensor, kind: str, value) -> None:
+    def decide(self, t: Tensor, kind: str, value, only_branch: bool = False) -> None:
         """A Python decision on ``t``'s value: a guard on every replaying trace holding it.
+
+        ``only_branch=True`` says the value only picks a branch (a tape's guard replayed), so
+        a differentiating transform has nothing to lose.
 
         Raises:
             TypeError: for ``float``/``complex``/``item`` on a floating value that a
-                differentiating transform traces (the result would carry no derivative).
+                differentiating transform traces (the result would carry no derivative); for
+                any decision on a batched value inside ``vmap``.
         """
         where = None
         while t is not None and t._level:
             trace = t._trace
             if not trace.done:
+                if trace.batched:
+                    raise TypeError(
+                        f"{kind}() of a batched value inside vmap: each example may give a "
+                        "different answer, so one Python value cannot stand for them. Write "
+                        "the branch with tnp.where(cond, a, b) (or decide on tnp.any/tnp.all "
+                        "of the whole batch outside vmap)."
+                    )
                 if trace.replays:
                     if where is None:
                         where = caller_line()
                     trace.entries.append(Guard(kind, t._node, value, where))
                 elif (
-                    kind in ("float", "complex", "item")
+                    not only_branch
+                    and kind in ("float", "complex", "item")
                     and t.dtype.kind in "fc"
                     and trace.level > _function._state.limit
                 ):
@@ -290,6 +306,7 @@ class Trace:
             out_treedef=out_treedef,
             avals=tuple(self.avals),
             labels=dict(self.labels),
+            level=self.level,
         )
 
 
@@ -485,6 +502,9 @@ class Tape:
         out_treedef: Pytree structure of the output.
         avals: ``(shape, dtype)`` of every node, indexed by node id.
         labels: Node id -> label, from ``Tensor.label``.
+        level: The trace level it was recorded at (its traced values carry it).
+        loaded: True for a tape read from a file (:meth:`from_json`): it holds no residuals,
+            so it replays but has no :meth:`vjp` of its own.
     """
 
     entries: tuple
@@ -496,6 +516,8 @@ class Tape:
     out_treedef: Any
     avals: tuple = ()
     labels: dict = attrs.field(factory=dict)
+    level: int = 0
+    loaded: bool = False
     _prog: Any = attrs.field(default=None, init=False, eq=False, repr=False)
 
     def __len__(self) -> int:
@@ -554,6 +576,9 @@ class Tape:
 
         Only the forward rules run, on backend arrays, compiled into one straight-line program
         the first time (:class:`tapegrad.jit.Program`): none of the traced function's Python.
+        On values a transform traces (inside ``grad``, ``jvp``, ``vmap``, ``jit``, ...) each
+        entry runs through its Function instead, so a replay differentiates and batches like
+        the function it was recorded from.
 
         Args:
             *args: Positional inputs with the recorded pytree structure, shapes and dtypes.
@@ -566,6 +591,9 @@ class Tape:
             GuardError: if the new inputs change a Python decision taken while recording; the
                 message names the source line of the decision.
         """
+        leaves = tree_flatten(tuple(args))[0]
+        if any(type(t) is Tensor and t._level for t in leaves):
+            return self._evaluate(args, leaves)
         arrays = self._arrays(args, "Tape.replay")
         prog = self._prog
         if prog is None:  # compiled once (tapegrad.jit.Program), then run on every replay
@@ -574,6 +602,32 @@ class Tape:
         outs = prog(arrays)
         results = [o if isinstance(o, Tensor) else const(o) for o in outs]
         return tree_unflatten(self.out_treedef, results)
+
+    def _evaluate(self, args, leaves):
+        """Replay on traced inputs: every entry through its Function's ``apply``, so that the
+        transforms in progress (``grad``, ``jvp``, ``vmap``, ...) see the recorded primitives."""
+        self._arrays([const(t._array) if type(t) is Tensor else t for t in leaves],
+                     "Tape.replay")  # (a traced Tensor's own array has its per-example shape)
+        env = dict(zip(self.in_nodes, [t if type(t) is Tensor else make(t) for t in leaves]))
+        for e in self.entries:
+            if type(e) is Guard:
+                t = env[e.node]
+                got = _GUARD_FNS[e.kind](_backend.to_device(t._concrete(), "cpu").reshape(()))
+                if t._level:
+                    t._trace.decide(t, e.kind, got, only_branch=True)
+                if got != e.value:
+                    raise GuardError(
+                        f"Tape.replay: the recording took a Python decision on a traced value "
+                        f"at {e.where} ({e.kind}(...) gave {e.value!r}); these inputs give "
+                        f"{got!r}. Trace the function again for these inputs."
+                    )
+                continue
+            outs = e.fn.apply(*[env[n] if n >= 0 else c for n, c in zip(e.in_nodes, e.consts)],
+                              **e.params)
+            env.update(zip(e.out_nodes, outs if isinstance(outs, (tuple, list)) else (outs,)))
+        return tree_unflatten(self.out_treedef, [
+            env[r] if isinstance(r, int) else (r[1] if isinstance(r[1], Tensor) else const(r[1]))
+            for r in self.out_refs])
 
     def vjp(self, cotangent):
         """Replay backward: cotangents of the inputs for ``cotangent`` on the output.
@@ -589,6 +643,7 @@ class Tape:
             ValueError / TypeError: if the cotangent's structure, shape or dtype differs from
                 the output's.
         """
+        self._residuals("Tape.vjp")
         ct = _seed_cotangents(cotangent, self.out_refs, self.out_avals, self.out_treedef,
                               "Tape.vjp")
         with _function.transform_scope():
@@ -598,6 +653,28 @@ class Tape:
         return tuple(tree_unflatten(self.in_treedef, leaves))
 
     backward = vjp
+
+    def _residuals(self, who: str) -> None:
+        if self.loaded:
+            raise ValueError(
+                f"{who}: this tape was loaded from a file and holds no residuals; differentiate "
+                "its replay instead: tg.vjp(tape.replay, *inputs)"
+            )
+
+    def residual_bytes(self):
+        """What a backward replay of this tape holds: the residuals (values the ``backward``
+        rules read) and cotangents, at the start and at the peak, and which entries hold them.
+
+        Returns:
+            A :class:`tapegrad.memory.ResidualReport`.
+
+        Raises:
+            ValueError: for a tape loaded from a file (it holds no residuals).
+        """
+        from tapegrad.memory import residual_report
+
+        self._residuals("Tape.residual_bytes")
+        return residual_report(self)
 
     def to_dot(self) -> str:
         """The tape as Graphviz DOT source (a string; no Graphviz needed to make it)."""

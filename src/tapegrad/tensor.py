@@ -112,7 +112,6 @@ class Tensor:
     # level down (None: the constant Tensor(_array), built on first use) and the label.
     _box: Any
 
-    __array_ufunc__ = None  # NumPy hands binary operators back to Tensor (x.__radd__)
     __array_priority__ = 1000
 
     def __init__(self, data, dtype=None, device=None, label=None):
@@ -196,7 +195,20 @@ class Tensor:
         for i in range(self.shape[0]):
             yield self[i]
 
+    def _batched_over(self):
+        """The batch size of the innermost running ``vmap`` holding this value (or None)."""
+        t = self
+        while t is not None and t._level:
+            trace = t._trace
+            if trace.batched and not trace.done:
+                return trace.size
+            t = t._primal
+        return None
+
     def __repr__(self) -> str:
+        if self._level and self._batched_over() is not None:
+            return (f"Tensor(<batched over {self._batched_over()} examples>, shape={self.shape}, "
+                    f"dtype={self.dtype})")
         if not self.is_realized:
             return f"Tensor(<deferred>, shape={self.shape}, dtype={self.dtype})"
         body = np.array2string(
@@ -216,7 +228,15 @@ class Tensor:
         """The value as a read-only NumPy array (copied to host from a GPU).
 
         Inside a transform this is the current value, not a differentiable Tensor.
+
+        Raises:
+            TypeError: for a batched value inside ``vmap`` (it holds many examples' values).
         """
+        if self._level and self._batched_over() is not None:
+            raise TypeError(
+                "numpy() of a batched value inside vmap: it stands for every example at once. "
+                "Return it from the vmapped function to get the stacked values."
+            )
         arr = _backend.to_device(self._concrete(), "cpu")
         if arr.flags.writeable:
             arr = arr.view()
@@ -227,9 +247,9 @@ class Tensor:
         if self._level:
             raise TypeError(
                 "Tensor.__array__: a traced Tensor cannot silently become a NumPy array inside "
-                "a transform (its gradient would be lost). Use tapegrad.numpy functions "
-                "(tnp.sin(x) rather than np.sin(x)), or tg.stop_gradient(x).numpy() if a "
-                "constant is really meant."
+                "a transform (its gradient would be lost). Compute on the Tensor instead "
+                "(NumPy's functions, np.sin(x), and tapegrad.numpy's both record), or use "
+                "tg.stop_gradient(x).numpy() if a constant is really meant."
             )
         arr = self.numpy()
         if dtype is not None and arr.dtype != np.dtype(dtype):
@@ -359,6 +379,15 @@ def primal_of(t: Tensor) -> Tensor:
         p = const(t._array)
         _s_box(t, (b[0], b[1], b[2], p, b[4]))
     return p
+
+
+def all_values(t: Tensor) -> np.ndarray:
+    """Every value ``t`` stands for, as a NumPy array, for checking inputs: its value, or
+    inside ``vmap`` the values of all examples (the batch's array, batch axes first). It
+    carries no derivative: never compute results from it."""
+    while t._level:
+        t = primal_of(t)
+    return _backend.to_device(t._concrete(), "cpu")
 
 
 def _immutable_setattr(self, name, value):

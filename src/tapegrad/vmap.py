@@ -27,9 +27,10 @@ from tapegrad.backend import backend_of
 from tapegrad.function import Context, Function, new_level, run_forward, transform_scope
 from tapegrad.tape import Trace
 from tapegrad.tensor import Tensor, const, make, primal_of
+from tapegrad.transforms import check_argnums, select_argnums, vjp
 from tapegrad.tree import NAMESPACE, tree_flatten, tree_unflatten
 
-__all__ = ["vmap", "BatchTrace", "moveaxis"]
+__all__ = ["vmap", "elementwise_grad", "BatchTrace", "moveaxis", "loop"]
 
 
 def moveaxis(t: Tensor, src: int, dst: int) -> Tensor:
@@ -80,7 +81,6 @@ def _broadcast_batch(a, size: int) -> Tensor:
         (size,) + (1,) * a.ndim, a.dtype))
 
 
-_WARNED: set = set()
 _PACKAGE = __file__.rsplit("/", 1)[0] + "/"
 
 
@@ -94,16 +94,28 @@ def _user_stacklevel() -> int:
 
 def _per_example(fn, args, batched, size, params):
     """``fn`` applied example by example and stacked: the rule of an op without one."""
-    if fn not in _WARNED:
-        _WARNED.add(fn)
-        warnings.warn(
-            f"vmap: {fn.__name__} ({fn._name()}) has no batching rule, so it runs once per "
-            "example in a Python loop; define a static batch(args, batched, size, **params) on "
-            "it to batch it (docs/transforms.md).",
-            stacklevel=_user_stacklevel(),
-        )
+    # Python's default warning filter shows it once per op and calling line.
+    warnings.warn(
+        f"vmap: {fn.__name__} ({fn._name()}) has no batching rule, so it runs once per "
+        "example in a Python loop; define a static batch(args, batched, size, **params) on "
+        "it to batch it (docs/transforms.md).",
+        stacklevel=_user_stacklevel(),
+    )
+    return loop(fn, args, batched, size, params)
+
+
+def loop(fn, args, batched, size: int, params: dict) -> tuple:
+    """The batching rule that applies ``fn`` to each example in turn and stacks the results
+    (a tuple of outputs, batch on axis 0): for ops with no vectorized form, such as drawing
+    random numbers from each example's own key. An empty batch runs ``fn`` once on zeros to
+    learn the output shapes."""
     if size == 0:
-        raise ValueError(f"vmap: {fn._name()} has no batching rule and the batch is empty")
+        ex = [const(backend_of(a._concrete()).zeros(a.shape[1:], a.dtype)) if b else a
+              for a, b in zip(args, batched)]
+        outs = fn.apply(*ex, **params)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        return tuple(const(backend_of(o._concrete()).zeros((0,) + o.shape, o.dtype))
+                     for o in outs)
     rows = []
     for i in range(size):
         outs = fn.apply(*[a[i] if b else a for a, b in zip(args, batched)], **params)
@@ -123,12 +135,13 @@ class BatchTrace(Trace):
     the whole batch on axis 0 (``size`` examples). Internal; created by :func:`vmap`."""
 
     __slots__ = ("size",)
+    batched = True
 
     def __init__(self, level: int, size: int):
         super().__init__(level, replays=False)
         self.size = size
 
-    def batched(self, value: Tensor) -> Tensor:
+    def tracer(self, value: Tensor) -> Tensor:
         """A Tensor of this level standing for ``value``'s examples (``value``: the batch).
 
         Its own array is one example's (a view of example 0, or zeros for an empty batch), so
@@ -161,7 +174,7 @@ class BatchTrace(Trace):
             res = rule(lowered, tuple(batched), self.size, **params)
             multi = isinstance(res, tuple)
             outs = res if multi else (res,)
-        outs = tuple(self.batched(o if isinstance(o, Tensor) else Tensor(o)) for o in outs)
+        outs = tuple(self.tracer(o if isinstance(o, Tensor) else Tensor(o)) for o in outs)
         if needs is None:  # called by Function.apply: no transform above records this op
             return outs, None, (), multi, ()
         # A transform above (vmap(grad(f))) records this op per example: its backward needs the
@@ -219,15 +232,8 @@ class BatchTrace(Trace):
                     )
         nd = ctx.__dict__.pop("_non_diff", ())
         nondiff = tuple(j for j, o in enumerate(raws) if any(o is s for s in nd))
-        return ctx, tuple(spec), nondiff
-
-    def decide(self, t: Tensor, kind: str, value) -> None:
-        raise TypeError(
-            f"{kind}() of a batched value inside vmap: each example may decide differently, so "
-            "a Python decision on it has no single answer. Write the branch with "
-            "tnp.where(cond, a, b) (or tnp.any/tnp.all for a decision over the whole batch "
-            "outside vmap)."
-        )
+        ctx._spec = spec = tuple(spec)
+        return ctx, spec, nondiff
 
 
 def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
@@ -310,7 +316,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
                 traced.append(leaf)
                 continue
             t = leaf if isinstance(leaf, Tensor) else Tensor(leaf)
-            traced.append(trace.batched(moveaxis(t, ax, 0)))
+            traced.append(trace.tracer(moveaxis(t, ax, 0)))
         a2, k2 = tree_unflatten(treedef, traced)
         try:
             with transform_scope():
@@ -369,3 +375,50 @@ def _in_axes(args, kwargs, in_axes, who):
 
 def _out_axes(out, out_axes, who):
     return _prefix_leaves(out, out_axes, who, "out_axes")
+
+
+def elementwise_grad(fun, argnums=0, has_aux: bool = False):
+    """The derivative of an elementwise ``fun`` at every element (HIPS autograd's name).
+
+    Computes the sum of each column of ``fun``'s Jacobian, ``vjp(fun, x)(ones)``, in one
+    backward pass, exactly as autograd's ``elementwise_grad``. When ``fun`` acts elementwise
+    (the Jacobian is diagonal) that is the derivative at each element, the same values as
+    ``vmap(grad(fun))`` over the flattened elements, without running ``fun`` per element.
+
+    Args:
+        fun: Function of positional pytrees returning one Tensor (or ``(out, aux)`` with
+            ``has_aux``), floating.
+        argnums: Int or tuple of ints: the positional arguments to differentiate.
+        has_aux: ``fun`` returns ``(out, aux)``; the result is then ``(grads, aux)``.
+
+    Returns:
+        A function with ``fun``'s signature returning, for each selected argument, a Tensor of
+        its shape and dtype (a tuple of them for a tuple ``argnums``).
+
+    Raises:
+        TypeError: if ``fun`` does not return one floating Tensor, or for a bad ``argnums``.
+
+    Example:
+        >>> import tapegrad as tg, tapegrad.numpy as tnp
+        >>> tg.elementwise_grad(tnp.tanh)(tg.Tensor([0.0, 1.0]))
+        Tensor([1.        , 0.41997433], dtype=float32)
+    """
+    check_argnums(argnums, "elementwise_grad")
+
+    def elementwise_grad_f(*args, **kwargs):
+        pos, diff, partial = select_argnums(fun, argnums, args, kwargs, "elementwise_grad")
+        res = vjp(partial, *diff, has_aux=has_aux)
+        out = res[0]
+        if not (isinstance(out, Tensor) and out.dtype.kind in "fc"):
+            raise TypeError(
+                "elementwise_grad: fun must return one floating Tensor, got "
+                + (f"dtype {out.dtype}" if isinstance(out, Tensor) else type(out).__name__)
+            )
+        ones = const(backend_of(out._concrete()).ones(out.shape, out.dtype))
+        g = res[1](ones)
+        g = g[pos[0]] if isinstance(argnums, int) else tuple(g[p] for p in pos)
+        return (g, res[2]) if has_aux else g
+
+    elementwise_grad_f.__name__ = f"elementwise_grad_{getattr(fun, '__name__', 'fun')}"
+    return elementwise_grad_f
+

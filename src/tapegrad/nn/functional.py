@@ -35,7 +35,8 @@ from tapegrad import ops as _ops
 from tapegrad import random as _random
 from tapegrad.backend import backend_of
 from tapegrad.function import Function
-from tapegrad.tensor import Tensor
+from tapegrad.ops._batching import align, per_example_ndim
+from tapegrad.tensor import Tensor, all_values
 
 __all__ = [
     # activations
@@ -145,6 +146,44 @@ def _axis(x: Tensor, axis, who: str) -> int:
     return int(axis) % max(x.ndim, 1)
 
 
+# -- vmap batching rules: shared helpers ----------------------------------------------------
+# Every primitive below declares ``batch(args, batched, size, **params)`` (see tapegrad.vmap):
+# ``args`` are its inputs one level below the vmap, the batched ones holding the whole batch on
+# axis 0 (``batched[i]``), the unbatched ones as given; it returns the whole batch's output,
+# batch on axis 0, computed with tapegrad ops in one call of the op (or a few), never a loop.
+
+
+def _with_batch(a, batched: bool, size: int) -> Tensor:
+    """``a`` with the batch on axis 0: ``a`` itself if batched, else broadcast along a new
+    leading axis of ``size`` (a read-only view, no copy)."""
+    if batched:
+        return a
+    a = tnp.asarray(a)
+    return tnp.broadcast_to(tnp.reshape(a, (1,) + a.shape), (size,) + a.shape)
+
+
+def _example_shape(a, batched: bool) -> tuple:
+    """The shape of one example of ``a`` (a Tensor, array or scalar)."""
+    shape = tuple(a.shape) if hasattr(a, "shape") else np.shape(a)
+    return shape[1:] if batched else shape
+
+
+def _merge_batch(a: Tensor) -> Tensor:
+    """``(B, N, ...)`` as ``(B * N, ...)``: the vmap axis merged into the op's own batch axis."""
+    return tnp.reshape(a, (a.shape[0] * a.shape[1],) + a.shape[2:])
+
+
+def _sum_examples(per: Tensor) -> Tensor:
+    """Each example's sum: ``per`` ``(B, ...)`` summed over its example axes, shape ``(B,)``."""
+    axes = tuple(range(1, per.ndim))
+    return tnp.sum(per, axis=axes) if axes else per
+
+
+def _zeros_batch(shape, ref: Tensor) -> Tensor:
+    """A constant of zeros: the whole output of an op on an empty batch (``shape[0] == 0``)."""
+    return tnp.zeros(shape, dtype=ref.dtype, device=ref.device)
+
+
 # -- fused elementwise primitives ------------------------------------------------------------
 # The elementwise primitives live in tapegrad.ops; these names keep the seeds' rows
 # (``Sigmoid.apply(x)``, ``Relu.apply(x)``, ``Tanh.apply(x)``) working from here.
@@ -153,6 +192,16 @@ Softplus = _ops.Softplus
 Erf = _ops.Erf
 Relu = _ops.Relu
 Tanh = _ops.Tanh
+
+
+def _normalize_batch(cls, args, batched, size, axis=-1):
+    """The batching rule of :class:`Softmax` and :class:`LogSoftmax`: the per-example ``axis``
+    shifted past the batch axis (a 0-d example normalizes over a length-1 axis)."""
+    (x,) = args
+    nd = x.ndim - 1
+    if nd == 0:
+        return tnp.reshape(cls.apply(tnp.reshape(x, (size, 1)), axis=1), (size,))
+    return cls.apply(x, axis=axis % nd + 1)
 
 
 class Softmax(Function):
@@ -179,7 +228,10 @@ class Softmax(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        return y * (g - tnp.sum(g * y, axis=ctx.axis, keepdims=True))
+        axis = ctx.axis if y.ndim else None  # a 0-d input: its one element
+        return y * (g - tnp.sum(g * y, axis=axis, keepdims=True))
+
+    batch = classmethod(_normalize_batch)
 
     @classmethod
     def output_shape(cls, shape, axis=-1):
@@ -214,7 +266,10 @@ class LogSoftmax(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        return g - tnp.exp(y) * tnp.sum(g, axis=ctx.axis, keepdims=True)
+        axis = ctx.axis if y.ndim else None  # a 0-d input: its one element
+        return g - tnp.exp(y) * tnp.sum(g, axis=axis, keepdims=True)
+
+    batch = classmethod(_normalize_batch)
 
     @classmethod
     def output_shape(cls, shape, axis=-1):
@@ -409,9 +464,43 @@ def _check_loss_shapes(who: str, pred_shape, target_shape, pred="y_pred", target
     )
 
 
+def _reduce_examples(per: Tensor, reduction: str) -> Tensor:
+    """Reduce each example's own elements of an unreduced batched loss ``per`` ``(B, ...)``:
+    ``"none"`` keeps it, ``"sum"`` and ``"mean"`` give ``(B,)`` (the mean of an empty example
+    is NaN, as the unbatched loss's)."""
+    if reduction == "none":
+        return per
+    total = _sum_examples(per)
+    if reduction == "sum":
+        return total
+    n = math.prod(per.shape[1:])
+    return total / n if n else total * math.nan
+
+
 class _Loss(Function):
     """Base of the seeds' loss Functions: inputs ``(y_pred, y_true)`` of one shape (or a scalar
-    ``y_true``), keyword ``reduction``."""
+    ``y_true``), keyword ``reduction``.
+
+    Batching rule (vmap): the unreduced loss of the whole batch in one call (an unbatched
+    operand broadcast along the batch, a per-example scalar target broadcast over its example),
+    then each example's own elements reduced, so ``"mean"`` divides by one example's size.
+    """
+
+    default_reduction = "mean"
+
+    @classmethod
+    def batch(cls, args, batched, size, reduction=None):
+        reduction = cls.default_reduction if reduction is None else reduction
+        p, y = args
+        bp, by = batched
+        ps, ys = _example_shape(p, bp), _example_shape(y, by)
+        _check_loss_shapes(cls.oper, ps, ys)
+        p = _with_batch(p, bp, size)
+        if by and ys != ps:  # one scalar target per example
+            y = tnp.broadcast_to(tnp.reshape(y, (size,) + (1,) * len(ps)), p.shape)
+        elif not by and ys:
+            y = _with_batch(y, False, size)
+        return _reduce_examples(cls.apply(p, y, reduction="none"), reduction)
 
     @classmethod
     def output_shape(cls, a, b, reduction="mean"):
@@ -514,6 +603,7 @@ class HingeLoss(_Loss):
     """
 
     oper = "hinge_loss"
+    default_reduction = "none"
 
     @staticmethod
     def forward(ctx, y_pred, y_true, reduction="none"):
@@ -587,7 +677,7 @@ def binary_cross_entropy(y_pred, y_true, reduction: str = "mean", **kwargs) -> T
             a ``y_true`` whose shape differs from ``y_pred``'s (and is not a scalar).
     """
     p, y = _loss_inputs(y_pred, y_true, reduction, "binary_cross_entropy")
-    arr = p.numpy()
+    arr = all_values(p)
     if arr.size and (np.nanmin(arr) < 0 or np.nanmax(arr) > 1):
         raise ValueError(
             "binary_cross_entropy: y_pred must hold probabilities in [0, 1], got values in "
@@ -711,9 +801,12 @@ class CrossEntropy(Function):
     Backward: :class:`CrossEntropyGrad`, ``(softmax(logits) - T) * valid * scale`` where
     ``scale`` is the cotangent (``"none"``/``"sum"``) or the cotangent over the count
     (``"mean"``), in one fused op; its own backward is written with tapegrad ops, so higher
-    derivatives work. At first order the backward reuses the forward's row maxima and sums of
-    exponentials (two ``(..., 1)`` arrays kept on the context), as a hand-written softmax
-    cross-entropy does: the same values, two reductions fewer.
+    derivatives work.
+
+    Batching rule (vmap): the unreduced loss of the whole batch in one call, then each
+    example's own reduction (``"mean"`` over that example's count of valid targets); the
+    backward's rule likewise turns each example's scale into per-target cotangents of one
+    ``reduction="none"`` call.
     """
 
     oper = "cross_entropy"
@@ -761,6 +854,24 @@ class CrossEntropy(Function):
             reduction=ctx.reduction,
         )
         return CrossEntropyGrad.apply(logits, target, g, **params), None
+
+    @staticmethod
+    def batch(args, batched, size, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+        # the unreduced loss of the whole batch in one call, then each example's own reduction
+        logits, target = _xent_batch_inputs(args, batched, size)
+        per = CrossEntropy.apply(
+            logits,
+            target,
+            ignore_index=ignore_index,
+            label_smoothing=label_smoothing,
+            reduction="none",
+        )
+        if reduction == "none":
+            return per
+        total = _sum_examples(per)
+        if reduction == "sum":
+            return total
+        return total / _xent_counts(target, ignore_index, logits.dtype)
 
     @classmethod
     def output_shape(cls, logits, target, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
@@ -824,6 +935,31 @@ class CrossEntropyGrad(Function):
             gg = tnp.sum(h * unit, axis=-1 if ctx.reduction == "none" else None)
         return gl, None, gg
 
+    @staticmethod
+    def batch(args, batched, size, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+        # one call with reduction "none": each example's scale (its cotangent, over its own
+        # count of valid targets for "mean") becomes a per-target cotangent
+        logits, target = _xent_batch_inputs(args[:2], batched[:2], size)
+        g, bg = args[2], batched[2]
+        k = target.ndim - 1  # one example's target axes
+        if reduction == "none":
+            if bg:  # lined up with the targets' axes (g may broadcast against them)
+                g = tnp.reshape(g, (size,) + (1,) * (k + 1 - g.ndim) + g.shape[1:])
+        else:
+            if reduction == "mean":
+                g = g / _xent_counts(target, ignore_index, logits.dtype)
+                bg = True
+            if bg:
+                g = tnp.reshape(g, (size,) + (1,) * k)
+        return CrossEntropyGrad.apply(
+            logits,
+            target,
+            g,
+            ignore_index=ignore_index,
+            label_smoothing=label_smoothing,
+            reduction="none",
+        )
+
     @classmethod
     def output_shape(cls, logits, target, g, **params):
         return tuple(logits)
@@ -831,6 +967,23 @@ class CrossEntropyGrad(Function):
     @classmethod
     def output_dtype(cls, logits, target, g, **params):
         return np.dtype(logits)
+
+
+def _xent_batch_inputs(args, batched, size):
+    """Batched ``(logits, target)`` of :class:`CrossEntropy` and :class:`CrossEntropyGrad`
+    (an unbatched one broadcast along the batch), checked per example."""
+    logits, target = args
+    _check_class_targets(
+        "cross_entropy", _example_shape(logits, batched[0]), _example_shape(target, batched[1])
+    )
+    return _with_batch(logits, batched[0], size), _with_batch(target, batched[1], size)
+
+
+def _xent_counts(target: Tensor, ignore_index: int, dtype) -> Tensor:
+    """Each example's count of valid (non-ignored) targets, at least 1, as ``dtype``: the
+    divisor of :class:`CrossEntropy`'s ``"mean"``; ``target`` is ``(B, ...)``."""
+    valid = tnp.astype(tnp.not_equal(target, ignore_index), dtype)
+    return tnp.maximum(_sum_examples(valid), 1.0)
 
 
 def _check_class_targets(who: str, logits_shape, target_shape, pred="y_pred", target="y_true"):
@@ -851,12 +1004,12 @@ def _int_targets(y_true, who: str) -> Tensor:
     else:
         t = Tensor(np.asarray(y_true.get() if hasattr(y_true, "get") else y_true))
     if t.dtype.kind == "f":
-        arr = t.numpy()
+        arr = all_values(t)
         if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
             raise TypeError(
                 f"{who}: y_true must hold integer class indices, got non-integer floats"
             )
-        t = Tensor(arr.astype(np.int64), device=t.device if t.device != "cpu" else None)
+        t = tnp.astype(tnp.stop_gradient(t), np.int64)
     elif t.dtype.kind not in "iu":
         raise TypeError(f"{who}: y_true must hold integer class indices, got dtype {t.dtype}")
     return t
@@ -1024,7 +1177,7 @@ def _onehot(target: Tensor, n_classes: int, ref: Tensor) -> Tensor:
 
 def _check_targets_in_range(target: Tensor, n_classes: int, ignore_index: int, who: str):
     try:
-        _targets_all_valid(target.numpy(), n_classes, ignore_index)
+        _targets_all_valid(all_values(target), n_classes, ignore_index)
     except ValueError as e:
         raise ValueError(f"{who}: {e}") from None
 
@@ -1275,7 +1428,13 @@ class Linear(Function):
     output-sized array). Backward: ``g @ w.T`` for ``x``, ``x.T @ g`` (leading axes flattened
     into the batch) for ``w`` and ``g.sum(leading axes)`` for ``b``, written with tapegrad ops
     (``matmul``, ``sum``), so every order of derivative works; each is computed only when that
-    input needs a gradient.
+    input needs a gradient. For a single row ``x.T @ g`` is the outer product ``x.T * g`` (a
+    multiply: no one-term contraction through BLAS), which is what per-example weight
+    gradients under :func:`tapegrad.vmap` become.
+
+    Batching rule (vmap): with shared ``w`` and ``b`` the batch is merged into the rows (one
+    BLAS call for the whole batch); with per-example ``w`` or ``b`` (an ensemble) one batched
+    ``matmul`` and a broadcast add.
     """
 
     oper = "linear"
@@ -1293,11 +1452,33 @@ class Linear(Function):
         nx, nw, nb = ctx.needs_input_grad
         gx = tnp.matmul(g, tnp.transpose(w)) if nx else None
         if g.ndim > 2 and (nw or nb):
-            g = tnp.reshape(g, (-1, g.shape[-1]))
-            x = tnp.reshape(x, (-1, x.shape[-1]))
-        gw = tnp.matmul(tnp.transpose(x), g) if nw else None
+            rows = math.prod(g.shape[:-1])  # not -1: ambiguous for zero features
+            g = tnp.reshape(g, (rows, g.shape[-1]))
+            x = tnp.reshape(x, (rows, x.shape[-1]))
+        if not nw:
+            gw = None
+        elif g.shape[0] == 1:  # one row: the outer product, exactly (one term per entry)
+            gw = tnp.reshape(x, (x.shape[-1], 1)) * g
+        else:
+            gw = tnp.matmul(tnp.transpose(x), g)
         gb = tnp.sum(g, axis=0) if nb else None
         return gx, gw, gb
+
+    @staticmethod
+    def batch(args, batched, size):
+        x, w, b = args
+        bx, bw, bb = batched
+        if not (bw or bb):  # shared weights: the batch merged into the rows, one BLAS call
+            rows = x.shape[:-1]
+            out = Linear.apply(tnp.reshape(x, (math.prod(rows), x.shape[-1])), w, b)
+            return tnp.reshape(out, rows + (w.shape[-1],))
+        # per-example weights (an ensemble): one batched matmul, then the bias
+        ex = _example_shape(x, bx)
+        n_in, n_out = w.shape[-2:]
+        m = math.prod(ex[:-1])
+        y = tnp.matmul(tnp.reshape(x, ((size,) if bx else ()) + (m, n_in)), w)
+        y = y + (tnp.reshape(b, (size, 1, n_out)) if bb else b)
+        return tnp.reshape(y, (size,) + ex[:-1] + (n_out,))
 
     @classmethod
     def output_shape(cls, x, w, b):
@@ -1312,9 +1493,10 @@ class Linear(Function):
 def linear(input, weight, bias=None) -> Tensor:
     """Affine map ``input @ weight + bias``.
 
-    With a bias, a batched input (2 or more dimensions) and one dtype throughout, this is the
-    fused :class:`Linear` primitive (one BLAS call, the bias added in place into its result);
-    otherwise a ``matmul`` followed by a broadcast ``add`` (NumPy type promotion).
+    With a bias and one dtype throughout, this is the fused :class:`Linear` primitive (one
+    BLAS call, the bias added in place into its result; a 1-D input runs as one row, so that
+    under :func:`tapegrad.vmap` the whole batch is one BLAS call); otherwise a ``matmul``
+    followed by a broadcast ``add`` (NumPy type promotion).
 
     Args:
         input: Floating Tensor of shape ``(..., in_features)``.
@@ -1353,8 +1535,13 @@ def linear(input, weight, bias=None) -> Tensor:
     bias = tnp.asarray(bias)
     if bias.shape != (weight.shape[1],):
         raise ValueError(f"linear: bias must have shape ({weight.shape[1]},), got {bias.shape}")
-    if x.ndim >= 2 and x.dtype == weight.dtype == bias.dtype:
-        return Linear.apply(x, weight, bias)
+    if x.dtype == weight.dtype == bias.dtype:
+        if x.ndim >= 2:
+            return Linear.apply(x, weight, bias)
+        # one example (as inside vmap): a one-row Linear, so that a vmapped linear is one BLAS
+        # call for the whole batch and its per-example weight gradients are outer products
+        y = Linear.apply(tnp.reshape(x, (1, x.shape[0])), weight, bias)
+        return tnp.reshape(y, (weight.shape[1],))
     return tnp.matmul(x, weight) + bias
 
 
@@ -1518,6 +1705,51 @@ def _conv_input_grad(xp, g, w, in_hw, stride, pads, dilation, groups):
     return xp.ascontiguousarray(dx[:, :, pt : pt + h, pl : pl + wd])
 
 
+# Batching rules of the three convolution ops. A batched image operand with shared weights
+# merges the vmap axis into N. Per-example weights (an ensemble, or per-example weight
+# gradients) use grouped convolution: the B examples become B times as many channel groups,
+# each example's channels (and weights) one block of groups. A shared operand against a
+# batched weight-side operand is stacked along that operand's channels instead (no copy of it).
+def _to_groups(a: Tensor) -> Tensor:
+    """``(B, N, C, ...)`` as ``(N, B * C, ...)``: each example's channels one block."""
+    a = tnp.swapaxes(a, 0, 1)
+    return tnp.reshape(a, (a.shape[0], a.shape[1] * a.shape[2]) + a.shape[3:])
+
+
+def _from_groups(y: Tensor, size: int) -> Tensor:
+    """``(N, B * C, ...)`` back to ``(B, N, C, ...)``."""
+    n, bc = y.shape[:2]
+    return tnp.swapaxes(tnp.reshape(y, (n, size, bc // size) + y.shape[2:]), 0, 1)
+
+
+def _stack_in_groups(a: Tensor, groups: int, axis: int) -> Tensor:
+    """``a`` ``(B, ..., C, ...)`` (``C`` on ``axis`` of one example) with the batch stacked
+    inside each of the ``groups`` channel groups: axis ``axis`` of the result (one example's
+    axes) holds ``(groups, B, C / groups)`` flattened."""
+    size, c = a.shape[0], a.shape[axis + 1]
+    split = a.shape[1 : axis + 1] + (groups, c // groups) + a.shape[axis + 2 :]
+    a = tnp.reshape(a, (size,) + split)
+    order = tuple(range(1, axis + 2)) + (0,) + tuple(range(axis + 2, a.ndim))
+    a = tnp.transpose(a, order)  # (..., groups, B, C / groups, ...)
+    return tnp.reshape(a, a.shape[:axis] + (groups * size * (c // groups),) + a.shape[axis + 3 :])
+
+
+def _unstack_groups(y: Tensor, size: int, groups: int, axis: int) -> Tensor:
+    """The inverse of :func:`_stack_in_groups`: ``y`` whose axis ``axis`` holds ``(groups, B,
+    C / groups)`` as ``(B, ..., C, ...)``."""
+    c = y.shape[axis] // (size * groups)
+    y = tnp.reshape(y, y.shape[:axis] + (groups, size, c) + y.shape[axis + 1 :])
+    order = (axis + 1,) + tuple(i for i in range(y.ndim) if i != axis + 1)
+    y = tnp.transpose(y, order)  # (B, ..., groups, C / groups, ...)
+    return tnp.reshape(y, y.shape[: axis + 1] + (groups * c,) + y.shape[axis + 3 :])
+
+
+def _conv_shape(fn, args, batched, **params) -> tuple:
+    """One example's output shape of the convolution op ``fn``."""
+    shapes = [_example_shape(a, b) if a is not None else None for a, b in zip(args, batched)]
+    return fn.output_shape(*shapes, **params)
+
+
 class Conv2d(Function):
     """2-D cross-correlation ``y[n, o] = sum_c x[n, c] * w[o, c] (+ b[o])`` over windows
     (im2col: one copy of a strided view of the padded input, then one batched matmul whose
@@ -1529,6 +1761,11 @@ class Conv2d(Function):
     :class:`Conv2dWeightGrad` for ``w`` and ``g.sum((0, 2, 3))`` for ``b``; the three
     convolution ops are each other's transposes, so every order of derivative stays within
     them.
+
+    Batching rules (vmap) of the three: shared weights merge the vmap axis into ``N``;
+    per-example weights, and per-example weight gradients, are one grouped convolution with
+    ``B * groups`` groups (each example's channels one block); a shared operand against a
+    batched one on the weight side is stacked along the channels instead.
     """
 
     oper = "conv2d"
@@ -1549,6 +1786,34 @@ class Conv2d(Function):
             return gx, gw
         gb = tnp.sum(g, axis=(0, 2, 3)) if ctx.needs_input_grad[2] else None
         return gx, gw, gb
+
+    @staticmethod
+    def batch(args, batched, size, groups=1, **conv):
+        x, w = args[:2]
+        bx, bw = batched[:2]
+        b = args[2] if len(args) > 2 else None
+        bb = len(args) > 2 and batched[2]
+        if not bw and bx:  # shared weights: the batch merged into N (and a shared bias fused)
+            fused = () if b is None or bb else (b,)
+            y = Conv2d.apply(_merge_batch(x), w, *fused, groups=groups, **conv)
+            y = tnp.reshape(y, x.shape[:2] + y.shape[1:])
+            if not bb:
+                return y
+        elif not bw:  # only the bias is per example
+            y = Conv2d.apply(x, w, groups=groups, **conv)
+        elif size == 0:
+            shape = _conv_shape(Conv2d, args[:2], batched[:2], groups=groups, **conv)
+            return _zeros_batch((0,) + shape, x)
+        elif bx:  # per-example images and weights: B * groups groups
+            y = Conv2d.apply(_to_groups(x), _merge_batch(w), groups=size * groups, **conv)
+            y = _from_groups(y, size)
+        else:  # shared images, per-example weights: stacked as output channels
+            y = Conv2d.apply(x, _stack_in_groups(w, groups, 0), groups=groups, **conv)
+            y = _unstack_groups(y, size, groups, 1)
+        if b is None:
+            return y
+        o = b.shape[-1]
+        return y + tnp.reshape(b, (size, 1, o, 1, 1) if bb else (o, 1, 1))
 
     @classmethod
     def output_shape(
@@ -1580,6 +1845,23 @@ class Conv2dInputGrad(Function):
         gw = Conv2dWeightGrad.apply(ct, g, kernel=w.shape[2:], **ctx.conv) if nw else None
         return gg, gw
 
+    @staticmethod
+    def batch(args, batched, size, groups=1, **conv):
+        g, w = args
+        bg, bw = batched
+        if not bw:  # shared weights: the batch merged into N
+            y = Conv2dInputGrad.apply(_merge_batch(g), w, groups=groups, **conv)
+            return tnp.reshape(y, g.shape[:2] + y.shape[1:])
+        if size == 0:
+            shape = _conv_shape(Conv2dInputGrad, args, batched, groups=groups, **conv)
+            return _zeros_batch((0,) + shape, w)
+        if bg:  # per-example cotangents and weights: B * groups groups
+            y = Conv2dInputGrad.apply(_to_groups(g), _merge_batch(w), groups=size * groups, **conv)
+            return _from_groups(y, size)
+        # a shared cotangent, per-example weights: stacked as input channels
+        y = Conv2dInputGrad.apply(g, _stack_in_groups(w, 1, 1), groups=groups, **conv)
+        return _unstack_groups(y, size, groups, 1)
+
     @classmethod
     def output_shape(cls, g, w, in_hw=(1, 1), groups=1, **conv):
         return (g[0], w[1] * groups) + tuple(in_hw)
@@ -1606,6 +1888,24 @@ class Conv2dWeightGrad(Function):
         gx = Conv2dInputGrad.apply(g, ct, in_hw=x.shape[2:], **ctx.conv) if nx else None
         gg = Conv2d.apply(x, ct, **ctx.conv) if ng else None
         return gx, gg
+
+    @staticmethod
+    def batch(args, batched, size, groups=1, **conv):
+        # per-example weight gradients: a sum over N, so the batch goes into the channel groups
+        x, g = args
+        bx, bg = batched
+        if size == 0:
+            shape = _conv_shape(Conv2dWeightGrad, args, batched, groups=groups, **conv)
+            return _zeros_batch((0,) + shape, g)
+        if bx and bg:  # B * groups groups
+            y = Conv2dWeightGrad.apply(_to_groups(x), _to_groups(g), groups=size * groups, **conv)
+            return tnp.reshape(y, (size, y.shape[0] // size) + y.shape[1:])
+        if bx:  # per-example images, a shared cotangent: stacked as input channels
+            y = Conv2dWeightGrad.apply(_stack_in_groups(x, groups, 1), g, groups=groups, **conv)
+            return _unstack_groups(y, size, 1, 1)
+        # shared images, per-example cotangents: stacked as output channels
+        y = Conv2dWeightGrad.apply(x, _stack_in_groups(g, groups, 1), groups=groups, **conv)
+        return _unstack_groups(y, size, groups, 0)
 
     @classmethod
     def output_shape(cls, x, g, kernel=(1, 1), groups=1, **conv):
@@ -1907,6 +2207,14 @@ def _pool_hits(xp, x, out, kernel, stride, padding):
     return xpad.shape, hits
 
 
+def _pool_batch(cls, args, batched, size, **pool):
+    """The batching rule of the max-pooling ops: the batch merged into N (an unbatched operand
+    broadcast along the batch first)."""
+    args = [_with_batch(a, b, size) for a, b in zip(args, batched)]
+    y = cls.apply(*[_merge_batch(a) for a in args], **pool)
+    return tnp.reshape(y, args[0].shape[:2] + y.shape[1:])
+
+
 class MaxPool2d(Function):
     """Max pooling of ``x`` ``(N, C, H, W)`` (floating) over ``kernel`` windows moved by
     ``stride``, with ``padding = (top, bottom, left, right)`` of ``-inf``.
@@ -1917,6 +2225,7 @@ class MaxPool2d(Function):
     """
 
     oper = "max_pool2d"
+    batch = classmethod(_pool_batch)
 
     @staticmethod
     def forward(ctx, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
@@ -1951,6 +2260,7 @@ class MaxPool2dGrad(Function):
     """
 
     oper = "max_pool2d_grad"
+    batch = classmethod(_pool_batch)
     nondiff_argnums = (1, 2)  # piecewise constant in x and out (they only locate the maxima)
 
     @staticmethod
@@ -2001,6 +2311,7 @@ class MaxPool2dGather(Function):
     first maximum; ``out``'s shape. Backward: :class:`MaxPool2dGrad` for ``h``."""
 
     oper = "max_pool2d_gather"
+    batch = classmethod(_pool_batch)
     nondiff_argnums = (1, 2)  # piecewise constant in x and out (they only locate the maxima)
 
     @staticmethod
@@ -2428,6 +2739,20 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
     return y
 
 
+def _flat_rows(idx: Tensor, batched: bool, size: int, rows: int) -> Tensor:
+    """Row indices into the ``(B * rows, ...)`` flat table of ``B`` stacked ``(rows, ...)``
+    tables: example ``b``'s index ``i`` becomes ``b * rows + i`` (a negative ``i`` counted from
+    the end of its own table, as NumPy), shape ``(B,) + one example's index shape``. An index
+    outside ``[-rows, rows)`` becomes ``B * rows``, out of range of the flat table too, so the
+    lookup raises IndexError as the unbatched one does instead of reading another example's
+    row."""
+    nd = idx.ndim - batched
+    offsets = _const(np.arange(size, dtype=np.int64).reshape((size,) + (1,) * nd) * rows, idx)
+    idx = tnp.where(idx < 0, idx + rows, idx)
+    bad = (idx < 0) | (idx >= rows)
+    return tnp.where(bad, size * rows, idx + offsets)
+
+
 class _TakeRows(Function):
     """``weight[idx]`` for an integer index Tensor. Backward: :class:`_ScatterRows`."""
 
@@ -2443,6 +2768,16 @@ class _TakeRows(Function):
     def backward(ctx, g):
         (idx,) = ctx.saved_tensors
         return _ScatterRows.apply(g, idx, rows=ctx.rows), None
+
+    @staticmethod
+    def batch(args, batched, size):
+        weight, idx = args
+        idx = tnp.asarray(idx)
+        if not batched[0]:  # a shared table: the batched indices look up in it directly
+            return _TakeRows.apply(weight, idx)
+        rows = weight.shape[1]  # per-example tables: one flat table of B * rows rows
+        flat = tnp.reshape(weight, (size * rows,) + weight.shape[2:])
+        return _TakeRows.apply(flat, _flat_rows(idx, batched[1], size, rows))
 
     @classmethod
     def output_shape(cls, weight, idx):
@@ -2476,6 +2811,15 @@ class _ScatterRows(Function):
         (idx,) = ctx.saved_tensors
         return _TakeRows.apply(ct, idx), None
 
+    @staticmethod
+    def batch(args, batched, size, rows=0):
+        # one scatter into a flat table of B * rows rows, each example's rows one block
+        g, idx = args
+        idx = tnp.asarray(idx)
+        flat = _flat_rows(idx, batched[1], size, rows)
+        out = _ScatterRows.apply(_with_batch(g, batched[0], size), flat, rows=size * rows)
+        return tnp.reshape(out, (size, rows) + out.shape[1:])
+
     @classmethod
     def output_shape(cls, g, idx, rows=0):
         return (rows,) + tuple(g[len(idx) :])
@@ -2504,7 +2848,7 @@ def embedding(input, weight) -> Tensor:
     weight = tnp.asarray(weight)
     if weight.ndim != 2:
         raise ValueError(f"embedding: weight must have shape (num, dim), got {weight.shape}")
-    arr = idx.numpy()
+    arr = all_values(idx)
     if arr.size and (arr.min() < 0 or arr.max() >= weight.shape[0]):
         raise ValueError(
             f"embedding: indices must lie in [0, {weight.shape[0]}), got values in "
@@ -2576,6 +2920,14 @@ class ScaledDotProductAttention(Function):
             if nb:
                 gb = gs
         return gq, gk, gv, gb, gd
+
+    @staticmethod
+    def batch(args, batched, size, scale=1.0):
+        # the batch becomes one more leading (stack) dimension: every batched operand gets it
+        # in front of its examples' broadcast dimensions, which the unbatched ones broadcast
+        # against from the right, so the whole batch is one call
+        nd = max(per_example_ndim(a, b) for a, b in zip(args, batched) if a is not None)
+        return ScaledDotProductAttention.apply(*align(args, batched, nd), scale=scale)
 
     @classmethod
     def output_shape(cls, q, k, v, bias, drop, scale=1.0):
@@ -2665,7 +3017,7 @@ def scaled_dot_product_attention(
             raise ValueError(f"{who}: dropout_p > 0 needs a dropout_key from tapegrad.random")
         shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (lq, lk)
         keep = _random.bernoulli(dropout_key, 1.0 - dropout_p, shape)
-        drop = _const((keep.numpy() / (1.0 - dropout_p)).astype(q.dtype), q)
+        drop = tnp.astype(keep, q.dtype) / (1.0 - dropout_p)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     return ScaledDotProductAttention.apply(q, k, v, bias, drop, scale=float(scale))

@@ -9,21 +9,41 @@ new Tensor; nothing is modified in place.
 Submodules (one per op group) define the functions and install the matching Tensor methods.
 """
 
-from tapegrad.numpy import _core, _creation, _elementwise, _linalg, _reduction, _shape
+from tapegrad.numpy import (
+    _core,
+    _creation,
+    _elementwise,
+    _linalg,
+    _polynomial,
+    _predicates,
+    _reduction,
+    _shape,
+    _sorting,
+    _statistics,
+)
 from tapegrad.numpy._core import *  # noqa: F401,F403
 from tapegrad.numpy._creation import *  # noqa: F401,F403
 from tapegrad.numpy._elementwise import *  # noqa: F401,F403
 from tapegrad.numpy._linalg import *  # noqa: F401,F403
+from tapegrad.numpy._polynomial import *  # noqa: F401,F403
+from tapegrad.numpy._predicates import *  # noqa: F401,F403
 from tapegrad.numpy._reduction import *  # noqa: F401,F403
 from tapegrad.numpy._shape import *  # noqa: F401,F403
+from tapegrad.numpy._sorting import *  # noqa: F401,F403
+from tapegrad.numpy._statistics import *  # noqa: F401,F403
 
 __all__ = sorted(
     set(_core.__all__)
     | set(_creation.__all__)
     | set(_elementwise.__all__)
     | set(_linalg.__all__)
+    | set(_polynomial.__all__)
+    | set(_predicates.__all__)
     | set(_reduction.__all__)
     | set(_shape.__all__)
+    | set(_sorting.__all__)
+    | set(_statistics.__all__)
 )
 
-from tapegrad.numpy import linalg  # noqa: E402,F401
+from tapegrad.interop import from_dlpack  # noqa: E402,F401  (installs NumPy dispatch, DLPack)
+from tapegrad.numpy import fft, linalg, random  # noqa: E402,F401

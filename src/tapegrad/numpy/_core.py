@@ -10,54 +10,356 @@ Broadcasting follows NumPy. Every function returns a new Tensor.
 
 from __future__ import annotations
 
+import builtins as _builtins
+import math
+import operator
+
 import numpy as _np
 
 from tapegrad import ops as _ops
+from tapegrad.backend import parse_device as _parse_device
 from tapegrad.ops._registry import install_methods as _install
 from tapegrad.ops._registry import operand as _t  # noqa: F401  (used by sibling modules)
 from tapegrad.ops._registry import tensor_arg as _tensor  # noqa: F401
 from tapegrad.tensor import Tensor
 
+_builtin_bool = _builtins.bool
+
 __all__ = [
     "asarray",
     "array",
-    "astype",
+    "copy",
+    "ndim",
+    "shape",
+    "size",
     "stop_gradient",
     "to_device",
+    # dtypes (NumPy's scalar types) and constants
+    "dtype",
     "float16",
     "float32",
     "float64",
+    "complex64",
+    "complex128",
+    "int8",
+    "int16",
     "int32",
     "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
     "bool_",
+    "bool",
+    "intp",
+    "uintp",
+    "int_",
+    "uint",
+    "half",
+    "single",
+    "double",
+    "csingle",
+    "cdouble",
+    "byte",
+    "ubyte",
+    "short",
+    "ushort",
+    "intc",
+    "uintc",
+    "longlong",
+    "ulonglong",
+    "generic",
+    "number",
+    "integer",
+    "signedinteger",
+    "unsignedinteger",
+    "inexact",
+    "floating",
+    "complexfloating",
+    "pi",
+    "e",
+    "inf",
+    "nan",
+    "newaxis",
+    "euler_gamma",
 ]
 
+#: NumPy's dtype class and scalar types, so that ``tnp.float32``, ``x.dtype == tnp.int64`` and
+#: ``tnp.issubdtype(x.dtype, tnp.floating)`` read as with NumPy.
+dtype = _np.dtype
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
-int32, int64, bool_ = _np.int32, _np.int64, _np.bool_
+complex64, complex128 = _np.complex64, _np.complex128
+int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
+uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
+bool_ = bool = _np.bool_  # noqa: A001
+intp, uintp, int_, uint = _np.intp, _np.uintp, _np.int_, _np.uint
+half, single, double, csingle, cdouble = (_np.half, _np.single, _np.double, _np.csingle,
+                                          _np.cdouble)
+byte, ubyte, short, ushort = _np.byte, _np.ubyte, _np.short, _np.ushort
+intc, uintc, longlong, ulonglong = _np.intc, _np.uintc, _np.longlong, _np.ulonglong
+generic, number, integer, signedinteger = _np.generic, _np.number, _np.integer, _np.signedinteger
+unsignedinteger, inexact, floating = _np.unsignedinteger, _np.inexact, _np.floating
+complexfloating = _np.complexfloating
+
+#: Constants, as NumPy's (Python floats; ``newaxis`` is ``None``).
+pi, e, inf, nan, euler_gamma = _np.pi, _np.e, _np.inf, _np.nan, _np.euler_gamma
+newaxis = None
+
+_ORDERS = (None, "K", "A", "C", "F")
+_PY_NUMBERS = (int, float, complex, _builtin_bool)
 
 
-def asarray(x, dtype=None, device=None) -> Tensor:
-    """A Tensor from ``x`` (no copy of a Tensor or array of the right dtype and device).
+def _has_tensor(obj) -> _builtin_bool:
+    """Whether a nested list/tuple holds a Tensor somewhere."""
+    for v in obj:
+        if isinstance(v, Tensor):
+            return True
+        if isinstance(v, (list, tuple)) and _has_tensor(v):
+            return True
+    return False
 
-    Python data becomes float32 unless ``dtype`` is given; arrays keep their dtype.
+
+def _leaves(obj, out: list) -> None:
+    for v in obj:
+        if isinstance(v, (list, tuple)):
+            _leaves(v, out)
+        else:
+            out.append(v)
+
+
+def _nested(obj, dt, op: str, device: str) -> Tensor:
+    """A Tensor from a nested list/tuple holding Tensors: each leaf cast to ``dt`` (Tensors
+    with the differentiable cast; other data made on ``device``), then stacked level by level
+    (differentiable)."""
+    if not isinstance(obj, (list, tuple)):
+        if isinstance(obj, Tensor):
+            return obj if obj.dtype == dt else _ops.AsType.api(obj, dt)
+        try:
+            return Tensor(_np.asarray(obj, dtype=dt), device=device)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"{op}: cannot convert {type(obj).__name__} to {dt} ({err})") from None
+    parts = [_nested(v, dt, op, device) for v in obj]
+    if not parts:
+        return Tensor(_np.zeros((0,), dt), device=device)
+    shapes = {p.shape for p in parts}
+    if len(shapes) != 1:
+        raise ValueError(
+            f"{op}: the nested sequence is not rectangular: its elements have shapes "
+            f"{', '.join(str(p.shape) for p in parts)} (NumPy: an inhomogeneous shape)"
+        )
+    return _ops.Concatenate.apply(*[_ops.Reshape.api(p, (1,) + p.shape) for p in parts], axis=0)
+
+
+def _from_nested(obj, dtype, op: str) -> Tensor:
+    leaves: list = []
+    _leaves(obj, leaves)
+    if dtype is None:
+        kinds = []
+        for v in leaves:
+            if isinstance(v, Tensor) or isinstance(v, (_np.ndarray, _np.generic)):
+                kinds.append(v.dtype)
+            elif isinstance(v, _PY_NUMBERS):
+                kinds.append(v)  # weakly typed, as in arithmetic (NEP 50)
+            else:
+                try:
+                    kinds.append(_np.asarray(v).dtype)
+                except (TypeError, ValueError):
+                    raise TypeError(
+                        f"{op}: cannot make a numeric array from {type(v).__name__}"
+                    ) from None
+        dt = _np.result_type(*kinds)
+    else:
+        dt = _np.dtype(dtype)
+    if dt.kind not in "biufc":
+        raise TypeError(f"{op}: expected numeric data, got dtype {dt}")
+    device = next(v.device for v in leaves if isinstance(v, Tensor))
+    return _nested(obj, dt, op, device)
+
+
+def _check_order(order, op: str) -> None:
+    if order not in _ORDERS:
+        raise ValueError(f"{op}: order must be one of 'K', 'A', 'C', 'F' or None, got {order!r}")
+
+
+def asarray(a, dtype=None, order=None, *, device=None, copy=None) -> Tensor:
+    """``a`` as a Tensor (NumPy ``asarray``): a Tensor of the right dtype and device is
+    returned as it is.
+
+    Args:
+        a: A Tensor, NumPy/CuPy array, number or nested list/tuple. A nested list/tuple may
+            hold Tensors (also traced ones, mixed with numbers and arrays): it is then built
+            from them with differentiable ops, as ``autograd.numpy.array([x, y])``; its dtype
+            is the promotion of the leaves' dtypes with Python numbers weakly typed (NEP 50;
+            ``[x_float32, 1.0]`` is float32, as in JAX). Other Python data follows tapegrad's
+            rules (floats become float32); arrays keep their dtype.
+        dtype: Target dtype; a traced Tensor is cast differentiably (:func:`astype`).
+        order: ``None``, ``"K"``, ``"A"``, ``"C"`` or ``"F"``; accepted for NumPy
+            compatibility. Tensors are immutable, so memory layout is not observable.
+        device: ``"cpu"`` or ``"cuda:N"``.
+        copy: ``None`` (copy when needed), ``True`` (a new Tensor; copying an immutable Tensor
+            is unobservable, so a Tensor is returned as it is) or ``False`` (never copy:
+            ``ValueError`` when a conversion is needed, as NumPy; any non-Tensor input needs
+            one, since a Tensor owns its data).
+
+    Returns:
+        Tensor.
+
+    Raises:
+        ValueError: with ``copy=False`` when a copy is needed; for a nested sequence that is
+            not rectangular; for an unknown ``order``.
+        TypeError: for non-numeric data.
+
+    Example:
+        >>> import tapegrad as tg, tapegrad.numpy as tnp
+        >>> def f(x, y):
+        ...     return tnp.asarray([[x, 2.0 * y], [y, 1.0]])
+        >>> f(tg.Tensor(1.0), tg.Tensor(3.0))
+        Tensor([[1., 6.],
+                [3., 1.]], dtype=float32)
+        >>> tg.grad(lambda x: tnp.sum(f(x, x) ** 2))(tg.Tensor(1.0))
+        Tensor(12., dtype=float32)
     """
-    if isinstance(x, Tensor) and dtype is None and device is None:
-        return x
-    if isinstance(x, Tensor) and x.is_traced and dtype is not None:
-        return astype(x, dtype)
-    return Tensor(x, dtype=dtype, device=device)
+    _check_order(order, "asarray")
+    if isinstance(a, Tensor):
+        if dtype is not None and _np.dtype(dtype) == a.dtype:
+            dtype = None
+        if device is not None and _parse_device(device) == a.device:
+            device = None
+        need = dtype is not None or device is not None
+        if copy is False and need:
+            raise ValueError(
+                f"asarray: copy=False, but converting a Tensor of dtype {a.dtype} on "
+                f"{a.device} to dtype {dtype}, device {device} makes a copy"
+            )
+        if dtype is None and device is None:
+            return a
+        if a.is_traced:
+            out = astype(a, dtype) if dtype is not None else a
+            return to_device(out, device) if device is not None else out
+        return Tensor(a, dtype=dtype, device=device)
+    if copy is False:
+        raise ValueError(
+            f"asarray: copy=False, but {type(a).__name__} input needs a copy to become a Tensor "
+            "(a Tensor owns its data); use copy=None"
+        )
+    if isinstance(a, (list, tuple)) and _has_tensor(a):
+        out = _from_nested(a, dtype, "asarray")
+        return to_device(out, device) if device is not None else out
+    return Tensor(a, dtype=dtype, device=device)
 
 
-def array(x, dtype=None, device=None) -> Tensor:
-    """A Tensor holding a copy of ``x``'s data (see :func:`asarray`)."""
-    if isinstance(x, Tensor):
-        return asarray(x, dtype=dtype, device=device)
-    if isinstance(x, _np.ndarray):
-        x = x.copy()
-    return Tensor(x, dtype=dtype, device=device)
+def array(object, dtype=None, *, copy=True, order="K", ndmin=0, device=None) -> Tensor:  # noqa: A002
+    """A Tensor holding ``object``'s data (NumPy ``array``); see :func:`asarray` for the
+    conversion rules, nested lists of Tensors included (differentiable).
+
+    Args:
+        object: Tensor, array, number or nested list/tuple (which may hold Tensors).
+        dtype: Target dtype.
+        copy: As :func:`asarray` (default ``True``: a new Tensor; a Tensor is immutable, so it
+            may be returned as it is).
+        order: Accepted for compatibility (see :func:`asarray`).
+        ndmin: The least number of axes: size-1 axes are prepended.
+        device: ``"cpu"`` or ``"cuda:N"``.
+
+    Raises:
+        ValueError: as :func:`asarray`, or a negative ``ndmin``.
+        TypeError: for non-numeric data.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.array([1, 2], ndmin=3).shape
+        (1, 1, 2)
+    """
+    _check_order(order, "array")
+    ndmin = operator.index(ndmin)
+    if ndmin < 0:
+        raise ValueError(f"array: ndmin must be non-negative, got {ndmin}")
+    out = asarray(object, dtype=dtype, device=device, copy=None if copy else False)
+    if out.ndim < ndmin:
+        out = _ops.Reshape.api(out, (1,) * (ndmin - out.ndim) + out.shape)
+    return out
 
 
-astype = _ops.AsType.api
+def astype(x, dtype, /, *, copy=True, device=None) -> Tensor:  # exported by _predicates
+    """``x`` cast to ``dtype`` (NumPy 2 ``astype``; also the method ``x.astype(dtype)``).
+
+    Differentiable between floating and complex dtypes: the cotangent is cast back (a
+    complex-to-real cast keeps the real part, JAX's convention); integer and boolean results
+    carry no gradient.
+
+    Args:
+        x: Tensor, array or number.
+        dtype: Target dtype (NumPy dtype, type or name).
+        copy: Accepted for NumPy compatibility; Tensors are immutable, so a cast to the same
+            dtype returns ``x`` itself either way.
+        device: Optionally also move the result to ``"cpu"`` or ``"cuda:N"``.
+
+    Raises:
+        TypeError: if ``dtype`` is not a dtype.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.astype(tnp.asarray([1.7, -1.7]), tnp.int32)
+        Tensor([ 1, -1], dtype=int32)
+    """
+    out = _ops.AsType.api(x, dtype)
+    return to_device(out, device) if device is not None else out
+
+
+def copy(a, order="K") -> Tensor:
+    """``a`` as a Tensor with its own data (NumPy ``copy``). Tensors are immutable, so a
+    Tensor is returned as it is (no copy is observable); other input is converted as by
+    :func:`asarray`. Differentiable (the identity).
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.copy([1.0, 2.0])
+        Tensor([1., 2.], dtype=float32)
+    """
+    _check_order(order, "copy")
+    return a if isinstance(a, Tensor) else asarray(a)
+
+
+def ndim(a) -> int:
+    """The number of axes of ``a`` (NumPy ``ndim``); Python data is read as NumPy reads it.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.ndim(tnp.zeros((2, 3))), tnp.ndim(5.0)
+        (2, 0)
+    """
+    return a.ndim if isinstance(a, Tensor) else _np.ndim(a)
+
+
+def shape(a) -> tuple:
+    """The shape of ``a`` as a tuple of ints (NumPy ``shape``).
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.shape(tnp.zeros((2, 3))), tnp.shape([[1, 2]])
+        ((2, 3), (1, 2))
+    """
+    return tuple(a.shape) if isinstance(a, Tensor) else _np.shape(a)
+
+
+def size(a, axis=None) -> int:
+    """The number of elements of ``a``, or along ``axis`` (an int or a tuple of ints: the
+    product of those axes' lengths) (NumPy ``size``).
+
+    Raises:
+        ValueError: if an axis is out of range.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.size(tnp.zeros((2, 3))), tnp.size(tnp.zeros((2, 3)), axis=1)
+        (6, 3)
+    """
+    shp = shape(a)
+    if axis is None:
+        return math.prod(shp)
+    from tapegrad.ops.movement import check_axes
+
+    return math.prod(shp[i] for i in check_axes(axis, len(shp), "size"))
 
 
 def stop_gradient(x):

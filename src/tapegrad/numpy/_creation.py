@@ -1,5 +1,6 @@
 """Array creation of ``tapegrad.numpy``: zeros, ones, full, empty, the ``*_like`` forms, arange,
-linspace, eye, identity, tri.
+linspace, eye, identity, tri, and the index grids tril_indices, triu_indices (and their
+``_from`` forms) and indices.
 
 Every function takes ``dtype`` and ``device`` (``"cpu"`` or ``"cuda:N"``). Dtype rules:
 
@@ -38,6 +39,11 @@ __all__ = [
     "eye",
     "identity",
     "tri",
+    "tril_indices",
+    "triu_indices",
+    "tril_indices_from",
+    "triu_indices_from",
+    "indices",
 ]
 
 
@@ -339,3 +345,111 @@ def tri(N, M=None, k=0, dtype=None, device=None) -> Tensor:
         raise ValueError(f"tri: sizes must be non-negative, got N={N}, M={M}")
     dt = _dtype(dtype, "tri")
     return _make(device, "tri", lambda xp: xp.tri(N, M, k=operator.index(k), dtype=dt))
+
+
+def _tri_indices(n, k, m, lower, op, device):
+    n = operator.index(n)
+    m = n if m is None else operator.index(m)
+    if n < 0 or m < 0:
+        raise ValueError(f"{op}: sizes must be non-negative, got n={n}, m={m}")
+    k = operator.index(k)
+    rows, cols = (_np.tril_indices if lower else _np.triu_indices)(n, k, m)
+    return (_make(device, op, lambda xp: xp.asarray(rows)),
+            _make(device, op, lambda xp: xp.asarray(cols)))
+
+
+def tril_indices(n, k=0, m=None, *, device=None) -> tuple:
+    """Row and column indices of the lower triangle of an ``(n, m)`` matrix: the entries
+    with ``col - row <= k`` (NumPy ``tril_indices``), in row-major order.
+
+    Args:
+        n: Rows. k: Diagonal offset. m: Columns (default ``n``).
+        device: ``"cpu"`` (default) or ``"cuda:N"``.
+
+    Returns:
+        ``(rows, cols)``: two int64 Tensors of equal length (constants). ``x[rows, cols]``
+        gathers the triangle (differentiably in ``x``).
+
+    Raises:
+        ValueError: for negative sizes.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.tril_indices(3)
+        (Tensor([0, 1, 1, 2, 2, 2], dtype=int64), Tensor([0, 0, 1, 0, 1, 2], dtype=int64))
+    """
+    return _tri_indices(n, k, m, True, "tril_indices", device)
+
+
+def triu_indices(n, k=0, m=None, *, device=None) -> tuple:
+    """Row and column indices of the upper triangle (``col - row >= k``) of an ``(n, m)``
+    matrix (NumPy ``triu_indices``); see :func:`tril_indices`.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.triu_indices(3, k=1)
+        (Tensor([0, 0, 1], dtype=int64), Tensor([1, 2, 2], dtype=int64))
+    """
+    return _tri_indices(n, k, m, False, "triu_indices", device)
+
+
+def _from(arr, op):
+    shape = arr.shape if hasattr(arr, "shape") else _np.shape(arr)
+    if len(shape) != 2:
+        raise ValueError(f"{op}: arr must be 2-D, got shape {tuple(shape)}")
+    return shape
+
+
+def tril_indices_from(arr, k=0) -> tuple:
+    """:func:`tril_indices` for the shape of the 2-D ``arr`` (NumPy ``tril_indices_from``).
+
+    Raises:
+        ValueError: if ``arr`` is not 2-D.
+    """
+    n, m = _from(arr, "tril_indices_from")
+    return tril_indices(n, k, m, device=getattr(arr, "device", None) if isinstance(
+        arr, Tensor) else None)
+
+
+def triu_indices_from(arr, k=0) -> tuple:
+    """:func:`triu_indices` for the shape of the 2-D ``arr`` (NumPy ``triu_indices_from``).
+
+    Raises:
+        ValueError: if ``arr`` is not 2-D.
+    """
+    n, m = _from(arr, "triu_indices_from")
+    return triu_indices(n, k, m, device=arr.device if isinstance(arr, Tensor) else None)
+
+
+def indices(dimensions, dtype=int, sparse=False, *, device=None):
+    """The index grid of a shape (NumPy ``indices``): ``out[i][j0, j1, ...] == j_i``.
+
+    Args:
+        dimensions: The grid's shape (a sequence of ints).
+        dtype: Integer dtype of the result (default int64, NumPy's ``int``).
+        sparse: Return a tuple of broadcastable Tensors (``k``-th of shape
+            ``(1,) * k + (n_k,) + (1,) * ...``) instead of one stacked Tensor.
+        device: ``"cpu"`` (default) or ``"cuda:N"``.
+
+    Returns:
+        A constant Tensor of shape ``(len(dimensions),) + dimensions``, or a tuple with
+        ``sparse``.
+
+    Raises:
+        TypeError: if ``dimensions`` is not ints.
+        ValueError: for a negative dimension.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.indices((2, 3))[1]
+        Tensor([[0, 1, 2],
+                [0, 1, 2]], dtype=int64)
+    """
+    dims = _shape(tuple(dimensions) if not isinstance(dimensions, (int, _np.integer))
+                  else dimensions, "indices")
+    dt = _np.dtype(_np.int64) if dtype is int else _dtype(dtype, "indices")
+    if sparse:
+        grids = _np.indices(dims, dtype=dt, sparse=True)
+        return tuple(_make(device, "indices", lambda xp, g=g: xp.asarray(g)) for g in grids)
+    grid = _np.indices(dims, dtype=dt)
+    return _make(device, "indices", lambda xp: xp.asarray(grid))

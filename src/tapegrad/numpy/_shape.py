@@ -66,6 +66,35 @@ __all__ = [
     "take_along_axis",
     "sliding_window_view",
     "strided_windows",
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "hstack",
+    "vstack",
+    "row_stack",
+    "dstack",
+    "column_stack",
+    "block",
+    "append",
+    "hsplit",
+    "vsplit",
+    "dsplit",
+    "diag",
+    "diagflat",
+    "rot90",
+    "fliplr",
+    "flipud",
+    "rollaxis",
+    "resize",
+    "trim_zeros",
+    "insert",
+    "delete",
+    "r_",
+    "c_",
+    "meshgrid",
+    "broadcast_arrays",
+    "broadcast_shapes",
+    "ix_",
 ]
 
 
@@ -509,6 +538,835 @@ def strided_windows(x, kernel_size: int, stride: int = 1) -> Tensor:
         x, window_shape=(k, k), axis=(nd - 2, nd - 1), step=(1,) * (nd - 2) + (s, s)
     )
     return transpose(w, (nd - 2, nd - 1, *range(nd - 2), nd, nd + 1))
+
+
+# -- at-least-n-d, stacking and splitting ----------------------------------------------------
+def _atleast(arys, nd, op):
+    out = []
+    for a in arys:
+        a = _tensor(a)
+        if a.ndim < nd:
+            if nd == 3 and a.ndim == 1:
+                a = reshape(a, (1, a.shape[0], 1))
+            elif nd == 3 and a.ndim == 2:
+                a = reshape(a, a.shape + (1,))
+            else:
+                a = reshape(a, (1,) * (nd - a.ndim) + a.shape)
+        out.append(a)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def atleast_1d(*arys):
+    """Each input with at least one axis (NumPy ``atleast_1d``): a 0-d Tensor becomes shape
+    ``(1,)``; others are returned as they are.
+
+    Returns:
+        One Tensor for one input, else a tuple. Differentiable (reshapes).
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.atleast_1d(1.0).shape, [a.shape for a in tnp.atleast_1d(1.0, tnp.zeros((2, 2)))]
+        ((1,), [(1,), (2, 2)])
+    """
+    return _atleast(arys, 1, "atleast_1d")
+
+
+def atleast_2d(*arys):
+    """Each input with at least two axes (NumPy ``atleast_2d``): shape ``()`` becomes
+    ``(1, 1)``, ``(n,)`` becomes ``(1, n)``. One Tensor for one input, else a tuple.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.atleast_2d(tnp.zeros(3)).shape
+        (1, 3)
+    """
+    return _atleast(arys, 2, "atleast_2d")
+
+
+def atleast_3d(*arys):
+    """Each input with at least three axes (NumPy ``atleast_3d``): ``()`` becomes
+    ``(1, 1, 1)``, ``(n,)`` becomes ``(1, n, 1)``, ``(m, n)`` becomes ``(m, n, 1)``. One Tensor
+    for one input, else a tuple.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.atleast_3d(tnp.zeros(3)).shape, tnp.atleast_3d(tnp.zeros((2, 3))).shape
+        ((1, 3, 1), (2, 3, 1))
+    """
+    return _atleast(arys, 3, "atleast_3d")
+
+
+def _stack_list(tup, op, dtype=None, casting="same_kind"):
+    if isinstance(tup, Tensor) or not isinstance(tup, (list, tuple)):
+        raise TypeError(f"{op}: the arrays to stack must be given as a list or tuple, got "
+                        f"{type(tup).__name__}")
+    xs = _as_tensor_list(tup, op)
+    if dtype is not None:
+        dt = _np.dtype(dtype)
+        for a in xs:
+            if not _np.can_cast(a.dtype, dt, casting=casting):
+                raise TypeError(f"{op}: cannot cast dtype {a.dtype} to {dt} under "
+                                f"casting={casting!r}")
+        xs = [_ns.astype(a, dt) for a in xs]
+    return xs
+
+
+def hstack(tup, *, dtype=None, casting="same_kind") -> Tensor:
+    """Join a sequence of Tensors horizontally (NumPy ``hstack``): along axis 1, or axis 0
+    for 1-D inputs (0-d inputs count as 1-D).
+
+    Args:
+        tup: List or tuple of Tensors/arrays/numbers.
+        dtype: Optional result dtype (each input cast to it, under ``casting``).
+        casting: NumPy's casting rule for ``dtype``.
+
+    Returns:
+        Tensor; dtype by NumPy promotion (or ``dtype``). Differentiable (a concatenation).
+
+    Raises:
+        TypeError: if ``tup`` is not a list or tuple, or a cast breaks ``casting``.
+        ValueError: for no inputs or shapes that differ off the joining axis.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.hstack([tnp.asarray([1, 2]), tnp.asarray([3])])
+        Tensor([1, 2, 3], dtype=int64)
+    """
+    xs = _stack_list(tup, "hstack", dtype, casting)
+    xs = [atleast_1d(a) for a in xs]
+    return _ops.Concatenate.apply(*xs, axis=0 if xs[0].ndim == 1 else 1)
+
+
+def vstack(tup, *, dtype=None, casting="same_kind") -> Tensor:
+    """Join a sequence of Tensors vertically (NumPy ``vstack``): along axis 0, after making
+    each at least 2-D (``(n,)`` becomes ``(1, n)``). Arguments and errors as :func:`hstack`.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.vstack([tnp.asarray([1, 2]), tnp.asarray([3, 4])]).shape
+        (2, 2)
+    """
+    xs = _stack_list(tup, "vstack", dtype, casting)
+    return _ops.Concatenate.apply(*[atleast_2d(a) for a in xs], axis=0)
+
+
+def row_stack(tup, *, dtype=None, casting="same_kind") -> Tensor:
+    """Same as :func:`vstack` (NumPy's older name, deprecated there)."""
+    return vstack(tup, dtype=dtype, casting=casting)
+
+
+def dstack(tup) -> Tensor:
+    """Join a sequence of Tensors depth-wise (NumPy ``dstack``): along axis 2, after making
+    each at least 3-D (``(n,)`` becomes ``(1, n, 1)``, ``(m, n)`` becomes ``(m, n, 1)``).
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.dstack([tnp.asarray([1, 2]), tnp.asarray([3, 4])]).shape
+        (1, 2, 2)
+    """
+    xs = _stack_list(tup, "dstack")
+    return _ops.Concatenate.apply(*[atleast_3d(a) for a in xs], axis=2)
+
+
+def column_stack(tup) -> Tensor:
+    """Stack 1-D Tensors as the columns of a 2-D Tensor (NumPy ``column_stack``); inputs with
+    two or more axes are joined along axis 1 as they are.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.column_stack([tnp.asarray([1, 2]), tnp.asarray([3, 4])])
+        Tensor([[1, 3],
+                [2, 4]], dtype=int64)
+    """
+    xs = _stack_list(tup, "column_stack")
+    cols = [transpose(atleast_2d(a)) if a.ndim < 2 else a for a in xs]
+    return _ops.Concatenate.apply(*cols, axis=1)
+
+
+def _block_depth(x, op, path="arrays"):
+    """The nesting depth of a block layout (lists only) and the largest leaf ndim."""
+    if isinstance(x, tuple):
+        raise TypeError(f"{op}: {path} is a tuple; only lists arrange blocks (NumPy): use a "
+                        "list, or wrap a tuple meant as an array in tnp.asarray")
+    if isinstance(x, list):
+        if not x:
+            raise ValueError(f"{op}: {path} is an empty list; blocks cannot be empty")
+        found = [_block_depth(v, op, f"{path}[{i}]") for i, v in enumerate(x)]
+        if len({d for d, _ in found}) != 1:
+            raise ValueError(f"{op}: list depths are mismatched inside {path} (depths "
+                             f"{[d + 1 for d, _ in found]}); every block must be nested equally")
+        return found[0][0] + 1, max(n for _, n in found)
+    return 0, _tensor(x).ndim
+
+
+def _block_build(x, depth, nd):
+    if isinstance(x, list):
+        parts = [_block_build(v, depth - 1, nd) for v in x]
+        return _ops.Concatenate.apply(*parts, axis=nd - depth)
+    a = _tensor(x)
+    return reshape(a, (1,) * (nd - a.ndim) + a.shape) if a.ndim < nd else a
+
+
+def block(arrays) -> Tensor:
+    """Assemble a Tensor from nested lists of blocks (NumPy ``block``): the innermost lists
+    are joined along the last axis, the next level along the second-to-last, and so on; every
+    block is first given ``max(depth, largest ndim)`` axes by prepending size-1 axes.
+
+    Returns:
+        Tensor; dtype by NumPy promotion. Differentiable (concatenations).
+
+    Raises:
+        TypeError: for a tuple in the layout (NumPy only accepts lists).
+        ValueError: for an empty list, mismatched nesting depths, or block shapes that do not
+            fit together.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> A = tnp.eye(2); B = tnp.zeros((2, 1))
+        >>> tnp.block([[A, B], [tnp.ones((1, 2)), tnp.ones((1, 1))]]).shape
+        (3, 3)
+    """
+    depth, nd = _block_depth(arrays, "block")
+    return _block_build(arrays, depth, max(depth, nd))
+
+
+def append(arr, values, axis=None) -> Tensor:
+    """``values`` appended at the end of ``arr`` (NumPy ``append``): with ``axis=None`` both
+    are flattened first; otherwise they are joined along ``axis`` (shapes must match off it).
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.append(tnp.asarray([1, 2]), [[3], [4]])
+        Tensor([1, 2, 3, 4], dtype=int64)
+    """
+    a, v = _tensor(arr), _tensor(values)
+    if axis is None:
+        return _ops.Concatenate.apply(ravel(a), ravel(v), axis=0)
+    return _ops.Concatenate.apply(a, v, axis=axis)
+
+
+def hsplit(ary, indices_or_sections) -> list:
+    """Split horizontally (NumPy ``hsplit``): along axis 1, or axis 0 for 1-D ``ary``. See
+    :func:`split` for ``indices_or_sections``.
+
+    Raises:
+        ValueError: for a 0-d ``ary``, or sections that do not divide the axis.
+    """
+    a = _tensor(ary)
+    if a.ndim == 0:
+        raise ValueError("hsplit: only works on Tensors with at least 1 axis, got shape ()")
+    return _split_pieces(a, indices_or_sections, 1 if a.ndim > 1 else 0, "hsplit", True)
+
+
+def vsplit(ary, indices_or_sections) -> list:
+    """Split vertically, along axis 0 (NumPy ``vsplit``; ``ary`` needs at least 2 axes)."""
+    a = _tensor(ary)
+    if a.ndim < 2:
+        raise ValueError(f"vsplit: only works on Tensors with at least 2 axes, got {a.shape}")
+    return _split_pieces(a, indices_or_sections, 0, "vsplit", True)
+
+
+def dsplit(ary, indices_or_sections) -> list:
+    """Split depth-wise, along axis 2 (NumPy ``dsplit``; ``ary`` needs at least 3 axes)."""
+    a = _tensor(ary)
+    if a.ndim < 3:
+        raise ValueError(f"dsplit: only works on Tensors with at least 3 axes, got {a.shape}")
+    return _split_pieces(a, indices_or_sections, 2, "dsplit", True)
+
+
+# -- diagonals and rotations -----------------------------------------------------------------
+def diag(v, k=0) -> Tensor:
+    """Extract a diagonal or build a diagonal matrix (NumPy ``diag``).
+
+    Args:
+        v: 1-D Tensor of length ``n``: the result is the ``(n + |k|, n + |k|)`` matrix with
+            ``v`` on diagonal ``k`` and zeros elsewhere. 2-D Tensor: its ``k``-th diagonal
+            (as :func:`diagonal`).
+        k: Diagonal offset (> 0 above the main diagonal, < 0 below).
+
+    Returns:
+        Tensor of ``v``'s dtype. Differentiable: the cotangent is gathered from (1-D) or
+        written onto (2-D) the diagonal.
+
+    Raises:
+        ValueError: if ``v`` is neither 1-D nor 2-D.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.diag(tnp.asarray([1.0, 2.0]), k=1)
+        Tensor([[0., 1., 0.],
+                [0., 0., 2.],
+                [0., 0., 0.]], dtype=float32)
+    """
+    v = _tensor(v)
+    k = operator.index(k)
+    if v.ndim == 1:
+        n = v.shape[0]
+        m = n + abs(k)
+        rows = _np.arange(n) + max(-k, 0)
+        cols = _np.arange(n) + max(k, 0)
+        return _ops.ScatterAdd.apply(v, rows, cols, shape=(m, m),
+                                     key=(_Slot(0, False), _Slot(1, False)))
+    if v.ndim == 2:
+        return diagonal(v, k)
+    raise ValueError(f"diag: input must be 1-D or 2-D, got shape {v.shape}")
+
+
+def diagflat(v, k=0) -> Tensor:
+    """A 2-D Tensor with the flattened ``v`` on diagonal ``k`` (NumPy ``diagflat``); see
+    :func:`diag`.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.diagflat(tnp.asarray([[1, 2]])).shape
+        (2, 2)
+    """
+    return diag(ravel(_tensor(v)), k)
+
+
+def rot90(m, k=1, axes=(0, 1)) -> Tensor:
+    """Rotate by 90 degrees ``k`` times in the plane of ``axes``, from the first axis towards
+    the second (NumPy ``rot90``). Differentiable (flips and a transpose).
+
+    Raises:
+        ValueError: if ``axes`` is not two different axes in range.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.rot90(tnp.asarray([[1, 2], [3, 4]]))
+        Tensor([[2, 4],
+                [1, 3]], dtype=int64)
+    """
+    m = _tensor(m)
+    axes = tuple(axes)
+    if len(axes) != 2:
+        raise ValueError(f"rot90: axes must be a pair of axes, got {axes}")
+    a0 = _check_axis(axes[0], m.ndim, "rot90", "axes[0]")
+    a1 = _check_axis(axes[1], m.ndim, "rot90", "axes[1]")
+    if a0 == a1:
+        raise ValueError(f"rot90: the two axes must be different, got {axes}")
+    k = operator.index(k) % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return flip(flip(m, a0), a1)
+    perm = list(range(m.ndim))
+    perm[a0], perm[a1] = perm[a1], perm[a0]
+    if k == 1:
+        return transpose(flip(m, a1), perm)
+    return flip(transpose(m, perm), a1)
+
+
+def fliplr(m) -> Tensor:
+    """Reverse the order along axis 1 (NumPy ``fliplr``; needs at least 2 axes)."""
+    m = _tensor(m)
+    if m.ndim < 2:
+        raise ValueError(f"fliplr: input must have at least 2 axes, got shape {m.shape}")
+    return flip(m, 1)
+
+
+def flipud(m) -> Tensor:
+    """Reverse the order along axis 0 (NumPy ``flipud``; needs at least 1 axis)."""
+    m = _tensor(m)
+    if m.ndim < 1:
+        raise ValueError("flipud: input must have at least 1 axis, got shape ()")
+    return flip(m, 0)
+
+
+def rollaxis(a, axis, start=0) -> Tensor:
+    """Move ``axis`` so that it comes before position ``start`` (NumPy ``rollaxis``; prefer
+    :func:`moveaxis`).
+
+    Raises:
+        ValueError: if ``axis`` is out of range or ``start`` is not in ``[-ndim, ndim]``.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.rollaxis(tnp.zeros((3, 4, 5, 6)), 3, 1).shape
+        (3, 6, 4, 5)
+    """
+    a = _tensor(a)
+    n = a.ndim
+    axis = _check_axis(axis, n, "rollaxis")
+    given = start = operator.index(start)
+    if start < 0:
+        start += n
+    if not 0 <= start < n + 1:
+        raise ValueError(f"rollaxis: start must be in [{-n}, {n}], got {given}")
+    if axis < start:
+        start -= 1
+    if axis == start:
+        return a
+    order = [i for i in range(n) if i != axis]
+    order.insert(start, axis)
+    return transpose(a, order)
+
+
+# -- resizing, trimming, inserting, deleting -------------------------------------------------
+def resize(a, new_shape) -> Tensor:
+    """A Tensor of ``new_shape`` filled with ``a``'s elements in C order, repeated cyclically
+    as needed (NumPy ``resize``; zeros when ``a`` or the result is empty).
+
+    Derivative: a gather, so each element's cotangent sums over its copies.
+
+    Raises:
+        ValueError: for a negative dimension.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.resize(tnp.asarray([[0, 1], [2, 3]]), (2, 3))
+        Tensor([[0, 1, 2],
+                [3, 0, 1]], dtype=int64)
+    """
+    x = ravel(_tensor(a))
+    shp = _as_shape(new_shape, "resize")
+    if any(s < 0 for s in shp):
+        raise ValueError(f"resize: all dimensions of new_shape must be non-negative, got {shp}")
+    n = math.prod(shp)
+    if x.size == 0 or n == 0:
+        return _tconst(_get_backend(x.device).zeros(shp, x.dtype))
+    idx = _np.arange(n) % x.size
+    return reshape(_index(x, (_Slot(0, False),), (idx,)), shp)
+
+
+def trim_zeros(filt, trim="fb", axis=None) -> Tensor:
+    """Remove the leading and/or trailing slices that are all zero (NumPy ``trim_zeros``,
+    NumPy 2.2's ``axis``): the smallest box holding every nonzero element, along the chosen
+    axes; an all-zero input trims to size 0 along them.
+
+    Args:
+        filt: Tensor of any shape.
+        trim: ``"fb"`` (both sides), ``"f"`` (front) or ``"b"`` (back).
+        axis: An int, a tuple of ints, or None (all axes).
+
+    Returns:
+        Tensor (its size depends on the values; under ``vmap`` every example must keep the
+        same size). Differentiable: a gather of the kept elements.
+
+    Raises:
+        ValueError: for an unknown ``trim`` or an axis out of range.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.trim_zeros(tnp.asarray([0, 0, 1, 2, 0, 3, 0]))
+        Tensor([1, 2, 0, 3], dtype=int64)
+    """
+    x = _tensor(filt)
+    t = trim.lower() if isinstance(trim, str) else trim
+    if t not in ("fb", "bf", "f", "b"):
+        raise ValueError(f"trim_zeros: trim must be 'fb', 'f' or 'b', got {trim!r}")
+    axes = _check_axes(axis, x.ndim, "trim_zeros")
+    if not axes:
+        return x
+    nz = x != 0
+    out = x
+    for ax in axes:
+        others = tuple(i for i in range(x.ndim) if i != ax)
+        hit = _ns.any(nz, axis=others) if others else nz
+        keep = hit.astype(_np.int64)
+        front = _ns.cumsum(keep) > 0
+        back = flip(_ns.cumsum(flip(keep, 0)), 0) > 0
+        seen = hit | ~hit  # all True
+        if "f" in t:
+            seen = seen & front
+        if "b" in t:
+            seen = seen & back
+        if "f" not in t or "b" not in t:  # an all-zero input trims fully either way (NumPy)
+            seen = seen & _ns.any(nz)
+        idx = _ns.nonzero(seen)[0]
+        out = _index(out, (slice(None),) * ax + (_Slot(0, False),), (idx,))
+    return out
+
+
+def _static_positions(obj, n, op):
+    """``obj`` (int, slice, sequence, array or Tensor of ints or booleans) as a NumPy array of
+    positions along an axis of size ``n`` (booleans: their true positions)."""
+    from tapegrad.ops.sorting import static_ints
+
+    if isinstance(obj, slice):
+        return _np.arange(*obj.indices(n), dtype=_np.intp), False
+    if isinstance(obj, Tensor) and obj.dtype == _np.bool_:
+        mask = _np.asarray([bool(v) for v in obj]) if obj.is_traced else obj.numpy()
+        if mask.ndim != 1:
+            raise ValueError(f"{op}: a boolean obj must be 1-D, got shape {mask.shape}")
+        return _np.flatnonzero(mask), False
+    if not isinstance(obj, Tensor):
+        arr = _np.asarray(obj)
+        if arr.dtype == _np.bool_:
+            if arr.ndim != 1:
+                raise ValueError(f"{op}: a boolean obj must be 1-D, got shape {arr.shape}")
+            return _np.flatnonzero(arr), False
+    arr = static_ints(obj, op, "obj")
+    if arr.ndim > 1:
+        raise ValueError(f"{op}: obj must be an int or 1-D, got shape {arr.shape}")
+    return arr, arr.ndim == 0
+
+
+def insert(arr, obj, values, axis=None) -> Tensor:
+    """``arr`` with ``values`` inserted before the positions ``obj`` along ``axis`` (NumPy
+    ``insert``).
+
+    Args:
+        arr: Tensor; flattened when ``axis`` is None.
+        obj: Where to insert: an int (all of ``values`` goes there, as one block), a slice,
+            or a sequence of ints (one value, or one slice of ``values``, per position;
+            positions refer to ``arr`` before insertion). Static: a traced Tensor ``obj`` is
+            read through ``int()`` (a guard under ``jit``).
+        values: Tensor, array or number, cast to ``arr``'s dtype and broadcast as NumPy does.
+        axis: The axis to insert along.
+
+    Returns:
+        Tensor of ``arr``'s dtype. Differentiable in ``arr`` and ``values`` (a gather from
+        their concatenation).
+
+    Raises:
+        IndexError: for a position outside ``[-n, n]``.
+        ValueError: if ``obj`` has more than one axis, or ``values`` does not broadcast to
+            the inserted block.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.insert(tnp.asarray([1.0, 2.0, 3.0]), [1, 1], [8.0, 9.0])
+        Tensor([1., 8., 9., 2., 3.], dtype=float32)
+    """
+    x = _tensor(arr)
+    if axis is None:
+        x = ravel(x)
+        axis = 0
+    else:
+        axis = _check_axis(axis, x.ndim, "insert")
+    n = x.shape[axis]
+    positions, scalar = _static_positions(obj, n, "insert")
+    v = _ns.astype(values, x.dtype) if isinstance(values, Tensor) else _tconst(
+        _get_backend(x.device).asarray(_np.asarray(values, dtype=x.dtype)))
+    if v.ndim < x.ndim:
+        v = reshape(v, (1,) * (x.ndim - v.ndim) + v.shape)
+    if positions.size == 1:
+        index = int(positions.reshape(-1)[0])
+        if not -n <= index <= n:
+            raise IndexError(f"insert: index {index} is out of bounds for axis {axis} with "
+                             f"size {n}")
+        if index < 0:
+            index += n
+        if scalar:
+            v = moveaxis(v, 0, axis)
+        block_shape = x.shape[:axis] + (v.shape[axis],) + x.shape[axis + 1:]
+        v = _broadcast_values(v, block_shape)
+        pre = (slice(None),) * axis
+        return concatenate([x[pre + (slice(None, index),)], v, x[pre + (slice(index, None),)]],
+                           axis=axis)
+    pos = positions.copy()
+    bad = pos[(pos < -n) | (pos > n)]
+    if bad.size:
+        raise IndexError(f"insert: index {int(bad[0])} is out of bounds for axis {axis} with "
+                         f"size {n}")
+    pos[pos < 0] += n
+    k = pos.size
+    order = _np.argsort(pos, kind="stable")
+    pos[order] += _np.arange(k)
+    src = _np.empty(n + k, dtype=_np.intp)
+    old = _np.ones(n + k, dtype=bool)
+    old[pos] = False
+    src[old] = _np.arange(n)
+    src[pos] = n + _np.arange(k)
+    v = _broadcast_values(v, x.shape[:axis] + (k,) + x.shape[axis + 1:])
+    both = concatenate([x, v], axis=axis)
+    return _index(both, (slice(None),) * axis + (_Slot(0, False),), (src,))
+
+
+def _broadcast_values(v, shape):
+    try:
+        _np.broadcast_to(_np.broadcast_to(_np.zeros((), _np.int8), v.shape), shape)
+    except ValueError:
+        raise ValueError(f"insert: values of shape {v.shape} do not broadcast to the inserted "
+                         f"block of shape {shape}") from None
+    return broadcast_to(v, shape)
+
+
+def delete(arr, obj, axis=None) -> Tensor:
+    """``arr`` without the entries ``obj`` along ``axis`` (NumPy ``delete``).
+
+    Args:
+        arr: Tensor; flattened when ``axis`` is None.
+        obj: An int, a slice, a sequence/array of ints, a boolean mask of the axis's length,
+            or an integer/boolean Tensor (also a traced one: the deletion is then a recorded
+            op, so a ``jit`` replay deletes the new positions).
+        axis: The axis to delete along.
+
+    Returns:
+        Tensor of ``arr``'s dtype. Differentiable: a gather of the kept entries.
+
+    Raises:
+        IndexError: for an int position outside ``[-n, n)``.
+        ValueError: for a boolean mask of the wrong shape.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.delete(tnp.asarray([[1, 2, 3], [4, 5, 6]]), 1, axis=1)
+        Tensor([[1, 3],
+                [4, 6]], dtype=int64)
+    """
+    x = _tensor(arr)
+    if axis is None:
+        x = ravel(x)
+        axis = 0
+    else:
+        axis = _check_axis(axis, x.ndim, "delete")
+    n = x.shape[axis]
+    pre = (slice(None),) * axis
+    if isinstance(obj, Tensor) and obj.is_traced:
+        if obj.dtype == _np.bool_:
+            if obj.shape != (n,):
+                raise ValueError(f"delete: a boolean obj must have shape ({n},), got {obj.shape}")
+            keep = ~obj
+        else:
+            if obj.dtype.kind not in "iu":
+                raise TypeError(f"delete: obj must hold integers or booleans, got {obj.dtype}")
+            keep = _tconst(_get_backend(x.device).ones(n, bool)).at[obj].set(False)
+        return _index(x, pre + (_Slot(0, False),), (_ns.nonzero(keep)[0],))
+    if isinstance(obj, slice):
+        keep = _np.ones(n, bool)
+        keep[obj] = False
+    else:
+        vals = obj.numpy() if isinstance(obj, Tensor) else _np.asarray(obj)
+        if vals.dtype == _np.bool_:
+            if vals.shape != (n,):
+                raise ValueError(f"delete: a boolean obj must have shape ({n},), got "
+                                 f"{vals.shape}")
+            keep = ~vals
+        else:
+            if vals.size == 0 and vals.dtype.kind == "f":
+                vals = vals.astype(_np.intp)
+            if vals.dtype.kind not in "iu":
+                raise TypeError(f"delete: obj must hold integers or booleans, got {vals.dtype}")
+            bad = vals[(vals < -n) | (vals >= n)]
+            if bad.size:
+                raise IndexError(f"delete: index {int(bad.reshape(-1)[0])} is out of bounds for "
+                                 f"axis {axis} with size {n}")
+            keep = _np.ones(n, bool)
+            keep[vals.reshape(-1)] = False
+    return _index(x, pre + (_Slot(0, False),), (_np.flatnonzero(keep),))
+
+
+# -- index tricks ----------------------------------------------------------------------------
+class _AxisConcatenator:
+    """NumPy's ``r_``/``c_`` index expressions for Tensors: ``r_[a, b, 1.0, 0:3]`` joins its
+    entries along an axis. Slices become ranges (``start:stop:step`` as :func:`arange`,
+    ``start:stop:nj`` as ``linspace`` with ``n`` points; Python data becomes float32/int64 as
+    in :func:`~tapegrad.numpy.arange`), numbers become one-element arrays, and a leading
+    string directive ``"axis"`` or ``"axis,ndmin[,trans1d]"`` sets the joining axis, the least
+    number of axes of each entry and where 1-D entries' axis goes (NumPy's rules). The dtype is
+    the promotion of the entries (Python numbers weakly typed). Differentiable in Tensor
+    entries (a concatenation). The matrix directives ``"r"``/``"c"`` are not supported
+    (tapegrad has no matrix class).
+    """
+
+    def __init__(self, name, axis=0, ndmin=1, trans1d=-1):
+        self._name, self.axis, self.ndmin, self.trans1d = name, axis, ndmin, trans1d
+
+    def __len__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return f"tapegrad.numpy.{self._name}"
+
+    def __getitem__(self, key):
+        from tapegrad.numpy._core import array as _array
+        from tapegrad.numpy._creation import arange as _arange
+        from tapegrad.numpy._creation import linspace as _linspace
+
+        op = self._name
+        if isinstance(key, str):
+            raise ValueError(f"{op}: the string form builds a numpy.matrix, which tapegrad does "
+                             "not have; give the entries")
+        if not isinstance(key, tuple):
+            key = (key,)
+        axis, ndmin, trans1d = self.axis, self.ndmin, self.trans1d
+        objs, kinds = [], []
+        for k, item in enumerate(key):
+            if isinstance(item, slice):
+                start = 0 if item.start is None else item.start
+                step = 1 if item.step is None else item.step
+                if isinstance(step, (complex, _np.complexfloating)):
+                    new = _linspace(start, item.stop, num=int(abs(step)))
+                else:
+                    new = _arange(start, item.stop, step)
+                if ndmin > 1:
+                    new = _array(new, ndmin=ndmin)
+                    if trans1d != -1:
+                        new = swapaxes(new, -1, trans1d)
+                objs.append(new)
+                kinds.append(new.dtype)
+            elif isinstance(item, str):
+                if k != 0:
+                    raise ValueError(f"{op}: a string directive must be the first entry")
+                if item in ("r", "c"):
+                    raise ValueError(f"{op}: the matrix directives 'r'/'c' build numpy.matrix "
+                                     "objects, which tapegrad does not have")
+                try:
+                    vec = [int(v) for v in item.split(",")]
+                except ValueError:
+                    raise ValueError(f"{op}: unknown directive {item!r}") from None
+                if len(vec) > 3:
+                    raise ValueError(f"{op}: unknown directive {item!r}")
+                axis = vec[0]
+                if len(vec) > 1:
+                    ndmin = vec[1]
+                if len(vec) > 2:
+                    trans1d = vec[2]
+            elif type(item) in (int, float, complex, bool) or isinstance(item, _np.generic):
+                objs.append(item)
+                kinds.append(item if type(item) in (int, float, complex, bool) else item.dtype)
+            else:
+                item_ndim = item.ndim if isinstance(item, Tensor) else _np.ndim(item)
+                new = _array(item, ndmin=ndmin)
+                if trans1d != -1 and item_ndim < ndmin:
+                    k2 = ndmin - item_ndim
+                    k1 = trans1d + k2 + 1 if trans1d < 0 else trans1d
+                    defaxes = list(range(ndmin))
+                    new = transpose(new, defaxes[:k1] + defaxes[k2:] + defaxes[k1:k2])
+                objs.append(new)
+                kinds.append(new.dtype)
+        if not objs:
+            raise ValueError(f"{op}: needs at least one entry to join")
+        dt = _np.result_type(*kinds)
+        objs = [_array(o, dtype=dt, ndmin=ndmin) if not isinstance(o, Tensor)
+                else _ns.astype(o, dt) for o in objs]
+        return _ops.Concatenate.apply(*objs, axis=axis)
+
+
+#: Row-wise joining by index expression (NumPy ``r_``): ``r_[x, 0.0, y]``, ``r_[0:5]``,
+#: ``r_["0,2", a, b]``; see :class:`_AxisConcatenator`.
+r_ = _AxisConcatenator("r_", 0)
+#: Column-wise joining by index expression (NumPy ``c_``): 1-D entries become columns of a
+#: 2-D result (``r_["-1,2,0", ...]``).
+c_ = _AxisConcatenator("c_", -1, ndmin=2, trans1d=0)
+
+
+def meshgrid(*xi, copy=True, sparse=False, indexing="xy") -> tuple:
+    """Coordinate grids from 1-D coordinate vectors (NumPy ``meshgrid``).
+
+    Args:
+        *xi: Coordinate Tensors (flattened).
+        copy: Accepted for NumPy compatibility (Tensors are immutable).
+        sparse: Return the broadcastable size-1-padded vectors instead of full grids.
+        indexing: ``"xy"`` (Cartesian: the first two output axes swapped) or ``"ij"``
+            (matrix indexing).
+
+    Returns:
+        Tuple of Tensors; with ``indexing="xy"`` and inputs of lengths ``(n0, n1, n2, ...)``
+        each of shape ``(n1, n0, n2, ...)``, with ``"ij"`` ``(n0, n1, n2, ...)``.
+        Differentiable (reshapes and broadcasts: gradients sum over the grid).
+
+    Raises:
+        ValueError: for another ``indexing``.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> X, Y = tnp.meshgrid(tnp.asarray([1, 2, 3]), tnp.asarray([4, 5]))
+        >>> X.shape, Y.numpy().tolist()
+        ((2, 3), [[4, 4, 4], [5, 5, 5]])
+    """
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    nd = len(xi)
+    out = []
+    for i, x in enumerate(xi):
+        x = ravel(_tensor(x))
+        shp = [1] * nd
+        shp[i] = x.shape[0]
+        if indexing == "xy" and nd > 1 and i < 2:
+            shp[0], shp[1] = shp[1], shp[0]
+        out.append(reshape(x, tuple(shp)))
+    if not sparse:
+        out = list(broadcast_arrays(*out))
+    return tuple(out)
+
+
+def broadcast_shapes(*args) -> tuple:
+    """The shape that ``args`` (ints or tuples of ints) broadcast to (NumPy
+    ``broadcast_shapes``).
+
+    Raises:
+        ValueError: if they do not broadcast, naming all of them.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> tnp.broadcast_shapes((3, 1), (4,))
+        (3, 4)
+    """
+    try:
+        return tuple(_np.broadcast_shapes(*args))
+    except ValueError:
+        raise ValueError(
+            f"broadcast_shapes: shapes {', '.join(str(a) for a in args)} do not broadcast "
+            "together (trailing dimensions must be equal or 1)"
+        ) from None
+
+
+def broadcast_arrays(*args) -> tuple:
+    """The inputs broadcast to their common shape (NumPy ``broadcast_arrays``; a tuple of
+    read-only views). Differentiable: each cotangent is summed back over the broadcast axes.
+
+    Raises:
+        ValueError: if the shapes do not broadcast.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> [a.shape for a in tnp.broadcast_arrays(tnp.zeros((3, 1)), tnp.zeros(4))]
+        [(3, 4), (3, 4)]
+    """
+    xs = [_tensor(a) for a in args]
+    try:
+        shape = tuple(_np.broadcast_shapes(*[a.shape for a in xs]))
+    except ValueError:
+        raise ValueError(
+            f"broadcast_arrays: shapes {', '.join(str(a.shape) for a in xs)} do not broadcast "
+            "together"
+        ) from None
+    return tuple(broadcast_to(a, shape) for a in xs)
+
+
+def ix_(*args) -> tuple:
+    """An open mesh of index arrays (NumPy ``ix_``): ``x[ix_(rows, cols)]`` picks the
+    cross-product block.
+
+    Args:
+        *args: 1-D integer or boolean sequences/Tensors (booleans: their true positions).
+
+    Returns:
+        Tuple of integer Tensors; the ``k``-th has shape ``(1,) * k + (n_k,) + (1,) * ...``.
+        No gradient (indices).
+
+    Raises:
+        ValueError: if an argument is not 1-D.
+        TypeError: for a non-integer, non-boolean argument.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> x = tnp.arange(12).reshape(3, 4)
+        >>> x[tnp.ix_([0, 2], [1, 3])]
+        Tensor([[ 1,  3],
+                [ 9, 11]], dtype=int64)
+    """
+    nd = len(args)
+    out = []
+    for k, a in enumerate(args):
+        if not isinstance(a, Tensor):
+            arr = _np.asarray(a)
+            if arr.size == 0:
+                arr = arr.astype(_np.intp)
+            a = _tconst(arr)
+        if a.ndim != 1:
+            raise ValueError(f"ix_: every argument must be 1-D, got shape {a.shape} (argument "
+                             f"{k})")
+        if a.dtype == _np.bool_:
+            a = _ns.nonzero(a)[0]
+        elif a.dtype.kind not in "iu":
+            raise TypeError(f"ix_: arguments must be integer or boolean, got dtype {a.dtype} "
+                            f"(argument {k})")
+        out.append(reshape(a, (1,) * k + (a.shape[0],) + (1,) * (nd - k - 1)))
+    return tuple(out)
 
 
 # -- Tensor methods -------------------------------------------------------------------------

@@ -719,6 +719,57 @@ def _swap(d):
     return lambda xp, x, y, out: d(xp, y, x, out)
 
 
+def _arcsinh_deriv(xp, x):
+    """``1 / sqrt(1 + x**2)``: as ``1 / hypot(x, 1)`` for real ``x`` (no overflow), with the
+    principal square root for complex ``x``."""
+    if x.dtype.kind == "c":
+        return 1 / xp.sqrt(1 + x * x)
+    return 1 / xp.hypot(x, 1.0)
+
+
+def _arccosh_deriv(xp, x):
+    """``1 / sqrt(x**2 - 1)``; for complex ``x`` as ``1 / (sqrt(x - 1) sqrt(x + 1))``, which
+    follows the principal branch ``log(z + sqrt(z + 1) sqrt(z - 1))`` also where ``Re z < 0``
+    (``sqrt(z**2 - 1)`` has the opposite sign there)."""
+    if x.dtype.kind == "c":
+        return 1 / (xp.sqrt(x - 1) * xp.sqrt(x + 1))
+    return 1 / xp.sqrt((x - 1) * (x + 1))
+
+
+# sinc'(x) = pi**2 x sum_k _SINC_SERIES[k] (pi x)**(2k), the Taylor series at 0 (terms up to
+# (pi x)**16: below 1e-16 relative for |x| < 1/4).
+_SINC_SERIES = [(-1) ** k * 2 * k / math.factorial(2 * k + 1) for k in range(1, 10)]
+
+
+def _sinc_deriv(xp, x, y):
+    """``d sinc / dx = (cos(pi x) - sinc(x)) / x``; its Taylor series for ``|x| < 1/4``, where
+    the closed form cancels (and is 0/0 at 0). Both branches are finite everywhere, so the
+    formula differentiates again (on Tensors) without NaN."""
+    small = xp.abs(x) < 0.25
+    xs = xp.where(small, 1.0, x)
+    far = (xp.cos(math.pi * xs) - y) / xs
+    u = (math.pi * math.pi) * (x * x)
+    acc = _SINC_SERIES[-1]
+    for c in _SINC_SERIES[-2::-1]:
+        acc = acc * u + c
+    near = (math.pi * math.pi) * x * acc
+    return xp.where(small, near, far)
+
+
+def _i0_forward(xp, x):
+    if getattr(x, "dtype", np.dtype(float)).kind == "c":
+        raise TypeError(f"not supported for complex values (got dtype {x.dtype})")
+    return _special(xp).i0(x)
+
+
+def _i1(xp, x):
+    """``I1(x)``, the derivative of ``i0``: the :class:`I1` primitive on Tensors,
+    ``scipy.special.i1`` on arrays."""
+    if isinstance(x, Tensor):
+        return I1.apply(x)
+    return _special(xp._xp if isinstance(xp, _ArrayNS) else xp).i1(x)
+
+
 UNARY = [
     Unary("exp", "exp", lambda xp, x, y: y,
           "``e**x`` elementwise; overflows to ``inf``. Gradient: ``g e**x``."),
@@ -774,12 +825,16 @@ UNARY = [
           "Hyperbolic cosine; overflows to ``inf``. Gradient: ``g sinh(x)``."),
     Unary("tanh", "tanh", lambda xp, x, y: 1 - y * y,
           "Hyperbolic tangent. Gradient: ``g (1 - tanh(x)**2)``."),
-    Unary("arcsinh", "arcsinh", lambda xp, x, y: 1 / xp.hypot(x, 1.0),
-          "Inverse hyperbolic sine. Gradient ``g / sqrt(x**2 + 1)`` (as ``g / hypot(x, 1)``: "
-          "no overflow).", aliases=("asinh",)),
-    Unary("arccosh", "arccosh", lambda xp, x, y: 1 / xp.sqrt((x - 1) * (x + 1)),
+    Unary("arcsinh", "arcsinh", lambda xp, x, y: _arcsinh_deriv(xp, x),
+          "Inverse hyperbolic sine. Gradient ``g / sqrt(x**2 + 1)`` (as ``g / hypot(x, 1)`` for "
+          "real ``x``: no overflow; the principal ``sqrt(1 + z**2)`` for complex ``z``, whose "
+          "branch cuts are arcsinh's own, on the imaginary axis beyond +-1j).",
+          aliases=("asinh",)),
+    Unary("arccosh", "arccosh", lambda xp, x, y: _arccosh_deriv(xp, x),
           "Inverse hyperbolic cosine. Domain ``x >= 1``. Gradient ``g / sqrt(x**2 - 1)``: "
-          "infinite at 1, NaN-safe there.", nonan=True, aliases=("acosh",)),
+          "infinite at 1, NaN-safe there. For complex ``z``: ``g / (sqrt(z - 1) sqrt(z + 1))``, "
+          "the derivative of NumPy's principal branch (cut on the real axis below 1).",
+          nonan=True, aliases=("acosh",)),
     Unary("arctanh", "arctanh", lambda xp, x, y: 1 / ((1 - x) * (1 + x)),
           "Inverse hyperbolic tangent. Domain (-1, 1) (``+-inf`` at +-1). Gradient "
           "``g / (1 - x**2)``; NaN-safe at +-1.", nonan=True, aliases=("atanh",)),
@@ -804,8 +859,6 @@ UNARY = [
     Unary("trunc", "trunc", None, "Integer part, towards 0 (dtype kept). Zero gradient.",
           aliases=("fix",)),
     Unary("rint", "rint", None, "Round to the nearest integer, halves to even. Zero gradient."),
-    Unary("sign", "sign", None,
-          "``sign(x)`` in {-1, 0, 1} (NaN for NaN); zero gradient everywhere (also at 0)."),
     Unary("positive", "positive", lambda xp, x, y: 1, "``+x`` (a copy). Gradient: ``g``.",
           piecewise=True, method=False),
     Unary("fabs", "fabs", lambda xp, x, y: xp.sign(x),
@@ -817,6 +870,20 @@ UNARY = [
     Unary("rad2deg", "rad2deg", lambda xp, x, y: 180 / math.pi,
           "Radians to degrees. Gradient: ``g 180/pi``.", piecewise=True, aliases=("degrees",),
           method=False),
+    Unary("sinc", "sinc", _sinc_deriv,
+          "Normalized sinc ``sin(pi x) / (pi x)``, 1 at 0 (NumPy's ``sinc``; complex ``x`` "
+          "too). Gradient ``g (cos(pi x) - sinc(x)) / x``, written as its Taylor series for "
+          "``|x| < 1/4`` (so it is accurate near 0 and exact at 0, where it is 0 and the second "
+          "derivative is ``-pi**2 / 3``, at every order).", method=False),
+    Unary("spacing", "spacing", None,
+          "The distance from ``x`` to the next float away from 0 (one unit in the last place; "
+          "NumPy's ``spacing``). Piecewise constant: zero gradient everywhere.", method=False),
+    Unary("i0", _i0_forward, lambda xp, x, y: _i1(xp, x),
+          "Modified Bessel function of the first kind, order 0 (NumPy's ``i0``, computed with "
+          "``scipy.special.i0``; float32 stays float32, integers give float64). Real input "
+          "only. Gradient ``g I1(x)`` (DLMF 10.29.3), whose own derivative is "
+          "``I0(x) - I1(x) / x`` (1/2 at 0).\n\nRaises:\n    TypeError: for complex input "
+          "(as NumPy).", method=False),
 ]
 
 BINARY = [
@@ -891,13 +958,18 @@ PREDICATES = [  # name, NumPy function, arity, Tensor methods and operators
     ("isinf", "isinf", 1, ("isinf",)), ("signbit", "signbit", 1, ()),
     ("isneginf", "isneginf", 1, ()), ("isposinf", "isposinf", 1, ()),
     ("isreal", "isreal", 1, ()), ("iscomplex", "iscomplex", 1, ()),
-    ("bitwise_and", "bitwise_and", 2, ("__and__", "__rand__")),
-    ("bitwise_or", "bitwise_or", 2, ("__or__", "__ror__")),
-    ("bitwise_xor", "bitwise_xor", 2, ("__xor__", "__rxor__")),
-    ("invert", "invert", 1, ("__invert__",)), ("bitwise_not", "invert", 1, ()),
-    ("left_shift", "left_shift", 2, ("__lshift__", "__rlshift__")),
-    ("right_shift", "right_shift", 2, ("__rshift__", "__rrshift__")),
-    ("gcd", "gcd", 2, ()), ("lcm", "lcm", 2, ()),
+]
+
+BITWISE = [  # name, NumPy function, arity, Tensor methods and operators, aliases
+    ("bitwise_and", "bitwise_and", 2, ("__and__", "__rand__"), ()),
+    ("bitwise_or", "bitwise_or", 2, ("__or__", "__ror__"), ()),
+    ("bitwise_xor", "bitwise_xor", 2, ("__xor__", "__rxor__"), ()),
+    ("invert", "invert", 1, ("__invert__",), ("bitwise_invert",)),
+    ("bitwise_not", "invert", 1, (), ()),
+    ("left_shift", "left_shift", 2, ("__lshift__", "__rlshift__"), ("bitwise_left_shift",)),
+    ("right_shift", "right_shift", 2, ("__rshift__", "__rrshift__"), ("bitwise_right_shift",)),
+    ("bitwise_count", "bitwise_count", 1, (), ()),
+    ("gcd", "gcd", 2, (), ()), ("lcm", "lcm", 2, (), ()),
 ]
 
 
@@ -919,6 +991,45 @@ def _predicate_class(name, fn, arity, methods):
     return expose(type(cname, (Function,), attrs))
 
 
+def _bitwise_class(name, fn, arity, methods, aliases):
+    """An integer-only elementwise op (bitwise logic, shifts, ``gcd``, ``lcm``): NumPy's ufunc,
+    no gradient, and a clear ``TypeError`` naming the op and the dtypes for floating or complex
+    operands (NumPy has no loop for them)."""
+    kinds = "integer or boolean" if name.startswith(("bitwise", "invert")) else "integer"
+    doc = (f"NumPy's ``{fn}`` elementwise" + (", broadcasting" if arity == 2 else "")
+           + f", on {kinds} operands; no gradient (an integer or boolean result).\n\n"
+           "Raises:\n    TypeError: for floating or complex operands, naming the op and the "
+           "dtypes (as NumPy).\n")
+
+    def refuse(args):
+        got = " and ".join(_dt(a) for a in args)
+        return TypeError(
+            f"expects {kinds} operands, got {got} (NumPy's {fn} has no floating-point or "
+            "complex loop); cast with .astype(int) first"
+        )
+
+    if arity == 1:
+        def forward(ctx, x):
+            try:
+                return getattr(ctx.backend, fn)(x)
+            except TypeError:
+                raise refuse((x,)) from None
+    else:
+        def forward(ctx, x, y):
+            try:
+                return getattr(ctx.backend, fn)(x, y)
+            except TypeError:
+                raise refuse((x, y)) from None
+
+    attrs = {
+        "__doc__": doc, "oper": name, "arity": arity, "differentiable": False,
+        "ufunc": _ufunc_name(fn), "names": (name, *aliases), "methods": methods,
+        "forward": staticmethod(forward), "batch": elementwise, "output_dtype": _dtype_rule(fn),
+    }
+    cname = "".join(p.capitalize() for p in name.split("_"))
+    return expose(type(cname, (Function,), attrs))
+
+
 _GENERATED = {}
 for _row in UNARY:
     _GENERATED[_row.name] = _unary_class(_row)
@@ -926,6 +1037,8 @@ for _row in BINARY:
     _GENERATED[_row.name] = _binary_class(_row)
 for _p in PREDICATES:
     _GENERATED[_p[0]] = _predicate_class(*_p)
+for _p in BITWISE:
+    _GENERATED[_p[0]] = _bitwise_class(*_p)
 globals().update({cls.__name__: cls for cls in _GENERATED.values()})
 
 
@@ -968,6 +1081,224 @@ class Abs(Function):
     @classmethod
     def output_dtype(cls, d):
         return np.abs(np.zeros((), d)).dtype
+
+
+@expose
+class Sign(Function):
+    """``sign(x)`` elementwise: -1, 0 or 1 for real ``x`` (NaN for NaN), ``z / |z|`` for complex
+    ``z`` (0 at 0; NumPy 2's complex sign).
+
+    Gradient: zero for real ``x``, everywhere (the jumps at 0 included: piecewise constant).
+    For complex ``z`` the sign is smooth away from 0 but not holomorphic: with ``s = z / |z|``,
+    ``ds = (dz - s**2 conj(dz)) / (2 |z|)`` (Wirtinger derivatives ``1 / (2|z|)`` and
+    ``-z**2 / (2 |z|**3)``), so the cotangent of ``z`` is ``(g - conj(g) conj(s)**2) / (2|z|)``
+    (JAX's convention); 0 at ``z = 0``, where the sign has no limit.
+    """
+    batch = elementwise  # vmap: broadcast like a ufunc
+    ufunc = "sign"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+
+    oper = "sign"
+    names = ("sign",)
+    methods = ("sign",)
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.cplx = x.dtype.kind == "c"
+        if ctx.cplx:
+            ctx.save_for_backward(x)
+        return ctx.backend.sign(x)
+
+    @staticmethod
+    def _pullback(ctx, g, conj_s2_of):
+        (z,) = ctx.saved_tensors
+        r = Abs.apply(z)
+        s = Sign.apply(z)
+        zero = r == 0
+        num = g - Conj.apply(g) * conj_s2_of(s)
+        return Where.apply(zero, 0.0, num / (2 * Where.apply(zero, 1.0, r)))
+
+    @staticmethod
+    def backward(ctx, g):
+        if not ctx.cplx:
+            return None
+        return Sign._pullback(ctx, g, lambda s: Conj.apply(s * s))
+
+    @staticmethod
+    def jvp(ctx, t):
+        if not ctx.cplx:
+            return None
+        return Sign._pullback(ctx, t, lambda s: s * s)
+
+    @classmethod
+    def output_dtype(cls, d):
+        return np.sign(np.zeros((), d)).dtype
+
+
+class I1(Function):
+    """Modified Bessel function of the first kind, order 1 (``scipy.special.i1``): the
+    derivative of :func:`i0`, a primitive so that ``i0`` differentiates to every order (it is
+    not a NumPy function, so it has no public name here). Gradient ``g (I0(x) - I1(x) / x)``
+    (DLMF 10.29.2), ``g / 2`` at 0."""
+    batch = elementwise  # vmap: broadcast like a ufunc
+    fresh = True  # a new array (jit's buffer planning)
+
+    oper = "i1"
+
+    @staticmethod
+    def forward(ctx, x):
+        out = _special(ctx.backend).i1(x)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        zero = x == 0
+        ratio = Where.apply(zero, 0.5, out / Where.apply(zero, 1.0, x))
+        return g * (ns.i0(x) - ratio)
+
+    output_dtype = _dtype_rule(lambda xp, x: _special(xp).i1(x))
+
+
+def _dt(v) -> str:
+    return str(v.dtype) if hasattr(v, "dtype") else type(v).__name__
+
+
+@expose
+class Frexp(Function):
+    """Decompose ``x`` into mantissa and exponent, ``x = mantissa * 2**exponent`` with
+    ``0.5 <= |mantissa| < 1`` (``(0, 0)`` at 0), NumPy's ``frexp``.
+
+    Returns ``(mantissa, exponent)``: the mantissa has ``x``'s floating dtype (integers give
+    float64), the exponent is int32 and carries no gradient. Gradient of the mantissa:
+    ``g 2**-exponent`` (the exponent is piecewise constant). At powers of two, where the
+    exponent jumps, this is the one-sided derivative on the side away from 0; at 0 (where the
+    mantissa jumps from 0 to +-1/2) it is ``g``.
+
+    Raises:
+        TypeError: for complex input (as NumPy).
+    """
+    batch = elementwise  # vmap: broadcast like a ufunc
+    fresh = True  # a new array (jit's buffer planning)
+
+    oper = "frexp"
+    names = ("frexp",)
+
+    @staticmethod
+    def forward(ctx, x):
+        if x.dtype.kind == "c":
+            raise TypeError(f"not supported for complex values (got dtype {x.dtype})")
+        m, e = ctx.backend.frexp(x)
+        ctx.save_for_backward(e)  # an int32 output: no gradient flows through it
+        return m, e
+
+    @staticmethod
+    def backward(ctx, g, _ge):
+        (e,) = ctx.saved_tensors
+        return ns.ldexp(g, -e)
+
+    @classmethod
+    def output_shape(cls, x):
+        return [tuple(x), tuple(x)]
+
+    @classmethod
+    def output_dtype(cls, d):
+        with _Quiet():
+            m, e = np.frexp(np.zeros((), d))
+        return [m.dtype, e.dtype]
+
+
+@expose
+class Modf(Function):
+    """Fractional and integral parts of ``x``, both with ``x``'s sign (NumPy's ``modf``).
+
+    Returns ``(fractional, integral)``, both of ``x``'s floating dtype (integers give
+    float64). Gradients: ``g`` through the fractional part, zero through the integral part
+    (piecewise constant); at whole numbers the one-sided derivatives agree with these.
+
+    Raises:
+        TypeError: for complex input (as NumPy).
+    """
+    batch = elementwise  # vmap: broadcast like a ufunc
+    fresh = True  # a new array (jit's buffer planning)
+
+    oper = "modf"
+    names = ("modf",)
+
+    @staticmethod
+    def forward(ctx, x):
+        if x.dtype.kind == "c":
+            raise TypeError(f"not supported for complex values (got dtype {x.dtype})")
+        return ctx.backend.modf(x)
+
+    @staticmethod
+    def backward(ctx, g_frac, _g_int):
+        return g_frac
+
+    @classmethod
+    def output_shape(cls, x):
+        return [tuple(x), tuple(x)]
+
+    @classmethod
+    def output_dtype(cls, d):
+        with _Quiet():
+            f, i = np.modf(np.zeros((), d))
+        return [f.dtype, i.dtype]
+
+
+@expose
+class DivMod(Function):
+    """``(floor_divide(x, y), remainder(x, y))`` in one pass, broadcasting (NumPy's ``divmod``,
+    Python's ``divmod(x, y)`` on Tensors).
+
+    Gradients: none through the quotient (piecewise constant); through the remainder ``g`` to
+    ``x`` and ``-g floor(x / y)`` to ``y``, as :func:`remainder` (one-sided at the jumps).
+    ``y == 0`` gives NaN/``inf`` for floats and 0 for integers, as NumPy.
+
+    Raises:
+        ValueError: if the shapes do not broadcast.
+        TypeError: for complex input (as NumPy).
+    """
+    batch = elementwise  # vmap: broadcast like a ufunc
+    fresh = True  # a new array (jit's buffer planning)
+
+    oper = "divmod"
+    arity = 2
+    names = ("divmod",)
+    methods = ("__divmod__", "__rdivmod__")
+
+    @staticmethod
+    def forward(ctx, x, y):
+        xp = ctx.backend
+        q, r = xp.divmod(x, y)
+        q, r = xp.asarray(q), xp.asarray(r)
+        ctx.save_for_backward(q)
+        return q, r
+
+    @staticmethod
+    def backward(ctx, _gq, gr):
+        (q,) = ctx.saved_tensors
+        nx, ny = ctx.needs_input_grad
+        return (gr if nx else None), (-(gr * q) if ny else None)
+
+    @classmethod
+    def output_shape(cls, x, y):
+        shape = Function.output_shape.__func__(cls, x, y)
+        return [shape, shape]
+
+    @classmethod
+    def output_dtype(cls, x, y):
+        args = [np.zeros((), d) if isinstance(d, np.dtype) else d for d in (x, y)]
+        with _Quiet():
+            q, r = np.divmod(*args)
+        return [np.asarray(q).dtype, np.asarray(r).dtype]
+
+    @staticmethod
+    def api(x, y):
+        return DivMod.apply(*operands(x, y))
+
+
+DivMod.api.__doc__ = DivMod.__doc__
 
 
 @expose
@@ -1452,6 +1783,16 @@ class Angle(Function):
     def output_dtype(cls, d):
         return np.angle(np.zeros((), d)).dtype
 
+    @staticmethod
+    def api(z, deg=False):
+        """The angle (argument) of complex ``z``, in radians in ``(-pi, pi]`` or, with
+        ``deg=True``, in degrees (NumPy's ``angle``); 0 or pi for real input.
+
+        Gradient (JAX's convention): ``g (-1j conj(z)) / |z|**2`` (times ``180/pi`` with
+        ``deg``), 0 at 0; none for real input."""
+        out = Angle.apply(tensor_arg(z))
+        return out * (180.0 / math.pi) if deg else out
+
 
 # -- casts and gradient control ----------------------------------------------------------------
 @expose
@@ -1522,7 +1863,8 @@ class StopGradient(Function):
 
 __all__ = [
     "MulNoNan", "DivNoNan", "Add", "Sub", "Mul", "Div", "Neg", "Pow", "Unary", "Binary",
-    "UNARY", "BINARY", "PREDICATES", "UnaryGrad", "BinaryGrad", "Abs", "Where", "Clip", "Round",
+    "UNARY", "BINARY", "PREDICATES", "BITWISE", "UnaryGrad", "BinaryGrad", "Abs", "Sign", "I1",
+    "Frexp", "Modf", "DivMod", "Where", "Clip", "Round",
     "Maximum", "Minimum", "MinMaxGrad", "Relu", "ReluGrad", "Gelu", "Real", "Imag", "Conj",
     "Angle", "AsType", "StopGradient",
     *[cls.__name__ for cls in _GENERATED.values()],

@@ -1,25 +1,41 @@
-"""Linear-algebra primitives: matmul, einsum, inv, solve, det, slogdet, cholesky, svd.
+"""Linear-algebra primitives: matmul, einsum, inv, solve, det, slogdet, cholesky, svd, eigh,
+eig, qr, pinv.
 
 Each primitive is one definition: its forward, backward and shape/dtype rules and its public
 function (``api``, with the docstring users read). ``matmul`` and ``einsum`` are exposed in
-``tapegrad.numpy`` (and ``@``, ``x.matmul``); ``inv``, ``solve``, ``det``, ``slogdet``,
-``cholesky`` and ``svd`` only in ``tapegrad.numpy.linalg`` (``names = ()``, so nothing enters
-the flat namespace). Products built from several primitives (``dot``, ``tensordot``, ...) live
-in ``tapegrad.numpy``.
+``tapegrad.numpy`` (and ``@``, ``x.matmul``); the others only in ``tapegrad.numpy.linalg``
+(``names = ()``, so nothing enters the flat namespace). Products built from several
+primitives (``dot``, ``tensordot``, ...) live in ``tapegrad.numpy``.
 
 Every backward rule is written with tapegrad ops (matmul, einsum, solve, ...) on the saved
-input/output Tensors, so second and higher derivatives work. Matrix rules follow
+input/output Tensors, so second and higher derivatives work. Complex inputs follow JAX's
+convention: a backward rule is the transpose of the jvp for the pairing ``Re sum(g * dy)``
+(no conjugation of holomorphic rules; ``grad`` of a real loss of ``z = x + iy`` is
+``dL/dx - i dL/dy``), and a real input of a complex computation receives the real part.
+Matrix rules follow
 
 * M. B. Giles, "An extended collection of matrix derivative results for forward and reverse
-  mode algorithmic differentiation", Oxford NA report 08/01, 2008 (inv, solve, det, slogdet);
+  mode algorithmic differentiation", Oxford NA report 08/01, 2008 (inv, solve, det, slogdet,
+  eig, eigh);
 * I. Murray, "Differentiation of the Cholesky decomposition", arXiv:1602.07527, 2016
   (cholesky);
-* J. Townsend, "Differentiating the singular value decomposition", 2016 (svd).
+* J. Townsend, "Differentiating the singular value decomposition", 2016, and Z.-Q. Wan and
+  S.-X. Zhang, "Automatic differentiation for complex valued SVD", arXiv:1909.02659, 2019
+  (svd);
+* M. Seeger, A. Hetzel, Z. Dai, E. Meissner and N. D. Lawrence, "Auto-differentiating linear
+  algebra", arXiv:1710.08717, 2017, and S. F. Walter and L. Lehmann, "Algorithmic
+  differentiation of linear algebra functions with application in optimum experimental
+  design", 2018 (qr);
+* G. H. Golub and V. Pereyra, "The differentiation of pseudo-inverses and nonlinear least
+  squares problems whose variables separate", SIAM J. Numer. Anal. 10(2), 1973 (pinv);
+* JAX (``jax/_src/lax/linalg.py``, ``jax/_src/numpy/linalg.py``): the jvp rules whose
+  transposes these are, and the gauge conventions of eigh and svd.
 
-Batched operands have shape ``(..., n, n)``; batch dimensions broadcast like NumPy's
-``numpy.linalg`` gufuncs and ``apply`` sums cotangents back over broadcast dimensions.
-On CUDA (CuPy) singular or indefinite matrices may go undetected (CuPy does not check by
-default) and give inf/NaN instead of a ``LinAlgError``.
+Batched operands have shape ``(..., m, n)``; batch dimensions broadcast like NumPy's
+``numpy.linalg`` gufuncs and ``apply`` sums cotangents back over broadcast dimensions. Under
+``vmap`` the batch is one more leading stack dimension. On CUDA (CuPy) singular or
+indefinite matrices may go undetected (CuPy does not check by default) and give inf/NaN
+instead of a ``LinAlgError``; ``eig`` (which CuPy lacks) runs on the host there.
 """
 
 from __future__ import annotations
@@ -34,8 +50,9 @@ from tapegrad.backend import get_backend
 from tapegrad.function import Function
 from tapegrad.ops._batching import align
 from tapegrad.ops._registry import expose, tensor_arg
-from tapegrad.ops.elementwise import DivNoNan
-from tapegrad.ops.movement import Reshape, Transpose
+from tapegrad.ops.elementwise import Conj, DivNoNan, Imag, Real
+from tapegrad.ops.movement import Concatenate, GetItem, Reshape, Transpose
+from tapegrad.ops.reduction import Sum
 from tapegrad.tensor import Tensor, const
 
 __all__ = [
@@ -47,8 +64,15 @@ __all__ = [
     "SlogDet",
     "Cholesky",
     "Svd",
+    "Eigh",
+    "Eig",
+    "Qr",
+    "Pinv",
     "SlogdetResult",
     "SVDResult",
+    "EighResult",
+    "EigResult",
+    "QRResult",
     "parse_einsum",
 ]
 
@@ -66,6 +90,21 @@ def _mT(t: Tensor) -> Tensor:
     if axes is None:
         axes = _SWAP_LAST[n] = (*range(n - 2), n - 1, n - 2)
     return Transpose.apply(t, axes=axes)
+
+
+def _H(t: Tensor) -> Tensor:
+    """The conjugate transpose of ``t``'s last two axes (the transpose for real ``t``)."""
+    return Conj.apply(_mT(t)) if t.dtype.kind == "c" else _mT(t)
+
+
+def _conj(t: Tensor) -> Tensor:
+    """``conj(t)`` (``t`` itself when real)."""
+    return Conj.apply(t) if t.dtype.kind == "c" else t
+
+
+def _real_dtype(dtype) -> np.dtype:
+    """The real dtype of the same precision (float64 for complex128)."""
+    return np.zeros((), dtype).real.dtype
 
 
 def _append_axes(t: Tensor, k: int = 1) -> Tensor:
@@ -157,6 +196,14 @@ class MatMul(Function):
         nb = b.ndim - bb if isinstance(b, Tensor) else 0
         if na == 0 or nb == 0:  # a scalar operand: matmul's own error
             return MatMul.apply(a, b)
+        if ba and not bb and nb == 2:  # a shared matrix: the batch joins a's rows, one product
+            if na <= 2:
+                k = a.shape[-1]
+                out = MatMul.apply(Reshape.apply(a, (a.shape[0] * a.shape[1], k))
+                                   if na == 2 else a, b)
+                return out if na == 1 else Reshape.apply(out, a.shape[:-1] + b.shape[-1:])
+        if bb and not ba and na == 2 and nb == 1:  # per-example vectors times a shared matrix
+            return MatMul.apply(b, _mT(a))
         # one example's vectors become matrices, so the batch is a stack dimension
         if ba and na == 1:
             a = a.reshape((a.shape[0], 1, a.shape[1]))
@@ -217,12 +264,12 @@ class MatMul(Function):
                 ga = MatMul.apply(b, g) if b.ndim == 2 else _sum_to_vector(
                     MatMul.apply(_row(g), _mT(b)), a.shape
                 )
-            if nb:  # outer products a g[...]^T
-                gb = MatMul.apply(Reshape.apply(a, (a.shape[0], 1)), _row(g))
+            if nb:  # outer products a g[...]^T: a product with a one-term sum is a multiply
+                gb = Reshape.apply(a, (a.shape[0], 1)) * _row(g)
             return ga, gb
         # (..., n, k) @ (k,) -> (..., n)
-        if na:  # outer products g[...] b^T
-            ga = MatMul.apply(_append_axes(g), Reshape.apply(b, (1, b.shape[0])))
+        if na:  # outer products g[...] b^T, a multiply
+            ga = _append_axes(g) * Reshape.apply(b, (1, b.shape[0]))
         if nb:  # sum over (..., n) of g[..., n] a[..., n, :]: one (N,) @ (N, k) product
             rows = math.prod(a.shape[:-1])
             gb = MatMul.apply(_reshape(g, (rows,)), _reshape(a, (rows, b.shape[0])))
@@ -851,6 +898,8 @@ def _inv_for_grad(a, op):
 
 #: ``slogdet``'s result, as NumPy's.
 SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"], module="tapegrad.numpy.linalg")
+SlogdetResult.__doc__ = """The result of :func:`tapegrad.numpy.linalg.slogdet` (a namedtuple, as
+NumPy's): ``sign`` (no gradient) and ``logabsdet``, with ``det = sign * exp(logabsdet)``."""
 
 
 @_linalg_function("slogdet")
@@ -1018,31 +1067,41 @@ def _svd_shapes(shape, full_matrices=False):
 
 #: ``svd``'s result, as NumPy's.
 SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"], module="tapegrad.numpy.linalg")
+SVDResult.__doc__ = """The result of :func:`tapegrad.numpy.linalg.svd` (a namedtuple, as NumPy's):
+``U``, the singular values ``S`` (real, descending) and ``Vh``, ``a = U @ (S[..., None] * Vh)``."""
 
 
 @_linalg_function("svd")
 @expose
 class Svd(Function):
-    """Singular value decomposition ``A = U diag(S) Vh`` of ``(..., m, n)`` matrices.
+    """Singular value decomposition ``A = U diag(S) Vh`` of real or complex ``(..., m, n)``
+    matrices.
 
     Outputs, with ``k = min(m, n)``: ``U`` ``(..., m, k)`` (``(..., m, m)`` with
-    ``full_matrices=True``), ``S`` ``(..., k)`` in descending order, ``Vh`` ``(..., k, n)``
-    (``(..., n, n)``). As in NumPy, the signs of singular vectors are arbitrary, so only
-    sign-invariant functions of ``U`` and ``Vh`` (and any function of ``S``) have well-defined
+    ``full_matrices=True``), ``S`` ``(..., k)`` real and descending, ``Vh`` ``(..., k, n)``
+    (``(..., n, n)``). As in NumPy, singular vectors are unique only up to a sign (real) or a
+    phase (complex: ``U -> U D``, ``Vh -> D^* Vh`` with ``|D_ii| = 1``), so only functions of
+    ``U`` and ``Vh`` invariant under that change (and any function of ``S``) have well-defined
     derivatives.
 
-    Backward (Townsend 2016; the same form as PyTorch's), with ``E_ij = s_j^2 - s_i^2`` off
-    the diagonal (1 on it),
-    ``skew(X) = X - X^T``, ``gV = gVh^T``::
+    Backward: the transpose of JAX's ``svd`` jvp (Townsend 2016; Wan and Zhang 2019 for the
+    complex phase term), in JAX's convention (``^*`` conjugates, ``^T`` transposes, ``^H``
+    both). With ``J = U^T gU``, ``K = V^T gV`` (``gV = gVh^H``), ``F_ij = 1 / (s_j^2 - s_i^2)``
+    off the diagonal (0 on it)::
 
-        gA = U [skew(U^T gU) / E * S + S * skew(V^T gV) / E + diag(gS)] Vh
-             + (I - U U^T) gU S^{-1} Vh + U S^{-1} gV^T (I - V V^T)
+        C  = diag(gS) + F * ((J - J^H) S) + F * (S (K - K^H)) + diag(i Im(J_ii) / s_i)
+        gA = U^* C V^T + (I - U^* U^T) gU S^{-1} V^T + U^* S^{-1} gV^H (I - V^* V^T)
+
+    For real ``A`` this is the familiar ``U [skew(U^T gU) F S + S skew(V^T gV) F + diag(gS)]
+    Vh + ...`` (PyTorch's formula). The phase term is JAX's gauge: the tangent of ``U`` carries
+    the imaginary part of ``diag(U^H dA V) / S``, that of ``V`` none.
 
     The divisions are NaN-safe (0 where the numerator is 0): a loss of the singular values
-    alone (a norm) has the finite gradient ``U diag(gS) Vh`` even with repeated or zero
+    alone (a norm) has the finite gradient ``U^* diag(gS) V^T`` even with repeated or zero
     singular values. A loss that depends on the singular vectors of a repeated singular value
-    has no derivative (the vectors are not unique), and its gradient is inf/NaN, as in PyTorch
-    and JAX.
+    has no derivative (the vectors are not unique): its gradient is inf/NaN, as in PyTorch
+    and JAX (0 in the rare case that the cotangent's component coupling the two vectors is
+    exactly 0, the NaN-safe division's convention).
 
     Raises:
         ValueError: for inputs with fewer than 2 dimensions; in backward, for
@@ -1075,28 +1134,35 @@ class Svd(Function):
                 f"matrices (got m={m}, n={n}): the extra singular vectors are not unique. "
                 "Use svd(a, full_matrices=False)."
             )
+        cplx = u.dtype.kind == "c"
         ut = _mT(u)
-        v = _mT(vh)
-        gv = _mT(gvh)
+        uc = Conj.apply(u) if cplx else u  # U^*
+        vt = Conj.apply(vh) if cplx else vh  # V^T = conj(Vh)
         s_row = _row(s)  # (..., 1, k): scales columns
         s_col = _append_axes(s)  # (..., k, 1): scales rows
         s2 = s * s
-        eye = _eye(k, gs)
-        # e[i, j] = s_j^2 - s_i^2 off the diagonal and 1 on it (where skew(.) is 0 anyway),
+        eye = _eye(k, s)
+        # e[i, j] = s_j^2 - s_i^2 off the diagonal and 1 on it (where the numerators are 0),
         # so no derivative of the division below ever divides by a structural zero.
         e = _row(s2) - _append_axes(s2) + eye
-        utgu = MatMul.apply(ut, gu)
-        vtgv = MatMul.apply(vh, gv)
-        j = DivNoNan.apply(utgu - _mT(utgu), e)
-        kk = DivNoNan.apply(vtgv - _mT(vtgv), e)
-        inner = j * s_row + s_col * kk + eye * _row(gs)
-        ga = MatMul.apply(MatMul.apply(u, inner), vh)
-        if m > k:  # (I - U U^T) gU S^{-1} Vh
-            proj = gu - MatMul.apply(u, utgu)
-            ga = ga + MatMul.apply(DivNoNan.apply(proj, s_row), vh)
-        if n > k:  # U S^{-1} gV^T (I - V V^T)
-            proj = gv - MatMul.apply(v, vtgv)
-            ga = ga + MatMul.apply(u, DivNoNan.apply(_mT(proj), s_col))
+        utgu = MatMul.apply(ut, gu)  # J
+        vtgv = MatMul.apply(vt, _H(gvh))  # K = V^T gV
+        jj = utgu - _H(utgu)
+        kk = vtgv - _H(vtgv)
+        if cplx:  # J - J^H has the imaginary diagonal 2i Im(J_ii): not part of this term
+            off = 1.0 - eye
+            jj, kk = jj * off, kk * off
+        inner = DivNoNan.apply(jj * s_row, e) + DivNoNan.apply(s_col * kk, e) + eye * _row(gs)
+        if cplx:  # the phase term diag(i Im(J_ii) / s_i) (JAX's gauge)
+            jdiag = Imag.apply(Sum.apply(utgu * eye, axis=-1))
+            inner = inner + eye * _row(DivNoNan.apply(jdiag, s) * 1j)
+        ga = MatMul.apply(MatMul.apply(uc, inner), vt)
+        if m > k:  # (I - U^* U^T) gU S^{-1} V^T
+            proj = gu - MatMul.apply(uc, utgu)
+            ga = ga + MatMul.apply(DivNoNan.apply(proj, s_row), vt)
+        if n > k:  # U^* S^{-1} gV^H (I - V^* V^T)
+            proj = gvh - MatMul.apply(_H(vtgv), vt)
+            ga = ga + MatMul.apply(uc, DivNoNan.apply(proj, s_col))
         return ga
 
     @classmethod
@@ -1106,34 +1172,42 @@ class Svd(Function):
 
     @classmethod
     def output_dtype(cls, dtype, full_matrices=False):
-        d = np.dtype(dtype)
-        if d.kind != "f":
-            d = np.dtype(np.float64)
-        return [d, d, d]
+        """Dtypes of ``(U, S, Vh)``: ``S`` is real, ``U`` and ``Vh`` complex for a complex
+        ``a``; integers count as float64."""
+        d = _lapack_dtype(dtype)
+        return [d, _real_dtype(d), d]
 
     @staticmethod
-    def api(a, full_matrices=True, compute_uv=True):
+    def api(a, full_matrices=True, compute_uv=True, hermitian=False):
         """Singular value decomposition ``a = U @ (S[..., None] * Vh)`` (NumPy ``linalg.svd``).
 
         Args:
-            a: Tensor of shape ``(..., m, n)``, real (integers become float64).
+            a: Tensor of shape ``(..., m, n)``; float32, float64, complex64 or complex128
+                (integers become float64).
             full_matrices: ``U`` is ``(..., m, m)`` and ``Vh`` ``(..., n, n)`` if True (NumPy's
                 default), else ``(..., m, k)`` and ``(..., k, n)`` with ``k = min(m, n)``.
             compute_uv: If False, return only ``S``.
+            hermitian: Accepted for NumPy compatibility: the same decomposition is computed by
+                the general routine (NumPy then uses ``eigh``; the singular values agree, the
+                singular vectors may differ in sign or phase, which NumPy leaves arbitrary
+                anyway).
 
         Returns:
             ``SVDResult(U, S, Vh)`` (a namedtuple, as NumPy), or ``S`` alone with
-            ``compute_uv=False``; ``S`` has shape ``(..., k)``, descending.
+            ``compute_uv=False``; ``S`` has shape ``(..., k)``, real, descending; ``U`` and
+            ``Vh`` have ``a``'s (floating) dtype.
 
-        Gradient: Townsend (2016), see :class:`tapegrad.ops.Svd`. Functions of ``S`` alone are
-        differentiable everywhere; functions of ``U``/``Vh`` need distinct singular values and
-        must not depend on the vectors' arbitrary signs. With ``full_matrices=True`` and
-        ``m != n`` differentiating raises (the extra vectors are not unique; as in JAX): use
-        ``full_matrices=False``.
+        Gradient: Townsend (2016), with JAX's phase convention for complex input (Wan and
+        Zhang 2019), see :class:`tapegrad.ops.Svd`. Functions of ``S`` alone are
+        differentiable everywhere (a repeated or zero singular value included). Functions of
+        ``U``/``Vh`` need distinct singular values (at a repeated one the gradient is inf/NaN,
+        as in JAX and PyTorch) and must not depend on the vectors' arbitrary signs or phases.
+        With ``full_matrices=True`` and ``m != n`` differentiating raises (the extra vectors
+        are not unique; as in JAX): use ``full_matrices=False``.
 
         Raises:
             ValueError: if ``a`` has fewer than 2 dimensions.
-            TypeError: for complex or float16 inputs.
+            TypeError: for float16 or non-numeric inputs.
             numpy.linalg.LinAlgError: if the decomposition does not converge.
 
         Example:
@@ -1146,8 +1220,603 @@ class Svd(Function):
                     [ 0., -1.]], dtype=float32)
         """
         a = tensor_arg(a)
-        if a.dtype.kind == "c":
-            raise TypeError(f"svd: complex inputs are not supported (got dtype {a.dtype})")
         if not compute_uv:
             return Svd.apply(a, full_matrices=False)[1]
         return SVDResult(*Svd.apply(a, full_matrices=bool(full_matrices)))
+
+
+# -- eigendecompositions ---------------------------------------------------------------------
+def _stacked(cls, args, batched, size, **params):
+    """vmap rule of an op on the last two axes: the batch is one more stack dimension."""
+    return cls.apply(*args, **params)
+
+
+def _diag_part(t: Tensor, eye: Tensor) -> Tensor:
+    """The diagonal ``(..., n)`` of ``(..., n, n)`` matrices (differentiable)."""
+    return Sum.apply(t * eye, axis=-1)
+
+
+def _on_host(xp, fn, *arrays):
+    """``fn`` (a NumPy routine) on CuPy ``arrays`` through the host (CuPy lacks it)."""
+    outs = fn(*[xp.asnumpy(a) for a in arrays])  # pragma: no cover - GPU only
+    return tuple(xp.asarray(o) for o in outs)  # pragma: no cover - GPU only
+
+
+#: ``eigh``'s result, as NumPy's.
+EighResult = namedtuple(
+    "EighResult", ["eigenvalues", "eigenvectors"], module="tapegrad.numpy.linalg"
+)
+#: ``eig``'s result, as NumPy's.
+EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"], module="tapegrad.numpy.linalg")
+#: ``qr``'s result, as NumPy's.
+QRResult = namedtuple("QRResult", ["Q", "R"], module="tapegrad.numpy.linalg")
+EighResult.__doc__ = """The result of :func:`tapegrad.numpy.linalg.eigh` (a namedtuple, as NumPy's):
+``eigenvalues`` ``(..., n)`` real, ascending, and ``eigenvectors`` ``(..., n, n)``, the
+columns."""
+EigResult.__doc__ = """The result of :func:`tapegrad.numpy.linalg.eig` (a namedtuple, as NumPy's):
+``eigenvalues`` ``(..., n)`` and ``eigenvectors`` ``(..., n, n)`` (columns of unit norm), both
+complex."""
+QRResult.__doc__ = """The result of :func:`tapegrad.numpy.linalg.qr` (a namedtuple, as NumPy's):
+``Q`` with orthonormal columns and upper-triangular ``R``, ``a = Q @ R``."""
+
+
+@_linalg_function("eigh")
+@expose
+class Eigh(Function):
+    """Eigendecomposition ``A = V diag(w) V^H`` of Hermitian (real symmetric) ``(..., n, n)``
+    matrices, of which only the lower (``UPLO='U'``: upper) triangle is read, as in NumPy.
+
+    Outputs: ``w`` ``(..., n)`` real, ascending; ``V`` ``(..., n, n)`` with orthonormal
+    columns, ``a``'s dtype. Each eigenvector is unique only up to a sign (real) or a phase
+    (complex).
+
+    Derivative (Giles 2008, sec. 3.1; JAX's ``eigh`` jvp and convention): for a Hermitian
+    tangent ``dA`` (this op takes ``(dA + dA^H) / 2``), with ``P = V^H dA V`` and
+    ``F_ij = 1 / (w_j - w_i)`` off the diagonal (0 on it)::
+
+        dw = Re diag(P),   dV = V (F * P)
+
+    (JAX's gauge: ``V^H dV`` has a zero diagonal, so a complex eigenvector's phase does not
+    move.) Backward, its transpose: ``gA = sym(V^* (diag(gw) + F * (V^T gV)) V^T)`` with
+    ``sym(X) = (X + X^H) / 2``, a Hermitian matrix: the gradient for Hermitian perturbations
+    (as PyTorch and JAX), the same as that of ``eigh((A + A^H) / 2)``.
+
+    Repeated eigenvalues: ``F`` is inf there. The division is NaN-safe (0 where the numerator
+    is 0), so a loss of the eigenvalues alone (``eigvalsh``) has the finite gradient
+    ``V^* diag(gw) V^T`` everywhere; a loss that depends on the eigenvectors of a repeated
+    eigenvalue has no derivative (they are not unique) and gets inf/NaN, as in JAX and
+    PyTorch (0 in the rare case that the cotangent's component coupling the two eigenvectors
+    is exactly 0, the NaN-safe division's convention).
+    """
+    batch = classmethod(_stacked)  # vmap: the batch is one more stack dimension
+
+    oper = "eigh"
+    names = ()
+
+    @staticmethod
+    def forward(ctx, a, UPLO="L"):  # noqa: N803 - NumPy's name
+        _square_shape(a.shape, "eigh")
+        _check_float(a, "eigh")
+        w, v = ctx.backend.linalg.eigh(a, UPLO=UPLO)
+        ctx.save_for_backward(w, v)
+        return w, v
+
+    @staticmethod
+    def backward(ctx, gw, gv):
+        w, v = ctx.saved_tensors
+        n = w.shape[-1]
+        eye = _eye(n, w)
+        e = _row(w) - _append_axes(w) + eye  # w_j - w_i off the diagonal, 1 on it
+        x = MatMul.apply(_mT(v), gv) * (1.0 - eye)
+        inner = DivNoNan.apply(x, e) + eye * _row(gw)
+        ga = MatMul.apply(MatMul.apply(_conj(v), inner), _mT(v))
+        return (ga + _H(ga)) * 0.5
+
+    @classmethod
+    def output_shape(cls, shape, UPLO="L"):  # noqa: N803
+        shape = _square_shape(shape, "eigh")
+        return [shape[:-1], shape]
+
+    @classmethod
+    def output_dtype(cls, dtype, UPLO="L"):  # noqa: N803
+        d = _lapack_dtype(dtype)
+        return [_real_dtype(d), d]
+
+    @staticmethod
+    def api(a, UPLO="L") -> EighResult:  # noqa: N803
+        """Eigenvalues and eigenvectors of Hermitian (real symmetric) matrices (NumPy
+        ``linalg.eigh``).
+
+        Args:
+            a: Tensor of shape ``(..., n, n)``, real or complex (integers become float64);
+                only the lower (``UPLO='U'``: upper) triangle is read.
+            UPLO: ``'L'`` or ``'U'``.
+
+        Returns:
+            ``EighResult(eigenvalues, eigenvectors)`` (a namedtuple, as NumPy): ``(..., n)``
+            real eigenvalues in ascending order and ``(..., n, n)`` eigenvectors (columns), of
+            ``a``'s dtype.
+
+        Gradient: Giles (2008), in JAX's convention; the gradient is Hermitian (for Hermitian
+        perturbations, as JAX and PyTorch), see :class:`tapegrad.ops.Eigh`. Functions of the
+        eigenvalues alone are differentiable everywhere, repeated eigenvalues included;
+        functions of the eigenvectors must not depend on their sign or phase, and get an
+        inf/NaN gradient at a repeated eigenvalue (the eigenvectors are not unique).
+
+        Raises:
+            ValueError: if ``a`` is not ``(..., n, n)`` or ``UPLO`` is not ``'L'``/``'U'``.
+            TypeError: for float16 or non-numeric inputs.
+            numpy.linalg.LinAlgError: if the decomposition does not converge.
+
+        Example:
+            >>> import tapegrad.numpy as tnp
+            >>> tnp.linalg.eigh(tnp.asarray([[2.0, 1.0], [1.0, 2.0]])).eigenvalues
+            Tensor([1., 3.], dtype=float32)
+        """
+        if UPLO not in ("L", "U"):
+            raise ValueError(f"eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+        return EighResult(*Eigh.apply(tensor_arg(a), UPLO=UPLO))
+
+
+def _complex_dtype(dtype) -> np.dtype:
+    """The complex dtype of ``dtype``'s precision (complex128 for integers)."""
+    d = _lapack_dtype(dtype)
+    return np.result_type(d, np.complex64)
+
+
+@_linalg_function("eig")
+@expose
+class Eig(Function):
+    """Eigendecomposition ``A V = V diag(w)`` of general ``(..., n, n)`` matrices.
+
+    Outputs are complex, also for real ``A`` (``complex64`` for float32, ``complex128`` for
+    float64): ``w`` ``(..., n)`` and ``V`` ``(..., n, n)`` whose columns have unit 2-norm, as
+    NumPy returns them. (NumPy returns real arrays when every eigenvalue of a real matrix
+    happens to be real; a traced program needs dtypes that do not depend on values, so here
+    they are always complex, as in JAX: take ``.real`` when you know them to be real.)
+
+    Derivative (Giles 2008, sec. 3.1; Boeddeker et al. 2017, eq. 4.60): with
+    ``P = V^{-1} dA V`` and ``F_ij = 1 / (w_j - w_i)`` off the diagonal (0 on it),
+    ``dw = diag(P)`` and ``dV = V (X - diag((V^H V X)_ii))`` with ``X = F * P``: the second
+    term is the gauge term that keeps every eigenvector at unit norm and fixes its phase
+    (``v_i^H dv_i = 0``, the convention of JAX's ``eigh``; the normalization term of HIPS
+    autograd's and PyTorch's rules). Backward, its transpose in JAX's convention::
+
+        Z = V^T gV,   W = Z - V^T V^* diag(diag(Z)),
+        gA = V^{-T} (diag(gw) + F * W) V^T
+
+    and for real ``A`` its real part (JAX's rule for a real input of a complex computation),
+    so the gradient of a real loss of ``eig(A)`` is real.
+
+    Repeated eigenvalues: ``F`` is inf there. The division is NaN-safe (0 where the numerator
+    is 0), so a loss of the eigenvalues alone (``eigvals``) has a finite gradient wherever
+    ``V`` is invertible (a repeated eigenvalue with independent eigenvectors, such as the
+    identity's, included); a loss of the eigenvectors of a repeated eigenvalue gets inf/NaN
+    (0 where the cotangent coupling the two eigenvectors is exactly 0, the NaN-safe division's
+    convention). At a defective matrix (a Jordan block: ``V`` singular) the eigenvalues are not
+    differentiable (they move like the square root of a perturbation): the gradient is huge or
+    inf/NaN where LAPACK's ``V`` is numerically singular, and raises ``LinAlgError`` where it
+    is exactly singular. (Symmetric functions such as ``sum(w) = trace(A)`` stay exact.)
+    """
+    batch = classmethod(_stacked)  # vmap: the batch is one more stack dimension
+
+    oper = "eig"
+    names = ()
+
+    @staticmethod
+    def forward(ctx, a):
+        _square_shape(a.shape, "eig")
+        _check_float(a, "eig")
+        xp = ctx.backend
+        cdt = _complex_dtype(a.dtype)
+        if a.shape[-1] == 0:
+            w = xp.zeros(a.shape[:-1], cdt)
+            v = xp.zeros(a.shape, cdt)
+        elif xp is np or hasattr(xp.linalg, "eig"):
+            w, v = xp.linalg.eig(a)
+        else:  # pragma: no cover - GPU only: CuPy has no general eig
+            w, v = _on_host(xp, np.linalg.eig, a)
+        w, v = w.astype(cdt, copy=False), v.astype(cdt, copy=False)
+        ctx.real_input = a.dtype.kind != "c"
+        ctx.save_for_backward(w, v)
+        return w, v
+
+    @staticmethod
+    def backward(ctx, gw, gv):
+        w, v = ctx.saved_tensors
+        n = w.shape[-1]
+        eye = _eye(n, w)
+        vt = _mT(v)
+        z = MatMul.apply(vt, gv)
+        gram_t = MatMul.apply(vt, Conj.apply(v))  # (V^H V)^T
+        wmat = z - gram_t * _row(_diag_part(z, eye))
+        e = _row(w) - _append_axes(w) + eye  # w_j - w_i off the diagonal, 1 on it
+        inner = DivNoNan.apply(wmat * (1.0 - eye), e) + eye * _row(gw)
+        try:
+            ga = Solve.apply(vt, MatMul.apply(inner, vt))
+        except _LinAlgError:
+            raise _LinAlgError(
+                f"eig: the gradient at a defective matrix (shape {tuple(v.shape)}: its "
+                "eigenvectors are linearly dependent) is not defined"
+            ) from None
+        return Real.apply(ga) if ctx.real_input else ga
+
+    @classmethod
+    def output_shape(cls, shape):
+        shape = _square_shape(shape, "eig")
+        return [shape[:-1], shape]
+
+    @classmethod
+    def output_dtype(cls, dtype):
+        c = _complex_dtype(dtype)
+        return [c, c]
+
+    @staticmethod
+    def api(a) -> EigResult:
+        """Eigenvalues and right eigenvectors of square matrices (NumPy ``linalg.eig``).
+
+        Args:
+            a: Tensor of shape ``(..., n, n)``, real or complex (integers become float64).
+
+        Returns:
+            ``EigResult(eigenvalues, eigenvectors)`` (a namedtuple, as NumPy): ``(..., n)``
+            eigenvalues (in LAPACK's order, not sorted) and ``(..., n, n)`` eigenvectors
+            (columns, unit 2-norm), both complex: complex64 for float32/complex64 input,
+            complex128 otherwise. Unlike NumPy, the result is complex also when every
+            eigenvalue of a real matrix is real (a dtype that depends on values cannot be
+            traced; JAX does the same).
+
+        Gradient: Giles (2008) with the unit-norm gauge term, see :class:`tapegrad.ops.Eig`;
+        real for a real ``a``. Functions of the eigenvalues are differentiable wherever the
+        eigenvectors are independent; functions of the eigenvectors must not depend on their
+        phase and get an inf/NaN gradient at a repeated eigenvalue.
+
+        Raises:
+            ValueError: if ``a`` is not ``(..., n, n)``.
+            TypeError: for float16 or non-numeric inputs.
+            numpy.linalg.LinAlgError: if the decomposition does not converge; when
+                differentiating at a defective matrix whose computed eigenvectors are exactly
+                dependent (nearly dependent ones give a huge or inf/NaN gradient).
+
+        Example:
+            >>> import tapegrad.numpy as tnp
+            >>> tnp.linalg.eig(tnp.asarray([[0.0, -1.0], [1.0, 0.0]])).eigenvalues
+            Tensor([0.+1.j, 0.-1.j], dtype=complex64)
+        """
+        return EigResult(*Eig.apply(tensor_arg(a)))
+
+
+# -- QR ---------------------------------------------------------------------------------------
+_QR_MODES = ("reduced", "complete", "r", "raw")
+
+
+def _qr_shapes(shape, mode="reduced"):
+    shape = tuple(shape)
+    if len(shape) < 2:
+        raise ValueError(
+            f"qr: a must be a (batch of) matrices of shape (..., m, n), got shape {shape}"
+        )
+    *batch, m, n = shape
+    k = min(m, n)
+    batch = tuple(batch)
+    if mode == "complete":
+        return [batch + (m, m), batch + (m, n)]
+    return [batch + (m, k), batch + (k, n)]
+
+
+def _triangle_mask(n: int, like: Tensor, k: int) -> Tensor:
+    """The ``n x n`` upper-triangle mask ``j - i >= k`` in ``like``'s real dtype."""
+    dt = _real_dtype(like.dtype)
+    return _constant(like, lambda xp: xp.triu(xp.ones((n, n), dtype=dt), k))
+
+
+def _qr_backward_tall(q, r, gq, gr):
+    """``gA`` of ``Q, R = qr(A)`` for ``m >= n`` (reduced): the transpose of JAX's qr jvp
+    (Walter and Lehmann 2018; Seeger et al. 2017), in JAX's convention::
+
+        M = gR R^T - Q^T gQ,   N = triu(M, 1) + triu(M, 1)^H + Re diag(M),
+        gA = (gQ + Q^* N) R^{-T}
+    """
+    n = r.shape[-1]
+    m_ = MatMul.apply(gr, _mT(r)) - MatMul.apply(_mT(q), gq)
+    upper = m_ * _triangle_mask(n, m_, 1)
+    eye = _constant(m_, lambda xp: xp.eye(n, dtype=_real_dtype(m_.dtype)))
+    diag = (Real.apply(m_) if m_.dtype.kind == "c" else m_) * eye
+    nmat = upper + _H(upper) + diag
+    b = gq + MatMul.apply(_conj(q), nmat)
+    try:
+        return _mT(Solve.apply(r, _mT(b)))
+    except _LinAlgError:
+        raise _LinAlgError(
+            f"qr: the gradient needs a matrix of full column rank (R of shape "
+            f"{tuple(r.shape)} is singular)"
+        ) from None
+
+
+@_linalg_function("qr")
+@expose
+class Qr(Function):
+    """QR decomposition ``A = Q R`` of ``(..., m, n)`` matrices, ``k = min(m, n)``.
+
+    ``mode='reduced'``: ``Q`` ``(..., m, k)`` with orthonormal columns, ``R`` ``(..., k, n)``
+    upper triangular; ``mode='complete'``: ``Q`` ``(..., m, m)`` unitary, ``R``
+    ``(..., m, n)``. Both have ``a``'s (floating) dtype. The factors are LAPACK's (signs of
+    ``R``'s diagonal as NumPy returns them).
+
+    Backward (Seeger et al. 2017; Walter and Lehmann 2018; the transpose of JAX's qr jvp, in
+    JAX's convention), for ``m >= n``::
+
+        M = gR R^T - Q^T gQ,   N = triu(M, 1) + triu(M, 1)^H + Re diag(M),
+        gA = (gQ + Q^* N) R^{-T}
+
+    For ``m < n`` (PyTorch's extension; JAX raises), ``A = [X | Y]`` with ``X`` square:
+    ``Q, U = qr(X)``, ``R = [U | Q^H Y]``, so ``gY = Q^* gV`` and ``gX`` is the square rule
+    with ``gQ + (Y gV^T)^*`` for ``gQ`` (``gR = [gU | gV]``).
+
+    Differentiable for ``mode='reduced'`` at every shape, and for ``mode='complete'`` when
+    ``m <= n`` (then it equals 'reduced'); ``complete`` with ``m > n`` raises in backward (the
+    last ``m - n`` columns of ``Q`` are not unique), as in PyTorch. The rule needs ``R``'s
+    leading ``k x k`` block invertible (full rank): a rank-deficient ``A`` raises
+    ``LinAlgError`` when differentiated.
+    """
+    batch = classmethod(_stacked)  # vmap: the batch is one more stack dimension
+
+    oper = "qr"
+    names = ()
+
+    @staticmethod
+    def forward(ctx, a, mode="reduced"):
+        _qr_shapes(a.shape, mode)
+        _check_float(a, "qr")
+        xp = ctx.backend
+        if xp is not np and a.ndim > 2:  # pragma: no cover - GPU only
+            q, r = _qr_stacked(xp, a, mode)
+        else:
+            q, r = xp.linalg.qr(a, mode=mode)
+        ctx.mode = mode
+        ctx.save_for_backward(q, r)
+        return q, r
+
+    @staticmethod
+    def backward(ctx, gq, gr):
+        q, r = ctx.saved_tensors
+        m, n = q.shape[-2], r.shape[-1]
+        if m > n and ctx.mode == "complete":
+            raise ValueError(
+                f"qr: the gradient with mode='complete' is defined only for m <= n (got "
+                f"m={m}, n={n}): the last m - n columns of Q are not unique. Use "
+                "mode='reduced'."
+            )
+        if m >= n:
+            return _qr_backward_tall(q, r, gq, gr)
+        u = GetItem.apply(r, key=(Ellipsis, slice(None, m)))
+        vpart = GetItem.apply(r, key=(Ellipsis, slice(m, None)))
+        gu = GetItem.apply(gr, key=(Ellipsis, slice(None, m)))
+        gvpart = GetItem.apply(gr, key=(Ellipsis, slice(m, None)))
+        y = MatMul.apply(q, vpart)  # A's last n - m columns
+        gq = gq + _conj(MatMul.apply(y, _mT(gvpart)))
+        gx = _qr_backward_tall(q, u, gq, gu)
+        gy = MatMul.apply(_conj(q), gvpart)
+        return Concatenate.apply(gx, gy, axis=-1)
+
+    @classmethod
+    def output_shape(cls, shape, mode="reduced"):
+        """Shapes of ``(Q, R)``."""
+        return _qr_shapes(shape, mode)
+
+    @classmethod
+    def output_dtype(cls, dtype, mode="reduced"):
+        d = _lapack_dtype(dtype)
+        return [d, d]
+
+    @staticmethod
+    def api(a, mode="reduced"):
+        """QR decomposition (NumPy ``linalg.qr``), batched over leading dimensions.
+
+        Args:
+            a: Tensor of shape ``(..., m, n)``, real or complex (integers become float64).
+            mode: ``'reduced'`` (default): ``Q`` ``(..., m, k)``, ``R`` ``(..., k, n)`` with
+                ``k = min(m, n)``; ``'complete'``: ``Q`` ``(..., m, m)``, ``R``
+                ``(..., m, n)``; ``'r'``: ``R`` ``(..., k, n)`` alone. (NumPy's ``'raw'``
+                Householder form is not supported: it is LAPACK's internal representation,
+                with no useful derivative.)
+
+        Returns:
+            ``QRResult(Q, R)`` (a namedtuple, as NumPy), or ``R`` for ``mode='r'``.
+
+        Gradient: Seeger et al. (2017) / Walter and Lehmann (2018), see
+        :class:`tapegrad.ops.Qr`: every shape for ``'reduced'`` and ``'r'``; ``'complete'``
+        only when ``m <= n`` (for ``m > n`` differentiating raises ``ValueError``). ``a``
+        must have full rank (``min(m, n)``) to be differentiated.
+
+        Raises:
+            ValueError: if ``a`` has fewer than 2 dimensions or ``mode`` is unknown.
+            TypeError: for float16 or non-numeric inputs.
+
+        Example:
+            >>> import tapegrad.numpy as tnp
+            >>> q, r = tnp.linalg.qr(tnp.asarray([[3.0, 1.0], [4.0, 2.0]]))
+            >>> abs(r[0, 0])
+            Tensor(5., dtype=float32)
+        """
+        if mode not in _QR_MODES:
+            raise ValueError(
+                f"qr: unknown mode {mode!r}; use 'reduced', 'complete' or 'r'"
+            )
+        if mode == "raw":
+            raise ValueError(
+                "qr: mode='raw' (LAPACK's Householder reflectors) is not supported; use "
+                "'reduced', 'complete' or 'r'"
+            )
+        a = tensor_arg(a)
+        if mode == "r":
+            return Qr.apply(a, mode="reduced")[1]
+        return QRResult(*Qr.apply(a, mode=mode))
+
+
+def _qr_stacked(xp, a, mode):  # pragma: no cover - GPU only
+    """CuPy's qr on a stack of matrices, one matrix at a time if it has no batched qr."""
+    try:
+        return xp.linalg.qr(a, mode=mode)
+    except (ValueError, TypeError, NotImplementedError):
+        flat = a.reshape((-1,) + a.shape[-2:])
+        pairs = [xp.linalg.qr(x, mode=mode) for x in flat]
+        q = xp.stack([p[0] for p in pairs]).reshape(a.shape[:-2] + pairs[0][0].shape)
+        r = xp.stack([p[1] for p in pairs]).reshape(a.shape[:-2] + pairs[0][1].shape)
+        return q, r
+
+
+# -- pseudo-inverse ---------------------------------------------------------------------------
+class _NoValue:
+    """The default of an argument that was not given (NumPy's ``<no value>``)."""
+
+    def __repr__(self) -> str:
+        return "<no value>"
+
+
+_NO_VALUE = _NoValue()
+
+
+def _scalar_cutoff(v, op: str, name: str) -> float:
+    """A cutoff argument as a Python float (a 0-d array or Tensor is accepted)."""
+    if isinstance(v, Tensor):
+        v = v.numpy()
+    arr = np.asarray(v)
+    if arr.ndim != 0 or arr.dtype.kind not in "iuf":
+        raise TypeError(
+            f"{op}: {name} must be a real scalar, got {type(v).__name__} with shape "
+            f"{arr.shape} and dtype {arr.dtype} (arrays of cutoffs are not supported)"
+        )
+    return float(arr)
+
+
+def _cutoff(rcond, rtol, a, op: str, default: float) -> float:
+    """The relative cutoff of ``pinv``/``lstsq`` from NumPy's ``rcond``/``rtol`` pair."""
+    if rcond is None:
+        if rtol is _NO_VALUE:
+            return default
+        if rtol is None:
+            eps = np.finfo(_real_dtype(_lapack_dtype(a.dtype))).eps
+            return float(max(a.shape[-2:]) * eps)
+        return _scalar_cutoff(rtol, op, "rtol")
+    if rtol is not _NO_VALUE:
+        raise ValueError(f"{op}: rtol and rcond can't both be set")
+    return _scalar_cutoff(rcond, op, "rcond")
+
+
+def _pinv_shape(shape):
+    shape = tuple(shape)
+    if len(shape) < 2:
+        raise ValueError(
+            f"pinv: a must be a (batch of) matrices of shape (..., m, n), got shape {shape}"
+        )
+    return shape[:-2] + (shape[-1], shape[-2])
+
+
+@_linalg_function("pinv")
+@expose
+class Pinv(Function):
+    """Moore-Penrose pseudo-inverse ``P`` ``(..., n, m)`` of ``(..., m, n)`` matrices, by the
+    SVD with singular values ``<= rcond * max(s)`` treated as zero (NumPy's algorithm).
+
+    Derivative (Golub and Pereyra 1973, Theorem 4.3; JAX's ``pinv`` jvp), valid where the
+    rank is locally constant (the discarded singular values stay discarded)::
+
+        dP = -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P
+
+    Backward, its transpose in JAX's convention::
+
+        gA = -P^T g P^T + ((I - A P) g^T P P^H)^* + (P^H P g^T (I - P A))^*
+
+    At a matrix whose rank would change under perturbation (a singular value exactly at the
+    cutoff) the pseudo-inverse is discontinuous and this is the derivative of the constant-rank
+    branch.
+    """
+    batch = classmethod(_stacked)  # vmap: the batch is one more stack dimension
+
+    oper = "pinv"
+    names = ()
+
+    @staticmethod
+    def forward(ctx, a, rcond=1e-15):
+        _pinv_shape(a.shape)
+        _check_float(a, "pinv")
+        xp = ctx.backend
+        if xp is np:
+            p = np.linalg.pinv(a, rcond=rcond)
+        else:  # pragma: no cover - GPU only: NumPy's algorithm on CuPy
+            p = _pinv_svd(xp, a, rcond)
+        ctx.save_for_backward(a, p)
+        return p
+
+    @staticmethod
+    def backward(ctx, g):
+        a, p = ctx.saved_tensors
+        m, n = a.shape[-2], a.shape[-1]
+        pt = _mT(p)
+        ph = _H(p)
+        gt = _mT(g)
+        ga = -MatMul.apply(MatMul.apply(pt, g), pt)
+        e1 = _eye(m, p) - MatMul.apply(a, p)
+        e2 = _eye(n, p) - MatMul.apply(p, a)
+        ga = ga + _conj(MatMul.apply(MatMul.apply(e1, gt), MatMul.apply(p, ph)))
+        ga = ga + _conj(MatMul.apply(MatMul.apply(ph, p), MatMul.apply(gt, e2)))
+        return ga
+
+    @classmethod
+    def output_shape(cls, shape, rcond=1e-15):
+        return _pinv_shape(shape)
+
+    @classmethod
+    def output_dtype(cls, dtype, rcond=1e-15):
+        return _lapack_dtype(dtype)
+
+    @staticmethod
+    def api(a, rcond=None, hermitian=False, *, rtol=_NO_VALUE) -> Tensor:
+        """Moore-Penrose pseudo-inverse (NumPy ``linalg.pinv``), batched.
+
+        Args:
+            a: Tensor of shape ``(..., m, n)``, real or complex (integers become float64).
+            rcond: Relative cutoff: singular values ``<= rcond * max(s)`` count as zero. NumPy's
+                defaults: ``1e-15`` when neither ``rcond`` nor ``rtol`` is given.
+            hermitian: Accepted for NumPy compatibility; the general SVD is used (same
+                result).
+            rtol: NumPy 2's name for the cutoff; ``rtol=None`` means
+                ``max(m, n) * eps``. Give at most one of ``rcond`` and ``rtol``.
+
+        Returns:
+            Tensor of shape ``(..., n, m)`` and ``a``'s (floating) dtype.
+
+        Gradient: Golub and Pereyra (1973), see :class:`tapegrad.ops.Pinv`; exact where the
+        rank is locally constant (for a rank-deficient ``a``: perturbations that keep the
+        rank), as JAX. The rule divides by no singular-value gaps, so repeated singular values
+        are harmless; where a singular value crosses the cutoff (the rank changes) ``pinv`` is
+        discontinuous and the gradient is that of the constant-rank branch.
+
+        Raises:
+            ValueError: if ``a`` has fewer than 2 dimensions, or both ``rcond`` and ``rtol``
+                are given.
+            TypeError: if the cutoff is not a real scalar; for float16 or non-numeric input.
+
+        Example:
+            >>> import tapegrad.numpy as tnp
+            >>> tnp.linalg.pinv(tnp.asarray([[2.0, 0.0], [0.0, 0.0]]))
+            Tensor([[0.5, 0. ],
+                    [0. , 0. ]], dtype=float32)
+        """
+        a = tensor_arg(a)
+        _pinv_shape(a.shape)
+        return Pinv.apply(a, rcond=_cutoff(rcond, rtol, a, "pinv", 1e-15))
+
+
+def _pinv_svd(xp, a, rcond):  # pragma: no cover - GPU only
+    """NumPy's pinv algorithm with the backend's SVD."""
+    m, n = a.shape[-2:]
+    if m == 0 or n == 0:
+        return xp.zeros(a.shape[:-2] + (n, m), dtype=_lapack_dtype(a.dtype))
+    u, s, vh = xp.linalg.svd(a, full_matrices=False)
+    cutoff = rcond * s.max(axis=-1, keepdims=True)
+    large = s > cutoff
+    sinv = xp.where(large, 1.0 / xp.where(large, s, 1.0), 0.0).astype(s.dtype)
+    return xp.matmul(xp.conj(xp.swapaxes(vh, -1, -2)) * sinv[..., None, :],
+                     xp.conj(xp.swapaxes(u, -1, -2)))

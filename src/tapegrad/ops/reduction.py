@@ -158,6 +158,53 @@ def _operand(x, op: str, real: bool = False) -> Tensor:
     return x
 
 
+def _no_out(out, op: str) -> None:
+    """NumPy's ``out=``, which immutable Tensors cannot honour.
+
+    Raises:
+        TypeError: if ``out`` is not None, naming ``op``.
+    """
+    if out is not None:
+        raise TypeError(f"{op}: out= is not supported (Tensors are immutable); use the "
+                        "returned Tensor")
+
+
+def _in_dtype(x: Tensor, dtype, op: str) -> Tensor:
+    """``x`` cast to NumPy's ``dtype=`` of a reduction (the accumulator and result dtype):
+    the reduction then runs on the cast values, as NumPy's does. Differentiable between
+    floating and complex dtypes."""
+    if dtype is None:
+        return x
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: dtype {dtype!r} is not a dtype") from None
+    return x if x.dtype == dt else AsType.api(x, dt)
+
+
+def _out_dtype(out: Tensor, dtype) -> Tensor:
+    """The result cast to ``dtype=`` where the reduction promoted it (integer sums of small
+    integers accumulate in int64 here: the same result modulo the width, as NumPy's)."""
+    if dtype is None or out.dtype == np.dtype(dtype):
+        return out
+    return AsType.api(out, np.dtype(dtype))
+
+
+def _ddof(ddof, correction, op: str):
+    """NumPy 2's ``correction=`` (the Array API name) folded into ``ddof``.
+
+    Raises:
+        ValueError: if both are given, or ``correction`` is not a whole number.
+    """
+    if correction is None:
+        return ddof
+    if ddof != 0:
+        raise ValueError(f"{op}: give ddof or correction, not both")
+    if isinstance(correction, float) and correction.is_integer():
+        return int(correction)
+    return correction
+
+
 @expose
 class Sum(Function):
     """Sum over ``axis``; the sum of an empty set is 0 (NumPy).
@@ -173,23 +220,32 @@ class Sum(Function):
     methods = ("sum",)
 
     @staticmethod
-    def api(x, axis=None, keepdims=False) -> Tensor:
+    def api(x, axis=None, dtype=None, out=None, keepdims=False) -> Tensor:
         """Sum over ``axis``.
 
         Args:
             x: Tensor of shape ``(d_0, ..., d_{n-1})``, any numeric dtype.
             axis: Axis or tuple of axes to reduce; ``None`` reduces all axes.
+            dtype: Accumulator and result dtype (NumPy's ``dtype=``): ``x`` is cast to it
+                first (differentiably between floating/complex dtypes).
+            out: Must be None (Tensors are immutable).
             keepdims: Keep reduced axes with size 1.
 
         Returns:
             Tensor of the reduced shape; dtype as NumPy's ``sum`` (booleans and small integers
-            promote to int64). The sum over an empty axis is 0.
+            promote to int64), or ``dtype``. The sum over an empty axis is 0.
 
         Raises:
             ValueError: if an axis is out of range or repeated, naming it and ``x.ndim``.
-            TypeError: if ``axis`` is not None, an int or a tuple of ints.
+            TypeError: if ``axis`` is not None, an int or a tuple of ints; if ``dtype`` is not
+                a dtype or ``out`` is given.
         """
-        return Sum.apply(x if type(x) is Tensor else tensor_arg(x), axis=axis, keepdims=keepdims)
+        x = x if type(x) is Tensor else tensor_arg(x)
+        if dtype is None and out is None:
+            return Sum.apply(x, axis=axis, keepdims=keepdims)
+        _no_out(out, "sum")
+        res = Sum.apply(_in_dtype(x, dtype, "sum"), axis=axis, keepdims=keepdims)
+        return _out_dtype(res, dtype)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -284,18 +340,25 @@ class Mean(Function):
     methods = ("mean",)
 
     @staticmethod
-    def api(x, axis=None, keepdims=False) -> Tensor:
-        """Arithmetic mean over ``axis`` (see :func:`sum` for ``axis`` and ``keepdims``).
+    def api(x, axis=None, dtype=None, out=None, keepdims=False) -> Tensor:
+        """Arithmetic mean over ``axis`` (see :func:`sum` for ``axis``, ``dtype``, ``out``
+        and ``keepdims``).
 
         Returns:
             Tensor of the reduced shape; floating inputs keep their dtype, integers give
-            float64.
+            float64; with ``dtype``, computed on ``x`` cast to it and returned in it.
 
         Raises:
             ValueError: if an axis is out of range, or a reduced axis has size 0 (the mean of
                 an empty set is undefined; NumPy would return NaN with a warning).
+            TypeError: for a ``dtype`` that is not a dtype, or a given ``out``.
         """
-        return Mean.apply(x if type(x) is Tensor else tensor_arg(x), axis=axis, keepdims=keepdims)
+        x = x if type(x) is Tensor else tensor_arg(x)
+        if dtype is None and out is None:
+            return Mean.apply(x, axis=axis, keepdims=keepdims)
+        _no_out(out, "mean")
+        res = Mean.apply(_in_dtype(x, dtype, "mean"), axis=axis, keepdims=keepdims)
+        return _out_dtype(res, dtype)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -364,21 +427,28 @@ class Prod(Function):
     methods = ("prod",)
 
     @staticmethod
-    def api(x, axis=None, keepdims=False) -> Tensor:
-        """Product over ``axis`` (see :func:`sum`); the product over an empty axis is 1.
+    def api(x, axis=None, dtype=None, out=None, keepdims=False) -> Tensor:
+        """Product over ``axis`` (see :func:`sum`, also for ``dtype`` and ``out``); the
+        product over an empty axis is 1.
 
         The gradient is the product of the other elements of each slice, computed without
         division, so it is exact when ``x`` holds zeros (at every order).
 
         Raises:
             ValueError: if an axis is out of range or repeated.
+            TypeError: for a ``dtype`` that is not a dtype, or a given ``out``.
 
         Example:
             >>> import tapegrad as tg, tapegrad.numpy as tnp
             >>> tg.grad(tnp.prod)(tg.Tensor([2.0, 0.0, 4.0]))
             Tensor([0., 8., 0.], dtype=float32)
         """
-        return Prod.apply(_operand(x, "prod"), axis=axis, keepdims=keepdims)
+        x = _operand(x, "prod")
+        if dtype is None and out is None:
+            return Prod.apply(x, axis=axis, keepdims=keepdims)
+        _no_out(out, "prod")
+        res = Prod.apply(_in_dtype(x, dtype, "prod"), axis=axis, keepdims=keepdims)
+        return _out_dtype(res, dtype)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -490,7 +560,7 @@ class Max(Function):
     methods = ("max",)
 
     @staticmethod
-    def api(x, axis=None, keepdims=False) -> Tensor:
+    def api(x, axis=None, out=None, keepdims=False) -> Tensor:
         """Maximum over ``axis`` (NumPy ``amax``, also ``tnp.amax``; NaN propagates).
 
         Gradient convention at ties: the cotangent is split equally among the tied maximal
@@ -499,6 +569,7 @@ class Max(Function):
         Args:
             x: Tensor of shape ``(d_0, ..., d_{n-1})``.
             axis: Axis or tuple of axes; ``None`` reduces all axes.
+            out: Must be None (Tensors are immutable).
             keepdims: Keep reduced axes with size 1.
 
         Returns:
@@ -506,7 +577,7 @@ class Max(Function):
 
         Raises:
             ValueError: if an axis is out of range, or a reduced axis has size 0 (as NumPy).
-            TypeError: for complex inputs (they have no order).
+            TypeError: for complex inputs (they have no order), or a given ``out``.
 
         Example:
             >>> import tapegrad as tg, tapegrad.numpy as tnp
@@ -517,6 +588,7 @@ class Max(Function):
             Tensor([[0. , 0.5, 0.5],
                     [1. , 0. , 0. ]], dtype=float32)
         """
+        _no_out(out, "max")
         return Max.apply(_operand(x, "max", real=True), axis=axis, keepdims=keepdims)
 
     @staticmethod
@@ -554,14 +626,15 @@ class Min(Function):
     methods = ("min",)
 
     @staticmethod
-    def api(x, axis=None, keepdims=False) -> Tensor:
+    def api(x, axis=None, out=None, keepdims=False) -> Tensor:
         """Minimum over ``axis`` (see :func:`max`; also ``tnp.amin``); ties split the gradient
         equally.
 
         Raises:
             ValueError: if an axis is out of range, or a reduced axis has size 0.
-            TypeError: for complex inputs.
+            TypeError: for complex inputs, or a given ``out``.
         """
+        _no_out(out, "min")
         return Min.apply(_operand(x, "min", real=True), axis=axis, keepdims=keepdims)
 
     @staticmethod
@@ -619,7 +692,7 @@ class ArgMax(Function):
     methods = ("argmax",)
 
     @staticmethod
-    def api(x, axis=None, keepdims=False) -> Tensor:
+    def api(x, axis=None, out=None, *, keepdims=False) -> Tensor:
         """Indices of the maximum along ``axis`` (NumPy semantics), an int64 Tensor, no
         gradient.
 
@@ -634,8 +707,9 @@ class ArgMax(Function):
         Raises:
             ValueError: if the axis is out of range, or the reduced axis (the whole Tensor for
                 ``None``) is empty.
-            TypeError: if ``axis`` is a tuple (NumPy takes one axis).
+            TypeError: if ``axis`` is a tuple (NumPy takes one axis), or ``out`` is given.
         """
+        _no_out(out, "argmax")
         return ArgMax.apply(_operand(x, "argmax"), axis=axis, keepdims=keepdims)
 
     @staticmethod
@@ -670,8 +744,9 @@ class ArgMin(Function):
     methods = ("argmin",)
 
     @staticmethod
-    def api(x, axis=None, keepdims=False) -> Tensor:
+    def api(x, axis=None, out=None, *, keepdims=False) -> Tensor:
         """Indices of the minimum along ``axis`` (see :func:`argmax`); no gradient."""
+        _no_out(out, "argmin")
         return ArgMin.apply(_operand(x, "argmin"), axis=axis, keepdims=keepdims)
 
     @staticmethod
@@ -703,10 +778,12 @@ def _var_check(op, shape, axes, ddof):
 
 @expose
 class Var(Function):
-    """Variance ``sum((x - mean)**2) / (n - ddof)`` over ``axis``.
+    """Variance ``sum(|x - mean|**2) / (n - ddof)`` over ``axis`` (real-valued also for
+    complex ``x``, as NumPy).
 
-    Backward: ``g * 2 (x - mean) / (n - ddof)``, with the mean recomputed by tapegrad ops.
-    Raises ``ValueError`` when a reduced axis has size 0 or ``ddof >= n``.
+    Backward: ``g * 2 (x - mean) / (n - ddof)``, with the mean recomputed by tapegrad ops; for
+    complex ``x`` ``g * 2 conj(x - mean) / (n - ddof)`` (JAX's convention for a real function
+    of complex input). Raises ``ValueError`` when a reduced axis has size 0 or ``ddof >= n``.
     """
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
 
@@ -715,30 +792,39 @@ class Var(Function):
     methods = ("var",)
 
     @staticmethod
-    def api(x, axis=None, ddof=0, keepdims=False) -> Tensor:
-        """Variance ``sum((x - mean)**2) / (n - ddof)`` over ``axis`` (n elements per slice).
+    def api(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *,
+            correction=None) -> Tensor:
+        """Variance ``sum(|x - mean|**2) / (n - ddof)`` over ``axis`` (n elements per slice).
 
         Args:
-            x: Real Tensor of shape ``(d_0, ..., d_{n-1})``.
+            x: Real or complex Tensor of shape ``(d_0, ..., d_{n-1})``.
             axis: Axis or tuple of axes; ``None`` reduces all axes.
+            dtype: Compute on ``x`` cast to this dtype, and return it (NumPy's ``dtype=``).
+            out: Must be None (Tensors are immutable).
             ddof: Delta degrees of freedom (0: population variance, 1: unbiased estimate).
             keepdims: Keep reduced axes with size 1.
+            correction: NumPy 2's (the Array API's) name for ``ddof``; give one of the two.
 
         Returns:
             Tensor of the reduced shape; floating inputs keep their dtype, integers give
-            float64.
+            float64, complex inputs give the real dtype of their precision (as NumPy).
 
         Raises:
             ValueError: if an axis is out of range, a reduced axis has size 0, or
-                ``ddof >= n`` (NumPy would warn and return inf or NaN).
-            TypeError: for complex inputs.
+                ``ddof >= n`` (NumPy would warn and return inf or NaN); if both ``ddof`` and
+                ``correction`` are given.
+            TypeError: for a ``dtype`` that is not a dtype, or a given ``out``.
         """
-        x = _operand(x, "var", real=True)
-        return Var.apply(x, axis=axis, ddof=ddof, keepdims=keepdims)
+        x = _operand(x, "var")
+        ddof = _ddof(ddof, correction, "var")
+        if dtype is None and out is None:
+            return Var.apply(x, axis=axis, ddof=ddof, keepdims=keepdims)
+        _no_out(out, "var")
+        x = _operand(_in_dtype(x, dtype, "var"), "var")
+        return _out_dtype(Var.apply(x, axis=axis, ddof=ddof, keepdims=keepdims), dtype)
 
     @staticmethod
     def forward(ctx, x, axis=None, ddof=0, keepdims=False):
-        _real("var", x.dtype)
         axes = _reduction_setup(ctx, x, axis, keepdims, "var")
         ctx.dof = _var_check("var", x.shape, axes, ddof) - ddof
         ctx.save_for_backward(x)
@@ -748,6 +834,8 @@ class Var(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         centered = x - Mean.apply(x, axis=ctx.axes, keepdims=True)
+        if x.dtype.kind == "c":
+            centered = centered.conj()
         return _expand(g, ctx) * centered * (2.0 / ctx.dof)
 
     @classmethod
@@ -765,7 +853,8 @@ class Var(Function):
 class Std(Function):
     """Standard deviation ``sqrt(var(x, ddof))`` over ``axis``.
 
-    Backward: ``g * (x - mean) / ((n - ddof) * std)``. Convention at zero spread (all reduced
+    Backward: ``g * (x - mean) / ((n - ddof) * std)`` (``conj(x - mean)`` for complex ``x``,
+    as :class:`Var`). Convention at zero spread (all reduced
     elements equal, where ``std`` is not differentiable): the gradient is 0, the minimum-norm
     subgradient (as for ``|x|`` at 0), never NaN. Raises ``ValueError`` when a reduced axis
     has size 0 or ``ddof >= n``.
@@ -777,22 +866,28 @@ class Std(Function):
     methods = ("std",)
 
     @staticmethod
-    def api(x, axis=None, ddof=0, keepdims=False) -> Tensor:
-        """Standard deviation ``sqrt(var(x, axis, ddof))`` (see :func:`var`).
+    def api(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *,
+            correction=None) -> Tensor:
+        """Standard deviation ``sqrt(var(x, axis, ddof))`` (see :func:`var`, also for
+        ``dtype``, ``out`` and ``correction``).
 
         Gradient convention at zero spread (all reduced elements equal, where ``std`` has a
         kink): 0, the minimum-norm subgradient; never NaN.
 
         Raises:
             ValueError: as :func:`var`.
-            TypeError: for complex inputs.
+            TypeError: for a ``dtype`` that is not a dtype, or a given ``out``.
         """
-        x = _operand(x, "std", real=True)
-        return Std.apply(x, axis=axis, ddof=ddof, keepdims=keepdims)
+        x = _operand(x, "std")
+        ddof = _ddof(ddof, correction, "std")
+        if dtype is None and out is None:
+            return Std.apply(x, axis=axis, ddof=ddof, keepdims=keepdims)
+        _no_out(out, "std")
+        x = _operand(_in_dtype(x, dtype, "std"), "std")
+        return _out_dtype(Std.apply(x, axis=axis, ddof=ddof, keepdims=keepdims), dtype)
 
     @staticmethod
     def forward(ctx, x, axis=None, ddof=0, keepdims=False):
-        _real("std", x.dtype)
         axes = _reduction_setup(ctx, x, axis, keepdims, "std")
         ctx.dof = _var_check("std", x.shape, axes, ddof) - ddof
         out = x.std(axis=axes, ddof=ddof, keepdims=keepdims)
@@ -806,6 +901,8 @@ class Std(Function):
         zero = out == 0
         safe = Where.apply(zero, 1.0, out)
         centered = x - Mean.apply(x, axis=ctx.axes, keepdims=True)
+        if x.dtype.kind == "c":
+            centered = centered.conj()
         scale = Where.apply(zero, 0.0, _expand(g, ctx) / (safe * ctx.dof))
         return centered * scale
 
@@ -1096,18 +1193,29 @@ class CumSum(Function):
     methods = ("cumsum",)
 
     @staticmethod
-    def api(x, axis=None) -> Tensor:
+    def api(x, axis=None, dtype=None, out=None) -> Tensor:
         """Cumulative sum along ``axis`` (an int), or of the flattened Tensor for ``None``.
 
+        Args:
+            x: Tensor.
+            axis: An int, or None to flatten first.
+            dtype: Accumulator and result dtype (``x`` is cast to it first, as NumPy's
+                ``dtype=``).
+            out: Must be None (Tensors are immutable).
+
         Returns:
-            Tensor of ``x``'s shape (1-D for ``axis=None``); dtype as NumPy's ``cumsum``.
+            Tensor of ``x``'s shape (1-D for ``axis=None``); dtype as NumPy's ``cumsum``, or
+            ``dtype``.
 
         Raises:
             ValueError: if ``axis`` is out of range.
-            TypeError: if ``axis`` is not an int or None.
+            TypeError: if ``axis`` is not an int or None, ``dtype`` is not a dtype, or ``out``
+                is given.
         """
+        _no_out(out, "cumsum")
         x, axis = _flat_or(x, axis, "cumsum")
-        return CumSum.apply(x, axis=axis)
+        res = CumSum.apply(_in_dtype(x, dtype, "cumsum"), axis=axis)
+        return _out_dtype(res, dtype)
 
     @staticmethod
     def forward(ctx, x, axis=-1, reverse=False):
@@ -1156,15 +1264,17 @@ class CumProd(Function):
     methods = ("cumprod",)
 
     @staticmethod
-    def api(x, axis=None) -> Tensor:
-        """Cumulative product along ``axis`` (an int), or of the flattened Tensor for ``None``.
+    def api(x, axis=None, dtype=None, out=None) -> Tensor:
+        """Cumulative product along ``axis`` (an int), or of the flattened Tensor for ``None``
+        (``dtype`` and ``out`` as :func:`cumsum`).
 
         The gradient is exact with zeros in ``x``, at every order (no division by ``x``); it
         costs ``O(n log n)`` per slice of length ``n``.
 
         Raises:
             ValueError: if ``axis`` is out of range.
-            TypeError: if ``axis`` is not an int or None.
+            TypeError: if ``axis`` is not an int or None, ``dtype`` is not a dtype, or ``out``
+                is given.
 
         Example:
             >>> import tapegrad as tg, tapegrad.numpy as tnp
@@ -1174,8 +1284,10 @@ class CumProd(Function):
             >>> tg.grad(lambda v: tnp.cumprod(v).sum())(x)  # exact despite the zero
             Tensor([1., 8., 0.], dtype=float32)
         """
+        _no_out(out, "cumprod")
         x, axis = _flat_or(x, axis, "cumprod")
-        return CumProd.apply(x, axis=axis)
+        res = CumProd.apply(_in_dtype(x, dtype, "cumprod"), axis=axis)
+        return _out_dtype(res, dtype)
 
     @staticmethod
     def forward(ctx, x, axis=-1, reverse=False):
@@ -1273,8 +1385,10 @@ class Any(Function):
     methods = ("any",)
 
     @staticmethod
-    def api(x, axis=None, keepdims=False) -> Tensor:
-        """Whether any element over ``axis`` is nonzero; a boolean Tensor with no gradient."""
+    def api(x, axis=None, out=None, keepdims=False) -> Tensor:
+        """Whether any element over ``axis`` is nonzero; a boolean Tensor with no gradient.
+        ``out`` must be None (Tensors are immutable)."""
+        _no_out(out, "any")
         return Any.apply(_operand(x, "any"), axis=axis, keepdims=keepdims)
 
     @staticmethod
@@ -1303,8 +1417,10 @@ class All(Function):
     methods = ("all",)
 
     @staticmethod
-    def api(x, axis=None, keepdims=False) -> Tensor:
-        """Whether all elements over ``axis`` are nonzero; a boolean Tensor with no gradient."""
+    def api(x, axis=None, out=None, keepdims=False) -> Tensor:
+        """Whether all elements over ``axis`` are nonzero; a boolean Tensor with no gradient.
+        ``out`` must be None (Tensors are immutable)."""
+        _no_out(out, "all")
         return All.apply(_operand(x, "all"), axis=axis, keepdims=keepdims)
 
     @staticmethod

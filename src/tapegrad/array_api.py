@@ -1,0 +1,837 @@
+"""``tapegrad.array_api``: the Python array API standard's namespace (version 2024.12) for Tensors.
+
+Library code written against the standard (``xp = x.__array_namespace__()``, or
+``array_api_compat.array_namespace(x)``) runs on Tensors through this module, and everything it
+computes is differentiable like the rest of :mod:`tapegrad.numpy`::
+
+    xp = x.__array_namespace__()
+    y = xp.sum(xp.sin(x) ** 2, axis=-1)
+
+The namespace is built from :mod:`tapegrad.numpy` when it is imported: a function of the
+standard whose ``tapegrad.numpy`` version already has the standard's signature is that very
+function; the few whose arguments differ (``std``/``var`` take ``correction``, ``sum``/``prod``
+take ``dtype``, ``asarray`` takes ``copy``, ``astype`` takes ``device``...) get a thin adapter
+here; functions ``tapegrad.numpy`` does not have yet are absent (see :data:`MISSING`), and
+appear as soon as ``tapegrad.numpy`` gains them. The ``linalg`` extension is
+``xp.linalg``; the ``fft`` extension is ``xp.fft`` when ``tapegrad.numpy`` has one.
+
+Dtypes and defaults: the dtype objects are NumPy dtypes (``xp.float32 == np.dtype("float32")``,
+equal to ``Tensor.dtype``). Python floats and float lists become **float32** (tapegrad's
+default, as in PyTorch), Python ints **int64**, complex numbers **complex64**, bools bool;
+``__array_namespace_info__().default_dtypes()`` reports exactly this. Devices are the strings
+``"cpu"`` and ``"cuda:N"``.
+
+Tensors are immutable, so ``__setitem__`` and in-place operators do not write into a Tensor:
+``x[i] = v`` raises ``TypeError`` (use ``x.at[i].set(v)``), and ``x += y`` rebinds ``x`` to a
+new Tensor, as with JAX arrays.
+
+References:
+    Python array API standard, version 2024.12: https://data-apis.org/array-api/2024.12/
+"""
+
+from __future__ import annotations
+
+import builtins as _builtins
+import inspect as _inspect
+import math as _math
+import operator as _operator
+import types as _types
+from typing import Any, NamedTuple
+
+import numpy as _np
+
+from tapegrad import numpy as _tnp_module
+from tapegrad.backend import cupy_available as _cupy_available
+from tapegrad.backend import get_backend as _get_backend
+from tapegrad.interop import from_dlpack
+from tapegrad.tensor import Tensor
+
+__array_api_version__ = "2024.12"
+
+# tapegrad.numpy assembles its namespace at import time (from the ops' declarations), so a type
+# checker cannot list its functions: it is typed as Any here.
+_tnp: Any = _tnp_module
+
+# -- constants and dtypes -------------------------------------------------------------------
+e = _math.e
+inf = _math.inf
+nan = _math.nan
+pi = _math.pi
+newaxis = None
+
+bool = _np.dtype("bool")  # noqa: A001  (the standard's name)
+int8, int16, int32, int64 = (_np.dtype(f"int{b}") for b in (8, 16, 32, 64))
+uint8, uint16, uint32, uint64 = (_np.dtype(f"uint{b}") for b in (8, 16, 32, 64))
+float32, float64 = _np.dtype("float32"), _np.dtype("float64")
+complex64, complex128 = _np.dtype("complex64"), _np.dtype("complex128")
+
+_DTYPES = {
+    "bool": bool, "int8": int8, "int16": int16, "int32": int32, "int64": int64,
+    "uint8": uint8, "uint16": uint16, "uint32": uint32, "uint64": uint64,
+    "float32": float32, "float64": float64, "complex64": complex64, "complex128": complex128,
+}  # fmt: skip
+_DEFAULT_DTYPES = {
+    "real floating": float32,
+    "complex floating": complex64,
+    "integral": int64,
+    "indexing": int64,
+}
+
+#: The standard's main-namespace functions (2024.12), in the specification's order.
+STANDARD_FUNCTIONS = (
+    # creation
+    "arange", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full", "full_like",
+    "linspace", "meshgrid", "ones", "ones_like", "tril", "triu", "zeros", "zeros_like",
+    # data types
+    "astype", "can_cast", "finfo", "iinfo", "isdtype", "result_type",
+    # elementwise
+    "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
+    "bitwise_left_shift", "bitwise_invert", "bitwise_or", "bitwise_right_shift", "bitwise_xor",
+    "ceil", "clip", "conj", "copysign", "cos", "cosh", "divide", "equal", "exp", "expm1",
+    "floor", "floor_divide", "greater", "greater_equal", "hypot", "imag", "isfinite", "isinf",
+    "isnan", "less", "less_equal", "log", "log1p", "log2", "log10", "logaddexp", "logical_and",
+    "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "multiply", "negative",
+    "nextafter", "not_equal", "positive", "pow", "real", "reciprocal", "remainder", "round",
+    "sign", "signbit", "sin", "sinh", "square", "sqrt", "subtract", "tan", "tanh", "trunc",
+    # indexing
+    "take", "take_along_axis",
+    # linear algebra
+    "matmul", "matrix_transpose", "tensordot", "vecdot",
+    # manipulation
+    "broadcast_arrays", "broadcast_to", "concat", "expand_dims", "flip", "moveaxis",
+    "permute_dims", "repeat", "reshape", "roll", "squeeze", "stack", "tile", "unstack",
+    # searching
+    "argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "where",
+    # sets
+    "unique_all", "unique_counts", "unique_inverse", "unique_values",
+    # sorting
+    "argsort", "sort",
+    # statistics
+    "cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var",
+    # utility
+    "all", "any", "diff",
+)  # fmt: skip
+#: The ``linalg`` extension's functions (2024.12).
+LINALG_FUNCTIONS = (
+    "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul", "matrix_norm",
+    "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv", "qr", "slogdet",
+    "solve", "svd", "svdvals", "tensordot", "trace", "vecdot", "vector_norm",
+)  # fmt: skip
+#: The ``fft`` extension's functions (2024.12).
+FFT_FUNCTIONS = (
+    "fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
+    "fftfreq", "rfftfreq", "fftshift", "ifftshift",
+)  # fmt: skip
+
+
+def _arr(x, op: str = "array_api") -> Tensor:
+    """``x`` as a Tensor (Tensors pass unchanged)."""
+    if isinstance(x, Tensor):
+        return x
+    return asarray(x)
+
+
+def _dtype(dtype, op: str):
+    try:
+        dt = _np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: {dtype!r} is not a dtype (use e.g. xp.float32)") from None
+    if dt not in _DTYPES.values():
+        raise TypeError(
+            f"{op}: dtype {dt} is not one of the array API's dtypes ({', '.join(_DTYPES)})"
+        )
+    return dt
+
+
+def _axes(axis, ndim: int, op: str) -> tuple:
+    """``axis`` (None, int or tuple) as a tuple of non-negative axes of an ``ndim``-d array."""
+    if axis is None:
+        return tuple(range(ndim))
+    seq = axis if isinstance(axis, tuple) else (axis,)
+    out = []
+    for a in seq:
+        a = _operator.index(a)
+        if not -ndim <= a < _builtins.max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
+            raise ValueError(f"{op}: axis {a} is out of bounds for an array of {ndim} dims")
+        out.append(a % ndim if ndim else 0)
+    return tuple(out)
+
+
+# -- creation -------------------------------------------------------------------------------
+def asarray(obj, /, *, dtype=None, device=None, copy=None) -> Tensor:
+    """A Tensor from ``obj`` (a Tensor, array, DLPack object, Python scalar or nested sequence).
+
+    Args:
+        obj: The data. Python floats become float32, ints int64, complex numbers complex64,
+            bools bool (tapegrad's defaults); arrays keep their dtype.
+        dtype: Output dtype; inferred from ``obj`` when ``None``.
+        device: ``"cpu"`` or ``"cuda:N"``; ``obj``'s device (or ``"cpu"``) when ``None``.
+        copy: ``True``: always copy. ``False``: never copy: a NumPy array (or any DLPack
+            producer) is shared zero-copy, so writing into it afterwards changes the Tensor;
+            ``ValueError`` when a copy is needed (Python data, a dtype or device change).
+            ``None`` (default): share a Tensor or a read-only array, copy a writeable array
+            (Tensors are immutable, so they never alias a buffer their caller can write).
+
+    Returns:
+        A Tensor; ``obj`` itself when it is a Tensor of the requested dtype and device and
+        ``copy`` is not ``True``.
+
+    Raises:
+        ValueError: if ``copy=False`` and a copy is needed.
+        TypeError: if ``obj`` is not numeric data or ``dtype`` is not a dtype of the standard.
+    """
+    if dtype is not None:
+        dtype = _dtype(dtype, "asarray")
+    if isinstance(obj, Tensor):
+        out = obj
+        if dtype is not None and out.dtype != dtype:
+            if copy is False:
+                raise ValueError(
+                    f"asarray: copy=False, but casting {out.dtype} to {dtype} needs a copy"
+                )
+            out = _tnp.astype(out, dtype)
+        elif copy and not out.is_traced:
+            out = Tensor(_np.array(out.numpy())) if out.device == "cpu" else out
+        if device is not None and out.device != device:
+            if copy is False:
+                raise ValueError(
+                    f"asarray: copy=False, but moving from {out.device} to {device} is a copy"
+                )
+            out = _tnp.to_device(out, device)
+        return out
+    if copy is False:
+        if not hasattr(obj, "__dlpack__"):
+            raise ValueError(
+                f"asarray: copy=False, but {type(obj).__name__} data must be copied into a "
+                "Tensor (only arrays with DLPack support can be shared)"
+            )
+        out = from_dlpack(obj, device=device, copy=False)
+        if dtype is not None and out.dtype != dtype:
+            raise ValueError(f"asarray: copy=False, but casting {out.dtype} to {dtype} copies")
+        return out
+    if isinstance(obj, _np.ndarray) and not obj.flags.writeable and not copy:
+        out = from_dlpack(obj) if obj.dtype.kind in "biufc" else Tensor(obj)
+        if dtype is not None and out.dtype != dtype:
+            out = _tnp.astype(out, dtype)
+        return out if device is None else _tnp.to_device(out, device)
+    if not isinstance(obj, _np.ndarray) and hasattr(obj, "__dlpack__") and not isinstance(
+        obj, _np.generic
+    ):
+        try:
+            obj = _np.from_dlpack(obj, copy=True)
+        except (BufferError, RuntimeError, TypeError, ValueError):
+            pass  # a GPU producer, or one NumPy cannot read: Tensor() decides
+    if isinstance(obj, (list, tuple)) and _builtins.any(isinstance(v, Tensor) for v in _flat(obj)):
+        out = _tnp.stack([asarray(v) for v in obj]) if obj else Tensor(_np.zeros(0, float32))
+        if dtype is not None and out.dtype != dtype:
+            out = _tnp.astype(out, dtype)
+        return out if device is None else _tnp.to_device(out, device)
+    return Tensor(obj, dtype=dtype, device=device)
+
+
+def _flat(seq):
+    for v in seq:
+        if isinstance(v, (list, tuple)):
+            yield from _flat(v)
+        else:
+            yield v
+
+
+def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
+    """Evenly spaced values in ``[start, stop)`` (``[0, start)`` with one argument).
+
+    Python ints give int64, Python floats float32 unless ``dtype`` is given. See
+    :func:`tapegrad.numpy.arange`.
+    """
+    return _tnp.arange(start, stop, step, dtype=dtype, device=device)
+
+
+def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None) -> Tensor:
+    """The ``(n_rows, n_cols)`` matrix with ones on diagonal ``k`` (float32 by default)."""
+    return _tnp.eye(n_rows, n_cols, k=k, dtype=dtype, device=device)
+
+
+def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True) -> Tensor:
+    """``num`` evenly spaced values from ``start`` to ``stop`` (float32 by default)."""
+    return _tnp.linspace(start, stop, num, endpoint=endpoint, dtype=dtype, device=device)
+
+
+def meshgrid(*arrays, indexing="xy") -> list:
+    """Coordinate grids from 1-D arrays (``indexing="xy"``: Cartesian, ``"ij"``: matrix).
+
+    Args:
+        *arrays: 1-D Tensors (or arrays) of sizes ``n1, n2, ...``, all of one dtype.
+        indexing: ``"xy"`` gives shape ``(n2, n1, n3, ...)``, ``"ij"`` ``(n1, n2, n3, ...)``.
+
+    Returns:
+        A list of Tensors of that shape; differentiable (a broadcast of each input).
+
+    Raises:
+        ValueError: for an input that is not 1-D or an unknown ``indexing``.
+    """
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    xs = [_arr(a) for a in arrays]
+    for i, a in enumerate(xs):
+        if a.ndim != 1:
+            raise ValueError(f"meshgrid: array {i} must be 1-D, got shape {a.shape}")
+    sizes = [a.shape[0] for a in xs]
+    if indexing == "xy" and len(xs) >= 2:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    out = []
+    for i, a in enumerate(xs):
+        axis = i
+        if indexing == "xy" and len(xs) >= 2 and i < 2:
+            axis = 1 - i
+        shape = [1] * len(xs)
+        shape[axis] = a.shape[0]
+        out.append(_tnp.broadcast_to(_tnp.reshape(a, tuple(shape)), tuple(sizes)))
+    return out
+
+
+# -- data types -----------------------------------------------------------------------------
+def astype(x, dtype, /, *, copy=True, device=None) -> Tensor:
+    """``x`` cast to ``dtype`` (and moved to ``device``); differentiable between float dtypes.
+
+    Raises:
+        TypeError: if ``dtype`` is not a dtype of the standard.
+    """
+    x = _arr(x)
+    out = _tnp.astype(x, _dtype(dtype, "astype"), copy=copy)
+    return out if device is None else _tnp.to_device(out, device)
+
+
+class finfo_object(NamedTuple):  # noqa: N801  (the standard's name)
+    """Machine limits of a floating dtype: ``bits``, ``eps``, ``max``, ``min``,
+    ``smallest_normal`` (Python floats) and ``dtype``."""
+
+    bits: int
+    eps: float
+    max: float
+    min: float
+    smallest_normal: float
+    dtype: Any
+
+
+class iinfo_object(NamedTuple):  # noqa: N801  (the standard's name)
+    """Limits of an integer dtype: ``bits``, ``max``, ``min`` (Python ints) and ``dtype``."""
+
+    bits: int
+    max: int
+    min: int
+    dtype: Any
+
+
+def _dtype_of(type_or_array, op: str):
+    if isinstance(type_or_array, Tensor):
+        return type_or_array.dtype
+    return _dtype(type_or_array, op)
+
+
+def finfo(type, /) -> finfo_object:  # noqa: A002  (the standard's name)
+    """Machine limits of a floating dtype (or a floating Tensor's dtype).
+
+    For complex dtypes the limits are those of the real component's dtype.
+
+    Raises:
+        TypeError: if the dtype is not floating.
+    """
+    dt = _dtype_of(type, "finfo")
+    if dt.kind not in "fc":
+        raise TypeError(f"finfo: expected a floating dtype, got {dt}")
+    fi = _np.finfo(dt)
+    real = _np.dtype(fi.dtype)
+    return finfo_object(
+        int(fi.bits), float(fi.eps), float(fi.max), float(fi.min),
+        float(fi.smallest_normal), real if dt.kind == "f" else dt,
+    )  # fmt: skip
+
+
+def iinfo(type, /) -> iinfo_object:  # noqa: A002  (the standard's name)
+    """Limits of an integer dtype (or an integer Tensor's dtype).
+
+    Raises:
+        TypeError: if the dtype is not an integer dtype.
+    """
+    dt = _dtype_of(type, "iinfo")
+    if dt.kind not in "iu":
+        raise TypeError(f"iinfo: expected an integer dtype, got {dt}")
+    ii = _np.iinfo(dt)
+    return iinfo_object(int(ii.bits), int(ii.max), int(ii.min), dt)
+
+
+def isdtype(dtype, kind) -> _builtins.bool:
+    """Whether ``dtype`` is of ``kind``: a dtype, a kind name (``"bool"``, ``"signed integer"``,
+    ``"unsigned integer"``, ``"integral"``, ``"real floating"``, ``"complex floating"``,
+    ``"numeric"``) or a tuple of those.
+
+    Raises:
+        TypeError: if ``dtype`` is not a dtype or ``kind`` is not a valid kind.
+    """
+    if isinstance(dtype, Tensor) or not isinstance(dtype, (_np.dtype, type)):
+        raise TypeError(f"isdtype: expected a dtype, got {type_name(dtype)}")
+    return _builtins.bool(_np.isdtype(_np.dtype(dtype), kind))
+
+
+def type_name(v) -> str:
+    """The type's name, for messages."""
+    return type(v).__name__
+
+
+def result_type(*arrays_and_dtypes):
+    """The dtype that type promotion gives for Tensors, dtypes and Python scalars.
+
+    Raises:
+        TypeError: with no argument, or for an argument that is none of these.
+    """
+    if not arrays_and_dtypes:
+        raise TypeError("result_type: at least one array or dtype is required")
+    args = []
+    for a in arrays_and_dtypes:
+        if isinstance(a, Tensor):
+            args.append(a.dtype)
+        elif isinstance(a, (_builtins.bool, int, float, complex)):
+            args.append(a)
+        else:
+            args.append(_dtype(a, "result_type"))
+    if _builtins.all(isinstance(a, (_builtins.bool, int, float, complex)) for a in args):
+        raise TypeError("result_type: at least one array or dtype is required (got scalars)")
+    return _np.dtype(_np.result_type(*args))
+
+
+def can_cast(from_, to, /) -> _builtins.bool:
+    """Whether ``from_`` (a dtype or Tensor) casts to ``to`` under the promotion rules."""
+    src = _dtype_of(from_, "can_cast")
+    return _builtins.bool(_np.can_cast(src, _dtype(to, "can_cast"), casting="safe"))
+
+
+# -- elementwise names the standard spells differently --------------------------------------
+def bitwise_invert(x, /) -> Tensor:
+    """Bitwise NOT of an integer or boolean Tensor (``~x``)."""
+    return _tnp.invert(x)
+
+
+def bitwise_left_shift(x1, x2, /) -> Tensor:
+    """``x1 << x2`` elementwise for integers."""
+    return _tnp.left_shift(x1, x2)
+
+
+def bitwise_right_shift(x1, x2, /) -> Tensor:
+    """``x1 >> x2`` elementwise for integers."""
+    return _tnp.right_shift(x1, x2)
+
+
+# -- linear algebra -------------------------------------------------------------------------
+def matrix_transpose(x, /) -> Tensor:
+    """The last two axes swapped: ``(..., m, n)`` -> ``(..., n, m)``.
+
+    Raises:
+        ValueError: if ``x`` has fewer than two dimensions.
+    """
+    x = _arr(x)
+    if x.ndim < 2:
+        raise ValueError(f"matrix_transpose: expected at least 2 dims, got shape {x.shape}")
+    return _tnp.swapaxes(x, -1, -2)
+
+
+def vecdot(x1, x2, /, *, axis=-1) -> Tensor:
+    """The dot product ``sum(conj(x1) * x2)`` along ``axis``, the other axes broadcast.
+
+    Raises:
+        ValueError: if ``axis`` is out of range or the sizes along it differ.
+    """
+    x1, x2 = _arr(x1), _arr(x2)
+    nd = _builtins.max(x1.ndim, x2.ndim)
+    if not -nd <= axis < nd or (axis >= 0 and axis >= _builtins.min(x1.ndim, x2.ndim)):
+        raise ValueError(
+            f"vecdot: axis {axis} is out of range for shapes {x1.shape} and {x2.shape}"
+        )
+    if x1.shape[axis] != x2.shape[axis]:
+        raise ValueError(
+            f"vecdot: sizes along axis {axis} differ: shapes {x1.shape} and {x2.shape}"
+        )
+    a: Any = _tnp.conj(x1) if x1.dtype.kind == "c" else x1
+    return _tnp.sum(a * x2, axis=axis if axis < 0 else axis - nd)
+
+
+# -- manipulation ---------------------------------------------------------------------------
+def broadcast_arrays(*arrays) -> list:
+    """The inputs broadcast to their common shape (differentiable).
+
+    Raises:
+        ValueError: if the shapes do not broadcast.
+    """
+    xs = [_arr(a) for a in arrays]
+    try:
+        shape = _np.broadcast_shapes(*(a.shape for a in xs))
+    except ValueError:
+        raise ValueError(
+            f"broadcast_arrays: shapes {[a.shape for a in xs]} do not broadcast"
+        ) from None
+    return [a if a.shape == shape else _tnp.broadcast_to(a, shape) for a in xs]
+
+
+def concat(arrays, /, *, axis=0) -> Tensor:
+    """The arrays joined along ``axis`` (``None``: flattened first)."""
+    xs = [_arr(a) for a in arrays]
+    if axis is None:
+        return _tnp.concatenate([_tnp.reshape(a, (-1,)) for a in xs], axis=0)
+    return _tnp.concatenate(xs, axis=axis)
+
+
+def expand_dims(x, /, axis=0) -> Tensor:
+    """``x`` with a new axis of size 1 inserted at ``axis`` (in ``[-x.ndim-1, x.ndim]``)."""
+    return _tnp.expand_dims(_arr(x), axis)
+
+
+def reshape(x, /, shape, *, copy=None) -> Tensor:
+    """``x`` with a new shape (one entry may be ``-1``).
+
+    ``copy`` is accepted for the standard's sake: Tensors are immutable, so a copy and a view
+    cannot be told apart.
+    """
+    return _tnp.reshape(_arr(x), shape)
+
+
+def unstack(x, /, *, axis=0) -> tuple:
+    """The slices of ``x`` along ``axis``, as a tuple of Tensors (differentiable).
+
+    Raises:
+        ValueError: if ``axis`` is out of range.
+    """
+    t: Any = _arr(x)  # Any: Tensor's operators and indexing are installed at import time
+    (a,) = _axes(axis, t.ndim, "unstack")
+    if t.ndim == 0:
+        raise ValueError("unstack: expected an array with at least one dimension")
+    lead = (slice(None),) * a
+    return tuple(t[lead + (i,)] for i in range(t.shape[a]))
+
+
+def squeeze(x, /, axis) -> Tensor:
+    """``x`` without the size-1 axes ``axis`` (an int or tuple).
+
+    Raises:
+        ValueError: if an axis named does not have size 1.
+    """
+    return _tnp.squeeze(_arr(x), axis=axis)
+
+
+# -- searching ------------------------------------------------------------------------------
+def count_nonzero(x, /, *, axis=None, keepdims=False) -> Tensor:
+    """The number of non-zero elements along ``axis`` (int64, no gradient)."""
+    x = _arr(x)
+    return _tnp.sum(_tnp.astype(x != 0, int64), axis=axis, keepdims=keepdims)
+
+
+# -- statistics -----------------------------------------------------------------------------
+def _accumulate_dtype(x: Tensor, dtype, op: str):
+    """The standard's dtype for sum/prod/cumulative_*: integers widen to the default integer
+    dtype (unsigned to uint64), bool to int64, floating keeps its dtype."""
+    if dtype is not None:
+        return _dtype(dtype, op)
+    k = x.dtype.kind
+    if k == "b" or (k == "i" and x.dtype.itemsize < 8):
+        return int64
+    if k == "u" and x.dtype.itemsize < 8:
+        return uint64
+    return x.dtype
+
+
+def sum(x, /, *, axis=None, dtype=None, keepdims=False) -> Tensor:  # noqa: A001
+    """The sum over ``axis`` (all axes when ``None``).
+
+    Args:
+        x: Tensor.
+        axis: int, tuple of ints or ``None``.
+        dtype: Accumulation and result dtype; by default integers widen to int64 (unsigned to
+            uint64), bool to int64, floating and complex keep their dtype.
+        keepdims: Keep the reduced axes with size 1.
+    """
+    x = _arr(x)
+    dt = _accumulate_dtype(x, dtype, "sum")
+    if x.dtype != dt:
+        x = _tnp.astype(x, dt)
+    return _tnp.sum(x, axis=axis, keepdims=keepdims)
+
+
+def prod(x, /, *, axis=None, dtype=None, keepdims=False) -> Tensor:
+    """The product over ``axis``; dtype rules as :func:`sum`."""
+    x = _arr(x)
+    dt = _accumulate_dtype(x, dtype, "prod")
+    if x.dtype != dt:
+        x = _tnp.astype(x, dt)
+    return _tnp.prod(x, axis=axis, keepdims=keepdims)
+
+
+def _corrected(op, x, axis, correction, keepdims):
+    x = _arr(x)
+    if float(correction) == int(correction) and correction >= 0:
+        fn = _tnp.var if op == "var" else _tnp.std
+        return fn(x, axis=axis, ddof=int(correction), keepdims=keepdims)
+    n = _math.prod(x.shape[a] for a in _axes(axis, x.ndim, op))
+    v = _tnp.var(x, axis=axis, keepdims=keepdims) * (n / (n - correction))
+    return v if op == "var" else _tnp.sqrt(v)
+
+
+def var(x, /, *, axis=None, correction=0.0, keepdims=False) -> Tensor:
+    """The variance over ``axis`` with ``correction`` degrees of freedom removed
+    (``correction=1``: the unbiased sample variance; a fractional correction is allowed)."""
+    return _corrected("var", x, axis, correction, keepdims)
+
+
+def std(x, /, *, axis=None, correction=0.0, keepdims=False) -> Tensor:
+    """The standard deviation, ``sqrt(var(x, axis=axis, correction=correction))``."""
+    return _corrected("std", x, axis, correction, keepdims)
+
+
+def _cumulative(op, base, x, axis, dtype, include_initial, fill):
+    x = _arr(x)
+    if axis is None:
+        if x.ndim > 1:
+            raise ValueError(f"{op}: axis is required for an input with {x.ndim} dimensions")
+        axis = 0
+    if x.ndim == 0:
+        raise ValueError(f"{op}: expected an array with at least one dimension")
+    (a,) = _axes(axis, x.ndim, op)
+    dt = _accumulate_dtype(x, dtype, op)
+    if x.dtype != dt:
+        x = _tnp.astype(x, dt)
+    out = base(x, axis=a)
+    if include_initial:
+        shape = list(x.shape)
+        shape[a] = 1
+        init = _tnp.full(tuple(shape), fill, dtype=dt, device=x.device)
+        out = _tnp.concatenate([init, out], axis=a)
+    return out
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False) -> Tensor:
+    """The cumulative sum along ``axis`` (optional for 1-D input), starting with 0 when
+    ``include_initial``; dtype rules as :func:`sum`."""
+    return _cumulative("cumulative_sum", _tnp.cumsum, x, axis, dtype, include_initial, 0)
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False) -> Tensor:
+    """The cumulative product along ``axis``, starting with 1 when ``include_initial``."""
+    return _cumulative("cumulative_prod", _tnp.cumprod, x, axis, dtype, include_initial, 1)
+
+
+# -- utility --------------------------------------------------------------------------------
+def diff(x, /, *, axis=-1, n=1, prepend=None, append=None) -> Tensor:
+    """The ``n``-th forward difference along ``axis`` (``x[1:] - x[:-1]``, repeated ``n`` times),
+    after joining ``prepend`` and ``append`` along that axis. Differentiable.
+
+    Raises:
+        ValueError: for a negative ``n`` or an out-of-range ``axis``.
+    """
+    t: Any = _arr(x)  # Any: Tensor's operators and indexing are installed at import time
+    if n < 0:
+        raise ValueError(f"diff: n must be non-negative, got {n}")
+    (a,) = _axes(axis, t.ndim, "diff")
+    parts = [t]
+    if prepend is not None:
+        parts.insert(0, _arr(prepend))
+    if append is not None:
+        parts.append(_arr(append))
+    if len(parts) > 1:
+        t = _tnp.concatenate(parts, axis=a)
+    lead = (slice(None),) * a
+    for _ in range(n):
+        t = t[lead + (slice(1, None),)] - t[lead + (slice(None, -1),)]
+    return t
+
+
+# -- sorting (adapters over tapegrad.numpy's sort/argsort, present once it has them) ---------
+def _sort(x, /, *, axis=-1, descending=False, stable=True) -> Tensor:
+    """``x`` sorted along ``axis`` (descending when asked); differentiable through the
+    selection (see ``tapegrad.numpy.sort``)."""
+    out = _tnp.sort(_arr(x), axis=axis)
+    return _tnp.flip(out, axis=axis) if descending else out
+
+
+def _stable_argsort(x, axis):
+    fn = _tnp.argsort
+    try:
+        params = _inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if "stable" in params:
+        return fn(x, axis=axis, stable=True)
+    if "kind" in params:
+        return fn(x, axis=axis, kind="stable")
+    return fn(x, axis=axis)
+
+
+def _argsort(x, /, *, axis=-1, descending=False, stable=True) -> Tensor:
+    """The indices that sort ``x`` along ``axis`` (int64); ties keep their order (stable),
+    also when ``descending``."""
+    x = _arr(x)
+    (a,) = _axes(axis, x.ndim, "argsort") if x.ndim else (0,)
+    if x.ndim == 0:
+        return _tnp.zeros((), dtype=int64)
+    if not descending:
+        return _stable_argsort(x, a)
+    n = x.shape[a]
+    rev = _stable_argsort(_tnp.flip(x, axis=a), a)
+    return _tnp.flip((n - 1) - rev, axis=a)
+
+
+_ADAPTERS = {
+    "asarray": asarray, "arange": arange, "eye": eye, "linspace": linspace,
+    "meshgrid": meshgrid, "from_dlpack": from_dlpack, "astype": astype, "finfo": finfo,
+    "iinfo": iinfo, "isdtype": isdtype, "result_type": result_type, "can_cast": can_cast,
+    "bitwise_invert": bitwise_invert, "bitwise_left_shift": bitwise_left_shift,
+    "bitwise_right_shift": bitwise_right_shift, "matrix_transpose": matrix_transpose,
+    "vecdot": vecdot, "broadcast_arrays": broadcast_arrays, "concat": concat,
+    "expand_dims": expand_dims, "reshape": reshape, "unstack": unstack, "squeeze": squeeze,
+    "count_nonzero": count_nonzero, "sum": sum, "prod": prod, "var": var, "std": std,
+    "cumulative_sum": cumulative_sum, "cumulative_prod": cumulative_prod,
+}  # fmt: skip
+# Adapters over a tapegrad.numpy function that may not exist yet: used once it does.
+_WHEN_PRESENT = {"sort": ("sort", _sort), "argsort": ("argsort", _argsort)}
+# Composites used only while tapegrad.numpy has no function of that name.
+_FALLBACKS = {"diff": diff}
+
+
+def _pick(name: str):
+    """The namespace's function ``name``: an adapter, tapegrad.numpy's own, or None."""
+    if name in _ADAPTERS:
+        return _ADAPTERS[name]
+    if name in _WHEN_PRESENT:
+        base, fn = _WHEN_PRESENT[name]
+        return fn if callable(getattr(_tnp, base, None)) else None
+    fn = getattr(_tnp, name, None)
+    if callable(fn) and not isinstance(fn, type):
+        return fn
+    return _FALLBACKS.get(name)
+
+
+def _linalg_pick(name: str, space):
+    if name in _LINALG_ADAPTERS:
+        return _LINALG_ADAPTERS[name]
+    fn = getattr(space, name, None)
+    return fn if callable(fn) and not isinstance(fn, type) else None
+
+
+# -- the linalg extension -------------------------------------------------------------------
+def _diagonal(x, /, *, offset=0) -> Tensor:
+    """The diagonal ``offset`` of the last two axes: ``(..., m, n)`` -> ``(..., k)``."""
+    return _tnp.diagonal(_arr(x), offset, axis1=-2, axis2=-1)
+
+
+def _trace(x, /, *, offset=0, dtype=None) -> Tensor:
+    """The sum of diagonal ``offset`` of the last two axes; dtype rules as ``sum``."""
+    x = _arr(x)
+    dt = _accumulate_dtype(x, dtype, "trace")
+    if x.dtype != dt:
+        x = _tnp.astype(x, dt)
+    return _tnp.trace(x, offset, axis1=-2, axis2=-1)
+
+
+def _matrix_norm(x, /, *, keepdims=False, ord="fro") -> Tensor:  # noqa: A002
+    """The matrix norm ``ord`` (``"fro"``, ``"nuc"``, 1, -1, 2, -2, inf, -inf) of the last two
+    axes (see ``tapegrad.numpy.linalg.norm``)."""
+    return _tnp.linalg.norm(_arr(x), ord=ord, axis=(-2, -1), keepdims=keepdims)
+
+
+def _vector_norm(x, /, *, axis=None, keepdims=False, ord=2) -> Tensor:  # noqa: A002
+    """The vector ``ord``-norm over ``axis`` (all axes when ``None``; a tuple of axes is
+    flattened into one vector)."""
+    x = _arr(x)
+    axes = _axes(axis, x.ndim, "vector_norm")
+    if len(axes) == 1:
+        return _tnp.linalg.norm(x, ord=ord, axis=axes[0], keepdims=keepdims)
+    rest = [a for a in range(x.ndim) if a not in axes]
+    moved = _tnp.permute_dims(x, tuple(rest) + axes) if x.ndim else x
+    flat = _tnp.reshape(moved, tuple(x.shape[a] for a in rest) + (-1,))
+    out = _tnp.linalg.norm(flat, ord=ord, axis=-1)
+    if keepdims:
+        out = _tnp.reshape(out, tuple(1 if a in axes else x.shape[a] for a in range(x.ndim)))
+    return out
+
+
+_LINALG_ADAPTERS = {
+    "diagonal": _diagonal, "trace": _trace, "matrix_norm": _matrix_norm,
+    "vector_norm": _vector_norm, "matrix_transpose": matrix_transpose, "vecdot": vecdot,
+}  # fmt: skip
+
+
+def _submodule(name: str, names, pick) -> _types.ModuleType:
+    mod = _types.ModuleType(f"{__name__}.{name}", f"The array API ``{name}`` extension.")
+    present = [n for n in names if pick(n) is not None]
+    for n in present:
+        setattr(mod, n, pick(n))
+    mod.__all__ = present  # type: ignore[attr-defined]
+    return mod
+
+
+# -- __array_namespace_info__ ---------------------------------------------------------------
+def _devices() -> list:
+    out = ["cpu"]
+    if _cupy_available():
+        cp: Any = _get_backend("cuda:0")
+        out += [f"cuda:{i}" for i in range(cp.cuda.runtime.getDeviceCount())]
+    return out
+
+
+class __array_namespace_info__:  # noqa: N801  (the standard's name)
+    """The array API's inspection utilities (``xp.__array_namespace_info__()``)."""
+
+    def capabilities(self) -> dict:
+        """``{"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}``
+        (data-dependent shapes work in eager mode; ``jit``, ``vmap`` and lazy mode need static
+        shapes)."""
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}
+
+    def default_device(self) -> str:
+        """``"cpu"``."""
+        return "cpu"
+
+    def default_dtypes(self, *, device=None) -> dict:
+        """``{"real floating": float32, "complex floating": complex64, "integral": int64,
+        "indexing": int64}``, on every device."""
+        return dict(_DEFAULT_DTYPES)
+
+    def dtypes(self, *, device=None, kind=None) -> dict:
+        """The supported dtypes by name, optionally only those of ``kind`` (as in
+        :func:`isdtype`); the same on every device."""
+        if kind is None:
+            return dict(_DTYPES)
+        return {k: v for k, v in _DTYPES.items() if isdtype(v, kind)}
+
+    def devices(self) -> list:
+        """``["cpu"]`` and ``"cuda:N"`` for each GPU CuPy sees."""
+        return _devices()
+
+
+# -- build the namespace from tapegrad.numpy -------------------------------------------------
+_g = globals()
+for _name in STANDARD_FUNCTIONS:
+    _fn = _pick(_name)
+    if _fn is not None:
+        _g[_name] = _fn
+    else:
+        _g.pop(_name, None)
+linalg = _submodule("linalg", LINALG_FUNCTIONS,
+                    lambda n: _linalg_pick(n, getattr(_tnp, "linalg", None)))
+_fft = getattr(_tnp, "fft", None)
+if _fft is not None:
+    fft = _submodule("fft", FFT_FUNCTIONS, lambda n, space=_fft: getattr(space, n, None))
+
+#: Functions of the standard (and its extensions) this namespace does not provide yet.
+MISSING = tuple(
+    [n for n in STANDARD_FUNCTIONS if n not in _g]
+    + [f"linalg.{n}" for n in LINALG_FUNCTIONS if n not in linalg.__all__]
+    + ([f"fft.{n}" for n in FFT_FUNCTIONS if n not in _g["fft"].__all__] if "fft" in _g
+       else ["fft (extension)"])
+)
+
+__all__ = sorted(
+    [n for n in STANDARD_FUNCTIONS if n in _g]
+    + list(_DTYPES)
+    + ["e", "inf", "nan", "pi", "newaxis", "linalg", "__array_namespace_info__",
+       "__array_api_version__", "finfo_object", "iinfo_object", "MISSING",
+       "STANDARD_FUNCTIONS", "LINALG_FUNCTIONS", "FFT_FUNCTIONS"]
+    + (["fft"] if "fft" in _g else [])
+)
+del _g, _name, _fn, _fft
