@@ -59,6 +59,7 @@ ALLOWED = {
     "log": {"log"},
     "export": {"core", "io", "export"},
     "distributed": {"core", "ops", "numpy", "distributed", "optim", "io", "at"},
+    "scipy": {"core", "ops", "numpy", "at", "scipy"},
 }
 
 
