@@ -167,6 +167,7 @@ def test_logsumexp_softmax(data):
     shape = data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3).map(tuple))
     a = data.draw(arrays(shape, np.float64, elements=dom(-5.0, 5.0)))
     b = data.draw(arrays(shape, np.float64, elements=dom(-2.0, 2.0)))
+    b[np.abs(b) < 1e-100] = 0.0  # SciPy's own reference overflows (and warns) on subnormal b
     axis = data.draw(st.sampled_from([None, 0, -1, tuple(range(len(shape)))]))
     keep = data.draw(st.booleans())
     np.testing.assert_allclose(special.logsumexp(a, axis=axis, keepdims=keep).numpy(),
@@ -186,7 +187,7 @@ def test_logsumexp_softmax(data):
                 modes=("rev", "fwd"))
     z = a + 1j * b
     np.testing.assert_allclose(special.logsumexp(z, axis=axis).numpy(),
-                               sp.logsumexp(z, axis=axis), rtol=1e-12)
+                               sp.logsumexp(z, axis=axis), rtol=1e-12, atol=1e-15)
     check_grads(lambda z: special.logsumexp(z, axis=axis), (tg.Tensor(z),), order=2,
                 modes=("rev", "fwd"))
 
@@ -207,6 +208,9 @@ def _loop(fn, *arrays_, core=2):
     batch = np.broadcast_shapes(*[a.shape[:-core] if core else a.shape for a in arrays_])
     if not batch:
         return np.asarray(fn(*arrays_))
+    if 0 in batch:  # no example to loop over: the empty result of one example's shape
+        one = np.asarray(fn(*[np.eye(*a.shape[-2:], dtype=a.dtype) for a in arrays_]))
+        return np.zeros(batch + one.shape, one.dtype)
     full = [np.broadcast_to(a, batch + a.shape[-2:]) for a in arrays_]
     return np.stack([fn(*[a[i] for a in full]) for i in np.ndindex(*batch)]).reshape(
         batch + np.shape(fn(*[a[(0,) * len(batch)] for a in full])))
@@ -262,7 +266,7 @@ def test_solve_triangular(data):
         return sl.solve_triangular(a2, b2, trans=trans, lower=lower, unit_diagonal=unit)
 
     if vector:
-        want = ref(a, b) if not ba else np.stack([ref(m, b) for m in a.reshape((-1, n, n))]
+        want = ref(a, b) if not ba else np.array([ref(m, b) for m in a.reshape((-1, n, n))]
                                                  ).reshape(ba + (n,))
     else:
         want = _loop(ref, a, b)

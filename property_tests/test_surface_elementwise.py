@@ -37,6 +37,16 @@ class Op(NamedTuple):
     grad: bool = True
     # imaginary parts of complex draws; ops with a branch cut keep finite differences off it
     imag: st.SearchStrategy = floats_in(-1.5, 1.5)
+    eps: float | None = None  # finite-difference step (None: check_grads' default)
+
+
+def _sinc(z):
+    """NumPy's sinc, 1 where it overflows (complex subnormals: ``np.sinc(2.2e-311j)`` is
+    ``inf+nanj``)."""
+    z = np.asarray(z)
+    tiny = np.abs(z) < 1e-8
+    dtype = np.sinc(np.zeros(1, z.dtype)).dtype
+    return np.where(tiny, 1.0, np.sinc(np.where(tiny, 1.0, z))).astype(dtype)
 
 
 def _first(f):
@@ -48,7 +58,7 @@ def _second(f):
 
 
 OPS = [
-    Op("sinc", tnp.sinc, np.sinc, (ANY,), complex_ok=True),
+    Op("sinc", tnp.sinc, _sinc, (ANY,), complex_ok=True),
     Op("sinc_near_zero", tnp.sinc, np.sinc, (floats_in(-0.3, 0.3),)),
     Op("i0", tnp.i0, np.i0, (ANY,)),
     Op("spacing", tnp.spacing, np.spacing, (ANY,)),
@@ -64,7 +74,8 @@ OPS = [
     Op("nan_to_num", tnp.nan_to_num, np.nan_to_num, (ANY,), complex_ok=True),
     # angle's cut is the negative real axis, arcsinh's the imaginary axis beyond +-1j
     Op("angle_deg", lambda z: tnp.angle(z, deg=True), lambda z: np.angle(z, deg=True),
-       (NONZERO,), complex_ok=True, imag=floats_in(-1.5, 1.5, exclude=[0.0], margin=0.2)),
+       (NONZERO,), complex_ok=True, imag=floats_in(-1.5, 1.5, exclude=[0.0], margin=0.2),
+       eps=2e-5),  # degrees scale the second differences' error by 57
     Op("sign", tnp.sign, np.sign, (NONZERO,), complex_ok=True),
     Op("arcsinh", tnp.arcsinh, np.arcsinh, (ANY,), complex_ok=True, imag=floats_in(-0.9, 0.9)),
     Op("arccosh", tnp.arccosh, np.arccosh, (floats_in(1.2, 4.0),), complex_ok=True),
@@ -103,7 +114,8 @@ def test_forward_matches_numpy(op, data):
 def test_grads_orders_1_and_2_both_modes(op, data):
     dtype = data.draw(st.sampled_from([np.float64] + ([np.complex128] if op.complex_ok else [])))
     arrays = _draw(data, op, dtype, min_side=1)
-    check_grads(op.fn, tuple(tg.Tensor(a) for a in arrays), order=2, modes=("rev", "fwd"))
+    check_grads(op.fn, tuple(tg.Tensor(a) for a in arrays), order=2, modes=("rev", "fwd"),
+                eps=op.eps)
 
 
 def test_nan_to_num_grads_away_from_the_replaced_entries():
@@ -122,8 +134,9 @@ def test_var_std_complex(data, fn, ddof, keepdims):
     im = data.draw(hnp.arrays(np.float64, shape, elements=ANY))
     z = re + 1j * im
     n = z.size if axis is None else shape[axis]
-    if np.std(z, axis=axis).min() < 1e-3 or n <= ddof:
-        return  # std's kink (zero spread) and undefined variances are tested elsewhere
+    if np.std(z, axis=axis).min() < 0.1 or n <= ddof:
+        return  # std's kink (zero spread; second differences grow like 1/std**3) and undefined
+        # variances are tested elsewhere
     f = lambda v: getattr(tnp, fn)(v, axis=axis, ddof=ddof, keepdims=keepdims)  # noqa: E731
     got = f(tg.Tensor(z))
     want = getattr(np, fn)(z, axis=axis, ddof=ddof, keepdims=keepdims)

@@ -14,7 +14,7 @@ gradient too.
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import tapegrad as tg
@@ -215,6 +215,12 @@ def test_qr(data):
     cplx = np.dtype(dtype).kind == "c"
     mode = data.draw(st.sampled_from(["reduced", "complete"]))
     a = full_rank(data, batch, m, n, cplx, spread=False)
+    # LAPACK's Householder QR switches sign convention where a column is already reduced (tau = 0
+    # when its subdiagonal is exactly zero and, for complex, its diagonal real): Q jumps there, so
+    # finite differences straddle two branches. Keep the draws off that measure-zero set.
+    if cplx:
+        a = a * np.exp(0.3j)
+    assume(m == 1 or np.all(np.abs(a[..., 1:, 0]).max(axis=-1, initial=0.0) > 1e-3))
     q, r = L.qr(cast(a, dtype), mode=mode)
     rq, rr = np.linalg.qr(cast(a, dtype), mode=mode)
     assert_close(q, rq, dtype)

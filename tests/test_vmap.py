@@ -309,6 +309,15 @@ def test_check_vmap_catches_a_wrong_rule():
         check_vmap(lambda x: Square.apply(x), (X,))
 
 
+def test_check_vmap_on_an_empty_batch_of_matrices_to_solve():
+    # the stand-in example for an empty batch was all zeros: a singular matrix, so check_vmap
+    # raised LinAlgError for any solve instead of comparing shapes and dtypes
+    a, b = tg.Tensor(np.zeros((0, 3, 3))), tg.Tensor(np.zeros((0, 3, 2)))
+    check_vmap(tnp.linalg.solve, (a, b))
+    check_vmap(tnp.linalg.inv, (a,))
+    check_vmap(lambda v: tnp.log(v), (tg.Tensor(np.zeros((0, 4))),))
+
+
 def test_elementwise_grad_is_the_per_element_derivative():
     x = tg.Tensor(np.linspace(-2, 2, 7))
     for f in (tnp.tanh, lambda x: x ** 3 - tnp.sin(x), lambda x: tnp.exp(-x * x)):

@@ -62,6 +62,16 @@ def test_bitwise_ops_have_no_gradient_and_operators_still_work():
 
 
 # -- new unary rows --------------------------------------------------------------------------
+def test_sinc_is_one_at_complex_subnormals():
+    # NumPy's sin(y) / y overflows there (np.sinc(2.2e-311j) is inf+nanj); we forwarded it
+    z = np.array([2.2e-311j, 2.2e-311 + 0j, -4e-320 + 1e-320j, 1e-9j, 0.25 + 0.5j])
+    got = tnp.sinc(T(z, np.complex128)).numpy()
+    np.testing.assert_allclose(got[:4], 1.0, rtol=1e-15)
+    np.testing.assert_allclose(got[4], np.sinc(z[4]), rtol=1e-15)
+    assert got.dtype == np.complex128
+    check_grads(tnp.sinc, (T(z, np.complex128),), order=2, modes=("rev", "fwd"))
+
+
 def test_sinc_matches_numpy_and_its_derivatives_at_zero_are_exact():
     x = np.array([-1.5, -0.3, -1e-9, 0.0, 1e-3, 0.2, 0.25, 0.26, 2.0])
     np.testing.assert_allclose(tnp.sinc(T(x)).numpy(), np.sinc(x), rtol=1e-15)
@@ -90,6 +100,14 @@ def test_i0_values_dtypes_and_second_derivative_at_zero():
     np.testing.assert_allclose(grad_sum(tnp.i0, T(x)), scipy.special.i1(x), rtol=1e-14)
     second = tg.grad(lambda v: tg.grad(lambda w: tnp.i0(w).sum())(v).sum())(T([0.0]))
     np.testing.assert_allclose(second.numpy(), [0.5])  # I0''(0) = 1/2
+    # near 0, not at it: I1(x) / x underflowed to 0 for subnormal x (I0'' came out as 1)
+    tiny = T([5e-324, -5e-324, 1e-300, 1e-7])
+    second = tg.grad(lambda v: tg.grad(lambda w: tnp.i0(w).sum())(v).sum())(tiny)
+    np.testing.assert_allclose(second.numpy(), [0.5, 0.5, 0.5, 0.5], rtol=1e-13)
+    third = tg.grad(lambda u: tg.grad(lambda v: tg.grad(lambda w: tnp.i0(w).sum())(v).sum())(
+        u).sum())(T([1e-7, 0.3]))
+    np.testing.assert_allclose(third.numpy(), [3e-7 / 8, 0.3 * 3 / 8 + 0.3**3 * 5 / 96],
+                               rtol=1e-3)
     check_grads(tnp.i0, (T(x),), order=2, modes=("rev", "fwd"))
     with pytest.raises(TypeError, match="i0: not supported for complex values"):
         tnp.i0(T([1j], np.complex128))

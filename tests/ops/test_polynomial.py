@@ -180,6 +180,20 @@ def test_polynomials_match_numpy():
     close(tnp.vander(T([1.0, 2.0]), 0), np.vander([1.0, 2.0], 0))
 
 
+def test_polymul_drops_leading_zero_coefficients_as_numpy():
+    # NumPy's polymul makes each argument a poly1d, which drops exact leading zeros
+    for a, b in (([0.0, 1.0], [1.0, 1.0]), ([0.0], [0.0, 0.0]), ([0.0, 0.0, 2.0], [3.0]),
+                 ([0.0, 1e-300, 1.0], [2.0, 0.0])):
+        close(tnp.polymul(T(a), T(b)), np.polymul(a, b))
+    g = tg.grad(lambda a: tnp.sum(tnp.polymul(a, T([1.0, 2.0]))))(T([0.0, 1.0]))
+    np.testing.assert_array_equal(g.numpy(), [0.0, 3.0])  # the dropped zero: no gradient
+    # inside vmap each example could drop differently: nothing is dropped
+    out = tg.vmap(tnp.polymul)(T([[0.0, 1.0], [1.0, 1.0]]), T([[1.0, 1.0], [1.0, 1.0]]))
+    np.testing.assert_array_equal(out.numpy(), [[0.0, 1.0, 1.0], [1.0, 2.0, 1.0]])
+    with pytest.raises(ValueError, match="polymul: empty polynomial coefficients"):
+        tnp.polymul(T(np.zeros(0)), T([1.0]))
+
+
 def test_roots_follow_numpy_including_zero_coefficients():
     for p in ([1.0, -6.0, 11.0, -6.0], [0.0, 0.0, 1.0, -3.0, 2.0, 0.0, 0.0], [1, 0, 1],
               [0.0, 0.0], [5.0], [2.0, 0.0], [1 + 1j, 2.0, 3 - 1j]):

@@ -547,14 +547,43 @@ def polysub(a1, a2):
     return _pad_front(a, n - a.shape[0]) - _pad_front(b, n - b.shape[0])
 
 
+def _trim_leading_zeros(t: Tensor) -> Tensor:
+    """``t`` without its leading exactly-zero coefficients, keeping at least one (NumPy's
+    ``poly1d``); decided on the values, so kept whole inside ``vmap``."""
+    while t.shape[0] > 1 and _concrete(t[0] == 0):
+        t = t[1:]
+    return t
+
+
 def polymul(a1, a2):
     """Product of two polynomials (NumPy's ``polymul``): the full convolution of their
-    coefficients. Gradient as :func:`convolve`.
+    coefficients.
+
+    As NumPy (which makes each argument a ``poly1d``), leading coefficients that are exactly
+    zero are dropped first, so ``polymul([0, 1], [1, 1])`` is ``[1, 1]``: the result has
+    ``len(trim(a1)) + len(trim(a2)) - 1`` coefficients. The decision is taken on the values;
+    inside ``vmap``, where each example could decide differently, nothing is dropped (JAX's
+    ``trim_leading_zeros=False``).
+
+    Gradient as :func:`convolve`; the dropped zero coefficients get a zero gradient (the
+    output's length, not its value, depends on them).
+
+    Args:
+        a1, a2: 1-D coefficients, highest degree first (a 0-d value is a constant polynomial;
+            ``numpy.poly1d`` objects are accepted).
+
+    Returns:
+        1-D Tensor in NumPy's promoted dtype.
 
     Raises:
-        ValueError: for empty coefficient arrays.
+        ValueError: for coefficients that are not 0-d or 1-D, or empty.
     """
-    return convolve(_poly1d(a1, "polymul", "a1"), _poly1d(a2, "polymul", "a2"))
+    t1 = _poly1d(a1, "polymul", "a1")
+    t2 = _poly1d(a2, "polymul", "a2")
+    if t1.shape[0] == 0 or t2.shape[0] == 0:
+        raise ValueError(f"polymul: empty polynomial coefficients (shapes {t1.shape} and "
+                         f"{t2.shape}); give at least one coefficient each")
+    return convolve(_trim_leading_zeros(t1), _trim_leading_zeros(t2))
 
 
 def polydiv(u, v):

@@ -756,6 +756,19 @@ def _sinc_deriv(xp, x, y):
     return xp.where(small, near, far)
 
 
+def _sinc_forward(xp, x):
+    """NumPy's ``sinc``, except for complex ``|x| < 1e-8``: there NumPy's ``sin(y) / y``
+    overflows for subnormal ``y`` (``np.sinc(2.2e-311j)`` is ``inf+nanj``), where the series
+    ``1 - (pi x)**2 / 6`` is exact in float64."""
+    if getattr(x, "dtype", np.dtype(float)).kind != "c":
+        return xp.sinc(x)
+    small = xp.abs(x) < 1e-8
+    if not small.any():
+        return xp.sinc(x)
+    y = math.pi * x
+    return xp.where(small, 1 - y * y / 6, xp.sinc(xp.where(small, 1.0, x))).astype(x.dtype)
+
+
 def _i0_forward(xp, x):
     if getattr(x, "dtype", np.dtype(float)).kind == "c":
         raise TypeError(f"not supported for complex values (got dtype {x.dtype})")
@@ -870,9 +883,10 @@ UNARY = [
     Unary("rad2deg", "rad2deg", lambda xp, x, y: 180 / math.pi,
           "Radians to degrees. Gradient: ``g 180/pi``.", piecewise=True, aliases=("degrees",),
           method=False),
-    Unary("sinc", "sinc", _sinc_deriv,
+    Unary("sinc", _sinc_forward, _sinc_deriv,
           "Normalized sinc ``sin(pi x) / (pi x)``, 1 at 0 (NumPy's ``sinc``; complex ``x`` "
-          "too). Gradient ``g (cos(pi x) - sinc(x)) / x``, written as its Taylor series for "
+          "too, 1 also at complex subnormals where NumPy gives ``inf+nanj``). Gradient "
+          "``g (cos(pi x) - sinc(x)) / x``, written as its Taylor series for "
           "``|x| < 1/4`` (so it is accurate near 0 and exact at 0, where it is 0 and the second "
           "derivative is ``-pi**2 / 3``, at every order).", method=False),
     Unary("spacing", "spacing", None,
@@ -1138,7 +1152,9 @@ class I1(Function):
     """Modified Bessel function of the first kind, order 1 (``scipy.special.i1``): the
     derivative of :func:`i0`, a primitive so that ``i0`` differentiates to every order (it is
     not a NumPy function, so it has no public name here). Gradient ``g (I0(x) - I1(x) / x)``
-    (DLMF 10.29.2), ``g / 2`` at 0."""
+    (DLMF 10.29.2); for ``|x| < 1e-6`` the ratio ``I1(x) / x`` is its series
+    ``1/2 + x**2 / 16`` (DLMF 10.25.2), exact in float64 there, where the quotient would
+    underflow (``I1(5e-324)`` is 0)."""
     batch = elementwise  # vmap: broadcast like a ufunc
     fresh = True  # a new array (jit's buffer planning)
 
@@ -1153,8 +1169,9 @@ class I1(Function):
     @staticmethod
     def backward(ctx, g):
         x, out = ctx.saved_tensors
-        zero = x == 0
-        ratio = Where.apply(zero, 0.5, out / Where.apply(zero, 1.0, x))
+        small = ns.abs(x) < 1e-6
+        series = 0.5 + x * x / 16.0
+        ratio = Where.apply(small, series, out / Where.apply(small, 1.0, x))
         return g * (ns.i0(x) - ratio)
 
     output_dtype = _dtype_rule(lambda xp, x: _special(xp).i1(x))

@@ -1541,7 +1541,11 @@ class Qr(Function):
     ``mode='reduced'``: ``Q`` ``(..., m, k)`` with orthonormal columns, ``R`` ``(..., k, n)``
     upper triangular; ``mode='complete'``: ``Q`` ``(..., m, m)`` unitary, ``R``
     ``(..., m, n)``. Both have ``a``'s (floating) dtype. The factors are LAPACK's (signs of
-    ``R``'s diagonal as NumPy returns them).
+    ``R``'s diagonal as NumPy returns them). LAPACK's Householder step skips a column that is
+    already reduced (its subdiagonal exactly zero and, for complex input, its diagonal real), so
+    there the signs, and ``Q``, jump: the derivative is that of the factorization continued
+    with the signs returned at the point (the one-sided derivatives differ; finite
+    differences across such a point do not converge).
 
     Backward (Seeger et al. 2017; Walter and Lehmann 2018; the transpose of JAX's qr jvp, in
     JAX's convention), for ``m >= n``::

@@ -23,7 +23,10 @@ def _example(leaf, ax, i):
 def check_vmap(f, args: tuple, in_axes=0, out_axes=0, atol: float = 1e-10, rtol: float = 1e-7,
                allow_loop: bool = False) -> None:
     """Check that ``vmap(f, in_axes, out_axes)(*args)`` equals ``f`` run on each example in a
-    Python loop and stacked at ``out_axes``: values, shapes and dtypes.
+    Python loop and stacked at ``out_axes``: values, shapes and dtypes. With an empty batch only
+    shapes and dtypes are compared, against ``f`` on one stand-in example: zeros, or where
+    ``f`` raises a ValueError on zeros (a singular solve), identity matrices on the last two
+    axes (ones below two axes).
 
     Args:
         f: The per-example function (positional pytrees of Tensors in, a pytree out).
@@ -63,10 +66,9 @@ def check_vmap(f, args: tuple, in_axes=0, out_axes=0, atol: float = 1e-10, rtol:
         if size:
             want = np.stack([np.asarray(r[0][j].numpy() if isinstance(r[0][j], Tensor)
                                         else r[0][j]) for r in rows], axis=out_axes)
-        else:  # an empty batch: only the shape and dtype can be compared
-            ex = f(*[_example(a, ax, 0) if ax is None else
-                     Tensor(np.zeros(np.delete(np.shape(a), ax), _dtype(a)))
-                     for a, ax in zip(args, axes)])
+        else:  # an empty batch: only the shape and dtype can be compared (of one stand-in
+            # example: zeros, or identity matrices where f rejects zeros, a singular solve)
+            ex = _stand_in(f, args, axes)
             e = np.asarray(tree_flatten(ex)[0][j].numpy())
             ax = out_axes % (e.ndim + 1)
             want = np.zeros(e.shape[:ax] + (0,) + e.shape[ax:], e.dtype)
@@ -83,6 +85,29 @@ def check_vmap(f, args: tuple, in_axes=0, out_axes=0, atol: float = 1e-10, rtol:
         if got_tree != rows[0][1]:
             raise AssertionError(f"check_vmap: output structure {got_tree} differs from one "
                                  f"example's {rows[0][1]}")
+
+
+def _stand_in(f, args, axes):
+    """``f`` on one stand-in example of an empty batch: zeros, or where ``f`` rejects zeros
+    (a ValueError such as LinAlgError for a singular matrix), identity matrices."""
+    def run(fill):
+        return f(*[_example(a, ax, 0) if ax is None else
+                   Tensor(fill(tuple(np.delete(np.shape(a), ax)), _dtype(a)))
+                   for a, ax in zip(args, axes)])
+
+    try:
+        return run(np.zeros)
+    except (ValueError, ArithmeticError):
+        return run(_filler)
+
+
+def _filler(shape, dtype) -> np.ndarray:
+    """A stand-in example for an empty batch, valid where zeros are not (a solve's matrix):
+    identity matrices on the last two axes, ones below two axes."""
+    shape = tuple(int(n) for n in shape)
+    if len(shape) < 2:
+        return np.ones(shape, dtype)
+    return np.broadcast_to(np.eye(shape[-2], shape[-1], dtype=dtype), shape).copy()
 
 
 def _dtype(a):
