@@ -99,7 +99,7 @@ class IndexUpdateRef:
                 f"at[]: values live on {v.device} but the Tensor on {x.device}; move them with "
                 ".to_device(...)"
             )
-        key, arrays = _split_index(self._idx)
+        key, arrays = _split_index(self._idx, x.device)
         return x, v, key, arrays
 
     def get(self) -> Tensor:

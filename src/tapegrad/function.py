@@ -321,22 +321,31 @@ def _check_finite(cls, arrays, out) -> None:
     )
 
 
-def _check_devices(cls, arrays: list) -> str:
-    """Device of ``arrays`` (deferred arrays are computed in place first).
+def _check_devices(cls, values, arrays: list) -> str:
+    """Device of an op: that of its Tensor inputs' ``arrays`` (deferred arrays are computed in
+    place first). NumPy arrays given as plain values, not Tensors, are constants: like Python
+    numbers they join that device (moved in ``arrays``).
 
     Raises:
-        ValueError: if the arrays live on different devices, naming the op and both.
+        ValueError: if the Tensor inputs live on different devices, naming the op and both.
     """
+    devs = set()
     for i, a in enumerate(arrays):
         if type(a) is LazyArray:
-            arrays[i] = realize_array(a)
-    devs = {_backend.device_of(a) for a in arrays if hasattr(a, "shape")}
+            arrays[i] = a = realize_array(a)
+        if type(values[i]) is Tensor:
+            devs.add(_backend.device_of(a))
     if len(devs) > 1:
         raise ValueError(
             f"{cls._name()}: inputs live on different devices ({', '.join(sorted(devs))}); "
             "move them to one device first with x.to_device(...)"
         )
-    return devs.pop() if devs else "cpu"
+    dev = devs.pop() if devs else "cpu"
+    if dev != "cpu":
+        for i, a in enumerate(arrays):
+            if type(a) is _ndarray:  # a NumPy constant (a Tensor's would be on the CPU above)
+                arrays[i] = _backend.to_device(a, dev)
+    return dev
 
 
 _FALSES = [(False,) * i for i in range(9)]
@@ -472,7 +481,7 @@ class Function:
         n = len(arrays)
         ctx.needs_input_grad = _FALSES[n] if n < 9 else (False,) * n
         if not cpu:
-            ctx.device = _check_devices(cls, arrays)
+            ctx.device = _check_devices(cls, args, arrays)
             ctx.backend = _backend.get_backend(ctx.device)
         if _state.fast:
             try:
@@ -519,7 +528,7 @@ def base_apply(cls, values, arrays, cpu, params, needs):
     ctx = _new(Context)
     ctx.needs_input_grad = needs
     if not cpu:
-        ctx.device = _check_devices(cls, arrays)
+        ctx.device = _check_devices(cls, values, arrays)
         ctx.backend = _backend.get_backend(ctx.device)
     if _state.fast:
         try:
@@ -600,8 +609,9 @@ def _defer(cls, args, params):
         ctx = _new(Context)
         ctx.needs_input_grad = _falses(len(arrays))
         xp = np
+        arrays = list(arrays)
         if any(type(a) is not _ndarray and hasattr(a, "shape") for a in arrays):
-            ctx.device = _check_devices(cls, list(arrays))
+            ctx.device = _check_devices(cls, args, arrays)
             xp = ctx.backend = _backend.get_backend(ctx.device)
         out = run_forward(cls, ctx, arrays, params)
         outs = out if isinstance(out, (tuple, list)) else (out,)

@@ -165,9 +165,12 @@ class Program:
     def _fold(self, fn, params, arrays) -> tuple:
         ctx = object.__new__(Context)
         ctx.needs_input_grad = (False,) * len(arrays)
-        dev = next((_backend.device_of(a) for a in arrays if hasattr(a, "shape")), "cpu")
-        if dev != "cpu":
+        host = (np.ndarray, np.generic, np.dtype)
+        dev = next((_backend.device_of(a) for a in arrays
+                    if hasattr(a, "shape") and not isinstance(a, host)), "cpu")
+        if dev != "cpu":  # NumPy constants join the device, as in an eager call
             ctx.device, ctx.backend = dev, _backend.get_backend(dev)
+            arrays = [_backend.to_device(a, dev) if type(a) is np.ndarray else a for a in arrays]
         with transform_scope():
             out = run_forward(fn, ctx, list(arrays), params)
         outs = out if isinstance(out, (tuple, list)) else (out,)
@@ -232,7 +235,13 @@ class Program:
 
     # -- code generation -------------------------------------------------------------------
     def _source(self, device: str):
-        g = {"_guard": check_guard, "_asarray": np.asarray, "_tuple": tuple}
+        xp = _backend.get_backend(device)
+        g = {"_guard": check_guard, "_asarray": xp.asarray, "_tuple": tuple}
+
+        def constant(v):  # NumPy constants join the program's device, as in an eager call
+            return _backend.to_device(v, device) if device != "cpu" and type(
+                v) is np.ndarray else v
+
         lines = []
         names = {}
 
@@ -242,7 +251,6 @@ class Program:
         ins = [name(n) for n in self.tape.in_nodes]
         lines.append(f"def program({', '.join(ins)}):")
         ctx_classes: dict = {}
-        xp = _backend.get_backend(device)
         counter = itertools.count()
         for i, s in enumerate(self._steps):
             if type(s) is Guard:
@@ -256,7 +264,7 @@ class Program:
                     if k == "v":
                         args.append(name(v))
                     else:
-                        g[f"K{j}_{len(args)}"] = v
+                        g[f"K{j}_{len(args)}"] = constant(v)
                         args.append(f"K{j}_{len(args)}")
                 outs = ", ".join(name(n) for n in s.outs) + ("," if len(s.outs) == 1 else "")
                 if s.out_into is not None and s.fn.ufunc is not None and not s.params:
@@ -294,7 +302,7 @@ class Program:
             if k == "v":
                 outs.append(name(v))
             else:
-                g[f"O{j}"] = v
+                g[f"O{j}"] = constant(v)
                 outs.append(f"O{j}")
         lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
         return "\n".join(lines), g

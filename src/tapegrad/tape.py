@@ -191,6 +191,14 @@ class Trace:
             lowered.append(a)
             k += 1
         level_needs = tuple(level_needs)
+        if not cpu:  # NumPy constants join the device of the Tensor inputs (on the tape too)
+            dev = None
+            for i, a in enumerate(lowered):
+                if type(arrays[i]) is _ndarray and type(a) is not Tensor:
+                    if dev is None:
+                        dev = next(_backend.device_of(arrays[j]) for j, x in enumerate(lowered)
+                                   if type(x) is Tensor and type(arrays[j]) is not _ndarray)
+                    lowered[i] = arrays[i] = consts[i] = _backend.to_device(a, dev)
         if sub:
             if needs is None:  # what any level wants: a Tensor traced somewhere, floating
                 needs = tuple([type(a) is Tensor and a._level > 0 and not (nd and i in nd)
@@ -403,9 +411,10 @@ def _multi_cotangents(e: TapeEntry, ct: dict, avals):
     for j, (g, o) in enumerate(zip(gs, e.out_nodes)):
         if j in nondiff:
             g = None
-        elif g is None:
+        elif g is None:  # zeros on the device of the cotangents that did arrive
             shape, dtype = avals[o]
-            g = const(np.zeros(shape, dtype))
+            xp = _backend.backend_of(next(x for x in gs if x is not None)._concrete())
+            g = const(xp.zeros(shape, dtype))
         full.append(g)
     return full
 

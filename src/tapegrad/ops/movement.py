@@ -208,12 +208,14 @@ def _static_int(v):
     return None if v is None else operator.index(v)
 
 
-def split_index(idx) -> tuple:
+def split_index(idx, device: str = "cpu") -> tuple:
     """Split a NumPy-style index into ``(key, arrays)``.
 
     ``key`` is a tuple of slices, ints, ``None``, ``Ellipsis`` and :class:`IndexSlot`
     placeholders; ``arrays`` holds the index arrays in slot order (integer or boolean Tensors,
     NumPy or CuPy arrays). Python lists and bools become NumPy arrays, as NumPy reads them.
+    Index Tensors on the CPU join ``device``, the device of the indexed Tensor (as PyTorch
+    takes CPU index tensors for a CUDA tensor: ``x[tnp.arange(n), y]`` runs on a GPU).
 
     Raises:
         IndexError: for an index of a kind NumPy rejects (float, string, ...), naming getitem.
@@ -233,6 +235,8 @@ def split_index(idx) -> tuple:
             key.append(int(e))
         elif isinstance(e, (Tensor, list, np.ndarray)) or hasattr(e, "__cuda_array_interface__"):
             arr = _index_array(e)
+            if device != "cpu" and type(arr) is Tensor and arr.device == "cpu":
+                arr = arr.to_device(device)
             arrays.append(arr)
             key.append(IndexSlot(len(arrays) - 1, arr.dtype.kind == "b"))
         else:
@@ -681,7 +685,7 @@ class GetItem(_MovementFunction):
                     None if idx.step is None else operator.index(idx.step),
                 )
             return GetItem.apply(x, key=(idx,))
-        key, arrays = split_index(idx)
+        key, arrays = split_index(idx, x.device)
         return GetItem.apply(x, *arrays, key=key)
 
     @staticmethod

@@ -27,14 +27,33 @@ __all__ = ["Elementwise", "special_module", "on_host", "operands", "NoDerivative
 
 
 def special_module(xp):
-    """``scipy.special`` for NumPy arrays, ``cupyx.scipy.special`` for CuPy arrays."""
+    """``scipy.special`` for NumPy arrays; for CuPy arrays ``cupyx.scipy.special``, where a
+    function it lacks (``ive``, ``jn``, ...) is SciPy's, run on host copies
+    (:func:`on_host`)."""
     if xp is np:
         import scipy.special
 
         return scipy.special
-    import cupyx.scipy.special  # pragma: no cover - GPU only
+    return _DeviceSpecial(xp)  # pragma: no cover - GPU only
 
-    return cupyx.scipy.special  # pragma: no cover - GPU only
+
+class _DeviceSpecial:  # pragma: no cover - GPU only
+    """``cupyx.scipy.special`` with SciPy's functions on the host for the names it lacks."""
+
+    def __init__(self, xp):
+        import cupyx.scipy.special
+
+        self._xp, self._mod = xp, cupyx.scipy.special
+
+    def __getattr__(self, name):
+        xp = self._xp
+        fn = getattr(self._mod, name, None)
+        if fn is not None:
+            return fn
+        import scipy.special
+
+        host = getattr(scipy.special, name)
+        return lambda *args, **kw: on_host(xp, lambda *a: host(*a, **kw), *args)
 
 
 def on_host(xp, fn, *args):

@@ -41,6 +41,7 @@ import math
 import numpy as np
 
 import tapegrad.numpy as tnp
+from tapegrad.backend import backend_of
 from tapegrad.forward import jvp as _jvp
 from tapegrad.ops import DivNoNan, StopGradient
 from tapegrad.ops._registry import tensor_arg
@@ -239,6 +240,8 @@ class Polygamma(Elementwise):
     def fn(sp, n, x):
         if np.iscomplexobj(x):
             return _polygamma_complex(n, x)
+        if not isinstance(x, np.ndarray):  # cupyx's polygamma takes an array order only
+            n = backend_of(x).asarray(n)
         return sp.polygamma(n, x)
 
     derivs = (NoDerivative("n is an integer order; pass it as an int or a constant Tensor"),
