@@ -829,8 +829,8 @@ def broadcast(tree, root: int = 0, *, bucket_bytes: int | None = None, name: str
         if ctx.size > 1 and buf.size:
             what = f"broadcast(root={root}) of {buf.nbytes} bytes of {dtype}"
 
-            def mpi_fn(b):
-                ctx.comm.Bcast(b, root=root)
+            def mpi_fn(b):  # as bytes: no MPI datatype needed (Open MPI has no float16)
+                ctx.comm.Bcast(b.view(np.uint8), root=root)
 
             if device == "cpu":
                 _call(ctx, "broadcast", buf.nbytes, what, lambda b=buf: mpi_fn(b))
@@ -932,13 +932,16 @@ def _gather_bucket(ctx: _Context, device: str, dtype, mine, counts):
     what = f"allgather() of {mine.nbytes} bytes of {dtype}"
     if device == "cpu":
         got = np.empty(total, dtype=dtype)
-        displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        size = got.itemsize  # moved as bytes: no MPI datatype needed (Open MPI has no float16)
+        nbytes = [int(c) * size for c in counts]
+        displs = np.concatenate([[0], np.cumsum(nbytes)[:-1]]).astype(np.int64)
         _call(
             ctx,
             "allgather",
             mine.nbytes,
             what,
-            lambda: ctx.comm.Allgatherv(mine, [got, (list(counts), list(displs))]),
+            lambda: ctx.comm.Allgatherv(np.ascontiguousarray(mine).view(np.uint8),
+                                        [got.view(np.uint8), (nbytes, list(displs))]),
         )
         return got
     # On the GPU every rank contributes max(counts) elements (NCCL's allGather has equal
@@ -949,8 +952,9 @@ def _gather_bucket(ctx: _Context, device: str, dtype, mine, counts):
         send[: mine.size] = mine
         padded = xp.empty(width * ctx.size, dtype=dtype)
 
-    def mpi_fn(b):  # b: ``padded`` (CUDA-aware MPI) or its host copy (staging)
-        ctx.comm.Allgather(xp.asnumpy(send) if type(b) is np.ndarray else send, b)
+    def mpi_fn(b):  # b: ``padded`` (CUDA-aware MPI) or its host copy (staging); as bytes
+        ctx.comm.Allgather((xp.asnumpy(send) if type(b) is np.ndarray else send).view(np.uint8),
+                           b.view(np.uint8))
 
     def nccl_fn(comm, stream):
         v, n, t = _nccl_view(send)

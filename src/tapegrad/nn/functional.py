@@ -998,11 +998,14 @@ def _check_class_targets(who: str, logits_shape, target_shape, pred="y_pred", ta
         )
 
 
-def _int_targets(y_true, who: str) -> Tensor:
+def _int_targets(y_true, who: str, device: str = "cpu") -> Tensor:
+    """Class indices as an integer Tensor on ``device`` (the device of the scores): arrays and
+    Python data are put there, and CPU Tensors join it as index Tensors do in indexing."""
     if isinstance(y_true, Tensor):
-        t = y_true
+        t = y_true if y_true.device == device or device == "cpu" else y_true.to_device(device)
     else:
-        t = Tensor(np.asarray(y_true.get() if hasattr(y_true, "get") else y_true))
+        t = Tensor(y_true if hasattr(y_true, "__cuda_array_interface__") else np.asarray(y_true),
+                   device=device)
     if t.dtype.kind == "f":
         arr = all_values(t)
         if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
@@ -1098,7 +1101,7 @@ def cross_entropy(
         lp = log_softmax(logits, axis=-1)
         per = -tnp.sum(t * lp if w is None else t * lp * w, axis=-1)
         return _reduce(per, reduction, count=per.size)
-    target = _int_targets(y_true, who)
+    target = _int_targets(y_true, who, logits.device)
     _check_class_targets(who, logits.shape, target.shape)
     if w is not None:
         return _weighted_nll(
@@ -1238,7 +1241,7 @@ def nll_loss(
     who = "nll_loss"
     _check_reduction(reduction, who)
     logp = _floating(input, who)
-    target = _int_targets(target, who)
+    target = _int_targets(target, who, logp.device)
     _check_class_targets(who, logp.shape, target.shape, "input", "target")
     w = _class_weight(weight, logp, who)
     return _weighted_nll(logp, target, w, int(ignore_index), 0.0, reduction, who)
@@ -2844,8 +2847,8 @@ def embedding(input, weight) -> Tensor:
     Raises:
         TypeError: for non-integer indices. ValueError: for indices out of range.
     """
-    idx = _int_targets(input, "embedding")
     weight = tnp.asarray(weight)
+    idx = _int_targets(input, "embedding", weight.device)
     if weight.ndim != 2:
         raise ValueError(f"embedding: weight must have shape (num, dim), got {weight.shape}")
     arr = all_values(idx)

@@ -69,12 +69,19 @@ def operand(x):
 
 
 def operands(x, y):
-    """Two operands; when both are Python numbers the first becomes a Tensor."""
+    """Two operands; when both are Python numbers the first becomes a Tensor. Arrays and
+    Python data (not Tensors) join the device of a Tensor operand, as Python numbers do."""
     if type(x) is Tensor and type(y) is Tensor:
         return x, y
+    x0, y0 = x, y
     x, y = operand(x), operand(y)
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
         x = tensor_arg(x)
+    elif isinstance(x, Tensor) and isinstance(y, Tensor):
+        if not isinstance(x0, Tensor) and y.device != x.device:
+            x = x.to_device(y.device)
+        elif not isinstance(y0, Tensor) and x.device != y.device:
+            y = y.to_device(x.device)
     return x, y
 
 
