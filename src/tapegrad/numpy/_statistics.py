@@ -438,6 +438,8 @@ def _as_q(q, dtype, op: str, scale: float) -> Tensor:
 def _lerp(a, b, t):
     """NumPy's ``_lerp``: ``a + (b - a) t``, written from ``b`` where ``t >= 0.5``."""
     d = b - a
+    if isinstance(t, Tensor) and t.device != d.device:  # positions from q, computed on the CPU
+        t = t.to_device(d.device)
     return _where(t >= 0.5, b - d * (1 - t), a + d * t)
 
 
