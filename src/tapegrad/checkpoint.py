@@ -362,7 +362,7 @@ def _call(fun, args, policy=None):
 
 def checkpoint(fun, *args, save_only=None, budget_bytes=None):
     """Make ``fun`` rematerialise its intermediates in the backward pass instead of keeping
-    them (``jax.checkpoint``; the seeds' ``checkpoint(run_function, *tensors)``).
+    them (``jax.checkpoint``; ``torch.utils.checkpoint.checkpoint(function, *args)``).
 
     Called as ``checkpoint(fun)`` it returns the checkpointed function; called as
     ``checkpoint(fun, *args)`` it runs ``fun(*args)`` checkpointed at once. Values and

@@ -5,8 +5,8 @@ not run its forward rule: it infers the output's shape and dtype with the Functi
 ``output_shape`` and ``output_dtype`` and returns a Tensor whose array is a deferred
 :class:`LazyArray`. ``t.realize()`` (or anything that needs the values: ``numpy()``, ``item()``,
 an eager op, a transform) runs the recorded program up to ``t``, once, and checks that each op
-produced the shape and dtype it promised. The recorded program is the tape; lazy mode is the
-seeds' ``lazy()``/``realize()`` in functional form.
+produced the shape and dtype it promised. The recorded program is the tape: deferred
+execution in functional form.
 
 Operations on values a transform is tracing run immediately even in lazy mode: the transform
 records its own tape.

@@ -113,7 +113,7 @@ class ParameterView(dict):
     It is a pytree that flattens like a dict (its leaves in sorted-name order; functions such
     as :func:`tapegrad.tree.tree_map` rebuild a plain dict). Like the module itself, and like
     :class:`ParameterIterator`, it can be given to an optimizer, which then updates the
-    module after each step (``optim.Adam(model.parameters, lr=1e-3)``, the seeds' idiom).
+    module after each step (``optim.Adam(model.parameters, lr=1e-3)``).
     """
 
     def __init__(self, module: Module, flat: dict):
@@ -161,7 +161,7 @@ def _named_leaves(tree: dict, prefix: str = ""):
 
 
 class Module:
-    """Base class of layers and models (the seeds' ``Module``).
+    """Base class of layers and models (as PyTorch's ``nn.Module``).
 
     Assigning a Tensor attribute registers a parameter; assigning a Module registers a
     submodule; :meth:`register_state` registers a state (buffer). Subclasses call
@@ -170,7 +170,7 @@ class Module:
     Attributes:
         params: Nested dict pytree of the parameters (settable, same structure and shapes).
         state: Nested dict pytree of the states (settable).
-        parameters: Flat dict ``{"sub.weight": Tensor}`` (dotted names), the seeds' view;
+        parameters: Flat dict ``{"sub.weight": Tensor}`` (dotted names);
             also callable, ``parameters()``, as in PyTorch (see :class:`ParameterView`).
         states: Flat dict of the states.
         training: True in training mode (the default), False after :meth:`eval`.
@@ -387,7 +387,7 @@ class Module:
         """Whether the module is in training mode."""
         return self._is_training
 
-    # -- the seeds' API ------------------------------------------------------------------
+    # -- counting and inspection ---------------------------------------------------------
     def num_parameters(self) -> int:
         """Total number of parameter elements in the module and its submodules."""
         return int(sum(t.size for t in self.parameters()))

@@ -1468,7 +1468,7 @@ def _numpy_pad_width(pad_width, ndim: int) -> tuple:
     return tuple((int(b), int(a)) for b, a in pairs)
 
 
-def _seeds_pad_width(pad_width, ndim: int) -> tuple:
+def _method_pad_width(pad_width, ndim: int) -> tuple:
     """``Tensor.pad``'s forms: int; flat (l, r[, t, b, ...]) last axis first; pairs."""
     if isinstance(pad_width, (int, np.integer)):
         return ((int(pad_width),) * 2,) * ndim
@@ -1930,7 +1930,7 @@ def _method_pad(self, pad_width, mode="constant", constant_values=0) -> Tensor:
         >>> tg.Tensor([[1.0, 2.0]]).pad((1, 0, 0, 1)).numpy().tolist()
         [[0.0, 1.0, 2.0], [0.0, 0.0, 0.0]]
     """
-    return Pad.api(self, _seeds_pad_width(pad_width, self.ndim), mode, constant_values)
+    return Pad.api(self, _method_pad_width(pad_width, self.ndim), mode, constant_values)
 
 
 def _transpose_property(self) -> Tensor:

@@ -547,7 +547,7 @@ class Max(Function):
     """Maximum over ``axis`` (NumPy ``amax``; NaN propagates).
 
     Gradient convention at ties: the cotangent is split equally among the elements equal to the
-    maximum (as the seeds document for ``maximum``); this is a valid subgradient and keeps
+    maximum (as PyTorch's ``amax``); this is a valid subgradient and keeps
     ``max(x) == max(x)`` symmetric in its arguments. Where the maximum is NaN the gradient is 0.
 
     Raises ``ValueError`` when a reduced axis has size 0, ``TypeError`` for complex inputs.

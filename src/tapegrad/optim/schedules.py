@@ -7,7 +7,7 @@ integer Tensor (the transform's counter under ``tg.jit``), a schedule computes t
 with :mod:`tapegrad.numpy` and returns a 0-d float64 Tensor, so a recorded training step
 replays for every step number instead of being traced again.
 
-:class:`CosineScheduler` is the seeds' scheduler protocol for the stateful optimizers:
+:class:`CosineScheduler` follows the scheduler protocol of the stateful optimizers:
 ``scheduler(step, initial_lr, current_lr) -> lr``, called by ``Optimizer.update_lr()`` with the
 optimizer's ``timestep``.
 
@@ -91,7 +91,7 @@ def _count(where: str, name: str, value, minimum: int = 0) -> int:
 
 
 def _cosine_with_warmup(step: int, lr: float, warmup: int, decay_iters: int, min_lr: float):
-    """The seeds' formula (linear warmup, then half-cosine from ``lr`` to ``min_lr``)."""
+    """The warmup-cosine formula (linear warmup, then half-cosine from ``lr`` to ``min_lr``)."""
     if step < warmup:
         return lr * (step + 1) / (warmup + 1)
     if step > decay_iters:
@@ -258,7 +258,7 @@ def warmup_cosine_schedule(
 ) -> WarmupCosineSchedule:
     """Linear warmup, then a half cosine from ``peak_lr`` down to ``min_lr``, then ``min_lr``.
 
-    The seeds' ``CosineScheduler`` formula, exactly::
+    :class:`CosineScheduler`'s formula, exactly::
 
         step <  warmup_steps:    peak_lr * (step + 1) / (warmup_steps + 1)
         step >  lr_decay_iters:  min_lr
@@ -420,7 +420,7 @@ def piecewise_constant_schedule(
 
 
 class LRScheduler(abc.ABC):
-    """The seeds' scheduler interface for the stateful optimizers.
+    """The scheduler interface of the stateful optimizers.
 
     ``scheduler(step, initial_lr, current_lr) -> new_lr``, called by
     ``Optimizer.update_lr()`` with the optimizer's ``timestep`` (1 on the first ``step``).
@@ -433,7 +433,7 @@ class LRScheduler(abc.ABC):
 
 @attrs.frozen
 class CosineScheduler(LRScheduler):
-    """The seeds' cosine scheduler with warmup; ``initial_lr`` is the peak rate.
+    """Cosine scheduler with warmup; ``initial_lr`` is the peak rate.
 
     Computes :func:`warmup_cosine_schedule`'s formula with ``peak_lr=initial_lr``.
 

@@ -1046,8 +1046,9 @@ def adamw(
     """AdamW: Adam with decoupled weight decay.
 
     ``p <- p - lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * p)``: the decay is applied to
-    the parameters, not added to the gradient before the moments. This is the seeds'
-    ``Adam(weight_decay=...)`` step and PyTorch's ``torch.optim.AdamW``; defaults as Optax
+    the parameters, not added to the gradient before the moments. This is the step of
+    :class:`~tapegrad.optim.Adam` with ``weight_decay`` and of PyTorch's ``torch.optim.AdamW``;
+    defaults as Optax
     (``weight_decay=1e-4``). With ``weight_decay=0`` it equals :func:`adam`.
 
     Raises:
