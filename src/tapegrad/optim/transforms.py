@@ -1048,8 +1048,7 @@ def adamw(
     ``p <- p - lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * p)``: the decay is applied to
     the parameters, not added to the gradient before the moments. This is the step of
     :class:`~tapegrad.optim.Adam` with ``weight_decay`` and of PyTorch's ``torch.optim.AdamW``;
-    defaults as Optax
-    (``weight_decay=1e-4``). With ``weight_decay=0`` it equals :func:`adam`.
+    defaults as Optax (``weight_decay=1e-4``). With ``weight_decay=0`` it equals :func:`adam`.
 
     Raises:
         ValueError: on out-of-range hyperparameters.
