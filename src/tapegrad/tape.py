@@ -605,9 +605,12 @@ class Tape:
     def _evaluate(self, leaves, treedef):
         """Replay on traced inputs: every entry through its Function's ``apply``, so that the
         transforms in progress (``grad``, ``jvp``, ``vmap``, ...) see the recorded primitives."""
-        self._arrays([const(t._array) if type(t) is Tensor else t for t in leaves], treedef,
-                     "Tape.replay")  # (a traced Tensor's own array has its per-example shape)
-        env = dict(zip(self.in_nodes, [t if type(t) is Tensor else make(t) for t in leaves]))
+        arrays = self._arrays([const(t._array) if type(t) is Tensor else t for t in leaves],
+                              treedef, "Tape.replay")
+        # (checked on each traced Tensor's own array: it has the per-example shape); the other
+        # leaves (arrays, Python numbers) enter as constants of the recorded dtype
+        env = dict(zip(self.in_nodes, [t if type(t) is Tensor else const(a)
+                                       for t, a in zip(leaves, arrays)]))
         for e in self.entries:
             if type(e) is Guard:
                 t = env[e.node]
