@@ -357,7 +357,7 @@ def _call(fun, args, policy=None):
     else:
         outs = PolicyCheckpoint.apply(*inputs, body=body, policy=policy)
     outs = outs if isinstance(outs, tuple) else (outs,)
-    return tree_unflatten(body.out_tree, list(outs[:body.out_tree.num_leaves]))
+    return tree_unflatten(body.out_tree, list(outs[:body.out_tree.num_leaves]))  # pyright: ignore[reportOptionalMemberAccess]
 
 
 def checkpoint(fun, *args, save_only=None, budget_bytes=None):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -125,7 +126,7 @@ def deferred(fn, shape, dtype) -> LazyArray:
                  "Tensor.deferred")[0]
 
 
-def realize_array(arr):
+def realize_array(arr) -> Any:
     """The concrete backend array behind ``arr`` (a LazyArray is computed, once)."""
     if type(arr) is not LazyArray:
         return arr
@@ -136,7 +137,7 @@ def realize_array(arr):
             _realize_nodes(arr.node)
         finally:
             _state.realizing = outer
-    return arr.node.values[arr.index]
+    return arr.node.values[arr.index]  # pyright: ignore[reportOptionalSubscript]
 
 
 def _realize_nodes(root) -> None:

@@ -187,11 +187,11 @@ def _zeros_batch(shape, ref: Tensor) -> Tensor:
 # -- fused elementwise primitives ------------------------------------------------------------
 # The elementwise primitives live in tapegrad.ops; these names keep Function-style calls
 # (``Sigmoid.apply(x)``, ``Relu.apply(x)``, ``Tanh.apply(x)``) working from here.
-Sigmoid = _ops.Sigmoid
-Softplus = _ops.Softplus
-Erf = _ops.Erf
+Sigmoid = _ops.Sigmoid  # pyright: ignore[reportArgumentType, reportAttributeAccessIssue]
+Softplus = _ops.Softplus  # pyright: ignore[reportAttributeAccessIssue]
+Erf = _ops.Erf  # pyright: ignore[reportAttributeAccessIssue]
 Relu = _ops.Relu
-Tanh = _ops.Tanh
+Tanh = _ops.Tanh  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _normalize_batch(cls, args, batched, size, axis=-1):
@@ -494,7 +494,7 @@ class _Loss(Function):
         p, y = args
         bp, by = batched
         ps, ys = _example_shape(p, bp), _example_shape(y, by)
-        _check_loss_shapes(cls.oper, ps, ys)
+        _check_loss_shapes(cls.oper, ps, ys)  # pyright: ignore[reportArgumentType]
         p = _with_batch(p, bp, size)
         if by and ys != ps:  # one scalar target per example
             y = tnp.broadcast_to(tnp.reshape(y, (size,) + (1,) * len(ps)), p.shape)
@@ -504,7 +504,7 @@ class _Loss(Function):
 
     @classmethod
     def output_shape(cls, a, b, reduction="mean"):
-        _check_loss_shapes(cls.oper, a, b)
+        _check_loss_shapes(cls.oper, a, b)  # pyright: ignore[reportArgumentType]
         return tuple(a) if reduction == "none" else ()
 
 
@@ -780,9 +780,9 @@ def _xent_grad(xp, logits, target, g, ignore_index, eps, reduction, stats=None):
         # one scale for every row: g, or g over the number of targets
         d *= g / dt(max(target.size, 1)) if reduction == "mean" else g
         return d
-    w = xp.ones(target.shape, d.dtype) if all_valid else valid.astype(d.dtype)
+    w = xp.ones(target.shape, d.dtype) if all_valid else valid.astype(d.dtype)  # pyright: ignore[reportOptionalMemberAccess]
     if reduction == "mean":
-        w *= g / dt(max(int(valid.sum()), 1))
+        w *= g / dt(max(int(valid.sum()), 1))  # pyright: ignore[reportOptionalMemberAccess]
     else:
         w *= g
     d *= w[..., None]
@@ -840,7 +840,7 @@ class CrossEntropy(Function):
         total = per.sum()
         if reduction == "sum":
             return total.astype(logits.dtype)
-        count = max(target.size if all_valid else int(valid.sum()), 1)
+        count = max(target.size if all_valid else int(valid.sum()), 1)  # pyright: ignore[reportOptionalMemberAccess]
         return xp.asarray(total / dt(count), dtype=logits.dtype)
 
     @staticmethod
@@ -1126,7 +1126,7 @@ def _soft_targets(y_true, logits: Tensor):
     ``logits``' shape), else None (class indices)."""
     t = y_true if isinstance(y_true, Tensor) else None
     if t is None:
-        arr = y_true.get() if hasattr(y_true, "get") else y_true  # a CuPy array
+        arr = y_true.get() if hasattr(y_true, "get") else y_true  # a CuPy array  # pyright: ignore[reportAttributeAccessIssue]
         shape, kind = np.shape(arr), np.asarray(arr).dtype.kind
     else:
         shape, kind = t.shape, t.dtype.kind
@@ -2187,7 +2187,7 @@ def _pool_hits(xp, x, out, kernel, stride, padding):
     """``(padded shape, [(offset index, hit mask)])``: for each kernel offset, where that
     window element is the window's maximum ``out`` and no earlier offset was (the first
     maximum wins ties, as ``argmax``; a NaN maximum goes to the window's first NaN)."""
-    xpad = _pad(xp, x, padding, -np.inf)
+    xpad = _pad(xp, x, padding, -np.inf)  # pyright: ignore[reportArgumentType]
     views = _offset_views(xpad, kernel, stride, out.shape[2:])
     nan = bool(xp.isnan(out.sum()))  # conservative: any NaN (or inf - inf) takes the slow path
     outnan = xp.isnan(out) if nan else None
@@ -2232,7 +2232,7 @@ class MaxPool2d(Function):
         xp = ctx.backend
         ctx.pool = dict(kernel=kernel, stride=stride, padding=padding)
         out_hw = _out_hw(x.shape[2:], kernel, stride, (1, 1), padding)
-        views = _offset_views(_pad(xp, x, padding, -np.inf), kernel, stride, out_hw)
+        views = _offset_views(_pad(xp, x, padding, -np.inf), kernel, stride, out_hw)  # pyright: ignore[reportArgumentType]
         out = xp.maximum(views[0], views[1]) if len(views) > 1 else views[0].copy()
         for v in views[2:]:
             xp.maximum(out, v, out=out)

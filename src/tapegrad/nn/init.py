@@ -14,6 +14,7 @@ Fans: for a 2-D weight ``(in_features, out_features)`` (the layout of :func:`lin
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -271,7 +272,7 @@ def trunc_normal(
     return Tensor(x.astype(dtype))
 
 
-def mlp(key, sizes, dtype=np.float32) -> list:
+def mlp(key, sizes, dtype: Any = np.float32) -> list:
     """Parameters of a multilayer perceptron as a pure pytree.
 
     Args:

@@ -63,7 +63,7 @@ __all__ = [
 def _keys(key, n: int):
     """``n`` init keys and the module's own key, split from ``key`` (entropy when None)."""
     if key is None:
-        key = _random.key(int(np.random.SeedSequence().entropy))
+        key = _random.key(int(np.random.SeedSequence().entropy))  # pyright: ignore[reportArgumentType]
     ks = _random.split(key, n + 1)
     return ks[:n], ks[n]
 
@@ -173,7 +173,7 @@ class Conv2d(Module):
     def forward(self, x):
         """``x`` of shape ``(N, in_channels, H, W)`` -> ``(N, out_channels, H_out, W_out)``."""
         return F.conv2d(
-            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups  # pyright: ignore[reportArgumentType]
         )
 
 
@@ -196,7 +196,7 @@ class MaxPool2d(Module):
 
     def forward(self, x):
         """``(N, C, H, W)`` -> ``(N, C, H_out, W_out)``."""
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)  # pyright: ignore[reportArgumentType]
 
 
 class BatchNorm(Module):

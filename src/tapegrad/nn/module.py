@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import threading
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -288,7 +289,7 @@ class Module:
                 "training mode); pass key=tg.random.key(...) to functional_call"
             )
         if self._rng is None:
-            self._rng = _random.key(int(np.random.SeedSequence().entropy))
+            self._rng = _random.key(int(np.random.SeedSequence().entropy))  # pyright: ignore[reportArgumentType, reportOptionalMemberAccess]
         self._rng, sub = _random.split(self._rng)
         return sub
 
@@ -522,7 +523,7 @@ def _check_tree(module: Module, tree, group: str, what: str, path: str = "") -> 
     for name, old in here[group].items():
         new = _to_tensor(tree[name], f"{path}{name}", what)
         if (old is None) != (new is None) or (
-            old is not None and tuple(new.shape) != tuple(old.shape)
+            old is not None and tuple(new.shape) != tuple(old.shape)  # pyright: ignore[reportOptionalMemberAccess]
         ):
             raise ValueError(
                 f"{what}: {path}{name} has shape {None if new is None else new.shape}, "
@@ -552,7 +553,7 @@ def _bind(module: Module, params: dict, state: dict) -> Module:
     return clone
 
 
-def functional_call(module: Module, params, *args, state=None, key=None, **kwargs):
+def functional_call(module: Module, params, *args, state=None, key=None, **kwargs) -> Any:
     """Run ``module`` as a pure function of ``params`` (and ``state`` and ``key``).
 
     The module itself is not changed: a shallow copy holding ``params``/``state`` runs its

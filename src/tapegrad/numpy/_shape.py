@@ -604,7 +604,7 @@ def _stack_list(tup, op, dtype=None, casting="same_kind"):
     if dtype is not None:
         dt = _np.dtype(dtype)
         for a in xs:
-            if not _np.can_cast(a.dtype, dt, casting=casting):
+            if not _np.can_cast(a.dtype, dt, casting=casting):  # pyright: ignore[reportArgumentType, reportAttributeAccessIssue]
                 raise TypeError(f"{op}: cannot cast dtype {a.dtype} to {dt} under "
                                 f"casting={casting!r}")
         xs = [_ns.astype(a, dt) for a in xs]
@@ -1196,7 +1196,7 @@ class _AxisConcatenator:
                     if trans1d != -1:
                         new = swapaxes(new, -1, trans1d)
                 objs.append(new)
-                kinds.append(new.dtype)
+                kinds.append(new.dtype)  # pyright: ignore[reportAttributeAccessIssue]
             elif isinstance(item, str):
                 if k != 0:
                     raise ValueError(f"{op}: a string directive must be the first entry")

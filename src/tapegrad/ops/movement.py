@@ -234,7 +234,7 @@ def split_index(idx) -> tuple:
         elif isinstance(e, (Tensor, list, np.ndarray)) or hasattr(e, "__cuda_array_interface__"):
             arr = _index_array(e)
             arrays.append(arr)
-            key.append(IndexSlot(len(arrays) - 1, arr.dtype.kind == "b"))
+            key.append(IndexSlot(len(arrays) - 1, arr.dtype.kind == "b"))  # pyright: ignore[reportAttributeAccessIssue, reportMissingImports]
         else:
             raise IndexError(
                 "getitem: only integers, slices (:), ellipsis (...), None and integer or boolean "
@@ -273,7 +273,7 @@ def _ufunc_at(xp, name: str, out, idx, values, op: str):
     if at is not None:
         at(out, idx, values)
         return
-    import cupyx  # pragma: no cover - GPU only
+    import cupyx  # pragma: no cover - GPU only  # pyright: ignore[reportMissingImports]
 
     fn = {  # pragma: no cover - GPU only
         "add": cupyx.scatter_add,
@@ -599,7 +599,7 @@ class BroadcastTo(_MovementFunction):
         x, shape = args
         x = align([x], [True], len(shape))[0]
         return BroadcastTo.apply(x, (x.shape[0],) + tuple(shape))
-    view = "readonly"  # its output may be a view of its first input (jit's buffer planning)
+    view = "readonly"  # its output may be a view of its first input (jit's buffer planning)  # pyright: ignore[reportAssignmentType]
 
     oper = "broadcast_to"
     names = ("broadcast_to",)
@@ -1677,7 +1677,7 @@ class SlidingWindow(_MovementFunction):
         nd = x.ndim - 1
         return SlidingWindow.apply(x, window_shape=window_shape, step=(1,) + tuple(step),
                                    axis=tuple(a % nd + 1 for a in axis))
-    view = "readonly"  # its output may be a view of its first input (jit's buffer planning)
+    view = "readonly"  # its output may be a view of its first input (jit's buffer planning)  # pyright: ignore[reportAssignmentType]
 
     oper = "sliding_window"
     names = ("sliding_window_view",)
@@ -1723,7 +1723,7 @@ class SlidingWindow(_MovementFunction):
         if xp is np:
             from numpy.lib.stride_tricks import sliding_window_view
         else:  # pragma: no cover - GPU only
-            from cupy.lib.stride_tricks import sliding_window_view
+            from cupy.lib.stride_tricks import sliding_window_view  # pyright: ignore[reportMissingImports]
         out = sliding_window_view(x, tuple(window_shape), axes) if axes else x
         if any(s != 1 for s in step):
             out = out[tuple(slice(None, None, s) for s in step)]

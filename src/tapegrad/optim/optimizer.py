@@ -162,7 +162,7 @@ class Optimizer:
 
     def _make_transform(self) -> T.GradientTransformation:
         """The pure update for the current hyperparameters (subclasses override)."""
-        return self._transform_fn(self.lr)
+        return self._transform_fn(self.lr)  # pyright: ignore[reportArgumentType, reportOptionalCall]
 
     def _full_transform(self) -> T.GradientTransformation:
         clip = self._hyperparams.get("max_grad_norm")
@@ -299,7 +299,7 @@ class Optimizer:
     def update_lr(self) -> None:
         """Set ``lr`` from the scheduler at the current ``timestep`` (no-op without one)."""
         if self.lr_scheduler is not None:
-            self.lr = float(self.lr_scheduler(self.timestep, self.initial_lr, self.lr))
+            self.lr = float(self.lr_scheduler(self.timestep, self.initial_lr, self.lr))  # pyright: ignore[reportArgumentType]
 
     def step(self, grads=None, **extra_args) -> None:
         """One optimization step: ``timestep += 1``, ``update_lr()``, then

@@ -107,7 +107,7 @@ class ConstantSchedule:
 
     value: float
 
-    def __call__(self, step) -> float:
+    def __call__(self, step) -> float | Tensor:
         if _tensor_step("constant_schedule", step) is None:
             _step("constant_schedule", step)
         return self.value
@@ -122,7 +122,7 @@ class WarmupCosineSchedule:
     lr_decay_iters: int
     min_lr: float
 
-    def __call__(self, step) -> float:
+    def __call__(self, step) -> float | Tensor:
         t = _tensor_step("warmup_cosine_schedule", step)
         if t is not None:
             lr, w, d, lo = self.peak_lr, self.warmup_steps, self.lr_decay_iters, self.min_lr
@@ -146,7 +146,7 @@ class StepDecaySchedule:
     step_size: int
     gamma: float
 
-    def __call__(self, step) -> float:
+    def __call__(self, step) -> float | Tensor:
         t = _tensor_step("step_decay_schedule", step)
         if t is not None:
             n = tnp.floor(tnp.divide(t, float(self.step_size)))
@@ -166,7 +166,7 @@ class ExponentialDecaySchedule:
     staircase: bool = False
     end_value: float | None = None
 
-    def __call__(self, step) -> float:
+    def __call__(self, step) -> float | Tensor:
         t = _tensor_step("exponential_decay", step)
         if t is not None:
             elapsed = tnp.maximum(tnp.subtract(t, float(self.transition_begin)), 0.0)
@@ -201,7 +201,7 @@ class LinearSchedule:
     transition_steps: int
     transition_begin: int = 0
 
-    def __call__(self, step) -> float:
+    def __call__(self, step) -> float | Tensor:
         t = _tensor_step("linear_schedule", step)
         if t is not None:
             if self.transition_steps == 0:
@@ -227,7 +227,7 @@ class PiecewiseConstantSchedule:
     init_value: float
     boundaries_and_scales: tuple = ()  # ((boundary, scale), ...) sorted by boundary
 
-    def __call__(self, step) -> float:
+    def __call__(self, step) -> float | Tensor:
         t = _tensor_step("piecewise_constant_schedule", step)
         if t is not None:
             value = _f64(self.init_value)

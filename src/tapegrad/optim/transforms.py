@@ -91,7 +91,9 @@ __all__ = [
     "tree_zeros_like",
 ]
 
-Schedule = Callable[[int], float]
+#: A learning-rate schedule: step count (an int, or an int Tensor under a transform) to a rate
+#: (a float, or a float Tensor).
+Schedule = Callable[[Any], Any]
 
 
 # -- leaf helpers ---------------------------------------------------------------------------
@@ -353,7 +355,7 @@ class GradientTransformation(abc.ABC):
         """``(updates, new_state)`` from ``grads`` (same structure and shapes as ``params``)."""
 
 
-def _check_lr(where: str, learning_rate):
+def _check_lr(where: str, learning_rate) -> float | Schedule:
     if callable(learning_rate):
         return learning_rate
     if isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float)):
@@ -706,12 +708,12 @@ def _scalar_value(where: str, value):
             f"{where}: value must be a number or a 0-d Tensor, got {type(value).__name__}"
         )
     if _is_array(value):
-        shape = tuple(value.shape)
-        kind = np.dtype(value.dtype).kind
+        shape = tuple(value.shape)  # pyright: ignore[reportArgumentType, reportAttributeAccessIssue]
+        kind = np.dtype(value.dtype).kind  # pyright: ignore[reportAttributeAccessIssue]
         if shape != () or kind not in "fiu":
             raise ValueError(
                 f"{where}: value must be a real scalar (the loss), got shape {shape} and dtype "
-                f"{value.dtype}; reduce it first (for example tnp.mean(losses))."
+                f"{value.dtype}; reduce it first (for example tnp.mean(losses))."  # pyright: ignore[reportAttributeAccessIssue]
             )
         if isinstance(value, Tensor):
             value = tnp.stop_gradient(value)
@@ -759,7 +761,7 @@ class ReduceOnPlateau(GradientTransformation):
         if any(isinstance(state[k], Tensor) for k in keys):
             new = self._update_tensors(state, value)
         else:
-            new = self._update_numbers(state, float(value))
+            new = self._update_numbers(state, float(value))  # pyright: ignore[reportArgumentType]
         scale = new["scale"]
         if type(scale) is float and scale == 1.0:
             return updates, new  # scaling by one changes nothing

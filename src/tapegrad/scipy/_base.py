@@ -32,7 +32,7 @@ def special_module(xp):
         import scipy.special
 
         return scipy.special
-    import cupyx.scipy.special  # pragma: no cover - GPU only
+    import cupyx.scipy.special  # pragma: no cover - GPU only  # pyright: ignore[reportGeneralTypeIssues, reportMissingImports]
 
     return cupyx.scipy.special  # pragma: no cover - GPU only
 
@@ -170,7 +170,7 @@ class Elementwise(Function):
     def backward(cls, ctx, g):
         ds = cls._partials(ctx, ctx.needs_input_grad)
         res = tuple(cls._times(g, d) for d in ds)
-        return res if len(res) > 1 else res[0]
+        return res if len(res) > 1 else res[0]  # pyright: ignore[reportGeneralTypeIssues]
 
     @classmethod
     def jvp(cls, ctx, *ts):
