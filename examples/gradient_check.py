@@ -10,7 +10,7 @@ tapegrad's own ops are tested:
    values and checks the forward result against a NumPy reference, the dtype, and the
    gradients, for every draw.
 
-The script defines ``Square`` (the seeds' ``_Square``) and ``LogCosh`` (a numerically stable
+The script defines ``Square`` (the smallest complete Function) and ``LogCosh`` (a numerically stable
 ``log(cosh(x))``, the smooth Huber-like loss), proves both, then shows that the checks catch a
 classic mistake: ``BadLogCosh`` keeps an array computed in ``forward`` as a constant in
 ``backward``, which gives correct first derivatives and wrong second ones.
@@ -36,7 +36,7 @@ from tapegrad.testing import check_grads  # noqa: E402
 
 
 class Square(tg.Function):
-    """``x ** 2`` elementwise (the seeds' ``_Square``): the smallest complete Function."""
+    """``x ** 2`` elementwise: the smallest complete Function."""
 
     oper = "square"
 

@@ -5,7 +5,9 @@ reference implementation ``array_api_strict`` and run on NumPy's own namespace a
   standard's positional-only, positional-or-keyword and keyword-only parameters, its defaults);
 - values and dtypes: each case runs in the namespace under test and in ``array_api_strict``,
   on the same data, and the results must match (dtypes by name; Python float data gives the
-  namespace's default floating dtype, as ``__array_namespace_info__`` reports it);
+  namespace's default floating dtype, as ``__array_namespace_info__`` reports it); for
+  tapegrad also on traced inputs (each floating argument a primal of ``vjp``), as array-API
+  code runs inside transforms;
 - the data type functions (finfo, iinfo, isdtype, result_type, can_cast) for every dtype;
 - the inspection namespace, the ``__array_namespace__`` hook and ``asarray``'s copy rules.
 
@@ -50,6 +52,8 @@ NUMPY_DEVIATIONS = {
     "signature:argsort": "no `descending` keyword; `stable` defaults to None",
     **{f"signature:fft.{n}": "norm defaults to None, not 'backward'" for n in
        ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft"]},
+    "value:sort-descending": "no `descending` keyword",
+    "value:argsort-descending": "no `descending` keyword",
     "signature:fft.fftfreq": "no `dtype` keyword",
     "signature:fft.rfftfreq": "no `dtype` keyword",
     **{f"finfo:{n}": "np.finfo does not accept an array" for n in
@@ -321,6 +325,23 @@ CASES = [
     ("broadcast_arrays", "broadcast_arrays", [F(3, 1), F(4), F(2, 1, 1)], {}),
     ("tril", "tril", [M], {"k": 1}),
     ("triu", "triu", [M], {"k": -1}),
+    # sorting, searching, sets
+    ("sort", "sort", [F(3, 5)], {}),
+    ("sort-descending", "sort", [F(3, 5)], {"axis": 0, "descending": True}),
+    ("argsort", "argsort", [np.array([3.0, 1.0, 3.0, 2.0, 1.0])], {"stable": True}),
+    ("argsort-descending", "argsort", [np.array([3.0, 1.0, 3.0, 2.0])], {"descending": True}),
+    ("searchsorted", "searchsorted", [np.sort(F(6)), F(4)], {}),
+    ("searchsorted-right", "searchsorted", [np.array([0.0, 1.0, 1.0, 2.0]),
+                                            np.array([1.0, 1.5])], {"side": "right"}),
+    ("nonzero", "nonzero", [I(3, 4, lo=-1, hi=2)], {}),
+    ("unique_values", "unique_values", [np.array([3.0, 1.0, 3.0, 2.0, 1.0])], {}),
+    ("unique_counts", "unique_counts", [np.array([3.0, 1.0, 3.0, 2.0, 1.0])], {}),
+    ("unique_inverse", "unique_inverse", [I(7, lo=0, hi=3)], {}),
+    # fft extension
+    ("fft.fft", "fft.fft", [C(4, 6)], {}),
+    ("fft.rfft", "fft.rfft", [F(3, 8)], {"norm": "ortho"}),
+    ("fft.irfft", "fft.irfft", [C(5)], {"n": 8}),
+    ("fft.fftn", "fft.fftn", [C(3, 4)], {}),
 ]
 _DTYPE_KW = ("dtype",)
 
@@ -348,6 +369,16 @@ def _host(v):
     return np.from_dlpack(v)
 
 
+def _assert_close(got, want):
+    """Results (an array, or a tuple of arrays of different shapes) equal to the reference's."""
+    if isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want)
+        for g, w in zip(got, want):
+            _assert_close(g, w)
+        return
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+
+
 def _dtype_name(ns, v) -> str:
     d = v.dtype
     for n in DTYPE_NAMES:
@@ -370,19 +401,56 @@ def _default_dtype(ns, name):
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_values_and_dtypes_match_the_reference(xp, case):
+def test_values_and_dtypes_match_the_reference(request, xp, case):
+    _numpy_deviation(request, xp, f"value:{case[0]}")
     _, name, args, kwargs = case
     fn = _need(xp, name)
     got = fn(*[_to(xp, a) for a in args], **_kw(xp, kwargs))
     want = _get(strict, name)(*[_to(strict, a) for a in args], **_kw(strict, kwargs))
     got_h, want_h = _host(got), _host(want)
-    np.testing.assert_allclose(got_h, want_h, rtol=1e-6, atol=1e-9)
+    _assert_close(got_h, want_h)
     got_dt, want_dt = _dtypes(xp, got), _dtypes(strict, want)
     # creation from Python data gives each library's default floating dtype
     from_python = not any(isinstance(a, (np.ndarray, list)) for a in args)
     if from_python and "dtype" not in kwargs:
         want_dt = _default_dtype(xp, want_dt)
     assert got_dt == want_dt
+
+
+def _is_floating_input(v) -> bool:
+    if isinstance(v, list):
+        return bool(v) and all(_is_floating_input(a) for a in v)
+    return isinstance(v, np.ndarray) and v.dtype.kind == "f"
+
+
+TRACED_CASES = [c for c in CASES if any(_is_floating_input(a) for a in c[2])]
+
+
+@pytest.mark.parametrize("case", TRACED_CASES, ids=[c[0] for c in TRACED_CASES])
+def test_traced_inputs_give_the_reference_values(case):
+    # The same cases on values a transform traces: each floating array argument is a primal of
+    # vjp, the function's results come back as aux, and must equal the reference's.
+    _, name, args, kwargs = case
+    fn = _need(array_api, name)
+    where = [i for i, a in enumerate(args) if _is_floating_input(a)]
+    primals = [_to(array_api, args[i]) for i in where]
+    seen = []
+
+    def f(*traced):
+        full = list(args)
+        for i, v in zip(where, traced):
+            full[i] = v
+        leaves = [v for t in traced for v in (t if isinstance(t, list) else [t])]
+        seen.extend(v.is_traced for v in leaves)
+        out = fn(*[_to(array_api, a) for a in full], **_kw(array_api, kwargs))
+        zero = sum(array_api.sum(v) for v in leaves) * 0.0
+        return zero, out
+
+    _, _, got = tg.vjp(f, *primals, has_aux=True)
+    assert seen and all(seen)
+    want = _get(strict, name)(*[_to(strict, a) for a in args], **_kw(strict, kwargs))
+    _assert_close(_host(got), _host(want))
+    assert _dtypes(array_api, got) == _dtypes(strict, want)
 
 
 def test_svd_reconstructs(xp):

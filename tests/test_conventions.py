@@ -49,3 +49,86 @@ def test_module_declares_all_and_every_name_exists(name):
 
 def test_py_typed_marker_ships():
     assert (SRC / "py.typed").is_file()
+
+
+# -- declarations for type checkers ------------------------------------------------------------
+# The ops layer attaches Tensor's operators and methods, and the elementwise functions of
+# tapegrad.numpy come from the op table; both are declared under ``if TYPE_CHECKING:`` so that
+# pyright (run by CI over src/ and tests/typecheck/) sees them. These tests keep the declarations
+# equal to what exists at run time, parameter names included.
+_ATTRS_MADE = {"__attrs_init__", "__attrs_props__", "__delattr__", "__setattr__", "__getstate__",
+               "__setstate__", "__dict__", "__module__", "__doc__", "__weakref__",
+               "__attrs_attrs__", "__slots__", "__annotations__", "__match_args__",
+               "__firstlineno__", "__static_attributes__", "__attrs_own_setattr__",
+               "__annotate_func__", "__annotations_cache__", "__annotate__"}  # fmt: skip
+
+
+def _type_checking_defs(body) -> dict:
+    """``name -> ast.FunctionDef`` of the functions under ``if TYPE_CHECKING:`` in ``body``."""
+    import ast
+
+    defs = {}
+    for node in body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            defs.update({d.name: d for d in node.body if isinstance(d, ast.FunctionDef)})
+    return defs
+
+
+def _param_names(fn_def, skip_self: bool) -> list:
+    a = fn_def.args
+    names = [p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
+    names += [f"*{a.vararg.arg}"] if a.vararg else []
+    names += [f"**{a.kwarg.arg}"] if a.kwarg else []
+    return names[1:] if skip_self else names
+
+
+def _runtime_param_names(fn, skip_self: bool) -> list:
+    import inspect
+
+    ps = list(inspect.signature(fn).parameters.values())
+    ps = ps[1:] if skip_self else ps
+    star = [p for p in ps if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    names = [p.name for p in ps if p not in star]
+    return names + [("*" if p.kind is p.VAR_POSITIONAL else "**") + p.name for p in star]
+
+
+def test_tensor_declares_every_attached_method_for_type_checkers():
+    import ast
+
+    import tapegrad.numpy  # noqa: F401  (attaches the methods)
+    from tapegrad.tensor import Tensor
+
+    cls = next(n for n in ast.parse((SRC / "tensor.py").read_text()).body
+               if isinstance(n, ast.ClassDef) and n.name == "Tensor")  # fmt: skip
+    declared = _type_checking_defs(cls.body)
+    in_body = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    in_body |= {t.id for n in cls.body if isinstance(n, ast.Assign) for t in n.targets
+                if isinstance(t, ast.Name)}  # fmt: skip
+    in_body |= {n.target.id for n in cls.body
+                if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}  # fmt: skip
+    attached = {n for n in vars(Tensor) if n not in in_body and n not in _ATTRS_MADE}
+    assert set(declared) == attached, (
+        f"declare in tensor.py: {sorted(attached - set(declared))}; "
+        f"no longer attached: {sorted(set(declared) - attached)}"
+    )
+    for name, d in declared.items():
+        v = vars(Tensor)[name]
+        if isinstance(v, property):
+            continue
+        static = isinstance(v, staticmethod)
+        fn = v.__func__ if static else v
+        assert _param_names(d, not static) == _runtime_param_names(fn, not static), name
+
+
+def test_elementwise_functions_are_declared_for_type_checkers():
+    import ast
+
+    from tapegrad.numpy import _elementwise
+
+    path = SRC / "numpy" / "_elementwise.py"
+    declared = _type_checking_defs(ast.parse(path.read_text()).body)
+    table = {n for n in _elementwise.__all__ if n != "nan_to_num"}
+    assert set(declared) == table
+    for name, d in declared.items():
+        fn = getattr(_elementwise, name)
+        assert _param_names(d, False) == _runtime_param_names(fn, False), name

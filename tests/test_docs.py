@@ -8,6 +8,9 @@
   or ``text``, ``console``, ...), so no Python block escapes the test by accident.
 - Every docstring example (``>>>``) in the package passes.
 - Every page under docs/ is in the site's navigation (mkdocs.yml).
+- The docs, the README and every docstring in the package (the API reference is generated from
+  them) speak to users: no development-process wording (``the seeds'``, ``issue 12``,
+  ``this round``, ``an earlier session``).
 """
 
 from __future__ import annotations
@@ -225,3 +228,43 @@ def test_docstring_examples(name):
     for test in finder.find(mod, name, module=mod):
         runner.run(test)
     assert runner.failures == 0, f"{runner.failures} docstring example(s) failed in {name}"
+
+
+# Development-process wording that means nothing to a reader of the docs or the API reference.
+INTERNAL_WORDING = re.compile(
+    r"\bseeds'|\bthe seeds\b|\bissue\s*#?\d+|\bthis round\b|\bround \d+\b"
+    r"|\b(?:this|an? earlier|the previous|a previous|later) session\b",
+    re.IGNORECASE,
+)
+
+
+def internal_wording(text: str) -> list[str]:
+    """The lines of ``text`` that use development-process wording."""
+    return [line.strip() for line in text.splitlines() if INTERNAL_WORDING.search(line)]
+
+
+def test_internal_wording_is_recognised():
+    assert internal_wording("as in the seeds' Linear") and internal_wording("See issue 21.")
+    assert internal_wording("fixed this round") and internal_wording("from an earlier session")
+    assert internal_wording("see issue #3") and internal_wording("The seeds document it")
+    assert not internal_wording("key: also seeds the dropout; rounds half to even")
+    assert not internal_wording("file an issue on the tracker; round(x, 2)")
+
+
+def test_docs_and_readme_speak_to_users():
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    found = {p.relative_to(ROOT).as_posix(): internal_wording(p.read_text()) for p in pages}
+    found = {k: v for k, v in found.items() if v}
+    assert not found, f"development-process wording in the docs: {found}"
+
+
+@pytest.mark.parametrize("name", _modules())
+def test_docstrings_speak_to_users(name):
+    mod = importlib.import_module(name)
+    finder = doctest.DocTestFinder(exclude_empty=False)
+    found = {}
+    for test in finder.find(mod, name, module=mod):
+        lines = internal_wording(test.docstring or "")
+        if lines:
+            found[test.name] = lines
+    assert not found, f"development-process wording in docstrings of {name}: {found}"

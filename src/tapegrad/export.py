@@ -85,7 +85,7 @@ class _Writer:
         key = f"a{len(self.arrays)}"
         rec = {"__array__": key, "dtype": arr.dtype.str, "shape": list(arr.shape)}
         if arr.dtype.kind == "c":  # stored as its real and imaginary parts (trailing axis)
-            arr = np.stack([arr.real, arr.imag], axis=-1)
+            arr = np.stack([arr.real, arr.imag], axis=-1)  # pyright: ignore[reportAttributeAccessIssue]
         if arr.dtype.byteorder == ">":
             arr = arr.astype(arr.dtype.newbyteorder("="))
         self.arrays[key] = arr
@@ -231,7 +231,7 @@ class _Reader:
             return cls(*(self.value(x) for x in v["fields"]))
         if tag == "__row__":
             table = _resolve(v[tag], self.who)
-            for row in table if type(table) in (list, tuple) else ():
+            for row in table if type(table) in (list, tuple) else ():  # pyright: ignore[reportGeneralTypeIssues]
                 if getattr(row, "name", None) == v["name"]:
                     return row
             raise ValueError(f"{self.who}: {v[tag]!r} has no row named {v['name']!r}")
@@ -432,8 +432,8 @@ def _load(doc: dict, arrays, who: str) -> Tape:
 
 
 def _attach() -> None:
-    Tape.to_json = tape_to_json
-    Tape.from_json = staticmethod(tape_from_json)
+    Tape.to_json = tape_to_json  # pyright: ignore[reportAttributeAccessIssue]
+    Tape.from_json = staticmethod(tape_from_json)  # pyright: ignore[reportAttributeAccessIssue]
 
 
 _attach()

@@ -16,6 +16,9 @@ References:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from tapegrad.backend import backend_of
@@ -248,7 +251,7 @@ def _jvp_core(fun, treedef, prims, tangents, has_aux, who):
     return out_tree, p_out, t_out, aux
 
 
-def jvp(fun, primals, tangents, has_aux: bool = False):
+def jvp(fun, primals, tangents, has_aux: bool = False) -> tuple[Any, ...]:
     """Jacobian-vector product (forward mode): ``fun``'s value and its derivative along
     ``tangents``.
 
@@ -388,7 +391,7 @@ def _assemble(blocks, out_tree, diff_tree, argnums):
     return tree_unflatten(out_tree, per_out)
 
 
-def jacfwd(fun, argnums=0, has_aux: bool = False):
+def jacfwd(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Callable[..., Any]:
     """Jacobian of ``fun`` by forward mode: one tangent pass over all input directions.
 
     ``fun`` is linearized once (:func:`linearize`), then the tangent program runs once under
@@ -447,7 +450,7 @@ def jacfwd(fun, argnums=0, has_aux: bool = False):
     return jacfwd_f
 
 
-def jacrev(fun, argnums=0, has_aux: bool = False):
+def jacrev(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Callable[..., Any]:
     """Jacobian of ``fun`` by reverse mode: one backward pass over all output directions.
 
     ``fun`` runs once under :func:`~tapegrad.vjp`; its ``vjp_fn`` runs once under
@@ -513,7 +516,7 @@ def jacrev(fun, argnums=0, has_aux: bool = False):
 jacobian = jacrev
 
 
-def hessian(fun, argnums=0, has_aux: bool = False):
+def hessian(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Callable[..., Any]:
     """Hessian of scalar ``fun``: ``jacfwd(jacrev(fun))`` (forward-over-reverse).
 
     Args:

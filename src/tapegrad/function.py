@@ -19,6 +19,7 @@ import itertools
 import os
 import threading
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -135,7 +136,7 @@ def debug_nans(enabled: bool = True):
 
 
 try:  # NumPy 2: the floating-point error state is a context variable; setting it is cheap
-    from numpy._core._ufunc_config import _extobj_contextvar as _fp_state
+    from numpy._core._ufunc_config import _extobj_contextvar as _fp_state  # pyright: ignore[reportArgumentType, reportAttributeAccessIssue]
 
     with np.errstate(all="ignore"):
         _QUIET = _fp_state.get()
@@ -219,9 +220,16 @@ class Context:
         RuntimeError: reading ``saved_tensors`` before ``backward``.
     """
 
-    device = "cpu"
-    backend = np
-    saved_tensors = _SavedTensors()
+    device: str = "cpu"
+    backend: Any = np
+    saved_tensors: Any = _SavedTensors()
+    needs_input_grad: tuple[bool, ...]
+
+    if TYPE_CHECKING:  # free attributes: static values from forward to backward
+
+        def __getattr__(self, name: str) -> Any: ...
+
+        def __setattr__(self, name: str, value: Any) -> None: ...
 
     def save_for_backward(self, *arrays) -> None:
         """Save input or output arrays of ``forward`` (or other values); ``backward`` reads them
@@ -455,7 +463,7 @@ class Function:
         return cls.oper or cls.__name__.lower()
 
     @classmethod
-    def apply(cls, *args, **params):
+    def apply(cls, *args, **params) -> Any:
         """Apply the op: returns a Tensor (or a tuple of Tensors for several outputs)."""
         top = 0
         arrays = []
@@ -571,7 +579,7 @@ def base_apply(cls, values, arrays, cpu, params, needs):
                             prims = [None] * len(raws)
                         p = prims[k]
                         if p is None:
-                            p = prims[k] = const(raws[k])
+                            p = prims[k] = const(raws[k])  # pyright: ignore[reportArgumentType, reportCallIssue]
                         saved.append(p)
                         break
                     k += 1

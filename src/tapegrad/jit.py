@@ -25,6 +25,7 @@ import itertools
 import threading
 import weakref
 from collections import OrderedDict
+from typing import Any
 
 import numpy as np
 
@@ -277,7 +278,7 @@ class Program:
                     if cls is None:
                         attrs = {"needs_input_grad": (False,) * n_in}
                         if device != "cpu":
-                            attrs.update(device=device, backend=xp)
+                            attrs.update(device=device, backend=xp)  # pyright: ignore[reportArgumentType]
                         cls = ctx_classes[n_in] = type(f"_Ctx{n_in}", (Context,), attrs)
                         g[f"C{n_in}"] = cls
                     g[f"F{j}"] = s.fn.forward
@@ -415,7 +416,9 @@ def _signature(leaves, who):
     return tuple(sig)
 
 
-def jit(fun=None, *, static_argnums=(), static_argnames=(), cache_size: int = 64):
+def jit(
+    fun=None, *, static_argnums: Any = (), static_argnames: Any = (), cache_size: int = 64
+) -> Any:
     """Compile ``fun``: trace it once per input signature into a :class:`Program`, and run the
     compiled program on later calls with that signature.
 

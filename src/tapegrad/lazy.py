@@ -5,8 +5,8 @@ not run its forward rule: it infers the output's shape and dtype with the Functi
 ``output_shape`` and ``output_dtype`` and returns a Tensor whose array is a deferred
 :class:`LazyArray`. ``t.realize()`` (or anything that needs the values: ``numpy()``, ``item()``,
 an eager op, a transform) runs the recorded program up to ``t``, once, and checks that each op
-produced the shape and dtype it promised. The recorded program is the tape; lazy mode is the
-seeds' ``lazy()``/``realize()`` in functional form.
+produced the shape and dtype it promised. The recorded program is the tape: deferred
+execution in functional form.
 
 Operations on values a transform is tracing run immediately even in lazy mode: the transform
 records its own tape.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -125,7 +126,7 @@ def deferred(fn, shape, dtype) -> LazyArray:
                  "Tensor.deferred")[0]
 
 
-def realize_array(arr):
+def realize_array(arr) -> Any:
     """The concrete backend array behind ``arr`` (a LazyArray is computed, once)."""
     if type(arr) is not LazyArray:
         return arr
@@ -136,7 +137,7 @@ def realize_array(arr):
             _realize_nodes(arr.node)
         finally:
             _state.realizing = outer
-    return arr.node.values[arr.index]
+    return arr.node.values[arr.index]  # pyright: ignore[reportOptionalSubscript]
 
 
 def _realize_nodes(root) -> None:

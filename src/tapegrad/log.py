@@ -107,7 +107,7 @@ class ColorFormatter(logging.Formatter):
         defaults: dict | None = None,
         use_color: bool | None = None,
     ):
-        super().__init__(fmt, datefmt, style, validate, defaults=defaults)
+        super().__init__(fmt, datefmt, style, validate, defaults=defaults)  # pyright: ignore[reportArgumentType, reportAttributeAccessIssue]
         if use_color is not None and not isinstance(use_color, bool):
             raise TypeError(
                 f"ColorFormatter: use_color must be True, False or None, got {use_color!r}"
@@ -204,7 +204,7 @@ def setup_logger(
         handler = logging.StreamHandler(stream)
         use_color = not _no_color() and _is_tty(stream)
     handler.setFormatter(ColorFormatter(fmt, datefmt, use_color=use_color))
-    handler._tapegrad_setup_logger = True  # marks the handler a later call replaces
+    handler._tapegrad_setup_logger = True  # marks the handler a later call replaces  # pyright: ignore[reportAttributeAccessIssue]
     for old in [h for h in logger.handlers if getattr(h, "_tapegrad_setup_logger", False)]:
         logger.removeHandler(old)
         old.close()

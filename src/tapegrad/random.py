@@ -25,6 +25,8 @@ eager call gives for that key. Results are CPU Tensors; move them with ``.to_dev
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from tapegrad.function import Function
@@ -249,7 +251,8 @@ def fold_in(key, data) -> Tensor:
     return _FoldIn.apply(k, data if isinstance(data, Tensor) else int(data))
 
 
-def uniform(key, shape=(), dtype=np.float32, minval=0.0, maxval=1.0) -> Tensor:
+def uniform(key, shape: Any = (), dtype: Any = np.float32, minval: Any = 0.0,
+            maxval: Any = 1.0) -> Tensor:
     """Uniform samples on ``[minval, maxval)``.
 
     Args:
@@ -269,7 +272,8 @@ def uniform(key, shape=(), dtype=np.float32, minval=0.0, maxval=1.0) -> Tensor:
     return _draw(key, "uniform", shape, dtype, float(minval), float(maxval), "random.uniform")
 
 
-def normal(key, shape=(), dtype=np.float32, mean=0.0, std=1.0) -> Tensor:
+def normal(key, shape: Any = (), dtype: Any = np.float32, mean: Any = 0.0,
+           std: Any = 1.0) -> Tensor:
     """Normal samples with ``mean`` and standard deviation ``std`` (default standard normal).
 
     Raises:
@@ -302,7 +306,7 @@ def bernoulli(key, p=0.5, shape=None) -> Tensor:
     return _draw(key, "bernoulli", shape, np.bool_, p, None, "random.bernoulli")
 
 
-def randint(key, shape, minval: int, maxval: int, dtype=np.int32) -> Tensor:
+def randint(key, shape, minval: int, maxval: int, dtype: Any = np.int32) -> Tensor:
     """Integers drawn uniformly from ``[minval, maxval)``.
 
     Raises:

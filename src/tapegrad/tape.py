@@ -159,11 +159,11 @@ class Trace:
                 b = a._box
                 lv = 0 if b is None else b[0]
                 if lv == level:
-                    if b[1] is not self:
+                    if b[1] is not self:  # pyright: ignore[reportOptionalCall, reportOptionalSubscript]
                         raise RuntimeError(f"{fn._name()}: inputs from two traces of one level")
-                    in_nodes.append(b[2])
+                    in_nodes.append(b[2])  # pyright: ignore[reportOptionalSubscript]
                     consts.append(None)
-                    p = b[3]
+                    p = b[3]  # pyright: ignore[reportOptionalSubscript]
                     a = p if p is not None else primal_of(a)
                     if diff and a._array.dtype.kind in "fc" and not (nd and k in nd):
                         active = True
@@ -178,7 +178,7 @@ class Trace:
                     level_needs.append(False)
                 if lv > sub:
                     sub = lv
-                    sub_trace = b[1]
+                    sub_trace = b[1]  # pyright: ignore[reportOptionalSubscript]
                 arr = a._array
                 if type(arr) is not _ndarray:
                     cpu = False
@@ -221,7 +221,7 @@ class Trace:
                 ctx.needs_input_grad = level_needs
                 if spec:
                     ctx.saved_tensors = tuple(
-                        [lowered[v] if kind == 0 else (prims[v] if kind == 1 else v)
+                        [lowered[v] if kind == 0 else (prims[v] if kind == 1 else v)  # pyright: ignore[reportOptionalSubscript]
                          for kind, v in spec]
                     )
             else:  # base_apply set the level-0 saved values
@@ -235,7 +235,7 @@ class Trace:
         avals = self.avals
         node = len(avals)
         if len(louts) == 1:
-            arr = louts[0]._array if sub else louts[0]
+            arr = louts[0]._array if sub else louts[0]  # pyright: ignore[reportAttributeAccessIssue]
             avals.append((arr.shape, arr.dtype))
             out = _new(Tensor)
             _s_array(out, arr)
@@ -245,7 +245,7 @@ class Trace:
         else:
             outs, out_nodes = [], []
             for j, lo in enumerate(louts):
-                arr = lo._array if sub else lo
+                arr = lo._array if sub else lo  # pyright: ignore[reportAttributeAccessIssue]
                 avals.append((arr.shape, arr.dtype))
                 outs.append(make(arr, level, self, node, None if prims is None else prims[j]))
                 out_nodes.append(node)
@@ -299,7 +299,7 @@ class Trace:
                         "lose this path. Keep computing with Tensors (tapegrad.numpy ops), or "
                         f"write {fix} if a constant is meant."
                     )
-            t = t._primal
+            t = t._primal  # pyright: ignore[reportAssignmentType]
         return None
 
     def freeze(self, in_nodes, in_treedef, out_refs, out_avals, out_treedef) -> Tape:
@@ -367,7 +367,7 @@ def backward_pass(entries: list, ct: dict, avals, consume: bool) -> dict:
                 continue
         if st.debug:  # tg.debug_nans: ops inside this rule report "the backward of fn"
             previous = st.backward_of
-            st.backward_of = (fn._name(), ctx.__dict__.get("_site", "<unknown>"))
+            st.backward_of = (fn._name(), ctx.__dict__.get("_site", "<unknown>"))  # pyright: ignore[reportAttributeAccessIssue]
             try:
                 grads = fn.backward(ctx, *gs)
             finally:
@@ -605,7 +605,7 @@ class Tape:
         arrays = self._arrays(leaves, treedef, "Tape.replay")
         prog = self._prog
         if prog is None:  # compiled once (tapegrad.jit.Program), then run on every replay
-            prog = compiler(self)
+            prog = compiler(self)  # pyright: ignore[reportOptionalCall]
             object.__setattr__(self, "_prog", prog)
         outs = prog(arrays)
         results = [o if isinstance(o, Tensor) else const(o) for o in outs]
@@ -614,9 +614,12 @@ class Tape:
     def _evaluate(self, leaves, treedef):
         """Replay on traced inputs: every entry through its Function's ``apply``, so that the
         transforms in progress (``grad``, ``jvp``, ``vmap``, ...) see the recorded primitives."""
-        self._arrays([const(t._array) if type(t) is Tensor else t for t in leaves], treedef,
-                     "Tape.replay")  # (a traced Tensor's own array has its per-example shape)
-        env = dict(zip(self.in_nodes, [t if type(t) is Tensor else make(t) for t in leaves]))
+        arrays = self._arrays([const(t._array) if type(t) is Tensor else t for t in leaves],
+                              treedef, "Tape.replay")
+        # (checked on each traced Tensor's own array: it has the per-example shape); the other
+        # leaves (arrays, Python numbers) enter as constants of the recorded dtype
+        env = dict(zip(self.in_nodes, [t if type(t) is Tensor else const(a)
+                                       for t, a in zip(leaves, arrays)]))
         for e in self.entries:
             if type(e) is Guard:
                 t = env[e.node]

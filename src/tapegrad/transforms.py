@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import inspect
 import numbers
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +30,7 @@ def leaf_path(args, index: int, names) -> str:
     if callable(names):
         names = names()
     paths = []
-    for a, name in zip(args, names):
+    for a, name in zip(args, names):  # pyright: ignore[reportArgumentType]
         paths += tree_flatten_with_path(a, name)[0]
     return paths[index] if index < len(paths) else "<input>"
 
@@ -134,7 +136,7 @@ def _input_cotangents(ct: dict, primals, treedef):
     return tree_unflatten(treedef, leaves)
 
 
-def vjp(fun, *primals, has_aux: bool = False):
+def vjp(fun, *primals, has_aux: bool = False) -> tuple[Any, ...]:
     """Vector-Jacobian product: run ``fun`` and return a function that pulls cotangents back.
 
     Args:
@@ -244,7 +246,9 @@ def arg_name(fun, i: int) -> str:
     return f"args[{i}]"
 
 
-def value_and_grad(fun, argnums=0, has_aux: bool = False):
+def value_and_grad(
+    fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
     """Make a function returning ``fun``'s value and its gradient.
 
     Args:
@@ -324,7 +328,7 @@ def _one(value: Tensor):
     return one
 
 
-def grad(fun, argnums=0, has_aux: bool = False):
+def grad(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Callable[..., Any]:
     """Make a function returning the gradient of scalar-valued ``fun``.
 
     Args:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import optree
@@ -236,7 +238,9 @@ class BatchTrace(Trace):
         return ctx, spec, nondiff
 
 
-def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
+def vmap(
+    fun, in_axes: Any = 0, out_axes: Any = 0, axis_size: int | None = None
+) -> Callable[..., Any]:
     """Vectorize ``fun`` over a batch axis: ``vmap(f)(xs)`` is ``stack([f(x) for x in xs])``,
     computed with batched ops instead of a Python loop.
 

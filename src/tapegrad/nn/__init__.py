@@ -4,11 +4,12 @@
   dropout, embedding, recurrent cells and attention as pure functions
   (``import tapegrad.nn.functional as F``).
 - :mod:`tapegrad.nn.init`: initializers, each taking a key; ``init.mlp`` builds a params pytree.
-- :class:`Module`, :class:`ModuleList`, :class:`Sequential`, the seeds' layers
-  (:class:`Linear`, :class:`Conv2d`, ...) and PyTorch's names (:class:`ReLU`, :class:`GRU`,
+- :class:`Module`, :class:`ModuleList`, :class:`Sequential`, the layers
+  (:class:`Linear`, :class:`Conv2d`, ...) under PyTorch's names (:class:`ReLU`, :class:`GRU`,
   :class:`GroupNorm`, ...), with :func:`functional_call` to run a Module as a pure function
   of its parameters.
-- :func:`extract_windows` and :class:`AbstractLLMForwardFn`, from the seeds.
+- :func:`extract_windows` (sliding windows of images) and :class:`AbstractLLMForwardFn` (the
+  forward-function interface of language-model training and sampling loops).
 """
 
 from tapegrad.nn import functional, init
@@ -61,7 +62,7 @@ __all__ = [
     "Module",
     "ModuleList",
     "Sequential",
-    # the seeds' layers
+    # layers
     "Linear",
     "Conv2d",
     "MaxPool2d",

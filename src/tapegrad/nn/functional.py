@@ -3,24 +3,24 @@ normalization, dropout, embedding, recurrent cells and attention.
 
 Every function here is pure: parameters come in as Tensors (or pytrees of them), randomness as
 an explicit ``key`` from :mod:`tapegrad.random`, running statistics as explicit inputs and
-outputs. Signatures follow the seeds where they document one, else ``torch.nn.functional``.
+outputs. Signatures follow ``torch.nn.functional``, with NumPy's ``axis`` beside PyTorch's ``dim``.
 Every function is differentiable to any order under :func:`tapegrad.grad`.
 
 A few primitives are fused :class:`~tapegrad.Function` subclasses defined here, because fusing
 is the right design (numerically stable, or far cheaper than a composition): ``LogSoftmax``,
 ``Softmax``, the losses (``CrossEntropy``, ``BinaryCrossEntropy``,
-``BinaryCrossEntropyWithLogits``, ``HingeLoss``, ``MeanSquaredLoss``, which also keep the seeds'
-``Function.apply`` rows working) and ``CrossEntropyGrad`` (their backward in one op),
+``BinaryCrossEntropyWithLogits``, ``HingeLoss``, ``MeanSquaredLoss``, each also usable directly
+as ``Loss.apply(y_pred, y_true)``) and ``CrossEntropyGrad`` (their backward in one op),
 ``Linear`` (one BLAS call, bias added in place), ``Conv2d`` (im2col on a strided view, bias
 added in place, with its two transposes), ``MaxPool2d`` (maxima of strided views, with its
 routing ``MaxPool2dGrad`` and gather ``MaxPool2dGather``), embedding row gathers and
 ``ScaledDotProductAttention`` (its backward recomputes the probabilities). Their ``backward``
 rules are written with tapegrad ops, so higher derivatives work. The elementwise activations
 come from :mod:`tapegrad.ops` (``Relu``, ``Sigmoid``, ``Tanh``, ``Softplus``, ``Erf`` are
-re-exported here under the seeds' names; ``Gelu`` defaults to the seeds' tanh approximation).
+re-exported here as Function classes; ``Gelu`` defaults to the tanh approximation).
 
 Layout conventions: images are ``(N, C, H, W)``; a linear weight is ``(in_features,
-out_features)`` (``y = x @ W + b``, the seeds' and Flax's layout, *not* PyTorch's transposed
+out_features)`` (``y = x @ W + b``, Flax's layout, *not* PyTorch's transposed
 one); a convolution weight is ``(C_out, C_in / groups, kH, kW)`` (PyTorch's layout).
 """
 
@@ -83,7 +83,7 @@ __all__ = [
     "gru_cell",
     "scaled_dot_product_attention",
     "multi_head_attention",
-    # fused primitives (the seeds' Function classes among them)
+    # fused primitives (Function classes)
     "Relu",
     "Gelu",
     "Tanh",
@@ -185,13 +185,13 @@ def _zeros_batch(shape, ref: Tensor) -> Tensor:
 
 
 # -- fused elementwise primitives ------------------------------------------------------------
-# The elementwise primitives live in tapegrad.ops; these names keep the seeds' rows
+# The elementwise primitives live in tapegrad.ops; these names keep Function-style calls
 # (``Sigmoid.apply(x)``, ``Relu.apply(x)``, ``Tanh.apply(x)``) working from here.
-Sigmoid = _ops.Sigmoid
-Softplus = _ops.Softplus
-Erf = _ops.Erf
+Sigmoid = _ops.Sigmoid  # pyright: ignore[reportArgumentType, reportAttributeAccessIssue]
+Softplus = _ops.Softplus  # pyright: ignore[reportAttributeAccessIssue]
+Erf = _ops.Erf  # pyright: ignore[reportAttributeAccessIssue]
 Relu = _ops.Relu
-Tanh = _ops.Tanh
+Tanh = _ops.Tanh  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _normalize_batch(cls, args, batched, size, axis=-1):
@@ -277,9 +277,9 @@ class LogSoftmax(Function):
 
 
 class Gelu(_ops.Gelu):
-    """The seeds' ``Gelu`` Function: :class:`tapegrad.ops.Gelu` with the tanh approximation
+    """The ``Gelu`` Function: :class:`tapegrad.ops.Gelu` with the tanh approximation
     ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` as the default, so
-    ``Gelu.apply(x)`` gives the seeds' values."""
+    ``Gelu.apply(x)`` gives the tanh-approximated values (``approximate="tanh"`` in PyTorch)."""
 
     @staticmethod
     def forward(ctx, x, approximate="tanh"):
@@ -324,7 +324,7 @@ def tanh(x) -> Tensor:
 def _axis_or_dim(axis, dim, who):
     if dim is not None:
         if axis != -1 and axis != dim:
-            raise TypeError(f"{who}: give axis or dim (the seeds' name), not both")
+            raise TypeError(f"{who}: give axis or dim (PyTorch's name), not both")
         return dim
     return axis
 
@@ -347,7 +347,7 @@ def softmax(x, axis: int = -1, *, dim: int | None = None) -> Tensor:
 
 
 def log_softmax(x, axis: int = -1, *, dim: int | None = None) -> Tensor:
-    """Log-softmax along ``axis``: ``x_i - log sum_j exp(x_j)`` (the seeds' ``dim`` accepted).
+    """Log-softmax along ``axis``: ``x_i - log sum_j exp(x_j)`` (PyTorch's ``dim`` accepted).
 
     More accurate than ``log(softmax(x))``: no underflow to ``log(0)``.
 
@@ -376,7 +376,7 @@ def gelu(x, approximate: str = "tanh") -> Tensor:
 
     Args:
         x: Floating Tensor of any shape.
-        approximate: ``"tanh"`` (default, the seeds' formula)
+        approximate: ``"tanh"`` (default, the tanh approximation)
             ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, or ``"none"`` for the exact
             ``0.5 x (1 + erf(x / sqrt(2)))`` (PyTorch's default).
 
@@ -478,7 +478,7 @@ def _reduce_examples(per: Tensor, reduction: str) -> Tensor:
 
 
 class _Loss(Function):
-    """Base of the seeds' loss Functions: inputs ``(y_pred, y_true)`` of one shape (or a scalar
+    """Base of the loss Functions: inputs ``(y_pred, y_true)`` of one shape (or a scalar
     ``y_true``), keyword ``reduction``.
 
     Batching rule (vmap): the unreduced loss of the whole batch in one call (an unbatched
@@ -494,7 +494,7 @@ class _Loss(Function):
         p, y = args
         bp, by = batched
         ps, ys = _example_shape(p, bp), _example_shape(y, by)
-        _check_loss_shapes(cls.oper, ps, ys)
+        _check_loss_shapes(cls.oper, ps, ys)  # pyright: ignore[reportArgumentType]
         p = _with_batch(p, bp, size)
         if by and ys != ps:  # one scalar target per example
             y = tnp.broadcast_to(tnp.reshape(y, (size,) + (1,) * len(ps)), p.shape)
@@ -504,7 +504,7 @@ class _Loss(Function):
 
     @classmethod
     def output_shape(cls, a, b, reduction="mean"):
-        _check_loss_shapes(cls.oper, a, b)
+        _check_loss_shapes(cls.oper, a, b)  # pyright: ignore[reportArgumentType]
         return tuple(a) if reduction == "none" else ()
 
 
@@ -514,7 +514,7 @@ def _cotangents(ctx, ga, gb):
 
 
 class MeanSquaredLoss(_Loss):
-    """``(y_pred - y_true)**2``, reduced (the seeds' ``MeanSquaredLoss``, default ``"mean"``).
+    """``(y_pred - y_true)**2``, reduced (default ``"mean"``, as PyTorch's ``mse_loss``).
 
     Backward: ``2 (y_pred - y_true) / N`` times the cotangent (``N`` elements, for ``"mean"``).
     """
@@ -593,10 +593,10 @@ class BinaryCrossEntropyWithLogits(_Loss):
 
 
 class HingeLoss(_Loss):
-    """``max(0, 1 - y_true * y_pred)``, reduced (the seeds' ``HingeLoss``, default ``"none"``).
+    """``max(0, 1 - y_true * y_pred)``, reduced (default ``"none"``).
 
-    Backward: ``-y_true`` where ``y_true * y_pred < 1``, else 0 (0 at the kink, as the seeds
-    document), times the cotangent; symmetrically ``-y_pred`` for ``y_true``.
+    Backward: ``-y_true`` where ``y_true * y_pred < 1``, else 0 (0 at the kink, a
+    subgradient), times the cotangent; symmetrically ``-y_pred`` for ``y_true``.
 
     References:
         Cortes and Vapnik, "Support-vector networks", Machine Learning, 1995.
@@ -780,9 +780,9 @@ def _xent_grad(xp, logits, target, g, ignore_index, eps, reduction, stats=None):
         # one scale for every row: g, or g over the number of targets
         d *= g / dt(max(target.size, 1)) if reduction == "mean" else g
         return d
-    w = xp.ones(target.shape, d.dtype) if all_valid else valid.astype(d.dtype)
+    w = xp.ones(target.shape, d.dtype) if all_valid else valid.astype(d.dtype)  # pyright: ignore[reportOptionalMemberAccess]
     if reduction == "mean":
-        w *= g / dt(max(int(valid.sum()), 1))
+        w *= g / dt(max(int(valid.sum()), 1))  # pyright: ignore[reportOptionalMemberAccess]
     else:
         w *= g
     d *= w[..., None]
@@ -840,7 +840,7 @@ class CrossEntropy(Function):
         total = per.sum()
         if reduction == "sum":
             return total.astype(logits.dtype)
-        count = max(target.size if all_valid else int(valid.sum()), 1)
+        count = max(target.size if all_valid else int(valid.sum()), 1)  # pyright: ignore[reportOptionalMemberAccess]
         return xp.asarray(total / dt(count), dtype=logits.dtype)
 
     @staticmethod
@@ -1027,8 +1027,8 @@ def cross_entropy(
     *,
     weight=None,
 ) -> Tensor:
-    """Cross-entropy of raw logits against class indices or class probabilities (the seeds'
-    ``CrossEntropy``, with PyTorch's soft targets and class weights).
+    """Cross-entropy of raw logits against class indices or class probabilities (as
+    PyTorch's ``cross_entropy``, with soft targets and class weights).
 
     Two kinds of target, told apart by shape (as in PyTorch):
 
@@ -1129,7 +1129,7 @@ def _soft_targets(y_true, logits: Tensor):
     ``logits``' shape), else None (class indices)."""
     t = y_true if isinstance(y_true, Tensor) else None
     if t is None:
-        arr = y_true.get() if hasattr(y_true, "get") else y_true  # a CuPy array
+        arr = y_true.get() if hasattr(y_true, "get") else y_true  # a CuPy array  # pyright: ignore[reportAttributeAccessIssue]
         shape, kind = np.shape(arr), np.asarray(arr).dtype.kind
     else:
         shape, kind = t.shape, t.dtype.kind
@@ -1404,12 +1404,12 @@ def hinge_loss(y_pred, y_true, reduction: str = "none", **kwargs) -> Tensor:
     :class:`HingeLoss`).
 
     The derivative is ``-y_true`` where ``y_true * y_pred < 1`` and 0 elsewhere (0 at the
-    kink), as the seeds document.
+    kink, a subgradient).
 
     Args:
         y_pred: Scores, floating Tensor of any shape.
         y_true: Labels (usually -1 or +1) of ``y_pred``'s shape, or a scalar.
-        reduction: ``"none"`` (default, the seeds'), ``"mean"`` or ``"sum"``.
+        reduction: ``"none"`` (default), ``"mean"`` or ``"sum"``.
 
     Returns:
         Tensor of ``y_pred``'s dtype.
@@ -1503,8 +1503,8 @@ def linear(input, weight, bias=None) -> Tensor:
 
     Args:
         input: Floating Tensor of shape ``(..., in_features)``.
-        weight: Tensor of shape ``(in_features, out_features)`` (the seeds' ``y = xW + b``
-            layout; PyTorch stores the transpose).
+        weight: Tensor of shape ``(in_features, out_features)`` (the ``y = xW + b``
+            layout, as Flax; PyTorch stores the transpose).
         bias: Optional Tensor of shape ``(out_features,)``.
 
     Returns:
@@ -1933,7 +1933,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
         weight: Tensor of shape ``(C_out, C_in / groups, kH, kW)``.
         bias: Optional Tensor of shape ``(C_out,)``.
         stride: Int or pair ``(sH, sW)``, >= 1.
-        padding: Int or pair (zeros on both sides), or the seeds' ``"valid"`` (none) or
+        padding: Int or pair (zeros on both sides), or ``"valid"`` (none) or
             ``"same"`` (output size ``ceil(H / sH)``; extra odd padding goes at the bottom/right,
             as in TensorFlow; equal to PyTorch's ``"same"`` for stride 1).
         dilation: Int or pair, >= 1.
@@ -2190,7 +2190,7 @@ def _pool_hits(xp, x, out, kernel, stride, padding):
     """``(padded shape, [(offset index, hit mask)])``: for each kernel offset, where that
     window element is the window's maximum ``out`` and no earlier offset was (the first
     maximum wins ties, as ``argmax``; a NaN maximum goes to the window's first NaN)."""
-    xpad = _pad(xp, x, padding, -np.inf)
+    xpad = _pad(xp, x, padding, -np.inf)  # pyright: ignore[reportArgumentType]
     views = _offset_views(xpad, kernel, stride, out.shape[2:])
     nan = bool(xp.isnan(out.sum()))  # conservative: any NaN (or inf - inf) takes the slow path
     outnan = xp.isnan(out) if nan else None
@@ -2235,7 +2235,7 @@ class MaxPool2d(Function):
         xp = ctx.backend
         ctx.pool = dict(kernel=kernel, stride=stride, padding=padding)
         out_hw = _out_hw(x.shape[2:], kernel, stride, (1, 1), padding)
-        views = _offset_views(_pad(xp, x, padding, -np.inf), kernel, stride, out_hw)
+        views = _offset_views(_pad(xp, x, padding, -np.inf), kernel, stride, out_hw)  # pyright: ignore[reportArgumentType]
         out = xp.maximum(views[0], views[1]) if len(views) > 1 else views[0].copy()
         for v in views[2:]:
             xp.maximum(out, v, out=out)
@@ -2368,8 +2368,8 @@ def max_pool2d(input, kernel_size, stride=None, padding=0) -> Tensor:
         input: Floating Tensor of shape ``(N, C, H, W)``.
         kernel_size: Int or pair.
         stride: Int or pair; defaults to ``kernel_size``.
-        padding: Int or pair of ``-inf`` padding (at most half the kernel), or the seeds'
-            ``"valid"``/``"same"``.
+        padding: Int or pair of ``-inf`` padding (at most half the kernel), or
+            ``"valid"``/``"same"`` (as for :func:`conv2d`).
 
     Returns:
         Tensor of shape ``(N, C, H_out, W_out)``.
@@ -2871,7 +2871,7 @@ class ScaledDotProductAttention(Function):
     Positional inputs ``q (..., Lq, E)``, ``k (..., Lk, E)``, ``v (..., Lk, Ev)``, then an
     optional additive ``bias`` and an optional scaled dropout multiplier ``drop`` (both
     broadcastable to ``(..., Lq, Lk)``, or None). Forward keeps no probabilities; backward
-    recomputes them with tapegrad ops (as the seeds' custom kernel did) and applies
+    recomputes them with tapegrad ops (as fused attention kernels do) and applies
     ``dv = P~^T g``, ``dP = (g v^T) * drop``, ``dS = P (dP - sum(dP P))``,
     ``dq = dS k * scale``, ``dk = dS^T q * scale``.
     """
@@ -2955,12 +2955,12 @@ def scaled_dot_product_attention(
 ) -> Tensor:
     """Scaled dot-product attention ``softmax(q k^T / sqrt(E)) v`` (Vaswani et al., 2017).
 
-    The seeds' mask contract: a **float** mask is additive with 1.0 meaning *forbidden* and
+    The mask contract: a **float** mask is additive with 1.0 meaning *forbidden* and
     0.0 *allowed* (the scores get ``mask * -1e9``); a **boolean** mask is True where
     attention is *allowed* (PyTorch's and MLX's convention). ``is_causal`` forbids keys after
     the query position (top-left aligned, PyTorch); combined with a mask, both apply.
     A query whose keys are all forbidden attends uniformly (finite penalty, no NaN).
-    Dropout is applied to the probabilities after the softmax (the seeds' contract), with
+    Dropout is applied to the probabilities after the softmax (as in PyTorch), with
     an explicit key. A fused Function: backward recomputes the probabilities.
 
     Args:
@@ -3271,7 +3271,7 @@ def gru_cell(input, hx, weight_ih, weight_hh, bias_ih=None, bias_hh=None) -> Ten
 # -- windows ---------------------------------------------------------------------------------
 def extract_windows(x, kernel_size: int, stride: int, padding_mode: str = "valid") -> tuple:
     """Sliding ``kernel_size x kernel_size`` windows of ``(N, C, H, W)`` images, keeping the
-    graph (the seeds' ``extract_windows``).
+    graph (differentiable; an im2col view).
 
     Args:
         x: Tensor (or array) of shape ``(N, C, H, W)``.

@@ -1,19 +1,20 @@
 """Parameter initializers: pure functions of a key and a shape, returning new Tensors.
 
 Each takes a key from :mod:`tapegrad.random` first (``xavier_uniform(key, shape)``); ``shape``
-may also be a Tensor, whose shape and dtype are then used (the functional form of the seeds'
-``xavier_uniform(tensor)``, which re-initialized its argument in place).
+may also be a Tensor, whose shape and dtype are then used (the functional form of PyTorch's
+``xavier_uniform_(tensor)``, which re-initializes its argument in place).
 
 Fans: for a 2-D weight ``(in_features, out_features)`` (the layout of :func:`linear`),
 ``fan_in = shape[0]`` and ``fan_out = shape[1]``; for a convolution weight
 ``(C_out, C_in / groups, *kernel)``, ``fan_in = shape[1] * prod(kernel)`` and
 ``fan_out = shape[0] * prod(kernel)`` (PyTorch). Xavier uses only their sum, so it agrees with
-the seeds' :func:`compute_in_out_tensor_count` either way.
+:func:`compute_in_out_tensor_count` either way.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ def _shape_dtype(shape, dtype):
 
 
 def compute_in_out_tensor_count(tensor) -> tuple[int, int]:
-    """The seeds' fan counts ``(shape[0] * rf, shape[1] * rf)`` with ``rf = prod(shape[2:])``.
+    """Fan counts ``(shape[0] * rf, shape[1] * rf)`` with ``rf = prod(shape[2:])``.
 
     Args:
         tensor: A Tensor, array or shape tuple with at least 2 dims.
@@ -271,7 +272,7 @@ def trunc_normal(
     return Tensor(x.astype(dtype))
 
 
-def mlp(key, sizes, dtype=np.float32) -> list:
+def mlp(key, sizes, dtype: Any = np.float32) -> list:
     """Parameters of a multilayer perceptron as a pure pytree.
 
     Args:

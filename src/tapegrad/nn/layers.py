@@ -1,8 +1,8 @@
 """Layers as thin :class:`~tapegrad.nn.Module` wrappers over :mod:`tapegrad.nn.functional`:
-the seeds' layers, and PyTorch's names (activation modules, ``Conv1d``, ``ConvTranspose2d``,
+the classic layers, and PyTorch's names (activation modules, ``Conv1d``, ``ConvTranspose2d``,
 pooling, ``RMSNorm``, ``GroupNorm``, recurrent cells and ``RNN``/``LSTM``/``GRU``).
 
-Every constructor with parameters takes the seeds' (or PyTorch's) arguments plus keyword-only
+Every constructor with parameters takes PyTorch-like arguments plus keyword-only
 ``key`` (a key from :mod:`tapegrad.random` for reproducible initialization and dropout;
 without one, fresh OS entropy is used) and ``dtype`` (float32 by default). Linear and
 recurrent weights are ``(in, out)`` (the transpose of PyTorch's); convolution weights
@@ -63,7 +63,7 @@ __all__ = [
 def _keys(key, n: int):
     """``n`` init keys and the module's own key, split from ``key`` (entropy when None)."""
     if key is None:
-        key = _random.key(int(np.random.SeedSequence().entropy))
+        key = _random.key(int(np.random.SeedSequence().entropy))  # pyright: ignore[reportArgumentType]
     ks = _random.split(key, n + 1)
     return ks[:n], ks[n]
 
@@ -80,7 +80,7 @@ def _prob(who, name, p):
 
 
 class Linear(Module):
-    """Fully connected layer ``y = x W + b`` (the seeds' ``Linear``).
+    """Fully connected layer ``y = x W + b``.
 
     Args:
         input_size: ``in_features``. output_size: ``out_features``.
@@ -121,11 +121,11 @@ class Linear(Module):
 
 
 class Conv2d(Module):
-    """2-D convolution over ``(N, C, H, W)`` inputs (the seeds' ``Conv2d``).
+    """2-D convolution over ``(N, C, H, W)`` inputs.
 
     Args:
         in_channels, out_channels: Channel counts. kernel_size: Int or pair.
-        stride: Int or pair. padding_mode: ``"valid"`` or ``"same"`` (the seeds').
+        stride: Int or pair. padding_mode: ``"valid"`` or ``"same"``.
         bias: Whether to add a bias.
         padding: Optional int/pair padding overriding ``padding_mode`` (PyTorch style).
         dilation, groups: As in :func:`~tapegrad.nn.functional.conv2d`.
@@ -173,12 +173,12 @@ class Conv2d(Module):
     def forward(self, x):
         """``x`` of shape ``(N, in_channels, H, W)`` -> ``(N, out_channels, H_out, W_out)``."""
         return F.conv2d(
-            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups  # pyright: ignore[reportArgumentType]
         )
 
 
 class MaxPool2d(Module):
-    """2-D max pooling (the seeds' ``MaxPool2d``); ``stride`` defaults to ``kernel_size``.
+    """2-D max pooling; ``stride`` defaults to ``kernel_size``.
 
     ``padding_mode`` is ``"valid"`` or ``"same"``; an int ``padding`` overrides it.
     """
@@ -196,11 +196,12 @@ class MaxPool2d(Module):
 
     def forward(self, x):
         """``(N, C, H, W)`` -> ``(N, C, H_out, W_out)``."""
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)  # pyright: ignore[reportArgumentType]
 
 
 class BatchNorm(Module):
-    """Batch normalization over all axes but the channel axis 1 (the seeds' ``BatchNorm``).
+    """Batch normalization over all axes but the channel axis 1 (PyTorch's ``BatchNorm1d``
+    and ``BatchNorm2d`` in one).
 
     Training mode normalizes with batch statistics and replaces the ``running_mean`` and
     ``running_var`` states with updated ones (in :func:`~tapegrad.nn.functional_call` the new
@@ -251,7 +252,7 @@ class BatchNorm(Module):
 
 
 class LayerNorm(Module):
-    """Layer normalization over the last axis (the seeds' ``LayerNorm``).
+    """Layer normalization over the last axis.
 
     Parameters: weight (ones) and bias (zeros) of shape ``(input_size,)``.
     """
@@ -293,7 +294,7 @@ class Dropout(Module):
 
 
 class Embedding(Module):
-    """Lookup table of ``input_size`` vectors of size ``embedding_size`` (the seeds').
+    """Lookup table of ``input_size`` vectors of size ``embedding_size``.
 
     Parameters: weight ``(input_size, embedding_size)``, standard normal (PyTorch's init).
     """
@@ -375,7 +376,7 @@ def _sequence(x, who):
 
 
 class RecurrentBlock(Module):
-    """Elman RNN ``h_t = tanh(x_t W_ih + b_ih + h_{t-1} W_hh)`` (the seeds' ``RecurrentBlock``).
+    """Elman RNN ``h_t = tanh(x_t W_ih + b_ih + h_{t-1} W_hh)``.
 
     Returns the final hidden state ``(batch, hidden_size)``, or ``h_T W_ho + b_ho`` of shape
     ``(batch, output_size)`` when ``output_size`` is given. With ``dropout_prob``, dropout is
@@ -426,7 +427,7 @@ class RecurrentBlock(Module):
 
 
 class LongShortTermMemoryBlock(Module):
-    """LSTM (the seeds' ``LongShortTermMemoryBlock``); returns ``(output, cell_state)``.
+    """LSTM over a whole sequence; returns ``(output, cell_state)``.
 
     Gates ``[i, f, g, o] = x_t W_x + b + h_{t-1} W_h`` (one fused projection each, gate
     order i, f, g, o as in PyTorch); ``c_t = sigmoid(f) c_{t-1} + sigmoid(i) tanh(g)``,
@@ -486,7 +487,7 @@ class LongShortTermMemoryBlock(Module):
 
 
 class ScaledDotProductAttention(Module):
-    """Scaled dot-product attention with post-softmax dropout in training mode (the seeds').
+    """Scaled dot-product attention with post-softmax dropout in training mode.
 
     ``forward(query, key, value, mask=None, is_causal=False, dropout_key=None)``; see
     :func:`~tapegrad.nn.functional.scaled_dot_product_attention` for the mask contract.
@@ -510,7 +511,7 @@ class ScaledDotProductAttention(Module):
 
 
 class MultiHeadAttention(Module):
-    """Multi-head attention with learned projections (the seeds' ``MultiHeadAttention``).
+    """Multi-head attention with learned projections.
 
     Submodules ``query``, ``key``, ``value``, ``output``: Linear ``(hidden_size,
     hidden_size)``. ``forward(query, key, value, mask=None, is_causal=False,

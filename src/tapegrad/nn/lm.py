@@ -1,4 +1,4 @@
-"""The language-model forward-function interface (the seeds' ``AbstractLLMForwardFn``).
+"""The language-model forward-function interface, :class:`AbstractLLMForwardFn`.
 
 A training or sampling loop for language models treats each batch as opaque and hands it,
 with the model, to a forward function that knows how the architecture reads it: a

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import threading
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -113,7 +114,7 @@ class ParameterView(dict):
     It is a pytree that flattens like a dict (its leaves in sorted-name order; functions such
     as :func:`tapegrad.tree.tree_map` rebuild a plain dict). Like the module itself, and like
     :class:`ParameterIterator`, it can be given to an optimizer, which then updates the
-    module after each step (``optim.Adam(model.parameters, lr=1e-3)``, the seeds' idiom).
+    module after each step (``optim.Adam(model.parameters, lr=1e-3)``).
     """
 
     def __init__(self, module: Module, flat: dict):
@@ -161,7 +162,7 @@ def _named_leaves(tree: dict, prefix: str = ""):
 
 
 class Module:
-    """Base class of layers and models (the seeds' ``Module``).
+    """Base class of layers and models (as PyTorch's ``nn.Module``).
 
     Assigning a Tensor attribute registers a parameter; assigning a Module registers a
     submodule; :meth:`register_state` registers a state (buffer). Subclasses call
@@ -170,7 +171,7 @@ class Module:
     Attributes:
         params: Nested dict pytree of the parameters (settable, same structure and shapes).
         state: Nested dict pytree of the states (settable).
-        parameters: Flat dict ``{"sub.weight": Tensor}`` (dotted names), the seeds' view;
+        parameters: Flat dict ``{"sub.weight": Tensor}`` (dotted names);
             also callable, ``parameters()``, as in PyTorch (see :class:`ParameterView`).
         states: Flat dict of the states.
         training: True in training mode (the default), False after :meth:`eval`.
@@ -288,7 +289,7 @@ class Module:
                 "training mode); pass key=tg.random.key(...) to functional_call"
             )
         if self._rng is None:
-            self._rng = _random.key(int(np.random.SeedSequence().entropy))
+            self._rng = _random.key(int(np.random.SeedSequence().entropy))  # pyright: ignore[reportArgumentType, reportOptionalMemberAccess]
         self._rng, sub = _random.split(self._rng)
         return sub
 
@@ -387,7 +388,7 @@ class Module:
         """Whether the module is in training mode."""
         return self._is_training
 
-    # -- the seeds' API ------------------------------------------------------------------
+    # -- counting and inspection ---------------------------------------------------------
     def num_parameters(self) -> int:
         """Total number of parameter elements in the module and its submodules."""
         return int(sum(t.size for t in self.parameters()))
@@ -522,7 +523,7 @@ def _check_tree(module: Module, tree, group: str, what: str, path: str = "") -> 
     for name, old in here[group].items():
         new = _to_tensor(tree[name], f"{path}{name}", what)
         if (old is None) != (new is None) or (
-            old is not None and tuple(new.shape) != tuple(old.shape)
+            old is not None and tuple(new.shape) != tuple(old.shape)  # pyright: ignore[reportOptionalMemberAccess]
         ):
             raise ValueError(
                 f"{what}: {path}{name} has shape {None if new is None else new.shape}, "
@@ -552,7 +553,7 @@ def _bind(module: Module, params: dict, state: dict) -> Module:
     return clone
 
 
-def functional_call(module: Module, params, *args, state=None, key=None, **kwargs):
+def functional_call(module: Module, params, *args, state=None, key=None, **kwargs) -> Any:
     """Run ``module`` as a pure function of ``params`` (and ``state`` and ``key``).
 
     The module itself is not changed: a shallow copy holding ``params``/``state`` runs its

@@ -63,7 +63,7 @@ def _shape(shape, op: str) -> tuple:
     if isinstance(shape, (int, _np.integer)) and not isinstance(shape, bool):
         shape = (shape,)
     try:
-        shape = tuple(operator.index(s) for s in shape)
+        shape = tuple(operator.index(s) for s in shape)  # pyright: ignore[reportArgumentType, reportGeneralTypeIssues]
     except TypeError:
         raise TypeError(
             f"{op}: shape must be an int or a sequence of ints, got {shape!r}"
@@ -162,7 +162,7 @@ def full(shape, fill_value, dtype=None, device=None) -> Tensor:
     from tapegrad.numpy._shape import broadcast_to
 
     shape = _shape(shape, "full")
-    dt = _dtype(dtype, "full", default=_fill_dtype(fill_value, "full"))
+    dt = _dtype(dtype, "full", default=_fill_dtype(fill_value, "full"))  # pyright: ignore[reportArgumentType]
     if isinstance(fill_value, Tensor):
         v = astype(fill_value, dt)
         if device is not None:

@@ -90,7 +90,7 @@ def tensordot(a, b, axes=2) -> Tensor:
         ax_a, ax_b = list(range(a.ndim - n, a.ndim)), list(range(n))
     else:
         try:
-            ax_a, ax_b = axes
+            ax_a, ax_b = axes  # pyright: ignore[reportAttributeAccessIssue, reportGeneralTypeIssues]
         except (TypeError, ValueError):
             raise TypeError(
                 f"tensordot: axes must be an int or a pair of axis sequences, got {axes!r}"
@@ -142,7 +142,7 @@ def dot(a, b) -> Tensor:
         )
     if b.ndim == 1 or (a.ndim <= 2 and b.ndim == 2):
         return _ops.MatMul.apply(a, b)
-    return tensordot(a, b, axes=([a.ndim - 1], [kb]))
+    return tensordot(a, b, axes=([a.ndim - 1], [kb]))  # pyright: ignore[reportArgumentType]
 
 
 def vdot(a, b) -> Tensor:
@@ -183,7 +183,7 @@ def inner(a, b) -> Tensor:
             f"inner: last dimensions of shapes {a.shape} and {b.shape} differ "
             f"({a.shape[-1]} != {b.shape[-1]})"
         )
-    return tensordot(a, b, axes=([a.ndim - 1], [b.ndim - 1]))
+    return tensordot(a, b, axes=([a.ndim - 1], [b.ndim - 1]))  # pyright: ignore[reportArgumentType]
 
 
 def outer(a, b) -> Tensor:
@@ -246,7 +246,7 @@ def svdvals(a) -> Tensor:
         >>> tnp.linalg.svdvals(tnp.asarray([[0.0, 2.0], [1.0, 0.0]]))
         Tensor([2., 1.], dtype=float32)
     """
-    return _ops.Svd.api(a, full_matrices=False, compute_uv=False)
+    return _ops.Svd.api(a, full_matrices=False, compute_uv=False)  # pyright: ignore[reportReturnType]
 
 
 def eigvals(a) -> Tensor:
@@ -540,7 +540,7 @@ def matrix_power(a, n) -> Tensor:
             result = z if result is None else _ops.MatMul.apply(result, z)
         n >>= 1
         if not n:
-            return result
+            return result  # pyright: ignore[reportReturnType]
         z = _ops.MatMul.apply(z, z)
 
 
@@ -696,7 +696,7 @@ def _chain_order(dims):
     for length in range(1, n):
         for i in range(n - length):
             j = i + length
-            m[i][j] = _INF
+            m[i][j] = _INF  # pyright: ignore[reportArgumentType, reportCallIssue]
             for k in range(i, j):
                 c = m[i][k] + m[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
                 if c < m[i][j]:
@@ -799,7 +799,7 @@ def lstsq(a, b, rcond=None):
             f"lstsq: incompatible dimensions: a {a.shape} and b {b.shape} (b needs {m} rows)"
         )
     rdt = _np.result_type(a.dtype, b.dtype)
-    real = _np.zeros((), rdt).real.dtype
+    real = _np.zeros((), rdt).real.dtype  # pyright: ignore[reportAttributeAccessIssue]
     if rcond is None:
         rcond = float(_np.finfo(real).eps * max(m, n))
     a_ = a.astype(rdt) if a.dtype != rdt else a

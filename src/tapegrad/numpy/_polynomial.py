@@ -332,7 +332,7 @@ def einsum_path(subscripts, *operands, optimize="greedy", einsum_call=False):
         dummies.append(_np.broadcast_to(_np.zeros((), dtype), shape))
     if not isinstance(subscripts, str):  # the interleaved (operand, sublist) form
         raise TypeError("einsum_path: pass the subscripts as a string")
-    return _np.einsum_path(subscripts, *dummies, optimize=optimize, einsum_call=einsum_call)
+    return _np.einsum_path(subscripts, *dummies, optimize=optimize, einsum_call=einsum_call)  # pyright: ignore[reportArgumentType]
 
 
 # -- polynomials ---------------------------------------------------------------------------
@@ -743,7 +743,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     # the minimum-norm SVD solution (NumPy's lstsq), without gradient
     u, s, vh = _linalg.svd(stop_gradient(lhs), full_matrices=False)
     cut = s > rcond * (s[:1] if s.shape[0] else 0)
-    rank = _concrete(_ns.sum(cut), int)
+    rank = _concrete(_ns.sum(cut), int)  # pyright: ignore[reportArgumentType]
     s_inv = _where(cut, 1.0 / _where(cut, s, 1.0), 0.0)
     c0 = _ns.matmul(_mH(vh), _ns.reshape(s_inv, (-1, 1)) * _ns.matmul(_mH(u),
                                                                       stop_gradient(rhs2)))
@@ -776,7 +776,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
                                  "scale the covariance matrix")
             fac = _ns.sum(_ns.abs(resid) ** 2, axis=0) / (m - order)
         if rhs.ndim == 1:
-            return coef, vbase * (fac if isinstance(fac, float) else fac[0])
+            return coef, vbase * (fac if isinstance(fac, float) else fac[0])  # pyright: ignore[reportIndexIssue]
         fac3 = fac if isinstance(fac, float) else _ns.reshape(fac, (1, 1, -1))
         return coef, _ns.reshape(vbase, (order, order, 1)) * fac3
     return coef
@@ -829,7 +829,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     if period is not None:
         if isinstance(period, _numbers.Number) and period == 0:
             raise ValueError(f"{op}: period must be a non-zero value")
-        period = abs(period)
+        period = abs(period)  # pyright: ignore[reportArgumentType]
         left = right = None
         xt = _ns.remainder(xt, period)
         kp = _ns.remainder(kp, period)

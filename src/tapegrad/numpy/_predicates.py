@@ -97,7 +97,7 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
         y = float(y)
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
         x = _tensor(_np.asarray(x))
-    result = ((_ns.abs(x - y) <= atol + rtol * _ns.abs(y)) & _ns.isfinite(y)) | (x == y)
+    result = ((_ns.abs(x - y) <= atol + rtol * _ns.abs(y)) & _ns.isfinite(y)) | (x == y)  # pyright: ignore[reportArgumentType, reportOperatorIssue]
     if equal_nan:
         result = result | (_ns.isnan(x) & _ns.isnan(y))
     return result
@@ -146,7 +146,7 @@ def array_equal(a1, a2, equal_nan=False) -> bool:
     if x.shape != y.shape:
         return False
     same = x == y
-    if equal_nan and (x.dtype.kind in "fc" or y.dtype.kind in "fc"):
+    if equal_nan and (x.dtype.kind in "fc" or y.dtype.kind in "fc"):  # pyright: ignore[reportOperatorIssue]
         same = same | (_ns.isnan(x) & _ns.isnan(y))
     return bool(_ns.all(same))
 
@@ -162,7 +162,7 @@ def array_equiv(a1, a2) -> bool:
     """
     x, y = _as_value_tensor(a1), _as_value_tensor(a2)
     try:
-        _np.broadcast_shapes(x.shape, y.shape)
+        _np.broadcast_shapes(x.shape, y.shape)  # pyright: ignore[reportArgumentType]
     except ValueError:
         return False
     return bool(_ns.all(x == y))

@@ -161,17 +161,17 @@ def _vector_norm(x, ord, a, keepdims):  # noqa: A002
     if ord == 1:
         return sum(_abs(x), axis=a, keepdims=keepdims)
     if ord == 0:  # number of nonzero entries: piecewise constant, zero gradient
-        nonzero = _ops.NotEqual.apply(x, 0).astype(x.dtype)
+        nonzero = _ops.NotEqual.apply(x, 0).astype(x.dtype)  # pyright: ignore[reportAttributeAccessIssue, reportOperatorIssue]
         return sum(nonzero, axis=a, keepdims=keepdims)
     if abs(ord) != _INF:
         return _ops.NormP.apply(x, axis=a, keepdims=keepdims, p=float(ord))
     if x.shape[a] == 0:
-        if ord > 0:  # NumPy 2: the largest |x| of nothing is 0 (a sum gives that shape)
+        if ord > 0:  # NumPy 2: the largest |x| of nothing is 0 (a sum gives that shape)  # pyright: ignore[reportOperatorIssue]
             return sum(_abs(x), axis=a, keepdims=keepdims)
         raise ValueError(
             f"norm: ord={ord!r} takes a min over axis {a}, which is empty (shape {x.shape})"
         )
-    reduce = max if ord > 0 else min
+    reduce = max if ord > 0 else min  # pyright: ignore[reportOperatorIssue]
     return reduce(_abs(x), axis=a, keepdims=keepdims)
 
 
@@ -217,14 +217,14 @@ def _matrix_norm(x, ord, row, col, keepdims):  # noqa: A002
     summed, over = (row, col) if ord in (1, -1) else (col, row)
     sums = sum(_abs(x), axis=summed, keepdims=True)
     if x.shape[over] == 0:
-        if ord < 0:
+        if ord < 0:  # pyright: ignore[reportOperatorIssue]
             raise ValueError(
                 f"norm: ord={ord!r} takes a min over axis {over}, which is empty "
                 f"(shape {x.shape})"
             )
         out = sum(sums, axis=over, keepdims=True)  # NumPy 2: the max of nothing is 0
     else:
-        reduce = max if ord > 0 else min
+        reduce = max if ord > 0 else min  # pyright: ignore[reportOperatorIssue]
         out = reduce(sums, axis=over, keepdims=True)
     if keepdims:
         return out

@@ -492,7 +492,7 @@ def take_along_axis(x, indices, axis=-1) -> Tensor:
 
 
 def _gather(x, index=0) -> Tensor:
-    """Rows of ``x`` at ``index`` (the seeds' ``Tensor.gather``): ``take(x, index, axis=0)``.
+    """Rows of ``x`` at ``index`` (``Tensor.gather``): ``take(x, index, axis=0)``.
 
     Args:
         index: Int (one row, the leading axis dropped) or a sequence/array/Tensor of ints.
@@ -511,7 +511,7 @@ def _gather(x, index=0) -> Tensor:
 
 # -- sliding windows ------------------------------------------------------------------------
 def strided_windows(x, kernel_size: int, stride: int = 1) -> Tensor:
-    """Square sliding windows over the last two axes (the seeds' ``strided_windows``).
+    """Square sliding windows over the last two axes (``Tensor.strided_windows``).
 
     Args:
         x: Tensor of shape ``(..., H, W)``, typically ``(batch, channels, H, W)``.
@@ -607,7 +607,7 @@ def _stack_list(tup, op, dtype=None, casting="same_kind"):
     if dtype is not None:
         dt = _np.dtype(dtype)
         for a in xs:
-            if not _np.can_cast(a.dtype, dt, casting=casting):
+            if not _np.can_cast(a.dtype, dt, casting=casting):  # pyright: ignore[reportArgumentType, reportAttributeAccessIssue]
                 raise TypeError(f"{op}: cannot cast dtype {a.dtype} to {dt} under "
                                 f"casting={casting!r}")
         xs = [_ns.astype(a, dt) for a in xs]
@@ -1199,7 +1199,7 @@ class _AxisConcatenator:
                     if trans1d != -1:
                         new = swapaxes(new, -1, trans1d)
                 objs.append(new)
-                kinds.append(new.dtype)
+                kinds.append(new.dtype)  # pyright: ignore[reportAttributeAccessIssue]
             elif isinstance(item, str):
                 if k != 0:
                     raise ValueError(f"{op}: a string directive must be the first entry")
@@ -1382,7 +1382,7 @@ def _varargs(args):
 
 
 def _method_view(self, *shape):
-    """The seeds' ``view(*shape)``: same as :meth:`reshape` (a new Tensor; data is immutable,
+    """``view(*shape)`` as in PyTorch: same as :meth:`reshape` (a new Tensor; data is immutable,
     so sharing is unobservable)."""
     return reshape(self, _varargs(shape))
 
@@ -1406,7 +1406,7 @@ def _method_permute(self, *dims):
 
 
 def _method_expand(self, *shape):
-    """The seeds' ``expand(*shape)``: broadcast to ``shape``; ``-1`` keeps that axis's size.
+    """``expand(*shape)`` as in PyTorch: broadcast to ``shape``; ``-1`` keeps that axis's size.
 
     New axes may only be added at the front, and must not be -1.
     """

@@ -874,7 +874,7 @@ def union1d(ar1, ar2) -> Tensor:
         >>> tnp.union1d(tnp.asarray([-1, 0, 1]), tnp.asarray([-2, 0, 2]))
         Tensor([-2, -1,  0,  1,  2], dtype=int64)
     """
-    return unique(concatenate([_flat(ar1), _flat(ar2)]))
+    return unique(concatenate([_flat(ar1), _flat(ar2)]))  # pyright: ignore[reportReturnType]
 
 
 def setdiff1d(ar1, ar2, assume_unique=False) -> Tensor:

@@ -590,10 +590,10 @@ def _weighted_index(op, x, weights, axis, order, count, flat_q, shape2, nan):
         shp = [1] * x.ndim
         shp[ax] = w.shape[0]
         w = _ns.broadcast_to(_ns.reshape(w, tuple(shp)), x.shape)
-    neg = _concrete(_ns.any(w < 0))
+    neg = _concrete(_ns.any(w < 0))  # pyright: ignore[reportCallIssue, reportOperatorIssue]
     if neg:
         raise ValueError(f"{op}: weights must be non-negative")
-    w2, _, _, _ = _to_last(w.astype(_np.float64), axis, op)
+    w2, _, _, _ = _to_last(w.astype(_np.float64), axis, op)  # pyright: ignore[reportCallIssue]
     ws = take_along_axis(w2, order, axis=-1)
     if nan:
         sx = take_along_axis(_to_last(x, axis, op)[0], order, axis=-1)

@@ -91,7 +91,7 @@ def _default_api(cls):
     arity = getattr(cls, "arity", 1)
     if arity == 1:
 
-        def fn(x):
+        def fn(x):  # pyright: ignore[reportArgumentType, reportRedeclaration]
             return apply(x if type(x) is Tensor else tensor_arg(x))
 
     elif arity == 2:
@@ -142,7 +142,7 @@ def expose(cls):
     if names:
         api.__name__ = api.__qualname__ = names[0]
     api.__module__ = "tapegrad.numpy"
-    cls.api = staticmethod(api)
+    cls.api = staticmethod(api)  # pyright: ignore[reportArgumentType]
     for name in names:
         setattr(ns, name, api)
     for name in getattr(cls, "methods", ()):

@@ -56,7 +56,7 @@ def _special(xp):
         import scipy.special
 
         return scipy.special
-    import cupyx.scipy.special  # pragma: no cover - GPU only
+    import cupyx.scipy.special  # pragma: no cover - GPU only  # pyright: ignore[reportMissingImports, reportUnsupportedDunderAll]
 
     return cupyx.scipy.special  # pragma: no cover - GPU only
 
@@ -1023,7 +1023,7 @@ def _bitwise_class(name, fn, arity, methods, aliases):
         )
 
     if arity == 1:
-        def forward(ctx, x):
+        def forward(ctx, x):  # pyright: ignore[reportRedeclaration]
             try:
                 return getattr(ctx.backend, fn)(x)
             except TypeError:
@@ -1038,7 +1038,7 @@ def _bitwise_class(name, fn, arity, methods, aliases):
     attrs = {
         "__doc__": doc, "oper": name, "arity": arity, "differentiable": False,
         "ufunc": _ufunc_name(fn), "names": (name, *aliases), "methods": methods,
-        "forward": staticmethod(forward), "batch": elementwise, "output_dtype": _dtype_rule(fn),
+        "forward": staticmethod(forward), "batch": elementwise, "output_dtype": _dtype_rule(fn),  # pyright: ignore[reportArgumentType]
     }
     cname = "".join(p.capitalize() for p in name.split("_"))
     return expose(type(cname, (Function,), attrs))
@@ -1174,7 +1174,7 @@ class I1(Function):
         ratio = Where.apply(small, series, out / Where.apply(small, 1.0, x))
         return g * (ns.i0(x) - ratio)
 
-    output_dtype = _dtype_rule(lambda xp, x: _special(xp).i1(x))
+    output_dtype = _dtype_rule(lambda xp, x: _special(xp).i1(x))  # pyright: ignore[reportAssignmentType]
 
 
 def _dt(v) -> str:
@@ -1644,7 +1644,7 @@ class Maximum(_MinMax):
 
 @expose
 class Minimum(_MinMax):
-    __doc__ = _MinMax.__doc__.replace("maximum (minimum)", "minimum (maximum)")
+    __doc__ = _MinMax.__doc__.replace("maximum (minimum)", "minimum (maximum)")  # pyright: ignore[reportOptionalMemberAccess]
     oper = "minimum"
     names = ("minimum",)
     methods = ("minimum",)

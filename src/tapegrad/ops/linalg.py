@@ -668,7 +668,7 @@ class Inv(Function):
 
     Backward (Giles 2008, sec. 3.1): ``gA = -X^T g X^T``.
     """
-    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked
+    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
     oper = "inv"
     names = ()
@@ -838,7 +838,7 @@ class Det(Function):
     Backward (Giles 2008, sec. 3.1): ``gA = g det(A) A^{-T}``. Needs an invertible ``A``: the
     gradient at a singular matrix (the adjugate) raises a ``LinAlgError`` naming det.
     """
-    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked
+    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
     oper = "det"
     names = ()
@@ -910,7 +910,7 @@ class SlogDet(Function):
     ``sign`` is non-differentiable. Backward of ``log|det A|`` (Giles 2008): ``gA = g A^{-T}``;
     a singular matrix (``sign == 0``) raises a ``LinAlgError`` naming slogdet.
     """
-    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked
+    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
     oper = "slogdet"
     names = ()
@@ -941,7 +941,7 @@ class SlogDet(Function):
         """Dtypes of ``(sign, logabsdet)``: ``logabsdet`` is real, ``sign`` complex for a
         complex ``a``."""
         d = _lapack_dtype(dtype)
-        return [d, np.zeros((), d).real.dtype]
+        return [d, np.zeros((), d).real.dtype]  # pyright: ignore[reportAttributeAccessIssue]
 
     @staticmethod
     def api(a) -> SlogdetResult:
@@ -976,7 +976,7 @@ class Cholesky(Function):
     for symmetric perturbations of ``A``: differentiate ``cholesky((A + A^T) / 2)`` to compare
     with finite differences.
     """
-    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked
+    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
     oper = "cholesky"
     names = ()
@@ -1109,7 +1109,7 @@ class Svd(Function):
             unique; use ``full_matrices=False``, as in JAX).
         numpy.linalg.LinAlgError: if LAPACK does not converge.
     """
-    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked
+    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
     oper = "svd"
     names = ()

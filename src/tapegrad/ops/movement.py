@@ -238,7 +238,7 @@ def split_index(idx, device: str = "cpu") -> tuple:
             if device != "cpu" and type(arr) is Tensor and arr.device == "cpu":
                 arr = arr.to_device(device)
             arrays.append(arr)
-            key.append(IndexSlot(len(arrays) - 1, arr.dtype.kind == "b"))
+            key.append(IndexSlot(len(arrays) - 1, arr.dtype.kind == "b"))  # pyright: ignore[reportAttributeAccessIssue, reportMissingImports]
         else:
             raise IndexError(
                 "getitem: only integers, slices (:), ellipsis (...), None and integer or boolean "
@@ -277,7 +277,7 @@ def _ufunc_at(xp, name: str, out, idx, values, op: str):
     if at is not None:
         at(out, idx, values)
         return
-    import cupyx  # pragma: no cover - GPU only
+    import cupyx  # pragma: no cover - GPU only  # pyright: ignore[reportMissingImports]
 
     fn = {  # pragma: no cover - GPU only
         "add": cupyx.scatter_add,
@@ -603,7 +603,7 @@ class BroadcastTo(_MovementFunction):
         x, shape = args
         x = align([x], [True], len(shape))[0]
         return BroadcastTo.apply(x, (x.shape[0],) + tuple(shape))
-    view = "readonly"  # its output may be a view of its first input (jit's buffer planning)
+    view = "readonly"  # its output may be a view of its first input (jit's buffer planning)  # pyright: ignore[reportAssignmentType]
 
     oper = "broadcast_to"
     names = ("broadcast_to",)
@@ -1472,7 +1472,7 @@ def _numpy_pad_width(pad_width, ndim: int) -> tuple:
     return tuple((int(b), int(a)) for b, a in pairs)
 
 
-def _seeds_pad_width(pad_width, ndim: int) -> tuple:
+def _method_pad_width(pad_width, ndim: int) -> tuple:
     """``Tensor.pad``'s forms: int; flat (l, r[, t, b, ...]) last axis first; pairs."""
     if isinstance(pad_width, (int, np.integer)):
         return ((int(pad_width),) * 2,) * ndim
@@ -1681,7 +1681,7 @@ class SlidingWindow(_MovementFunction):
         nd = x.ndim - 1
         return SlidingWindow.apply(x, window_shape=window_shape, step=(1,) + tuple(step),
                                    axis=tuple(a % nd + 1 for a in axis))
-    view = "readonly"  # its output may be a view of its first input (jit's buffer planning)
+    view = "readonly"  # its output may be a view of its first input (jit's buffer planning)  # pyright: ignore[reportAssignmentType]
 
     oper = "sliding_window"
     names = ("sliding_window_view",)
@@ -1727,7 +1727,7 @@ class SlidingWindow(_MovementFunction):
         if xp is np:
             from numpy.lib.stride_tricks import sliding_window_view
         else:  # pragma: no cover - GPU only
-            from cupy.lib.stride_tricks import sliding_window_view
+            from cupy.lib.stride_tricks import sliding_window_view  # pyright: ignore[reportMissingImports]
         out = sliding_window_view(x, tuple(window_shape), axes) if axes else x
         if any(s != 1 for s in step):
             out = out[tuple(slice(None, None, s) for s in step)]
@@ -1934,7 +1934,7 @@ def _method_pad(self, pad_width, mode="constant", constant_values=0) -> Tensor:
         >>> tg.Tensor([[1.0, 2.0]]).pad((1, 0, 0, 1)).numpy().tolist()
         [[0.0, 1.0, 2.0], [0.0, 0.0, 0.0]]
     """
-    return Pad.api(self, _seeds_pad_width(pad_width, self.ndim), mode, constant_values)
+    return Pad.api(self, _method_pad_width(pad_width, self.ndim), mode, constant_values)
 
 
 def _transpose_property(self) -> Tensor:

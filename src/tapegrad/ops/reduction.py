@@ -27,7 +27,7 @@ from tapegrad.function import Function
 from tapegrad.ops import movement as _mv  # Reshape, Transpose (attributes read at call time)
 from tapegrad.ops._batching import axis_rule, shift_axes
 from tapegrad.ops._registry import expose, tensor_arg
-from tapegrad.ops.elementwise import Abs, AsType, Exp, Maximum, Sign, StopGradient, Where
+from tapegrad.ops.elementwise import Abs, AsType, Exp, Maximum, Sign, StopGradient, Where  # pyright: ignore[reportAssignmentType, reportAttributeAccessIssue]
 from tapegrad.tensor import Tensor
 
 __all__ = [
@@ -284,7 +284,7 @@ class SumGrad(Function):
         g = args[0]
         return SumGrad.apply(g, shape=(g.shape[0],) + tuple(shape),
                              axes=tuple(a + 1 for a in axes), keepdims=keepdims, scale=scale)
-    view = "readonly"  # a read-only broadcast view of g (jit's buffer planning)
+    view = "readonly"  # a read-only broadcast view of g (jit's buffer planning)  # pyright: ignore[reportAssignmentType]
 
     oper = "sum_grad"
 
@@ -547,7 +547,7 @@ class Max(Function):
     """Maximum over ``axis`` (NumPy ``amax``; NaN propagates).
 
     Gradient convention at ties: the cotangent is split equally among the elements equal to the
-    maximum (as the seeds document for ``maximum``); this is a valid subgradient and keeps
+    maximum (as PyTorch's ``amax``); this is a valid subgradient and keeps
     ``max(x) == max(x)`` symmetric in its arguments. Where the maximum is NaN the gradient is 0.
 
     Raises ``ValueError`` when a reduced axis has size 0, ``TypeError`` for complex inputs.
@@ -600,7 +600,7 @@ class Max(Function):
         ctx.save_for_backward(x, out)
         return out
 
-    backward = staticmethod(_extremum_backward)
+    backward = staticmethod(_extremum_backward)  # pyright: ignore[reportAssignmentType]
 
     @classmethod
     def output_dtype(cls, dtype, **params):
@@ -646,7 +646,7 @@ class Min(Function):
         ctx.save_for_backward(x, out)
         return out
 
-    backward = staticmethod(_extremum_backward)
+    backward = staticmethod(_extremum_backward)  # pyright: ignore[reportAssignmentType]
 
     @classmethod
     def output_dtype(cls, dtype, **params):
@@ -1153,7 +1153,7 @@ class NormP(Function):
     def backward(ctx, g):
         return _expand(g, ctx) * _normp_scale(ctx)
 
-    output_dtype = Norm2.output_dtype
+    output_dtype = Norm2.output_dtype  # pyright: ignore[reportAssignmentType]
 
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False, p=3.0):

@@ -772,7 +772,7 @@ class Bincount(Function):
             if xp is np:
                 np.add.at(out, r.astype(np.intp), w)
             else:  # pragma: no cover - GPU only
-                import cupyx
+                import cupyx  # pyright: ignore[reportMissingImports]
 
                 cupyx.scatter_add(out, r.astype(np.intp), w)
             return out

@@ -4,7 +4,7 @@ The pure layer follows Optax: a transform has ``init(params) -> opt_state`` and
 ``update(grads, opt_state, params) -> (updates, opt_state)``; ``apply_updates(params, updates)``
 gives the new parameters, and ``apply_gradients(tx, grads, opt_state, params)`` does both in one
 faster call. The stateful :class:`Optimizer` family (:class:`SGD`, :class:`Adam`,
-:class:`AdamW`, :class:`RMSprop`, :class:`Adagrad`, :class:`Lion`) keeps the seeds' API on top
+:class:`AdamW`, :class:`RMSprop`, :class:`Adagrad`, :class:`Lion`) keeps PyTorch's API on top
 of it. See ``docs/optim.md``.
 """
 

@@ -1,7 +1,7 @@
-"""Stateful optimizers with the seeds' API, as thin wrappers over the pure transforms.
+"""Stateful optimizers with a PyTorch-like API, as thin wrappers over the pure transforms.
 
 An :class:`Optimizer` holds one parameter pytree (or a Module's), the pure transform's state,
-the latest gradients given to it (the seeds' ``.grad`` home), the learning rate and the step
+the latest gradients given to it (where PyTorch keeps ``.grad``), the learning rate and the step
 count. ``step(grads)`` calls the pure transform and applies its updates
 (:func:`~tapegrad.optim.apply_gradients`), then replaces the parameters wholesale: no array
 anyone can see is modified in place. There is no math here.
@@ -74,7 +74,7 @@ def _array(leaf):
 
 
 class Optimizer:
-    """Base stateful optimizer (the seeds' ``Optimizer``) over a pure gradient transform.
+    """Base stateful optimizer (as PyTorch's ``Optimizer``) over a pure gradient transform.
 
     Args:
         model_parameters: A parameter pytree (for example ``model.parameters()`` or
@@ -89,7 +89,7 @@ class Optimizer:
             the current learning rate (for example ``lambda lr: optim.adam(lr)``). Subclasses
             provide it from their hyperparameters.
         **kwargs: Further hyperparameters, kept in ``state_dict()["hyperparams"]``.
-            ``max_grad_norm`` (as in the seeds) clips the gradients' global L2 norm at each
+            ``max_grad_norm`` clips the gradients' global L2 norm at each
             step, before the update.
 
     Attributes:
@@ -162,14 +162,14 @@ class Optimizer:
 
     def _make_transform(self) -> T.GradientTransformation:
         """The pure update for the current hyperparameters (subclasses override)."""
-        return self._transform_fn(self.lr)
+        return self._transform_fn(self.lr)  # pyright: ignore[reportArgumentType, reportOptionalCall]
 
     def _full_transform(self) -> T.GradientTransformation:
         clip = self._hyperparams.get("max_grad_norm")
         first = T.identity() if clip is None else T.clip_by_global_norm(clip)
         return T.chain(first, self._make_transform())
 
-    # -- seeds' properties --------------------------------------------------------------------
+    # -- properties ------------------------------------------------------------------------
     @property
     def params(self):
         """The current parameter pytree (read live from the Module when built from one)."""
@@ -231,7 +231,7 @@ class Optimizer:
 
     def accumulate_grads(self, grads) -> None:
         """Add ``grads`` to the held gradients (hold them if none are held), as repeated
-        ``backward()`` calls accumulate ``.grad`` in the seeds."""
+        ``backward()`` calls accumulate ``.grad`` in PyTorch."""
         if self._grads is None:
             self.set_grads(grads)
         else:
@@ -241,7 +241,7 @@ class Optimizer:
             self._grads = T.tree_add(self._grads, grads)
 
     def zero_grad(self) -> None:
-        """Forget the held gradients (the seeds' ``zero_grad``; ``grads`` becomes ``None``)."""
+        """Forget the held gradients (PyTorch's ``zero_grad``; ``grads`` becomes ``None``)."""
         self._grads = None
 
     def _need_grads(self, where: str):
@@ -299,10 +299,10 @@ class Optimizer:
     def update_lr(self) -> None:
         """Set ``lr`` from the scheduler at the current ``timestep`` (no-op without one)."""
         if self.lr_scheduler is not None:
-            self.lr = float(self.lr_scheduler(self.timestep, self.initial_lr, self.lr))
+            self.lr = float(self.lr_scheduler(self.timestep, self.initial_lr, self.lr))  # pyright: ignore[reportArgumentType]
 
     def step(self, grads=None, **extra_args) -> None:
-        """One optimization step, as in the seeds: ``timestep += 1``, ``update_lr()``, then
+        """One optimization step: ``timestep += 1``, ``update_lr()``, then
         the update with the new ``lr``. If the transform raises, its error propagates and
         ``timestep``, ``lr``, the parameters and the state are left as they were.
 
@@ -341,7 +341,7 @@ class Optimizer:
     def state_dict(self) -> dict[str, Any]:
         """The optimizer's state for checkpointing (parameters are not included).
 
-        Layout (the seeds' two sections)::
+        Layout (two sections)::
 
             {"hyperparams": {"lr": ..., "initial_lr": ..., <optimizer's own>},
              "states": {"timestep": int, "opt_state": <pure transform state pytree>}}
@@ -417,7 +417,7 @@ def _check_state(where: str, got, expected) -> None:
 
 
 class SGD(Optimizer):
-    """Stochastic gradient descent (the seeds' ``SGD``), via :func:`~tapegrad.optim.sgd`.
+    """Stochastic gradient descent (as PyTorch's ``SGD``), via :func:`~tapegrad.optim.sgd`.
 
     ``p <- p - lr * g`` by default; ``momentum``, ``nesterov`` and ``weight_decay`` (L2,
     added to the gradient) follow PyTorch's ``torch.optim.SGD`` with ``dampening=0``.
@@ -459,7 +459,7 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """Adam with decoupled weight decay (the seeds' ``Adam``), via :func:`~tapegrad.optim.adamw`.
+    """Adam with decoupled weight decay, via :func:`~tapegrad.optim.adamw`.
 
     ``p <- p - lr * (m_hat / (sqrt(v_hat) + epsilon) + weight_decay * p)``; with
     ``weight_decay=0`` (the default) this is Adam. Defaults as above; note ``epsilon=1e-7``

@@ -7,7 +7,7 @@ integer Tensor (the transform's counter under ``tg.jit``), a schedule computes t
 with :mod:`tapegrad.numpy` and returns a 0-d float64 Tensor, so a recorded training step
 replays for every step number instead of being traced again.
 
-:class:`CosineScheduler` is the seeds' scheduler protocol for the stateful optimizers:
+:class:`CosineScheduler` follows the scheduler protocol of the stateful optimizers:
 ``scheduler(step, initial_lr, current_lr) -> lr``, called by ``Optimizer.update_lr()`` with the
 optimizer's ``timestep``.
 
@@ -91,7 +91,7 @@ def _count(where: str, name: str, value, minimum: int = 0) -> int:
 
 
 def _cosine_with_warmup(step: int, lr: float, warmup: int, decay_iters: int, min_lr: float):
-    """The seeds' formula (linear warmup, then half-cosine from ``lr`` to ``min_lr``)."""
+    """The warmup-cosine formula (linear warmup, then half-cosine from ``lr`` to ``min_lr``)."""
     if step < warmup:
         return lr * (step + 1) / (warmup + 1)
     if step > decay_iters:
@@ -107,7 +107,7 @@ class ConstantSchedule:
 
     value: float
 
-    def __call__(self, step) -> float:
+    def __call__(self, step) -> float | Tensor:
         if _tensor_step("constant_schedule", step) is None:
             _step("constant_schedule", step)
         return self.value
@@ -122,7 +122,7 @@ class WarmupCosineSchedule:
     lr_decay_iters: int
     min_lr: float
 
-    def __call__(self, step) -> float:
+    def __call__(self, step) -> float | Tensor:
         t = _tensor_step("warmup_cosine_schedule", step)
         if t is not None:
             lr, w, d, lo = self.peak_lr, self.warmup_steps, self.lr_decay_iters, self.min_lr
@@ -146,7 +146,7 @@ class StepDecaySchedule:
     step_size: int
     gamma: float
 
-    def __call__(self, step) -> float:
+    def __call__(self, step) -> float | Tensor:
         t = _tensor_step("step_decay_schedule", step)
         if t is not None:
             n = tnp.floor(tnp.divide(t, float(self.step_size)))
@@ -166,7 +166,7 @@ class ExponentialDecaySchedule:
     staircase: bool = False
     end_value: float | None = None
 
-    def __call__(self, step) -> float:
+    def __call__(self, step) -> float | Tensor:
         t = _tensor_step("exponential_decay", step)
         if t is not None:
             elapsed = tnp.maximum(tnp.subtract(t, float(self.transition_begin)), 0.0)
@@ -201,7 +201,7 @@ class LinearSchedule:
     transition_steps: int
     transition_begin: int = 0
 
-    def __call__(self, step) -> float:
+    def __call__(self, step) -> float | Tensor:
         t = _tensor_step("linear_schedule", step)
         if t is not None:
             if self.transition_steps == 0:
@@ -227,7 +227,7 @@ class PiecewiseConstantSchedule:
     init_value: float
     boundaries_and_scales: tuple = ()  # ((boundary, scale), ...) sorted by boundary
 
-    def __call__(self, step) -> float:
+    def __call__(self, step) -> float | Tensor:
         t = _tensor_step("piecewise_constant_schedule", step)
         if t is not None:
             value = _f64(self.init_value)
@@ -258,7 +258,7 @@ def warmup_cosine_schedule(
 ) -> WarmupCosineSchedule:
     """Linear warmup, then a half cosine from ``peak_lr`` down to ``min_lr``, then ``min_lr``.
 
-    The seeds' ``CosineScheduler`` formula, exactly::
+    :class:`CosineScheduler`'s formula, exactly::
 
         step <  warmup_steps:    peak_lr * (step + 1) / (warmup_steps + 1)
         step >  lr_decay_iters:  min_lr
@@ -420,7 +420,7 @@ def piecewise_constant_schedule(
 
 
 class LRScheduler(abc.ABC):
-    """The seeds' scheduler interface for the stateful optimizers.
+    """The scheduler interface of the stateful optimizers.
 
     ``scheduler(step, initial_lr, current_lr) -> new_lr``, called by
     ``Optimizer.update_lr()`` with the optimizer's ``timestep`` (1 on the first ``step``).
@@ -433,7 +433,7 @@ class LRScheduler(abc.ABC):
 
 @attrs.frozen
 class CosineScheduler(LRScheduler):
-    """The seeds' cosine scheduler with warmup; ``initial_lr`` is the peak rate.
+    """Cosine scheduler with warmup; ``initial_lr`` is the peak rate.
 
     Computes :func:`warmup_cosine_schedule`'s formula with ``peak_lr=initial_lr``.
 

@@ -91,7 +91,9 @@ __all__ = [
     "tree_zeros_like",
 ]
 
-Schedule = Callable[[int], float]
+#: A learning-rate schedule: step count (an int, or an int Tensor under a transform) to a rate
+#: (a float, or a float Tensor).
+Schedule = Callable[[Any], Any]
 
 
 # -- leaf helpers ---------------------------------------------------------------------------
@@ -353,7 +355,7 @@ class GradientTransformation(abc.ABC):
         """``(updates, new_state)`` from ``grads`` (same structure and shapes as ``params``)."""
 
 
-def _check_lr(where: str, learning_rate):
+def _check_lr(where: str, learning_rate) -> float | Schedule:
     if callable(learning_rate):
         return learning_rate
     if isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float)):
@@ -706,12 +708,12 @@ def _scalar_value(where: str, value):
             f"{where}: value must be a number or a 0-d Tensor, got {type(value).__name__}"
         )
     if _is_array(value):
-        shape = tuple(value.shape)
-        kind = np.dtype(value.dtype).kind
+        shape = tuple(value.shape)  # pyright: ignore[reportArgumentType, reportAttributeAccessIssue]
+        kind = np.dtype(value.dtype).kind  # pyright: ignore[reportAttributeAccessIssue]
         if shape != () or kind not in "fiu":
             raise ValueError(
                 f"{where}: value must be a real scalar (the loss), got shape {shape} and dtype "
-                f"{value.dtype}; reduce it first (for example tnp.mean(losses))."
+                f"{value.dtype}; reduce it first (for example tnp.mean(losses))."  # pyright: ignore[reportAttributeAccessIssue]
             )
         if isinstance(value, Tensor):
             value = tnp.stop_gradient(value)
@@ -759,7 +761,7 @@ class ReduceOnPlateau(GradientTransformation):
         if any(isinstance(state[k], Tensor) for k in keys):
             new = self._update_tensors(state, value)
         else:
-            new = self._update_numbers(state, float(value))
+            new = self._update_numbers(state, float(value))  # pyright: ignore[reportArgumentType]
         scale = new["scale"]
         if type(scale) is float and scale == 1.0:
             return updates, new  # scaling by one changes nothing
@@ -1046,9 +1048,9 @@ def adamw(
     """AdamW: Adam with decoupled weight decay.
 
     ``p <- p - lr * (m_hat / (sqrt(v_hat) + eps) + weight_decay * p)``: the decay is applied to
-    the parameters, not added to the gradient before the moments. This is the seeds'
-    ``Adam(weight_decay=...)`` step and PyTorch's ``torch.optim.AdamW``; defaults as Optax
-    (``weight_decay=1e-4``). With ``weight_decay=0`` it equals :func:`adam`.
+    the parameters, not added to the gradient before the moments. This is the step of
+    :class:`~tapegrad.optim.Adam` with ``weight_decay`` and of PyTorch's ``torch.optim.AdamW``;
+    defaults as Optax (``weight_decay=1e-4``). With ``weight_decay=0`` it equals :func:`adam`.
 
     Raises:
         ValueError: on out-of-range hyperparameters.

@@ -41,7 +41,7 @@ class _DeviceSpecial:  # pragma: no cover - GPU only
     """``cupyx.scipy.special`` with SciPy's functions on the host for the names it lacks."""
 
     def __init__(self, xp):
-        import cupyx.scipy.special
+        import cupyx.scipy.special  # pyright: ignore[reportMissingImports]
 
         self._xp, self._mod = xp, cupyx.scipy.special
 
@@ -189,7 +189,7 @@ class Elementwise(Function):
     def backward(cls, ctx, g):
         ds = cls._partials(ctx, ctx.needs_input_grad)
         res = tuple(cls._times(g, d) for d in ds)
-        return res if len(res) > 1 else res[0]
+        return res if len(res) > 1 else res[0]  # pyright: ignore[reportGeneralTypeIssues]
 
     @classmethod
     def jvp(cls, ctx, *ts):

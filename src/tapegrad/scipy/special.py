@@ -589,7 +589,7 @@ def gammaincc(a, x) -> Tensor:
     return Gammaincc.apply(a, x)
 
 
-gammainc.__doc__ = gammainc.__doc__.replace("__DA__", _GAMMAINC_DA)
+gammainc.__doc__ = gammainc.__doc__.replace("__DA__", _GAMMAINC_DA)  # pyright: ignore[reportOptionalMemberAccess]
 
 
 # -- error function family --------------------------------------------------------------------

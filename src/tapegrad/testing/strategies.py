@@ -39,7 +39,7 @@ def floats_in(
 ):
     """Finite floats in ``[low, high]``, optionally at least ``margin`` away from the points
     in ``exclude`` (kinks, poles)."""
-    s = st.floats(low, high, allow_nan=False, allow_infinity=False, width=width)
+    s = st.floats(low, high, allow_nan=False, allow_infinity=False, width=width)  # pyright: ignore[reportArgumentType]
     if exclude:
         s = s.filter(lambda v: all(abs(v - e) > margin for e in exclude))
     return s
