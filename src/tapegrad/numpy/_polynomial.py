@@ -67,7 +67,13 @@ def _poly1d(p, op: str, name: str = "p") -> Tensor:
     """Polynomial coefficients as a 1-D Tensor (a 0-d value becomes length 1)."""
     if isinstance(p, _np.poly1d):
         p = p.coeffs
-    t = _tensor(p) if isinstance(p, Tensor) else Tensor(_np.asarray(p))
+    try:
+        t = _tensor(p) if isinstance(p, Tensor) else Tensor(_np.asarray(p))
+    except TypeError:
+        raise TypeError(
+            f"{op}: {name} must be numeric polynomial coefficients (a Tensor, array, list or "
+            f"number), got {type(p).__name__}"
+        ) from None
     if t.ndim == 0:
         t = _ns.reshape(t, (1,))
     if t.ndim != 1:
