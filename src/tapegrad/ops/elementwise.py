@@ -938,8 +938,11 @@ BINARY = [
            lambda xp, x, y, o: xp.log(xp.where(x == 0, 1.0, x)) * o,
            "``x ** y`` computed in float64 (or complex128). Gradients as :func:`power`.",
            nonan=True),
-    Binary("heaviside", "heaviside", None, None,
-           "Heaviside step: 0 below 0, 1 above, ``h0`` at 0. Zero gradient everywhere."),
+    Binary("heaviside", "heaviside", None, lambda xp, x, y, o: x == 0,
+           "Heaviside step ``heaviside(x, h0)``: 0 below 0, 1 above, ``h0`` at 0. Gradient: "
+           "none to ``x`` (piecewise constant, jumps included); ``g`` to ``h0`` where "
+           "``x == 0`` (the value there is ``h0`` itself), 0 elsewhere (as JAX's).",
+           piecewise=True),
     Binary("nextafter", "nextafter", lambda xp, x, y, o: 1, None,
            "The next float after ``x`` towards ``y``: ``x`` moved by one unit in the last place. "
            "Gradient: ``g`` to ``x`` (the step is below any finite difference), none to ``y``.",
