@@ -452,6 +452,12 @@ def test_clip_min_max_keywords():
     same(tnp.clip(x, a_min=0.0), np.clip(x.numpy(), 0.0, None))
     g = tg.grad(lambda v: tnp.clip(v, min=-1.0, max=1.0).sum())(x)
     same(g, np.array([0.0, 1.0, 0.0]))
+    # both spellings at once is NumPy's ValueError (the keywords were silently ignored)
+    with pytest.raises(ValueError, match="clip: pass the bounds either as a_min/a_max or as "
+                                         "min=/max="):
+        tnp.clip(x, -1.0, 1.0, min=0.0)
+    with pytest.raises(ValueError, match="clip: .* not both"):
+        tnp.clip(x, a_max=1.0, max=2.0)
 
 
 # -- tapegrad.numpy.random --------------------------------------------------------------------

@@ -339,9 +339,25 @@ def diagonal(x, offset=0, axis1=0, axis2=1) -> Tensor:
     return _index(y, (Ellipsis, _Slot(0, False), _Slot(1, False)), (rows, cols))
 
 
-def trace(x, offset=0, axis1=0, axis2=1) -> Tensor:
-    """Sum along a diagonal (see :func:`diagonal`); the dtype follows NumPy's ``sum``."""
-    return _sum(diagonal(x, offset, axis1, axis2), axis=-1)
+def trace(x, offset=0, axis1=0, axis2=1, dtype=None, out=None) -> Tensor:
+    """Sum along a diagonal (NumPy's ``trace``; see :func:`diagonal`).
+
+    Args:
+        x: Tensor with at least 2 dimensions, shape ``(..., n1, ..., n2, ...)``.
+        offset: Diagonal offset (positive: above the main diagonal).
+        axis1, axis2: The two axes the diagonal runs along.
+        dtype: The accumulator's and result's dtype (NumPy's ``sum`` rules when ``None``).
+        out: Must be ``None`` (Tensors are immutable).
+
+    Returns:
+        Tensor of ``x``'s shape without ``axis1`` and ``axis2``. Gradient: the cotangent on the
+        diagonal, zero elsewhere.
+
+    Raises:
+        ValueError: for fewer than 2 dimensions or equal axes (see :func:`diagonal`).
+        TypeError: for ``out=``.
+    """
+    return _sum(diagonal(x, offset, axis1, axis2), axis=-1, dtype=dtype, out=out)
 
 
 # -- gathering ------------------------------------------------------------------------------

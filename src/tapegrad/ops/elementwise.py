@@ -1368,7 +1368,8 @@ class Clip(Function):
     ``a_min > a_max`` the result is ``a_max`` everywhere (NumPy) and the gradient goes to it.
 
     Raises:
-        ValueError: if the shapes do not broadcast.
+        ValueError: if the shapes do not broadcast, or for bounds given both positionally
+            (``a_min``/``a_max``) and as NumPy 2's ``min=``/``max=``.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
     fresh = True  # a new array (jit's buffer planning)
@@ -1406,6 +1407,11 @@ class Clip(Function):
     @staticmethod
     def api(a, a_min=None, a_max=None, *, min=None, max=None):  # noqa: A002
         a = tensor_arg(a)
+        if (min is not None or max is not None) and (a_min is not None or a_max is not None):
+            raise ValueError(
+                "clip: pass the bounds either as a_min/a_max or as min=/max= (NumPy 2's "
+                "keywords), not both"
+            )
         a_min = min if a_min is None else a_min
         a_max = max if a_max is None else a_max
         if a_min is None and a_max is None:
