@@ -4,7 +4,8 @@ holding traced Tensors, ``copy``, ``r_``, ``c_``, ``median``, ``percentile``,
 ``nanpercentile``, ``ptp``, ``ediff1d``, ``matrix_transpose``, ``polyadd``, ``polysub``,
 ``linalg.trace``, ``linalg.diagonal``, ``fft.fftshift``, ``fft.ifftshift``,
 ``scipy.special.log_softmax``, ``scipy.stats.dirichlet.pdf``,
-``scipy.stats.multivariate_normal.pdf`` and ``scipy.integrate.odeint``.
+``scipy.stats.multivariate_normal.pdf`` and ``scipy.integrate.odeint``; and complex input of
+``max``, ``min``, ``nanmax``, ``nanmin`` and ``ptp``.
 
 Each: forward values and dtypes against NumPy/SciPy on drawn shapes (size-0 and size-1 dims
 where the function takes them), and gradients at orders 1 and 2 in both modes (reverse and
@@ -105,6 +106,19 @@ def test_median_percentile_ptp(data, keepdims):
     _grads(lambda v: tnp.median(v, axis=axis), x)
     _grads(lambda v: tnp.percentile(v, q, axis=axis), x)
     _grads(lambda v: tnp.ptp(v, axis=axis), x)
+
+
+@pytest.mark.parametrize("name", ["max", "min", "nanmax", "nanmin", "ptp"])
+@given(data=st.data(), keepdims=st.booleans())
+def test_complex_extrema(name, data, keepdims):
+    # NumPy orders complex numbers lexicographically; distinct real parts keep the finite
+    # differences away from the ordering's jumps
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4))
+    z = _distinct(data, shape) + 1j * _arr(data, shape)
+    axis = _axis(data, len(shape))
+    got = getattr(tnp, name)(tg.Tensor(z), axis=axis, keepdims=keepdims)
+    _close(got, getattr(np, name)(z, axis=axis, keepdims=keepdims))
+    _grads(lambda v: getattr(tnp, name)(v, axis=axis), z)
 
 
 @given(data=st.data())

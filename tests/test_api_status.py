@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import pathlib
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -94,6 +95,54 @@ def test_statuses_agree_with_what_the_functions_do():
     assert g.dtype == np.complex128
     with pytest.raises(TypeError):
         tg.numpy.fft.rfft(tg.Tensor(np.array([1j, 2.0])))
+
+
+REFERENCE = {"tapegrad.numpy": "numpy", "tapegrad.numpy.linalg": "numpy.linalg",
+             "tapegrad.numpy.fft": "numpy.fft", "tapegrad.scipy.special": "scipy.special",
+             "tapegrad.scipy.linalg": "scipy.linalg", "tapegrad.scipy.signal": "scipy.signal"}
+
+
+def _direct_probes():
+    """``(module, name, reference function, arrays)`` for every name whose probe is a direct
+    call of the function (not a wrapper) and that NumPy/SciPy has under the same name."""
+    out = []
+    for _, module, names in TOOL.GROUPS:
+        if module not in REFERENCE:
+            continue
+        ref, mod = importlib.import_module(REFERENCE[module]), importlib.import_module(module)
+        for name in names.split():
+            obj = getattr(mod, name)
+            if not hasattr(ref, name) or not callable(obj) or isinstance(obj, type):
+                continue
+            fn, arrays = TOOL.probe_for(module, name)
+            if fn is obj:
+                out.append((module, name, getattr(ref, name), arrays))
+    return out
+
+
+DIRECT = _direct_probes()
+
+
+@pytest.mark.parametrize("module,name,ref,arrays", DIRECT, ids=[f"{d[0]}.{d[1]}" for d in DIRECT])
+def test_values_shapes_and_dtypes_equal_numpy_and_scipy_on_the_probes(module, name, ref, arrays):
+    fn = getattr(importlib.import_module(module), name)
+    compared = 0
+    for arrs in (arrays, TOOL._complexify(arrays)):  # complex where NumPy/SciPy takes it
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                want = ref(*arrs)
+        except (TypeError, ValueError):
+            continue
+        got = fn(*[tg.Tensor(a) for a in arrs])
+        got = [got] if isinstance(got, tg.Tensor) else tg.tree.tree_leaves(got)
+        want = list(want) if isinstance(want, tuple) else [want]
+        for g, w in zip(got, want, strict=True):
+            g, w = (g.numpy() if isinstance(g, tg.Tensor) else np.asarray(g)), np.asarray(w)
+            assert (g.shape, g.dtype) == (w.shape, w.dtype), (name, g.shape, g.dtype, w.dtype)
+            np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+        compared += 1
+    assert compared, f"{module}.{name}: the reference took neither probe"
 
 
 def test_the_generator_refuses_a_wrong_claim(monkeypatch):

@@ -317,8 +317,6 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 def _nanextremum(op, a, axis, out, keepdims, initial, where, largest):
     _no_out(op, out)
     x = _tensor(a)
-    if x.dtype.kind == "c":
-        raise TypeError(f"{op}: complex inputs are not supported (got dtype {x.dtype})")
     if where is not None and where is not True and initial is None:
         raise ValueError(f"{op}: a where= mask needs initial= (a slice may be all masked)")
     reduce = _ns.max if largest else _ns.min
@@ -337,11 +335,13 @@ def _nanextremum(op, a, axis, out, keepdims, initial, where, largest):
         r = reduce(x, axis=axis, keepdims=keepdims)
     else:
         fill = -_np.inf if largest else _np.inf
-        if x.dtype.kind != "f":
+        if x.dtype.kind == "c":  # below (above) every number in NumPy's lexicographic order
+            fill = complex(fill, fill)
+        elif x.dtype.kind != "f":
             info = _np.iinfo(x.dtype) if x.dtype.kind in "iu" else None
             fill = (info.min if largest else info.max) if info is not None else (not largest)
         r = reduce(_where(mask, x, fill), axis=axis, keepdims=keepdims)
-        if x.dtype.kind == "f":
+        if x.dtype.kind in "fc":
             none = _ns.logical_not(_ns.any(mask, axis=axis, keepdims=keepdims))
             r = _where(none, _np.nan, r)
     if initial is not None:
@@ -355,7 +355,8 @@ def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     """Maximum over ``axis`` ignoring NaN (NumPy's ``nanmax``).
 
     Args:
-        a: Real Tensor.
+        a: Tensor of any shape; real or complex (ordered as NumPy orders complex numbers:
+            real part, then imaginary part).
         axis: Axis or tuple of axes; ``None`` reduces all axes.
         out: Not supported (must be None).
         keepdims: Keep reduced axes with size 1.
@@ -838,12 +839,10 @@ def ptp(a, axis=None, out=None, keepdims=False):
 
     Raises:
         ValueError: over an empty axis or an axis out of range.
-        TypeError: for complex input or ``out``.
+        TypeError: for ``out``.
     """
     _no_out("ptp", out)
     x = _tensor(a)
-    if x.dtype.kind == "c":
-        raise TypeError(f"ptp: complex inputs are not supported (got dtype {x.dtype})")
     return _ns.max(x, axis=axis, keepdims=keepdims) - _ns.min(x, axis=axis, keepdims=keepdims)
 
 
