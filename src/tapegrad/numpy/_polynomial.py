@@ -565,14 +565,35 @@ def polysub(a1, a2):
     return _pad_front(a, n - a.shape[0]) - _pad_front(b, n - b.shape[0])
 
 
+def _trim_leading_zeros(t: Tensor) -> Tensor:
+    """``t`` without its leading zero coefficients, at least one kept (NumPy's ``poly1d``),
+    decided on the values when they are concrete (inside ``vmap`` nothing is dropped)."""
+    while t.shape[0] > 1:
+        if not _concrete(t[0] == 0):
+            break
+        t = t[1:]
+    return t
+
+
 def polymul(a1, a2):
     """Product of two polynomials (NumPy's ``polymul``): the full convolution of their
-    coefficients. Gradient as :func:`convolve`.
+    coefficients, after dropping leading zero coefficients as NumPy does (it reads both as
+    ``poly1d``; decided on the values when they are concrete, nothing dropped inside
+    ``vmap``).
+
+    Args:
+        a1, a2: 1-D coefficient Tensors (highest power first), or 0-d values.
+
+    Returns:
+        1-D Tensor of length ``len(a1) + len(a2) - 1`` (lengths after the trimming); NumPy's
+        dtype promotion. Gradient as :func:`convolve`.
 
     Raises:
-        ValueError: for empty coefficient arrays.
+        ValueError: for empty coefficient arrays or more than one axis.
+        TypeError: for non-numeric coefficients (naming ``polymul``).
     """
-    return convolve(_poly1d(a1, "polymul", "a1"), _poly1d(a2, "polymul", "a2"))
+    return convolve(_trim_leading_zeros(_poly1d(a1, "polymul", "a1")),
+                    _trim_leading_zeros(_poly1d(a2, "polymul", "a2")))
 
 
 def polydiv(u, v):
