@@ -1,6 +1,7 @@
 """Property tests of the elementwise ops: one op table, checked for forward values and dtypes
-against NumPy/SciPy, gradients (orders 1 and 2, float64) against finite differences, cotangent
-shapes and dtypes, and NaN safety of every rule with an unbounded derivative."""
+against NumPy/SciPy, gradients (orders 1 and 2, float64, reverse and forward mode) against
+finite differences, cotangent shapes and dtypes, and NaN safety of every rule with an
+unbounded derivative."""
 
 from __future__ import annotations
 
@@ -210,6 +211,7 @@ def test_grads_match_finite_differences(op, data):
         op.fn,
         tuple(tg.Tensor(a) for a in arrays),
         order=2,
+        modes=("rev", "fwd"),
         rtol=op.grad_rtol,
         atol=op.grad_atol,
     )

@@ -54,3 +54,29 @@ def test_conv_layer_on_the_gpu():
     out_cpu = tg.nn.functional.conv2d(tg.Tensor(x), w)
     out_gpu = tg.nn.functional.conv2d(tg.Tensor(x, device="cuda"), w.to_device("cuda"))
     np.testing.assert_allclose(out_gpu.numpy(), out_cpu.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_holomorphic_derivatives_on_the_gpu_match_cpu():
+    z = np.array([0.3 + 0.7j, -1.2 + 0.4j, 0.8 - 1.1j])
+    f = lambda v: tnp.sum(tnp.exp(v) * v**2)  # noqa: E731
+    for dev in ("cpu", "cuda"):
+        g = tg.grad(f, holomorphic=True)(tg.Tensor(z, device=dev))
+        gg = tg.grad(lambda v: tnp.sum(tg.grad(f, holomorphic=True)(v)), holomorphic=True)(
+            tg.Tensor(z, device=dev))
+        j = tg.jacfwd(tnp.sin, holomorphic=True)(tg.Tensor(z, device=dev))
+        assert g.device == ("cuda:0" if dev == "cuda" else "cpu")
+        np.testing.assert_allclose(g.numpy(), np.exp(z) * (z**2 + 2 * z), rtol=1e-12)
+        np.testing.assert_allclose(gg.numpy(), np.exp(z) * (z**2 + 4 * z + 2), rtol=1e-12)
+        np.testing.assert_allclose(j.numpy(), np.diag(np.cos(z)), rtol=1e-12, atol=1e-15)
+
+
+def test_heaviside_gradient_on_the_gpu():
+    x, h = np.array([0.0, 1.0, -1.0]), np.array([0.3, 0.3, 0.3])
+    gh = tg.grad(lambda b: tnp.sum(tnp.heaviside(tg.Tensor(x, device="cuda"), b)))(
+        tg.Tensor(h, device="cuda"))
+    np.testing.assert_array_equal(gh.numpy(), [1.0, 0.0, 0.0])
+
+
+def test_numpy_passthrough_of_a_gpu_tensor_returns_numpys_result():
+    x = tg.Tensor(np.array([0.0, 4.0, 7.0]), device="cuda")
+    np.testing.assert_array_equal(np.unwrap(x), np.unwrap(np.array([0.0, 4.0, 7.0])))

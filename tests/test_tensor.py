@@ -1,3 +1,5 @@
+import re
+
 import attrs
 import numpy as np
 import pytest
@@ -132,6 +134,12 @@ def test_non_numeric_data_is_a_type_error():
         tg.Tensor(["a", "b"])
     with pytest.raises(TypeError):
         tg.Tensor({"a": 1})
+    # a NumPy array of strings or objects too (it used to become a Tensor of dtype <U1)
+    for a in (np.array(["a", "b"]), np.array([object()]), np.array(["2020-01-01"], "M8[D]")):
+        want = re.escape(f"expected a numeric array, got dtype {a.dtype}")
+        with pytest.raises(TypeError, match=want):
+            tg.Tensor(a)
+    assert tg.Tensor(np.array(["1.5"]), dtype="float64").numpy().tolist() == [1.5]
 
 
 def test_traced_tensor_cannot_silently_become_numpy():

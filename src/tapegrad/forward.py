@@ -28,6 +28,7 @@ from tapegrad.tensor import Tensor, const
 from tapegrad.transforms import (
     as_primal,
     check_argnums,
+    check_output_dtype,
     grad,
     lower_output,
     select_argnums,
@@ -178,7 +179,7 @@ def _transpose_tangents(cls, ctx, ts, in_avals, out_avals) -> tuple:
 
 
 # -- argument handling -------------------------------------------------------------------------
-def _flat_primals(primals, who):
+def _flat_primals(primals, who, kinds="fc"):
     if not isinstance(primals, (tuple, list)):
         raise TypeError(
             f"{who}: primals must be a tuple or list of positional arguments, got "
@@ -187,7 +188,7 @@ def _flat_primals(primals, who):
     primals = tuple(primals)
     leaves, treedef = tree_flatten(primals)
     names = [f"primals[{i}]" for i in range(len(primals))]
-    prims = [as_primal(v, i, primals, names, who) for i, v in enumerate(leaves)]
+    prims = [as_primal(v, i, primals, names, who, kinds=kinds) for i, v in enumerate(leaves)]
     return primals, prims, treedef, names
 
 
@@ -300,8 +301,8 @@ def _replay(entries, env: dict) -> None:
             env[n] = o
 
 
-def _linearize(fun, primals, has_aux, who):
-    primals, prims, treedef, _ = _flat_primals(primals, who)
+def _linearize(fun, primals, has_aux, who, kinds="fc"):
+    primals, prims, treedef, _ = _flat_primals(primals, who, kinds)
     lin = Trace(new_level())  # records the tangent program (below the forward-mode level)
     tin = [lin.new_input(_zeros(p.shape, p.dtype, p)) for p in prims]
     try:
@@ -391,7 +392,9 @@ def _assemble(blocks, out_tree, diff_tree, argnums):
     return tree_unflatten(out_tree, per_out)
 
 
-def jacfwd(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Callable[..., Any]:
+def jacfwd(
+    fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False, holomorphic: bool = False
+) -> Callable[..., Any]:
     """Jacobian of ``fun`` by forward mode: one tangent pass over all input directions.
 
     ``fun`` is linearized once (:func:`linearize`), then the tangent program runs once under
@@ -402,6 +405,10 @@ def jacfwd(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Ca
         fun: Function returning a pytree of Tensors (or ``(out, aux)`` with ``has_aux``).
         argnums: Int or tuple of ints: the positional arguments to differentiate.
         has_aux: ``fun`` returns ``(out, aux)``; the result is then ``(jacobian, aux)``.
+        holomorphic: ``fun`` is holomorphic in complex inputs (and returns complex outputs):
+            the entries are complex derivatives ``d out_i / d z_j``, as JAX's
+            ``holomorphic=True``. Without it the inputs must be real (JAX's rule: a complex
+            input has two real directions per entry, which one column cannot hold).
 
     Returns:
         A function with ``fun``'s signature returning the Jacobian: ``fun``'s output pytree
@@ -410,7 +417,9 @@ def jacfwd(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Ca
         ``argnums``), as JAX's ``jacfwd``. Dtypes are the outputs'.
 
     Raises:
-        TypeError: for a bad ``argnums``, integer inputs, or non-array outputs.
+        TypeError: for a bad ``argnums``, integer inputs, or non-array outputs; complex inputs
+            without ``holomorphic=True`` (the message names it); with ``holomorphic=True``,
+            real inputs or real outputs.
         ValueError: if an ``argnums`` entry is out of range.
 
     Example:
@@ -423,9 +432,13 @@ def jacfwd(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Ca
 
     def jacfwd_f(*args, **kwargs):
         _, diff, partial = select_argnums(fun, argnums, args, kwargs, "jacfwd")
-        out, jvp_fn, aux = _linearize(partial, diff, has_aux, "jacfwd")
+        out, jvp_fn, aux = _linearize(partial, diff, has_aux, "jacfwd",
+                                      "c" if holomorphic else "f")
         p_out, out_tree = tree_flatten(out)
         _check_outputs(p_out, out_tree, "jacfwd")
+        if holomorphic:
+            for i, o in enumerate(p_out):
+                check_output_dtype(o, f"output leaf {i}", "jacfwd", True)
         in_leaves, diff_tree = tree_flatten(diff)
         prims = [v if isinstance(v, Tensor) else Tensor(v) for v in in_leaves]
         basis, offsets = _basis(prims)
@@ -450,7 +463,9 @@ def jacfwd(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Ca
     return jacfwd_f
 
 
-def jacrev(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Callable[..., Any]:
+def jacrev(
+    fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False, holomorphic: bool = False
+) -> Callable[..., Any]:
     """Jacobian of ``fun`` by reverse mode: one backward pass over all output directions.
 
     ``fun`` runs once under :func:`~tapegrad.vjp`; its ``vjp_fn`` runs once under
@@ -461,13 +476,19 @@ def jacrev(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Ca
         fun: Function returning a pytree of Tensors (or ``(out, aux)`` with ``has_aux``).
         argnums: Int or tuple of ints: the positional arguments to differentiate.
         has_aux: ``fun`` returns ``(out, aux)``; the result is then ``(jacobian, aux)``.
+        holomorphic: ``fun`` is holomorphic in complex inputs and returns complex outputs: the
+            entries are complex derivatives ``d out_i / d z_j`` (JAX's ``holomorphic=True``).
+            Without it the outputs must be real; complex inputs of a real ``fun`` then get
+            JAX's gradient convention (``df/dx - i df/dy`` per entry, as :func:`grad`).
 
     Returns:
         A function with ``fun``'s signature returning the Jacobian, nested as in
         :func:`jacfwd` (leaves of shape ``out_shape + in_shape``). Dtypes are the inputs'.
 
     Raises:
-        TypeError: for a bad ``argnums``, integer inputs, or non-array outputs.
+        TypeError: for a bad ``argnums``, integer inputs, or non-array outputs; complex outputs
+            without ``holomorphic=True`` (the message names it); with ``holomorphic=True``,
+            real inputs or real outputs.
         ValueError: if an ``argnums`` entry is out of range.
 
     Example:
@@ -480,6 +501,11 @@ def jacrev(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Ca
     def jacrev_f(*args, **kwargs):
         _, diff, partial = select_argnums(fun, argnums, args, kwargs, "jacrev")
         try:
+            if holomorphic:  # every selected leaf complex, before running fun
+                d_leaves = tree_flatten(diff)[0]
+                names = [f"primals[{i}]" for i in range(len(diff))]
+                for i, v in enumerate(d_leaves):
+                    as_primal(v, i, diff, names, "jacrev", kinds="c")
             res = vjp(partial, *diff, has_aux=has_aux)
         except TypeError as e:
             if not str(e).startswith("vjp:"):
@@ -489,6 +515,8 @@ def jacrev(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Ca
         aux = res[2] if has_aux else None
         p_out, out_tree = tree_flatten(out)
         _check_outputs(p_out, out_tree, "jacrev")
+        for i, o in enumerate(p_out):
+            check_output_dtype(o, f"output leaf {i}", "jacrev", holomorphic)
         in_leaves, diff_tree = tree_flatten(diff)
         prims = [v if isinstance(v, Tensor) else Tensor(v) for v in in_leaves]
         basis, offsets = _basis(p_out)
@@ -516,13 +544,19 @@ def jacrev(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Ca
 jacobian = jacrev
 
 
-def hessian(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Callable[..., Any]:
+def hessian(
+    fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False, holomorphic: bool = False
+) -> Callable[..., Any]:
     """Hessian of scalar ``fun``: ``jacfwd(jacrev(fun))`` (forward-over-reverse).
 
     Args:
-        fun: Function returning a real scalar Tensor (or ``(value, aux)`` with ``has_aux``).
+        fun: Function returning a real scalar Tensor (or ``(value, aux)`` with ``has_aux``);
+            with ``holomorphic=True``, a complex scalar of complex inputs.
         argnums: Int or tuple of ints: the positional arguments to differentiate.
         has_aux: ``fun`` returns ``(value, aux)``; the result is then ``(hessian, aux)``.
+        holomorphic: The complex second derivatives ``d^2 f / dz_i dz_j`` of a holomorphic
+            ``fun`` (passed to both :func:`jacrev` and :func:`jacfwd`, as JAX). Without it the
+            inputs must be real.
 
     Returns:
         A function with ``fun``'s signature returning the Hessian: for one array input of shape
@@ -538,7 +572,7 @@ def hessian(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> C
         Tensor([[ 6.,  0.],
                 [ 0., 12.]], dtype=float32)
     """
-    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+    return jacfwd(jacrev(fun, argnums, has_aux, holomorphic), argnums, has_aux, holomorphic)
 
 
 def hvp(fun, primals, tangents):

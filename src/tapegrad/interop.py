@@ -16,8 +16,13 @@ Importing this module (``tapegrad.numpy`` does) installs on :class:`~tapegrad.Te
   :mod:`tapegrad.array_api`), the ``mT`` property (matrix transpose of the last two axes) and
   the unary ``+`` operator.
 
-What NumPy cannot dispatch raises a clear ``TypeError``: NumPy functions with no
-``tapegrad.numpy`` version (the message names the function), ``out=`` arguments and in-place
+A NumPy function with no ``tapegrad.numpy`` version is a passthrough (HIPS autograd's): NumPy's
+own function runs on the Tensors' values and returns its plain result; inside ``grad``/``jvp``
+only when that result holds no floating values (it has no derivative to lose).
+
+What NumPy cannot dispatch raises a clear ``TypeError`` naming the function: a passthrough that
+would lose a gradient (a floating result of a traced Tensor) or could not be right (inside
+``vmap`` or ``jit``; functions that write into their argument), ``out=`` arguments and in-place
 updates of NumPy arrays by Tensors (Tensors are immutable: assign the result instead), and the
 ufunc methods with no tapegrad equivalent. ``np.asarray(t)`` of a traced Tensor stays an error
 (it would silently lose the gradient).
@@ -43,6 +48,7 @@ from tapegrad import numpy as _tnp_module  # a partial module while tapegrad.num
 from tapegrad.backend import get_backend, parse_device
 from tapegrad.ops._registry import install_methods
 from tapegrad.tensor import Tensor, const
+from tapegrad.tree import tree_leaves, tree_map
 
 __all__ = ["from_dlpack", "numpy_dispatch_target"]
 
@@ -77,13 +83,11 @@ _HINTS = {
     "place": "Tensors are immutable: use tnp.where(mask, values, x)",
     "putmask": "Tensors are immutable: use tnp.where(mask, values, x)",
     "fill_diagonal": "Tensors are immutable: use x.at[idx, idx].set(value)",
-    "nansum": "mask first: tnp.sum(tnp.where(tnp.isnan(x), 0, x))",
-    "nanmean": "mask first: tnp.where(tnp.isnan(x), 0, x) and divide by the count of non-NaNs",
     "asanyarray": "use tnp.asarray",
     "ascontiguousarray": "use tnp.asarray (Tensors are always contiguous to tapegrad)",
-    "cumulative_sum": "use tnp.cumsum",
-    "cumulative_prod": "use tnp.cumprod",
 }
+#: NumPy functions that write into their array argument: never a passthrough on a Tensor.
+_IN_PLACE = {"copyto", "put", "put_along_axis", "place", "putmask", "fill_diagonal"}
 
 
 def _metadata(name):
@@ -155,13 +159,62 @@ def _missing(func, extra: str = "") -> TypeError:
     _, where = _namespace_for(getattr(func, "__module__", None) or "numpy")
     hint = _HINTS.get(name)
     msg = (
-        f"{qual} was called with a tapegrad Tensor, but {where} has no {name!r}, so NumPy "
-        "cannot run it on Tensors (a traced Tensor would lose its gradient). "
+        f"{qual} was called with a tapegrad Tensor, but {where} has no {name!r}, so only "
+        f"NumPy's own function could run, on the value alone, and here it cannot.{extra} "
         + (f"Suggestion: {hint}. " if hint else "")
         + "Write it with tapegrad.numpy functions, or pass tg.stop_gradient(x).numpy() if a "
-        "constant result is really meant." + extra
+        "constant result is really meant."
     )
     return TypeError(msg)
+
+
+def _refusing_trace(t: Tensor):
+    """``"vmap"`` or ``"jit"`` when a running transform holding ``t`` cannot take a value
+    computed outside tapegrad (a batched value stands for many examples; a replayed tape would
+    keep the value of the first call), else None."""
+    while t is not None and t._level:
+        trace = t._trace
+        if not trace.done:
+            if trace.batched:
+                return "vmap"
+            if trace.replays:
+                return "jit"
+        t = t._primal
+    return None
+
+
+def _passthrough(func, qual: str, args, kwargs):
+    """NumPy's own ``func`` on the Tensors' values, for a function ``tapegrad.numpy`` lacks
+    (HIPS autograd's passthrough): its plain result outside transforms; inside ``grad``/``jvp``
+    only when the result holds no floating value (an integer or boolean result has no
+    derivative to lose).
+
+    Raises:
+        TypeError: naming the function, for a floating result of a traced Tensor (its gradient
+            would be lost) and for any call on a value traced by ``vmap`` or ``jit``/``trace``.
+    """
+    if getattr(func, "__name__", None) in _IN_PLACE:
+        raise _missing(func, " It writes into its argument, and a Tensor is immutable.")
+    leaves = tree_leaves((args, kwargs))
+    traced = [v for v in leaves if isinstance(v, Tensor) and v._level]
+    for t in traced:
+        kind = _refusing_trace(t)
+        if kind == "vmap":
+            raise _missing(func, " Under vmap the value stands for a whole batch, so NumPy's "
+                                 "own function cannot run on it.")
+        if kind == "jit":
+            raise _missing(func, " Under jit/trace the result would be recorded as a constant "
+                                 "and replayed unchanged for new inputs.")
+    a_args, a_kwargs = tree_map(lambda v: v.numpy() if isinstance(v, Tensor) else v,
+                                (args, kwargs))
+    out = func(*a_args, **a_kwargs)
+    if traced:
+        for v in tree_leaves(out):
+            if isinstance(v, (np.ndarray, np.generic, float, complex)) and \
+                    np.asarray(v).dtype.kind in "fc":
+                raise _missing(func, f" Its result is floating ({np.asarray(v).dtype}): "
+                                     "computed outside tapegrad, it would carry no gradient.")
+    return out
 
 
 def _out_error(qual: str) -> TypeError:
@@ -264,7 +317,7 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
     if method == "__call__":
         fn = numpy_dispatch_target(ufunc)
         if fn is None:
-            raise _missing(ufunc)
+            return _passthrough(ufunc, f"numpy.{name}", inputs, kwargs)
         return fn(*inputs, **kwargs)
     if method in ("reduce", "accumulate"):
         table = _REDUCE if method == "reduce" else _ACCUMULATE
@@ -331,7 +384,7 @@ def _array_function(self, func, types, args, kwargs):
         meta = _metadata(func.__name__)
         if meta is not None:
             return meta(func, *args, **kwargs)
-        raise _missing(func)
+        return _passthrough(func, qual, args, kwargs)
     return _call(fn, qual, args, kwargs)
 
 

@@ -54,6 +54,13 @@ def _to_array(data, dtype=None, device=None):
             arr = _backend.to_device(arr, _backend.parse_device(device))
         return arr
     if isinstance(data, np.ndarray):
+        if data.dtype.kind not in "biufc" and (dtype is None or np.dtype(dtype).kind
+                                               not in "biufc"):
+            raise TypeError(
+                f"Tensor: expected a numeric array, got dtype {data.dtype} (shape {data.shape}); "
+                "a Tensor holds booleans, integers, floats or complex numbers (cast with "
+                "dtype=, for example Tensor(a, dtype='float32'))."
+            )
         arr = np.array(data, dtype=dtype, copy=True)
     elif hasattr(data, "__cuda_array_interface__") and hasattr(data, "dtype"):
         arr = data.astype(data.dtype if dtype is None else dtype, copy=True)

@@ -35,8 +35,10 @@ def leaf_path(args, index: int, names) -> str:
     return paths[index] if index < len(paths) else "<input>"
 
 
-def as_primal(leaf, i, tree, names, who, allow_int=False) -> Tensor:
-    """One input leaf as a Tensor, checked to be differentiable (floating or complex)."""
+def as_primal(leaf, i, tree, names, who, allow_int=False, kinds="fc") -> Tensor:
+    """One input leaf as a Tensor, checked to be differentiable: of a dtype kind in ``kinds``
+    (``"fc"`` floating or complex; ``"c"`` complex only, for ``holomorphic=True``; ``"f"`` real
+    only, for ``jacfwd`` without it)."""
     if type(leaf) is Tensor:
         t = leaf if leaf.is_realized else leaf.realize()
     elif isinstance(leaf, bool) or not (
@@ -57,7 +59,41 @@ def as_primal(leaf, i, tree, names, who, allow_int=False) -> Tensor:
             "gradients. Cast it (x.astype('float32'), or write 3.0 rather than 3) or leave it "
             "out of the differentiated arguments (argnums)."
         )
+    if t.dtype.kind in "fc" and t.dtype.kind not in kinds:
+        path = leaf_path(tree, i, names)
+        if kinds == "c":
+            raise TypeError(
+                f"{who}: holomorphic=True needs complex inputs, but {path} has dtype {t.dtype} "
+                f"(shape {t.shape}). Cast it (x.astype('complex128')), or leave holomorphic "
+                "out for a function of real inputs."
+            )
+        raise TypeError(
+            f"{who}: {path} has complex dtype {t.dtype} (shape {t.shape}); without "
+            f"holomorphic=True, {who} takes real inputs only (each complex entry is two real "
+            f"directions). Pass holomorphic=True for the complex derivative f'(z) of a "
+            "holomorphic function, use jacrev/grad for a real-valued function of complex "
+            "inputs, or jvp along tangents you choose."
+        )
     return t
+
+
+def check_output_dtype(out: Tensor, path: str, who: str, holomorphic: bool) -> None:
+    """Raise TypeError unless output leaf ``out`` suits a reverse-mode derivative: complex
+    with ``holomorphic=True``, else not complex (JAX's rule)."""
+    kind = out.dtype.kind
+    if holomorphic and kind != "c":
+        raise TypeError(
+            f"{who}: holomorphic=True needs complex outputs, but {path} has dtype {out.dtype} "
+            f"(shape {out.shape}). A real-valued function of complex inputs is differentiated "
+            "without holomorphic (JAX's convention: df/dx - i df/dy)."
+        )
+    if not holomorphic and kind == "c":
+        raise TypeError(
+            f"{who}: {path} has complex dtype {out.dtype} (shape {out.shape}), but {who} needs "
+            "real outputs. Pass holomorphic=True for the complex derivative f'(z) of a "
+            "holomorphic function, take the real part or abs (tnp.real(out), tnp.abs(out)) for "
+            "a real-valued function, or use vjp for a non-holomorphic complex output."
+        )
 
 
 def lower_output(o, trace, i, out, who):
@@ -101,15 +137,18 @@ def split_aux(out, has_aux, trace, who):
     return out[0], tree_map(lambda v: _lower_aux(v, trace, who), out[1])
 
 
-def call_traced(fun, args: tuple, has_aux, who, names, allow_int=False, replays=False):
-    """Run ``fun(*args)`` with every leaf of ``args`` traced on a fresh :class:`Trace`.
+def call_traced(fun, args: tuple, has_aux, who, names, allow_int=False, replays=False,
+                kinds="fc"):
+    """Run ``fun(*args)`` with every leaf of ``args`` (of a dtype kind in ``kinds``, see
+    :func:`as_primal`) traced on a fresh :class:`Trace`.
 
     Returns ``(trace, in_treedef, primals, out_tree, out_nodes, lowered_outs, aux)``; an output
     leaf that does not depend on the inputs has node ``None``.
     """
     leaves, treedef = tree_flatten(args)
     trace = Trace(new_level(), replays)
-    primals = [as_primal(v, i, args, names, who, allow_int) for i, v in enumerate(leaves)]
+    primals = [as_primal(v, i, args, names, who, allow_int, kinds)
+               for i, v in enumerate(leaves)]
     traced = [trace.new_input(p) for p in primals]
     try:
         with transform_scope():
@@ -247,26 +286,34 @@ def arg_name(fun, i: int) -> str:
 
 
 def value_and_grad(
-    fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False
+    fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False, holomorphic: bool = False
 ) -> Callable[..., Any]:
     """Make a function returning ``fun``'s value and its gradient.
 
     Args:
-        fun: Function whose output is a real scalar (shape ``()``, floating dtype).
+        fun: Function whose output is a real scalar (shape ``()``, floating dtype); with
+            ``holomorphic=True``, a complex scalar.
         argnums: Int or tuple of ints: the positional arguments to differentiate. Each may be
             any pytree of floating (or complex) Tensors, arrays or numbers. A repeated entry
             gets the full gradient of that argument each time.
         has_aux: ``fun`` returns ``(value, aux)``.
+        holomorphic: ``fun`` is holomorphic (complex differentiable) in the selected arguments,
+            which must all be complex; the result is then the complex derivative ``f'(z)`` (for
+            ``f(z) = z**2``, ``2 z``), not a gradient of a real function. As JAX's
+            ``holomorphic=True``; for a non-holomorphic ``fun`` the result is meaningless.
 
     Returns:
         A function with ``fun``'s signature returning ``(value, grads)`` (``((value, aux),
         grads)`` with ``has_aux``). ``grads`` matches the selected argument's structure, shapes
-        and dtypes; a tuple of such for a tuple ``argnums``. For complex inputs the gradient
-        follows JAX's convention (docs/conventions.md).
+        and dtypes; a tuple of such for a tuple ``argnums``. For complex inputs of a real
+        ``fun`` the gradient follows JAX's convention, ``df/dx - i df/dy``: the conjugate of
+        PyTorch's (docs/conventions.md).
 
     Raises:
-        TypeError: for a bad ``argnums``, a non-scalar or non-real output (use :func:`vjp` or
-            ``jacrev`` for those), integer inputs (naming the leaf's path).
+        TypeError: for a bad ``argnums``; a non-scalar or non-real output (a complex one names
+            ``holomorphic=True``; use :func:`vjp` or ``jacrev`` for non-scalar outputs);
+            integer inputs (naming the leaf's path); with ``holomorphic=True``, a real input
+            or a real output.
         ValueError: if an ``argnums`` entry is out of range.
 
     Example:
@@ -274,8 +321,11 @@ def value_and_grad(
         >>> v, g = tg.value_and_grad(lambda p: (p["w"] ** 2).sum())({"w": tg.Tensor([1., 2.])})
         >>> float(v), g["w"]
         (5.0, Tensor([2., 4.], dtype=float32))
+        >>> complex(tg.grad(lambda z: z**2, holomorphic=True)(tg.Tensor(1 + 2j)))  # 2 z
+        (2+4j)
     """
     check_argnums(argnums, "value_and_grad")
+    kinds, want = ("c", "c") if holomorphic else ("fc", "f")
 
     def value_and_grad_f(*args, **kwargs):
         pos, diff, call = select_argnums(fun, argnums, args, kwargs, "grad")
@@ -286,19 +336,27 @@ def value_and_grad(
 
         with transform_scope():
             trace, treedef, prims, out_tree, nodes, lowered, aux = call_traced(
-                call, diff, has_aux, "grad", names
+                call, diff, has_aux, "grad", names, kinds=kinds
             )
-            if len(lowered) != 1 or lowered[0].shape != () or lowered[0].dtype.kind != "f":
+            if len(lowered) != 1 or lowered[0].shape != () or lowered[0].dtype.kind != want:
+                if len(lowered) == 1 and lowered[0].shape == ():
+                    check_output_dtype(lowered[0], "the output", "grad", holomorphic)
                 shapes = ", ".join(f"shape {v.shape} dtype {v.dtype}" for v in lowered)
+                what = ("a complex scalar (shape () and a complex dtype)" if holomorphic else
+                        "a real scalar (shape () and a floating dtype)")
                 raise TypeError(
-                    f"grad: fun must return a real scalar (shape () and a floating dtype), got "
-                    f"{len(lowered)} output leaf/leaves ({shapes or 'none'}). Reduce it first "
-                    "(for example out.sum()), take its real part or abs for a complex output, "
-                    "or use vjp/jacrev for non-scalar outputs."
+                    f"grad: fun must return {what}, got {len(lowered)} output leaf/leaves "
+                    f"({shapes or 'none'}). Reduce it first (for example out.sum()), "
+                    + ("" if holomorphic else "take its real part or abs for a complex output "
+                       "(or pass holomorphic=True for a holomorphic one), ")
+                    + "or use vjp/jacrev for non-scalar outputs."
                 )
             value = lowered[0]
             ct = {}
             if nodes[0] is not None:
+                # The seed is 1 in both modes, never conjugated: backward rules pull cotangents
+                # back through the transpose of the derivative, so for a holomorphic fun the
+                # cotangent of z is 1 * f'(z); for a real fun it is df/dx - i df/dy (JAX's).
                 ct[nodes[0]] = const(_one(value))
             backward_pass(trace.entries, ct, trace.avals, consume=True)
             cts = _input_cotangents(ct, prims, treedef)
@@ -328,13 +386,18 @@ def _one(value: Tensor):
     return one
 
 
-def grad(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Callable[..., Any]:
+def grad(
+    fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False, holomorphic: bool = False
+) -> Callable[..., Any]:
     """Make a function returning the gradient of scalar-valued ``fun``.
 
     Args:
-        fun: Function whose output is a real scalar (shape ``()``, floating dtype).
+        fun: Function whose output is a real scalar (shape ``()``, floating dtype); with
+            ``holomorphic=True``, a complex scalar.
         argnums: Int or tuple of ints selecting the positional arguments to differentiate.
         has_aux: ``fun`` returns ``(value, aux)``; the result is then ``(grads, aux)``.
+        holomorphic: ``fun`` is holomorphic in complex inputs: return the complex derivative
+            ``f'(z)`` (JAX's ``holomorphic=True``; see :func:`value_and_grad`).
 
     Returns:
         A function with ``fun``'s signature returning gradients with the selected arguments'
@@ -347,8 +410,10 @@ def grad(fun, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Call
         >>> import tapegrad as tg, tapegrad.numpy as tnp
         >>> float(tg.grad(tg.grad(tnp.sin))(tg.Tensor(0.5)))  # -sin(0.5)
         -0.4794255495071411
+        >>> complex(tg.grad(tnp.exp, holomorphic=True)(tg.Tensor(0j)))  # exp'(0)
+        (1+0j)
     """
-    vg = value_and_grad(fun, argnums, has_aux)
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic)
 
     def grad_f(*args, **kwargs):
         v, g = vg(*args, **kwargs)

@@ -163,8 +163,16 @@ def test_stacks_and_their_errors():
     with pytest.raises(TypeError, match="vstack: the arrays to stack must be given as a list or "
                                         "tuple"):
         tnp.vstack(f64(a))
-    with pytest.raises(ValueError, match="concatenate: all input shapes must match"):
+    # the stacking function names itself (it was "concatenate: ...")
+    with pytest.raises(ValueError, match="vstack: all input shapes must match except along axis"
+                                         " 0, got shapes"):
         tnp.vstack([f64(a), f64(np.ones(2))])
+    for name, args in [("hstack", ([np.ones((2, 2)), np.ones((3, 2))],)),
+                       ("dstack", ([np.ones((2, 3)), np.ones((2, 4))],)),
+                       ("column_stack", ([np.ones(3), np.ones(4)],)),
+                       ("append", (np.ones((2, 3)), np.ones((2, 4)), 0))]:
+        with pytest.raises(ValueError, match=rf"^{name}: all input shapes must match"):
+            getattr(tnp, name)(*args)
     same(tnp.append(f64(a), [[7.0]]), np.append(a, [[7.0]]))
     same(tnp.append(f64(np.ones((2, 2))), f64(np.zeros((1, 2))), axis=0),
          np.append(np.ones((2, 2)), np.zeros((1, 2)), axis=0))
@@ -452,6 +460,12 @@ def test_clip_min_max_keywords():
     same(tnp.clip(x, a_min=0.0), np.clip(x.numpy(), 0.0, None))
     g = tg.grad(lambda v: tnp.clip(v, min=-1.0, max=1.0).sum())(x)
     same(g, np.array([0.0, 1.0, 0.0]))
+    # both spellings at once is NumPy's ValueError (the keywords were silently ignored)
+    with pytest.raises(ValueError, match="clip: pass the bounds either as a_min/a_max or as "
+                                         "min=/max="):
+        tnp.clip(x, -1.0, 1.0, min=0.0)
+    with pytest.raises(ValueError, match="clip: .* not both"):
+        tnp.clip(x, a_max=1.0, max=2.0)
 
 
 # -- tapegrad.numpy.random --------------------------------------------------------------------

@@ -120,6 +120,20 @@ def test_spacing_is_numpy_and_piecewise_constant():
 
 
 # -- multi-output ops ------------------------------------------------------------------------
+def test_heaviside_passes_the_gradient_to_h0_where_x_is_zero():
+    # heaviside(0, h0) is h0 itself: d/dh0 = 1 there (JAX's rule); it used to be 0 everywhere
+    x, h = T([0.0, 1.0, -2.0, 0.0]), T([0.3, 0.3, 0.3, 0.7])
+    w = np.arange(1.0, 5.0)
+    gx, gh = tg.grad(lambda a, b: tnp.sum(tnp.heaviside(a, b) * w), argnums=(0, 1))(x, h)
+    np.testing.assert_array_equal(gx.numpy(), 0.0)
+    np.testing.assert_array_equal(gh.numpy(), [1.0, 0.0, 0.0, 4.0])
+    _, t = tg.jvp(lambda b: tnp.heaviside(x, b), (h,), (T(np.ones(4)),))
+    np.testing.assert_array_equal(t.numpy(), [1.0, 0.0, 0.0, 1.0])
+    gb = tg.grad(lambda b: tnp.sum(tnp.heaviside(x, b)))(T(0.5))  # a broadcast h0
+    assert float(gb) == 2.0
+    check_grads(lambda b: tnp.heaviside(x, b), (h,), order=2, modes=("rev", "fwd"))
+
+
 def test_frexp_values_and_mantissa_gradient_at_powers_of_two():
     x = np.array([3.0, -0.75, 0.0, 1.0, 8.0, -4.0])
     m, e = tnp.frexp(T(x))

@@ -315,3 +315,20 @@ def test_gradients_match_torch():
         got = tg.vjp(ours, *[T(arr) for arr in arrays])[1](T(cot))
         for g, w in zip(got, want):
             np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_polymul_drops_leading_zeros_as_numpy():
+    # NumPy reads both factors as poly1d, which drops leading zero coefficients; polymul kept
+    # them (a longer result: [0, 1, 1] for NumPy's [1, 1]); a property test drew [0] * [0, 0]
+    for p, q in [([0.0, 1.0], [1.0, 1.0]), ([0.0], [0.0, 0.0]), ([0.0, 0.0, 2.0], [3.0, 0.0]),
+                 ([1.0, 0.0], [0.0, 0.0, 5.0])]:
+        got = tnp.polymul(T(p), T(q))
+        want = np.polymul(np.array(p), np.array(q))
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got.numpy(), want)
+    g = tg.grad(lambda a: tnp.sum(tnp.polymul(a, T([1.0, 2.0]))))(T([0.0, 3.0, 1.0]))
+    np.testing.assert_array_equal(g.numpy(), [0.0, 3.0, 3.0])  # the dropped zero gets none
+    # inside vmap nothing is dropped (one shape for the whole batch)
+    out = tg.vmap(lambda a: tnp.polymul(a, T([1.0, 1.0])))(T([[0.0, 1.0], [2.0, 1.0]]))
+    np.testing.assert_array_equal(out.numpy(), [[0.0, 1.0, 1.0], [2.0, 3.0, 1.0]])
+

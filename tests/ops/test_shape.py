@@ -464,6 +464,12 @@ def test_tril_triu_diagonal_trace():
     np.testing.assert_array_equal(x.trace(-1, 2, 0).numpy(), np.trace(a, -1, 2, 0))
     g = tg.grad(lambda m: tnp.trace(m))(arange(3, 3))
     np.testing.assert_array_equal(g.numpy(), np.eye(3))
+    # dtype= as NumPy's trace (it was a TypeError)
+    x32 = tg.Tensor(a.astype(np.float32))
+    t64 = tnp.trace(x32, 1, dtype=np.float64)
+    assert t64.dtype == np.trace(a.astype(np.float32), 1, dtype=np.float64).dtype == np.float64
+    np.testing.assert_array_equal(t64.numpy(), np.trace(a, 1))
+    assert np.trace(x32, dtype=np.float64).dtype == np.float64  # NumPy dispatch too
     with pytest.raises(ValueError, match="diagonal: axis1 and axis2 cannot be the same"):
         tnp.diagonal(x, 0, 1, -2)
     with pytest.raises(ValueError, match=r"diagonal: needs a Tensor with at least 2 axes"):

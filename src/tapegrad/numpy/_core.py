@@ -311,6 +311,16 @@ def copy(a, order="K") -> Tensor:
     Tensor is returned as it is (no copy is observable); other input is converted as by
     :func:`asarray`. Differentiable (the identity).
 
+    Args:
+        a: Tensor, array, number or nested list (traced Tensors inside lists too).
+        order: Accepted for NumPy's signature; tapegrad's layout is its own.
+
+    Returns:
+        Tensor of ``a``'s shape and dtype (Python floats float32, as :func:`asarray`).
+
+    Raises:
+        TypeError: for non-numeric data.
+
     Example:
         >>> import tapegrad.numpy as tnp
         >>> tnp.copy([1.0, 2.0])
@@ -323,6 +333,15 @@ def copy(a, order="K") -> Tensor:
 def ndim(a) -> int:
     """The number of axes of ``a`` (NumPy ``ndim``); Python data is read as NumPy reads it.
 
+    Args:
+        a: Tensor, array, number or nested list.
+
+    Returns:
+        Python ``int``; no gradient (works on traced Tensors: it reads only the shape).
+
+    Raises:
+        ValueError: for ragged nested lists (as NumPy).
+
     Example:
         >>> import tapegrad.numpy as tnp
         >>> tnp.ndim(tnp.zeros((2, 3))), tnp.ndim(5.0)
@@ -333,6 +352,15 @@ def ndim(a) -> int:
 
 def shape(a) -> tuple:
     """The shape of ``a`` as a tuple of ints (NumPy ``shape``).
+
+    Args:
+        a: Tensor, array, number or nested list.
+
+    Returns:
+        Tuple of Python ints; no gradient (works on traced Tensors).
+
+    Raises:
+        ValueError: for ragged nested lists (as NumPy).
 
     Example:
         >>> import tapegrad.numpy as tnp

@@ -385,6 +385,18 @@ def triu_indices(n, k=0, m=None, *, device=None) -> tuple:
     """Row and column indices of the upper triangle (``col - row >= k``) of an ``(n, m)``
     matrix (NumPy ``triu_indices``); see :func:`tril_indices`.
 
+    Args:
+        n: Number of rows (a non-negative int).
+        k: Diagonal offset.
+        m: Number of columns (default ``n``).
+        device: ``"cpu"`` or ``"cuda:N"``.
+
+    Returns:
+        ``(rows, cols)``: two 1-D int64 Tensors of equal length; no gradient (integers).
+
+    Raises:
+        ValueError: for negative sizes. TypeError: for non-integer sizes.
+
     Example:
         >>> import tapegrad.numpy as tnp
         >>> tnp.triu_indices(3, k=1)

@@ -67,7 +67,13 @@ def _poly1d(p, op: str, name: str = "p") -> Tensor:
     """Polynomial coefficients as a 1-D Tensor (a 0-d value becomes length 1)."""
     if isinstance(p, _np.poly1d):
         p = p.coeffs
-    t = _tensor(p) if isinstance(p, Tensor) else Tensor(_np.asarray(p))
+    try:
+        t = _tensor(p) if isinstance(p, Tensor) else Tensor(_np.asarray(p))
+    except TypeError:
+        raise TypeError(
+            f"{op}: {name} must be numeric polynomial coefficients (a Tensor, array, list or "
+            f"number), got {type(p).__name__}"
+        ) from None
     if t.ndim == 0:
         t = _ns.reshape(t, (1,))
     if t.ndim != 1:
@@ -541,7 +547,19 @@ def polyadd(a1, a2):
 
 
 def polysub(a1, a2):
-    """Difference ``a1 - a2`` of two polynomials (NumPy's ``polysub``); see :func:`polyadd`."""
+    """Difference ``a1 - a2`` of two polynomials (NumPy's ``polysub``); see :func:`polyadd`.
+
+    Args:
+        a1, a2: 1-D coefficient Tensors (highest power first), or 0-d values.
+
+    Returns:
+        1-D Tensor of the longer length; NumPy's dtype promotion. Gradient: ``g`` to ``a1``,
+        ``-g`` to ``a2`` (the padded part dropped).
+
+    Raises:
+        ValueError: for coefficients with more than one axis.
+        TypeError: for non-numeric coefficients (naming ``polysub``).
+    """
     a, b = _poly1d(a1, "polysub", "a1"), _poly1d(a2, "polysub", "a2")
     n = max(a.shape[0], b.shape[0])
     return _pad_front(a, n - a.shape[0]) - _pad_front(b, n - b.shape[0])

@@ -155,6 +155,15 @@ def array_equiv(a1, a2) -> bool:
     """Whether ``a1`` and ``a2`` broadcast together and are equal elementwise (NumPy
     ``array_equiv``), a Python ``bool``; a decision on traced values (see :func:`allclose`).
 
+    Args:
+        a1, a2: Tensors, arrays, numbers or nested lists of any shapes.
+
+    Returns:
+        Python ``bool`` (``False`` when the shapes do not broadcast); no gradient.
+
+    Raises:
+        TypeError: for non-numeric input; inside ``vmap`` (one bool cannot stand for a batch).
+
     Example:
         >>> import tapegrad.numpy as tnp
         >>> tnp.array_equiv(tnp.asarray([1, 2]), [[1, 2], [1, 2]])
@@ -172,6 +181,10 @@ def iscomplexobj(x) -> bool:
     """Whether ``x`` has a complex dtype (NumPy ``iscomplexobj``; by type, not by value: a
     complex Tensor with zero imaginary parts counts). Python data is read as NumPy reads it.
 
+    Returns:
+        Python ``bool``; no gradient (a question about the type, never the values, so it works
+        on traced Tensors too).
+
     Example:
         >>> import tapegrad.numpy as tnp
         >>> tnp.iscomplexobj(tnp.asarray([1.0])), tnp.iscomplexobj(tnp.asarray([1j]))
@@ -185,13 +198,22 @@ def iscomplexobj(x) -> bool:
 
 def isrealobj(x) -> bool:
     """Whether ``x`` does not have a complex dtype (NumPy ``isrealobj``:
-    ``not iscomplexobj(x)``)."""
+    ``not iscomplexobj(x)``).
+
+    Returns:
+        Python ``bool``; no gradient (a question about the type, never the values, so it works
+        on traced Tensors too).
+    """
     return not iscomplexobj(x)
 
 
 def isscalar(element) -> bool:
     """Whether ``element`` is a scalar (NumPy ``isscalar``): Python and NumPy numbers, strings
     and bytes are; arrays and Tensors, 0-d included, are not (as a 0-d NumPy array is not).
+
+    Returns:
+        Python ``bool``; no gradient (a question about the type, never the values, so it works
+        on traced Tensors too).
 
     Example:
         >>> import tapegrad.numpy as tnp
@@ -244,6 +266,16 @@ def result_type(*arrays_and_dtypes):
     """The dtype NumPy's promotion gives (NumPy ``result_type``); a Tensor counts by its dtype
     (never weakly, even 0-d), Python numbers weakly (NEP 50).
 
+    Args:
+        *arrays_and_dtypes: Tensors, arrays, dtypes, dtype names and Python numbers.
+
+    Returns:
+        A NumPy ``dtype``.
+
+    Raises:
+        ValueError: with no arguments (naming ``result_type``).
+        TypeError: for an argument that is no dtype, array or number.
+
     Example:
         >>> import tapegrad.numpy as tnp
         >>> tnp.result_type(tnp.asarray([1.0]), 2.0), tnp.result_type(tnp.float32, tnp.int64)
@@ -271,6 +303,15 @@ def can_cast(from_, to, casting="safe") -> bool:
 
 def promote_types(type1, type2):
     """The smallest dtype both promote to (NumPy ``promote_types``; Tensors by dtype).
+
+    Args:
+        type1, type2: Dtypes, dtype names, or Tensors (by their dtype).
+
+    Returns:
+        A NumPy ``dtype``.
+
+    Raises:
+        TypeError: for a name that is no data type (naming ``promote_types``).
 
     Example:
         >>> import tapegrad.numpy as tnp
@@ -313,6 +354,16 @@ def iinfo(int_type):
 def issubdtype(arg1, arg2) -> bool:
     """Whether ``arg1`` is lower than or equal to ``arg2`` in NumPy's type hierarchy (NumPy
     ``issubdtype``), e.g. ``issubdtype(x.dtype, tnp.floating)``; Tensors by dtype.
+
+    Args:
+        arg1: A dtype, dtype name, scalar type or Tensor (by its dtype).
+        arg2: A dtype or abstract type (``tnp.floating``, ``tnp.integer``, ...).
+
+    Returns:
+        Python ``bool``.
+
+    Raises:
+        TypeError: for a name that is no data type (naming ``issubdtype``).
 
     Example:
         >>> import tapegrad.numpy as tnp

@@ -29,6 +29,7 @@ from tapegrad.numpy._core import _install_methods, _tensor
 from tapegrad.numpy._reduction import sum as _sum
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.movement import IndexSlot as _Slot
+from tapegrad.ops.movement import _concat_shape
 from tapegrad.ops.movement import as_shape as _as_shape
 from tapegrad.ops.movement import as_tensor_list as _as_tensor_list
 from tapegrad.ops.movement import check_axes as _check_axes
@@ -339,9 +340,25 @@ def diagonal(x, offset=0, axis1=0, axis2=1) -> Tensor:
     return _index(y, (Ellipsis, _Slot(0, False), _Slot(1, False)), (rows, cols))
 
 
-def trace(x, offset=0, axis1=0, axis2=1) -> Tensor:
-    """Sum along a diagonal (see :func:`diagonal`); the dtype follows NumPy's ``sum``."""
-    return _sum(diagonal(x, offset, axis1, axis2), axis=-1)
+def trace(x, offset=0, axis1=0, axis2=1, dtype=None, out=None) -> Tensor:
+    """Sum along a diagonal (NumPy's ``trace``; see :func:`diagonal`).
+
+    Args:
+        x: Tensor with at least 2 dimensions, shape ``(..., n1, ..., n2, ...)``.
+        offset: Diagonal offset (positive: above the main diagonal).
+        axis1, axis2: The two axes the diagonal runs along.
+        dtype: The accumulator's and result's dtype (NumPy's ``sum`` rules when ``None``).
+        out: Must be ``None`` (Tensors are immutable).
+
+    Returns:
+        Tensor of ``x``'s shape without ``axis1`` and ``axis2``. Gradient: the cotangent on the
+        diagonal, zero elsewhere.
+
+    Raises:
+        ValueError: for fewer than 2 dimensions or equal axes (see :func:`diagonal`).
+        TypeError: for ``out=``.
+    """
+    return _sum(diagonal(x, offset, axis1, axis2), axis=-1, dtype=dtype, out=out)
 
 
 # -- gathering ------------------------------------------------------------------------------
@@ -578,6 +595,16 @@ def atleast_2d(*arys):
     """Each input with at least two axes (NumPy ``atleast_2d``): shape ``()`` becomes
     ``(1, 1)``, ``(n,)`` becomes ``(1, n)``. One Tensor for one input, else a tuple.
 
+    Args:
+        *arys: Tensors, arrays or numbers.
+
+    Returns:
+        A Tensor (a tuple of Tensors for several inputs) of each input's dtype with at least
+        two axes; differentiable (a reshape).
+
+    Raises:
+        TypeError: for a non-numeric input.
+
     Example:
         >>> import tapegrad.numpy as tnp
         >>> tnp.atleast_2d(tnp.zeros(3)).shape
@@ -590,6 +617,16 @@ def atleast_3d(*arys):
     """Each input with at least three axes (NumPy ``atleast_3d``): ``()`` becomes
     ``(1, 1, 1)``, ``(n,)`` becomes ``(1, n, 1)``, ``(m, n)`` becomes ``(m, n, 1)``. One Tensor
     for one input, else a tuple.
+
+    Args:
+        *arys: Tensors, arrays or numbers.
+
+    Returns:
+        A Tensor (a tuple of Tensors for several inputs) of each input's dtype with at least
+        three axes; differentiable (a reshape).
+
+    Raises:
+        TypeError: for a non-numeric input.
 
     Example:
         >>> import tapegrad.numpy as tnp
@@ -612,6 +649,12 @@ def _stack_list(tup, op, dtype=None, casting="same_kind"):
                                 f"casting={casting!r}")
         xs = [_ns.astype(a, dt) for a in xs]
     return xs
+
+
+def _join(xs, axis, op) -> Tensor:
+    """``Concatenate`` of ``xs`` along ``axis``; a shape mismatch is reported as ``op``'s."""
+    _concat_shape([x.shape for x in xs], axis, op)
+    return _ops.Concatenate.apply(*xs, axis=axis)
 
 
 def hstack(tup, *, dtype=None, casting="same_kind") -> Tensor:
@@ -637,12 +680,25 @@ def hstack(tup, *, dtype=None, casting="same_kind") -> Tensor:
     """
     xs = _stack_list(tup, "hstack", dtype, casting)
     xs = [atleast_1d(a) for a in xs]
-    return _ops.Concatenate.apply(*xs, axis=0 if xs[0].ndim == 1 else 1)
+    return _join(xs, 0 if xs[0].ndim == 1 else 1, "hstack")
 
 
 def vstack(tup, *, dtype=None, casting="same_kind") -> Tensor:
     """Join a sequence of Tensors vertically (NumPy ``vstack``): along axis 0, after making
-    each at least 2-D (``(n,)`` becomes ``(1, n)``). Arguments and errors as :func:`hstack`.
+    each at least 2-D (``(n,)`` becomes ``(1, n)``).
+
+    Args:
+        tup: List or tuple of Tensors/arrays/numbers of shapes ``(n,)`` or ``(m_i, n, ...)``.
+        dtype: Optional result dtype (each input cast to it, under ``casting``).
+        casting: NumPy's casting rule for ``dtype``.
+
+    Returns:
+        Tensor of shape ``(sum m_i, n, ...)``; dtype by NumPy promotion (or ``dtype``).
+        Differentiable (a concatenation: each input gets its slice of the cotangent).
+
+    Raises:
+        TypeError: if ``tup`` is not a list or tuple, or a cast breaks ``casting``.
+        ValueError: for no inputs, or shapes that differ off axis 0 (naming ``vstack``).
 
     Example:
         >>> import tapegrad.numpy as tnp
@@ -650,11 +706,20 @@ def vstack(tup, *, dtype=None, casting="same_kind") -> Tensor:
         (2, 2)
     """
     xs = _stack_list(tup, "vstack", dtype, casting)
-    return _ops.Concatenate.apply(*[atleast_2d(a) for a in xs], axis=0)
+    return _join([atleast_2d(a) for a in xs], 0, "vstack")
 
 
 def row_stack(tup, *, dtype=None, casting="same_kind") -> Tensor:
-    """Same as :func:`vstack` (NumPy's older name, deprecated there)."""
+    """Same as :func:`vstack` (NumPy's older name, deprecated there): arguments, result and
+    errors as :func:`vstack`.
+
+    Returns:
+        Tensor of shape ``(sum m_i, n, ...)``; dtype by NumPy promotion (or ``dtype``).
+
+    Raises:
+        TypeError: if ``tup`` is not a list or tuple. ValueError: for no inputs or shapes that
+            differ off axis 0.
+    """
     return vstack(tup, dtype=dtype, casting=casting)
 
 
@@ -662,18 +727,40 @@ def dstack(tup) -> Tensor:
     """Join a sequence of Tensors depth-wise (NumPy ``dstack``): along axis 2, after making
     each at least 3-D (``(n,)`` becomes ``(1, n, 1)``, ``(m, n)`` becomes ``(m, n, 1)``).
 
+    Args:
+        tup: List or tuple of Tensors/arrays/numbers.
+
+    Returns:
+        Tensor of shape ``(m, n, sum k_i, ...)``; dtype by NumPy promotion. Differentiable.
+
+    Raises:
+        TypeError: if ``tup`` is not a list or tuple.
+        ValueError: for no inputs, or shapes that differ off axis 2 (naming ``dstack``).
+
     Example:
         >>> import tapegrad.numpy as tnp
         >>> tnp.dstack([tnp.asarray([1, 2]), tnp.asarray([3, 4])]).shape
         (1, 2, 2)
     """
     xs = _stack_list(tup, "dstack")
-    return _ops.Concatenate.apply(*[atleast_3d(a) for a in xs], axis=2)
+    return _join([atleast_3d(a) for a in xs], 2, "dstack")
 
 
 def column_stack(tup) -> Tensor:
     """Stack 1-D Tensors as the columns of a 2-D Tensor (NumPy ``column_stack``); inputs with
     two or more axes are joined along axis 1 as they are.
+
+    Args:
+        tup: List or tuple of Tensors/arrays/numbers: 1-D of length ``n``, or ``(n, k_i, ...)``.
+
+    Returns:
+        Tensor of shape ``(n, sum k_i, ...)`` (a 1-D input counts ``k_i = 1``); dtype by NumPy
+        promotion. Differentiable.
+
+    Raises:
+        TypeError: if ``tup`` is not a list or tuple.
+        ValueError: for no inputs, or lengths/shapes that differ off axis 1 (naming
+            ``column_stack``).
 
     Example:
         >>> import tapegrad.numpy as tnp
@@ -683,7 +770,7 @@ def column_stack(tup) -> Tensor:
     """
     xs = _stack_list(tup, "column_stack")
     cols = [transpose(atleast_2d(a)) if a.ndim < 2 else a for a in xs]
-    return _ops.Concatenate.apply(*cols, axis=1)
+    return _join(cols, 1, "column_stack")
 
 
 def _block_depth(x, op, path="arrays"):
@@ -737,6 +824,19 @@ def append(arr, values, axis=None) -> Tensor:
     """``values`` appended at the end of ``arr`` (NumPy ``append``): with ``axis=None`` both
     are flattened first; otherwise they are joined along ``axis`` (shapes must match off it).
 
+    Args:
+        arr, values: Tensors/arrays/numbers.
+        axis: The joining axis; ``None`` flattens both first.
+
+    Returns:
+        Tensor: 1-D of length ``arr.size + values.size`` for ``axis=None``, else ``arr``'s shape
+        with ``axis`` lengthened by ``values.shape[axis]``; dtype by NumPy promotion.
+        Differentiable in both.
+
+    Raises:
+        ValueError: for an out-of-range ``axis`` or shapes that differ off ``axis`` (naming
+            ``append``).
+
     Example:
         >>> import tapegrad.numpy as tnp
         >>> tnp.append(tnp.asarray([1, 2]), [[3], [4]])
@@ -744,8 +844,8 @@ def append(arr, values, axis=None) -> Tensor:
     """
     a, v = _tensor(arr), _tensor(values)
     if axis is None:
-        return _ops.Concatenate.apply(ravel(a), ravel(v), axis=0)
-    return _ops.Concatenate.apply(a, v, axis=axis)
+        return _join([ravel(a), ravel(v)], 0, "append")
+    return _join([a, v], axis, "append")
 
 
 def hsplit(ary, indices_or_sections) -> list:
@@ -762,7 +862,21 @@ def hsplit(ary, indices_or_sections) -> list:
 
 
 def vsplit(ary, indices_or_sections) -> list:
-    """Split vertically, along axis 0 (NumPy ``vsplit``; ``ary`` needs at least 2 axes)."""
+    """Split vertically, along axis 0 (NumPy ``vsplit``; ``ary`` needs at least 2 axes).
+
+    Args:
+        ary: Tensor with at least 2 axes, shape ``(n, ...)``.
+        indices_or_sections: An int ``k`` (``k`` equal pieces: ``n`` must be divisible by ``k``)
+            or a sorted sequence of split points along axis 0.
+
+    Returns:
+        List of Tensors of ``ary``'s dtype, each a view-like slice ``(n_i, ...)``; differentiable
+        (each piece's cotangent goes back to its slice).
+
+    Raises:
+        ValueError: for fewer than 2 axes, or an axis that does not split into equal sections
+            (naming ``vsplit``; use ``array_split``).
+    """
     a = _tensor(ary)
     if a.ndim < 2:
         raise ValueError(f"vsplit: only works on Tensors with at least 2 axes, got {a.shape}")
@@ -770,7 +884,19 @@ def vsplit(ary, indices_or_sections) -> list:
 
 
 def dsplit(ary, indices_or_sections) -> list:
-    """Split depth-wise, along axis 2 (NumPy ``dsplit``; ``ary`` needs at least 3 axes)."""
+    """Split depth-wise, along axis 2 (NumPy ``dsplit``; ``ary`` needs at least 3 axes).
+
+    Args:
+        ary: Tensor with at least 3 axes, shape ``(a, b, n, ...)``.
+        indices_or_sections: An int ``k`` (``n`` divisible by ``k``) or split points along axis 2.
+
+    Returns:
+        List of Tensors of ``ary``'s dtype, ``(a, b, n_i, ...)`` each; differentiable.
+
+    Raises:
+        ValueError: for fewer than 3 axes, or an axis that does not split into equal sections
+            (naming ``dsplit``).
+    """
     a = _tensor(ary)
     if a.ndim < 3:
         raise ValueError(f"dsplit: only works on Tensors with at least 3 axes, got {a.shape}")
@@ -819,6 +945,17 @@ def diagflat(v, k=0) -> Tensor:
     """A 2-D Tensor with the flattened ``v`` on diagonal ``k`` (NumPy ``diagflat``); see
     :func:`diag`.
 
+    Args:
+        v: Tensor/array/number of any shape (flattened, length ``n``).
+        k: Diagonal offset (positive: above the main diagonal).
+
+    Returns:
+        Tensor of shape ``(n + |k|, n + |k|)`` and ``v``'s dtype, zero off the diagonal;
+        differentiable (the cotangent's diagonal goes back to ``v``).
+
+    Raises:
+        TypeError: for a non-numeric ``v`` or a non-integer ``k``.
+
     Example:
         >>> import tapegrad.numpy as tnp
         >>> tnp.diagflat(tnp.asarray([[1, 2]])).shape
@@ -861,7 +998,17 @@ def rot90(m, k=1, axes=(0, 1)) -> Tensor:
 
 
 def fliplr(m) -> Tensor:
-    """Reverse the order along axis 1 (NumPy ``fliplr``; needs at least 2 axes)."""
+    """Reverse the order along axis 1 (NumPy ``fliplr``; needs at least 2 axes).
+
+    Args:
+        m: Tensor with at least 2 axes.
+
+    Returns:
+        Tensor of ``m``'s shape and dtype; differentiable (the flipped cotangent).
+
+    Raises:
+        ValueError: for fewer than 2 axes (naming ``fliplr``).
+    """
     m = _tensor(m)
     if m.ndim < 2:
         raise ValueError(f"fliplr: input must have at least 2 axes, got shape {m.shape}")
@@ -869,7 +1016,17 @@ def fliplr(m) -> Tensor:
 
 
 def flipud(m) -> Tensor:
-    """Reverse the order along axis 0 (NumPy ``flipud``; needs at least 1 axis)."""
+    """Reverse the order along axis 0 (NumPy ``flipud``; needs at least 1 axis).
+
+    Args:
+        m: Tensor with at least 1 axis.
+
+    Returns:
+        Tensor of ``m``'s shape and dtype; differentiable (the flipped cotangent).
+
+    Raises:
+        ValueError: for a 0-d input (naming ``flipud``).
+    """
     m = _tensor(m)
     if m.ndim < 1:
         raise ValueError("flipud: input must have at least 1 axis, got shape ()")

@@ -253,6 +253,15 @@ def unique_values(x) -> Tensor:
 
     Derivative: a gather at each value's first occurrence (see :func:`unique`).
 
+    Args:
+        x: Tensor of any shape (flattened).
+
+    Returns:
+        1-D Tensor of ``x``'s dtype, sorted.
+
+    Raises:
+        TypeError: for non-numeric input.
+
     Example:
         >>> import tapegrad.numpy as tnp
         >>> tnp.unique_values(tnp.asarray([3, 1, 3]))
@@ -263,14 +272,35 @@ def unique_values(x) -> Tensor:
 
 def unique_counts(x) -> UniqueCountsResult:
     """``(values, counts)`` of the distinct values of ``x`` (NumPy 2 ``unique_counts``; NaNs
-    each distinct). ``values`` as :func:`unique_values`; ``counts`` intp, no gradient."""
+    each distinct). ``values`` as :func:`unique_values`; ``counts`` intp, no gradient.
+
+    Args:
+        x: Tensor of any shape (flattened).
+
+    Returns:
+        A named tuple: ``values`` (``x``'s dtype) and ``counts`` (intp), 1-D and of equal length.
+
+    Raises:
+        TypeError: for non-numeric input.
+    """
     values, _, _, counts = _unique(x, None, False)
     return UniqueCountsResult(values, counts)
 
 
 def unique_inverse(x) -> UniqueInverseResult:
     """``(values, inverse_indices)`` (NumPy 2 ``unique_inverse``): ``values[inverse_indices]``
-    rebuilds ``x``; ``inverse_indices`` has ``x``'s shape (intp, no gradient)."""
+    rebuilds ``x``; ``inverse_indices`` has ``x``'s shape (intp, no gradient).
+
+    Args:
+        x: Tensor of any shape (flattened).
+
+    Returns:
+        A named tuple: ``values`` (1-D, ``x``'s dtype) and ``inverse_indices`` (intp,
+        ``x``'s shape).
+
+    Raises:
+        TypeError: for non-numeric input.
+    """
     values, _, inverse, _ = _unique(x, None, False)
     return UniqueInverseResult(values, inverse)
 
@@ -278,7 +308,18 @@ def unique_inverse(x) -> UniqueInverseResult:
 def unique_all(x) -> UniqueAllResult:
     """``(values, indices, inverse_indices, counts)`` (NumPy 2 ``unique_all``): the distinct
     values, their first occurrences in the flattened ``x``, the inverse (``x``'s shape) and
-    the counts. Derivative of ``values``: a gather at ``indices`` (see :func:`unique`)."""
+    the counts. Derivative of ``values``: a gather at ``indices`` (see :func:`unique`).
+
+    Args:
+        x: Tensor of any shape (flattened).
+
+    Returns:
+        A named tuple: ``values`` (1-D, ``x``'s dtype), ``indices`` and ``counts`` (1-D intp) and
+        ``inverse_indices`` (intp, ``x``'s shape).
+
+    Raises:
+        TypeError: for non-numeric input.
+    """
     return UniqueAllResult(*_unique(x, None, False))
 
 
@@ -286,6 +327,15 @@ def unique_all(x) -> UniqueAllResult:
 def flatnonzero(a) -> Tensor:
     """Indices of the nonzero elements of the flattened ``a`` (NumPy ``flatnonzero``): an intp
     Tensor, no gradient.
+
+    Args:
+        a: Tensor of any shape and dtype.
+
+    Returns:
+        1-D ``intp`` Tensor of the flat indices of the nonzero entries.
+
+    Raises:
+        TypeError: for non-numeric input.
 
     Example:
         >>> import tapegrad.numpy as tnp
@@ -869,6 +919,15 @@ def union1d(ar1, ar2) -> Tensor:
     Derivative: a gather at each value's first occurrence in the concatenation (in ``ar1``
     if it is there, else in ``ar2``).
 
+    Args:
+        ar1, ar2: Tensors of any shapes (flattened).
+
+    Returns:
+        1-D Tensor; dtype by NumPy promotion of the two.
+
+    Raises:
+        TypeError: for non-numeric input.
+
     Example:
         >>> import tapegrad.numpy as tnp
         >>> tnp.union1d(tnp.asarray([-1, 0, 1]), tnp.asarray([-2, 0, 2]))
@@ -882,6 +941,16 @@ def setdiff1d(ar1, ar2, assume_unique=False) -> Tensor:
     with ``assume_unique`` the values keep ``ar1``'s order, as NumPy). Dtype: ``ar1``'s.
 
     Derivative: a gather from ``ar1`` at each value's first occurrence.
+
+    Args:
+        ar1, ar2: Tensors of any shapes (flattened).
+        assume_unique: Both inputs hold distinct values (skips the deduplication).
+
+    Returns:
+        1-D Tensor; dtype ``ar1``'s.
+
+    Raises:
+        TypeError: for non-numeric input.
 
     Example:
         >>> import tapegrad.numpy as tnp
@@ -901,6 +970,16 @@ def setxor1d(ar1, ar2, assume_unique=False) -> Tensor:
     NumPy promotion of the two. (NaNs are never equal, so each NaN is kept, as NumPy.)
 
     Derivative: a gather at each value's first occurrence in ``ar1`` or ``ar2``.
+
+    Args:
+        ar1, ar2: Tensors of any shapes (flattened).
+        assume_unique: Both inputs hold distinct values (skips the deduplication).
+
+    Returns:
+        1-D Tensor; dtype by NumPy promotion of the two.
+
+    Raises:
+        TypeError: for non-numeric input.
 
     Example:
         >>> import tapegrad.numpy as tnp

@@ -182,6 +182,14 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, wh
     Arguments, result and errors as :func:`nansum` (``initial`` multiplies each product); a
     slice of NaN only gives 1. Gradient: as :func:`prod` over the non-NaN entries (exact with
     zeros), 0 to NaN and excluded entries.
+
+    Returns:
+        Tensor with ``axis`` reduced, in ``a``'s dtype (NumPy's ``prod`` rules: small integers
+        widen) or ``dtype``.
+
+    Raises:
+        ValueError: for an out-of-range or repeated ``axis``.
+        TypeError: for ``out=`` or a non-numeric input.
     """
     _no_out("nanprod", out)
     x = _tensor(a)
@@ -291,6 +299,15 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 
     Gradient: ``(x - mean) / ((n - ddof) std)`` to each included non-NaN entry; at zero
     spread (every included entry equal) 0, the minimum-norm subgradient, as :func:`std`.
+
+    Returns:
+        Real floating Tensor with ``axis`` reduced (kept as size 1 with ``keepdims``): float32
+        stays float32, integers give float64, complex gives its real dtype (or ``dtype``); NaN
+        where fewer than ``ddof + 1`` entries are non-NaN.
+
+    Raises:
+        ValueError: for an out-of-range or repeated ``axis``.
+        TypeError: for ``out=`` or a non-numeric input.
     """
     v = _nanvar("nanstd", a, axis, dtype, out, ddof, keepdims, where, mean, correction)
     zero = v == 0
@@ -300,8 +317,6 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 def _nanextremum(op, a, axis, out, keepdims, initial, where, largest):
     _no_out(op, out)
     x = _tensor(a)
-    if x.dtype.kind == "c":
-        raise TypeError(f"{op}: complex inputs are not supported (got dtype {x.dtype})")
     if where is not None and where is not True and initial is None:
         raise ValueError(f"{op}: a where= mask needs initial= (a slice may be all masked)")
     reduce = _ns.max if largest else _ns.min
@@ -320,11 +335,13 @@ def _nanextremum(op, a, axis, out, keepdims, initial, where, largest):
         r = reduce(x, axis=axis, keepdims=keepdims)
     else:
         fill = -_np.inf if largest else _np.inf
-        if x.dtype.kind != "f":
+        if x.dtype.kind == "c":  # below (above) every number in NumPy's lexicographic order
+            fill = complex(fill, fill)
+        elif x.dtype.kind != "f":
             info = _np.iinfo(x.dtype) if x.dtype.kind in "iu" else None
             fill = (info.min if largest else info.max) if info is not None else (not largest)
         r = reduce(_where(mask, x, fill), axis=axis, keepdims=keepdims)
-        if x.dtype.kind == "f":
+        if x.dtype.kind in "fc":
             none = _ns.logical_not(_ns.any(mask, axis=axis, keepdims=keepdims))
             r = _where(none, _np.nan, r)
     if initial is not None:
@@ -338,7 +355,8 @@ def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     """Maximum over ``axis`` ignoring NaN (NumPy's ``nanmax``).
 
     Args:
-        a: Real Tensor.
+        a: Tensor of any shape; real or complex (ordered as NumPy orders complex numbers:
+            real part, then imaginary part).
         axis: Axis or tuple of axes; ``None`` reduces all axes.
         out: Not supported (must be None).
         keepdims: Keep reduced axes with size 1.
@@ -362,7 +380,25 @@ def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
 
 
 def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-    """Minimum over ``axis`` ignoring NaN (NumPy's ``nanmin``); see :func:`nanmax`."""
+    """Minimum over ``axis`` ignoring NaN (NumPy's ``nanmin``); see :func:`nanmax`.
+
+    Args:
+        a: Tensor of any shape.
+        axis: Int, tuple of ints or ``None`` (all axes).
+        out: Must be ``None``.
+        keepdims: Keep the reduced axes with size 1.
+        initial: A value included in every slice (needed for empty slices).
+        where: Optional boolean mask of the entries to include.
+
+    Returns:
+        Tensor of ``a``'s dtype with ``axis`` reduced; NaN for a slice of NaN only. Gradient: to
+        the minimal non-NaN entries (ties split equally, as :func:`min`), 0 to NaN entries.
+
+    Raises:
+        ValueError: for a reduction over no elements without ``initial``, or a bad ``axis``
+            (naming ``nanmin``).
+        TypeError: for ``out=``.
+    """
     return _nanextremum("nanmin", a, axis, out, keepdims, initial, where, False)
 
 
@@ -723,7 +759,15 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
 
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     """Median over ``axis`` of the non-NaN entries (NumPy's ``nanmedian``); NaN for a slice of
-    NaN only. Arguments, gradient and errors as :func:`median` (NaN entries get 0)."""
+    NaN only. Arguments, gradient and errors as :func:`median` (NaN entries get 0).
+
+    Returns:
+        Floating Tensor with ``axis`` reduced (float32 stays float32, integers give float64).
+
+    Raises:
+        ValueError: for reduced axes with no elements, or an out-of-range ``axis`` (naming
+            ``nanmedian``).
+    """
     return _order_statistics("nanmedian", a, 0.5, axis, "linear", keepdims, None, True, 1, out,
                              real=False)
 
@@ -797,12 +841,10 @@ def ptp(a, axis=None, out=None, keepdims=False):
 
     Raises:
         ValueError: over an empty axis or an axis out of range.
-        TypeError: for complex input or ``out``.
+        TypeError: for ``out``.
     """
     _no_out("ptp", out)
     x = _tensor(a)
-    if x.dtype.kind == "c":
-        raise TypeError(f"ptp: complex inputs are not supported (got dtype {x.dtype})")
     return _ns.max(x, axis=axis, keepdims=keepdims) - _ns.min(x, axis=axis, keepdims=keepdims)
 
 
@@ -997,7 +1039,16 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, out=None, include_initial=Fal
 def cumulative_prod(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
     """Cumulative product along ``axis`` (the array API's ``cumulative_prod``, NumPy 2.1);
     with ``include_initial`` the initial 1 is prepended. Arguments and errors as
-    :func:`cumulative_sum`; gradient as :func:`cumprod` (exact with zeros)."""
+    :func:`cumulative_sum`; gradient as :func:`cumprod` (exact with zeros).
+
+    Returns:
+        Tensor of ``x``'s shape (``axis`` one longer with ``include_initial``), dtype as NumPy's
+        ``cumprod`` (or ``dtype``).
+
+    Raises:
+        ValueError: for ``axis=None`` with more than one axis, or an out-of-range ``axis``
+            (naming ``cumulative_prod``).
+    """
     return _cumulative("cumulative_prod", x, axis, dtype, out, include_initial, 1)
 
 

@@ -79,6 +79,8 @@ def _no_out(out, op: str) -> None:
 
 def _input(a, op: str, real: bool = False) -> Tensor:
     """``a`` as a Tensor of a dtype the transforms take (NumPy's conversions)."""
+    if isinstance(a, _np.ndarray) and a.dtype.kind not in "biufc":
+        raise TypeError(f"{op}: unsupported dtype {a.dtype} (shape {a.shape}); expected numbers")
     x = _tensor(a)
     k = x.dtype.kind
     if k == "c":
@@ -214,6 +216,13 @@ def ifft(a, n=None, axis=-1, norm=None, out=None) -> Tensor:
 
     Arguments, result and errors as :func:`fft`. Gradient: the vjp is ``ifft`` of the
     cotangent with the same ``norm`` (the transpose, not the inverse).
+
+    Returns:
+        Complex Tensor (complex64 for float32/complex64 input, else complex128) of ``a``'s
+        shape with ``axis`` of length ``n``.
+
+    Raises:
+        ValueError: for an out-of-range ``axis`` or ``n < 1``. TypeError: for ``out=``.
     """
     _no_out(out, "ifft")
     return _c2c(a, None if n is None else [n], [axis], norm, True, "ifft")
@@ -246,20 +255,63 @@ def fftn(a, s=None, axes=None, norm=None, out=None) -> Tensor:
 
 def ifftn(a, s=None, axes=None, norm=None, out=None) -> Tensor:
     """N-dimensional inverse DFT over ``axes`` (NumPy ``fft.ifftn``); arguments as
-    :func:`fftn`. Gradient: ``ifftn`` of the cotangent with the same ``norm``."""
+    :func:`fftn`. Gradient: ``ifftn`` of the cotangent with the same ``norm``.
+
+    Returns:
+        Complex Tensor (complex64 for float32/complex64 input, else complex128) of ``a``'s
+        shape with ``axes`` resized to ``s``.
+
+    Raises:
+        ValueError: for out-of-range axes, ``s`` and ``axes`` of different lengths, or
+            non-positive lengths. TypeError: for ``out=``.
+    """
     _no_out(out, "ifftn")
     return _c2c(a, s, axes, norm, True, "ifftn")
 
 
 def fft2(a, s=None, axes=(-2, -1), norm=None, out=None) -> Tensor:
-    """Two-dimensional DFT (NumPy ``fft.fft2``): :func:`fftn` over ``axes=(-2, -1)``."""
+    """Two-dimensional DFT (NumPy ``fft.fft2``): :func:`fftn` over ``axes=(-2, -1)``.
+
+    Args:
+        a: Tensor with at least 2 axes.
+        s: Output lengths along ``axes`` (zero-padded or cropped), default the input's.
+        axes: The transformed axes (default ``(-2, -1)``).
+        norm: ``"backward"`` (default), ``"ortho"`` or ``"forward"``.
+        out: Must be ``None``.
+
+    Returns:
+        Complex Tensor (complex64 for float32/complex64 input, else complex128) of ``a``'s
+        shape with ``axes`` resized to ``s``.
+
+    Raises:
+        ValueError: for out-of-range axes, ``s`` and ``axes`` of different lengths, or
+            non-positive lengths.
+        TypeError: for ``out=``..
+    """
     _no_out(out, "fft2")
     return _c2c(a, s, axes, norm, False, "fft2")
 
 
 def ifft2(a, s=None, axes=(-2, -1), norm=None, out=None) -> Tensor:
     """Two-dimensional inverse DFT (NumPy ``fft.ifft2``): :func:`ifftn` over
-    ``axes=(-2, -1)``."""
+    ``axes=(-2, -1)``.
+
+    Args:
+        a: Tensor with at least 2 axes.
+        s: Output lengths along ``axes`` (zero-padded or cropped), default the input's.
+        axes: The transformed axes (default ``(-2, -1)``).
+        norm: ``"backward"`` (default), ``"ortho"`` or ``"forward"``.
+        out: Must be ``None``.
+
+    Returns:
+        Complex Tensor (complex64 for float32/complex64 input, else complex128) of ``a``'s
+        shape with ``axes`` resized to ``s``.
+
+    Raises:
+        ValueError: for out-of-range axes, ``s`` and ``axes`` of different lengths, or
+            non-positive lengths.
+        TypeError: for ``out=``..
+    """
     _no_out(out, "ifft2")
     return _c2c(a, s, axes, norm, True, "ifft2")
 
@@ -399,13 +451,47 @@ def irfftn(a, s=None, axes=None, norm=None, out=None) -> Tensor:
 
 def rfft2(a, s=None, axes=(-2, -1), norm=None, out=None) -> Tensor:
     """Two-dimensional DFT of a real input (NumPy ``fft.rfft2``): :func:`rfftn` over
-    ``axes=(-2, -1)``."""
+    ``axes=(-2, -1)``.
+
+    Args:
+        a: Tensor with at least 2 axes, real.
+        s: Output lengths along ``axes`` (zero-padded or cropped), default the input's.
+        axes: The transformed axes (default ``(-2, -1)``).
+        norm: ``"backward"`` (default), ``"ortho"`` or ``"forward"``.
+        out: Must be ``None``.
+
+    Returns:
+        Complex Tensor with the last of ``axes`` of length ``s[-1] // 2 + 1`` (the
+        non-negative frequencies); complex64 for float32 input, else complex128.
+
+    Raises:
+        ValueError: for out-of-range axes, ``s`` and ``axes`` of different lengths, or
+            non-positive lengths.
+        TypeError: for ``out=``, or complex input (use fft2).
+    """
     return rfftn(a, s, axes, norm, out)
 
 
 def irfft2(a, s=None, axes=(-2, -1), norm=None, out=None) -> Tensor:
     """Inverse of :func:`rfft2` (NumPy ``fft.irfft2``): :func:`irfftn` over
-    ``axes=(-2, -1)``."""
+    ``axes=(-2, -1)``.
+
+    Args:
+        a: Tensor with at least 2 axes (a half spectrum).
+        s: Output lengths along ``axes`` (zero-padded or cropped), default the input's (the last one
+            ``2 (m - 1)``).
+        axes: The transformed axes (default ``(-2, -1)``).
+        norm: ``"backward"`` (default), ``"ortho"`` or ``"forward"``.
+        out: Must be ``None``.
+
+    Returns:
+        Real Tensor (float32 for complex64 input, else float64) with ``axes`` of lengths ``s``.
+
+    Raises:
+        ValueError: for out-of-range axes, ``s`` and ``axes`` of different lengths, or
+            non-positive lengths.
+        TypeError: for ``out=``..
+    """
     return irfftn(a, s, axes, norm, out)
 
 
@@ -461,12 +547,34 @@ def _shift(x, axes, sign, op):
 
 def fftshift(x, axes=None) -> Tensor:
     """Move the zero-frequency bin to the center (NumPy ``fft.fftshift``): a roll by
-    ``n // 2`` along each of ``axes`` (default: all). Differentiable (a permutation)."""
+    ``n // 2`` along each of ``axes`` (default: all). Differentiable (a permutation).
+
+    Args:
+        x: Tensor of any shape and dtype.
+        axes: Int, tuple of ints, or ``None`` (every axis).
+
+    Returns:
+        Tensor of ``x``'s shape and dtype; differentiable (the cotangent rolled back).
+
+    Raises:
+        ValueError: for an out-of-range axis (naming the function).
+    """
     return _shift(x, axes, 1, "fftshift")
 
 
 def ifftshift(x, axes=None) -> Tensor:
-    """Inverse of :func:`fftshift` (NumPy ``fft.ifftshift``): a roll by ``-(n // 2)``."""
+    """Inverse of :func:`fftshift` (NumPy ``fft.ifftshift``): a roll by ``-(n // 2)``.
+
+    Args:
+        x: Tensor of any shape and dtype.
+        axes: Int, tuple of ints, or ``None`` (every axis).
+
+    Returns:
+        Tensor of ``x``'s shape and dtype; differentiable (the cotangent rolled back).
+
+    Raises:
+        ValueError: for an out-of-range axis (naming the function).
+    """
     return _shift(x, axes, -1, "ifftshift")
 
 

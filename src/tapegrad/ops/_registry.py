@@ -47,8 +47,10 @@ def tensor_arg(x) -> Tensor:
     try:
         return Tensor(x)
     except TypeError:
+        got = (f"an array of dtype {x.dtype}" if isinstance(x, np.ndarray)
+               else type(x).__name__)
         raise TypeError(
-            f"tapegrad.numpy: expected a Tensor, array or number, got {type(x).__name__}"
+            f"tapegrad.numpy: expected a numeric Tensor, array or number, got {got}"
         ) from None
 
 
@@ -138,6 +140,8 @@ def expose(cls):
         api = api.__func__
     if api is None:
         api = _default_api(cls)
+    elif not api.__doc__:
+        api.__doc__ = cls.__doc__  # the class's docstring documents its public function
     names = getattr(cls, "names", ())
     if names:
         api.__name__ = api.__qualname__ = names[0]

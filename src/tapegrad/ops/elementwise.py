@@ -620,6 +620,45 @@ class BinaryGrad(Function):
         return g
 
 
+_UNARY_SECTIONS = {
+    "Args": "Args:\n    x: Tensor, NumPy/CuPy array or Python number, of any shape ``(...)``.\n",
+    "Returns": (
+        "Returns:\n    Tensor of ``x``'s shape, in the dtype NumPy's ufunc gives (float32 stays "
+        "float32;\n    integer input follows NumPy's type resolution).\n"),
+    "Raises": (
+        "Raises:\n    TypeError: for a non-numeric operand, or a dtype NumPy's ufunc has no loop "
+        "for\n        (complex input of a real-only function), naming the op and the dtypes.\n"),
+}
+_BINARY_SECTIONS = {
+    "Args": (
+        "Args:\n    x, y: Tensors, NumPy/CuPy arrays or Python numbers whose shapes broadcast "
+        "together\n        (NumPy's rules); a Python number is weakly typed (NEP 50) and gets "
+        "no cotangent.\n"),
+    "Returns": (
+        "Returns:\n    Tensor of the broadcast shape, in the dtype NumPy's ufunc gives for "
+        "the operands.\n"),
+    "Raises": (
+        "Raises:\n    ValueError: if the shapes do not broadcast (naming the op and the "
+        "shapes).\n    TypeError: for a non-numeric operand, or dtypes NumPy's ufunc has no "
+        "loop for.\n"),
+}
+
+
+def _source(fn) -> str:
+    """Where a table op's values come from: NumPy's ufunc, or the row's own formula."""
+    if isinstance(fn, str):
+        return f"NumPy's ``{fn}`` ufunc (CuPy's on a GPU)"
+    return "the formula above, on NumPy (CuPy) arrays"
+
+
+def _documented(doc: str, sections: dict, source: str) -> str:
+    """A table row's docstring with the shared Args/Returns/Raises sections it lacks (the
+    rules of the module docstring, stated per op) and its NumPy source."""
+    doc = doc.rstrip()
+    extra = [text for key, text in sections.items() if f"{key}:" not in doc]
+    return doc + "\n\n" + "\n".join(extra) + f"\nSource: {source}.\n"
+
+
 def _unary_class(row: Unary):
     """The Function class of a unary table row (see the module docstring)."""
     fn, deriv = row.fn, row.deriv
@@ -635,7 +674,7 @@ def _unary_class(row: Unary):
         return UnaryGrad.apply(g, x, out, row=row)
 
     attrs = {
-        "__doc__": row.doc,
+        "__doc__": _documented(row.doc, _UNARY_SECTIONS, _source(row.fn)),
         "oper": row.name,
         "arity": 1,
         "ufunc": _ufunc_name(fn),
@@ -681,7 +720,7 @@ def _binary_class(row: Binary):
         return _plus(a, b)
 
     attrs = {
-        "__doc__": row.doc,
+        "__doc__": _documented(row.doc, _BINARY_SECTIONS, _source(row.fn)),
         "oper": row.name,
         "arity": 2,
         "ufunc": _ufunc_name(fn),
@@ -952,8 +991,11 @@ BINARY = [
            lambda xp, x, y, o: xp.log(xp.where(x == 0, 1.0, x)) * o,
            "``x ** y`` computed in float64 (or complex128). Gradients as :func:`power`.",
            nonan=True),
-    Binary("heaviside", "heaviside", None, None,
-           "Heaviside step: 0 below 0, 1 above, ``h0`` at 0. Zero gradient everywhere."),
+    Binary("heaviside", "heaviside", None, lambda xp, x, y, o: x == 0,
+           "Heaviside step ``heaviside(x, h0)``: 0 below 0, 1 above, ``h0`` at 0. Gradient: "
+           "none to ``x`` (piecewise constant, jumps included); ``g`` to ``h0`` where "
+           "``x == 0`` (the value there is ``h0`` itself), 0 elsewhere (as JAX's).",
+           piecewise=True),
     Binary("nextafter", "nextafter", lambda xp, x, y, o: 1, None,
            "The next float after ``x`` towards ``y``: ``x`` moved by one unit in the last place. "
            "Gradient: ``g`` to ``x`` (the step is below any finite difference), none to ``y``.",
@@ -990,7 +1032,13 @@ BITWISE = [  # name, NumPy function, arity, Tensor methods and operators, aliase
 def _predicate_class(name, fn, arity, methods):
     """A non-differentiable elementwise op (comparison, logic, bitwise, classification)."""
     doc = (f"NumPy's ``{fn}`` elementwise" + (", broadcasting" if arity == 2 else "")
-           + "; no gradient (a boolean or integer result).")
+           + "; no gradient (a boolean or integer result).\n\n"
+           + ("Args:\n    x: Tensor, array or number of any shape.\n\n" if arity == 1 else
+              "Args:\n    x, y: Tensors, arrays or numbers whose shapes broadcast together.\n\n")
+           + "Returns:\n    Boolean (or integer) Tensor of the " + ("input's" if arity == 1 else
+                                                                    "broadcast") + " shape.\n\n"
+           + "Raises:\n    TypeError: for a non-numeric operand"
+           + (".\n" if arity == 1 else ".\n    ValueError: if the shapes do not broadcast.\n"))
     if arity == 1:
         forward = staticmethod(lambda ctx, x: getattr(ctx.backend, fn)(x))
     else:
@@ -1382,7 +1430,8 @@ class Clip(Function):
     ``a_min > a_max`` the result is ``a_max`` everywhere (NumPy) and the gradient goes to it.
 
     Raises:
-        ValueError: if the shapes do not broadcast.
+        ValueError: if the shapes do not broadcast, or for bounds given both positionally
+            (``a_min``/``a_max``) and as NumPy 2's ``min=``/``max=``.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
     fresh = True  # a new array (jit's buffer planning)
@@ -1420,6 +1469,11 @@ class Clip(Function):
     @staticmethod
     def api(a, a_min=None, a_max=None, *, min=None, max=None):  # noqa: A002
         a = tensor_arg(a)
+        if (min is not None or max is not None) and (a_min is not None or a_max is not None):
+            raise ValueError(
+                "clip: pass the bounds either as a_min/a_max or as min=/max= (NumPy 2's "
+                "keywords), not both"
+            )
         a_min = min if a_min is None else a_min
         a_max = max if a_max is None else a_max
         if a_min is None and a_max is None:
@@ -1698,7 +1752,18 @@ class MinMaxGrad(Function):
 @expose
 class Real(Function):
     """The real part (the value itself for real input). Gradient (JAX's convention): the
-    cotangent, as a complex cotangent of ``z`` for complex input."""
+    cotangent, as a complex cotangent of ``z`` for complex input.
+
+    Args:
+        x: Tensor, array or number of any shape; real or complex.
+
+    Returns:
+        Tensor of ``x``'s shape: float32 for complex64, float64 for complex128, ``x``'s dtype
+        for real input.
+
+    Raises:
+        TypeError: for a non-numeric operand.
+    """
     batch = elementwise  # vmap: broadcast like a ufunc
     view = True  # may return its input or a view of it (jit's buffer planning)
 
@@ -1726,7 +1791,18 @@ class Real(Function):
 @expose
 class Imag(Function):
     """The imaginary part (zeros for real input). Gradient (JAX's convention): ``-1j g`` to a
-    complex ``z``; none to a real input."""
+    complex ``z``; none to a real input.
+
+    Args:
+        x: Tensor, array or number of any shape; real or complex.
+
+    Returns:
+        Tensor of ``x``'s shape: float32 for complex64, float64 for complex128, ``x``'s dtype
+        (zeros) for real input.
+
+    Raises:
+        TypeError: for a non-numeric operand.
+    """
     batch = elementwise  # vmap: broadcast like a ufunc
     view = True  # may return its input or a view of it (jit's buffer planning)
 
@@ -1754,7 +1830,17 @@ class Imag(Function):
 @expose
 class Conj(Function):
     """The complex conjugate (``conjugate`` is the same; the value for real input). Gradient:
-    the conjugate of the cotangent."""
+    the conjugate of the cotangent.
+
+    Args:
+        x: Tensor, array or number of any shape.
+
+    Returns:
+        Tensor of ``x``'s shape and dtype.
+
+    Raises:
+        TypeError: for a non-numeric operand.
+    """
     batch = elementwise  # vmap: broadcast like a ufunc
     ufunc = "conjugate"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
 
@@ -1776,7 +1862,19 @@ class Conj(Function):
 @expose
 class Angle(Function):
     """The angle of complex ``z`` in radians (0 or pi for real input), NumPy's ``angle``.
-    Gradient (JAX's convention): ``g (-1j conj(z)) / |z|**2``, 0 at 0; none for real input."""
+    Gradient (JAX's convention): ``g (-1j conj(z)) / |z|**2``, 0 at 0; none for real input.
+
+    Args:
+        z: Tensor, array or number of any shape (real or complex).
+        deg: Return degrees instead of radians (the public function's keyword).
+
+    Returns:
+        Real floating Tensor of ``z``'s shape (float32 for complex64/float32, float64 for
+        complex128/float64/integers).
+
+    Raises:
+        TypeError: for a non-numeric operand.
+    """
     batch = elementwise  # vmap: broadcast like a ufunc
     fresh = True  # a new array (jit's buffer planning)
 

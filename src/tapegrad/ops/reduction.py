@@ -549,8 +549,10 @@ class Max(Function):
     Gradient convention at ties: the cotangent is split equally among the elements equal to the
     maximum (as PyTorch's ``amax``); this is a valid subgradient and keeps
     ``max(x) == max(x)`` symmetric in its arguments. Where the maximum is NaN the gradient is 0.
+    Complex input is ordered as NumPy orders it (lexicographically: real part, then imaginary
+    part), and the cotangent goes to the selected element unchanged (JAX's convention).
 
-    Raises ``ValueError`` when a reduced axis has size 0, ``TypeError`` for complex inputs.
+    Raises ``ValueError`` when a reduced axis has size 0.
     """
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
     fresh = True  # a new array (jit's buffer planning)
@@ -573,11 +575,12 @@ class Max(Function):
             keepdims: Keep reduced axes with size 1.
 
         Returns:
-            Tensor of ``x``'s dtype with the reduced shape.
+            Tensor of ``x``'s dtype with the reduced shape. Complex input is ordered as NumPy
+            orders it: by the real part, then the imaginary part.
 
         Raises:
             ValueError: if an axis is out of range, or a reduced axis has size 0 (as NumPy).
-            TypeError: for complex inputs (they have no order), or a given ``out``.
+            TypeError: for a given ``out``.
 
         Example:
             >>> import tapegrad as tg, tapegrad.numpy as tnp
@@ -589,11 +592,10 @@ class Max(Function):
                     [1. , 0. , 0. ]], dtype=float32)
         """
         _no_out(out, "max")
-        return Max.apply(_operand(x, "max", real=True), axis=axis, keepdims=keepdims)
+        return Max.apply(_operand(x, "max"), axis=axis, keepdims=keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
-        _real("max", x.dtype)
         axes = _reduction_setup(ctx, x, axis, keepdims, "max")
         _nonempty("max", x.shape, axes)
         out = x.max(axis=axes, keepdims=keepdims)
@@ -615,9 +617,9 @@ class Max(Function):
 
 @expose
 class Min(Function):
-    """Minimum over ``axis`` (NumPy ``amin``); ties split the gradient equally (see
-    :class:`Max`). Raises ``ValueError`` when a reduced axis has size 0, ``TypeError`` for
-    complex inputs."""
+    """Minimum over ``axis`` (NumPy ``amin``); ties split the gradient equally, complex input
+    is ordered lexicographically (see :class:`Max`). Raises ``ValueError`` when a reduced axis
+    has size 0."""
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
     fresh = True  # a new array (jit's buffer planning)
 
@@ -632,14 +634,13 @@ class Min(Function):
 
         Raises:
             ValueError: if an axis is out of range, or a reduced axis has size 0.
-            TypeError: for complex inputs, or a given ``out``.
+            TypeError: for a given ``out``.
         """
         _no_out(out, "min")
-        return Min.apply(_operand(x, "min", real=True), axis=axis, keepdims=keepdims)
+        return Min.apply(_operand(x, "min"), axis=axis, keepdims=keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
-        _real("min", x.dtype)
         axes = _reduction_setup(ctx, x, axis, keepdims, "min")
         _nonempty("min", x.shape, axes)
         out = x.min(axis=axes, keepdims=keepdims)

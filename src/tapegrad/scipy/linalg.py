@@ -67,6 +67,15 @@ def _square(name, arg, shape):
     return shape
 
 
+def _checked(name, arg, x):
+    """``x`` as a Tensor of a dtype the decompositions take (see :func:`_check_dtype`)."""
+    if isinstance(x, np.ndarray) and x.dtype.kind not in "fciub":
+        _check_dtype(name, arg, x)  # a non-numeric array cannot become a Tensor: say so here
+    t = tensor_arg(x)
+    _check_dtype(name, arg, t)
+    return t
+
+
 def _check_dtype(name, arg, t):
     if t.dtype.kind not in "fciub" or t.dtype == np.float16:
         raise TypeError(
@@ -294,9 +303,7 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
         raise ValueError(f"solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', got "
                          f"{trans!r}")
     trans = _TRANS[trans]
-    a, b = tensor_arg(a), tensor_arg(b)
-    _check_dtype("solve_triangular", "a", a)
-    _check_dtype("solve_triangular", "b", b)
+    a, b = _checked("solve_triangular", "a", a), _checked("solve_triangular", "b", b)
     SolveTriangular.output_shape(a.shape, b.shape)
     if trans == 2:
         if a.dtype.kind == "c":
@@ -405,8 +412,7 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True) -> Tensor:
     ``dL = L Phi(L^{-1} dA L^{-H})``; reverse mode ``gA = conj(L^{-H} S L^{-1})`` with
     ``S = (Phi(P) + Phi(P)^H) / 2`` and ``P = L^H conj(gL)``, mapped to the read triangle.
     """
-    a = tensor_arg(a)
-    _check_dtype("cholesky", "a", a)
+    a = _checked("cholesky", "a", a)
     _square("cholesky", "a", a.shape)
     strict = tnp.tril(a, -1) if lower else tnp.triu(a, 1)
     diag = a * tnp.eye(a.shape[-1], dtype=a.dtype)
@@ -489,9 +495,7 @@ def solve_sylvester(a, b, q) -> Tensor:
     ``a dx + dx b = dq - da x - x db``; reverse mode solves the adjoint equation
     ``a^T y + y b^T = g`` and gives ``gq = y``, ``ga = -y x^T``, ``gb = -x^T y``.
     """
-    a, b, q = tensor_arg(a), tensor_arg(b), tensor_arg(q)
-    for name, t in (("a", a), ("b", b), ("q", q)):
-        _check_dtype("solve_sylvester", name, t)
+    a, b, q = (_checked("solve_sylvester", n, v) for n, v in (("a", a), ("b", b), ("q", q)))
     SolveSylvester.output_shape(a.shape, b.shape, q.shape)
     return SolveSylvester.apply(a, b, q)
 
@@ -594,8 +598,7 @@ def expm(A) -> Tensor:
         Tensor([[1., 1.],
                 [0., 1.]], dtype=float32)
     """
-    A = tensor_arg(A)
-    _check_dtype("expm", "A", A)
+    A = _checked("expm", "A", A)
     _square("expm", "A", A.shape)
     return Expm.apply(A)
 
@@ -640,8 +643,7 @@ def logm(A, disp=True) -> Tensor:
     Thm. 3.6, which holds for every primary matrix function); forward mode ``L(A, dA)``,
     reverse mode ``L(A^T, g)``. Each is ``logm`` again, so every order follows.
     """
-    A = tensor_arg(A)
-    _check_dtype("logm", "A", A)
+    A = _checked("logm", "A", A)
     _square("logm", "A", A.shape)
     return Logm.apply(A)
 
@@ -688,8 +690,7 @@ def sqrtm(A, disp=True, blocksize=64) -> Tensor:
     ``X^T gA + gA X^T = g``. Unique when no two eigenvalues of ``X`` sum to zero: at a
     singular ``A`` (where the square root is not differentiable) the result is inf/NaN.
     """
-    A = tensor_arg(A)
-    _check_dtype("sqrtm", "A", A)
+    A = _checked("sqrtm", "A", A)
     _square("sqrtm", "A", A.shape)
     return Sqrtm.apply(A)
 

@@ -37,7 +37,16 @@ def logpdf(x, df, loc=0, scale=1) -> Tensor:
 
 
 def pdf(x, df, loc=0, scale=1) -> Tensor:
-    """The density; arguments as :func:`logpdf`."""
+    """The density; arguments as :func:`logpdf`.
+
+    Returns:
+        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
+        range (as SciPy).
+
+    Raises:
+        ValueError: if the arguments' shapes do not broadcast.
+        TypeError: for non-numeric arguments.
+    """
     return _gamma.pdf(*_args(x, df, loc, scale))
 
 
@@ -47,7 +56,16 @@ def cdf(x, df, loc=0, scale=1) -> Tensor:
 
 
 def logcdf(x, df, loc=0, scale=1) -> Tensor:
-    """``log(cdf)``; arguments as :func:`logpdf`."""
+    """``log(cdf)``; arguments as :func:`logpdf`.
+
+    Returns:
+        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
+        range (as SciPy).
+
+    Raises:
+        ValueError: if the arguments' shapes do not broadcast.
+        TypeError: for non-numeric arguments.
+    """
     return _gamma.logcdf(*_args(x, df, loc, scale))
 
 
@@ -57,5 +75,14 @@ def sf(x, df, loc=0, scale=1) -> Tensor:
 
 
 def logsf(x, df, loc=0, scale=1) -> Tensor:
-    """``log(sf)``; arguments as :func:`logpdf`."""
+    """``log(sf)``; arguments as :func:`logpdf`.
+
+    Returns:
+        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
+        range (as SciPy).
+
+    Raises:
+        ValueError: if the arguments' shapes do not broadcast.
+        TypeError: for non-numeric arguments.
+    """
     return _gamma.logsf(*_args(x, df, loc, scale))

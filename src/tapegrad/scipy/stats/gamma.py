@@ -53,7 +53,16 @@ def logpdf(x, a, loc=0, scale=1) -> Tensor:
 
 
 def pdf(x, a, loc=0, scale=1) -> Tensor:
-    """The density ``exp(logpdf)``; arguments as :func:`logpdf`."""
+    """The density ``exp(logpdf)``; arguments as :func:`logpdf`.
+
+    Returns:
+        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
+        range (as SciPy).
+
+    Raises:
+        ValueError: if the arguments' shapes do not broadcast.
+        TypeError: for non-numeric arguments.
+    """
     return tnp.exp(logpdf(x, a, loc, scale))
 
 
@@ -75,10 +84,28 @@ def sf(x, a, loc=0, scale=1) -> Tensor:
 
 
 def logcdf(x, a, loc=0, scale=1) -> Tensor:
-    """``log(cdf)``; arguments as :func:`logpdf`."""
+    """``log(cdf)``; arguments as :func:`logpdf`.
+
+    Returns:
+        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
+        range (as SciPy).
+
+    Raises:
+        ValueError: if the arguments' shapes do not broadcast.
+        TypeError: for non-numeric arguments.
+    """
     return tnp.log(cdf(x, a, loc, scale))
 
 
 def logsf(x, a, loc=0, scale=1) -> Tensor:
-    """``log(sf)``; arguments as :func:`logpdf`."""
+    """``log(sf)``; arguments as :func:`logpdf`.
+
+    Returns:
+        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
+        range (as SciPy).
+
+    Raises:
+        ValueError: if the arguments' shapes do not broadcast.
+        TypeError: for non-numeric arguments.
+    """
     return tnp.log(sf(x, a, loc, scale))

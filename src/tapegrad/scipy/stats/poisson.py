@@ -77,10 +77,28 @@ def sf(k, mu, loc=0) -> Tensor:
 
 
 def logcdf(k, mu, loc=0) -> Tensor:
-    """``log(cdf)``; arguments as :func:`logpmf`."""
+    """``log(cdf)``; arguments as :func:`logpmf`.
+
+    Returns:
+        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
+        range (as SciPy).
+
+    Raises:
+        ValueError: if the arguments' shapes do not broadcast.
+        TypeError: for non-numeric arguments.
+    """
     return tnp.log(cdf(k, mu, loc))
 
 
 def logsf(k, mu, loc=0) -> Tensor:
-    """``log(sf)``; arguments as :func:`logpmf`."""
+    """``log(sf)``; arguments as :func:`logpmf`.
+
+    Returns:
+        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
+        range (as SciPy).
+
+    Raises:
+        ValueError: if the arguments' shapes do not broadcast.
+        TypeError: for non-numeric arguments.
+    """
     return tnp.log(sf(k, mu, loc))

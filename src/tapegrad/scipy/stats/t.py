@@ -54,7 +54,16 @@ def logpdf(x, df, loc=0, scale=1) -> Tensor:
 
 
 def pdf(x, df, loc=0, scale=1) -> Tensor:
-    """The density ``exp(logpdf)``; arguments as :func:`logpdf`."""
+    """The density ``exp(logpdf)``; arguments as :func:`logpdf`.
+
+    Returns:
+        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
+        range (as SciPy).
+
+    Raises:
+        ValueError: if the arguments' shapes do not broadcast.
+        TypeError: for non-numeric arguments.
+    """
     return tnp.exp(logpdf(x, df, loc, scale))
 
 
@@ -112,10 +121,28 @@ def sf(x, df, loc=0, scale=1) -> Tensor:
 
 
 def logcdf(x, df, loc=0, scale=1) -> Tensor:
-    """``log(cdf)`` (as SciPy); arguments as :func:`logpdf`."""
+    """``log(cdf)`` (as SciPy); arguments as :func:`logpdf`.
+
+    Returns:
+        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
+        range (as SciPy).
+
+    Raises:
+        ValueError: if the arguments' shapes do not broadcast.
+        TypeError: for non-numeric arguments.
+    """
     return tnp.log(cdf(x, df, loc, scale))
 
 
 def logsf(x, df, loc=0, scale=1) -> Tensor:
-    """``log(sf)`` (as SciPy); arguments as :func:`logpdf`."""
+    """``log(sf)`` (as SciPy); arguments as :func:`logpdf`.
+
+    Returns:
+        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
+        range (as SciPy).
+
+    Raises:
+        ValueError: if the arguments' shapes do not broadcast.
+        TypeError: for non-numeric arguments.
+    """
     return tnp.log(sf(x, df, loc, scale))
