@@ -168,7 +168,7 @@ def _missing(func, extra: str = "") -> TypeError:
     return TypeError(msg)
 
 
-def _refusing_trace(t: Tensor):
+def _refusing_trace(t: Tensor | None):
     """``"vmap"`` or ``"jit"`` when a running transform holding ``t`` cannot take a value
     computed outside tapegrad (a batched value stands for many examples; a replayed tape would
     keep the value of the first call), else None."""
