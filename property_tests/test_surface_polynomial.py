@@ -112,7 +112,8 @@ def test_polynomial_arithmetic(data, cplx, n, k):
     _close(tnp.polyint(tg.Tensor(p), m, k=0.5), np.polyint(p, m, k=0.5))
     if x.size:
         _grads(tnp.polyval, p, x)
-    _grads(lambda a, b: tnp.polymul(a, b), p, q)
+    if p[0] != 0 and q[0] != 0:  # a zero leading coefficient is dropped (NumPy): the result's
+        _grads(lambda a, b: tnp.polymul(a, b), p, q)  # length jumps under finite differences
     _grads(lambda a: tnp.polyint(a, 2, k=[1.0, -1.0]), p)
     if n > 1:
         _grads(lambda a: tnp.polyder(a, 1), p)
