@@ -1,6 +1,7 @@
 """Property tests for the differentiable names of issue 18 that the other property files call
 only outside a gradient check (found by an audit of every name): ``asarray`` of nested lists
-holding traced Tensors, ``copy``, ``r_``, ``c_``, ``median``, ``percentile``,
+holding traced Tensors, ``copy``, ``r_``, ``c_``, ``row_stack``, the ``unique_*`` family,
+``fft.fftfreq`` and ``fft.rfftfreq`` (in the spacing ``d``), ``median``, ``percentile``,
 ``nanpercentile``, ``ptp``, ``ediff1d``, ``matrix_transpose``, ``polyadd``, ``polysub``,
 ``linalg.trace``, ``linalg.diagonal``, ``fft.fftshift``, ``fft.ifftshift``,
 ``scipy.special.log_softmax``, ``scipy.stats.dirichlet.pdf``,
@@ -83,6 +84,50 @@ def test_copy_r_and_c(data):
     _grads(lambda x: tnp.copy(x) * x, a)
     _grads(lambda x, y: tnp.r_[x, y] ** 2, a, b)
     _grads(lambda x, y: tnp.c_[x, y] * tnp.c_[y, x], a, c)
+
+
+@given(data=st.data())
+def test_row_stack(data):
+    n = data.draw(st.integers(0, 3))
+    a, b = _arr(data, (n,)), _arr(data, (data.draw(st.integers(0, 2)), n))
+    _close(tnp.row_stack([tg.Tensor(a), tg.Tensor(b)]), np.vstack([a, b]))
+    _grads(lambda x, y: tnp.row_stack([x, y]) ** 2, a, b)
+
+
+@given(data=st.data())
+def test_unique_family(data):
+    # values drawn from a few distinct ones, so duplicates are common (and the order stays
+    # fixed under finite differences: the distinct values are 0.37 apart)
+    n = data.draw(st.integers(0, 6))
+    idx = data.draw(hnp.arrays(np.int64, (n,), elements=st.integers(0, 3)))
+    base = _distinct(data, (4,))
+    x = base[idx]
+    values, counts = np.unique(x, return_counts=True)
+    _, inverse = np.unique(x, return_inverse=True)
+    t = tg.Tensor(x)
+    _close(tnp.unique_values(t), values)
+    uc = tnp.unique_counts(t)
+    _close(uc.values, values)
+    _close(uc.counts, counts.astype(np.intp))
+    ui = tnp.unique_inverse(t)
+    _close(ui.inverse_indices, inverse.reshape(x.shape).astype(np.intp))
+    ua = tnp.unique_all(t)
+    _close(ua.values[ua.inverse_indices], x)
+    if n:
+        for fn in (tnp.unique_values, lambda v: tnp.unique_counts(v).values,
+                   lambda v: tnp.unique_inverse(v).values, lambda v: tnp.unique_all(v).values):
+            # duplicates must move together for finite differences to see one function:
+            # differentiate through the distinct base values
+            _grads(lambda b, fn=fn: fn(b[idx]) ** 2, base)
+
+
+@given(data=st.data(), n=st.integers(1, 7))
+def test_fftfreq_rfftfreq_in_the_spacing(data, n):
+    d = data.draw(floats_in(0.1, 3.0))
+    _close(tnp.fft.fftfreq(n, tg.Tensor(np.float64(d))), np.fft.fftfreq(n, d))
+    _close(tnp.fft.rfftfreq(n, tg.Tensor(np.float64(d))), np.fft.rfftfreq(n, d))
+    _grads(lambda v: tnp.fft.fftfreq(n, v), np.float64(d))
+    _grads(lambda v: tnp.fft.rfftfreq(n, v), np.float64(d))
 
 
 # -- statistics ----------------------------------------------------------------------------------
