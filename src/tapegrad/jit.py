@@ -67,6 +67,8 @@ def _fmt(ref, names) -> str:
     kind, v = ref
     if kind == "v":
         return names(v)
+    if isinstance(v, np.dtype):  # has a shape and ndim of its own: not an array
+        return str(v)
     if isinstance(v, np.ndarray) or hasattr(v, "shape"):
         return "const:" + "x".join(str(s) for s in v.shape) if v.ndim else f"{v.item():g}"
     s = repr(v)
