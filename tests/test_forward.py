@@ -224,6 +224,7 @@ def _rule_cases():
         "ReluGrad": (tg.ops.ReluGrad.apply, (a, tg.ops.Relu.apply(a - b))),
         "MulNoNan": (tg.ops.MulNoNan.apply, (tnp.where(a > 0.3, 0.0, a), b)),
         "MatMul": (lambda x, y: x @ y, (m, v)),
+        "MatMulT": (tg.ops.MatMulT.apply, (m, a)),
         "AsType": (lambda x: tnp.astype(x, np.float32), (a,)),
         "Real": (tnp.real, (a,)),
         "Imag": (lambda x: tnp.imag(x * (1 + 2j)), (a,)),

@@ -150,3 +150,100 @@ def test_a_static_argument_compiles_per_value():
     assert jf.cache_size() == 2
     with pytest.raises(TypeError, match="static"):
         tg.jit(lambda x, s: x)(x, "name")
+
+
+# -- layout pass: transposes of products and transposes that cancel ---------------------------
+def test_a_transposed_product_is_one_contiguous_product():
+    def f(a, b, c):
+        return tnp.sum(tnp.tanh((a @ b).T + c))  # (a @ b).T read by an elementwise op
+
+    a, b, c = (RNG.standard_normal(s) for s in ((3, 4), (4, 5), (5, 3)))
+    args = [tg.Tensor(v) for v in (a, b, c)]
+    prog = tg.jit(f).lower(*args)
+    assert _ops(prog)[:2] == ["matmul_t", "add"] and "transpose" not in _ops(prog)
+    assert prog.fused == 1
+    np.testing.assert_allclose(tg.jit(f)(*args).numpy(), f(*args).numpy(), rtol=1e-13)
+
+
+def test_a_product_read_elsewhere_or_a_vector_product_is_left_alone():
+    def f(a, b):
+        p = a @ b
+        return tnp.sum(p.T * 2.0) + tnp.sum(p)  # p itself is read too
+
+    a, b = tg.Tensor(RNG.standard_normal((3, 4))), tg.Tensor(RNG.standard_normal((4, 5)))
+    assert "matmul_t" not in _ops(tg.jit(f).lower(a, b))
+
+    def g(v, m):  # (k,) @ (B, k, m) is (B, m): its transpose is no swapped product
+        return tnp.sum(tnp.transpose(v @ m) * tnp.arange(6.0).reshape(3, 2))
+
+    v, m = tg.Tensor(np.ones(4)), tg.Tensor(RNG.standard_normal((2, 4, 3)))
+    assert "matmul_t" not in _ops(tg.jit(g).lower(v, m))
+    np.testing.assert_allclose(tg.jit(g)(v, m).numpy(), g(v, m).numpy(), rtol=1e-13)
+
+
+def test_transposes_that_cancel_are_dropped():
+    def f(x):
+        y = tnp.transpose(tnp.transpose(x, (1, 2, 0)), (2, 0, 1))  # the identity
+        return tnp.sum(tnp.exp(y) * x)
+
+    x = tg.Tensor(RNG.standard_normal((2, 3, 4)))
+    prog = tg.jit(f).lower(x)
+    assert "transpose" not in _ops(prog) and prog.fused == 1
+    np.testing.assert_allclose(tg.jit(f)(x).numpy(), f(x).numpy(), rtol=1e-14)
+
+
+def test_reverse_over_reverse_leaves_no_strided_transposed_cotangent():
+    """The Hessian-vector product of an MLP (grad of grad . v): the cotangents of transposed
+    weights arrive as contiguous products, not as transposed views of products."""
+    rng = np.random.default_rng(1)
+    params = [tg.Tensor(rng.standard_normal((6, 5))), tg.Tensor(rng.standard_normal((5, 3)))]
+    vs = [tg.Tensor(rng.standard_normal(p.shape)) for p in params]
+    x = tg.Tensor(rng.standard_normal((4, 6)))
+
+    def loss(ps):
+        return tnp.sum(tnp.tanh(tnp.maximum(x @ ps[0], 0.0) @ ps[1]) ** 2)
+
+    def hvp(ps):
+        return tg.grad(lambda q: sum(tnp.sum(g * v) for g, v in zip(tg.grad(loss)(q), vs)))(ps)
+
+    prog = tg.jit(hvp).lower(params)
+    ops = _ops(prog)
+    assert "matmul_t" in ops
+    producers = {}
+    for line in str(prog).splitlines()[1:-1]:
+        if " = " in line:
+            out, rhs = line.split(" = ", 1)
+            producers[out.strip()] = rhs.split()[0].split("[")[0]
+    for line in str(prog).splitlines()[1:-1]:  # no transpose of a product feeds an add
+        if " = transpose" in line:
+            src = line.split()[-1] if "into" not in line else line.split()[-3]
+            assert producers.get(src) not in ("matmul",), line
+    got, want = tg.jit(hvp)(params), hvp(params)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_matmul_t_is_the_transposed_product_with_matmul_gradients(data):
+    from tapegrad.ops.linalg import MatMulT
+    from tapegrad.testing import check_grads
+
+    batch = data.draw(st.sampled_from([(), (2,), (1, 3)]))
+    n, k, m = (data.draw(st.integers(0 if i == 1 else 1, 4)) for i in range(3))
+    a = RNG.standard_normal(batch + (n, k))
+    b = RNG.standard_normal((k, m) if data.draw(st.booleans()) else batch + (k, m))
+    out = MatMulT.apply(tg.Tensor(a), tg.Tensor(b))
+    want = np.swapaxes(a @ b, -1, -2)
+    assert out.shape == want.shape and out.numpy().flags.c_contiguous
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-12, atol=1e-12)
+    assert MatMulT.output_shape(a.shape, b.shape) == want.shape
+    check_grads(lambda x, y: MatMulT.apply(x, y), (tg.Tensor(a), tg.Tensor(b)), order=2,
+                modes=("rev", "fwd"))
+
+
+def test_matmul_t_needs_matrices():
+    from tapegrad.ops.linalg import MatMulT
+
+    with pytest.raises(ValueError, match="matmul_t: needs operands with at least 2 axes"):
+        MatMulT.apply(tg.Tensor(np.ones(3)), tg.Tensor(np.ones((3, 2))))

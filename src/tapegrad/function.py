@@ -392,6 +392,12 @@ class Function:
             the outputs are new arrays; ``view`` that an output may be a view of the first
             input (``"readonly"``: a view that must not be written, such as a broadcast). An
             op that declares none is never written into (always safe).
+        permutation, transposed: What ``jit``'s layout pass may assume: ``permutation(ndim,
+            **params)`` (static method) of an op that only permutes its input's axes returns
+            the permutation (two that cancel are dropped); ``transposed`` is a Function
+            computing this op's output with its last two axes swapped, from the same inputs
+            and parameters, as a C-contiguous array (``transpose(a @ b)`` becomes one product
+            ``b^T @ a^T``, so no strided transposed result reaches an elementwise op).
 
     Example:
         >>> import tapegrad as tg
@@ -418,6 +424,8 @@ class Function:
     into: bool = False
     fresh: bool = False
     view: bool = False
+    permutation = None
+    transposed = None
 
     @staticmethod
     def forward(ctx, *args, **params):  # pragma: no cover - abstract

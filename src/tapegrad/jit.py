@@ -8,7 +8,10 @@ wrapping, no pytrees, no per-entry interpretation. Before generating the code it
 - drops dead entries (an unused ``exp`` or ``matmul`` does not run),
 - folds entries whose inputs are all constants into constants, computed once,
 - merges repeated entries (the same primitive, parameters and inputs: every tapegrad
-  primitive is a pure function of its inputs), and
+  primitive is a pure function of its inputs),
+- lays out transposes: two that cancel are dropped, and a transpose of a product nothing else
+  reads is computed by the product's ``transposed`` Function (``b^T @ a^T``, one contiguous
+  result instead of a strided view), and
 - plans buffers: each value is released right after its last use, and an elementwise op whose
   input is a program-owned buffer that dies at that op writes its result into that buffer
   (``out=``), so a replay allocates no more than the math needs. Inputs, constants and the
@@ -90,6 +93,8 @@ class Program:
         steps: Number of primitive calls left after the optimisations.
         folded, merged, dropped: How many entries constant folding, common-subexpression
             elimination and dead-code elimination removed.
+        fused: How many transposes the layout pass removed (cancelled, or computed by the
+            product that fed them).
 
     Raises:
         GuardError: when called with inputs that change a Python decision taken while the tape
@@ -150,6 +155,7 @@ class Program:
                 outputs.append(value_of.get(r, ("v", r)))
             else:
                 outputs.append(("c", _const_array(r[1])))
+        steps, outputs = self._layout(steps, outputs)
         # dead-code elimination: keep what the outputs and the guards need
         needed = {v for k, v in outputs if k == "v"}
         live_steps = []
@@ -164,6 +170,66 @@ class Program:
         self.dropped = len(steps) - len(live_steps)
         self._steps, self._outputs = live_steps, outputs
         self._plan(tape)
+
+    def _layout(self, steps: list, outputs: list) -> tuple:
+        """Layout pass: a transpose of a transpose that cancels is dropped (its output is the
+        first one's input), and a transpose that swaps the last two axes of a product nothing
+        else reads is computed by the product's ``transposed`` Function instead (``b^T @ a^T``:
+        a contiguous result, no strided view for the elementwise ops downstream)."""
+        uses: dict = {}
+        for s in steps:
+            for n in ([s.node] if type(s) is Guard else [v for k, v in s.ins if k == "v"]):
+                uses[n] = uses.get(n, 0) + 1
+        for k, v in outputs:
+            if k == "v":
+                uses[v] = uses.get(v, 0) + 1
+        producer: dict = {}
+        alias: dict = {}  # node -> the ref that replaces it
+        kept = []
+        self.fused = 0
+        for s in steps:
+            if type(s) is Guard:
+                ref = alias.get(s.node)
+                kept.append(s if ref is None or ref[0] != "v" else s._replace(node=ref[1]))
+                continue
+            s.ins = tuple(alias.get(v, (k, v)) if k == "v" else (k, v) for k, v in s.ins)
+            perm_of = getattr(s.fn, "permutation", None)
+            src = s.ins[0][1] if perm_of is not None and s.ins and s.ins[0][0] == "v" else None
+            if src is not None and len(s.outs) == 1:
+                ndim = len(s.avals[0][0])
+                perm = perm_of(ndim, **s.params)
+                inner = producer.get(src)
+                if inner is not None and getattr(inner.fn, "permutation", None) is not None \
+                        and inner.ins[0][0] == "v":
+                    first = inner.fn.permutation(ndim, **inner.params)
+                    if tuple(first[i] for i in perm) == tuple(range(ndim)):  # they cancel
+                        alias[s.outs[0]] = inner.ins[0]
+                        self.fused += 1
+                        continue
+                swap = tuple(range(ndim - 2)) + (ndim - 1, ndim - 2) if ndim >= 2 else None
+                if (inner is not None and perm == swap and uses.get(src) == 1
+                        and getattr(inner.fn, "transposed", None) is not None
+                        and len(inner.outs) == 1
+                        and self._shape_of(inner.fn.transposed, inner) == s.avals[0][0]):
+                    inner.fn = inner.fn.transposed
+                    inner.outs, inner.avals = s.outs, s.avals
+                    producer[s.outs[0]] = inner
+                    self.fused += 1
+                    continue
+            kept.append(s)
+            for n in s.outs:
+                producer[n] = s
+        outputs = [alias.get(v, (k, v)) if k == "v" else (k, v) for k, v in outputs]
+        return kept, outputs
+
+    def _shape_of(self, fn, step):
+        """``fn``'s output shape on ``step``'s inputs (None where ``fn`` does not apply)."""
+        avals = self.tape.avals
+        shapes = [avals[v][0] if k == "v" else np.shape(v) for k, v in step.ins]
+        try:
+            return tuple(fn.output_shape(*shapes, **step.params))
+        except (ValueError, TypeError, NotImplementedError):
+            return None
 
     def _fold(self, fn, params, arrays) -> tuple:
         ctx = object.__new__(Context)

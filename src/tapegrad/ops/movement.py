@@ -544,6 +544,12 @@ class Transpose(_MovementFunction):
         return x.transpose(axes)
 
     @staticmethod
+    def permutation(ndim, axes=None):
+        """The permutation this op applies to an input of ``ndim`` axes (``jit``'s layout
+        pass)."""
+        return tuple(reversed(range(ndim))) if axes is None else tuple(a % ndim for a in axes)
+
+    @staticmethod
     def api(x, axes=None) -> Tensor:
         """Permute the axes: ``out.shape[i] == x.shape[axes[i]]``; ``axes=None`` reverses them.
         ``permute_dims`` is NumPy 2's name for the same function.
