@@ -424,8 +424,8 @@ class Function:
     into: bool = False
     fresh: bool = False
     view: bool = False
-    permutation = None
-    transposed = None
+    permutation: Any = None
+    transposed: Any = None
 
     @staticmethod
     def forward(ctx, *args, **params):  # pragma: no cover - abstract

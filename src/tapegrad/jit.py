@@ -195,7 +195,7 @@ class Program:
             s.ins = tuple(alias.get(v, (k, v)) if k == "v" else (k, v) for k, v in s.ins)
             perm_of = getattr(s.fn, "permutation", None)
             src = s.ins[0][1] if perm_of is not None and s.ins and s.ins[0][0] == "v" else None
-            if src is not None and len(s.outs) == 1:
+            if perm_of is not None and src is not None and len(s.outs) == 1:
                 ndim = len(s.avals[0][0])
                 perm = perm_of(ndim, **s.params)
                 inner = producer.get(src)
