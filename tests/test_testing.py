@@ -125,3 +125,22 @@ def test_complex_gradient_of_a_real_function_is_df_dx_minus_i_df_dy():
     dfdx = (f(z0 + eps) - f(z0 - eps)) / (2 * eps)
     dfdy = (f(z0 + 1j * eps) - f(z0 - 1j * eps)) / (2 * eps)
     np.testing.assert_allclose(complex(g), dfdx - 1j * dfdy, rtol=1e-6)
+
+
+def test_numerical_jvp_extrapolates_away_the_curvature_error():
+    # d/dx sin(50 x) = 50 cos(50 x): a central difference with eps 1e-4 is off by about
+    # (50 eps)**2 / 6 = 4e-6 relative; Richardson's extrapolation by about (50 eps)**4 / 120
+    x = f64([0.3, -0.7])
+    want = 50 * np.cos(50 * x.numpy())
+    t = [np.ones(2)]
+    (plain,) = numerical_jvp(lambda v: tnp.sin(50 * v), (x,), t, richardson=False)
+    (extrapolated,) = numerical_jvp(lambda v: tnp.sin(50 * v), (x,), t)
+    assert np.max(np.abs(plain - want) / np.abs(want)) > 1e-6
+    np.testing.assert_allclose(extrapolated, want, rtol=1e-9)
+
+
+def test_check_grads_order_two_of_a_steep_function_needs_no_tuned_step():
+    # the order-2 check differentiates the pullback, whose curvature grows like 80**3: a plain
+    # central difference at the default step was off by more than rtol 1e-5
+    check_grads(lambda v: tnp.sin(80 * v) * tnp.exp(3 * v), (f64([0.31, -0.52, 1.1]),), order=2,
+                modes=("rev", "fwd"))

@@ -70,21 +70,39 @@ def _axpy(tree, tangent_leaves, eps):
     )
 
 
-def numerical_jvp(f, args: tuple, tangents: list, eps: float = 1e-4):
-    """Central-difference directional derivative ``(f(x + eps t) - f(x - eps t)) / 2 eps``.
+def numerical_jvp(f, args: tuple, tangents: list, eps: float = 1e-4, richardson: bool = True):
+    """Directional derivative of ``f`` at ``args`` along ``tangents`` by central differences.
+
+    With ``D(h) = (f(x + h t) - f(x - h t)) / 2h``, whose error is ``c2 h**2 + c4 h**4 + ...``,
+    the default is Richardson's extrapolation ``(4 D(eps / 2) - D(eps)) / 3``: the ``h**2``
+    term cancels, so the truncation error is ``O(eps**4)`` for four evaluations of ``f``
+    instead of two, at about three times the rounding error of ``D(eps)``. A second derivative
+    checked with ``eps = 1e-4`` is then limited by rounding (about ``1e-11`` relative), not by
+    the curvature of ``f``. ``richardson=False`` gives ``D(eps)`` alone.
 
     Args:
         f: Function of the positional ``args`` (pytrees).
         args: Tuple of positional arguments.
         tangents: Flat list of float64 arrays, one per leaf of ``args``.
         eps: Step size.
+        richardson: Extrapolate from ``D(eps)`` and ``D(eps / 2)`` (default) or not.
 
     Returns:
         Flat list of float64 arrays, one per output leaf.
+
+    References:
+        L. F. Richardson, "The deferred approach to the limit", Phil. Trans. R. Soc. A, 1927.
     """
-    plus = f(*_axpy(tuple(args), tangents, eps))
-    minus = f(*_axpy(tuple(args), tangents, -eps))
-    return [(p - m) / (2 * eps) for p, m in zip(_leaves64(plus), _leaves64(minus))]
+
+    def central(h):
+        plus = f(*_axpy(tuple(args), tangents, h))
+        minus = f(*_axpy(tuple(args), tangents, -h))
+        return [(p - m) / (2 * h) for p, m in zip(_leaves64(plus), _leaves64(minus))]
+
+    coarse = central(eps)
+    if not richardson:
+        return coarse
+    return [(4 * fine - c) / 3 for fine, c in zip(central(eps / 2), coarse)]
 
 
 def numerical_jacobian(f, x, eps: float = 1e-6) -> np.ndarray:
@@ -147,7 +165,7 @@ def check_vjp(f, args, atol=None, rtol=None, eps=None, seed=0) -> None:
 def check_grads(
     f, args, order: int = 2, modes=("rev",), atol=None, rtol=None, eps=None, seed: int = 0
 ) -> None:
-    """Check ``f``'s derivatives against central finite differences in float64, to ``order``.
+    """Check ``f``'s derivatives against finite differences in float64, to ``order``.
 
     Floating leaves of ``args`` are converted to float64 first. At each order the adjoint
     identity ``<u, J t> == <J^T u, t>`` is tested with random tangents ``t`` and cotangents
@@ -161,7 +179,8 @@ def check_grads(
         modes: Which modes to check; ``"rev"`` (reverse mode, vjp) is supported, ``"fwd"``
             when forward mode is available.
         atol, rtol: Tolerances on the scalar identity (defaults 1e-6 and 1e-5).
-        eps: Finite-difference step (default 1e-4).
+        eps: Finite-difference step (default 1e-4); the differences are central and
+            Richardson-extrapolated (:func:`numerical_jvp`), accurate to ``O(eps**4)``.
         seed: Seed of the random tangents and cotangents.
 
     Raises:
