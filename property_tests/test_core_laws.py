@@ -56,7 +56,10 @@ def test_unary_forward_and_grads(name, data):
     out = fn(tg.Tensor(x))
     np.testing.assert_allclose(out.numpy(), ref(x), rtol=1e-12)
     assert out.dtype == ref(x).dtype
-    check_grads(fn, (tg.Tensor(x),), order=2)
+    # step 2e-5, not 1e-4: the order-2 check differences log's vjp u / x, whose per-element
+    # truncation error u t**3 eps**2 / x**4 summed over 27 elements exceeded the tolerance on
+    # a near-cancelling total (x = 0.5 everywhere but one 1.0: 1.85e-6 of 0.0557)
+    check_grads(fn, (tg.Tensor(x),), order=2, eps=2e-5)
 
 
 @given(data=st.data())

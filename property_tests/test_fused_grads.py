@@ -4,7 +4,7 @@ gradients at orders 1 and 2."""
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import tapegrad as tg
@@ -32,13 +32,22 @@ def test_unary_grad(row, data):
     # g * f'(x) from the row's formula, as a function of g, x and out taken independently
     lo, hi = _DOMAINS.get(row.name, (0.2, 0.8))
     g, x = _pair(data, lo, hi)
+    if row.name == "sinc":
+        # sinc's rule switches at |x| = 1/4 from (cos(pi x) - out) / x to a Taylor series in
+        # x alone: with out an independent input the partial derivatives in x and out jump
+        # there (they agree only along out = sinc(x)), so keep the finite-difference steps
+        # (eps times a standard-normal tangent) on one side.
+        assume(np.all(np.abs(np.abs(x) - 0.25) > 1e-3))
     out = np.asarray(getattr(tg.numpy, row.name)(tg.Tensor(x)).numpy())
     res = ops.UnaryGrad.apply(tg.Tensor(g), tg.Tensor(x), tg.Tensor(out), row=row)
     want = g * row.deriv(array_ns(np), x, out)
     np.testing.assert_allclose(res.numpy(), want, rtol=1e-12)
+    # step 2e-5, not 1e-4: near x = 0.2 the order-2 check differentiates g / x**2 (log, log2,
+    # ...), whose central-difference truncation error at eps 1e-4 reached 2.7e-5 relative
+    # (log at x = g = 0.203125); at 3e-5 and below it agrees to 1e-7.
     check_grads(
         lambda g, x, o: ops.UnaryGrad.apply(g, x, o, row=row),
-        (tg.Tensor(g), tg.Tensor(x), tg.Tensor(out)), order=2, modes=("fwd", "rev"),
+        (tg.Tensor(g), tg.Tensor(x), tg.Tensor(out)), order=2, modes=("fwd", "rev"), eps=2e-5,
     )
 
 

@@ -312,5 +312,12 @@ def test_svd(data):
             + tnp.sum(u_ * u_ * tnp.arange(k), axis=-1, keepdims=True)
         )
 
-    # finite differences through an SVD carry ~1e-6 noise (LAPACK's own rounding): atol 1e-5
-    check_grads(f, [tg.Tensor(a)], order=2, modes=("fwd", "rev"), atol=1e-5, rtol=1e-4)
+    # finite differences through an SVD carry ~1e-6 noise (LAPACK's own rounding): atol 1e-5.
+    # Step 1e-5, not the default 1e-4: the vectors' higher derivatives grow like powers of
+    # 1 / (s_i^2 - s_j^2), so with a gap near the 0.1 allowed above the O(eps^2) truncation
+    # error of the central difference reaches 2e-5 at eps 1e-4 (a = [[-0.796875, 0.0097656],
+    # [0, -1]], w = 0: forward mode at order 2 gave -0.0115869, eps 1e-4 -0.0115642, and
+    # Richardson extrapolation of eps 3e-4 and 1e-4 -0.0115868, the analytic value).
+    check_grads(
+        f, [tg.Tensor(a)], order=2, modes=("fwd", "rev"), atol=1e-5, rtol=1e-4, eps=1e-5
+    )

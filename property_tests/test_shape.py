@@ -367,7 +367,12 @@ def _spec_update(method, np_at):
             if np_at is None:
                 out[idx] = v
             else:
-                np_at(out, idx, v)
+                # Broadcast v to the indexed shape first: NumPy 2.x's ufunc.at reads an
+                # implicitly broadcast v wrongly when the index array has two or more
+                # dimensions (np.add.at(np.zeros(3), [[0, 1], [2, 0]], [10., 20.]) gives
+                # [10, 20, garbage], not [30, 20, 10]). The library works around the same
+                # NumPy defect in ops/movement.py:_ufunc_at; the reference must too.
+                np_at(out, idx, np.broadcast_to(v, out[idx].shape))
             return out
 
         return [x, v], (lambda x, v: getattr(x.at[idx], method)(v)), ref

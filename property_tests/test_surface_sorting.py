@@ -8,7 +8,7 @@ the per-example loop (``check_vmap``), batched and unbatched operands, batch siz
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -263,6 +263,11 @@ def grad_histogram(data):
 
 def grad_histogram_edges(data):
     a = _distinct(data, (data.draw(st.integers(2, 6)),))
+    # the counts jump where a value crosses an interior bin edge (a measure-zero set: with
+    # no jitter, a = [-1, -0.3, 0.4, 1.1] lies exactly on the edges linspace(-1, 1.1, 4) and
+    # the central difference saw -1785), so keep every value 0.01 away from them
+    inner = np.linspace(a.min(), a.max(), 4)[1:-1]
+    assume(np.all(np.abs(a[:, None] - inner[None, :]) > 1e-2))
     return [a], lambda x: (tnp.histogram(x, bins=3, density=True)[0], tnp.histogram(x, 3)[1])
 
 
