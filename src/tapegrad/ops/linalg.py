@@ -178,6 +178,15 @@ def _sum_to_vector(t: Tensor, shape: tuple) -> Tensor:
     return Reshape.apply(t, shape)
 
 
+def _bilinear_jvp(op, ctx, ta, tb):
+    """Forward mode of a product bilinear in its two saved inputs:
+    ``op(ta, b) + op(a, tb)``, a term dropped where its tangent is None."""
+    a, b = ctx.saved_tensors
+    ga = None if ta is None else op.apply(ta, b)
+    gb = None if tb is None else op.apply(a, tb)
+    return ga if gb is None else (gb if ga is None else ga + gb)
+
+
 @expose
 class MatMul(Function):
     """NumPy ``matmul`` (``a @ b``): 1-D operands are promoted to matrices and the added axis is
@@ -282,10 +291,7 @@ class MatMul(Function):
 
     @staticmethod
     def jvp(ctx, ta, tb):
-        a, b = ctx.saved_tensors
-        ga = None if ta is None else MatMul.apply(ta, b)
-        gb = None if tb is None else MatMul.apply(a, tb)
-        return ga if gb is None else (gb if ga is None else ga + gb)
+        return _bilinear_jvp(MatMul, ctx, ta, tb)
 
     @staticmethod
     def api(a, b) -> Tensor:
@@ -348,10 +354,7 @@ class MatMulT(Function):
 
     @staticmethod
     def jvp(ctx, ta, tb):
-        a, b = ctx.saved_tensors
-        ga = None if ta is None else MatMulT.apply(ta, b)
-        gb = None if tb is None else MatMulT.apply(a, tb)
-        return ga if gb is None else (gb if ga is None else ga + gb)
+        return _bilinear_jvp(MatMulT, ctx, ta, tb)
 
     @classmethod
     def output_shape(cls, a, b):
