@@ -214,3 +214,51 @@ def test_multi_output_function_runs_forward_once_per_level():
     g = tg.grad(lambda x: (SplitHalves.apply(x)[0] + SplitHalves.apply(x)[1] ** 2).sum())(x)
     assert len(calls) == 2  # one forward per apply, not two
     np.testing.assert_allclose(g.numpy(), [1.0, 1.0, 24.0, 32.0])  # d(2x)^2/dx = 8x
+
+
+class _OnDevice(np.ndarray):
+    """A NumPy array standing in for another device's array (CI has no GPU)."""
+
+
+def _stand_in_device(monkeypatch):
+    from tapegrad import backend
+
+    real_device_of, real_to_device = backend.device_of, backend.to_device
+
+    def device_of(a):
+        return "cuda:0" if isinstance(a, _OnDevice) else real_device_of(a)
+
+    def to_device(a, device):
+        if device == "cuda:0":
+            return np.asarray(a).view(_OnDevice)
+        return real_to_device(a, device)
+
+    monkeypatch.setattr(backend, "device_of", device_of)
+    monkeypatch.setattr(backend, "to_device", to_device)
+    monkeypatch.setattr(backend, "get_backend", lambda device: np)
+
+
+def test_numpy_constants_join_the_device_of_the_tensor_inputs(monkeypatch):
+    """Eagerly, under a transform and on the recorded tape: a NumPy array given beside a
+    Tensor on another device is a constant of that device, like a Python number; Tensors of
+    two devices still do not mix."""
+    _stand_in_device(monkeypatch)
+    from tapegrad.ops import Add
+    from tapegrad.tensor import const
+
+    x = const(np.arange(3.0).view(_OnDevice))  # Tensor() would copy it into a plain array
+    seen = []
+    real_forward = Add.forward
+
+    def forward(ctx, a, b):
+        seen.append((type(a), type(b)))
+        return real_forward(ctx, a, b)
+
+    monkeypatch.setattr(Add, "forward", staticmethod(forward))
+    Add.apply(x, np.ones(3))  # eager
+    _, tape = tg.trace(lambda v: Add.apply(v, np.ones(3)))(x)  # recorded
+    assert seen == [(_OnDevice, _OnDevice)] * 2
+    (entry,) = [e for e in tape.entries if e.fn is Add]
+    assert isinstance(entry.consts[1], _OnDevice)
+    with pytest.raises(ValueError, match="add: inputs live on different devices"):
+        Add.apply(x, tg.Tensor(np.ones(3)))

@@ -192,13 +192,10 @@ class Trace:
             k += 1
         level_needs = tuple(level_needs)
         if not cpu:  # NumPy constants join the device of the Tensor inputs (on the tape too)
-            dev = None
-            for i, a in enumerate(lowered):
-                if type(arrays[i]) is _ndarray and type(a) is not Tensor:
-                    if dev is None:
-                        dev = next(_backend.device_of(arrays[j]) for j, x in enumerate(lowered)
-                                   if type(x) is Tensor and type(arrays[j]) is not _ndarray)
-                    lowered[i] = arrays[i] = consts[i] = _backend.to_device(a, dev)
+            _function._check_devices(fn, lowered, arrays)
+            for i, a in enumerate(arrays):
+                if a is not lowered[i] and type(lowered[i]) is not Tensor:
+                    lowered[i] = consts[i] = a
         if sub:
             if needs is None:  # what any level wants: a Tensor traced somewhere, floating
                 needs = tuple([type(a) is Tensor and a._level > 0 and not (nd and i in nd)
