@@ -222,6 +222,7 @@ class _OnDevice(np.ndarray):
 
 def _stand_in_device(monkeypatch):
     from tapegrad import backend
+    from tapegrad.ops import movement
 
     real_device_of, real_to_device = backend.device_of, backend.to_device
 
@@ -236,6 +237,10 @@ def _stand_in_device(monkeypatch):
     monkeypatch.setattr(backend, "device_of", device_of)
     monkeypatch.setattr(backend, "to_device", to_device)
     monkeypatch.setattr(backend, "get_backend", lambda device: np)
+    monkeypatch.setattr(movement, "_get_backend", lambda device: np)
+    real_parse = backend.parse_device
+    monkeypatch.setattr(backend, "parse_device",
+                        lambda device: device if device == "cuda:0" else real_parse(device))
 
 
 def test_numpy_constants_join_the_device_of_the_tensor_inputs(monkeypatch):
@@ -262,3 +267,25 @@ def test_numpy_constants_join_the_device_of_the_tensor_inputs(monkeypatch):
     assert isinstance(entry.consts[1], _OnDevice)
     with pytest.raises(ValueError, match="add: inputs live on different devices"):
         Add.apply(x, tg.Tensor(np.ones(3)))
+
+
+def test_cpu_index_tensors_join_the_device_of_the_indexed_tensor(monkeypatch):
+    """PyTorch's rule: x[tnp.arange(n), y], take and take_along_axis on another device's
+    Tensor read CPU index Tensors there."""
+    _stand_in_device(monkeypatch)
+    from tapegrad.ops import GetItem
+    from tapegrad.tensor import const
+
+    x = const(np.arange(6.0).reshape(2, 3).view(_OnDevice))
+    seen = []
+    real_forward = GetItem.forward
+
+    def forward(ctx, a, *index_arrays, key):
+        seen.append({type(i) for i in index_arrays})
+        return real_forward(ctx, a, *index_arrays, key=key)
+
+    monkeypatch.setattr(GetItem, "forward", staticmethod(forward))
+    picked = x[tnp.arange(2), tg.Tensor(np.array([2, 0]))]
+    np.testing.assert_array_equal(np.asarray(picked._array), [2.0, 3.0])
+    tnp.take_along_axis(x, tg.Tensor(np.array([[1], [0]])), axis=1)
+    assert seen and all(kinds == {_OnDevice} for kinds in seen)

@@ -363,10 +363,7 @@ def trace(x, offset=0, axis1=0, axis2=1, dtype=None, out=None) -> Tensor:
 
 # -- gathering ------------------------------------------------------------------------------
 def _index(x, key, arrays) -> Tensor:
-    if x.device != "cpu":  # CPU index Tensors join x's device, as in x[idx]
-        arrays = [a.to_device(x.device) if type(a) is Tensor and a.device == "cpu" else a
-                  for a in arrays]
-    return _ops.GetItem.apply(x, *arrays, key=key)
+    return _ops.GetItem.apply(x, *_ops.indices_on(arrays, x.device), key=key)
 
 
 def _int_indices(indices, op):

@@ -84,6 +84,7 @@ __all__ = [
     "WindowScatterAdd",
     "IndexSlot",
     "split_index",
+    "indices_on",
     "resolve_shape",
     "as_shape",
     "as_tensor_list",
@@ -208,6 +209,16 @@ def _static_int(v):
     return None if v is None else operator.index(v)
 
 
+def indices_on(arrays, device: str) -> tuple:
+    """Index arrays for a Tensor on ``device``: integer and boolean index Tensors on the CPU
+    join ``device``, as PyTorch takes CPU index tensors for a CUDA tensor (so that
+    ``x[tnp.arange(n), y]`` runs on a GPU); everything else is returned as it is."""
+    if device == "cpu":
+        return tuple(arrays)
+    return tuple(a.to_device(device) if type(a) is Tensor and a.device == "cpu" else a
+                 for a in arrays)
+
+
 def split_index(idx, device: str = "cpu") -> tuple:
     """Split a NumPy-style index into ``(key, arrays)``.
 
@@ -235,8 +246,6 @@ def split_index(idx, device: str = "cpu") -> tuple:
             key.append(int(e))
         elif isinstance(e, (Tensor, list, np.ndarray)) or hasattr(e, "__cuda_array_interface__"):
             arr = _index_array(e)
-            if device != "cpu" and type(arr) is Tensor and arr.device == "cpu":
-                arr = arr.to_device(device)
             arrays.append(arr)
             key.append(IndexSlot(len(arrays) - 1, arr.dtype.kind == "b"))  # pyright: ignore[reportAttributeAccessIssue, reportMissingImports]
         else:
@@ -244,7 +253,7 @@ def split_index(idx, device: str = "cpu") -> tuple:
                 "getitem: only integers, slices (:), ellipsis (...), None and integer or boolean "
                 f"arrays/Tensors are valid indices, got {type(e).__name__} {e!r}"
             )
-    return tuple(key), tuple(arrays)
+    return tuple(key), indices_on(arrays, device)
 
 
 def _build_index(key, arrays, xp):
