@@ -224,7 +224,9 @@ def _rule_cases():
         "ReluGrad": (tg.ops.ReluGrad.apply, (a, tg.ops.Relu.apply(a - b))),
         "MulNoNan": (tg.ops.MulNoNan.apply, (tnp.where(a > 0.3, 0.0, a), b)),
         "MatMul": (lambda x, y: x @ y, (m, v)),
-        "MatMulT": (tg.ops.MatMulT.apply, (m, a)),
+        "MatMul (transpose_a, transpose_b)": (
+            lambda x, y: tg.ops.MatMul.apply(x, y, transpose_a=True, transpose_b=True),
+            (_t(3, 2), a.T)),
         "AsType": (lambda x: tnp.astype(x, np.float32), (a,)),
         "Real": (tnp.real, (a,)),
         "Imag": (lambda x: tnp.imag(x * (1 + 2j)), (a,)),
@@ -367,9 +369,9 @@ def _hvp_matmuls(monkeypatch, f, seed, x_shape):
     calls = []
     fwd = MatMul.forward
 
-    def counting(ctx, a, b):
-        calls.append((a.shape, b.shape))
-        return fwd(ctx, a, b)
+    def counting(ctx, a, b, **flags):
+        calls.append((a.shape, b.shape, flags))
+        return fwd(ctx, a, b, **flags)
 
     monkeypatch.setattr(MatMul, "forward", staticmethod(counting))
     # route first-order backward products through MatMul.forward too, so that all are counted

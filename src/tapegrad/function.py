@@ -394,10 +394,11 @@ class Function:
             op that declares none is never written into (always safe).
         permutation, transposed: What ``jit``'s layout pass may assume: ``permutation(ndim,
             **params)`` (static method) of an op that only permutes its input's axes returns
-            the permutation (two that cancel are dropped); ``transposed`` is a Function
-            computing this op's output with its last two axes swapped, from the same inputs
-            and parameters, as a C-contiguous array (``transpose(a @ b)`` becomes one product
-            ``b^T @ a^T``, so no strided transposed result reaches an elementwise op).
+            the permutation (two that cancel are dropped); ``transposed(ins, params)``
+            (static method) returns the inputs and parameters with which this same op
+            computes its output with the last two axes swapped, as a C-contiguous array
+            (``transpose(a @ b)`` becomes one product ``b^T @ a^T``, so no strided transposed
+            result reaches an elementwise op).
 
     Example:
         >>> import tapegrad as tg

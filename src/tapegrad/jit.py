@@ -10,7 +10,7 @@ wrapping, no pytrees, no per-entry interpretation. Before generating the code it
 - merges repeated entries (the same primitive, parameters and inputs: every tapegrad
   primitive is a pure function of its inputs),
 - lays out transposes: two that cancel are dropped, and a transpose of a product nothing else
-  reads is computed by the product's ``transposed`` Function (``b^T @ a^T``, one contiguous
+  reads is computed as one product of the transposed operands (``b^T @ a^T``, one contiguous
   result instead of a strided view), and
 - plans buffers: each value is released right after its last use, and an elementwise op whose
   input is a program-owned buffer that dies at that op writes its result into that buffer
@@ -174,8 +174,9 @@ class Program:
     def _layout(self, steps: list, outputs: list) -> tuple:
         """Layout pass: a transpose of a transpose that cancels is dropped (its output is the
         first one's input), and a transpose that swaps the last two axes of a product nothing
-        else reads is computed by the product's ``transposed`` Function instead (``b^T @ a^T``:
-        a contiguous result, no strided view for the elementwise ops downstream)."""
+        else reads is computed by the same op on the inputs and parameters its ``transposed``
+        rule gives (``b^T @ a^T``: a contiguous result, no strided view for the elementwise ops
+        downstream)."""
         uses: dict = {}
         for s in steps:
             for n in ([s.node] if type(s) is Guard else [v for k, v in s.ins if k == "v"]):
@@ -209,25 +210,27 @@ class Program:
                 swap = tuple(range(ndim - 2)) + (ndim - 1, ndim - 2) if ndim >= 2 else None
                 if (inner is not None and perm == swap and uses.get(src) == 1
                         and getattr(inner.fn, "transposed", None) is not None
-                        and len(inner.outs) == 1
-                        and self._shape_of(inner.fn.transposed, inner) == s.avals[0][0]):
-                    inner.fn = inner.fn.transposed
-                    inner.outs, inner.avals = s.outs, s.avals
-                    producer[s.outs[0]] = inner
-                    self.fused += 1
-                    continue
+                        and len(inner.outs) == 1):
+                    ins, params = inner.fn.transposed(inner.ins, inner.params)
+                    if self._shape_of(inner.fn, ins, params) == s.avals[0][0]:
+                        inner.ins, inner.params = tuple(ins), params
+                        inner.outs, inner.avals = s.outs, s.avals
+                        producer[s.outs[0]] = inner
+                        self.fused += 1
+                        continue
             kept.append(s)
             for n in s.outs:
                 producer[n] = s
         outputs = [alias.get(v, (k, v)) if k == "v" else (k, v) for k, v in outputs]
         return kept, outputs
 
-    def _shape_of(self, fn, step):
-        """``fn``'s output shape on ``step``'s inputs (None where ``fn`` does not apply)."""
+    def _shape_of(self, fn, ins, params):
+        """``fn``'s output shape on a step's inputs ``ins`` and ``params`` (None where ``fn``
+        does not apply)."""
         avals = self.tape.avals
-        shapes = [avals[v][0] if k == "v" else np.shape(v) for k, v in step.ins]
+        shapes = [avals[v][0] if k == "v" else np.shape(v) for k, v in ins]
         try:
-            return tuple(fn.output_shape(*shapes, **step.params))
+            return tuple(fn.output_shape(*shapes, **params))
         except (ValueError, TypeError, NotImplementedError):
             return None
 

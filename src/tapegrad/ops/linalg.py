@@ -57,7 +57,6 @@ from tapegrad.tensor import Tensor, const
 
 __all__ = [
     "MatMul",
-    "MatMulT",
     "Einsum",
     "Inv",
     "Solve",
@@ -178,13 +177,27 @@ def _sum_to_vector(t: Tensor, shape: tuple) -> Tensor:
     return Reshape.apply(t, shape)
 
 
-def _bilinear_jvp(op, ctx, ta, tb):
-    """Forward mode of a product bilinear in its two saved inputs:
-    ``op(ta, b) + op(a, tb)``, a term dropped where its tangent is None."""
-    a, b = ctx.saved_tensors
-    ga = None if ta is None else op.apply(ta, b)
-    gb = None if tb is None else op.apply(a, tb)
-    return ga if gb is None else (gb if ga is None else ga + gb)
+def _mm(a: Tensor, b: Tensor, ta: bool = False, tb: bool = False) -> Tensor:
+    """``op(a) @ op(b)`` with ``op`` swapping the last two axes where ``ta`` (``tb``) is set:
+    one :class:`MatMul` call (no transpose entry, a contiguous result)."""
+    if ta:
+        return MatMul.apply(a, b, transpose_a=True, transpose_b=True) if tb else \
+            MatMul.apply(a, b, transpose_a=True)
+    return MatMul.apply(a, b, transpose_b=True) if tb else MatMul.apply(a, b)
+
+
+def _check_transposes(a, b, ta, tb) -> None:
+    """A transposed operand must have at least two axes."""
+    for name, shape, t in (("a", a, ta), ("b", b, tb)):
+        if t and len(shape) < 2:
+            raise ValueError(
+                f"matmul: transpose_{name}=True needs an operand with at least 2 axes, got "
+                f"shapes {tuple(a)} and {tuple(b)}"
+            )
+
+
+def _swap_last(shape: tuple) -> tuple:
+    return (*shape[:-2], shape[-1], shape[-2])
 
 
 @expose
@@ -192,15 +205,27 @@ class MatMul(Function):
     """NumPy ``matmul`` (``a @ b``): 1-D operands are promoted to matrices and the added axis is
     removed; batch dimensions broadcast.
 
-    Backward: ``ga = g @ b^T``, ``gb = a^T @ g`` (``^T`` swaps the last two axes, a view): two
-    matmuls for (batches of) matrices, which ``apply`` sums over broadcast batch dimensions.
-    With a 1-D operand the same products are formed with the vector as a one-row (one-column)
-    matrix, and the vector's cotangent is summed over the batch dimensions.
+    The keyword parameters ``transpose_a`` and ``transpose_b`` (default False; BLAS's
+    ``transA``/``transB``, as in ``tf.linalg.matmul`` and XLA's ``dot_general``) multiply an
+    operand with its last two axes swapped, without a transpose entry: the derivative rules
+    use them, so every cotangent of a product is a fresh contiguous array (a transposed
+    cotangent would be a strided view, and elementwise ops on a strided ``(512, 512)`` float32
+    view run about 20 times slower than on a contiguous one).
+
+    Backward of ``op(a) @ op(b)``: ``ga = g @ op(b)^T``, ``gb = op(a)^T @ g`` (each written as
+    one product with the matching flags, transposed back where the operand was transposed);
+    ``apply`` sums them over broadcast batch dimensions. With a 1-D operand the same products
+    are formed with the vector as a one-row (one-column) matrix, and the vector's cotangent is
+    summed over the batch dimensions.
     """
 
     @staticmethod
-    def batch(args, batched, size):
+    def batch(args, batched, size, transpose_a=False, transpose_b=False):
         a, b = args
+        if transpose_a or transpose_b:  # one example's operands are matrices: swap them here
+            _check_transposes(a.shape, b.shape, transpose_a, transpose_b)
+            a = _mT(a) if transpose_a else a
+            b = _mT(b) if transpose_b else b
         ba, bb = batched
         na = a.ndim - ba if isinstance(a, Tensor) else 0  # one example's ndim
         nb = b.ndim - bb if isinstance(b, Tensor) else 0
@@ -247,7 +272,13 @@ class MatMul(Function):
     methods = ("__matmul__", "__rmatmul__", "matmul")
 
     @staticmethod
-    def forward(ctx, a, b):
+    def forward(ctx, a, b, transpose_a=False, transpose_b=False):
+        ctx.transposes = (transpose_a, transpose_b)
+        if transpose_a or transpose_b:
+            _check_transposes(np.shape(a), np.shape(b), transpose_a, transpose_b)
+            ctx.save_for_backward(a, b)
+            return (a.swapaxes(-1, -2) if transpose_a else a) @ \
+                (b.swapaxes(-1, -2) if transpose_b else b)
         try:
             bad = a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[0 if b.ndim == 1 else -2]
         except AttributeError:  # a Python number, from the ``@`` operator
@@ -261,10 +292,14 @@ class MatMul(Function):
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
+        ta, tb = ctx.transposes
         a_vec, b_vec = a.ndim == 1, b.ndim == 1
         if not a_vec and not b_vec:  # (batches of) matrices, the hot path: two products
-            ga = MatMul.apply(g, _mT(b)) if na else None
-            gb = MatMul.apply(_mT(a), g) if nb else None
+            ga = gb = None
+            if na:  # g @ op(b)^T, transposed back for a transposed a: op(b) @ g^T
+                ga = _mm(b, g, tb, True) if ta else _mm(g, b, False, not tb)
+            if nb:  # op(a)^T @ g, transposed back for a transposed b: g^T @ op(a)
+                gb = _mm(g, a, True, ta) if tb else _mm(a, g, not ta, False)
             return ga, gb
         if a_vec and b_vec:  # inner product -> scalar
             return (g * b if na else None), (g * a if nb else None)
@@ -272,7 +307,7 @@ class MatMul(Function):
         if a_vec:  # (k,) @ (..., k, m) -> (..., m)
             if na:  # sum over (..., m) of b[..., :, m] g[..., m]
                 ga = MatMul.apply(b, g) if b.ndim == 2 else _sum_to_vector(
-                    MatMul.apply(_row(g), _mT(b)), a.shape
+                    _mm(_row(g), b, False, True), a.shape
                 )
             if nb:  # outer products a g[...]^T: a product with a one-term sum is a multiply
                 gb = Reshape.apply(a, (a.shape[0], 1)) * _row(g)
@@ -286,12 +321,32 @@ class MatMul(Function):
         return ga, gb
 
     @classmethod
-    def output_shape(cls, a, b):
+    def output_shape(cls, a, b, transpose_a=False, transpose_b=False):
+        if transpose_a or transpose_b:
+            _check_transposes(a, b, transpose_a, transpose_b)
+            a = _swap_last(tuple(a)) if transpose_a else a
+            b = _swap_last(tuple(b)) if transpose_b else b
         return _matmul_shape(a, b)
 
     @staticmethod
-    def jvp(ctx, ta, tb):
-        return _bilinear_jvp(MatMul, ctx, ta, tb)
+    def jvp(ctx, ta, tb):  # bilinear: op(ta) @ op(b) + op(a) @ op(tb)
+        a, b = ctx.saved_tensors
+        fa, fb = ctx.transposes
+        ga = None if ta is None else _mm(ta, b, fa, fb)
+        gb = None if tb is None else _mm(a, tb, fa, fb)
+        return ga if gb is None else (gb if ga is None else ga + gb)
+
+    @staticmethod
+    def transposed(ins: tuple, params: dict):
+        """``jit``'s layout pass: the inputs and parameters of the product equal to this one's
+        with its last two axes swapped, ``op(b)^T @ op(a)^T``: ``(ins, params)``."""
+        ta, tb = params.get("transpose_a", False), params.get("transpose_b", False)
+        new = {}
+        if not tb:
+            new["transpose_a"] = True
+        if not ta:
+            new["transpose_b"] = True
+        return (ins[1], ins[0]), new
 
     @staticmethod
     def api(a, b) -> Tensor:
@@ -312,60 +367,6 @@ class MatMul(Function):
         return MatMul.apply(
             a if type(a) is Tensor else tensor_arg(a), b if type(b) is Tensor else tensor_arg(b)
         )
-
-
-class MatMulT(Function):
-    """``swapaxes(a @ b, -1, -2)`` for (batches of) matrices, computed as one product
-    ``b^T @ a^T`` (``^T`` swaps the last two axes, a view BLAS reads as it is), so the result
-    is C-contiguous where a transpose of ``a @ b`` would be a strided view.
-
-    It is :attr:`MatMul.transposed`: ``jit``'s layout pass computes ``transpose(a @ b)`` with
-    it when nothing else reads the product (reverse-over-reverse derivatives produce such
-    transposed cotangents, and an elementwise op on a strided ``(512, 512)`` float32 view runs
-    about 20 times slower than on a contiguous one). Gradients as :class:`MatMul` of the
-    transposed cotangent.
-
-    Args:
-        a: Tensor of shape ``(..., n, k)``.
-        b: Tensor of shape ``(..., k, m)``.
-
-    Returns:
-        Tensor of shape ``(..., m, n)``; dtype by NumPy promotion.
-    """
-
-    oper = "matmul_t"
-    fresh = True  # a new array (jit's buffer planning)
-
-    @staticmethod
-    def forward(ctx, a, b):
-        if a.ndim < 2 or b.ndim < 2:
-            raise ValueError(f"matmul_t: needs operands with at least 2 axes, got shapes "
-                             f"{a.shape} and {b.shape}")
-        ctx.save_for_backward(a, b)
-        return b.swapaxes(-1, -2) @ a.swapaxes(-1, -2)
-
-    @staticmethod
-    def backward(ctx, g):
-        a, b = ctx.saved_tensors
-        na, nb = ctx.needs_input_grad
-        gt = _mT(g)  # the cotangent of a @ b
-        return (MatMul.apply(gt, _mT(b)) if na else None,
-                MatMul.apply(_mT(a), gt) if nb else None)
-
-    @staticmethod
-    def jvp(ctx, ta, tb):
-        return _bilinear_jvp(MatMulT, ctx, ta, tb)
-
-    @classmethod
-    def output_shape(cls, a, b):
-        if len(a) < 2 or len(b) < 2:
-            raise ValueError(f"matmul_t: needs operands with at least 2 axes, got shapes "
-                             f"{tuple(a)} and {tuple(b)}")
-        out = _matmul_shape(a, b)
-        return out[:-2] + (out[-1], out[-2])
-
-
-MatMul.transposed = MatMulT
 
 
 # -- einsum ---------------------------------------------------------------------------------
