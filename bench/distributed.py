@@ -220,7 +220,7 @@ def main(argv=None) -> int:
             f"{r['allreduce_in_step'] / r['per_step']:.1%}",
         ],
         [
-            "dist.allreduce / step time, alone (packing and copying out included)",
+            "dist.allreduce / step time, alone (packing included)",
             f"{r['allreduce_alone'] / r['per_step']:.1%} "
             f"(of which MPI_Allreduce {r['allreduce_alone_mpi'] / r['per_step']:.1%})",
         ],

@@ -117,6 +117,13 @@ def _kinds_tree(rank: int) -> dict:
     }
 
 
+def _root(a):
+    """The array that owns ``a``'s memory."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
 def _check_allreduce_kinds(r: int, n: int) -> None:
     mine = _kinds_tree(r)
     before = {k: _np(v).copy() for k, v in mine.items()}
@@ -137,6 +144,22 @@ def _check_allreduce_kinds(r: int, n: int) -> None:
         ref = np.mean([_np(t[k]).astype(wide) for t in every], axis=0)
         tol = 2e-3 if k == "h" else 1e-5
         np.testing.assert_allclose(_np(mean[k]), ref, rtol=tol, atol=1e-6, err_msg=k)
+    # The mean is the sum divided by n, to the last bit: for a power-of-two n the division
+    # is folded into the packing, which must not change a single result.
+    for k in ("t", "a", "c"):
+        total = _np(dist.allreduce(floats[k], "sum"))
+        np.testing.assert_array_equal(_np(mean[k]), total / np.array(n, total.real.dtype),
+                                      err_msg=k)
+    # Results are views of one new fused buffer: nothing is copied out, no leaf overlaps
+    # another, and writing into one changes neither another leaf nor an input.
+    arrays = dist.allreduce({"x": np.ones((4, 3)), "y": np.ones(5), "z": np.ones(2)}, "mean")
+    assert len({id(_root(v)) for v in arrays.values()}) == 1
+    assert not np.shares_memory(arrays["x"], arrays["y"])
+    arrays["x"][...] = 7.0
+    np.testing.assert_array_equal(arrays["y"], np.ones(5))
+    ts = dist.allreduce({"u": mine["t"], "v": mine["t"] * 2.0}, "sum")  # Tensors: no copy
+    assert _root(ts["u"].numpy()) is _root(ts["v"].numpy())
+    assert _root(ts["u"].numpy()) is not _root(mine["t"].numpy())
     reals = {k: mine[k] for k in ("t", "a", "i", "h", "g", "p", "q")}
     for op, fn in (("max", np.max), ("min", np.min)):
         got = dist.allreduce({**reals, "b": _value(9, (4,), bool, r)}, op)
@@ -419,6 +442,8 @@ class _FakeCupy:
     @staticmethod
     def zeros(shape, dtype):
         return _dev(np.zeros(shape, dtype))
+
+    multiply = staticmethod(np.multiply)  # a ufunc: writes into a stand-in ``out=``
 
     @staticmethod
     def concatenate(arrays, axis=0):

@@ -58,7 +58,7 @@ import numpy as np
 from tapegrad import backend as _backend
 from tapegrad import random as _random
 from tapegrad.optim import GradientTransformation
-from tapegrad.tensor import Tensor
+from tapegrad.tensor import Tensor, const, make
 from tapegrad.tree import tree_flatten, tree_paths, tree_unflatten
 
 __all__ = [
@@ -108,7 +108,6 @@ class _Context:
         self.gpu_backend = gpu_backend
         self.verified: set = set()  # signatures every rank was checked to agree on
         self.nccl: dict = {}  # device id -> cupy.cuda.nccl.NcclCommunicator
-        self.staging: dict = {}  # (device, dtype, bucket number) -> reused 1-d buffer
         self.inflight = None  # (what, monotonic start) while a collective blocks
         self.stats = _zero_stats()
 
@@ -176,7 +175,7 @@ def init(
         bucket_bytes: Upper bound in bytes of one fused buffer (bucket) of a collective: the
             leaves of one device and dtype are packed into buckets of at most this size, one
             MPI call each (a single leaf larger than this is a bucket of its own). Default
-            64 MiB. Larger buckets mean fewer calls; smaller ones, less staging memory.
+            64 MiB. Larger buckets mean fewer calls; smaller ones, less memory per call.
         timeout: Seconds a single collective may wait for the other ranks before the watchdog
             aborts the job; ``None`` disables the watchdog. Default 30 minutes (PyTorch's
             default process-group timeout).
@@ -435,9 +434,11 @@ def _leaves(where: str, tree, name: str):
 
 
 def _rebuild(leaf: _Leaf, arr):
-    """A result leaf of the kind ``leaf`` came in as, holding ``arr``."""
+    """A result leaf of the kind ``leaf`` came in as, holding ``arr`` (a new array no caller
+    holds: a Tensor takes it as it is, without the copy ``Tensor(arr)`` makes)."""
     if leaf.kind == "tensor":
-        return Tensor(arr, label=leaf.label)
+        return make(arr, 0, None, -1, None, leaf.label) if leaf.label is not None \
+            else const(arr)
     if leaf.kind == "generic":
         return arr.reshape(())[()]
     if leaf.kind == "python":
@@ -546,58 +547,27 @@ def _xp(device: str):
     return np if device == "cpu" else _cupy()
 
 
-def _pack(device: str, dtype, arrays, buf=None):
-    """``arrays`` raveled one after another into the 1-d buffer ``buf`` of ``dtype`` (a new one
-    when ``None``); returns it."""
+def _pack(device: str, dtype, arrays, scale=None):
+    """``arrays`` raveled one after another into a new 1-d buffer of ``dtype`` (each times
+    ``scale`` on the way, when given); returns it."""
     xp = _xp(device)
     where = contextlib.nullcontext() if xp is np else xp.cuda.Device(int(device.split(":")[1]))  # pyright: ignore[reportAttributeAccessIssue]
     with where:
-        if buf is None:
-            buf = xp.empty(sum(a.size for a in arrays), dtype=dtype)
+        buf = xp.empty(sum(a.size for a in arrays), dtype=dtype)
         off = 0
         for a in arrays:
-            buf[off : off + a.size] = a.reshape(-1)
+            part = buf[off : off + a.size]
+            if scale is None:
+                part[...] = a.reshape(-1)
+            else:
+                xp.multiply(a.reshape(-1), scale, out=part, casting="unsafe")
             off += a.size
     return buf
 
 
-def _staging(ctx: _Context, device: str, dtype, slot: int, size: int):
-    """A 1-d buffer of ``size`` elements kept for reuse by later calls (Horovod's fusion
-    buffer). MPI moves a buffer it has seen before several times faster than fresh memory (no
-    page faults, its shared-memory mappings cached), so every allreduce packs into these and
-    copies the results out into new arrays."""
-    key = (device, dtype, slot)
-    buf = ctx.staging.get(key)
-    if buf is None or buf.size < size:
-        xp = _xp(device)
-        where = contextlib.nullcontext() if xp is np else xp.cuda.Device(int(device[5:]))  # pyright: ignore[reportAttributeAccessIssue]
-        with where:
-            buf = xp.empty(size, dtype=dtype)
-        ctx.staging[key] = buf
-    return buf[:size]
-
-
-def _copy_out(buf, leaves, idx, out: list, divisor: int) -> None:
-    """New arrays of the leaves' shapes and dtypes from the reused ``buf`` (divided by
-    ``divisor`` on the way when it is not 1)."""
-    xp = np if type(buf) is np.ndarray else _cupy()
-    off = 0
-    for i in idx:
-        a = leaves[i].array
-        part = buf[off : off + a.size].reshape(a.shape)
-        off += a.size
-        with contextlib.nullcontext() if xp is np else part.device:
-            res = xp.empty(a.shape, dtype=a.dtype)
-            if divisor == 1:
-                res[...] = part
-            elif xp is np:
-                np.divide(part, divisor, out=res, casting="unsafe")
-            else:
-                res[...] = part / divisor
-        out[i] = res
-
-
 def _unpack(buf, leaves, idx, out: list) -> None:
+    """The leaves' results as views of ``buf`` shaped as the leaves (copies cast to the leaf's
+    dtype where the buffer's differs: float16 summed in float32, booleans as uint8)."""
     off = 0
     for i in idx:
         a = leaves[i].array
@@ -717,10 +687,12 @@ def allreduce(tree, op: str = "sum", *, bucket_bytes: int | None = None, name: s
     Every rank passes a pytree of the same structure, leaf shapes and dtypes and gets the
     result back in the same structure, with the same leaf kinds (Tensors stay Tensors on their
     device; NumPy arrays, NumPy scalars, Python numbers and CuPy arrays stay so). Leaves of
-    one device and dtype are packed into contiguous buffers of at most ``bucket_bytes``, kept
-    for reuse by later calls: one in-place ``MPI_Allreduce`` (or NCCL ``allReduce``) per dtype
-    and bucket, then the results are copied out into new arrays. ``mean`` is the sum divided
-    by ``world_size()``. float16 leaves are reduced in float32.
+    one device and dtype are packed into new contiguous buffers of at most ``bucket_bytes``:
+    one in-place ``MPI_Allreduce`` (or NCCL ``allReduce``) per dtype and bucket, and the
+    result leaves are views of the reduced buffer (PyTorch DDP's ``gradient_as_bucket_view``:
+    no copy out). ``mean`` is the sum divided by ``world_size()`` (for a power-of-two world
+    size each leaf is scaled while it is packed, which gives the same result). float16 leaves
+    are reduced in float32.
 
     Args:
         tree: Pytree of Tensors, NumPy/CuPy arrays, NumPy scalars or Python numbers (boolean
@@ -732,7 +704,8 @@ def allreduce(tree, op: str = "sum", *, bucket_bytes: int | None = None, name: s
             ``grads['w']``).
 
     Returns:
-        The reduced pytree. Array leaves are new arrays: nothing passed in is modified.
+        The reduced pytree. Array leaves are new arrays (views of the new fused buffer, which
+        lives as long as any of them): nothing passed in is modified.
 
     Raises:
         RuntimeError: before :func:`init`.
@@ -762,11 +735,13 @@ def allreduce(tree, op: str = "sum", *, bucket_bytes: int | None = None, name: s
     out: list = [None] * len(leaves)
     MPI = ctx.MPI
     mpi_op = {"sum": MPI.SUM, "mean": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
-    for slot, (device, dtype, idx) in enumerate(_buckets(leaves, dtypes, bucket_bytes)):
-        arrays = [leaves[i].array for i in idx]
-        buf = _staging(ctx, device, dtype, slot, sum(a.size for a in arrays))
-        _pack(device, dtype, arrays, buf)
-        if ctx.size > 1 and buf.size:
+    n = ctx.size
+    # The mean's division by a power of two is folded into the packing: scaling by a power of
+    # two commutes with rounding (outside the subnormal range), so the result is the same.
+    prescale = 1.0 / n if op == "mean" and n > 1 and n & (n - 1) == 0 else None
+    for device, dtype, idx in _buckets(leaves, dtypes, bucket_bytes):
+        buf = _pack(device, dtype, [leaves[i].array for i in idx], prescale)
+        if n > 1 and buf.size:
             what = f"allreduce(op={op!r}) of {buf.nbytes} bytes of {dtype}"
 
             def mpi_fn(b, mpi_op=mpi_op):
@@ -784,7 +759,9 @@ def allreduce(tree, op: str = "sum", *, bucket_bytes: int | None = None, name: s
                     comm.allReduce(v.data.ptr, v.data.ptr, n, t, nop, stream)  # pyright: ignore[reportAttributeAccessIssue]
 
                 _device_call(ctx, "allreduce", buf, what, mpi_fn, nccl_fn)
-        _copy_out(buf, leaves, idx, out, ctx.size if op == "mean" else 1)
+        if op == "mean" and n > 1 and prescale is None:
+            buf /= n
+        _unpack(buf, leaves, idx, out)
     return tree_unflatten(treedef, [_rebuild(lf, a) for lf, a in zip(leaves, out)])
 
 
