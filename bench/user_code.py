@@ -1,4 +1,5 @@
-"""tapegrad on code written the way users write it, beside hand-written NumPy, PyTorch and JAX.
+"""tapegrad on code written the way users write it, beside hand-written NumPy, PyTorch, JAX and
+HIPS autograd.
 
 Every workload is spelled as a user would write it, through the ordinary public API, with no
 fused helper made for the benchmark:
@@ -6,11 +7,14 @@ fused helper made for the benchmark:
 - **chain**: 16-element float64 arrays; per step ``y = tanh(y * w + c)``,
   ``y = logaddexp(y, 0.0)`` (a Python scalar), ``total = total + sum(y)`` accumulated from the
   Python float ``0.0``: 6 ops per step. Forward+backward per op, under ``grad`` and
-  ``jit(grad)``.
+  ``jit(grad)`` (HIPS autograd's ``grad`` beside them when installed: the pure-Python
+  tracer).
 - **mlp**: MLP 784-512-512-10, batch 128, float32; ReLU as ``tnp.maximum(h, 0.0)``; the loss a
   log-softmax cross-entropy written with ``tnp.max``/``exp``/``sum``/``log`` and integer
   indexing; the update ``[p - lr * g for p, g in zip(params, grads)]``. One training step,
-  eager and under ``jit``.
+  eager and under ``jit``. The NumPy floor updates in place (``w -= lr * gw``); a second
+  NumPy column spells the update as the tapegrad code does, to show what the functional
+  update alone costs.
 - **hvp**: the same MLP loss; a Hessian-vector product written
   ``grad(lambda p: vdot(grad(loss)(p), v))`` (the sum of ``tnp.sum(g * v)`` over the leaves),
   as a ratio to one ``grad``.
@@ -116,6 +120,22 @@ def chain_bench(repeat, steps=100):
 
         np.testing.assert_allclose(torch_fb().numpy(), ref, rtol=1e-9)
         cols["PyTorch eager"] = torch_fb
+    ag = optional("autograd")
+    if ag is not None:  # HIPS autograd: the pure-Python tracer tapegrad's eager mode compares to
+        import autograd.numpy as anp
+
+        def ag_loss(xx):
+            total = 0.0
+            y = xx
+            for _ in range(steps):
+                y = anp.tanh(y * w + c)
+                y = anp.logaddexp(y, 0.0)
+                total = total + anp.sum(y)
+            return total
+
+        ag_grad = ag.grad(ag_loss)
+        np.testing.assert_allclose(ag_grad(x), ref, rtol=1e-9)
+        cols["HIPS autograd grad"] = lambda: ag_grad(x)
     jax = optional("jax")
     if jax is not None:
         jax.config.update("jax_enable_x64", True)
@@ -256,6 +276,13 @@ def mlp_bench(repeat):
     ref = np_mlp_step([(w.copy(), b.copy()) for w, b in init], x, y, 0)[0]
     np_params = [(w.copy(), b.copy()) for w, b in init]
     cols = {"NumPy (hand-written)": lambda: np_mlp_step(np_params, x, y, LR)}
+
+    def np_functional_step(params, x, y):
+        loss, grads = np_mlp_step(params, x, y, 0)
+        return loss, [(w - LR * gw, b - LR * gb) for (w, b), (gw, gb) in zip(params, grads)]
+
+    cols["NumPy, update [p - lr * g]"] = _carry(
+        np_functional_step, [(w.copy(), b.copy()) for w, b in init], (x, y))
     tparams = [(tg.Tensor(w), tg.Tensor(b)) for w, b in init]
     batch = (tg.Tensor(x), tg.Tensor(y))
     first = float(tg_sgd_step(tparams, *batch)[0])
@@ -315,6 +342,27 @@ def compile_bench(repeat):
 
 
 # -- hvp/grad --------------------------------------------------------------------------------------
+def matmul_work(fn) -> float:
+    """Multiply-adds of the matrix products one call of ``fn`` evaluates (counted by wrapping
+    ``MatMul.forward`` for that call, outside any timing)."""
+    from tapegrad.ops.linalg import MatMul
+
+    forward, total = MatMul.forward, [0]
+
+    def counting(ctx, a, b, transpose_a=False, transpose_b=False):
+        out = MatMul.output_shape(a.shape, b.shape, transpose_a=transpose_a,
+                                  transpose_b=transpose_b)
+        total[0] += int(np.prod(out)) * a.shape[-2 if transpose_a else -1]
+        return forward(ctx, a, b, transpose_a, transpose_b)
+
+    MatMul.forward = staticmethod(counting)
+    try:
+        fn()
+    finally:
+        MatMul.forward = staticmethod(forward)
+    return total[0]
+
+
 def hvp_bench(repeat):
     init, x, y = mlp_data()
     tparams = [(tg.Tensor(w), tg.Tensor(b)) for w, b in init]
@@ -337,6 +385,7 @@ def hvp_bench(repeat):
         return tg.grad(gv)(p)
 
     cols = {"grad": lambda: grad_fn(tparams, *batch), "hvp": lambda: hvp(tparams)}
+    work = matmul_work(cols["hvp"]) / matmul_work(cols["grad"])
     jhvp = tg.jit(hvp)
     jgrad = tg.jit(lambda p: grad_fn(p, *batch))
     cols["jit(grad)"] = lambda: jgrad(tparams)
@@ -382,7 +431,9 @@ def hvp_bench(repeat):
         jh = jax.jit(jax.grad(jgv))
         cols["JAX jit(grad)"] = lambda: jax.block_until_ready(jgr(jp, *jb))
         cols["JAX jit(hvp)"] = lambda: jax.block_until_ready(jh(jp, jv, *jb))
-    return dict(zip(cols, best_times_interleaved(list(cols.values()), repeat, 3, CLOCK)))
+    times = dict(zip(cols, best_times_interleaved(list(cols.values()), repeat, 3, CLOCK)))
+    times["matmul work"] = work
+    return times
 
 
 # -- CNN ---------------------------------------------------------------------------------------
@@ -502,6 +553,8 @@ def main(argv=None):
     if "hvp" in parts:
         t = hvp_bench(args.repeat)
         rows = [["tapegrad hvp / grad", f"{t['hvp'] / t['grad']:.2f}"]]
+        rows.append(["floor of eager hvp / grad: multiply-adds of the products each evaluates",
+                     f"{t['matmul work']:.2f}"])
         rows.append(["tapegrad jit(hvp) / jit(grad)", f"{t['jit(hvp)'] / t['jit(grad)']:.2f}"])
         rows.append(["tapegrad jit(hvp) / eager grad", f"{t['jit(hvp)'] / t['grad']:.2f}"])
         if "PyTorch hvp" in t:
