@@ -84,6 +84,24 @@ def test_linear_under_jit_and_nested_grad():
     assert hess.shape == (2, 2)
 
 
+def test_linear_derivatives_record_no_transpose():
+    """Linear's rules multiply by transposed operands through matmul's flags: no transpose
+    entry at first or second order, so no strided transposed cotangent reaches an elementwise
+    op of a second derivative."""
+    x, w, b = RNG.standard_normal((4, 3)), RNG.standard_normal((3, 2)), RNG.standard_normal(2)
+
+    def loss(x, w, b):
+        return tnp.sum(tnp.tanh(F.linear(x, w, b)))
+
+    args = (T(x), T(w), T(b))
+    for fun in (tg.grad(loss, argnums=(0, 1, 2)),
+                tg.grad(lambda *a: sum(tnp.sum(g * g) for g in tg.grad(loss, (0, 1, 2))(*a)),
+                        argnums=(0, 1, 2))):
+        listing = str(tg.jit(fun).lower(*args))
+        assert " = transpose" not in listing, listing
+    check_grads(loss, args, order=2, modes=("rev", "fwd"))
+
+
 # -- CrossEntropyGrad --------------------------------------------------------------------------
 def _ce_reference(logits, t, g, eps, reduction):
     """d loss / d logits of the composite cross-entropy, via tapegrad ops on the log-softmax."""

@@ -1430,10 +1430,10 @@ class Linear(Function):
     Forward: one BLAS call, then the bias added in place into that fresh product (no second
     output-sized array). Backward: ``g @ w.T`` for ``x``, ``x.T @ g`` (leading axes flattened
     into the batch) for ``w`` and ``g.sum(leading axes)`` for ``b``, written with tapegrad ops
-    (``matmul``, ``sum``), so every order of derivative works; each is computed only when that
-    input needs a gradient. For a single row ``x.T @ g`` is the outer product ``x.T * g`` (a
-    multiply: no one-term contraction through BLAS), which is what per-example weight
-    gradients under :func:`tapegrad.vmap` become.
+    (``matmul`` with its transpose flags, ``sum``), so every order of derivative works; each
+    is computed only when that input needs a gradient. For a single row ``x.T @ g`` is the
+    outer product ``x.T * g`` (a multiply: no one-term contraction through BLAS), which is
+    what per-example weight gradients under :func:`tapegrad.vmap` become.
 
     Batching rule (vmap): with shared ``w`` and ``b`` the batch is merged into the rows (one
     BLAS call for the whole batch); with per-example ``w`` or ``b`` (an ensemble) one batched
@@ -1453,7 +1453,9 @@ class Linear(Function):
     def backward(ctx, g):
         x, w = ctx.saved_tensors
         nx, nw, nb = ctx.needs_input_grad
-        gx = tnp.matmul(g, tnp.transpose(w)) if nx else None
+        # matmul's transpose flags: contiguous products, no transpose entry (no strided
+        # transposed cotangent under a second derivative)
+        gx = _ops.MatMul.apply(g, w, transpose_b=True) if nx else None
         if g.ndim > 2 and (nw or nb):
             rows = math.prod(g.shape[:-1])  # not -1: ambiguous for zero features
             g = tnp.reshape(g, (rows, g.shape[-1]))
@@ -1463,7 +1465,7 @@ class Linear(Function):
         elif g.shape[0] == 1:  # one row: the outer product, exactly (one term per entry)
             gw = tnp.reshape(x, (x.shape[-1], 1)) * g
         else:
-            gw = tnp.matmul(tnp.transpose(x), g)
+            gw = _ops.MatMul.apply(x, g, transpose_a=True)
         gb = tnp.sum(g, axis=0) if nb else None
         return gx, gw, gb
 
