@@ -19,7 +19,7 @@ round of the ranks, passes with and without the allreduce alternate; each keeps 
 - bytes each rank passes to MPI per step and the number of MPI calls per step;
 - whether the ranks' parameters after the timed steps equal one process's (float rounding).
 
-Run: ``python bench/distributed.py [--ranks 2] [--steps 20] [--repeat 5] [--markdown FILE]``.
+Run: ``python bench/distributed.py [--ranks 2] [--steps 20] [--repeat 5] [--jit] [--markdown FILE]``.
 (``--worker`` is the part each rank runs; the script launches it itself.)
 """
 
@@ -79,13 +79,19 @@ def data(steps: int):
     return g.standard_normal((n, SIZES[0])).astype(np.float32), g.integers(0, 10, n)
 
 
+#: Whether the gradient is computed by ``tg.jit(tg.value_and_grad(loss_fn))`` (``--jit``).
+JIT = False
+
+
 def train(params, tx, x, y, batches):
     """Steps over ``batches`` (index arrays); returns the params and the seconds per step."""
     step = tg.value_and_grad(loss_fn)
+    if JIT:
+        step = tg.jit(step)
     state = tx.init(params)
     t0, c0 = time.perf_counter(), time.process_time()
     for idx in batches:
-        _, grads = step(params, tg.Tensor(x[idx]), y[idx])
+        _, grads = step(params, tg.Tensor(x[idx]), tg.Tensor(y[idx]))
         params, state = optim.apply_gradients(tx, grads, state, params)
     wall = time.perf_counter() - t0
     global CORE_SHARE
@@ -168,7 +174,8 @@ def mpiexec(n: int) -> list:
 
 def run_ranks(n: int, steps: int, out: str) -> dict:
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    cmd = [*mpiexec(n), sys.executable, os.path.abspath(__file__), "--worker"]
+    cmd = [*mpiexec(n), sys.executable, os.path.abspath(__file__), "--worker",
+           *(["--jit"] if JIT else [])]
     res = subprocess.run(
         [*cmd, "--steps", str(steps), "--out", out], capture_output=True, text=True, env=env
     )
@@ -184,9 +191,13 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=20, help="timed training steps per round")
     p.add_argument("--repeat", type=int, default=5, help="rounds per set-up (best kept)")
     p.add_argument("--markdown", default=None, help="also write the table to this file")
+    p.add_argument("--jit", action="store_true",
+                   help="compute the gradients with tg.jit(tg.value_and_grad(loss)) everywhere")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    global JIT
+    JIT = args.jit
     steady_allocator()
     if args.worker:
         worker(args.steps, args.out)
@@ -233,7 +244,8 @@ def main(argv=None) -> int:
         ],
     ]
     text = (
-        f"MLP {'-'.join(map(str, SIZES))}, global batch {GLOBAL_BATCH}, SGD, float32, one BLAS "
+        f"MLP {'-'.join(map(str, SIZES))}, global batch {GLOBAL_BATCH}, SGD, float32, "
+        f"gradients {'under tg.jit' if JIT else 'eager'}, one BLAS "
         f"thread per process; {args.steps} steps per round, best of {args.repeat} rounds.\n\n"
         + table(rows, ["measure", "value"])
     )
