@@ -7,6 +7,8 @@ import gc
 import sys
 import time
 
+import numpy as np
+
 
 def best_time(fn, repeat: int = 5, number: int = 1) -> float:
     """Best (minimum) seconds per call of ``fn`` over ``repeat`` rounds of ``number`` calls."""
@@ -80,3 +82,40 @@ def steady_allocator() -> bool:
     m_trim_threshold, m_mmap_threshold = -1, -3  # from <malloc.h>
     ok = libc.mallopt(m_mmap_threshold, 32 * 1024 * 1024) == 1
     return ok and libc.mallopt(m_trim_threshold, 1 << 30) == 1
+
+
+def np_mlp_step(params, x, y, lr):
+    """Hand-written NumPy forward, backward and in-place SGD step of an MLP (ReLU hidden
+    layers, log-softmax cross-entropy): the floor the benchmarks compare against.
+
+    ``params`` is a list of ``(w, b)`` float32 arrays, updated in place when ``lr`` is not 0.
+    Returns ``(loss, grads)``.
+    """
+    acts = [x]
+    a = x
+    for i, (w, b) in enumerate(params):
+        a = a @ w
+        a += b
+        if i < len(params) - 1:
+            np.maximum(a, 0.0, out=a)
+            acts.append(a)
+    n = a.shape[0]
+    m = a.max(axis=1, keepdims=True)
+    e = np.exp(a - m)
+    s = e.sum(axis=1, keepdims=True)
+    loss = float(np.mean(np.log(s[:, 0]) + m[:, 0] - a[np.arange(n), y]))
+    g = e / s
+    g[np.arange(n), y] -= 1.0
+    g /= n
+    grads = [None] * len(params)
+    for i in range(len(params) - 1, -1, -1):
+        w, _ = params[i]
+        grads[i] = (acts[i].T @ g, g.sum(axis=0))
+        if i > 0:
+            g = g @ w.T
+            g *= acts[i] > 0
+    if lr:
+        for (w, b), (gw, gb) in zip(params, grads):
+            w -= lr * gw
+            b -= lr * gb
+    return loss, grads

@@ -19,7 +19,8 @@ round of the ranks, passes with and without the allreduce alternate; each keeps 
 - bytes each rank passes to MPI per step and the number of MPI calls per step;
 - whether the ranks' parameters after the timed steps equal one process's (float rounding).
 
-Run: ``python bench/distributed.py [--ranks 2] [--steps 20] [--repeat 5] [--jit] [--markdown FILE]``.
+Run: ``python bench/distributed.py [--ranks 2] [--steps 20] [--repeat 5] [--jit]
+[--markdown FILE]``.
 (``--worker`` is the part each rank runs; the script launches it itself.)
 """
 
@@ -43,7 +44,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import steady_allocator, table  # noqa: E402
+from _util import best_times_interleaved, np_mlp_step, steady_allocator, table  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
 import tapegrad.nn.functional as F  # noqa: E402
@@ -107,6 +108,32 @@ def run_single(steps: int):
     batches = [np.arange(s * GLOBAL_BATCH, (s + 1) * GLOBAL_BATCH) for s in range(steps)]
     train(init_params(), optim.sgd(LR), x, y, batches[:2])  # warm up
     return train(init_params(), optim.sgd(LR), x, y, batches)
+
+
+def one_process_scaling(ranks: int, repeat: int) -> dict:
+    """Step time on the global batch over step time on one rank's part of it, in one process
+    (no MPI; interleaved rounds): the ceiling of ``ranks`` ranks' throughput that the per-step
+    costs not shrinking with the batch leave, for tapegrad's step and for hand-written NumPy's
+    (in-place update)."""
+    x, y = data(1)
+    part = GLOBAL_BATCH // ranks
+    params = init_params()
+    tx = optim.sgd(LR)
+    state = tx.init(params)
+    step = tg.value_and_grad(loss_fn)
+    if JIT:
+        step = tg.jit(step)
+
+    def tg_step(n):
+        _, grads = step(params, tg.Tensor(x[:n]), tg.Tensor(y[:n]))
+        optim.apply_gradients(tx, grads, state, params)
+
+    np_params = [(layer["w"].numpy().copy(), layer["b"].numpy().copy()) for layer in params]
+    fns = [lambda: tg_step(GLOBAL_BATCH), lambda: tg_step(part),
+           lambda: np_mlp_step(np_params, x, y, LR), lambda: np_mlp_step(np_params, x[:part],
+                                                                       y[:part], LR)]
+    t = best_times_interleaved(fns, repeat, 5)
+    return {"tapegrad": t[0] / t[1], "numpy": t[2] / t[3]}
 
 
 def worker(steps: int, out: str) -> None:
@@ -218,6 +245,7 @@ def main(argv=None) -> int:
         got = [saved[f"arr_{i}"] for i in range(len(saved.files))]
     ref = [leaf.numpy() for leaf in tg.tree.tree_leaves(best_single[0])]
     diff = max(float(np.max(np.abs(a - b))) for a, b in zip(got, ref))
+    scaling = one_process_scaling(args.ranks, args.repeat)
     single, r = best_single[1], best_ranks
     n_params = sum(a * b + b for a, b in zip(SIZES[:-1], SIZES[1:]))
     rows = [
@@ -225,6 +253,11 @@ def main(argv=None) -> int:
         [
             f"throughput, {r['ranks']} ranks without the allreduce / 1 process (the ceiling)",
             f"{single / r['per_step_no_comm']:.2f}x",
+        ],
+        [
+            f"one process: step time on the global batch / on 1/{r['ranks']} of it, tapegrad; "
+            "hand-written NumPy",
+            f"{scaling['tapegrad']:.2f}x; {scaling['numpy']:.2f}x",
         ],
         [
             "MPI_Allreduce / step time, in the steps (waiting for the other rank included)",

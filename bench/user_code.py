@@ -50,7 +50,13 @@ import tracemalloc  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import best_times_interleaved, optional, steady_allocator, table  # noqa: E402
+from _util import (  # noqa: E402
+    best_times_interleaved,
+    np_mlp_step,
+    optional,
+    steady_allocator,
+    table,
+)
 
 import tapegrad as tg  # noqa: E402
 import tapegrad.numpy as tnp  # noqa: E402
@@ -197,38 +203,6 @@ def tg_sgd_step(params, x, y):
     loss, grads = tg.value_and_grad(tg_mlp_loss)(params, x, y)
     new = [(w - LR * gw, b - LR * gb) for (w, b), (gw, gb) in zip(params, grads)]
     return loss, new
-
-
-def np_mlp_step(params, x, y, lr):
-    """Hand-written forward, backward and in-place SGD (the floor)."""
-    acts = [x]
-    a = x
-    for i, (w, b) in enumerate(params):
-        a = a @ w
-        a += b
-        if i < len(params) - 1:
-            np.maximum(a, 0.0, out=a)
-            acts.append(a)
-    n = a.shape[0]
-    m = a.max(axis=1, keepdims=True)
-    e = np.exp(a - m)
-    s = e.sum(axis=1, keepdims=True)
-    loss = float(np.mean(np.log(s[:, 0]) + m[:, 0] - a[np.arange(n), y]))
-    g = e / s
-    g[np.arange(n), y] -= 1.0
-    g /= n
-    grads = [None] * len(params)
-    for i in range(len(params) - 1, -1, -1):
-        w, _ = params[i]
-        grads[i] = (acts[i].T @ g, g.sum(axis=0))
-        if i > 0:
-            g = g @ w.T
-            g *= acts[i] > 0
-    if lr:
-        for (w, b), (gw, gb) in zip(params, grads):
-            w -= lr * gw
-            b -= lr * gb
-    return loss, grads
 
 
 def _carry(step, params, batch):
