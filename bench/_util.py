@@ -84,12 +84,26 @@ def steady_allocator() -> bool:
     return ok and libc.mallopt(m_trim_threshold, 1 << 30) == 1
 
 
-def np_mlp_step(params, x, y, lr):
-    """Hand-written NumPy forward, backward and in-place SGD step of an MLP (ReLU hidden
-    layers, log-softmax cross-entropy): the floor the benchmarks compare against.
+# -- shared pieces of the hand-written NumPy steps --------------------------------------------
+def np_softmax_xent(z, y):
+    """Mean cross-entropy of logits ``z`` (N, C) against int labels ``y``, and dL/dz."""
+    n = z.shape[0]
+    m = z.max(axis=1, keepdims=True)
+    e = np.exp(z - m)
+    s = e.sum(axis=1, keepdims=True)
+    loss = float(np.mean(np.log(s[:, 0]) + m[:, 0] - z[np.arange(n), y]))
+    dz = e / s
+    dz[np.arange(n), y] -= 1.0
+    dz /= n
+    return loss, dz
 
-    ``params`` is a list of ``(w, b)`` float32 arrays, updated in place when ``lr`` is not 0.
-    Returns ``(loss, grads)``.
+
+def np_dense_step(params, x, y, lr):
+    """Forward, backward and in-place SGD for a ReLU MLP ``params = [(W, b), ...]``.
+
+    Keeps one array per layer for the backward pass (the ReLU output, which also gives the
+    ReLU mask), applies ReLU and the bias in place, and updates the weights in place (none
+    when ``lr`` is 0): the floor the benchmarks compare against. Returns ``(loss, grads)``.
     """
     acts = [x]
     a = x
@@ -99,14 +113,7 @@ def np_mlp_step(params, x, y, lr):
         if i < len(params) - 1:
             np.maximum(a, 0.0, out=a)
             acts.append(a)
-    n = a.shape[0]
-    m = a.max(axis=1, keepdims=True)
-    e = np.exp(a - m)
-    s = e.sum(axis=1, keepdims=True)
-    loss = float(np.mean(np.log(s[:, 0]) + m[:, 0] - a[np.arange(n), y]))
-    g = e / s
-    g[np.arange(n), y] -= 1.0
-    g /= n
+    loss, g = np_softmax_xent(a, y)
     grads = [None] * len(params)
     for i in range(len(params) - 1, -1, -1):
         w, _ = params[i]
@@ -119,3 +126,14 @@ def np_mlp_step(params, x, y, lr):
             w -= lr * gw
             b -= lr * gb
     return loss, grads
+
+
+def init_dense(rng, sizes):
+    """He-initialised float32 ``[(W, b), ...]`` of a ReLU MLP with layer widths ``sizes``."""
+    return [
+        (
+            (rng.standard_normal((i, o)) * np.sqrt(2.0 / i)).astype(np.float32),
+            np.zeros(o, np.float32),
+        )
+        for i, o in zip(sizes[:-1], sizes[1:])
+    ]

@@ -44,7 +44,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import best_times_interleaved, np_mlp_step, steady_allocator, table  # noqa: E402
+from _util import best_times_interleaved, np_dense_step, steady_allocator, table  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
 import tapegrad.nn.functional as F  # noqa: E402
@@ -130,7 +130,7 @@ def one_process_scaling(ranks: int, repeat: int) -> dict:
 
     np_params = [(layer["w"].numpy().copy(), layer["b"].numpy().copy()) for layer in params]
     fns = [lambda: tg_step(GLOBAL_BATCH), lambda: tg_step(part),
-           lambda: np_mlp_step(np_params, x, y, LR), lambda: np_mlp_step(np_params, x[:part],
+           lambda: np_dense_step(np_params, x, y, LR), lambda: np_dense_step(np_params, x[:part],
                                                                        y[:part], LR)]
     t = best_times_interleaved(fns, repeat, 5)
     return {"tapegrad": t[0] / t[1], "numpy": t[2] / t[3]}

@@ -48,66 +48,21 @@ import tracemalloc  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _util import best_times_interleaved, optional, steady_allocator, table  # noqa: E402
+from _util import (  # noqa: E402
+    best_times_interleaved,
+    init_dense,
+    np_dense_step,
+    np_softmax_xent,
+    optional,
+    steady_allocator,
+    table,
+)
 
 import tapegrad as tg  # noqa: E402
 import tapegrad.nn.functional as F  # noqa: E402
 from tapegrad import optim  # noqa: E402
 
 LR = 0.01
-
-
-# -- shared pieces of the hand-written NumPy steps --------------------------------------------
-def np_softmax_xent(z, y):
-    """Mean cross-entropy of logits ``z`` (N, C) against int labels ``y``, and dL/dz."""
-    n = z.shape[0]
-    m = z.max(axis=1, keepdims=True)
-    e = np.exp(z - m)
-    s = e.sum(axis=1, keepdims=True)
-    loss = float(np.mean(np.log(s[:, 0]) + m[:, 0] - z[np.arange(n), y]))
-    dz = e / s
-    dz[np.arange(n), y] -= 1.0
-    dz /= n
-    return loss, dz
-
-
-def np_dense_step(params, x, y, lr):
-    """Forward, backward and in-place SGD for a ReLU MLP ``params = [(W, b), ...]``.
-
-    Keeps one array per layer for the backward pass (the ReLU output, which also gives the
-    ReLU mask), applies ReLU and the bias in place, and updates the weights in place.
-    """
-    acts = [x]
-    a = x
-    for i, (w, b) in enumerate(params):
-        a = a @ w
-        a += b
-        if i < len(params) - 1:
-            np.maximum(a, 0.0, out=a)
-            acts.append(a)
-    loss, g = np_softmax_xent(a, y)
-    grads = [None] * len(params)
-    for i in range(len(params) - 1, -1, -1):
-        w, _ = params[i]
-        grads[i] = (acts[i].T @ g, g.sum(axis=0))
-        if i > 0:
-            g = g @ w.T
-            g *= acts[i] > 0
-    if lr:
-        for (w, b), (gw, gb) in zip(params, grads):
-            w -= lr * gw
-            b -= lr * gb
-    return loss, grads
-
-
-def init_dense(rng, sizes):
-    return [
-        (
-            (rng.standard_normal((i, o)) * np.sqrt(2.0 / i)).astype(np.float32),
-            np.zeros(o, np.float32),
-        )
-        for i, o in zip(sizes[:-1], sizes[1:])
-    ]
 
 
 def tg_dense_loss(params, x, y):

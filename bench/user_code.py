@@ -52,7 +52,8 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _util import (  # noqa: E402
     best_times_interleaved,
-    np_mlp_step,
+    init_dense,
+    np_dense_step,
     optional,
     steady_allocator,
     table,
@@ -177,16 +178,6 @@ def chain_bench(repeat, steps=100):
 
 
 # -- MLP -----------------------------------------------------------------------------------------
-def init_mlp(rng, sizes):
-    return [
-        (
-            (rng.standard_normal((i, o)) * np.sqrt(2.0 / i)).astype(np.float32),
-            np.zeros(o, np.float32),
-        )
-        for i, o in zip(sizes[:-1], sizes[1:])
-    ]
-
-
 def tg_mlp_loss(params, x, y):
     h = x
     for w, b in params[:-1]:
@@ -219,7 +210,7 @@ def mlp_data():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((128, 784)).astype(np.float32)
     y = rng.integers(0, 10, 128)
-    return init_mlp(rng, (784, 512, 512, 10)), x, y
+    return init_dense(rng, (784, 512, 512, 10)), x, y
 
 
 def torch_mlp(torch, init, x, y):
@@ -247,12 +238,12 @@ def torch_mlp(torch, init, x, y):
 
 def mlp_bench(repeat):
     init, x, y = mlp_data()
-    ref = np_mlp_step([(w.copy(), b.copy()) for w, b in init], x, y, 0)[0]
+    ref = np_dense_step([(w.copy(), b.copy()) for w, b in init], x, y, 0)[0]
     np_params = [(w.copy(), b.copy()) for w, b in init]
-    cols = {"NumPy (hand-written)": lambda: np_mlp_step(np_params, x, y, LR)}
+    cols = {"NumPy (hand-written)": lambda: np_dense_step(np_params, x, y, LR)}
 
     def np_functional_step(params, x, y):
-        loss, grads = np_mlp_step(params, x, y, 0)
+        loss, grads = np_dense_step(params, x, y, 0)
         return loss, [(w - LR * gw, b - LR * gb) for (w, b), (gw, gb) in zip(params, grads)]
 
     cols["NumPy, update [p - lr * g]"] = _carry(
@@ -476,13 +467,13 @@ def memory_bench():
     sizes = (256,) * 50 + (10,)
     x = rng.standard_normal((256, 256)).astype(np.float32)
     y = rng.integers(0, 10, 256)
-    init = init_mlp(rng, sizes)
+    init = init_dense(rng, sizes)
     tparams = [(tg.Tensor(w), tg.Tensor(b)) for w, b in init]
     batch = (tg.Tensor(x), tg.Tensor(y))
     g = tg.grad(tg_mlp_loss)
     jg = tg.jit(g)
     runs = {
-        "NumPy (hand-written)": lambda: np_mlp_step(init, x, y, 0)[1],
+        "NumPy (hand-written)": lambda: np_dense_step(init, x, y, 0)[1],
         "tapegrad": lambda: g(tparams, *batch),
         "tapegrad jit(grad)": lambda: jg(tparams, *batch),
     }
