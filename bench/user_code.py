@@ -68,14 +68,20 @@ CLOCK = time.process_time
 
 
 # -- chain -------------------------------------------------------------------------------------
-def tg_chain(x, w, c, steps):
+def chain(ns, x, w, c, steps):
+    """The chain written with the NumPy-like namespace ``ns`` (``tapegrad.numpy``,
+    ``autograd.numpy``, ``jax.numpy``)."""
     total = 0.0
     y = x
     for _ in range(steps):
-        y = tnp.tanh(y * w + c)
-        y = tnp.logaddexp(y, 0.0)
-        total = total + tnp.sum(y)
+        y = ns.tanh(y * w + c)
+        y = ns.logaddexp(y, 0.0)
+        total = total + ns.sum(y)
     return total
+
+
+def tg_chain(x, w, c, steps):
+    return chain(tnp, x, w, c, steps)
 
 
 def np_chain_grad(x, w, c, steps):
@@ -131,16 +137,7 @@ def chain_bench(repeat, steps=100):
     if ag is not None:  # HIPS autograd: the pure-Python tracer tapegrad's eager mode compares to
         import autograd.numpy as anp
 
-        def ag_loss(xx):
-            total = 0.0
-            y = xx
-            for _ in range(steps):
-                y = anp.tanh(y * w + c)
-                y = anp.logaddexp(y, 0.0)
-                total = total + anp.sum(y)
-            return total
-
-        ag_grad = ag.grad(ag_loss)
+        ag_grad = ag.grad(lambda xx: chain(anp, xx, w, c, steps))
         np.testing.assert_allclose(ag_grad(x), ref, rtol=1e-9)
         cols["HIPS autograd grad"] = lambda: ag_grad(x)
     jax = optional("jax")
@@ -148,16 +145,7 @@ def chain_bench(repeat, steps=100):
         jax.config.update("jax_enable_x64", True)
         import jax.numpy as jnp
 
-        def jloss(xx):
-            total = 0.0
-            y = xx
-            for _ in range(steps):
-                y = jnp.tanh(y * w + c)
-                y = jnp.logaddexp(y, 0.0)
-                total = total + jnp.sum(y)
-            return total
-
-        jj = jax.jit(jax.grad(jloss))
+        jj = jax.jit(jax.grad(lambda xx: chain(jnp, xx, w, c, steps)))
         jx = jnp.asarray(x)
         np.testing.assert_allclose(np.asarray(jj(jx)), ref, rtol=1e-9)
         cols["JAX jit(grad)"] = lambda: jj(jx).block_until_ready()
