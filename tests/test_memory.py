@@ -104,6 +104,23 @@ def test_a_byte_budget_prefers_matmul_outputs():
     assert got == plain - LAYERS  # the budget went to the matmul outputs, not to tanh's
 
 
+def test_a_byte_budget_ranks_a_transposed_product_by_its_contracted_length():
+    """``matmul(a, b, transpose_a=True)`` contracts over ``a``'s first matrix axis: with room
+    for one of two residuals of equal size, the budget keeps that product's (1000 terms per
+    element) over the plain one's (8 per element)."""
+    from tapegrad.memory import select_residuals
+    from tapegrad.ops import MatMul
+
+    def f(a, b, c, d):
+        return tnp.sum(tnp.sin(MatMul.apply(a, b, transpose_a=True)) * tnp.sin(c @ d))
+
+    args = [tg.Tensor(rng.standard_normal(s)) for s in ((1000, 4), (1000, 4), (4, 8), (8, 4))]
+    tape = tg.trace(f)(*args)[1]
+    entries = [e for e in tape.entries if getattr(e, "fn", None) is MatMul]
+    wide = next(e for e in entries if e.params.get("transpose_a")).out_nodes[0]
+    assert select_residuals(tape, budget_bytes=4 * 4 * 8) == {wide}
+
+
 @pytest.mark.parametrize("policy", [{"save_only": {"matmul"}}, {"budget_bytes": 400}])
 def test_policies_under_vmap_and_jit(policy):
     xs = tg.Tensor(rng.standard_normal((3, 4, 6)))

@@ -149,7 +149,8 @@ def residual_report(tape) -> ResidualReport:
 
 def _cost(entry, avals) -> float:
     """Operations per output element to recompute ``entry`` (an estimate from shapes): the
-    contracted length of a matrix product (its first operand's last axis), the input size
+    contracted length of a matrix product (its first operand's last axis, or the one before
+    it for a ``transpose_a`` product), the input size
     per output element of other costly ops, 1 for the rest. Per output element, so a batched
     program (``vmap``) ranks its residuals as each example's program does."""
     if entry.oper not in EXPENSIVE_OPS:
@@ -158,7 +159,8 @@ def _cost(entry, avals) -> float:
               for v, c in zip(entry.in_nodes, entry.consts)]
     out = max(sum(math.prod(avals[v][0]) for v in entry.out_nodes), 1)
     if entry.oper in ("matmul", "linear") and shapes and shapes[0]:
-        return float(shapes[0][-1])
+        transposed = entry.params.get("transpose_a") and len(shapes[0]) > 1  # op(a) = a^T
+        return float(shapes[0][-2 if transposed else -1])
     return max(1.0, sum(math.prod(s) for s in shapes) / out)
 
 
