@@ -286,7 +286,7 @@ def fft2(a, s=None, axes=(-2, -1), norm=None, out=None) -> Tensor:
     Raises:
         ValueError: for out-of-range axes, ``s`` and ``axes`` of different lengths, or
             non-positive lengths.
-        TypeError: for ``out=``..
+        TypeError: for ``out=``.
     """
     _no_out(out, "fft2")
     return _c2c(a, s, axes, norm, False, "fft2")
@@ -310,7 +310,7 @@ def ifft2(a, s=None, axes=(-2, -1), norm=None, out=None) -> Tensor:
     Raises:
         ValueError: for out-of-range axes, ``s`` and ``axes`` of different lengths, or
             non-positive lengths.
-        TypeError: for ``out=``..
+        TypeError: for ``out=``.
     """
     _no_out(out, "ifft2")
     return _c2c(a, s, axes, norm, True, "ifft2")
@@ -490,7 +490,7 @@ def irfft2(a, s=None, axes=(-2, -1), norm=None, out=None) -> Tensor:
     Raises:
         ValueError: for out-of-range axes, ``s`` and ``axes`` of different lengths, or
             non-positive lengths.
-        TypeError: for ``out=``..
+        TypeError: for ``out=``.
     """
     return irfftn(a, s, axes, norm, out)
 
