@@ -4,7 +4,10 @@ pooling, ``RMSNorm``, ``GroupNorm``, recurrent cells and ``RNN``/``LSTM``/``GRU`
 
 Every constructor with parameters takes PyTorch-like arguments plus keyword-only
 ``key`` (a key from :mod:`tapegrad.random` for reproducible initialization and dropout;
-without one, fresh OS entropy is used) and ``dtype`` (float32 by default). Linear and
+without one, fresh OS entropy is used), ``device`` (``"cpu"`` or ``"cuda:N"``) and ``dtype``
+(a floating dtype, float32 by default). A keyword a constructor does not take is a
+``TypeError`` naming the closest valid one; PyTorch's options are either implemented with
+PyTorch's meaning or refused, never ignored. Linear and
 recurrent weights are ``(in, out)`` (the transpose of PyTorch's); convolution weights
 ``(C_out, C_in / groups, *kernel)`` as in PyTorch (``ConvTranspose2d``: ``(C_in, C_out /
 groups, kH, kW)``).
@@ -16,7 +19,7 @@ import numpy as np
 
 from tapegrad import numpy as tnp
 from tapegrad import random as _random
-from tapegrad.backend import backend_of
+from tapegrad.backend import backend_of, parse_device
 from tapegrad.nn import functional as F
 from tapegrad.nn import init
 from tapegrad.nn.module import Module
@@ -79,16 +82,95 @@ def _prob(who, name, p):
         raise ValueError(f"{who}: {name} must lie in [0, 1), got {p}")
 
 
+def _param_dtype(who: str, dtype):
+    """The parameters' dtype: ``None`` means float32 (PyTorch's default dtype)."""
+    if dtype is None:
+        return np.dtype(np.float32)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(
+            f"{who}: dtype must be a NumPy floating dtype (np.float32, 'float64', ...), got "
+            f"{dtype!r}"
+        ) from None
+    if dt.kind != "f":
+        raise TypeError(
+            f"{who}: dtype must be a floating dtype for trainable parameters, got {dt}; use "
+            "float16, float32 or float64"
+        )
+    return dt
+
+
+def _place(module: Module, device) -> None:
+    """Move ``module``'s own parameters and states to ``device`` (``None``: leave on the CPU).
+
+    Raises:
+        ValueError: for a device string that is not ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+        RuntimeError: for a GPU device without CuPy or a GPU.
+    """
+    if device is None:
+        return
+    dev = parse_device(device)
+    if dev == "cpu":
+        return
+    d = module.__dict__
+    for group in ("_parameters", "_states"):
+        for name, t in d[group].items():
+            if t is not None:
+                d[group][name] = t.to_device(dev)
+
+
+def _bool(who: str, name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{who}: {name} must be a bool, got {value!r}")
+    return bool(value)
+
+
+def _no_inplace(who: str, inplace) -> None:
+    """PyTorch's ``inplace=``: tapegrad's Tensors are immutable, so only False is meaningful."""
+    if _bool(who, "inplace", inplace):
+        raise ValueError(
+            f"{who}: inplace=True is not possible: tapegrad Tensors are immutable and every "
+            "layer returns a new Tensor. Use inplace=False (the default) and keep the result "
+            "(x = layer(x))."
+        )
+
+
+def _one_of(who: str, name: str, value, alias: str, alias_value, default):
+    """``value`` or its other spelling ``alias_value`` (one of them, not both), else default."""
+    if value is not None and alias_value is not None:
+        raise TypeError(f"{who}: give {name} or {alias} (the same setting), not both")
+    if value is not None:
+        return value
+    return default if alias_value is None else alias_value
+
+
+_TORCH_SIZES = {
+    "in_features": "PyTorch's name; here it is input_size",
+    "out_features": "PyTorch's name; here it is output_size",
+    "num_features": "PyTorch's name; here it is input_size",
+    "normalized_shape": "PyTorch's name; here it is input_size",
+    "num_embeddings": "PyTorch's name; here it is input_size",
+    "embedding_dim": "PyTorch's name; here it is embedding_size",
+}
+_UNSUPPORTED = "a PyTorch option tapegrad does not implement"
+
+
 class Linear(Module):
     """Fully connected layer ``y = x W + b``.
 
     Args:
         input_size: ``in_features``. output_size: ``out_features``.
         bias: Whether to add a bias.
-        key: Init key. dtype: Parameter dtype.
+        key: Init key. device: ``"cpu"`` (default) or ``"cuda:N"`` for the parameters.
+        dtype: Floating parameter dtype (``None``: float32).
 
     Parameters:
         weight ``(input_size, output_size)`` Xavier-uniform; bias ``(output_size,)`` zeros.
+
+    Raises:
+        TypeError: for an unknown keyword (naming the closest valid one) or a non-floating
+            dtype. ValueError: for non-positive sizes.
 
     Example:
         >>> import tapegrad as tg
@@ -97,6 +179,8 @@ class Linear(Module):
         (3, 2)
     """
 
+    _keyword_hints = _TORCH_SIZES
+
     def __init__(
         self,
         input_size: int,
@@ -104,16 +188,18 @@ class Linear(Module):
         bias: bool = True,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
-        **kwargs,
     ):
         super().__init__()
         _positive("Linear", input_size=input_size, output_size=output_size)
+        dtype = _param_dtype("Linear", dtype)
         (k,), own = _keys(key, 1)
         self._seed(own)
         self.input_size, self.output_size = int(input_size), int(output_size)
         self.weight = init.xavier_uniform(k, (input_size, output_size), dtype)
         self.register_parameter("bias", init.zeros(None, (output_size,), dtype) if bias else None)
+        _place(self, device)
 
     def forward(self, x):
         """``x`` of shape ``(..., input_size)`` -> ``(..., output_size)``."""
@@ -125,14 +211,25 @@ class Conv2d(Module):
 
     Args:
         in_channels, out_channels: Channel counts. kernel_size: Int or pair.
-        stride: Int or pair. padding_mode: ``"valid"`` or ``"same"``.
+        stride: Int or pair.
+        padding_mode: ``"valid"`` or ``"same"`` (the padding, when ``padding`` is not given),
+            or PyTorch's ``"zeros"`` (zero padding of ``padding``, the default there).
         bias: Whether to add a bias.
-        padding: Optional int/pair padding overriding ``padding_mode`` (PyTorch style).
+        padding: Optional int/pair padding (or ``"valid"``/``"same"``) overriding
+            ``padding_mode`` (PyTorch style).
         dilation, groups: As in :func:`~tapegrad.nn.functional.conv2d`.
-        key, dtype: Init key and parameter dtype.
+        key, device, dtype: Init key, parameter device and floating dtype (``None``:
+            float32).
 
     Parameters:
         weight ``(out_channels, in_channels / groups, kH, kW)`` Xavier-uniform; bias zeros.
+
+    Raises:
+        TypeError: for an unknown keyword or a non-floating dtype.
+        ValueError: for non-positive sizes, ``groups`` not dividing both channel counts, an
+            unknown ``padding_mode``, or ``padding_mode="same"`` together with ``padding``.
+        NotImplementedError: for PyTorch's ``"reflect"``, ``"replicate"`` and ``"circular"``
+            padding modes.
     """
 
     def __init__(
@@ -148,8 +245,8 @@ class Conv2d(Module):
         dilation=1,
         groups: int = 1,
         key=None,
+        device=None,
         dtype=np.float32,
-        **kwargs,
     ):
         super().__init__()
         _positive("Conv2d", in_channels=in_channels, out_channels=out_channels, groups=groups)
@@ -158,17 +255,15 @@ class Conv2d(Module):
                 f"Conv2d: groups={groups} must divide in_channels={in_channels} and "
                 f"out_channels={out_channels}"
             )
-        if padding is None and padding_mode not in ("valid", "same"):
-            raise ValueError(
-                f"Conv2d: padding_mode must be 'valid' or 'same', got {padding_mode!r}"
-            )
+        self.padding = _conv_padding("Conv2d", padding_mode, padding)
+        dtype = _param_dtype("Conv2d", dtype)
         kh, kw = F._pair(kernel_size, "kernel_size", "Conv2d")
         (k,), own = _keys(key, 1)
         self._seed(own)
         self.stride, self.dilation, self.groups = stride, dilation, groups
-        self.padding = padding_mode if padding is None else padding
         self.weight = init.xavier_uniform(k, (out_channels, in_channels // groups, kh, kw), dtype)
         self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
+        _place(self, device)
 
     def forward(self, x):
         """``x`` of shape ``(N, in_channels, H, W)`` -> ``(N, out_channels, H_out, W_out)``."""
@@ -177,19 +272,53 @@ class Conv2d(Module):
         )
 
 
+def _conv_padding(who: str, padding_mode, padding):
+    """The padding a layer passes on: ``padding`` if given, else ``padding_mode``
+    (``"valid"``/``"same"``); PyTorch's ``padding_mode="zeros"`` means ``padding`` (0 when
+    absent)."""
+    if padding_mode in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(
+            f"{who}: padding_mode={padding_mode!r} is not implemented; pad the input first "
+            "(tnp.pad(x, ..., mode='reflect'/'edge'/'wrap')) and use padding=0"
+        )
+    if padding_mode not in ("valid", "same", "zeros"):
+        raise ValueError(
+            f"{who}: padding_mode must be 'valid', 'same' or 'zeros' (zero padding of "
+            f"padding=), got {padding_mode!r}"
+        )
+    if padding is None:
+        return 0 if padding_mode == "zeros" else padding_mode
+    if padding_mode == "same":
+        raise ValueError(
+            f"{who}: padding_mode='same' and padding={padding!r} both set the padding; give one"
+        )
+    return padding
+
+
 class MaxPool2d(Module):
     """2-D max pooling; ``stride`` defaults to ``kernel_size``.
 
     ``padding_mode`` is ``"valid"`` or ``"same"``; an int ``padding`` overrides it.
+
+    Raises:
+        TypeError: for an unknown keyword (PyTorch's ``dilation``, ``ceil_mode`` and
+            ``return_indices`` are not implemented).
+        ValueError: for another ``padding_mode``.
     """
 
-    def __init__(
-        self, kernel_size, stride=None, padding_mode: str = "valid", *, padding=None, **kwargs
-    ):
+    _keyword_hints = {"dilation": _UNSUPPORTED, "ceil_mode": _UNSUPPORTED,
+                      "return_indices": _UNSUPPORTED}
+
+    def __init__(self, kernel_size, stride=None, padding_mode: str = "valid", *, padding=None):
         super().__init__()
-        if padding is None and padding_mode not in ("valid", "same"):
+        if padding_mode not in ("valid", "same"):
             raise ValueError(
                 f"MaxPool2d: padding_mode must be 'valid' or 'same', got {padding_mode!r}"
+            )
+        if padding is not None and padding_mode == "same":
+            raise ValueError(
+                f"MaxPool2d: padding_mode='same' and padding={padding!r} both set the padding; "
+                "give one"
             )
         self.kernel_size, self.stride = kernel_size, stride
         self.padding = padding_mode if padding is None else padding
@@ -201,74 +330,170 @@ class MaxPool2d(Module):
 
 class BatchNorm(Module):
     """Batch normalization over all axes but the channel axis 1 (PyTorch's ``BatchNorm1d``
-    and ``BatchNorm2d`` in one).
+    and ``BatchNorm2d`` in one, with their options and semantics).
 
     Training mode normalizes with batch statistics and replaces the ``running_mean`` and
-    ``running_var`` states with updated ones (in :func:`~tapegrad.nn.functional_call` the new
-    state is returned instead); evaluation mode uses the running statistics.
+    ``running_var`` states with ``(1 - momentum) * running + momentum * batch`` (PyTorch's
+    convention; the variance unbiased); in :func:`~tapegrad.nn.functional_call` the new state
+    is returned instead. Evaluation mode normalizes with the running statistics.
 
     Args:
-        input_size: Number of channels ``C``. momentum: Running-update weight.
-        epsilon: Added to the variance.
+        input_size: Number of channels ``C`` (PyTorch's ``num_features``).
+        momentum: Weight of the batch statistics in the running update; ``None`` is PyTorch's
+            cumulative moving average (weight ``1 / n`` for the ``n``-th training batch, counted
+            in the state ``num_batches_tracked``).
+        epsilon: Added to the variance (default ``1e-5``); ``eps`` is PyTorch's spelling (give
+            one of them).
+        affine: Learn a per-channel ``weight`` and ``bias`` (else both are absent).
+        track_running_stats: Keep the running statistics; without them both modes normalize
+            with the batch statistics (as PyTorch).
+        key: Unused (no random init), accepted for a uniform layer signature.
+        device, dtype: Parameter and state device and floating dtype (``None``: float32).
 
-    Parameters: weight (ones), bias (zeros), shape ``(C,)``.
-    States: running_mean (zeros), running_var (ones), shape ``(C,)``.
+    Parameters: weight (ones), bias (zeros), shape ``(C,)`` (with ``affine``).
+    States: running_mean (zeros), running_var (ones), shape ``(C,)`` (with
+    ``track_running_stats``); num_batches_tracked (int64 0-d, with ``momentum=None``).
+
+    Raises:
+        TypeError: for an unknown keyword, both ``epsilon`` and ``eps``, or a non-floating
+            dtype. ValueError: for a non-positive ``input_size``, ``momentum`` outside
+            ``[0, 1]`` or a negative ``epsilon``.
     """
+
+    _keyword_hints = _TORCH_SIZES
 
     def __init__(
         self,
         input_size: int,
-        momentum: float = 0.1,
-        epsilon: float = 1e-5,
+        momentum: float | None = 0.1,
+        epsilon: float | None = None,
         *,
+        eps: float | None = None,
+        affine: bool = True,
+        track_running_stats: bool = True,
         key=None,
+        device=None,
         dtype=np.float32,
-        **kwargs,
     ):
         super().__init__()
-        _positive("BatchNorm", input_size=input_size)
-        self.momentum, self.epsilon = float(momentum), float(epsilon)
-        self.weight = init.ones(None, (input_size,), dtype)
-        self.bias = init.zeros(None, (input_size,), dtype)
-        self.register_state("running_mean", init.zeros(None, (input_size,), dtype))
-        self.register_state("running_var", init.ones(None, (input_size,), dtype))
+        who = "BatchNorm"
+        _positive(who, input_size=input_size)
+        epsilon = float(_one_of(who, "epsilon", epsilon, "eps", eps, 1e-5))
+        if not epsilon >= 0:
+            raise ValueError(f"{who}: epsilon must be >= 0, got {epsilon}")
+        if momentum is not None:
+            if isinstance(momentum, bool) or not isinstance(momentum, (int, float)):
+                raise TypeError(f"{who}: momentum must be a number or None, got {momentum!r}")
+            if not 0.0 <= momentum <= 1.0:
+                raise ValueError(f"{who}: momentum must lie in [0, 1], got {momentum}")
+            momentum = float(momentum)
+        dtype = _param_dtype(who, dtype)
+        self.momentum, self.epsilon = momentum, epsilon
+        self.affine = _bool(who, "affine", affine)
+        self.track_running_stats = _bool(who, "track_running_stats", track_running_stats)
+        c = (input_size,)
+        self.register_parameter("weight", init.ones(None, c, dtype) if affine else None)
+        self.register_parameter("bias", init.zeros(None, c, dtype) if affine else None)
+        if self.track_running_stats:
+            self.register_state("running_mean", init.zeros(None, c, dtype))
+            self.register_state("running_var", init.ones(None, c, dtype))
+            if momentum is None:
+                self.register_state("num_batches_tracked", Tensor(np.zeros((), np.int64)))
+        _place(self, device)
+
+    @property
+    def eps(self) -> float:
+        """PyTorch's name of :attr:`epsilon`."""
+        return self.epsilon
 
     def forward(self, x):
         """``(N, C)`` or ``(N, C, ...)`` -> same shape."""
+        track = self.track_running_stats
+        batch_stats = self.training or not track
+        momentum = self.momentum
+        if track and self.training and momentum is None:  # the cumulative moving average
+            n = self.num_batches_tracked + 1
+            self.update_state("num_batches_tracked", n)
+            momentum = tnp.astype(tnp.divide(1.0, n), self.running_mean.dtype)
         y, mean, var = F.batch_norm(
             x,
-            self.running_mean,
-            self.running_var,
+            self.running_mean if track else None,
+            self.running_var if track else None,
             self.weight,
             self.bias,
-            training=self.training,
-            momentum=self.momentum,
+            training=batch_stats,
+            momentum=0.0 if momentum is None else momentum,  # pyright: ignore[reportArgumentType]
             eps=self.epsilon,
         )
-        if self.training:
+        if track and self.training:
             self.update_state("running_mean", mean)
             self.update_state("running_var", var)
         return y
 
 
 class LayerNorm(Module):
-    """Layer normalization over the last axis.
+    """Layer normalization over the trailing ``input_size`` axes (PyTorch's ``nn.LayerNorm``
+    with its options).
 
-    Parameters: weight (ones) and bias (zeros) of shape ``(input_size,)``.
+    Args:
+        input_size: Int or tuple: the trailing shape to normalize over (PyTorch's
+            ``normalized_shape``).
+        epsilon: Added to the variance (default ``1e-5``); ``eps`` is PyTorch's spelling
+            (give one of them).
+        elementwise_affine: Learn a gain ``weight`` (and a ``bias``, see below).
+        bias: Learn a ``bias`` too (with ``elementwise_affine``).
+        key: Unused (no random init). device, dtype: Parameter device and floating dtype.
+
+    Parameters: weight (ones) and bias (zeros) of shape ``input_size`` (absent as above).
+
+    Raises:
+        TypeError: for an unknown keyword, both ``epsilon`` and ``eps``, or a non-floating
+            dtype. ValueError: for non-positive sizes or a negative ``epsilon``.
     """
 
+    _keyword_hints = _TORCH_SIZES
+
     def __init__(
-        self, input_size: int, epsilon: float = 1e-5, *, key=None, dtype=np.float32, **kwargs
+        self,
+        input_size,
+        epsilon: float | None = None,
+        *,
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        key=None,
+        device=None,
+        dtype=np.float32,
     ):
         super().__init__()
-        _positive("LayerNorm", input_size=input_size)
-        self.input_size, self.epsilon = int(input_size), float(epsilon)
-        self.weight = init.ones(None, (input_size,), dtype)
-        self.bias = init.zeros(None, (input_size,), dtype)
+        who = "LayerNorm"
+        ns = (input_size,) if isinstance(input_size, (int, np.integer)) else tuple(input_size)
+        if not ns:
+            raise ValueError(f"{who}: input_size must not be empty")
+        _positive(who, **{f"input_size[{i}]": v for i, v in enumerate(ns)})
+        epsilon = float(_one_of(who, "epsilon", epsilon, "eps", eps, 1e-5))
+        if not epsilon >= 0:
+            raise ValueError(f"{who}: epsilon must be >= 0, got {epsilon}")
+        dtype = _param_dtype(who, dtype)
+        affine = _bool(who, "elementwise_affine", elementwise_affine)
+        with_bias = _bool(who, "bias", bias)
+        self.input_size = int(ns[0]) if len(ns) == 1 else tuple(int(v) for v in ns)
+        self.normalized_shape = tuple(int(v) for v in ns)
+        self.epsilon = epsilon
+        self.register_parameter("weight", init.ones(None, ns, dtype) if affine else None)
+        self.register_parameter(
+            "bias", init.zeros(None, ns, dtype) if affine and with_bias else None
+        )
+        _place(self, device)
+
+    @property
+    def eps(self) -> float:
+        """PyTorch's name of :attr:`epsilon`."""
+        return self.epsilon
 
     def forward(self, x):
-        """``(..., input_size)`` -> same shape."""
-        return F.layer_norm(x, (self.input_size,), self.weight, self.bias, self.epsilon)
+        """``(..., *input_size)`` -> same shape."""
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.epsilon)
 
 
 class Dropout(Module):
@@ -276,13 +501,26 @@ class Dropout(Module):
 
     ``forward(x, key=None)``: the key defaults to :meth:`Module.next_key` (split off
     ``functional_call``'s key, or the layer's own key in stateful use).
+
+    Args:
+        p: Drop probability in ``[0, 1]``.
+        inplace: PyTorch's option; only False: Tensors are immutable.
+        key: The layer's own key (reproducible masks); fresh entropy without one.
+
+    Raises:
+        TypeError: for an unknown keyword. ValueError: for ``p`` outside ``[0, 1]`` or
+            ``inplace=True``.
     """
 
-    def __init__(self, p: float = 0.5, *, key=None, **kwargs):
+    def __init__(self, p: float = 0.5, inplace: bool = False, *, key=None):
         super().__init__()
+        if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)):
+            raise TypeError(f"Dropout: p must be a number, got {p!r}")
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"Dropout: p must lie in [0, 1], got {p}")
+        _no_inplace("Dropout", inplace)
         self.p = float(p)
+        self.inplace = False
         if key is not None:
             self._seed(key)
 
@@ -296,21 +534,63 @@ class Dropout(Module):
 class Embedding(Module):
     """Lookup table of ``input_size`` vectors of size ``embedding_size``.
 
+    Args:
+        input_size: Number of rows (PyTorch's ``num_embeddings``).
+        embedding_size: Row size (PyTorch's ``embedding_dim``).
+        padding_idx: Optional row (negative counts from the end) that is initialized to zeros
+            and gets no gradient (through this layer), as PyTorch's.
+        key, device, dtype: Init key, parameter device and floating dtype.
+
     Parameters: weight ``(input_size, embedding_size)``, standard normal (PyTorch's init).
+
+    Raises:
+        TypeError: for an unknown keyword (PyTorch's ``max_norm``, ``norm_type``,
+            ``scale_grad_by_freq`` and ``sparse`` are not implemented) or a non-floating dtype.
+        ValueError: for non-positive sizes or ``padding_idx`` out of range.
     """
 
+    _keyword_hints = dict(_TORCH_SIZES, max_norm=_UNSUPPORTED, norm_type=_UNSUPPORTED,
+                          scale_grad_by_freq=_UNSUPPORTED, sparse=_UNSUPPORTED)
+
     def __init__(
-        self, input_size: int, embedding_size: int, *, key=None, dtype=np.float32, **kwargs
+        self,
+        input_size: int,
+        embedding_size: int,
+        padding_idx: int | None = None,
+        *,
+        key=None,
+        device=None,
+        dtype=np.float32,
     ):
         super().__init__()
         _positive("Embedding", input_size=input_size, embedding_size=embedding_size)
+        if padding_idx is not None:
+            if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)):
+                raise TypeError(f"Embedding: padding_idx must be an int or None, got "
+                                f"{padding_idx!r}")
+            if not -input_size <= padding_idx < input_size:
+                raise ValueError(
+                    f"Embedding: padding_idx must lie in [-{input_size}, {input_size}), got "
+                    f"{padding_idx}"
+                )
+            padding_idx = int(padding_idx) % input_size
+        self.padding_idx = padding_idx
+        dtype = _param_dtype("Embedding", dtype)
         (k,), own = _keys(key, 1)
         self._seed(own)
-        self.weight = init.normal(k, (input_size, embedding_size), dtype)
+        weight = init.normal(k, (input_size, embedding_size), dtype)
+        if padding_idx is not None:
+            weight = weight.at[padding_idx].set(0.0)
+        self.weight = weight
+        _place(self, device)
 
     def forward(self, x):
         """Integer indices of any shape -> ``x.shape + (embedding_size,)``."""
-        return F.embedding(x, self.weight)
+        w = self.weight
+        if self.padding_idx is not None:  # the padding row's value, without a gradient
+            rows = tnp.arange(w.shape[0], device=w.device)[:, None] == self.padding_idx
+            w = tnp.where(rows, tnp.stop_gradient(w), w)
+        return F.embedding(x, w)
 
 
 class ResidualBlock(Module):
@@ -321,6 +601,7 @@ class ResidualBlock(Module):
 
     Args:
         in_channels, out_channels: Channel counts. stride: Stride of the first convolution.
+        key, device, dtype: Init key, parameter device and floating dtype.
     """
 
     def __init__(
@@ -330,13 +611,14 @@ class ResidualBlock(Module):
         stride: int = 1,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
-        **kwargs,
     ):
         super().__init__()
         _positive(
             "ResidualBlock", in_channels=in_channels, out_channels=out_channels, stride=stride
         )
+        dtype = _param_dtype("ResidualBlock", dtype)
         ks, own = _keys(key, 3)
         self._seed(own)
         self.conv1 = Conv2d(
@@ -352,6 +634,8 @@ class ResidualBlock(Module):
                 in_channels, out_channels, 1, stride, bias=False, key=ks[2], dtype=dtype
             )
             self.shortcut_bn = BatchNorm(out_channels, dtype=dtype)
+        for _, m in self.named_modules():
+            _place(m, device)
 
     def forward(self, x):
         """``(N, in_channels, H, W)`` -> ``(N, out_channels, ceil(H / stride), ...)``."""
@@ -398,19 +682,22 @@ class RecurrentBlock(Module):
         dropout_prob: float | None = None,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
-        **kwargs,
     ):
         super().__init__()
         _positive("RecurrentBlock", input_size=input_size, hidden_size=hidden_size)
         _prob("RecurrentBlock", "dropout_prob", dropout_prob)
+        dtype = _param_dtype("RecurrentBlock", dtype)
         ks, own = _keys(key, 3)
         self._seed(own)
         self.hidden_size = int(hidden_size)
-        self.input_to_hidden = Linear(input_size, hidden_size, key=ks[0], dtype=dtype)
-        self.hidden_to_hidden = Linear(hidden_size, hidden_size, bias=False, key=ks[1], dtype=dtype)
+        self.input_to_hidden = Linear(input_size, hidden_size, key=ks[0], device=device, dtype=dtype)
+        self.hidden_to_hidden = Linear(hidden_size, hidden_size, bias=False, key=ks[1], device=device, dtype=dtype)
         if output_size is not None:
-            self.hidden_to_output = Linear(hidden_size, output_size, key=ks[2], dtype=dtype)
+            self.hidden_to_output = Linear(
+                hidden_size, output_size, key=ks[2], device=device, dtype=dtype
+            )
         self.dropout_prob = dropout_prob
 
     def forward(self, x, hidden_state=None, key=None):
@@ -446,21 +733,24 @@ class LongShortTermMemoryBlock(Module):
         dropout_prob: float | None = None,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
-        **kwargs,
     ):
         super().__init__()
         _positive("LongShortTermMemoryBlock", input_size=input_size, hidden_size=hidden_size)
         _prob("LongShortTermMemoryBlock", "dropout_prob", dropout_prob)
+        dtype = _param_dtype("LongShortTermMemoryBlock", dtype)
         ks, own = _keys(key, 3)
         self._seed(own)
         self.hidden_size = int(hidden_size)
-        self.input_to_gates = Linear(input_size, 4 * hidden_size, key=ks[0], dtype=dtype)
+        self.input_to_gates = Linear(input_size, 4 * hidden_size, key=ks[0], device=device, dtype=dtype)
         self.hidden_to_gates = Linear(
-            hidden_size, 4 * hidden_size, bias=False, key=ks[1], dtype=dtype
+            hidden_size, 4 * hidden_size, bias=False, key=ks[1], device=device, dtype=dtype
         )
         if output_size is not None:
-            self.hidden_to_output = Linear(hidden_size, output_size, key=ks[2], dtype=dtype)
+            self.hidden_to_output = Linear(
+                hidden_size, output_size, key=ks[2], device=device, dtype=dtype
+            )
         self.dropout_prob = dropout_prob
 
     def forward(self, x, hidden_state=None, C_t=None, key=None):
@@ -493,7 +783,7 @@ class ScaledDotProductAttention(Module):
     :func:`~tapegrad.nn.functional.scaled_dot_product_attention` for the mask contract.
     """
 
-    def __init__(self, dropout_prob: float = 0.1, *, key=None, **kwargs):
+    def __init__(self, dropout_prob: float = 0.1, *, key=None):
         super().__init__()
         _prob("ScaledDotProductAttention", "dropout_prob", dropout_prob)
         self.dropout_prob = float(dropout_prob)
@@ -514,9 +804,17 @@ class MultiHeadAttention(Module):
     """Multi-head attention with learned projections.
 
     Submodules ``query``, ``key``, ``value``, ``output``: Linear ``(hidden_size,
-    hidden_size)``. ``forward(query, key, value, mask=None, is_causal=False,
-    dropout_key=None)`` maps ``(B, L, hidden_size)`` inputs to ``(B, Lq, hidden_size)``.
+    hidden_size)``, built with the ``key``, ``device`` and ``dtype`` given. ``forward(query,
+    key, value, mask=None, is_causal=False, dropout_key=None)`` maps ``(B, L, hidden_size)``
+    inputs to ``(B, Lq, hidden_size)``.
+
+    Raises:
+        TypeError: for an unknown keyword (PyTorch's ``nn.MultiheadAttention`` takes
+            ``embed_dim`` and ``dropout``; here they are ``hidden_size`` and ``dropout_prob``).
     """
+
+    _keyword_hints = {"embed_dim": "PyTorch's name; here it is hidden_size",
+                      "dropout": "PyTorch's name; here it is dropout_prob"}
 
     def __init__(
         self,
@@ -525,11 +823,12 @@ class MultiHeadAttention(Module):
         dropout_prob: float = 0.1,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
-        **kwargs,
     ):
         super().__init__()
         _positive("MultiHeadAttention", num_heads=num_heads, hidden_size=hidden_size)
+        dtype = _param_dtype("MultiHeadAttention", dtype)
         if hidden_size % num_heads:
             raise ValueError(
                 f"MultiHeadAttention: num_heads={num_heads} must divide hidden_size={hidden_size}"
@@ -539,7 +838,9 @@ class MultiHeadAttention(Module):
         self._seed(own)
         self.num_heads, self.dropout_prob = int(num_heads), float(dropout_prob)
         for name, k in zip(("query", "key", "value", "output"), ks):
-            setattr(self, name, Linear(hidden_size, hidden_size, key=k, dtype=dtype))
+            setattr(
+                self, name, Linear(hidden_size, hidden_size, key=k, device=device, dtype=dtype)
+            )
 
     def forward(self, query, key, value, mask=None, is_causal: bool = False, dropout_key=None):
         """Attend from ``query (B, Lq, D)`` to ``key``/``value (B, Lk, D)``."""
@@ -561,7 +862,16 @@ class MultiHeadAttention(Module):
 
 # -- activations, shape helpers --------------------------------------------------------------
 class ReLU(Module):
-    """Module form of :func:`~tapegrad.nn.functional.relu` (PyTorch's ``nn.ReLU``)."""
+    """Module form of :func:`~tapegrad.nn.functional.relu` (PyTorch's ``nn.ReLU``).
+
+    Args:
+        inplace: PyTorch's option; only False (Tensors are immutable).
+    """
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        _no_inplace("ReLU", inplace)
+        self.inplace = False
 
     def forward(self, x):
         """Any shape -> same shape."""
@@ -607,7 +917,16 @@ class Sigmoid(Module):
 
 
 class SiLU(Module):
-    """Module form of :func:`~tapegrad.nn.functional.silu` (PyTorch's ``nn.SiLU``)."""
+    """Module form of :func:`~tapegrad.nn.functional.silu` (PyTorch's ``nn.SiLU``).
+
+    Args:
+        inplace: PyTorch's option; only False (Tensors are immutable).
+    """
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        _no_inplace("SiLU", inplace)
+        self.inplace = False
 
     def forward(self, x):
         """Any shape -> same shape."""
@@ -616,11 +935,18 @@ class SiLU(Module):
 
 class LeakyReLU(Module):
     """Module form of :func:`~tapegrad.nn.functional.leaky_relu` (PyTorch's
-    ``nn.LeakyReLU``)."""
+    ``nn.LeakyReLU``).
 
-    def __init__(self, negative_slope: float = 0.01):
+    Args:
+        negative_slope: Slope for negative inputs.
+        inplace: PyTorch's option; only False (Tensors are immutable).
+    """
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
         super().__init__()
+        _no_inplace("LeakyReLU", inplace)
         self.negative_slope = float(negative_slope)
+        self.inplace = False
 
     def forward(self, x):
         """Any shape -> same shape."""
@@ -693,7 +1019,7 @@ class Conv1d(Module):
         stride, padding, dilation, groups: As in :func:`~tapegrad.nn.functional.conv1d`
             (``padding`` an int, ``"valid"`` or ``"same"``; zeros).
         bias: Whether to add a bias.
-        key, dtype: Init key and parameter dtype.
+        key, device, dtype: Init key, parameter device and floating dtype.
 
     Parameters:
         weight ``(out_channels, in_channels / groups, kernel_size)`` Xavier-uniform; bias
@@ -715,10 +1041,12 @@ class Conv1d(Module):
         bias: bool = True,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
     ):
         super().__init__()
         _positive("Conv1d", in_channels=in_channels, out_channels=out_channels, groups=groups)
+        dtype = _param_dtype("Conv1d", dtype)
         if in_channels % groups or out_channels % groups:
             raise ValueError(
                 f"Conv1d: groups={groups} must divide in_channels={in_channels} and "
@@ -730,6 +1058,7 @@ class Conv1d(Module):
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         self.weight = init.xavier_uniform(k, (out_channels, in_channels // groups, k_size), dtype)
         self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
+        _place(self, device)
 
     def forward(self, x):
         """``(N, in_channels, L)`` -> ``(N, out_channels, L_out)``."""
@@ -748,7 +1077,7 @@ class ConvTranspose2d(Module):
         stride, padding, output_padding, groups, dilation: As in
             :func:`~tapegrad.nn.functional.conv_transpose2d`.
         bias: Whether to add a bias.
-        key, dtype: Init key and parameter dtype.
+        key, device, dtype: Init key, parameter device and floating dtype.
 
     Parameters:
         weight ``(in_channels, out_channels / groups, kH, kW)`` (PyTorch's layout)
@@ -771,10 +1100,12 @@ class ConvTranspose2d(Module):
         dilation=1,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
     ):
         super().__init__()
         who = "ConvTranspose2d"
+        dtype = _param_dtype(who, dtype)
         _positive(who, in_channels=in_channels, out_channels=out_channels, groups=groups)
         if in_channels % groups or out_channels % groups:
             raise ValueError(
@@ -788,6 +1119,7 @@ class ConvTranspose2d(Module):
         self.groups, self.dilation = groups, dilation
         self.weight = init.xavier_uniform(k, (in_channels, out_channels // groups, kh, kw), dtype)
         self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
+        _place(self, device)
 
     def forward(self, x):
         """``(N, in_channels, H, W)`` -> ``(N, out_channels, H_out, W_out)``."""
@@ -811,11 +1143,31 @@ class AvgPool2d(Module):
         kernel_size: Int or pair. stride: Int or pair (default ``kernel_size``).
         padding: Int or pair of zero padding (at most half the kernel), or
             ``"valid"``/``"same"``.
+        ceil_mode: PyTorch's option; only False (windows that would start in the padding or
+            past the end are not formed).
         count_include_pad: Divide by the full window (True) or by its non-padding part.
+
+    Raises:
+        TypeError: for an unknown keyword (PyTorch's ``divisor_override`` is not implemented).
+        NotImplementedError: for ``ceil_mode=True``.
     """
 
-    def __init__(self, kernel_size, stride=None, padding=0, count_include_pad: bool = True):
+    _keyword_hints = {"divisor_override": _UNSUPPORTED}
+
+    def __init__(
+        self,
+        kernel_size,
+        stride=None,
+        padding=0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+    ):
         super().__init__()
+        if _bool("AvgPool2d", "ceil_mode", ceil_mode):
+            raise NotImplementedError(
+                "AvgPool2d: ceil_mode=True is not implemented; pad the input (tnp.pad) so the "
+                "last window fits, with count_include_pad=False"
+            )
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
         self.count_include_pad = bool(count_include_pad)
 
@@ -850,7 +1202,7 @@ class RMSNorm(Module):
         normalized_shape: Int or tuple: the trailing shape to normalize over.
         eps: Added to the mean square; ``None`` means the input dtype's machine epsilon.
         elementwise_affine: Whether to learn a gain ``weight``.
-        dtype: Parameter dtype.
+        device, dtype: Parameter device and floating dtype.
 
     Parameters:
         weight ``normalized_shape``, ones (absent without ``elementwise_affine``).
@@ -865,9 +1217,11 @@ class RMSNorm(Module):
         eps: float | None = None,
         elementwise_affine: bool = True,
         *,
+        device=None,
         dtype=np.float32,
     ):
         super().__init__()
+        dtype = _param_dtype("RMSNorm", dtype)
         ns = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
         ns = tuple(ns)
         _positive("RMSNorm", **{f"normalized_shape[{i}]": v for i, v in enumerate(ns)})
@@ -877,6 +1231,7 @@ class RMSNorm(Module):
         self.register_parameter(
             "weight", init.ones(None, ns, dtype) if elementwise_affine else None
         )
+        _place(self, device)
 
     def forward(self, x):
         """``(..., *normalized_shape)`` -> same shape."""
@@ -891,7 +1246,7 @@ class GroupNorm(Module):
         num_groups: Number of groups; divides ``num_channels``.
         num_channels: ``C``. eps: Added to the variance.
         affine: Whether to learn a per-channel ``weight`` and ``bias``.
-        dtype: Parameter dtype.
+        device, dtype: Parameter device and floating dtype.
 
     Parameters:
         weight (ones) and bias (zeros) of shape ``(num_channels,)`` (absent without
@@ -911,10 +1266,12 @@ class GroupNorm(Module):
         eps: float = 1e-5,
         affine: bool = True,
         *,
+        device=None,
         dtype=np.float32,
     ):
         super().__init__()
         _positive("GroupNorm", num_groups=num_groups, num_channels=num_channels)
+        dtype = _param_dtype("GroupNorm", dtype)
         if num_channels % num_groups:
             raise ValueError(
                 f"GroupNorm: num_groups={num_groups} must divide num_channels={num_channels}"
@@ -923,6 +1280,7 @@ class GroupNorm(Module):
         c = (num_channels,)
         self.register_parameter("weight", init.ones(None, c, dtype) if affine else None)
         self.register_parameter("bias", init.zeros(None, c, dtype) if affine else None)
+        _place(self, device)
 
     def forward(self, x):
         """``(N, num_channels, *spatial)`` -> same shape."""
@@ -940,9 +1298,10 @@ class _CellBase(Module):
     _mode = ""
     _who = ""
 
-    def __init__(self, input_size, hidden_size, bias, key, dtype):
+    def __init__(self, input_size, hidden_size, bias, key, device, dtype):
         super().__init__()
         _positive(self._who, input_size=input_size, hidden_size=hidden_size)
+        dtype = _param_dtype(self._who, dtype)
         g = F._GATES[self._mode] * hidden_size
         ks, own = _keys(key, 4)
         self._seed(own)
@@ -953,6 +1312,7 @@ class _CellBase(Module):
             self.register_parameter(
                 name, _rnn_uniform(k, (g,), hidden_size, dtype) if bias else None
             )
+        _place(self, device)
 
 
 class RNNCell(_CellBase):
@@ -961,7 +1321,8 @@ class RNNCell(_CellBase):
 
     Args:
         input_size, hidden_size: Sizes. bias: Whether to add ``b_ih`` and ``b_hh``.
-        nonlinearity: ``"tanh"`` or ``"relu"``. key, dtype: Init key and parameter dtype.
+        nonlinearity: ``"tanh"`` or ``"relu"``.
+        key, device, dtype: Init key, parameter device and floating dtype.
 
     Parameters:
         weight_ih ``(input_size, hidden_size)``, weight_hh ``(hidden_size, hidden_size)``,
@@ -982,13 +1343,14 @@ class RNNCell(_CellBase):
         nonlinearity: str = "tanh",
         *,
         key=None,
+        device=None,
         dtype=np.float32,
     ):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(
                 f"RNNCell: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}"
             )
-        super().__init__(input_size, hidden_size, bias, key, dtype)
+        super().__init__(input_size, hidden_size, bias, key, device, dtype)
         self.nonlinearity = nonlinearity
 
     def forward(self, input, hx=None):
@@ -1011,7 +1373,7 @@ class LSTMCell(_CellBase):
 
     Args:
         input_size, hidden_size: Sizes. bias: Whether to add ``b_ih`` and ``b_hh``.
-        key, dtype: Init key and parameter dtype.
+        key, device, dtype: Init key, parameter device and floating dtype.
 
     Parameters:
         weight_ih ``(input_size, 4 hidden_size)``, weight_hh ``(hidden_size,
@@ -1024,9 +1386,16 @@ class LSTMCell(_CellBase):
     _mode, _who = "lstm", "LSTMCell"
 
     def __init__(
-        self, input_size: int, hidden_size: int, bias: bool = True, *, key=None, dtype=np.float32
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        *,
+        key=None,
+        device=None,
+        dtype=np.float32,
     ):
-        super().__init__(input_size, hidden_size, bias, key, dtype)
+        super().__init__(input_size, hidden_size, bias, key, device, dtype)
 
     def forward(self, input, hx=None):
         """``input (batch, input_size)``, optional ``hx = (h, c)`` each ``(batch,
@@ -1040,7 +1409,7 @@ class GRUCell(_CellBase):
 
     Args:
         input_size, hidden_size: Sizes. bias: Whether to add ``b_ih`` and ``b_hh``.
-        key, dtype: Init key and parameter dtype.
+        key, device, dtype: Init key, parameter device and floating dtype.
 
     Parameters:
         weight_ih ``(input_size, 3 hidden_size)``, weight_hh ``(hidden_size,
@@ -1054,9 +1423,16 @@ class GRUCell(_CellBase):
     _mode, _who = "gru", "GRUCell"
 
     def __init__(
-        self, input_size: int, hidden_size: int, bias: bool = True, *, key=None, dtype=np.float32
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        *,
+        key=None,
+        device=None,
+        dtype=np.float32,
     ):
-        super().__init__(input_size, hidden_size, bias, key, dtype)
+        super().__init__(input_size, hidden_size, bias, key, device, dtype)
 
     def forward(self, input, hx=None):
         """``input (batch, input_size)``, optional ``hx (batch, hidden_size)`` (zeros) -> the
@@ -1068,6 +1444,7 @@ class _RNNBase(Module):
     """Multi-layer, optionally bidirectional recurrent layer over whole sequences."""
 
     _who = ""
+    _keyword_hints = {"proj_size": _UNSUPPORTED}
 
     def __init__(
         self,
@@ -1080,10 +1457,12 @@ class _RNNBase(Module):
         dropout,
         bidirectional,
         key,
+        device,
         dtype,
     ):
         super().__init__()
         who = self._who
+        dtype = _param_dtype(who, dtype)
         _positive(who, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"{who}: dropout must lie in [0, 1), got {dropout}")
@@ -1109,6 +1488,7 @@ class _RNNBase(Module):
                     self.register_parameter(
                         name + sfx, _rnn_uniform(k, (g,), h, dtype) if bias else None
                     )
+        _place(self, device)
 
     def _step(self, gi, state, w_hh, b_hh):
         if self._mode == "lstm":
@@ -1233,7 +1613,8 @@ _RNN_ARGS = """
         dropout: Dropout probability on the outputs of every layer but the last (training
             mode only).
         bidirectional: Also run each layer backwards in time and concatenate the two.
-        key, dtype: Init key (also seeds the dropout) and parameter dtype.
+        key, device, dtype: Init key (also seeds the dropout), parameter device and floating
+            dtype.
 
     Parameters:
         Per layer ``k`` and direction (suffix ``_l{k}``, and ``_reverse`` for the backward
@@ -1270,6 +1651,7 @@ class RNN(_RNNBase):
         bidirectional: bool = False,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
     ):
         if nonlinearity not in ("tanh", "relu"):
@@ -1284,6 +1666,7 @@ class RNN(_RNNBase):
             dropout,
             bidirectional,
             key,
+            device,
             dtype,
         )
         self.nonlinearity = nonlinearity
@@ -1314,6 +1697,7 @@ class LSTM(_RNNBase):
         bidirectional: bool = False,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
     ):
         super().__init__(
@@ -1326,6 +1710,7 @@ class LSTM(_RNNBase):
             dropout,
             bidirectional,
             key,
+            device,
             dtype,
         )
 
@@ -1363,6 +1748,7 @@ class GRU(_RNNBase):
         bidirectional: bool = False,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
     ):
         super().__init__(
@@ -1375,5 +1761,6 @@ class GRU(_RNNBase):
             dropout,
             bidirectional,
             key,
+            device,
             dtype,
         )

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from tapegrad import random as _random
+from tapegrad._keywords import strict_all, strict_init
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
 from tapegrad.tree import register, tree_leaves
@@ -192,7 +193,15 @@ class Module:
         ['w']
     """
 
-    def __init__(self, *args, **kwargs):
+    #: ``{keyword: explanation}`` added to the error for an unknown constructor keyword (for
+    #: example PyTorch's name of an argument that is spelt differently here).
+    _keyword_hints: dict = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        strict_init(cls)  # an unknown constructor keyword is a TypeError naming the closest
+
+    def __init__(self):
         d = self.__dict__
         d["_parameters"] = {}
         d["_states"] = {}
@@ -504,6 +513,9 @@ class Module:
         return "\n".join(lines) + "\n)"
 
 
+strict_init(Module)
+
+
 def _check_tree(module: Module, tree, group: str, what: str, path: str = "") -> dict:
     """Validate ``tree`` against ``module``'s ``group`` structure; returns it as dicts."""
     here = module.__dict__
@@ -720,3 +732,6 @@ class Sequential(Module):
         for m in self._modules.values():
             x = m(x)
         return x
+
+
+strict_all(globals(), ["ParameterView", "ParameterIterator", "functional_call"])

@@ -28,6 +28,7 @@ import attrs
 import numpy as np
 
 from tapegrad import numpy as tnp
+from tapegrad._keywords import strict_all
 from tapegrad.tensor import Tensor
 
 __all__ = [
@@ -469,3 +470,6 @@ class CosineScheduler(LRScheduler):
         return _cosine_with_warmup(
             k, float(initial_lr), self.warmup_steps, self.lr_decay_iters, self.min_lr
         )
+
+
+strict_all(globals(), __all__)  # an unknown keyword is a TypeError naming the closest valid one
