@@ -23,7 +23,8 @@ MODULES = (nn, layers, module, lm, optim, transforms, combinators, schedules, op
 OPEN_BY_DESIGN = {
     nn.Identity,  # PyTorch's nn.Identity is argument-insensitive: it stands in for any layer
     optim.Optimizer,  # the base class: tested below (transform= plus nothing else)
-    optim.apply_gradients,  # **extra_args go on to the transformations: tested below
+    optim.apply_gradients,  # Optax's extra-args protocol: each goes to the transformations
+    # whose update names it, the others never see it (tests/optim: extra arguments)
 }
 
 
@@ -166,21 +167,3 @@ def test_loss_functions_refuse_unknown_keywords():
             fn(p, y, reductoin="sum")
     with pytest.raises(TypeError, match="'pos_weight' \\(PyTorch's positive-class weight is not"):
         F.binary_cross_entropy_with_logits(p, y, pos_weight=tg.Tensor([2.0]))
-
-
-def test_an_extra_argument_no_transformation_takes_is_refused():
-    params = {"w": tg.Tensor(np.ones(2))}
-    g = {"w": tg.Tensor(np.ones(2))}
-    tx = optim.chain(optim.sgd(0.1), optim.reduce_on_plateau())
-    state = tx.init(params)
-    optim.apply_gradients(tx, g, state, params, value=1.0)  # taken by reduce_on_plateau
-    for call in (lambda: optim.apply_gradients(tx, g, state, params, valeu=1.0),
-                 lambda: tx.update(g, state, params, valeu=1.0),
-                 lambda: optim.MultiSteps(tx, 2).update(g, optim.MultiSteps(tx, 2).init(params),
-                                                        params, valeu=1.0)):
-        with pytest.raises(TypeError, match="'valeu' \\(no transformation in this optimizer "
-                           "takes it.*did you mean 'value'"):
-            call()
-    plain = optim.sgd(0.1)
-    with pytest.raises(TypeError, match="unexpected keyword argument 'value'"):
-        optim.apply_gradients(plain, g, plain.init(params), params, value=1.0)

@@ -36,7 +36,6 @@ from tapegrad import numpy as tnp
 from tapegrad._keywords import strict_all
 from tapegrad.optim.transforms import (
     GradientTransformation,
-    _check_extras,
     _check_match,
     _leaves,
     _update_extra,
@@ -93,17 +92,12 @@ class Masked(GradientTransformation):
     inner: GradientTransformation
     mask: Any
 
-    def _children(self):
-        return (self.inner,)
-
     def init(self, params):
         flags = _full_mask("masked", _resolve(self.mask, params), params, "params")
         return {"inner_state": self.inner.init(_mask_tree(params, flags))}
 
     def update(self, grads, state, params=None, **extra_args):
         where = "masked"
-        if extra_args:
-            _check_extras("masked.update", self, extra_args)
         if not isinstance(state, dict) or "inner_state" not in state:
             raise TypeError(f"{where}: state must be the dict from init, got {state!r:.80}")
         flags = _full_mask(where, _resolve(self.mask, grads), grads, "grads")
@@ -171,8 +165,6 @@ class MultiTransform(GradientTransformation):
     transforms: tuple  # ((label, transformation), ...) in the order given
     param_labels: Any
 
-    def _children(self):
-        return tuple(tx for _, tx in self.transforms)
 
     def _labels(self, where: str, tree, name: str) -> list:
         labels = _resolve(self.param_labels, tree)
@@ -206,8 +198,6 @@ class MultiTransform(GradientTransformation):
 
     def update(self, grads, state, params=None, **extra_args):
         where = "multi_transform"
-        if extra_args:
-            _check_extras("multi_transform.update", self, extra_args)
         inner = state.get("inner_states") if isinstance(state, dict) else None
         if not isinstance(inner, dict) or set(inner) != {k for k, _ in self.transforms}:
             raise TypeError(
@@ -391,9 +381,6 @@ class MultiSteps(GradientTransformation):
         if not callable(k) and k < 1:
             raise ValueError(f"MultiSteps: every_k_schedule must be >= 1, got {k}")
 
-    def _children(self):
-        return (self.inner,)
-
     @property
     def inner_opt(self) -> GradientTransformation:
         """The wrapped transformation (Optax's name)."""
@@ -439,8 +426,6 @@ class MultiSteps(GradientTransformation):
 
     def update(self, grads, state, params=None, **extra_args):
         where = "MultiSteps"
-        if extra_args:
-            _check_extras("MultiSteps.update", self, extra_args)
         keys = {"mini_step", "gradient_step", "inner_opt_state", "acc_grads"}
         if not isinstance(state, dict) or set(state) != keys:
             raise TypeError(f"{where}: state must be the dict from init with keys {sorted(keys)}")

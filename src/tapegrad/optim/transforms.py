@@ -47,7 +47,7 @@ import attrs
 import numpy as np
 
 from tapegrad import backend as _backend
-from tapegrad._keywords import strict_all, strict_init, unexpected_keyword
+from tapegrad._keywords import strict_all, strict_init
 from tapegrad import numpy as tnp
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
@@ -319,41 +319,6 @@ def _extra_names(tx) -> frozenset | None:
     return names
 
 
-def _accepted_extras(tx) -> set | None:
-    """The extra keyword arguments some transformation in ``tx`` takes (``None``: any, one of
-    them takes ``**kwargs`` of its own)."""
-    names = _extra_names(tx)
-    if names is not None:
-        return set(names)
-    children = tx._children() if isinstance(tx, GradientTransformation) else None
-    if children is None:
-        return None
-    out: set = set()
-    for child in children:
-        got = _accepted_extras(child)
-        if got is None:
-            return None
-        out |= got
-    return out
-
-
-def _check_extras(where: str, tx, extra_args: dict) -> None:
-    """Refuse an extra keyword argument that no transformation in ``tx`` takes: it would be
-    dropped silently (a misspelt ``value=``, say).
-
-    Raises:
-        TypeError: naming the keyword and the closest one some transformation takes.
-    """
-    accepted = _accepted_extras(tx)
-    if accepted is None:
-        return
-    for k in extra_args:
-        if k not in accepted:
-            raise unexpected_keyword(where, k, sorted(accepted), {
-                k: "no transformation in this optimizer takes it; extra arguments go to the "
-                "transformations whose update names them"})
-
-
 def _update_extra(tx, grads, state, params, extra_args: dict):
     """``tx.update(grads, state, params, **kw)`` with the keyword arguments of ``extra_args``
     that ``tx.update`` takes (Optax's ``with_extra_args_support``)."""
@@ -385,11 +350,6 @@ class GradientTransformation(abc.ABC):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         strict_init(cls)  # an unknown keyword is a TypeError naming the closest valid one
-
-    def _children(self) -> tuple | None:
-        """The transformations a combinator hands its extra keyword arguments on to; ``None``
-        for a transformation that is not a combinator."""
-        return None
 
     @abc.abstractmethod
     def init(self, params) -> Any:
@@ -1044,9 +1004,6 @@ class Chain(GradientTransformation):
 
     transforms: tuple
 
-    def _children(self):
-        return self.transforms
-
     def __attrs_post_init__(self):
         if not isinstance(self.transforms, tuple):
             raise TypeError(
@@ -1064,8 +1021,6 @@ class Chain(GradientTransformation):
         return tuple(t.init(params) for t in self.transforms)
 
     def update(self, grads, state, params=None, **extra_args):
-        if extra_args:
-            _check_extras("chain.update", self, extra_args)
         grads, new_states = self._update_first(
             len(self.transforms), grads, state, params, extra_args
         )
@@ -1675,7 +1630,6 @@ def apply_gradients(tx: GradientTransformation, grads, opt_state, params, **extr
         [0.7, -2.4]
     """
     if extra_args:
-        _check_extras("apply_gradients", tx, extra_args)
         updates, new_state = _update_extra(tx, grads, opt_state, params, extra_args)
     else:
         updates, new_state = tx.update(grads, opt_state, params)
