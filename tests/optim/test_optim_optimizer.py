@@ -316,9 +316,9 @@ def test_new_stateful_optimizers_have_pytorch_defaults():
     }  # fmt: skip
     h = optim.Lion(params, lr=1e-4).hyperparams
     assert (h["beta1"], h["beta2"], h["weight_decay"]) == (0.9, 0.99, 1e-3)  # Optax's
-    with pytest.raises(ValueError, match="rmsprop: alpha must be in"):
+    with pytest.raises(ValueError, match="RMSprop: alpha must be in"):
         optim.RMSprop(params, alpha=2.0)
-    with pytest.raises(ValueError, match="adagrad: eps must be"):
+    with pytest.raises(ValueError, match="Adagrad: eps must be"):
         optim.Adagrad(params, eps=-1.0)
     with pytest.raises(TypeError, match="missing 1 required positional argument: 'lr'"):
         optim.Lion(params)

@@ -402,9 +402,20 @@ class MultiSteps(GradientTransformation):
                     f"MultiSteps: every_k_schedule returned a Tensor of shape {k.shape} and "
                     f"dtype {k.dtype}; expected an int >= 1"
                 )
+            if not bool(tnp.greater_equal(k, 1)):  # checked at every step (tg.jit: a guard)
+                raise ValueError(
+                    f"MultiSteps: every_k_schedule returned {int(k)} at gradient step "
+                    f"{int(gradient_step) if isinstance(gradient_step, Tensor) else gradient_step}"
+                    "; expected an int >= 1"
+                )
             return k
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
             raise TypeError(f"MultiSteps: every_k_schedule returned {k!r}; expected an int >= 1")
+        if k < 1:
+            raise ValueError(
+                f"MultiSteps: every_k_schedule returned {k} at gradient step {gradient_step}; "
+                "expected an int >= 1"
+            )
         return int(k)
 
     def init(self, params):

@@ -328,9 +328,30 @@ class Optimizer:
 
     # -- stepping -------------------------------------------------------------------------------
     def update_lr(self) -> None:
-        """Set ``lr`` from the scheduler at the current ``timestep`` (no-op without one)."""
+        """Set ``lr`` from the scheduler at the current ``timestep`` (no-op without one).
+
+        Raises:
+            TypeError: if the scheduler returns something other than a number.
+            ValueError: if it returns a negative or non-finite rate (naming the value and the
+                step): a negative rate would ascend.
+        """
         if self.lr_scheduler is not None:
-            self.lr = float(self.lr_scheduler(self.timestep, self.initial_lr, self.lr))  # pyright: ignore[reportArgumentType]
+            name = type(self.lr_scheduler).__name__
+            value = self.lr_scheduler(self.timestep, self.initial_lr, self.lr)  # pyright: ignore[reportCallIssue]
+            try:
+                rate = float(value)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"{type(self).__name__}.update_lr: the scheduler {name} returned "
+                    f"{value!r:.60} at step {self.timestep}; it must return a number"
+                ) from None
+            if not (math.isfinite(rate) and rate >= 0):
+                raise ValueError(
+                    f"{type(self).__name__}.update_lr: the scheduler {name} returned the "
+                    f"learning rate {rate} at step {self.timestep}; a rate must be finite and "
+                    ">= 0 (a negative rate ascends). Fix the scheduler."
+                )
+            self.lr = rate
 
     def step(self, grads=None, **extra_args) -> None:
         """One optimization step: ``timestep += 1``, ``update_lr()``, then
@@ -531,10 +552,8 @@ class SGD(Optimizer):
 
     def _make_transform(self):
         h = self._hyperparams
-        return T.sgd(
-            self.lr, h["momentum"], h["nesterov"], h["weight_decay"],
-            dampening=h.get("dampening", 0.0),
-        )  # fmt: skip
+        return T._sgd(type(self).__name__, self.lr, h["momentum"], h["nesterov"],
+                      h["weight_decay"], h.get("dampening", 0.0))
 
 
 class Adam(Optimizer):
@@ -697,9 +716,8 @@ class RMSprop(Optimizer):
 
     def _make_transform(self):
         h = self._hyperparams
-        return T.rmsprop(
-            self.lr, h["alpha"], h["eps"], h["weight_decay"], h["momentum"], h["centered"]
-        )
+        return T._rmsprop(type(self).__name__, self.lr, h["alpha"], h["eps"], h["weight_decay"],
+                          h["momentum"], h["centered"])
 
 
 class Adagrad(Optimizer):
@@ -753,9 +771,8 @@ class Adagrad(Optimizer):
 
     def _make_transform(self):
         h = self._hyperparams
-        return T.adagrad(
-            self.lr, h["lr_decay"], h["weight_decay"], h["initial_accumulator_value"], h["eps"]
-        )
+        return T._adagrad(type(self).__name__, self.lr, h["lr_decay"], h["weight_decay"],
+                          h["initial_accumulator_value"], h["eps"])
 
 
 class Lion(Optimizer):
@@ -799,6 +816,8 @@ class Lion(Optimizer):
         max_grad_norm: float | None = None,
     ) -> None:
         beta1, beta2 = _betas("Lion", beta1, beta2, betas, (0.9, 0.99))
+        T._check_unit("Lion", "beta1", beta1, closed_high=True)
+        T._check_unit("Lion", "beta2", beta2, closed_high=True)
         super().__init__(
             model_parameters,
             lr,
@@ -812,7 +831,7 @@ class Lion(Optimizer):
 
     def _make_transform(self):
         h = self._hyperparams
-        return T.lion(self.lr, h["beta1"], h["beta2"], h["weight_decay"])
+        return T._lion(type(self).__name__, self.lr, h["beta1"], h["beta2"], h["weight_decay"])
 
 
 class ReduceLROnPlateau:

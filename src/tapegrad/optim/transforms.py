@@ -475,7 +475,8 @@ class Scale(GradientTransformation):
     step_size: float
 
     def __attrs_post_init__(self):
-        _check_number("Scale", "step_size", self.step_size)
+        if not math.isfinite(_check_number("Scale", "step_size", self.step_size)):
+            raise ValueError(f"Scale: step_size must be finite, got {self.step_size}")
 
     def init(self, params):
         return {}
@@ -1194,7 +1195,11 @@ def sgd(
         ValueError: on out-of-range hyperparameters, or ``nesterov``/``dampening`` without
             momentum.
     """
-    where = "sgd"
+    return _sgd("sgd", learning_rate, momentum, nesterov, weight_decay, dampening)
+
+
+def _sgd(where, learning_rate, momentum, nesterov, weight_decay, dampening) -> Chain:
+    """:func:`sgd`, its errors naming ``where`` (the stateful ``SGD`` passes its name)."""
     lr = _check_lr(where, learning_rate)
     momentum = 0.0 if momentum is None else _check_unit(where, "momentum", momentum, True)
     nesterov = _check_bool(where, "nesterov", nesterov)
@@ -1313,7 +1318,11 @@ def rmsprop(
         Tieleman and Hinton, "Lecture 6.5 - RMSProp", COURSERA, 2012; Graves, "Generating
         Sequences With Recurrent Neural Networks", arXiv:1308.0850, 2013 (centered form).
     """
-    where = "rmsprop"
+    return _rmsprop("rmsprop", learning_rate, alpha, eps, weight_decay, momentum, centered)
+
+
+def _rmsprop(where, learning_rate, alpha, eps, weight_decay, momentum, centered) -> Chain:
+    """:func:`rmsprop`, its errors naming ``where``."""
     lr = _check_lr(where, learning_rate)
     alpha = _check_unit(where, "alpha", alpha, closed_high=True)
     eps = _check_nonneg(where, "eps", eps)
@@ -1371,7 +1380,13 @@ def adagrad(
         Duchi, Hazan and Singer, "Adaptive Subgradient Methods for Online Learning and
         Stochastic Optimization", JMLR 12, 2011.
     """
-    where = "adagrad"
+    return _adagrad("adagrad", learning_rate, lr_decay, weight_decay, initial_accumulator_value,
+                    eps)
+
+
+def _adagrad(where, learning_rate, lr_decay, weight_decay, initial_accumulator_value,
+             eps) -> Chain:
+    """:func:`adagrad`, its errors naming ``where``."""
     lr = _check_lr(where, learning_rate)
     block = ScaleByAdagrad(
         _check_nonneg(where, "lr_decay", lr_decay),
@@ -1435,10 +1450,15 @@ def lion(
         Chen et al., "Symbolic Discovery of Optimization Algorithms", NeurIPS 2023,
         Algorithm 2.
     """
-    lr = _check_lr("lion", learning_rate)
+    return _lion("lion", learning_rate, b1, b2, weight_decay)
+
+
+def _lion(where, learning_rate, b1, b2, weight_decay) -> Chain:
+    """:func:`lion`, its errors naming ``where``."""
+    lr = _check_lr(where, learning_rate)
     return chain(
-        _lion_block("lion", b1, b2),
-        AddDecayedWeights(_check_nonneg("lion", "weight_decay", weight_decay)),
+        _lion_block(where, b1, b2),
+        AddDecayedWeights(_check_nonneg(where, "weight_decay", weight_decay)),
         ScaleByLearningRate(lr),
     )
 
