@@ -28,6 +28,8 @@ from tapegrad.lazy import _GLOBAL as _LAZY_GLOBAL
 from tapegrad.lazy import LazyArray, defer, realize_array
 from tapegrad.lazy import _state as _lazy_state
 from tapegrad.tensor import Tensor, _s_array, _s_box, caller_line, const
+from tapegrad.weak import WeakScalar
+from tapegrad.weak import resolve as resolve_weak
 
 __all__ = [
     "Function",
@@ -486,6 +488,8 @@ class Function:
                 a = a._array
                 if type(a) is not _ndarray:
                     cpu = False
+            elif type(a) is WeakScalar:  # a Python number jit traces: as the eager call would
+                return cls.apply(*resolve_weak(cls, args), **params)
             arrays.append(a)
         if top:
             res = trace.record(cls, args, params, None)

@@ -34,13 +34,14 @@ import numpy as np
 
 from tapegrad import backend as _backend
 from tapegrad import tape as _tape
-from tapegrad.function import Context, _state, run_forward, transform_scope
-from tapegrad.tape import Guard, GuardError, check_guard
+from tapegrad.function import Context, _state, new_level, run_forward, transform_scope
+from tapegrad.tape import Guard, GuardError, Trace, check_guard
 from tapegrad.tensor import Tensor, const
-from tapegrad.transforms import trace
-from tapegrad.tree import tree_flatten, tree_unflatten
+from tapegrad.transforms import as_primal, lower_output
+from tapegrad.tree import tree_flatten, tree_map, tree_unflatten
+from tapegrad.weak import WIDE, WeakScalar
 
-__all__ = ["jit", "Program"]
+__all__ = ["jit", "Program", "implicit_state"]
 
 
 def _hashable(v) -> bool:
@@ -452,11 +453,12 @@ class Program:
 
 # -- jit -------------------------------------------------------------------------------------
 _ALL_CACHES: weakref.WeakSet = weakref.WeakSet()
+_PY_NUMBERS = (bool, int, float, complex)
 
 
 class _Cache:
-    """The programs of one jitted function: signature -> list of programs (one per branch a
-    guard selects), least recently used signatures dropped beyond ``size``."""
+    """The programs of one jitted function: signature -> list of compiled programs (one per
+    branch a guard selects), least recently used signatures dropped beyond ``size``."""
 
     def __init__(self, size):
         self.size = size
@@ -468,6 +470,215 @@ class _Cache:
             self.entries.clear()
 
 
+class _ImplicitState(threading.local):
+    """Per thread: the :class:`_Capture` of the ``jit`` recording running, or None."""
+
+    capture: Any = None
+
+
+#: Read by stateful objects (``tapegrad.nn.Module``): while ``implicit_state.capture`` is set,
+#: a ``jit`` recording is running on this thread, and reading or replacing their state goes
+#: through it (:meth:`_Capture.read`, :meth:`_Capture.write`).
+implicit_state = _ImplicitState()
+
+
+class _Capture:
+    """The state of stateful objects a ``jit`` recording reads and writes besides its
+    arguments: a Module's parameters, states and random key (as ``torch.compile`` treats a
+    module's state). Each value read becomes an implicit input of the program, read afresh
+    from its owner at every call; each value replaced becomes an implicit output, written back
+    after every call. So a jitted function sees a model's current parameters after an
+    optimizer step, and a Dropout's key advances at every call as it does eagerly.
+
+    An owner implements ``_implicit_get(slot)``, ``_implicit_set(slot, value)`` (no hooks) and
+    ``_implicit_snapshot()`` (a hashable summary of its configuration: mode, structure,
+    hyperparameters; a program is reused only while it is unchanged).
+    """
+
+    def __init__(self, trace: Trace):
+        self.trace = trace
+        self.reads: dict = {}  # (id, slot) -> (owner, slot, traced value or None, aval or None)
+        self.writes: dict = {}  # (id, slot) -> (owner, slot, value)
+        self.saved: dict = {}  # (id, slot) -> (owner, slot, value before the recording)
+        self.owners: dict = {}  # id -> (owner, snapshot)
+        self.outer = False  # a value another transform traces was read: no reusable program
+
+    def touch(self, owner) -> None:
+        """Note ``owner`` (its configuration is checked before a program is reused)."""
+        if id(owner) not in self.owners:
+            self.owners[id(owner)] = (owner, owner._implicit_snapshot())
+
+    def read(self, owner, slot, value):
+        """The value to compute with for ``owner``'s ``slot`` (which holds ``value``): an
+        implicit input of the program (the same one for every read)."""
+        self.touch(owner)
+        key = (id(owner), slot)
+        if key in self.writes:  # replaced during this recording: it holds the new value
+            return value
+        hit = self.reads.get(key)
+        if hit is not None:
+            return hit[2]
+        if not isinstance(value, Tensor):
+            self.reads[key] = (owner, slot, value, None)
+            return value
+        if value._level:  # traced by another transform: computed with as it is, not reused
+            self.outer = True
+            return value
+        if not value.is_realized:
+            value = value.realize()
+        t = self.trace.new_input(value)
+        self.reads[key] = (owner, slot, t, (value.shape, value.dtype, value.device))
+        return t
+
+    def write(self, owner, slot, old, new) -> None:
+        """Note that ``owner``'s ``slot`` (holding ``old``) now holds ``new``: an implicit
+        output of the program."""
+        self.touch(owner)
+        key = (id(owner), slot)
+        self.saved.setdefault(key, (owner, slot, old))
+        self.writes[key] = (owner, slot, new)
+
+    def undo(self) -> None:
+        """The recording failed: put back every value it replaced."""
+        for owner, slot, old in self.saved.values():
+            owner._implicit_set(slot, old)
+
+
+class _Compiled:
+    """One compiled program of a jitted function and what it reads and writes besides its
+    arguments."""
+
+    __slots__ = ("program", "n_out", "out_treedef", "reads", "writes", "const_writes", "owners")
+
+    def __init__(self, program, n_out, out_treedef, reads, writes, const_writes, owners):
+        self.program, self.n_out, self.out_treedef = program, n_out, out_treedef
+        self.reads, self.writes, self.const_writes = reads, writes, const_writes
+        self.owners = owners
+
+
+class _Stale(GuardError):
+    """The state a program reads (a Module's mode, structure, shapes) changed since it was
+    recorded: another program, or a new recording."""
+
+
+class _Outer(Exception):
+    """A state value is traced by another transform: run the function itself for it."""
+
+
+def _input_array(v):
+    """The program input for argument leaf ``v``: a Python number held exactly (it is weakly
+    typed), a Tensor's array, or an array."""
+    t = type(v)
+    if t in _PY_NUMBERS:
+        return np.asarray(v, WIDE[t])
+    return v._concrete() if isinstance(v, Tensor) else Tensor(v)._array
+
+
+def _record(call, args: tuple, who: str):
+    """Trace ``call(*args)`` for ``jit``: Python number leaves as :class:`WeakScalar` inputs,
+    the state of stateful objects as implicit inputs and outputs.
+
+    Returns ``(out, compiled)``; ``compiled`` is None when the recording read a value another
+    transform traces (the result is right, but no program can be reused).
+    """
+    leaves, treedef = tree_flatten(args)
+    trace = Trace(new_level(), True)
+    traced = []
+    for i, v in enumerate(leaves):
+        if type(v) in _PY_NUMBERS:
+            t = trace.new_input(const(np.asarray(v, WIDE[type(v)])))
+            traced.append(WeakScalar(t, type(v)))
+        else:
+            p = as_primal(v, i, args, ["args", "kwargs"], who, allow_int=True)
+            traced.append(trace.new_input(p))
+    cap = _Capture(trace)
+    previous = implicit_state.capture
+    implicit_state.capture = cap
+    done = False
+    try:
+        with transform_scope():
+            out = call(*tree_unflatten(treedef, traced))
+        out = tree_map(lambda v: v.tensor if type(v) is WeakScalar else v, out)
+        out_leaves, out_tree = tree_flatten(out)
+        refs, lowered = [], []
+        for i, o in enumerate(out_leaves):
+            low, node = lower_output(o, trace, i, out, who)
+            refs.append(node if node is not None else ("const", low))
+            lowered.append(low)
+        writes, const_writes, new_values = [], [], []
+        for owner, slot, v in cap.writes.values():
+            if type(v) is WeakScalar:
+                v = v.tensor
+            if isinstance(v, Tensor):
+                low, node = lower_output(v, trace, 0, v, who)
+                if node is None:
+                    const_writes.append((owner, slot, low))
+                else:
+                    writes.append((owner, slot))
+                    refs.append(node)
+                    lowered.append(low)
+                new_values.append((owner, slot, low))
+            else:
+                const_writes.append((owner, slot, v))
+                new_values.append((owner, slot, v))
+        done = True
+    finally:
+        implicit_state.capture = previous
+        trace.done = True
+        if not done:
+            cap.undo()
+    for owner, slot, v in new_values:  # the state after this first call: concrete values
+        owner._implicit_set(slot, v)
+    n_out = len(out_leaves)
+    result = tree_unflatten(out_tree, lowered[:n_out])
+    if cap.outer:
+        return result, None
+    reads = [r for r in cap.reads.values()]
+    in_nodes = list(range(len(leaves))) + [r[2]._node for r in reads if r[3] is not None]
+    tape = trace.freeze(in_nodes, treedef, refs, [(v.shape, v.dtype) for v in lowered], out_tree)
+    compiled = _Compiled(
+        Program(tape), n_out, out_tree,
+        tuple((owner, slot, aval) for owner, slot, _, aval in reads),
+        tuple(writes), tuple(const_writes), tuple(cap.owners.values()),
+    )
+    return result, compiled
+
+
+def _run(c: _Compiled, leaves):
+    """Run a compiled program on argument leaves and the current implicit state.
+
+    Raises:
+        GuardError: when the program does not fit (a guard flips, or the state it reads
+            changed its configuration, shape or dtype).
+        _Outer: when a state value is traced by another transform.
+    """
+    for owner, snapshot in c.owners:
+        if owner._implicit_snapshot() != snapshot:
+            raise _Stale("jit: a stateful object's configuration changed")
+    extra = []
+    for owner, slot, aval in c.reads:
+        v = owner._implicit_get(slot)
+        if aval is None:
+            if v is not None:
+                raise _Stale("jit: a state that was absent is now set")
+            continue
+        if not isinstance(v, Tensor) or (v.shape, v.dtype, v.device) != aval:
+            raise _Stale("jit: a state changed its shape, dtype or device")
+        if v._level:
+            raise _Outer
+        extra.append(v._concrete())
+    arrays = [_input_array(v) for v in leaves]
+    arrays.extend(extra)
+    outs = c.program(arrays)
+    res = [const(o) if not isinstance(o, Tensor) else o for o in outs]
+    n = c.n_out
+    for (owner, slot), value in zip(c.writes, res[n:]):
+        owner._implicit_set(slot, value)
+    for owner, slot, value in c.const_writes:
+        owner._implicit_set(slot, value)
+    return tree_unflatten(c.out_treedef, res[:n])
+
+
 def _signature(leaves, who):
     sig = []
     for i, leaf in enumerate(leaves):
@@ -477,7 +688,7 @@ def _signature(leaves, who):
         elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
             sig.append((tuple(leaf.shape), np.dtype(leaf.dtype), _backend.device_of(leaf)))
         elif isinstance(leaf, (bool, int, float, complex, np.generic)):
-            sig.append(type(leaf))
+            sig.append(type(leaf))  # a Python number: its type (weakly typed), not its value
         else:
             raise TypeError(
                 f"{who}: argument leaf {i} is a {type(leaf).__name__} ({leaf!r:.40}), which jit "
@@ -503,14 +714,24 @@ def jit(
     optimizer update, with the optimizer state and PRNG keys as inputs and outputs) each
     compile into one program.
 
-    Semantics (as JAX's ``jit``):
-        - Every argument not named static is an input: a pytree of Tensors, arrays or numbers
-          (Python ints become int64 and floats float32 inputs: a new value runs the same
-          program). Keyword arguments are inputs too.
+    Semantics (as JAX's ``jit``; ``jit(fun)(*args)`` equals ``fun(*args)`` in value and dtype):
+        - Every argument not named static is an input: a pytree of Tensors, arrays or numbers.
+          Keyword arguments are inputs too. A Python number is weakly typed, as eagerly (and
+          as JAX's weak types): ``x_float32 * s`` stays float32 and ``x_float64 * s`` uses
+          ``s`` exactly; its value is an input (a new value runs the same program) and its
+          Python type part of the signature (see :mod:`tapegrad.weak`). A result that is a
+          Python number eagerly is a 0-d Tensor holding it exactly (float64, int64,
+          complex128 or bool).
         - Static arguments (``static_argnums``, ``static_argnames``) are passed to ``fun`` as
           they are and are part of the signature: each new value compiles again. Use them for
           shapes, flags, strings and other Python values; they must be hashable.
-        - Values ``fun`` closes over are constants of the recording.
+        - Values ``fun`` closes over are constants of the recording, except the state of a
+          :class:`~tapegrad.nn.Module` it calls (closed over or static): its parameters,
+          states and random key are read at every call and what ``fun`` replaces is written
+          back (as ``torch.compile``), so the program sees the parameters after an optimizer
+          step, a BatchNorm's running statistics are updated and a Dropout draws a new mask
+          at every call, as eagerly; a change of mode (``eval()``), structure or
+          hyperparameter records a new program.
         - Python side effects happen only while tracing.
         - A Python decision on data (``if x.sum() > 0``, ``int(n)``) is a guard: when new inputs
           flip it, ``fun`` is traced again for them (the programs of both branches are kept).
@@ -579,7 +800,8 @@ def jit(
     def prepare(args, kwargs):
         dyn, dkw, statics, skw = split(args, kwargs)
         leaves, treedef = tree_flatten((dyn, dkw))
-        traced = any(isinstance(v, Tensor) and v.is_traced for v in leaves)
+        traced = implicit_state.capture is not None or any(
+            (isinstance(v, Tensor) and v.is_traced) or type(v) is WeakScalar for v in leaves)
         key = None if traced else (treedef, statics, skw, _signature(leaves, who))
         return dyn, dkw, statics, skw, leaves, key
 
@@ -593,34 +815,30 @@ def jit(
             full = [static_at[i] if i in static_at else next(it) for i in range(n)]
             return fun(*full, **k, **kw_static)
 
-        out, tape = trace(call)(dyn, dkw)
-        return out, tape, Program(tape)
-
-    def run(prog, leaves):
-        arrays = [v._concrete() if isinstance(v, Tensor) else Tensor(v)._array for v in leaves]
-        outs = prog(arrays)
-        res = [const(o) if not isinstance(o, Tensor) else o for o in outs]
-        return tree_unflatten(prog.tape.out_treedef, res)
+        return _record(call, (dyn, dkw), who)
 
     def jitted(*args, **kwargs):
         dyn, dkw, statics, skw, leaves, key = prepare(args, kwargs)
-        if key is None:  # an outer transform traces this call: run fun for it to see
+        if key is None:  # an outer transform (or jit recording) traces this call: run fun
             return fun(*args, **kwargs)
         with cache.lock:
             progs = cache.entries.get(key)
             if progs is not None:
                 cache.entries.move_to_end(key)
-        for prog in progs or ():
+        for c in progs or ():
             try:
-                return run(prog, leaves)
+                return _run(c, leaves)
             except GuardError:
                 continue  # a Python decision flipped: another branch's program, or a new one
-        out, tape, prog = compile_for(dyn, dkw, statics, skw)
-        with cache.lock:
-            cache.entries.setdefault(key, []).append(prog)
-            cache.entries.move_to_end(key)
-            while len(cache.entries) > cache.size:
-                cache.entries.popitem(last=False)
+            except _Outer:  # the state is traced by another transform: let it see fun
+                return fun(*args, **kwargs)
+        out, c = compile_for(dyn, dkw, statics, skw)
+        if c is not None:
+            with cache.lock:
+                cache.entries.setdefault(key, []).append(c)
+                cache.entries.move_to_end(key)
+                while len(cache.entries) > cache.size:
+                    cache.entries.popitem(last=False)
         return out
 
     def lower(*args, **kwargs):
@@ -629,11 +847,14 @@ def jit(
             raise TypeError(f"{who}.lower: the arguments are traced by an outer transform")
         progs = cache.entries.get(key)
         if progs:
-            return progs[-1]
-        _, _, prog = compile_for(dyn, dkw, statics, skw)
+            return progs[-1].program
+        _, c = compile_for(dyn, dkw, statics, skw)
+        if c is None:
+            raise TypeError(f"{who}.lower: the state of a Module it calls is traced by an "
+                            "outer transform")
         with cache.lock:
-            cache.entries.setdefault(key, []).append(prog)
-        return prog
+            cache.entries.setdefault(key, []).append(c)
+        return c.program
 
     jitted.__name__ = f"jit_{name}"
     jitted.__doc__ = fun.__doc__

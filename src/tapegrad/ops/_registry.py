@@ -23,6 +23,7 @@ import types
 import numpy as np
 
 from tapegrad.tensor import Tensor, const
+from tapegrad.weak import WeakScalar
 
 __all__ = ["ns", "METHODS", "expose", "install_methods", "tensor_arg", "operands", "EXPOSED"]
 
@@ -42,6 +43,8 @@ def tensor_arg(x) -> Tensor:
         return x
     if isinstance(x, Tensor):
         return x
+    if type(x) is WeakScalar:  # a Python number jit traces: what Tensor(number) would be
+        return x.strong()
     if isinstance(x, np.generic):
         return const(np.asarray(x))
     try:
@@ -58,7 +61,7 @@ def operand(x):
     """A binary operand: Tensors and Python numbers pass (numbers stay weakly typed, NumPy's
     NEP 50 promotion), everything else becomes a Tensor."""
     t = type(x)
-    if t is Tensor or t is float or t is int or t is complex:
+    if t is Tensor or t is float or t is int or t is complex or t is WeakScalar:
         return x
     if isinstance(x, bool) or isinstance(x, Tensor):
         return x
@@ -75,6 +78,8 @@ def operands(x, y):
     Python data (not Tensors) join the device of a Tensor operand, as Python numbers do."""
     if type(x) is Tensor and type(y) is Tensor:
         return x, y
+    if type(x) is WeakScalar or type(y) is WeakScalar:
+        return _weak_operands(x, y)
     x0, y0 = x, y
     x, y = operand(x), operand(y)
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
@@ -84,6 +89,23 @@ def operands(x, y):
             x = x.to_device(y.device)
         elif not isinstance(y0, Tensor) and x.device != y.device:
             y = y.to_device(x.device)
+    return x, y
+
+
+def _weak_operands(x, y):
+    """:func:`operands` where a Python number jit traces (a WeakScalar) stands: as the eager
+    call with the number, it is cast to meet a Tensor operand (NEP 50), and when neither
+    operand is a Tensor the first becomes one (``Tensor(number)``'s dtype)."""
+    wx, wy = type(x) is WeakScalar, type(y) is WeakScalar
+    x = x if wx else operand(x)
+    y = y if wy else operand(y)
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        x = x.strong() if wx else tensor_arg(x)
+        wx = False
+    if wx:
+        x = x.like(y)
+    if wy:
+        y = y.like(x)
     return x, y
 
 

@@ -38,6 +38,7 @@ from tapegrad.optim.transforms import (
     GradientTransformation,
     _check_match,
     _leaves,
+    _traced,
     _update_extra,
     tree_zeros_like,
 )
@@ -281,8 +282,7 @@ def multi_transform(transforms: Mapping, param_labels) -> MultiTransform:
 def _select(emit: Tensor, new, old):
     """``new`` where ``emit`` else ``old``, leafwise, for states whose counters are Tensors
     (``tg.jit``). The dtype is ``new``'s (the transformation's own, so an int64 counter stays
-    one even where ``tg.jit`` handed in a Python int as float32), else ``old``'s (Python ints
-    as int64, Python floats as float64)."""
+    one), else ``old``'s (Python ints as int64, Python floats as float64)."""
 
     def pick(n, o):
         if isinstance(n, Tensor):
@@ -395,7 +395,7 @@ class MultiSteps(GradientTransformation):
         k = self.every_k_schedule
         if not callable(k):
             return int(k)
-        k = k(gradient_step)
+        k = _traced(k(gradient_step))
         if isinstance(k, Tensor):
             if k.shape != () or k.dtype.kind not in "iu":
                 raise TypeError(
@@ -440,6 +440,7 @@ class MultiSteps(GradientTransformation):
         keys = {"mini_step", "gradient_step", "inner_opt_state", "acc_grads"}
         if not isinstance(state, dict) or set(state) != keys:
             raise TypeError(f"{where}: state must be the dict from init with keys {sorted(keys)}")
+        state = optree.tree_map(_traced, state, namespace=NAMESPACE)
         _check_match(where, grads, "grads", state["acc_grads"], "state['acc_grads']")
         g, treedef = _leaves(where, grads, "grads")
         acc, _ = _leaves(where, state["acc_grads"], "state['acc_grads']")

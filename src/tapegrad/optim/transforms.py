@@ -15,8 +15,8 @@ blocks below, with Optax's names (``updates`` are already multiplied by ``-learn
 when the loss (``update(..., value=loss)``) stops improving. The wrappers ``masked``,
 ``multi_transform`` and ``MultiSteps`` are in :mod:`tapegrad.optim.combinators`.
 
-Step counters in a state are Python ints; under ``tg.jit`` (which hands numbers in as Tensors)
-they are int64 Tensors.
+Step counters in a state are Python ints; under ``tg.jit`` (which traces the numbers of its
+arguments) they are int64 Tensors.
 
 Leaves of ``params`` and ``grads`` are floating Tensors or NumPy/CuPy arrays; the math is written
 with :mod:`tapegrad.numpy` operations, so updates are Tensors (and a step is differentiable,
@@ -52,6 +52,7 @@ from tapegrad import numpy as tnp
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
 from tapegrad.tree import tree_flatten, tree_leaves, tree_paths, tree_unflatten
+from tapegrad.weak import WeakScalar
 
 __all__ = [
     "GradientTransformation",
@@ -273,13 +274,23 @@ def clip_by_norm(tree, max_norm: float, ord: float = 2.0):  # noqa: A002
 
 
 # -- step counters ------------------------------------------------------------------------------
-# A counter in a transform's state is a Python int, as ``init`` makes it. Under ``tg.jit`` every
-# number of a traced argument arrives as a Tensor (a Python int as a float32 one), so the
-# counters are also accepted as Tensors: they are then counted in int64 (never in floating
-# point, which stops counting exactly at 2**24 in float32), and whatever they scale is cast to
-# the dtype of the leaf it multiplies.
+# A counter in a transform's state is a Python int, as ``init`` makes it. Under ``tg.jit`` a
+# number of a traced argument arrives as a weakly typed number (taken as its exact Tensor,
+# ``_traced``) or, from an earlier jitted step, as a Tensor, so the counters are also accepted
+# as Tensors: they are then counted in int64 (never in floating point, which stops counting
+# exactly at 2**24 in float32), and whatever they scale is cast to the dtype of the leaf it
+# multiplies.
+def _traced(x):
+    """A state number as the transforms compute with it: a Python number ``tg.jit`` traces
+    (a :class:`~tapegrad.weak.WeakScalar`) is its exact Tensor (int64, float64), so that the
+    recorded step takes the Tensor path (no Python decision on its value) and replays for
+    every value; anything else is returned as it is."""
+    return x.tensor if type(x) is WeakScalar else x
+
+
 def _next_count(count):
     """``count + 1``: a Python int stays one; a Tensor counter becomes an int64 Tensor."""
+    count = _traced(count)
     if isinstance(count, Tensor):
         return tnp.add(tnp.astype(count, np.int64), 1)
     return count + 1
@@ -287,6 +298,7 @@ def _next_count(count):
 
 def _as_int_counter(count):
     """A Tensor counter as int64 (a Python int is returned as it is)."""
+    count = _traced(count)
     return tnp.astype(count, np.int64) if isinstance(count, Tensor) else count
 
 
@@ -513,7 +525,7 @@ class ScaleByLearningRate(GradientTransformation):
         """``(the signed rate of this update, the next state)``."""
         sign = -1.0 if self.flip_sign else 1.0
         if callable(self.learning_rate):
-            count = state["count"]
+            count = _traced(state["count"])
             where = "scale_by_learning_rate"
             if isinstance(count, Tensor):  # under tg.jit: the schedule may compute on Tensors
                 count = _as_int_counter(count)
@@ -658,7 +670,7 @@ class Trace(GradientTransformation):
         g, treedef = _leaves(where, grads, "grads")
         tr = tree_leaves(state["trace"])
         if self.dampening:
-            count = state["count"]
+            count = _traced(state["count"])
             scaled = [tnp.multiply(gi, 1.0 - self.dampening) for gi in g]
             damped = [tnp.add(si, tnp.multiply(ti, self.decay)) for si, ti in zip(scaled, tr)]
             if isinstance(count, Tensor):  # under tg.jit: no Python decision on the count
@@ -901,13 +913,14 @@ class ReduceOnPlateau(GradientTransformation):
         }
 
     def update(self, updates, state, params=None, *, value=None):
-        value = _scalar_value("reduce_on_plateau", value)
+        value = _scalar_value("reduce_on_plateau", _traced(value))
         keys = ("scale", "best_value", "plateau_count", "cooldown_count", "count", "avg_value")
         if not isinstance(state, dict) or set(state) != set(keys):
             raise TypeError(
                 f"reduce_on_plateau: state must be the dict from init with keys {list(keys)}, "
                 f"got {state if not isinstance(state, dict) else sorted(state)!r}"
             )
+        state = {k: _traced(v) for k, v in state.items()}
         if any(isinstance(state[k], Tensor) for k in keys):
             new = self._update_tensors(state, value)
         else:

@@ -1,0 +1,354 @@
+"""Weakly typed Python numbers under ``jit``: :class:`WeakScalar`.
+
+Eagerly, a Python number an op meets is *weakly typed* (NumPy's NEP 50, JAX's weak types):
+``x_float32 * 0.1`` stays float32 and ``x_float64 * 0.1`` multiplies by 0.1 exactly, while
+arithmetic between Python numbers is Python's (double precision, ``int / int`` a float).
+``jit`` traces a Python number argument as a :class:`WeakScalar`, so that the recorded program
+computes what the eager call computes, in value and dtype, for every value of the number
+(the value is an input of the program, its Python type part of the signature):
+
+- with Python numbers and other WeakScalars it computes as Python does, on the number held
+  exactly (float64, int64, complex128, bool), and stays weak;
+- met with a Tensor or array in an op, it is first cast to the dtype NumPy would give the
+  Python number there (``np.result_type(x.dtype, 0.1)``: float32 beside a float32 Tensor),
+  and the op is the Tensor's;
+- where tapegrad's functions turn a Python number into a Tensor (``tnp.exp(0.1)``), it
+  becomes the Tensor ``Tensor(0.1)`` would be (float32, int64, complex64, bool);
+- where Python needs the number itself (``if s > 0``, ``int(n)``, ``math.sin(s)``, NumPy),
+  the value is read and ``jit`` records the decision as a guard: new values that change it
+  trace again, so a program is never reused where it would compute something else.
+
+Nothing else creates WeakScalars; outside ``jit`` Python numbers are themselves.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+from typing import Any
+
+import numpy as np
+
+from tapegrad.tensor import Tensor
+
+__all__ = ["WeakScalar", "WIDE"]
+
+#: The dtype holding a Python number of each type exactly (as the program's input).
+WIDE = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float64),
+        complex: np.dtype(np.complex128)}  # fmt: skip
+#: The dtype ``Tensor(number)`` gives a Python number of each type.
+_DEFAULT = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float32),
+            complex: np.dtype(np.complex64)}  # fmt: skip
+_SAMPLE = {bool: False, int: 0, float: 0.0, complex: 0j}
+_RANK = {bool: 0, int: 1, float: 2, complex: 3}
+_BY_RANK = (bool, int, float, complex)
+_PY_NUMBERS = (bool, int, float, complex)
+
+
+def _pytype(value) -> type | None:
+    """The Python number type of ``value`` (a Python number or WeakScalar), else None."""
+    if type(value) is WeakScalar:
+        return value._type
+    t = type(value)
+    if t in _PY_NUMBERS:
+        return t
+    return None
+
+
+def _join(a: type, b: type) -> type:
+    return _BY_RANK[max(_RANK[a], _RANK[b])]
+
+
+def _is_strong(value) -> bool:
+    return isinstance(value, (Tensor, np.ndarray, np.generic)) or hasattr(
+        value, "__cuda_array_interface__")
+
+
+class WeakScalar:
+    """A Python number that ``jit`` traces (see the module docstring for the rules).
+
+    Attributes:
+        tensor: The traced 0-d Tensor holding the number exactly (float64, int64, complex128
+            or bool).
+        pytype: The Python type it stands for (``bool``, ``int``, ``float`` or ``complex``).
+    """
+
+    __slots__ = ("_t", "_type")
+    __array_priority__ = 2000  # above Tensor's: a Tensor operator defers to ours
+
+    def __init__(self, tensor: Tensor, pytype: type):
+        self._t = tensor
+        self._type = pytype
+
+    @property
+    def tensor(self) -> Tensor:
+        """The traced 0-d Tensor holding the number exactly."""
+        return self._t
+
+    @property
+    def pytype(self) -> type:
+        """The Python type the value stands for."""
+        return self._type
+
+    # -- becoming a Tensor -----------------------------------------------------------------
+    def strong(self, dtype=None) -> Tensor:
+        """The Tensor ``Tensor(number)`` would be (float32 for a float, ...), or the number cast
+        to ``dtype``."""
+        want = _DEFAULT[self._type] if dtype is None else np.dtype(dtype)
+        t = self._t
+        return t if t.dtype == want else t.astype(want)
+
+    def like(self, other) -> Tensor:
+        """The number as NumPy would convert it to meet ``other`` (a Tensor or dtype) in an
+        elementwise op: cast to ``np.result_type(other.dtype, number)`` (NEP 50), on
+        ``other``'s device.
+
+        Raises:
+            OverflowError: for an int that the other operand's integer dtype cannot hold, as
+                NumPy (decided on the value: a guard under ``jit``).
+        """
+        dtype = other if isinstance(other, np.dtype) else np.dtype(other.dtype)
+        want = np.result_type(dtype, _SAMPLE[self._type])
+        t = self._t
+        if self._type is int and want.kind in "iu" and want != t.dtype:
+            info = np.iinfo(want)
+            inside = (t >= int(info.min)) & (t <= int(info.max))
+            if not bool(inside):
+                raise OverflowError(
+                    f"Python integer {int(t)} out of bounds for {want} (NumPy's rule for a "
+                    "Python int meeting an array of that dtype)"
+                )
+        out = t if t.dtype == want else t.astype(want)
+        dev = getattr(other, "device", "cpu")
+        if dev != "cpu" and out.device != dev:
+            out = out.to_device(dev)
+        return out
+
+    # -- Python needs the value: a guard under jit ------------------------------------------
+    def _value(self):
+        v = self._t.item()
+        return self._type(v)
+
+    def __bool__(self) -> bool:
+        return bool(self._t)
+
+    def __int__(self) -> int:
+        if self._type is complex:
+            raise TypeError("int() argument must not be a complex number")
+        return int(self._t)
+
+    def __float__(self) -> float:
+        if self._type is complex:
+            raise TypeError("float() argument must not be a complex number")
+        return float(self._t)
+
+    def __complex__(self) -> complex:
+        return complex(self._t)
+
+    def __index__(self) -> int:
+        if self._type not in (bool, int):
+            raise TypeError(f"'{self._type.__name__}' object cannot be interpreted as an integer")
+        return int(self._t)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._value(), dtype=dtype)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """A NumPy ufunc sees the Python number (read, a guard under ``jit``)."""
+        inputs = tuple(v._value() if type(v) is WeakScalar else v for v in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __hash__(self) -> int:
+        return hash(self._value())
+
+    def __round__(self, ndigits=None):
+        return round(self._value(), ndigits)
+
+    def __trunc__(self):
+        return math.trunc(self._value())
+
+    def __floor__(self):
+        return math.floor(self._value())
+
+    def __ceil__(self):
+        return math.ceil(self._value())
+
+    def __format__(self, spec: str) -> str:
+        return format(self._value(), spec)
+
+    def __repr__(self) -> str:
+        return f"WeakScalar({self._type.__name__}, traced)"
+
+    __str__ = __repr__
+
+    def conjugate(self):
+        """Python's ``number.conjugate()``."""
+        return self if self._type is not complex else _unary(self, "conjugate")
+
+    @property
+    def real(self):
+        """Python's ``number.real``."""
+        if self._type is not complex:
+            return self
+        return WeakScalar(self._t.real, float)
+
+    @property
+    def imag(self):
+        """Python's ``number.imag``."""
+        if self._type is not complex:
+            return WeakScalar(self._t * 0, self._type if self._type is not bool else int)
+        return WeakScalar(self._t.imag, float)
+
+
+numbers.Number.register(WeakScalar)
+
+
+def _wide(value, pytype: type) -> Tensor | Any:
+    """``value`` (a WeakScalar or Python number) held in ``pytype``'s exact dtype."""
+    if type(value) is WeakScalar:
+        t = value._t
+        want = WIDE[pytype]
+        return t if t.dtype == want else t.astype(want)
+    return pytype(value)
+
+
+def _weak(t: Tensor) -> WeakScalar:
+    kind = t.dtype.kind
+    return WeakScalar(t, bool if kind == "b" else int if kind in "iu" else
+                      float if kind == "f" else complex)
+
+
+def _unary(w: WeakScalar, name: str):
+    if name == "conjugate":
+        return WeakScalar(w._t.conj(), complex)
+    pytype = int if w._type is bool else w._type
+    if name == "__invert__" and pytype is not int:
+        raise TypeError(f"bad operand type for unary ~: '{w._type.__name__}'")
+    return _weak(getattr(Tensor, name)(_wide(w, pytype)))
+
+
+_ARITH = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow")
+_BITWISE = ("and", "or", "xor", "lshift", "rshift")
+_COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
+_PYOP = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
+         "truediv": operator.truediv, "floordiv": operator.floordiv, "mod": operator.mod,
+         "pow": operator.pow, "and": operator.and_, "or": operator.or_, "xor": operator.xor,
+         "lshift": operator.lshift, "rshift": operator.rshift, "lt": operator.lt,
+         "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
+         "ne": operator.ne}  # fmt: skip
+
+
+def _python_binary(name: str, a, b):
+    """``a <op> b`` as Python computes it, for Python numbers and WeakScalars (at least one
+    weak); the result is a WeakScalar (or a Python number, where Python's answer depends on
+    the values in a way one program cannot hold: then the values are read, as guards)."""
+    ta, tb = _pytype(a), _pytype(b)
+    assert ta is not None and tb is not None
+    if name in _COMPARE:
+        if name in ("lt", "le", "gt", "ge") and complex in (ta, tb):
+            raise TypeError(f"'{name}' not supported between complex numbers")
+        common = _join(ta, tb)
+        return WeakScalar(getattr(Tensor, f"__{name}__")(_wide(a, common), _wide(b, common)),
+                          bool)
+    if name in _BITWISE:
+        if ta not in (bool, int) or tb not in (bool, int):
+            raise TypeError(f"unsupported operand type(s) for {name}: '{ta.__name__}' and "
+                            f"'{tb.__name__}'")
+        common = bool if ta is tb is bool and name in ("and", "or", "xor") else int
+        return _weak(getattr(Tensor, f"__{name}__")(_wide(a, common), _wide(b, common)))
+    common = _join(int if ta is bool else ta, int if tb is bool else tb)
+    if name in ("truediv", "floordiv", "mod"):
+        if common is complex and name != "truediv":
+            raise TypeError(f"unsupported operand type(s) for {name}: complex numbers")
+        if bool(b == 0):  # Python raises here (NumPy would give inf or nan)
+            what = {"truediv": "division", "floordiv": "integer division or modulo",
+                    "mod": "integer modulo"}[name]
+            raise ZeroDivisionError(f"{'float ' if common is float else ''}{what} by zero"
+                                    if common is not int else f"{what} by zero")
+    if name == "pow":
+        if common is int and _negative(b):
+            common = float  # Python: an int to a negative int power is a float
+        elif common is float and not _integral(b) and _negative(a):
+            # Python gives a complex number here, NumPy a NaN: compute it as Python does
+            return _PYOP[name](_value(a), _value(b))
+    out = getattr(Tensor, f"__{name}__")(_wide(a, common), _wide(b, common))
+    return _weak(out)
+
+
+def _negative(v) -> bool:
+    """Whether ``v`` (a Python number or WeakScalar) is negative (a guard under ``jit``)."""
+    return bool(v < 0)
+
+
+def _integral(b) -> bool:
+    """Whether the exponent ``b`` is integral (a Python int, or a float with no fraction,
+    decided on the value)."""
+    if _pytype(b) in (bool, int):
+        return True
+    if type(b) is WeakScalar:
+        return bool(b._t == b._t.round()) if b._type is float else False
+    return float(b).is_integer() if isinstance(b, float) else False
+
+
+def _value(v):
+    return v._value() if type(v) is WeakScalar else v
+
+
+def _binary(w: WeakScalar, other, name: str, reflected: bool):
+    if _pytype(other) is not None:
+        a, b = (other, w) if reflected else (w, other)
+        return _python_binary(name, a, b)
+    if _is_strong(other):
+        t = other if isinstance(other, Tensor) else Tensor(other)
+        mine = w.like(t)
+        a, b = (t, mine) if reflected else (mine, t)
+        return getattr(Tensor, f"__{name}__")(a, b)
+    return NotImplemented
+
+
+def _make_binary(name: str):
+    def method(self, other):
+        return _binary(self, other, name, False)
+
+    def rmethod(self, other):
+        return _binary(self, other, name, True)
+
+    method.__name__, rmethod.__name__ = f"__{name}__", f"__r{name}__"
+    return method, rmethod
+
+
+for _name in _ARITH + _BITWISE:
+    _m, _r = _make_binary(_name)
+    setattr(WeakScalar, f"__{_name}__", _m)
+    setattr(WeakScalar, f"__r{_name}__", _r)
+for _name in _COMPARE:
+    setattr(WeakScalar, f"__{_name}__", _make_binary(_name)[0])
+for _name in ("__neg__", "__pos__", "__abs__", "__invert__"):
+    setattr(WeakScalar, _name, lambda self, _n=_name: _unary(self, _n))
+
+
+def _divmod(self, other):
+    return self // other, self % other
+
+
+def _rdivmod(self, other):
+    return other // self, other % self
+
+
+WeakScalar.__divmod__ = _divmod  # pyright: ignore[reportAttributeAccessIssue]
+WeakScalar.__rdivmod__ = _rdivmod  # pyright: ignore[reportAttributeAccessIssue]
+
+
+def resolve(cls, args: tuple) -> tuple:
+    """The positional arguments of ``cls.apply`` with each WeakScalar made a Tensor, as the
+    eager call with a Python number there would compute: cast to meet the Tensor arguments
+    (NEP 50) for an elementwise op, else its Python value (read, a guard under ``jit``), which
+    is what ``forward`` would have been given eagerly."""
+    strong = [a for a in args if isinstance(a, Tensor)]
+    elementwise = getattr(cls, "ufunc", None) is not None or getattr(
+        getattr(cls, "batch", None), "__name__", "") == "elementwise"
+    if strong and elementwise:
+        dtype = np.result_type(*[a.dtype for a in strong])
+        return tuple(a.like(dtype) if type(a) is WeakScalar else a for a in args)
+    return tuple(a._value() if type(a) is WeakScalar else a for a in args)
