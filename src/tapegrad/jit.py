@@ -504,7 +504,8 @@ class _Capture:
         self.outer = False  # a value another transform traces was read: no reusable program
 
     def touch(self, owner) -> None:
-        """Note ``owner`` (its configuration is checked before a program is reused)."""
+        """Note ``owner``: its configuration after the recording is checked before the
+        program is reused."""
         if id(owner) not in self.owners:
             self.owners[id(owner)] = (owner, owner._implicit_snapshot())
 
@@ -639,7 +640,8 @@ def _record(call, args: tuple, who: str):
     compiled = _Compiled(
         Program(tape), n_out, out_tree,
         tuple((owner, slot, aval) for owner, slot, _, aval in reads),
-        tuple(writes), tuple(const_writes), tuple(cap.owners.values()),
+        tuple(writes), tuple(const_writes),
+        tuple((o, o._implicit_snapshot()) for o, _ in cap.owners.values()),  # as left
     )
     return result, compiled
 

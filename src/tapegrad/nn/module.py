@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from tapegrad import random as _random
+from tapegrad.jit import implicit_state as _implicit
 from tapegrad._keywords import strict_all, strict_init
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
@@ -224,6 +225,13 @@ class Module:
             return
         self._check_init()
         d = self.__dict__
+        cap = _implicit.capture
+        if cap is not None and not d["_functional"]:  # a jit recording: state it replaces
+            if isinstance(value, Tensor):
+                group = "_states" if name in d["_states"] else "_parameters"
+                cap.write(self, (group, name), d[group].get(name), value)
+            else:
+                cap.touch(self)
         for group in ("_parameters", "_states", "_modules"):
             if name in d[group] and not (group == "_parameters" and value is None):
                 del d[group][name]
@@ -243,8 +251,46 @@ class Module:
         d = self.__dict__
         for group in ("_parameters", "_states", "_modules"):
             if group in d and name in d[group]:
-                return d[group][name]
+                v = d[group][name]
+                cap = _implicit.capture
+                if cap is not None and not d["_functional"]:  # a jit recording reads state
+                    if group == "_modules":
+                        cap.touch(self)
+                    else:
+                        v = cap.read(self, (group, name), v)
+                return v
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    # -- jit: the state is the program's implicit inputs and outputs ------------------------
+    def _implicit_get(self, slot: tuple):
+        """The value in ``slot`` (``(group, name)`` or ``("_rng",)``), without hooks."""
+        if slot[0] == "_rng":
+            return self.__dict__["_rng"]
+        return self.__dict__[slot[0]].get(slot[1])
+
+    def _implicit_set(self, slot: tuple, value) -> None:
+        """Put ``value`` in ``slot``, without hooks (``jit`` writes the state back)."""
+        if slot[0] == "_rng":
+            self.__dict__["_rng"] = value
+        else:
+            self.__dict__[slot[0]][slot[1]] = value
+
+    def _implicit_snapshot(self) -> tuple:
+        """What a jitted program recorded of this module besides its state values: the mode,
+        the structure and the plain hyperparameters (a program is reused while it is equal)."""
+        d = self.__dict__
+        plain = tuple(
+            (k, v) for k, v in d.items()
+            if not k.startswith("_") and k != "grads" and _plain(v)
+        )
+        return (
+            d["_is_training"],
+            tuple((k, id(m)) for k, m in d["_modules"].items()),
+            tuple((k, v is None) for k, v in d["_parameters"].items()),
+            tuple(d["_states"]),
+            type(self),
+            plain,
+        )
 
     def register_parameter(self, name: str, value) -> None:
         """Register a parameter (a Tensor, or None for an absent optional one such as a bias)."""
@@ -263,11 +309,22 @@ class Module:
         """Replace state ``name`` with a new Tensor (layers call this; no array is mutated).
 
         In stateful use the stored value is detached from any trace; inside
-        :func:`functional_call` it is kept as is and returned as the new state.
+        :func:`functional_call` it is kept as is and returned as the new state; while
+        :func:`tapegrad.jit` records, it is an output of the program, written back at every
+        call.
         """
-        if name not in self._states:
+        d = self.__dict__
+        states = d["_states"]
+        if name not in states:
             raise KeyError(f"{type(self).__name__}: no state named {name!r}")
-        self._states[name] = value if self._functional else _concrete(value)
+        cap = _implicit.capture
+        if d["_functional"]:
+            states[name] = value
+        elif cap is not None:
+            cap.write(self, ("_states", name), states[name], value)
+            states[name] = value
+        else:
+            states[name] = _concrete(value)
 
     # -- forward -------------------------------------------------------------------------
     def forward(self, *args, **kwargs):
@@ -299,7 +356,16 @@ class Module:
             )
         if self._rng is None:
             self._rng = _random.key(int(np.random.SeedSequence().entropy))  # pyright: ignore[reportArgumentType, reportOptionalMemberAccess]
-        self._rng, sub = _random.split(self._rng)
+        cap = _implicit.capture
+        if cap is None:
+            self._rng, sub = _random.split(self._rng)
+            return sub
+        # a jit recording: the key is an input of the program, the next key an output, so
+        # every call draws new numbers, as the eager calls do
+        old = self._rng
+        new, sub = _random.split(cap.read(self, ("_rng",), old))
+        cap.write(self, ("_rng",), old, new)
+        self._rng = new
         return sub
 
     def _seed(self, key) -> None:
@@ -360,8 +426,13 @@ class Module:
         return self._flat("_states")
 
     def _tree(self, group: str) -> dict:
-        out = dict(self.__dict__[group])
-        for name, m in self._modules.items():
+        d = self.__dict__
+        out = dict(d[group])
+        cap = _implicit.capture
+        if cap is not None and not d["_functional"]:  # a jit recording reads the state
+            for name, v in out.items():
+                out[name] = cap.read(self, (group, name), v)
+        for name, m in d["_modules"].items():
             out[name] = m._tree(group)
         return out
 
@@ -395,6 +466,9 @@ class Module:
     @property
     def training(self) -> bool:
         """Whether the module is in training mode."""
+        cap = _implicit.capture
+        if cap is not None:
+            cap.touch(self)
         return self._is_training
 
     # -- counting and inspection ---------------------------------------------------------
@@ -548,10 +622,24 @@ def _check_tree(module: Module, tree, group: str, what: str, path: str = "") -> 
 
 
 def _write_tree(module: Module, tree: dict, group: str) -> None:
-    for name in list(module.__dict__[group]):
-        module.__dict__[group][name] = tree[name]
-    for name, m in module._modules.items():
+    d = module.__dict__
+    cap = _implicit.capture
+    for name in list(d[group]):
+        if cap is not None and not d["_functional"]:  # a jit recording replaces the state
+            cap.write(module, (group, name), d[group][name], tree[name])
+        d[group][name] = tree[name]
+    for name, m in d["_modules"].items():
         _write_tree(m, tree[name], group)
+
+
+_PLAIN = (bool, int, float, complex, str, type(None), np.dtype, type)
+
+
+def _plain(v) -> bool:
+    """Whether ``v`` is a plain hyperparameter value (compared by ``==``)."""
+    if isinstance(v, _PLAIN):
+        return True
+    return isinstance(v, tuple) and all(_plain(x) for x in v)
 
 
 def _bind(module: Module, params: dict, state: dict) -> Module:

@@ -33,6 +33,7 @@ from typing import Any
 import optree
 
 from tapegrad._keywords import strict_all, strict_init, unexpected_keyword
+from tapegrad.jit import implicit_state
 from tapegrad.optim import transforms as T
 from tapegrad.tensor import Tensor
 from tapegrad.tree import NAMESPACE, tree_flatten_with_path, tree_structure
@@ -369,6 +370,14 @@ class Optimizer:
             ValueError: if no gradients are given or held, or shapes differ.
             TypeError: if the structure differs from ``params``.
         """
+        if implicit_state.capture is not None:
+            raise TypeError(
+                f"{type(self).__name__}.step inside tg.jit: the optimizer's state (its moments, "
+                "step count and learning rate) would be frozen into the recorded program. Call "
+                "step outside the jitted function (jit the loss and gradient: "
+                "tg.jit(tg.value_and_grad(loss))), or jit a pure update: "
+                "optim.apply_gradients(tx, grads, opt_state, params) with opt_state an argument."
+            )
         if grads is not None:
             self.set_grads(grads)
         grads = self._need_grads("step")
