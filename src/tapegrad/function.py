@@ -28,8 +28,6 @@ from tapegrad.lazy import _GLOBAL as _LAZY_GLOBAL
 from tapegrad.lazy import LazyArray, defer, realize_array
 from tapegrad.lazy import _state as _lazy_state
 from tapegrad.tensor import Tensor, _s_array, _s_box, caller_line, const
-from tapegrad.weak import WeakScalar
-from tapegrad.weak import resolve as resolve_weak
 
 __all__ = [
     "Function",
@@ -365,6 +363,16 @@ def _falses(n):
     return _FALSES[n] if n < 9 else (False,) * n
 
 
+class _NoWeak:
+    """Placeholder until :mod:`tapegrad.weak` registers its WeakScalar type."""
+
+
+#: The type of a Python number ``jit`` traces (set by :mod:`tapegrad.weak`) and the function
+#: that makes ``apply``'s arguments of that type what the eager call would have computed with.
+_WeakType: type = _NoWeak
+_resolve_weak: Any = None
+
+
 class Function:
     """Base class of differentiable primitives.
 
@@ -488,8 +496,8 @@ class Function:
                 a = a._array
                 if type(a) is not _ndarray:
                     cpu = False
-            elif type(a) is WeakScalar:  # a Python number jit traces: as the eager call would
-                return cls.apply(*resolve_weak(cls, args), **params)
+            elif type(a) is _WeakType:  # a Python number jit traces: as the eager call would
+                return cls.apply(*_resolve_weak(cls, args), **params)
             arrays.append(a)
         if top:
             res = trace.record(cls, args, params, None)

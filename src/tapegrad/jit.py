@@ -575,6 +575,16 @@ def _input_array(v):
     return v._concrete() if isinstance(v, Tensor) else Tensor(v)._array
 
 
+def _exact_number(v):
+    """A result leaf: a Python number (weakly typed or constant) as a 0-d Tensor holding it
+    exactly (the dtype ``np.asarray`` gives it), anything else as it is."""
+    if type(v) is WeakScalar:
+        return v.tensor
+    if type(v) in _PY_NUMBERS:
+        return const(np.asarray(v, WIDE[type(v)]))
+    return v
+
+
 def _record(call, args: tuple, who: str):
     """Trace ``call(*args)`` for ``jit``: Python number leaves as :class:`WeakScalar` inputs,
     the state of stateful objects as implicit inputs and outputs.
@@ -599,7 +609,7 @@ def _record(call, args: tuple, who: str):
     try:
         with transform_scope():
             out = call(*tree_unflatten(treedef, traced))
-        out = tree_map(lambda v: v.tensor if type(v) is WeakScalar else v, out)
+        out = tree_map(_exact_number, out)
         out_leaves, out_tree = tree_flatten(out)
         refs, lowered = [], []
         for i, o in enumerate(out_leaves):

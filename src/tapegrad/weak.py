@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from tapegrad import function as _function
+from tapegrad.function import Function
 from tapegrad.tensor import Tensor
 
 __all__ = ["WeakScalar", "WIDE"]
@@ -197,35 +199,49 @@ class WeakScalar:
     def imag(self):
         """Python's ``number.imag``."""
         if self._type is not complex:
-            return WeakScalar(self._t * 0, self._type if self._type is not bool else int)
+            return _python("mul", int if self._type in (bool, int) else float, self, 0)
         return WeakScalar(self._t.imag, float)
 
 
 numbers.Number.register(WeakScalar)
 
 
-def _wide(value, pytype: type) -> Tensor | Any:
-    """``value`` (a WeakScalar or Python number) held in ``pytype``'s exact dtype."""
-    if type(value) is WeakScalar:
-        t = value._t
-        want = WIDE[pytype]
-        return t if t.dtype == want else t.astype(want)
-    return pytype(value)
+class _PythonOp(Function):
+    """Python's own arithmetic on weakly typed numbers: ``forward`` computes
+    ``op(*numbers)`` with the Python numbers the 0-d inputs hold (so the result is exactly the
+    eager one: NumPy's ``power`` and complex products differ from Python's in the last bit)
+    and returns it as a 0-d array of ``out``'s exact dtype. Not differentiable: a weakly
+    typed number is never what a transform differentiates (``grad`` takes ``Tensor(number)``).
+    """
+
+    oper = "python"
+    differentiable = False
+
+    @staticmethod
+    def forward(ctx, *args, op, out):
+        vals = [a.item() if hasattr(a, "shape") else a for a in args]
+        return np.asarray(_PYOP[op](*vals), dtype=WIDE[_TYPES[out]])
+
+    @classmethod
+    def output_dtype(cls, *dtypes, op, out):
+        return WIDE[_TYPES[out]]
 
 
-def _weak(t: Tensor) -> WeakScalar:
-    kind = t.dtype.kind
-    return WeakScalar(t, bool if kind == "b" else int if kind in "iu" else
-                      float if kind == "f" else complex)
+_TYPES = {"bool": bool, "int": int, "float": float, "complex": complex}
+_SAMPLE_NONZERO = {bool: True, int: 1, float: 1.0, complex: 1 + 0j}
+
+
+def _python(op: str, out: type, *operands) -> WeakScalar:
+    args = [v._t if type(v) is WeakScalar else v for v in operands]
+    return WeakScalar(_PythonOp.apply(*args, op=op, out=out.__name__), out)
 
 
 def _unary(w: WeakScalar, name: str):
     if name == "conjugate":
-        return WeakScalar(w._t.conj(), complex)
-    pytype = int if w._type is bool else w._type
-    if name == "__invert__" and pytype is not int:
-        raise TypeError(f"bad operand type for unary ~: '{w._type.__name__}'")
-    return _weak(getattr(Tensor, name)(_wide(w, pytype)))
+        return _python("conjugate", w._type if w._type is not bool else int, w)
+    op = name.strip("_")
+    out = type(_PYOP[op](_SAMPLE_NONZERO[w._type]))  # raises Python's TypeError (~1.0)
+    return _python(op, out, w)
 
 
 _ARITH = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow")
@@ -236,44 +252,21 @@ _PYOP = {"add": operator.add, "sub": operator.sub, "mul": operator.mul,
          "pow": operator.pow, "and": operator.and_, "or": operator.or_, "xor": operator.xor,
          "lshift": operator.lshift, "rshift": operator.rshift, "lt": operator.lt,
          "le": operator.le, "gt": operator.gt, "ge": operator.ge, "eq": operator.eq,
-         "ne": operator.ne}  # fmt: skip
+         "ne": operator.ne, "neg": operator.neg, "pos": operator.pos, "abs": operator.abs,
+         "invert": operator.invert, "conjugate": lambda v: v.conjugate()}  # fmt: skip
 
 
 def _python_binary(name: str, a, b):
-    """``a <op> b`` as Python computes it, for Python numbers and WeakScalars (at least one
-    weak); the result is a WeakScalar (or a Python number, where Python's answer depends on
-    the values in a way one program cannot hold: then the values are read, as guards)."""
+    """``a <op> b`` for Python numbers and WeakScalars (at least one weak), computed by Python
+    (:class:`_PythonOp`): exactly the eager value, and weakly typed."""
     ta, tb = _pytype(a), _pytype(b)
-    assert ta is not None and tb is not None
-    if name in _COMPARE:
-        if name in ("lt", "le", "gt", "ge") and complex in (ta, tb):
-            raise TypeError(f"'{name}' not supported between complex numbers")
-        common = _join(ta, tb)
-        return WeakScalar(getattr(Tensor, f"__{name}__")(_wide(a, common), _wide(b, common)),
-                          bool)
-    if name in _BITWISE:
-        if ta not in (bool, int) or tb not in (bool, int):
-            raise TypeError(f"unsupported operand type(s) for {name}: '{ta.__name__}' and "
-                            f"'{tb.__name__}'")
-        common = bool if ta is tb is bool and name in ("and", "or", "xor") else int
-        return _weak(getattr(Tensor, f"__{name}__")(_wide(a, common), _wide(b, common)))
-    common = _join(int if ta is bool else ta, int if tb is bool else tb)
-    if name in ("truediv", "floordiv", "mod"):
-        if common is complex and name != "truediv":
-            raise TypeError(f"unsupported operand type(s) for {name}: complex numbers")
-        if bool(b == 0):  # Python raises here (NumPy would give inf or nan)
-            what = {"truediv": "division", "floordiv": "integer division or modulo",
-                    "mod": "integer modulo"}[name]
-            raise ZeroDivisionError(f"{'float ' if common is float else ''}{what} by zero"
-                                    if common is not int else f"{what} by zero")
-    if name == "pow":
-        if common is int and _negative(b):
-            common = float  # Python: an int to a negative int power is a float
-        elif common is float and not _integral(b) and _negative(a):
-            # Python gives a complex number here, NumPy a NaN: compute it as Python does
-            return _PYOP[name](_value(a), _value(b))
-    out = getattr(Tensor, f"__{name}__")(_wide(a, common), _wide(b, common))
-    return _weak(out)
+    out = type(_PYOP[name](_SAMPLE_NONZERO[ta], _SAMPLE_NONZERO[tb]))  # Python's TypeErrors
+    if name == "pow":  # the only result whose type depends on the values: decided by guards
+        if out is int and _negative(b):
+            out = float  # an int to a negative int power is a float
+        elif out is float and not _integral(b) and _negative(a):
+            out = complex  # a negative float to a fractional power is complex
+    return _python(name, out, a, b)
 
 
 def _negative(v) -> bool:
@@ -286,9 +279,9 @@ def _integral(b) -> bool:
     decided on the value)."""
     if _pytype(b) in (bool, int):
         return True
-    if type(b) is WeakScalar:
-        return bool(b._t == b._t.round()) if b._type is float else False
-    return float(b).is_integer() if isinstance(b, float) else False
+    if _pytype(b) is float:
+        return bool(b == math.floor(b)) if type(b) is WeakScalar else float(b).is_integer()
+    return False
 
 
 def _value(v):
@@ -352,3 +345,7 @@ def resolve(cls, args: tuple) -> tuple:
         dtype = np.result_type(*[a.dtype for a in strong])
         return tuple(a.like(dtype) if type(a) is WeakScalar else a for a in args)
     return tuple(a._value() if type(a) is WeakScalar else a for a in args)
+
+
+_function._WeakType = WeakScalar  # Function.apply hands a WeakScalar to resolve()
+_function._resolve_weak = resolve
