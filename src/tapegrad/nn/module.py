@@ -286,8 +286,8 @@ class Module:
         return (
             d["_is_training"],
             tuple((k, id(m)) for k, m in d["_modules"].items()),
-            tuple((k, v is None) for k, v in d["_parameters"].items()),
-            tuple(d["_states"]),
+            tuple(sorted((k, v is None) for k, v in d["_parameters"].items())),
+            tuple(sorted(d["_states"])),
             type(self),
             plain,
         )
@@ -332,6 +332,9 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward(...)")
 
     def __call__(self, *args, **kwargs):
+        cap = _implicit.capture
+        if cap is not None and not self.__dict__["_functional"]:
+            cap.touch(self)  # a jit recording: its program depends on this module's structure
         return self.forward(*args, **kwargs)
 
     def next_key(self):
