@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 __all__ = ["unexpected_keyword", "strict_keywords", "strict_init"]
 
-_F = TypeVar("_F", bound=Callable[..., Any])
 _T = TypeVar("_T", bound=type)
 
 _KEYWORD_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
@@ -63,7 +62,7 @@ def _keyword_names(fn: Callable) -> tuple[list[str], bool]:
     return names, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
 
 
-def strict_keywords(fn: _F | None = None, *, name: str | None = None,
+def strict_keywords(fn: Callable[..., Any] | None = None, *, name: str | None = None,
                     hints: Mapping[str, str] | None = None) -> Any:
     """Decorator: calling ``fn`` with a keyword it does not declare raises
     :func:`unexpected_keyword`'s ``TypeError`` (a function with ``**kwargs`` is left as is).
@@ -88,7 +87,7 @@ def strict_keywords(fn: _F | None = None, *, name: str | None = None,
                 raise unexpected_keyword(who, k, names, hints)
         return fn(*args, **kwargs)
 
-    checked.__tg_strict__ = True  # pyright: ignore[reportFunctionMemberAccess]
+    setattr(checked, "__tg_strict__", True)  # noqa: B010
     return checked
 
 
@@ -116,7 +115,7 @@ def strict_init(cls: _T) -> _T:
                 raise unexpected_keyword(type(self).__name__, k, names, hints)
         init(self, *args, **kwargs)
 
-    __init__.__tg_strict__ = True  # pyright: ignore[reportFunctionMemberAccess]
+    setattr(__init__, "__tg_strict__", True)  # noqa: B010
     cls.__init__ = __init__  # pyright: ignore[reportAttributeAccessIssue]
     return cls
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-from typing import Any
 
 import numpy as np
 

@@ -15,6 +15,8 @@ groups, kH, kW)``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from tapegrad import numpy as tnp
@@ -82,7 +84,7 @@ def _prob(who, name, p):
         raise ValueError(f"{who}: {name} must lie in [0, 1), got {p}")
 
 
-def _param_dtype(who: str, dtype):
+def _param_dtype(who: str, dtype) -> Any:
     """The parameters' dtype: ``None`` means float32 (PyTorch's default dtype)."""
     if dtype is None:
         return np.dtype(np.float32)
@@ -692,8 +694,12 @@ class RecurrentBlock(Module):
         ks, own = _keys(key, 3)
         self._seed(own)
         self.hidden_size = int(hidden_size)
-        self.input_to_hidden = Linear(input_size, hidden_size, key=ks[0], device=device, dtype=dtype)
-        self.hidden_to_hidden = Linear(hidden_size, hidden_size, bias=False, key=ks[1], device=device, dtype=dtype)
+        self.input_to_hidden = Linear(
+            input_size, hidden_size, key=ks[0], device=device, dtype=dtype
+        )
+        self.hidden_to_hidden = Linear(
+            hidden_size, hidden_size, bias=False, key=ks[1], device=device, dtype=dtype
+        )
         if output_size is not None:
             self.hidden_to_output = Linear(
                 hidden_size, output_size, key=ks[2], device=device, dtype=dtype
@@ -743,7 +749,9 @@ class LongShortTermMemoryBlock(Module):
         ks, own = _keys(key, 3)
         self._seed(own)
         self.hidden_size = int(hidden_size)
-        self.input_to_gates = Linear(input_size, 4 * hidden_size, key=ks[0], device=device, dtype=dtype)
+        self.input_to_gates = Linear(
+            input_size, 4 * hidden_size, key=ks[0], device=device, dtype=dtype
+        )
         self.hidden_to_gates = Linear(
             hidden_size, 4 * hidden_size, bias=False, key=ks[1], device=device, dtype=dtype
         )

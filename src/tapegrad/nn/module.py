@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from tapegrad import random as _random
-from tapegrad.jit import implicit_state as _implicit
 from tapegrad._keywords import strict_all, strict_init
+from tapegrad.jit import implicit_state as _implicit
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
 from tapegrad.tree import register, tree_leaves

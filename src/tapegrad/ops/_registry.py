@@ -19,6 +19,7 @@ ops layer has been imported (as HIPS autograd's numpy layer attaches its boxes' 
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import numpy as np
 
@@ -92,19 +93,17 @@ def operands(x, y):
     return x, y
 
 
-def _weak_operands(x, y):
+def _weak_operands(x: Any, y: Any) -> tuple:
     """:func:`operands` where a Python number jit traces (a WeakScalar) stands: as the eager
     call with the number, it is cast to meet a Tensor operand (NEP 50), and when neither
     operand is a Tensor the first becomes one (``Tensor(number)``'s dtype)."""
-    wx, wy = type(x) is WeakScalar, type(y) is WeakScalar
-    x = x if wx else operand(x)
-    y = y if wy else operand(y)
+    x = x if type(x) is WeakScalar else operand(x)
+    y = y if type(y) is WeakScalar else operand(y)
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
-        x = x.strong() if wx else tensor_arg(x)
-        wx = False
-    if wx:
+        x = x.strong() if type(x) is WeakScalar else tensor_arg(x)
+    if type(x) is WeakScalar:
         x = x.like(y)
-    if wy:
+    if type(y) is WeakScalar:
         y = y.like(x)
     return x, y
 

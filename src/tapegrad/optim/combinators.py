@@ -440,7 +440,10 @@ class MultiSteps(GradientTransformation):
         keys = {"mini_step", "gradient_step", "inner_opt_state", "acc_grads"}
         if not isinstance(state, dict) or set(state) != keys:
             raise TypeError(f"{where}: state must be the dict from init with keys {sorted(keys)}")
-        state = optree.tree_map(_traced, state, namespace=NAMESPACE)
+        numbers: dict[str, Any] = {  # Python numbers tg.jit traces: as exact Tensors
+            k: optree.tree_map(_traced, v, namespace=NAMESPACE) for k, v in state.items()
+        }
+        state = numbers
         _check_match(where, grads, "grads", state["acc_grads"], "state['acc_grads']")
         g, treedef = _leaves(where, grads, "grads")
         acc, _ = _leaves(where, state["acc_grads"], "state['acc_grads']")

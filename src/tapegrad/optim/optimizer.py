@@ -338,7 +338,7 @@ class Optimizer:
         """
         if self.lr_scheduler is not None:
             name = type(self.lr_scheduler).__name__
-            value = self.lr_scheduler(self.timestep, self.initial_lr, self.lr)  # pyright: ignore[reportCallIssue]
+            value: Any = self.lr_scheduler(self.timestep, self.initial_lr, self.lr)  # pyright: ignore[reportCallIssue]
             try:
                 rate = float(value)
             except (TypeError, ValueError):
@@ -573,7 +573,7 @@ class Adam(Optimizer):
     weight_decay * p``: the weight decay is PyTorch's ``Adam`` L2 penalty, added to the
     gradient before the moments (``decoupled_weight_decay=True``, or :class:`AdamW`, applies it
     to the parameters instead). ``amsgrad`` uses the running maximum of ``v`` (PyTorch's
-    AMSGrad). Note ``epsilon=1e-7`` by default (the seeds'; PyTorch's ``Adam`` uses ``1e-8``).
+    AMSGrad). Note ``epsilon=1e-7`` by default (PyTorch's ``Adam`` uses ``1e-8``).
 
     Args:
         model_parameters: Parameter pytree or Module (see :class:`Optimizer`).

@@ -263,8 +263,10 @@ class PiecewiseConstantSchedule:
         where = "PiecewiseConstantSchedule"
         _number(where, "init_value", self.init_value)
         if not isinstance(self.boundaries_and_scales, tuple):
-            raise TypeError(f"{where}: boundaries_and_scales must be a tuple of (step, scale) "
-                            "pairs; build it with piecewise_constant_schedule(value, {step: scale})")
+            raise TypeError(
+                f"{where}: boundaries_and_scales must be a tuple of (step, scale) pairs; build "
+                "it with piecewise_constant_schedule(value, {step: scale})"
+            )
         for pair in self.boundaries_and_scales:
             if not (isinstance(pair, tuple) and len(pair) == 2):
                 raise TypeError(f"{where}: each boundary must be a (step, scale) pair, got "

@@ -47,8 +47,8 @@ import attrs
 import numpy as np
 
 from tapegrad import backend as _backend
-from tapegrad._keywords import strict_all, strict_init
 from tapegrad import numpy as tnp
+from tapegrad._keywords import strict_all, strict_init
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
 from tapegrad.tree import tree_flatten, tree_leaves, tree_paths, tree_unflatten
@@ -395,7 +395,7 @@ def _check_lr(where: str, learning_rate) -> float | Schedule:
     return float(learning_rate)
 
 
-def _check_unit(where: str, name: str, value: float, closed_high: bool = False) -> float:
+def _check_unit(where: str, name: str, value: Any, closed_high: bool = False) -> float:
     value = _check_number(where, name, value)
     if not (0.0 <= value <= 1.0 if closed_high else 0.0 <= value < 1.0):
         rng = "[0, 1]" if closed_high else "[0, 1)"
@@ -684,7 +684,7 @@ class Trace(GradientTransformation):
             out = [tnp.add(gi, tnp.multiply(ti, self.decay)) for gi, ti in zip(g, new_tr)]
         else:
             out = new_tr
-        new_state = {"trace": tree_unflatten(treedef, new_tr)}
+        new_state: dict[str, Any] = {"trace": tree_unflatten(treedef, new_tr)}
         if self.dampening:
             new_state["count"] = _next_count(state["count"])
         return tree_unflatten(treedef, out), new_state
