@@ -167,3 +167,9 @@ def test_loss_functions_refuse_unknown_keywords():
             fn(p, y, reductoin="sum")
     with pytest.raises(TypeError, match="'pos_weight' \\(PyTorch's positive-class weight is not"):
         F.binary_cross_entropy_with_logits(p, y, pos_weight=tg.Tensor([2.0]))
+
+
+def test_jit_options_are_checked_too():
+    with pytest.raises(TypeError, match="jit: unexpected keyword argument 'static_argnum'; did "
+                       "you mean 'static_argnums'"):
+        tg.jit(lambda x: x, static_argnum=0)

@@ -34,6 +34,7 @@ import numpy as np
 
 from tapegrad import backend as _backend
 from tapegrad import tape as _tape
+from tapegrad._keywords import strict_keywords
 from tapegrad.function import Context, _state, new_level, run_forward, transform_scope
 from tapegrad.tape import Guard, GuardError, Trace, check_guard
 from tapegrad.tensor import Tensor, const
@@ -497,7 +498,10 @@ class _Capture:
 
     def __init__(self, trace: Trace):
         self.trace = trace
-        self.reads: dict = {}  # (id, slot) -> (owner, slot, traced value or None, aval or None)
+        # (id, slot) -> (owner, slot, what the recording computes with, kind, info): kind
+        # "tensor" (an input; info its aval), "number" (a weakly typed input; info its type) or
+        # "value" (anything else: info the value, compared at every call)
+        self.reads: dict = {}
         self.writes: dict = {}  # (id, slot) -> (owner, slot, value)
         self.saved: dict = {}  # (id, slot) -> (owner, slot, value before the recording)
         self.owners: dict = {}  # id -> (owner, snapshot)
@@ -519,8 +523,13 @@ class _Capture:
         hit = self.reads.get(key)
         if hit is not None:
             return hit[2]
+        if type(value) in _PY_NUMBERS:  # a Python number: weakly typed, as an argument
+            w = WeakScalar(self.trace.new_input(const(np.asarray(value, WIDE[type(value)]))),
+                           type(value))
+            self.reads[key] = (owner, slot, w, "number", type(value))
+            return w
         if not isinstance(value, Tensor):
-            self.reads[key] = (owner, slot, value, None)
+            self.reads[key] = (owner, slot, value, "value", value)
             return value
         if value._level:  # traced by another transform: computed with as it is, not reused
             self.outer = True
@@ -528,7 +537,7 @@ class _Capture:
         if not value.is_realized:
             value = value.realize()
         t = self.trace.new_input(value)
-        self.reads[key] = (owner, slot, t, (value.shape, value.dtype, value.device))
+        self.reads[key] = (owner, slot, t, "tensor", (value.shape, value.dtype, value.device))
         return t
 
     def write(self, owner, slot, old, new) -> None:
@@ -644,12 +653,13 @@ def _record(call, args: tuple, who: str):
     result = tree_unflatten(out_tree, lowered[:n_out])
     if cap.outer:
         return result, None
-    reads = [r for r in cap.reads.values()]
-    in_nodes = list(range(len(leaves))) + [r[2]._node for r in reads if r[3] is not None]
+    reads = list(cap.reads.values())
+    in_nodes = list(range(len(leaves))) + [
+        (r[2].tensor if r[3] == "number" else r[2])._node for r in reads if r[3] != "value"]
     tape = trace.freeze(in_nodes, treedef, refs, [(v.shape, v.dtype) for v in lowered], out_tree)
     compiled = _Compiled(
         Program(tape), n_out, out_tree,
-        tuple((owner, slot, aval) for owner, slot, _, aval in reads),
+        tuple((owner, slot, kind, info) for owner, slot, _, kind, info in reads),
         tuple(writes), tuple(const_writes),
         tuple((o, o._implicit_snapshot()) for o, _ in cap.owners.values()),  # as left
     )
@@ -668,17 +678,21 @@ def _run(c: _Compiled, leaves):
         if owner._implicit_snapshot() != snapshot:
             raise _Stale("jit: a stateful object's configuration changed")
     extra = []
-    for owner, slot, aval in c.reads:
+    for owner, slot, kind, info in c.reads:
         v = owner._implicit_get(slot)
-        if aval is None:
-            if v is not None:
-                raise _Stale("jit: a state that was absent is now set")
-            continue
-        if not isinstance(v, Tensor) or (v.shape, v.dtype, v.device) != aval:
-            raise _Stale("jit: a state changed its shape, dtype or device")
-        if v._level:
-            raise _Outer
-        extra.append(v._concrete())
+        if kind == "value":
+            if not (v is info or (type(v) is type(info) and v == info)):
+                raise _Stale("jit: a state value the recording used changed")
+        elif kind == "number":
+            if type(v) is not info:
+                raise _Stale("jit: a state number changed its type")
+            extra.append(np.asarray(v, WIDE[info]))
+        else:
+            if not isinstance(v, Tensor) or (v.shape, v.dtype, v.device) != info:
+                raise _Stale("jit: a state changed its shape, dtype or device")
+            if v._level:
+                raise _Outer
+            extra.append(v._concrete())
     arrays = [_input_array(v) for v in leaves]
     arrays.extend(extra)
     outs = c.program(arrays)
@@ -710,6 +724,7 @@ def _signature(leaves, who):
     return tuple(sig)
 
 
+@strict_keywords
 def jit(
     fun=None, *, static_argnums: Any = (), static_argnames: Any = (), cache_size: int = 64
 ) -> Any:

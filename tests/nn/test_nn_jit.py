@@ -154,3 +154,29 @@ def test_state_traced_by_an_outer_transform_is_differentiated():
     lin.weight = w0
     np.testing.assert_allclose(g.numpy(), np.tile(X.numpy().sum(0)[:, None], (1, 1)),
                                rtol=1e-6)
+
+
+def test_an_optimizer_s_parameters_read_inside_jit_are_current():
+    params = {"w": tg.Tensor(np.ones(3, np.float32))}
+    opt = optim.Adam(params, lr=0.1)
+    loss = tg.jit(lambda x: (x @ opt.params["w"]).sum())
+    for _ in range(3):
+        np.testing.assert_array_equal(loss(X).numpy(), (X @ opt.params["w"]).sum().numpy())
+        opt.step({"w": tg.Tensor(np.ones(3, np.float32))})
+    assert loss.cache_size() == 1
+
+
+def test_an_optimizer_s_learning_rate_and_state_read_inside_jit_are_current():
+    params = {"w": tg.Tensor(np.ones(3))}
+    opt = optim.Adam(params, lr=0.1)
+    scaled = tg.jit(lambda x: (x * opt.lr, opt.timestep, opt.opt_state[1]["mu"]["w"] * 1.0))
+    x = tg.Tensor(np.ones(3))
+    opt.step({"w": tg.Tensor(np.ones(3))})
+    for lr in (0.1, 0.05, 0.02):
+        opt.lr = lr
+        out, t, mu = scaled(x)
+        np.testing.assert_array_equal(out.numpy(), (x * lr).numpy())
+        assert int(t) == opt.timestep
+        np.testing.assert_array_equal(mu.numpy(), opt.opt_state[1]["mu"]["w"].numpy())
+        opt.step({"w": tg.Tensor(np.ones(3))})
+    assert scaled.cache_size() == 1

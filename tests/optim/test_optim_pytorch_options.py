@@ -127,3 +127,19 @@ def test_lion_takes_the_betas_pair_too():
         b.step(_grads(p, k))
     for x, y in zip(_np(a.params), _np(b.params)):
         np.testing.assert_array_equal(x, y)
+
+
+def test_pytorch_parameter_groups_are_refused_with_the_alternative():
+    p = _params()
+    with pytest.raises(TypeError, match="parameter groups .* are not supported; .* "
+                       "optim.multi_transform"):
+        optim.SGD([{"params": [p["a"]], "lr": 0.01}, {"params": [p["b"]]}], lr=0.1)
+
+
+def test_a_checkpoint_of_another_optimizer_is_refused():
+    p = _params()
+    adam = optim.Adam(p, lr=0.1)
+    sgd = optim.SGD(p, lr=0.1, momentum=0.9)
+    with pytest.raises(TypeError, match="SGD.load_state_dict: unexpected keyword argument "
+                       "'beta1' \\(not a hyperparameter of SGD"):
+        sgd.load_state_dict(adam.state_dict())

@@ -75,13 +75,37 @@ def _keys(key, n: int):
 
 def _positive(who, **sizes):
     for name, v in sizes.items():
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{who}: {name} must be a positive int, got {v!r}")
+        if v < 1:
             raise ValueError(f"{who}: {name} must be a positive int, got {v!r}")
 
 
+def _real(who, name, v, low=None, high=None, high_open=False) -> float:
+    """``v`` as a float: a real number (not a bool), finite, within the bounds given."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer,
+                                                           np.floating)):
+        raise TypeError(f"{who}: {name} must be a number, got {v!r}")
+    v = float(v)
+    ok = np.isfinite(v) and (low is None or v >= low) and (
+        high is None or (v < high if high_open else v <= high))
+    if not ok:
+        rng = f"[{low}, {high}{')' if high_open else ']'}" if high is not None else (
+            f">= {low}" if low is not None else "finite")
+        raise ValueError(f"{who}: {name} must be {'in ' if high is not None else ''}{rng}, "
+                         f"got {v}")
+    return v
+
+
+def _int(who, name, v) -> int:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{who}: {name} must be an int, got {v!r}")
+    return int(v)
+
+
 def _prob(who, name, p):
-    if p is not None and not 0.0 <= p < 1.0:
-        raise ValueError(f"{who}: {name} must lie in [0, 1), got {p}")
+    if p is not None:
+        _real(who, name, p, 0.0, 1.0, high_open=True)
 
 
 def _param_dtype(who: str, dtype) -> Any:
@@ -112,7 +136,10 @@ def _place(module: Module, device) -> None:
     """
     if device is None:
         return
-    dev = parse_device(device)
+    try:
+        dev = parse_device(device)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{type(module).__name__}: {e}") from None
     if dev == "cpu":
         return
     d = module.__dict__
@@ -120,6 +147,29 @@ def _place(module: Module, device) -> None:
         for name, t in d[group].items():
             if t is not None:
                 d[group][name] = t.to_device(dev)
+
+
+def _check_device(who: str, device) -> None:
+    """Refuse a bad ``device`` before any submodule is built (naming this layer)."""
+    if device is not None:
+        try:
+            parse_device(device)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{who}: {e}") from None
+
+
+def _shape_arg(who: str, name: str, value) -> tuple:
+    """An int or a sequence of ints (a trailing shape), each positive."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        ns = (value,)
+    elif isinstance(value, (tuple, list)):
+        ns = tuple(value)
+    else:
+        raise TypeError(f"{who}: {name} must be an int or a tuple of ints, got {value!r}")
+    if not ns:
+        raise ValueError(f"{who}: {name} must not be empty")
+    _positive(who, **{f"{name}[{i}]": v for i, v in enumerate(ns)})
+    return tuple(int(v) for v in ns)
 
 
 def _bool(who: str, name: str, value) -> bool:
@@ -195,6 +245,7 @@ class Linear(Module):
     ):
         super().__init__()
         _positive("Linear", input_size=input_size, output_size=output_size)
+        bias = _bool("Linear", "bias", bias)
         dtype = _param_dtype("Linear", dtype)
         (k,), own = _keys(key, 1)
         self._seed(own)
@@ -258,6 +309,9 @@ class Conv2d(Module):
                 f"out_channels={out_channels}"
             )
         self.padding = _conv_padding("Conv2d", padding_mode, padding)
+        bias = _bool("Conv2d", "bias", bias)
+        F._pair(stride, "stride", "Conv2d")
+        F._pair(dilation, "dilation", "Conv2d")
         dtype = _param_dtype("Conv2d", dtype)
         kh, kw = F._pair(kernel_size, "kernel_size", "Conv2d")
         (k,), own = _keys(key, 1)
@@ -278,6 +332,11 @@ def _conv_padding(who: str, padding_mode, padding):
     """The padding a layer passes on: ``padding`` if given, else ``padding_mode``
     (``"valid"``/``"same"``); PyTorch's ``padding_mode="zeros"`` means ``padding`` (0 when
     absent)."""
+    if not isinstance(padding_mode, str):  # PyTorch's 5th positional argument is padding
+        raise TypeError(
+            f"{who}: padding_mode must be 'valid', 'same' or 'zeros', got {padding_mode!r}; "
+            f"the 5th positional argument here is padding_mode: pass padding={padding_mode!r}"
+        )
     if padding_mode in ("reflect", "replicate", "circular"):
         raise NotImplementedError(
             f"{who}: padding_mode={padding_mode!r} is not implemented; pad the input first "
@@ -313,6 +372,11 @@ class MaxPool2d(Module):
 
     def __init__(self, kernel_size, stride=None, padding_mode: str = "valid", *, padding=None):
         super().__init__()
+        if not isinstance(padding_mode, str):  # PyTorch's 3rd positional argument is padding
+            raise TypeError(
+                f"MaxPool2d: padding_mode must be 'valid' or 'same', got {padding_mode!r}; the "
+                f"3rd positional argument here is padding_mode: pass padding={padding_mode!r}"
+            )
         if padding_mode not in ("valid", "same"):
             raise ValueError(
                 f"MaxPool2d: padding_mode must be 'valid' or 'same', got {padding_mode!r}"
@@ -322,6 +386,9 @@ class MaxPool2d(Module):
                 f"MaxPool2d: padding_mode='same' and padding={padding!r} both set the padding; "
                 "give one"
             )
+        F._pair(kernel_size, "kernel_size", "MaxPool2d")
+        if stride is not None:
+            F._pair(stride, "stride", "MaxPool2d")
         self.kernel_size, self.stride = kernel_size, stride
         self.padding = padding_mode if padding is None else padding
 
@@ -380,15 +447,10 @@ class BatchNorm(Module):
         super().__init__()
         who = "BatchNorm"
         _positive(who, input_size=input_size)
-        epsilon = float(_one_of(who, "epsilon", epsilon, "eps", eps, 1e-5))
-        if not epsilon >= 0:
-            raise ValueError(f"{who}: epsilon must be >= 0, got {epsilon}")
+        epsilon = _real(who, "epsilon" if eps is None else "eps",
+                        _one_of(who, "epsilon", epsilon, "eps", eps, 1e-5), 0.0)
         if momentum is not None:
-            if isinstance(momentum, bool) or not isinstance(momentum, (int, float)):
-                raise TypeError(f"{who}: momentum must be a number or None, got {momentum!r}")
-            if not 0.0 <= momentum <= 1.0:
-                raise ValueError(f"{who}: momentum must lie in [0, 1], got {momentum}")
-            momentum = float(momentum)
+            momentum = _real(who, "momentum", momentum, 0.0, 1.0)
         dtype = _param_dtype(who, dtype)
         self.momentum, self.epsilon = momentum, epsilon
         self.affine = _bool(who, "affine", affine)
@@ -469,13 +531,9 @@ class LayerNorm(Module):
     ):
         super().__init__()
         who = "LayerNorm"
-        ns = (input_size,) if isinstance(input_size, (int, np.integer)) else tuple(input_size)
-        if not ns:
-            raise ValueError(f"{who}: input_size must not be empty")
-        _positive(who, **{f"input_size[{i}]": v for i, v in enumerate(ns)})
-        epsilon = float(_one_of(who, "epsilon", epsilon, "eps", eps, 1e-5))
-        if not epsilon >= 0:
-            raise ValueError(f"{who}: epsilon must be >= 0, got {epsilon}")
+        ns = _shape_arg(who, "input_size", input_size)
+        epsilon = _real(who, "epsilon" if eps is None else "eps",
+                        _one_of(who, "epsilon", epsilon, "eps", eps, 1e-5), 0.0)
         dtype = _param_dtype(who, dtype)
         affine = _bool(who, "elementwise_affine", elementwise_affine)
         with_bias = _bool(who, "bias", bias)
@@ -516,10 +574,7 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5, inplace: bool = False, *, key=None):
         super().__init__()
-        if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)):
-            raise TypeError(f"Dropout: p must be a number, got {p!r}")
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: p must lie in [0, 1], got {p}")
+        p = _real("Dropout", "p", p, 0.0, 1.0)
         _no_inplace("Dropout", inplace)
         self.p = float(p)
         self.inplace = False
@@ -621,6 +676,7 @@ class ResidualBlock(Module):
             "ResidualBlock", in_channels=in_channels, out_channels=out_channels, stride=stride
         )
         dtype = _param_dtype("ResidualBlock", dtype)
+        _check_device("ResidualBlock", device)
         ks, own = _keys(key, 3)
         self._seed(own)
         self.conv1 = Conv2d(
@@ -690,7 +746,10 @@ class RecurrentBlock(Module):
         super().__init__()
         _positive("RecurrentBlock", input_size=input_size, hidden_size=hidden_size)
         _prob("RecurrentBlock", "dropout_prob", dropout_prob)
+        if output_size is not None:
+            _positive("RecurrentBlock", output_size=output_size)
         dtype = _param_dtype("RecurrentBlock", dtype)
+        _check_device("RecurrentBlock", device)
         ks, own = _keys(key, 3)
         self._seed(own)
         self.hidden_size = int(hidden_size)
@@ -745,7 +804,10 @@ class LongShortTermMemoryBlock(Module):
         super().__init__()
         _positive("LongShortTermMemoryBlock", input_size=input_size, hidden_size=hidden_size)
         _prob("LongShortTermMemoryBlock", "dropout_prob", dropout_prob)
+        if output_size is not None:
+            _positive("LongShortTermMemoryBlock", output_size=output_size)
         dtype = _param_dtype("LongShortTermMemoryBlock", dtype)
+        _check_device("LongShortTermMemoryBlock", device)
         ks, own = _keys(key, 3)
         self._seed(own)
         self.hidden_size = int(hidden_size)
@@ -837,6 +899,7 @@ class MultiHeadAttention(Module):
         super().__init__()
         _positive("MultiHeadAttention", num_heads=num_heads, hidden_size=hidden_size)
         dtype = _param_dtype("MultiHeadAttention", dtype)
+        _check_device("MultiHeadAttention", device)
         if hidden_size % num_heads:
             raise ValueError(
                 f"MultiHeadAttention: num_heads={num_heads} must divide hidden_size={hidden_size}"
@@ -953,7 +1016,7 @@ class LeakyReLU(Module):
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
         super().__init__()
         _no_inplace("LeakyReLU", inplace)
-        self.negative_slope = float(negative_slope)
+        self.negative_slope = _real("LeakyReLU", "negative_slope", negative_slope)
         self.inplace = False
 
     def forward(self, x):
@@ -967,7 +1030,7 @@ class Softmax(Module):
 
     def __init__(self, dim: int = -1):
         super().__init__()
-        self.dim = dim
+        self.dim = _int("Softmax", "dim", dim)
 
     def forward(self, x):
         """Any shape -> same shape; entries along ``dim`` sum to 1."""
@@ -980,7 +1043,7 @@ class LogSoftmax(Module):
 
     def __init__(self, dim: int = -1):
         super().__init__()
-        self.dim = dim
+        self.dim = _int("LogSoftmax", "dim", dim)
 
     def forward(self, x):
         """Any shape -> same shape (log-probabilities along ``dim``)."""
@@ -998,7 +1061,8 @@ class Flatten(Module):
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()
-        self.start_dim, self.end_dim = start_dim, end_dim
+        self.start_dim = _int("Flatten", "start_dim", start_dim)
+        self.end_dim = _int("Flatten", "end_dim", end_dim)
 
     def forward(self, x):
         """``(..., d_start, ..., d_end, ...)`` -> ``(..., d_start * ... * d_end, ...)``."""
@@ -1061,6 +1125,9 @@ class Conv1d(Module):
                 f"out_channels={out_channels}"
             )
         k_size = F._single(kernel_size, "kernel_size", "Conv1d")
+        F._single(stride, "stride", "Conv1d")
+        F._single(dilation, "dilation", "Conv1d")
+        bias = _bool("Conv1d", "bias", bias)
         (k,), own = _keys(key, 1)
         self._seed(own)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
@@ -1121,6 +1188,10 @@ class ConvTranspose2d(Module):
                 f"out_channels={out_channels}"
             )
         kh, kw = F._pair(kernel_size, "kernel_size", who)
+        F._pair(stride, "stride", who)
+        F._pair(dilation, "dilation", who)
+        F._pair(output_padding, "output_padding", who, minimum=0)
+        bias = _bool(who, "bias", bias)
         (k,), own = _keys(key, 1)
         self._seed(own)
         self.stride, self.padding, self.output_padding = stride, padding, output_padding
@@ -1176,8 +1247,11 @@ class AvgPool2d(Module):
                 "AvgPool2d: ceil_mode=True is not implemented; pad the input (tnp.pad) so the "
                 "last window fits, with count_include_pad=False"
             )
+        F._pair(kernel_size, "kernel_size", "AvgPool2d")
+        if stride is not None:
+            F._pair(stride, "stride", "AvgPool2d")
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.count_include_pad = bool(count_include_pad)
+        self.count_include_pad = _bool("AvgPool2d", "count_include_pad", count_include_pad)
 
     def forward(self, x):
         """``(N, C, H, W)`` -> ``(N, C, H_out, W_out)``."""
@@ -1194,6 +1268,17 @@ class AdaptiveAvgPool2d(Module):
 
     def __init__(self, output_size):
         super().__init__()
+        sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,)
+        if len(sizes) not in (1, 2) or not all(
+            s is None or (isinstance(s, (int, np.integer)) and not isinstance(s, bool))
+            for s in sizes
+        ):
+            raise TypeError(
+                f"AdaptiveAvgPool2d: output_size must be an int or a pair of ints (None keeps "
+                f"that size), got {output_size!r}"
+            )
+        if any(s is not None and s < 1 for s in sizes):
+            raise ValueError(f"AdaptiveAvgPool2d: output_size must be >= 1, got {output_size!r}")
         self.output_size = output_size
 
     def forward(self, x):
@@ -1230,12 +1315,10 @@ class RMSNorm(Module):
     ):
         super().__init__()
         dtype = _param_dtype("RMSNorm", dtype)
-        ns = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
-        ns = tuple(ns)
-        _positive("RMSNorm", **{f"normalized_shape[{i}]": v for i, v in enumerate(ns)})
-        if not ns:
-            raise ValueError("RMSNorm: normalized_shape must not be empty")
-        self.normalized_shape, self.eps = ns, eps
+        ns = _shape_arg("RMSNorm", "normalized_shape", normalized_shape)
+        self.normalized_shape = ns
+        self.eps = None if eps is None else _real("RMSNorm", "eps", eps, 0.0)
+        elementwise_affine = _bool("RMSNorm", "elementwise_affine", elementwise_affine)
         self.register_parameter(
             "weight", init.ones(None, ns, dtype) if elementwise_affine else None
         )
@@ -1284,7 +1367,9 @@ class GroupNorm(Module):
             raise ValueError(
                 f"GroupNorm: num_groups={num_groups} must divide num_channels={num_channels}"
             )
-        self.num_groups, self.num_channels, self.eps = int(num_groups), int(num_channels), eps
+        self.num_groups, self.num_channels = int(num_groups), int(num_channels)
+        self.eps = _real("GroupNorm", "eps", eps, 0.0)
+        affine = _bool("GroupNorm", "affine", affine)
         c = (num_channels,)
         self.register_parameter("weight", init.ones(None, c, dtype) if affine else None)
         self.register_parameter("bias", init.zeros(None, c, dtype) if affine else None)
@@ -1309,6 +1394,7 @@ class _CellBase(Module):
     def __init__(self, input_size, hidden_size, bias, key, device, dtype):
         super().__init__()
         _positive(self._who, input_size=input_size, hidden_size=hidden_size)
+        bias = _bool(self._who, "bias", bias)
         dtype = _param_dtype(self._who, dtype)
         g = F._GATES[self._mode] * hidden_size
         ks, own = _keys(key, 4)
@@ -1472,8 +1558,10 @@ class _RNNBase(Module):
         who = self._who
         dtype = _param_dtype(who, dtype)
         _positive(who, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"{who}: dropout must lie in [0, 1), got {dropout}")
+        dropout = _real(who, "dropout", dropout, 0.0, 1.0, high_open=True)
+        for name, flag in (("bias", bias), ("batch_first", batch_first),
+                           ("bidirectional", bidirectional)):
+            _bool(who, name, flag)
         self._mode = mode
         self.input_size, self.hidden_size = int(input_size), int(hidden_size)
         self.num_layers, self.bias = int(num_layers), bool(bias)

@@ -36,7 +36,13 @@ from tapegrad._keywords import strict_all, strict_init, unexpected_keyword
 from tapegrad.jit import implicit_state
 from tapegrad.optim import transforms as T
 from tapegrad.tensor import Tensor
-from tapegrad.tree import NAMESPACE, tree_flatten_with_path, tree_structure
+from tapegrad.tree import (
+    NAMESPACE,
+    tree_flatten,
+    tree_flatten_with_path,
+    tree_structure,
+    tree_unflatten,
+)
 
 __all__ = [
     "Optimizer",
@@ -70,6 +76,20 @@ def _named_leaves(tree) -> dict[str, Any]:
             )
         out[name] = leaf
     return out
+
+
+def _refuse_param_groups(who: str, model_parameters) -> None:
+    """PyTorch's parameter groups (a list of dicts with ``"params"``) are not a pytree of
+    parameters here: refuse them rather than treat their options as parameters."""
+    if isinstance(model_parameters, (list, tuple)) and any(
+        isinstance(g, dict) and "params" in g for g in model_parameters
+    ):
+        raise TypeError(
+            f"{who}: PyTorch's parameter groups ([{{'params': ..., 'lr': ...}}, ...]) are not "
+            "supported; pass the parameter pytree (or the Module) and give groups their own "
+            "options with optim.multi_transform({...}, labels) in optim.Optimizer(params, lr, "
+            "transform=...)."
+        )
 
 
 def _array(leaf):
@@ -161,6 +181,7 @@ class Optimizer:
         if maximize:
             hyperparams["maximize"] = True
         self._transform_fn = transform
+        _refuse_param_groups(name, model_parameters)
         self._module = model_parameters if is_module(model_parameters) else None
         self._params = None if self._module is not None else model_parameters
         self._hyperparams: dict[str, Any] = {"lr": float(lr), "initial_lr": float(lr)}
@@ -205,7 +226,7 @@ class Optimizer:
     @property
     def params(self):
         """The current parameter pytree (read live from the Module when built from one)."""
-        return self._module.params if self._module is not None else self._params
+        return self._module.params if self._module is not None else self._read("_params")
 
     @property
     def module(self):
@@ -215,17 +236,51 @@ class Optimizer:
     @property
     def grads(self):
         """The latest gradients held (``None`` after :meth:`zero_grad`)."""
-        return self._grads
+        return self._read("_grads")
 
     @property
     def opt_state(self):
         """The pure transform's state pytree."""
-        return self._opt_state
+        return self._read("_opt_state")
 
     @property
     def lr(self) -> float:
         """The current learning rate."""
+        cap = implicit_state.capture
+        if cap is not None:  # a jit recording: an input of the program, read at every call
+            return cap.read(self, ("_hyperparams", "lr"), self._hyperparams["lr"])
         return self._hyperparams["lr"]
+
+    # -- tg.jit: what a jitted function reads of this optimizer is read at every call ----------
+    def _read(self, group: str):
+        """The pytree ``group`` (``_params``, ``_grads``, ``_opt_state``); while ``tg.jit``
+        records, its leaves are implicit inputs of the program (read afresh at every call)."""
+        tree = self.__dict__[group]
+        cap = implicit_state.capture
+        if cap is None:
+            return tree
+        leaves, treedef = tree_flatten(tree)
+        cap.read(self, (group, "structure"), treedef)  # a program for this structure only
+        return tree_unflatten(treedef, [cap.read(self, (group, i), v) for i, v in
+                                        enumerate(leaves)])
+
+    def _implicit_get(self, slot: tuple):
+        if slot[0] == "_hyperparams":
+            return self._hyperparams[slot[1]]
+        if slot[0] == "_timestep":
+            return self._timestep
+        leaves, treedef = tree_flatten(self.__dict__[slot[0]])
+        return treedef if slot[1] == "structure" else leaves[slot[1]]
+
+    def _implicit_set(self, slot: tuple, value) -> None:
+        if slot[0] in ("_hyperparams", "_timestep"):
+            raise TypeError(f"{type(self).__name__}: its {slot[0]} is not written under jit")
+        leaves, treedef = tree_flatten(self.__dict__[slot[0]])
+        leaves[slot[1]] = value
+        self.__dict__[slot[0]] = tree_unflatten(treedef, leaves)
+
+    def _implicit_snapshot(self) -> tuple:
+        return (type(self),)
 
     @lr.setter
     def lr(self, value: float) -> None:
@@ -243,6 +298,9 @@ class Optimizer:
     @property
     def timestep(self) -> int:
         """The number of steps taken (the global step the scheduler sees)."""
+        cap = implicit_state.capture
+        if cap is not None:  # a jit recording: an input of the program, read at every call
+            return cap.read(self, ("_timestep",), self._timestep)
         return self._timestep
 
     @property
@@ -423,7 +481,8 @@ class Optimizer:
         (structure, shapes, dtypes); nothing is changed if it does not.
 
         Raises:
-            TypeError: if sections are missing or the state structure differs.
+            TypeError: if sections are missing, a hyperparameter is not this optimizer's, or
+                the state structure differs.
             ValueError: if a state leaf's shape or dtype differs.
         """
         name = f"{type(self).__name__}.load_state_dict"
@@ -442,6 +501,12 @@ class Optimizer:
         if isinstance(timestep, bool) or not isinstance(timestep, int) or timestep < 0:
             raise TypeError(f"{name}: states['timestep'] must be an int >= 0, got {timestep!r}")
         old = self._hyperparams
+        known = set(old) | {"max_grad_norm", "maximize"}
+        for k in state_dict["hyperparams"]:
+            if k not in known:  # another optimizer's (or a misspelt) hyperparameter
+                raise unexpected_keyword(name, k, sorted(known), {
+                    k: f"not a hyperparameter of {type(self).__name__}; was the checkpoint "
+                    "saved by another optimizer?"})
         self._hyperparams = {**old, **state_dict["hyperparams"]}
         try:
             expected = self._full_transform().init(self.params)
