@@ -109,3 +109,12 @@ def test_numpy_and_math_see_the_value():
     for s in (2.25, 0.36):
         for got, want in zip(tg.jit(f)(s), f(s)):
             _same(got, want)
+
+
+def test_an_int_too_large_for_int64_is_static():
+    f = lambda v, n: v * n  # noqa: E731
+    x = tg.Tensor(np.array([1.0, 2.0], np.float32))
+    fast = tg.jit(f)
+    for n in (2**70, 3, 2**70, -(2**64)):
+        _same(fast(x, n), f(x, n))
+    assert fast.cache_size() == 3  # each large value, and one program for the int64 ones

@@ -575,12 +575,17 @@ class _Outer(Exception):
     """A state value is traced by another transform: run the function itself for it."""
 
 
+def _big_int(v) -> bool:
+    """A Python int int64 cannot hold: static (its value is part of the signature)."""
+    return type(v) is int and not -(2**63) <= v < 2**63
+
+
 def _input_array(v):
     """The program input for argument leaf ``v``: a Python number held exactly (it is weakly
     typed), a Tensor's array, or an array."""
     t = type(v)
     if t in _PY_NUMBERS:
-        return np.asarray(v, WIDE[t])
+        return np.zeros((), np.int64) if _big_int(v) else np.asarray(v, WIDE[t])
     return v._concrete() if isinstance(v, Tensor) else Tensor(v)._array
 
 
@@ -605,7 +610,10 @@ def _record(call, args: tuple, who: str):
     trace = Trace(new_level(), True)
     traced = []
     for i, v in enumerate(leaves):
-        if type(v) in _PY_NUMBERS:
+        if _big_int(v):  # static: the program is for this value (an unused input)
+            trace.new_input(const(np.zeros((), np.int64)))
+            traced.append(v)
+        elif type(v) in _PY_NUMBERS:
             t = trace.new_input(const(np.asarray(v, WIDE[type(v)])))
             traced.append(WeakScalar(t, type(v)))
         else:
@@ -713,6 +721,8 @@ def _signature(leaves, who):
             sig.append((arr.shape, arr.dtype, _backend.device_of(arr)))
         elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
             sig.append((tuple(leaf.shape), np.dtype(leaf.dtype), _backend.device_of(leaf)))
+        elif _big_int(leaf):
+            sig.append((int, leaf))  # too large for int64: static, by value
         elif isinstance(leaf, (bool, int, float, complex, np.generic)):
             sig.append(type(leaf))  # a Python number: its type (weakly typed), not its value
         else:
@@ -759,7 +769,10 @@ def jit(
           step, a BatchNorm's running statistics are updated and a Dropout draws a new mask
           at every call, as eagerly; a change of mode (``eval()``), structure or
           hyperparameter records a new program.
-        - Python side effects happen only while tracing.
+        - Python side effects happen only while tracing; so do NumPy's global random functions
+          (``np.random.rand``): their draws are constants of the recording. Draw random
+          numbers from :mod:`tapegrad.random` keys passed as arguments (or a Module's key,
+          which advances at every call).
         - A Python decision on data (``if x.sum() > 0``, ``int(n)``) is a guard: when new inputs
           flip it, ``fun`` is traced again for them (the programs of both branches are kept).
         - Called on values another transform is tracing (inside ``grad``), ``fun`` simply

@@ -143,3 +143,18 @@ def test_a_checkpoint_of_another_optimizer_is_refused():
     with pytest.raises(TypeError, match="SGD.load_state_dict: unexpected keyword argument "
                        "'beta1' \\(not a hyperparameter of SGD"):
         sgd.load_state_dict(adam.state_dict())
+
+
+def test_step_refuses_an_argument_no_transformation_takes():
+    p = _params()
+    opt = optim.SGD(p, lr=0.1)
+    g = _grads(p, 0)
+    with pytest.raises(TypeError, match="SGD.step: unexpected keyword argument 'closure' "
+                       "\\(PyTorch's closure is not supported"):
+        opt.step(g, closure=lambda: 0.0)
+    plateau = optim.Optimizer(p, lr=0.1, transform=lambda lr: optim.chain(
+        optim.sgd(lr), optim.reduce_on_plateau()))
+    plateau.step(g, value=1.0)
+    with pytest.raises(TypeError, match="'valeu'.*did you mean 'value'"):
+        plateau.step(g, valeu=1.0)
+    assert opt.timestep == 0 and plateau.timestep == 1

@@ -78,6 +78,44 @@ def _named_leaves(tree) -> dict[str, Any]:
     return out
 
 
+def _takes(tx) -> set | None:
+    """The extra keyword arguments some transformation in ``tx`` takes (``None``: any)."""
+    names = T._extra_names(tx)
+    if names is not None:
+        return set(names)
+    subs = []
+    inner = getattr(tx, "inner", None)
+    if isinstance(inner, T.GradientTransformation):
+        subs.append(inner)
+    for t in getattr(tx, "transforms", ()):
+        t = t[1] if isinstance(t, tuple) else t
+        if isinstance(t, T.GradientTransformation):
+            subs.append(t)
+    if not subs:  # a transformation taking **kwargs of its own: any argument
+        return None
+    out: set = set()
+    for sub in subs:
+        got = _takes(sub)
+        if got is None:
+            return None
+        out |= got
+    return out
+
+
+def _check_extra_args(who: str, tx, extra_args: dict) -> None:
+    """Refuse a keyword argument of ``step`` that no transformation of the optimizer takes (it
+    would be dropped: a misspelt ``value=``, or PyTorch's ``closure=``)."""
+    accepted = _takes(tx)
+    if accepted is None:
+        return
+    for k in extra_args:
+        if k not in accepted:
+            hint = ("PyTorch's closure is not supported: compute the loss and its gradients, "
+                    "then call step(grads)") if k == "closure" else (
+                "no transformation of this optimizer takes it")
+            raise unexpected_keyword(who, k, ["grads", *sorted(accepted)], {k: hint})
+
+
 def _refuse_param_groups(who: str, model_parameters) -> None:
     """PyTorch's parameter groups (a list of dicts with ``"params"``) are not a pytree of
     parameters here: refuse them rather than treat their options as parameters."""
@@ -436,6 +474,8 @@ class Optimizer:
                 "tg.jit(tg.value_and_grad(loss))), or jit a pure update: "
                 "optim.apply_gradients(tx, grads, opt_state, params) with opt_state an argument."
             )
+        if extra_args:
+            _check_extra_args(f"{type(self).__name__}.step", self._full_transform(), extra_args)
         if grads is not None:
             self.set_grads(grads)
         grads = self._need_grads("step")
