@@ -118,3 +118,22 @@ def test_an_int_too_large_for_int64_is_static():
     for n in (2**70, 3, 2**70, -(2**64)):
         _same(fast(x, n), f(x, n))
     assert fast.cache_size() == 3  # each large value, and one program for the int64 ones
+
+
+def test_a_number_python_needs_concretely_makes_a_program_for_its_value():
+    x = tg.Tensor(np.arange(6.0))
+    cases = [
+        lambda x, n: tnp.zeros(n) + x[:n],
+        lambda x, n: x[n] * n,
+        lambda x, n: tnp.full((2,), n),
+        lambda x, n: tnp.sum(x.reshape(2, 3), axis=n % 2),
+        lambda x, n: tnp.arange(n) * x[:n],
+        lambda x, n: x * 2 if isinstance(n, int) else x,
+        lambda x, n: x * n if isinstance(n, float) else x - n,
+    ]
+    for f in cases:
+        fast = tg.jit(f)
+        for n in (2, 3, 2):
+            _same(fast(x, n), f(x, n))
+        _same(fast(x, 2.5), f(x, 2.5)) if f is cases[-1] else None
+    assert isinstance(tg.jit(lambda n: n)(3), tg.Tensor)

@@ -465,10 +465,12 @@ class _Cache:
         self.size = size
         self.lock = threading.Lock()
         self.entries: OrderedDict = OrderedDict()
+        self.static_keys: set = set()  # signatures whose numbers are static (by value)
 
     def clear(self) -> None:
         with self.lock:
             self.entries.clear()
+            self.static_keys.clear()
 
 
 class _ImplicitState(threading.local):
@@ -558,10 +560,13 @@ class _Compiled:
     """One compiled program of a jitted function and what it reads and writes besides its
     arguments."""
 
-    __slots__ = ("program", "n_out", "out_treedef", "reads", "writes", "const_writes", "owners")
+    __slots__ = ("program", "static_numbers", "n_out", "out_treedef", "reads", "writes",
+                 "const_writes", "owners")
 
-    def __init__(self, program, n_out, out_treedef, reads, writes, const_writes, owners):
-        self.program, self.n_out, self.out_treedef = program, n_out, out_treedef
+    def __init__(self, program, static_numbers, n_out, out_treedef, reads, writes,
+                 const_writes, owners):
+        self.program, self.static_numbers = program, static_numbers
+        self.n_out, self.out_treedef = n_out, out_treedef
         self.reads, self.writes, self.const_writes = reads, writes, const_writes
         self.owners = owners
 
@@ -580,12 +585,14 @@ def _big_int(v) -> bool:
     return type(v) is int and not -(2**63) <= v < 2**63
 
 
-def _input_array(v):
+def _input_array(v, static_numbers: bool = False):
     """The program input for argument leaf ``v``: a Python number held exactly (it is weakly
-    typed), a Tensor's array, or an array."""
+    typed; a dummy when it is static), a Tensor's array, or an array."""
     t = type(v)
     if t in _PY_NUMBERS:
-        return np.zeros((), np.int64) if _big_int(v) else np.asarray(v, WIDE[t])
+        if static_numbers or _big_int(v):
+            return np.zeros((), np.int64)
+        return np.asarray(v, WIDE[t])
     return v._concrete() if isinstance(v, Tensor) else Tensor(v)._array
 
 
@@ -599,9 +606,10 @@ def _exact_number(v):
     return v
 
 
-def _record(call, args: tuple, who: str):
-    """Trace ``call(*args)`` for ``jit``: Python number leaves as :class:`WeakScalar` inputs,
-    the state of stateful objects as implicit inputs and outputs.
+def _record(call, args: tuple, who: str, static_numbers: bool = False):
+    """Trace ``call(*args)`` for ``jit``: Python number leaves as :class:`WeakScalar` inputs
+    (or, with ``static_numbers``, as themselves: the program is then for these values), the
+    state of stateful objects as implicit inputs and outputs.
 
     Returns ``(out, compiled)``; ``compiled`` is None when the recording read a value another
     transform traces (the result is right, but no program can be reused).
@@ -610,7 +618,8 @@ def _record(call, args: tuple, who: str):
     trace = Trace(new_level(), True)
     traced = []
     for i, v in enumerate(leaves):
-        if _big_int(v):  # static: the program is for this value (an unused input)
+        if _big_int(v) or (static_numbers and type(v) in _PY_NUMBERS):
+            # static: the program is for this value (an unused input)
             trace.new_input(const(np.zeros((), np.int64)))
             traced.append(v)
         elif type(v) in _PY_NUMBERS:
@@ -666,7 +675,7 @@ def _record(call, args: tuple, who: str):
         (r[2].tensor if r[3] == "number" else r[2])._node for r in reads if r[3] != "value"]
     tape = trace.freeze(in_nodes, treedef, refs, [(v.shape, v.dtype) for v in lowered], out_tree)
     compiled = _Compiled(
-        Program(tape), n_out, out_tree,
+        Program(tape), static_numbers, n_out, out_tree,
         tuple((owner, slot, kind, info) for owner, slot, _, kind, info in reads),
         tuple(writes), tuple(const_writes),
         tuple((o, o._implicit_snapshot()) for o, _ in cap.owners.values()),  # as left
@@ -701,7 +710,7 @@ def _run(c: _Compiled, leaves):
             if v._level:
                 raise _Outer
             extra.append(v._concrete())
-    arrays = [_input_array(v) for v in leaves]
+    arrays = [_input_array(v, c.static_numbers) for v in leaves]
     arrays.extend(extra)
     outs = c.program(arrays)
     res = [const(o) if not isinstance(o, Tensor) else o for o in outs]
@@ -756,9 +765,10 @@ def jit(
           Keyword arguments are inputs too. A Python number is weakly typed, as eagerly (and
           as JAX's weak types): ``x_float32 * s`` stays float32 and ``x_float64 * s`` uses
           ``s`` exactly; its value is an input (a new value runs the same program) and its
-          Python type part of the signature (see :mod:`tapegrad.weak`). A result that is a
-          Python number eagerly is a 0-d Tensor holding it exactly (float64, int64,
-          complex128 or bool).
+          Python type part of the signature (see :mod:`tapegrad.weak`); where the function
+          needs it as a concrete value (a shape, an axis), the programs are for each value, as
+          for a static argument. A result that is a Python number eagerly is a 0-d Tensor
+          holding it exactly (float64, int64, complex128 or bool).
         - Static arguments (``static_argnums``, ``static_argnames``) are passed to ``fun`` as
           they are and are part of the signature: each new value compiles again. Use them for
           shapes, flags, strings and other Python values; they must be hashable.
@@ -845,7 +855,7 @@ def jit(
         key = None if traced else (treedef, statics, skw, _signature(leaves, who))
         return dyn, dkw, statics, skw, leaves, key
 
-    def compile_for(dyn, dkw, statics, skw):
+    def compile_for(dyn, dkw, statics, skw, static_numbers=False):
         n = len(dyn) + len(statics)
         static_at = dict(statics)
         kw_static = dict(skw)
@@ -855,16 +865,36 @@ def jit(
             full = [static_at[i] if i in static_at else next(it) for i in range(n)]
             return fun(*full, **k, **kw_static)
 
-        return _record(call, (dyn, dkw), who)
+        return _record(call, (dyn, dkw), who, static_numbers)
+
+    def by_value(key, leaves):
+        """The key of a signature whose numbers are static: with their values."""
+        return (key, tuple((type(v), v) for v in leaves if type(v) in _PY_NUMBERS))
+
+    def record(dyn, dkw, statics, skw, key, leaves):
+        """Record a program: numbers weakly typed; if the function needs one of them as a
+        concrete Python number where jit cannot guard it (a shape, an axis, an isinstance
+        test that raises), then with the numbers static, as the eager call sees them."""
+        if key in cache.static_keys:
+            return by_value(key, leaves), compile_for(dyn, dkw, statics, skw, True)
+        try:
+            return key, compile_for(dyn, dkw, statics, skw)
+        except Exception:
+            if not any(type(v) in _PY_NUMBERS for v in leaves):
+                raise
+        got = compile_for(dyn, dkw, statics, skw, True)  # the eager call's own error, if any
+        cache.static_keys.add(key)
+        return by_value(key, leaves), got
 
     def jitted(*args, **kwargs):
         dyn, dkw, statics, skw, leaves, key = prepare(args, kwargs)
         if key is None:  # an outer transform (or jit recording) traces this call: run fun
             return fun(*args, **kwargs)
+        lookup = by_value(key, leaves) if key in cache.static_keys else key
         with cache.lock:
-            progs = cache.entries.get(key)
+            progs = cache.entries.get(lookup)
             if progs is not None:
-                cache.entries.move_to_end(key)
+                cache.entries.move_to_end(lookup)
         for c in progs or ():
             try:
                 return _run(c, leaves)
@@ -872,7 +902,7 @@ def jit(
                 continue  # a Python decision flipped: another branch's program, or a new one
             except _Outer:  # the state is traced by another transform: let it see fun
                 return fun(*args, **kwargs)
-        out, c = compile_for(dyn, dkw, statics, skw)
+        key, (out, c) = record(dyn, dkw, statics, skw, key, leaves)
         if c is not None:
             with cache.lock:
                 cache.entries.setdefault(key, []).append(c)
@@ -885,10 +915,10 @@ def jit(
         dyn, dkw, statics, skw, leaves, key = prepare(args, kwargs)
         if key is None:
             raise TypeError(f"{who}.lower: the arguments are traced by an outer transform")
-        progs = cache.entries.get(key)
+        progs = cache.entries.get(by_value(key, leaves) if key in cache.static_keys else key)
         if progs:
             return progs[-1].program
-        _, c = compile_for(dyn, dkw, statics, skw)
+        key, (_, c) = record(dyn, dkw, statics, skw, key, leaves)
         if c is None:
             raise TypeError(f"{who}.lower: the state of a Module it calls is traced by an "
                             "outer transform")

@@ -16,7 +16,13 @@ computes what the eager call computes, in value and dtype, for every value of th
   becomes the Tensor ``Tensor(0.1)`` would be (float32, int64, complex64, bool);
 - where Python needs the number itself (``if s > 0``, ``int(n)``, ``math.sin(s)``, NumPy),
   the value is read and ``jit`` records the decision as a guard: new values that change it
-  trace again, so a program is never reused where it would compute something else.
+  trace again, so a program is never reused where it would compute something else;
+- ``isinstance(s, float)`` holds as for the number (``type(s)`` is WeakScalar).
+
+Where a function needs a number as a concrete Python value that jit cannot guard (a shape or
+an axis given to a function that checks for an int), the recording fails; ``jit`` then
+records the function with its numbers static, as the eager call sees them (one program per
+value).
 
 Nothing else creates WeakScalars; outside ``jit`` Python numbers are themselves.
 """
@@ -90,6 +96,12 @@ class WeakScalar:
     @property
     def pytype(self) -> type:
         """The Python type the value stands for."""
+        return self._type
+
+    @property  # pyright: ignore[reportIncompatibleVariableOverride]
+    def __class__(self):  # noqa: D105
+        # ``isinstance(s, float)`` holds for a float, as eagerly (``type(s)`` stays
+        # WeakScalar): code that tests for a Python number takes the same branch
         return self._type
 
     # -- becoming a Tensor -----------------------------------------------------------------

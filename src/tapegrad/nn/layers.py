@@ -90,10 +90,11 @@ def _real(who, name, v, low=None, high=None, high_open=False) -> float:
     ok = np.isfinite(v) and (low is None or v >= low) and (
         high is None or (v < high if high_open else v <= high))
     if not ok:
-        rng = f"[{low}, {high}{')' if high_open else ']'}" if high is not None else (
-            f">= {low}" if low is not None else "finite")
-        raise ValueError(f"{who}: {name} must be {'in ' if high is not None else ''}{rng}, "
-                         f"got {v}")
+        if high is not None:
+            want = f"lie in [{low:g}, {high:g}{')' if high_open else ']'}"
+        else:
+            want = f"be >= {low:g}" if low is not None else "be finite"
+        raise ValueError(f"{who}: {name} must {want}, got {v}")
     return v
 
 
