@@ -494,8 +494,10 @@ class _Capture:
     optimizer step, and a Dropout's key advances at every call as it does eagerly.
 
     An owner implements ``_implicit_get(slot)``, ``_implicit_set(slot, value)`` (no hooks) and
-    ``_implicit_snapshot()`` (a hashable summary of its configuration: mode, structure,
-    hyperparameters; a program is reused only while it is unchanged).
+    ``_implicit_snapshot()``: a tuple summing up its configuration, whose first item is a
+    version number that a change of structure or attributes replaces for good (a program
+    recorded before it is dropped), the rest (a mode) may come back; a program is reused only
+    while it is equal.
     """
 
     def __init__(self, trace: Trace):
@@ -573,7 +575,11 @@ class _Compiled:
 
 class _Stale(GuardError):
     """The state a program reads (a Module's mode, structure, shapes) changed since it was
-    recorded: another program, or a new recording."""
+    recorded: another program, or a new recording. ``forever``: it can never fit again."""
+
+    def __init__(self, message: str, forever: bool = False):
+        super().__init__(message)
+        self.forever = forever
 
 
 class _Outer(Exception):
@@ -692,24 +698,35 @@ def _run(c: _Compiled, leaves):
         _Outer: when a state value is traced by another transform.
     """
     for owner, snapshot in c.owners:
-        if owner._implicit_snapshot() != snapshot:
-            raise _Stale("jit: a stateful object's configuration changed")
+        now = owner._implicit_snapshot()
+        if now != snapshot:
+            raise _Stale("jit: a stateful object's configuration changed",
+                         forever=now[0] != snapshot[0])
     extra = []
+    ndarray = np.ndarray
     for owner, slot, kind, info in c.reads:
         v = owner._implicit_get(slot)
-        if kind == "value":
-            if not (v is info or (type(v) is type(info) and v == info)):
-                raise _Stale("jit: a state value the recording used changed")
+        if kind == "tensor":
+            if type(v) is not Tensor:
+                raise _Stale("jit: a state is no longer a Tensor")
+            box = v._box
+            if box is not None and box[0]:
+                raise _Outer
+            a = v._array
+            if type(a) is ndarray:
+                if a.shape != info[0] or a.dtype != info[1] or info[2] != "cpu":
+                    raise _Stale("jit: a state changed its shape, dtype or device")
+            else:
+                a = v._concrete()
+                if (a.shape, a.dtype, _backend.device_of(a)) != info:
+                    raise _Stale("jit: a state changed its shape, dtype or device")
+            extra.append(a)
         elif kind == "number":
             if type(v) is not info:
                 raise _Stale("jit: a state number changed its type")
             extra.append(np.asarray(v, WIDE[info]))
-        else:
-            if not isinstance(v, Tensor) or (v.shape, v.dtype, v.device) != info:
-                raise _Stale("jit: a state changed its shape, dtype or device")
-            if v._level:
-                raise _Outer
-            extra.append(v._concrete())
+        elif not (v is info or (type(v) is type(info) and v == info)):
+            raise _Stale("jit: a state value the recording used changed")
     arrays = [_input_array(v, c.static_numbers) for v in leaves]
     arrays.extend(extra)
     outs = c.program(arrays)
@@ -895,9 +912,15 @@ def jit(
             progs = cache.entries.get(lookup)
             if progs is not None:
                 cache.entries.move_to_end(lookup)
-        for c in progs or ():
+        for c in list(progs or ()):
             try:
                 return _run(c, leaves)
+            except _Stale as e:
+                if e.forever:  # recorded for a structure that is gone: drop it
+                    with cache.lock:
+                        if c in progs:
+                            progs.remove(c)
+                continue
             except GuardError:
                 continue  # a Python decision flipped: another branch's program, or a new one
             except _Outer:  # the state is traced by another transform: let it see fun

@@ -180,3 +180,25 @@ def test_an_optimizer_s_learning_rate_and_state_read_inside_jit_are_current():
         np.testing.assert_array_equal(mu.numpy(), opt.opt_state[1]["mu"]["w"].numpy())
         opt.step({"w": tg.Tensor(np.ones(3))})
     assert scaled.cache_size() == 1
+
+
+def test_assigning_a_state_keeps_it_a_state():
+    bn = nn.BatchNorm(3)
+    bn.running_mean = tg.Tensor(np.ones(3, np.float32))
+    assert sorted(bn.states) == ["running_mean", "running_var"]
+    assert sorted(bn.parameters) == ["bias", "weight"]
+
+
+def test_toggling_the_mode_reuses_programs_and_changes_drop_the_old_ones():
+    model = _net()
+    fast = tg.jit(lambda x: model(x))
+    for _ in range(4):
+        model.train()
+        fast(X)
+        model.eval()
+        fast(X)
+    assert fast.cache_size() == 2
+    for k in range(4):
+        model[1].momentum = 0.1 * (k + 1)  # a hyperparameter: recorded again, old one dropped
+        _equal(fast(X), model(X))
+    assert fast.cache_size() <= 2

@@ -16,6 +16,7 @@ The bridge to the functional world:
 from __future__ import annotations
 
 import copy
+import itertools
 import threading
 from contextlib import contextmanager
 from typing import Any
@@ -210,6 +211,7 @@ class Module:
         d["_is_training"] = True
         d["_functional"] = False
         d["_rng"] = None
+        d["_version"] = next(_VERSIONS)
         d["grads"] = None
 
     # -- registration --------------------------------------------------------------------
@@ -220,28 +222,31 @@ class Module:
             )
 
     def __setattr__(self, name, value):
-        if name.startswith("_") or name in ("grads",):
+        if name.startswith("_") or name in ("grads",) or isinstance(
+            getattr(type(self), name, None), property
+        ):  # private, or a property's setter (params, state) that does its own bookkeeping
             object.__setattr__(self, name, value)
             return
         self._check_init()
         d = self.__dict__
+        is_state = name in d["_states"]
+        group = "_states" if is_state else "_parameters"
+        replaces_value = isinstance(value, Tensor) and isinstance(d[group].get(name), Tensor)
+        if not replaces_value:  # the structure or configuration changes (jit records anew)
+            _changed(self)
         cap = _implicit.capture
         if cap is not None and not d["_functional"]:  # a jit recording: state it replaces
             if isinstance(value, Tensor):
-                group = "_states" if name in d["_states"] else "_parameters"
                 cap.write(self, (group, name), d[group].get(name), value)
             else:
                 cap.touch(self)
-        for group in ("_parameters", "_states", "_modules"):
-            if name in d[group] and not (group == "_parameters" and value is None):
-                del d[group][name]
+        for g in ("_parameters", "_states", "_modules"):
+            if name in d[g] and not (g == "_parameters" and value is None):
+                del d[g][name]
         if isinstance(value, Module):
             d["_modules"][name] = value
         elif isinstance(value, Tensor):
-            if name in d["_states"]:
-                d["_states"][name] = value
-            else:
-                d["_parameters"][name] = value
+            d[group][name] = value  # a state stays a state
         elif value is None and name in d["_parameters"]:
             d["_parameters"][name] = None
         else:
@@ -276,30 +281,21 @@ class Module:
             self.__dict__[slot[0]][slot[1]] = value
 
     def _implicit_snapshot(self) -> tuple:
-        """What a jitted program recorded of this module besides its state values: the mode,
-        the structure and the plain hyperparameters (a program is reused while it is equal)."""
+        """What a jitted program recorded of this module besides its state values: the version
+        of its structure and attributes (a new one never comes back), and its mode."""
         d = self.__dict__
-        plain = tuple(
-            (k, v) for k, v in d.items()
-            if not k.startswith("_") and k != "grads" and _plain(v)
-        )
-        return (
-            d["_is_training"],
-            tuple((k, id(m)) for k, m in d["_modules"].items()),
-            tuple(sorted((k, v is None) for k, v in d["_parameters"].items())),
-            tuple(sorted(d["_states"])),
-            type(self),
-            plain,
-        )
+        return (d["_version"], d["_is_training"])
 
     def register_parameter(self, name: str, value) -> None:
         """Register a parameter (a Tensor, or None for an absent optional one such as a bias)."""
         self._check_init()
+        _changed(self)
         self.__dict__["_parameters"][name] = _to_tensor(value, name, "register_parameter")
 
     def register_state(self, name: str, value) -> None:
         """Register a state (a non-trainable buffer such as a running mean)."""
         self._check_init()
+        _changed(self)
         self.__dict__["_parameters"].pop(name, None)
         self.__dict__["_states"][name] = _to_tensor(value, name, "register_state")
 
@@ -635,14 +631,13 @@ def _write_tree(module: Module, tree: dict, group: str) -> None:
         _write_tree(m, tree[name], group)
 
 
-_PLAIN = (bool, int, float, complex, str, type(None), np.dtype, type)
+_VERSIONS = itertools.count(1)
 
 
-def _plain(v) -> bool:
-    """Whether ``v`` is a plain hyperparameter value (compared by ``==``)."""
-    if isinstance(v, _PLAIN):
-        return True
-    return isinstance(v, tuple) and all(_plain(x) for x in v)
+def _changed(module: Module) -> None:
+    """Note a change of ``module``'s mode, structure or attributes: a jitted program recorded
+    before it is not reused (each change gets a new version number)."""
+    module.__dict__["_version"] = next(_VERSIONS)
 
 
 def _bind(module: Module, params: dict, state: dict) -> Module:
@@ -724,6 +719,7 @@ class ModuleList(Module):
         """
         if not isinstance(module, Module):
             raise TypeError(f"ModuleList.append: expected a Module, got {type(module).__name__}")
+        _changed(self)
         self._modules[str(len(self._modules))] = module
         return self
 
@@ -792,6 +788,7 @@ class Sequential(Module):
             raise TypeError(
                 f"Sequential: entry {name!r} must be a Module, got {type(module).__name__}"
             )
+        _changed(self)
         self._modules[name] = module
 
     def append(self, module: Module) -> Sequential:

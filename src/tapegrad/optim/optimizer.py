@@ -318,7 +318,7 @@ class Optimizer:
         self.__dict__[slot[0]] = tree_unflatten(treedef, leaves)
 
     def _implicit_snapshot(self) -> tuple:
-        return (type(self),)
+        return (0,)  # what a jitted function reads of it is checked read by read
 
     @lr.setter
     def lr(self, value: float) -> None:
