@@ -23,7 +23,8 @@ from tapegrad.function import Context, _state, base_apply, unbroadcast
 from tapegrad.tensor import Tensor, _s_array, _s_box, caller_line, const, make, primal_of
 from tapegrad.tree import tree_flatten, tree_unflatten
 
-__all__ = ["Tape", "TapeEntry", "Guard", "Trace", "GuardError", "backward_pass"]
+__all__ = ["Tape", "TapeEntry", "Guard", "Trace", "GuardError", "backward_pass",
+           "check_outputs", "loaded_failure"]
 
 _new = object.__new__
 _tuple_new = tuple.__new__
@@ -93,6 +94,31 @@ def check_guard(g: Guard, array, who: str) -> None:
             "program no longer matches the function. Trace it again for these inputs, or "
             "express the branch with tnp.where."
         )
+
+
+def loaded_failure(who: str, i: int, e: TapeEntry, err: BaseException) -> ValueError:
+    """The error for entry ``i`` of a tape read from a file whose forward failed with ``err``
+    (parameters from the file that the op cannot take)."""
+    return ValueError(f"{who}: entry {i} ({e.oper}) of a tape loaded from a file fails: "
+                      f"{type(err).__name__}: {err}")
+
+
+def check_outputs(who: str, i: int, e: TapeEntry, outs, avals) -> None:
+    """Raise ValueError unless the arrays ``outs`` that entry ``i`` of a tape read from a file
+    produced have the number, shapes and dtypes of its output nodes in ``avals``."""
+    if len(outs) != len(e.out_nodes):
+        raise ValueError(f"{who}: entry {i} ({e.oper}) of a tape loaded from a file gives "
+                         f"{len(outs)} output(s); the file declares {len(e.out_nodes)}")
+    for n, o in zip(e.out_nodes, outs):
+        shape, dtype = avals[n]
+        d = getattr(o, "dtype", None)
+        got = (tuple(np.shape(o)), np.dtype(d if d is not None else np.asarray(o).dtype))
+        if got != (tuple(shape), dtype):
+            raise ValueError(
+                f"{who}: entry {i} ({e.oper}) of a tape loaded from a file gives node {n} shape "
+                f"{got[0]} and dtype {got[1]}; the file declares shape {tuple(shape)} and dtype "
+                f"{dtype}"
+            )
 
 
 class Trace:
@@ -444,8 +470,11 @@ def _node_name(n: int) -> str:
 
 
 def _short(v) -> str:
-    if isinstance(v, np.dtype) or isinstance(v, type):
+    if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(
+            v, (np.generic, bool, int, float, complex))):
         return np.dtype(v).name
+    if isinstance(v, type):
+        return v.__name__
     s = repr(v)
     return s if len(s) <= 40 else s[:37] + "..."
 
@@ -617,7 +646,7 @@ class Tape:
         # leaves (arrays, Python numbers) enter as constants of the recorded dtype
         env = dict(zip(self.in_nodes, [t if type(t) is Tensor else const(a)
                                        for t, a in zip(leaves, arrays)]))
-        for e in self.entries:
+        for i, e in enumerate(self.entries):
             if type(e) is Guard:
                 t = env[e.node]
                 got = _GUARD_FNS[e.kind](_backend.to_device(t._concrete(), "cpu").reshape(()))
@@ -630,8 +659,18 @@ class Tape:
                         f"{got!r}. Trace the function again for these inputs."
                     )
                 continue
-            outs = e.fn.apply(*[env[n] if n >= 0 else c for n, c in zip(e.in_nodes, e.consts)],
-                              **e.params)
+            args = [env[n] if n >= 0 else c for n, c in zip(e.in_nodes, e.consts)]
+            if not self.loaded:
+                outs = e.fn.apply(*args, **e.params)
+            else:  # a tape from a file: each entry checked against what the file declares
+                try:
+                    outs = e.fn.apply(*args, **e.params)
+                except (ValueError, GuardError, FloatingPointError, MemoryError):
+                    raise
+                except Exception as err:
+                    raise loaded_failure("Tape.replay", i, e, err) from err
+                check_outputs("Tape.replay", i, e, [o._array for o in (
+                    outs if isinstance(outs, (tuple, list)) else (outs,))], self.avals)
             env.update(zip(e.out_nodes, outs if isinstance(outs, (tuple, list)) else (outs,)))
         return tree_unflatten(self.out_treedef, [
             env[r] if isinstance(r, int) else (r[1] if isinstance(r[1], Tensor) else const(r[1]))
@@ -686,8 +725,9 @@ class Tape:
 
     def to_dot(self) -> str:
         """The tape as Graphviz DOT source (a string; no Graphviz needed to make it)."""
-        def q(s):
-            return '"' + str(s).replace('"', r'\"') + '"'
+        def q(s):  # a DOT string: backslashes and quotes escaped, line breaks as \n
+            s = str(s).replace("\\", "\\\\").replace('"', '\\"')
+            return '"' + s.replace("\r", "").replace("\n", "\\n") + '"'
 
         lines = ["digraph tape {", "  rankdir=LR;"]
         for n, a in zip(self.in_nodes, self.in_avals):
