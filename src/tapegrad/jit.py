@@ -96,9 +96,17 @@ class Program:
         fused: How many transposes the layout pass removed (cancelled, or computed by the
             product that fed them).
 
+    The generated source holds only names the compiler makes up (``v0, v1, ...`` for values,
+    numbered slots for functions, parameter dicts and constants): no string from the tape (an
+    op's label, a parameter's name or value, a node id, a label) is ever written into it.
+
     Raises:
         GuardError: when called with inputs that change a Python decision taken while the tape
             was recorded (see ``Tape.replay``).
+        ValueError: for a tape read from a file (``Tape.from_json``) that does not compile, or
+            whose first run finds an entry that fails or gives outputs of other shapes or
+            dtypes than the file declares (the first call runs the tape's entries one by one
+            and checks each, naming the entry).
     """
 
     def __init__(self, tape, keep_inputs: bool = True):

@@ -621,7 +621,10 @@ class Tape:
             The output pytree, with Tensors (constants) as leaves.
 
         Raises:
-            ValueError: if structure, shapes or dtypes differ from the recording.
+            ValueError: if structure, shapes or dtypes differ from the recording; for a tape
+                read from a file (:meth:`from_json`), if an entry fails on these inputs or
+                gives outputs of other shapes or dtypes than the file declares (checked on the
+                first replay, and on every replay on traced inputs), naming the entry.
             GuardError: if the new inputs change a Python decision taken while recording; the
                 message names the source line of the decision.
         """
