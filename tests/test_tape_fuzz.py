@@ -298,6 +298,9 @@ def test_crafted_tape_files_fail_cleanly_or_replay_faithfully(tmp_path, monkeypa
         except Exception as e:
             raise AssertionError(f"{label}: {type(e).__name__}: {e}\n{text[:2000]}") from e
         str(loaded), loaded.to_dot()  # listings never fail on what loaded
+        if case % 4 == 0:  # and what loaded is written again, and reads back the same
+            again = tg.Tape.from_json(loaded.to_json(arrays=tmp_path / "again.safetensors"))
+            assert str(again) == str(loaded), label
         runs = [loaded.replay, loaded.replay]
         if case % 8 == 0:
             runs.append(tg.jit(loaded.replay))
