@@ -722,11 +722,13 @@ def load(path, like=None) -> Any:
         namedtuples of the same name and fields).
 
     Raises:
-        CheckpointError (a ValueError): if the file is missing or unreadable, truncated or
-            corrupted in any byte (digest mismatch, bad header, malformed or too deeply nested
-            structure), is not a tapegrad checkpoint, has an unsupported format version (such
-            as version 1), or does not match ``like`` (listing missing and unexpected keys, or
-            the first shape/dtype difference). Every message names the file.
+        CheckpointError (a ValueError): if the file is missing or unreadable, not a regular
+            file (a device such as ``/dev/zero``, a FIFO or a directory is refused before it is
+            read, and never blocks), truncated or corrupted in any byte (digest mismatch, bad
+            header, malformed or too deeply nested structure), is not a tapegrad checkpoint,
+            has an unsupported format version (such as version 1), or does not match ``like``
+            (listing missing and unexpected keys, or the first shape/dtype difference). Every
+            message names the file.
         TypeError: if the arguments are swapped (a pytree first and a path second) or ``path``
             is not path-like; or if the file holds a registered pytree node and ``like`` is
             not given.
