@@ -35,7 +35,7 @@ import numpy as np
 from tapegrad import backend as _backend
 from tapegrad import tape as _tape
 from tapegrad.function import Context, _state, run_forward, transform_scope
-from tapegrad.tape import Guard, GuardError, check_guard, check_outputs, loaded_failure
+from tapegrad.tape import Guard, GuardError, _check_outputs, _loaded_failure, check_guard
 from tapegrad.tensor import Tensor, const
 from tapegrad.transforms import trace
 from tapegrad.tree import tree_flatten, tree_unflatten
@@ -154,9 +154,9 @@ class Program:
                 except Exception as err:
                     if not tape.loaded:
                         raise
-                    raise loaded_failure("Program", i, e, err) from err
+                    raise _loaded_failure("Program", i, e, err) from err
                 if tape.loaded:
-                    check_outputs("Program", i, e, outs, avals)
+                    _check_outputs("Program", i, e, outs, avals)
                 for n, o in zip(e.out_nodes, outs):
                     value_of[n] = ("c", o)
                 self.folded += 1
@@ -483,11 +483,11 @@ class Program:
                 except (ValueError, GuardError, FloatingPointError, MemoryError):
                     raise
                 except Exception as err:
-                    raise loaded_failure("Tape.replay", i, e, err) from err
+                    raise _loaded_failure("Tape.replay", i, e, err) from err
                 outs = out if isinstance(out, (tuple, list)) else (out,)
                 outs = [o if hasattr(o, "shape") and not isinstance(o, np.generic)
                         else xp.asarray(o) for o in outs]
-                check_outputs("Tape.replay", i, e, outs, tape.avals)
+                _check_outputs("Tape.replay", i, e, outs, tape.avals)
                 env.update(zip(e.out_nodes, outs))
 
     def _interpret(self, arrays, dev) -> tuple:

@@ -23,8 +23,7 @@ from tapegrad.function import Context, _state, base_apply, unbroadcast
 from tapegrad.tensor import Tensor, _s_array, _s_box, caller_line, const, make, primal_of
 from tapegrad.tree import tree_flatten, tree_unflatten
 
-__all__ = ["Tape", "TapeEntry", "Guard", "Trace", "GuardError", "backward_pass",
-           "check_outputs", "loaded_failure"]
+__all__ = ["Tape", "TapeEntry", "Guard", "Trace", "GuardError", "backward_pass"]
 
 _new = object.__new__
 _tuple_new = tuple.__new__
@@ -96,14 +95,14 @@ def check_guard(g: Guard, array, who: str) -> None:
         )
 
 
-def loaded_failure(who: str, i: int, e: TapeEntry, err: BaseException) -> ValueError:
+def _loaded_failure(who: str, i: int, e: TapeEntry, err: BaseException) -> ValueError:
     """The error for entry ``i`` of a tape read from a file whose forward failed with ``err``
     (parameters from the file that the op cannot take)."""
     return ValueError(f"{who}: entry {i} ({e.oper}) of a tape loaded from a file fails: "
                       f"{type(err).__name__}: {err}")
 
 
-def check_outputs(who: str, i: int, e: TapeEntry, outs, avals) -> None:
+def _check_outputs(who: str, i: int, e: TapeEntry, outs, avals) -> None:
     """Raise ValueError unless the arrays ``outs`` that entry ``i`` of a tape read from a file
     produced have the number, shapes and dtypes of its output nodes in ``avals``."""
     if len(outs) != len(e.out_nodes):
@@ -671,8 +670,8 @@ class Tape:
                 except (ValueError, GuardError, FloatingPointError, MemoryError):
                     raise
                 except Exception as err:
-                    raise loaded_failure("Tape.replay", i, e, err) from err
-                check_outputs("Tape.replay", i, e, [o._array for o in (
+                    raise _loaded_failure("Tape.replay", i, e, err) from err
+                _check_outputs("Tape.replay", i, e, [o._array for o in (
                     outs if isinstance(outs, (tuple, list)) else (outs,))], self.avals)
             env.update(zip(e.out_nodes, outs if isinstance(outs, (tuple, list)) else (outs,)))
         return tree_unflatten(self.out_treedef, [
