@@ -95,6 +95,31 @@ def check_guard(g: Guard, array, who: str) -> None:
         )
 
 
+def _loaded_failure(who: str, i: int, e: TapeEntry, err: BaseException) -> ValueError:
+    """The error for entry ``i`` of a tape read from a file whose forward failed with ``err``
+    (parameters from the file that the op cannot take)."""
+    return ValueError(f"{who}: entry {i} ({e.oper}) of a tape loaded from a file fails: "
+                      f"{type(err).__name__}: {err}")
+
+
+def _check_outputs(who: str, i: int, e: TapeEntry, outs, avals) -> None:
+    """Raise ValueError unless the arrays ``outs`` that entry ``i`` of a tape read from a file
+    produced have the number, shapes and dtypes of its output nodes in ``avals``."""
+    if len(outs) != len(e.out_nodes):
+        raise ValueError(f"{who}: entry {i} ({e.oper}) of a tape loaded from a file gives "
+                         f"{len(outs)} output(s); the file declares {len(e.out_nodes)}")
+    for n, o in zip(e.out_nodes, outs):
+        shape, dtype = avals[n]
+        d = getattr(o, "dtype", None)
+        got = (tuple(np.shape(o)), np.dtype(d if d is not None else np.asarray(o).dtype))
+        if got != (tuple(shape), dtype):
+            raise ValueError(
+                f"{who}: entry {i} ({e.oper}) of a tape loaded from a file gives node {n} shape "
+                f"{got[0]} and dtype {got[1]}; the file declares shape {tuple(shape)} and dtype "
+                f"{dtype}"
+            )
+
+
 class Trace:
     """The recorder of one transform (one level). Internal: users see :class:`Tape`.
 
@@ -444,8 +469,11 @@ def _node_name(n: int) -> str:
 
 
 def _short(v) -> str:
-    if isinstance(v, np.dtype) or isinstance(v, type):
+    if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(
+            v, (np.generic, bool, int, float, complex))):
         return np.dtype(v).name
+    if isinstance(v, type):
+        return v.__name__
     s = repr(v)
     return s if len(s) <= 40 else s[:37] + "..."
 
@@ -592,7 +620,10 @@ class Tape:
             The output pytree, with Tensors (constants) as leaves.
 
         Raises:
-            ValueError: if structure, shapes or dtypes differ from the recording.
+            ValueError: if structure, shapes or dtypes differ from the recording; for a tape
+                read from a file (:meth:`from_json`), if an entry fails on these inputs or
+                gives outputs of other shapes or dtypes than the file declares (checked on the
+                first replay, and on every replay on traced inputs), naming the entry.
             GuardError: if the new inputs change a Python decision taken while recording; the
                 message names the source line of the decision.
         """
@@ -617,7 +648,7 @@ class Tape:
         # leaves (arrays, Python numbers) enter as constants of the recorded dtype
         env = dict(zip(self.in_nodes, [t if type(t) is Tensor else const(a)
                                        for t, a in zip(leaves, arrays)]))
-        for e in self.entries:
+        for i, e in enumerate(self.entries):
             if type(e) is Guard:
                 t = env[e.node]
                 got = _GUARD_FNS[e.kind](_backend.to_device(t._concrete(), "cpu").reshape(()))
@@ -630,8 +661,18 @@ class Tape:
                         f"{got!r}. Trace the function again for these inputs."
                     )
                 continue
-            outs = e.fn.apply(*[env[n] if n >= 0 else c for n, c in zip(e.in_nodes, e.consts)],
-                              **e.params)
+            args = [env[n] if n >= 0 else c for n, c in zip(e.in_nodes, e.consts)]
+            if not self.loaded:
+                outs = e.fn.apply(*args, **e.params)
+            else:  # a tape from a file: each entry checked against what the file declares
+                try:
+                    outs = e.fn.apply(*args, **e.params)
+                except (ValueError, GuardError, FloatingPointError, MemoryError):
+                    raise
+                except Exception as err:
+                    raise _loaded_failure("Tape.replay", i, e, err) from err
+                _check_outputs("Tape.replay", i, e, [o._array for o in (
+                    outs if isinstance(outs, (tuple, list)) else (outs,))], self.avals)
             env.update(zip(e.out_nodes, outs if isinstance(outs, (tuple, list)) else (outs,)))
         return tree_unflatten(self.out_treedef, [
             env[r] if isinstance(r, int) else (r[1] if isinstance(r[1], Tensor) else const(r[1]))
@@ -686,8 +727,9 @@ class Tape:
 
     def to_dot(self) -> str:
         """The tape as Graphviz DOT source (a string; no Graphviz needed to make it)."""
-        def q(s):
-            return '"' + str(s).replace('"', r'\"') + '"'
+        def q(s):  # a DOT string: backslashes and quotes escaped, line breaks as \n
+            s = str(s).replace("\\", "\\\\").replace('"', '\\"')
+            return '"' + s.replace("\r", "").replace("\n", "\\n") + '"'
 
         lines = ["digraph tape {", "  rankdir=LR;"]
         for n, a in zip(self.in_nodes, self.in_avals):
