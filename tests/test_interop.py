@@ -458,7 +458,8 @@ def _operands(dtype):
     """Two (2, 2) arrays of ``dtype`` (no zero divisors, small positive exponents) and a
     Python scalar of the matching kind."""
     if dtype == "bool":
-        return np.array([[True, False], [True, True]]), np.array([[True, True], [False, True]]), True
+        a, b = np.array([[True, False], [True, True]]), np.array([[True, True], [False, True]])
+        return a, b, True
     a = np.array([[8, 3], [5, 2]]).astype(dtype)
     b = np.array([[1, 2], [3, 1]]).astype(dtype)
     kind = np.dtype(dtype).kind

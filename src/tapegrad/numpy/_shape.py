@@ -52,6 +52,7 @@ __all__ = [
     "concatenate",
     "concat",
     "stack",
+    "unstack",
     "split",
     "array_split",
     "tile",
@@ -145,7 +146,10 @@ def expand_dims(x, axis) -> Tensor:
     """Insert size-1 axes so that they sit at positions ``axis`` (int or tuple) of the result.
 
     Raises:
-        ValueError: if an axis is out of range for the result's ``ndim`` or repeated.
+        numpy.exceptions.AxisError: (a ``ValueError`` and an ``IndexError``, as NumPy's and
+            the array API's ``expand_dims`` raise) if an axis is out of range for the
+            result's ``ndim``.
+        ValueError: if an axis is repeated.
     """
     x = _tensor(x)
     n_new = 1 if isinstance(axis, (int, _np.integer)) else len(tuple(axis))
@@ -210,6 +214,43 @@ def stack(arrays, axis=0) -> Tensor:
         )
     ax = _check_axis(axis, xs[0].ndim + 1, "stack")
     return _ops.Concatenate.apply(*[expand_dims(a, ax) for a in xs], axis=ax)
+
+
+def unstack(x, /, *, axis=0) -> tuple:
+    """The slices of ``x`` along ``axis``, as a tuple (NumPy 2.1's and the array API's
+    ``unstack``, the inverse of :func:`stack`).
+
+    Args:
+        x: Tensor of shape ``(d_0, ..., d_{n-1})`` with at least one axis.
+        axis: The axis to take apart (negative counts from the end).
+
+    Returns:
+        Tuple of ``d_axis`` Tensors of ``x``'s dtype and shape without ``axis`` (an empty
+        tuple when ``d_axis`` is 0). Differentiable: one :func:`split`, whose cotangent is one
+        concatenation.
+
+    Raises:
+        ValueError: for a 0-d ``x``.
+        numpy.exceptions.AxisError: (a ``ValueError`` and an ``IndexError``) if ``axis`` is out
+            of range.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> a, b = tnp.unstack(tnp.asarray([[1.0, 2.0], [3.0, 4.0]]), axis=1)
+        >>> b
+        Tensor([2., 4.], dtype=float32)
+    """
+    x = _tensor(x)
+    if x.ndim == 0:
+        raise ValueError("unstack: x must have at least one axis, got a 0-d Tensor")
+    ax = _check_axis(axis, x.ndim, "unstack")
+    n = x.shape[ax]
+    if n == 0:
+        return ()
+    rest = x.shape[:ax] + x.shape[ax + 1 :]
+    if n == 1:
+        return (reshape(x, rest),)
+    return tuple(reshape(p, rest) for p in split(x, n, axis=ax))
 
 
 def array_split(x, indices_or_sections, axis=0) -> list:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import operator
 
 import numpy as _np
+from numpy.exceptions import AxisError
 
 from tapegrad import ops as _ops
 from tapegrad.numpy._core import _tensor
@@ -103,7 +104,7 @@ def _axis(axis, ndim: int, op: str) -> int:
     except TypeError:
         raise TypeError(f"{op}: axis must be an integer, got {axis!r}") from None
     if not -ndim <= axis < ndim:
-        raise ValueError(f"{op}: axis {axis} is out of range for a Tensor with {ndim} dims")
+        raise AxisError(f"{op}: axis {axis} is out of range for a Tensor with {ndim} dims")
     return axis % ndim
 
 
