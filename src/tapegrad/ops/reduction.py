@@ -775,17 +775,17 @@ class ArgMin(Function):
 
 
 def _var_check(op, shape, axes, ddof):
-    if (isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, (numbers.Real, np.number))
-            or not 0 <= ddof < math.inf):
+    real = isinstance(ddof, (numbers.Real, np.integer, np.floating))
+    if isinstance(ddof, (bool, np.bool_)) or not real or not 0 <= float(ddof) < math.inf:
         raise ValueError(
             f"{op}: ddof must be a non-negative number (a fraction is allowed, as NumPy's "
             f"and the array API's correction), got {ddof!r}"
         )
     n = _count(shape, axes)
     _nonempty(op, shape, axes)
-    if n - ddof <= 0:
+    if n - float(ddof) <= 0:
         raise ValueError(
-            f"{op}: ddof={ddof} leaves {n - ddof} degrees of freedom for {n} elements per "
+            f"{op}: ddof={ddof} leaves {n - float(ddof):g} degrees of freedom for {n} elements per "
             f"reduction (shape {tuple(shape)}, axes {axes}); need ddof < {n}"
         )
     return n
