@@ -68,17 +68,13 @@ NUMPY_DEVIATIONS = {
 # the standard's from tapegrad.array_api); strict xfails, as above.
 TNP_DEVIATIONS = {
     "signature:arange": "NumPy's step=None",
-    "signature:sort": "NumPy's signature: no `descending`; `stable` defaults to None",
-    "signature:argsort": "NumPy's signature: no `descending`; `stable` defaults to None",
+    "signature:sort": "NumPy's signature: `stable` defaults to None",
+    "signature:argsort": "NumPy's signature: `stable` defaults to None",
     "signature:std": "NumPy's ddof=0 with correction=None",
     "signature:var": "NumPy's ddof=0 with correction=None",
     "signature:linalg.pinv": "NumPy 2's rcond/rtol pair: rtol's default means 'not given'",
     **{f"signature:fft.{n}": "norm defaults to None, not 'backward' (NumPy's)" for n in
        ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft"]},
-    "signature:fft.fftfreq": "NumPy's: no `dtype` keyword",
-    "signature:fft.rfftfreq": "NumPy's: no `dtype` keyword",
-    "value:sort-descending": "NumPy's: no `descending` keyword",
-    "value:argsort-descending": "NumPy's: no `descending` keyword",
 }  # fmt: skip
 
 
@@ -619,24 +615,33 @@ def test_adapters_are_differentiable():
     np.testing.assert_allclose(g.numpy(), want, rtol=1e-12)
 
 
-def test_sort_adapters_follow_the_standard(monkeypatch):
-    # tapegrad.numpy gains sort/argsort (NumPy's signature); the adapters add `descending` and
-    # a stable descending order. Stand-ins with NumPy's behaviour check the adapters' logic.
-    monkeypatch.setattr(tnp, "sort", lambda x, axis=-1: tg.Tensor(np.sort(x.numpy(), axis)),
-                        raising=False)  # fmt: skip
-    monkeypatch.setattr(
-        tnp, "argsort", lambda x, axis=-1, kind=None: tg.Tensor(np.argsort(x.numpy(), axis,
-                                                                           kind=kind)),
-        raising=False,
-    )
-    x = np.array([[3.0, 1.0, 3.0, 2.0, 1.0]])
+@pytest.mark.parametrize("ns", [array_api, tnp], ids=["array_api", "tapegrad.numpy"])
+def test_sort_and_argsort_take_descending_and_keep_ties_stable(ns):
+    x = np.array([[3.0, 1.0, 3.0, 2.0, 1.0], [0.0, 5.0, 5.0, -1.0, 0.0]])
     sx = strict.asarray(x)
     for desc in (False, True):
-        got = array_api._argsort(tg.Tensor(x), axis=1, descending=desc).numpy()
-        want = np.from_dlpack(strict.argsort(sx, axis=1, descending=desc, stable=True))
-        np.testing.assert_array_equal(got, want)
-        got = array_api._sort(tg.Tensor(x), axis=-1, descending=desc).numpy()
-        np.testing.assert_array_equal(got, np.from_dlpack(strict.sort(sx, descending=desc)))
+        for axis in (1, -1, 0):
+            got = ns.argsort(tg.Tensor(x), axis=axis, descending=desc, stable=True).numpy()
+            want = np.from_dlpack(strict.argsort(sx, axis=axis, descending=desc, stable=True))
+            np.testing.assert_array_equal(got, want)
+            got = ns.sort(tg.Tensor(x), axis=axis, descending=desc).numpy()
+            np.testing.assert_array_equal(got, np.from_dlpack(strict.sort(sx, axis=axis,
+                                                                          descending=desc)))
+    # the cotangent follows the value to where it was moved, also when descending
+    g = tg.grad(lambda v: tnp.sum(ns.sort(v, descending=True) * tnp.arange(5.0)))(
+        tg.Tensor(np.array([3.0, 1.0, 4.0, 1.5, 9.0])))
+    np.testing.assert_array_equal(g.numpy(), [2.0, 4.0, 1.0, 3.0, 0.0])
+    assert tg.Tensor(x).argsort(descending=True).numpy()[0].tolist() == [0, 2, 3, 1, 4]
+
+
+def test_fftfreq_takes_the_standards_dtype():
+    assert array_api.fft.fftfreq is tnp.fft.fftfreq
+    got = tnp.fft.fftfreq(5, d=0.5, dtype=np.float32)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got.numpy(), np.fft.fftfreq(5, 0.5))
+    assert tnp.fft.rfftfreq(6).dtype == np.float64  # NumPy's default
+    with pytest.raises(TypeError, match="rfftfreq: dtype must be a real floating dtype"):
+        tnp.fft.rfftfreq(6, dtype=np.int32)
 
 
 def test_errors_name_the_function():

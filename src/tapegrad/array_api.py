@@ -34,7 +34,6 @@ References:
 from __future__ import annotations
 
 import builtins as _builtins
-import inspect as _inspect
 import math as _math
 import operator as _operator
 import types as _types
@@ -510,39 +509,20 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None) -> Tensor:
     return t
 
 
-# -- sorting (adapters over tapegrad.numpy's sort/argsort, present once it has them) ---------
-def _sort(x, /, *, axis=-1, descending=False, stable=True) -> Tensor:
-    """``x`` sorted along ``axis`` (descending when asked); differentiable through the
-    selection (see ``tapegrad.numpy.sort``)."""
-    out = _tnp.sort(_arr(x), axis=axis)
-    return _tnp.flip(out, axis=axis) if descending else out
+# -- sorting: the standard's keyword-only signature, stable by default ----------------------
+def sort(x, /, *, axis=-1, descending=False, stable=True) -> Tensor:
+    """``x`` sorted along ``axis`` (largest first when ``descending``); differentiable through
+    the selection (see ``tapegrad.numpy.sort``)."""
+    return _tnp.sort(_arr(x), axis=axis, stable=_builtins.bool(stable), descending=descending)
 
 
-def _stable_argsort(x, axis):
-    fn = _tnp.argsort
-    try:
-        params = _inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        params = {}
-    if "stable" in params:
-        return fn(x, axis=axis, stable=True)
-    if "kind" in params:
-        return fn(x, axis=axis, kind="stable")
-    return fn(x, axis=axis)
-
-
-def _argsort(x, /, *, axis=-1, descending=False, stable=True) -> Tensor:
+def argsort(x, /, *, axis=-1, descending=False, stable=True) -> Tensor:
     """The indices that sort ``x`` along ``axis`` (int64); ties keep their order (stable),
     also when ``descending``."""
     x = _arr(x)
-    (a,) = _axes(axis, x.ndim, "argsort") if x.ndim else (0,)
     if x.ndim == 0:
         return _tnp.zeros((), dtype=int64)
-    if not descending:
-        return _stable_argsort(x, a)
-    n = x.shape[a]
-    rev = _stable_argsort(_tnp.flip(x, axis=a), a)
-    return _tnp.flip((n - 1) - rev, axis=a)
+    return _tnp.argsort(x, axis=axis, stable=_builtins.bool(stable), descending=descending)
 
 
 _ADAPTERS = {
@@ -552,10 +532,8 @@ _ADAPTERS = {
     "bitwise_invert": bitwise_invert, "bitwise_left_shift": bitwise_left_shift,
     "bitwise_right_shift": bitwise_right_shift, "matrix_transpose": matrix_transpose,
     "broadcast_arrays": broadcast_arrays, "concat": concat, "squeeze": squeeze,
-    "count_nonzero": count_nonzero, "var": var, "std": std,
+    "count_nonzero": count_nonzero, "var": var, "std": std, "sort": sort, "argsort": argsort,
 }  # fmt: skip
-# Adapters over a tapegrad.numpy function that may not exist yet: used once it does.
-_WHEN_PRESENT = {"sort": ("sort", _sort), "argsort": ("argsort", _argsort)}
 # Composites used only while tapegrad.numpy has no function of that name.
 _FALLBACKS = {"diff": diff}
 
@@ -564,9 +542,6 @@ def _pick(name: str):
     """The namespace's function ``name``: an adapter, tapegrad.numpy's own, or None."""
     if name in _ADAPTERS:
         return _ADAPTERS[name]
-    if name in _WHEN_PRESENT:
-        base, fn = _WHEN_PRESENT[name]
-        return fn if callable(getattr(_tnp, base, None)) else None
     fn = getattr(_tnp, name, None)
     if callable(fn) and not isinstance(fn, type):
         return fn
@@ -646,21 +621,9 @@ def _fft_nd(name: str):
     return fn
 
 
-def _fft_freq(name: str):
-    def fn(n, /, *, d=1.0, dtype=None, device=None) -> Tensor:
-        out = getattr(_tnp.fft, name)(n, d=d, device=device)
-        return out if dtype is None or out.dtype == dtype else _tnp.astype(out, dtype)
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = (f"The sample frequencies of ``tapegrad.numpy.fft.{name}`` (spacing ``d``), "
-                  "in ``dtype`` (default: float64, as NumPy) on ``device``.")
-    return fn
-
-
 _FFT_ADAPTERS = {
     **{n: _fft_1d(n) for n in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft")},
     **{n: _fft_nd(n) for n in ("fftn", "ifftn", "rfftn", "irfftn")},
-    **{n: _fft_freq(n) for n in ("fftfreq", "rfftfreq")},
 }
 
 
