@@ -556,3 +556,40 @@ def test_lists_with_traced_tensors_follow_the_same_rule():
     assert tg.grad(f)(x).numpy().tolist() == [1.0, 1.0]
     i8 = tg.Tensor(np.array([1, 2], np.int8))
     assert tnp.array([i8, [1, 2]]).dtype == tnp.stack([i8, [1, 2]]).dtype == np.int64
+
+
+@pytest.mark.parametrize("name", ["concatenate", "stack", "hstack", "vstack"])
+def test_joining_functions_take_numpys_dtype_and_casting(name):
+    fn, ref = getattr(tnp, name), getattr(np, name)
+    rows = [np.ones(2), np.array([1.0, 2.0], np.float32)]
+    for dtype, casting in [("float32", "same_kind"), ("float64", "safe"), ("int8", "unsafe"),
+                           ("complex64", "same_kind")]:  # fmt: skip
+        got = fn(rows, dtype=dtype, casting=casting)
+        want = ref(rows, dtype=dtype, casting=casting)
+        assert got.dtype == want.dtype, (name, dtype)
+        np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(TypeError, match=f"{name}: cannot cast dtype float64 to int32 under "
+                                        "casting='same_kind'"):  # fmt: skip
+        fn(rows, dtype="int32")
+    with pytest.raises(ValueError, match=f"{name}: casting must be"):
+        fn(rows, casting="sometimes")
+    if name in ("concatenate", "stack"):
+        with pytest.raises(TypeError, match=f"{name}: out= is not supported"):
+            fn(rows, out=np.empty(4))
+    g = tg.grad(lambda x: tnp.sum(fn([x, x], dtype=np.float64)))(tg.Tensor([1.0, 2.0]))
+    assert g.dtype == np.float32 and g.numpy().tolist() == [2.0, 2.0]
+
+
+def test_linspace_and_arange_bounds_that_are_arrays_keep_their_dtype():
+    # Python numbers give float32; float64 arrays and NumPy scalars keep float64, as NumPy
+    for args in [(np.zeros(2), np.ones(2), 3), (np.float64(0), 1.0, 4), (0.0, np.ones(3), 3),
+                 (np.zeros(2, np.float32), 1.0, 3), (0, 1j, 3), (np.complex128(0), 1, 3)]:
+        got, want = tnp.linspace(*args), np.linspace(*args)
+        want_dt = np.result_type(want.dtype, np.float32) if any(
+            isinstance(a, (np.ndarray, np.generic)) for a in args) else {
+            "f": np.float32, "c": np.complex64}[want.dtype.kind]  # fmt: skip
+        assert got.dtype == want_dt, args
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+    assert tnp.linspace(0, 1, 3).dtype == np.float32
+    assert tnp.arange(np.float64(0.5), 3).dtype == np.float64
+    assert tnp.arange(0.5, 3).dtype == np.float32 and tnp.arange(3).dtype == np.int64

@@ -89,6 +89,8 @@ __all__ = [
     "resolve_shape",
     "as_shape",
     "as_tensor_list",
+    "cast_all",
+    "no_out",
     "check_axis",
     "check_axes",
     "split_pieces",
@@ -1158,6 +1160,47 @@ def as_tensor_list(arrays, op: str) -> list:
     return xs
 
 
+def cast_all(xs: list, dtype, casting, op: str) -> list:
+    """NumPy's ``dtype=``/``casting=`` of the joining functions: every input cast to ``dtype``
+    (differentiably between floating dtypes), each cast allowed by ``casting``.
+
+    Raises:
+        TypeError: if ``dtype`` is not a dtype, or ``casting`` forbids a cast, naming ``op``.
+        ValueError: for an unknown ``casting``.
+    """
+    if casting not in ("no", "equiv", "safe", "same_kind", "unsafe"):
+        raise ValueError(
+            f"{op}: casting must be 'no', 'equiv', 'safe', 'same_kind' or 'unsafe', got "
+            f"{casting!r}"
+        )
+    if dtype is None:
+        return xs
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: dtype {dtype!r} is not a dtype") from None
+    for a in xs:
+        if not np.can_cast(a.dtype, dt, casting=casting):
+            raise TypeError(
+                f"{op}: cannot cast dtype {a.dtype} to {dt} under casting={casting!r}; pass "
+                "casting='unsafe' to allow it"
+            )
+    return [a if a.dtype == dt else AsType.api(a, dt) for a in xs]
+
+
+def no_out(out, op: str) -> None:
+    """NumPy's ``out=``, which immutable Tensors cannot take.
+
+    Raises:
+        TypeError: if ``out`` is given, naming ``op``.
+    """
+    if out is not None:
+        raise TypeError(
+            f"{op}: out= is not supported (tapegrad never writes in place); use the returned "
+            "Tensor"
+        )
+
+
 @expose
 class Concatenate(_MovementFunction):
     """Join Tensors along an existing ``axis``; the result dtype follows NumPy promotion.
@@ -1180,7 +1223,7 @@ class Concatenate(_MovementFunction):
     names = ("concatenate", "concat")
 
     @staticmethod
-    def api(arrays, axis=0) -> Tensor:
+    def api(arrays, axis=0, out=None, *, dtype=None, casting="same_kind") -> Tensor:
         """Join a sequence of Tensors along an existing axis (``axis=None`` flattens them first).
 
         Also the static method ``Tensor.cat(arrays, axis=0)``.
@@ -1188,15 +1231,22 @@ class Concatenate(_MovementFunction):
         Args:
             arrays: Sequence of Tensors with equal shapes except along ``axis``.
             axis: The joining axis.
+            out: Must be None (Tensors are immutable).
+            dtype: Cast every input to this dtype first (NumPy's keyword).
+            casting: Which casts ``dtype`` may make (NumPy's rule names; default
+                ``"same_kind"``).
 
         Returns:
-            Tensor with ``sum(a.shape[axis])`` along ``axis``; dtype by NumPy promotion.
+            Tensor with ``sum(a.shape[axis])`` along ``axis``; dtype by NumPy promotion, or
+            ``dtype``.
 
         Raises:
             ValueError: for an empty sequence, 0-d inputs, an axis out of range, or shapes that
-                differ off the axis (naming all shapes).
+                differ off the axis (naming all shapes); an unknown ``casting``.
+            TypeError: for ``out=``, or a cast ``casting`` forbids.
         """
-        xs = as_tensor_list(arrays, "concatenate")
+        no_out(out, "concatenate")
+        xs = cast_all(as_tensor_list(arrays, "concatenate"), dtype, casting, "concatenate")
         if axis is None:
             xs, axis = [Reshape.api(a, (a.size,)) for a in xs], 0
         return Concatenate.apply(*xs, axis=axis)
