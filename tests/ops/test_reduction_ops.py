@@ -608,3 +608,23 @@ def test_fractional_ddof_and_correction_as_numpy():
     np.testing.assert_allclose(tnp.var(x, ddof=1.5).numpy(), np.var(x, ddof=1.5))
     check_grads(lambda v: tnp.std(v, axis=1, correction=0.5), (_t(x),), order=2,
                 modes=("rev", "fwd"))  # fmt: skip
+
+
+def test_einsum_takes_numpys_dtype_casting_and_order():
+    a = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    b = np.ones((2, 3))
+    for spec, ops_, kw in [("ij->", (a,), {"dtype": np.float32}),
+                           ("ij,ij->i", (b, b), {"dtype": np.float32, "casting": "same_kind"}),
+                           ("ij->j", (a,), {"dtype": np.int64, "order": "C"}),
+                           ("ij,ij->", (a, a), {})]:  # fmt: skip
+        got = tnp.einsum(spec, *[tg.Tensor(o) for o in ops_], **kw)
+        want = np.einsum(spec, *ops_, **kw)
+        assert got.dtype == want.dtype, (spec, kw)
+        np.testing.assert_allclose(got.numpy(), want)
+    with pytest.raises(TypeError, match="einsum: cannot cast dtype float64 to float32 under "
+                                        "casting='safe'"):  # fmt: skip
+        tnp.einsum("ij,ij->i", b, b, dtype=np.float32)
+    with pytest.raises(TypeError, match="einsum: out= is not supported"):
+        tnp.einsum("ij->", b, out=np.empty(()))
+    g = tg.grad(lambda x: tnp.einsum("i,i->", x, x, dtype=np.float64))(tg.Tensor([1.0, 2.0]))
+    assert g.dtype == np.float32 and g.numpy().tolist() == [2.0, 4.0]

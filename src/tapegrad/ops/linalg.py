@@ -51,7 +51,7 @@ from tapegrad.function import Function
 from tapegrad.ops._batching import align
 from tapegrad.ops._registry import expose, tensor_arg
 from tapegrad.ops.elementwise import Conj, DivNoNan, Imag, Real
-from tapegrad.ops.movement import Concatenate, GetItem, Reshape, Transpose
+from tapegrad.ops.movement import Concatenate, GetItem, Reshape, Transpose, cast_all, no_out
 from tapegrad.ops.reduction import Sum
 from tapegrad.tensor import Tensor, const
 
@@ -610,7 +610,8 @@ class Einsum(Function):
         return _einsum_shape(subscripts, shapes)
 
     @staticmethod
-    def api(subscripts, *operands, optimize=False) -> Tensor:
+    def api(subscripts, *operands, out=None, dtype=None, order="K", casting="safe",
+            optimize=False) -> Tensor:
         """Einstein summation (NumPy ``einsum``), differentiable in every operand.
 
         Accepts everything NumPy does: explicit (``'ij,jk->ik'``) and implicit (``'ij,jk'``:
@@ -622,17 +623,23 @@ class Einsum(Function):
         Args:
             subscripts: The subscripts string (or, in the sublist form, the first operand).
             *operands: Tensors/arrays/numbers (Python numbers become float32 0-d Tensors).
+            out: Must be None (Tensors are immutable).
+            dtype: Compute in this dtype: every operand is cast to it first (NumPy's keyword).
+            order: ``"C"``, ``"F"``, ``"A"`` or ``"K"``, accepted for NumPy's signature
+                (memory layout is not observable on a Tensor).
+            casting: Which casts ``dtype`` may make (NumPy's default for einsum: ``"safe"``).
             optimize: Passed to the backend's ``einsum`` (``False``, ``True``, ``'greedy'``,
                 ``'optimal'`` or an explicit path); used for the backward einsums too.
 
         Returns:
-            Tensor with the output labels' dimensions, dtype by NumPy promotion.
+            Tensor with the output labels' dimensions, dtype by NumPy promotion (or ``dtype``).
 
         Raises:
             ValueError: if the subscripts and operand shapes do not match (wrong operand count,
                 number of dimensions, label sizes, output labels), naming the subscripts and
-                shapes.
-            TypeError: if ``subscripts`` is neither a str nor a sublist form.
+                shapes; for an unknown ``order`` or ``casting``.
+            TypeError: if ``subscripts`` is neither a str nor a sublist form; for ``out=`` or
+                a cast ``casting`` forbids.
 
         References:
             The backward of each operand is again an einsum (see
@@ -642,7 +649,10 @@ class Einsum(Function):
             ops_ = list(operands)
         else:
             subscripts, ops_ = _from_sublists((subscripts,) + operands)
-        tensors = [tensor_arg(o) for o in ops_]
+        no_out(out, "einsum")
+        if order not in ("C", "F", "A", "K"):
+            raise ValueError(f"einsum: order must be 'C', 'F', 'A' or 'K', got {order!r}")
+        tensors = cast_all([tensor_arg(o) for o in ops_], dtype, casting, "einsum")
         inputs, output, _ = parse_einsum(subscripts, [t.shape for t in tensors])
         expr = ",".join(inputs) + "->" + output
         return Einsum.apply(*tensors, subscripts=expr, optimize=optimize)
