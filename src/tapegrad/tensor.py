@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from itertools import chain as _chain
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -33,6 +34,7 @@ def is_floating(dtype) -> bool:
 
 _PY_DEFAULTS = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float32),
                 complex: np.dtype(np.complex64)}
+_PY_TYPES = frozenset(_PY_DEFAULTS)
 
 
 def sequence_dtype(seq):
@@ -43,23 +45,27 @@ def sequence_dtype(seq):
     float64, as stacking them gives. ``None`` when every leaf is a Python number (then the
     defaults apply as they are) or a leaf is not numeric (NumPy's conversion decides).
     """
+    if _PY_TYPES.issuperset(map(type, seq)):
+        return None  # the common case: a flat list of Python numbers
     dtypes = set()
     strong = False
     todo = [seq]
     while todo:
-        for v in todo.pop():
-            t = type(v)
+        items = todo.pop()
+        for t in set(map(type, items)):  # the distinct types: C speed for long flat lists
             default = _PY_DEFAULTS.get(t)
             if default is not None:
                 dtypes.add(default)
-            elif isinstance(v, (list, tuple)):
-                todo.append(v)
+            elif issubclass(t, (list, tuple)):  # one level down, all sublists at once
+                todo.append(list(_chain.from_iterable(v for v in items if type(v) is t)))
             else:
-                dt = getattr(v, "dtype", None)
-                if not isinstance(dt, np.dtype) or dt.kind not in "biufc":
-                    return None
-                dtypes.add(dt)
-                strong = True
+                for v in items:
+                    if type(v) is t:
+                        dt = getattr(v, "dtype", None)
+                        if not isinstance(dt, np.dtype) or dt.kind not in "biufc":
+                            return None
+                        dtypes.add(dt)
+                        strong = True
     return np.result_type(*dtypes) if strong else None
 
 
@@ -459,7 +465,7 @@ class Tensor:
         def at(self) -> Any: ...
         def broadcast_to(self, shape) -> Tensor: ...
         @staticmethod
-        def cat(arrays, axis=...) -> Tensor: ...
+        def cat(arrays, axis=..., out=..., *, dtype=..., casting=...) -> Tensor: ...
         def cbrt(self) -> Tensor: ...
         def ceil(self) -> Tensor: ...
         def clip(self, a_min=..., a_max=..., *, min=..., max=...) -> Tensor: ...
@@ -528,7 +534,7 @@ class Tensor:
         def square(self) -> Tensor: ...
         def squeeze(self, axis=...) -> Tensor: ...
         @staticmethod
-        def stack(arrays, axis=...) -> Tensor: ...
+        def stack(arrays, axis=..., out=..., *, dtype=..., casting=...) -> Tensor: ...
         def std(
             self, axis=..., dtype=..., out=..., ddof=..., keepdims=..., *, correction=...
         ) -> Tensor: ...
