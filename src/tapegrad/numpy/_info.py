@@ -2,7 +2,7 @@
 
 ``tapegrad.numpy`` and :mod:`tapegrad.array_api` share this one definition:
 ``tnp.__array_namespace_info__()`` and ``xp.__array_namespace_info__()`` report the same
-defaults, dtypes and devices, as NumPy's main namespace and ``numpy.array_api`` did.
+defaults, dtypes and devices (NumPy's main namespace has its own, in the same way).
 
 References:
     Python array API standard, version 2024.12, "Inspection API":
