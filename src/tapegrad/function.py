@@ -521,8 +521,8 @@ class Function:
         shapes = [tuple(a.shape) if hasattr(a, "shape") else a for a in arrays]
         try:
             cls.output_shape(*shapes, **(params or {}))
-        except ValueError as clear:
-            return ValueError(str(clear))
+        except ValueError as clear:  # its own type kept: numpy's AxisError is an IndexError too
+            return clear.with_traceback(None)
         except Exception:
             pass
         desc = ", ".join(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from itertools import chain as _chain
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -20,7 +21,7 @@ from tapegrad import backend as _backend
 from tapegrad.lazy import LazyArray as _LazyArray
 from tapegrad.lazy import realize_array as _realize_array
 
-__all__ = ["Tensor", "tensor", "is_floating"]
+__all__ = ["Tensor", "tensor", "is_floating", "sequence_dtype"]
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _DEFAULT_DTYPES = {"f": np.float32, "c": np.complex64, "i": np.int64, "b": np.bool_}
@@ -29,6 +30,43 @@ _DEFAULT_DTYPES = {"f": np.float32, "c": np.complex64, "i": np.int64, "b": np.bo
 def is_floating(dtype) -> bool:
     """Whether ``dtype`` is a floating or complex (differentiable) dtype."""
     return np.dtype(dtype).kind in "fc"
+
+
+_PY_DEFAULTS = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float32),
+                complex: np.dtype(np.complex64)}
+_PY_TYPES = frozenset(_PY_DEFAULTS)
+
+
+def sequence_dtype(seq):
+    """The dtype of a Tensor made from the nested list/tuple ``seq``, when it holds arrays,
+    NumPy scalars or Tensors: the promotion of every leaf's dtype, each leaf taken as it would
+    be alone (arrays, NumPy scalars and Tensors keep theirs; Python floats are float32, ints
+    int64, complex numbers complex64, bools bool). So ``[a, b]`` of float64 arrays is
+    float64, as stacking them gives. ``None`` when every leaf is a Python number (then the
+    defaults apply as they are) or a leaf is not numeric (NumPy's conversion decides).
+    """
+    if _PY_TYPES.issuperset(map(type, seq)):
+        return None  # the common case: a flat list of Python numbers
+    dtypes = set()
+    strong = False
+    todo = [seq]
+    while todo:
+        items = todo.pop()
+        for t in set(map(type, items)):  # the distinct types: C speed for long flat lists
+            default = _PY_DEFAULTS.get(t)
+            if default is not None:
+                dtypes.add(default)
+            elif issubclass(t, (list, tuple)):  # one level down, all sublists at once
+                todo.append(list(_chain.from_iterable(v for v in items if type(v) is t)))
+            else:
+                for v in items:
+                    if type(v) is t:
+                        dt = getattr(v, "dtype", None)
+                        if not isinstance(dt, np.dtype) or dt.kind not in "biufc":
+                            return None
+                        dtypes.add(dt)
+                        strong = True
+    return np.result_type(*dtypes) if strong else None
 
 
 def caller_line() -> str:
@@ -65,9 +103,11 @@ def _to_array(data, dtype=None, device=None):
     elif hasattr(data, "__cuda_array_interface__") and hasattr(data, "dtype"):
         arr = data.astype(data.dtype if dtype is None else dtype, copy=True)
     else:
+        if dtype is None and isinstance(data, (list, tuple)):
+            dtype = sequence_dtype(data)  # lists of arrays keep the arrays' dtype
         try:
             arr = np.array(data, dtype=dtype)
-        except (ValueError, TypeError) as e:
+        except (ValueError, TypeError, OverflowError) as e:
             raise TypeError(
                 f"Tensor: cannot make a numeric array from {type(data).__name__} ({e}); pass a "
                 "number, a (nested) list of numbers or a NumPy/CuPy array."
@@ -93,7 +133,10 @@ class Tensor:
     Args:
         data: A number, nested list, NumPy/CuPy array or Tensor. Python floats become float32,
             ints int64, bools bool, complex numbers complex64; arrays keep their dtype. A
-            caller's array is copied, so writing into it later never changes the Tensor.
+            nested list holding arrays, NumPy scalars or Tensors gets the promotion of its
+            leaves' dtypes, each taken as it would be alone (a list of float64 arrays is
+            float64). A caller's array is copied, so writing into it later never changes the
+            Tensor.
         dtype: Optional dtype to convert to (NumPy dtype or name).
         device: ``"cpu"`` (default for Python data) or ``"cuda:N"`` (needs CuPy).
         label: Optional name shown in tape listings and graph drawings.
@@ -414,13 +457,15 @@ class Tensor:
         def argmax(self, axis=..., out=..., *, keepdims=...) -> Tensor: ...
         def argmin(self, axis=..., out=..., *, keepdims=...) -> Tensor: ...
         def argpartition(self, kth, axis=..., kind=..., order=...) -> Tensor: ...
-        def argsort(self, axis=..., kind=..., order=..., *, stable=...) -> Tensor: ...
+        def argsort(
+            self, axis=..., kind=..., order=..., *, stable=..., descending=...
+        ) -> Tensor: ...
         def astype(self, dtype, copy=...) -> Tensor: ...
         @property
         def at(self) -> Any: ...
         def broadcast_to(self, shape) -> Tensor: ...
         @staticmethod
-        def cat(arrays, axis=...) -> Tensor: ...
+        def cat(arrays, axis=..., out=..., *, dtype=..., casting=...) -> Tensor: ...
         def cbrt(self) -> Tensor: ...
         def ceil(self) -> Tensor: ...
         def clip(self, a_min=..., a_max=..., *, min=..., max=...) -> Tensor: ...
@@ -489,7 +534,7 @@ class Tensor:
         def square(self) -> Tensor: ...
         def squeeze(self, axis=...) -> Tensor: ...
         @staticmethod
-        def stack(arrays, axis=...) -> Tensor: ...
+        def stack(arrays, axis=..., out=..., *, dtype=..., casting=...) -> Tensor: ...
         def std(
             self, axis=..., dtype=..., out=..., ddof=..., keepdims=..., *, correction=...
         ) -> Tensor: ...
@@ -500,7 +545,7 @@ class Tensor:
         def tan(self) -> Tensor: ...
         def tanh(self) -> Tensor: ...
         def tile(self, reps) -> Tensor: ...
-        def to_device(self, device) -> Tensor: ...
+        def to_device(self, device, *, stream=...) -> Tensor: ...
         def trace(self, offset=..., axis1=..., axis2=..., dtype=..., out=...) -> Tensor: ...
         def transpose(self, *axes: Any, dim0=..., dim1=...) -> Tensor: ...
         def tril(self, k=...) -> Tensor: ...

@@ -225,8 +225,11 @@ def test_pinv_cutoffs_match_numpy():
     np.testing.assert_allclose(L.pinv(a, rtol=1e-12).numpy(), np.linalg.pinv(a, rtol=1e-12))
     with pytest.raises(ValueError, match="pinv: rtol and rcond can't both be set"):
         L.pinv(a, rcond=1e-3, rtol=1e-3)
-    with pytest.raises(TypeError, match="pinv: rcond must be a real scalar"):
+    with pytest.raises(ValueError, match=r"pinv: rcond of shape \(2,\) does not broadcast to "
+                                         r"the stack shape \(\)"):
         L.pinv(a, rcond=np.ones(2))
+    with pytest.raises(TypeError, match="pinv: rtol must be real"):
+        L.pinv(a, rtol=np.ones((), complex))
     assert L.pinv(np.zeros((0, 3))).shape == (3, 0)
 
 

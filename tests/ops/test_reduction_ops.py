@@ -3,6 +3,7 @@ error paths, conventions at ties and kinks, zeros in products, logsumexp stabili
 methods and output_shape."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -103,8 +104,10 @@ def test_var_ddof_errors():
     x = _t(np.ones((2, 3)))
     with pytest.raises(ValueError, match=r"var: ddof=3 leaves 0 degrees of freedom .* ddof < 3"):
         tnp.var(x, axis=1, ddof=3)
-    with pytest.raises(ValueError, match="std: ddof must be a non-negative int"):
+    with pytest.raises(ValueError, match="std: ddof must be a non-negative number"):
         tnp.std(x, ddof=-1)
+    with pytest.raises(ValueError, match="var: ddof must be a non-negative number"):
+        tnp.var(x, correction=float("nan"))
     z = np.array([1 + 2j, -0.5j, 3.0])  # complex input: NumPy's real variance of |z - mean|
     np.testing.assert_allclose(tnp.var(z).numpy(), np.var(z))
 
@@ -540,3 +543,88 @@ def test_lazy_mode_defers_reductions():
     want = scipy.special.logsumexp(np.cumprod(a, axis=1) / 100.0, axis=0) + a.std(0, ddof=1)
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-12)
     np.testing.assert_array_equal(i.numpy(), [3, 3, 3])
+
+
+# -- dtype= and integer promotion: every reduction and scan, against NumPy -------------------------
+_DTYPE_REDUCTIONS = ["sum", "prod", "mean", "std", "var", "cumsum", "cumprod", "nansum",
+                     "nanprod", "nanmean", "nanstd", "nanvar", "nancumsum", "nancumprod",
+                     "cumulative_sum", "cumulative_prod", "trace"]  # fmt: skip
+_IN_DTYPES = ["bool", "int8", "uint8", "int16", "uint32", "int64", "uint64", "float16",
+              "float32", "float64", "complex64"]  # fmt: skip
+_OUT_DTYPES = [None, "bool", "int8", "uint8", "int32", "int64", "uint64", "float32", "float64",
+               "complex128"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", _DTYPE_REDUCTIONS)
+def test_reductions_honour_dtype_and_promote_integers_as_numpy(name):
+    for in_dtype in _IN_DTYPES:
+        a = (np.arange(1, 7).reshape(2, 3) % 3).astype(in_dtype)
+        args = (a, 0) if name.startswith("cumulative") else (a,)
+        for out_dtype in _OUT_DTYPES:
+            kw = {"axis": args[1]} if len(args) == 2 else {}
+            if out_dtype is not None:
+                kw["dtype"] = out_dtype
+            what = f"{name}({in_dtype}, dtype={out_dtype})"
+            if out_dtype == "bool" and name in ("std", "var", "nanstd", "nanvar"):
+                # NumPy raises for boolean input only (no boolean subtract) and otherwise
+                # returns a meaningless boolean: tapegrad always raises
+                with pytest.raises(TypeError, match=f"{name}: dtype=bool cannot hold"):
+                    getattr(tnp, name)(tg.Tensor(a), **kw)
+                continue
+            try:
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    # NumPy warns that a cast of complex to real keeps the real part, as
+                    # tapegrad's cast does (tapegrad decides, it does not warn)
+                    warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+                    want = np.asarray(getattr(np, name)(a, **kw))
+            except TypeError:
+                with pytest.raises(TypeError):
+                    getattr(tnp, name)(tg.Tensor(a), **kw)
+                continue
+            got = getattr(tnp, name)(tg.Tensor(a), **kw)
+            assert got.dtype == want.dtype, f"{what}: {got.dtype}, NumPy {want.dtype}"
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-3, err_msg=what)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int32", "uint32", "float32",
+                                   "complex64"])  # fmt: skip
+def test_vecdot_keeps_the_promoted_dtype(dtype):
+    # as NumPy's and the array API's vecdot: no widening of small integers (sum's rule)
+    from tapegrad import array_api
+
+    a = np.array([[1, 0, 1], [1, 1, 0]]).astype(dtype)
+    b = np.array([1, 1, 0]).astype(dtype)
+    want = np.vecdot(a, b)
+    for fn in (tnp.vecdot, tnp.linalg.vecdot, array_api.vecdot, array_api.linalg.vecdot):
+        got = fn(tg.Tensor(a), tg.Tensor(b))
+        assert got.dtype == want.dtype, (fn, dtype)
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_fractional_ddof_and_correction_as_numpy():
+    x = np.random.default_rng(3).normal(size=(3, 4))
+    np.testing.assert_allclose(tnp.std(x, axis=0, correction=0.5).numpy(),
+                               np.std(x, axis=0, ddof=0.5))  # fmt: skip
+    np.testing.assert_allclose(tnp.var(x, ddof=1.5).numpy(), np.var(x, ddof=1.5))
+    check_grads(lambda v: tnp.std(v, axis=1, correction=0.5), (_t(x),), order=2,
+                modes=("rev", "fwd"))  # fmt: skip
+
+
+def test_einsum_takes_numpys_dtype_casting_and_order():
+    a = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    b = np.ones((2, 3))
+    for spec, ops_, kw in [("ij->", (a,), {"dtype": np.float32}),
+                           ("ij,ij->i", (b, b), {"dtype": np.float32, "casting": "same_kind"}),
+                           ("ij->j", (a,), {"dtype": np.int64, "order": "C"}),
+                           ("ij,ij->", (a, a), {})]:  # fmt: skip
+        got = tnp.einsum(spec, *[tg.Tensor(o) for o in ops_], **kw)
+        want = np.einsum(spec, *ops_, **kw)
+        assert got.dtype == want.dtype, (spec, kw)
+        np.testing.assert_allclose(got.numpy(), want)
+    with pytest.raises(TypeError, match="einsum: cannot cast dtype float64 to float32 under "
+                                        "casting='safe'"):  # fmt: skip
+        tnp.einsum("ij,ij->i", b, b, dtype=np.float32)
+    with pytest.raises(TypeError, match="einsum: out= is not supported"):
+        tnp.einsum("ij->", b, out=np.empty(()))
+    g = tg.grad(lambda x: tnp.einsum("i,i->", x, x, dtype=np.float64))(tg.Tensor([1.0, 2.0]))
+    assert g.dtype == np.float32 and g.numpy().tolist() == [2.0, 4.0]

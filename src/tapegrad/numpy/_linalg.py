@@ -16,6 +16,7 @@ import math
 import operator
 
 import numpy as _np
+from numpy.exceptions import AxisError
 
 from tapegrad import ops as _ops
 from tapegrad.numpy import _creation, _reduction, _shape
@@ -50,7 +51,7 @@ def _axes_list(ax, ndim: int, which: str, shapes) -> list:
         if not isinstance(v, (int, _np.integer)) or isinstance(v, bool):
             raise TypeError(f"tensordot: axes must be ints, got {v!r}")
         if not -ndim <= v < ndim:
-            raise ValueError(
+            raise AxisError(
                 f"tensordot: axis {v} is out of range for {which} with ndim {ndim} (shapes "
                 f"{shapes[0]} and {shapes[1]})"
             )
@@ -310,10 +311,11 @@ def trace(x, /, *, offset=0, dtype=None) -> Tensor:
     Args:
         x: Tensor of shape ``(..., m, n)``.
         offset: Which diagonal: ``x[..., i, i + offset]``.
-        dtype: Cast ``x`` to this dtype first.
+        dtype: The accumulator's and result's dtype (NumPy's ``sum`` rules when ``None``:
+            small integers widen to int64, unsigned ones to uint64).
 
     Returns:
-        Tensor of shape ``(...)``; dtype as NumPy's ``sum``.
+        Tensor of shape ``(...)``; dtype ``dtype``, or as NumPy's ``sum``.
 
     Raises:
         ValueError: if ``x`` has fewer than 2 dimensions.
@@ -321,9 +323,7 @@ def trace(x, /, *, offset=0, dtype=None) -> Tensor:
     x = _tensor(x)
     if x.ndim < 2:
         raise ValueError(f"linalg.trace: input must be at least 2-dimensional, got {x.shape}")
-    if dtype is not None:
-        x = x.astype(dtype)
-    return _shape.trace(x, offset, -2, -1)
+    return _shape.trace(x, offset, -2, -1, dtype=dtype)
 
 
 def diagonal(x, /, *, offset=0) -> Tensor:
@@ -349,7 +349,7 @@ def _vector_axis(x1, x2, axis, op):
     x1, x2 = _tensor(x1), _tensor(x2)
     for x, name in ((x1, "x1"), (x2, "x2")):
         if x.ndim == 0 or not -x.ndim <= axis < x.ndim:
-            raise ValueError(
+            raise AxisError(
                 f"{op}: axis {axis} is out of range for {name} of shape {x.shape}"
             )
     a = _shape.moveaxis(x1, axis, -1) if axis not in (-1, x1.ndim - 1) else x1

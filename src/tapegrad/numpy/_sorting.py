@@ -84,7 +84,7 @@ def _gather(x, index, axis=0) -> Tensor:
 
 
 # -- sorting ---------------------------------------------------------------------------------
-def sort(a, axis=-1, kind=None, order=None, *, stable=None) -> Tensor:
+def sort(a, axis=-1, kind=None, order=None, *, stable=None, descending=False) -> Tensor:
     """A sorted copy of ``a`` along ``axis`` (NumPy ``sort``).
 
     Args:
@@ -93,6 +93,7 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=None) -> Tensor:
         kind: ``"quicksort"`` (default), ``"mergesort"``, ``"heapsort"`` or ``"stable"``.
         order: Must be None (Tensors have no structured dtypes).
         stable: ``True`` for a stable sort (NumPy 2).
+        descending: Sort from largest to smallest (the array API's keyword).
 
     Returns:
         Tensor of ``a``'s dtype and shape (1-D for ``axis=None``).
@@ -121,7 +122,7 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=None) -> Tensor:
     if axis is None:
         a, axis = ravel(a), 0
     axis = _check_axis(axis, a.ndim, "sort")
-    idx = argsort(a, axis=axis, kind=kind, order=order, stable=stable)
+    idx = argsort(a, axis=axis, kind=kind, order=order, stable=stable, descending=descending)
     return _take_along_axis(a, idx, axis=axis)
 
 

@@ -92,6 +92,32 @@ def _cast(x: Tensor, dtype, op: str) -> Tensor:
     return x if x.dtype == dtype else x.astype(dtype)
 
 
+def _stat_dtype(x: Tensor, dtype, op: str):
+    """NumPy's ``dtype=`` of a mean or variance: the dtype the result is returned in (``None``:
+    the default). An integer ``dtype`` for floating input is NumPy's ``TypeError``."""
+    if dtype is None:
+        return None
+    try:
+        dt = _np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: {dtype!r} is not a dtype") from None
+    if dt.kind == "b" and op != "nanmean":
+        raise TypeError(
+            f"{op}: dtype=bool cannot hold deviations from the mean (booleans do not "
+            "subtract, as in NumPy); pass a floating dtype"
+        )
+    if x.dtype.kind in "fc" and dt.kind not in "fc":
+        raise TypeError(
+            f"{op}: a has the floating dtype {x.dtype}, so dtype must be floating or complex, "
+            f"got {dt} (as NumPy); cast the result with .astype({dt.name!r}) instead"
+        )
+    return dt
+
+
+def _as_dtype(r: Tensor, dt) -> Tensor:
+    return r if dt is None or r.dtype == dt else r.astype(dt)
+
+
 def _float_dtype(dtype) -> _np.dtype:
     """The floating (or complex) dtype a statistic of ``dtype`` values is computed in: floats
     and complex keep theirs, integers and booleans give float64."""
@@ -172,7 +198,7 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, whe
     _no_out("nansum", out)
     x = _tensor(a)
     x = _cast(_fill(x, _valid(x, where, "nansum"), 0), dtype, "nansum")
-    s = _ns.sum(x, axis=axis, keepdims=keepdims)
+    s = _ns.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
     return s if initial is None else s + initial
 
 
@@ -194,7 +220,7 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, wh
     _no_out("nanprod", out)
     x = _tensor(a)
     x = _cast(_fill(x, _valid(x, where, "nanprod"), 1), dtype, "nanprod")
-    p = _ns.prod(x, axis=axis, keepdims=keepdims)
+    p = _ns.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
     return p if initial is None else p * initial
 
 
@@ -204,29 +230,33 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     Args:
         a: Tensor, any numeric dtype (complex included).
         axis: Axis or tuple of axes; ``None`` reduces all axes.
-        dtype: Dtype to compute in (``a`` is cast first).
+        dtype: Dtype to compute in (``a`` is cast first) and of the result, as NumPy; an
+            integer ``dtype`` needs integer input.
         out: Not supported (must be None).
         keepdims: Keep reduced axes with size 1.
         where: Boolean mask (broadcasting to ``a``) of the entries to include.
 
     Returns:
-        Tensor of the reduced shape; floating dtypes are kept, integers give float64. NaN for a
-        slice with no included non-NaN entry (an empty axis included), as NumPy (no warning).
+        Tensor of the reduced shape; floating dtypes are kept, integers give float64 (or
+        ``dtype``). NaN for a slice with no included non-NaN entry (an empty axis included),
+        as NumPy (no warning).
 
     Gradient: ``g / count`` to each included non-NaN entry, 0 elsewhere (and 0 for a slice
     with nothing to average).
 
     Raises:
         ValueError: if an axis is out of range or repeated.
-        TypeError: if ``out`` is given or ``where`` is not boolean.
+        TypeError: if ``out`` is given, ``where`` is not boolean, or ``dtype`` is an integer
+            dtype for floating input (as NumPy).
     """
     _no_out("nanmean", out)
-    x = _cast(_tensor(a), dtype, "nanmean")
-    x = _to_float(x)
+    x = _tensor(a)
+    dt = _stat_dtype(x, dtype, "nanmean")
+    x = _to_float(_cast(x, dtype, "nanmean"))
     mask = _valid(x, where, "nanmean")
     total = _ns.sum(_fill(x, mask, 0), axis=axis, keepdims=keepdims)
     n = _count(x, mask, axis, keepdims)
-    return _safe_divide(total, n, _real_dtype(x.dtype))
+    return _as_dtype(_safe_divide(total, n, _real_dtype(x.dtype)), dt)
 
 
 def _safe_divide(total, n, dtype):
@@ -270,7 +300,8 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
     Args:
         a: Tensor, any numeric dtype (complex input gives a real variance).
         axis: Axis or tuple of axes; ``None`` reduces all axes.
-        dtype: Dtype to compute in.
+        dtype: Dtype to compute in and of the result, as NumPy; an integer ``dtype`` needs
+            integer input, and ``bool`` is refused (booleans do not subtract).
         out: Not supported (must be None).
         ddof: Delta degrees of freedom.
         keepdims: Keep reduced axes with size 1.
@@ -287,9 +318,13 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 
     Raises:
         ValueError: for an axis out of range, or both ``ddof`` and ``correction``.
-        TypeError: if ``out`` is given or ``ddof`` is not a number.
+        TypeError: if ``out`` is given, ``ddof`` is not a number, or ``dtype`` is boolean or
+            (for floating input) an integer dtype.
     """
-    return _nanvar("nanvar", a, axis, dtype, out, ddof, keepdims, where, mean, correction)
+    a = _tensor(a)
+    dt = _stat_dtype(a, dtype, "nanvar")
+    v = _nanvar("nanvar", a, axis, dtype, out, ddof, keepdims, where, mean, correction)
+    return _as_dtype(v, dt)
 
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
@@ -307,11 +342,14 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 
     Raises:
         ValueError: for an out-of-range or repeated ``axis``.
-        TypeError: for ``out=`` or a non-numeric input.
+        TypeError: for ``out=`` or a non-numeric input; for ``dtype`` as :func:`nanvar`.
     """
+    a = _tensor(a)
+    dt = _stat_dtype(a, dtype, "nanstd")
     v = _nanvar("nanstd", a, axis, dtype, out, ddof, keepdims, where, mean, correction)
     zero = v == 0
-    return _where(zero, 0.0, _ns.sqrt(_where(zero, 1.0, v)))
+    sd = _where(zero, 0.0, _ns.sqrt(_where(zero, 1.0, v)))
+    return _as_dtype(sd, dt)
 
 
 def _nanextremum(op, a, axis, out, keepdims, initial, where, largest):
@@ -413,7 +451,7 @@ def nancumsum(a, axis=None, dtype=None, out=None):
     _no_out("nancumsum", out)
     x = _tensor(a)
     x = _cast(_fill(x, _valid(x, None, "nancumsum"), 0), dtype, "nancumsum")
-    return _ns.cumsum(x, axis=axis)
+    return _ns.cumsum(x, axis=axis, dtype=dtype)
 
 
 def nancumprod(a, axis=None, dtype=None, out=None):
@@ -427,7 +465,7 @@ def nancumprod(a, axis=None, dtype=None, out=None):
     _no_out("nancumprod", out)
     x = _tensor(a)
     x = _cast(_fill(x, _valid(x, None, "nancumprod"), 1), dtype, "nancumprod")
-    return _ns.cumprod(x, axis=axis)
+    return _ns.cumprod(x, axis=axis, dtype=dtype)
 
 
 # -- order statistics ------------------------------------------------------------------------
@@ -1004,7 +1042,7 @@ def _cumulative(op, x, axis, dtype, out, include_initial, fill):
     if ax is None:
         raise TypeError(f"{op}: axis must be an int or None, got {axis!r}")
     scan = _ns.cumsum if fill == 0 else _ns.cumprod
-    r = scan(x, axis=ax)
+    r = scan(x, axis=ax, dtype=dtype)
     if include_initial:
         first = _ns.sum(x * 0, axis=ax, keepdims=True) + fill
         r = _ns.concatenate([first.astype(r.dtype), r], axis=ax)

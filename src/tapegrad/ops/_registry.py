@@ -109,10 +109,18 @@ def _default_api(cls):
     return fn
 
 
+#: Python's reflected binary operators (``y.__rX__(x)`` computes ``x X y``). Named one by one:
+#: a prefix test would take ``__rshift__`` and ``__round__`` for reflected ones.
+REFLECTED = frozenset(
+    f"__r{n}__" for n in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod",
+                          "divmod", "pow", "lshift", "rshift", "and", "xor", "or")
+)
+
+
 def _operator(cls, api, name):
     """A Tensor operator: straight to ``cls.apply`` for a Tensor or Python number operand."""
     apply = cls.apply
-    if name.startswith("__r") and name not in ("__round__",):
+    if name in REFLECTED:
 
         def method(self, other):
             t = type(other)

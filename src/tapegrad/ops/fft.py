@@ -32,6 +32,7 @@ References:
 from __future__ import annotations
 
 import numpy as np
+from numpy.exceptions import AxisError
 
 from tapegrad.backend import get_backend
 from tapegrad.function import Function
@@ -69,7 +70,7 @@ def _check_axes(shape, axes, op):
     nd = len(shape)
     for a in axes:
         if not -nd <= a < nd:
-            raise ValueError(f"{op}: axis {a} is out of range for a Tensor of shape {shape}")
+            raise AxisError(f"{op}: axis {a} is out of range for a Tensor of shape {shape}")
     return tuple(a % nd for a in axes)
 
 

@@ -51,7 +51,7 @@ from tapegrad.function import Function
 from tapegrad.ops._batching import align
 from tapegrad.ops._registry import expose, tensor_arg
 from tapegrad.ops.elementwise import Conj, DivNoNan, Imag, Real
-from tapegrad.ops.movement import Concatenate, GetItem, Reshape, Transpose
+from tapegrad.ops.movement import Concatenate, GetItem, Reshape, Transpose, cast_all, no_out
 from tapegrad.ops.reduction import Sum
 from tapegrad.tensor import Tensor, const
 
@@ -610,7 +610,8 @@ class Einsum(Function):
         return _einsum_shape(subscripts, shapes)
 
     @staticmethod
-    def api(subscripts, *operands, optimize=False) -> Tensor:
+    def api(subscripts, *operands, out=None, dtype=None, order="K", casting="safe",
+            optimize=False) -> Tensor:
         """Einstein summation (NumPy ``einsum``), differentiable in every operand.
 
         Accepts everything NumPy does: explicit (``'ij,jk->ik'``) and implicit (``'ij,jk'``:
@@ -622,17 +623,23 @@ class Einsum(Function):
         Args:
             subscripts: The subscripts string (or, in the sublist form, the first operand).
             *operands: Tensors/arrays/numbers (Python numbers become float32 0-d Tensors).
+            out: Must be None (Tensors are immutable).
+            dtype: Compute in this dtype: every operand is cast to it first (NumPy's keyword).
+            order: ``"C"``, ``"F"``, ``"A"`` or ``"K"``, accepted for NumPy's signature
+                (memory layout is not observable on a Tensor).
+            casting: Which casts ``dtype`` may make (NumPy's default for einsum: ``"safe"``).
             optimize: Passed to the backend's ``einsum`` (``False``, ``True``, ``'greedy'``,
                 ``'optimal'`` or an explicit path); used for the backward einsums too.
 
         Returns:
-            Tensor with the output labels' dimensions, dtype by NumPy promotion.
+            Tensor with the output labels' dimensions, dtype by NumPy promotion (or ``dtype``).
 
         Raises:
             ValueError: if the subscripts and operand shapes do not match (wrong operand count,
                 number of dimensions, label sizes, output labels), naming the subscripts and
-                shapes.
-            TypeError: if ``subscripts`` is neither a str nor a sublist form.
+                shapes; for an unknown ``order`` or ``casting``.
+            TypeError: if ``subscripts`` is neither a str nor a sublist form; for ``out=`` or
+                a cast ``casting`` forbids.
 
         References:
             The backward of each operand is again an einsum (see
@@ -642,7 +649,10 @@ class Einsum(Function):
             ops_ = list(operands)
         else:
             subscripts, ops_ = _from_sublists((subscripts,) + operands)
-        tensors = [tensor_arg(o) for o in ops_]
+        no_out(out, "einsum")
+        if order not in ("C", "F", "A", "K"):
+            raise ValueError(f"einsum: order must be 'C', 'F', 'A' or 'K', got {order!r}")
+        tensors = cast_all([tensor_arg(o) for o in ops_], dtype, casting, "einsum")
         inputs, output, _ = parse_einsum(subscripts, [t.shape for t in tensors])
         expr = ",".join(inputs) + "->" + output
         return Einsum.apply(*tensors, subscripts=expr, optimize=optimize)
@@ -1743,31 +1753,52 @@ class _NoValue:
 _NO_VALUE = _NoValue()
 
 
-def _scalar_cutoff(v, op: str, name: str) -> float:
-    """A cutoff argument as a Python float (a 0-d array or Tensor is accepted)."""
+def _stack_cutoff(v, a, op: str, name: str):
+    """A cutoff for each matrix of ``a``'s stack: a float for a scalar, else the array
+    broadcast to the stack shape ``a.shape[:-2]`` as nested tuples of floats (a static
+    parameter of the op, as NumPy's and the array API's ``pinv`` take an array ``rtol``)."""
     if isinstance(v, Tensor):
+        if v.is_traced:
+            raise TypeError(
+                f"{op}: {name} must be a constant, got a traced Tensor (no gradient flows "
+                f"through a cutoff); pass tg.stop_gradient({name})"
+            )
         v = v.numpy()
     arr = np.asarray(v)
-    if arr.ndim != 0 or arr.dtype.kind not in "iuf":
+    if arr.dtype.kind not in "iuf":
         raise TypeError(
-            f"{op}: {name} must be a real scalar, got {type(v).__name__} with shape "
-            f"{arr.shape} and dtype {arr.dtype} (arrays of cutoffs are not supported)"
+            f"{op}: {name} must be real (a number or a real array), got dtype {arr.dtype}"
         )
-    return float(arr)
+    if arr.ndim == 0:
+        return float(arr)
+    stack = tuple(a.shape[:-2])
+    try:
+        arr = np.broadcast_to(arr, stack)
+    except ValueError:
+        raise ValueError(
+            f"{op}: {name} of shape {arr.shape} does not broadcast to the stack shape {stack} "
+            f"of a (shape {tuple(a.shape)}); give one cutoff per matrix"
+        ) from None
+    return _nested_tuple(arr.astype(np.float64).tolist()) if stack else float(arr)
 
 
-def _cutoff(rcond, rtol, a, op: str, default: float) -> float:
-    """The relative cutoff of ``pinv``/``lstsq`` from NumPy's ``rcond``/``rtol`` pair."""
+def _nested_tuple(v):
+    return tuple(_nested_tuple(e) for e in v) if isinstance(v, list) else v
+
+
+def _cutoff(rcond, rtol, a, op: str, default: float):
+    """The relative cutoff of ``pinv`` from NumPy's ``rcond``/``rtol`` pair: a float, or one
+    per matrix of the stack (nested tuples)."""
     if rcond is None:
         if rtol is _NO_VALUE:
             return default
         if rtol is None:
             eps = np.finfo(_real_dtype(_lapack_dtype(a.dtype))).eps
             return float(max(a.shape[-2:]) * eps)
-        return _scalar_cutoff(rtol, op, "rtol")
+        return _stack_cutoff(rtol, a, op, "rtol")
     if rtol is not _NO_VALUE:
         raise ValueError(f"{op}: rtol and rcond can't both be set")
-    return _scalar_cutoff(rcond, op, "rcond")
+    return _stack_cutoff(rcond, a, op, "rcond")
 
 
 def _pinv_shape(shape):
@@ -1809,7 +1840,7 @@ class Pinv(Function):
         _check_float(a, "pinv")
         xp = ctx.backend
         if xp is np:
-            p = np.linalg.pinv(a, rcond=rcond)
+            p = np.linalg.pinv(a, rcond=np.asarray(rcond) if type(rcond) is tuple else rcond)
         else:  # pragma: no cover - GPU only: NumPy's algorithm on CuPy
             p = _pinv_svd(xp, a, rcond)
         ctx.save_for_backward(a, p)
@@ -1843,12 +1874,15 @@ class Pinv(Function):
 
         Args:
             a: Tensor of shape ``(..., m, n)``, real or complex (integers become float64).
-            rcond: Relative cutoff: singular values ``<= rcond * max(s)`` count as zero. NumPy's
-                defaults: ``1e-15`` when neither ``rcond`` nor ``rtol`` is given.
+            rcond: Relative cutoff: singular values ``<= rcond * max(s)`` count as zero. A
+                number, or a real array broadcasting to the stack shape ``a.shape[:-2]`` (one
+                cutoff per matrix). NumPy's default: ``1e-15`` when neither ``rcond`` nor
+                ``rtol`` is given.
             hermitian: Accepted for NumPy compatibility; the general SVD is used (same
                 result).
-            rtol: NumPy 2's name for the cutoff; ``rtol=None`` means
-                ``max(m, n) * eps``. Give at most one of ``rcond`` and ``rtol``.
+            rtol: NumPy 2's (and the array API's) name for the cutoff, number or array as
+                ``rcond``; ``rtol=None`` means ``max(m, n) * eps``. Give at most one of
+                ``rcond`` and ``rtol``.
 
         Returns:
             Tensor of shape ``(..., n, m)`` and ``a``'s (floating) dtype.
@@ -1860,9 +1894,10 @@ class Pinv(Function):
         discontinuous and the gradient is that of the constant-rank branch.
 
         Raises:
-            ValueError: if ``a`` has fewer than 2 dimensions, or both ``rcond`` and ``rtol``
-                are given.
-            TypeError: if the cutoff is not a real scalar; for float16 or non-numeric input.
+            ValueError: if ``a`` has fewer than 2 dimensions, both ``rcond`` and ``rtol``
+                are given, or an array cutoff does not broadcast to the stack shape.
+            TypeError: if the cutoff is not real or is a traced Tensor; for float16 or
+                non-numeric input.
 
         Example:
             >>> import tapegrad.numpy as tnp
@@ -1881,6 +1916,8 @@ def _pinv_svd(xp, a, rcond):  # pragma: no cover - GPU only
     if m == 0 or n == 0:
         return xp.zeros(a.shape[:-2] + (n, m), dtype=_lapack_dtype(a.dtype))
     u, s, vh = xp.linalg.svd(a, full_matrices=False)
+    if type(rcond) is tuple:  # one cutoff per matrix of the stack
+        rcond = xp.asarray(rcond, dtype=s.dtype)[..., None]
     cutoff = rcond * s.max(axis=-1, keepdims=True)
     large = s > cutoff
     sinv = xp.where(large, 1.0 / xp.where(large, s, 1.0), 0.0).astype(s.dtype)

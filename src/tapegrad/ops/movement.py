@@ -52,6 +52,7 @@ import operator
 from typing import NamedTuple
 
 import numpy as np
+from numpy.exceptions import AxisError
 
 from tapegrad.backend import get_backend as _get_backend
 from tapegrad.backend import parse_device as _parse_device
@@ -88,6 +89,8 @@ __all__ = [
     "resolve_shape",
     "as_shape",
     "as_tensor_list",
+    "cast_all",
+    "no_out",
     "check_axis",
     "check_axes",
     "split_pieces",
@@ -107,7 +110,7 @@ def check_axis(axis, ndim: int, op: str, name: str = "axis") -> int:
         raise TypeError(f"{op}: {name} must be an int, got {axis!r}")
     axis = int(axis)
     if not -ndim <= axis < ndim:
-        raise ValueError(f"{op}: {name} {axis} is out of range for a Tensor with ndim {ndim}")
+        raise AxisError(f"{op}: {name} {axis} is out of range for a Tensor with ndim {ndim}")
     return axis % ndim
 
 
@@ -474,12 +477,15 @@ class Reshape(_MovementFunction):
         return x.reshape(shape)
 
     @staticmethod
-    def api(x, shape) -> Tensor:
+    def api(x, shape, *, copy=None) -> Tensor:
         """Reshape to ``shape`` in C order (an int or tuple; one entry may be -1).
 
         Args:
             x: Tensor of any shape.
             shape: Target shape with the same number of elements; a single -1 is inferred.
+            copy: ``None``, ``True`` or ``False`` (NumPy 2.1's and the array API's keyword).
+                Tensors are immutable, so whether the result shares ``x``'s memory cannot be
+                observed: every value gives the same Tensor, and ``copy=False`` never fails.
 
         Returns:
             Tensor of shape ``shape`` and ``x``'s dtype.
@@ -487,6 +493,7 @@ class Reshape(_MovementFunction):
         Raises:
             ValueError: if the number of elements differs or more than one -1 is given, naming
                 both shapes.
+            TypeError: if ``copy`` is not ``None`` or a bool.
 
         Example:
             >>> import tapegrad.numpy as tnp
@@ -495,6 +502,8 @@ class Reshape(_MovementFunction):
         """
         x = x if type(x) is Tensor else tensor_arg(x)
         shape = as_shape(shape, "reshape")
+        if copy is not None and copy is not True and copy is not False:
+            raise TypeError(f"reshape: copy must be None, True or False, got {copy!r}")
         if shape == x.shape:
             return x
         return Reshape.apply(x, shape)
@@ -1151,6 +1160,47 @@ def as_tensor_list(arrays, op: str) -> list:
     return xs
 
 
+def cast_all(xs: list, dtype, casting, op: str) -> list:
+    """NumPy's ``dtype=``/``casting=`` of the joining functions: every input cast to ``dtype``
+    (differentiably between floating dtypes), each cast allowed by ``casting``.
+
+    Raises:
+        TypeError: if ``dtype`` is not a dtype, or ``casting`` forbids a cast, naming ``op``.
+        ValueError: for an unknown ``casting``.
+    """
+    if casting not in ("no", "equiv", "safe", "same_kind", "unsafe"):
+        raise ValueError(
+            f"{op}: casting must be 'no', 'equiv', 'safe', 'same_kind' or 'unsafe', got "
+            f"{casting!r}"
+        )
+    if dtype is None:
+        return xs
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: dtype {dtype!r} is not a dtype") from None
+    for a in xs:
+        if not np.can_cast(a.dtype, dt, casting=casting):
+            raise TypeError(
+                f"{op}: cannot cast dtype {a.dtype} to {dt} under casting={casting!r}; pass "
+                "casting='unsafe' to allow it"
+            )
+    return [a if a.dtype == dt else AsType.api(a, dt) for a in xs]
+
+
+def no_out(out, op: str) -> None:
+    """NumPy's ``out=``, which immutable Tensors cannot take.
+
+    Raises:
+        TypeError: if ``out`` is given, naming ``op``.
+    """
+    if out is not None:
+        raise TypeError(
+            f"{op}: out= is not supported (tapegrad never writes in place); use the returned "
+            "Tensor"
+        )
+
+
 @expose
 class Concatenate(_MovementFunction):
     """Join Tensors along an existing ``axis``; the result dtype follows NumPy promotion.
@@ -1173,7 +1223,7 @@ class Concatenate(_MovementFunction):
     names = ("concatenate", "concat")
 
     @staticmethod
-    def api(arrays, axis=0) -> Tensor:
+    def api(arrays, axis=0, out=None, *, dtype=None, casting="same_kind") -> Tensor:
         """Join a sequence of Tensors along an existing axis (``axis=None`` flattens them first).
 
         Also the static method ``Tensor.cat(arrays, axis=0)``.
@@ -1181,15 +1231,22 @@ class Concatenate(_MovementFunction):
         Args:
             arrays: Sequence of Tensors with equal shapes except along ``axis``.
             axis: The joining axis.
+            out: Must be None (Tensors are immutable).
+            dtype: Cast every input to this dtype first (NumPy's keyword).
+            casting: Which casts ``dtype`` may make (NumPy's rule names; default
+                ``"same_kind"``).
 
         Returns:
-            Tensor with ``sum(a.shape[axis])`` along ``axis``; dtype by NumPy promotion.
+            Tensor with ``sum(a.shape[axis])`` along ``axis``; dtype by NumPy promotion, or
+            ``dtype``.
 
         Raises:
             ValueError: for an empty sequence, 0-d inputs, an axis out of range, or shapes that
-                differ off the axis (naming all shapes).
+                differ off the axis (naming all shapes); an unknown ``casting``.
+            TypeError: for ``out=``, or a cast ``casting`` forbids.
         """
-        xs = as_tensor_list(arrays, "concatenate")
+        no_out(out, "concatenate")
+        xs = cast_all(as_tensor_list(arrays, "concatenate"), dtype, casting, "concatenate")
         if axis is None:
             xs, axis = [Reshape.api(a, (a.size,)) for a in xs], 0
         return Concatenate.apply(*xs, axis=axis)
@@ -1830,6 +1887,37 @@ class WindowScatterAdd(_MovementFunction):
 
 
 # -- devices ----------------------------------------------------------------------------------
+def _copy_stream(stream, src: str, dst: str):
+    """``to_device``'s ``stream`` as a CuPy stream (a context manager) for a copy ``src`` ->
+    ``dst``; DLPack's ints: 1 legacy default, 2 per-thread default, larger a pointer."""
+    gpu = dst if dst != "cpu" else src
+    if gpu == "cpu":
+        raise ValueError(
+            f"to_device: stream={stream!r} is for a copy to or from a GPU, but this copy is "
+            f"from {src} to {dst}; pass stream=None"
+        )
+    if isinstance(stream, (bool, np.bool_)):
+        raise TypeError(f"to_device: stream must be an int or a CuPy stream, got {stream!r}")
+    cp = _get_backend(gpu)
+    if isinstance(stream, (int, np.integer)):
+        stream = int(stream)
+        if stream <= 0:
+            raise ValueError(
+                f"to_device: stream must be 1 (legacy default), 2 (per-thread default) or a "
+                f"CUDA stream pointer, got {stream}"
+            )
+        if stream == 1:
+            return cp.cuda.Stream.null
+        if stream == 2:
+            return cp.cuda.Stream.ptds
+        return cp.cuda.ExternalStream(stream)
+    if hasattr(stream, "ptr") and hasattr(stream, "__enter__"):  # cupy.cuda.Stream and kin
+        return stream
+    raise TypeError(
+        f"to_device: stream must be an int or a CuPy stream, got {type(stream).__name__}"
+    )
+
+
 @expose
 class ToDevice(Function):
     """Copy to ``device``. Backward: copy the cotangent back to the input's device."""
@@ -1844,19 +1932,38 @@ class ToDevice(Function):
         return ToDevice.apply(args[0], args[1])
 
     @staticmethod
-    def api(x, device: str) -> Tensor:
+    def api(x, device: str, *, stream=None) -> Tensor:
         """Copy to ``device`` (``"cpu"`` or ``"cuda:N"``); the cotangent is copied back.
 
+        Args:
+            x: Tensor (or array or number).
+            device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+            stream: The CUDA stream the copy runs on (the array API's ``to_device`` keyword):
+                ``None`` (the current stream), a CuPy stream object, or an int as DLPack
+                spells streams (1: the legacy default stream, 2: the per-thread default
+                stream, larger: a ``cudaStream_t`` pointer). Only for a copy to or from a
+                GPU; a copy between CPU Tensors takes ``None`` only, as NumPy's.
+
+        Returns:
+            Tensor on ``device`` (``x`` itself when it is already there).
+
         Raises:
-            ValueError: for a device string that is not ``"cpu"`` or ``"cuda[:N]"``.
+            ValueError: for a device string that is not ``"cpu"`` or ``"cuda[:N]"``; for a
+                ``stream`` with no GPU end, or the int 0 (DLPack's disallowed value).
+            TypeError: for a ``stream`` that is neither an int nor a CuPy stream.
             RuntimeError: if the device's backend (CuPy) is not available.
         """
         x = x if type(x) is Tensor else tensor_arg(x)
         device = _parse_device(device)
+        if stream is not None:
+            stream = _copy_stream(stream, x.device, device)
         if x.device == device:
             return x
         _get_backend(device)
-        return ToDevice.apply(x, device)
+        if stream is None:
+            return ToDevice.apply(x, device)
+        with stream:
+            return ToDevice.apply(x, device)
 
     @staticmethod
     def forward(ctx, x, device):

@@ -22,6 +22,7 @@ import math
 import numbers
 
 import numpy as np
+from numpy.exceptions import AxisError
 
 from tapegrad.function import Function
 from tapegrad.ops import movement as _mv  # Reshape, Transpose (attributes read at call time)
@@ -79,7 +80,7 @@ def normalize_axis(axis, ndim: int, op: str) -> tuple:
     for a in axes:
         a = int(a)
         if not -ndim <= a < ndim:
-            raise ValueError(f"{op}: axis {a} is out of range for a Tensor with ndim {ndim}")
+            raise AxisError(f"{op}: axis {a} is out of range for a Tensor with ndim {ndim}")
         out.append(a % ndim if ndim else 0)
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {axis!r}")
@@ -92,7 +93,7 @@ def _single_axis(axis, ndim: int, op: str) -> int:
         raise TypeError(f"{op}: axis must be an int, got {axis!r}")
     axis = int(axis)
     if not -ndim <= axis < ndim:
-        raise ValueError(f"{op}: axis {axis} is out of range for a Tensor with ndim {ndim}")
+        raise AxisError(f"{op}: axis {axis} is out of range for a Tensor with ndim {ndim}")
     return axis % ndim
 
 
@@ -180,6 +181,15 @@ def _in_dtype(x: Tensor, dtype, op: str) -> Tensor:
     except TypeError:
         raise TypeError(f"{op}: dtype {dtype!r} is not a dtype") from None
     return x if x.dtype == dt else AsType.api(x, dt)
+
+
+def _no_bool_dtype(dtype, op: str) -> None:
+    """A spread cannot be computed in booleans (NumPy's ``TypeError``: no boolean subtract)."""
+    if dtype is not None and np.dtype(dtype).kind == "b":
+        raise TypeError(
+            f"{op}: dtype=bool cannot hold deviations from the mean (booleans do not "
+            "subtract, as in NumPy); pass a floating dtype"
+        )
 
 
 def _out_dtype(out: Tensor, dtype) -> Tensor:
@@ -765,13 +775,17 @@ class ArgMin(Function):
 
 
 def _var_check(op, shape, axes, ddof):
-    if isinstance(ddof, bool) or not isinstance(ddof, (int, np.integer)) or ddof < 0:
-        raise ValueError(f"{op}: ddof must be a non-negative int, got {ddof!r}")
+    real = isinstance(ddof, (numbers.Real, np.integer, np.floating))
+    if isinstance(ddof, (bool, np.bool_)) or not real or not 0 <= float(ddof) < math.inf:
+        raise ValueError(
+            f"{op}: ddof must be a non-negative number (a fraction is allowed, as NumPy's "
+            f"and the array API's correction), got {ddof!r}"
+        )
     n = _count(shape, axes)
     _nonempty(op, shape, axes)
-    if n - ddof <= 0:
+    if n - float(ddof) <= 0:
         raise ValueError(
-            f"{op}: ddof={ddof} leaves {n - ddof} degrees of freedom for {n} elements per "
+            f"{op}: ddof={ddof} leaves {n - float(ddof):g} degrees of freedom for {n} elements per "
             f"reduction (shape {tuple(shape)}, axes {axes}); need ddof < {n}"
         )
     return n
@@ -802,7 +816,8 @@ class Var(Function):
             axis: Axis or tuple of axes; ``None`` reduces all axes.
             dtype: Compute on ``x`` cast to this dtype, and return it (NumPy's ``dtype=``).
             out: Must be None (Tensors are immutable).
-            ddof: Delta degrees of freedom (0: population variance, 1: unbiased estimate).
+            ddof: Delta degrees of freedom (0: population variance, 1: unbiased estimate); a
+                non-negative number, fractions included (as NumPy).
             keepdims: Keep reduced axes with size 1.
             correction: NumPy 2's (the Array API's) name for ``ddof``; give one of the two.
 
@@ -814,13 +829,14 @@ class Var(Function):
             ValueError: if an axis is out of range, a reduced axis has size 0, or
                 ``ddof >= n`` (NumPy would warn and return inf or NaN); if both ``ddof`` and
                 ``correction`` are given.
-            TypeError: for a ``dtype`` that is not a dtype, or a given ``out``.
+            TypeError: for a ``dtype`` that is not a dtype or is ``bool``, or a given ``out``.
         """
         x = _operand(x, "var")
         ddof = _ddof(ddof, correction, "var")
         if dtype is None and out is None:
             return Var.apply(x, axis=axis, ddof=ddof, keepdims=keepdims)
         _no_out(out, "var")
+        _no_bool_dtype(dtype, "var")
         x = _operand(_in_dtype(x, dtype, "var"), "var")
         return _out_dtype(Var.apply(x, axis=axis, ddof=ddof, keepdims=keepdims), dtype)
 
@@ -884,6 +900,7 @@ class Std(Function):
         if dtype is None and out is None:
             return Std.apply(x, axis=axis, ddof=ddof, keepdims=keepdims)
         _no_out(out, "std")
+        _no_bool_dtype(dtype, "std")
         x = _operand(_in_dtype(x, dtype, "std"), "std")
         return _out_dtype(Std.apply(x, axis=axis, ddof=ddof, keepdims=keepdims), dtype)
 
