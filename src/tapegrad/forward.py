@@ -23,7 +23,7 @@ import numpy as np
 
 from tapegrad.backend import backend_of
 from tapegrad.function import new_level, transform_scope, unbroadcast
-from tapegrad.tape import Guard, Trace, check_guard
+from tapegrad.tape import Guard, Trace, check_watch, escaped_rule, is_escape, replay_guard
 from tapegrad.tensor import Tensor, const
 from tapegrad.transforms import (
     as_primal,
@@ -92,9 +92,25 @@ def op_tangents(cls, ctx, ts, in_avals, out_avals) -> tuple:
     ctx.needs_input_grad = tuple(t is not None for t in ts)
     ctx.out_avals = out_avals
     rule = cls.jvp
-    if rule is None or _FORCE_TRANSPOSE:
-        return _transpose_tangents(cls, ctx, ts, in_avals, out_avals)
-    out = rule(ctx, *ts)
+    transpose = rule is None or _FORCE_TRANSPOSE
+    name = "backward" if transpose else "jvp"
+    if ctx._watch is not None:  # an enclosing transform records this rule
+        check_watch(cls, ctx, name)
+    try:
+        if transpose:
+            return _transpose_tangents(cls, ctx, ts, in_avals, out_avals)
+        out = rule(ctx, *ts)  # pyright: ignore[reportOptionalCall]
+    except TypeError as err:
+        if not is_escape(err):
+            raise
+        if transpose and getattr(cls.backward, "once_differentiable", False):
+            raise TypeError(
+                f"{cls.__name__} has no jvp rule, and its backward, decorated with "
+                "@tg.once_differentiable, reads the cotangent as an array, so forward mode "
+                f"(jvp, jacfwd, hessian) cannot transpose it. Give {cls.__name__} a static "
+                "jvp(ctx, *tangents) rule written with tapegrad operations."
+            ) from None
+        raise escaped_rule(cls, name, err) from None
     if type(out) is not tuple:
         out = tuple(out) if isinstance(out, list) else (out,)
     if len(out) != len(out_avals):
@@ -293,7 +309,7 @@ def _replay(entries, env: dict) -> None:
     """Re-apply recorded entries to the Tensors in ``env`` (node -> Tensor), differentiably."""
     for e in entries:
         if type(e) is Guard:
-            check_guard(e, env[e.node].numpy(), "linearize: jvp_fn")
+            replay_guard(e, env[e.node], "linearize: jvp_fn")
             continue
         args = [env[n] if n >= 0 else c for n, c in zip(e.in_nodes, e.consts)]
         outs = e.fn.apply(*args, **e.params)
