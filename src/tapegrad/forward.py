@@ -28,6 +28,7 @@ from tapegrad.tensor import Tensor, const
 from tapegrad.transforms import (
     as_primal,
     check_argnums,
+    check_callable,
     check_output_dtype,
     grad,
     lower_output,
@@ -297,6 +298,7 @@ def jvp(fun, primals, tangents, has_aux: bool = False) -> tuple[Any, ...]:
         >>> float(y), float(t)  # sin(0), cos(0) * 2
         (0.0, 2.0)
     """
+    check_callable(fun, "jvp")
     primals, prims, treedef, _ = _flat_primals(primals, "jvp")
     tans = _flat_tangents(tangents, primals, prims, treedef, "jvp")
     out_tree, p_out, t_out, aux = _jvp_core(fun, treedef, prims, tans, has_aux, "jvp")
@@ -371,6 +373,7 @@ def linearize(fun, *primals):
         >>> float(f_jvp(tg.Tensor(3.0)))
         3.0
     """
+    check_callable(fun, "linearize")
     out, jvp_fn, _ = _linearize(fun, primals, False, "linearize")
     return out, jvp_fn
 
@@ -444,6 +447,7 @@ def jacfwd(
         Tensor([[2., 0.],
                 [0., 4.]], dtype=float32)
     """
+    check_callable(fun, "jacfwd")
     check_argnums(argnums, "jacfwd")
 
     def jacfwd_f(*args, **kwargs):
@@ -512,6 +516,7 @@ def jacrev(
         >>> tg.jacrev(lambda x: tnp.sum(x * x))(tg.Tensor([1.0, 2.0]))
         Tensor([2., 4.], dtype=float32)
     """
+    check_callable(fun, "jacrev")
     check_argnums(argnums, "jacrev")
 
     def jacrev_f(*args, **kwargs):
@@ -588,6 +593,7 @@ def hessian(
         Tensor([[ 6.,  0.],
                 [ 0., 12.]], dtype=float32)
     """
+    check_callable(fun, "hessian")
     return jacfwd(jacrev(fun, argnums, has_aux, holomorphic), argnums, has_aux, holomorphic)
 
 
@@ -618,6 +624,7 @@ def hvp(fun, primals, tangents):
         >>> tg.hvp(lambda x: tnp.sum(x ** 3), (tg.Tensor([1.0, 2.0]),), (tg.Tensor([1.0, 0.0]),))
         Tensor([6., 0.], dtype=float32)
     """
+    check_callable(fun, "hvp")
     if not isinstance(primals, (tuple, list)) or not primals:
         raise TypeError(
             "hvp: primals must be a non-empty tuple or list of positional arguments, got "

@@ -21,7 +21,23 @@ from tapegrad.tape import Trace, _seed_cotangents, backward_pass
 from tapegrad.tensor import Tensor, const, primal_of
 from tapegrad.tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
-__all__ = ["vjp", "grad", "value_and_grad", "trace", "select_argnums"]
+__all__ = ["vjp", "grad", "value_and_grad", "trace", "select_argnums", "check_callable"]
+
+
+def check_callable(fun, who: str) -> None:
+    """Raise TypeError unless ``fun`` is callable (as JAX, when the transform is made).
+
+    Raises:
+        TypeError: naming the transform and what it got.
+    """
+    if not callable(fun):
+        shown = repr(fun)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        call = f"{who}(f, ...)" if who in ("vjp", "jvp", "linearize", "hvp") else f"{who}(f)(x)"
+        raise TypeError(
+            f"{who}: fun must be callable (a function), got {type(fun).__name__} {shown}. Pass "
+            f"the function itself, {call}, not its value f(x)."
+        )
 
 
 def leaf_path(args, index: int, names) -> str:
@@ -202,6 +218,7 @@ def vjp(fun, *primals, has_aux: bool = False) -> tuple[Any, ...]:
         >>> [float(c) for c in vjp_fn(tg.Tensor(1.0))]
         [3.0, 2.0]
     """
+    check_callable(fun, "vjp")
     trace, treedef, prims, out_tree, nodes, lowered, aux = call_traced(
         fun, primals, has_aux, "vjp", lambda: [f"primals[{i}]" for i in range(len(primals))]
     )
@@ -324,6 +341,7 @@ def value_and_grad(
         >>> complex(tg.grad(lambda z: z**2, holomorphic=True)(tg.Tensor(1 + 2j)))  # 2 z
         (2+4j)
     """
+    check_callable(fun, "value_and_grad")
     check_argnums(argnums, "value_and_grad")
     kinds, want = ("c", "c") if holomorphic else ("fc", "f")
 
@@ -413,6 +431,8 @@ def grad(
         >>> complex(tg.grad(tnp.exp, holomorphic=True)(tg.Tensor(0j)))  # exp'(0)
         (1+0j)
     """
+    check_callable(fun, "grad")
+    check_argnums(argnums, "grad")
     vg = value_and_grad(fun, argnums, has_aux, holomorphic)
 
     def grad_f(*args, **kwargs):
@@ -445,6 +465,7 @@ def trace(fun):
         >>> float(tape.replay(tg.Tensor([0.0, 0.0])))
         0.0
     """
+    check_callable(fun, "trace")
 
     def traced_f(*args):
         tr, treedef, prims, out_tree, nodes, lowered, _ = call_traced(
