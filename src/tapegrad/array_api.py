@@ -44,6 +44,7 @@ from tapegrad import numpy as _tnp_module
 from tapegrad.backend import cupy_available as _cupy_available
 from tapegrad.backend import get_backend as _get_backend
 from tapegrad.interop import from_dlpack
+from tapegrad.ops._registry import bool_arg as _bool_arg
 from tapegrad.tensor import Tensor
 
 __array_api_version__ = "2024.12"
@@ -737,6 +738,7 @@ def _matrix_norm(x, /, *, keepdims=False, ord="fro") -> Tensor:  # noqa: A002
 def _vector_norm(x, /, *, axis=None, keepdims=False, ord=2) -> Tensor:  # noqa: A002
     """The vector ``ord``-norm over ``axis`` (all axes when ``None``; a tuple of axes is
     flattened into one vector)."""
+    keepdims = _bool_arg(keepdims, "vector_norm", "keepdims")
     x = _arr(x)
     axes = _axes(axis, x.ndim, "vector_norm")
     if len(axes) == 1:

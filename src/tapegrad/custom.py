@@ -344,9 +344,9 @@ def _rerun(w, ctx, cotangents) -> tuple:
 class OnceDifferentiableBackward(Function):
     """The backward rule of a Function decorated with :func:`once_differentiable`, as one
     primitive: inputs are the op's inputs then its output cotangents; outputs are the
-    cotangents of the inputs in ``want`` (one array, or a tuple for several). ``forward`` reruns the op's ``forward`` (so the
-    values it leaves on ``ctx`` are this call's) and its ``backward`` on constants.
-    Differentiating it raises."""
+    cotangents of the inputs in ``want`` (one array, or a tuple for several). ``forward``
+    reruns the op's ``forward`` (so the values it leaves on ``ctx`` are this call's) and its
+    ``backward`` on constants. Differentiating it raises."""
 
     oper = "once_differentiable_backward"
 
