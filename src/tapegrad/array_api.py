@@ -520,6 +520,7 @@ def squeeze(x, /, axis) -> Tensor:
 # -- searching ------------------------------------------------------------------------------
 def count_nonzero(x, /, *, axis=None, keepdims=False) -> Tensor:
     """The number of non-zero elements along ``axis`` (int64, no gradient)."""
+    keepdims = _bool_arg(keepdims, "count_nonzero", "keepdims")
     x = _arr(x)
     return _tnp.sum(_tnp.astype(x != 0, int64), axis=axis, keepdims=keepdims)
 
@@ -732,6 +733,7 @@ def _trace(x, /, *, offset=0, dtype=None) -> Tensor:
 def _matrix_norm(x, /, *, keepdims=False, ord="fro") -> Tensor:  # noqa: A002
     """The matrix norm ``ord`` (``"fro"``, ``"nuc"``, 1, -1, 2, -2, inf, -inf) of the last two
     axes (see ``tapegrad.numpy.linalg.norm``)."""
+    keepdims = _bool_arg(keepdims, "matrix_norm", "keepdims")
     return _tnp.linalg.norm(_arr(x), ord=ord, axis=(-2, -1), keepdims=keepdims)
 
 

@@ -223,7 +223,7 @@ def _watch(fn, ctx, trace, lowered, params, spec) -> None:
     names = []
     given = None
     for name, v in ctx.__dict__.items():
-        if name in _ENGINE_KEYS or v is None or isinstance(v, (bool, int, float, str)):
+        if name in _ENGINE_KEYS or v is None or type(v) in (bool, int, float, str):
             continue
         if given is None:
             given = {id(a) for a in lowered if type(a) is not Tensor}
