@@ -287,9 +287,9 @@ def jvp(fun, primals, tangents, has_aux: bool = False) -> tuple[Any, ...]:
         shapes and dtypes. Outputs that do not depend on the inputs get zero tangents.
 
     Raises:
-        TypeError: if ``primals``/``tangents`` are not tuples or lists, their structures differ,
-            a tangent's dtype differs from its primal's, a primal is integer or boolean, or an
-            output leaf is not numeric.
+        TypeError: if ``fun`` is not callable, ``primals``/``tangents`` are not tuples or
+            lists, their structures differ, a tangent's dtype differs from its primal's, a
+            primal is integer or boolean, or an output leaf is not numeric.
         ValueError: if a tangent's shape differs from its primal's.
 
     Example:
@@ -363,7 +363,8 @@ def linearize(fun, *primals):
         ``jvp_fn`` is built of tapegrad ops, so enclosing transforms differentiate it.
 
     Raises:
-        TypeError / ValueError: as :func:`jvp`, for bad primals or tangents.
+        TypeError / ValueError: as :func:`jvp`, for a non-callable ``fun`` and bad primals
+            or tangents.
         GuardError: if ``fun`` took a Python decision on a tangent value and new tangents change
             it.
 
@@ -436,9 +437,10 @@ def jacfwd(
         ``argnums``), as JAX's ``jacfwd``. Dtypes are the outputs'.
 
     Raises:
-        TypeError: for a bad ``argnums``, integer inputs, or non-array outputs; complex inputs
-            without ``holomorphic=True`` (the message names it); with ``holomorphic=True``,
-            real inputs or real outputs.
+        TypeError: for a non-callable ``fun`` (when the transform is made), a bad
+            ``argnums``, integer inputs, or non-array outputs; complex inputs without
+            ``holomorphic=True`` (the message names it); with ``holomorphic=True``, real
+            inputs or real outputs.
         ValueError: if an ``argnums`` entry is out of range.
 
     Example:
@@ -506,9 +508,10 @@ def jacrev(
         :func:`jacfwd` (leaves of shape ``out_shape + in_shape``). Dtypes are the inputs'.
 
     Raises:
-        TypeError: for a bad ``argnums``, integer inputs, or non-array outputs; complex outputs
-            without ``holomorphic=True`` (the message names it); with ``holomorphic=True``,
-            real inputs or real outputs.
+        TypeError: for a non-callable ``fun`` (when the transform is made), a bad
+            ``argnums``, integer inputs, or non-array outputs; complex outputs without
+            ``holomorphic=True`` (the message names it); with ``holomorphic=True``, real
+            inputs or real outputs.
         ValueError: if an ``argnums`` entry is out of range.
 
     Example:
@@ -585,7 +588,8 @@ def hessian(
         ``jacfwd(jacrev(fun))``.
 
     Raises:
-        TypeError / ValueError: as :func:`jacfwd` and :func:`jacrev`.
+        TypeError / ValueError: as :func:`jacfwd` and :func:`jacrev` (a non-callable ``fun``
+            when the transform is made).
 
     Example:
         >>> import tapegrad as tg, tapegrad.numpy as tnp
@@ -615,8 +619,8 @@ def hvp(fun, primals, tangents):
         one pytree per primal; leaves have the primals' shapes and dtypes.
 
     Raises:
-        TypeError: if ``primals`` is not a non-empty tuple or list; as :func:`jvp` for bad
-            tangents.
+        TypeError: if ``fun`` is not callable or ``primals`` is not a non-empty tuple or
+            list; as :func:`jvp` for bad tangents.
         ValueError: as :func:`jvp` for tangent shapes; if ``fun`` does not return a real scalar.
 
     Example:

@@ -208,8 +208,10 @@ def vjp(fun, *primals, has_aux: bool = False) -> tuple[Any, ...]:
         can be called any number of times, from several threads.
 
     Raises:
-        TypeError: for integer/boolean or non-numeric leaves (naming the leaf's path), a
-            non-pair output with ``has_aux``, or a cotangent of the wrong structure.
+        TypeError: for a non-callable ``fun``; integer/boolean or non-numeric leaves (naming
+            the leaf's path), a non-pair output with ``has_aux``, or a cotangent of the wrong
+            structure; ``numpy()``, ``float()`` or ``item()`` of a traced floating value
+            inside ``fun`` (the result would carry no derivative).
         ValueError: for a cotangent leaf of the wrong shape or dtype.
 
     Example:
@@ -327,7 +329,9 @@ def value_and_grad(
         PyTorch's (docs/conventions.md).
 
     Raises:
-        TypeError: for a bad ``argnums``; a non-scalar or non-real output (a complex one names
+        TypeError: for a non-callable ``fun`` (when the transform is made); a bad
+            ``argnums``; ``numpy()``, ``float()`` or ``item()`` of a traced floating value
+            inside ``fun``; a non-scalar or non-real output (a complex one names
             ``holomorphic=True``; use :func:`vjp` or ``jacrev`` for non-scalar outputs);
             integer inputs (naming the leaf's path); with ``holomorphic=True``, a real input
             or a real output.
@@ -450,8 +454,14 @@ def trace(fun):
     Every positional argument is an input of the tape (any pytree; integer leaves allowed, they
     are replayed but not differentiated).
 
+    Python decisions on traced values (``if x > 0``, ``float(x)``, ``x.numpy()``) are recorded
+    as guards: a replay whose inputs change one raises :class:`GuardError`.
+
     Returns:
         A function returning ``(out, tape)``.
+
+    Raises:
+        TypeError: if ``fun`` is not callable (when the transform is made).
 
     Example:
         >>> import tapegrad as tg, tapegrad.numpy as tnp

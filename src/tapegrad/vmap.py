@@ -452,7 +452,8 @@ def elementwise_grad(fun, argnums=0, has_aux: bool = False):
         its shape and dtype (a tuple of them for a tuple ``argnums``).
 
     Raises:
-        TypeError: if ``fun`` does not return one floating Tensor, or for a bad ``argnums``.
+        TypeError: for a non-callable ``fun`` (when the transform is made), a bad
+            ``argnums``, or a ``fun`` that does not return one floating Tensor.
 
     Example:
         >>> import tapegrad as tg, tapegrad.numpy as tnp
