@@ -278,6 +278,28 @@ def test_numpy_of_a_traced_value_is_a_guard_under_jit_and_trace(tmp_path):
     assert np.isnan(float(tape.replay(tg.Tensor([np.nan]))[0]))
 
 
+def test_a_tensor_made_from_a_traced_value_is_a_read_like_numpy():
+    # tg.Tensor(v) silently made a constant: 2.0 instead of 4.0 under grad, f(3) = 6 under
+    # jit, and inside vmap every example became example 0
+    x = tg.Tensor([2.0])
+    for make in (tg.Tensor, tg.tensor, lambda t: tg.Tensor(t, dtype="float64")):
+        def f(v, make=make):
+            return tnp.sum(v * make(v))
+
+        for call in (lambda: tg.grad(f)(x), lambda: tg.jvp(f, (x,), (x,)),
+                     lambda: tg.hessian(f)(x)):
+            with pytest.raises(TypeError, match=r"Tensor\(x\) of a Tensor that a transform is "
+                                                r"differentiating.*tg.stop_gradient\(x\)"):
+                call()
+        jf = tg.jit(f)
+        assert float(jf(x)) == 4.0 and float(jf(tg.Tensor([3.0]))) == 9.0
+        with pytest.raises(TypeError, match=r"Tensor\(x\) of a batched value inside vmap"):
+            tg.vmap(make)(tg.Tensor([[1.0], [2.0]]))
+    # the fixes: the value itself stays traced; a constant on purpose through stop_gradient
+    assert float(tg.grad(lambda v: tnp.sum(v * tnp.asarray(v)))(x)[0]) == 4.0
+    assert float(tg.grad(lambda v: tnp.sum(v * tg.Tensor(tg.stop_gradient(v))))(x)[0]) == 2.0
+
+
 def test_a_guard_that_flips_on_every_call_keeps_few_programs():
     f = tg.jit(lambda v: v * tg.Tensor(v.numpy()))
     for i in range(20):

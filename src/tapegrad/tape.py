@@ -257,9 +257,9 @@ def check_watch(fn, ctx, rule: str) -> None:
         "differentiates it (a higher-order derivative), which would silently lose their "
         "derivatives")
     raise TypeError(
-        f"{fn.__name__}.{rule}: forward computed {', '.join(w.constants)}, which the rule "
-        f"reads as constants, but an enclosing transform {what}. Save only inputs and outputs "
-        f"with ctx.save_for_backward and recompute the rest in {rule} with tapegrad "
+        f"{fn.__name__}.{rule}: forward left floating arrays ({', '.join(w.constants)}) that "
+        f"the rule reads as constants, but an enclosing transform {what}. Save inputs and "
+        f"outputs with ctx.save_for_backward and recompute the rest in {rule} with tapegrad "
         "operations, or, if the op is only meant for first derivatives, decorate its "
         "backward with @tg.once_differentiable (it then runs under jit and trace, and "
         "differentiating it again raises)."
@@ -429,11 +429,13 @@ class Trace:
         """Keep ``entry`` (forward mode overrides this to compute tangents instead)."""
         self.entries.append(entry)
 
-    def decide(self, t: Tensor, kind: str, value, only_branch: bool = False) -> None:
+    def decide(self, t: Tensor, kind: str, value, only_branch: bool = False,
+               what: str | None = None) -> None:
         """A Python decision on ``t``'s value: a guard on every replaying trace holding it.
 
         ``kind`` is ``bool``, ``int``, ``float``, ``complex``, ``item`` or ``numpy`` (the whole
-        array read out: ``value`` is that NumPy array). ``only_branch=True`` says the value
+        array read out: ``value`` is that NumPy array; ``what`` names the call for messages,
+        such as ``"Tensor(x)"``). ``only_branch=True`` says the value
         only picks a branch or feeds a non-differentiable result (a tape's guard replayed, a
         check inside an op), so a differentiating transform has nothing to lose.
 
@@ -449,9 +451,10 @@ class Trace:
                 if trace.batched:
                     if kind == "numpy":
                         raise TypeError(
-                            "numpy() (or np.asarray) of a batched value inside vmap: it stands "
-                            "for every example at once. Return it from the vmapped function "
-                            "to get the stacked values, or compute on the Tensor."
+                            f"{what or 'numpy() (or np.asarray)'} of a batched value inside "
+                            "vmap: it stands for every example at once. Compute on the Tensor "
+                            "itself, or return it from the vmapped function to get the stacked "
+                            "values."
                         )
                     raise TypeError(
                         f"{kind}() of a batched value inside vmap: each example may give a "
@@ -470,6 +473,13 @@ class Trace:
                     and t.dtype.kind in "fc"
                     and trace.level > _function._state.limit
                 ):
+                    if kind == "numpy" and what is not None:
+                        raise _escape(
+                            f"{what} of a Tensor that a transform is differentiating makes a "
+                            "constant: it would carry no derivative, so the gradient would "
+                            "silently lose this path. Use x itself (tnp.asarray(x) keeps it "
+                            "traced too), or write tg.stop_gradient(x) if a constant is meant."
+                        )
                     if kind == "numpy":
                         raise _escape(
                             "numpy() (or np.asarray/np.array) of a Tensor that a transform is "

@@ -48,6 +48,8 @@ def _to_array(data, dtype=None, device=None):
     """
     if isinstance(data, Tensor):
         arr = data._concrete()
+        if data._level:  # a new constant from a traced value: read out, like numpy()
+            data._trace.decide(data, "numpy", _backend.to_device(arr, "cpu"), what="Tensor(x)")
         if dtype is not None and arr.dtype != np.dtype(dtype):
             arr = arr.astype(dtype)
         if device is not None:
@@ -102,9 +104,14 @@ class Tensor:
         shape: Tuple of ints. dtype: NumPy dtype. ndim, size: ints. device: str.
         label: str or None. T: the transpose (axes reversed).
 
+    A Tensor made from a traced Tensor is a new constant, so it is a read of the value like
+    ``x.numpy()``: a guard inside ``jit`` and ``trace``, refused under a transform that
+    differentiates a floating ``x`` and for a batched value inside ``vmap`` (compute on ``x``
+    itself, or use ``tg.stop_gradient(x)`` for a constant).
+
     Raises:
-        TypeError: if ``data`` is not numeric; on attribute or item assignment (Tensors are
-            immutable: use ``x.at[idx].set(v)``).
+        TypeError: if ``data`` is not numeric; for a traced ``data`` as above; on attribute or
+            item assignment (Tensors are immutable: use ``x.at[idx].set(v)``).
 
     Example:
         >>> import tapegrad as tg

@@ -53,7 +53,7 @@ from tapegrad.ops._registry import expose, tensor_arg
 from tapegrad.ops.elementwise import Conj, DivNoNan, Imag, Real
 from tapegrad.ops.movement import Concatenate, GetItem, Reshape, Transpose
 from tapegrad.ops.reduction import Sum
-from tapegrad.tensor import Tensor, const
+from tapegrad.tensor import Tensor, const, host_value
 
 __all__ = [
     "MatMul",
@@ -1746,7 +1746,7 @@ _NO_VALUE = _NoValue()
 def _scalar_cutoff(v, op: str, name: str) -> float:
     """A cutoff argument as a Python float (a 0-d array or Tensor is accepted)."""
     if isinstance(v, Tensor):
-        v = v.numpy()
+        v = host_value(v)  # a cutoff carries no derivative: a guard under jit, never refused
     arr = np.asarray(v)
     if arr.ndim != 0 or arr.dtype.kind not in "iuf":
         raise TypeError(
