@@ -321,7 +321,7 @@ def once_differentiable(backward):
             return backward(ctx, *cotangents)  # first order: nothing records the rule
         return _rerun(w, ctx, cotangents)
 
-    rule.once_differentiable = True  # pyright: ignore[reportFunctionMemberAccess]
+    rule.once_differentiable = True  # pyright: ignore[reportAttributeAccessIssue]
     return rule
 
 

@@ -389,7 +389,7 @@ def _axes_spec(spec, who, what):
         return spec
     if isinstance(spec, list):
         spec = tuple(spec)
-    paths, leaves, treedef = optree.tree_flatten_with_path(spec, none_is_leaf=True,
+    paths, leaves, treedef = optree.tree_flatten_with_path(spec, none_is_leaf=True,  # pyright: ignore[reportArgumentType]
                                                            namespace=NAMESPACE)
     fixed = []
     for path, leaf in zip(paths, leaves):
