@@ -530,7 +530,7 @@ def test_listings_and_drawings_quote_what_the_tape_holds():
     label = 'in "x" \\'
     x = tg.Tensor(np.ones(2), label=label)
     _, tape = tg.trace(lambda x: _Scaled.apply(x, fn=tg.Function, n=1.0))(x)
-    assert "fn=Function" in str(tape)
+    assert "fn=function" in str(tape)  # a Function class by its op label
     dot = tape.to_dot()
     strings = re.findall(r'label="((?:[^"\\]|\\.)*)"', dot)
     assert any(s.startswith(r'a<in \"x\" \\>\n') for s in strings), strings

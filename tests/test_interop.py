@@ -218,11 +218,11 @@ def test_arguments_tapegrad_does_not_take():
 
 
 def test_traced_tensor_still_refuses_to_become_an_array():
-    with pytest.raises(TypeError, match="Tensor.__array__: a traced Tensor") as info:
+    with pytest.raises(TypeError, match=r"np.asarray.* a transform is differentiating") as info:
         tg.grad(lambda x: np.asarray(x).sum())(X)
     # the advice points at what works: NumPy's functions on the Tensor record
-    assert "np.sin(x), and tapegrad.numpy's both record" in str(info.value)
-    with pytest.raises(TypeError, match="Tensor.__array__: a traced Tensor"):
+    assert "NumPy's functions called on Tensors, record" in str(info.value)
+    with pytest.raises(TypeError, match=r"np.asarray\) of a batched value inside vmap"):
         tg.vmap(lambda x: np.asarray(x).sum())(X)
     np.testing.assert_array_equal(np.asarray(X), X.numpy())  # a constant converts
 

@@ -49,6 +49,7 @@ from tapegrad.numpy._info import (  # noqa: F401  (re-exported: shared with tape
     __array_api_version__,
     __array_namespace_info__,
 )
+from tapegrad.ops._registry import bool_arg as _bool_arg
 from tapegrad.tensor import Tensor
 
 # tapegrad.numpy assembles its namespace at import time (from the ops' declarations), so a type
@@ -463,6 +464,7 @@ def squeeze(x, /, axis) -> Tensor:
 # -- searching ------------------------------------------------------------------------------
 def count_nonzero(x, /, *, axis=None, keepdims=False) -> Tensor:
     """The number of non-zero elements along ``axis`` (int64, no gradient)."""
+    keepdims = _bool_arg(keepdims, "count_nonzero", "keepdims")
     x = _arr(x)
     return _tnp.sum(_tnp.astype(x != 0, int64), axis=axis, keepdims=keepdims)
 
@@ -569,12 +571,14 @@ def _trace(x, /, *, offset=0, dtype=None) -> Tensor:
 def _matrix_norm(x, /, *, keepdims=False, ord="fro") -> Tensor:  # noqa: A002
     """The matrix norm ``ord`` (``"fro"``, ``"nuc"``, 1, -1, 2, -2, inf, -inf) of the last two
     axes (see ``tapegrad.numpy.linalg.norm``)."""
+    keepdims = _bool_arg(keepdims, "matrix_norm", "keepdims")
     return _tnp.linalg.norm(_arr(x), ord=ord, axis=(-2, -1), keepdims=keepdims)
 
 
 def _vector_norm(x, /, *, axis=None, keepdims=False, ord=2) -> Tensor:  # noqa: A002
     """The vector ``ord``-norm over ``axis`` (all axes when ``None``; a tuple of axes is
     flattened into one vector)."""
+    keepdims = _bool_arg(keepdims, "vector_norm", "keepdims")
     x = _arr(x)
     axes = _axes(axis, x.ndim, "vector_norm")
     if len(axes) == 1:

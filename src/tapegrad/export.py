@@ -891,11 +891,16 @@ def _guard(e: dict, r: _Reader, use, avals, where: str, who: str) -> Guard:
     where = f"{where} (guard {kind})"
     n = use(e["node"], where)
     shape, dtype = avals[n]
-    if math.prod(shape) != 1 or (kind in ("int", "float") and dtype.kind == "c"):
+    value = r.value(e["value"], where)
+    if kind == "numpy":  # the whole value read out: an array of the node's shape and dtype
+        if not (isinstance(value, np.ndarray) and value.shape == tuple(shape)
+                and value.dtype == dtype):
+            raise ValueError(f"{who}: {where}: the recorded value is not an array of node "
+                             f"{n}'s shape {tuple(shape)} and dtype {dtype}")
+    elif math.prod(shape) != 1 or (kind in ("int", "float") and dtype.kind == "c"):
         raise ValueError(f"{who}: {where}: a {kind} decision cannot be taken on node {n} "
                          f"({dtype} of shape {shape})")
-    value = r.value(e["value"], where)
-    if type(value) not in _GUARD_VALUES[kind]:
+    elif type(value) not in _GUARD_VALUES[kind]:
         raise ValueError(f"{who}: {where}: the recorded value {_brief(value)} is not what "
                          f"{kind}() gives")
     if type(e["where"]) is not str:

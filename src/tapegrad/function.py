@@ -224,6 +224,7 @@ class Context:
     backend: Any = np
     saved_tensors: Any = _SavedTensors()
     needs_input_grad: tuple[bool, ...]
+    _watch: Any = None  # set when an enclosing transform records the rules (tapegrad.tape)
 
     if TYPE_CHECKING:  # free attributes: static values from forward to backward
 
@@ -437,6 +438,13 @@ class Function:
         raise NotImplementedError("this Function defines no backward rule")
 
     unbroadcast = staticmethod(unbroadcast)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if getattr(cls.backward, "once_differentiable", False):
+            # the rule reruns forward on the values it is given (tapegrad.once_differentiable),
+            # so arrays forward leaves on ctx are never one example's under vmap
+            cls._ctx_arrays_recomputed = True
 
     @classmethod
     def output_shape(cls, *shapes, **params) -> tuple:

@@ -567,6 +567,11 @@ def _signature(leaves, who):
     return tuple(sig)
 
 
+#: How many programs one signature keeps, one per outcome of its guards (a guard on a value
+#: that changes on every call, such as ``x.numpy()``, would otherwise add one per call).
+_MAX_BRANCHES = 8
+
+
 def jit(
     fun=None, *, static_argnums: Any = (), static_argnames: Any = (), cache_size: int = 64
 ) -> Any:
@@ -592,8 +597,11 @@ def jit(
           shapes, flags, strings and other Python values; they must be hashable.
         - Values ``fun`` closes over are constants of the recording.
         - Python side effects happen only while tracing.
-        - A Python decision on data (``if x.sum() > 0``, ``int(n)``) is a guard: when new inputs
-          flip it, ``fun`` is traced again for them (the programs of both branches are kept).
+        - A Python decision on data (``if x.sum() > 0``, ``int(n)``, ``x.numpy()``) is a guard:
+          when new inputs flip it, ``fun`` is traced again for them (the programs of the last
+          8 outcomes are kept). Reading a whole array (``x.numpy()``, ``np.asarray(x)``) guards
+          on every element, so it retraces for each new value: keep such reads out of jitted
+          code, or compute on the Tensor.
         - Called on values another transform is tracing (inside ``grad``), ``fun`` simply
           runs, so that transform can differentiate it.
 
@@ -697,7 +705,10 @@ def jit(
                 continue  # a Python decision flipped: another branch's program, or a new one
         out, tape, prog = compile_for(dyn, dkw, statics, skw)
         with cache.lock:
-            cache.entries.setdefault(key, []).append(prog)
+            branches = cache.entries.setdefault(key, [])
+            branches.append(prog)
+            if len(branches) > _MAX_BRANCHES:  # guards flipping on every call: keep the newest
+                del branches[0]
             cache.entries.move_to_end(key)
             while len(cache.entries) > cache.size:
                 cache.entries.popitem(last=False)

@@ -86,6 +86,8 @@ def _to_array(data, dtype=None, device=None):
     """
     if isinstance(data, Tensor):
         arr = data._concrete()
+        if data._level:  # a new constant from a traced value: read out, like numpy()
+            data._trace.decide(data, "numpy", _backend.to_device(arr, "cpu"), what="Tensor(x)")
         if dtype is not None and arr.dtype != np.dtype(dtype):
             arr = arr.astype(dtype)
         if device is not None:
@@ -145,9 +147,14 @@ class Tensor:
         shape: Tuple of ints. dtype: NumPy dtype. ndim, size: ints. device: str.
         label: str or None. T: the transpose (axes reversed).
 
+    A Tensor made from a traced Tensor is a new constant, so it is a read of the value like
+    ``x.numpy()``: a guard inside ``jit`` and ``trace``, refused under a transform that
+    differentiates a floating ``x`` and for a batched value inside ``vmap`` (compute on ``x``
+    itself, or use ``tg.stop_gradient(x)`` for a constant).
+
     Raises:
-        TypeError: if ``data`` is not numeric; on attribute or item assignment (Tensors are
-            immutable: use ``x.at[idx].set(v)``).
+        TypeError: if ``data`` is not numeric; for a traced ``data`` as above; on attribute or
+            item assignment (Tensors are immutable: use ``x.at[idx].set(v)``).
 
     Example:
         >>> import tapegrad as tg
@@ -277,30 +284,26 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """The value as a read-only NumPy array (copied to host from a GPU).
 
-        Inside a transform this is the current value, not a differentiable Tensor.
+        Reading a value out of a transform is a Python decision on it, like ``float(x)``:
+        inside ``jit`` and ``trace`` it is recorded as a guard (a call whose value differs
+        traces again, so the array is never a stale constant); inside a transform that
+        differentiates a floating value it is refused (the array would carry no derivative:
+        write ``tg.stop_gradient(x).numpy()`` when a constant is meant); inside ``vmap`` a
+        batched value is refused. ``np.asarray(x)`` and ``np.array(x)`` do the same.
 
         Raises:
-            TypeError: for a batched value inside ``vmap`` (it holds many examples' values).
+            TypeError: for a floating value that ``grad``, ``vjp``, ``jvp`` or another
+                differentiating transform traces; for a batched value inside ``vmap``.
         """
-        if self._level and self._batched_over() is not None:
-            raise TypeError(
-                "numpy() of a batched value inside vmap: it stands for every example at once. "
-                "Return it from the vmapped function to get the stacked values."
-            )
         arr = _backend.to_device(self._concrete(), "cpu")
+        if self._level:
+            self._trace.decide(self, "numpy", arr)
         if arr.flags.writeable:
             arr = arr.view()
             arr.flags.writeable = False
         return arr
 
     def __array__(self, dtype=None, copy=None):
-        if self._level:
-            raise TypeError(
-                "Tensor.__array__: a traced Tensor cannot silently become a NumPy array inside "
-                "a transform (its gradient would be lost). Compute on the Tensor instead "
-                "(NumPy's functions, np.sin(x), and tapegrad.numpy's both record), or use "
-                "tg.stop_gradient(x).numpy() if a constant is really meant."
-            )
         arr = self.numpy()
         if dtype is not None and arr.dtype != np.dtype(dtype):
             return arr.astype(dtype)
@@ -592,6 +595,17 @@ def primal_of(t: Tensor) -> Tensor:
         p = const(t._array)
         _s_box(t, (b[0], b[1], b[2], p, b[4]))
     return p
+
+
+def host_value(t: Tensor) -> np.ndarray:
+    """``t``'s value as a NumPy array, for library code that only decides on it or computes a
+    result that carries no derivative (counts, indices, shapes): recorded as a guard on every
+    ``jit``/``trace`` recording ``t``, refused for a batched value inside ``vmap``, and allowed
+    under a differentiating transform (unlike ``t.numpy()``)."""
+    arr = _backend.to_device(t._concrete(), "cpu")
+    if t._level:
+        t._trace.decide(t, "numpy", arr, only_branch=True)
+    return arr
 
 
 def all_values(t: Tensor) -> np.ndarray:

@@ -106,7 +106,7 @@ def test_var_ddof_errors():
         tnp.var(x, axis=1, ddof=3)
     with pytest.raises(ValueError, match="std: ddof must be a non-negative number"):
         tnp.std(x, ddof=-1)
-    with pytest.raises(ValueError, match="var: ddof must be a non-negative number"):
+    with pytest.raises(ValueError, match="var: (ddof|correction) must be a non-negative number"):
         tnp.var(x, correction=float("nan"))
     z = np.array([1 + 2j, -0.5j, 3.0])  # complex input: NumPy's real variance of |z - mean|
     np.testing.assert_allclose(tnp.var(z).numpy(), np.var(z))
@@ -628,3 +628,83 @@ def test_einsum_takes_numpys_dtype_casting_and_order():
         tnp.einsum("ij->", b, out=np.empty(()))
     g = tg.grad(lambda x: tnp.einsum("i,i->", x, x, dtype=np.float64))(tg.Tensor([1.0, 2.0]))
     assert g.dtype == np.float32 and g.numpy().tolist() == [2.0, 4.0]
+
+
+# -- flag and count arguments: keepdims, ddof ------------------------------------------------------
+def _with_keepdims():
+    """Every public function (and Tensor method) taking ``keepdims``, by its public name."""
+    import importlib
+    import inspect
+
+    spaces = {"tnp": tnp, "tnp.linalg": tnp.linalg,
+              "F": importlib.import_module("tapegrad.nn.functional"),
+              "special": importlib.import_module("tapegrad.scipy.special"),
+              "xp": importlib.import_module("tapegrad.array_api")}
+    spaces["xp.linalg"] = spaces["xp"].linalg
+    found = {}
+    for prefix, space in spaces.items():
+        for name in dir(space):
+            fn = getattr(space, name)
+            if name.startswith("_") or not callable(fn) or isinstance(fn, type):
+                continue
+            try:
+                params = inspect.signature(fn).parameters
+            except (TypeError, ValueError):
+                continue
+            if "keepdims" in params:
+                found[f"{prefix}.{name}"] = (name, fn)
+    for name in dir(tg.Tensor):
+        fn = getattr(tg.Tensor, name, None)
+        if callable(fn) and not name.startswith("_"):
+            try:
+                if "keepdims" in inspect.signature(fn).parameters:
+                    found[f"Tensor.{name}"] = (name, fn)
+            except (TypeError, ValueError):
+                pass
+    return found
+
+
+_KEEPDIMS = _with_keepdims()
+
+
+def test_every_keepdims_is_a_checked_bool():
+    # keepdims="yes" gave a bare "'str' object cannot be interpreted as an integer" (or nothing)
+    assert len(_KEEPDIMS) >= 60  # the search found the reductions
+    x = _t(np.arange(1.0, 7.0).reshape(2, 3))
+    for public, (name, fn) in _KEEPDIMS.items():
+        extra = (50.0,) if "percentile" in name else (0.5,) if "quantile" in name else ()
+        for bad in ("yes", None, 1.0, tg.Tensor(True)):
+            with pytest.raises(TypeError) as info:
+                fn(x, *extra, keepdims=bad)
+            msg = str(info.value)
+            assert "keepdims must be a bool (True or False), got" in msg, (public, msg)
+            assert msg.split(":")[0] in (name, name.lstrip("a")), (public, msg)  # amax: max
+        # NumPy's spellings of a bool are accepted and mean what they say
+        kept = fn(x, *extra, axis=0, keepdims=True) if "axis" in _params(fn) else None
+        if kept is not None:
+            for same in (1, np.True_, np.int64(1)):
+                np.testing.assert_array_equal(fn(x, *extra, axis=0, keepdims=same).numpy(),
+                                              kept.numpy())
+
+
+def _params(fn):
+    import inspect
+
+    return inspect.signature(fn).parameters
+
+
+def test_ddof_is_a_checked_real_number():
+    x = _t(np.arange(6.0).reshape(2, 3))
+    for fn in (tnp.std, tnp.var):
+        name = fn.__name__
+        for bad in ("1", None, True, tg.Tensor(1)):
+            with pytest.raises(TypeError, match=rf"{name}: ddof must be a real number >= 0"):
+                fn(x, ddof=bad)
+            with pytest.raises(TypeError, match=rf"{name}: correction must be a real number"):
+                fn(x, correction=bad if bad is not None else "x")
+        with pytest.raises(ValueError, match=rf"{name}: ddof must be a non-negative .*got -1"):
+            fn(x, ddof=-1)
+        # a fractional ddof is NumPy's too
+        np.testing.assert_allclose(fn(x, ddof=1.5).numpy(), getattr(np, name)(x.numpy(), ddof=1.5))
+        np.testing.assert_allclose(fn(x, ddof=np.int64(1)).numpy(),
+                                   getattr(np, name)(x.numpy(), ddof=1))

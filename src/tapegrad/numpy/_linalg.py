@@ -21,6 +21,7 @@ from numpy.exceptions import AxisError
 from tapegrad import ops as _ops
 from tapegrad.numpy import _creation, _reduction, _shape
 from tapegrad.numpy._core import _install_methods, _tensor
+from tapegrad.ops._registry import bool_arg
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.reduction import normalize_axis as _normalize_axis
 from tapegrad.tensor import Tensor
@@ -416,6 +417,7 @@ def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:  # noqa: A002
         >>> tnp.linalg.norm(tnp.asarray([3 + 4j, 0j]))
         Tensor(5., dtype=float32)
     """
+    keepdims = bool_arg(keepdims, "norm", "keepdims")
     x = _tensor(x)
     if x.dtype.kind != "c":
         return _reduction.norm(x, ord=ord, axis=axis, keepdims=keepdims)
@@ -461,6 +463,7 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2) -> Tensor:  # noqa: A
     Raises:
         ValueError: for a bad ``ord`` or an axis out of range or repeated.
     """
+    keepdims = bool_arg(keepdims, "vector_norm", "keepdims")
     x = _floating(_tensor(x), "vector_norm")
     shape = x.shape
     if axis is None:
@@ -498,6 +501,7 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro") -> Tensor:  # noqa: A002
     Raises:
         ValueError: if ``x`` has fewer than 2 dimensions or ``ord`` is not a matrix norm.
     """
+    keepdims = bool_arg(keepdims, "matrix_norm", "keepdims")
     x = _floating(_tensor(x), "matrix_norm")
     if x.ndim < 2:
         raise ValueError(

@@ -36,7 +36,7 @@ from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.movement import IndexSlot as _Slot
 from tapegrad.ops.movement import check_axis as _check_axis
 from tapegrad.ops.sorting import data_operand as _data
-from tapegrad.tensor import Tensor
+from tapegrad.tensor import Tensor, all_values
 
 __all__ = [
     "sort",
@@ -706,7 +706,8 @@ def _outer_edges(a, range_, op):
         first, last = _ns.min(a), _ns.max(a)
         if not bool(_ns.isfinite(first) & _ns.isfinite(last)):
             raise ValueError(
-                f"{op}: autodetected range of [{first.numpy()}, {last.numpy()}] is not finite"
+                f"{op}: autodetected range of [{all_values(first)}, {all_values(last)}] is not "
+                "finite"
             )
     if isinstance(first, Tensor) or isinstance(last, Tensor):
         same = first == last

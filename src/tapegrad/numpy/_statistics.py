@@ -31,6 +31,7 @@ from tapegrad import ops as _ops
 from tapegrad.numpy._core import _tensor, stop_gradient
 from tapegrad.numpy._creation import full_like
 from tapegrad.numpy._shape import diagonal, moveaxis, take_along_axis
+from tapegrad.ops._registry import bool_arg
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.reduction import normalize_axis as _normalize_axis
 from tapegrad.tensor import Tensor
@@ -195,6 +196,7 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, whe
         ValueError: if an axis is out of range or repeated.
         TypeError: if ``out`` is given or ``where`` is not boolean.
     """
+    keepdims = bool_arg(keepdims, "nansum", "keepdims")
     _no_out("nansum", out)
     x = _tensor(a)
     x = _cast(_fill(x, _valid(x, where, "nansum"), 0), dtype, "nansum")
@@ -217,6 +219,7 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, wh
         ValueError: for an out-of-range or repeated ``axis``.
         TypeError: for ``out=`` or a non-numeric input.
     """
+    keepdims = bool_arg(keepdims, "nanprod", "keepdims")
     _no_out("nanprod", out)
     x = _tensor(a)
     x = _cast(_fill(x, _valid(x, where, "nanprod"), 1), dtype, "nanprod")
@@ -249,6 +252,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
         TypeError: if ``out`` is given, ``where`` is not boolean, or ``dtype`` is an integer
             dtype for floating input (as NumPy).
     """
+    keepdims = bool_arg(keepdims, "nanmean", "keepdims")
     _no_out("nanmean", out)
     x = _tensor(a)
     dt = _stat_dtype(x, dtype, "nanmean")
@@ -321,6 +325,7 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
         TypeError: if ``out`` is given, ``ddof`` is not a number, or ``dtype`` is boolean or
             (for floating input) an integer dtype.
     """
+    keepdims = bool_arg(keepdims, "nanvar", "keepdims")
     a = _tensor(a)
     dt = _stat_dtype(a, dtype, "nanvar")
     v = _nanvar("nanvar", a, axis, dtype, out, ddof, keepdims, where, mean, correction)
@@ -344,6 +349,7 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
         ValueError: for an out-of-range or repeated ``axis``.
         TypeError: for ``out=`` or a non-numeric input; for ``dtype`` as :func:`nanvar`.
     """
+    keepdims = bool_arg(keepdims, "nanstd", "keepdims")
     a = _tensor(a)
     dt = _stat_dtype(a, dtype, "nanstd")
     v = _nanvar("nanstd", a, axis, dtype, out, ddof, keepdims, where, mean, correction)
@@ -414,6 +420,7 @@ def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
             ``initial``, or for an axis out of range.
         TypeError: for complex input or ``out``.
     """
+    keepdims = bool_arg(keepdims, "nanmax", "keepdims")
     return _nanextremum("nanmax", a, axis, out, keepdims, initial, where, True)
 
 
@@ -437,6 +444,7 @@ def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
             (naming ``nanmin``).
         TypeError: for ``out=``.
     """
+    keepdims = bool_arg(keepdims, "nanmin", "keepdims")
     return _nanextremum("nanmin", a, axis, out, keepdims, initial, where, False)
 
 
@@ -739,22 +747,26 @@ def _quantile_doc(summary, scale, nan):
 
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, *, weights=None):
+    keepdims = bool_arg(keepdims, "quantile", "keepdims")
     return _order_statistics("quantile", a, q, axis, method, keepdims, weights, False, 1, out)
 
 
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                 keepdims=False, *, weights=None):
+    keepdims = bool_arg(keepdims, "nanquantile", "keepdims")
     return _order_statistics("nanquantile", a, q, axis, method, keepdims, weights, True, 1, out)
 
 
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, weights=None):
+    keepdims = bool_arg(keepdims, "percentile", "keepdims")
     return _order_statistics("percentile", a, q, axis, method, keepdims, weights, False, 100,
                              out)
 
 
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                   keepdims=False, *, weights=None):
+    keepdims = bool_arg(keepdims, "nanpercentile", "keepdims")
     return _order_statistics("nanpercentile", a, q, axis, method, keepdims, weights, True, 100,
                              out)
 
@@ -791,6 +803,7 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         ValueError: for an axis out of range or an empty reduction.
         TypeError: if ``out`` is given.
     """
+    keepdims = bool_arg(keepdims, "median", "keepdims")
     return _order_statistics("median", a, 0.5, axis, "linear", keepdims, None, False, 1, out,
                              real=False)
 
@@ -806,6 +819,7 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         ValueError: for reduced axes with no elements, or an out-of-range ``axis`` (naming
             ``nanmedian``).
     """
+    keepdims = bool_arg(keepdims, "nanmedian", "keepdims")
     return _order_statistics("nanmedian", a, 0.5, axis, "linear", keepdims, None, True, 1, out,
                              real=False)
 
@@ -833,6 +847,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
             of range.
         ZeroDivisionError: if the weights sum to zero (checked when concrete), as NumPy.
     """
+    keepdims = bool_arg(keepdims, "average", "keepdims")
     x = _tensor(a)
     if weights is None:
         avg = _ns.mean(_to_float(x), axis=axis, keepdims=keepdims)
@@ -881,6 +896,7 @@ def ptp(a, axis=None, out=None, keepdims=False):
         ValueError: over an empty axis or an axis out of range.
         TypeError: for ``out``.
     """
+    keepdims = bool_arg(keepdims, "ptp", "keepdims")
     _no_out("ptp", out)
     x = _tensor(a)
     return _ns.max(x, axis=axis, keepdims=keepdims) - _ns.min(x, axis=axis, keepdims=keepdims)
@@ -893,6 +909,7 @@ def count_nonzero(a, axis=None, *, keepdims=False):
     Raises:
         ValueError: if an axis is out of range or repeated.
     """
+    keepdims = bool_arg(keepdims, "count_nonzero", "keepdims")
     x = _tensor(a)
     return _ns.sum(_ns.not_equal(x, 0), axis=axis, keepdims=keepdims).astype(_np.intp)
 

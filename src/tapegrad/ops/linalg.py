@@ -53,7 +53,7 @@ from tapegrad.ops._registry import expose, tensor_arg
 from tapegrad.ops.elementwise import Conj, DivNoNan, Imag, Real
 from tapegrad.ops.movement import Concatenate, GetItem, Reshape, Transpose, cast_all, no_out
 from tapegrad.ops.reduction import Sum
-from tapegrad.tensor import Tensor, const
+from tapegrad.tensor import Tensor, const, host_value
 
 __all__ = [
     "MatMul",
@@ -1758,12 +1758,7 @@ def _stack_cutoff(v, a, op: str, name: str):
     broadcast to the stack shape ``a.shape[:-2]`` as nested tuples of floats (a static
     parameter of the op, as NumPy's and the array API's ``pinv`` take an array ``rtol``)."""
     if isinstance(v, Tensor):
-        if v.is_traced:
-            raise TypeError(
-                f"{op}: {name} must be a constant, got a traced Tensor (no gradient flows "
-                f"through a cutoff); pass tg.stop_gradient({name})"
-            )
-        v = v.numpy()
+        v = host_value(v)  # a cutoff carries no derivative: a guard under jit, never refused
     arr = np.asarray(v)
     if arr.dtype.kind not in "iuf":
         raise TypeError(

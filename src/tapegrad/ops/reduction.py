@@ -27,7 +27,7 @@ from numpy.exceptions import AxisError
 from tapegrad.function import Function
 from tapegrad.ops import movement as _mv  # Reshape, Transpose (attributes read at call time)
 from tapegrad.ops._batching import axis_rule, shift_axes
-from tapegrad.ops._registry import expose, tensor_arg
+from tapegrad.ops._registry import bool_arg, expose, tensor_arg
 from tapegrad.ops.elementwise import Abs, AsType, Exp, Maximum, Sign, StopGradient, Where  # pyright: ignore[reportAssignmentType, reportAttributeAccessIssue]
 from tapegrad.tensor import Tensor
 
@@ -201,18 +201,32 @@ def _out_dtype(out: Tensor, dtype) -> Tensor:
 
 
 def _ddof(ddof, correction, op: str):
-    """NumPy 2's ``correction=`` (the Array API name) folded into ``ddof``.
+    """NumPy 2's ``correction=`` (the Array API name) folded into ``ddof``, checked: a real
+    number ``>= 0`` (an integral float becomes an int; NumPy ints are accepted).
 
     Raises:
-        ValueError: if both are given, or ``correction`` is not a whole number.
+        TypeError: if ``ddof`` or ``correction`` is not a real number (a string, None, a
+            bool, a Tensor).
+        ValueError: if both are given, or the value is negative.
     """
-    if correction is None:
-        return ddof
-    if ddof != 0:
-        raise ValueError(f"{op}: give ddof or correction, not both")
-    if isinstance(correction, float) and correction.is_integer():
-        return int(correction)
-    return correction
+    name = "ddof"
+    if correction is not None:
+        if not (isinstance(ddof, (int, np.integer)) and not isinstance(ddof, bool)
+                and ddof == 0):
+            raise ValueError(f"{op}: give ddof or correction, not both")
+        ddof, name = correction, "correction"
+    if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, (int, float, np.integer,
+                                                                  np.floating)):
+        raise TypeError(f"{op}: {name} must be a real number >= 0, got {ddof!r} "
+                        f"({type(ddof).__name__})")
+    if not 0 <= float(ddof) < math.inf:
+        raise ValueError(
+            f"{op}: {name} must be a non-negative number (a fraction is allowed, as NumPy's "
+            f"and the array API's correction), got {ddof!r}"
+        )
+    if isinstance(ddof, (float, np.floating)):
+        return int(ddof) if float(ddof).is_integer() else float(ddof)
+    return int(ddof)
 
 
 @expose
@@ -250,6 +264,7 @@ class Sum(Function):
             TypeError: if ``axis`` is not None, an int or a tuple of ints; if ``dtype`` is not
                 a dtype or ``out`` is given.
         """
+        keepdims = bool_arg(keepdims, "sum", "keepdims")
         x = x if type(x) is Tensor else tensor_arg(x)
         if dtype is None and out is None:
             return Sum.apply(x, axis=axis, keepdims=keepdims)
@@ -363,6 +378,7 @@ class Mean(Function):
                 an empty set is undefined; NumPy would return NaN with a warning).
             TypeError: for a ``dtype`` that is not a dtype, or a given ``out``.
         """
+        keepdims = bool_arg(keepdims, "mean", "keepdims")
         x = x if type(x) is Tensor else tensor_arg(x)
         if dtype is None and out is None:
             return Mean.apply(x, axis=axis, keepdims=keepdims)
@@ -453,6 +469,7 @@ class Prod(Function):
             >>> tg.grad(tnp.prod)(tg.Tensor([2.0, 0.0, 4.0]))
             Tensor([0., 8., 0.], dtype=float32)
         """
+        keepdims = bool_arg(keepdims, "prod", "keepdims")
         x = _operand(x, "prod")
         if dtype is None and out is None:
             return Prod.apply(x, axis=axis, keepdims=keepdims)
@@ -601,6 +618,7 @@ class Max(Function):
             Tensor([[0. , 0.5, 0.5],
                     [1. , 0. , 0. ]], dtype=float32)
         """
+        keepdims = bool_arg(keepdims, "max", "keepdims")
         _no_out(out, "max")
         return Max.apply(_operand(x, "max"), axis=axis, keepdims=keepdims)
 
@@ -646,6 +664,7 @@ class Min(Function):
             ValueError: if an axis is out of range, or a reduced axis has size 0.
             TypeError: for a given ``out``.
         """
+        keepdims = bool_arg(keepdims, "min", "keepdims")
         _no_out(out, "min")
         return Min.apply(_operand(x, "min"), axis=axis, keepdims=keepdims)
 
@@ -720,6 +739,7 @@ class ArgMax(Function):
                 ``None``) is empty.
             TypeError: if ``axis`` is a tuple (NumPy takes one axis), or ``out`` is given.
         """
+        keepdims = bool_arg(keepdims, "argmax", "keepdims")
         _no_out(out, "argmax")
         return ArgMax.apply(_operand(x, "argmax"), axis=axis, keepdims=keepdims)
 
@@ -757,6 +777,7 @@ class ArgMin(Function):
     @staticmethod
     def api(x, axis=None, out=None, *, keepdims=False) -> Tensor:
         """Indices of the minimum along ``axis`` (see :func:`argmax`); no gradient."""
+        keepdims = bool_arg(keepdims, "argmin", "keepdims")
         _no_out(out, "argmin")
         return ArgMin.apply(_operand(x, "argmin"), axis=axis, keepdims=keepdims)
 
@@ -775,8 +796,10 @@ class ArgMin(Function):
 
 
 def _var_check(op, shape, axes, ddof):
-    real = isinstance(ddof, (numbers.Real, np.integer, np.floating))
-    if isinstance(ddof, (bool, np.bool_)) or not real or not 0 <= float(ddof) < math.inf:
+    if isinstance(ddof, (bool, np.bool_)) or not isinstance(
+            ddof, (numbers.Real, np.integer, np.floating)):
+        raise TypeError(f"{op}: ddof must be a real number >= 0, got {ddof!r}")
+    if not 0 <= float(ddof) < math.inf:
         raise ValueError(
             f"{op}: ddof must be a non-negative number (a fraction is allowed, as NumPy's "
             f"and the array API's correction), got {ddof!r}"
@@ -831,6 +854,7 @@ class Var(Function):
                 ``correction`` are given.
             TypeError: for a ``dtype`` that is not a dtype or is ``bool``, or a given ``out``.
         """
+        keepdims = bool_arg(keepdims, "var", "keepdims")
         x = _operand(x, "var")
         ddof = _ddof(ddof, correction, "var")
         if dtype is None and out is None:
@@ -895,6 +919,7 @@ class Std(Function):
             ValueError: as :func:`var`.
             TypeError: for a ``dtype`` that is not a dtype, or a given ``out``.
         """
+        keepdims = bool_arg(keepdims, "std", "keepdims")
         x = _operand(x, "std")
         ddof = _ddof(ddof, correction, "std")
         if dtype is None and out is None:
@@ -994,6 +1019,7 @@ class LogSumExp(Function):
             Blanchard, Higham and Higham, "Accurately computing the log-sum-exp and
             softmax functions", IMA J. Numer. Anal. 41(4), 2021.
         """
+        keepdims = bool_arg(keepdims, "logsumexp", "keepdims")
         x = _operand(x, "logsumexp", real=True)
         return LogSumExp.apply(x, axis=axis, keepdims=keepdims)
 
@@ -1406,6 +1432,7 @@ class Any(Function):
     def api(x, axis=None, out=None, keepdims=False) -> Tensor:
         """Whether any element over ``axis`` is nonzero; a boolean Tensor with no gradient.
         ``out`` must be None (Tensors are immutable)."""
+        keepdims = bool_arg(keepdims, "any", "keepdims")
         _no_out(out, "any")
         return Any.apply(_operand(x, "any"), axis=axis, keepdims=keepdims)
 
@@ -1438,6 +1465,7 @@ class All(Function):
     def api(x, axis=None, out=None, keepdims=False) -> Tensor:
         """Whether all elements over ``axis`` are nonzero; a boolean Tensor with no gradient.
         ``out`` must be None (Tensors are immutable)."""
+        keepdims = bool_arg(keepdims, "all", "keepdims")
         _no_out(out, "all")
         return All.apply(_operand(x, "all"), axis=axis, keepdims=keepdims)
 

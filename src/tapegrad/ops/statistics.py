@@ -19,7 +19,7 @@ import numpy as np
 
 from tapegrad.function import Function
 from tapegrad.ops._batching import shift_axes
-from tapegrad.ops._registry import expose, tensor_arg
+from tapegrad.ops._registry import bool_arg, expose, tensor_arg
 from tapegrad.ops.elementwise import Where
 from tapegrad.ops.movement import Concatenate
 from tapegrad.ops.reduction import _arg_shape
@@ -97,6 +97,7 @@ class NanArgMax(_NanArg):
 
     @staticmethod
     def api(a, axis=None, out=None, *, keepdims=False) -> Tensor:
+        keepdims = bool_arg(keepdims, "nanargmax", "keepdims")
         return NanArgMax._call(a, axis, out, keepdims)
 
 
@@ -111,6 +112,7 @@ class NanArgMin(_NanArg):
 
     @staticmethod
     def api(a, axis=None, out=None, *, keepdims=False) -> Tensor:
+        keepdims = bool_arg(keepdims, "nanargmin", "keepdims")
         return NanArgMin._call(a, axis, out, keepdims)
 
 
