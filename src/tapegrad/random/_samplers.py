@@ -41,7 +41,7 @@ def _out_dtype(who: str, dtype, params=()) -> np.dtype:
     """``dtype`` checked to be floating, or (``None``) the floating dtype of the Tensor and
     array parameters promoted together (float32 when there are none, as for Python numbers)."""
     if dtype is None:
-        kinds = [p.dtype for p in params if isinstance(p, (Tensor, np.ndarray))
+        kinds = [p.dtype for p in params if isinstance(p, (Tensor, np.ndarray, np.generic))
                  and p.dtype.kind == "f"]
         return np.dtype(np.result_type(*kinds)) if kinds else np.dtype(np.float32)
     try:
