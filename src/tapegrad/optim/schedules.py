@@ -28,7 +28,8 @@ from __future__ import annotations
 import abc
 import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
 import numpy as np
@@ -1135,7 +1136,7 @@ class _TorchScheduler:
         self.optimizer = optimizer
         if base_lr is None:
             base_lr = optimizer.lr if last_epoch == -1 else optimizer.initial_lr
-        self.base_lrs = [base_lr]
+        self.base_lrs: list[float] = [float(base_lr)]  # pyright: ignore[reportArgumentType]
         self.last_epoch = last_epoch
         self._last_lr = [optimizer.lr]
         self.step()
@@ -1207,22 +1208,24 @@ class LambdaLR(_TorchScheduler):
         (0.025, [0.025])
     """
 
-    def __init__(self, optimizer, lr_lambda, last_epoch: int = -1) -> None:
+    def __init__(self, optimizer, lr_lambda: Callable[[int], float] | list,
+                 last_epoch: int = -1) -> None:
         where = "LambdaLR"
         _optimizer(where, optimizer)
-        if isinstance(lr_lambda, (list, tuple)):
-            if len(lr_lambda) != 1:
+        fn = lr_lambda
+        if isinstance(fn, (list, tuple)):
+            if len(fn) != 1:
                 raise ValueError(f"{where}: expected 1 lr_lambda (one parameter group), got "
-                                 f"{len(lr_lambda)}")
-            lr_lambda = lr_lambda[0]
-        if not callable(lr_lambda):
+                                 f"{len(fn)}")
+            fn = fn[0]
+        if not callable(fn):
             raise TypeError(f"{where}: lr_lambda must be callable epoch -> factor, got "
-                            f"{type(lr_lambda).__name__}")
-        self.lr_lambda = lr_lambda
+                            f"{type(fn).__name__}")
+        self.lr_lambda: Callable[[int], Any] = fn
         self._start(optimizer, _last_epoch(where, last_epoch))
 
     def _lr(self) -> float:
-        return self.base_lrs[0] * self.lr_lambda(self.last_epoch)
+        return self.base_lrs[0] * float(self.lr_lambda(self.last_epoch))
 
 
 class MultiStepLR(_TorchScheduler):
@@ -1446,7 +1449,7 @@ class CyclicLR(_TorchScheduler):
         step_size_down: float | None = None,
         mode: str = "triangular",
         gamma: float = 1.0,
-        scale_fn=None,
+        scale_fn: Callable[[float], float] | None = None,
         scale_mode: str = "cycle",
         cycle_momentum: bool = True,
         base_momentum: float = 0.8,
@@ -1475,7 +1478,7 @@ class CyclicLR(_TorchScheduler):
                              f"{scale_mode!r}")
         self.mode = mode
         self.gamma = _number(where, "gamma", gamma)
-        self.scale_fn_custom = scale_fn
+        self.scale_fn_custom: Callable[[float], float] | None = scale_fn
         self.scale_mode = scale_mode if scale_fn is not None else (
             "iterations" if mode == "exp_range" else "cycle")
         self.cycle_momentum = bool(cycle_momentum)
@@ -1491,7 +1494,7 @@ class CyclicLR(_TorchScheduler):
 
     def _scale(self, x: float) -> float:
         if self.scale_fn_custom is not None:
-            return self.scale_fn_custom(x)
+            return float(self.scale_fn_custom(x))
         if self.mode == "triangular":
             return 1.0
         if self.mode == "triangular2":
