@@ -16,7 +16,7 @@ import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad import optim
+from tapegrad import io, optim
 
 STEPS = np.arange(0, 120)
 
@@ -432,7 +432,7 @@ def test_training_with_one_cycle_matches_torch_parameters():
     np.testing.assert_allclose(ours.params["w"].numpy(), p.detach().numpy(), rtol=1e-12)
 
 
-def test_state_dict_resumes_the_schedule():
+def test_state_dict_resumes_the_schedule(tmp_path):
     def make(opt):
         return optim.CyclicLR(opt, 0.01, 0.1, step_size_up=4, mode="triangular2")
 
@@ -446,7 +446,10 @@ def test_state_dict_resumes_the_schedule():
     first = make(part)
     for _ in range(7):
         first.step()
-    saved, opt_saved = first.state_dict(), part.state_dict()
+    io.save(tmp_path / "sched.safetensors", first.state_dict())  # plain Python values
+    saved = io.load(tmp_path / "sched.safetensors")
+    assert saved == first.state_dict()
+    opt_saved = part.state_dict()
     again = optim.SGD({"w": tg.Tensor(np.zeros(1))}, lr=0.1, momentum=0.9)
     resumed = make(again)
     resumed.load_state_dict(saved)

@@ -328,7 +328,7 @@ def bernoulli(key, p=0.5, shape=None) -> Tensor:
     shape = p.shape if shape is None else _shape(shape, who)
     _check_shape(who, shape, p.shape)
     u = _draw(key, "uniform", shape, np.float64, 0.0, 1.0, who)
-    return u < p
+    return (u if p.device == "cpu" else u.to_device(p.device)) < p
 
 
 def randint(key, shape, minval: int, maxval: int, dtype: Any = np.int32) -> Tensor:

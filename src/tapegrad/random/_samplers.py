@@ -103,6 +103,11 @@ def _batch_shape(who: str, shape, *param_shapes) -> tuple:
     return shape
 
 
+def _on(x: Tensor, like: Tensor) -> Tensor:
+    """The draws ``x`` (CPU Tensors) on the device of the parameter ``like``."""
+    return x if like.device == "cpu" else x.to_device(like.device)
+
+
 def _rounded(x: Tensor, dtype: np.dtype) -> Tensor:
     return x if x.dtype == dtype else tnp.astype(x, dtype)
 
@@ -254,7 +259,8 @@ def truncated_normal(key, lower, upper, shape: Any = None, dtype: Any = None) ->
         if np.any(bad):
             raise ValueError(f"{who}: need lower < upper, got lower={lower!r}, upper={upper!r}")
     shape = _batch_shape(who, shape, lo.shape, hi.shape)
-    x = _rounded(_truncated_normal_icdf(_open_uniform(k, shape, who), lo, hi), dtype)
+    u = _on(_open_uniform(k, shape, who), lo)
+    x = _rounded(_truncated_normal_icdf(u, lo, hi), dtype)
     lo_d = tnp.stop_gradient(_rounded(lo, dtype))
     hi_d = tnp.stop_gradient(_rounded(hi, dtype))
     return tnp.clip(x, tnp.nextafter(lo_d, np.inf), tnp.nextafter(hi_d, -np.inf))
@@ -263,7 +269,7 @@ def truncated_normal(key, lower, upper, shape: Any = None, dtype: Any = None) ->
 # -- gamma family -----------------------------------------------------------------------------
 def _log_gamma(who: str, key: Tensor, a: Tensor, shape: tuple) -> Tensor:
     """``log`` of unit-scale gamma samples of shape ``a`` (float64, broadcast to ``shape``)."""
-    return LogGammaincInv.apply(a, _open_uniform(key, shape, who))
+    return LogGammaincInv.apply(a, _on(_open_uniform(key, shape, who), a))
 
 
 _GAMMA_DERIVATIVES = """Derivatives:
@@ -441,7 +447,7 @@ def t(key, df, shape: Any = None, dtype: Any = None) -> Tensor:
     df64 = _real(who, "df", df, _positive)
     shape = _batch_shape(who, shape, df64.shape)
     kn, kg = split(k)
-    n = normal(kn, shape, np.float64)
+    n = _on(normal(kn, shape, np.float64), df64)
     half = df64 * 0.5
     y = _log_gamma(who, kg, half, shape)
     return _rounded(n * tnp.exp(0.5 * (tnp.log(half) - y)), dtype)
@@ -504,7 +510,7 @@ def multivariate_normal(key, mean, cov, shape: Any = None, dtype: Any = None,
     else:
         u, s, _ = tnp.linalg.svd(sigma)
         factor = u * tnp.sqrt(s)[..., None, :]
-    z = normal(k, shape + (n,), np.float64)
+    z = _on(normal(k, shape + (n,), np.float64), mu)
     return _rounded(mu + tnp.matmul(factor, z[..., None])[..., 0], dtype)
 
 
@@ -601,7 +607,7 @@ def categorical(key, logits, axis: int = -1, shape: Any = None, replace: bool = 
     if replace:
         full = list(shape[len(prefix):])
         full.insert(axis, lg.shape[axis])
-        g = gumbel(k, prefix + tuple(full), np.float64)
+        g = _on(gumbel(k, prefix + tuple(full), np.float64), lg)
         lgx = lg.reshape((1,) * len(prefix) + lg.shape)
         return tnp.argmax(g + lgx, axis=axis + len(prefix))
     count = math.prod(prefix)
@@ -609,7 +615,7 @@ def categorical(key, logits, axis: int = -1, shape: Any = None, replace: bool = 
         raise ValueError(
             f"{who}: {count} samples without replacement exceed the {lg.shape[axis]} categories"
         )
-    noisy = tnp.moveaxis(lg + gumbel(k, lg.shape, np.float64), axis, -1)
+    noisy = tnp.moveaxis(lg + _on(gumbel(k, lg.shape, np.float64), lg), axis, -1)
     top = tnp.argsort(-noisy, axis=-1)[..., :count]  # (*batch, count)
     return tnp.moveaxis(top, -1, 0).reshape(shape)
 
@@ -665,7 +671,8 @@ def choice(key, a, shape: Any = (), replace: bool = True, p=None, axis: int = 0)
         if arr is None:
             return Tensor(np.zeros(shape, np.int64))
         out_shape = arr.shape[:axis] + shape + arr.shape[axis + 1:]
-        return tnp.take(arr, Tensor(np.zeros(shape, np.int64)), axis=axis).reshape(out_shape)
+        none = _on(Tensor(np.zeros(shape, np.int64)), arr)
+        return tnp.take(arr, none, axis=axis).reshape(out_shape)
     if n <= 0:
         raise ValueError(f"{who}: a must have at least one entry when samples are drawn")
     if not replace and draws > n:
@@ -684,17 +691,17 @@ def choice(key, a, shape: Any = (), replace: bool = True, p=None, axis: int = 0)
         pr = tnp.stop_gradient(pr)
         if replace:
             cum = tnp.cumsum(pr)
-            u = _draw(k, "uniform", shape, _F64, 0.0, 1.0, who)
+            u = _on(_draw(k, "uniform", shape, _F64, 0.0, 1.0, who), pr)
             r = cum[-1] * (1.0 - u)
             ind = tnp.searchsorted(cum, r)
         else:
-            noisy = gumbel(k, (n,), np.float64) + tnp.log(pr)
+            noisy = _on(gumbel(k, (n,), np.float64), pr) + tnp.log(pr)
             ind = tnp.argsort(-noisy)[:draws].reshape(shape)
         ind = tnp.astype(ind, np.int64)
     if arr is None:
         return ind
     out_shape = arr.shape[:axis] + shape + arr.shape[axis + 1:]
-    return tnp.take(arr, ind.reshape(-1), axis=axis).reshape(out_shape)
+    return tnp.take(arr, _on(ind.reshape(-1), arr), axis=axis).reshape(out_shape)
 
 
 class _Poisson(Function):
@@ -711,8 +718,7 @@ class _Poisson(Function):
 
     @staticmethod
     def forward(ctx, k, lam, shape, dtype):
-        lam = np.broadcast_to(np.asarray(lam if isinstance(lam, np.ndarray) else lam.get(),
-                                         np.float64), shape)
+        lam = np.broadcast_to(np.asarray(lam, np.float64), shape)
         ok = np.isfinite(lam) & (lam >= 0)
         try:
             counts = _generator(k).poisson(np.where(ok, lam, 0.0), size=shape)
@@ -721,8 +727,7 @@ class _Poisson(Function):
                 f"random.poisson: a rate is too large for the sampler (largest "
                 f"{float(lam[ok].max())}); rates up to about 1e18 are supported"
             ) from None
-        out = np.where(ok, counts, -1).astype(dtype)
-        return out if ctx.backend is np else ctx.backend.asarray(out)
+        return np.where(ok, counts, -1).astype(dtype)
 
     @classmethod
     def output_shape(cls, key_shape, lam_shape, shape, dtype):
@@ -763,4 +768,5 @@ def poisson(key, lam, shape: Any = None, dtype: Any = None) -> Tensor:
                  lambda v: "must be >= 0 and finite" if not (np.isfinite(v) & (v >= 0)).all()
                  else None)
     shape = _batch_shape(who, shape, rate.shape)
-    return _Poisson.apply(k, tnp.stop_gradient(rate), shape=shape, dtype=dtype)
+    host = tnp.stop_gradient(rate if rate.device == "cpu" else rate.to_device("cpu"))
+    return _on(_Poisson.apply(k, host, shape=shape, dtype=dtype), rate)
