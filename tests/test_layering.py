@@ -1,5 +1,6 @@
 """Imports point down only (STYLE.md): core <- ops <- numpy <- nn, optim, io; distributed on
-optim; testing beside.
+optim; random (keys and samplers, written with the NumPy and SciPy layers) under nn and
+distributed; testing beside.
 
 Every import is checked, function-level ones included, with no exceptions: the core never
 reaches up to the ops or the NumPy layer (the ops layer attaches Tensor's methods and operators
