@@ -5,7 +5,9 @@ The pure layer follows Optax: a transform has ``init(params) -> opt_state`` and
 gives the new parameters, and ``apply_gradients(tx, grads, opt_state, params)`` does both in one
 faster call. The stateful :class:`Optimizer` family (:class:`SGD`, :class:`Adam`,
 :class:`AdamW`, :class:`RMSprop`, :class:`Adagrad`, :class:`Lion`) keeps PyTorch's API on top
-of it. See ``docs/optim.md``.
+of it, with PyTorch's schedulers (:class:`ReduceLROnPlateau`, :class:`LambdaLR`,
+:class:`MultiStepLR`, :class:`CosineAnnealingWarmRestarts`, :class:`CyclicLR`,
+:class:`OneCycleLR`). See ``docs/optim.md``.
 """
 
 from tapegrad.optim import combinators, schedules, transforms
