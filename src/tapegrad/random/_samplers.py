@@ -688,7 +688,7 @@ def choice(key, a, shape: Any = (), replace: bool = True, p=None, axis: int = 0)
         if pr.shape != (n,):
             raise ValueError(f"{who}: p must have shape ({n},) (one entry per choice), got "
                              f"{pr.shape}")
-        pr = tnp.stop_gradient(pr)
+        pr = pr.detach()
         if replace:
             cum = tnp.cumsum(pr)
             u = _on(_draw(k, "uniform", shape, _F64, 0.0, 1.0, who), pr)
