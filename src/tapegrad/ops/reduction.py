@@ -502,7 +502,8 @@ class ExtremumGrad(Function):
     as ``sum(h * hit / count)`` over the reduced axes (written with tapegrad ops, so every
     order is exact) and nothing to ``x`` or ``out``.
     """
-    batch = axis_rule("axes")  # vmap: the axes move past the batch axis
+    # vmap: the axes (of x, input 1: g has fewer axes without keepdims) move past the batch axis
+    batch = axis_rule("axes", of=1)
 
     oper = "extremum_grad"
     nondiff_argnums = (1, 2)  # piecewise constant in x and out (they only locate the maxima)
