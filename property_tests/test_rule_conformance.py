@@ -275,6 +275,12 @@ def _cases(cls) -> list:
     return s(cls) if s is not None else []
 
 
+# elementwise: the predicate and bitwise tables (no derivative; vmap only)
+@spec(*[ew._GENERATED[p[0]] for p in (*ew.PREDICATES, *ew.BITWISE)])
+def _(cls):
+    return table_spec(cls)
+
+
 # elementwise: arithmetic and friends
 @spec(ew.Add, ew.Sub, ew.Mul, ew.MulNoNan)
 def _(cls):
@@ -386,7 +392,8 @@ def _(cls):
         x[0, 0] = y[0]  # a tie
         return (rng.standard_normal((3, 4)), np.maximum(x, y), y, x == y)
 
-    return [Case(make, {"greater": g, "wrt": w}, label=f"{g}-{w}")
+    # piecewise constant in out, y and ties, with a tie: no finite differences across it
+    return [Case(make, {"greater": g, "wrt": w}, label=f"{g}-{w}", checks=NO_FD)
             for g in (True, False) for w in (0, 1)][: 4 if LONG else 2]
 
 
@@ -501,3 +508,902 @@ def _(cls):
 
     return pick([Case(make(s, a, k), {"axes": a, "keepdims": k}, label=f"{s}-{a}-{k}")
                  for s, a, k in grid], (0, 1, 2))
+
+
+# movement
+SPECS[mv._MovementFunction] = Abstract("base of the movement ops (error messages only)")
+
+
+@spec(mv.Reshape)
+def _(cls):
+    grid = [((3, 4), (4, 3)), ((3, 4), (-1,)), ((2, 3, 4), (6, -1)), ((3, 0), (0, 5)),
+            ((), (1, 1)), ((1, 4), (2, 2))]
+    return pick([Case(arrays((s, U()), t), label=f"{s}->{t}") for s, t in grid], (0, 1, 2))
+
+
+@spec(mv.Transpose)
+def _(cls):
+    grid = [((3, 4), (1, 0)), ((2, 3, 4), (2, 0, 1)), ((2, 3, 4), (-1, 0, -2)),
+            ((3, 4), None), ((2, 3, 4), None), ((1, 0), (1, 0))]
+    return pick([Case(arrays((s, U())), {"axes": a}, label=f"{s}-{a}") for s, a in grid],
+                (0, 2, 3))
+
+
+@spec(mv.BroadcastTo)
+def _(cls):
+    grid = [((4,), (3, 4)), ((3, 1), (3, 4)), ((), (2, 3)), ((1, 4), (2, 3, 4)),
+            ((3, 1), (3, 0))]
+    return pick([Case(arrays((s, U()), t), label=f"{s}->{t}") for s, t in grid], (0, 1, 3))
+
+
+def _index_case(x_shape, template, ints_lo_hi=None, label=""):
+    """A GetItem case: ``template(rng)`` builds a NumPy index (its arrays vary per example)."""
+    key, _ = mv.split_index(template(np.random.default_rng(0)))
+
+    def make(rng):
+        _, arrs = mv.split_index(template(rng))
+        return (rng.uniform(-1, 1, x_shape), *[np.asarray(a) for a in arrs])
+
+    return key, make
+
+
+def _ix(n, shape, rng, dup=False):
+    if dup:
+        return rng.integers(-n, n, shape)
+    return rng.permutation(np.arange(-n, n))[: int(np.prod(shape))].reshape(shape)
+
+
+def _mask(n, k, rng):
+    m = np.zeros(n, bool)
+    m[rng.permutation(n)[:k]] = True
+    return m
+
+
+INDEX_GRID = [
+    ((3, 4), lambda r: (slice(1, None), slice(None, None, -2)), "basic"),
+    ((3, 4), lambda r: (slice(None), _ix(4, (2,), r)), "array on axis 1"),
+    ((3, 4), lambda r: (_ix(3, (2, 1), r), _ix(4, (3,), r)), "broadcast arrays"),
+    ((2, 3, 4), lambda r: (_ix(2, (2,), r, True), slice(None), _ix(4, (2,), r)), "separated"),
+    ((3, 4), lambda r: (_mask(3, 2, r),), "mask"),
+    ((2, 3, 4), lambda r: (None, Ellipsis, 1), "none ellipsis int"),
+    ((2, 3, 4), lambda r: (slice(None), _ix(3, (3,), r, True), slice(1, 3)), "dups middle"),
+    ((3, 0), lambda r: (_ix(3, (2,), r),), "size 0"),
+]
+
+
+@spec(mv.GetItem)
+def _(cls):
+    cases = []
+    for shape, template, label in INDEX_GRID:
+        key, make = _index_case(shape, template)
+        cases.append(Case(make, fn=lambda x, *a, key=key: mv.GetItem.apply(x, *a, key=key),
+                          label=label))
+    return pick(cases, (0, 1, 3, 4))
+
+
+@spec(mv.ScatterAdd)
+def _(cls):
+    cases = []
+    for shape, template, label in INDEX_GRID:
+        key, make0 = _index_case(shape, template)
+
+        def make(rng, make0=make0, key=key, shape=shape):
+            x, *arrs = make0(rng)
+            g = mv.GetItem.apply(tg.Tensor(x), *[tg.Tensor(a) for a in arrs], key=key)
+            return (rng.standard_normal(g.shape), *arrs)
+
+        cases.append(Case(make, fn=lambda g, *a, key=key, shape=shape: mv.ScatterAdd.apply(
+            g, *a, shape=shape, key=key), label=label))
+    return pick(cases, (1, 3, 6))
+
+
+def _scatter_cases(apply, fast=(1, 3, 6), v_sample=U(), x_sample=U()):
+    cases = []
+    for shape, template, label in INDEX_GRID:
+        key, make0 = _index_case(shape, template)
+
+        def make(rng, make0=make0, key=key):
+            x, *arrs = make0(rng)
+            g = mv.GetItem.apply(tg.Tensor(x), *[tg.Tensor(a) for a in arrs], key=key)
+            return (x_sample(rng, x.shape), v_sample(rng, g.shape), *arrs)
+
+        cases.append(Case(make, fn=lambda x, v, *a, key=key: apply(x, v, *a, key=key),
+                          label=label))
+    return pick(cases, fast)
+
+
+@spec(mv.ScatterAddInto)
+def _(cls):
+    return _scatter_cases(mv.ScatterAddInto.apply)
+
+
+@spec(mv.ScatterSet)
+def _(cls):
+    return _scatter_cases(mv.ScatterSet.apply)
+
+
+@spec(mv.ScatterMul)
+def _(cls):
+    return _scatter_cases(mv.ScatterMul.apply, v_sample=AWAY(0.5, 1.5))
+
+
+@spec(mv.ScatterMinMax)
+def _(cls):
+    return [case for op in ("max", "min") for case in _scatter_cases(
+        lambda x, v, *a, key, op=op: mv.ScatterMinMax.apply(x, v, *a, key=key, op=op),
+        fast=(1, 6))]
+
+
+@spec(mv.DuplicatePairs)
+def _(cls):
+    return [Case(arrays(((6,), INT(0, 3))), label="ties"),
+            Case(arrays(((5,), INT(0, 100))), label="distinct"),
+            Case(arrays(((1,), INT(0, 3))), label="one")]
+
+
+@spec(mv.Concatenate)
+def _(cls):
+    grid = [(((3, 4), (3, 2)), 1), (((3, 4), (1, 4), (2, 4)), -2), (((2, 3, 4), (2, 1, 4)), -2),
+            (((3,), (4,)), 0), (((3, 0), (3, 2)), -1)]
+    return pick([Case(arrays(*[(s, U()) for s in shapes]), {"axis": ax}, label=f"{shapes}-{ax}")
+                 for shapes, ax in grid], (0, 1, 2))
+
+
+@spec(mv.Split)
+def _(cls):
+    grid = [((3, 5), (1, 3), 1), ((4, 3), (2,), -2), ((2, 3, 4), (1, 1, 3), -1),
+            ((3, 5), (3, 1), 1), ((4,), (0, 4), 0)]
+    return pick([Case(arrays((s, U()), idx), {"axis": ax}, label=f"{s}-{idx}-{ax}")
+                 for s, idx, ax in grid], (0, 1, 3))
+
+
+@spec(mv.Flip)
+def _(cls):
+    grid = [((3, 4), (1,)), ((3, 4), (-1, 0)), ((2, 3, 4), (0, -2)), ((3, 0), (0,)), ((), ())]
+    return pick([Case(arrays((s, U())), {"axis": a}, label=f"{s}-{a}") for s, a in grid],
+                (0, 1, 2))
+
+
+@spec(mv.Roll)
+def _(cls):
+    grid = [((3, 4), (1,), (1,)), ((3, 4), (-2, 1), (-1, 0)), ((2, 3, 4), 5, None),
+            ((3, 4), (1,), (-2,)), ((3, 0), (1,), (0,))]
+    return pick([Case(arrays((s, U())), {"shift": sh, "axis": a}, label=f"{s}-{sh}-{a}")
+                 for s, sh, a in grid], (0, 1, 2))
+
+
+@spec(mv.Pad)
+def _(cls):
+    cases = [Case(arrays(((3, 4), U())), {"pad_width": ((1, 2), (0, 1)), "mode": m,
+                                          **({"constant_values": 0.5} if m == "constant"
+                                             else {})}, label=m)
+             for m in ("constant", "edge", "reflect", "symmetric", "wrap")]
+    cases.append(Case(arrays(((4,), U())), {"pad_width": ((5, 6),), "mode": "reflect"},
+                      label="long reflect"))
+    return pick(cases, (0, 2, 4))
+
+
+@spec(mv.SlidingWindow)
+def _(cls):
+    grid = [((3, 5), (2,), (1,), (1, 1)), ((3, 5), (2, 3), (0, 1), (1, 1)),
+            ((2, 3, 5), (3,), (-1,), (1, 1, 1)), ((3, 5), (2,), (1,), (1, 2)),
+            ((6,), (2, 2), (0, 0), (1,))]
+    return pick([Case(arrays((s, U())), {"window_shape": w, "axis": a, "step": st},
+                      label=f"{s}-{w}-{a}-{st}") for s, w, a, st in grid], (0, 1, 2))
+
+
+@spec(mv.WindowScatterAdd)
+def _(cls):
+    grid = [((3, 5), (2,), (1,), (1, 1)), ((3, 5), (2, 3), (0, 1), (1, 1)),
+            ((2, 3, 5), (3,), (-1,), (1, 1, 1)), ((3, 5), (2,), (1,), (1, 2))]
+    cases = []
+    for s, w, a, st in grid:
+        out = mv.SlidingWindow.apply(tg.Tensor(np.zeros(s)), window_shape=w, axis=a,
+                                     step=st).shape
+        cases.append(Case(arrays((out, U())), {"in_shape": s, "window_shape": w, "axis": a,
+                                               "step": st}, label=f"{s}-{w}-{a}-{st}"))
+    return pick(cases, (0, 1, 2))
+
+
+@spec(mv.ToDevice)
+def _(cls):
+    return [Case(arrays(((3, 4), U()), "cpu"))]
+
+
+# linalg
+from tapegrad.ops import linalg as la  # noqa: E402
+
+
+def SQ(n=3, batch=()):
+    """Well-conditioned square matrices."""
+    return lambda rng, shape: rng.standard_normal(batch + (n, n)) + 3 * np.eye(n)
+
+
+def SPD(n=3, batch=()):
+    def sample(rng, shape):
+        m = rng.standard_normal(batch + (n, n))
+        return m @ np.swapaxes(m, -1, -2) + n * np.eye(n)
+
+    return sample
+
+
+def NONSYM_PD(n=3, batch=()):
+    """Not symmetric, with a positive-definite symmetric part."""
+    return lambda rng, shape: 0.3 * rng.standard_normal(batch + (n, n)) + 2 * np.eye(n)
+
+
+@spec(la.MatMul)
+def _(cls):
+    grid = [((3, 4), (4, 2), {}), ((3, 4), (4,), {}), ((4,), (4, 2), {}), ((4,), (4,), {}),
+            ((2, 3, 4), (4, 3), {}), ((3, 4), (2, 4, 3), {}), ((4, 3), (4, 2), {"transpose_a": True}),
+            ((3, 4), (2, 4), {"transpose_b": True}), ((3, 0), (0, 2), {})]
+    return pick([Case(arrays((a, U()), (b, U())), p, label=f"{a}@{b}{p}") for a, b, p in grid],
+                (0, 1, 3, 6))
+
+
+@spec(la.Einsum)
+def _(cls):
+    grid = [("ij,jk->ik", ((3, 4), (4, 2))), ("ii->i", ((3, 3),)), ("ij->", ((3, 4),)),
+            ("bij,bjk->bik", ((2, 3, 4), (2, 4, 2))), ("i,j->ij", ((3,), (4,))),
+            ("...ij,j->...i", ((2, 3, 4), (4,))), ("ij,ij->j", ((3, 4), (3, 4)))]
+    return pick([Case(arrays(*[(s, U()) for s in shapes]), {"subscripts": sub}, label=sub)
+                 for sub, shapes in grid], (0, 1, 3, 5))
+
+
+@spec(la.Inv, la.Det, la.SlogDet)
+def _(cls):
+    return pick([Case(arrays((None, SQ(3))), label="3x3"),
+                 Case(arrays((None, SQ(3, (2,)))), label="batch"),
+                 Case(arrays((None, SQ(1))), label="1x1"),
+                 Case(lambda rng: (-SQ(3)(rng, None),), label="negative det")], (0, 1, 3))
+
+
+@spec(la.Solve)
+def _(cls):
+    return pick([Case(arrays((None, SQ(3)), ((3,), U())), label="vector"),
+                 Case(arrays((None, SQ(3)), ((3, 2), U())), label="matrix"),
+                 Case(arrays((None, SQ(3, (2,))), ((2, 3, 2), U())), label="batch"),
+                 Case(arrays((None, SQ(3)), ((2, 3, 2), U())), label="broadcast b")], (0, 1, 3))
+
+
+@spec(la.Cholesky)
+def _(cls):
+    return pick([Case(arrays((None, SPD(3))), {"upper": up}, label=f"spd upper={up}")
+                 for up in (False, True)] +
+                [Case(arrays((None, NONSYM_PD(3))), {"upper": up}, label=f"nonsym upper={up}")
+                 for up in (False, True)] +
+                [Case(lambda rng: (SPD(3)(rng, None) + 1j * _antisym(rng, 3),),
+                      label="complex hermitian")], (0, 3, 4))
+
+
+def _antisym(rng, n):
+    m = 0.3 * rng.standard_normal((n, n))
+    return m - m.T
+
+
+def _gauge_free(v):
+    """Sign- and phase-free functions of eigen/singular vectors (the columns): ``|v|**2``."""
+    return tnp.real(v * tnp.conj(v))
+
+
+@spec(la.Svd)
+def _(cls):
+    def fn(a, full_matrices=False):
+        u, s, vh = la.Svd.apply(a, full_matrices=full_matrices)
+        k = s.shape[-1]
+        outer = u[..., :, :1] * vh[..., :1, :]  # u_1 v_1^H: free of the phase
+        return s, _gauge_free(u[..., :, :k]), _gauge_free(vh[..., :k, :]), outer
+
+    grid = [((3, 4), False), ((4, 3), False), ((3, 3), False), ((2, 3, 4), False),
+            ((4, 3), True)]
+    cases = [Case(arrays((s, U())), {"full_matrices": f}, fn=fn, label=f"{s}-{f}")
+             for s, f in grid]
+    cases.append(Case(lambda rng: (U()(rng, (3, 3)) + 1j * U()(rng, (3, 3)),), fn=fn,
+                      label="complex"))
+    return pick(cases, (0, 1, 5))
+
+
+@spec(la.Eigh)
+def _(cls):
+    def fn(a, UPLO="L"):  # noqa: N803
+        w, v = la.Eigh.apply(a, UPLO=UPLO)
+        return w, _gauge_free(v), v[..., :, :1] * tnp.conj(v[..., :, :1]).swapaxes(-1, -2)
+
+    cases = [Case(arrays((None, SPD(3))), {"UPLO": u}, fn=fn, label=f"sym {u}") for u in "LU"]
+    cases += [Case(arrays(((3, 3), U())), {"UPLO": u}, fn=fn, label=f"nonsym {u}") for u in "LU"]
+    cases.append(Case(lambda rng: (U()(rng, (3, 3)) + 1j * U()(rng, (3, 3)),), fn=fn,
+                      label="complex nonsym"))
+    cases.append(Case(arrays((None, SPD(3, (2,)))), fn=fn, label="batch"))
+    return pick(cases, (0, 2, 3, 4))
+
+
+@spec(la.Eig)
+def _(cls):
+    def fn(a):
+        w, v = la.Eig.apply(a)
+        return w, _gauge_free(v)
+
+    return pick([Case(arrays(((3, 3), U())), fn=fn, label="real"),
+                 Case(lambda rng: (U()(rng, (3, 3)) + 1j * U()(rng, (3, 3)),), fn=fn,
+                      label="complex"),
+                 Case(arrays(((2, 3, 3), U())), fn=fn, label="batch")], (0, 1))
+
+
+@spec(la.Qr)
+def _(cls):
+    grid = [((4, 3), "reduced"), ((3, 4), "reduced"), ((3, 3), "complete"), ((4, 3), "r"),
+            ((2, 4, 3), "reduced")]
+    return pick([Case(arrays((s, U())), {"mode": m}, label=f"{s}-{m}") for s, m in grid],
+                (0, 1, 2))
+
+
+@spec(la.Pinv)
+def _(cls):
+    return pick([Case(arrays((s, U())), label=str(s)) for s in ((3, 4), (4, 3), (3, 3),
+                                                                (2, 3, 4))], (0, 1))
+
+
+# fft
+from tapegrad.ops import fft as ff  # noqa: E402
+
+
+def _cplx(shape):
+    return lambda rng: (rng.uniform(-1, 1, shape) + 1j * rng.uniform(-1, 1, shape),)
+
+
+@spec(ff.Fft)
+def _(cls):
+    grid = [((3, 4), (1,), "backward", False), ((3, 4), (-1, 0), "ortho", True),
+            ((2, 3, 4), (0, -1), "forward", False), ((4,), (0,), "backward", True)]
+    return pick([Case(_cplx(s), {"axes": a, "norm": n, "inverse": i}, label=f"{s}-{a}-{n}-{i}")
+                 for s, a, n, i in grid] +
+                [Case(arrays(((3, 4), U())), {"axes": (1,)}, label="real input")], (0, 1, 4))
+
+
+@spec(ff.Rfft)
+def _(cls):
+    grid = [((3, 4), 1, "backward"), ((3, 5), -1, "ortho"), ((2, 3, 4), 0, "forward"),
+            ((3, 4), -2, "backward")]
+    return pick([Case(arrays((s, U())), {"axis": a, "norm": n}, label=f"{s}-{a}-{n}")
+                 for s, a, n in grid], (0, 1, 3))
+
+
+@spec(ff.Irfft)
+def _(cls):
+    grid = [((3, 3), 1, 4, "backward"), ((3, 3), -1, 5, "ortho"), ((2, 3, 4), 0, 4, "forward"),
+            ((3, 4), -2, 4, "backward")]
+    return pick([Case(_cplx(s), {"axis": a, "n": n, "norm": nm}, label=f"{s}-{a}-{n}-{nm}")
+                 for s, a, n, nm in grid], (0, 1, 3))
+
+
+# sorting and index ops
+from tapegrad.ops import sorting as so  # noqa: E402
+from tapegrad.ops import statistics as stt  # noqa: E402
+
+SPECS[so._IndexFunction] = Abstract("base of the integer-valued ops")
+SPECS[stt._NanArg] = Abstract("base of NanArgMax and NanArgMin")
+
+
+@spec(so.ArgSort)
+def _(cls):
+    return axis_cases(fast=(0, 1, 3)) + [Case(arrays(((3, 4), U())), {"axis": -1,
+                                                                      "kind": "stable"})]
+
+
+@spec(so.ArgPartition)
+def _(cls):
+    return pick([Case(arrays((s, U())), {"kth": k, "axis": a}, label=f"{s}-{k}-{a}")
+                 for s, k, a in [((3, 4), 1, -1), ((3, 4), 2, 0), ((2, 3, 4), 0, -2),
+                                 ((3, 4), -1, 1)]], (0, 1, 2))
+
+
+@spec(so.LexSort)
+def _(cls):
+    return pick([Case(arrays(((3, 4), INT(0, 3)), ((3, 4), U())), {"axis": a}, label=str(a))
+                 for a in (-1, 0, 1)], (0, 1))
+
+
+@spec(so.SearchSorted)
+def _(cls):
+    def sorted_(n):
+        return lambda rng, shape: np.sort(rng.uniform(-1, 1, n))
+
+    return pick([Case(arrays((None, sorted_(5)), ((3, 4), U())), {"side": s}, label=s)
+                 for s in ("left", "right")] +
+                [Case(arrays((None, sorted_(5)), ((), U())), label="scalar v")], (0, 1))
+
+
+@spec(so.NonZero)
+def _(cls):
+    def fixed_count(shape, k):
+        def make(rng):
+            m = np.zeros(int(np.prod(shape)))
+            m[rng.permutation(m.size)[:k]] = rng.uniform(0.5, 1, k)
+            return (m.reshape(shape),)
+
+        return make
+
+    return [Case(fixed_count((3, 4), 5), label="same count"),
+            Case(fixed_count((6,), 2), label="1-d"),
+            Case(arrays(((3, 4), INT(0, 2))), label="varying count")]
+
+
+@spec(so.Unique)
+def _(cls):
+    def perm_of(values):
+        return lambda rng: (rng.permutation(np.asarray(values, float)),)
+
+    return [Case(perm_of([1, 2, 2, 3, 3, 3]), label="same values"),
+            Case(arrays(((6,), INT(0, 3))), label="varying")]
+
+
+@spec(so.IsIn)
+def _(cls):
+    return pick([Case(arrays(((3, 4), INT(0, 5)), ((3,), INT(0, 5))), {"invert": i},
+                      label=f"invert={i}") for i in (False, True)], (0, 1))
+
+
+@spec(so.Bincount)
+def _(cls):
+    return pick([Case(arrays(((6,), INT(0, 4)), ((6,), U())), {"minlength": 5}, label="weights"),
+                 Case(arrays(((6,), INT(0, 4)), None), {"minlength": 5}, label="counts"),
+                 Case(arrays(((0,), INT(0, 4)), ((0,), U())), {"minlength": 3}, label="empty")],
+                (0, 1))
+
+
+@spec(stt.NanArgMax, stt.NanArgMin)
+def _(cls):
+    def with_nan(shape):
+        def make(rng):
+            x = rng.uniform(-1, 1, shape)
+            x[0, 0] = np.nan
+            return (x,)
+
+        return make
+
+    return axis_cases(fast=(0, 1)) + [Case(with_nan((3, 4)), {"axis": 1}, label="nan")]
+
+
+@spec(stt.Roots)
+def _(cls):
+    def real_roots(n):
+        def make(rng):
+            r = np.sort(rng.uniform(-2, 2, n)) + np.arange(n)  # distinct
+            return (np.poly(r) * rng.uniform(0.5, 2),)
+
+        return make
+
+    return [Case(real_roots(3), fn=lambda p: tnp.sort(tnp.real(stt.Roots.apply(p))),
+                 checks=FIRST_ORDER, label="distinct real roots")]
+
+
+# vmap's own stack
+_vmap_mod = importlib.import_module("tapegrad.vmap")
+
+
+@spec(_vmap_mod._Stack)
+def _(cls):
+    return pick([Case(arrays(((3, 4), U()), ((3, 4), U()), ((3, 4), U())), label="three"),
+                 Case(arrays(((), U()), ((), U())), label="0-d"),
+                 Case(arrays(((3, 0), U()), ((3, 0), U())), label="size 0")], (0, 1))
+
+
+# random numbers: functions of the key's bits (no derivative); vmap must draw each example's
+trandom = importlib.import_module("tapegrad.random")
+
+
+def _keys(rng):
+    return (trandom.key(int(rng.integers(0, 2**31))).numpy(),)
+
+
+@spec(trandom._Split)
+def _(cls):
+    return [Case(_keys, fn=lambda k: trandom._Split.apply(k, 3), label="num=3")]
+
+
+@spec(trandom._FoldIn)
+def _(cls):
+    return [Case(lambda rng: (*_keys(rng), np.int64(rng.integers(0, 100))),
+                 fn=lambda k, d: trandom._FoldIn.apply(k, d), label="data")]
+
+
+@spec(trandom._Draw)
+def _(cls):
+    return [Case(_keys, fn=lambda k, kind=kind: trandom._Draw.apply(
+        k, kind, (3, 2), np.dtype(np.float64 if kind != "randint" else np.int64), a, b),
+        label=kind) for kind, a, b in (("uniform", 0.0, 1.0), ("normal", 0.0, 1.0),
+                                       ("randint", 0, 5))]
+
+
+# nn.functional primitives
+from tapegrad.nn import functional as F  # noqa: E402
+
+SPECS[F._Loss] = Abstract("base of the fused losses")
+
+
+@spec(F.Softmax, F.LogSoftmax)
+def _(cls):
+    return axis_cases(fast=(0, 1, 3))
+
+
+spec(F.Gelu)(_gelu_cases)
+
+
+@spec(F.MeanSquaredLoss, F.BinaryCrossEntropyWithLogits, F.HingeLoss)
+def _(cls):
+    y = U(-1, 1) if cls is not F.HingeLoss else (lambda rng, s: rng.choice([-1.0, 1.0], s))
+    return pick([Case(arrays(((3, 4), U()), ((3, 4), y)), {"reduction": r}, label=r)
+                 for r in ("mean", "sum", "none")] +
+                [Case(arrays(((4,), U()), ((), y)), {"reduction": "mean"}, label="scalar target")],
+                (0, 2, 3))
+
+
+@spec(F.BinaryCrossEntropy)
+def _(cls):
+    return pick([Case(arrays(((3, 4), U(0.1, 0.9)), ((3, 4), U(0, 1))), {"reduction": r},
+                      label=r) for r in ("mean", "sum", "none")], (0, 2))
+
+
+def _xent_cases():
+    grid = [((3, 4), (3,), {}), ((3, 4), (3,), {"reduction": "sum", "label_smoothing": 0.1}),
+            ((3, 4), (3,), {"reduction": "none"}), ((2, 3, 4), (2, 3), {"ignore_index": 1}),
+            ((4,), (), {})]
+    return grid
+
+
+@spec(F.CrossEntropy)
+def _(cls):
+    return pick([Case(arrays((ls, U(-2, 2)), (ts, INT(0, 4))), p, label=f"{ls}{p}")
+                 for ls, ts, p in _xent_cases()], (0, 1, 3))
+
+
+@spec(F.CrossEntropyGrad)
+def _(cls):
+    cases = []
+    for ls, ts, p in _xent_cases():
+        gshape = ts if p.get("reduction") == "none" else ()
+        cases.append(Case(arrays((ls, U(-2, 2)), (ts, INT(0, 4)), (gshape, U())), p,
+                          label=f"{ls}{p}"))
+    return pick(cases, (0, 2, 3))
+
+
+@spec(F.Linear)
+def _(cls):
+    return pick([Case(arrays(((3, 4), U()), ((4, 2), U()), ((2,), U())), label="bias"),
+                 Case(arrays(((3, 4), U()), ((4, 2), U()), None), label="no bias"),
+                 Case(arrays(((4,), U()), ((4, 2), U()), ((2,), U())), label="vector")], (0, 1))
+
+
+CONV_GRID = [
+    dict(),
+    dict(stride=(2, 1), padding=(1, 0, 0, 1)),
+    dict(dilation=(1, 2), groups=2),
+]
+
+
+def _conv_shapes(p):
+    groups = p.get("groups", 1)
+    return (2, 2 * groups, 5, 6), (2 * groups, 2, 2, 3)
+
+
+@spec(F.Conv2d)
+def _(cls):
+    cases = []
+    for p in CONV_GRID:
+        xs, ws = _conv_shapes(p)
+        cases.append(Case(arrays((xs, U()), (ws, U()), ((ws[0],), U())), p, label=str(p),
+                          checks=FIRST_ORDER))
+    return pick(cases, (0, 1, 2))
+
+
+def _conv_out(xs, ws, p):
+    return F.Conv2d.apply(tg.Tensor(np.zeros(xs)), tg.Tensor(np.zeros(ws)), **p).shape
+
+
+@spec(F.Conv2dInputGrad)
+def _(cls):
+    cases = []
+    for p in CONV_GRID:
+        xs, ws = _conv_shapes(p)
+        cases.append(Case(arrays((_conv_out(xs, ws, p), U()), (ws, U())),
+                          {"in_hw": xs[2:], **p}, label=str(p), checks=FIRST_ORDER))
+    return pick(cases, (0, 1, 2))
+
+
+@spec(F.Conv2dWeightGrad)
+def _(cls):
+    cases = []
+    for p in CONV_GRID:
+        xs, ws = _conv_shapes(p)
+        cases.append(Case(arrays((xs, U()), (_conv_out(xs, ws, p), U())),
+                          {"kernel": ws[2:], **p}, label=str(p), checks=FIRST_ORDER))
+    return pick(cases, (0, 1, 2))
+
+
+POOL_GRID = [dict(kernel=(2, 2), stride=(2, 2)),
+             dict(kernel=(3, 2), stride=(1, 2), padding=(1, 1, 0, 1))]
+
+
+@spec(F.MaxPool2d)
+def _(cls):
+    return [Case(arrays(((2, 3, 5, 4), U())), p, label=str(p)) for p in POOL_GRID]
+
+
+def _pool_args(p):
+    def make(rng):
+        x = rng.uniform(-1, 1, (2, 3, 5, 4))
+        out = F.MaxPool2d.apply(tg.Tensor(x), **p).numpy()
+        return (rng.standard_normal(out.shape), x, out)
+
+    return make
+
+
+@spec(F.MaxPool2dGrad)
+def _(cls):
+    return [Case(_pool_args(p), p, label=str(p)) for p in POOL_GRID]
+
+
+@spec(F.MaxPool2dGather)
+def _(cls):
+    def make(p):
+        def m(rng):
+            g, x, out = _pool_args(p)(rng)
+            return (rng.standard_normal(x.shape), x, out)
+
+        return m
+
+    return [Case(make(p), p, label=str(p)) for p in POOL_GRID]
+
+
+@spec(F._TakeRows)
+def _(cls):
+    return [Case(arrays(((5, 3), U()), ((2, 3), INT(-5, 5))), label="2-d index"),
+            Case(arrays(((5,), U()), ((4,), INT(0, 5))), label="1-d table")]
+
+
+@spec(F._ScatterRows)
+def _(cls):
+    return [Case(arrays(((2, 3, 4), U()), ((2, 3), INT(-5, 5))), {"rows": 5}, label="2-d"),
+            Case(arrays(((4,), U()), ((4,), INT(0, 5))), {"rows": 5}, label="1-d")]
+
+
+@spec(F.ScaledDotProductAttention)
+def _(cls):
+    return pick([
+        Case(arrays(((3, 4), U()), ((5, 4), U()), ((5, 2), U()), None, None), {"scale": 0.5},
+             label="plain"),
+        Case(arrays(((2, 3, 4), U()), ((2, 5, 4), U()), ((2, 5, 2), U()), ((3, 5), U()),
+                    ((2, 3, 5), U(0, 2))), label="bias and drop"),
+        Case(arrays(((3, 4), U()), ((2, 5, 4), U()), ((5, 2), U()), ((5,), U()), None),
+             label="broadcast"),
+    ], (0, 1, 2))
+
+
+# checkpoint, custom rules, ODE integration: through their public entry points
+ck = importlib.import_module("tapegrad.checkpoint")
+cu = importlib.import_module("tapegrad.custom")
+
+
+def _body(x, y):
+    return tnp.sin(x) * y + tnp.sum(x * x, axis=-1, keepdims=True)
+
+
+@spec(ck.Checkpoint)
+def _(cls):
+    return [Case(arrays(((3, 4), U()), ((4,), U())), fn=tg.checkpoint(_body), label="body")]
+
+
+@spec(ck.PolicyCheckpoint)
+def _(cls):
+    return [Case(arrays(((3, 4), U()), ((4,), U())), fn=tg.checkpoint(_body, save_only={"sin"}),
+                 label="save sin"),
+            Case(arrays(((3, 4), U()), ((4,), U())), fn=tg.checkpoint(_body, budget_bytes=64),
+                 label="budget")]
+
+
+@cu.custom_vjp
+def _clip_gradient(x, y):
+    return tnp.tanh(x) * y
+
+
+def _clip_fwd(x, y):
+    return _clip_gradient(x, y), (x, y)
+
+
+def _clip_bwd(res, g):
+    x, y = res
+    t = tnp.tanh(x)
+    return g * (1 - t * t) * y, tnp.sum(g * t, axis=0)
+
+
+_clip_gradient.defvjp(_clip_fwd, _clip_bwd)
+
+
+@spec(cu._CustomVJPFunction)
+def _(cls):
+    return [Case(arrays(((3, 4), U()), ((4,), U())), fn=_clip_gradient, label="tanh * y",
+                 checks=("vmap", "jacrev", "vmap_grad", "fd"))]
+
+
+# scipy
+from tapegrad.scipy import _base as sb  # noqa: E402
+from tapegrad.scipy import integrate as si  # noqa: E402
+from tapegrad.scipy import linalg as sl  # noqa: E402
+from tapegrad.scipy import signal as ss  # noqa: E402
+from tapegrad.scipy import special as sp  # noqa: E402
+from tapegrad.scipy.stats import _util as su  # noqa: E402
+
+SPECS[sb.Elementwise] = Abstract("base of the scipy.special primitives")
+SPECS[sl._MatrixFunction] = Abstract("base of expm, logm and sqrtm")
+
+#: Domains of the scipy.special primitives, one sampler per argument; ``None`` marks an
+#: argument that is not differentiated (an order), with its sampler after it.
+SPECIAL_DOMAINS: dict = {
+    sp.Gamma: (U(0.5, 3),), sp.Gammaln: (U(0.5, 3),), sp.Digamma: (U(0.5, 3),),
+    sp.Polygamma: (INT(0, 3), U(0.5, 3)), sp.Rgamma: (U(0.5, 3),),
+    sp.Multigammaln: (U(2.0, 4.0),),
+    sp.Beta: (U(0.5, 3), U(0.5, 3)), sp.Betaln: (U(0.5, 3), U(0.5, 3)),
+    sp.BetaincPartial: (U(0.5, 3), U(0.5, 3), U(0.1, 0.9)),
+    sp.Betainc: (U(0.5, 3), U(0.5, 3), U(0.1, 0.9)),
+    sp.GammaincPartial: (U(0.5, 3), U(0.1, 3)),
+    sp.Gammainc: (U(0.5, 3), U(0.1, 3)), sp.Gammaincc: (U(0.5, 3), U(0.1, 3)),
+    sp.Erfinv: (U(-0.9, 0.9),), sp.Erfcinv: (U(0.1, 1.9),), sp.Logit: (U(0.1, 0.9),),
+    sp.Ndtr: (U(-2, 2),), sp.LogNdtr: (U(-2, 2),), sp.Ndtri: (U(0.1, 0.9),),
+    sp.Xlogy: (U(-2, 2), U(0.2, 3)), sp.Xlog1py: (U(-2, 2), U(-0.8, 3)),
+    sp.Entr: (U(0.1, 2),),
+    sp.I0: (U(-2, 2),), sp.I0e: (AWAY(0.2, 2),), sp.I1: (U(-2, 2),), sp.I1e: (AWAY(0.2, 2),),
+    sp.Iv: (U(0.5, 2.5), U(0.5, 2)), sp.Ive: (U(0.5, 2.5), AWAY(0.5, 2)),
+    sp.J0: (U(0.5, 3),), sp.J1: (U(0.5, 3),), sp.Jn: (INT(0, 3), U(0.5, 3)),
+    sp.Y0: (U(0.5, 3),), sp.Y1: (U(0.5, 3),), sp.Yn: (INT(0, 3), U(0.5, 3)),
+}
+SPECIAL_PARAMS: dict = {sp.Multigammaln: {"d": 3}, sp.BetaincPartial: {"i": 1, "j": 0},
+                        sp.GammaincPartial: {"k": 1}}
+
+
+def _special_cases(cls):
+    doms = SPECIAL_DOMAINS[cls]
+    params = SPECIAL_PARAMS.get(cls, {})
+    diff = tuple(i for i, d in enumerate(cls.derivs) if not isinstance(d, sb.NoDerivative))
+    shapes = [((3, 4), (4,), (3, 1)), ((1, 4), (3, 1), ()), ((), (3,), (3,)),
+              ((3, 0), (1,), (0,))]
+    cases = []
+    for sh in shapes:
+        make = arrays(*[(s, d) for s, d in zip(sh, doms)])
+        cases.append(Case(make, params, label=str(sh[:len(doms)]),
+                          fn=_with_argnums(cls, diff, params)))
+    slow = cls in (sp.BetaincPartial, sp.Betainc, sp.GammaincPartial, sp.Gammainc,
+                   sp.Gammaincc)
+    return pick(cases, (0,) if slow else (0, 1))
+
+
+def _with_argnums(cls, diff, params):
+    """The primitive, with the arguments it has no derivative in marked for check_rule."""
+
+    def fn(*a):
+        return cls.apply(*a, **params)
+
+    fn.argnums = diff
+    return fn
+
+
+for _c in SPECIAL_DOMAINS:
+    SPECS[_c] = _special_cases
+
+
+@spec(si.ODEInt)
+def _(cls):
+    def f(y, t, k):
+        return -k * y + tnp.sin(t)
+
+    def fn(y0, k):
+        return si.odeint(f, y0, tnp.asarray([0.0, 0.3, 0.7]), k, rtol=1e-10, atol=1e-10)
+
+    return [Case(arrays(((3,), U(0.5, 1.5)), ((3,), U(0.5, 1.5))), fn=fn, label="decay",
+                 checks=FIRST_ORDER, tol=(1e-6, 1e-5))]
+
+
+def _triangular(lower, batch=()):
+    def sample(rng, shape):
+        m = rng.uniform(-1, 1, batch + (3, 3)) + 3 * np.eye(3)
+        return np.tril(m) if lower else np.triu(m)
+
+    return sample
+
+
+@spec(sl.SolveTriangular)
+def _(cls):
+    grid = [(False, 0, False, (3,)), (True, 1, False, (3, 2)), (True, 2, True, (3,)),
+            (False, 0, True, (3, 2))]
+    return pick([Case(arrays((None, _triangular(lo)), (bs, U())),
+                      {"lower": lo, "trans": tr, "unit_diagonal": ud},
+                      label=f"lower={lo} trans={tr} unit={ud} {bs}")
+                 for lo, tr, ud, bs in grid], (0, 1, 2))
+
+
+@spec(sl.CholeskyFactor)
+def _(cls):
+    return [Case(arrays((None, SPD(3))), {"lower": lo}, label=f"lower={lo}")
+            for lo in (False, True)] + [
+        Case(arrays((None, NONSYM_PD(3))), fn=lambda a: sl.cholesky(a, lower=True),
+             label="public, non-symmetric")]
+
+
+@spec(sl.SolveSylvester)
+def _(cls):
+    return [Case(arrays((None, SQ(3)), (None, SQ(3)), ((3, 3), U())), label="3x3"),
+            Case(arrays((None, SQ(2)), (None, SQ(3)), ((2, 3), U())), label="2x3")]
+
+
+@spec(sl.Expm)
+def _(cls):
+    return [Case(arrays(((3, 3), U(-0.5, 0.5))), label="3x3"),
+            Case(arrays(((2, 3, 3), U(-0.5, 0.5))), label="batch")][: 2 if LONG else 1]
+
+
+@spec(sl.Logm, sl.Sqrtm)
+def _(cls):
+    return [Case(arrays((None, SPD(3))), label="spd"),
+            Case(arrays((None, NONSYM_PD(3))), label="non-symmetric")][: 2 if LONG else 1]
+
+
+@spec(ss.Convolve, ss.Correlate)
+def _(cls):
+    grid = [((5,), (3,), "full"), ((5,), (3,), "valid"), ((3, 4), (2, 2), "same"),
+            ((3,), (5,), "full")]
+    return pick([Case(arrays((a, U()), (b, U())), {"mode": m}, label=f"{a}{b}{m}")
+                 for a, b, m in grid], (0, 1, 2))
+
+
+@spec(su.CheckValues)
+def _(cls):
+    def pos(v):
+        return v > 0
+
+    return [Case(arrays(((3, 4), U()), ((4,), U(0.5, 1))), fn=lambda x, y: su.CheckValues.apply(
+        x, y, preds=(None, pos), messages=("", "y must be positive")), label="passes"),
+        Case(arrays(((3, 4), U()), ((4,), U(-1, -0.5))), fn=lambda x, y: su.CheckValues.apply(
+            x, y, preds=(None, pos), messages=("", "y must be positive")), label="raises")]
+
+
+# -- the tests -------------------------------------------------------------------------------
+def _is_module_level(cls) -> bool:
+    """Defined at module level (not made at run time, such as a ``custom_vjp`` function or a
+    named ``CheckValues``, which are instances of their base's rules)."""
+    import sys
+
+    return getattr(sys.modules.get(cls.__module__), cls.__name__, None) is cls
+
+
+PRIMITIVES = [c for c in all_primitives() if _is_module_level(c)]
+
+
+def test_every_primitive_has_a_spec():
+    """A primitive added without conformance cases fails here (and never passes silently)."""
+    missing = [qualname(c) for c in PRIMITIVES if c not in SPECS and not hasattr(c, "row")]
+    assert not missing, ("primitives with no conformance spec in "
+                         f"property_tests/test_rule_conformance.py: {missing}")
+    empty = [qualname(c) for c in PRIMITIVES
+             if not isinstance(SPECS.get(c), Abstract) and not _cases(c)]
+    assert not empty, f"primitives whose spec gives no case: {empty}"
+    abstract_leaves = [qualname(c) for c in PRIMITIVES if isinstance(SPECS.get(c), Abstract)
+                       and not c.__subclasses__()]
+    assert not abstract_leaves, f"marked abstract but never subclassed: {abstract_leaves}"
+
+
+def _params():
+    out = []
+    for cls in sorted(PRIMITIVES, key=qualname):
+        for i, case in enumerate(_cases(cls)):
+            out.append(pytest.param(cls, case, id=f"{qualname(cls)}-{i}-{case.label}"))
+    return out
+
+
+@pytest.mark.parametrize("cls, case", _params())
+def test_rules_agree(cls, case):
+    rng = np.random.default_rng(zlib.crc32(f"{qualname(cls)}{case.label}".encode()))
+    args = case.make(rng)
+    examples = [args, case.make(rng)]
+    fn = cls if case.fn is None else case.fn
+    check_rule(fn, args, case.params if case.fn is None else {}, checks=case.checks,
+               argnums=getattr(fn, "argnums", None), examples=examples,
+               atol=case.tol[0], rtol=case.tol[1])

@@ -35,7 +35,7 @@ from tapegrad import ops as _ops
 from tapegrad import random as _random
 from tapegrad.backend import backend_of
 from tapegrad.function import Function
-from tapegrad.ops._batching import align, per_example_ndim
+from tapegrad.ops._batching import align, per_example_ndim, shift_axes
 from tapegrad.tensor import Tensor, all_values
 
 __all__ = [
@@ -200,8 +200,9 @@ def _normalize_batch(cls, args, batched, size, axis=-1):
     (x,) = args
     nd = x.ndim - 1
     if nd == 0:
+        _axis(x[0], axis, cls.oper)  # 0 and -1 only, as for one example
         return tnp.reshape(cls.apply(tnp.reshape(x, (size, 1)), axis=1), (size,))
-    return cls.apply(x, axis=axis % nd + 1)
+    return cls.apply(x, axis=shift_axes(axis, nd, cls.oper))
 
 
 class Softmax(Function):

@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover - NumPy < 1.25
     from numpy import AxisError  # pyright: ignore[reportAttributeAccessIssue]
 
 __all__ = [
-    "elementwise", "axis_rule", "per_example_ndim", "shift_axes", "example_axis", "batch_all",
+    "elementwise", "scaled_cotangent", "axis_rule", "per_example_ndim", "shift_axes", "example_axis", "batch_all",
     "align", "AxisError",
 ]
 
@@ -68,6 +68,22 @@ def _elementwise_rule(cls, args, batched, size, **params):
 #: The batching rule of an elementwise op (its inputs broadcast like a ufunc's); use as
 #: ``batch = elementwise`` in the class body.
 elementwise = classmethod(_elementwise_rule)
+
+
+def _scaled_cotangent_rule(cls, args, batched, size, **params):
+    g = args[0]
+    if not batched[0] and any(batched[1:]) and isinstance(g, Tensor):
+        # the output has g's shape: a batch that reaches it only through the other inputs
+        # (a derivative constant in them) must still appear in it
+        args = [g.reshape((1,) + g.shape).broadcast_to((size,) + g.shape), *args[1:]]
+        batched = (True, *batched[1:])
+    return _elementwise_rule(cls, args, batched, size, **params)
+
+
+#: The batching rule of an elementwise op whose output has the shape of its first input, the
+#: cotangent ``g`` (a backward rule such as ``g * f'(x)``): as :data:`elementwise`, with ``g``
+#: given the batch axis when only the other inputs have it.
+scaled_cotangent = classmethod(_scaled_cotangent_rule)
 
 
 def example_axis(axis, ndim: int, op: str = "") -> int:
