@@ -1252,7 +1252,7 @@ SPECIAL_DOMAINS: dict = {
     sp.Xlogy: (U(-2, 2), U(0.2, 3)), sp.Xlog1py: (U(-2, 2), U(-0.8, 3)),
     sp.Entr: (U(0.1, 2),),
     sp.I0: (U(-2, 2),), sp.I0e: (AWAY(0.2, 2),), sp.I1: (U(-2, 2),), sp.I1e: (AWAY(0.2, 2),),
-    sp.Iv: (U(0.5, 2.5), U(0.5, 2)), sp.Ive: (U(0.5, 2.5), AWAY(0.5, 2)),
+    sp.Iv: (U(0.5, 2.5), U(0.5, 2)), sp.Ive: (U(0.5, 2.5), U(0.5, 2)),
     sp.J0: (U(0.5, 3),), sp.J1: (U(0.5, 3),), sp.Jn: (INT(0, 3), U(0.5, 3)),
     sp.Y0: (U(0.5, 3),), sp.Y1: (U(0.5, 3),), sp.Yn: (INT(0, 3), U(0.5, 3)),
 }
@@ -1312,12 +1312,17 @@ def _triangular(lower, batch=()):
 
 @spec(sl.SolveTriangular)
 def _(cls):
-    grid = [(False, 0, False, (3,)), (True, 1, False, (3, 2)), (True, 2, True, (3,)),
+    grid = [(False, 0, False, (3,)), (True, 1, False, (3, 2)), (True, 1, True, (3,)),
             (False, 0, True, (3, 2))]
-    return pick([Case(arrays((None, _triangular(lo)), (bs, U())),
-                      {"lower": lo, "trans": tr, "unit_diagonal": ud},
-                      label=f"lower={lo} trans={tr} unit={ud} {bs}")
-                 for lo, tr, ud, bs in grid], (0, 1, 2))
+    cases = [Case(arrays((None, _triangular(lo)), (bs, U())),
+                  {"lower": lo, "trans": tr, "unit_diagonal": ud},
+                  label=f"lower={lo} trans={tr} unit={ud} {bs}")
+             for lo, tr, ud, bs in grid]
+    cases.append(Case(lambda rng: (_triangular(True)(rng, None) * (1 + 0.5j),
+                                   U()(rng, (3,)) + 0j),
+                      fn=lambda a, b: sl.solve_triangular(a, b, trans="C", lower=True),
+                      label="public, trans C, complex"))
+    return pick(cases, (0, 1, 2, 4))
 
 
 @spec(sl.CholeskyFactor)
