@@ -79,6 +79,7 @@ class Case(NamedTuple):
     checks: tuple | None = None
     tol: tuple = (1e-8, 1e-6)
     label: str = ""
+    raises: type | None = None  # the error the case must raise (and vmap with it)
 
 
 class Abstract(NamedTuple):
@@ -170,27 +171,43 @@ AXES_GRID = [
     ((4,), 0, False),
     ((4,), -1, True),
     ((), None, False),
+    ((3, 4), 2, False),  # out of range: the op and every vmap of it raise
+    ((3, 4), (0, -3), True),
 ]
+#: The rows of AXES_GRID whose axis is out of range.
+_BAD_AXES = {((3, 4), 2), ((3, 4), (0, -3))}
 
 
-def reduction_cases(sample=U(), fast=(0, 1, 2, 3), checks=None, extra=None, nonempty=False,
+def _empty_reduction(shape, axis) -> bool:
+    axes = range(len(shape)) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
+    return any(shape[a] == 0 for a in axes)
+
+
+def reduction_cases(sample=U(), fast=(0, 1, 2, 3, 18), checks=None, extra=None, nonempty=False,
                     tol=(1e-8, 1e-6)):
+    """The AXES_GRID cases; ``nonempty``: a reduction over a size-0 axis raises ValueError."""
     cases = []
     for shape, axis, keepdims in AXES_GRID:
         params = {"axis": axis, "keepdims": keepdims, **(extra or {})}
+        bad = (shape, axis) in _BAD_AXES or (nonempty and _empty_reduction(shape, axis))
         cases.append(Case(arrays((shape, sample)), params, checks=checks, tol=tol,
-                          label=f"{shape}-{axis}-{keepdims}"))
+                          label=f"{shape}-{axis}-{keepdims}", raises=ValueError if bad else None))
     return pick(cases, fast)
 
 
 SINGLE_AXIS = [((3, 4), 1), ((3, 4), -1), ((2, 3, 4), 0), ((2, 3, 4), -2), ((1, 4), 0),
-               ((3, 0), 1), ((4,), 0), ((3, 4), -2)]
+               ((3, 0), 1), ((4,), 0), ((3, 4), -2), ((3, 4), 2), ((4,), -2)]
+_BAD_AXIS = {((3, 4), 2), ((4,), -2)}
 
 
-def axis_cases(sample=U(), fast=(0, 1, 3), checks=None, extra=None, key="axis",
-               tol=(1e-8, 1e-6)):
+def axis_cases(sample=U(), fast=(0, 1, 3, 8), checks=None, extra=None, key="axis",
+               tol=(1e-8, 1e-6), nonempty=False):
+    """The SINGLE_AXIS cases; ``nonempty``: an op over a size-0 axis raises ValueError."""
     cases = [Case(arrays((shape, sample)), {key: axis, **(extra or {})}, checks=checks,
-                  tol=tol, label=f"{shape}-{axis}") for shape, axis in SINGLE_AXIS]
+                  tol=tol, label=f"{shape}-{axis}",
+                  raises=ValueError if (shape, axis) in _BAD_AXIS or (
+                      nonempty and _empty_reduction(shape, axis)) else None)
+             for shape, axis in SINGLE_AXIS]
     return pick(cases, fast)
 
 
@@ -399,7 +416,7 @@ def _(cls):
 
 @spec(ew.UnaryGrad)
 def _(cls):
-    rows = [ew.Sin.row, ew.Log.row, ew.Sqrt.row, ew.Tanh.row, ew.Floor.row]
+    rows = [ew.Sin.row, ew.Log.row, ew.Sqrt.row, ew.Tanh.row, ew.Deg2rad.row]
 
     def make(row):
         def m(rng):
@@ -440,7 +457,7 @@ def _(cls):
 
 
 # reductions
-@spec(rd.Sum, rd.Mean, rd.Prod, rd.LogSumExp, rd.Norm2, rd.Any, rd.All)
+@spec(rd.Sum, rd.Prod, rd.LogSumExp, rd.Norm2, rd.Any, rd.All)
 def _(cls):
     return reduction_cases()
 
@@ -450,20 +467,20 @@ def _(cls):
     return reduction_cases(AWAY(), extra={"p": 3.0}, fast=(0, 2))
 
 
-@spec(rd.Max, rd.Min)
+@spec(rd.Max, rd.Min, rd.Mean)
 def _(cls):
-    return reduction_cases()
+    return reduction_cases(nonempty=True)
 
 
 @spec(rd.Var, rd.Std)
 def _(cls):
-    return reduction_cases(fast=(0, 1, 2)) + [
+    return reduction_cases(fast=(0, 1, 2), nonempty=True) + [
         Case(arrays(((3, 4), U())), {"axis": 1, "ddof": 1}, label="ddof")]
 
 
 @spec(rd.ArgMax, rd.ArgMin)
 def _(cls):
-    return axis_cases(fast=(0, 1, 3)) + [Case(arrays(((3, 4), U())), {"axis": None,
+    return axis_cases(fast=(0, 1, 3), nonempty=True) + [Case(arrays(((3, 4), U())), {"axis": None,
                                                                       "keepdims": True})]
 
 
@@ -833,8 +850,8 @@ def _(cls):
 def _(cls):
     grid = [((4, 3), "reduced"), ((3, 4), "reduced"), ((3, 3), "complete"), ((4, 3), "r"),
             ((2, 4, 3), "reduced")]
-    return pick([Case(arrays((s, U())), {"mode": m}, label=f"{s}-{m}") for s, m in grid],
-                (0, 1, 2))
+    return pick([Case(arrays((s, U())), {"mode": m}, label=f"{s}-{m}",
+                      raises=ValueError if m == "r" else None) for s, m in grid], (0, 1, 2, 3))
 
 
 @spec(la.Pinv)
@@ -870,7 +887,7 @@ def _(cls):
 
 @spec(ff.Irfft)
 def _(cls):
-    grid = [((3, 3), 1, 4, "backward"), ((3, 3), -1, 5, "ortho"), ((2, 3, 4), 0, 4, "forward"),
+    grid = [((3, 3), 1, 4, "backward"), ((3, 3), -1, 5, "ortho"), ((3, 3, 4), 0, 4, "forward"),
             ((3, 4), -2, 4, "backward")]
     return pick([Case(_cplx(s), {"axis": a, "n": n, "norm": nm}, label=f"{s}-{a}-{n}-{nm}")
                  for s, a, n, nm in grid], (0, 1, 3))
@@ -961,7 +978,8 @@ def _(cls):
 
         return make
 
-    return axis_cases(fast=(0, 1)) + [Case(with_nan((3, 4)), {"axis": 1}, label="nan")]
+    return axis_cases(fast=(0, 1), nonempty=True) + [Case(with_nan((3, 4)), {"axis": 1},
+                                                          label="nan")]
 
 
 @spec(stt.Roots)
@@ -1070,8 +1088,11 @@ def _(cls):
 @spec(F.Linear)
 def _(cls):
     return pick([Case(arrays(((3, 4), U()), ((4, 2), U()), ((2,), U())), label="bias"),
-                 Case(arrays(((3, 4), U()), ((4, 2), U()), None), label="no bias"),
-                 Case(arrays(((4,), U()), ((4, 2), U()), ((2,), U())), label="vector")], (0, 1))
+                 Case(arrays(((2, 3, 4), U()), ((4, 2), U()), ((2,), U())), label="3-d"),
+                 Case(arrays(((3, 4), U()), ((4, 2), U()), None), label="no bias",
+                      raises=ValueError),
+                 Case(arrays(((4,), U()), ((4, 2), U()), ((2,), U())), label="vector",
+                      raises=ValueError)], (0, 2, 3))
 
 
 CONV_GRID = [
@@ -1410,5 +1431,5 @@ def test_rules_agree(cls, case):
     examples = [args, case.make(rng)]
     fn = cls if case.fn is None else case.fn
     check_rule(fn, args, case.params if case.fn is None else {}, checks=case.checks,
-               argnums=getattr(fn, "argnums", None), examples=examples,
+               argnums=getattr(fn, "argnums", None), examples=examples, raises=case.raises,
                atol=case.tol[0], rtol=case.tol[1])

@@ -1445,6 +1445,8 @@ class Linear(Function):
 
     @staticmethod
     def forward(ctx, x, w, b):
+        if x.ndim < 2 or getattr(b, "ndim", None) != 1:
+            Linear.output_shape(x.shape, w.shape, getattr(b, "shape", b))  # the clear error
         ctx.save_for_backward(x, w)
         out = x @ w
         out += b  # ``out`` is this op's own fresh array; no input is touched
@@ -1474,6 +1476,8 @@ class Linear(Function):
     def batch(args, batched, size):
         x, w, b = args
         bx, bw, bb = batched
+        Linear.output_shape(_example_shape(x, bx), _example_shape(w, bw),  # one example's
+                            None if b is None else _example_shape(b, bb))  # contract
         if not (bw or bb):  # shared weights: the batch merged into the rows, one BLAS call
             rows = x.shape[:-1]
             out = Linear.apply(tnp.reshape(x, (math.prod(rows), x.shape[-1])), w, b)
@@ -1488,7 +1492,8 @@ class Linear(Function):
 
     @classmethod
     def output_shape(cls, x, w, b):
-        if len(x) < 2 or len(w) != 2 or x[-1] != w[0] or tuple(b) != (w[1],):
+        if (len(x) < 2 or len(w) != 2 or x[-1] != w[0] or not isinstance(b, tuple)
+                or tuple(b) != (w[1],)):
             raise ValueError(
                 f"linear: input {x}, weight {w} and bias {b} do not fit; need input (..., in) "
                 "with at least 2 dimensions, weight (in, out) and bias (out,)"

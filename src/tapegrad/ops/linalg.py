@@ -1661,6 +1661,9 @@ class Qr(Function):
 
     @staticmethod
     def forward(ctx, a, mode="reduced"):
+        if mode not in ("reduced", "complete"):  # the public qr maps 'r' to 'reduced'
+            raise ValueError(f"qr: the primitive takes mode 'reduced' or 'complete', got "
+                             f"{mode!r}")
         _qr_shapes(a.shape, mode)
         _check_float(a, "qr")
         xp = ctx.backend

@@ -49,10 +49,13 @@ class _Failure(Exception):
 
 
 def _as_value(a):
-    """A positional argument as ``check_rule`` uses it: arrays and Tensors become float64 (or
-    complex128) Tensors; integer and boolean arrays keep their dtype; other values stay."""
+    """A positional argument as ``check_rule`` uses it: arrays, NumPy scalars and Tensors
+    become Tensors (floating ones float64 or complex128; integer and boolean ones keep their
+    dtype); other values (Python numbers, tuples, None) stay, static."""
     if isinstance(a, Tensor):
         a = a.numpy()
+    if isinstance(a, np.generic):  # a NumPy scalar (a 0-d reduction's result) is an array
+        a = np.asarray(a)
     if isinstance(a, np.ndarray):
         if a.dtype.kind == "f":
             a = a.astype(np.float64)
@@ -442,6 +445,7 @@ def check_rule(
     in_axes: Sequence[int] = (0, 1, -1),
     examples: Sequence[Sequence] | None = None,
     batch_size: int = 2,
+    raises: type | None = None,
     atol: float = 1e-8,
     rtol: float = 1e-6,
     seed: int = 0,
@@ -479,6 +483,9 @@ def check_rule(
             together on axis 0 and on the last axis.
         examples: ``batch_size`` tuples like ``args``, the examples of the batch.
         batch_size: The number of examples when ``examples`` is not given.
+        raises: An exception type ``fn`` must raise on ``args`` (an axis out of range, a
+            reduction over an empty axis): then only the ``vmap`` checks run, each of which
+            must raise it too. Without it, an error on ``args`` is a failure.
         atol, rtol: Tolerances of every comparison (``atol`` is scaled by the largest
             magnitude of the reference when that exceeds 1).
         seed: Seed of the random examples, weights and projections.
@@ -532,6 +539,19 @@ def check_rule(
         if any(len(ex) != len(args) for ex in exs):
             raise ValueError("check_rule: each example needs one entry per argument")
     checker = _Checker(f, args, exs, name, atol, rtol, seed)
+    _, err = _run(f, args)
+    desc = ", ".join(f"{k}={v!r}" for k, v in params.items())
+    who = f"check_rule({name}{', ' + desc if desc else ''})"
+    if raises is None and err is not None:
+        raise AssertionError(f"{who}: the function raised {_describe(err)} on args; give "
+                             "valid arguments, or raises= when the error is what is checked")
+    if raises is not None:
+        if err is None:
+            raise AssertionError(f"{who}: expected {raises.__name__}, but the function "
+                                 "returned a value")
+        if not isinstance(err, raises):
+            raise AssertionError(f"{who}: expected {raises.__name__}, got {_describe(err)}")
+        checks = tuple(c for c in checks if c == "vmap")  # every vmap must raise it too
     with np.errstate(all="ignore"):
         if "vmap" in checks:
             checker.vmap_checks(tuple(in_axes))
@@ -542,6 +562,5 @@ def check_rule(
         shown = "\n  ".join(checker.failures[:20])
         more = len(checker.failures) - 20
         extra = f"\n  ... and {more} more" if more > 0 else ""
-        desc = ", ".join(f"{k}={v!r}" for k, v in params.items())
-        raise AssertionError(f"check_rule({name}{', ' + desc if desc else ''}): "
-                             f"{len(checker.failures)} failed check(s):\n  {shown}{extra}")
+        raise AssertionError(f"{who}: {len(checker.failures)} failed check(s):\n  "
+                             f"{shown}{extra}")
