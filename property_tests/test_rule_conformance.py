@@ -97,6 +97,9 @@ def U(lo=-1.0, hi=1.0):
     return lambda rng, shape: rng.uniform(lo, hi, shape)
 
 
+UNIT = U()  # the default sampler: uniform in [-1, 1)
+
+
 def AWAY(lo=0.2, hi=1.0):
     """Floats with ``lo <= |v| < hi`` and random signs (away from a kink at 0)."""
     return lambda rng, shape: rng.uniform(lo, hi, shape) * rng.choice([-1.0, 1.0], shape)
@@ -183,7 +186,7 @@ def _empty_reduction(shape, axis) -> bool:
     return any(shape[a] == 0 for a in axes)
 
 
-def reduction_cases(sample=U(), fast=(0, 1, 2, 3, 18), checks=None, extra=None, nonempty=False,
+def reduction_cases(sample=UNIT, fast=(0, 1, 2, 3, 18), checks=None, extra=None, nonempty=False,
                     tol=(1e-8, 1e-6)):
     """The AXES_GRID cases; ``nonempty``: a reduction over a size-0 axis raises ValueError."""
     cases = []
@@ -200,7 +203,7 @@ SINGLE_AXIS = [((3, 4), 1), ((3, 4), -1), ((2, 3, 4), 0), ((2, 3, 4), -2), ((1, 
 _BAD_AXIS = {((3, 4), 2), ((4,), -2)}
 
 
-def axis_cases(sample=U(), fast=(0, 1, 3, 8), checks=None, extra=None, key="axis",
+def axis_cases(sample=UNIT, fast=(0, 1, 3, 8), checks=None, extra=None, key="axis",
                tol=(1e-8, 1e-6), nonempty=False):
     """The SINGLE_AXIS cases; ``nonempty``: an op over a size-0 axis raises ValueError."""
     cases = [Case(arrays((shape, sample)), {key: axis, **(extra or {})}, checks=checks,
@@ -264,7 +267,6 @@ def table_spec(cls):
 
 
 # -- specs -----------------------------------------------------------------------------------
-from tapegrad import ops  # noqa: E402
 from tapegrad.ops import elementwise as ew  # noqa: E402
 from tapegrad.ops import movement as mv  # noqa: E402
 from tapegrad.ops import reduction as rd  # noqa: E402
@@ -614,7 +616,7 @@ def _(cls):
     return pick(cases, (1, 3, 6))
 
 
-def _scatter_cases(apply, fast=(1, 3, 6), v_sample=U(), x_sample=U()):
+def _scatter_cases(apply, fast=(1, 3, 6), v_sample=UNIT, x_sample=UNIT):
     cases = []
     for shape, template, label in INDEX_GRID:
         key, make0 = _index_case(shape, template)
@@ -752,8 +754,9 @@ def NONSYM_PD(n=3, batch=()):
 @spec(la.MatMul)
 def _(cls):
     grid = [((3, 4), (4, 2), {}), ((3, 4), (4,), {}), ((4,), (4, 2), {}), ((4,), (4,), {}),
-            ((2, 3, 4), (4, 3), {}), ((3, 4), (2, 4, 3), {}), ((4, 3), (4, 2), {"transpose_a": True}),
-            ((3, 4), (2, 4), {"transpose_b": True}), ((3, 0), (0, 2), {})]
+            ((2, 3, 4), (4, 3), {}), ((3, 4), (2, 4, 3), {}),
+            ((4, 3), (4, 2), {"transpose_a": True}), ((3, 4), (2, 4), {"transpose_b": True}),
+            ((3, 0), (0, 2), {})]
     return pick([Case(arrays((a, U()), (b, U())), p, label=f"{a}@{b}{p}") for a, b, p in grid],
                 (0, 1, 3, 6))
 
@@ -1027,7 +1030,7 @@ def _(cls):
 
 @spec(trandom._Draw)
 def _(cls):
-    return [Case(_keys, fn=lambda k, kind=kind: trandom._Draw.apply(
+    return [Case(_keys, fn=lambda k, kind=kind, a=a, b=b: trandom._Draw.apply(
         k, kind, (3, 2), np.dtype(np.float64 if kind != "randint" else np.int64), a, b),
         label=kind) for kind, a, b in (("uniform", 0.0, 1.0), ("normal", 0.0, 1.0),
                                        ("randint", 0, 5))]

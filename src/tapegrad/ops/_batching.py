@@ -25,8 +25,8 @@ except ImportError:  # pragma: no cover - NumPy < 1.25
     from numpy import AxisError  # pyright: ignore[reportAttributeAccessIssue]
 
 __all__ = [
-    "elementwise", "scaled_cotangent", "axis_rule", "per_example_ndim", "shift_axes", "example_axis", "batch_all",
-    "align", "AxisError",
+    "elementwise", "scaled_cotangent", "axis_rule", "per_example_ndim", "shift_axes",
+    "example_axis", "batch_all", "align", "AxisError",
 ]
 
 

@@ -57,7 +57,7 @@ from tapegrad.backend import device_of as _device_of
 from tapegrad.backend import get_backend as _get_backend
 from tapegrad.backend import parse_device as _parse_device
 from tapegrad.function import Function
-from tapegrad.ops._batching import align, axis_rule, batch_all, shift_axes
+from tapegrad.ops._batching import align, axis_rule, batch_all, example_axis, shift_axes
 from tapegrad.ops._registry import METHODS as _METHODS
 from tapegrad.ops._registry import expose, tensor_arg
 from tapegrad.ops._registry import ns as _ns
@@ -585,7 +585,8 @@ class Transpose(_MovementFunction):
         nd = x.ndim - 1
         if axes is None:
             return Transpose.apply(x, axes=(0,) + tuple(reversed(range(1, nd + 1))))
-        return Transpose.apply(x, axes=(0,) + shift_axes(tuple(axes), nd, "transpose"))
+        return Transpose.apply(x, axes=(0,) + tuple(example_axis(a, nd, "transpose") + 1
+                                                    for a in axes))
     view = True  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "transpose"
