@@ -258,3 +258,24 @@ def test_forward_errors_of_numpy_exception_types_keep_their_kind():
 
     with pytest.raises(TypeError, match=r"^castinto: Cannot cast ufunc 'add' output"):
         CastInto.apply(tg.Tensor(np.ones(2)))
+
+
+# -- checkpoint policies under vmap(grad) -----------------------------------------------------
+@pytest.mark.parametrize("policy", [{"save_only": {"sin"}}, {"save_only": {"sin", "mul"}},
+                                    {"budget_bytes": 64}, {}])
+def test_vmap_grad_of_a_checkpoint_whose_kept_residual_is_shared(policy):
+    """With ``x`` shared and ``y`` batched, ``sin(x)`` (kept by the policy) is one value for
+    every example: it came out of the batched call without a batch axis, and the gradient had
+    x's shape instead of y's."""
+
+    def body(x, y):
+        return tnp.sin(x) * y + tnp.sum(x * x, axis=-1, keepdims=True)
+
+    f = tg.checkpoint(body, **policy)
+    x, ys = tg.Tensor(RNG.standard_normal((3, 4))), tg.Tensor(RNG.standard_normal((2, 4)))
+    for argnums in (0, 1):
+        g = tg.grad(lambda x, y: tnp.sum(f(x, y) ** 2), argnums=argnums)
+        want = np.stack([tg.grad(lambda x, y: tnp.sum(body(x, y) ** 2), argnums=argnums)(
+            x, y).numpy() for y in ys])
+        np.testing.assert_allclose(tg.vmap(g, in_axes=(None, 0))(x, ys).numpy(), want,
+                                   rtol=1e-12)

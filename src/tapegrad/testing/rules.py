@@ -414,25 +414,37 @@ class _Checker:
         tensor_pos = [k for k, a in enumerate(self.args) if isinstance(a, Tensor)]
         size = len(self.examples)
         for k in diff:
-            where = f"d/d argument {k}"
             g = grad(scalar, argnums=k)
-            for ax in (0, -1):
-                rows = [[ex[j] if j in tensor_pos else a for j, a in enumerate(self.args)]
-                        for ex in self.examples]
-                try:
-                    want = [_np(_call(g, r)) for r in rows]
-                except Exception as e:  # noqa: BLE001
-                    self.fail("vmap_grad", where, f"grad raised {_describe(e)}")
+            # every argument batched (on the first and on the last axis), then argument k
+            # alone and every argument but k (shared operands: their cotangents sum)
+            plans = [{j: 0 for j in tensor_pos}, {j: -1 for j in tensor_pos}]
+            if len(tensor_pos) > 1:
+                plans += [{k: 0}, {j: 0 for j in tensor_pos if j != k}]
+            for plan in plans:
+                if not self.one_vmap_grad(g, k, plan, tensor_pos, size):
                     return
-                batched = [_stack([r[j] for r in rows], ax) for j in tensor_pos]
-                got, err = _run(vmap(self.of_tensors(g), in_axes=ax), batched)
-                label = f"{where} (in_axes {ax})"
-                if err is not None:
-                    self.fail("vmap_grad", label, f"raised {_describe(err)}")
-                    continue
-                if size:
-                    self.compare("vmap_grad", label, [_np(got)], [np.stack(want)],
-                                 "the loop of grad")
+
+    def one_vmap_grad(self, g, k, plan, tensor_pos, size) -> bool:
+        """``vmap(g)`` with the arguments in ``plan`` batched against the loop of ``g``;
+        False when ``g`` itself fails (nothing more to compare)."""
+        rows = [[ex[j] if j in plan else a for j, a in enumerate(self.args)]
+                for ex in self.examples]
+        label = f"d/d argument {k} (" + ", ".join(
+            f"argument {j} in_axes {ax}" for j, ax in plan.items()) + ")"
+        try:
+            want = [_np(_call(g, r)) for r in rows]
+        except Exception as e:  # noqa: BLE001
+            self.fail("vmap_grad", f"d/d argument {k}", f"grad raised {_describe(e)}")
+            return False
+        batched = [(_stack([r[j] for r in rows], plan[j]) if j in plan else self.args[j])
+                   for j in tensor_pos]
+        in_axes = tuple(plan.get(j) for j in tensor_pos)
+        got, err = _run(vmap(self.of_tensors(g), in_axes=in_axes), batched)
+        if err is not None:
+            self.fail("vmap_grad", label, f"raised {_describe(err)}")
+        elif size:
+            self.compare("vmap_grad", label, [_np(got)], [np.stack(want)], "the loop of grad")
+        return True
 
 
 def check_rule(
