@@ -1252,7 +1252,7 @@ class Concatenate(_MovementFunction):
     @staticmethod
     def batch(args, batched, size, axis):
         xs = batch_all(args, batched, size)
-        return Concatenate.apply(*xs, axis=shift_axes(axis, xs[0].ndim - 1))
+        return Concatenate.apply(*xs, axis=shift_axes(axis, xs[0].ndim - 1, "concatenate"))
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "concatenate"
@@ -1351,7 +1351,7 @@ class Split(_MovementFunction):
     @staticmethod
     def batch(args, batched, size, axis):
         x, indices = args
-        return Split.apply(x, indices, axis=shift_axes(axis, x.ndim - 1))
+        return Split.apply(x, indices, axis=shift_axes(axis, x.ndim - 1, "split"))
     view = True  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "split"
