@@ -200,7 +200,7 @@ def _normalize_batch(cls, args, batched, size, axis=-1):
     (x,) = args
     nd = x.ndim - 1
     if nd == 0:
-        _axis(x[0], axis, cls.oper)  # 0 and -1 only, as for one example
+        shift_axes(axis, 1, cls.oper)  # 0 and -1 only, as for one example (a length-1 axis)
         return tnp.reshape(cls.apply(tnp.reshape(x, (size, 1)), axis=1), (size,))
     return cls.apply(x, axis=shift_axes(axis, nd, cls.oper))
 
