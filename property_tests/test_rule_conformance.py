@@ -9,6 +9,9 @@ equal loops of ``jvp``/``vjp``; the forward-mode rule agrees with the backward r
 differences. A primitive with no entry in :data:`SPECS` fails
 :func:`test_every_primitive_has_a_spec`: a new op cannot go untested by accident.
 
+The reductions are also checked on drawn shapes (size-0 and size-1 dimensions included) and
+drawn axes (None, an int or a tuple, positive or negative) with hypothesis.
+
 Profiles: the default (``fast``) runs a few cases per op, chosen to cover non-leading and
 negative axes, ``keepdims`` both ways and non-square shapes; ``TAPEGRAD_RULES=long`` (or the
 ``dev`` hypothesis profile) runs the whole grid (also size-1 and size-0 dimensions, 0-d and
@@ -1438,3 +1441,44 @@ def test_rules_agree(cls, case):
     check_rule(fn, args, case.params if case.fn is None else {}, checks=case.checks,
                argnums=getattr(fn, "argnums", None), examples=examples, raises=case.raises,
                atol=case.tol[0], rtol=case.tol[1])
+
+
+# -- drawn shapes and axes for the ops whose parameters are axes -----------------------------
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tapegrad.testing.strategies import shapes  # noqa: E402
+
+AXIS_OPS = {  # class -> extra static parameters; each takes axis= and keepdims=
+    rd.Sum: {}, rd.Mean: {}, rd.Max: {}, rd.Min: {}, rd.LogSumExp: {}, rd.Var: {"ddof": 0},
+    rd.Prod: {}, rd.Norm2: {},
+}
+
+
+@st.composite
+def axes_for(draw, ndim):
+    """None, an int (positive or negative) or a tuple of distinct axes of an ndim-d array."""
+    if ndim == 0 or draw(st.booleans()) and draw(st.booleans()):
+        return None
+    picked = draw(st.lists(st.integers(0, ndim - 1), min_size=1, max_size=ndim, unique=True))
+    picked = [a - ndim if draw(st.booleans()) else a for a in picked]
+    return picked[0] if len(picked) == 1 and draw(st.booleans()) else tuple(picked)
+
+
+@pytest.mark.parametrize("cls", list(AXIS_OPS), ids=lambda c: c.__name__)
+@given(data=st.data())
+def test_reductions_on_drawn_shapes_and_axes(cls, data):
+    shape = data.draw(shapes(max_dims=3, max_side=4))
+    axis = data.draw(axes_for(len(shape)))
+    keepdims = data.draw(st.booleans())
+    params = {"axis": axis, "keepdims": keepdims, **AXIS_OPS[cls]}
+    rng = np.random.default_rng(len(shape))
+    make = arrays((shape, U(0.5, 1.5)))
+    x = make(rng)
+    try:
+        cls.apply(tg.Tensor(x[0]), **params)
+        raises = None
+    except ValueError:  # a reduction over an empty axis: vmap must raise it too
+        raises = ValueError
+    check_rule(cls, x, params, examples=[x, make(rng)], raises=raises,
+               checks=("vmap", "jacfwd", "jacrev", "jvp_vjp", "hessian", "vmap_grad"))
