@@ -710,8 +710,8 @@ def _(cls):
     grid = [((3, 5), (2,), (1,), (1, 1)), ((3, 5), (2, 3), (0, 1), (1, 1)),
             ((2, 3, 5), (3,), (-1,), (1, 1, 1)), ((3, 5), (2,), (1,), (1, 2)),
             ((6,), (2, 2), (0, 0), (1,))]
-    return pick([Case(arrays((s, U())), {"window_shape": w, "axis": a, "step": st},
-                      label=f"{s}-{w}-{a}-{st}") for s, w, a, st in grid], (0, 1, 2))
+    return pick([Case(arrays((s, U())), {"window_shape": w, "axis": a, "step": step},
+                      label=f"{s}-{w}-{a}-{step}") for s, w, a, step in grid], (0, 1, 2))
 
 
 @spec(mv.WindowScatterAdd)
@@ -719,11 +719,11 @@ def _(cls):
     grid = [((3, 5), (2,), (1,), (1, 1)), ((3, 5), (2, 3), (0, 1), (1, 1)),
             ((2, 3, 5), (3,), (-1,), (1, 1, 1)), ((3, 5), (2,), (1,), (1, 2))]
     cases = []
-    for s, w, a, st in grid:
+    for s, w, a, step in grid:
         out = mv.SlidingWindow.apply(tg.Tensor(np.zeros(s)), window_shape=w, axis=a,
-                                     step=st).shape
+                                     step=step).shape
         cases.append(Case(arrays((out, U())), {"in_shape": s, "window_shape": w, "axis": a,
-                                               "step": st}, label=f"{s}-{w}-{a}-{st}"))
+                                               "step": step}, label=f"{s}-{w}-{a}-{step}"))
     return pick(cases, (0, 1, 2))
 
 
