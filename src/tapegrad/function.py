@@ -536,7 +536,14 @@ class Function:
         desc = ", ".join(
             f"{tuple(a.shape)} {a.dtype}" if hasattr(a, "shape") else repr(a) for a in arrays
         )
-        return type(e)(f"{cls._name()}: {e} (inputs: {desc})")
+        msg = str(e)
+        prefix = "" if msg.startswith(f"{cls._name()}:") else f"{cls._name()}: "
+        text = f"{prefix}{msg} (inputs: {desc})"
+        try:
+            return type(e)(text)
+        except Exception:  # an exception type with another constructor (NumPy's casting error)
+            base = next(b for b in (TypeError, IndexError, ValueError) if isinstance(e, b))
+            return base(text)
 
 
 def base_apply(cls, values, arrays, cpu, params, needs):

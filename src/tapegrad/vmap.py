@@ -223,6 +223,7 @@ class BatchTrace(Trace):
                 )
             else:
                 spec.append((2, s))
+        nd = ctx.__dict__.pop("_non_diff", ())  # outputs marked non-differentiable (no state)
         if not getattr(fn, "_ctx_arrays_recomputed", False):
             for name, v in ctx.__dict__.items():
                 if name not in _CTX_KEYS and (_is_array(v) or (
@@ -232,7 +233,6 @@ class BatchTrace(Trace):
                         "vmap its backward would use one example's value for every example. "
                         "Save arrays the backward needs with ctx.save_for_backward(...)."
                     )
-        nd = ctx.__dict__.pop("_non_diff", ())
         nondiff = tuple(j for j, o in enumerate(raws) if any(o is s for s in nd))
         ctx._spec = spec = tuple(spec)
         return ctx, spec, nondiff

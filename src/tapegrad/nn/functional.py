@@ -35,7 +35,7 @@ from tapegrad import ops as _ops
 from tapegrad import random as _random
 from tapegrad.backend import backend_of
 from tapegrad.function import Function
-from tapegrad.ops._batching import align, per_example_ndim
+from tapegrad.ops._batching import align, per_example_ndim, shift_axes
 from tapegrad.ops._registry import bool_arg
 from tapegrad.tensor import Tensor, all_values
 
@@ -244,8 +244,9 @@ def _normalize_batch(cls, args, batched, size, axis=-1):
     (x,) = args
     nd = x.ndim - 1
     if nd == 0:
+        shift_axes(axis, 1, cls.oper)  # 0 and -1 only, as for one example (a length-1 axis)
         return tnp.reshape(cls.apply(tnp.reshape(x, (size, 1)), axis=1), (size,))
-    return cls.apply(x, axis=axis % nd + 1)
+    return cls.apply(x, axis=shift_axes(axis, nd, cls.oper))
 
 
 class Softmax(Function):
@@ -1536,6 +1537,8 @@ class Linear(Function):
 
     @staticmethod
     def forward(ctx, x, w, b):
+        if x.ndim < 2 or getattr(b, "ndim", None) != 1:
+            Linear.output_shape(x.shape, w.shape, getattr(b, "shape", b))  # the clear error
         ctx.save_for_backward(x, w)
         out = x @ w
         out += b  # ``out`` is this op's own fresh array; no input is touched
@@ -1565,6 +1568,8 @@ class Linear(Function):
     def batch(args, batched, size):
         x, w, b = args
         bx, bw, bb = batched
+        Linear.output_shape(_example_shape(x, bx), _example_shape(w, bw),  # one example's
+                            None if b is None else _example_shape(b, bb))  # contract
         if not (bw or bb):  # shared weights: the batch merged into the rows, one BLAS call
             rows = x.shape[:-1]
             out = Linear.apply(tnp.reshape(x, (math.prod(rows), x.shape[-1])), w, b)
@@ -1579,7 +1584,8 @@ class Linear(Function):
 
     @classmethod
     def output_shape(cls, x, w, b):
-        if len(x) < 2 or len(w) != 2 or x[-1] != w[0] or tuple(b) != (w[1],):
+        if (len(x) < 2 or len(w) != 2 or x[-1] != w[0] or not isinstance(b, tuple)
+                or tuple(b) != (w[1],)):
             raise ValueError(
                 f"linear: input {x}, weight {w} and bias {b} do not fit; need input (..., in) "
                 "with at least 2 dimensions, weight (in, out) and bias (out,)"

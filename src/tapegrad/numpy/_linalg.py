@@ -281,11 +281,13 @@ def eigvals(a) -> Tensor:
 
 def eigvalsh(a, UPLO="L") -> Tensor:  # noqa: N803 - NumPy's name
     """Eigenvalues of Hermitian (real symmetric) matrices, ascending (NumPy
-    ``linalg.eigvalsh``); only the lower (``UPLO='U'``: upper) triangle is read.
+    ``linalg.eigvalsh``), computed from the Hermitian part ``(a + a^H) / 2`` as
+    :func:`eigh` (JAX's convention): NumPy's values for a Hermitian ``a``, and for any ``a``
+    the function whose gradient tapegrad computes (NumPy reads one triangle instead).
 
     Args:
         a: Tensor of shape ``(..., n, n)``, real or complex (integers become float64).
-        UPLO: ``'L'`` or ``'U'``.
+        UPLO: ``'L'`` or ``'U'`` (NumPy's; the Hermitian part has equal triangles).
 
     Returns:
         Real Tensor of shape ``(..., n)``.

@@ -97,6 +97,18 @@ def _H(t: Tensor) -> Tensor:
     return Conj.apply(_mT(t)) if t.dtype.kind == "c" else _mT(t)
 
 
+def _hermitian_part(xp, a):
+    """``(a + a^H) / 2`` on backend arrays: the input a symmetric-matrix op computes on (JAX's
+    ``symmetrize_input``), so that its value and its (Hermitian) derivative are those of one
+    function for every input, Hermitian or not."""
+    if a.dtype.kind not in "fc":  # integers: LAPACK computes in float64
+        a = a.astype(_lapack_dtype(a.dtype))
+    ah = xp.swapaxes(a, -1, -2)
+    if a.dtype.kind == "c":
+        ah = xp.conj(ah)
+    return (a + ah) * a.dtype.type(0.5)
+
+
 def _conj(t: Tensor) -> Tensor:
     """``conj(t)`` (``t`` itself when real)."""
     return Conj.apply(t) if t.dtype.kind == "c" else t
@@ -1039,14 +1051,16 @@ class SlogDet(Function):
 @expose
 class Cholesky(Function):
     """Cholesky factor of symmetric positive-definite ``(..., n, n)`` matrices: lower ``L`` with
-    ``A = L L^T`` (or, with ``upper=True``, ``U = L^T`` with ``A = U^T U``). Like NumPy, only the
-    lower (upper) triangle of ``A`` is read.
+    ``A = L L^T`` (or, with ``upper=True``, ``U = L^T`` with ``A = U^T U``).
+
+    The factor is that of the symmetric part ``(A + A^T) / 2`` (JAX's ``symmetrize_input``):
+    for a symmetric ``A`` exactly NumPy's, and for any ``A`` the function whose derivative
+    the rules compute, so finite differences agree with the gradient everywhere. (NumPy reads
+    one triangle instead; its value differs from this one only for a non-symmetric ``A``.)
 
     Backward (Murray 2016, eq. 10, symmetrised as in PyTorch and JAX): with
     ``P = L^T gL`` and ``Phi(P)`` its lower triangle with the diagonal halved,
-    ``gA = L^{-T} (Phi(P) + Phi(P)^T) / 2 L^{-1}``, a symmetric matrix. It is the gradient
-    for symmetric perturbations of ``A``: differentiate ``cholesky((A + A^T) / 2)`` to compare
-    with finite differences.
+    ``gA = L^{-T} (Phi(P) + Phi(P)^T) / 2 L^{-1}``, a symmetric matrix.
     """
     batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
@@ -1058,6 +1072,7 @@ class Cholesky(Function):
         _square_shape(a.shape, "cholesky")
         _check_float(a, "cholesky")
         xp = ctx.backend
+        a = _hermitian_part(xp, a)
         try:
             if upper and xp is np:
                 out = xp.linalg.cholesky(a, upper=True)
@@ -1077,17 +1092,21 @@ class Cholesky(Function):
     @staticmethod
     def backward(ctx, g):
         (lo,) = ctx.saved_tensors
-        if ctx.upper:
-            lo, g = _mT(lo), _mT(g)
+        if ctx.upper:  # U = L^H: the cotangent of L is gU^H
+            lo, g = _H(lo), _H(g)
+        cplx = lo.dtype.kind == "c"
         n = lo.shape[-1]
-        strict = _constant(g, lambda xp: xp.tri(n, k=-1, dtype=g.dtype))
+        strict = _constant(g, lambda xp: xp.tri(n, k=-1, dtype=g.real.dtype))
         eye = _eye(n, g)
-        p = MatMul.apply(_mT(lo), g)
+        lh = _H(lo)
+        p = MatMul.apply(lh, _conj(g) if cplx else g)  # L^H conj(gL) (JAX's convention)
         ps = p * strict
-        m = 0.5 * (ps + _mT(ps) + p * eye)
-        lt = _mT(lo)
-        x = Solve.apply(lt, m)  # L^{-T} M
-        return _mT(Solve.apply(lt, _mT(x)))  # (L^{-T} M) L^{-1}
+        d = p * eye
+        # M = (Phi(P) + Phi(P)^H) / 2, Phi: the lower triangle with the diagonal halved
+        m = 0.5 * (ps + _H(ps)) + (0.25 * (d + _conj(d)) if cplx else 0.5 * d)
+        x = Solve.apply(lh, m)  # L^{-H} M
+        ga = _H(Solve.apply(lh, _H(x)))  # (L^{-H} M) L^{-1}
+        return _conj(ga) if cplx else ga
 
     @classmethod
     def output_shape(cls, shape, upper=False):
@@ -1102,8 +1121,10 @@ class Cholesky(Function):
         """Cholesky factor of symmetric positive-definite matrices (NumPy ``linalg.cholesky``).
 
         Args:
-            a: Tensor of shape ``(..., n, n)``; only its lower (``upper=True``: upper) triangle
-                is read, as in NumPy.
+            a: Tensor of shape ``(..., n, n)``, symmetric positive definite. The factor is
+                computed from the symmetric part ``(a + a^T) / 2`` (as JAX): NumPy's value for
+                a symmetric ``a``; for a non-symmetric one this function, not NumPy's (which
+                reads one triangle), is the one the gradient differentiates.
             upper: Return upper ``U`` with ``a = U^T U`` instead of lower ``L`` with
                 ``a = L L^T``.
 
@@ -1116,8 +1137,7 @@ class Cholesky(Function):
 
         References:
             Murray, "Differentiation of the Cholesky decomposition", 2016. The gradient is the
-            symmetric one (as PyTorch and JAX): it equals the gradient of
-            ``cholesky((a + a^T) / 2)``.
+            symmetric one (as PyTorch and JAX), the derivative of the function computed.
         """
         return Cholesky.apply(tensor_arg(a), upper=bool(upper))
 
@@ -1336,7 +1356,13 @@ QRResult.__doc__ = """The result of :func:`tapegrad.numpy.linalg.qr` (a namedtup
 @expose
 class Eigh(Function):
     """Eigendecomposition ``A = V diag(w) V^H`` of Hermitian (real symmetric) ``(..., n, n)``
-    matrices, of which only the lower (``UPLO='U'``: upper) triangle is read, as in NumPy.
+    matrices.
+
+    The decomposition is that of the Hermitian part ``(A + A^H) / 2`` (JAX's
+    ``symmetrize_input``): for a Hermitian ``A`` exactly NumPy's, and for any ``A`` the
+    function the derivative below differentiates, so finite differences agree with the
+    gradient everywhere. (NumPy reads the ``UPLO`` triangle instead; ``UPLO`` is accepted and
+    only picks the triangle LAPACK reads of the already Hermitian part.)
 
     Outputs: ``w`` ``(..., n)`` real, ascending; ``V`` ``(..., n, n)`` with orthonormal
     columns, ``a``'s dtype. Each eigenvector is unique only up to a sign (real) or a phase
@@ -1350,8 +1376,8 @@ class Eigh(Function):
 
     (JAX's gauge: ``V^H dV`` has a zero diagonal, so a complex eigenvector's phase does not
     move.) Backward, its transpose: ``gA = sym(V^* (diag(gw) + F * (V^T gV)) V^T)`` with
-    ``sym(X) = (X + X^H) / 2``, a Hermitian matrix: the gradient for Hermitian perturbations
-    (as PyTorch and JAX), the same as that of ``eigh((A + A^H) / 2)``.
+    ``sym(X) = (X + X^H) / 2``, a Hermitian matrix (as PyTorch and JAX): the derivative of the
+    function computed, for every input.
 
     Repeated eigenvalues: ``F`` is inf there. The division is NaN-safe (0 where the numerator
     is 0), so a loss of the eigenvalues alone (``eigvalsh``) has the finite gradient
@@ -1369,7 +1395,8 @@ class Eigh(Function):
     def forward(ctx, a, UPLO="L"):  # noqa: N803 - NumPy's name
         _square_shape(a.shape, "eigh")
         _check_float(a, "eigh")
-        w, v = ctx.backend.linalg.eigh(a, UPLO=UPLO)
+        xp = ctx.backend
+        w, v = xp.linalg.eigh(_hermitian_part(xp, a), UPLO=UPLO)
         ctx.save_for_backward(w, v)
         return w, v
 
@@ -1400,9 +1427,11 @@ class Eigh(Function):
         ``linalg.eigh``).
 
         Args:
-            a: Tensor of shape ``(..., n, n)``, real or complex (integers become float64);
-                only the lower (``UPLO='U'``: upper) triangle is read.
-            UPLO: ``'L'`` or ``'U'``.
+            a: Tensor of shape ``(..., n, n)``, real or complex (integers become float64),
+                Hermitian. The decomposition is that of ``(a + a^H) / 2`` (as JAX): NumPy's
+                for a Hermitian ``a``; for another ``a`` NumPy reads one triangle instead,
+                and this function (whose gradient tapegrad computes) differs from it.
+            UPLO: ``'L'`` or ``'U'`` (NumPy's; the Hermitian part has equal triangles).
 
         Returns:
             ``EighResult(eigenvalues, eigenvectors)`` (a namedtuple, as NumPy): ``(..., n)``
@@ -1642,6 +1671,9 @@ class Qr(Function):
 
     @staticmethod
     def forward(ctx, a, mode="reduced"):
+        if mode not in ("reduced", "complete"):  # the public qr maps 'r' to 'reduced'
+            raise ValueError(f"qr: the primitive takes mode 'reduced' or 'complete', got "
+                             f"{mode!r}")
         _qr_shapes(a.shape, mode)
         _check_float(a, "qr")
         xp = ctx.backend

@@ -529,7 +529,8 @@ class ExtremumGrad(Function):
     as ``sum(h * hit / count)`` over the reduced axes (written with tapegrad ops, so every
     order is exact) and nothing to ``x`` or ``out``.
     """
-    batch = axis_rule("axes")  # vmap: the axes move past the batch axis
+    # vmap: the axes (of x, input 1: g has fewer axes without keepdims) move past the batch axis
+    batch = axis_rule("axes", of=1)
 
     oper = "extremum_grad"
     nondiff_argnums = (1, 2)  # piecewise constant in x and out (they only locate the maxima)
@@ -712,7 +713,8 @@ class ArgMax(Function):
     def batch(cls, args, batched, size, axis=None, keepdims=False):
         x = args[0]
         if axis is not None:
-            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1), keepdims=keepdims)
+            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1, cls._name()),
+                             keepdims=keepdims)
         flat = cls.apply(x.reshape((x.shape[0], -1)), axis=1)  # the flat index per example
         return flat.reshape((x.shape[0],) + (1,) * (x.ndim - 1)) if keepdims else flat
 
@@ -765,7 +767,8 @@ class ArgMin(Function):
     def batch(cls, args, batched, size, axis=None, keepdims=False):
         x = args[0]
         if axis is not None:
-            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1), keepdims=keepdims)
+            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1, cls._name()),
+                             keepdims=keepdims)
         flat = cls.apply(x.reshape((x.shape[0], -1)), axis=1)  # the flat index per example
         return flat.reshape((x.shape[0],) + (1,) * (x.ndim - 1)) if keepdims else flat
 

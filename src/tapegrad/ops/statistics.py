@@ -51,7 +51,8 @@ class _NanArg(Function):
     def batch(cls, args, batched, size, axis=None, keepdims=False):
         x = args[0]
         if axis is not None:
-            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1), keepdims=keepdims)
+            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1, cls._name()),
+                             keepdims=keepdims)
         flat = cls.apply(x.reshape((x.shape[0], -1)), axis=1)  # the flat index per example
         return flat.reshape((x.shape[0],) + (1,) * (x.ndim - 1)) if keepdims else flat
 
