@@ -389,3 +389,13 @@ def test_in_axes_and_out_axes_leaves_must_be_ints_or_none():
     # NumPy integers are ints; a list at the top is a tuple
     assert tg.vmap(lambda x: x, in_axes=np.int32(1), out_axes=np.int64(0))(xs).shape == (3, 2)
     assert tg.vmap(lambda x, y: x + y, in_axes=[0, None])(xs, xs[0]).shape == (2, 3)
+
+
+def test_a_none_argument_is_an_empty_pytree():
+    # in_axes (0, None) with None as the second argument raised "in_axes do not match"
+    x = tg.Tensor(np.arange(6.0).reshape(3, 2))
+    out = tg.vmap(lambda a, b: a * 2.0 if b is None else a, in_axes=(0, None))(x, None)
+    np.testing.assert_array_equal(out.numpy(), x.numpy() * 2.0)
+    out = tg.vmap(lambda a, b: a["u"] + 1.0, in_axes=({"u": 0, "v": None}, None))(
+        {"u": x, "v": None}, None)
+    np.testing.assert_array_equal(out.numpy(), x.numpy() + 1.0)

@@ -413,7 +413,10 @@ def _prefix_leaves(tree, prefix, who, what):
         return [prefix] * len(tree_flatten(tree)[0])
     try:
         full = optree.tree_broadcast_prefix(prefix, tree, none_is_leaf=True, namespace=NAMESPACE)
-        return optree.tree_leaves(full, none_is_leaf=True, namespace=NAMESPACE)
+        axes = optree.tree_leaves(full, none_is_leaf=True, namespace=NAMESPACE)
+        # a None in the tree is an empty pytree (no leaf), whatever its axis: drop its entry
+        values = optree.tree_leaves(tree, none_is_leaf=True, namespace=NAMESPACE)
+        return [a for a, v in zip(axes, values) if v is not None]
     except (ValueError, TypeError) as e:
         raise ValueError(
             f"{who}: {what} {prefix!r} does not match the structure of {tree_flatten(tree)[1]}: "
