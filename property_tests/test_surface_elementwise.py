@@ -25,7 +25,8 @@ INTS = [float(k) for k in range(-3, 4)]
 ANY = floats_in(-3.0, 3.0)
 AWAY_FROM_INTS = floats_in(-3.0, 3.0, exclude=INTS, margin=0.05)
 NONZERO = floats_in(-3.0, 3.0, exclude=[0.0], margin=0.2)
-POW2 = [0.0] + [2.0**k * s for k in range(-2, 3) for s in (1, -1)]
+# every power of two in the domain [-3, 3] beyond the margin 0.05 around 0: frexp jumps there
+POW2 = [0.0] + [2.0**k * s for k in range(-4, 3) for s in (1, -1)]
 
 
 class Op(NamedTuple):

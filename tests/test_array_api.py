@@ -1,5 +1,7 @@
-"""Array API standard (2024.12) conformance of ``tapegrad.array_api``, checked against the
-reference implementation ``array_api_strict`` and run on NumPy's own namespace as a control.
+"""Array API standard (2024.12) conformance of ``tapegrad.array_api`` and of
+``tapegrad.numpy`` (which follows NumPy's main namespace: the same tests pass but where NumPy's
+own signatures differ, listed in ``TNP_DEVIATIONS``), checked against the reference
+implementation ``array_api_strict`` and run on NumPy's own namespace as a control.
 
 - signatures: every function the namespace has accepts every call the standard allows (the
   standard's positional-only, positional-or-keyword and keyword-only parameters, its defaults);
@@ -25,10 +27,11 @@ import pytest
 import tapegrad as tg
 import tapegrad.numpy as tnp
 from tapegrad import array_api
+from tapegrad.testing import check_grads, check_vmap
 
 strict = pytest.importorskip("array_api_strict")
 
-NAMESPACES = {"tapegrad": array_api, "numpy": np}
+NAMESPACES = {"tapegrad": array_api, "tapegrad.numpy": tnp, "numpy": np}
 DTYPE_NAMES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                "float32", "float64", "complex64", "complex128"]  # fmt: skip
 
@@ -61,9 +64,24 @@ NUMPY_DEVIATIONS = {
 }  # fmt: skip
 
 
+# Where tapegrad.numpy keeps NumPy's signature rather than the standard's (array API code gets
+# the standard's from tapegrad.array_api); strict xfails, as above.
+TNP_DEVIATIONS = {
+    "signature:arange": "NumPy's step=None",
+    "signature:sort": "NumPy's signature: `stable` defaults to None",
+    "signature:argsort": "NumPy's signature: `stable` defaults to None",
+    "signature:std": "NumPy's ddof=0 with correction=None",
+    "signature:var": "NumPy's ddof=0 with correction=None",
+    "signature:linalg.pinv": "NumPy 2's rcond/rtol pair: rtol's default means 'not given'",
+    **{f"signature:fft.{n}": "norm defaults to None, not 'backward' (NumPy's)" for n in
+       ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft"]},
+}  # fmt: skip
+
+
 def _numpy_deviation(request, xp, key):
-    if xp is np and key in NUMPY_DEVIATIONS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=NUMPY_DEVIATIONS[key]))
+    table = NUMPY_DEVIATIONS if xp is np else TNP_DEVIATIONS if xp is tnp else {}
+    if key in table:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=table[key]))
 
 
 def _missing(xp) -> tuple:
@@ -250,6 +268,18 @@ CASES = [
     ("cumulative_sum-1d-initial", "cumulative_sum", [F(5)], {"include_initial": True}),
     ("cumulative_sum-int8", "cumulative_sum", [I(5, dtype="int8")], {}),
     ("cumulative_prod", "cumulative_prod", [F(3, 4)], {"axis": 0, "include_initial": True}),
+    # dtype= and the standard's integer promotion of sums, products and their scans
+    *[(f"{n}-{d}-dtype={o}", n, [I(2, 3, lo=0, hi=3, dtype=d)],
+       {"axis": 1} | ({} if o is None else {"dtype": o}))
+      for n in ["sum", "prod", "cumulative_sum", "cumulative_prod"]
+      for d in ["int8", "uint8", "int32", "uint32", "uint64"]
+      for o in [None, d, "int64", "float64"]],
+    *[(f"linalg.trace-{d}-dtype={o}", "linalg.trace", [I(2, 3, 3, lo=0, hi=3, dtype=d)],
+       {} if o is None else {"dtype": o}) for d in ["uint8", "int16"] for o in [None, d]],
+    *[(f"vecdot-{d}", "vecdot", [I(2, 3, lo=0, hi=3, dtype=d), I(3, lo=0, hi=3, dtype=d)], {})
+      for d in ["int8", "uint8", "int32", "uint32"]],
+    ("linalg.vecdot-uint8", "linalg.vecdot", [I(3, lo=0, hi=3, dtype="uint8")] * 2, {}),
+    ("std-correction-fraction", "std", [M], {"axis": 0, "correction": 0.5}),
     ("diff", "diff", [F(3, 5)], {}),
     ("diff-n2-axis0", "diff", [F(4, 3)], {"axis": 0, "n": 2}),
     ("diff-prepend", "diff", [F(3, 5)], {"prepend": F(3, 1), "append": F(3, 2)}),
@@ -273,6 +303,14 @@ CASES = [
     ("stack", "stack", [[F(2, 3), F(2, 3)]], {"axis": 1}),
     ("tile", "tile", [F(2, 3), (2, 1, 2)], {}),
     ("unstack", "unstack", [M], {"axis": 1}),
+    ("unstack-default", "unstack", [F(2, 3)], {}),
+    ("unstack-neg", "unstack", [M], {"axis": -1}),
+    ("unstack-empty", "unstack", [F(0, 3)], {}),
+    ("reshape-copy-none", "reshape", [M], {"shape": (4, 15), "copy": None}),
+    ("reshape-copy-true", "reshape", [M], {"shape": (-1,), "copy": True}),
+    ("linalg.pinv", "linalg.pinv", [F(2, 3, 4)], {}),
+    ("linalg.pinv-rtol", "linalg.pinv", [F(2, 3, 4)], {"rtol": 0.5}),
+    ("linalg.pinv-rtol-array", "linalg.pinv", [F(2, 3, 4)], {"rtol": np.array([0.5, 1e-3])}),
     ("matrix_transpose", "matrix_transpose", [M], {}),
     # indexing
     ("take", "take", [M, np.array([2, 0, 1, 2])], {"axis": 1}),
@@ -471,6 +509,9 @@ def test_finfo_iinfo_match_the_reference(request, xp, name):
         got, want = xp.finfo(dt), strict.finfo(sdt)
         for field in ("bits", "eps", "max", "min", "smallest_normal"):
             assert float(getattr(got, field)) == float(getattr(want, field)), field
+        # the real dtype also for complex dtypes: finfo(complex64).dtype is float32
+        assert _dtype_name(xp, xp.asarray(np.zeros(1), dtype=got.dtype)) == _dtype_name(
+            strict, strict.asarray(np.zeros(1), dtype=want.dtype))  # fmt: skip
         assert xp.finfo(xp.asarray(np.zeros(2, dtype=name))).bits == want.bits
     elif name != "bool":
         got, want = xp.iinfo(dt), strict.iinfo(sdt)
@@ -574,30 +615,39 @@ def test_adapters_are_differentiable():
     np.testing.assert_allclose(g.numpy(), want, rtol=1e-12)
 
 
-def test_sort_adapters_follow_the_standard(monkeypatch):
-    # tapegrad.numpy gains sort/argsort (NumPy's signature); the adapters add `descending` and
-    # a stable descending order. Stand-ins with NumPy's behaviour check the adapters' logic.
-    monkeypatch.setattr(tnp, "sort", lambda x, axis=-1: tg.Tensor(np.sort(x.numpy(), axis)),
-                        raising=False)  # fmt: skip
-    monkeypatch.setattr(
-        tnp, "argsort", lambda x, axis=-1, kind=None: tg.Tensor(np.argsort(x.numpy(), axis,
-                                                                           kind=kind)),
-        raising=False,
-    )
-    x = np.array([[3.0, 1.0, 3.0, 2.0, 1.0]])
+@pytest.mark.parametrize("ns", [array_api, tnp], ids=["array_api", "tapegrad.numpy"])
+def test_sort_and_argsort_take_descending_and_keep_ties_stable(ns):
+    x = np.array([[3.0, 1.0, 3.0, 2.0, 1.0], [0.0, 5.0, 5.0, -1.0, 0.0]])
     sx = strict.asarray(x)
     for desc in (False, True):
-        got = array_api._argsort(tg.Tensor(x), axis=1, descending=desc).numpy()
-        want = np.from_dlpack(strict.argsort(sx, axis=1, descending=desc, stable=True))
-        np.testing.assert_array_equal(got, want)
-        got = array_api._sort(tg.Tensor(x), axis=-1, descending=desc).numpy()
-        np.testing.assert_array_equal(got, np.from_dlpack(strict.sort(sx, descending=desc)))
+        for axis in (1, -1, 0):
+            got = ns.argsort(tg.Tensor(x), axis=axis, descending=desc, stable=True).numpy()
+            want = np.from_dlpack(strict.argsort(sx, axis=axis, descending=desc, stable=True))
+            np.testing.assert_array_equal(got, want)
+            got = ns.sort(tg.Tensor(x), axis=axis, descending=desc).numpy()
+            np.testing.assert_array_equal(got, np.from_dlpack(strict.sort(sx, axis=axis,
+                                                                          descending=desc)))
+    # the cotangent follows the value to where it was moved, also when descending
+    g = tg.grad(lambda v: tnp.sum(ns.sort(v, descending=True) * tnp.arange(5.0)))(
+        tg.Tensor(np.array([3.0, 1.0, 4.0, 1.5, 9.0])))
+    np.testing.assert_array_equal(g.numpy(), [2.0, 4.0, 1.0, 3.0, 0.0])
+    assert tg.Tensor(x).argsort(descending=True).numpy()[0].tolist() == [0, 2, 3, 1, 4]
+
+
+def test_fftfreq_takes_the_standards_dtype():
+    assert array_api.fft.fftfreq is tnp.fft.fftfreq
+    got = tnp.fft.fftfreq(5, d=0.5, dtype=np.float32)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got.numpy(), np.fft.fftfreq(5, 0.5))
+    assert tnp.fft.rfftfreq(6).dtype == np.float64  # NumPy's default
+    with pytest.raises(TypeError, match="rfftfreq: dtype must be a real floating dtype"):
+        tnp.fft.rfftfreq(6, dtype=np.int32)
 
 
 def test_errors_name_the_function():
-    with pytest.raises(ValueError, match="cumulative_sum: axis is required"):
+    with pytest.raises(ValueError, match="cumulative_sum: axis must be specified"):
         array_api.cumulative_sum(array_api.ones((2, 2)))
-    with pytest.raises(ValueError, match="vecdot: sizes along axis -1 differ"):
+    with pytest.raises(ValueError, match="vecdot: the vector axes differ: 3"):
         array_api.vecdot(array_api.ones((3,)), array_api.ones((4,)))
     with pytest.raises(ValueError, match="matrix_transpose: expected at least 2 dims"):
         array_api.matrix_transpose(array_api.ones((3,)))
@@ -611,3 +661,97 @@ def test_errors_name_the_function():
         array_api.result_type(1, 2.0)
     with pytest.raises(ValueError, match="diff: order must be non-negative"):
         array_api.diff(array_api.ones((3,)), n=-1)
+
+
+# -- the inspection namespace, unstack, reshape(copy=), to_device(stream=), axis errors --------
+def test_inspection_namespace_is_one_definition_for_both_namespaces():
+    assert tnp.__array_namespace_info__ is array_api.__array_namespace_info__
+    assert tnp.__array_api_version__ == array_api.__array_api_version__ == "2024.12"
+    info = tnp.__array_namespace_info__()
+    assert info.default_dtypes(device="cpu") == info.default_dtypes()
+    assert tnp.asarray(1.5).dtype == info.default_dtypes()["real floating"]
+    assert set(info.dtypes(device="cpu", kind=("bool", "complex floating"))) == {
+        "bool", "complex64", "complex128"}  # fmt: skip
+    with pytest.raises(ValueError, match=r"dtypes: unknown device 'tpu:0'"):
+        info.dtypes(device="tpu:0")
+    with pytest.raises(ValueError, match="not a known kind"):
+        info.dtypes(kind="fractional")
+
+
+def test_unstack_is_the_inverse_of_stack_and_differentiable():
+    x = tg.Tensor(F(2, 3, 4))
+    for axis in (0, 1, 2, -1, -3):
+        parts = tnp.unstack(x, axis=axis)
+        assert isinstance(parts, tuple) and len(parts) == x.shape[axis]
+        np.testing.assert_array_equal(tnp.stack(parts, axis=axis).numpy(), x.numpy())
+        for got, want in zip(parts, np.unstack(x.numpy(), axis=axis)):
+            np.testing.assert_array_equal(got.numpy(), want)
+    assert tnp.unstack(tg.Tensor(F(1, 3)))[0].shape == (3,)
+    assert tnp.unstack(tg.Tensor(F(0, 3))) == ()
+    check_grads(lambda v: tnp.unstack(v, axis=1)[0] * tnp.unstack(v, axis=1)[2], (x,), order=2,
+                modes=("rev", "fwd"))  # fmt: skip
+    check_grads(lambda v: tnp.unstack(v, axis=-1), (x,), order=2, modes=("rev", "fwd"))
+    check_vmap(lambda v: tnp.unstack(v, axis=0)[1], (tg.Tensor(F(5, 2, 3)),))
+    with pytest.raises(ValueError, match="unstack: x must have at least one axis"):
+        tnp.unstack(tg.Tensor(1.0))
+    with pytest.raises(IndexError, match="unstack: axis 3 is out of range"):
+        tnp.unstack(x, axis=3)
+
+
+def test_reshape_takes_the_copy_keyword():
+    x = tg.Tensor(F(2, 6))
+    for copy in (None, True, False):
+        for xp in (tnp, array_api):
+            np.testing.assert_array_equal(xp.reshape(x, (3, 4), copy=copy).numpy(),
+                                          x.numpy().reshape(3, 4))  # fmt: skip
+    assert tg.grad(lambda v: tnp.sum(tnp.reshape(v, (-1,), copy=True) ** 2))(x).shape == (2, 6)
+    with pytest.raises(TypeError, match="reshape: copy must be None, True or False, got 'yes'"):
+        tnp.reshape(x, (12,), copy="yes")
+
+
+def test_to_device_takes_the_standards_stream_keyword():
+    x = tg.Tensor([1.0, 2.0])
+    assert x.to_device("cpu", stream=None) is x
+    assert tnp.to_device(x, "cpu", stream=None) is x
+    params = inspect.signature(tg.Tensor.to_device).parameters
+    assert params["stream"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert params["stream"].default is None
+    with pytest.raises(ValueError, match="to_device: stream=1 is for a copy to or from a GPU, "
+                                         "but this copy is from cpu to cpu"):  # fmt: skip
+        x.to_device("cpu", stream=1)
+
+
+@pytest.mark.parametrize("ns", [array_api, tnp], ids=["array_api", "tapegrad.numpy"])
+def test_out_of_range_axes_are_index_errors_as_numpys_axis_error(ns):
+    # the standard asks expand_dims for IndexError; NumPy raises AxisError (a ValueError and an
+    # IndexError) for every out-of-range axis, and so does tapegrad
+    x = ns.asarray(F(2, 3))
+    for axis in (3, -4, 10):
+        with pytest.raises(IndexError, match=f"expand_dims: axis {axis} is out of range"):
+            ns.expand_dims(x, axis=axis)
+    for call in (lambda: ns.sum(x, axis=2), lambda: ns.flip(x, axis=-3),
+                 lambda: ns.cumulative_sum(x, axis=2), lambda: ns.unstack(x, axis=2),
+                 lambda: ns.squeeze(x, axis=5), lambda: ns.fft.fft(x, axis=4),
+                 lambda: ns.vecdot(x, x, axis=-3), lambda: ns.moveaxis(x, 0, 7)):
+        with pytest.raises(np.exceptions.AxisError):
+            call()
+    assert ns.expand_dims(x, axis=-3).shape == (1, 2, 3)
+
+
+def test_pinv_takes_an_array_of_cutoffs():
+    a = np.stack([np.diag([1.0, 1e-3, 0.0]), np.diag([1.0, 1e-6, 1e-9])])
+    for rtol in (np.array([1e-2, 1e-8]), np.array([[1e-4]]).reshape(1), tg.Tensor([1e-2, 1e-8])):
+        want = np.linalg.pinv(a, rtol=np.asarray(rtol))
+        np.testing.assert_allclose(tnp.linalg.pinv(a, rtol=rtol).numpy(), want)
+        np.testing.assert_allclose(
+            array_api.linalg.pinv(array_api.asarray(a), rtol=rtol).numpy(), want)
+    with pytest.raises(ValueError, match=r"pinv: rtol of shape \(3,\) does not broadcast to the "
+                                         r"stack shape \(2,\)"):  # fmt: skip
+        tnp.linalg.pinv(a, rtol=np.ones(3))
+    # a cutoff is piecewise constant in rtol: its derivative is zero (as in JAX)
+    g = tg.grad(lambda r: tnp.sum(tnp.linalg.pinv(a, rtol=r)))(tg.Tensor([1e-2, 1e-8]))
+    np.testing.assert_array_equal(g.numpy(), [0.0, 0.0])
+    assert tnp.linalg.pinv(np.zeros((0, 2, 3)), rtol=np.zeros(0)).shape == (0, 3, 2)
+    batched = tg.vmap(lambda m: tnp.linalg.pinv(m, rtol=np.array([1e-2, 1e-8])))(
+        tg.Tensor(np.stack([a, 2 * a])))
+    np.testing.assert_allclose(batched.numpy()[1], np.linalg.pinv(2 * a, rtol=[1e-2, 1e-8]))

@@ -289,3 +289,82 @@ def test_cpu_index_tensors_join_the_device_of_the_indexed_tensor(monkeypatch):
     np.testing.assert_array_equal(np.asarray(picked._array), [2.0, 3.0])
     tnp.take_along_axis(x, tg.Tensor(np.array([[1], [0]])), axis=1)
     assert seen and all(kinds == {_OnDevice} for kinds in seen)
+
+
+# -- once_differentiable ----------------------------------------------------------------------
+class OnceSin(tg.Function):
+    """sin with a NumPy backward, marked first-order only."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.sin(x)
+
+    @staticmethod
+    @tg.once_differentiable
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g.numpy() * np.cos(x.numpy())
+
+
+class OnceScaledSin(tg.Function):
+    """sin(x) * k with cos(x) kept on ctx and a static keyword; backward on Tensors."""
+
+    @tg.once_differentiable  # above @staticmethod works too
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.cos * ctx.k, None
+
+    @staticmethod
+    def forward(ctx, x, shift, k=1.0):
+        ctx.cos, ctx.k = np.cos(x + shift), k
+        return np.sin(x + shift) * k
+
+
+def test_once_differentiable_first_order_everywhere():
+    xs = [np.array([0.3, -1.2]), np.array([1.0, 2.0])]
+
+    def f(v):
+        return tnp.sum(OnceSin.apply(v))
+
+    def h(v):
+        return tnp.sum(OnceScaledSin.apply(v, 0.5, k=2.0))
+
+    jf, jh = tg.jit(tg.grad(f)), tg.jit(tg.grad(h))
+    for a in xs:
+        x = f64(a)
+        for grad_f in (tg.grad(f), jf):  # jit replays the rule on new inputs: no stale value
+            np.testing.assert_allclose(grad_f(x).numpy(), np.cos(a))
+        np.testing.assert_allclose(jh(x).numpy(), 2 * np.cos(a + 0.5))
+        _, tape = tg.trace(tg.grad(f))(f64(xs[0]))
+        np.testing.assert_allclose(tape.replay(x).numpy(), np.cos(a))
+    assert jf.cache_size() == 1  # no guard: the rule is one primitive of the program
+    # vmap(grad): the rule runs per example (the op itself has no batching rule)
+    with pytest.warns(UserWarning, match="OnceScaledSin .* has no batching rule"):
+        per = tg.vmap(tg.grad(lambda v: OnceScaledSin.apply(v, 0.5, k=2.0)))(f64(xs[1]))
+    np.testing.assert_allclose(per.numpy(), 2 * np.cos(xs[1] + 0.5))
+    # forward mode transposes a backward written with tapegrad ops on the cotangent
+    _, t = tg.jvp(h, (f64(xs[0]),), (f64([1.0, 1.0]),))
+    np.testing.assert_allclose(float(t), np.sum(2 * np.cos(xs[0] + 0.5)))
+
+
+def test_once_differentiable_raises_when_differentiated_again():
+    x = f64([0.3, -1.2])
+
+    def f(v):
+        return tnp.sum(OnceSin.apply(v))
+
+    def h(v):
+        return tnp.sum(OnceScaledSin.apply(v, 0.5))
+
+    for fn, name in ((f, "OnceSin"), (h, "OnceScaledSin")):
+        with pytest.raises(TypeError, match=rf"{name}\.backward is decorated with "
+                                            r"@tg.once_differentiable.*differentiates it again"):
+            tg.grad(lambda v, fn=fn: tnp.sum(tg.grad(fn)(v)))(x)
+        with pytest.raises(TypeError, match=rf"{name}"):
+            tg.hessian(fn)(x)
+    # a NumPy backward cannot be transposed for forward mode: say so
+    with pytest.raises(TypeError, match=r"OnceSin has no jvp rule.*once_differentiable"):
+        tg.jvp(f, (x,), (x,))
+    with pytest.raises(TypeError, match="once_differentiable: expected a backward rule"):
+        tg.once_differentiable(3)

@@ -4,7 +4,7 @@ from hypothesis import given, settings
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad.testing import check_grads, check_vjp, numerical_jacobian, numerical_jvp
+from tapegrad.testing import check_grads, check_rule, check_vjp, numerical_jacobian, numerical_jvp
 from tapegrad.testing import strategies as tst
 
 
@@ -53,7 +53,9 @@ def test_check_grads_catches_a_wrong_first_order_rule():
 def test_check_grads_order_two_catches_a_constant_from_forward():
     x = (f64([0.5, 1.5]),)
     check_grads(lambda x: WrongSecondOrder.apply(x), x, order=1)  # first order is right
-    with pytest.raises(AssertionError):
+    # at second order the engine itself refuses the array forward left on ctx
+    with pytest.raises(TypeError, match=r"WrongSecondOrder.backward: forward left floating "
+                                        r"arrays \(ctx.two_x\)"):
         check_grads(lambda x: WrongSecondOrder.apply(x), x, order=2)
 
 
@@ -144,3 +146,91 @@ def test_check_grads_order_two_of_a_steep_function_needs_no_tuned_step():
     # central difference at the default step was off by more than rtol 1e-5
     check_grads(lambda v: tnp.sin(80 * v) * tnp.exp(3 * v), (f64([0.31, -0.52, 1.1]),), order=2,
                 modes=("rev", "fwd"))
+
+
+# -- check_rule -------------------------------------------------------------------------------
+class RowSum(tg.Function):
+    """Sum over the last axis, with correct backward, jvp and batching rules."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.n = x.shape[-1]
+        return x.sum(axis=-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        return tnp.broadcast_to(g[..., None], g.shape + (ctx.n,))
+
+    @staticmethod
+    def jvp(ctx, t):
+        return tnp.sum(t, axis=-1)
+
+    @staticmethod
+    def batch(args, batched, size):
+        return RowSum.apply(args[0])  # the batch is a leading axis: the last axis stays
+
+
+class RowSumWrongBatch(RowSum):
+    @staticmethod
+    def batch(args, batched, size):
+        return tnp.sum(args[0], axis=1)  # sums axis 0 of each example instead of the last
+
+
+class RowSumWrongJvp(RowSum):
+    @staticmethod
+    def jvp(ctx, t):
+        return 2 * tnp.sum(t, axis=-1)
+
+
+class RowSumStoresArray(RowSum):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.n = x.shape[-1]
+        ctx.x = x  # an array on ctx: vmap(grad) cannot run its backward per example
+        return x.sum(axis=-1)
+
+
+def test_check_rule_accepts_correct_rules():
+    x = np.arange(12.0).reshape(3, 4)
+    check_rule(RowSum, (x,))
+    check_rule(tnp.max, (x,), {"axis": 1})
+
+
+@pytest.mark.parametrize("cls, check", [(RowSumWrongBatch, "vmap over argument 0"),
+                                        (RowSumWrongJvp, "jvp_vjp"),
+                                        (RowSumStoresArray, "vmap_grad")])
+def test_check_rule_names_the_failed_check(cls, check):
+    with pytest.raises(AssertionError, match=check):
+        check_rule(cls, (np.arange(12.0).reshape(3, 4),))
+
+
+def test_check_rule_reports_an_op_with_no_batching_rule():
+    class NoRule(tg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2.0
+
+    with pytest.raises(AssertionError, match="vmap over argument 0.*no batching rule"):
+        check_rule(NoRule, (np.ones(3),), checks=("vmap",))
+
+
+def test_check_rule_checks_errors_and_reports_them():
+    x = np.ones((3, 4))
+    check_rule(tnp.sum, (x,), {"axis": 2}, raises=ValueError)  # vmap raises it too
+    with pytest.raises(AssertionError, match="raised .*AxisError|raised .*ValueError"):
+        check_rule(tnp.sum, (x,), {"axis": 2})
+    with pytest.raises(AssertionError, match="expected ValueError, but the function returned"):
+        check_rule(tnp.sum, (x,), {"axis": 1}, raises=ValueError)
+    with pytest.raises(ValueError, match="unknown checks"):
+        check_rule(tnp.sum, (x,), checks=("vmap", "jac"))
+    with pytest.raises(TypeError, match="Function subclass or callable"):
+        check_rule(3, (x,))
+
+
+def test_check_rule_differentiates_complex_arguments_by_parts():
+    z = np.array([1.0 + 2.0j, -0.5 + 0.3j])
+    check_rule(lambda v: tnp.abs(v) ** 2, (z,))

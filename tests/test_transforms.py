@@ -260,3 +260,32 @@ def test_grad_numbers_mixed_leaf_kinds_in_order():
     np.testing.assert_allclose(g["c"].numpy(), 6.0 * d)
     np.testing.assert_allclose(g["d"].numpy(), 6.0 * c)
     np.testing.assert_allclose(g["e"].numpy(), 1.0)
+
+
+# -- a transform of something that is not a function ---------------------------------------------
+_X = tg.Tensor(1.0)
+_MAKE = {  # each transform given 3 where a function belongs, as made (or called) by a user
+    "grad": lambda f: tg.grad(f),
+    "value_and_grad": lambda f: tg.value_and_grad(f),
+    "vjp": lambda f: tg.vjp(f, _X),
+    "jvp": lambda f: tg.jvp(f, (_X,), (_X,)),
+    "linearize": lambda f: tg.linearize(f, _X),
+    "jacfwd": lambda f: tg.jacfwd(f),
+    "jacrev": lambda f: tg.jacrev(f),
+    "hessian": lambda f: tg.hessian(f),
+    "hvp": lambda f: tg.hvp(f, (_X,), (_X,)),
+    "elementwise_grad": lambda f: tg.elementwise_grad(f),
+    "trace": lambda f: tg.trace(f),
+    "vmap": lambda f: tg.vmap(f),
+    "jit": lambda f: tg.jit(f),
+    "checkpoint": lambda f: tg.checkpoint(f),
+}
+
+
+@pytest.mark.parametrize("name", list(_MAKE))
+def test_a_transform_of_a_non_callable_fails_when_made(name):
+    # tg.grad(3) returned a function that failed later, far from the mistake
+    for bad in (3, _X, "f"):
+        with pytest.raises(TypeError, match=rf"{name}: fun must be callable.*got "
+                                            rf"{type(bad).__name__}"):
+            _MAKE[name](bad)

@@ -199,3 +199,187 @@ def test_wrong_calls_give_errors_that_name_the_fix():
         x.astype("foo")
     with pytest.raises(TypeError, match=r"checkpoint: argument leaf 0 .* is a str"):
         tg.checkpoint(lambda v: v * 2.0)("a")
+
+
+# -- a NumPy array read out of a traced value -----------------------------------------------------
+_READS = {
+    "numpy()": lambda t: t.numpy(),
+    "np.asarray": np.asarray,
+    "np.array": np.array,
+    "__array__": lambda t: t.__array__(),
+}
+
+
+@pytest.mark.parametrize("read", list(_READS), ids=list(_READS))
+def test_numpy_of_a_differentiated_value_is_an_error_not_a_lost_gradient(read):
+    # v * v.numpy() has derivative 2v: reading the value as an array would drop one path
+    # (2.0 at v = 2, where the answer is 4.0); every differentiating transform refuses it
+    r = _READS[read]
+
+    def f(v):
+        return tnp.sum(v * tg.Tensor(r(v)))
+
+    x = tg.Tensor([2.0])
+    calls = {
+        "grad": lambda: tg.grad(f)(x),
+        "value_and_grad": lambda: tg.value_and_grad(f)(x),
+        "vjp": lambda: tg.vjp(f, x),
+        "jvp": lambda: tg.jvp(f, (x,), (x,)),
+        "linearize": lambda: tg.linearize(f, x),
+        "jacfwd": lambda: tg.jacfwd(f)(x),
+        "jacrev": lambda: tg.jacrev(f)(x),
+        "hessian": lambda: tg.hessian(f)(x),
+        "elementwise_grad": lambda: tg.elementwise_grad(f)(x),
+        "checkpoint": lambda: tg.grad(tg.checkpoint(f))(x),
+        "jit(grad)": lambda: tg.jit(tg.grad(f))(x),
+        "grad(jit)": lambda: tg.grad(tg.jit(f))(x),
+    }
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=r"stop_gradient\(x\)\.numpy\(\)"):
+            call()
+            pytest.fail(name)
+    # inside vmap the value stands for a whole batch
+    with pytest.raises(TypeError, match="batched value inside vmap"):
+        tg.vmap(f)(tg.Tensor([[2.0], [3.0]]))
+    # the fix the message names: a constant on purpose (derivative 2.0, as it says)
+    g = tg.grad(lambda v: tnp.sum(v * tg.Tensor(tg.stop_gradient(v).numpy())))(x)
+    assert float(g[0]) == 2.0
+
+
+def test_numpy_of_a_traced_value_is_a_guard_under_jit_and_trace(tmp_path):
+    # the first call's array was baked into every later call (f(3) gave 6, not 9)
+    for read in _READS.values():
+        f = tg.jit(lambda v, r=read: tnp.sum(v * tg.Tensor(r(v))))
+        assert float(f(tg.Tensor([2.0]))) == 4.0
+        assert float(f(tg.Tensor([3.0]))) == 9.0
+        assert float(f(tg.Tensor([2.0]))) == 4.0  # the first program, still right
+    # a constant read through stop_gradient is a guard too: nothing is baked silently
+    f = tg.jit(lambda v: tnp.sum(v * tg.Tensor(tg.stop_gradient(v).numpy())))
+    assert float(f(tg.Tensor([2.0]))) == 4.0 and float(f(tg.Tensor([3.0]))) == 9.0
+    # an integer value has no derivative to lose: allowed under grad, guarded under jit
+    h = tg.jit(lambda x, n: x * float(np.asarray(n).sum()))
+    assert float(h(tg.Tensor(1.0), tg.Tensor(np.array([1, 2])))) == 3.0
+    assert float(h(tg.Tensor(1.0), tg.Tensor(np.array([3, 4])))) == 7.0
+    assert float(tg.grad(lambda x, n: x * float(n.numpy().sum()))(
+        tg.Tensor(1.0), tg.Tensor(np.array([3, 4])))) == 7.0
+    # trace: the tape holds the guard; a replay on another value refuses
+    out, tape = tg.trace(lambda v: tnp.sum(v * tg.Tensor(v.numpy())))(tg.Tensor([2.0, 1.0]))
+    assert float(out) == 5.0 and "guard numpy(a) == [2., 1.]" in str(tape)
+    assert float(tape.replay(tg.Tensor([2.0, 1.0]))) == 5.0
+    with pytest.raises(tg.GuardError, match=r"numpy\(\.\.\.\) gave \[2\., 1\.\]"):
+        tape.replay(tg.Tensor([3.0, 1.0]))
+    path = tmp_path / "consts.safetensors"  # the guard's array travels with the tape
+    again = tg.Tape.from_json(tape.to_json(arrays=path), arrays=path)
+    assert float(again.replay(tg.Tensor([2.0, 1.0]))) == 5.0
+    with pytest.raises(tg.GuardError):
+        again.replay(tg.Tensor([3.0, 1.0]))
+    # NaN meets NaN, and a value of another dtype or shape never passes
+    _, tape = tg.trace(lambda v: v + tg.Tensor(v.numpy()))(tg.Tensor([np.nan]))
+    assert np.isnan(float(tape.replay(tg.Tensor([np.nan]))[0]))
+
+
+def test_a_tensor_made_from_a_traced_value_is_a_read_like_numpy():
+    # tg.Tensor(v) silently made a constant: 2.0 instead of 4.0 under grad, f(3) = 6 under
+    # jit, and inside vmap every example became example 0
+    x = tg.Tensor([2.0])
+    for make in (tg.Tensor, tg.tensor, lambda t: tg.Tensor(t, dtype="float64")):
+        def f(v, make=make):
+            return tnp.sum(v * make(v))
+
+        for call in (lambda: tg.grad(f)(x), lambda: tg.jvp(f, (x,), (x,)),
+                     lambda: tg.hessian(f)(x)):
+            with pytest.raises(TypeError, match=r"Tensor\(x\) of a Tensor that a transform is "
+                                                r"differentiating.*tg.stop_gradient\(x\)"):
+                call()
+        jf = tg.jit(f)
+        assert float(jf(x)) == 4.0 and float(jf(tg.Tensor([3.0]))) == 9.0
+        with pytest.raises(TypeError, match=r"Tensor\(x\) of a batched value inside vmap"):
+            tg.vmap(make)(tg.Tensor([[1.0], [2.0]]))
+    # the fixes: the value itself stays traced; a constant on purpose through stop_gradient
+    assert float(tg.grad(lambda v: tnp.sum(v * tnp.asarray(v)))(x)[0]) == 4.0
+    assert float(tg.grad(lambda v: tnp.sum(v * tg.Tensor(tg.stop_gradient(v))))(x)[0]) == 2.0
+
+
+def test_a_guard_that_flips_on_every_call_keeps_few_programs():
+    f = tg.jit(lambda v: v * tg.Tensor(v.numpy()))
+    for i in range(20):
+        assert float(f(tg.Tensor(float(i)))) == float(i * i)
+    assert f.cache_size() <= 8
+
+
+def test_reading_a_value_outside_a_derivative_is_still_allowed():
+    # no_grad, stop_gradient, and a value no transform traces all read freely
+    x = tg.Tensor([2.0, 3.0])
+    with tg.no_grad():
+        assert tg.grad(lambda v: tnp.sum(v))(x).numpy().tolist() == [1.0, 1.0]
+    assert tg.grad(lambda v: tnp.sum(v * tg.Tensor(np.asarray(tg.stop_gradient(v)))))(
+        x).numpy().tolist() == [2.0, 3.0]
+    seen = []
+    tg.grad(lambda v: (seen.append(repr(v)), tnp.sum(v))[1])(x)  # printing is not computing
+    assert "traced=level" in seen[0]
+
+
+# -- a backward rule computed off the tape, at second order ----------------------------------------
+class _NumpySin(tg.Function):
+    """sin whose backward reads its saved input as a NumPy array."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return np.sin(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * np.cos(x.numpy())
+
+
+class _CtxSin(tg.Function):
+    """sin whose backward reads cos(x) computed in forward and kept on ctx."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.cos = np.cos(x)
+        return np.sin(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.cos
+
+
+class _SavedSin(tg.Function):
+    """sin whose backward reads cos(x) saved with save_for_backward (neither input nor output)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(np.cos(x))
+        return np.sin(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (c,) = ctx.saved_tensors
+        return g * c
+
+
+@pytest.mark.parametrize("fn", [_NumpySin, _CtxSin, _SavedSin], ids=lambda c: c.__name__)
+def test_a_backward_off_the_tape_raises_at_second_order(fn):
+    # d2/dx2 sin at 0.3 is -0.2955; these rules gave 0 without a word
+    x = tg.Tensor(np.float64(0.3))
+
+    def f(v):
+        return fn.apply(v)
+
+    np.testing.assert_allclose(float(tg.grad(f)(x)), np.cos(0.3))  # first order is right
+    for second in (tg.grad(tg.grad(f)), tg.hessian(f),
+                   lambda v: tg.jvp(tg.grad(f), (v,), (v,)),
+                   tg.grad(lambda v: tg.jvp(f, (v,), (v,))[1])):
+        with pytest.raises(TypeError, match=rf"{fn.__name__}\.backward.*"
+                                            r"once_differentiable"):
+            second(x)
+    if fn is _NumpySin:  # under jit the read is a guard: right for every input
+        jg = tg.jit(tg.grad(f))
+        for v in (0.3, 1.0):
+            np.testing.assert_allclose(float(jg(tg.Tensor(np.float64(v)))), np.cos(v))
+    else:  # under jit the array would keep the first call's value: refused
+        with pytest.raises(TypeError, match=rf"{fn.__name__}\.backward.*jit"):
+            tg.jit(tg.grad(f))(x)

@@ -1,6 +1,7 @@
 """vmap: semantics (in_axes/out_axes/axis_size), errors, the per-example fallback, user rules,
 and composition with every transform in both nesting orders."""
 
+import re
 import warnings
 
 import numpy as np
@@ -332,3 +333,69 @@ def test_elementwise_grad_is_the_per_element_derivative():
     np.testing.assert_allclose(got.numpy(), np.full(4, 2 * y.numpy().sum()))
     with pytest.raises(TypeError, match="elementwise_grad"):
         tg.elementwise_grad(lambda x: {"a": x})(x)
+
+
+# -- argument checks: in_axes, out_axes, axis_size ---------------------------------------------
+def test_out_axes_out_of_range_for_the_output_rank_is_an_error():
+    xs = tg.Tensor(np.arange(6.0).reshape(2, 3))
+    outer = lambda x: x[:, None] * x  # noqa: E731  (rank 2 per example: rank 3 batched)
+    # out_axes=3 on a rank-2 result wrapped to axis 1; out_axes=1 on a 0-d result was ignored
+    for fn, ax, rank in ((outer, 3, 2), (outer, -4, 2), (lambda x: x.sum(), 1, 0),
+                         (lambda x: x.sum(), -2, 0), (lambda x: tg.Tensor(np.ones(3)), 2, 1)):
+        with pytest.raises(ValueError, match=rf"out_axes {ax} is out of range for output leaf "
+                                             rf"0.* rank {rank}.*\[{-(rank + 1)}, {rank}\]"):
+            tg.vmap(fn, out_axes=ax)(xs)
+    # every axis in range puts the batch there
+    full = np.stack([np.outer(r, r) for r in xs.numpy()])
+    for ax in range(-3, 3):
+        np.testing.assert_array_equal(tg.vmap(outer, out_axes=ax)(xs).numpy(),
+                                      np.moveaxis(full, 0, ax))
+    np.testing.assert_array_equal(tg.vmap(lambda x: x.sum(), out_axes=-1)(xs).numpy(),
+                                  xs.numpy().sum(1))
+    with pytest.raises(ValueError, match=r"out_axes 2 is out of range for output leaf 1"):
+        tg.vmap(lambda x: (x, x.sum()), out_axes=(0, 2))(xs)
+
+
+def test_axis_size_must_match_the_batch():
+    # axis_size=5 with a batch of 3 ran with 3
+    with pytest.raises(ValueError, match=r"axis_size is 5, but the batched arguments have "
+                                         r"batch size 3 \(leaf 0: 3\)"):
+        tg.vmap(lambda x: x, axis_size=5)(tg.Tensor(np.ones(3)))
+    assert tg.vmap(lambda x: x, axis_size=3)(tg.Tensor(np.ones(3))).shape == (3,)
+    assert tg.vmap(lambda: tg.Tensor(1.0), axis_size=np.int64(4))().shape == (4,)
+    for bad, err in (("3", TypeError), (2.0, TypeError), (True, TypeError), (-1, ValueError)):
+        with pytest.raises(err, match="axis_size"):
+            tg.vmap(lambda x: x, in_axes=None, axis_size=bad)(tg.Tensor(1.0))
+
+
+def test_in_axes_and_out_axes_leaves_must_be_ints_or_none():
+    xs = tg.Tensor(np.ones((2, 3)))
+    # in_axes="a" failed with a bare "'<=' not supported"
+    cases = [  # in_axes, arguments, the bad leaf as shown, where it is
+        ("a", (xs,), "'a' (str)", ""),
+        (1.0, (xs,), "1.0 (float)", ""),
+        (True, (xs,), "True (bool)", ""),
+        ((0, "b"), (xs, xs), "'b' (str)", " at in_axes[1]"),
+        (({"w": 0.5},), ({"w": xs},), "0.5 (float)", " at in_axes[0]['w']"),
+    ]
+    for in_axes, args, shown, where in cases:
+        with pytest.raises(TypeError, match=re.escape(
+                f"in_axes must be an int, None, or a pytree prefix of the positional arguments "
+                f"with ints and None as leaves; got {shown}{where}")):
+            tg.vmap(lambda *a: a[0], in_axes=in_axes)(*args)
+    for bad in ("a", 0.0, False, [0, "x"]):
+        with pytest.raises(TypeError, match="out_axes must be an int, None, or a pytree prefix"):
+            tg.vmap(lambda x: (x, x), out_axes=bad)(xs)
+    # NumPy integers are ints; a list at the top is a tuple
+    assert tg.vmap(lambda x: x, in_axes=np.int32(1), out_axes=np.int64(0))(xs).shape == (3, 2)
+    assert tg.vmap(lambda x, y: x + y, in_axes=[0, None])(xs, xs[0]).shape == (2, 3)
+
+
+def test_a_none_argument_is_an_empty_pytree():
+    # in_axes (0, None) with None as the second argument raised "in_axes do not match"
+    x = tg.Tensor(np.arange(6.0).reshape(3, 2))
+    out = tg.vmap(lambda a, b: a * 2.0 if b is None else a, in_axes=(0, None))(x, None)
+    np.testing.assert_array_equal(out.numpy(), x.numpy() * 2.0)
+    out = tg.vmap(lambda a, b: a["u"] + 1.0, in_axes=({"u": 0, "v": None}, None))(
+        {"u": x, "v": None}, None)
+    np.testing.assert_array_equal(out.numpy(), x.numpy() + 1.0)

@@ -17,7 +17,7 @@ from tapegrad import (
     tree,
 )
 from tapegrad.checkpoint import checkpoint, remat
-from tapegrad.custom import custom_vjp
+from tapegrad.custom import custom_vjp, once_differentiable
 from tapegrad.forward import hessian, hvp, jacfwd, jacobian, jacrev, jvp, linearize
 from tapegrad.function import Context, Function, debug_nans, is_grad_enabled, no_grad
 from tapegrad.jit import jit
@@ -56,6 +56,7 @@ __all__ = [
     "checkpoint",
     "remat",
     "custom_vjp",
+    "once_differentiable",
     "stop_gradient",
     "no_grad",
     "is_grad_enabled",

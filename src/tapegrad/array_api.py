@@ -9,17 +9,19 @@ computes is differentiable like the rest of :mod:`tapegrad.numpy`::
 
 The namespace is built from :mod:`tapegrad.numpy` when it is imported: a function of the
 standard whose ``tapegrad.numpy`` version already has the standard's signature is that very
-function; the few whose arguments differ (``std``/``var`` take ``correction``, ``sum``/``prod``
-take ``dtype``, ``asarray`` takes ``copy``, ``astype`` takes ``device``...) get a thin adapter
-here; functions ``tapegrad.numpy`` does not have yet are absent (see :data:`MISSING`), and
+function (``sum``, ``prod``, ``cumulative_sum``, ``vecdot``, ``reshape``, ``unstack``,
+``expand_dims``...); the few whose arguments differ (``std``/``var`` take ``correction``,
+``asarray``'s ``copy=False`` shares a NumPy array, ``squeeze`` needs ``axis``...) get a thin
+adapter here; functions ``tapegrad.numpy`` does not have yet are absent (see :data:`MISSING`), and
 appear as soon as ``tapegrad.numpy`` gains them. The ``linalg`` extension is
 ``xp.linalg``; the ``fft`` extension is ``xp.fft`` when ``tapegrad.numpy`` has one.
 
 Dtypes and defaults: the dtype objects are NumPy dtypes (``xp.float32 == np.dtype("float32")``,
 equal to ``Tensor.dtype``). Python floats and float lists become **float32** (tapegrad's
 default, as in PyTorch), Python ints **int64**, complex numbers **complex64**, bools bool;
-``__array_namespace_info__().default_dtypes()`` reports exactly this. Devices are the strings
-``"cpu"`` and ``"cuda:N"``.
+``__array_namespace_info__().default_dtypes()`` reports exactly this (the inspection namespace
+is ``tapegrad.numpy``'s own, one definition for both). Devices are the strings ``"cpu"`` and
+``"cuda:N"``.
 
 Tensors are immutable, so ``__setitem__`` and in-place operators do not write into a Tensor:
 ``x[i] = v`` raises ``TypeError`` (use ``x.at[i].set(v)``), and ``x += y`` rebinds ``x`` to a
@@ -32,21 +34,23 @@ References:
 from __future__ import annotations
 
 import builtins as _builtins
-import inspect as _inspect
 import math as _math
 import operator as _operator
 import types as _types
 from typing import Any, NamedTuple
 
 import numpy as _np
+from numpy.exceptions import AxisError as _AxisError
 
 from tapegrad import numpy as _tnp_module
-from tapegrad.backend import cupy_available as _cupy_available
-from tapegrad.backend import get_backend as _get_backend
 from tapegrad.interop import from_dlpack
+from tapegrad.numpy._info import DTYPES as _DTYPES
+from tapegrad.numpy._info import (  # noqa: F401  (re-exported: shared with tapegrad.numpy)
+    __array_api_version__,
+    __array_namespace_info__,
+)
+from tapegrad.ops._registry import bool_arg as _bool_arg
 from tapegrad.tensor import Tensor
-
-__array_api_version__ = "2024.12"
 
 # tapegrad.numpy assembles its namespace at import time (from the ops' declarations), so a type
 # checker cannot list its functions: it is typed as Any here.
@@ -65,17 +69,6 @@ uint8, uint16, uint32, uint64 = (_np.dtype(f"uint{b}") for b in (8, 16, 32, 64))
 float32, float64 = _np.dtype("float32"), _np.dtype("float64")
 complex64, complex128 = _np.dtype("complex64"), _np.dtype("complex128")
 
-_DTYPES = {
-    "bool": bool, "int8": int8, "int16": int16, "int32": int32, "int64": int64,
-    "uint8": uint8, "uint16": uint16, "uint32": uint32, "uint64": uint64,
-    "float32": float32, "float64": float64, "complex64": complex64, "complex128": complex128,
-}  # fmt: skip
-_DEFAULT_DTYPES = {
-    "real floating": float32,
-    "complex floating": complex64,
-    "integral": int64,
-    "indexing": int64,
-}
 
 #: The standard's main-namespace functions (2024.12), in the specification's order.
 STANDARD_FUNCTIONS = (
@@ -152,7 +145,7 @@ def _axes(axis, ndim: int, op: str) -> tuple:
     for a in seq:
         a = _operator.index(a)
         if not -ndim <= a < _builtins.max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
-            raise ValueError(f"{op}: axis {a} is out of bounds for an array of {ndim} dims")
+            raise _AxisError(f"{op}: axis {a} is out of bounds for an array of {ndim} dims")
         out.append(a % ndim if ndim else 0)
     return tuple(out)
 
@@ -331,7 +324,8 @@ def _dtype_of(type_or_array, op: str):
 def finfo(type, /) -> finfo_object:  # noqa: A002  (the standard's name)
     """Machine limits of a floating dtype (or a floating Tensor's dtype).
 
-    For complex dtypes the limits are those of the real component's dtype.
+    For complex dtypes the limits, and ``dtype``, are those of the real component's dtype
+    (``finfo(complex64).dtype`` is ``float32``), as the standard says.
 
     Raises:
         TypeError: if the dtype is not floating.
@@ -340,10 +334,9 @@ def finfo(type, /) -> finfo_object:  # noqa: A002  (the standard's name)
     if dt.kind not in "fc":
         raise TypeError(f"finfo: expected a floating dtype, got {dt}")
     fi = _np.finfo(dt)
-    real = _np.dtype(fi.dtype)
     return finfo_object(
         int(fi.bits), float(fi.eps), float(fi.max), float(fi.min),
-        float(fi.smallest_normal), real if dt.kind == "f" else dt,
+        float(fi.smallest_normal), _np.dtype(fi.dtype),
     )  # fmt: skip
 
 
@@ -434,26 +427,6 @@ def matrix_transpose(x, /) -> Tensor:
     return _tnp.swapaxes(x, -1, -2)
 
 
-def vecdot(x1, x2, /, *, axis=-1) -> Tensor:
-    """The dot product ``sum(conj(x1) * x2)`` along ``axis``, the other axes broadcast.
-
-    Raises:
-        ValueError: if ``axis`` is out of range or the sizes along it differ.
-    """
-    x1, x2 = _arr(x1), _arr(x2)
-    nd = _builtins.max(x1.ndim, x2.ndim)
-    if not -nd <= axis < nd or (axis >= 0 and axis >= _builtins.min(x1.ndim, x2.ndim)):
-        raise ValueError(
-            f"vecdot: axis {axis} is out of range for shapes {x1.shape} and {x2.shape}"
-        )
-    if x1.shape[axis] != x2.shape[axis]:
-        raise ValueError(
-            f"vecdot: sizes along axis {axis} differ: shapes {x1.shape} and {x2.shape}"
-        )
-    a: Any = _tnp.conj(x1) if x1.dtype.kind == "c" else x1
-    return _tnp.sum(a * x2, axis=axis if axis < 0 else axis - nd)
-
-
 # -- manipulation ---------------------------------------------------------------------------
 def broadcast_arrays(*arrays) -> list:
     """The inputs broadcast to their common shape (differentiable).
@@ -479,34 +452,6 @@ def concat(arrays, /, *, axis=0) -> Tensor:
     return _tnp.concatenate(xs, axis=axis)
 
 
-def expand_dims(x, /, axis=0) -> Tensor:
-    """``x`` with a new axis of size 1 inserted at ``axis`` (in ``[-x.ndim-1, x.ndim]``)."""
-    return _tnp.expand_dims(_arr(x), axis)
-
-
-def reshape(x, /, shape, *, copy=None) -> Tensor:
-    """``x`` with a new shape (one entry may be ``-1``).
-
-    ``copy`` is accepted for the standard's sake: Tensors are immutable, so a copy and a view
-    cannot be told apart.
-    """
-    return _tnp.reshape(_arr(x), shape)
-
-
-def unstack(x, /, *, axis=0) -> tuple:
-    """The slices of ``x`` along ``axis``, as a tuple of Tensors (differentiable).
-
-    Raises:
-        ValueError: if ``axis`` is out of range.
-    """
-    t: Any = _arr(x)  # Any: Tensor's operators and indexing are installed at import time
-    (a,) = _axes(axis, t.ndim, "unstack")
-    if t.ndim == 0:
-        raise ValueError("unstack: expected an array with at least one dimension")
-    lead = (slice(None),) * a
-    return tuple(t[lead + (i,)] for i in range(t.shape[a]))
-
-
 def squeeze(x, /, axis) -> Tensor:
     """``x`` without the size-1 axes ``axis`` (an int or tuple).
 
@@ -519,58 +464,15 @@ def squeeze(x, /, axis) -> Tensor:
 # -- searching ------------------------------------------------------------------------------
 def count_nonzero(x, /, *, axis=None, keepdims=False) -> Tensor:
     """The number of non-zero elements along ``axis`` (int64, no gradient)."""
+    keepdims = _bool_arg(keepdims, "count_nonzero", "keepdims")
     x = _arr(x)
     return _tnp.sum(_tnp.astype(x != 0, int64), axis=axis, keepdims=keepdims)
 
 
 # -- statistics -----------------------------------------------------------------------------
-def _accumulate_dtype(x: Tensor, dtype, op: str):
-    """The standard's dtype for sum/prod/cumulative_*: integers widen to the default integer
-    dtype (unsigned to uint64), bool to int64, floating keeps its dtype."""
-    if dtype is not None:
-        return _dtype(dtype, op)
-    k = x.dtype.kind
-    if k == "b" or (k == "i" and x.dtype.itemsize < 8):
-        return int64
-    if k == "u" and x.dtype.itemsize < 8:
-        return uint64
-    return x.dtype
-
-
-def sum(x, /, *, axis=None, dtype=None, keepdims=False) -> Tensor:  # noqa: A001
-    """The sum over ``axis`` (all axes when ``None``).
-
-    Args:
-        x: Tensor.
-        axis: int, tuple of ints or ``None``.
-        dtype: Accumulation and result dtype; by default integers widen to int64 (unsigned to
-            uint64), bool to int64, floating and complex keep their dtype.
-        keepdims: Keep the reduced axes with size 1.
-    """
-    x = _arr(x)
-    dt = _accumulate_dtype(x, dtype, "sum")
-    if x.dtype != dt:
-        x = _tnp.astype(x, dt)
-    return _tnp.sum(x, axis=axis, keepdims=keepdims)
-
-
-def prod(x, /, *, axis=None, dtype=None, keepdims=False) -> Tensor:
-    """The product over ``axis``; dtype rules as :func:`sum`."""
-    x = _arr(x)
-    dt = _accumulate_dtype(x, dtype, "prod")
-    if x.dtype != dt:
-        x = _tnp.astype(x, dt)
-    return _tnp.prod(x, axis=axis, keepdims=keepdims)
-
-
 def _corrected(op, x, axis, correction, keepdims):
-    x = _arr(x)
-    if float(correction) == int(correction) and correction >= 0:
-        fn = _tnp.var if op == "var" else _tnp.std
-        return fn(x, axis=axis, ddof=int(correction), keepdims=keepdims)
-    n = _math.prod(x.shape[a] for a in _axes(axis, x.ndim, op))
-    v = _tnp.var(x, axis=axis, keepdims=keepdims) * (n / (n - correction))
-    return v if op == "var" else _tnp.sqrt(v)
+    fn = _tnp.var if op == "var" else _tnp.std
+    return fn(_arr(x), axis=axis, correction=correction, keepdims=keepdims)
 
 
 def var(x, /, *, axis=None, correction=0.0, keepdims=False) -> Tensor:
@@ -582,38 +484,6 @@ def var(x, /, *, axis=None, correction=0.0, keepdims=False) -> Tensor:
 def std(x, /, *, axis=None, correction=0.0, keepdims=False) -> Tensor:
     """The standard deviation, ``sqrt(var(x, axis=axis, correction=correction))``."""
     return _corrected("std", x, axis, correction, keepdims)
-
-
-def _cumulative(op, base, x, axis, dtype, include_initial, fill):
-    x = _arr(x)
-    if axis is None:
-        if x.ndim > 1:
-            raise ValueError(f"{op}: axis is required for an input with {x.ndim} dimensions")
-        axis = 0
-    if x.ndim == 0:
-        raise ValueError(f"{op}: expected an array with at least one dimension")
-    (a,) = _axes(axis, x.ndim, op)
-    dt = _accumulate_dtype(x, dtype, op)
-    if x.dtype != dt:
-        x = _tnp.astype(x, dt)
-    out = base(x, axis=a)
-    if include_initial:
-        shape = list(x.shape)
-        shape[a] = 1
-        init = _tnp.full(tuple(shape), fill, dtype=dt, device=x.device)
-        out = _tnp.concatenate([init, out], axis=a)
-    return out
-
-
-def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False) -> Tensor:
-    """The cumulative sum along ``axis`` (optional for 1-D input), starting with 0 when
-    ``include_initial``; dtype rules as :func:`sum`."""
-    return _cumulative("cumulative_sum", _tnp.cumsum, x, axis, dtype, include_initial, 0)
-
-
-def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False) -> Tensor:
-    """The cumulative product along ``axis``, starting with 1 when ``include_initial``."""
-    return _cumulative("cumulative_prod", _tnp.cumprod, x, axis, dtype, include_initial, 1)
 
 
 # -- utility --------------------------------------------------------------------------------
@@ -641,39 +511,20 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None) -> Tensor:
     return t
 
 
-# -- sorting (adapters over tapegrad.numpy's sort/argsort, present once it has them) ---------
-def _sort(x, /, *, axis=-1, descending=False, stable=True) -> Tensor:
-    """``x`` sorted along ``axis`` (descending when asked); differentiable through the
-    selection (see ``tapegrad.numpy.sort``)."""
-    out = _tnp.sort(_arr(x), axis=axis)
-    return _tnp.flip(out, axis=axis) if descending else out
+# -- sorting: the standard's keyword-only signature, stable by default ----------------------
+def sort(x, /, *, axis=-1, descending=False, stable=True) -> Tensor:
+    """``x`` sorted along ``axis`` (largest first when ``descending``); differentiable through
+    the selection (see ``tapegrad.numpy.sort``)."""
+    return _tnp.sort(_arr(x), axis=axis, stable=_builtins.bool(stable), descending=descending)
 
 
-def _stable_argsort(x, axis):
-    fn = _tnp.argsort
-    try:
-        params = _inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        params = {}
-    if "stable" in params:
-        return fn(x, axis=axis, stable=True)
-    if "kind" in params:
-        return fn(x, axis=axis, kind="stable")
-    return fn(x, axis=axis)
-
-
-def _argsort(x, /, *, axis=-1, descending=False, stable=True) -> Tensor:
+def argsort(x, /, *, axis=-1, descending=False, stable=True) -> Tensor:
     """The indices that sort ``x`` along ``axis`` (int64); ties keep their order (stable),
     also when ``descending``."""
     x = _arr(x)
-    (a,) = _axes(axis, x.ndim, "argsort") if x.ndim else (0,)
     if x.ndim == 0:
         return _tnp.zeros((), dtype=int64)
-    if not descending:
-        return _stable_argsort(x, a)
-    n = x.shape[a]
-    rev = _stable_argsort(_tnp.flip(x, axis=a), a)
-    return _tnp.flip((n - 1) - rev, axis=a)
+    return _tnp.argsort(x, axis=axis, stable=_builtins.bool(stable), descending=descending)
 
 
 _ADAPTERS = {
@@ -682,13 +533,9 @@ _ADAPTERS = {
     "iinfo": iinfo, "isdtype": isdtype, "result_type": result_type, "can_cast": can_cast,
     "bitwise_invert": bitwise_invert, "bitwise_left_shift": bitwise_left_shift,
     "bitwise_right_shift": bitwise_right_shift, "matrix_transpose": matrix_transpose,
-    "vecdot": vecdot, "broadcast_arrays": broadcast_arrays, "concat": concat,
-    "expand_dims": expand_dims, "reshape": reshape, "unstack": unstack, "squeeze": squeeze,
-    "count_nonzero": count_nonzero, "sum": sum, "prod": prod, "var": var, "std": std,
-    "cumulative_sum": cumulative_sum, "cumulative_prod": cumulative_prod,
+    "broadcast_arrays": broadcast_arrays, "concat": concat, "squeeze": squeeze,
+    "count_nonzero": count_nonzero, "var": var, "std": std, "sort": sort, "argsort": argsort,
 }  # fmt: skip
-# Adapters over a tapegrad.numpy function that may not exist yet: used once it does.
-_WHEN_PRESENT = {"sort": ("sort", _sort), "argsort": ("argsort", _argsort)}
 # Composites used only while tapegrad.numpy has no function of that name.
 _FALLBACKS = {"diff": diff}
 
@@ -697,9 +544,6 @@ def _pick(name: str):
     """The namespace's function ``name``: an adapter, tapegrad.numpy's own, or None."""
     if name in _ADAPTERS:
         return _ADAPTERS[name]
-    if name in _WHEN_PRESENT:
-        base, fn = _WHEN_PRESENT[name]
-        return fn if callable(getattr(_tnp, base, None)) else None
     fn = getattr(_tnp, name, None)
     if callable(fn) and not isinstance(fn, type):
         return fn
@@ -721,22 +565,20 @@ def _diagonal(x, /, *, offset=0) -> Tensor:
 
 def _trace(x, /, *, offset=0, dtype=None) -> Tensor:
     """The sum of diagonal ``offset`` of the last two axes; dtype rules as ``sum``."""
-    x = _arr(x)
-    dt = _accumulate_dtype(x, dtype, "trace")
-    if x.dtype != dt:
-        x = _tnp.astype(x, dt)
-    return _tnp.trace(x, offset, axis1=-2, axis2=-1)
+    return _tnp.trace(_arr(x), offset, axis1=-2, axis2=-1, dtype=dtype)
 
 
 def _matrix_norm(x, /, *, keepdims=False, ord="fro") -> Tensor:  # noqa: A002
     """The matrix norm ``ord`` (``"fro"``, ``"nuc"``, 1, -1, 2, -2, inf, -inf) of the last two
     axes (see ``tapegrad.numpy.linalg.norm``)."""
+    keepdims = _bool_arg(keepdims, "matrix_norm", "keepdims")
     return _tnp.linalg.norm(_arr(x), ord=ord, axis=(-2, -1), keepdims=keepdims)
 
 
 def _vector_norm(x, /, *, axis=None, keepdims=False, ord=2) -> Tensor:  # noqa: A002
     """The vector ``ord``-norm over ``axis`` (all axes when ``None``; a tuple of axes is
     flattened into one vector)."""
+    keepdims = _bool_arg(keepdims, "vector_norm", "keepdims")
     x = _arr(x)
     axes = _axes(axis, x.ndim, "vector_norm")
     if len(axes) == 1:
@@ -758,8 +600,7 @@ def _pinv(x, /, *, rtol=None) -> Tensor:
 
 _LINALG_ADAPTERS = {
     "diagonal": _diagonal, "trace": _trace, "matrix_norm": _matrix_norm,
-    "vector_norm": _vector_norm, "matrix_transpose": matrix_transpose, "vecdot": vecdot,
-    "pinv": _pinv,
+    "vector_norm": _vector_norm, "matrix_transpose": matrix_transpose, "pinv": _pinv,
 }  # fmt: skip
 
 
@@ -784,21 +625,9 @@ def _fft_nd(name: str):
     return fn
 
 
-def _fft_freq(name: str):
-    def fn(n, /, *, d=1.0, dtype=None, device=None) -> Tensor:
-        out = getattr(_tnp.fft, name)(n, d=d, device=device)
-        return out if dtype is None or out.dtype == dtype else _tnp.astype(out, dtype)
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = (f"The sample frequencies of ``tapegrad.numpy.fft.{name}`` (spacing ``d``), "
-                  "in ``dtype`` (default: float64, as NumPy) on ``device``.")
-    return fn
-
-
 _FFT_ADAPTERS = {
     **{n: _fft_1d(n) for n in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft")},
     **{n: _fft_nd(n) for n in ("fftn", "ifftn", "rfftn", "irfftn")},
-    **{n: _fft_freq(n) for n in ("fftfreq", "rfftfreq")},
 }
 
 
@@ -809,45 +638,6 @@ def _submodule(name: str, names, pick) -> _types.ModuleType:
         setattr(mod, n, pick(n))
     mod.__all__ = present  # type: ignore[attr-defined]
     return mod
-
-
-# -- __array_namespace_info__ ---------------------------------------------------------------
-def _devices() -> list:
-    out = ["cpu"]
-    if _cupy_available():
-        cp: Any = _get_backend("cuda:0")
-        out += [f"cuda:{i}" for i in range(cp.cuda.runtime.getDeviceCount())]
-    return out
-
-
-class __array_namespace_info__:  # noqa: N801  (the standard's name)
-    """The array API's inspection utilities (``xp.__array_namespace_info__()``)."""
-
-    def capabilities(self) -> dict:
-        """``{"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}``
-        (data-dependent shapes work in eager mode; ``jit``, ``vmap`` and lazy mode need static
-        shapes)."""
-        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 64}
-
-    def default_device(self) -> str:
-        """``"cpu"``."""
-        return "cpu"
-
-    def default_dtypes(self, *, device=None) -> dict:
-        """``{"real floating": float32, "complex floating": complex64, "integral": int64,
-        "indexing": int64}``, on every device."""
-        return dict(_DEFAULT_DTYPES)
-
-    def dtypes(self, *, device=None, kind=None) -> dict:
-        """The supported dtypes by name, optionally only those of ``kind`` (as in
-        :func:`isdtype`); the same on every device."""
-        if kind is None:
-            return dict(_DTYPES)
-        return {k: v for k, v in _DTYPES.items() if isdtype(v, kind)}
-
-    def devices(self) -> list:
-        """``["cpu"]`` and ``"cuda:N"`` for each GPU CuPy sees."""
-        return _devices()
 
 
 # -- build the namespace from tapegrad.numpy -------------------------------------------------

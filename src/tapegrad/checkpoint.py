@@ -321,12 +321,27 @@ class PolicyCheckpoint(Function):
             it = iter(ts)
             return tuple(body.call([next(it) if k else v for k, v in zip(body.kinds, ex)]))
 
-        _, tape = trace(tensors_only)(*[_tconst(t._concrete()) for t in tensors])
-        ranks = residual_ranks(tape, select_residuals(tape, *policy))
+        ex_outs, tape = trace(tensors_only)(*[_tconst(t._concrete()) for t in tensors])
+        kept = select_residuals(tape, *policy)
+        ranks = residual_ranks(tape, kept)
         outs = PolicyCheckpoint.apply(*args, body=vbody, policy=(None, None, ranks))
         if body.out_tree is None:
             body.out_tree = vbody.out_tree
-        return outs
+        # The kept residuals come out beside the outputs, and every value a batching rule
+        # returns carries the batch: one that depends on no batched input is the same for
+        # every example and has no batch axis in the batched program, so it is broadcast.
+        tensor_batched = [b for b, k in zip(batched, body.kinds) if k]
+        varies = {v for v, b in zip(tape.in_nodes, tensor_batched) if b}
+        for e in tape.entries:
+            if type(e) is TapeEntry and any(v in varies for v in e.in_nodes):
+                varies.update(e.out_nodes)
+        outs = list(outs) if isinstance(outs, tuple) else [outs]
+        n_out = len(ex_outs)
+        for i, v in enumerate(_Program(tape, kept).kept):
+            o = outs[n_out + i]
+            if v not in varies and o.shape == tuple(tape.avals[v][0]):
+                outs[n_out + i] = o.reshape((1,) + o.shape).broadcast_to((size,) + o.shape)
+        return tuple(outs) if len(outs) > 1 else outs[0]
 
     @classmethod
     def output_shape(cls, *shapes, body=None, policy=None):

@@ -20,7 +20,7 @@ from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
 from tapegrad.tree import tree_flatten, tree_structure, tree_unflatten
 
-__all__ = ["custom_vjp"]
+__all__ = ["custom_vjp", "once_differentiable", "OnceDifferentiableBackward"]
 
 
 def _out_leaves(out, who) -> list:
@@ -265,3 +265,143 @@ class _CustomVJPFunction(Function):
     @classmethod
     def output_shape(cls, *shapes, call=None):
         raise NotImplementedError("custom_vjp: output shapes are known only by running fwd")
+
+
+# -- once-differentiable rules ---------------------------------------------------------------
+def once_differentiable(backward):
+    """Decorator for a :class:`~tapegrad.Function`'s ``backward`` that is only meant for first
+    derivatives, such as one that computes with NumPy on arrays (PyTorch's
+    ``torch.autograd.function.once_differentiable``).
+
+    Without an enclosing transform the rule runs as written. When one traces the op's inputs
+    (``grad(grad(f))``, ``hessian``, ``jit(grad(f))``, ``vmap(grad(f))``), the decorated rule
+    is recorded as one primitive of the op's inputs and cotangents that reruns ``forward`` and
+    then ``backward`` on their values: ``jit`` and ``trace`` replay it on new inputs (no
+    value of the first call is kept), ``vmap`` runs it per example, and differentiating it
+    again (a second derivative through this op) raises a ``TypeError`` naming the Function,
+    instead of a silently wrong result. A rule written with tapegrad operations needs no
+    decorator: it differentiates to any order.
+
+    Use it below ``@staticmethod``::
+
+        class Sin(tg.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return np.sin(x)
+
+            @staticmethod
+            @tg.once_differentiable
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g.numpy() * np.cos(x.numpy())
+
+    Args:
+        backward: The rule, ``backward(ctx, *cotangents)`` (a function or a staticmethod).
+
+    Returns:
+        The decorated rule (a staticmethod when given one).
+
+    Raises:
+        TypeError: if ``backward`` is not callable. The rule it returns raises ``TypeError``
+            when its result is differentiated again.
+    """
+    if isinstance(backward, staticmethod):
+        return staticmethod(once_differentiable(backward.__func__))
+    if not callable(backward):
+        raise TypeError(
+            f"once_differentiable: expected a backward rule (a function), got "
+            f"{type(backward).__name__}"
+        )
+
+    @functools.wraps(backward)
+    def rule(ctx, *cotangents):
+        w = ctx._watch
+        if w is None or w.inputs is None or w.trace.done:
+            return backward(ctx, *cotangents)  # first order: nothing records the rule
+        return _rerun(w, ctx, cotangents)
+
+    rule.once_differentiable = True  # pyright: ignore[reportAttributeAccessIssue]
+    return rule
+
+
+def _rerun(w, ctx, cotangents) -> tuple:
+    """A once-differentiable rule under an enclosing transform: one primitive of the op's
+    inputs and cotangents (:class:`OnceDifferentiableBackward`)."""
+    n = len(w.inputs)
+    want = tuple(i for i, need in enumerate(ctx.needs_input_grad) if need)
+    res: list = [None] * n
+    if not want:
+        return tuple(res)
+    tensors = tuple(type(a) is Tensor for a in w.inputs)
+    outs = OnceDifferentiableBackward.apply(*w.inputs, *cotangents, fn=w.fn, n_in=n,
+                                            want=want, tensors=tensors, fn_params=w.params)
+    for i, o in zip(want, outs if isinstance(outs, tuple) else (outs,)):
+        res[i] = o
+    return tuple(res)
+
+
+class OnceDifferentiableBackward(Function):
+    """The backward rule of a Function decorated with :func:`once_differentiable`, as one
+    primitive: inputs are the op's inputs then its output cotangents; outputs are the
+    cotangents of the inputs in ``want`` (one array, or a tuple for several). ``forward``
+    reruns the op's ``forward`` (so the values it leaves on ``ctx`` are this call's) and its
+    ``backward`` on constants. Differentiating it raises."""
+
+    oper = "once_differentiable_backward"
+
+    @staticmethod
+    def forward(ctx, *arrays, fn, n_in, want, tensors, fn_params):
+        from tapegrad.function import base_apply
+
+        ins = list(arrays[:n_in])
+        values = [_tconst(a) if t else a for a, t in zip(ins, tensors)]
+        cpu = all(type(a) is np.ndarray for a, t in zip(ins, tensors) if t)
+        needs = tuple(i in want for i in range(n_in))
+        _, c, _, _, nondiff, _ = base_apply(fn, values, ins, cpu, fn_params, needs)
+        if nondiff:
+            c._nondiff = nondiff
+        gs = [None if g is None else _tconst(g) for g in arrays[n_in:]]
+        grads = fn.backward(c, *gs)
+        if type(grads) is not tuple:
+            grads = tuple(grads) if type(grads) is list else (grads,)
+        if len(grads) != n_in:
+            raise ValueError(
+                f"{fn.__name__}.backward returned {len(grads)} value(s) for {n_in} input(s); "
+                "return one cotangent (or None) per positional input of forward."
+            )
+        xp = ctx.backend
+        out = []
+        for i in want:
+            g = grads[i]
+            if g is None:
+                out.append(xp.zeros(ins[i].shape, ins[i].dtype))
+            elif isinstance(g, Tensor):
+                out.append(g._concrete())
+            else:
+                out.append(xp.asarray(g))
+        ctx.fn_name = fn.__name__
+        return out[0] if len(out) == 1 else tuple(out)
+
+    @staticmethod
+    def backward(ctx, *gs):
+        raise TypeError(
+            f"{ctx.fn_name}.backward is decorated with @tg.once_differentiable, so it has no "
+            "derivative of its own, but a transform differentiates it again (a second "
+            "derivative through this op: grad of grad, hessian, jvp of grad). Write the "
+            "backward with tapegrad operations on ctx.saved_tensors and the cotangents (then "
+            "drop the decorator) to differentiate it to any order."
+        )
+
+    jvp = backward
+
+    @staticmethod
+    def batch(args, batched, size, **params):
+        from tapegrad.vmap import loop
+
+        return loop(OnceDifferentiableBackward, args, batched, size, params)
+
+    @classmethod
+    def output_shape(cls, *shapes, **params):
+        raise NotImplementedError("once_differentiable: output shapes are known only by "
+                                  "running the rule")

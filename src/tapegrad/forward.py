@@ -23,11 +23,12 @@ import numpy as np
 
 from tapegrad.backend import backend_of
 from tapegrad.function import new_level, transform_scope, unbroadcast
-from tapegrad.tape import Guard, Trace, check_guard
+from tapegrad.tape import Guard, Trace, check_watch, escaped_rule, is_escape, replay_guard
 from tapegrad.tensor import Tensor, const
 from tapegrad.transforms import (
     as_primal,
     check_argnums,
+    check_callable,
     check_output_dtype,
     grad,
     lower_output,
@@ -92,9 +93,25 @@ def op_tangents(cls, ctx, ts, in_avals, out_avals) -> tuple:
     ctx.needs_input_grad = tuple(t is not None for t in ts)
     ctx.out_avals = out_avals
     rule = cls.jvp
-    if rule is None or _FORCE_TRANSPOSE:
-        return _transpose_tangents(cls, ctx, ts, in_avals, out_avals)
-    out = rule(ctx, *ts)
+    transpose = rule is None or _FORCE_TRANSPOSE
+    name = "backward" if transpose else "jvp"
+    if ctx._watch is not None:  # an enclosing transform records this rule
+        check_watch(cls, ctx, name)
+    try:
+        if transpose:
+            return _transpose_tangents(cls, ctx, ts, in_avals, out_avals)
+        out = rule(ctx, *ts)  # pyright: ignore[reportOptionalCall]
+    except TypeError as err:
+        if not is_escape(err):
+            raise
+        if transpose and getattr(cls.backward, "once_differentiable", False):
+            raise TypeError(
+                f"{cls.__name__} has no jvp rule, and its backward, decorated with "
+                "@tg.once_differentiable, reads the cotangent as an array, so forward mode "
+                f"(jvp, jacfwd, hessian) cannot transpose it. Give {cls.__name__} a static "
+                "jvp(ctx, *tangents) rule written with tapegrad operations."
+            ) from None
+        raise escaped_rule(cls, name, err) from None
     if type(out) is not tuple:
         out = tuple(out) if isinstance(out, list) else (out,)
     if len(out) != len(out_avals):
@@ -270,9 +287,9 @@ def jvp(fun, primals, tangents, has_aux: bool = False) -> tuple[Any, ...]:
         shapes and dtypes. Outputs that do not depend on the inputs get zero tangents.
 
     Raises:
-        TypeError: if ``primals``/``tangents`` are not tuples or lists, their structures differ,
-            a tangent's dtype differs from its primal's, a primal is integer or boolean, or an
-            output leaf is not numeric.
+        TypeError: if ``fun`` is not callable, ``primals``/``tangents`` are not tuples or
+            lists, their structures differ, a tangent's dtype differs from its primal's, a
+            primal is integer or boolean, or an output leaf is not numeric.
         ValueError: if a tangent's shape differs from its primal's.
 
     Example:
@@ -281,6 +298,7 @@ def jvp(fun, primals, tangents, has_aux: bool = False) -> tuple[Any, ...]:
         >>> float(y), float(t)  # sin(0), cos(0) * 2
         (0.0, 2.0)
     """
+    check_callable(fun, "jvp")
     primals, prims, treedef, _ = _flat_primals(primals, "jvp")
     tans = _flat_tangents(tangents, primals, prims, treedef, "jvp")
     out_tree, p_out, t_out, aux = _jvp_core(fun, treedef, prims, tans, has_aux, "jvp")
@@ -293,7 +311,7 @@ def _replay(entries, env: dict) -> None:
     """Re-apply recorded entries to the Tensors in ``env`` (node -> Tensor), differentiably."""
     for e in entries:
         if type(e) is Guard:
-            check_guard(e, env[e.node].numpy(), "linearize: jvp_fn")
+            replay_guard(e, env[e.node], "linearize: jvp_fn")
             continue
         args = [env[n] if n >= 0 else c for n, c in zip(e.in_nodes, e.consts)]
         outs = e.fn.apply(*args, **e.params)
@@ -345,7 +363,8 @@ def linearize(fun, *primals):
         ``jvp_fn`` is built of tapegrad ops, so enclosing transforms differentiate it.
 
     Raises:
-        TypeError / ValueError: as :func:`jvp`, for bad primals or tangents.
+        TypeError / ValueError: as :func:`jvp`, for a non-callable ``fun`` and bad primals
+            or tangents.
         GuardError: if ``fun`` took a Python decision on a tangent value and new tangents change
             it.
 
@@ -355,6 +374,7 @@ def linearize(fun, *primals):
         >>> float(f_jvp(tg.Tensor(3.0)))
         3.0
     """
+    check_callable(fun, "linearize")
     out, jvp_fn, _ = _linearize(fun, primals, False, "linearize")
     return out, jvp_fn
 
@@ -417,9 +437,10 @@ def jacfwd(
         ``argnums``), as JAX's ``jacfwd``. Dtypes are the outputs'.
 
     Raises:
-        TypeError: for a bad ``argnums``, integer inputs, or non-array outputs; complex inputs
-            without ``holomorphic=True`` (the message names it); with ``holomorphic=True``,
-            real inputs or real outputs.
+        TypeError: for a non-callable ``fun`` (when the transform is made), a bad
+            ``argnums``, integer inputs, or non-array outputs; complex inputs without
+            ``holomorphic=True`` (the message names it); with ``holomorphic=True``, real
+            inputs or real outputs.
         ValueError: if an ``argnums`` entry is out of range.
 
     Example:
@@ -428,6 +449,7 @@ def jacfwd(
         Tensor([[2., 0.],
                 [0., 4.]], dtype=float32)
     """
+    check_callable(fun, "jacfwd")
     check_argnums(argnums, "jacfwd")
 
     def jacfwd_f(*args, **kwargs):
@@ -486,9 +508,10 @@ def jacrev(
         :func:`jacfwd` (leaves of shape ``out_shape + in_shape``). Dtypes are the inputs'.
 
     Raises:
-        TypeError: for a bad ``argnums``, integer inputs, or non-array outputs; complex outputs
-            without ``holomorphic=True`` (the message names it); with ``holomorphic=True``,
-            real inputs or real outputs.
+        TypeError: for a non-callable ``fun`` (when the transform is made), a bad
+            ``argnums``, integer inputs, or non-array outputs; complex outputs without
+            ``holomorphic=True`` (the message names it); with ``holomorphic=True``, real
+            inputs or real outputs.
         ValueError: if an ``argnums`` entry is out of range.
 
     Example:
@@ -496,6 +519,7 @@ def jacrev(
         >>> tg.jacrev(lambda x: tnp.sum(x * x))(tg.Tensor([1.0, 2.0]))
         Tensor([2., 4.], dtype=float32)
     """
+    check_callable(fun, "jacrev")
     check_argnums(argnums, "jacrev")
 
     def jacrev_f(*args, **kwargs):
@@ -564,7 +588,8 @@ def hessian(
         ``jacfwd(jacrev(fun))``.
 
     Raises:
-        TypeError / ValueError: as :func:`jacfwd` and :func:`jacrev`.
+        TypeError / ValueError: as :func:`jacfwd` and :func:`jacrev` (a non-callable ``fun``
+            when the transform is made).
 
     Example:
         >>> import tapegrad as tg, tapegrad.numpy as tnp
@@ -572,6 +597,7 @@ def hessian(
         Tensor([[ 6.,  0.],
                 [ 0., 12.]], dtype=float32)
     """
+    check_callable(fun, "hessian")
     return jacfwd(jacrev(fun, argnums, has_aux, holomorphic), argnums, has_aux, holomorphic)
 
 
@@ -593,8 +619,8 @@ def hvp(fun, primals, tangents):
         one pytree per primal; leaves have the primals' shapes and dtypes.
 
     Raises:
-        TypeError: if ``primals`` is not a non-empty tuple or list; as :func:`jvp` for bad
-            tangents.
+        TypeError: if ``fun`` is not callable or ``primals`` is not a non-empty tuple or
+            list; as :func:`jvp` for bad tangents.
         ValueError: as :func:`jvp` for tangent shapes; if ``fun`` does not return a real scalar.
 
     Example:
@@ -602,6 +628,7 @@ def hvp(fun, primals, tangents):
         >>> tg.hvp(lambda x: tnp.sum(x ** 3), (tg.Tensor([1.0, 2.0]),), (tg.Tensor([1.0, 0.0]),))
         Tensor([6., 0.], dtype=float32)
     """
+    check_callable(fun, "hvp")
     if not isinstance(primals, (tuple, list)) or not primals:
         raise TypeError(
             "hvp: primals must be a non-empty tuple or list of positional arguments, got "

@@ -224,6 +224,7 @@ class Context:
     backend: Any = np
     saved_tensors: Any = _SavedTensors()
     needs_input_grad: tuple[bool, ...]
+    _watch: Any = None  # set when an enclosing transform records the rules (tapegrad.tape)
 
     if TYPE_CHECKING:  # free attributes: static values from forward to backward
 
@@ -448,6 +449,13 @@ class Function:
 
     unbroadcast = staticmethod(unbroadcast)
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if getattr(cls.backward, "once_differentiable", False):
+            # the rule reruns forward on the values it is given (tapegrad.once_differentiable),
+            # so arrays forward leaves on ctx are never one example's under vmap
+            cls._ctx_arrays_recomputed = True
+
     @classmethod
     def output_shape(cls, *shapes, **params) -> tuple:
         """Output shape from the inputs' shapes, without running the op.
@@ -533,14 +541,21 @@ class Function:
         shapes = [tuple(a.shape) if hasattr(a, "shape") else a for a in arrays]
         try:
             cls.output_shape(*shapes, **(params or {}))
-        except ValueError as clear:
-            return ValueError(str(clear))
+        except ValueError as clear:  # its own type kept: numpy's AxisError is an IndexError too
+            return clear.with_traceback(None)
         except Exception:
             pass
         desc = ", ".join(
             f"{tuple(a.shape)} {a.dtype}" if hasattr(a, "shape") else repr(a) for a in arrays
         )
-        return type(e)(f"{cls._name()}: {e} (inputs: {desc})")
+        msg = str(e)
+        prefix = "" if msg.startswith(f"{cls._name()}:") else f"{cls._name()}: "
+        text = f"{prefix}{msg} (inputs: {desc})"
+        try:
+            return type(e)(text)
+        except Exception:  # an exception type with another constructor (NumPy's casting error)
+            base = next(b for b in (TypeError, IndexError, ValueError) if isinstance(e, b))
+            return base(text)
 
 
 def base_apply(cls, values, arrays, cpu, params, needs):

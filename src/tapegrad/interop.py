@@ -47,7 +47,7 @@ import numpy as np
 from tapegrad import numpy as _tnp_module  # a partial module while tapegrad.numpy imports this
 from tapegrad.backend import get_backend, parse_device
 from tapegrad.ops._registry import install_methods
-from tapegrad.tensor import Tensor, const
+from tapegrad.tensor import Tensor, const, host_value
 from tapegrad.tree import tree_leaves, tree_map
 
 __all__ = ["from_dlpack", "numpy_dispatch_target"]
@@ -205,7 +205,8 @@ def _passthrough(func, qual: str, args, kwargs):
         if kind == "jit":
             raise _missing(func, " Under jit/trace the result would be recorded as a constant "
                                  "and replayed unchanged for new inputs.")
-    a_args, a_kwargs = tree_map(lambda v: v.numpy() if isinstance(v, Tensor) else v,
+    # the values alone (no derivative): a floating result of a traced value is refused below
+    a_args, a_kwargs = tree_map(lambda v: host_value(v) if isinstance(v, Tensor) else v,
                                 (args, kwargs))
     out = func(*a_args, **a_kwargs)
     if traced:

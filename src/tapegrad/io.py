@@ -420,14 +420,51 @@ def save(path, tree) -> None:
 
 
 # -- load -------------------------------------------------------------------------------------
+class _NotRegular(ValueError):
+    """Internal: a path names something other than a regular file of fixed size."""
+
+
+def _read_file(path: str) -> bytes:
+    """The bytes of the regular file ``path`` (a symbolic link is followed to its target).
+
+    Anything else (a directory, a device such as ``/dev/zero``, a FIFO, a socket) is refused
+    before it is opened, and again on the open file, so a path swapped in between is caught
+    too. The file is opened without blocking (a FIFO cannot stall the caller) and read only up
+    to the size it had when opened: a file that grows while it is read, or a ``/proc`` file
+    (which reports size 0), is refused rather than read without end.
+
+    Raises:
+        OSError: if the file cannot be opened or read.
+        _NotRegular (a ValueError): if it is not a regular file, or its size changes while it
+            is read; the message says which, without the path.
+    """
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise _NotRegular("is not a regular file")
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    with open(fd, "rb", closefd=True) as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _NotRegular("is not a regular file")
+        size = info.st_size
+        data = f.read(size + 1)
+    if len(data) != size:
+        raise _NotRegular(
+            f"is not a regular file of fixed size (its size said {size} bytes, reading gave "
+            f"{'more' if len(data) > size else len(data)})"
+        )
+    return data
+
+
 def _read(path: str) -> bytes:
     try:
-        with open(path, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise CheckpointError(f"io.load: {path!r} is not a regular file")
-            return f.read()
-    except OSError as e:
-        raise CheckpointError(f"io.load: cannot read {path!r}: {e.strerror or e}") from None
+        return _read_file(path)
+    except _NotRegular as e:
+        raise CheckpointError(f"io.load: {path!r} {e}") from None
+    except (OSError, ValueError) as e:  # ValueError: a path with a NUL byte
+        raise CheckpointError(
+            f"io.load: cannot read {path!r}: {getattr(e, 'strerror', None) or e}"
+        ) from None
 
 
 def _verify_digest(data: bytes, digest) -> None:
@@ -685,17 +722,23 @@ def load(path, like=None) -> Any:
         namedtuples of the same name and fields).
 
     Raises:
-        CheckpointError (a ValueError): if the file is missing or unreadable, truncated or
-            corrupted in any byte (digest mismatch, bad header, malformed or too deeply nested
-            structure), is not a tapegrad checkpoint, has an unsupported format version (such
-            as version 1), or does not match ``like`` (listing missing and unexpected keys, or
-            the first shape/dtype difference). Every message names the file.
+        CheckpointError (a ValueError): if the file is missing or unreadable, not a regular
+            file (a device such as ``/dev/zero``, a FIFO or a directory is refused before it is
+            read, and never blocks), truncated or corrupted in any byte (digest mismatch, bad
+            header, malformed or too deeply nested structure), is not a tapegrad checkpoint,
+            has an unsupported format version (such as version 1), or does not match ``like``
+            (listing missing and unexpected keys, or the first shape/dtype difference). Every
+            message names the file.
         TypeError: if the arguments are swapped (a pytree first and a path second) or ``path``
             is not path-like; or if the file holds a registered pytree node and ``like`` is
             not given.
     """
     path = _path_arg("load", path, like, "like", "load(path, like=tree)")
-    data = _read(path)
+    return _load_bytes(_read(path), path, like)
+
+
+def _load_bytes(data: bytes, path: str, like=None) -> Any:
+    """:func:`load` on the bytes ``data`` already read from ``path`` (named in messages)."""
     import safetensors.numpy as stn
 
     try:

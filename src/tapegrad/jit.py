@@ -36,7 +36,7 @@ from tapegrad import backend as _backend
 from tapegrad import tape as _tape
 from tapegrad._keywords import strict_keywords
 from tapegrad.function import Context, _state, new_level, run_forward, transform_scope
-from tapegrad.tape import Guard, GuardError, Trace, check_guard
+from tapegrad.tape import Guard, GuardError, Trace, _check_outputs, _loaded_failure, check_guard
 from tapegrad.tensor import Tensor, const
 from tapegrad.transforms import as_primal, lower_output
 from tapegrad.tree import tree_flatten, tree_map, tree_unflatten
@@ -98,14 +98,33 @@ class Program:
         fused: How many transposes the layout pass removed (cancelled, or computed by the
             product that fed them).
 
+    The generated source holds only names the compiler makes up (``v0, v1, ...`` for values,
+    numbered slots for functions, parameter dicts and constants): no string from the tape (an
+    op's label, a parameter's name or value, a node id, a label) is ever written into it.
+
     Raises:
         GuardError: when called with inputs that change a Python decision taken while the tape
             was recorded (see ``Tape.replay``).
+        ValueError: for a tape read from a file (``Tape.from_json``) that does not compile, or
+            whose first run finds an entry that fails or gives outputs of other shapes or
+            dtypes than the file declares (the first call runs the tape's entries one by one
+            and checks each, naming the entry).
     """
 
     def __init__(self, tape, keep_inputs: bool = True):
         self.tape = tape
-        self._build(tape)
+        # A tape read from a file: its first run checks each entry against the file.
+        self._unchecked = bool(tape.loaded)
+        if not tape.loaded:
+            self._build(tape)
+            return
+        try:
+            self._build(tape)
+        except ValueError:
+            raise
+        except Exception as e:  # parameters from the file that an op's traits reject
+            raise ValueError(f"Program: the tape loaded from a file does not compile: "
+                             f"{type(e).__name__}: {e}") from e
 
     # -- analysis --------------------------------------------------------------------------
     def _build(self, tape) -> None:
@@ -118,7 +137,7 @@ class Program:
         seen: dict = {}  # CSE: key -> output refs
         self.folded = 0
         self.merged = 0
-        for e in entries:
+        for i, e in enumerate(entries):
             if type(e) is Guard:
                 ref = value_of.get(e.node, ("v", e.node))
                 if ref[0] == "c":  # decided at compile time: the recorded value is the value
@@ -130,7 +149,16 @@ class Program:
                 for n, c in zip(e.in_nodes, e.consts)
             )
             if all(kind == "c" for kind, _ in ins):  # constant folding
-                outs = self._fold(e.fn, e.params, [v for _, v in ins])
+                try:
+                    outs = self._fold(e.fn, e.params, [v for _, v in ins])
+                except (ValueError, GuardError, FloatingPointError, MemoryError):
+                    raise
+                except Exception as err:
+                    if not tape.loaded:
+                        raise
+                    raise _loaded_failure("Program", i, e, err) from err
+                if tape.loaded:
+                    _check_outputs("Program", i, e, outs, avals)
                 for n, o in zip(e.out_nodes, outs):
                     value_of[n] = ("c", o)
                 self.folded += 1
@@ -268,7 +296,8 @@ class Program:
             ufunc = getattr(s.fn, "ufunc", None)
             if ufunc is not None and s.params:
                 ufunc = None
-            if (ufunc is not None or getattr(s.fn, "into", False)) and len(s.outs) == 1:
+            if ((ufunc is not None or getattr(s.fn, "into", False)) and len(s.outs) == 1
+                    and "into" not in s.params):
                 shape, dtype = s.avals[0]
                 for k, v in s.ins:
                     if (k == "v" and v in owned and v not in readonly and last.get(v) == i
@@ -309,6 +338,15 @@ class Program:
 
     # -- code generation -------------------------------------------------------------------
     def _source(self, device: str):
+        """The program's Python source and the globals it runs with.
+
+        The source is made only of names made up here: ``v0, v1, ...`` for values (numbered in
+        order of appearance, not by node id), ``F3``/``C2``/``P3``/``K3_0``/``G4``/``O0`` slots
+        for forwards, contexts, parameter dicts, constants, guards and constant outputs. Nothing
+        from the tape (an op's label, a parameter's name or value, a node id, a label, a dtype)
+        is ever written into the text: every such value reaches the program through its
+        globals, and parameters are passed as ``**P3``.
+        """
         xp = _backend.get_backend(device)
         g = {"_guard": check_guard, "_asarray": xp.asarray, "_tuple": tuple}
 
@@ -317,10 +355,13 @@ class Program:
                 v) is np.ndarray else v
 
         lines = []
-        names = {}
+        names: dict = {}
 
         def name(n):
-            return names.setdefault(n, f"v{n}")
+            got = names.get(n)
+            if got is None:
+                got = names[n] = f"v{len(names)}"
+            return got
 
         ins = [name(n) for n in self.tape.in_nodes]
         lines.append(f"def program({', '.join(ins)}):")
@@ -356,9 +397,9 @@ class Program:
                         g[f"C{n_in}"] = cls
                     g[f"F{j}"] = s.fn.forward
                     kw = ""
-                    for p, (pk, pv) in enumerate(s.params.items()):
-                        g[f"P{j}_{p}"] = pv
-                        kw += f", {pk}=P{j}_{p}"
+                    if s.params:  # by name, from a dict: no parameter name enters the source
+                        g[f"P{j}"] = dict(s.params)
+                        kw += f", **P{j}"
                     if s.out_into is not None:  # the forward writes into the dying buffer
                         kw += f", into={name(s.out_into)}"
                     call = f"F{j}(C{n_in}(), {', '.join(args)}{kw})"
@@ -407,10 +448,49 @@ class Program:
                 dev = _backend.device_of(a)
                 break
         fn = self._compiled(dev)
+        if self._unchecked:  # a tape from a file: its entries run as written first, checked
+            self._check(arrays, dev)
+            self._unchecked = False
         if _state.debug:  # tg.debug_nans checks every op: run them one by one
             return self._interpret(arrays, dev)
         with transform_scope():
             return fn(*arrays)
+
+    def _check(self, arrays, dev) -> None:
+        """Run the entries of a tape read from a file as written, one by one, and check that
+        each gives the shapes and dtypes the file declares (what the compiled program's
+        planning relied on); a failure is a ValueError naming the entry."""
+        tape = self.tape
+        env = dict(zip(tape.in_nodes, arrays))
+        xp = _backend.get_backend(dev)
+        with transform_scope():
+            for i, e in enumerate(tape.entries):
+                if type(e) is Guard:
+                    check_guard(e, env[e.node], "Tape.replay")
+                    continue
+                ctx = object.__new__(Context)
+                ctx.needs_input_grad = (False,) * len(e.in_nodes)
+                if dev != "cpu":
+                    ctx.device, ctx.backend = dev, xp
+                args = []
+                for n, c in zip(e.in_nodes, e.consts):
+                    if n >= 0:
+                        args.append(env[n])
+                    else:
+                        c = _const_array(c)
+                        args.append(_backend.to_device(c, dev) if dev != "cpu"
+                                    and type(c) is np.ndarray else c)
+                try:
+                    out = run_forward(e.fn, ctx, args, e.params)
+                except (ValueError, GuardError, FloatingPointError, MemoryError):
+                    raise
+                except Exception as err:
+                    raise _loaded_failure("Tape.replay", i, e, err) from err
+                outs = out if isinstance(out, (tuple, list)) else (out,)
+                outs = [o if hasattr(o, "shape") and not isinstance(o, np.generic)
+                        else xp.asarray(o) for o in outs]
+                _check_outputs("Tape.replay", i, e, outs, tape.avals)
+                env.update(zip(e.out_nodes, outs))
 
     def _interpret(self, arrays, dev) -> tuple:
         env = dict(zip(self.tape.in_nodes, arrays))
@@ -760,6 +840,11 @@ def _signature(leaves, who):
     return tuple(sig)
 
 
+#: How many programs one signature keeps, one per outcome of its guards (a guard on a value
+#: that changes on every call, such as ``x.numpy()``, would otherwise add one per call).
+_MAX_BRANCHES = 8
+
+
 @strict_keywords
 def jit(
     fun=None, *, static_argnums: Any = (), static_argnames: Any = (), cache_size: int = 64
@@ -800,8 +885,11 @@ def jit(
           (``np.random.rand``): their draws are constants of the recording. Draw random
           numbers from :mod:`tapegrad.random` keys passed as arguments (or a Module's key,
           which advances at every call).
-        - A Python decision on data (``if x.sum() > 0``, ``int(n)``) is a guard: when new inputs
-          flip it, ``fun`` is traced again for them (the programs of both branches are kept).
+        - A Python decision on data (``if x.sum() > 0``, ``int(n)``, ``x.numpy()``) is a guard:
+          when new inputs flip it, ``fun`` is traced again for them (the programs of the last
+          8 outcomes are kept). Reading a whole array (``x.numpy()``, ``np.asarray(x)``) guards
+          on every element, so it retraces for each new value: keep such reads out of jitted
+          code, or compute on the Tensor.
         - Called on values another transform is tracing (inside ``grad``), ``fun`` simply
           runs, so that transform can differentiate it.
 
@@ -928,7 +1016,10 @@ def jit(
         key, (out, c) = record(dyn, dkw, statics, skw, key, leaves)
         if c is not None:
             with cache.lock:
-                cache.entries.setdefault(key, []).append(c)
+                branches = cache.entries.setdefault(key, [])
+                branches.append(c)
+                if len(branches) > _MAX_BRANCHES:  # guards flipping on every call: keep newest
+                    del branches[0]
                 cache.entries.move_to_end(key)
                 while len(cache.entries) > cache.size:
                     cache.entries.popitem(last=False)

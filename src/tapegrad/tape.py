@@ -61,10 +61,13 @@ class TapeEntry(NamedTuple):
 
 
 class Guard(NamedTuple):
-    """A Python decision (``bool``, ``int``, ``float``, ``item``) taken on a traced value.
+    """A Python decision taken on a traced value: ``bool``, ``int``, ``float``, ``complex``,
+    ``item`` (a Python number), or ``numpy`` (the whole value read as a NumPy array, by
+    ``Tensor.numpy()`` or ``np.asarray``).
 
     Attributes:
-        kind: Which conversion was made. node: The value's node. value: What it returned.
+        kind: Which conversion was made. node: The value's node. value: What it returned (for
+            ``numpy``, a read-only copy of the array; a replay must meet exactly this array).
         where: ``file:line`` of the decision in user code.
     """
 
@@ -74,25 +77,218 @@ class Guard(NamedTuple):
     where: str
 
 
+def _host_copy(a) -> np.ndarray:
+    """A read-only NumPy copy of array ``a`` (the value a ``numpy`` guard holds)."""
+    arr = np.array(a, copy=True)
+    arr.flags.writeable = False
+    return arr
+
+
 _GUARD_FNS = {
-    "bool": bool,
-    "int": int,
-    "float": float,
-    "complex": complex,
-    "item": lambda a: a.item(),
+    "bool": lambda a: bool(a.reshape(())),
+    "int": lambda a: int(a.reshape(())),
+    "float": lambda a: float(a.reshape(())),
+    "complex": lambda a: complex(a.reshape(())),
+    "item": lambda a: a.reshape(()).item(),
+    "numpy": _host_copy,
 }
+
+
+def guard_value(kind: str, array):
+    """What the decision ``kind`` gives on ``array`` (a NumPy array, or a host copy of one)."""
+    return _GUARD_FNS[kind](np.asarray(array))
+
+
+def guard_holds(g: Guard, got) -> bool:
+    """Whether ``got`` (from :func:`guard_value`) is the value ``g`` recorded: numbers compare
+    equal, arrays have the same shape, dtype and elements (NaN matching NaN)."""
+    if g.kind != "numpy":
+        return got == g.value
+    want = g.value
+    return (got.shape == want.shape and got.dtype == want.dtype
+            and bool(np.array_equal(got, want, equal_nan=got.dtype.kind in "fc")))
+
+
+def _show(value) -> str:
+    """A guard's value for listings (arrays shortened)."""
+    if isinstance(value, np.ndarray):
+        if value.size <= 4:
+            return np.array2string(value, separator=", ")
+        return f"<array {_fmt_aval((value.shape, value.dtype))}>"
+    return repr(value)
 
 
 def check_guard(g: Guard, array, who: str) -> None:
     """Raise :class:`GuardError` if ``array`` changes the decision ``g`` recorded."""
-    got = _GUARD_FNS[g.kind](np.asarray(array).reshape(()))
-    if got != g.value:
+    got = guard_value(g.kind, array)
+    if not guard_holds(g, got):
         raise GuardError(
             f"{who}: the recording took a Python decision on a traced value at {g.where} "
-            f"({g.kind}(...) gave {g.value!r}); these inputs give {got!r}, so the recorded "
-            "program no longer matches the function. Trace it again for these inputs, or "
-            "express the branch with tnp.where."
+            f"({g.kind}(...) gave {_show(g.value)}); these inputs give {_show(got)}, so the "
+            "recorded program no longer matches the function. Trace it again for these "
+            "inputs, or express the branch with tnp.where."
         )
+
+
+def _loaded_failure(who: str, i: int, e: TapeEntry, err: BaseException) -> ValueError:
+    """The error for entry ``i`` of a tape read from a file whose forward failed with ``err``
+    (parameters from the file that the op cannot take)."""
+    return ValueError(f"{who}: entry {i} ({e.oper}) of a tape loaded from a file fails: "
+                      f"{type(err).__name__}: {err}")
+
+
+def _check_outputs(who: str, i: int, e: TapeEntry, outs, avals) -> None:
+    """Raise ValueError unless the arrays ``outs`` that entry ``i`` of a tape read from a file
+    produced have the number, shapes and dtypes of its output nodes in ``avals``."""
+    if len(outs) != len(e.out_nodes):
+        raise ValueError(f"{who}: entry {i} ({e.oper}) of a tape loaded from a file gives "
+                         f"{len(outs)} output(s); the file declares {len(e.out_nodes)}")
+    for n, o in zip(e.out_nodes, outs):
+        shape, dtype = avals[n]
+        d = getattr(o, "dtype", None)
+        got = (tuple(np.shape(o)), np.dtype(d if d is not None else np.asarray(o).dtype))
+        if got != (tuple(shape), dtype):
+            raise ValueError(
+                f"{who}: entry {i} ({e.oper}) of a tape loaded from a file gives node {n} shape "
+                f"{got[0]} and dtype {got[1]}; the file declares shape {tuple(shape)} and dtype "
+                f"{dtype}"
+            )
+
+
+def replay_guard(g: Guard, t: Tensor, who: str) -> None:
+    """Check guard ``g`` on ``t``, a value of a replay; when ``t`` is itself traced, the
+    decision is taken again on the transforms tracing it (guards there, a refusal inside
+    ``vmap``), as the recorded function took it.
+
+    Raises:
+        GuardError: if ``t`` changes the decision.
+    """
+    got = guard_value(g.kind, _backend.to_device(t._concrete(), "cpu"))
+    if t._level:
+        t._trace.decide(t, g.kind, got, only_branch=True)
+    if not guard_holds(g, got):
+        raise GuardError(
+            f"{who}: the recording took a Python decision on a traced value at {g.where} "
+            f"({g.kind}(...) gave {_show(g.value)}); these inputs give {_show(got)}. Trace the "
+            "function again for these inputs."
+        )
+
+
+def _escape(message: str) -> TypeError:
+    """The TypeError for a traced value read as a Python or NumPy value where a transform
+    would lose its derivative, marked so that a rule's caller can name the rule."""
+    err = TypeError(message)
+    err._tapegrad_escape = True  # pyright: ignore[reportAttributeAccessIssue]
+    return err
+
+
+def is_escape(err: BaseException) -> bool:
+    """Whether ``err`` was raised by :func:`_escape`."""
+    return getattr(err, "_tapegrad_escape", False)
+
+
+def escaped_rule(fn, rule: str, e: TypeError) -> TypeError:
+    """The error for a ``backward``/``jvp`` rule of ``fn`` that read a traced value as a
+    NumPy array or Python number (it then computes off the tape)."""
+    return TypeError(
+        f"{fn.__name__}.{rule} read a value as a NumPy array or Python number while an "
+        "enclosing transform differentiates that rule (a higher-order derivative), so the "
+        f"result would silently lose that path ({e}). Write {rule} with tapegrad operations "
+        "on the Tensors it receives (ctx.saved_tensors and the cotangents: tapegrad.numpy "
+        "functions, NumPy's functions and ufuncs on Tensors, and operators all record), or, "
+        f"if {fn.__name__} is only meant for first derivatives, decorate its backward with "
+        "@tg.once_differentiable (differentiating it again then raises)."
+    )
+
+
+#: Context attributes the engine sets (never a forward's own arrays).
+_ENGINE_KEYS = frozenset({"saved_tensors", "backend", "device", "needs_input_grad", "_site",
+                          "_spec", "_nondiff", "_watch", "out_avals"})
+
+
+class Watch(NamedTuple):
+    """Set on a backward rule's context when an enclosing transform traces the op's inputs, so
+    that it records (differentiates, replays or batches) whatever the rule computes.
+
+    Attributes:
+        trace: The enclosing (lower-level) trace. fn: The Function.
+        inputs: The op's inputs as that trace sees them (kept for a
+            :func:`~tapegrad.once_differentiable` rule, which reruns the op from them), or
+            None. params: The op's keyword parameters.
+        constants: Names of floating arrays ``forward`` left to the rule (free context
+            attributes, saved arrays that are neither inputs nor outputs): constants to the
+            enclosing transform.
+    """
+
+    trace: Any
+    fn: Any
+    inputs: Any
+    params: dict
+    constants: tuple
+
+
+def _floating_array(v, given) -> bool:
+    """Whether ``v`` is a floating array or NumPy scalar not among the ids ``given`` (the op's
+    static parameters and non-Tensor inputs: values passed in, not computed)."""
+    if type(v) is Tensor or id(v) in given:
+        return False
+    dt = getattr(v, "dtype", None)
+    return hasattr(v, "shape") and isinstance(dt, np.dtype) and dt.kind in "fc"
+
+
+def _watch(fn, ctx, trace, lowered, params, spec) -> None:
+    """Set ``ctx._watch`` (:class:`Watch`) for a rule an enclosing ``trace`` will record: for
+    a once-differentiable rule, or when ``forward`` left floating arrays the rule would read
+    as constants."""
+    if getattr(fn.backward, "once_differentiable", False):
+        ctx._watch = Watch(trace, fn, tuple(lowered), params, ())
+        return
+    if getattr(fn, "_ctx_arrays_recomputed", False):
+        return
+    names = []
+    given = None
+    for name, v in ctx.__dict__.items():
+        if name in _ENGINE_KEYS or v is None or type(v) in (bool, int, float, str):
+            continue
+        if given is None:
+            given = {id(a) for a in lowered if type(a) is not Tensor}
+            given.update(id(p) for p in params.values())
+        if _floating_array(v, given) or (isinstance(v, (tuple, list))
+                                         and any(_floating_array(e, given) for e in v)):
+            names.append(f"ctx.{name}")
+    for j, (kind, v) in enumerate(spec):
+        if kind == 2 and isinstance(v, Tensor) and v._level == 0 and v.dtype.kind in "fc":
+            names.append(f"ctx.saved_tensors[{j}] (an array that is neither an input nor an "
+                         "output of forward)")
+    if names:
+        ctx._watch = Watch(trace, fn, None, params, tuple(names))
+
+
+def check_watch(fn, ctx, rule: str) -> None:
+    """Refuse to run ``rule`` (``"backward"`` or ``"jvp"``) of ``fn`` where an enclosing
+    transform records it and it would read arrays ``forward`` computed as constants.
+
+    Raises:
+        TypeError: naming the Function, the arrays and the fixes.
+    """
+    w = ctx._watch
+    if not w.constants:
+        return
+    trace = w.trace
+    if trace.done or (not trace.replays and trace.level <= _function._state.limit):
+        return
+    what = ("records it to replay (jit, trace), which would keep this call's values for "
+            "every later call") if trace.replays else (
+        "differentiates it (a higher-order derivative), which would silently lose their "
+        "derivatives")
+    raise TypeError(
+        f"{fn.__name__}.{rule}: forward left floating arrays ({', '.join(w.constants)}) that "
+        f"the rule reads as constants, but an enclosing transform {what}. Save inputs and "
+        f"outputs with ctx.save_for_backward and recompute the rest in {rule} with tapegrad "
+        "operations, or, if the op is only meant for first derivatives, decorate its "
+        "backward with @tg.once_differentiable (it then runs under jit and trace, and "
+        "differentiating it again raises)."
+    )
 
 
 class Trace:
@@ -221,6 +417,8 @@ class Trace:
                         [lowered[v] if kind == 0 else (prims[v] if kind == 1 else v)  # pyright: ignore[reportOptionalSubscript]
                          for kind, v in spec]
                     )
+                # the backward rule runs while sub_trace watches these inputs: it records it
+                _watch(fn, ctx, sub_trace, lowered, params, spec)  # pyright: ignore[reportPossiblyUnboundVariable]
             else:  # base_apply set the level-0 saved values
                 ctx = ctx0
                 if needs is not None:
@@ -256,14 +454,18 @@ class Trace:
         """Keep ``entry`` (forward mode overrides this to compute tangents instead)."""
         self.entries.append(entry)
 
-    def decide(self, t: Tensor, kind: str, value, only_branch: bool = False) -> None:
+    def decide(self, t: Tensor, kind: str, value, only_branch: bool = False,
+               what: str | None = None) -> None:
         """A Python decision on ``t``'s value: a guard on every replaying trace holding it.
 
-        ``only_branch=True`` says the value only picks a branch (a tape's guard replayed), so
-        a differentiating transform has nothing to lose.
+        ``kind`` is ``bool``, ``int``, ``float``, ``complex``, ``item`` or ``numpy`` (the whole
+        array read out: ``value`` is that NumPy array; ``what`` names the call for messages,
+        such as ``"Tensor(x)"``). ``only_branch=True`` says the value
+        only picks a branch or feeds a non-differentiable result (a tape's guard replayed, a
+        check inside an op), so a differentiating transform has nothing to lose.
 
         Raises:
-            TypeError: for ``float``/``complex``/``item`` on a floating value that a
+            TypeError: for ``float``/``complex``/``item``/``numpy`` of a floating value that a
                 differentiating transform traces (the result would carry no derivative); for
                 any decision on a batched value inside ``vmap``.
         """
@@ -272,6 +474,13 @@ class Trace:
             trace = t._trace
             if not trace.done:
                 if trace.batched:
+                    if kind == "numpy":
+                        raise TypeError(
+                            f"{what or 'numpy() (or np.asarray)'} of a batched value inside "
+                            "vmap: it stands for every example at once. Compute on the Tensor "
+                            "itself, or return it from the vmapped function to get the stacked "
+                            "values."
+                        )
                     raise TypeError(
                         f"{kind}() of a batched value inside vmap: each example may give a "
                         "different answer, so one Python value cannot stand for them. Write "
@@ -281,16 +490,33 @@ class Trace:
                 if trace.replays:
                     if where is None:
                         where = caller_line()
-                    trace.entries.append(Guard(kind, t._node, value, where))
+                    trace.entries.append(Guard(kind, t._node, _host_copy(value)
+                                               if kind == "numpy" else value, where))
                 elif (
                     not only_branch
-                    and kind in ("float", "complex", "item")
+                    and kind in ("float", "complex", "item", "numpy")
                     and t.dtype.kind in "fc"
                     and trace.level > _function._state.limit
                 ):
+                    if kind == "numpy" and what is not None:
+                        raise _escape(
+                            f"{what} of a Tensor that a transform is differentiating makes a "
+                            "constant: it would carry no derivative, so the gradient would "
+                            "silently lose this path. Use x itself (tnp.asarray(x) keeps it "
+                            "traced too), or write tg.stop_gradient(x) if a constant is meant."
+                        )
+                    if kind == "numpy":
+                        raise _escape(
+                            "numpy() (or np.asarray/np.array) of a Tensor that a transform is "
+                            "differentiating: the NumPy array would carry no derivative, so "
+                            "the gradient would silently lose this path. Keep computing with "
+                            "Tensors (tapegrad.numpy functions, and NumPy's functions called "
+                            "on Tensors, record), or write tg.stop_gradient(x).numpy() if a "
+                            "constant is meant."
+                        )
                     fix = (f"tg.stop_gradient(x).{kind}()" if kind == "item"
                            else f"{kind}(tg.stop_gradient(x))")
-                    raise TypeError(
+                    raise _escape(
                         f"{kind}() of a Tensor that a transform is differentiating: the Python "
                         "number would carry no derivative, so the gradient would silently "
                         "lose this path. Keep computing with Tensors (tapegrad.numpy ops), or "
@@ -362,15 +588,22 @@ def backward_pass(entries: list, ct: dict, avals, consume: bool) -> dict:
             gs = _multi_cotangents(e, ct, avals)
             if gs is None:
                 continue
-        if st.debug:  # tg.debug_nans: ops inside this rule report "the backward of fn"
-            previous = st.backward_of
-            st.backward_of = (fn._name(), ctx.__dict__.get("_site", "<unknown>"))  # pyright: ignore[reportAttributeAccessIssue]
-            try:
+        if ctx._watch is not None:  # an enclosing transform records this rule
+            check_watch(fn, ctx, "backward")
+        try:
+            if st.debug:  # tg.debug_nans: ops inside this rule report "the backward of fn"
+                previous = st.backward_of
+                st.backward_of = (fn._name(), ctx.__dict__.get("_site", "<unknown>"))  # pyright: ignore[reportAttributeAccessIssue]
+                try:
+                    grads = fn.backward(ctx, *gs)
+                finally:
+                    st.backward_of = previous
+            else:
                 grads = fn.backward(ctx, *gs)
-            finally:
-                st.backward_of = previous
-        else:
-            grads = fn.backward(ctx, *gs)
+        except TypeError as err:
+            if is_escape(err):
+                raise escaped_rule(fn, "backward", err) from None
+            raise
         if type(grads) is not tuple:
             grads = tuple(grads) if type(grads) is list else (grads,)
         in_nodes = e.in_nodes
@@ -444,8 +677,13 @@ def _node_name(n: int) -> str:
 
 
 def _short(v) -> str:
-    if isinstance(v, np.dtype) or isinstance(v, type):
+    if isinstance(v, type) and issubclass(v, _function.Function):
+        return v._name()
+    if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(
+            v, (np.generic, bool, int, float, complex))):
         return np.dtype(v).name
+    if isinstance(v, type):
+        return v.__name__
     s = repr(v)
     return s if len(s) <= 40 else s[:37] + "..."
 
@@ -541,7 +779,7 @@ class Tape:
         for e in self.entries:
             if type(e) is Guard:
                 lines.append(
-                    f"    guard {e.kind}({_node_name(e.node)}) == {e.value!r}  # {e.where}"
+                    f"    guard {e.kind}({_node_name(e.node)}) == {_show(e.value)}  # {e.where}"
                 )
                 continue
             outs = " ".join(f"{self._name(n)}:{_fmt_aval(self.avals[n])}" for n in e.out_nodes)
@@ -592,7 +830,10 @@ class Tape:
             The output pytree, with Tensors (constants) as leaves.
 
         Raises:
-            ValueError: if structure, shapes or dtypes differ from the recording.
+            ValueError: if structure, shapes or dtypes differ from the recording; for a tape
+                read from a file (:meth:`from_json`), if an entry fails on these inputs or
+                gives outputs of other shapes or dtypes than the file declares (checked on the
+                first replay, and on every replay on traced inputs), naming the entry.
             GuardError: if the new inputs change a Python decision taken while recording; the
                 message names the source line of the decision.
         """
@@ -617,21 +858,22 @@ class Tape:
         # leaves (arrays, Python numbers) enter as constants of the recorded dtype
         env = dict(zip(self.in_nodes, [t if type(t) is Tensor else const(a)
                                        for t, a in zip(leaves, arrays)]))
-        for e in self.entries:
+        for i, e in enumerate(self.entries):
             if type(e) is Guard:
-                t = env[e.node]
-                got = _GUARD_FNS[e.kind](_backend.to_device(t._concrete(), "cpu").reshape(()))
-                if t._level:
-                    t._trace.decide(t, e.kind, got, only_branch=True)
-                if got != e.value:
-                    raise GuardError(
-                        f"Tape.replay: the recording took a Python decision on a traced value "
-                        f"at {e.where} ({e.kind}(...) gave {e.value!r}); these inputs give "
-                        f"{got!r}. Trace the function again for these inputs."
-                    )
+                replay_guard(e, env[e.node], "Tape.replay")
                 continue
-            outs = e.fn.apply(*[env[n] if n >= 0 else c for n, c in zip(e.in_nodes, e.consts)],
-                              **e.params)
+            args = [env[n] if n >= 0 else c for n, c in zip(e.in_nodes, e.consts)]
+            if not self.loaded:
+                outs = e.fn.apply(*args, **e.params)
+            else:  # a tape from a file: each entry checked against what the file declares
+                try:
+                    outs = e.fn.apply(*args, **e.params)
+                except (ValueError, GuardError, FloatingPointError, MemoryError):
+                    raise
+                except Exception as err:
+                    raise _loaded_failure("Tape.replay", i, e, err) from err
+                _check_outputs("Tape.replay", i, e, [o._array for o in (
+                    outs if isinstance(outs, (tuple, list)) else (outs,))], self.avals)
             env.update(zip(e.out_nodes, outs if isinstance(outs, (tuple, list)) else (outs,)))
         return tree_unflatten(self.out_treedef, [
             env[r] if isinstance(r, int) else (r[1] if isinstance(r[1], Tensor) else const(r[1]))
@@ -686,8 +928,9 @@ class Tape:
 
     def to_dot(self) -> str:
         """The tape as Graphviz DOT source (a string; no Graphviz needed to make it)."""
-        def q(s):
-            return '"' + str(s).replace('"', r'\"') + '"'
+        def q(s):  # a DOT string: backslashes and quotes escaped, line breaks as \n
+            s = str(s).replace("\\", "\\\\").replace('"', '\\"')
+            return '"' + s.replace("\r", "").replace("\n", "\\n") + '"'
 
         lines = ["digraph tape {", "  rankdir=LR;"]
         for n, a in zip(self.in_nodes, self.in_avals):
@@ -695,7 +938,7 @@ class Tape:
                          "shape=box, style=filled, fillcolor=lightblue];")
         for i, e in enumerate(self.entries):
             if type(e) is Guard:
-                lines.append(f"  g{i} [label={q(f'guard {e.kind} == {e.value!r}')}, "
+                lines.append(f"  g{i} [label={q(f'guard {e.kind} == {_show(e.value)}')}, "
                              "shape=diamond];")
                 lines.append(f"  n{e.node} -> g{i};")
                 continue

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from itertools import chain as _chain
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -20,7 +21,7 @@ from tapegrad import backend as _backend
 from tapegrad.lazy import LazyArray as _LazyArray
 from tapegrad.lazy import realize_array as _realize_array
 
-__all__ = ["Tensor", "tensor", "is_floating"]
+__all__ = ["Tensor", "tensor", "is_floating", "sequence_dtype"]
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _DEFAULT_DTYPES = {"f": np.float32, "c": np.complex64, "i": np.int64, "b": np.bool_}
@@ -29,6 +30,43 @@ _DEFAULT_DTYPES = {"f": np.float32, "c": np.complex64, "i": np.int64, "b": np.bo
 def is_floating(dtype) -> bool:
     """Whether ``dtype`` is a floating or complex (differentiable) dtype."""
     return np.dtype(dtype).kind in "fc"
+
+
+_PY_DEFAULTS = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float32),
+                complex: np.dtype(np.complex64)}
+_PY_TYPES = frozenset(_PY_DEFAULTS)
+
+
+def sequence_dtype(seq):
+    """The dtype of a Tensor made from the nested list/tuple ``seq``, when it holds arrays,
+    NumPy scalars or Tensors: the promotion of every leaf's dtype, each leaf taken as it would
+    be alone (arrays, NumPy scalars and Tensors keep theirs; Python floats are float32, ints
+    int64, complex numbers complex64, bools bool). So ``[a, b]`` of float64 arrays is
+    float64, as stacking them gives. ``None`` when every leaf is a Python number (then the
+    defaults apply as they are) or a leaf is not numeric (NumPy's conversion decides).
+    """
+    if _PY_TYPES.issuperset(map(type, seq)):
+        return None  # the common case: a flat list of Python numbers
+    dtypes = set()
+    strong = False
+    todo = [seq]
+    while todo:
+        items = todo.pop()
+        for t in set(map(type, items)):  # the distinct types: C speed for long flat lists
+            default = _PY_DEFAULTS.get(t)
+            if default is not None:
+                dtypes.add(default)
+            elif issubclass(t, (list, tuple)):  # one level down, all sublists at once
+                todo.append(list(_chain.from_iterable(v for v in items if type(v) is t)))
+            else:
+                for v in items:
+                    if type(v) is t:
+                        dt = getattr(v, "dtype", None)
+                        if not isinstance(dt, np.dtype) or dt.kind not in "biufc":
+                            return None
+                        dtypes.add(dt)
+                        strong = True
+    return np.result_type(*dtypes) if strong else None
 
 
 def caller_line() -> str:
@@ -48,6 +86,8 @@ def _to_array(data, dtype=None, device=None):
     """
     if isinstance(data, Tensor):
         arr = data._concrete()
+        if data._level:  # a new constant from a traced value: read out, like numpy()
+            data._trace.decide(data, "numpy", _backend.to_device(arr, "cpu"), what="Tensor(x)")
         if dtype is not None and arr.dtype != np.dtype(dtype):
             arr = arr.astype(dtype)
         if device is not None:
@@ -65,9 +105,11 @@ def _to_array(data, dtype=None, device=None):
     elif hasattr(data, "__cuda_array_interface__") and hasattr(data, "dtype"):
         arr = data.astype(data.dtype if dtype is None else dtype, copy=True)
     else:
+        if dtype is None and isinstance(data, (list, tuple)):
+            dtype = sequence_dtype(data)  # lists of arrays keep the arrays' dtype
         try:
             arr = np.array(data, dtype=dtype)
-        except (ValueError, TypeError) as e:
+        except (ValueError, TypeError, OverflowError) as e:
             raise TypeError(
                 f"Tensor: cannot make a numeric array from {type(data).__name__} ({e}); pass a "
                 "number, a (nested) list of numbers or a NumPy/CuPy array."
@@ -93,7 +135,10 @@ class Tensor:
     Args:
         data: A number, nested list, NumPy/CuPy array or Tensor. Python floats become float32,
             ints int64, bools bool, complex numbers complex64; arrays keep their dtype. A
-            caller's array is copied, so writing into it later never changes the Tensor.
+            nested list holding arrays, NumPy scalars or Tensors gets the promotion of its
+            leaves' dtypes, each taken as it would be alone (a list of float64 arrays is
+            float64). A caller's array is copied, so writing into it later never changes the
+            Tensor.
         dtype: Optional dtype to convert to (NumPy dtype or name).
         device: ``"cpu"`` (default for Python data) or ``"cuda:N"`` (needs CuPy).
         label: Optional name shown in tape listings and graph drawings.
@@ -102,9 +147,14 @@ class Tensor:
         shape: Tuple of ints. dtype: NumPy dtype. ndim, size: ints. device: str.
         label: str or None. T: the transpose (axes reversed).
 
+    A Tensor made from a traced Tensor is a new constant, so it is a read of the value like
+    ``x.numpy()``: a guard inside ``jit`` and ``trace``, refused under a transform that
+    differentiates a floating ``x`` and for a batched value inside ``vmap`` (compute on ``x``
+    itself, or use ``tg.stop_gradient(x)`` for a constant).
+
     Raises:
-        TypeError: if ``data`` is not numeric; on attribute or item assignment (Tensors are
-            immutable: use ``x.at[idx].set(v)``).
+        TypeError: if ``data`` is not numeric; for a traced ``data`` as above; on attribute or
+            item assignment (Tensors are immutable: use ``x.at[idx].set(v)``).
 
     Example:
         >>> import tapegrad as tg
@@ -234,30 +284,26 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """The value as a read-only NumPy array (copied to host from a GPU).
 
-        Inside a transform this is the current value, not a differentiable Tensor.
+        Reading a value out of a transform is a Python decision on it, like ``float(x)``:
+        inside ``jit`` and ``trace`` it is recorded as a guard (a call whose value differs
+        traces again, so the array is never a stale constant); inside a transform that
+        differentiates a floating value it is refused (the array would carry no derivative:
+        write ``tg.stop_gradient(x).numpy()`` when a constant is meant); inside ``vmap`` a
+        batched value is refused. ``np.asarray(x)`` and ``np.array(x)`` do the same.
 
         Raises:
-            TypeError: for a batched value inside ``vmap`` (it holds many examples' values).
+            TypeError: for a floating value that ``grad``, ``vjp``, ``jvp`` or another
+                differentiating transform traces; for a batched value inside ``vmap``.
         """
-        if self._level and self._batched_over() is not None:
-            raise TypeError(
-                "numpy() of a batched value inside vmap: it stands for every example at once. "
-                "Return it from the vmapped function to get the stacked values."
-            )
         arr = _backend.to_device(self._concrete(), "cpu")
+        if self._level:
+            self._trace.decide(self, "numpy", arr)
         if arr.flags.writeable:
             arr = arr.view()
             arr.flags.writeable = False
         return arr
 
     def __array__(self, dtype=None, copy=None):
-        if self._level:
-            raise TypeError(
-                "Tensor.__array__: a traced Tensor cannot silently become a NumPy array inside "
-                "a transform (its gradient would be lost). Compute on the Tensor instead "
-                "(NumPy's functions, np.sin(x), and tapegrad.numpy's both record), or use "
-                "tg.stop_gradient(x).numpy() if a constant is really meant."
-            )
         arr = self.numpy()
         if dtype is not None and arr.dtype != np.dtype(dtype):
             return arr.astype(dtype)
@@ -414,13 +460,15 @@ class Tensor:
         def argmax(self, axis=..., out=..., *, keepdims=...) -> Tensor: ...
         def argmin(self, axis=..., out=..., *, keepdims=...) -> Tensor: ...
         def argpartition(self, kth, axis=..., kind=..., order=...) -> Tensor: ...
-        def argsort(self, axis=..., kind=..., order=..., *, stable=...) -> Tensor: ...
+        def argsort(
+            self, axis=..., kind=..., order=..., *, stable=..., descending=...
+        ) -> Tensor: ...
         def astype(self, dtype, copy=...) -> Tensor: ...
         @property
         def at(self) -> Any: ...
         def broadcast_to(self, shape) -> Tensor: ...
         @staticmethod
-        def cat(arrays, axis=...) -> Tensor: ...
+        def cat(arrays, axis=..., out=..., *, dtype=..., casting=...) -> Tensor: ...
         def cbrt(self) -> Tensor: ...
         def ceil(self) -> Tensor: ...
         def clip(self, a_min=..., a_max=..., *, min=..., max=...) -> Tensor: ...
@@ -489,7 +537,7 @@ class Tensor:
         def square(self) -> Tensor: ...
         def squeeze(self, axis=...) -> Tensor: ...
         @staticmethod
-        def stack(arrays, axis=...) -> Tensor: ...
+        def stack(arrays, axis=..., out=..., *, dtype=..., casting=...) -> Tensor: ...
         def std(
             self, axis=..., dtype=..., out=..., ddof=..., keepdims=..., *, correction=...
         ) -> Tensor: ...
@@ -500,7 +548,7 @@ class Tensor:
         def tan(self) -> Tensor: ...
         def tanh(self) -> Tensor: ...
         def tile(self, reps) -> Tensor: ...
-        def to_device(self, device) -> Tensor: ...
+        def to_device(self, device, *, stream=...) -> Tensor: ...
         def trace(self, offset=..., axis1=..., axis2=..., dtype=..., out=...) -> Tensor: ...
         def transpose(self, *axes: Any, dim0=..., dim1=...) -> Tensor: ...
         def tril(self, k=...) -> Tensor: ...
@@ -547,6 +595,17 @@ def primal_of(t: Tensor) -> Tensor:
         p = const(t._array)
         _s_box(t, (b[0], b[1], b[2], p, b[4]))
     return p
+
+
+def host_value(t: Tensor) -> np.ndarray:
+    """``t``'s value as a NumPy array, for library code that only decides on it or computes a
+    result that carries no derivative (counts, indices, shapes): recorded as a guard on every
+    ``jit``/``trace`` recording ``t``, refused for a batched value inside ``vmap``, and allowed
+    under a differentiating transform (unlike ``t.numpy()``)."""
+    arr = _backend.to_device(t._concrete(), "cpu")
+    if t._level:
+        t._trace.decide(t, "numpy", arr, only_branch=True)
+    return arr
 
 
 def all_values(t: Tensor) -> np.ndarray:

@@ -22,7 +22,23 @@ from tapegrad.tensor import Tensor, const, primal_of
 from tapegrad.tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 from tapegrad.weak import WeakScalar
 
-__all__ = ["vjp", "grad", "value_and_grad", "trace", "select_argnums"]
+__all__ = ["vjp", "grad", "value_and_grad", "trace", "select_argnums", "check_callable"]
+
+
+def check_callable(fun, who: str) -> None:
+    """Raise TypeError unless ``fun`` is callable (as JAX, when the transform is made).
+
+    Raises:
+        TypeError: naming the transform and what it got.
+    """
+    if not callable(fun):
+        shown = repr(fun)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        call = f"{who}(f, ...)" if who in ("vjp", "jvp", "linearize", "hvp") else f"{who}(f)(x)"
+        raise TypeError(
+            f"{who}: fun must be callable (a function), got {type(fun).__name__} {shown}. Pass "
+            f"the function itself, {call}, not its value f(x)."
+        )
 
 
 def leaf_path(args, index: int, names) -> str:
@@ -195,8 +211,10 @@ def vjp(fun, *primals, has_aux: bool = False) -> tuple[Any, ...]:
         can be called any number of times, from several threads.
 
     Raises:
-        TypeError: for integer/boolean or non-numeric leaves (naming the leaf's path), a
-            non-pair output with ``has_aux``, or a cotangent of the wrong structure.
+        TypeError: for a non-callable ``fun``; integer/boolean or non-numeric leaves (naming
+            the leaf's path), a non-pair output with ``has_aux``, or a cotangent of the wrong
+            structure; ``numpy()``, ``float()`` or ``item()`` of a traced floating value
+            inside ``fun`` (the result would carry no derivative).
         ValueError: for a cotangent leaf of the wrong shape or dtype.
 
     Example:
@@ -205,6 +223,7 @@ def vjp(fun, *primals, has_aux: bool = False) -> tuple[Any, ...]:
         >>> [float(c) for c in vjp_fn(tg.Tensor(1.0))]
         [3.0, 2.0]
     """
+    check_callable(fun, "vjp")
     trace, treedef, prims, out_tree, nodes, lowered, aux = call_traced(
         fun, primals, has_aux, "vjp", lambda: [f"primals[{i}]" for i in range(len(primals))]
     )
@@ -313,7 +332,9 @@ def value_and_grad(
         PyTorch's (docs/conventions.md).
 
     Raises:
-        TypeError: for a bad ``argnums``; a non-scalar or non-real output (a complex one names
+        TypeError: for a non-callable ``fun`` (when the transform is made); a bad
+            ``argnums``; ``numpy()``, ``float()`` or ``item()`` of a traced floating value
+            inside ``fun``; a non-scalar or non-real output (a complex one names
             ``holomorphic=True``; use :func:`vjp` or ``jacrev`` for non-scalar outputs);
             integer inputs (naming the leaf's path); with ``holomorphic=True``, a real input
             or a real output.
@@ -327,6 +348,7 @@ def value_and_grad(
         >>> complex(tg.grad(lambda z: z**2, holomorphic=True)(tg.Tensor(1 + 2j)))  # 2 z
         (2+4j)
     """
+    check_callable(fun, "value_and_grad")
     check_argnums(argnums, "value_and_grad")
     kinds, want = ("c", "c") if holomorphic else ("fc", "f")
 
@@ -416,6 +438,8 @@ def grad(
         >>> complex(tg.grad(tnp.exp, holomorphic=True)(tg.Tensor(0j)))  # exp'(0)
         (1+0j)
     """
+    check_callable(fun, "grad")
+    check_argnums(argnums, "grad")
     vg = value_and_grad(fun, argnums, has_aux, holomorphic)
 
     def grad_f(*args, **kwargs):
@@ -433,8 +457,14 @@ def trace(fun):
     Every positional argument is an input of the tape (any pytree; integer leaves allowed, they
     are replayed but not differentiated).
 
+    Python decisions on traced values (``if x > 0``, ``float(x)``, ``x.numpy()``) are recorded
+    as guards: a replay whose inputs change one raises :class:`GuardError`.
+
     Returns:
         A function returning ``(out, tape)``.
+
+    Raises:
+        TypeError: if ``fun`` is not callable (when the transform is made).
 
     Example:
         >>> import tapegrad as tg, tapegrad.numpy as tnp
@@ -448,6 +478,7 @@ def trace(fun):
         >>> float(tape.replay(tg.Tensor([0.0, 0.0])))
         0.0
     """
+    check_callable(fun, "trace")
 
     def traced_f(*args):
         tr, treedef, prims, out_tree, nodes, lowered, _ = call_traced(

@@ -29,7 +29,7 @@ from tapegrad.backend import backend_of
 from tapegrad.function import Context, Function, new_level, run_forward, transform_scope
 from tapegrad.tape import Trace
 from tapegrad.tensor import Tensor, const, make, primal_of
-from tapegrad.transforms import check_argnums, select_argnums, vjp
+from tapegrad.transforms import check_argnums, check_callable, select_argnums, vjp
 from tapegrad.tree import NAMESPACE, tree_flatten, tree_unflatten
 
 __all__ = ["vmap", "elementwise_grad", "BatchTrace", "moveaxis", "loop"]
@@ -223,6 +223,7 @@ class BatchTrace(Trace):
                 )
             else:
                 spec.append((2, s))
+        nd = ctx.__dict__.pop("_non_diff", ())  # outputs marked non-differentiable (no state)
         if not getattr(fn, "_ctx_arrays_recomputed", False):
             for name, v in ctx.__dict__.items():
                 if name not in _CTX_KEYS and (_is_array(v) or (
@@ -232,7 +233,6 @@ class BatchTrace(Trace):
                         "vmap its backward would use one example's value for every example. "
                         "Save arrays the backward needs with ctx.save_for_backward(...)."
                     )
-        nd = ctx.__dict__.pop("_non_diff", ())
         nondiff = tuple(j for j, o in enumerate(raws) if any(o is s for s in nd))
         ctx._spec = spec = tuple(spec)
         return ctx, spec, nondiff
@@ -254,19 +254,23 @@ def vmap(
             along axis 0.
         out_axes: Where to put the batch axis in the outputs: an int, None (the output must
             not depend on the batch), or a pytree prefix of the output.
-        axis_size: The batch size, needed only when no argument is batched.
+        axis_size: The batch size, needed only when no argument is batched; when given with
+            batched arguments it must equal their batch size.
 
     Returns:
         The vectorized function: each output leaf gains a batch axis of the batch size at
         ``out_axes``.
 
     Raises:
-        ValueError: for inconsistent batch sizes (naming the arguments and sizes), an
-            ``in_axes`` structure that does not match the arguments, an axis out of range, no
-            batched argument without ``axis_size``, or ``out_axes=None`` for an output that
-            depends on the batch.
-        TypeError: for a Python decision (``bool``, ``if``) on a batched value: use
-            ``tnp.where``.
+        ValueError: for inconsistent batch sizes (naming the arguments and sizes, and
+            ``axis_size`` when it differs), an ``in_axes`` structure that does not match the
+            arguments, an ``in_axes`` or ``out_axes`` out of range (an output's batch axis
+            lies in ``[-(r + 1), r]`` for a per-example rank ``r``), no batched argument
+            without ``axis_size``, a negative ``axis_size``, or ``out_axes=None`` for an
+            output that depends on the batch.
+        TypeError: for a non-callable ``fun``; an ``in_axes``/``out_axes`` leaf that is not an
+            int or None (a string, float or bool), or an ``axis_size`` that is not an int;
+            for a Python decision (``bool``, ``if``) on a batched value: use ``tnp.where``.
 
     Example:
         >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
@@ -278,9 +282,17 @@ def vmap(
         >>> per_example.shape
         (3, 2, 3)
     """
-    if not callable(fun):
-        raise TypeError(f"vmap: fun must be callable, got {type(fun).__name__}")
+    check_callable(fun, "vmap")
     who = f"vmap({getattr(fun, '__name__', 'fun')})"
+    in_axes = _axes_spec(in_axes, who, "in_axes")
+    out_axes = _axes_spec(out_axes, who, "out_axes")
+    if axis_size is not None:
+        if isinstance(axis_size, bool) or not isinstance(axis_size, (int, np.integer)):
+            raise TypeError(f"{who}: axis_size must be an int or None, got {axis_size!r} "
+                            f"({type(axis_size).__name__})")
+        axis_size = int(axis_size)
+        if axis_size < 0:
+            raise ValueError(f"{who}: axis_size must be >= 0, got {axis_size}")
 
     def vmapped(*args, **kwargs):
         leaves, treedef = tree_flatten((args, kwargs))
@@ -313,6 +325,11 @@ def vmap(
             sizes = ", ".join(f"leaf {i}: {n}" for i, n in where)
             raise ValueError(f"{who}: the batched arguments have different batch sizes "
                              f"({sizes}); every batched axis must have the same length")
+        if axis_size is not None and size != axis_size:
+            sizes = ", ".join(f"leaf {i}: {n}" for i, n in where)
+            raise ValueError(f"{who}: axis_size is {axis_size}, but the batched arguments have "
+                             f"batch size {size} ({sizes}); axis_size must equal it (it is "
+                             "needed only when no argument is batched)")
         trace = BatchTrace(new_level(), size)
         traced = []
         for leaf, ax in zip(leaves, axes):
@@ -331,6 +348,14 @@ def vmap(
         o_axes = _out_axes(out, out_axes, who)
         res = []
         for i, (o, ax) in enumerate(zip(out_leaves, o_axes)):
+            if ax is not None:
+                rank = np.ndim(o._array if isinstance(o, Tensor) else o)
+                if not -(rank + 1) <= ax <= rank:
+                    raise ValueError(
+                        f"{who}: out_axes {ax} is out of range for output leaf {i}: one "
+                        f"example's result has rank {rank}, so the batched result has rank "
+                        f"{rank + 1} and its batch axis must lie in [{-(rank + 1)}, {rank}]"
+                    )
             if isinstance(o, Tensor) and o._level == trace.level and o._trace is trace:
                 v = primal_of(o)
                 if ax is None:
@@ -353,13 +378,45 @@ def vmap(
     return vmapped
 
 
+def _axes_spec(spec, who, what):
+    """``in_axes``/``out_axes`` checked: an int (NumPy ints accepted), None, or a pytree with
+    those as leaves (a list at the top is a tuple); NumPy ints become ints.
+
+    Raises:
+        TypeError: for any other leaf (a string, a float, a bool), naming where it is.
+    """
+    if spec is None or (type(spec) is int):
+        return spec
+    if isinstance(spec, list):
+        spec = tuple(spec)
+    paths, leaves, treedef = optree.tree_flatten_with_path(spec, none_is_leaf=True,  # pyright: ignore[reportArgumentType]
+                                                           namespace=NAMESPACE)
+    fixed = []
+    for path, leaf in zip(paths, leaves):
+        if leaf is None or (isinstance(leaf, (int, np.integer)) and not isinstance(
+                leaf, (bool, np.bool_))):
+            fixed.append(None if leaf is None else int(leaf))
+            continue
+        where = "".join(f"[{k!r}]" for k in path)
+        raise TypeError(
+            f"{who}: {what} must be an int, None, or a pytree prefix of the "
+            f"{'positional arguments' if what == 'in_axes' else 'output'} with ints and None "
+            f"as leaves; got {leaf!r} ({type(leaf).__name__})"
+            + (f" at {what}{where}" if where else "")
+        )
+    return optree.tree_unflatten(treedef, fixed)
+
+
 def _prefix_leaves(tree, prefix, who, what):
     """One entry of ``prefix`` (ints/None, a pytree prefix of ``tree``) per leaf of ``tree``."""
     if prefix is None or isinstance(prefix, int):
         return [prefix] * len(tree_flatten(tree)[0])
     try:
         full = optree.tree_broadcast_prefix(prefix, tree, none_is_leaf=True, namespace=NAMESPACE)
-        return optree.tree_leaves(full, none_is_leaf=True, namespace=NAMESPACE)
+        axes = optree.tree_leaves(full, none_is_leaf=True, namespace=NAMESPACE)
+        # a None in the tree is an empty pytree (no leaf), whatever its axis: drop its entry
+        values = optree.tree_leaves(tree, none_is_leaf=True, namespace=NAMESPACE)
+        return [a for a, v in zip(axes, values) if v is not None]
     except (ValueError, TypeError) as e:
         raise ValueError(
             f"{who}: {what} {prefix!r} does not match the structure of {tree_flatten(tree)[1]}: "
@@ -368,8 +425,6 @@ def _prefix_leaves(tree, prefix, who, what):
 
 
 def _in_axes(args, kwargs, in_axes, who):
-    if isinstance(in_axes, list):
-        in_axes = tuple(in_axes)
     if isinstance(in_axes, tuple) and len(in_axes) != len(args):
         raise ValueError(f"{who}: in_axes has {len(in_axes)} entries for {len(args)} positional "
                          "arguments; give one per argument (or one int for all)")
@@ -400,13 +455,15 @@ def elementwise_grad(fun, argnums=0, has_aux: bool = False):
         its shape and dtype (a tuple of them for a tuple ``argnums``).
 
     Raises:
-        TypeError: if ``fun`` does not return one floating Tensor, or for a bad ``argnums``.
+        TypeError: for a non-callable ``fun`` (when the transform is made), a bad
+            ``argnums``, or a ``fun`` that does not return one floating Tensor.
 
     Example:
         >>> import tapegrad as tg, tapegrad.numpy as tnp
         >>> tg.elementwise_grad(tnp.tanh)(tg.Tensor([0.0, 1.0]))
         Tensor([1.        , 0.41997433], dtype=float32)
     """
+    check_callable(fun, "elementwise_grad")
     check_argnums(argnums, "elementwise_grad")
 
     def elementwise_grad_f(*args, **kwargs):

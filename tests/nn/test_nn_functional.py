@@ -241,7 +241,7 @@ def test_cross_entropy_errors():
     z = T(np.zeros((2, 3)))
     with pytest.raises(ValueError, match="target 3 is out of range for 3 classes"):
         F.cross_entropy(z, [0, 3])
-    with pytest.raises(ValueError, match="does not match y_pred"):
+    with pytest.raises(ValueError, match=r"y_true of shape \(3,\) fits neither kind of target"):
         F.cross_entropy(z, [0, 1, 2])
     with pytest.raises(TypeError, match="integer class indices"):
         F.cross_entropy(z, tg.Tensor([0.5, 1.0]))
@@ -1406,3 +1406,60 @@ def test_extract_windows_against_torch_unfold():
         cols = torch.nn.functional.unfold(torch.tensor(x), k, padding=pad, stride=s).numpy()
         ours = windows.numpy().transpose(2, 3, 4, 5, 0, 1).reshape(2, 3 * k * k, ho * wo)
         np.testing.assert_array_equal(ours, cols)
+
+
+# -- targets and parameters the losses check ------------------------------------------------------
+def test_cross_entropy_names_the_target_shapes():
+    logits = T(RNG.standard_normal((4, 3)))
+    # float (soft) targets of the wrong shape said "non-integer floats", not the shape
+    for y in (T(RNG.random((4, 2))), RNG.random((4, 2)).tolist(), T(np.zeros((4, 2), np.int64)),
+              T(np.zeros((5,), np.int64))):
+        with pytest.raises(ValueError, match=r"cross_entropy: y_true of shape \((4, 2|5,)\) fits "
+                                             r"neither kind of target for y_pred of shape "
+                                             r"\(4, 3\): class indices have shape \(4,\) "
+                                             r"\(integers\), class probabilities have y_pred's "
+                                             r"shape \(4, 3\) \(floating\)"):
+            F.cross_entropy(logits, y)
+    with pytest.raises(ValueError, match=r"y_true has y_pred's shape \(4, 3\) but dtype kind "
+                                         r"'i'; class probabilities must be floating"):
+        F.cross_entropy(logits, T(np.zeros((4, 3), np.int64)))
+    with pytest.raises(TypeError, match="cross_entropy: y_true must hold integer class indices"):
+        F.cross_entropy(logits, "abc")
+    with pytest.raises(ValueError, match=r"nll_loss: target of shape \(4, 2\) does not match "
+                                         r"input of shape \(4, 3\); expected \(4,\)"):
+        F.nll_loss(logits, T(RNG.random((4, 2))))
+    # the right shapes still work, both kinds
+    assert F.cross_entropy(logits, T(np.full((4, 3), 1 / 3))).shape == ()
+    assert F.cross_entropy(logits, [0, 1, 2, 0], ignore_index=-100.0).shape == ()
+
+
+def test_elementwise_losses_name_the_function_for_bad_targets_and_parameters():
+    x = T(RNG.standard_normal((4, 3)))
+    p = T(RNG.uniform(0.2, 0.8, (4, 3)))
+    pairs = {"mean_squared_loss": (F.mse_loss, x, "y_true"),
+             "binary_cross_entropy": (F.binary_cross_entropy, p, "y_true"),
+             "binary_cross_entropy_with_logits": (F.binary_cross_entropy_with_logits, x,
+                                                  "y_true"),
+             "hinge_loss": (F.hinge_loss, x, "y_true"), "l1_loss": (F.l1_loss, x, "target"),
+             "huber_loss": (F.huber_loss, x, "target"),
+             "smooth_l1_loss": (F.smooth_l1_loss, x, "target"), "kl_div": (F.kl_div, x, "target")}
+    for name, (fn, a, tname) in pairs.items():
+        with pytest.raises(TypeError, match=rf"{name}: {tname} must be numeric"):
+            fn(a, "x")  # was NumPy's bare "could not convert string to float"
+        with pytest.raises(ValueError, match=rf"{name}: .* of shape \(4, 3\) and {tname} of "
+                                             r"shape \(4, 2\) differ"):
+            fn(a, T(np.ones((4, 2))))
+    bad_params = [
+        (lambda: F.cross_entropy(x, [0, 1, 2, 0], label_smoothing="0.1"),
+         r"cross_entropy: label_smoothing must be a real number, got '0.1'"),
+        (lambda: F.cross_entropy(x, [0, 1, 2, 0], ignore_index=1.5),
+         r"cross_entropy: ignore_index must be an int, got 1.5"),
+        (lambda: F.nll_loss(x, [0, 1, 2, 0], ignore_index="-100"),
+         r"nll_loss: ignore_index must be an int"),
+        (lambda: F.kl_div(x, p, log_target="yes"), r"kl_div: log_target must be a bool"),
+        (lambda: F.huber_loss(x, x, delta="1"), r"huber_loss: delta must be a real number"),
+        (lambda: F.smooth_l1_loss(x, x, beta=None), r"smooth_l1_loss: beta must be a real"),
+    ]
+    for call, msg in bad_params:
+        with pytest.raises(TypeError, match=msg):
+            call()

@@ -480,3 +480,116 @@ def test_numpy_random_is_numpys_random_module():
     a = tr.default_rng(1).normal(size=3)
     np.testing.assert_array_equal(a, np.random.default_rng(1).normal(size=3))
     assert "tapegrad.random" in tr.__doc__
+
+
+# -- nested lists of arrays, NumPy scalars, Tensors and Python numbers: one dtype rule ----------
+# Each leaf counts with the dtype it would get alone (arrays, NumPy scalars and Tensors their
+# own; Python floats float32, ints int64, complex numbers complex64, bools bool), and the
+# result has their promotion: what stacking the leaves gives, and NumPy's `array` on the same
+# leaves once the Python numbers are given tapegrad's dtypes.
+_ROWS = {  # name -> (a length-2 row, the NumPy row it stands for)
+    "py-float": ([1.5, 2.0], np.array([1.5, 2.0], np.float32)),
+    "py-int": ([1, 2], np.array([1, 2], np.int64)),
+    "py-bool": ([True, False], np.array([True, False])),
+    "py-complex": ([1j, 2.0], np.array([1j, 2.0], np.complex64)),
+    "f16": (np.array([1.5, 2.0], np.float16),) * 2,
+    "f32": (np.array([1.5, 2.0], np.float32),) * 2,
+    "f64": (np.array([1.5, 2.0]),) * 2,
+    "i8": (np.array([1, 2], np.int8),) * 2,
+    "u8": (np.array([1, 2], np.uint8),) * 2,
+    "np-scalars-f64": ([np.float64(1.5), 2.0], np.array([1.5, 2.0])),
+    "np-scalars-i8": ([np.int8(1), 2], np.array([1, 2], np.int64)),
+    "tensor-f32": (tg.Tensor(np.array([1.5, 2.0], np.float32)), np.array([1.5, 2.0], np.float32)),
+    "tensor-f64": (f64([1.5, 2.0]), np.array([1.5, 2.0])),
+    "tensor-i8": (tg.Tensor(np.array([1, 2], np.int8)), np.array([1, 2], np.int8)),
+}
+_MAKERS = {  # tapegrad function -> NumPy reference, on a list of rows
+    "Tensor": (tg.Tensor, np.array), "array": (tnp.array, np.array),
+    "asarray": (tnp.asarray, np.asarray), "stack": (tnp.stack, np.stack),
+    "concatenate": (tnp.concatenate, np.concatenate), "vstack": (tnp.vstack, np.vstack),
+    "hstack": (tnp.hstack, np.hstack), "column_stack": (tnp.column_stack, np.column_stack),
+    "dstack": (tnp.dstack, np.dstack),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("maker", list(_MAKERS))
+def test_lists_of_arrays_get_the_promoted_dtype_of_their_rows(maker):
+    fn, ref = _MAKERS[maker]
+    for n1, (r1, w1) in _ROWS.items():
+        for n2, (r2, w2) in _ROWS.items():
+            if maker == "Tensor" and "tensor" in n1 + n2:
+                continue  # Tensor() takes data, not Tensors inside lists
+            got = fn([r1, r2])
+            want = ref([w1, w2])
+            if maker in ("Tensor", "array", "asarray") and n1[:3] == n2[:3] == "py-":
+                # Python data alone is one array: NumPy's kind, tapegrad's default widths
+                want = np.array([r1, r2])
+                want = want.astype({"f": np.float32, "c": np.complex64}.get(want.dtype.kind,
+                                                                         want.dtype))
+            assert got.dtype == want.dtype, f"{maker}([{n1}, {n2}]): {got.dtype}, want {want.dtype}"
+            np.testing.assert_array_equal(got.numpy(), want)
+            # nested one level deeper, the same rule
+            if maker in ("Tensor", "array", "asarray"):
+                assert fn([[r1], [r2]]).dtype == want.dtype, (maker, n1, n2)
+
+
+def test_array_of_float64_arrays_stays_float64_as_stack_does():
+    rows = [np.ones(2), np.ones(2)]
+    assert tnp.array(rows).dtype == tnp.stack(rows).dtype == np.float64
+    assert tnp.asarray(rows).dtype == tg.Tensor(rows).dtype == np.float64
+    assert tnp.array([1.0, 2.0]).dtype == np.float32  # Python floats alone: float32
+    assert tnp.array([np.float64(1.0), 2.0]).dtype == np.float64
+    assert tnp.array([np.ones(2, np.float32), [1.0, 2.0]]).dtype == np.float32
+
+
+def test_lists_with_traced_tensors_follow_the_same_rule():
+    # traced Tensors (built with differentiable ops) give the dtype concrete data gives
+    def f(x):
+        got = tnp.array([x, np.ones(2)])
+        assert got.dtype == np.float64
+        assert tnp.array([x, [1, 2]]).dtype == tnp.stack([x, [1, 2]]).dtype == np.float64
+        got = tnp.array([x, [1.5, 2.0]])
+        assert got.dtype == np.float32
+        return tnp.sum(got)
+
+    x = tg.Tensor(np.array([1.0, 2.0], np.float32))
+    assert tg.grad(f)(x).numpy().tolist() == [1.0, 1.0]
+    i8 = tg.Tensor(np.array([1, 2], np.int8))
+    assert tnp.array([i8, [1, 2]]).dtype == tnp.stack([i8, [1, 2]]).dtype == np.int64
+
+
+@pytest.mark.parametrize("name", ["concatenate", "stack", "hstack", "vstack"])
+def test_joining_functions_take_numpys_dtype_and_casting(name):
+    fn, ref = getattr(tnp, name), getattr(np, name)
+    rows = [np.ones(2), np.array([1.0, 2.0], np.float32)]
+    for dtype, casting in [("float32", "same_kind"), ("float64", "safe"), ("int8", "unsafe"),
+                           ("complex64", "same_kind")]:  # fmt: skip
+        got = fn(rows, dtype=dtype, casting=casting)
+        want = ref(rows, dtype=dtype, casting=casting)
+        assert got.dtype == want.dtype, (name, dtype)
+        np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(TypeError, match=f"{name}: cannot cast dtype float64 to int32 under "
+                                        "casting='same_kind'"):  # fmt: skip
+        fn(rows, dtype="int32")
+    with pytest.raises(ValueError, match=f"{name}: casting must be"):
+        fn(rows, casting="sometimes")
+    if name in ("concatenate", "stack"):
+        with pytest.raises(TypeError, match=f"{name}: out= is not supported"):
+            fn(rows, out=np.empty(4))
+    g = tg.grad(lambda x: tnp.sum(fn([x, x], dtype=np.float64)))(tg.Tensor([1.0, 2.0]))
+    assert g.dtype == np.float32 and g.numpy().tolist() == [2.0, 2.0]
+
+
+def test_linspace_and_arange_bounds_that_are_arrays_keep_their_dtype():
+    # Python numbers give float32; float64 arrays and NumPy scalars keep float64, as NumPy
+    for args in [(np.zeros(2), np.ones(2), 3), (np.float64(0), 1.0, 4), (0.0, np.ones(3), 3),
+                 (np.zeros(2, np.float32), 1.0, 3), (0, 1j, 3), (np.complex128(0), 1, 3)]:
+        got, want = tnp.linspace(*args), np.linspace(*args)
+        want_dt = np.result_type(want.dtype, np.float32) if any(
+            isinstance(a, (np.ndarray, np.generic)) for a in args) else {
+            "f": np.float32, "c": np.complex64}[want.dtype.kind]  # fmt: skip
+        assert got.dtype == want_dt, args
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+    assert tnp.linspace(0, 1, 3).dtype == np.float32
+    assert tnp.arange(np.float64(0.5), 3).dtype == np.float64
+    assert tnp.arange(0.5, 3).dtype == np.float32 and tnp.arange(3).dtype == np.int64

@@ -3,6 +3,7 @@ error paths, conventions at ties and kinks, zeros in products, logsumexp stabili
 methods and output_shape."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -103,8 +104,10 @@ def test_var_ddof_errors():
     x = _t(np.ones((2, 3)))
     with pytest.raises(ValueError, match=r"var: ddof=3 leaves 0 degrees of freedom .* ddof < 3"):
         tnp.var(x, axis=1, ddof=3)
-    with pytest.raises(ValueError, match="std: ddof must be a non-negative int"):
+    with pytest.raises(ValueError, match="std: ddof must be a non-negative number"):
         tnp.std(x, ddof=-1)
+    with pytest.raises(ValueError, match="var: (ddof|correction) must be a non-negative number"):
+        tnp.var(x, correction=float("nan"))
     z = np.array([1 + 2j, -0.5j, 3.0])  # complex input: NumPy's real variance of |z - mean|
     np.testing.assert_allclose(tnp.var(z).numpy(), np.var(z))
 
@@ -540,3 +543,168 @@ def test_lazy_mode_defers_reductions():
     want = scipy.special.logsumexp(np.cumprod(a, axis=1) / 100.0, axis=0) + a.std(0, ddof=1)
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-12)
     np.testing.assert_array_equal(i.numpy(), [3, 3, 3])
+
+
+# -- dtype= and integer promotion: every reduction and scan, against NumPy -------------------------
+_DTYPE_REDUCTIONS = ["sum", "prod", "mean", "std", "var", "cumsum", "cumprod", "nansum",
+                     "nanprod", "nanmean", "nanstd", "nanvar", "nancumsum", "nancumprod",
+                     "cumulative_sum", "cumulative_prod", "trace"]  # fmt: skip
+_IN_DTYPES = ["bool", "int8", "uint8", "int16", "uint32", "int64", "uint64", "float16",
+              "float32", "float64", "complex64"]  # fmt: skip
+_OUT_DTYPES = [None, "bool", "int8", "uint8", "int32", "int64", "uint64", "float32", "float64",
+               "complex128"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", _DTYPE_REDUCTIONS)
+def test_reductions_honour_dtype_and_promote_integers_as_numpy(name):
+    for in_dtype in _IN_DTYPES:
+        a = (np.arange(1, 7).reshape(2, 3) % 3).astype(in_dtype)
+        args = (a, 0) if name.startswith("cumulative") else (a,)
+        for out_dtype in _OUT_DTYPES:
+            kw = {"axis": args[1]} if len(args) == 2 else {}
+            if out_dtype is not None:
+                kw["dtype"] = out_dtype
+            what = f"{name}({in_dtype}, dtype={out_dtype})"
+            if out_dtype == "bool" and name in ("std", "var", "nanstd", "nanvar"):
+                # NumPy raises for boolean input only (no boolean subtract) and otherwise
+                # returns a meaningless boolean: tapegrad always raises
+                with pytest.raises(TypeError, match=f"{name}: dtype=bool cannot hold"):
+                    getattr(tnp, name)(tg.Tensor(a), **kw)
+                continue
+            try:
+                with np.errstate(all="ignore"), warnings.catch_warnings():
+                    # NumPy warns that a cast of complex to real keeps the real part, as
+                    # tapegrad's cast does (tapegrad decides, it does not warn)
+                    warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+                    want = np.asarray(getattr(np, name)(a, **kw))
+            except TypeError:
+                with pytest.raises(TypeError):
+                    getattr(tnp, name)(tg.Tensor(a), **kw)
+                continue
+            got = getattr(tnp, name)(tg.Tensor(a), **kw)
+            assert got.dtype == want.dtype, f"{what}: {got.dtype}, NumPy {want.dtype}"
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-3, err_msg=what)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int32", "uint32", "float32",
+                                   "complex64"])  # fmt: skip
+def test_vecdot_keeps_the_promoted_dtype(dtype):
+    # as NumPy's and the array API's vecdot: no widening of small integers (sum's rule)
+    from tapegrad import array_api
+
+    a = np.array([[1, 0, 1], [1, 1, 0]]).astype(dtype)
+    b = np.array([1, 1, 0]).astype(dtype)
+    want = np.vecdot(a, b)
+    for fn in (tnp.vecdot, tnp.linalg.vecdot, array_api.vecdot, array_api.linalg.vecdot):
+        got = fn(tg.Tensor(a), tg.Tensor(b))
+        assert got.dtype == want.dtype, (fn, dtype)
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_fractional_ddof_and_correction_as_numpy():
+    x = np.random.default_rng(3).normal(size=(3, 4))
+    np.testing.assert_allclose(tnp.std(x, axis=0, correction=0.5).numpy(),
+                               np.std(x, axis=0, ddof=0.5))  # fmt: skip
+    np.testing.assert_allclose(tnp.var(x, ddof=1.5).numpy(), np.var(x, ddof=1.5))
+    check_grads(lambda v: tnp.std(v, axis=1, correction=0.5), (_t(x),), order=2,
+                modes=("rev", "fwd"))  # fmt: skip
+
+
+def test_einsum_takes_numpys_dtype_casting_and_order():
+    a = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    b = np.ones((2, 3))
+    for spec, ops_, kw in [("ij->", (a,), {"dtype": np.float32}),
+                           ("ij,ij->i", (b, b), {"dtype": np.float32, "casting": "same_kind"}),
+                           ("ij->j", (a,), {"dtype": np.int64, "order": "C"}),
+                           ("ij,ij->", (a, a), {})]:  # fmt: skip
+        got = tnp.einsum(spec, *[tg.Tensor(o) for o in ops_], **kw)
+        want = np.einsum(spec, *ops_, **kw)
+        assert got.dtype == want.dtype, (spec, kw)
+        np.testing.assert_allclose(got.numpy(), want)
+    with pytest.raises(TypeError, match="einsum: cannot cast dtype float64 to float32 under "
+                                        "casting='safe'"):  # fmt: skip
+        tnp.einsum("ij,ij->i", b, b, dtype=np.float32)
+    with pytest.raises(TypeError, match="einsum: out= is not supported"):
+        tnp.einsum("ij->", b, out=np.empty(()))
+    g = tg.grad(lambda x: tnp.einsum("i,i->", x, x, dtype=np.float64))(tg.Tensor([1.0, 2.0]))
+    assert g.dtype == np.float32 and g.numpy().tolist() == [2.0, 4.0]
+
+
+# -- flag and count arguments: keepdims, ddof ------------------------------------------------------
+def _with_keepdims():
+    """Every public function (and Tensor method) taking ``keepdims``, by its public name."""
+    import importlib
+    import inspect
+
+    spaces = {"tnp": tnp, "tnp.linalg": tnp.linalg,
+              "F": importlib.import_module("tapegrad.nn.functional"),
+              "special": importlib.import_module("tapegrad.scipy.special"),
+              "xp": importlib.import_module("tapegrad.array_api")}
+    spaces["xp.linalg"] = spaces["xp"].linalg
+    found = {}
+    for prefix, space in spaces.items():
+        for name in dir(space):
+            fn = getattr(space, name)
+            if name.startswith("_") or not callable(fn) or isinstance(fn, type):
+                continue
+            try:
+                params = inspect.signature(fn).parameters
+            except (TypeError, ValueError):
+                continue
+            if "keepdims" in params:
+                found[f"{prefix}.{name}"] = (name, fn)
+    for name in dir(tg.Tensor):
+        fn = getattr(tg.Tensor, name, None)
+        if callable(fn) and not name.startswith("_"):
+            try:
+                if "keepdims" in inspect.signature(fn).parameters:
+                    found[f"Tensor.{name}"] = (name, fn)
+            except (TypeError, ValueError):
+                pass
+    return found
+
+
+_KEEPDIMS = _with_keepdims()
+
+
+def test_every_keepdims_is_a_checked_bool():
+    # keepdims="yes" gave a bare "'str' object cannot be interpreted as an integer" (or nothing)
+    assert len(_KEEPDIMS) >= 60  # the search found the reductions
+    x = _t(np.arange(1.0, 7.0).reshape(2, 3))
+    for public, (name, fn) in _KEEPDIMS.items():
+        extra = (50.0,) if "percentile" in name else (0.5,) if "quantile" in name else ()
+        for bad in ("yes", None, 1.0, tg.Tensor(True)):
+            with pytest.raises(TypeError) as info:
+                fn(x, *extra, keepdims=bad)
+            msg = str(info.value)
+            assert "keepdims must be a bool (True or False), got" in msg, (public, msg)
+            assert msg.split(":")[0] in (name, name.lstrip("a")), (public, msg)  # amax: max
+        # NumPy's spellings of a bool are accepted and mean what they say
+        kept = fn(x, *extra, axis=0, keepdims=True) if "axis" in _params(fn) else None
+        if kept is not None:
+            for same in (1, np.True_, np.int64(1)):
+                np.testing.assert_array_equal(fn(x, *extra, axis=0, keepdims=same).numpy(),
+                                              kept.numpy())
+
+
+def _params(fn):
+    import inspect
+
+    return inspect.signature(fn).parameters
+
+
+def test_ddof_is_a_checked_real_number():
+    x = _t(np.arange(6.0).reshape(2, 3))
+    for fn in (tnp.std, tnp.var):
+        name = fn.__name__
+        for bad in ("1", None, True, tg.Tensor(1)):
+            with pytest.raises(TypeError, match=rf"{name}: ddof must be a real number >= 0"):
+                fn(x, ddof=bad)
+            with pytest.raises(TypeError, match=rf"{name}: correction must be a real number"):
+                fn(x, correction=bad if bad is not None else "x")
+        with pytest.raises(ValueError, match=rf"{name}: ddof must be a non-negative .*got -1"):
+            fn(x, ddof=-1)
+        # a fractional ddof is NumPy's too
+        np.testing.assert_allclose(fn(x, ddof=1.5).numpy(), getattr(np, name)(x.numpy(), ddof=1.5))
+        np.testing.assert_allclose(fn(x, ddof=np.int64(1)).numpy(),
+                                   getattr(np, name)(x.numpy(), ddof=1))

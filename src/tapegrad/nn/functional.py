@@ -36,7 +36,8 @@ from tapegrad import random as _random
 from tapegrad._keywords import strict_keywords
 from tapegrad.backend import backend_of
 from tapegrad.function import Function
-from tapegrad.ops._batching import align, per_example_ndim
+from tapegrad.ops._batching import align, per_example_ndim, shift_axes
+from tapegrad.ops._registry import bool_arg
 from tapegrad.tensor import Tensor, all_values
 
 __all__ = [
@@ -120,13 +121,56 @@ def _floating(x, who: str, name: str = "input") -> Tensor:
     return x
 
 
-def _like(value, ref: Tensor) -> Tensor:
-    """``value`` (Tensor/array/list/number) as a Tensor of ``ref``'s floating dtype."""
+def _like(value, ref: Tensor, who: str = "tapegrad.nn.functional", name: str = "target"
+          ) -> Tensor:
+    """``value`` (Tensor/array/list/number) as a Tensor of ``ref``'s floating dtype.
+
+    Raises:
+        TypeError: for a value that is not numeric (a string, an object), naming ``who`` and
+            ``name``.
+    """
     if isinstance(value, Tensor):
         return value if value.dtype == ref.dtype else tnp.astype(value, ref.dtype)
     if hasattr(value, "__cuda_array_interface__"):  # a CuPy array
         return tnp.astype(Tensor(value), ref.dtype)
-    return Tensor(np.asarray(value, dtype=ref.dtype), device=ref.device)
+    try:
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "biufc":
+            raise TypeError(f"dtype {arr.dtype}")
+        arr = arr.astype(ref.dtype)
+    except (TypeError, ValueError) as e:
+        raise TypeError(
+            f"{who}: {name} must be numeric (a Tensor, array, list or number), got "
+            f"{type(value).__name__} ({e})"
+        ) from None
+    return Tensor(arr, device=ref.device)
+
+
+def _real_arg(value, who: str, name: str) -> float:
+    """A real-number parameter (``delta``, ``label_smoothing``) as a float.
+
+    Raises:
+        TypeError: for a non-number (a string, None, a bool, a Tensor).
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
+                                                                      np.floating)):
+        raise TypeError(f"{who}: {name} must be a real number, got {value!r} "
+                        f"({type(value).__name__})")
+    return float(value)
+
+
+def _int_arg(value, who: str, name: str) -> int:
+    """An integer parameter (``ignore_index``) as an int (an integral float is accepted, as
+    integral float targets are).
+
+    Raises:
+        TypeError: for a non-integer (a fractional float, a string, None, a bool).
+    """
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{who}: {name} must be an int, got {value!r} ({type(value).__name__})")
+    return int(value)
 
 
 def _const(array, ref: Tensor) -> Tensor:
@@ -201,8 +245,9 @@ def _normalize_batch(cls, args, batched, size, axis=-1):
     (x,) = args
     nd = x.ndim - 1
     if nd == 0:
+        shift_axes(axis, 1, cls.oper)  # 0 and -1 only, as for one example (a length-1 axis)
         return tnp.reshape(cls.apply(tnp.reshape(x, (size, 1)), axis=1), (size,))
-    return cls.apply(x, axis=axis % nd + 1)
+    return cls.apply(x, axis=shift_axes(axis, nd, cls.oper))
 
 
 class Softmax(Function):
@@ -637,7 +682,7 @@ _LOSS_HINTS = {
 def _loss_inputs(y_pred, y_true, reduction, who):
     _check_reduction(reduction, who)
     p = _floating(y_pred, who, "y_pred")
-    y = _like(y_true, p)
+    y = _like(y_true, p, who, "y_true")
     _check_loss_shapes(who, p.shape, y.shape)
     return p, y
 
@@ -1018,8 +1063,14 @@ def _int_targets(y_true, who: str, device: str = "cpu") -> Tensor:
     if isinstance(y_true, Tensor):
         t = y_true if y_true.device == device or device == "cpu" else y_true.to_device(device)
     else:
-        t = Tensor(y_true if hasattr(y_true, "__cuda_array_interface__") else np.asarray(y_true),
-                   device=device)
+        try:
+            t = Tensor(y_true if hasattr(y_true, "__cuda_array_interface__")
+                       else np.asarray(y_true), device=device)
+        except TypeError:
+            raise TypeError(
+                f"{who}: y_true must hold integer class indices, got "
+                f"{type(y_true).__name__} {y_true!r:.40}"
+            ) from None
     if t.dtype.kind == "f":
         arr = all_values(t)
         if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
@@ -1099,8 +1150,10 @@ def cross_entropy(
     logits = _floating(y_pred, who, "y_pred")
     if logits.ndim < 1 or logits.shape[-1] < 1:
         raise ValueError(f"{who}: y_pred must have a non-empty class axis, got {logits.shape}")
+    label_smoothing = _real_arg(label_smoothing, who, "label_smoothing")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"{who}: label_smoothing must lie in [0, 1], got {label_smoothing}")
+    ignore_index = _int_arg(ignore_index, who, "ignore_index")
     w = _class_weight(weight, logits, who)
     probs = _soft_targets(y_true, logits)
     if probs is not None:
@@ -1115,6 +1168,7 @@ def cross_entropy(
         lp = log_softmax(logits, axis=-1)
         per = -tnp.sum(t * lp if w is None else t * lp * w, axis=-1)
         return _reduce(per, reduction, count=per.size)
+    _check_target_kind(who, y_true, logits.shape)
     target = _int_targets(y_true, who, logits.device)
     _check_class_targets(who, logits.shape, target.shape)
     if w is not None:
@@ -1135,6 +1189,39 @@ def cross_entropy(
         ignore_index=int(ignore_index),
         label_smoothing=float(label_smoothing),
         reduction=reduction,
+    )
+
+
+def _target_aval(y_true) -> tuple:
+    """``(shape, dtype kind)`` of a target (Tensor, NumPy or CuPy array, list, number)."""
+    if isinstance(y_true, Tensor) or (hasattr(y_true, "shape") and hasattr(y_true, "dtype")):
+        return tuple(y_true.shape), np.dtype(y_true.dtype).kind  # pyright: ignore[reportAttributeAccessIssue]
+    try:
+        arr = np.asarray(y_true)
+    except (TypeError, ValueError):
+        return None, None
+    if arr.dtype.kind not in "biufc":  # not numeric: the conversion names the problem
+        return None, None
+    return arr.shape, arr.dtype.kind
+
+
+def _check_target_kind(who: str, y_true, logits_shape) -> None:
+    """Raise ValueError for a :func:`cross_entropy` target whose shape fits neither kind of
+    target (before its values are read: a float target of the wrong shape is a shape error)."""
+    shape, kind = _target_aval(y_true)
+    logits_shape = tuple(logits_shape)
+    if shape is None or shape == logits_shape[:-1]:
+        return
+    if shape == logits_shape:  # y_pred's shape, but not floating
+        raise ValueError(
+            f"{who}: y_true has y_pred's shape {logits_shape} but dtype kind {kind!r}; class "
+            "probabilities must be floating (cast them, for example y_true.astype('float32')), "
+            f"and class indices have shape {logits_shape[:-1]}"
+        )
+    raise ValueError(
+        f"{who}: y_true of shape {shape} fits neither kind of target for y_pred of shape "
+        f"{logits_shape}: class indices have shape {logits_shape[:-1]} (integers), class "
+        f"probabilities have y_pred's shape {logits_shape} (floating)"
     )
 
 
@@ -1255,17 +1342,21 @@ def nll_loss(
     who = "nll_loss"
     _check_reduction(reduction, who)
     logp = _floating(input, who)
+    ignore_index = _int_arg(ignore_index, who, "ignore_index")
+    shape, _ = _target_aval(target)
+    if shape is not None:  # a shape error before the values are read
+        _check_class_targets(who, logp.shape, shape, "input", "target")
     target = _int_targets(target, who, logp.device)
     _check_class_targets(who, logp.shape, target.shape, "input", "target")
     w = _class_weight(weight, logp, who)
-    return _weighted_nll(logp, target, w, int(ignore_index), 0.0, reduction, who)
+    return _weighted_nll(logp, target, w, ignore_index, 0.0, reduction, who)
 
 
 def _pair_loss_inputs(input, target, reduction, who, reductions=_REDUCTIONS):
     if reduction not in reductions:
         raise ValueError(f"{who}: reduction must be one of {reductions}, got {reduction!r}")
     x = _floating(input, who)
-    y = _like(target, x)
+    y = _like(target, x, who, "target")
     _check_loss_shapes(who, x.shape, y.shape, "input", "target")
     return x, y
 
@@ -1320,6 +1411,7 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0) -> Te
         Huber, "Robust Estimation of a Location Parameter", Ann. Math. Statist. 35(1), 1964.
     """
     x, y = _pair_loss_inputs(input, target, reduction, "huber_loss")
+    delta = _real_arg(delta, "huber_loss", "delta")
     if not delta > 0:
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
     d = x - y
@@ -1350,6 +1442,7 @@ def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0) ->
         Girshick, "Fast R-CNN", ICCV 2015, eq. 3.
     """
     x, y = _pair_loss_inputs(input, target, reduction, "smooth_l1_loss")
+    beta = _real_arg(beta, "smooth_l1_loss", "beta")
     if not beta >= 0:
         raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
     d = x - y
@@ -1399,7 +1492,7 @@ def kl_div(input, target, reduction: str = "mean", log_target: bool = False) -> 
     """
     who = "kl_div"
     x, t = _pair_loss_inputs(input, target, reduction, who, _REDUCTIONS + ("batchmean",))
-    if log_target:
+    if bool_arg(log_target, who, "log_target"):
         per = tnp.exp(t) * (t - x)
     else:
         pos = t > 0
@@ -1459,6 +1552,8 @@ class Linear(Function):
 
     @staticmethod
     def forward(ctx, x, w, b):
+        if x.ndim < 2 or getattr(b, "ndim", None) != 1:
+            Linear.output_shape(x.shape, w.shape, getattr(b, "shape", b))  # the clear error
         ctx.save_for_backward(x, w)
         out = x @ w
         out += b  # ``out`` is this op's own fresh array; no input is touched
@@ -1488,6 +1583,8 @@ class Linear(Function):
     def batch(args, batched, size):
         x, w, b = args
         bx, bw, bb = batched
+        Linear.output_shape(_example_shape(x, bx), _example_shape(w, bw),  # one example's
+                            None if b is None else _example_shape(b, bb))  # contract
         if not (bw or bb):  # shared weights: the batch merged into the rows, one BLAS call
             rows = x.shape[:-1]
             out = Linear.apply(tnp.reshape(x, (math.prod(rows), x.shape[-1])), w, b)
@@ -1502,7 +1599,8 @@ class Linear(Function):
 
     @classmethod
     def output_shape(cls, x, w, b):
-        if len(x) < 2 or len(w) != 2 or x[-1] != w[0] or tuple(b) != (w[1],):
+        if (len(x) < 2 or len(w) != 2 or x[-1] != w[0] or not isinstance(b, tuple)
+                or tuple(b) != (w[1],)):
             raise ValueError(
                 f"linear: input {x}, weight {w} and bias {b} do not fit; need input (..., in) "
                 "with at least 2 dimensions, weight (in, out) and bias (out,)"

@@ -13,6 +13,7 @@ from tapegrad.numpy import (
     _core,
     _creation,
     _elementwise,
+    _info,
     _linalg,
     _polynomial,
     _predicates,
@@ -24,6 +25,7 @@ from tapegrad.numpy import (
 from tapegrad.numpy._core import *  # noqa: F401,F403
 from tapegrad.numpy._creation import *  # noqa: F401,F403
 from tapegrad.numpy._elementwise import *  # noqa: F401,F403
+from tapegrad.numpy._info import *  # noqa: F401,F403
 from tapegrad.numpy._linalg import *  # noqa: F401,F403
 from tapegrad.numpy._polynomial import *  # noqa: F401,F403
 from tapegrad.numpy._predicates import *  # noqa: F401,F403
@@ -36,6 +38,7 @@ __all__ = sorted(
     set(_core.__all__)
     | set(_creation.__all__)
     | set(_elementwise.__all__)
+    | set(_info.__all__)
     | set(_linalg.__all__)
     | set(_polynomial.__all__)
     | set(_predicates.__all__)

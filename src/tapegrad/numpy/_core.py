@@ -150,6 +150,17 @@ def _nested(obj, dt, op: str, device: str) -> Tensor:
     return _ops.Concatenate.apply(*[_ops.Reshape.api(p, (1,) + p.shape) for p in parts], axis=0)
 
 
+def _python_dtype(v) -> _np.dtype:
+    """The dtype a Python number gets alone (tapegrad's defaults)."""
+    if isinstance(v, _builtin_bool):
+        return _np.dtype(_np.bool_)
+    if isinstance(v, int):
+        return _np.dtype(_np.int64)
+    if isinstance(v, float):
+        return _np.dtype(_np.float32)
+    return _np.dtype(_np.complex64)
+
+
 def _from_nested(obj, dtype, op: str) -> Tensor:
     leaves: list = []
     _leaves(obj, leaves)
@@ -159,7 +170,7 @@ def _from_nested(obj, dtype, op: str) -> Tensor:
             if isinstance(v, Tensor) or isinstance(v, (_np.ndarray, _np.generic)):
                 kinds.append(v.dtype)
             elif isinstance(v, _PY_NUMBERS):
-                kinds.append(v)  # weakly typed, as in arithmetic (NEP 50)
+                kinds.append(_python_dtype(v))  # as tnp.asarray(v) alone: float32, int64...
             else:
                 try:
                     kinds.append(_np.asarray(v).dtype)
@@ -188,10 +199,12 @@ def asarray(a, dtype=None, order=None, *, device=None, copy=None) -> Tensor:
     Args:
         a: A Tensor, NumPy/CuPy array, number or nested list/tuple. A nested list/tuple may
             hold Tensors (also traced ones, mixed with numbers and arrays): it is then built
-            from them with differentiable ops, as ``autograd.numpy.array([x, y])``; its dtype
-            is the promotion of the leaves' dtypes with Python numbers weakly typed (NEP 50;
-            ``[x_float32, 1.0]`` is float32, as in JAX). Other Python data follows tapegrad's
-            rules (floats become float32); arrays keep their dtype.
+            from them with differentiable ops, as ``autograd.numpy.array([x, y])``. Python
+            data follows tapegrad's rules (floats become float32, ints int64); arrays keep
+            their dtype. A nested list holding arrays, NumPy scalars or Tensors gets the
+            promotion of its leaves' dtypes, each leaf taken as it would be alone: the dtype
+            :func:`stack` gives (a list of float64 arrays is float64; ``[x_float32, 1.0]`` is
+            float32; ``[x_int8, 1]`` is int64, as NumPy's ``array``).
         dtype: Target dtype; a traced Tensor is cast differentiably (:func:`astype`).
         order: ``None``, ``"K"``, ``"A"``, ``"C"`` or ``"F"``; accepted for NumPy
             compatibility. Tensors are immutable, so memory layout is not observable.

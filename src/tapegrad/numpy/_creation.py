@@ -59,6 +59,24 @@ def _dtype(dtype, op: str, default=_np.float32):
     return dt
 
 
+def _default_float(*values) -> _np.dtype:
+    """The floating dtype of a result made from ``values`` when no ``dtype`` is given: float32
+    (tapegrad's default for Python numbers), complex64 when a value is complex, and wider where
+    an array or NumPy scalar among them is (a float64 bound gives float64, as NumPy)."""
+    dts: list = [_np.dtype(_np.float32)]
+    for v in values:
+        if isinstance(v, (_np.ndarray, _np.generic)):
+            if v.dtype.kind in "fc":
+                dts.append(v.dtype)
+            elif v.dtype.kind not in "biu":
+                raise TypeError(f"expected numbers, got an array of dtype {v.dtype}")
+        elif isinstance(v, complex) or (
+            isinstance(v, (list, tuple)) and _np.asarray(v).dtype.kind == "c"
+        ):
+            dts.append(_np.dtype(_np.complex64))
+    return _np.result_type(*dts)
+
+
 def _shape(shape, op: str) -> tuple:
     if isinstance(shape, (int, _np.integer)) and not isinstance(shape, bool):
         shape = (shape,)
@@ -241,8 +259,9 @@ def arange(start, stop=None, step=None, dtype=None, device=None) -> Tensor:
 
     Args:
         start, stop, step: Numbers; ``step`` defaults to 1 and must be nonzero.
-        dtype: Default int64 when all of start, stop, step are ints (as NumPy), else float32
-            (the values are computed in float64 as NumPy does, then cast).
+        dtype: Default int64 when all of start, stop, step are ints (as NumPy), else float32,
+            or float64 where a bound is a float64 NumPy scalar (the values are computed in
+            float64 as NumPy does, then cast).
         device: ``"cpu"`` (default) or ``"cuda:N"``.
 
     Returns:
@@ -263,7 +282,7 @@ def arange(start, stop=None, step=None, dtype=None, device=None) -> Tensor:
         raise ValueError("arange: step must be nonzero")
     if dtype is None:
         ints = all(_is_int(v) for v in (start, stop, step))
-        dt = _np.dtype(_np.int64) if ints else _np.dtype(_np.float32)
+        dt = _np.dtype(_np.int64) if ints else _default_float(start, stop, step)
         values = _np.arange(start, stop, step, dtype=_np.int64 if ints else _np.float64)
         values = values.astype(dt, copy=False)
     else:
@@ -280,8 +299,10 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         num: Number of samples, ``>= 0``.
         endpoint: Include ``stop``.
         retstep: Also return the spacing (a Python float, or an array for array bounds).
-        dtype: Default float32 (computed in float64 as NumPy, then cast); an integer dtype
-            floors like NumPy.
+        dtype: Default float32 (complex64 for complex bounds), or the wider dtype of bounds
+            that are float64 (complex128) arrays or NumPy scalars, as NumPy keeps theirs;
+            computed in float64 (complex128) as NumPy, then cast. An integer dtype floors
+            like NumPy.
         axis: Where the samples go when ``start``/``stop`` are arrays.
         device: ``"cpu"`` (default) or ``"cuda:N"``.
 
@@ -297,9 +318,13 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     num = operator.index(num)
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
-    dt = _dtype(dtype, "linspace")
+    try:
+        dt = _default_float(start, stop) if dtype is None else _dtype(dtype, "linspace")
+    except TypeError as e:
+        raise TypeError(f"linspace: {e}") from None
+    work = _np.complex128 if _default_float(start, stop).kind == "c" else _np.float64
     values, step = _np.linspace(
-        start, stop, num, endpoint=endpoint, retstep=True, dtype=_np.float64, axis=axis
+        start, stop, num, endpoint=endpoint, retstep=True, dtype=work, axis=axis
     )
     if dt.kind in "iub":
         values = _np.linspace(start, stop, num, endpoint=endpoint, dtype=dt, axis=axis)

@@ -16,10 +16,12 @@ import math
 import operator
 
 import numpy as _np
+from numpy.exceptions import AxisError
 
 from tapegrad import ops as _ops
 from tapegrad.numpy import _creation, _reduction, _shape
 from tapegrad.numpy._core import _install_methods, _tensor
+from tapegrad.ops._registry import bool_arg
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.reduction import normalize_axis as _normalize_axis
 from tapegrad.tensor import Tensor
@@ -50,7 +52,7 @@ def _axes_list(ax, ndim: int, which: str, shapes) -> list:
         if not isinstance(v, (int, _np.integer)) or isinstance(v, bool):
             raise TypeError(f"tensordot: axes must be ints, got {v!r}")
         if not -ndim <= v < ndim:
-            raise ValueError(
+            raise AxisError(
                 f"tensordot: axis {v} is out of range for {which} with ndim {ndim} (shapes "
                 f"{shapes[0]} and {shapes[1]})"
             )
@@ -279,11 +281,13 @@ def eigvals(a) -> Tensor:
 
 def eigvalsh(a, UPLO="L") -> Tensor:  # noqa: N803 - NumPy's name
     """Eigenvalues of Hermitian (real symmetric) matrices, ascending (NumPy
-    ``linalg.eigvalsh``); only the lower (``UPLO='U'``: upper) triangle is read.
+    ``linalg.eigvalsh``), computed from the Hermitian part ``(a + a^H) / 2`` as
+    :func:`eigh` (JAX's convention): NumPy's values for a Hermitian ``a``, and for any ``a``
+    the function whose gradient tapegrad computes (NumPy reads one triangle instead).
 
     Args:
         a: Tensor of shape ``(..., n, n)``, real or complex (integers become float64).
-        UPLO: ``'L'`` or ``'U'``.
+        UPLO: ``'L'`` or ``'U'`` (NumPy's; the Hermitian part has equal triangles).
 
     Returns:
         Real Tensor of shape ``(..., n)``.
@@ -310,10 +314,11 @@ def trace(x, /, *, offset=0, dtype=None) -> Tensor:
     Args:
         x: Tensor of shape ``(..., m, n)``.
         offset: Which diagonal: ``x[..., i, i + offset]``.
-        dtype: Cast ``x`` to this dtype first.
+        dtype: The accumulator's and result's dtype (NumPy's ``sum`` rules when ``None``:
+            small integers widen to int64, unsigned ones to uint64).
 
     Returns:
-        Tensor of shape ``(...)``; dtype as NumPy's ``sum``.
+        Tensor of shape ``(...)``; dtype ``dtype``, or as NumPy's ``sum``.
 
     Raises:
         ValueError: if ``x`` has fewer than 2 dimensions.
@@ -321,9 +326,7 @@ def trace(x, /, *, offset=0, dtype=None) -> Tensor:
     x = _tensor(x)
     if x.ndim < 2:
         raise ValueError(f"linalg.trace: input must be at least 2-dimensional, got {x.shape}")
-    if dtype is not None:
-        x = x.astype(dtype)
-    return _shape.trace(x, offset, -2, -1)
+    return _shape.trace(x, offset, -2, -1, dtype=dtype)
 
 
 def diagonal(x, /, *, offset=0) -> Tensor:
@@ -349,7 +352,7 @@ def _vector_axis(x1, x2, axis, op):
     x1, x2 = _tensor(x1), _tensor(x2)
     for x, name in ((x1, "x1"), (x2, "x2")):
         if x.ndim == 0 or not -x.ndim <= axis < x.ndim:
-            raise ValueError(
+            raise AxisError(
                 f"{op}: axis {axis} is out of range for {name} of shape {x.shape}"
             )
     a = _shape.moveaxis(x1, axis, -1) if axis not in (-1, x1.ndim - 1) else x1
@@ -416,6 +419,7 @@ def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:  # noqa: A002
         >>> tnp.linalg.norm(tnp.asarray([3 + 4j, 0j]))
         Tensor(5., dtype=float32)
     """
+    keepdims = bool_arg(keepdims, "norm", "keepdims")
     x = _tensor(x)
     if x.dtype.kind != "c":
         return _reduction.norm(x, ord=ord, axis=axis, keepdims=keepdims)
@@ -461,6 +465,7 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2) -> Tensor:  # noqa: A
     Raises:
         ValueError: for a bad ``ord`` or an axis out of range or repeated.
     """
+    keepdims = bool_arg(keepdims, "vector_norm", "keepdims")
     x = _floating(_tensor(x), "vector_norm")
     shape = x.shape
     if axis is None:
@@ -498,6 +503,7 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro") -> Tensor:  # noqa: A002
     Raises:
         ValueError: if ``x`` has fewer than 2 dimensions or ``ord`` is not a matrix norm.
     """
+    keepdims = bool_arg(keepdims, "matrix_norm", "keepdims")
     x = _floating(_tensor(x), "matrix_norm")
     if x.ndim < 2:
         raise ValueError(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numbers as _numbers
 
 import numpy as _np
+from numpy.exceptions import AxisError
 
 from tapegrad import ops as _ops
 from tapegrad.numpy._core import _tensor, stop_gradient
@@ -248,7 +249,8 @@ def vecdot(x1, x2, /, *, axis=-1):
     (NumPy 2's ``vecdot``; the first operand is conjugated).
 
     Returns:
-        Tensor of the broadcast shape without ``axis``.
+        Tensor of the broadcast shape without ``axis``, in the operands' promoted dtype
+        (integers do not widen as in :func:`sum`; NumPy's and the array API's rule).
 
     Gradient: ``g x2`` (conjugated for complex) and ``g conj(x1)``.
 
@@ -261,7 +263,7 @@ def vecdot(x1, x2, /, *, axis=-1):
                          f"{b.shape}")
     for name, t in (("x1", a), ("x2", b)):
         if not -t.ndim <= axis < t.ndim:
-            raise ValueError(f"vecdot: axis {axis} is out of range for {name} of shape "
+            raise AxisError(f"vecdot: axis {axis} is out of range for {name} of shape "
                              f"{t.shape}")
     if a.shape[axis] != b.shape[axis]:
         raise ValueError(
@@ -269,7 +271,9 @@ def vecdot(x1, x2, /, *, axis=-1):
             f"{b.shape[axis]} (shape {b.shape}), axis {axis}")
     if a.dtype.kind == "c":
         a = _ns.conj(a)
-    return _ns.sum(a * b, axis=axis)
+    prod = a * b
+    # the promoted dtype, as NumPy and the array API: small integers do not widen as in sum
+    return _ns.sum(prod, axis=axis, dtype=prod.dtype)
 
 
 def matvec(x1, x2, /):

@@ -14,6 +14,7 @@ import numpy as _np
 
 from tapegrad import ops as _ops
 from tapegrad.numpy._core import _tensor
+from tapegrad.ops._registry import bool_arg
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.reduction import normalize_axis as _normalize_axis
 from tapegrad.tensor import Tensor
@@ -119,6 +120,7 @@ def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:  # noqa: A002
         >>> tg.grad(lambda v: tnp.norm(v, ord=0.5))(tg.Tensor([0.0, 4.0]))  # 0 at 0
         Tensor([0., 1.], dtype=float32)
     """
+    keepdims = bool_arg(keepdims, "norm", "keepdims")
     x = _tensor(x)
     if x.dtype.kind == "c":
         raise TypeError(f"norm: complex inputs are not supported (got dtype {x.dtype})")

@@ -32,8 +32,10 @@ from tapegrad.ops.movement import IndexSlot as _Slot
 from tapegrad.ops.movement import _concat_shape
 from tapegrad.ops.movement import as_shape as _as_shape
 from tapegrad.ops.movement import as_tensor_list as _as_tensor_list
+from tapegrad.ops.movement import cast_all as _cast_all
 from tapegrad.ops.movement import check_axes as _check_axes
 from tapegrad.ops.movement import check_axis as _check_axis
+from tapegrad.ops.movement import no_out as _no_out
 from tapegrad.ops.movement import split_pieces as _split_pieces
 from tapegrad.ops.movement import swap_axes as _swap_axes
 from tapegrad.tensor import Tensor
@@ -52,6 +54,7 @@ __all__ = [
     "concatenate",
     "concat",
     "stack",
+    "unstack",
     "split",
     "array_split",
     "tile",
@@ -145,7 +148,10 @@ def expand_dims(x, axis) -> Tensor:
     """Insert size-1 axes so that they sit at positions ``axis`` (int or tuple) of the result.
 
     Raises:
-        ValueError: if an axis is out of range for the result's ``ndim`` or repeated.
+        numpy.exceptions.AxisError: (a ``ValueError`` and an ``IndexError``, as NumPy's and
+            the array API's ``expand_dims`` raise) if an axis is out of range for the
+            result's ``ndim``.
+        ValueError: if an axis is repeated.
     """
     x = _tensor(x)
     n_new = 1 if isinstance(axis, (int, _np.integer)) else len(tuple(axis))
@@ -186,22 +192,32 @@ def moveaxis(x, source, destination) -> Tensor:
 
 
 # -- joining and splitting ------------------------------------------------------------------
-def stack(arrays, axis=0) -> Tensor:
+def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind") -> Tensor:
     """Join a sequence of equal-shape Tensors along a new axis at position ``axis``.
 
+    Args:
+        arrays: Sequence of Tensors (arrays, numbers, lists) of one shape.
+        axis: Where the new axis goes, in ``[-ndim - 1, ndim]``.
+        out: Must be None (Tensors are immutable).
+        dtype: Cast every input to this dtype first (NumPy's keyword).
+        casting: Which casts ``dtype`` may make (NumPy's rule names; default ``"same_kind"``).
+
     Returns:
-        Tensor of shape ``shape[:axis] + (len(arrays),) + shape[axis:]``.
+        Tensor of shape ``shape[:axis] + (len(arrays),) + shape[axis:]``; dtype by NumPy
+        promotion, or ``dtype``.
 
     Raises:
         ValueError: for an empty sequence, shapes that differ (naming them) or an axis out of
-            range for ``ndim + 1``.
+            range for ``ndim + 1``; an unknown ``casting``.
+        TypeError: for ``out=``, or a cast ``casting`` forbids.
 
     Example:
         >>> import tapegrad as tg
         >>> tg.Tensor.stack([tg.Tensor([1.0, 2.0]), tg.Tensor([3.0, 4.0])]).shape
         (2, 2)
     """
-    xs = _as_tensor_list(arrays, "stack")
+    _no_out(out, "stack")
+    xs = _cast_all(_as_tensor_list(arrays, "stack"), dtype, casting, "stack")
     shapes = {a.shape for a in xs}
     if len(shapes) != 1:
         raise ValueError(
@@ -210,6 +226,43 @@ def stack(arrays, axis=0) -> Tensor:
         )
     ax = _check_axis(axis, xs[0].ndim + 1, "stack")
     return _ops.Concatenate.apply(*[expand_dims(a, ax) for a in xs], axis=ax)
+
+
+def unstack(x, /, *, axis=0) -> tuple:
+    """The slices of ``x`` along ``axis``, as a tuple (NumPy 2.1's and the array API's
+    ``unstack``, the inverse of :func:`stack`).
+
+    Args:
+        x: Tensor of shape ``(d_0, ..., d_{n-1})`` with at least one axis.
+        axis: The axis to take apart (negative counts from the end).
+
+    Returns:
+        Tuple of ``d_axis`` Tensors of ``x``'s dtype and shape without ``axis`` (an empty
+        tuple when ``d_axis`` is 0). Differentiable: one :func:`split`, whose cotangent is one
+        concatenation.
+
+    Raises:
+        ValueError: for a 0-d ``x``.
+        numpy.exceptions.AxisError: (a ``ValueError`` and an ``IndexError``) if ``axis`` is out
+            of range.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> a, b = tnp.unstack(tnp.asarray([[1.0, 2.0], [3.0, 4.0]]), axis=1)
+        >>> b
+        Tensor([2., 4.], dtype=float32)
+    """
+    x = _tensor(x)
+    if x.ndim == 0:
+        raise ValueError("unstack: x must have at least one axis, got a 0-d Tensor")
+    ax = _check_axis(axis, x.ndim, "unstack")
+    n = x.shape[ax]
+    if n == 0:
+        return ()
+    rest = x.shape[:ax] + x.shape[ax + 1 :]
+    if n == 1:
+        return (reshape(x, rest),)
+    return tuple(reshape(p, rest) for p in split(x, n, axis=ax))
 
 
 def array_split(x, indices_or_sections, axis=0) -> list:
@@ -637,15 +690,7 @@ def _stack_list(tup, op, dtype=None, casting="same_kind"):
     if isinstance(tup, Tensor) or not isinstance(tup, (list, tuple)):
         raise TypeError(f"{op}: the arrays to stack must be given as a list or tuple, got "
                         f"{type(tup).__name__}")
-    xs = _as_tensor_list(tup, op)
-    if dtype is not None:
-        dt = _np.dtype(dtype)
-        for a in xs:
-            if not _np.can_cast(a.dtype, dt, casting=casting):  # pyright: ignore[reportArgumentType, reportAttributeAccessIssue]
-                raise TypeError(f"{op}: cannot cast dtype {a.dtype} to {dt} under "
-                                f"casting={casting!r}")
-        xs = [_ns.astype(a, dt) for a in xs]
-    return xs
+    return _cast_all(_as_tensor_list(tup, op), dtype, casting, op)
 
 
 def _join(xs, axis, op) -> Tensor:

@@ -36,7 +36,7 @@ from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.movement import IndexSlot as _Slot
 from tapegrad.ops.movement import check_axis as _check_axis
 from tapegrad.ops.sorting import data_operand as _data
-from tapegrad.tensor import Tensor
+from tapegrad.tensor import Tensor, all_values
 
 __all__ = [
     "sort",
@@ -84,7 +84,7 @@ def _gather(x, index, axis=0) -> Tensor:
 
 
 # -- sorting ---------------------------------------------------------------------------------
-def sort(a, axis=-1, kind=None, order=None, *, stable=None) -> Tensor:
+def sort(a, axis=-1, kind=None, order=None, *, stable=None, descending=False) -> Tensor:
     """A sorted copy of ``a`` along ``axis`` (NumPy ``sort``).
 
     Args:
@@ -93,6 +93,7 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=None) -> Tensor:
         kind: ``"quicksort"`` (default), ``"mergesort"``, ``"heapsort"`` or ``"stable"``.
         order: Must be None (Tensors have no structured dtypes).
         stable: ``True`` for a stable sort (NumPy 2).
+        descending: Sort from largest to smallest (the array API's keyword).
 
     Returns:
         Tensor of ``a``'s dtype and shape (1-D for ``axis=None``).
@@ -121,7 +122,7 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=None) -> Tensor:
     if axis is None:
         a, axis = ravel(a), 0
     axis = _check_axis(axis, a.ndim, "sort")
-    idx = argsort(a, axis=axis, kind=kind, order=order, stable=stable)
+    idx = argsort(a, axis=axis, kind=kind, order=order, stable=stable, descending=descending)
     return _take_along_axis(a, idx, axis=axis)
 
 
@@ -705,7 +706,8 @@ def _outer_edges(a, range_, op):
         first, last = _ns.min(a), _ns.max(a)
         if not bool(_ns.isfinite(first) & _ns.isfinite(last)):
             raise ValueError(
-                f"{op}: autodetected range of [{first.numpy()}, {last.numpy()}] is not finite"
+                f"{op}: autodetected range of [{all_values(first)}, {all_values(last)}] is not "
+                "finite"
             )
     if isinstance(first, Tensor) or isinstance(last, Tensor):
         same = first == last

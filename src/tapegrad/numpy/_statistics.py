@@ -31,6 +31,7 @@ from tapegrad import ops as _ops
 from tapegrad.numpy._core import _tensor, stop_gradient
 from tapegrad.numpy._creation import full_like
 from tapegrad.numpy._shape import diagonal, moveaxis, take_along_axis
+from tapegrad.ops._registry import bool_arg
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.reduction import normalize_axis as _normalize_axis
 from tapegrad.tensor import Tensor
@@ -90,6 +91,32 @@ def _cast(x: Tensor, dtype, op: str) -> Tensor:
     except TypeError:
         raise TypeError(f"{op}: {dtype!r} is not a dtype") from None
     return x if x.dtype == dtype else x.astype(dtype)
+
+
+def _stat_dtype(x: Tensor, dtype, op: str):
+    """NumPy's ``dtype=`` of a mean or variance: the dtype the result is returned in (``None``:
+    the default). An integer ``dtype`` for floating input is NumPy's ``TypeError``."""
+    if dtype is None:
+        return None
+    try:
+        dt = _np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: {dtype!r} is not a dtype") from None
+    if dt.kind == "b" and op != "nanmean":
+        raise TypeError(
+            f"{op}: dtype=bool cannot hold deviations from the mean (booleans do not "
+            "subtract, as in NumPy); pass a floating dtype"
+        )
+    if x.dtype.kind in "fc" and dt.kind not in "fc":
+        raise TypeError(
+            f"{op}: a has the floating dtype {x.dtype}, so dtype must be floating or complex, "
+            f"got {dt} (as NumPy); cast the result with .astype({dt.name!r}) instead"
+        )
+    return dt
+
+
+def _as_dtype(r: Tensor, dt) -> Tensor:
+    return r if dt is None or r.dtype == dt else r.astype(dt)
 
 
 def _float_dtype(dtype) -> _np.dtype:
@@ -169,10 +196,11 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, whe
         ValueError: if an axis is out of range or repeated.
         TypeError: if ``out`` is given or ``where`` is not boolean.
     """
+    keepdims = bool_arg(keepdims, "nansum", "keepdims")
     _no_out("nansum", out)
     x = _tensor(a)
     x = _cast(_fill(x, _valid(x, where, "nansum"), 0), dtype, "nansum")
-    s = _ns.sum(x, axis=axis, keepdims=keepdims)
+    s = _ns.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
     return s if initial is None else s + initial
 
 
@@ -191,10 +219,11 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, wh
         ValueError: for an out-of-range or repeated ``axis``.
         TypeError: for ``out=`` or a non-numeric input.
     """
+    keepdims = bool_arg(keepdims, "nanprod", "keepdims")
     _no_out("nanprod", out)
     x = _tensor(a)
     x = _cast(_fill(x, _valid(x, where, "nanprod"), 1), dtype, "nanprod")
-    p = _ns.prod(x, axis=axis, keepdims=keepdims)
+    p = _ns.prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
     return p if initial is None else p * initial
 
 
@@ -204,29 +233,34 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     Args:
         a: Tensor, any numeric dtype (complex included).
         axis: Axis or tuple of axes; ``None`` reduces all axes.
-        dtype: Dtype to compute in (``a`` is cast first).
+        dtype: Dtype to compute in (``a`` is cast first) and of the result, as NumPy; an
+            integer ``dtype`` needs integer input.
         out: Not supported (must be None).
         keepdims: Keep reduced axes with size 1.
         where: Boolean mask (broadcasting to ``a``) of the entries to include.
 
     Returns:
-        Tensor of the reduced shape; floating dtypes are kept, integers give float64. NaN for a
-        slice with no included non-NaN entry (an empty axis included), as NumPy (no warning).
+        Tensor of the reduced shape; floating dtypes are kept, integers give float64 (or
+        ``dtype``). NaN for a slice with no included non-NaN entry (an empty axis included),
+        as NumPy (no warning).
 
     Gradient: ``g / count`` to each included non-NaN entry, 0 elsewhere (and 0 for a slice
     with nothing to average).
 
     Raises:
         ValueError: if an axis is out of range or repeated.
-        TypeError: if ``out`` is given or ``where`` is not boolean.
+        TypeError: if ``out`` is given, ``where`` is not boolean, or ``dtype`` is an integer
+            dtype for floating input (as NumPy).
     """
+    keepdims = bool_arg(keepdims, "nanmean", "keepdims")
     _no_out("nanmean", out)
-    x = _cast(_tensor(a), dtype, "nanmean")
-    x = _to_float(x)
+    x = _tensor(a)
+    dt = _stat_dtype(x, dtype, "nanmean")
+    x = _to_float(_cast(x, dtype, "nanmean"))
     mask = _valid(x, where, "nanmean")
     total = _ns.sum(_fill(x, mask, 0), axis=axis, keepdims=keepdims)
     n = _count(x, mask, axis, keepdims)
-    return _safe_divide(total, n, _real_dtype(x.dtype))
+    return _as_dtype(_safe_divide(total, n, _real_dtype(x.dtype)), dt)
 
 
 def _safe_divide(total, n, dtype):
@@ -270,7 +304,8 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
     Args:
         a: Tensor, any numeric dtype (complex input gives a real variance).
         axis: Axis or tuple of axes; ``None`` reduces all axes.
-        dtype: Dtype to compute in.
+        dtype: Dtype to compute in and of the result, as NumPy; an integer ``dtype`` needs
+            integer input, and ``bool`` is refused (booleans do not subtract).
         out: Not supported (must be None).
         ddof: Delta degrees of freedom.
         keepdims: Keep reduced axes with size 1.
@@ -287,9 +322,14 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 
     Raises:
         ValueError: for an axis out of range, or both ``ddof`` and ``correction``.
-        TypeError: if ``out`` is given or ``ddof`` is not a number.
+        TypeError: if ``out`` is given, ``ddof`` is not a number, or ``dtype`` is boolean or
+            (for floating input) an integer dtype.
     """
-    return _nanvar("nanvar", a, axis, dtype, out, ddof, keepdims, where, mean, correction)
+    keepdims = bool_arg(keepdims, "nanvar", "keepdims")
+    a = _tensor(a)
+    dt = _stat_dtype(a, dtype, "nanvar")
+    v = _nanvar("nanvar", a, axis, dtype, out, ddof, keepdims, where, mean, correction)
+    return _as_dtype(v, dt)
 
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
@@ -307,11 +347,15 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 
     Raises:
         ValueError: for an out-of-range or repeated ``axis``.
-        TypeError: for ``out=`` or a non-numeric input.
+        TypeError: for ``out=`` or a non-numeric input; for ``dtype`` as :func:`nanvar`.
     """
+    keepdims = bool_arg(keepdims, "nanstd", "keepdims")
+    a = _tensor(a)
+    dt = _stat_dtype(a, dtype, "nanstd")
     v = _nanvar("nanstd", a, axis, dtype, out, ddof, keepdims, where, mean, correction)
     zero = v == 0
-    return _where(zero, 0.0, _ns.sqrt(_where(zero, 1.0, v)))
+    sd = _where(zero, 0.0, _ns.sqrt(_where(zero, 1.0, v)))
+    return _as_dtype(sd, dt)
 
 
 def _nanextremum(op, a, axis, out, keepdims, initial, where, largest):
@@ -376,6 +420,7 @@ def nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
             ``initial``, or for an axis out of range.
         TypeError: for complex input or ``out``.
     """
+    keepdims = bool_arg(keepdims, "nanmax", "keepdims")
     return _nanextremum("nanmax", a, axis, out, keepdims, initial, where, True)
 
 
@@ -399,6 +444,7 @@ def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
             (naming ``nanmin``).
         TypeError: for ``out=``.
     """
+    keepdims = bool_arg(keepdims, "nanmin", "keepdims")
     return _nanextremum("nanmin", a, axis, out, keepdims, initial, where, False)
 
 
@@ -413,7 +459,7 @@ def nancumsum(a, axis=None, dtype=None, out=None):
     _no_out("nancumsum", out)
     x = _tensor(a)
     x = _cast(_fill(x, _valid(x, None, "nancumsum"), 0), dtype, "nancumsum")
-    return _ns.cumsum(x, axis=axis)
+    return _ns.cumsum(x, axis=axis, dtype=dtype)
 
 
 def nancumprod(a, axis=None, dtype=None, out=None):
@@ -427,7 +473,7 @@ def nancumprod(a, axis=None, dtype=None, out=None):
     _no_out("nancumprod", out)
     x = _tensor(a)
     x = _cast(_fill(x, _valid(x, None, "nancumprod"), 1), dtype, "nancumprod")
-    return _ns.cumprod(x, axis=axis)
+    return _ns.cumprod(x, axis=axis, dtype=dtype)
 
 
 # -- order statistics ------------------------------------------------------------------------
@@ -701,22 +747,26 @@ def _quantile_doc(summary, scale, nan):
 
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, *, weights=None):
+    keepdims = bool_arg(keepdims, "quantile", "keepdims")
     return _order_statistics("quantile", a, q, axis, method, keepdims, weights, False, 1, out)
 
 
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                 keepdims=False, *, weights=None):
+    keepdims = bool_arg(keepdims, "nanquantile", "keepdims")
     return _order_statistics("nanquantile", a, q, axis, method, keepdims, weights, True, 1, out)
 
 
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, weights=None):
+    keepdims = bool_arg(keepdims, "percentile", "keepdims")
     return _order_statistics("percentile", a, q, axis, method, keepdims, weights, False, 100,
                              out)
 
 
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                   keepdims=False, *, weights=None):
+    keepdims = bool_arg(keepdims, "nanpercentile", "keepdims")
     return _order_statistics("nanpercentile", a, q, axis, method, keepdims, weights, True, 100,
                              out)
 
@@ -753,6 +803,7 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         ValueError: for an axis out of range or an empty reduction.
         TypeError: if ``out`` is given.
     """
+    keepdims = bool_arg(keepdims, "median", "keepdims")
     return _order_statistics("median", a, 0.5, axis, "linear", keepdims, None, False, 1, out,
                              real=False)
 
@@ -768,6 +819,7 @@ def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         ValueError: for reduced axes with no elements, or an out-of-range ``axis`` (naming
             ``nanmedian``).
     """
+    keepdims = bool_arg(keepdims, "nanmedian", "keepdims")
     return _order_statistics("nanmedian", a, 0.5, axis, "linear", keepdims, None, True, 1, out,
                              real=False)
 
@@ -795,6 +847,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
             of range.
         ZeroDivisionError: if the weights sum to zero (checked when concrete), as NumPy.
     """
+    keepdims = bool_arg(keepdims, "average", "keepdims")
     x = _tensor(a)
     if weights is None:
         avg = _ns.mean(_to_float(x), axis=axis, keepdims=keepdims)
@@ -843,6 +896,7 @@ def ptp(a, axis=None, out=None, keepdims=False):
         ValueError: over an empty axis or an axis out of range.
         TypeError: for ``out``.
     """
+    keepdims = bool_arg(keepdims, "ptp", "keepdims")
     _no_out("ptp", out)
     x = _tensor(a)
     return _ns.max(x, axis=axis, keepdims=keepdims) - _ns.min(x, axis=axis, keepdims=keepdims)
@@ -855,6 +909,7 @@ def count_nonzero(a, axis=None, *, keepdims=False):
     Raises:
         ValueError: if an axis is out of range or repeated.
     """
+    keepdims = bool_arg(keepdims, "count_nonzero", "keepdims")
     x = _tensor(a)
     return _ns.sum(_ns.not_equal(x, 0), axis=axis, keepdims=keepdims).astype(_np.intp)
 
@@ -1004,7 +1059,7 @@ def _cumulative(op, x, axis, dtype, out, include_initial, fill):
     if ax is None:
         raise TypeError(f"{op}: axis must be an int or None, got {axis!r}")
     scan = _ns.cumsum if fill == 0 else _ns.cumprod
-    r = scan(x, axis=ax)
+    r = scan(x, axis=ax, dtype=dtype)
     if include_initial:
         first = _ns.sum(x * 0, axis=ax, keepdims=True) + fill
         r = _ns.concatenate([first.astype(r.dtype), r], axis=ax)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import operator
 
 import numpy as _np
+from numpy.exceptions import AxisError
 
 from tapegrad import ops as _ops
 from tapegrad.numpy._core import _tensor
@@ -103,7 +104,7 @@ def _axis(axis, ndim: int, op: str) -> int:
     except TypeError:
         raise TypeError(f"{op}: axis must be an integer, got {axis!r}") from None
     if not -ndim <= axis < ndim:
-        raise ValueError(f"{op}: axis {axis} is out of range for a Tensor with {ndim} dims")
+        raise AxisError(f"{op}: axis {axis} is out of range for a Tensor with {ndim} dims")
     return axis % ndim
 
 
@@ -578,15 +579,21 @@ def ifftshift(x, axes=None) -> Tensor:
     return _shift(x, axes, -1, "ifftshift")
 
 
-def _freq_scale(k: _np.ndarray, n: int, d, device):
+def _freq_scale(k: _np.ndarray, n: int, d, device, dtype, op: str):
     """``k / (n d)``: NumPy's arithmetic for a number ``d``, tapegrad's for a Tensor ``d``
-    (then differentiable in ``d``)."""
+    (then differentiable in ``d``), cast to ``dtype`` (the array API's keyword) if given."""
+    if dtype is not None:
+        dt = _np.dtype(dtype)
+        if dt.kind != "f":
+            raise TypeError(f"{op}: dtype must be a real floating dtype, got {dt}")
     if isinstance(d, Tensor):
-        return _asarray(k, device=d.device) * (1.0 / (n * d))
-    return _asarray(k * (1.0 / (n * d)), device=device)
+        out = _asarray(k, device=d.device) * (1.0 / (n * d))
+    else:
+        out = _asarray(k * (1.0 / (n * d)), device=device)
+    return out if dtype is None or out.dtype == dtype else out.astype(dtype)
 
 
-def fftfreq(n, d=1.0, device=None) -> Tensor:
+def fftfreq(n, d=1.0, device=None, *, dtype=None) -> Tensor:
     """Sample frequencies of :func:`fft` bins (NumPy ``fft.fftfreq``):
     ``[0, 1, ..., (n-1)//2, -(n//2), ..., -1] / (d n)`` in cycles per unit of ``d``.
 
@@ -594,19 +601,22 @@ def fftfreq(n, d=1.0, device=None) -> Tensor:
         n: Window length (a positive integer).
         d: Sample spacing (a number, or a Tensor: the result is then differentiable in it).
         device: Where to create the result (``"cpu"``, ``"cuda:N"``).
+        dtype: A real floating dtype for the result (the array API's keyword).
 
     Returns:
-        float64 Tensor of shape ``(n,)`` (for a Tensor ``d``: its dtype's promotion).
+        float64 Tensor of shape ``(n,)`` (for a Tensor ``d``: its dtype's promotion), or
+        ``dtype``.
 
     Raises:
         ValueError: if ``n`` is not a positive integer.
+        TypeError: if ``dtype`` is not a real floating dtype.
     """
     n = _points(n, "fftfreq")
     k = _np.concatenate([_np.arange(0, (n - 1) // 2 + 1), _np.arange(-(n // 2), 0)])
-    return _freq_scale(k, n, d, device)
+    return _freq_scale(k, n, d, device, dtype, "fftfreq")
 
 
-def rfftfreq(n, d=1.0, device=None) -> Tensor:
+def rfftfreq(n, d=1.0, device=None, *, dtype=None) -> Tensor:
     """Sample frequencies of :func:`rfft` bins (NumPy ``fft.rfftfreq``):
     ``[0, 1, ..., n//2] / (d n)``.
 
@@ -614,12 +624,14 @@ def rfftfreq(n, d=1.0, device=None) -> Tensor:
         n: Window length (a positive integer).
         d: Sample spacing (a number or a Tensor).
         device: Where to create the result.
+        dtype: A real floating dtype for the result (the array API's keyword).
 
     Returns:
-        float64 Tensor of shape ``(n // 2 + 1,)``.
+        float64 Tensor of shape ``(n // 2 + 1,)``, or ``dtype``.
 
     Raises:
         ValueError: if ``n`` is not a positive integer.
+        TypeError: if ``dtype`` is not a real floating dtype.
     """
     n = _points(n, "rfftfreq")
-    return _freq_scale(_np.arange(0, n // 2 + 1), n, d, device)
+    return _freq_scale(_np.arange(0, n // 2 + 1), n, d, device, dtype, "rfftfreq")

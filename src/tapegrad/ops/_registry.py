@@ -26,7 +26,8 @@ import numpy as np
 from tapegrad.tensor import Tensor, const
 from tapegrad.weak import WeakScalar
 
-__all__ = ["ns", "METHODS", "expose", "install_methods", "tensor_arg", "operands", "EXPOSED"]
+__all__ = ["ns", "METHODS", "expose", "install_methods", "tensor_arg", "operands", "EXPOSED",
+           "bool_arg"]
 
 #: Every public op function by name (``tapegrad.numpy`` re-exports it).
 ns = types.SimpleNamespace()
@@ -56,6 +57,25 @@ def tensor_arg(x) -> Tensor:
         raise TypeError(
             f"tapegrad.numpy: expected a numeric Tensor, array or number, got {got}"
         ) from None
+
+
+def bool_arg(value, op: str, name: str) -> bool:
+    """A flag argument (``keepdims``, ``log_target``, ...) as a bool: ``True``/``False``,
+    NumPy bools and, as NumPy, integers (their truth value).
+
+    Raises:
+        TypeError: for anything else (a string such as ``"yes"``, None, a float, a Tensor),
+            naming the function and the argument.
+    """
+    if value is True or value is False:
+        return value
+    if isinstance(value, (bool, int, np.bool_, np.integer)):
+        return bool(value)
+    shown = repr(value)
+    raise TypeError(
+        f"{op}: {name} must be a bool (True or False), got "
+        f"{shown if len(shown) <= 40 else shown[:37] + '...'} ({type(value).__name__})"
+    )
 
 
 def operand(x):
@@ -130,10 +150,18 @@ def _default_api(cls):
     return fn
 
 
+#: Python's reflected binary operators (``y.__rX__(x)`` computes ``x X y``). Named one by one:
+#: a prefix test would take ``__rshift__`` and ``__round__`` for reflected ones.
+REFLECTED = frozenset(
+    f"__r{n}__" for n in ("add", "sub", "mul", "matmul", "truediv", "floordiv", "mod",
+                          "divmod", "pow", "lshift", "rshift", "and", "xor", "or")
+)
+
+
 def _operator(cls, api, name):
     """A Tensor operator: straight to ``cls.apply`` for a Tensor or Python number operand."""
     apply = cls.apply
-    if name.startswith("__r") and name not in ("__round__",):
+    if name in REFLECTED:
 
         def method(self, other):
             t = type(other)

@@ -37,7 +37,7 @@ from typing import NamedTuple
 import numpy as np
 
 from tapegrad.function import Function, _Quiet
-from tapegrad.ops._batching import elementwise
+from tapegrad.ops._batching import elementwise, scaled_cotangent
 from tapegrad.ops._registry import expose, ns, operand, operands, tensor_arg
 from tapegrad.tensor import Tensor, const
 
@@ -549,7 +549,7 @@ class UnaryGrad(Function):
     formula, worked out on Tensors with ``vjp`` (none for a piecewise-constant derivative), so
     every order is exact.
     """
-    batch = elementwise  # vmap: broadcast like a ufunc
+    batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
     into = True  # forward writes into ``into=`` when given (jit's buffer planning)
     fresh = True  # a new array (jit's buffer planning)
 
@@ -586,7 +586,7 @@ class BinaryGrad(Function):
     """``g * row.dx(x, y, out)`` (``wrt=0``) or ``g * row.dy(...)`` (``wrt=1``): the backward
     rule of a binary table op for one operand, fused into one primitive. Linear in ``g``; its
     derivative in ``x``, ``y`` and ``out`` is the derivative of the row's formula (``vjp``)."""
-    batch = elementwise  # vmap: broadcast like a ufunc
+    batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
     into = True  # forward writes into ``into=`` when given (jit's buffer planning)
     fresh = True  # a new array (jit's buffer planning)
 
@@ -1553,7 +1553,7 @@ class ReluGrad(Function):
     in ``g``, piecewise constant in ``y``: its backward sends ``ReluGrad(h, y)`` to ``g`` and
     nothing to ``y``.
     """
-    batch = elementwise  # vmap: broadcast like a ufunc
+    batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
     into = True  # forward writes into ``into=`` when given (jit's buffer planning)
     fresh = True  # a new array (jit's buffer planning)
 
@@ -1714,7 +1714,7 @@ class MinMaxGrad(Function):
     ``g`` where that operand gives the result, ``g / 2`` at ties, 0 elsewhere, from the output
     ``out``, the second operand ``y`` and the tie mask (``x`` wins exactly where ``out`` is
     strictly beyond ``y``). Linear in ``g``, piecewise constant in the rest."""
-    batch = elementwise  # vmap: broadcast like a ufunc
+    batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
     into = True  # forward writes into ``into=`` when given (jit's buffer planning)
 
     oper = "minmax_grad"
@@ -1928,6 +1928,8 @@ class AsType(Function):
 
     @staticmethod
     def forward(ctx, x, dtype):
+        if x.dtype.kind == "c" and np.dtype(dtype).kind in "iuf":
+            x = x.real  # decided, not warned: the real part, as NumPy's cast keeps
         return x.astype(dtype)
 
     @staticmethod

@@ -32,6 +32,7 @@ References:
 from __future__ import annotations
 
 import numpy as np
+from numpy.exceptions import AxisError
 
 from tapegrad.backend import get_backend
 from tapegrad.function import Function
@@ -69,7 +70,7 @@ def _check_axes(shape, axes, op):
     nd = len(shape)
     for a in axes:
         if not -nd <= a < nd:
-            raise ValueError(f"{op}: axis {a} is out of range for a Tensor of shape {shape}")
+            raise AxisError(f"{op}: axis {a} is out of range for a Tensor of shape {shape}")
     return tuple(a % nd for a in axes)
 
 
@@ -90,7 +91,7 @@ class Fft(Function):
     @staticmethod
     def batch(args, batched, size, axes, norm="backward", inverse=False):
         (x,) = args
-        return Fft.apply(x, axes=shift_axes(tuple(axes), x.ndim - 1), norm=norm,
+        return Fft.apply(x, axes=shift_axes(tuple(axes), x.ndim - 1, "fft"), norm=norm,
                          inverse=inverse)
 
     @staticmethod
@@ -132,7 +133,7 @@ class Rfft(Function):
     @staticmethod
     def batch(args, batched, size, axis, norm="backward"):
         (x,) = args
-        return Rfft.apply(x, axis=shift_axes(axis, x.ndim - 1), norm=norm)
+        return Rfft.apply(x, axis=shift_axes(axis, x.ndim - 1, "rfft"), norm=norm)
 
     @staticmethod
     def forward(ctx, x, axis, norm="backward"):
@@ -199,7 +200,8 @@ class Irfft(Function):
     @staticmethod
     def batch(args, batched, size, axis, n, norm="backward"):
         (x,) = args
-        return Irfft.apply(x, axis=shift_axes(axis, x.ndim - 1), n=n, norm=norm)
+        return Irfft.apply(x, axis=shift_axes(axis, x.ndim - 1, "irfft"), n=n,
+                           norm=norm)
 
     @staticmethod
     def forward(ctx, x, axis, n, norm="backward"):

@@ -51,9 +51,9 @@ from tapegrad.function import Function
 from tapegrad.ops._batching import align
 from tapegrad.ops._registry import expose, tensor_arg
 from tapegrad.ops.elementwise import Conj, DivNoNan, Imag, Real
-from tapegrad.ops.movement import Concatenate, GetItem, Reshape, Transpose
+from tapegrad.ops.movement import Concatenate, GetItem, Reshape, Transpose, cast_all, no_out
 from tapegrad.ops.reduction import Sum
-from tapegrad.tensor import Tensor, const
+from tapegrad.tensor import Tensor, const, host_value
 
 __all__ = [
     "MatMul",
@@ -95,6 +95,18 @@ def _mT(t: Tensor) -> Tensor:
 def _H(t: Tensor) -> Tensor:
     """The conjugate transpose of ``t``'s last two axes (the transpose for real ``t``)."""
     return Conj.apply(_mT(t)) if t.dtype.kind == "c" else _mT(t)
+
+
+def _hermitian_part(xp, a):
+    """``(a + a^H) / 2`` on backend arrays: the input a symmetric-matrix op computes on (JAX's
+    ``symmetrize_input``), so that its value and its (Hermitian) derivative are those of one
+    function for every input, Hermitian or not."""
+    if a.dtype.kind not in "fc":  # integers: LAPACK computes in float64
+        a = a.astype(_lapack_dtype(a.dtype))
+    ah = xp.swapaxes(a, -1, -2)
+    if a.dtype.kind == "c":
+        ah = xp.conj(ah)
+    return (a + ah) * a.dtype.type(0.5)
 
 
 def _conj(t: Tensor) -> Tensor:
@@ -610,7 +622,8 @@ class Einsum(Function):
         return _einsum_shape(subscripts, shapes)
 
     @staticmethod
-    def api(subscripts, *operands, optimize=False) -> Tensor:
+    def api(subscripts, *operands, out=None, dtype=None, order="K", casting="safe",
+            optimize=False) -> Tensor:
         """Einstein summation (NumPy ``einsum``), differentiable in every operand.
 
         Accepts everything NumPy does: explicit (``'ij,jk->ik'``) and implicit (``'ij,jk'``:
@@ -622,17 +635,23 @@ class Einsum(Function):
         Args:
             subscripts: The subscripts string (or, in the sublist form, the first operand).
             *operands: Tensors/arrays/numbers (Python numbers become float32 0-d Tensors).
+            out: Must be None (Tensors are immutable).
+            dtype: Compute in this dtype: every operand is cast to it first (NumPy's keyword).
+            order: ``"C"``, ``"F"``, ``"A"`` or ``"K"``, accepted for NumPy's signature
+                (memory layout is not observable on a Tensor).
+            casting: Which casts ``dtype`` may make (NumPy's default for einsum: ``"safe"``).
             optimize: Passed to the backend's ``einsum`` (``False``, ``True``, ``'greedy'``,
                 ``'optimal'`` or an explicit path); used for the backward einsums too.
 
         Returns:
-            Tensor with the output labels' dimensions, dtype by NumPy promotion.
+            Tensor with the output labels' dimensions, dtype by NumPy promotion (or ``dtype``).
 
         Raises:
             ValueError: if the subscripts and operand shapes do not match (wrong operand count,
                 number of dimensions, label sizes, output labels), naming the subscripts and
-                shapes.
-            TypeError: if ``subscripts`` is neither a str nor a sublist form.
+                shapes; for an unknown ``order`` or ``casting``.
+            TypeError: if ``subscripts`` is neither a str nor a sublist form; for ``out=`` or
+                a cast ``casting`` forbids.
 
         References:
             The backward of each operand is again an einsum (see
@@ -642,7 +661,10 @@ class Einsum(Function):
             ops_ = list(operands)
         else:
             subscripts, ops_ = _from_sublists((subscripts,) + operands)
-        tensors = [tensor_arg(o) for o in ops_]
+        no_out(out, "einsum")
+        if order not in ("C", "F", "A", "K"):
+            raise ValueError(f"einsum: order must be 'C', 'F', 'A' or 'K', got {order!r}")
+        tensors = cast_all([tensor_arg(o) for o in ops_], dtype, casting, "einsum")
         inputs, output, _ = parse_einsum(subscripts, [t.shape for t in tensors])
         expr = ",".join(inputs) + "->" + output
         return Einsum.apply(*tensors, subscripts=expr, optimize=optimize)
@@ -1029,14 +1051,16 @@ class SlogDet(Function):
 @expose
 class Cholesky(Function):
     """Cholesky factor of symmetric positive-definite ``(..., n, n)`` matrices: lower ``L`` with
-    ``A = L L^T`` (or, with ``upper=True``, ``U = L^T`` with ``A = U^T U``). Like NumPy, only the
-    lower (upper) triangle of ``A`` is read.
+    ``A = L L^T`` (or, with ``upper=True``, ``U = L^T`` with ``A = U^T U``).
+
+    The factor is that of the symmetric part ``(A + A^T) / 2`` (JAX's ``symmetrize_input``):
+    for a symmetric ``A`` exactly NumPy's, and for any ``A`` the function whose derivative
+    the rules compute, so finite differences agree with the gradient everywhere. (NumPy reads
+    one triangle instead; its value differs from this one only for a non-symmetric ``A``.)
 
     Backward (Murray 2016, eq. 10, symmetrised as in PyTorch and JAX): with
     ``P = L^T gL`` and ``Phi(P)`` its lower triangle with the diagonal halved,
-    ``gA = L^{-T} (Phi(P) + Phi(P)^T) / 2 L^{-1}``, a symmetric matrix. It is the gradient
-    for symmetric perturbations of ``A``: differentiate ``cholesky((A + A^T) / 2)`` to compare
-    with finite differences.
+    ``gA = L^{-T} (Phi(P) + Phi(P)^T) / 2 L^{-1}``, a symmetric matrix.
     """
     batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
@@ -1048,6 +1072,7 @@ class Cholesky(Function):
         _square_shape(a.shape, "cholesky")
         _check_float(a, "cholesky")
         xp = ctx.backend
+        a = _hermitian_part(xp, a)
         try:
             if upper and xp is np:
                 out = xp.linalg.cholesky(a, upper=True)
@@ -1067,17 +1092,21 @@ class Cholesky(Function):
     @staticmethod
     def backward(ctx, g):
         (lo,) = ctx.saved_tensors
-        if ctx.upper:
-            lo, g = _mT(lo), _mT(g)
+        if ctx.upper:  # U = L^H: the cotangent of L is gU^H
+            lo, g = _H(lo), _H(g)
+        cplx = lo.dtype.kind == "c"
         n = lo.shape[-1]
-        strict = _constant(g, lambda xp: xp.tri(n, k=-1, dtype=g.dtype))
+        strict = _constant(g, lambda xp: xp.tri(n, k=-1, dtype=g.real.dtype))
         eye = _eye(n, g)
-        p = MatMul.apply(_mT(lo), g)
+        lh = _H(lo)
+        p = MatMul.apply(lh, _conj(g) if cplx else g)  # L^H conj(gL) (JAX's convention)
         ps = p * strict
-        m = 0.5 * (ps + _mT(ps) + p * eye)
-        lt = _mT(lo)
-        x = Solve.apply(lt, m)  # L^{-T} M
-        return _mT(Solve.apply(lt, _mT(x)))  # (L^{-T} M) L^{-1}
+        d = p * eye
+        # M = (Phi(P) + Phi(P)^H) / 2, Phi: the lower triangle with the diagonal halved
+        m = 0.5 * (ps + _H(ps)) + (0.25 * (d + _conj(d)) if cplx else 0.5 * d)
+        x = Solve.apply(lh, m)  # L^{-H} M
+        ga = _H(Solve.apply(lh, _H(x)))  # (L^{-H} M) L^{-1}
+        return _conj(ga) if cplx else ga
 
     @classmethod
     def output_shape(cls, shape, upper=False):
@@ -1092,8 +1121,10 @@ class Cholesky(Function):
         """Cholesky factor of symmetric positive-definite matrices (NumPy ``linalg.cholesky``).
 
         Args:
-            a: Tensor of shape ``(..., n, n)``; only its lower (``upper=True``: upper) triangle
-                is read, as in NumPy.
+            a: Tensor of shape ``(..., n, n)``, symmetric positive definite. The factor is
+                computed from the symmetric part ``(a + a^T) / 2`` (as JAX): NumPy's value for
+                a symmetric ``a``; for a non-symmetric one this function, not NumPy's (which
+                reads one triangle), is the one the gradient differentiates.
             upper: Return upper ``U`` with ``a = U^T U`` instead of lower ``L`` with
                 ``a = L L^T``.
 
@@ -1106,8 +1137,7 @@ class Cholesky(Function):
 
         References:
             Murray, "Differentiation of the Cholesky decomposition", 2016. The gradient is the
-            symmetric one (as PyTorch and JAX): it equals the gradient of
-            ``cholesky((a + a^T) / 2)``.
+            symmetric one (as PyTorch and JAX), the derivative of the function computed.
         """
         return Cholesky.apply(tensor_arg(a), upper=bool(upper))
 
@@ -1326,7 +1356,13 @@ QRResult.__doc__ = """The result of :func:`tapegrad.numpy.linalg.qr` (a namedtup
 @expose
 class Eigh(Function):
     """Eigendecomposition ``A = V diag(w) V^H`` of Hermitian (real symmetric) ``(..., n, n)``
-    matrices, of which only the lower (``UPLO='U'``: upper) triangle is read, as in NumPy.
+    matrices.
+
+    The decomposition is that of the Hermitian part ``(A + A^H) / 2`` (JAX's
+    ``symmetrize_input``): for a Hermitian ``A`` exactly NumPy's, and for any ``A`` the
+    function the derivative below differentiates, so finite differences agree with the
+    gradient everywhere. (NumPy reads the ``UPLO`` triangle instead; ``UPLO`` is accepted and
+    only picks the triangle LAPACK reads of the already Hermitian part.)
 
     Outputs: ``w`` ``(..., n)`` real, ascending; ``V`` ``(..., n, n)`` with orthonormal
     columns, ``a``'s dtype. Each eigenvector is unique only up to a sign (real) or a phase
@@ -1340,8 +1376,8 @@ class Eigh(Function):
 
     (JAX's gauge: ``V^H dV`` has a zero diagonal, so a complex eigenvector's phase does not
     move.) Backward, its transpose: ``gA = sym(V^* (diag(gw) + F * (V^T gV)) V^T)`` with
-    ``sym(X) = (X + X^H) / 2``, a Hermitian matrix: the gradient for Hermitian perturbations
-    (as PyTorch and JAX), the same as that of ``eigh((A + A^H) / 2)``.
+    ``sym(X) = (X + X^H) / 2``, a Hermitian matrix (as PyTorch and JAX): the derivative of the
+    function computed, for every input.
 
     Repeated eigenvalues: ``F`` is inf there. The division is NaN-safe (0 where the numerator
     is 0), so a loss of the eigenvalues alone (``eigvalsh``) has the finite gradient
@@ -1359,7 +1395,8 @@ class Eigh(Function):
     def forward(ctx, a, UPLO="L"):  # noqa: N803 - NumPy's name
         _square_shape(a.shape, "eigh")
         _check_float(a, "eigh")
-        w, v = ctx.backend.linalg.eigh(a, UPLO=UPLO)
+        xp = ctx.backend
+        w, v = xp.linalg.eigh(_hermitian_part(xp, a), UPLO=UPLO)
         ctx.save_for_backward(w, v)
         return w, v
 
@@ -1390,9 +1427,11 @@ class Eigh(Function):
         ``linalg.eigh``).
 
         Args:
-            a: Tensor of shape ``(..., n, n)``, real or complex (integers become float64);
-                only the lower (``UPLO='U'``: upper) triangle is read.
-            UPLO: ``'L'`` or ``'U'``.
+            a: Tensor of shape ``(..., n, n)``, real or complex (integers become float64),
+                Hermitian. The decomposition is that of ``(a + a^H) / 2`` (as JAX): NumPy's
+                for a Hermitian ``a``; for another ``a`` NumPy reads one triangle instead,
+                and this function (whose gradient tapegrad computes) differs from it.
+            UPLO: ``'L'`` or ``'U'`` (NumPy's; the Hermitian part has equal triangles).
 
         Returns:
             ``EighResult(eigenvalues, eigenvectors)`` (a namedtuple, as NumPy): ``(..., n)``
@@ -1632,6 +1671,9 @@ class Qr(Function):
 
     @staticmethod
     def forward(ctx, a, mode="reduced"):
+        if mode not in ("reduced", "complete"):  # the public qr maps 'r' to 'reduced'
+            raise ValueError(f"qr: the primitive takes mode 'reduced' or 'complete', got "
+                             f"{mode!r}")
         _qr_shapes(a.shape, mode)
         _check_float(a, "qr")
         xp = ctx.backend
@@ -1743,31 +1785,47 @@ class _NoValue:
 _NO_VALUE = _NoValue()
 
 
-def _scalar_cutoff(v, op: str, name: str) -> float:
-    """A cutoff argument as a Python float (a 0-d array or Tensor is accepted)."""
+def _stack_cutoff(v, a, op: str, name: str):
+    """A cutoff for each matrix of ``a``'s stack: a float for a scalar, else the array
+    broadcast to the stack shape ``a.shape[:-2]`` as nested tuples of floats (a static
+    parameter of the op, as NumPy's and the array API's ``pinv`` take an array ``rtol``)."""
     if isinstance(v, Tensor):
-        v = v.numpy()
+        v = host_value(v)  # a cutoff carries no derivative: a guard under jit, never refused
     arr = np.asarray(v)
-    if arr.ndim != 0 or arr.dtype.kind not in "iuf":
+    if arr.dtype.kind not in "iuf":
         raise TypeError(
-            f"{op}: {name} must be a real scalar, got {type(v).__name__} with shape "
-            f"{arr.shape} and dtype {arr.dtype} (arrays of cutoffs are not supported)"
+            f"{op}: {name} must be real (a number or a real array), got dtype {arr.dtype}"
         )
-    return float(arr)
+    if arr.ndim == 0:
+        return float(arr)
+    stack = tuple(a.shape[:-2])
+    try:
+        arr = np.broadcast_to(arr, stack)
+    except ValueError:
+        raise ValueError(
+            f"{op}: {name} of shape {arr.shape} does not broadcast to the stack shape {stack} "
+            f"of a (shape {tuple(a.shape)}); give one cutoff per matrix"
+        ) from None
+    return _nested_tuple(arr.astype(np.float64).tolist()) if stack else float(arr)
 
 
-def _cutoff(rcond, rtol, a, op: str, default: float) -> float:
-    """The relative cutoff of ``pinv``/``lstsq`` from NumPy's ``rcond``/``rtol`` pair."""
+def _nested_tuple(v):
+    return tuple(_nested_tuple(e) for e in v) if isinstance(v, list) else v
+
+
+def _cutoff(rcond, rtol, a, op: str, default: float):
+    """The relative cutoff of ``pinv`` from NumPy's ``rcond``/``rtol`` pair: a float, or one
+    per matrix of the stack (nested tuples)."""
     if rcond is None:
         if rtol is _NO_VALUE:
             return default
         if rtol is None:
             eps = np.finfo(_real_dtype(_lapack_dtype(a.dtype))).eps
             return float(max(a.shape[-2:]) * eps)
-        return _scalar_cutoff(rtol, op, "rtol")
+        return _stack_cutoff(rtol, a, op, "rtol")
     if rtol is not _NO_VALUE:
         raise ValueError(f"{op}: rtol and rcond can't both be set")
-    return _scalar_cutoff(rcond, op, "rcond")
+    return _stack_cutoff(rcond, a, op, "rcond")
 
 
 def _pinv_shape(shape):
@@ -1809,7 +1867,7 @@ class Pinv(Function):
         _check_float(a, "pinv")
         xp = ctx.backend
         if xp is np:
-            p = np.linalg.pinv(a, rcond=rcond)
+            p = np.linalg.pinv(a, rcond=np.asarray(rcond) if type(rcond) is tuple else rcond)
         else:  # pragma: no cover - GPU only: NumPy's algorithm on CuPy
             p = _pinv_svd(xp, a, rcond)
         ctx.save_for_backward(a, p)
@@ -1843,12 +1901,15 @@ class Pinv(Function):
 
         Args:
             a: Tensor of shape ``(..., m, n)``, real or complex (integers become float64).
-            rcond: Relative cutoff: singular values ``<= rcond * max(s)`` count as zero. NumPy's
-                defaults: ``1e-15`` when neither ``rcond`` nor ``rtol`` is given.
+            rcond: Relative cutoff: singular values ``<= rcond * max(s)`` count as zero. A
+                number, or a real array broadcasting to the stack shape ``a.shape[:-2]`` (one
+                cutoff per matrix). NumPy's default: ``1e-15`` when neither ``rcond`` nor
+                ``rtol`` is given.
             hermitian: Accepted for NumPy compatibility; the general SVD is used (same
                 result).
-            rtol: NumPy 2's name for the cutoff; ``rtol=None`` means
-                ``max(m, n) * eps``. Give at most one of ``rcond`` and ``rtol``.
+            rtol: NumPy 2's (and the array API's) name for the cutoff, number or array as
+                ``rcond``; ``rtol=None`` means ``max(m, n) * eps``. Give at most one of
+                ``rcond`` and ``rtol``.
 
         Returns:
             Tensor of shape ``(..., n, m)`` and ``a``'s (floating) dtype.
@@ -1860,9 +1921,10 @@ class Pinv(Function):
         discontinuous and the gradient is that of the constant-rank branch.
 
         Raises:
-            ValueError: if ``a`` has fewer than 2 dimensions, or both ``rcond`` and ``rtol``
-                are given.
-            TypeError: if the cutoff is not a real scalar; for float16 or non-numeric input.
+            ValueError: if ``a`` has fewer than 2 dimensions, both ``rcond`` and ``rtol``
+                are given, or an array cutoff does not broadcast to the stack shape.
+            TypeError: if the cutoff is not real or is a traced Tensor; for float16 or
+                non-numeric input.
 
         Example:
             >>> import tapegrad.numpy as tnp
@@ -1881,6 +1943,8 @@ def _pinv_svd(xp, a, rcond):  # pragma: no cover - GPU only
     if m == 0 or n == 0:
         return xp.zeros(a.shape[:-2] + (n, m), dtype=_lapack_dtype(a.dtype))
     u, s, vh = xp.linalg.svd(a, full_matrices=False)
+    if type(rcond) is tuple:  # one cutoff per matrix of the stack
+        rcond = xp.asarray(rcond, dtype=s.dtype)[..., None]
     cutoff = rcond * s.max(axis=-1, keepdims=True)
     large = s > cutoff
     sinv = xp.where(large, 1.0 / xp.where(large, s, 1.0), 0.0).astype(s.dtype)

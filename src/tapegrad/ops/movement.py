@@ -52,13 +52,16 @@ import operator
 from typing import NamedTuple
 
 import numpy as np
+from numpy.exceptions import AxisError
 
+from tapegrad.backend import device_of as _device_of
 from tapegrad.backend import get_backend as _get_backend
 from tapegrad.backend import parse_device as _parse_device
 from tapegrad.function import Function
-from tapegrad.ops._batching import align, axis_rule, batch_all, shift_axes
+from tapegrad.ops._batching import align, axis_rule, batch_all, example_axis, shift_axes
 from tapegrad.ops._registry import METHODS as _METHODS
 from tapegrad.ops._registry import expose, tensor_arg
+from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.elementwise import AsType, Where
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
@@ -88,6 +91,8 @@ __all__ = [
     "resolve_shape",
     "as_shape",
     "as_tensor_list",
+    "cast_all",
+    "no_out",
     "check_axis",
     "check_axes",
     "split_pieces",
@@ -107,7 +112,7 @@ def check_axis(axis, ndim: int, op: str, name: str = "axis") -> int:
         raise TypeError(f"{op}: {name} must be an int, got {axis!r}")
     axis = int(axis)
     if not -ndim <= axis < ndim:
-        raise ValueError(f"{op}: {name} {axis} is out of range for a Tensor with ndim {ndim}")
+        raise AxisError(f"{op}: {name} {axis} is out of range for a Tensor with ndim {ndim}")
     return axis % ndim
 
 
@@ -318,6 +323,53 @@ def _index_layout(key, nds, ex_ndim: int):
     return n, k, q
 
 
+def _batched_masks_as_indices(key, arrays, arr_batched, size):
+    """``key`` and its index arrays with each per-example boolean mask replaced by the integer
+    positions it selects (one index array per mask axis, batch first), which index the same
+    elements when every example's mask selects equally many.
+
+    Raises:
+        ValueError: if the examples' masks select different numbers of elements.
+    """
+    if not any(type(e) is IndexSlot and e.is_bool and arr_batched[e.k] for e in key):
+        return key, arrays, arr_batched
+    new_key, new_arrays, new_batched = [], [], []
+    for e in key:
+        if type(e) is not IndexSlot:
+            new_key.append(e)
+            continue
+        a = arrays[e.k]
+        if not (e.is_bool and arr_batched[e.k]):
+            new_key.append(IndexSlot(len(new_arrays), e.is_bool))
+            new_arrays.append(a)
+            new_batched.append(arr_batched[e.k])
+            continue
+        mask = a._concrete() if isinstance(a, Tensor) else a
+        xp = _get_backend(_device_of(mask))
+        flat = mask.reshape((size, -1))
+        counts = flat.sum(axis=1)
+        if size and bool((counts != counts[0]).any()):
+            raise ValueError(
+                "getitem under vmap: a boolean mask that differs between examples selects a "
+                f"different number of elements in each ({int(counts.min())} to "
+                f"{int(counts.max())}); use tnp.where(mask, x, 0) instead"
+            )
+        c = int(counts[0]) if size else 0
+        if mask.ndim == 1:  # a 0-d mask per example, the same in each: True is a new axis
+            if c != 1:
+                raise ValueError("getitem under vmap: a per-example 0-d boolean index that "
+                                 "is False is not supported; use tnp.where instead")
+            new_key.append(None)
+            continue
+        _, pos = xp.nonzero(flat)  # row-major: each example's positions in order
+        pos = pos.reshape((size, c))
+        for ix in xp.unravel_index(pos, mask.shape[1:]):
+            new_key.append(IndexSlot(len(new_arrays), False))
+            new_arrays.append(ix.astype(np.int64))
+            new_batched.append(True)
+    return tuple(new_key), tuple(new_arrays), tuple(new_batched)
+
+
 def batch_index(ex_ndim: int, arrays, arr_batched, key, size):
     """The batched form of indexing each example (``ex_ndim`` axes; the batch on axis 0 of
     the indexed array) with ``key`` and
@@ -332,13 +384,8 @@ def batch_index(ex_ndim: int, arrays, arr_batched, key, size):
         ValueError: for a boolean mask that differs between examples (each example would
             select a different number of elements).
     """
+    key, arrays, arr_batched = _batched_masks_as_indices(key, arrays, arr_batched, size)
     nds = [a.ndim - 1 if b else np.ndim(a) for a, b in zip(arrays, arr_batched)]
-    for e in key:
-        if type(e) is IndexSlot and e.is_bool and arr_batched[e.k]:
-            raise ValueError(
-                "getitem under vmap: a boolean mask that differs between examples selects a "
-                "different number of elements in each; use tnp.where(mask, x, 0) instead"
-            )
     n, k, q = _index_layout(key, nds, ex_ndim)
     if not any(arr_batched):  # the same index for every example: a leading ':'
         new_key = (slice(None),) + tuple(key)
@@ -474,12 +521,15 @@ class Reshape(_MovementFunction):
         return x.reshape(shape)
 
     @staticmethod
-    def api(x, shape) -> Tensor:
+    def api(x, shape, *, copy=None) -> Tensor:
         """Reshape to ``shape`` in C order (an int or tuple; one entry may be -1).
 
         Args:
             x: Tensor of any shape.
             shape: Target shape with the same number of elements; a single -1 is inferred.
+            copy: ``None``, ``True`` or ``False`` (NumPy 2.1's and the array API's keyword).
+                Tensors are immutable, so whether the result shares ``x``'s memory cannot be
+                observed: every value gives the same Tensor, and ``copy=False`` never fails.
 
         Returns:
             Tensor of shape ``shape`` and ``x``'s dtype.
@@ -487,6 +537,7 @@ class Reshape(_MovementFunction):
         Raises:
             ValueError: if the number of elements differs or more than one -1 is given, naming
                 both shapes.
+            TypeError: if ``copy`` is not ``None`` or a bool.
 
         Example:
             >>> import tapegrad.numpy as tnp
@@ -495,6 +546,8 @@ class Reshape(_MovementFunction):
         """
         x = x if type(x) is Tensor else tensor_arg(x)
         shape = as_shape(shape, "reshape")
+        if copy is not None and copy is not True and copy is not False:
+            raise TypeError(f"reshape: copy must be None, True or False, got {copy!r}")
         if shape == x.shape:
             return x
         return Reshape.apply(x, shape)
@@ -539,8 +592,10 @@ class Transpose(_MovementFunction):
     def batch(args, batched, size, axes=None):
         x = args[0]
         nd = x.ndim - 1
-        axes = tuple(reversed(range(nd))) if axes is None else tuple(a % nd for a in axes)
-        return Transpose.apply(x, axes=(0,) + tuple(a + 1 for a in axes))
+        if axes is None:
+            return Transpose.apply(x, axes=(0,) + tuple(reversed(range(1, nd + 1))))
+        return Transpose.apply(x, axes=(0,) + tuple(example_axis(a, nd, "transpose") + 1
+                                                    for a in axes))
     view = True  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "transpose"
@@ -942,8 +997,10 @@ class ScatterMul(_MovementFunction):
 
     Backward: ``gx = g * M`` with ``M`` the product scattered into ones; for ``v``, each write
     ``j`` at position ``p`` gets ``g[p] * x[p] * prod(v_k, k != j at p)``. The product of the
-    other writes is itself a ``ScatterMul`` of each write's partners (pairs from
-    :class:`DuplicatePairs`), with no division, so it is exact at zeros and to every order.
+    other writes is a segmented scan: the writes sorted by the element they land on, then
+    exclusive products from both ends within each run of equal elements (recursive doubling,
+    Hillis and Steele 1986), with no division, so it is exact at zeros and to every order, and
+    every shape in it is fixed by the index's shape (it batches under ``vmap`` like any op).
     """
 
     oper = "scatter_mul"
@@ -1001,16 +1058,36 @@ class ScatterMul(_MovementFunction):
 
 def _others_product(vb: Tensor, x: Tensor, arrays, key) -> Tensor:
     """For each write ``j`` (``vb`` of the indexed shape), the product of the other writes
-    that land on the same element of ``x`` (1 where there are none); tapegrad ops only."""
+    that land on the same element of ``x`` (1 where there are none); tapegrad ops only, every
+    shape fixed by ``vb``'s (see :class:`ScatterMul`)."""
+    from tapegrad.ops.reduction import Shift  # reduction imports this module
+
     xp = _get_backend(x.device)
     n = vb.size
+    ones = _const_like(1, vb.shape, vb.dtype, vb)
+    if n < 2:
+        return ones
     iota = _tconst(xp.arange(x.size, dtype=np.int64).reshape(x.shape))
     target = Reshape.api(GetItem.apply(iota, *arrays, key=key), (n,))
-    pj, pk = DuplicatePairs.apply(target)
     slot = (IndexSlot(0, False),)
-    partners = GetItem.apply(Reshape.api(vb, (n,)), pk, key=slot)
-    ones = _const_like(1, (n,), vb.dtype, vb)
-    return Reshape.api(ScatterMul.apply(ones, partners, pj, key=slot), vb.shape)
+    order = _ns.argsort(target, kind="stable")
+    s = GetItem.apply(target, order, key=slot)  # sorted: equal targets are contiguous runs
+    v = GetItem.apply(Reshape.api(vb, (n,)), order, key=slot)
+
+    def exclusive(sign):
+        """Product of the writes before (``sign`` 1) or after (-1) each in its run."""
+        same = s == Shift.apply(s, axis=0, shift=sign, fill=-1)
+        acc = Where.apply(same, Shift.apply(v, axis=0, shift=sign, fill=1), 1.0)
+        d = 1
+        while d < n:  # inclusive segmented scan of acc by recursive doubling
+            same = s == Shift.apply(s, axis=0, shift=sign * d, fill=-1)
+            acc = acc * Where.apply(same, Shift.apply(acc, axis=0, shift=sign * d, fill=1), 1.0)
+            d *= 2
+        return acc
+
+    others = exclusive(1) * exclusive(-1)
+    back = GetItem.apply(others, _ns.argsort(order, kind="stable"), key=slot)
+    return Reshape.api(back, vb.shape)
 
 
 class DuplicatePairs(_MovementFunction):
@@ -1023,6 +1100,24 @@ class DuplicatePairs(_MovementFunction):
 
     oper = "duplicate_pairs"
     differentiable = False
+
+    @staticmethod
+    def batch(args, batched, size):
+        """Each example's pairs, stacked; examples with different numbers of pairs cannot be
+        stacked (a ``ValueError``, as for ``nonzero``)."""
+        ids = args[0]
+        rows = [DuplicatePairs.apply(ids[i]) for i in range(size)]
+        counts = sorted({r[0].shape[0] for r in rows})
+        if len(counts) > 1:
+            raise ValueError(
+                "duplicate_pairs under vmap: the examples have different numbers of pairs of "
+                f"equal values ({counts[0]} to {counts[-1]}), so they cannot be stacked"
+            )
+        if not rows:
+            empty = _tconst(np.zeros((0, 0), dtype=np.int64))
+            return empty, empty
+        return tuple(Concatenate.apply(*[Reshape.api(r[j], (1, counts[0])) for r in rows],
+                                       axis=0) for j in range(2))
 
     @staticmethod
     def forward(ctx, ids):
@@ -1151,6 +1246,47 @@ def as_tensor_list(arrays, op: str) -> list:
     return xs
 
 
+def cast_all(xs: list, dtype, casting, op: str) -> list:
+    """NumPy's ``dtype=``/``casting=`` of the joining functions: every input cast to ``dtype``
+    (differentiably between floating dtypes), each cast allowed by ``casting``.
+
+    Raises:
+        TypeError: if ``dtype`` is not a dtype, or ``casting`` forbids a cast, naming ``op``.
+        ValueError: for an unknown ``casting``.
+    """
+    if casting not in ("no", "equiv", "safe", "same_kind", "unsafe"):
+        raise ValueError(
+            f"{op}: casting must be 'no', 'equiv', 'safe', 'same_kind' or 'unsafe', got "
+            f"{casting!r}"
+        )
+    if dtype is None:
+        return xs
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: dtype {dtype!r} is not a dtype") from None
+    for a in xs:
+        if not np.can_cast(a.dtype, dt, casting=casting):
+            raise TypeError(
+                f"{op}: cannot cast dtype {a.dtype} to {dt} under casting={casting!r}; pass "
+                "casting='unsafe' to allow it"
+            )
+    return [a if a.dtype == dt else AsType.api(a, dt) for a in xs]
+
+
+def no_out(out, op: str) -> None:
+    """NumPy's ``out=``, which immutable Tensors cannot take.
+
+    Raises:
+        TypeError: if ``out`` is given, naming ``op``.
+    """
+    if out is not None:
+        raise TypeError(
+            f"{op}: out= is not supported (tapegrad never writes in place); use the returned "
+            "Tensor"
+        )
+
+
 @expose
 class Concatenate(_MovementFunction):
     """Join Tensors along an existing ``axis``; the result dtype follows NumPy promotion.
@@ -1166,14 +1302,14 @@ class Concatenate(_MovementFunction):
     @staticmethod
     def batch(args, batched, size, axis):
         xs = batch_all(args, batched, size)
-        return Concatenate.apply(*xs, axis=shift_axes(axis, xs[0].ndim - 1))
+        return Concatenate.apply(*xs, axis=shift_axes(axis, xs[0].ndim - 1, "concatenate"))
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "concatenate"
     names = ("concatenate", "concat")
 
     @staticmethod
-    def api(arrays, axis=0) -> Tensor:
+    def api(arrays, axis=0, out=None, *, dtype=None, casting="same_kind") -> Tensor:
         """Join a sequence of Tensors along an existing axis (``axis=None`` flattens them first).
 
         Also the static method ``Tensor.cat(arrays, axis=0)``.
@@ -1181,15 +1317,22 @@ class Concatenate(_MovementFunction):
         Args:
             arrays: Sequence of Tensors with equal shapes except along ``axis``.
             axis: The joining axis.
+            out: Must be None (Tensors are immutable).
+            dtype: Cast every input to this dtype first (NumPy's keyword).
+            casting: Which casts ``dtype`` may make (NumPy's rule names; default
+                ``"same_kind"``).
 
         Returns:
-            Tensor with ``sum(a.shape[axis])`` along ``axis``; dtype by NumPy promotion.
+            Tensor with ``sum(a.shape[axis])`` along ``axis``; dtype by NumPy promotion, or
+            ``dtype``.
 
         Raises:
             ValueError: for an empty sequence, 0-d inputs, an axis out of range, or shapes that
-                differ off the axis (naming all shapes).
+                differ off the axis (naming all shapes); an unknown ``casting``.
+            TypeError: for ``out=``, or a cast ``casting`` forbids.
         """
-        xs = as_tensor_list(arrays, "concatenate")
+        no_out(out, "concatenate")
+        xs = cast_all(as_tensor_list(arrays, "concatenate"), dtype, casting, "concatenate")
         if axis is None:
             xs, axis = [Reshape.api(a, (a.size,)) for a in xs], 0
         return Concatenate.apply(*xs, axis=axis)
@@ -1265,7 +1408,7 @@ class Split(_MovementFunction):
     @staticmethod
     def batch(args, batched, size, axis):
         x, indices = args
-        return Split.apply(x, indices, axis=shift_axes(axis, x.ndim - 1))
+        return Split.apply(x, indices, axis=shift_axes(axis, x.ndim - 1, "split"))
     view = True  # its output may be a view of its first input (jit's buffer planning)
 
     oper = "split"
@@ -1390,10 +1533,11 @@ class Roll(_MovementFunction):
     @staticmethod
     def batch(args, batched, size, shift, axis):
         x = args[0]
-        if axis is None:  # each example rolls flat
+        if axis is None:  # each example rolls flat (a tuple of shifts adds up, as NumPy's)
             flat = Reshape.apply(x, (size, math.prod(x.shape[1:])))
-            return Reshape.apply(Roll.apply(flat, shift=(shift,), axis=(1,)), x.shape)
-        return Roll.apply(x, shift=shift, axis=tuple(a % (x.ndim - 1) + 1 for a in axis))
+            total = int(np.sum(shift))
+            return Reshape.apply(Roll.apply(flat, shift=(total,), axis=(1,)), x.shape)
+        return Roll.apply(x, shift=shift, axis=shift_axes(tuple(axis), x.ndim - 1, "roll"))
 
     @staticmethod
     def api(x, shift, axis=None) -> Tensor:
@@ -1695,7 +1839,7 @@ class SlidingWindow(_MovementFunction):
         x = args[0]
         nd = x.ndim - 1
         return SlidingWindow.apply(x, window_shape=window_shape, step=(1,) + tuple(step),
-                                   axis=tuple(a % nd + 1 for a in axis))
+                                   axis=shift_axes(tuple(axis), nd, "sliding_window_view"))
     view = "readonly"  # its output may be a view of its first input (jit's buffer planning)  # pyright: ignore[reportAssignmentType]
 
     oper = "sliding_window"
@@ -1783,7 +1927,8 @@ class WindowScatterAdd(_MovementFunction):
     def batch(args, batched, size, in_shape, window_shape, axis, step):
         return WindowScatterAdd.apply(
             args[0], in_shape=(size,) + tuple(in_shape), window_shape=window_shape,
-            axis=tuple(a % len(in_shape) + 1 for a in axis), step=(1,) + tuple(step))
+            axis=shift_axes(tuple(axis), len(in_shape), "window_scatter_add"),
+            step=(1,) + tuple(step))
 
     @staticmethod
     def forward(ctx, g, *, in_shape, window_shape, axis, step):
@@ -1830,6 +1975,37 @@ class WindowScatterAdd(_MovementFunction):
 
 
 # -- devices ----------------------------------------------------------------------------------
+def _copy_stream(stream, src: str, dst: str):
+    """``to_device``'s ``stream`` as a CuPy stream (a context manager) for a copy ``src`` ->
+    ``dst``; DLPack's ints: 1 legacy default, 2 per-thread default, larger a pointer."""
+    gpu = dst if dst != "cpu" else src
+    if gpu == "cpu":
+        raise ValueError(
+            f"to_device: stream={stream!r} is for a copy to or from a GPU, but this copy is "
+            f"from {src} to {dst}; pass stream=None"
+        )
+    if isinstance(stream, (bool, np.bool_)):
+        raise TypeError(f"to_device: stream must be an int or a CuPy stream, got {stream!r}")
+    cp = _get_backend(gpu)
+    if isinstance(stream, (int, np.integer)):
+        stream = int(stream)
+        if stream <= 0:
+            raise ValueError(
+                f"to_device: stream must be 1 (legacy default), 2 (per-thread default) or a "
+                f"CUDA stream pointer, got {stream}"
+            )
+        if stream == 1:
+            return cp.cuda.Stream.null
+        if stream == 2:
+            return cp.cuda.Stream.ptds
+        return cp.cuda.ExternalStream(stream)
+    if hasattr(stream, "ptr") and hasattr(stream, "__enter__"):  # cupy.cuda.Stream and kin
+        return stream
+    raise TypeError(
+        f"to_device: stream must be an int or a CuPy stream, got {type(stream).__name__}"
+    )
+
+
 @expose
 class ToDevice(Function):
     """Copy to ``device``. Backward: copy the cotangent back to the input's device."""
@@ -1844,19 +2020,38 @@ class ToDevice(Function):
         return ToDevice.apply(args[0], args[1])
 
     @staticmethod
-    def api(x, device: str) -> Tensor:
+    def api(x, device: str, *, stream=None) -> Tensor:
         """Copy to ``device`` (``"cpu"`` or ``"cuda:N"``); the cotangent is copied back.
 
+        Args:
+            x: Tensor (or array or number).
+            device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+            stream: The CUDA stream the copy runs on (the array API's ``to_device`` keyword):
+                ``None`` (the current stream), a CuPy stream object, or an int as DLPack
+                spells streams (1: the legacy default stream, 2: the per-thread default
+                stream, larger: a ``cudaStream_t`` pointer). Only for a copy to or from a
+                GPU; a copy between CPU Tensors takes ``None`` only, as NumPy's.
+
+        Returns:
+            Tensor on ``device`` (``x`` itself when it is already there).
+
         Raises:
-            ValueError: for a device string that is not ``"cpu"`` or ``"cuda[:N]"``.
+            ValueError: for a device string that is not ``"cpu"`` or ``"cuda[:N]"``; for a
+                ``stream`` with no GPU end, or the int 0 (DLPack's disallowed value).
+            TypeError: for a ``stream`` that is neither an int nor a CuPy stream.
             RuntimeError: if the device's backend (CuPy) is not available.
         """
         x = x if type(x) is Tensor else tensor_arg(x)
         device = _parse_device(device)
+        if stream is not None:
+            stream = _copy_stream(stream, x.device, device)
         if x.device == device:
             return x
         _get_backend(device)
-        return ToDevice.apply(x, device)
+        if stream is None:
+            return ToDevice.apply(x, device)
+        with stream:
+            return ToDevice.apply(x, device)
 
     @staticmethod
     def forward(ctx, x, device):

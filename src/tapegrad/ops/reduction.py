@@ -22,11 +22,12 @@ import math
 import numbers
 
 import numpy as np
+from numpy.exceptions import AxisError
 
 from tapegrad.function import Function
 from tapegrad.ops import movement as _mv  # Reshape, Transpose (attributes read at call time)
 from tapegrad.ops._batching import axis_rule, shift_axes
-from tapegrad.ops._registry import expose, tensor_arg
+from tapegrad.ops._registry import bool_arg, expose, tensor_arg
 from tapegrad.ops.elementwise import Abs, AsType, Exp, Maximum, Sign, StopGradient, Where  # pyright: ignore[reportAssignmentType, reportAttributeAccessIssue]
 from tapegrad.tensor import Tensor
 
@@ -79,7 +80,7 @@ def normalize_axis(axis, ndim: int, op: str) -> tuple:
     for a in axes:
         a = int(a)
         if not -ndim <= a < ndim:
-            raise ValueError(f"{op}: axis {a} is out of range for a Tensor with ndim {ndim}")
+            raise AxisError(f"{op}: axis {a} is out of range for a Tensor with ndim {ndim}")
         out.append(a % ndim if ndim else 0)
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {axis!r}")
@@ -92,7 +93,7 @@ def _single_axis(axis, ndim: int, op: str) -> int:
         raise TypeError(f"{op}: axis must be an int, got {axis!r}")
     axis = int(axis)
     if not -ndim <= axis < ndim:
-        raise ValueError(f"{op}: axis {axis} is out of range for a Tensor with ndim {ndim}")
+        raise AxisError(f"{op}: axis {axis} is out of range for a Tensor with ndim {ndim}")
     return axis % ndim
 
 
@@ -182,6 +183,15 @@ def _in_dtype(x: Tensor, dtype, op: str) -> Tensor:
     return x if x.dtype == dt else AsType.api(x, dt)
 
 
+def _no_bool_dtype(dtype, op: str) -> None:
+    """A spread cannot be computed in booleans (NumPy's ``TypeError``: no boolean subtract)."""
+    if dtype is not None and np.dtype(dtype).kind == "b":
+        raise TypeError(
+            f"{op}: dtype=bool cannot hold deviations from the mean (booleans do not "
+            "subtract, as in NumPy); pass a floating dtype"
+        )
+
+
 def _out_dtype(out: Tensor, dtype) -> Tensor:
     """The result cast to ``dtype=`` where the reduction promoted it (integer sums of small
     integers accumulate in int64 here: the same result modulo the width, as NumPy's)."""
@@ -191,18 +201,32 @@ def _out_dtype(out: Tensor, dtype) -> Tensor:
 
 
 def _ddof(ddof, correction, op: str):
-    """NumPy 2's ``correction=`` (the Array API name) folded into ``ddof``.
+    """NumPy 2's ``correction=`` (the Array API name) folded into ``ddof``, checked: a real
+    number ``>= 0`` (an integral float becomes an int; NumPy ints are accepted).
 
     Raises:
-        ValueError: if both are given, or ``correction`` is not a whole number.
+        TypeError: if ``ddof`` or ``correction`` is not a real number (a string, None, a
+            bool, a Tensor).
+        ValueError: if both are given, or the value is negative.
     """
-    if correction is None:
-        return ddof
-    if ddof != 0:
-        raise ValueError(f"{op}: give ddof or correction, not both")
-    if isinstance(correction, float) and correction.is_integer():
-        return int(correction)
-    return correction
+    name = "ddof"
+    if correction is not None:
+        if not (isinstance(ddof, (int, np.integer)) and not isinstance(ddof, bool)
+                and ddof == 0):
+            raise ValueError(f"{op}: give ddof or correction, not both")
+        ddof, name = correction, "correction"
+    if isinstance(ddof, (bool, np.bool_)) or not isinstance(ddof, (int, float, np.integer,
+                                                                  np.floating)):
+        raise TypeError(f"{op}: {name} must be a real number >= 0, got {ddof!r} "
+                        f"({type(ddof).__name__})")
+    if not 0 <= float(ddof) < math.inf:
+        raise ValueError(
+            f"{op}: {name} must be a non-negative number (a fraction is allowed, as NumPy's "
+            f"and the array API's correction), got {ddof!r}"
+        )
+    if isinstance(ddof, (float, np.floating)):
+        return int(ddof) if float(ddof).is_integer() else float(ddof)
+    return int(ddof)
 
 
 @expose
@@ -240,6 +264,7 @@ class Sum(Function):
             TypeError: if ``axis`` is not None, an int or a tuple of ints; if ``dtype`` is not
                 a dtype or ``out`` is given.
         """
+        keepdims = bool_arg(keepdims, "sum", "keepdims")
         x = x if type(x) is Tensor else tensor_arg(x)
         if dtype is None and out is None:
             return Sum.apply(x, axis=axis, keepdims=keepdims)
@@ -353,6 +378,7 @@ class Mean(Function):
                 an empty set is undefined; NumPy would return NaN with a warning).
             TypeError: for a ``dtype`` that is not a dtype, or a given ``out``.
         """
+        keepdims = bool_arg(keepdims, "mean", "keepdims")
         x = x if type(x) is Tensor else tensor_arg(x)
         if dtype is None and out is None:
             return Mean.apply(x, axis=axis, keepdims=keepdims)
@@ -443,6 +469,7 @@ class Prod(Function):
             >>> tg.grad(tnp.prod)(tg.Tensor([2.0, 0.0, 4.0]))
             Tensor([0., 8., 0.], dtype=float32)
         """
+        keepdims = bool_arg(keepdims, "prod", "keepdims")
         x = _operand(x, "prod")
         if dtype is None and out is None:
             return Prod.apply(x, axis=axis, keepdims=keepdims)
@@ -502,7 +529,8 @@ class ExtremumGrad(Function):
     as ``sum(h * hit / count)`` over the reduced axes (written with tapegrad ops, so every
     order is exact) and nothing to ``x`` or ``out``.
     """
-    batch = axis_rule("axes")  # vmap: the axes move past the batch axis
+    # vmap: the axes (of x, input 1: g has fewer axes without keepdims) move past the batch axis
+    batch = axis_rule("axes", of=1)
 
     oper = "extremum_grad"
     nondiff_argnums = (1, 2)  # piecewise constant in x and out (they only locate the maxima)
@@ -591,6 +619,7 @@ class Max(Function):
             Tensor([[0. , 0.5, 0.5],
                     [1. , 0. , 0. ]], dtype=float32)
         """
+        keepdims = bool_arg(keepdims, "max", "keepdims")
         _no_out(out, "max")
         return Max.apply(_operand(x, "max"), axis=axis, keepdims=keepdims)
 
@@ -636,6 +665,7 @@ class Min(Function):
             ValueError: if an axis is out of range, or a reduced axis has size 0.
             TypeError: for a given ``out``.
         """
+        keepdims = bool_arg(keepdims, "min", "keepdims")
         _no_out(out, "min")
         return Min.apply(_operand(x, "min"), axis=axis, keepdims=keepdims)
 
@@ -683,7 +713,8 @@ class ArgMax(Function):
     def batch(cls, args, batched, size, axis=None, keepdims=False):
         x = args[0]
         if axis is not None:
-            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1), keepdims=keepdims)
+            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1, cls._name()),
+                             keepdims=keepdims)
         flat = cls.apply(x.reshape((x.shape[0], -1)), axis=1)  # the flat index per example
         return flat.reshape((x.shape[0],) + (1,) * (x.ndim - 1)) if keepdims else flat
 
@@ -710,6 +741,7 @@ class ArgMax(Function):
                 ``None``) is empty.
             TypeError: if ``axis`` is a tuple (NumPy takes one axis), or ``out`` is given.
         """
+        keepdims = bool_arg(keepdims, "argmax", "keepdims")
         _no_out(out, "argmax")
         return ArgMax.apply(_operand(x, "argmax"), axis=axis, keepdims=keepdims)
 
@@ -735,7 +767,8 @@ class ArgMin(Function):
     def batch(cls, args, batched, size, axis=None, keepdims=False):
         x = args[0]
         if axis is not None:
-            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1), keepdims=keepdims)
+            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1, cls._name()),
+                             keepdims=keepdims)
         flat = cls.apply(x.reshape((x.shape[0], -1)), axis=1)  # the flat index per example
         return flat.reshape((x.shape[0],) + (1,) * (x.ndim - 1)) if keepdims else flat
 
@@ -747,6 +780,7 @@ class ArgMin(Function):
     @staticmethod
     def api(x, axis=None, out=None, *, keepdims=False) -> Tensor:
         """Indices of the minimum along ``axis`` (see :func:`argmax`); no gradient."""
+        keepdims = bool_arg(keepdims, "argmin", "keepdims")
         _no_out(out, "argmin")
         return ArgMin.apply(_operand(x, "argmin"), axis=axis, keepdims=keepdims)
 
@@ -765,13 +799,19 @@ class ArgMin(Function):
 
 
 def _var_check(op, shape, axes, ddof):
-    if isinstance(ddof, bool) or not isinstance(ddof, (int, np.integer)) or ddof < 0:
-        raise ValueError(f"{op}: ddof must be a non-negative int, got {ddof!r}")
+    if isinstance(ddof, (bool, np.bool_)) or not isinstance(
+            ddof, (numbers.Real, np.integer, np.floating)):
+        raise TypeError(f"{op}: ddof must be a real number >= 0, got {ddof!r}")
+    if not 0 <= float(ddof) < math.inf:
+        raise ValueError(
+            f"{op}: ddof must be a non-negative number (a fraction is allowed, as NumPy's "
+            f"and the array API's correction), got {ddof!r}"
+        )
     n = _count(shape, axes)
     _nonempty(op, shape, axes)
-    if n - ddof <= 0:
+    if n - float(ddof) <= 0:
         raise ValueError(
-            f"{op}: ddof={ddof} leaves {n - ddof} degrees of freedom for {n} elements per "
+            f"{op}: ddof={ddof} leaves {n - float(ddof):g} degrees of freedom for {n} elements per "
             f"reduction (shape {tuple(shape)}, axes {axes}); need ddof < {n}"
         )
     return n
@@ -802,7 +842,8 @@ class Var(Function):
             axis: Axis or tuple of axes; ``None`` reduces all axes.
             dtype: Compute on ``x`` cast to this dtype, and return it (NumPy's ``dtype=``).
             out: Must be None (Tensors are immutable).
-            ddof: Delta degrees of freedom (0: population variance, 1: unbiased estimate).
+            ddof: Delta degrees of freedom (0: population variance, 1: unbiased estimate); a
+                non-negative number, fractions included (as NumPy).
             keepdims: Keep reduced axes with size 1.
             correction: NumPy 2's (the Array API's) name for ``ddof``; give one of the two.
 
@@ -814,13 +855,15 @@ class Var(Function):
             ValueError: if an axis is out of range, a reduced axis has size 0, or
                 ``ddof >= n`` (NumPy would warn and return inf or NaN); if both ``ddof`` and
                 ``correction`` are given.
-            TypeError: for a ``dtype`` that is not a dtype, or a given ``out``.
+            TypeError: for a ``dtype`` that is not a dtype or is ``bool``, or a given ``out``.
         """
+        keepdims = bool_arg(keepdims, "var", "keepdims")
         x = _operand(x, "var")
         ddof = _ddof(ddof, correction, "var")
         if dtype is None and out is None:
             return Var.apply(x, axis=axis, ddof=ddof, keepdims=keepdims)
         _no_out(out, "var")
+        _no_bool_dtype(dtype, "var")
         x = _operand(_in_dtype(x, dtype, "var"), "var")
         return _out_dtype(Var.apply(x, axis=axis, ddof=ddof, keepdims=keepdims), dtype)
 
@@ -879,11 +922,13 @@ class Std(Function):
             ValueError: as :func:`var`.
             TypeError: for a ``dtype`` that is not a dtype, or a given ``out``.
         """
+        keepdims = bool_arg(keepdims, "std", "keepdims")
         x = _operand(x, "std")
         ddof = _ddof(ddof, correction, "std")
         if dtype is None and out is None:
             return Std.apply(x, axis=axis, ddof=ddof, keepdims=keepdims)
         _no_out(out, "std")
+        _no_bool_dtype(dtype, "std")
         x = _operand(_in_dtype(x, dtype, "std"), "std")
         return _out_dtype(Std.apply(x, axis=axis, ddof=ddof, keepdims=keepdims), dtype)
 
@@ -977,6 +1022,7 @@ class LogSumExp(Function):
             Blanchard, Higham and Higham, "Accurately computing the log-sum-exp and
             softmax functions", IMA J. Numer. Anal. 41(4), 2021.
         """
+        keepdims = bool_arg(keepdims, "logsumexp", "keepdims")
         x = _operand(x, "logsumexp", real=True)
         return LogSumExp.apply(x, axis=axis, keepdims=keepdims)
 
@@ -1389,6 +1435,7 @@ class Any(Function):
     def api(x, axis=None, out=None, keepdims=False) -> Tensor:
         """Whether any element over ``axis`` is nonzero; a boolean Tensor with no gradient.
         ``out`` must be None (Tensors are immutable)."""
+        keepdims = bool_arg(keepdims, "any", "keepdims")
         _no_out(out, "any")
         return Any.apply(_operand(x, "any"), axis=axis, keepdims=keepdims)
 
@@ -1421,6 +1468,7 @@ class All(Function):
     def api(x, axis=None, out=None, keepdims=False) -> Tensor:
         """Whether all elements over ``axis`` are nonzero; a boolean Tensor with no gradient.
         ``out`` must be None (Tensors are immutable)."""
+        keepdims = bool_arg(keepdims, "all", "keepdims")
         _no_out(out, "all")
         return All.apply(_operand(x, "all"), axis=axis, keepdims=keepdims)
 

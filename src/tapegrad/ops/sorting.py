@@ -45,7 +45,7 @@ import numpy as np
 from tapegrad.function import Function
 from tapegrad.ops._batching import axis_rule, batch_all
 from tapegrad.ops._registry import expose, tensor_arg
-from tapegrad.ops.movement import GetItem, IndexSlot, Reshape, check_axis
+from tapegrad.ops.movement import Flip, GetItem, IndexSlot, Reshape, check_axis
 from tapegrad.tensor import Tensor
 
 __all__ = [
@@ -226,7 +226,7 @@ class ArgSort(_IndexFunction):
     batch = axis_rule("axis", none_means_all=False)  # vmap: the axis moves past the batch
 
     @staticmethod
-    def api(a, axis=-1, kind=None, order=None, *, stable=None) -> Tensor:
+    def api(a, axis=-1, kind=None, order=None, *, stable=None, descending=False) -> Tensor:
         """Indices that sort ``a`` along ``axis`` (NumPy ``argsort``).
 
         Args:
@@ -238,6 +238,8 @@ class ArgSort(_IndexFunction):
                 every sort is stable.)
             order: Must be None (Tensors have no structured dtypes).
             stable: ``True`` for a stable sort (NumPy 2's spelling of ``kind="stable"``).
+            descending: Sort from largest to smallest (the array API's keyword); equal
+                elements still keep their order under a stable sort.
 
         Returns:
             intp (int64) Tensor of ``a``'s shape (1-D for ``axis=None``), no gradient. Use it
@@ -259,7 +261,13 @@ class ArgSort(_IndexFunction):
         kind = sort_kind(kind, stable, "argsort")
         if axis is None or a.ndim == 0:
             a, axis = Reshape.api(a, (a.size,)), 0
-        return ArgSort.apply(a, axis=check_axis(axis, a.ndim, "argsort"), kind=kind)
+        axis = check_axis(axis, a.ndim, "argsort")
+        if not descending:
+            return ArgSort.apply(a, axis=axis, kind=kind)
+        # the ascending order of the reversed Tensor, read backwards: the largest first, and
+        # among equal elements the earliest first (stable)
+        rev = ArgSort.apply(Flip.apply(a, axis=(axis,)), axis=axis, kind=kind)
+        return Flip.apply((a.shape[axis] - 1) - rev, axis=(axis,))
 
     @staticmethod
     def forward(ctx, x, axis=-1, kind=None):

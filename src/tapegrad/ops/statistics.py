@@ -19,7 +19,7 @@ import numpy as np
 
 from tapegrad.function import Function
 from tapegrad.ops._batching import shift_axes
-from tapegrad.ops._registry import expose, tensor_arg
+from tapegrad.ops._registry import bool_arg, expose, tensor_arg
 from tapegrad.ops.elementwise import Where
 from tapegrad.ops.movement import Concatenate
 from tapegrad.ops.reduction import _arg_shape
@@ -51,7 +51,8 @@ class _NanArg(Function):
     def batch(cls, args, batched, size, axis=None, keepdims=False):
         x = args[0]
         if axis is not None:
-            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1), keepdims=keepdims)
+            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1, cls._name()),
+                             keepdims=keepdims)
         flat = cls.apply(x.reshape((x.shape[0], -1)), axis=1)  # the flat index per example
         return flat.reshape((x.shape[0],) + (1,) * (x.ndim - 1)) if keepdims else flat
 
@@ -97,6 +98,7 @@ class NanArgMax(_NanArg):
 
     @staticmethod
     def api(a, axis=None, out=None, *, keepdims=False) -> Tensor:
+        keepdims = bool_arg(keepdims, "nanargmax", "keepdims")
         return NanArgMax._call(a, axis, out, keepdims)
 
 
@@ -111,6 +113,7 @@ class NanArgMin(_NanArg):
 
     @staticmethod
     def api(a, axis=None, out=None, *, keepdims=False) -> Tensor:
+        keepdims = bool_arg(keepdims, "nanargmin", "keepdims")
         return NanArgMin._call(a, axis, out, keepdims)
 
 

@@ -5,7 +5,9 @@ The pure layer follows Optax: a transform has ``init(params) -> opt_state`` and
 gives the new parameters, and ``apply_gradients(tx, grads, opt_state, params)`` does both in one
 faster call. The stateful :class:`Optimizer` family (:class:`SGD`, :class:`Adam`,
 :class:`AdamW`, :class:`RMSprop`, :class:`Adagrad`, :class:`Lion`) keeps PyTorch's API on top
-of it. See ``docs/optim.md``.
+of it, with PyTorch's schedulers (:class:`ReduceLROnPlateau`, :class:`LambdaLR`,
+:class:`MultiStepLR`, :class:`CosineAnnealingWarmRestarts`, :class:`CyclicLR`,
+:class:`OneCycleLR`). See ``docs/optim.md``.
 """
 
 from tapegrad.optim import combinators, schedules, transforms
@@ -22,14 +24,28 @@ from tapegrad.optim.optimizer import (
     is_module,
 )
 from tapegrad.optim.schedules import (
+    CosineAnnealingWarmRestarts,
     CosineScheduler,
+    CyclicLR,
+    LambdaLR,
     LRScheduler,
+    MultiStepLR,
+    OneCycleLR,
     constant_schedule,
+    cosine_decay_schedule,
+    cosine_onecycle_schedule,
     exponential_decay,
+    join_schedules,
+    linear_onecycle_schedule,
     linear_schedule,
     piecewise_constant_schedule,
+    piecewise_interpolate_schedule,
+    polynomial_schedule,
+    sgdr_schedule,
     step_decay_schedule,
+    warmup_cosine_decay_schedule,
     warmup_cosine_schedule,
+    warmup_exponential_decay_schedule,
 )
 from tapegrad.optim.transforms import (
     GradientTransformation,
@@ -95,6 +111,15 @@ __all__ = [
     "exponential_decay",
     "linear_schedule",
     "piecewise_constant_schedule",
+    "polynomial_schedule",
+    "cosine_decay_schedule",
+    "join_schedules",
+    "warmup_cosine_decay_schedule",
+    "warmup_exponential_decay_schedule",
+    "piecewise_interpolate_schedule",
+    "linear_onecycle_schedule",
+    "cosine_onecycle_schedule",
+    "sgdr_schedule",
     "LRScheduler",
     "CosineScheduler",
     "Optimizer",
@@ -105,5 +130,10 @@ __all__ = [
     "Adagrad",
     "Lion",
     "ReduceLROnPlateau",
+    "LambdaLR",
+    "MultiStepLR",
+    "CosineAnnealingWarmRestarts",
+    "CyclicLR",
+    "OneCycleLR",
     "is_module",
 ]

@@ -365,7 +365,7 @@ def odeint(func, y0, t, *args, rtol=1.4e-8, atol=1.4e-8, mxstep=math.inf, hmax=m
     Raises:
         ValueError: if ``t`` is not 1-D, finite and strictly increasing, ``func`` returns
             another structure or shape than ``y0``, or ``func`` closes over a traced Tensor.
-        TypeError: for complex or integer ``y0``.
+        TypeError: for complex or integer ``y0``, or a ``func`` that is not callable.
         RuntimeError: if more than ``mxstep`` steps are needed between two times, the step
             size underflows, or ``func`` returns NaN.
 
@@ -386,6 +386,9 @@ def odeint(func, y0, t, *args, rtol=1.4e-8, atol=1.4e-8, mxstep=math.inf, hmax=m
         >>> [round(float(v), 6) for v in ys[:, 0]]
         [1.0, 0.367879, 0.135335]
     """
+    if not callable(func):
+        raise TypeError(f"odeint: func must be callable, func(y, t, *args) -> dy/dt, got "
+                        f"{type(func).__name__}")
     y_leaves, y_tree = tree_flatten(y0)
     y_leaves = [v if isinstance(v, Tensor) else tnp.asarray(v) for v in y_leaves]
     for v in y_leaves:

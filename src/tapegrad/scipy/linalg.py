@@ -169,6 +169,8 @@ class SolveTriangular(Function):
     def forward(ctx, a, b, trans=0, lower=False, unit_diagonal=False, check_finite=True):
         import scipy.linalg as sl
 
+        if trans not in (0, 1):  # the public function composes trans='C' (2) with conj
+            raise ValueError(f"solve_triangular: the primitive takes trans 0 or 1, got {trans!r}")
         vector = b.ndim == 1
         ctx.vector = vector
         ctx.flags = (trans, lower, unit_diagonal)
@@ -323,7 +325,9 @@ def _phi(p):
 class CholeskyFactor(Function):
     """Cholesky factor of a Hermitian positive-definite matrix (primitive of
     :func:`cholesky`): ``L`` with ``A = L L^H`` (``lower``) or ``U = L^H`` with
-    ``A = U^H U``. The rules assume a Hermitian input (what :func:`cholesky` gives it)."""
+    ``A = U^H U``. It factors the Hermitian part ``(A + A^H) / 2`` (what :func:`cholesky`
+    gives it already), so that its value and its rules (which take the Hermitian part of a
+    tangent and give a Hermitian cotangent) are one function's for every input."""
 
     oper = "cholesky"
     batch = classmethod(_stacked)
@@ -333,6 +337,9 @@ class CholeskyFactor(Function):
         import scipy.linalg as sl
 
         _square("cholesky", "a", a.shape)
+        xp = ctx.backend
+        a = (a + (xp.conj(xp.swapaxes(a, -1, -2)) if a.dtype.kind == "c"
+                  else xp.swapaxes(a, -1, -2))) * 0.5
 
         def chol(a2):
             try:
@@ -370,6 +377,7 @@ class CholeskyFactor(Function):
     def jvp(ctx, ta):
         (f,) = ctx.saved_tensors
         low = f if ctx.lower else _mH(f)
+        ta = 0.5 * (ta + _mH(ta))  # the tangent of the Hermitian part
         z = solve_triangular(low, ta, lower=True)  # L^{-1} dA
         w = _mH(solve_triangular(low, _mH(z), lower=True))  # L^{-1} dA L^{-H}
         dl = tnp.matmul(low, _phi(w))

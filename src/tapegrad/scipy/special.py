@@ -44,7 +44,7 @@ import tapegrad.numpy as tnp
 from tapegrad.backend import backend_of
 from tapegrad.forward import jvp as _jvp
 from tapegrad.ops import DivNoNan, StopGradient
-from tapegrad.ops._registry import tensor_arg
+from tapegrad.ops._registry import bool_arg, tensor_arg
 from tapegrad.scipy import _incomplete
 from tapegrad.scipy._base import Elementwise, NoDerivative, operands
 from tapegrad.tensor import Tensor
@@ -819,6 +819,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
         Blanchard, Higham and Higham, "Accurately computing the log-sum-exp and softmax
         functions", IMA J. Numer. Anal. 41(4), 2021.
     """
+    keepdims = bool_arg(keepdims, "logsumexp", "keepdims")
     a = tensor_arg(a)
     if b is None and not return_sign and a.dtype.kind != "c":
         return tnp.logsumexp(a, axis=axis, keepdims=keepdims)

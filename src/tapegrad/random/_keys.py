@@ -1,27 +1,6 @@
-"""Explicit pseudo-random keys: every function that draws numbers takes a ``key``.
-
-A key is a read-only ``uint32`` Tensor of shape ``(2,)``. Drawing from a key never changes it:
-the same key always gives the same numbers, so **never reuse a key** for two draws that should
-be independent. Derive fresh keys with :func:`split` instead::
-
-    key = tg.random.key(0)
-    key, sub = tg.random.split(key)          # keep `key` for later splits, consume `sub`
-    w = tg.random.normal(sub, (3, 4))
-
-How keys map to numbers (reproducible across runs and platforms, for a given NumPy version,
-which is NumPy's own stream-compatibility policy):
-
-- :func:`key` hashes the seed with :class:`numpy.random.SeedSequence` into two ``uint32`` words.
-- :func:`split` derives child ``i`` as ``SeedSequence(entropy=key, spawn_key=(i,))``, NumPy's
-  own scheme for independent child streams (O'Neill's PCG seeding; the hashing keeps children
-  of one key, and children of different keys, statistically independent).
-- A draw runs :class:`numpy.random.PCG64` seeded by ``SeedSequence(entropy=key)`` (no spawn
-  key, so a draw never coincides with a child key's stream).
-
-Every draw and every key derivation is a primitive on the tape: under ``jit`` (or a recorded
-``trace``) a key is an input like any other, and replaying with a new key gives exactly what the
-eager call gives for that key. Results are CPU Tensors; move them with ``.to_device(...)``.
-"""
+"""Keys (``key``, ``split``, ``fold_in``) and the draws every sampler starts from: the
+primitives that turn a key into numbers (no gradient), and ``uniform``, ``normal``,
+``bernoulli``, ``randint``, ``permutation``."""
 
 from __future__ import annotations
 
@@ -74,6 +53,20 @@ def _shape(shape, who: str) -> tuple:
     if any(s < 0 for s in shape):
         raise ValueError(f"{who}: shape must have non-negative sizes, got {shape}")
     return shape
+
+
+def _check_shape(who: str, shape: tuple, *param_shapes) -> None:
+    """JAX's rule for ``shape=``: the parameters' shapes must broadcast to ``shape`` itself."""
+    try:
+        full = tuple(np.broadcast_shapes(shape, *param_shapes))
+    except ValueError:
+        full = None
+    if full != tuple(shape):
+        raise ValueError(
+            f"{who}: the parameter shapes {', '.join(map(str, param_shapes))} must broadcast to "
+            f"shape={tuple(shape)}" + ("" if full is None else f" (they broadcast it to {full})")
+            + "; pass a shape they broadcast to, or shape=None for their broadcast shape"
+        )
 
 
 def _float_dtype(dtype, who: str):
@@ -142,9 +135,10 @@ class _FoldIn(Function):
 
 
 class _Draw(Function):
-    """Numbers drawn from a key (no gradient): ``kind`` ``"uniform"``, ``"normal"``,
-    ``"bernoulli"``, ``"randint"`` or ``"permutation"``, with the static ``shape``, ``dtype``
-    and distribution parameters ``a``, ``b``."""
+    """Numbers drawn from a key (no gradient): ``kind`` ``"uniform"``, ``"open"`` (float64
+    uniforms on the open interval ``(0, 1)``: ``uniform``'s numbers with 0 moved to the smallest
+    normal float64), ``"normal"``, ``"bernoulli"``, ``"randint"`` or ``"permutation"``, with the
+    static ``shape``, ``dtype`` and distribution parameters ``a``, ``b``."""
 
     oper = "random_draw"
     differentiable = False
@@ -160,6 +154,9 @@ class _Draw(Function):
         g = _generator(k)
         if kind == "uniform":
             return (a + (b - a) * g.random(shape, dtype=np.float64)).astype(dtype)
+        if kind == "open":
+            u = g.random(shape, dtype=np.float64)
+            return np.maximum(u, np.finfo(np.float64).tiny)
         if kind == "normal":
             return (a + b * g.standard_normal(shape, dtype=np.float64)).astype(dtype)
         if kind == "bernoulli":
@@ -287,23 +284,51 @@ def normal(key, shape: Any = (), dtype: Any = np.float32, mean: Any = 0.0,
 
 
 def bernoulli(key, p=0.5, shape=None) -> Tensor:
-    """Boolean samples that are True with probability ``p``.
+    """Boolean samples that are True with probability ``p``, as ``jax.random.bernoulli``.
+
+    The sample is ``uniform(key, shape, float64) < p``.
 
     Args:
-        key: A key. p: Probability in ``[0, 1]`` (Python number).
-        shape: Output shape (default ``()``).
+        key: A key.
+        p: Probability in ``[0, 1]``: a Python number, or a floating array or Tensor (one
+            probability per entry; values inside a Tensor are not checked: below 0 gives
+            False, above 1 True, as in JAX).
+        shape: Output shape; ``p``'s shape must broadcast to it. Default: ``p``'s shape
+            (``()`` for a number).
 
     Returns:
-        Boolean Tensor of ``shape``.
+        Boolean Tensor of ``shape`` (no gradient).
 
     Raises:
-        ValueError: if ``p`` is outside ``[0, 1]``.
+        TypeError: for a bad key, or a ``p`` that is not a number or a floating array.
+        ValueError: if a numeric ``p`` is outside ``[0, 1]``, or the shapes do not fit.
     """
-    shape = _shape(shape, "random.bernoulli")
-    p = float(p)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"random.bernoulli: p must lie in [0, 1], got {p}")
-    return _draw(key, "bernoulli", shape, np.bool_, p, None, "random.bernoulli")
+    who = "random.bernoulli"
+    if isinstance(p, (int, float, np.integer, np.floating)) and not isinstance(p, bool):
+        shape = _shape(shape, who)
+        p = float(p)
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"{who}: p must lie in [0, 1], got {p}")
+        return _draw(key, "bernoulli", shape, np.bool_, p, None, who)
+    if not isinstance(p, Tensor):
+        try:
+            arr = np.asarray(p)
+        except Exception:  # noqa: BLE001 - anything that is not array-like
+            arr = np.asarray(None)
+        if arr.dtype.kind != "f":
+            raise TypeError(f"{who}: p must be a number or a floating array/Tensor, got "
+                            f"{type(p).__name__}" + (f" of dtype {arr.dtype}"
+                                                     if arr.dtype != object else ""))
+        if arr.size and not ((arr >= 0) & (arr <= 1)).all():
+            raise ValueError(f"{who}: p must lie in [0, 1], got values in "
+                             f"[{arr.min()}, {arr.max()}]")
+        p = Tensor(arr)
+    elif p.dtype.kind != "f":
+        raise TypeError(f"{who}: p must have a floating dtype, got a Tensor of dtype {p.dtype}")
+    shape = p.shape if shape is None else _shape(shape, who)
+    _check_shape(who, shape, p.shape)
+    u = _draw(key, "uniform", shape, np.float64, 0.0, 1.0, who)
+    return (u if p.device == "cpu" else u.to_device(p.device)) < p
 
 
 def randint(key, shape, minval: int, maxval: int, dtype: Any = np.int32) -> Tensor:
