@@ -17,7 +17,8 @@ REQUIRED = {
     "learning_rate": 0.1, "decay": 0.9, "step_size": 2, "max_norm": 1.0, "peak_lr": 1.0,
     "init_value": 1.0, "transition_steps": 4, "decay_rate": 0.5, "end_value": 0.5,
     "value": 1.0, "lr": 0.1, "warmup_steps": 2, "lr_decay_iters": 10, "min_lr": 0.0,
-    "gamma": 0.5,
+    "gamma": 0.5, "power": 1.0, "decay_steps": 10, "peak_value": 1.0,
+    "interpolate_type": "linear",
 }  # fmt: skip
 # Arguments that are not hyperparameters (structures, callables) or take any number.
 NOT_CHECKED = {"inner", "mask", "transforms", "param_labels", "boundaries_and_scales",
@@ -29,6 +30,9 @@ FACTORIES = [
     optim.adagrad, optim.lion, optim.scale_by_lion, optim.reduce_on_plateau,
     optim.constant_schedule, optim.warmup_cosine_schedule, optim.step_decay_schedule,
     optim.exponential_decay, optim.linear_schedule, optim.piecewise_constant_schedule,
+    optim.polynomial_schedule, optim.cosine_decay_schedule, optim.warmup_cosine_decay_schedule,
+    optim.warmup_exponential_decay_schedule, optim.piecewise_interpolate_schedule,
+    optim.linear_onecycle_schedule, optim.cosine_onecycle_schedule,
 ]
 CLASSES = [
     transforms.Scale, transforms.ScaleByLearningRate, transforms.ScaleByAdam,
@@ -76,10 +80,11 @@ def test_a_bad_hyperparameter_names_the_function_called_and_the_argument(obj, pa
     prefix = f"{who}: {param.name}" if param.name != "betas" else f"{who}: betas"
     default = param.default
     is_flag = isinstance(default, bool)
+    is_text = isinstance(REQUIRED.get(param.name, default), str)
     with pytest.raises(TypeError) as info:  # the wrong kind
-        _call(obj, **{param.name: "x" if not is_flag else 0.5})
+        _call(obj, **{param.name: 0.5 if is_flag or is_text else "x"})
     assert str(info.value).startswith(prefix) or "learning_rate" in str(info.value), info.value
-    if is_flag:
+    if is_flag or is_text:
         return
     raised = 0
     for bad in (-0.5, math.nan, math.inf, 2.0):  # out of range

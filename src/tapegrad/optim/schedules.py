@@ -816,6 +816,10 @@ def warmup_cosine_decay_schedule(
         [0.0, 0.5, 1.0, 0.8536, 0.5, 0.1464, 0.0, 0.0]
     """
     where = "warmup_cosine_decay_schedule"
+    init_value = _number(where, "init_value", init_value)
+    exponent = _number(where, "exponent", exponent)
+    if exponent <= 0:
+        raise ValueError(f"{where}: exponent must be > 0, got {exponent!r}")
     peak_value = _number(where, "peak_value", peak_value)
     end_value = _number(where, "end_value", end_value)
     warmup_steps = _count(where, "warmup_steps", warmup_steps)
@@ -873,6 +877,10 @@ def warmup_exponential_decay_schedule(
         [0.0, 0.5, 1.0, 0.5, 0.25, 0.125]
     """
     where = "warmup_exponential_decay_schedule"
+    init_value = _number(where, "init_value", init_value)
+    peak_value = _number(where, "peak_value", peak_value)
+    _exponential_args(where, peak_value, transition_steps, decay_rate, transition_begin,
+                      staircase, end_value)  # checked here, named as the caller wrote them
     return join_schedules(
         [
             linear_schedule(init_value, peak_value, _count(where, "warmup_steps", warmup_steps)),
@@ -949,6 +957,9 @@ def piecewise_interpolate_schedule(
         [1.0, 0.55, 0.1, 0.0505, 0.001, 0.001]
     """
     where = "piecewise_interpolate_schedule"
+    if not isinstance(interpolate_type, str):
+        raise TypeError(f"{where}: interpolate_type must be 'linear' or 'cosine', got "
+                        f"{interpolate_type!r}")
     if interpolate_type not in ("linear", "cosine"):
         raise ValueError(f"{where}: interpolate_type must be 'linear' or 'cosine', got "
                          f"{interpolate_type!r}")
