@@ -230,8 +230,18 @@ class _PythonOp(Function):
 
     @staticmethod
     def forward(ctx, *args, op, out):
-        vals = [a.item() if hasattr(a, "shape") else a for a in args]
-        return np.asarray(_PYOP[op](*vals), dtype=WIDE[_TYPES[out]])
+        dtype = WIDE[_TYPES[out]]
+        if all(not hasattr(a, "shape") or a.shape == () for a in args):
+            vals = [a.item() if hasattr(a, "shape") else a for a in args]
+            return np.asarray(_PYOP[op](*vals), dtype=dtype)
+        # a batch of numbers (vmap): Python's operation on each, broadcast like a ufunc
+        vals = [np.asarray(a).astype(object) if hasattr(a, "shape") else a for a in args]
+        return np.asarray(np.frompyfunc(_PYOP[op], len(vals), 1)(*vals), dtype=dtype)
+
+    @classmethod
+    def batch(cls, args, batched, size, **params):
+        """vmap: the examples are numbers, so the batch broadcasts against unbatched ones."""
+        return cls.apply(*args, **params)
 
     @classmethod
     def output_dtype(cls, *dtypes, op, out):
