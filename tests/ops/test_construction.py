@@ -160,9 +160,9 @@ def test_stacks_and_their_errors():
     with pytest.raises(TypeError, match="hstack: cannot cast dtype float64 to int64 under "
                                         "casting='same_kind'"):
         tnp.hstack([f64(a)], dtype=np.int64)
-    with pytest.raises(TypeError, match="vstack: the arrays to stack must be given as a list or "
-                                        "tuple"):
-        tnp.vstack(f64(a))
+    with pytest.raises(TypeError, match="vstack: the arrays to stack must be given as a list, "
+                                        "tuple or array, got generator"):
+        tnp.vstack(v for v in [f64(a)])
     # the stacking function names itself (it was "concatenate: ...")
     with pytest.raises(ValueError, match="vstack: all input shapes must match except along axis"
                                          " 0, got shapes"):
@@ -176,6 +176,24 @@ def test_stacks_and_their_errors():
     same(tnp.append(f64(a), [[7.0]]), np.append(a, [[7.0]]))
     same(tnp.append(f64(np.ones((2, 2))), f64(np.zeros((1, 2))), axis=0),
          np.append(np.ones((2, 2)), np.zeros((1, 2)), axis=0))
+
+
+@pytest.mark.parametrize("name", ["hstack", "vstack", "row_stack", "dstack", "column_stack"])
+def test_stacking_one_array_stacks_its_slices_as_numpy(name):
+    # NumPy iterates an array passed as the sequence (HIPS autograd's suite calls vstack(x))
+    fn = getattr(tnp, name)
+    ref = np.vstack if name == "row_stack" else getattr(np, name)
+    rng = np.random.default_rng(3)
+    for shape in [(1,), (3,), (2, 3), (3, 1), (2, 0), (2, 3, 4), (1, 2, 1)]:
+        a = rng.standard_normal(shape)
+        same(fn(f64(a)), ref(a))
+        same(fn(a), ref(a))  # a NumPy array too
+        check_grads(fn, (f64(a),), order=2, modes=("rev", "fwd"))
+    with pytest.raises(TypeError, match=rf"{'vstack' if name == 'row_stack' else name}: a 0-d "
+                                        "array is not a sequence"):
+        fn(f64(1.0))
+    with pytest.raises(ValueError, match="need at least one array"):
+        fn(f64(np.zeros((0, 2))))
 
 
 def test_block_layouts_and_errors():
