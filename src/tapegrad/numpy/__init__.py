@@ -45,5 +45,9 @@ __all__ = sorted(
     | set(_statistics.__all__)
 )
 
+from tapegrad.ops._registry import register_nested as _register_nested  # noqa: E402
+
+_register_nested(_core.asarray)  # every op takes a list holding Tensors: np.mean([x, y])
+
 from tapegrad.interop import from_dlpack  # noqa: E402,F401  (installs NumPy dispatch, DLPack)
 from tapegrad.numpy import fft, linalg, random  # noqa: E402,F401
