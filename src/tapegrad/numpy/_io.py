@@ -13,11 +13,13 @@ For checkpoints of parameter pytrees, :mod:`tapegrad.io` keeps the tree structur
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import numpy as _np
 
 from tapegrad.numpy._passthrough import host, on_values, wrap
+from tapegrad.tensor import Tensor
 
 __all__ = ["save", "savez", "savez_compressed", "savetxt", "load", "loadtxt", "genfromtxt",
            "fromfile", "fromregex", "fromstring", "frombuffer", "fromiter", "memmap"]
@@ -47,9 +49,20 @@ fromregex = on_values("fromregex", "Read a structured array from a text file wit
 fromstring = on_values("fromstring", "Read a 1-D array from text in a string", _READ)
 frombuffer = on_values("frombuffer", "Read a 1-D array from a buffer (the data is copied: a "
                        "Tensor owns its data)", _READ)
-fromiter = on_values("fromiter", "Make a 1-D array from an iterable of numbers (a Tensor "
-                     "element is read with ``float``/``int``: a traced one that a transform "
-                     "differentiates is refused, its gradient would be lost)", _READ)
+_fromiter = on_values("fromiter", "Make a 1-D array from an iterable of numbers (a Tensor "
+                      "element is read with ``item()``: a traced one that a transform "
+                      "differentiates is refused, its gradient would be lost)", _READ)
+
+
+def _item(v):
+    return v.item() if isinstance(v, Tensor) else v
+
+
+@functools.wraps(_fromiter)
+def fromiter(iter, dtype, count=-1, *, like=None):  # noqa: A002 - NumPy's name
+    return _fromiter((_item(v) for v in iter), dtype, count, like=like)
+
+
 memmap = _np.memmap
 
 

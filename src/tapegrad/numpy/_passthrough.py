@@ -147,11 +147,47 @@ datetime_as_string = on_values("datetime_as_string", "Datetimes as strings",
 datetime_data = on_values("datetime_data", "The unit and count of a datetime or timedelta "
                           "dtype", "A ``(unit, count)`` tuple.")
 
+
+
+def _as_numpy(v):
+    """A Tensor operand as a NumPy array (refused for a traced Tensor: its gradient would be
+    lost), lists and tuples of operands converted inside."""
+    if isinstance(v, Tensor):
+        return _np.asarray(v)
+    if isinstance(v, (list, tuple)):
+        return type(v)(_as_numpy(e) for e in v)
+    return v
+
+
+def nditer(op, *args, **kwargs):
+    """NumPy's ``nditer`` over the values of Tensor operands (outside transforms: a traced
+    Tensor is refused, since iterating its values would lose its gradient).
+
+    Returns:
+        NumPy's ``nditer`` object.
+
+    Raises:
+        TypeError: for a traced Tensor operand; otherwise as NumPy's ``nditer``.
+    """
+    return _np.nditer(_as_numpy(op), *args, **kwargs)
+
+
+def nested_iters(op, axes, *args, **kwargs):
+    """NumPy's ``nested_iters`` over the values of Tensor operands (refused for a traced
+    Tensor, as :func:`nditer`).
+
+    Returns:
+        NumPy's tuple of ``nditer`` objects.
+
+    Raises:
+        TypeError: for a traced Tensor operand; otherwise as NumPy's ``nested_iters``.
+    """
+    return _np.nested_iters(_as_numpy(op), axes, *args, **kwargs)
+
+
 #: NumPy's own classes, functions on NumPy arrays, settings and information (module doc).
-broadcast, busdaycalendar, flatiter, nditer = (_np.broadcast, _np.busdaycalendar, _np.flatiter,
-                                               _np.nditer)
-nested_iters, ndenumerate, ndindex, poly1d = (_np.nested_iters, _np.ndenumerate, _np.ndindex,
-                                              _np.poly1d)
+broadcast, busdaycalendar, flatiter = _np.broadcast, _np.busdaycalendar, _np.flatiter
+ndenumerate, ndindex, poly1d = _np.ndenumerate, _np.ndindex, _np.poly1d
 ufunc, frompyfunc, matrix, asmatrix, bmat = (_np.ufunc, _np.frompyfunc, _np.matrix,
                                              _np.asmatrix, _np.bmat)
 recarray = _np.recarray
