@@ -117,7 +117,8 @@ def test_memory_facts_read_the_tensor_buffers():
     assert tnp.common_type(x, tg.Tensor(np.array([1], np.float32))) is np.float64
 
 
-@pytest.mark.parametrize("name", ["broadcast", "busdaycalendar", "flatiter", "ndenumerate", "ndindex", "poly1d", "ufunc",
+@pytest.mark.parametrize("name", ["broadcast", "busdaycalendar", "flatiter", "ndenumerate",
+                                  "ndindex", "poly1d", "ufunc",
                                   "frompyfunc", "matrix", "asmatrix", "bmat", "recarray",
                                   "errstate", "seterr", "geterr", "seterrcall", "geterrcall",
                                   "getbufsize", "setbufsize", "printoptions",
