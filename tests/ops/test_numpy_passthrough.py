@@ -100,6 +100,20 @@ def test_passthroughs_take_tensors_and_return_numpys_result(name):
         tg.grad(f)(f64(A))
 
 
+def test_passthroughs_refuse_values_traced_by_jit_and_vmap(tmp_path):
+    # a replayed tape would keep the first call's result; a batched value is many values
+    x = f64(A)
+    for name, fn in [("array2string", lambda v: tnp.array2string(v)),
+                     ("unravel_index", lambda v: tnp.unravel_index(tnp.argmax(v), (2, 3))),
+                     ("save", lambda v: tnp.save(tmp_path / "x.npy", v))]:
+        with pytest.raises(TypeError, match=rf"^{name}: .*under jit/trace it would run once"):
+            tg.jit(lambda v, fn=fn: fn(v) and v)(x)
+        with pytest.raises(TypeError, match=rf"^{name}: .*under vmap the value stands for a "
+                                            "whole batch"):
+            tg.vmap(lambda v, fn=fn: fn(v) and v)(x)
+    assert not (tmp_path / "x.npy").exists()
+
+
 def test_passthroughs_name_themselves_in_numpys_errors():
     with pytest.raises(TypeError, match="^isnat: ufunc 'isnat' is only defined"):
         tnp.isnat(tg.Tensor([1.0]))

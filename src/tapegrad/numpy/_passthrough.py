@@ -1,8 +1,10 @@
 """NumPy's functions that return indices, flags, types or strings, and NumPy's own classes and
 settings, as ``tapegrad.numpy`` names (HIPS autograd passes these through too).
 
-- *On the values*: the functions here take Tensors (traced ones too: inside a transform they
-  read the current values, since their results carry no derivative), run NumPy's function, and
+- *On the values*: the functions here take Tensors (traced ones too: inside ``grad`` or
+  ``jvp`` they read the current values, since their results carry no derivative; under
+  ``vmap`` and ``jit``, where one value cannot stand for the call, they refuse with a
+  TypeError), run NumPy's function, and
   return its result with numeric arrays as Tensors (integer indices, boolean flags) and other
   values (strings, dtypes, Python numbers) as they are. A NumPy error is re-raised with the
   function's name.
@@ -38,13 +40,40 @@ __all__ = [
 ]
 
 
-def host(v):
-    """A Tensor argument as its NumPy value (the current value inside a transform), lists and
-    tuples holding Tensors converted inside; any other value as it is."""
+def _refusing_trace(t: Tensor):
+    """``"vmap"`` or ``"jit"`` when a running transform holding ``t`` cannot take a value read
+    from it (a batched value stands for many examples; a replayed tape would keep the result
+    of the first call), else None."""
+    while t is not None and t._level:
+        trace = t._trace
+        if not trace.done:
+            if trace.batched:
+                return "vmap"
+            if trace.replays:
+                return "jit"
+        t = t._primal  # pyright: ignore[reportAssignmentType]
+    return None
+
+
+def host(v, name: str = "tapegrad.numpy"):
+    """A Tensor argument as its NumPy value (the current value inside ``grad``/``jvp``), lists
+    and tuples holding Tensors converted inside; any other value as it is.
+
+    Raises:
+        TypeError: naming ``name``, for a value traced by ``vmap`` (it stands for a batch) or
+            by ``jit``/``trace`` (the result would be replayed unchanged for new inputs).
+    """
     if isinstance(v, Tensor):
+        kind = _refusing_trace(v) if v._level else None
+        if kind is not None:
+            why = ("under vmap the value stands for a whole batch" if kind == "vmap" else
+                   "under jit/trace it would run once, when traced, and its result be replayed "
+                   "unchanged for new inputs")
+            raise TypeError(f"{name}: NumPy's {name} runs on a Tensor's value, but {why}. Call "
+                            f"it outside the {kind}-transformed function.")
         return v.numpy()
     if isinstance(v, (list, tuple)) and any(isinstance(e, (Tensor, list, tuple)) for e in v):
-        return type(v)(host(e) for e in v)
+        return type(v)(host(e, name) for e in v)
     return v
 
 
@@ -64,8 +93,8 @@ def on_values(name: str, summary: str, returns: str, example: str = ""):
 
     @functools.wraps(np_fn)
     def fn(*args, **kwargs):
-        args = [host(a) for a in args]
-        kwargs = {k: host(v) for k, v in kwargs.items()}
+        args = [host(a, name) for a in args]
+        kwargs = {k: host(v, name) for k, v in kwargs.items()}
         try:
             out = np_fn(*args, **kwargs)
         except (TypeError, ValueError) as e:
@@ -76,11 +105,12 @@ def on_values(name: str, summary: str, returns: str, example: str = ""):
     fn.__qualname__ = name
     fn.__doc__ = (
         f"{summary} (NumPy ``{name}``).\n\n"
-        f"    Runs NumPy's ``{name}`` on the values of Tensor arguments (inside a transform, "
-        "their current values): the result carries no derivative.\n\n"
+        f"    Runs NumPy's ``{name}`` on the values of Tensor arguments (inside ``grad`` or "
+        "``jvp``, their current values): the result carries no derivative.\n\n"
         f"    Returns:\n        {returns}\n\n"
         f"    Raises:\n        TypeError, ValueError: as NumPy's ``{name}``, naming "
-        f"``{name}``.\n" + (f"\n    Example:\n{example}" if example else "")
+        f"``{name}``; TypeError for a Tensor traced by ``vmap`` or ``jit``.\n"
+        + (f"\n    Example:\n{example}" if example else "")
     )
     return fn
 
