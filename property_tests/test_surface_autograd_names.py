@@ -251,3 +251,54 @@ def test_conversions_are_the_identity_or_a_cast(data):
         _grads(fn, a)
     _close(tnp.require(tg.Tensor(a), np.complex128, "CA"), np.require(a, np.complex128, "CA"))
     _grads(lambda x: tnp.require(x, np.complex128) * (1 + 1j), a)
+
+
+# -- scipy: gammasgn, multivariate_normal.entropy, linalg.solve_banded --------------------------
+@given(data=st.data())
+def test_gammasgn_is_scipys_and_piecewise_constant(data):
+    import scipy.special
+
+    from tapegrad.scipy.special import gammasgn
+
+    shape = data.draw(shapes(max_dims=2, max_side=4))
+    x = _arr(data, shape, -4.0, 4.0)
+    assume(np.all(np.abs(x - np.round(x)) > 1e-2))  # away from the poles
+    _close(gammasgn(tg.Tensor(x)), scipy.special.gammasgn(x))
+    _grads(gammasgn, x)
+    g = tg.grad(lambda v: tnp.sum(gammasgn(v)))(tg.Tensor(x))
+    assert not np.any(g.numpy())
+
+
+@given(data=st.data())
+def test_multivariate_normal_entropy(data):
+    import scipy.stats
+
+    from tapegrad.scipy.stats import multivariate_normal as mvn
+
+    d = data.draw(st.integers(1, 4))
+    r = _arr(data, (d, d), -1.0, 1.0)
+    cov = r @ r.T + d * np.eye(d)
+    mean = _arr(data, (d,))
+    _close(mvn.entropy(tg.Tensor(mean), tg.Tensor(cov)),
+           np.asarray(scipy.stats.multivariate_normal.entropy(mean, cov)), rtol=1e-11)
+    var = _arr(data, (d,), 0.2, 3.0)
+    _close(mvn.entropy(tg.Tensor(mean), tg.Tensor(var)),
+           np.asarray(scipy.stats.multivariate_normal.entropy(mean, np.diag(var))), rtol=1e-11)
+    _grads(mvn.entropy, mean, cov)
+    _grads(mvn.entropy, mean, var)
+
+
+@given(data=st.data())
+def test_solve_banded(data):
+    import scipy.linalg
+
+    from tapegrad.scipy.linalg import solve_banded
+
+    lower, upper = data.draw(st.integers(0, 2)), data.draw(st.integers(0, 2))
+    m = data.draw(st.integers(1, 5))
+    ab = _arr(data, (lower + upper + 1, m), -1.0, 1.0)
+    ab[upper] += 4.0  # a dominant diagonal: well conditioned
+    b = _arr(data, data.draw(st.sampled_from([(m,), (m, 1), (m, 3)])))
+    _close(solve_banded((lower, upper), tg.Tensor(ab), tg.Tensor(b)),
+           scipy.linalg.solve_banded((lower, upper), ab, b), rtol=1e-11, atol=1e-12)
+    _grads(lambda a, y: solve_banded((lower, upper), a, y), ab, b)
