@@ -60,6 +60,7 @@ ALLOWED = {
     "export": {"core", "io", "export"},
     "distributed": {"core", "ops", "numpy", "distributed", "optim", "io", "at"},
     "scipy": {"core", "ops", "numpy", "at", "scipy"},
+    "flatten_util": {"core", "ops", "numpy", "at", "flatten_util"},
 }
 
 
