@@ -344,6 +344,13 @@ def defjvp(prim, *jvpfuns, argnums=None):
             prim.jvps[i] = maker
 
 
+def odeint(func, y0, t, args=(), **kwargs):
+    """autograd's (SciPy's) ``odeint(func, y0, t, args=())``: tapegrad's takes ``*args``."""
+    from tapegrad.scipy.integrate import odeint as tg_odeint
+
+    return tg_odeint(func, y0, t, *args, **kwargs)
+
+
 def _internal(what):
     def unavailable(*args, **kwargs):
         raise NotImplementedError(f"{what} is internal to autograd; the shim does not map it")
@@ -362,6 +369,7 @@ def getval(x):
 # -- test utilities -----------------------------------------------------------------------------
 TOL = 1e-6
 RTOL = 1e-6
+EPS = 1e-6  # autograd's finite-difference step (tapegrad's default, 1e-4, is for float32 too)
 
 
 def scalar_close(a, b):
@@ -388,30 +396,34 @@ def check_equivalent(x, y):
 
 
 def _check(f, x, modes, order, name):
+    """autograd's recursion: check ``f`` at ``x`` in each mode, then (``order > 1``) the
+    function ``(x, v) -> vjp(f, x)(v)`` (and ``jvp``) in both arguments, one order lower."""
     for mode in modes:
         if mode not in ("fwd", "rev"):
             raise ValueError(f"check_grads: unknown mode {mode!r}")
+    x = tree_map(lambda v: onp.asarray(v, onp.result_type(onp.asarray(v), onp.float64))
+                 if isinstance(v, (float, complex, onp.ndarray, onp.generic)) else v, x)
     for mode in ("fwd", "rev"):
         if mode not in modes:
             continue
         try:
-            tg_check_grads(f, (x,), order=1, modes=(mode,))
+            tg_check_grads(f, (x,), order=1, modes=(mode,), eps=EPS)
         except AssertionError as e:
             kind = "VJP" if mode == "rev" else "JVP"
             raise AssertionError(f"Derivative ({kind}) check of {name} failed:\n{e}") from e
     if order > 1:
         rng = onp.random.default_rng(0)
-        x64 = tree_map(lambda v: onp.asarray(v, onp.result_type(onp.asarray(v), onp.float64)), x)
+        if "fwd" in modes:
+            t = tree_map(lambda v: _randn_like(rng, onp.asarray(v)), x)
+            _check(lambda xv: tg.jvp(f, (xv[0],), (xv[1],))[1], (x, t), modes, order - 1,
+                   f"jvp_{name}")
         if "rev" in modes:
-            out = f(x64)
+            out = f(x)
             leaves, treedef = tree_flatten(out)
             u = tree_unflatten(treedef, [_randn_like(rng, onp.asarray(o)).astype(o.dtype)
                                          for o in leaves])
-            _check(lambda xx: _vjp1(f, xx)[0](u), x64, ("rev",), order - 1, f"vjp_{name}")
-        if "fwd" in modes:
-            t = tree_map(lambda v: _randn_like(rng, onp.asarray(v)), x64)
-            _check(lambda xx: tg.jvp(f, (xx,), (t,))[1], x64, ("fwd",), order - 1,
-                   f"jvp_{name}")
+            _check(lambda xv: _vjp1(f, xv[0])[0](xv[1]), (x, u), modes, order - 1,
+                   f"vjp_{name}")
 
 
 def _randn_like(rng, a):
@@ -474,13 +486,18 @@ def build_shim() -> dict:
     npmod.__path__ = []
     mods["autograd.numpy"] = npmod
     mods["autograd.numpy.random"] = onp.random
-    mods["autograd.numpy.linalg"] = tlinalg
+    linalg_mod = _Forward("autograd.numpy.linalg", tlinalg, T=tnp.matrix_transpose,
+                          _dot=tnp.matmul)  # (two helpers autograd's linalg tests use)
+    npmod.__dict__["linalg"] = linalg_mod
+    mods["autograd.numpy.linalg"] = linalg_mod
     mods["autograd.numpy.fft"] = tfft
     scipy_mod = _Forward("autograd.scipy", tg_scipy())
     scipy_mod.__path__ = []
     mods["autograd.scipy"] = scipy_mod
-    for sub in ("integrate", "linalg", "signal", "special", "stats"):
-        mods[f"autograd.scipy.{sub}"] = getattr(tg_scipy(), sub)
+    for sub in ("linalg", "signal", "special", "stats"):
+        mods[f"autograd.scipy.{sub}"] = _Forward(f"autograd.scipy.{sub}",
+                                                 getattr(tg_scipy(), sub))
+    mods["autograd.scipy.integrate"] = _module("autograd.scipy.integrate", odeint=odeint)
     import scipy.stats
 
     for dist in tg_scipy().stats.__all__:  # samplers are SciPy's, as autograd's are
@@ -517,7 +534,7 @@ def build_shim() -> dict:
                                       getval=getval)
     mods["autograd.wrap_util"] = _module("autograd.wrap_util", unary_to_nary=unary_to_nary)
     mods["autograd.misc"] = _module("autograd.misc", package=True,
-                                    flatten=getattr(tg, "flatten", None),
+                                    flatten=tg.flatten,
                                     const_graph=_internal("autograd.misc.const_graph"))
     mods["autograd.test_util"] = _module(
         "autograd.test_util", check_grads=check_grads, check_equivalent=check_equivalent,
@@ -527,8 +544,8 @@ def build_shim() -> dict:
     for name, m in mods.items():
         if "." in name:
             parent, _, child = name.rpartition(".")
-            if parent in mods and not isinstance(mods[parent], _Forward):
-                setattr(mods[parent], child, m)
+            if parent in mods and mods[parent].__name__.startswith("autograd"):
+                mods[parent].__dict__[child] = m  # (tapegrad's own modules stay untouched)
     return mods
 
 
