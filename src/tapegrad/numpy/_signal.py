@@ -134,7 +134,7 @@ def kaiser(M, beta) -> Tensor:  # noqa: N803
         (through :func:`tapegrad.numpy.i0`).
 
     Raises:
-        TypeError: if ``M`` is not an integer.
+        TypeError: if ``M`` is not an integer or ``beta`` is complex.
         ValueError: if ``beta`` is not a scalar.
 
     Example:
@@ -151,7 +151,9 @@ def kaiser(M, beta) -> Tensor:  # noqa: N803
     b = _tensor(beta)
     if b.ndim != 0:
         raise ValueError(f"kaiser: beta must be a scalar, got shape {b.shape}")
-    if b.dtype.kind not in "f":
+    if b.dtype.kind == "c":
+        raise TypeError(f"kaiser: beta must be real, got dtype {b.dtype}")
+    if b.dtype.kind != "f":
         b = astype(b, _np.float64)
     if m < 1:
         return Tensor(_np.zeros((0,), b.dtype), device=b.device)

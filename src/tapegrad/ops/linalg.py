@@ -1033,10 +1033,11 @@ class Cholesky(Function):
     lower (upper) triangle of ``A`` is read.
 
     Backward (Murray 2016, eq. 10, symmetrised as in PyTorch and JAX): with
-    ``P = L^T gL`` and ``Phi(P)`` its lower triangle with the diagonal halved,
-    ``gA = L^{-T} (Phi(P) + Phi(P)^T) / 2 L^{-1}``, a symmetric matrix. It is the gradient
-    for symmetric perturbations of ``A``: differentiate ``cholesky((A + A^T) / 2)`` to compare
-    with finite differences.
+    ``P = L^H conj(gL)`` and ``Phi(P)`` its lower triangle with the diagonal halved,
+    ``gA = conj(L^{-H} (Phi(P) + Phi(P)^H) / 2 L^{-1})`` (JAX's convention for complex
+    input; ``L^T``, ``Phi(P)^T`` and no conjugate for real input), a Hermitian matrix. It is
+    the gradient for Hermitian perturbations of ``A``: differentiate
+    ``cholesky((A + A^H) / 2)`` to compare with finite differences.
     """
     batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
@@ -1067,17 +1068,17 @@ class Cholesky(Function):
     @staticmethod
     def backward(ctx, g):
         (lo,) = ctx.saved_tensors
-        if ctx.upper:
-            lo, g = _mT(lo), _mT(g)
+        if ctx.upper:  # U = L^H: the cotangent of L is gU^H
+            lo, g = _H(lo), _H(g)
         n = lo.shape[-1]
         strict = _constant(g, lambda xp: xp.tri(n, k=-1, dtype=g.dtype))
         eye = _eye(n, g)
-        p = MatMul.apply(_mT(lo), g)
-        ps = p * strict
-        m = 0.5 * (ps + _mT(ps) + p * eye)
-        lt = _mT(lo)
-        x = Solve.apply(lt, m)  # L^{-T} M
-        return _mT(Solve.apply(lt, _mT(x)))  # (L^{-T} M) L^{-1}
+        p = MatMul.apply(_H(lo), _conj(g))
+        ps, pe = p * strict, p * eye
+        m = 0.5 * (ps + _H(ps)) + 0.25 * (pe + _H(pe))  # (Phi(P) + Phi(P)^H) / 2
+        lt = _H(lo)
+        x = Solve.apply(lt, m)  # L^{-H} M
+        return _conj(_H(Solve.apply(lt, _H(x))))  # conj((L^{-H} M) L^{-1}), JAX's convention
 
     @classmethod
     def output_shape(cls, shape, upper=False):
