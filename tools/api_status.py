@@ -408,7 +408,7 @@ BINARY = {"logaddexp2", "fmax", "fmin", "fmod", "float_power", "heaviside", "cop
 # -- probes of the names autograd.numpy shares with NumPy ----------------------------------------
 _TMP = pathlib.Path(tempfile.mkdtemp(prefix="api_status_"))
 PTS = np.array([[0.1, 0.2], [0.6, 0.7], [0.7, 0.1], [0.3, 0.9]])
-DATES = np.array(["2024-01-05", "2024-01-08"], dtype="datetime64[D]")
+DAYS = np.array(["2024-01-05", "2024-01-08"], dtype="datetime64[D]")
 PROBES.update({
     "arccosh": (tnp.arccosh, [a(2, 3) + 1.2]),
     "acosh": (tnp.acosh, [a(2, 3) + 1.2]),
@@ -467,8 +467,8 @@ PROBES.update({
     "packbits": (lambda: tnp.packbits(tnp.asarray(MASK)), []),
     "unpackbits": (lambda: tnp.unpackbits(tnp.asarray(np.array([5], np.uint8))), []),
     "isnat": (lambda: tnp.isnat(np.array(["NaT"], "datetime64[D]")), []),
-    "is_busday": (lambda: tnp.is_busday(DATES), []),
-    "busday_count": (lambda: tnp.busday_count(DATES[0], DATES[1]), []),
+    "is_busday": (lambda: tnp.is_busday(DAYS), []),
+    "busday_count": (lambda: tnp.busday_count(DAYS[0], DAYS[1]), []),
     "may_share_memory": (lambda x: tnp.may_share_memory(x, x), [a(2)]),
     "shares_memory": (lambda x: tnp.shares_memory(x, x), [a(2)]),
     "iterable": (tnp.iterable, [a(2)]),
@@ -477,7 +477,7 @@ PROBES.update({
     "common_type": (tnp.common_type, [a(2)]),
     "mintypecode": (lambda: tnp.mintypecode(["f", "d"]), []),
     "typename": (lambda: tnp.typename("d"), []),
-    "datetime_data": (lambda: tnp.datetime_data(DATES.dtype), []),
+    "datetime_data": (lambda: tnp.datetime_data(DAYS.dtype), []),
     "array2string": (tnp.array2string, [a(2)]),
     "array_repr": (tnp.array_repr, [a(2)]),
     "array_str": (tnp.array_str, [a(2)]),
@@ -485,8 +485,8 @@ PROBES.update({
     "format_float_scientific": (lambda: tnp.format_float_scientific(np.float64(0.5)), []),
     "base_repr": (lambda: tnp.base_repr(10, 3), []),
     "binary_repr": (lambda: tnp.binary_repr(5), []),
-    "datetime_as_string": (lambda: tnp.datetime_as_string(DATES), []),
-    "busday_offset": (lambda: tnp.busday_offset(DATES, 1), []),
+    "datetime_as_string": (lambda: tnp.datetime_as_string(DAYS), []),
+    "busday_offset": (lambda: tnp.busday_offset(DAYS, 1), []),
     "save": (lambda x: tnp.save(_TMP / "x.npy", x), [a(2)]),
     "savez": (lambda x: tnp.savez(_TMP / "x.npz", x=x), [a(2)]),
     "savez_compressed": (lambda x: tnp.savez_compressed(_TMP / "c.npz", x=x), [a(2)]),
@@ -534,12 +534,14 @@ PROBES.update({
     "linalg.outer": (L.outer, [a(3), a(2)]),
     "linalg.tensordot": (lambda x, y: L.tensordot(x, y, axes=1), [a(2, 3), a(3, 2)]),
     "linalg.matrix_transpose": (L.matrix_transpose, [a(2, 3)]),
+    "slinalg.solve_banded": (lambda ab, b: slinalg.solve_banded((1, 1), ab, b),
+                             [np.vstack([a(4), a(4) + 3.0, a(4)]), a(4)]),
 })
 
 #: Names classified by what they are, each still run (or compared) to verify the claim.
 CONSTANT = "no derivative: a constant (made from shapes and numbers)"
-INPLACE = ("not supported: writes in place (Tensors are immutable); raises a TypeError that "
-           "shows the `.at[]` update")
+INPLACE = ("not supported: writes in place, and Tensors are immutable (a TypeError shows the "
+           "`.at[]` update)")
 NUMPY_OWN = "NumPy's own object (a class, iterator, setting or information), on the values"
 TEXT = "no derivative: text from the values (NumPy's formatting)"
 FILES = "no derivative: files and buffers (writers take Tensors, readers return Tensors)"
@@ -736,7 +738,7 @@ def described(module: str, name: str) -> str:
 
 
 #: Functions whose result is real for complex input, as NumPy's (abs-like, norms, spectra).
-COMPLEX_TO_REAL = {"real", "imag", "angle", "svdvals", "vector_norm", "matrix_norm", "norm",
+COMPLEX_TO_REAL = {"real", "imag", "angle", "abs", "absolute", "std", "var", "slogdet", "svdvals", "vector_norm", "matrix_norm", "norm",
                    "cond", "eigvalsh", "irfft", "irfft2", "irfftn", "hfft",
                    "nanvar", "nanstd",
                    "eigh", "svd"}  # (their probes return eigen/singular values and |v|**2)
@@ -770,6 +772,20 @@ NOTES = {
     "bincount": "; in `weights` (unweighted counts are integers)",
     "interp": "; in `x` and `fp` (complex `fp` too), not in the knots `xp`",
     "polyfit": "; in `x` and `y` (complex `y` too)",
+    "linspace": "; in Tensor endpoints (numbers and arrays give constants)",
+    "logspace": "; in Tensor endpoints and `base`",
+    "geomspace": "; in Tensor endpoints",
+    "full": "; in `fill_value`",
+    "full_like": "; in `fill_value` (not in the array whose shape it takes)",
+    "fromfunction": "; through the function called on the index grids",
+    "apply_along_axis": "; wherever the function applied is",
+    "apply_over_axes": "; wherever the function applied is",
+    "vectorize": "; wherever the vectorized function is",
+    "histogram2d": "; in `weights` (and the edges with `density`)",
+    "histogramdd": "; in `weights` (and the edges with `density`)",
+    "kaiser": "; in `beta`",
+    "unwrap": "; the identity in the phases, and in `period`",
+    "real_if_close": "; the real part when the imaginary parts are within `tol`",
 }
 for _d in ("norm", "t", "gamma", "beta", "chi2"):
     NOTES[f"stats.{_d}"] = ("; `" + " ".join(STATS[_d][0]) + "` in the value and every "
