@@ -85,8 +85,8 @@ GROUPS = [
      "fft ifft fft2 ifft2 fftn ifftn rfft irfft rfft2 irfft2 rfftn irfftn hfft ihfft fftshift "
      "ifftshift fftfreq rfftfreq"),
     ("scipy.special", "tapegrad.scipy.special",
-     "gamma gammaln gammasgn digamma polygamma psi multigammaln beta betaln betainc gammainc gammaincc "
-     "rgamma erf erfc erfinv erfcinv expit logit log_ndtr ndtr ndtri logsumexp softmax "
+     "gamma gammaln gammasgn digamma polygamma psi multigammaln beta betaln betainc gammainc "
+     "gammaincc rgamma erf erfc erfinv erfcinv expit logit log_ndtr ndtr ndtri logsumexp softmax "
      "log_softmax xlogy xlog1py entr i0 i0e i1 i1e iv ive j0 j1 jn y0 y1 yn"),
     ("scipy.stats", "tapegrad.scipy.stats",
      "norm t gamma beta chi2 poisson dirichlet multivariate_normal"),
@@ -738,10 +738,10 @@ def described(module: str, name: str) -> str:
 
 
 #: Functions whose result is real for complex input, as NumPy's (abs-like, norms, spectra).
-COMPLEX_TO_REAL = {"real", "imag", "angle", "abs", "absolute", "std", "var", "slogdet", "svdvals", "vector_norm", "matrix_norm", "norm",
-                   "cond", "eigvalsh", "irfft", "irfft2", "irfftn", "hfft",
-                   "nanvar", "nanstd",
-                   "eigh", "svd"}  # (their probes return eigen/singular values and |v|**2)
+#: (the probes of eigh and svd return eigen/singular values and |v|**2)
+COMPLEX_TO_REAL = {"real", "imag", "angle", "abs", "absolute", "std", "var", "slogdet",
+                   "svdvals", "vector_norm", "matrix_norm", "norm", "cond", "eigvalsh", "irfft",
+                   "irfft2", "irfftn", "hfft", "nanvar", "nanstd", "eigh", "svd"}
 
 #: Complex probes where not every float input may be complex (NumPy's signatures).
 COMPLEX_PROBES = {
