@@ -7,11 +7,15 @@ nothing observable; each returns a Tensor as :func:`tapegrad.numpy.asarray` does
 from __future__ import annotations
 
 from tapegrad.numpy._core import asarray, stop_gradient
-from tapegrad.numpy._shape import atleast_1d
+from tapegrad.numpy._shape import reshape
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.tensor import Tensor
 
 __all__ = ["asanyarray", "ascontiguousarray", "asfortranarray", "asarray_chkfinite", "require"]
+
+
+def _at_least_1d(t: Tensor) -> Tensor:
+    return reshape(t, (1,)) if t.ndim == 0 else t
 
 
 def asanyarray(a, dtype=None, order=None, *, like=None, device=None) -> Tensor:
@@ -63,7 +67,7 @@ def ascontiguousarray(a, dtype=None, *, like=None) -> Tensor:
     """
     if like is not None:
         raise TypeError("ascontiguousarray: like= is not supported (tapegrad returns Tensors)")
-    return atleast_1d(asarray(a, dtype=dtype))
+    return _at_least_1d(asarray(a, dtype=dtype))
 
 
 def asfortranarray(a, dtype=None, *, like=None) -> Tensor:
@@ -78,7 +82,7 @@ def asfortranarray(a, dtype=None, *, like=None) -> Tensor:
     """
     if like is not None:
         raise TypeError("asfortranarray: like= is not supported (tapegrad returns Tensors)")
-    return atleast_1d(asarray(a, dtype=dtype))
+    return _at_least_1d(asarray(a, dtype=dtype))
 
 
 def asarray_chkfinite(a, dtype=None, order=None) -> Tensor:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import operator
 import re
+from typing import Any
 
 import numpy as _np
 
@@ -128,7 +129,7 @@ def apply_over_axes(func, a, axes) -> Tensor:
     return val
 
 
-def fromfunction(function, shape, *, dtype=float, like=None, **kwargs):
+def fromfunction(function, shape, *, dtype: Any = float, like=None, **kwargs):
     """Call ``function`` on the index grids of ``shape`` (NumPy ``fromfunction``):
     ``function(i0, i1, ...)`` with ``i_k`` the coordinate of axis ``k`` at each point.
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins as _builtins
 import operator
+from typing import Any
 
 import numpy as _np
 
@@ -31,7 +32,7 @@ def _per_dim(value, d: int, what: str) -> list:
     return list(value)
 
 
-def histogramdd(sample, bins=10, range=None, density=None, weights=None):  # noqa: A002
+def histogramdd(sample, bins: Any = 10, range=None, density=None, weights=None):  # noqa: A002
     """The multidimensional histogram of ``sample`` (NumPy ``histogramdd``).
 
     Args:
@@ -121,7 +122,7 @@ def histogramdd(sample, bins=10, range=None, density=None, weights=None):  # noq
     return hist, edges
 
 
-def histogram2d(x, y, bins=10, range=None, density=None, weights=None):  # noqa: A002
+def histogram2d(x, y, bins: Any = 10, range=None, density=None, weights=None):  # noqa: A002
     """The two-dimensional histogram of the points ``(x[i], y[i])`` (NumPy
     ``histogram2d``); see :func:`histogramdd`.
 

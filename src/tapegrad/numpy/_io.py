@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from typing import Any, cast
 
 import numpy as _np
 
@@ -125,7 +126,8 @@ def load(file, mmap_mode=None, allow_pickle=False, fix_imports=True, encoding="A
         Tensor([1., 1.], dtype=float32)
     """
     try:
-        out = _np.load(host(file), mmap_mode, allow_pickle, fix_imports, encoding,
+        source: Any = host(file)
+        out = _np.load(source, mmap_mode, allow_pickle, fix_imports, cast(Any, encoding),
                        max_header_size=max_header_size)
     except ValueError as e:
         raise ValueError(f"load: {e}") from None

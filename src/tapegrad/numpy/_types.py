@@ -17,10 +17,12 @@ bytes_, str_, void, object_ = _np.bytes_, _np.str_, _np.void, _np.object_
 character, flexible = _np.character, _np.flexible
 datetime64, timedelta64, record = _np.datetime64, _np.timedelta64, _np.record
 # the extended-precision names exist where the platform's long double has 80 or 128 bits
-for _name in ("float96", "float128", "complex192", "complex256"):
-    if hasattr(_np, _name):
-        globals()[_name] = getattr(_np, _name)
-        __all__.append(_name)
+if hasattr(_np, "float96"):
+    float96, complex192 = _np.float96, _np.complex192  # pyright: ignore[reportAttributeAccessIssue]
+    __all__ += ["float96", "complex192"]
+if hasattr(_np, "float128"):
+    float128, complex256 = _np.float128, _np.complex256
+    __all__ += ["float128", "complex256"]
 
 
 def _is_array_type(t) -> bool:

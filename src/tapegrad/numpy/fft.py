@@ -628,4 +628,4 @@ def rfftfreq(n, d=1.0, device=None) -> Tensor:
 
 #: NumPy's test runner for ``numpy.fft`` (HIPS autograd's ``autograd.numpy.fft`` re-exports it
 #: too); tapegrad's own tests are under ``tests/``.
-test = _np.fft.test
+test = _np.fft.test  # pyright: ignore[reportAttributeAccessIssue]

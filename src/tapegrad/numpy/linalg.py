@@ -100,4 +100,4 @@ pinv = _ops.Pinv.api
 
 #: NumPy's test runner for ``numpy.linalg`` (HIPS autograd's ``autograd.numpy.linalg`` re-exports it
 #: too); tapegrad's own tests are under ``tests/``.
-test = _numpy.linalg.test
+test = _numpy.linalg.test  # pyright: ignore[reportAttributeAccessIssue]
