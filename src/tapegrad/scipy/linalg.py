@@ -415,9 +415,9 @@ def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False,
     Example:
         >>> import tapegrad as tg
         >>> from tapegrad.scipy.linalg import solve_banded
-        >>> ab = tg.Tensor([[0.0, 1.0, 1.0], [4.0, 4.0, 4.0], [1.0, 1.0, 0.0]])
-        >>> solve_banded((1, 1), ab, tg.Tensor([5.0, 6.0, 5.0]))
-        Tensor([1., 1., 1.], dtype=float32)
+        >>> ab = tg.Tensor([[0.0, 1.0, 1.0], [4.0, 4.0, 4.0], [1.0, 1.0, 0.0]], dtype="float64")
+        >>> solve_banded((1, 1), ab, tg.Tensor([5.0, 6.0, 5.0], dtype="float64"))
+        Tensor([1., 1., 1.], dtype=float64)
     """
     try:
         lower, upper = (int(v) for v in l_and_u)
