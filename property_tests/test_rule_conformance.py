@@ -1334,6 +1334,7 @@ SPECIAL_DOMAINS: dict = {
     sp.Iv: (U(0.5, 2.5), U(0.5, 2)), sp.Ive: (U(0.5, 2.5), U(0.5, 2)),
     sp.J0: (U(0.5, 3),), sp.J1: (U(0.5, 3),), sp.Jn: (INT(0, 3), U(0.5, 3)),
     sp.Y0: (U(0.5, 3),), sp.Y1: (U(0.5, 3),), sp.Yn: (INT(0, 3), U(0.5, 3)),
+    sp.Gammasgn: (U(-2.5, 3),),
 }
 SPECIAL_PARAMS: dict = {sp.Multigammaln: {"d": 3}, sp.BetaincPartial: {"i": 1, "j": 0},
                         sp.GammaincPartial: {"k": 1}}
@@ -1402,6 +1403,25 @@ def _(cls):
                       fn=lambda a, b: sl.solve_triangular(a, b, trans="C", lower=True),
                       label="public, trans C, complex"))
     return pick(cases, (0, 1, 2, 4))
+
+
+def _band(lower, upper, m):
+    """A diagonally dominant band matrix in LAPACK band storage, ``(lower + upper + 1, m)``."""
+
+    def make(rng, shape=None):
+        ab = rng.uniform(-0.5, 0.5, (lower + upper + 1, m))
+        ab[upper] += 3.0  # the diagonal
+        return ab
+
+    return make
+
+
+@spec(sl.SolveBanded)
+def _(cls):
+    grid = [(1, 1, (4,)), (0, 2, (4, 2)), (2, 0, (4,)), (1, 0, (4, 3))]
+    return pick([Case(arrays((None, _band(lo, up, 4)), (bs, U())),
+                      {"lower": lo, "upper": up}, label=f"l={lo} u={up} b{bs}")
+                 for lo, up, bs in grid], (0, 1))
 
 
 @spec(sl.CholeskyFactor)

@@ -63,6 +63,7 @@ ALLOWED = {
     "scipy": {"core", "ops", "numpy", "at", "scipy"},
     # keys and samplers: samplers are transforms written with the NumPy and SciPy layers
     "random": {"core", "ops", "numpy", "at", "scipy", "random"},
+    "flatten_util": {"core", "ops", "numpy", "at", "flatten_util"},
 }
 
 

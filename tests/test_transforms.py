@@ -179,10 +179,42 @@ def test_no_grad_nests_and_is_thread_local():
     assert seen == {"a": False, "b": True}
 
 
+@pytest.mark.parametrize("shape", [(1,), (1, 1), (1, 1, 1)])
+def test_grad_takes_a_one_element_output_as_its_scalar(shape):
+    # HIPS autograd's rule: np.sum(x, keepdims=True) is a scalar for grad
+    x = f64([[0.3, -1.2], [0.7, 2.0]])
+    keep = len(shape) == 2
+
+    def f(x):
+        out = tnp.sum(tnp.sin(x) * x, keepdims=keep)
+        return out if keep else tnp.reshape(out, shape)
+
+    want = np.cos(x.numpy()) * x.numpy() + np.sin(x.numpy())
+    np.testing.assert_allclose(tg.grad(f)(x).numpy(), want, rtol=1e-12)
+    value, g = tg.value_and_grad(f)(x)
+    assert value.shape == shape  # the value as fun returned it
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-12)
+    # nested, argnums, has_aux, holomorphic: every way grad is called
+    gg = tg.grad(lambda x: tnp.sum(tg.grad(f)(x), keepdims=True))(x)
+    np.testing.assert_allclose(gg.numpy(), 2 * np.cos(x.numpy()) - x.numpy() * np.sin(x.numpy()),
+                               rtol=1e-12)
+    g2 = tg.grad(lambda a, b: tnp.reshape(tnp.sum(a * b), shape), argnums=(0, 1))(x, x)
+    np.testing.assert_allclose(g2[1].numpy(), x.numpy())
+    g3, aux = tg.grad(lambda x: (f(x), 5), has_aux=True)(x)
+    assert aux == 5 and g3.shape == x.shape
+    z = tg.Tensor(np.array(1.0 + 2.0j))
+    gz = tg.grad(lambda z: tnp.reshape(z * z, shape), holomorphic=True)(z)
+    assert complex(gz) == 2.0 + 4.0j
+
+
 # -- bad input ------------------------------------------------------------------------------
 def test_grad_of_non_scalar_names_shape_and_dtype_and_points_to_vjp():
     with pytest.raises(TypeError, match=r"shape \(2,\) dtype float64.*vjp"):
         tg.grad(lambda x: x * 2)(f64([1.0, 2.0]))
+    with pytest.raises(TypeError, match=r"shape \(0,\) dtype float64.*vjp"):
+        tg.grad(lambda x: x[:0])(f64([1.0, 2.0]))
+    with pytest.raises(TypeError, match=r"complex.*holomorphic=True"):
+        tg.grad(lambda x: tnp.reshape(x * 1j, (1,)))(f64(1.0))
     with pytest.raises(TypeError, match="real scalar"):
         tg.grad(lambda x: (x > 0).sum())(f64([1.0]))
 

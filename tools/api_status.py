@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import pathlib
 import sys
+import tempfile
 import types
 import warnings
 
@@ -83,15 +85,56 @@ GROUPS = [
      "fft ifft fft2 ifft2 fftn ifftn rfft irfft rfft2 irfft2 rfftn irfftn hfft ihfft fftshift "
      "ifftshift fftfreq rfftfreq"),
     ("scipy.special", "tapegrad.scipy.special",
-     "gamma gammaln digamma polygamma psi multigammaln beta betaln betainc gammainc gammaincc "
-     "rgamma erf erfc erfinv erfcinv expit logit log_ndtr ndtr ndtri logsumexp softmax "
+     "gamma gammaln gammasgn digamma polygamma psi multigammaln beta betaln betainc gammainc "
+     "gammaincc rgamma erf erfc erfinv erfcinv expit logit log_ndtr ndtr ndtri logsumexp softmax "
      "log_softmax xlogy xlog1py entr i0 i0e i1 i1e iv ive j0 j1 jn y0 y1 yn"),
     ("scipy.stats", "tapegrad.scipy.stats",
      "norm t gamma beta chi2 poisson dirichlet multivariate_normal"),
     ("scipy.linalg", "tapegrad.scipy.linalg",
-     "cholesky solve_triangular sqrtm expm logm solve_sylvester inv det"),
+     "cholesky solve_triangular solve_banded sqrtm expm logm solve_sylvester inv det"),
     ("scipy.signal", "tapegrad.scipy.signal", "convolve correlate"),
     ("scipy.integrate", "tapegrad.scipy.integrate", "odeint"),
+    # the other names NumPy and HIPS autograd's autograd.numpy both export
+    ("numpy: elementwise (the core)", "tapegrad.numpy",
+     "abs absolute acos acosh add arccos arccosh arcsin arcsinh arctan arctan2 arctanh around "
+     "asin asinh atan atan2 atanh ceil clip cos cosh divide equal exp expm1 floor floor_divide "
+     "greater greater_equal hypot isfinite isinf isnan less less_equal log log10 log1p log2 "
+     "logaddexp logical_and logical_not logical_or logical_xor maximum minimum mod multiply "
+     "negative not_equal pow power reciprocal remainder round sign sin sinh sqrt square "
+     "subtract tan tanh true_divide"),
+    ("numpy: reductions, products and shape (the core)", "tapegrad.numpy",
+     "all any amax amin max min argmax argmin sum prod mean std var cumsum cumprod dot vdot "
+     "inner outer matmul tensordot einsum trace diagonal astype reshape ravel squeeze "
+     "expand_dims transpose permute_dims swapaxes moveaxis broadcast_to flip roll repeat tile "
+     "pad concatenate concat stack unstack split array_split take take_along_axis tril triu "
+     "histogram_bin_edges"),
+    ("numpy: creation", "tapegrad.numpy",
+     "linspace logspace geomspace fromfunction full full_like arange zeros ones empty eye "
+     "identity tri zeros_like ones_like empty_like tril_indices_from triu_indices_from "
+     "from_dlpack"),
+    ("numpy: more of autograd.numpy's names", "tapegrad.numpy",
+     "apply_along_axis apply_over_axes vectorize unwrap real_if_close sort_complex kaiser "
+     "histogram2d histogramdd asanyarray asarray_chkfinite ascontiguousarray asfortranarray "
+     "require make_diagonal hamming hanning blackman bartlett diag_indices diag_indices_from "
+     "mask_indices unravel_index ravel_multi_index packbits unpackbits isnat is_busday "
+     "busday_count may_share_memory shares_memory iterable isfortran min_scalar_type "
+     "common_type mintypecode typename datetime_data array2string array_repr array_str "
+     "format_float_positional format_float_scientific base_repr binary_repr "
+     "datetime_as_string busday_offset save savez savez_compressed savetxt load loadtxt "
+     "genfromtxt fromfile fromregex fromstring frombuffer fromiter copyto fill_diagonal place "
+     "put put_along_axis putmask broadcast busdaycalendar flatiter nditer nested_iters "
+     "ndenumerate ndindex poly1d ufunc frompyfunc matrix asmatrix bmat recarray memmap "
+     "errstate seterr geterr seterrcall geterrcall getbufsize setbufsize printoptions "
+     "set_printoptions get_printoptions get_include info show_config show_runtime test "
+     "ndarray dtype longdouble clongdouble " + " ".join(
+         n for n in ("float96", "float128", "complex192", "complex256") if hasattr(np, n))
+     + " long ulong bytes_ str_ void object_ character flexible datetime64 timedelta64 record "
+     "bool byte ubyte short ushort intc uintc int_ uint intp uintp longlong ulonglong half "
+     "single double csingle cdouble generic number integer signedinteger unsignedinteger "
+     "inexact floating complexfloating euler_gamma linalg fft"),
+    ("numpy.linalg: the core", "tapegrad.numpy.linalg",
+     "inv det slogdet solve cholesky matmul outer tensordot matrix_transpose LinAlgError test"),
+    ("numpy.fft: the core", "tapegrad.numpy.fft", "test"),
 ]
 
 # -- probes ------------------------------------------------------------------------------------
@@ -322,6 +365,12 @@ for _d, (_m, _args) in STATS.items():
         PROBES[f"stats.{_d}"] = _stats(_d, _m, _args)
 
 
+_MVN = importlib.import_module("tapegrad.scipy.stats.multivariate_normal")
+PROBES["stats.multivariate_normal"] = (
+    lambda x, m, c: (_MVN.pdf(x, m, c), _MVN.logpdf(x, m, c), _MVN.entropy(m, c)),
+    STATS["multivariate_normal"][1])
+
+
 def _odeint(y0, t, k):
     from tapegrad.scipy.integrate import odeint
 
@@ -349,7 +398,216 @@ PROBES.update({
 })
 
 BINARY = {"logaddexp2", "fmax", "fmin", "fmod", "float_power", "heaviside", "copysign",
-          "nextafter", "divmod", "isclose", "beta", "betaln", "xlogy", "xlog1py"}
+          "nextafter", "divmod", "isclose", "beta", "betaln", "xlogy", "xlog1py",
+          "add", "arctan2", "atan2", "divide", "equal", "floor_divide", "greater",
+          "greater_equal", "hypot", "less", "less_equal", "logaddexp", "logical_and",
+          "logical_or", "logical_xor", "maximum", "minimum", "mod", "multiply", "not_equal",
+          "pow", "power", "remainder", "subtract", "true_divide", "dot", "inner", "outer",
+          "matmul"}
+
+# -- probes of the names autograd.numpy shares with NumPy ----------------------------------------
+_TMP = pathlib.Path(tempfile.mkdtemp(prefix="api_status_"))
+PTS = np.array([[0.1, 0.2], [0.6, 0.7], [0.7, 0.1], [0.3, 0.9]])
+DAYS = np.array(["2024-01-05", "2024-01-08"], dtype="datetime64[D]")
+PROBES.update({
+    "arccosh": (tnp.arccosh, [a(2, 3) + 1.2]),
+    "acosh": (tnp.acosh, [a(2, 3) + 1.2]),
+    "clip": (lambda x: tnp.clip(x, 0.4, 0.7), [a(2, 3)]),
+    "vdot": (tnp.vdot, [a(2, 3), a(2, 3)]),
+    "tensordot": (lambda x, y: tnp.tensordot(x, y, axes=1), [a(2, 3), a(3, 2)]),
+    "einsum": (lambda x, y: tnp.einsum("ij,jk->ik", x, y), [a(2, 3), a(3, 2)]),
+    "astype": (lambda x: tnp.astype(x, x.dtype), [a(2, 3)]),
+    "reshape": (lambda x: tnp.reshape(x, (3, 2)), [a(2, 3)]),
+    "expand_dims": (lambda x: tnp.expand_dims(x, 1), [a(2, 3)]),
+    "permute_dims": (lambda x: tnp.permute_dims(x, (1, 0)), [a(2, 3)]),
+    "swapaxes": (lambda x: tnp.swapaxes(x, 0, 1), [a(2, 3)]),
+    "moveaxis": (lambda x: tnp.moveaxis(x, 0, 1), [a(2, 3)]),
+    "broadcast_to": (lambda x: tnp.broadcast_to(x, (2, 2, 3)), [a(2, 3)]),
+    "roll": (lambda x: tnp.roll(x, 1, axis=1), [a(2, 3)]),
+    "repeat": (lambda x: tnp.repeat(x, 2, axis=0), [a(2, 3)]),
+    "tile": (lambda x: tnp.tile(x, (2, 1)), [a(2, 3)]),
+    "pad": (lambda x: tnp.pad(x, 1), [a(2, 3)]),
+    "concatenate": (lambda x, y: tnp.concatenate([x, y]), [a(2, 3), a(1, 3)]),
+    "concat": (lambda x, y: tnp.concat([x, y]), [a(2, 3), a(1, 3)]),
+    "stack": (lambda x, y: tnp.stack([x, y]), [a(2, 3), a(2, 3)]),
+    "unstack": (lambda x: tnp.unstack(x, axis=1), [a(2, 3)]),
+    "split": (lambda x: tnp.split(x, 3, axis=1), [a(2, 3)]),
+    "array_split": (lambda x: tnp.array_split(x, 2, axis=1), [a(2, 3)]),
+    "take": (lambda x: tnp.take(x, INT - 3, axis=1), [a(2, 4)]),
+    "take_along_axis": (lambda x: tnp.take_along_axis(x, np.array([[2, 0], [1, 1]]), 1),
+                        [a(2, 3)]),
+    "linspace": (lambda s, e: tnp.linspace(s, e, 4), [a(2), a(2) + 1.0]),
+    "logspace": (lambda s, e: tnp.logspace(s, e, 4, base=3.0), [a(2), a(2) + 1.0]),
+    "geomspace": (lambda s, e: tnp.geomspace(s, e, 4), [a(2), a(2) + 1.0]),
+    "fromfunction": (lambda c: tnp.fromfunction(lambda i, j: c * i + j * c * c, (2, 3)),
+                     [a()]),
+    "full": (lambda v: tnp.full((2, 3), v), [a()]),
+    "full_like": (lambda x, v: tnp.full_like(x, v), [a(2, 3), a()]),
+    "from_dlpack": (tnp.from_dlpack, [a(2, 3)]),
+    "tril_indices_from": (tnp.tril_indices_from, [a(3, 3)]),
+    "triu_indices_from": (tnp.triu_indices_from, [a(3, 3)]),
+    "apply_along_axis": (lambda x: tnp.apply_along_axis(lambda v: v[0] * v[1:], 1, x),
+                         [a(2, 3)]),
+    "apply_over_axes": (lambda x: tnp.apply_over_axes(tnp.sum, x, [0, 1]), [a(2, 3)]),
+    "vectorize": (lambda x, y: tnp.vectorize(lambda p, q: p * tnp.sin(q))(x, y),
+                  [a(2, 3), a(3)]),
+    "unwrap": (lambda x: tnp.unwrap(x * 8.0), [a(2, 3)]),
+    "real_if_close": (tnp.real_if_close, [a(2, 3)]),
+    "sort_complex": (tnp.sort_complex, [a(4)]),
+    "kaiser": (lambda b: tnp.kaiser(5, b), [a()]),
+    "histogram2d": (lambda w: tnp.histogram2d(PTS[:, 0], PTS[:, 1], 2, [(0, 1), (0, 1)],
+                                              weights=w)[0], [a(4)]),
+    "histogramdd": (lambda w: tnp.histogramdd(PTS, 2, [(0, 1), (0, 1)], weights=w)[0],
+                    [a(4)]),
+    "diag_indices": (lambda: tnp.diag_indices(3), []),
+    "diag_indices_from": (tnp.diag_indices_from, [a(3, 3)]),
+    "mask_indices": (lambda: tnp.mask_indices(3, tnp.triu, 1), []),
+    "unravel_index": (lambda: tnp.unravel_index(tnp.asarray([5, 1]), (2, 3)), []),
+    "ravel_multi_index": (lambda: tnp.ravel_multi_index((tnp.asarray([1]), tnp.asarray([2])),
+                                                       (2, 3)), []),
+    "packbits": (lambda: tnp.packbits(tnp.asarray(MASK)), []),
+    "unpackbits": (lambda: tnp.unpackbits(tnp.asarray(np.array([5], np.uint8))), []),
+    "isnat": (lambda: tnp.isnat(np.array(["NaT"], "datetime64[D]")), []),
+    "is_busday": (lambda: tnp.is_busday(DAYS), []),
+    "busday_count": (lambda: tnp.busday_count(DAYS[0], DAYS[1]), []),
+    "may_share_memory": (lambda x: tnp.may_share_memory(x, x), [a(2)]),
+    "shares_memory": (lambda x: tnp.shares_memory(x, x), [a(2)]),
+    "iterable": (tnp.iterable, [a(2)]),
+    "isfortran": (tnp.isfortran, [a(2, 3)]),
+    "min_scalar_type": (tnp.min_scalar_type, [a()]),
+    "common_type": (tnp.common_type, [a(2)]),
+    "mintypecode": (lambda: tnp.mintypecode(["f", "d"]), []),
+    "typename": (lambda: tnp.typename("d"), []),
+    "datetime_data": (lambda: tnp.datetime_data(DAYS.dtype), []),
+    "array2string": (tnp.array2string, [a(2)]),
+    "array_repr": (tnp.array_repr, [a(2)]),
+    "array_str": (tnp.array_str, [a(2)]),
+    "format_float_positional": (lambda: tnp.format_float_positional(np.float64(0.5)), []),
+    "format_float_scientific": (lambda: tnp.format_float_scientific(np.float64(0.5)), []),
+    "base_repr": (lambda: tnp.base_repr(10, 3), []),
+    "binary_repr": (lambda: tnp.binary_repr(5), []),
+    "datetime_as_string": (lambda: tnp.datetime_as_string(DAYS), []),
+    "busday_offset": (lambda: tnp.busday_offset(DAYS, 1), []),
+    "save": (lambda x: tnp.save(_TMP / "x.npy", x), [a(2)]),
+    "savez": (lambda x: tnp.savez(_TMP / "x.npz", x=x), [a(2)]),
+    "savez_compressed": (lambda x: tnp.savez_compressed(_TMP / "c.npz", x=x), [a(2)]),
+    "savetxt": (lambda x: tnp.savetxt(_TMP / "x.txt", x), [a(2)]),
+    "load": (lambda: (np.save(_TMP / "y.npy", a(2)), tnp.load(_TMP / "y.npy"))[1], []),
+    "loadtxt": (lambda: (np.savetxt(_TMP / "y.txt", a(2)), tnp.loadtxt(_TMP / "y.txt"))[1],
+                []),
+    "genfromtxt": (lambda: (np.savetxt(_TMP / "z.txt", a(2)),
+                            tnp.genfromtxt(_TMP / "z.txt"))[1], []),
+    "fromfile": (lambda: (a(2).tofile(_TMP / "y.bin"), tnp.fromfile(_TMP / "y.bin"))[1], []),
+    "fromregex": (lambda: tnp.fromregex(io.StringIO("1 2"), r"(\d) (\d)",
+                                        [("a", int), ("b", int)]), []),
+    "fromstring": (lambda: tnp.fromstring("1 2", sep=" "), []),
+    "frombuffer": (lambda: tnp.frombuffer(a(2).tobytes()), []),
+    "fromiter": (lambda: tnp.fromiter(iter([1.0, 2.0]), float), []),
+    "copyto": (lambda x: tnp.copyto(x, x), [a(2)]),
+    "fill_diagonal": (lambda x: tnp.fill_diagonal(x, 1.0), [a(2, 2)]),
+    "place": (lambda x: tnp.place(x, MASK, [1.0]), [a(3)]),
+    "put": (lambda x: tnp.put(x, [0], [1.0]), [a(3)]),
+    "put_along_axis": (lambda x: tnp.put_along_axis(x, np.array([0]), 1.0, 0), [a(3)]),
+    "putmask": (lambda x: tnp.putmask(x, MASK, 1.0), [a(3)]),
+    "nditer": (lambda: list(tnp.nditer(tnp.asarray(a(2)))), []),
+    "arange": (lambda: tnp.arange(5.0), []),
+    "zeros": (lambda: tnp.zeros((2, 3)), []),
+    "ones": (lambda: tnp.ones((2, 3)), []),
+    "empty": (lambda: tnp.empty((2, 3)), []),
+    "eye": (lambda: tnp.eye(3), []),
+    "identity": (lambda: tnp.identity(3), []),
+    "tri": (lambda: tnp.tri(3), []),
+    "zeros_like": (lambda: tnp.zeros_like(tnp.ones(2)), []),
+    "ones_like": (lambda: tnp.ones_like(tnp.ones(2)), []),
+    "empty_like": (lambda: tnp.empty_like(tnp.ones(2)), []),
+    "hamming": (lambda: tnp.hamming(5), []),
+    "hanning": (lambda: tnp.hanning(5), []),
+    "blackman": (lambda: tnp.blackman(5), []),
+    "bartlett": (lambda: tnp.bartlett(5), []),
+    "nested_iters": (lambda: tnp.nested_iters(tnp.asarray(a(2, 2)), [[0], [1]]), []),
+    # numpy.linalg's core
+    "linalg.inv": (L.inv, [dense(3)]),
+    "linalg.det": (L.det, [dense(3)]),
+    "linalg.slogdet": (lambda x: L.slogdet(x)[1], [dense(3)]),
+    "linalg.solve": (L.solve, [dense(3), a(3)]),
+    "linalg.cholesky": (lambda x: L.cholesky(_sym(x)), [spd(3)]),
+    "linalg.matmul": (L.matmul, [a(2, 3), a(3)]),
+    "linalg.outer": (L.outer, [a(3), a(2)]),
+    "linalg.tensordot": (lambda x, y: L.tensordot(x, y, axes=1), [a(2, 3), a(3, 2)]),
+    "linalg.matrix_transpose": (L.matrix_transpose, [a(2, 3)]),
+    "slinalg.solve_banded": (lambda ab, b: slinalg.solve_banded((1, 1), ab, b),
+                             [np.vstack([a(4), a(4) + 3.0, a(4)]), a(4)]),
+})
+
+#: Names classified by what they are, each still run (or compared) to verify the claim.
+CONSTANT = "no derivative: a constant (made from shapes and numbers)"
+INPLACE = ("not supported: writes in place, and Tensors are immutable (a TypeError shows the "
+           "`.at[]` update)")
+NUMPY_OWN = "NumPy's own object (a class, iterator, setting or information), on the values"
+TEXT = "no derivative: text from the values (NumPy's formatting)"
+FILES = "no derivative: files and buffers (writers take Tensors, readers return Tensors)"
+DATES = "no derivative: NumPy's datetime functions"
+ARRAY_TYPE = "type: the array type, for `isinstance` (Tensors and NumPy/CuPy arrays)"
+SUBMODULE = "namespace: a submodule, in its own table"
+KINDS = {
+    **dict.fromkeys("arange zeros ones empty eye identity tri zeros_like ones_like empty_like "
+                    "hamming hanning blackman bartlett".split(), CONSTANT),
+    **dict.fromkeys("copyto fill_diagonal place put put_along_axis putmask".split(), INPLACE),
+    **dict.fromkeys("broadcast busdaycalendar flatiter nditer nested_iters ndenumerate ndindex "
+                    "poly1d ufunc frompyfunc matrix asmatrix bmat recarray memmap errstate "
+                    "seterr geterr seterrcall geterrcall getbufsize setbufsize printoptions "
+                    "set_printoptions get_printoptions get_include info show_config "
+                    "show_runtime test dtype linalg.LinAlgError linalg.test "
+                    "fft.test".split(), NUMPY_OWN),
+    **dict.fromkeys("array2string array_repr array_str format_float_positional "
+                    "format_float_scientific base_repr binary_repr datetime_as_string".split(),
+                    TEXT),
+    **dict.fromkeys("save savez savez_compressed savetxt load loadtxt genfromtxt fromfile "
+                    "fromregex fromstring frombuffer fromiter".split(), FILES),
+    "busday_offset": DATES,
+    "ndarray": ARRAY_TYPE,
+    "linalg": SUBMODULE,
+    "fft": SUBMODULE,
+}
+_OWN_WRAPPERS = {"nditer", "nested_iters"}  # NumPy's, with tapegrad's refusal of traced values
+
+
+def _kind(module: str, name: str, obj) -> str:
+    """The status of a name in :data:`KINDS`, after checking that it is what is claimed."""
+    key = PREFIX.get(module, "") + name
+    kind = KINDS[key]
+    where = f"{module}.{name}"
+    if kind == NUMPY_OWN and name not in _OWN_WRAPPERS:
+        ref = importlib.import_module(module.replace("tapegrad.", "", 1))
+        if obj is not getattr(ref, name, None):
+            raise ProbeError(f"{where}: claimed to be NumPy's own, but it is not")
+        return kind
+    if kind == ARRAY_TYPE:
+        if not (isinstance(tnp.zeros(1), obj) and isinstance(np.zeros(1), obj)):
+            raise ProbeError(f"{where}: not the array type of Tensors and NumPy arrays")
+        return kind
+    if kind == SUBMODULE:
+        if not isinstance(obj, types.ModuleType):
+            raise ProbeError(f"{where}: not a module")
+        return kind
+    fn, arrays = probe_for(module, name)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = fn(*[tg.Tensor(x) for x in arrays])
+    except TypeError as e:
+        if kind == INPLACE and ".at[" in str(e):
+            return kind
+        raise ProbeError(f"{where}: the probe call failed: {type(e).__name__}: {e}") from e
+    except Exception as e:  # noqa: BLE001 - reported with the name
+        raise ProbeError(f"{where}: the probe call failed: {type(e).__name__}: {e}") from e
+    if kind == INPLACE:
+        raise ProbeError(f"{where}: claimed to refuse writing in place, but it returned")
+    if kind == CONSTANT and not (isinstance(out, tg.Tensor) and not out.is_traced):
+        raise ProbeError(f"{where}: not a constant Tensor")
+    if kind == TEXT and not isinstance(out, (str, np.ndarray)):
+        raise ProbeError(f"{where}: no text")
+    return kind
 INTEGER_ONLY = set(BITWISE.split())
 PREFIX = {"tapegrad.numpy.linalg": "linalg.", "tapegrad.numpy.fft": "fft.",
           "tapegrad.scipy.special": "special.", "tapegrad.scipy.stats": "stats.",
@@ -420,6 +678,8 @@ def status(module: str, name: str) -> str:
     if not hasattr(mod, name):
         return MISSING
     obj = getattr(mod, name)
+    if PREFIX.get(module, "") + name in KINDS:
+        return _kind(module, name, obj)
     if isinstance(obj, types.ModuleType) and module != "tapegrad.scipy.stats":
         return NAMESPACE
     if isinstance(obj, type) and issubclass(obj, np.generic):
@@ -479,10 +739,10 @@ def described(module: str, name: str) -> str:
 
 
 #: Functions whose result is real for complex input, as NumPy's (abs-like, norms, spectra).
-COMPLEX_TO_REAL = {"real", "imag", "angle", "svdvals", "vector_norm", "matrix_norm", "norm",
-                   "cond", "eigvalsh", "irfft", "irfft2", "irfftn", "hfft",
-                   "nanvar", "nanstd",
-                   "eigh", "svd"}  # (their probes return eigen/singular values and |v|**2)
+#: (the probes of eigh and svd return eigen/singular values and |v|**2)
+COMPLEX_TO_REAL = {"real", "imag", "angle", "abs", "absolute", "std", "var", "slogdet",
+                   "svdvals", "vector_norm", "matrix_norm", "norm", "cond", "eigvalsh", "irfft",
+                   "irfft2", "irfftn", "hfft", "nanvar", "nanstd", "eigh", "svd"}
 
 #: Complex probes where not every float input may be complex (NumPy's signatures).
 COMPLEX_PROBES = {
@@ -500,7 +760,8 @@ NOTES = {
     "special.polygamma": "; in `x` (integer order)",
     "stats.poisson": "; `pmf logpmf cdf logcdf sf logsf` in the mean and `loc` (integer `k`)",
     "stats.dirichlet": "; `pdf logpdf` in the point and `alpha`",
-    "stats.multivariate_normal": "; `pdf logpdf` in the point, `mean` and `cov`",
+    "stats.multivariate_normal": "; `pdf logpdf` in the point, `mean` and `cov`; `entropy` "
+                                 "in `cov`",
     "linalg.matrix_norm": "; every `ord`: `'fro'`, `'nuc'`, `2`, `-2`, `1`, `-1`, `inf`, `-inf`",
     "linalg.norm": "; every `ord` of vectors and matrices",
     "signal.convolve": "; modes `full`, `valid`, `same`, any number of dimensions",
@@ -512,6 +773,20 @@ NOTES = {
     "bincount": "; in `weights` (unweighted counts are integers)",
     "interp": "; in `x` and `fp` (complex `fp` too), not in the knots `xp`",
     "polyfit": "; in `x` and `y` (complex `y` too)",
+    "linspace": "; in Tensor endpoints (numbers and arrays give constants)",
+    "logspace": "; in Tensor endpoints and `base`",
+    "geomspace": "; in Tensor endpoints",
+    "full": "; in `fill_value`",
+    "full_like": "; in `fill_value` (not in the array whose shape it takes)",
+    "fromfunction": "; through the function called on the index grids",
+    "apply_along_axis": "; wherever the function applied is",
+    "apply_over_axes": "; wherever the function applied is",
+    "vectorize": "; wherever the vectorized function is",
+    "histogram2d": "; in `weights` (and the edges with `density`)",
+    "histogramdd": "; in `weights` (and the edges with `density`)",
+    "kaiser": "; in `beta`",
+    "unwrap": "; the identity in the phases, and in `period`",
+    "real_if_close": "; the real part when the imaginary parts are within `tol`",
 }
 for _d in ("norm", "t", "gamma", "beta", "chi2"):
     NOTES[f"stats.{_d}"] = ("; `" + " ".join(STATS[_d][0]) + "` in the value and every "

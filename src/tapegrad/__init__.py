@@ -18,6 +18,7 @@ from tapegrad import (
 )
 from tapegrad.checkpoint import checkpoint, remat
 from tapegrad.custom import custom_vjp, once_differentiable
+from tapegrad.flatten_util import flatten, ravel_pytree
 from tapegrad.forward import hessian, hvp, jacfwd, jacobian, jacrev, jvp, linearize
 from tapegrad.function import Context, Function, debug_nans, is_grad_enabled, no_grad
 from tapegrad.jit import jit
@@ -66,6 +67,8 @@ __all__ = [
     "is_lazy",
     "backend",
     "tree",
+    "ravel_pytree",
+    "flatten",
     "numpy",
     "random",
     "nn",

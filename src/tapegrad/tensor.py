@@ -304,10 +304,24 @@ class Tensor:
         return arr
 
     def __array__(self, dtype=None, copy=None):
+        if self._level and dtype is not None and np.dtype(dtype).kind in "iub":
+            # np.int64(x), np.bool_(x): a cast with no derivative, decided as int(x)/bool(x)
+            return self._as_integer_array(np.dtype(dtype))
         arr = self.numpy()
         if dtype is not None and arr.dtype != np.dtype(dtype):
             return arr.astype(dtype)
         return arr.copy() if copy else arr
+
+    def _as_integer_array(self, dtype) -> np.ndarray:
+        """A traced one-element Tensor as an integer or boolean NumPy array (what NumPy's
+        scalar types ask for), decided as ``int()``/``bool()`` are, with their errors."""
+        kind = "bool" if dtype.kind == "b" else "int"
+        try:
+            value = self._decide(kind, lambda a: a.astype(dtype)[()])
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{e} For the values as a {dtype.name} Tensor, write "
+                          f"x.astype('{dtype.name}').") from None
+        return np.full(self.shape, value, dtype)
 
     def _decide(self, kind: str, fn):
         """A Python decision on the value, recorded as a guard on every trace holding it."""

@@ -313,8 +313,9 @@ def value_and_grad(
     """Make a function returning ``fun``'s value and its gradient.
 
     Args:
-        fun: Function whose output is a real scalar (shape ``()``, floating dtype); with
-            ``holomorphic=True``, a complex scalar.
+        fun: Function whose output is a real scalar (shape ``()``, floating dtype; an array of
+            one element, such as shape ``(1, 1)``, counts as its scalar, as in HIPS autograd);
+            with ``holomorphic=True``, a complex scalar.
         argnums: Int or tuple of ints: the positional arguments to differentiate. Each may be
             any pytree of floating (or complex) Tensors, arrays or numbers. A repeated entry
             gets the full gradient of that argument each time.
@@ -363,12 +364,12 @@ def value_and_grad(
             trace, treedef, prims, out_tree, nodes, lowered, aux = call_traced(
                 call, diff, has_aux, "grad", names, kinds=kinds
             )
-            if len(lowered) != 1 or lowered[0].shape != () or lowered[0].dtype.kind != want:
-                if len(lowered) == 1 and lowered[0].shape == ():
+            if len(lowered) != 1 or lowered[0].size != 1 or lowered[0].dtype.kind != want:
+                if len(lowered) == 1 and lowered[0].size == 1:
                     check_output_dtype(lowered[0], "the output", "grad", holomorphic)
                 shapes = ", ".join(f"shape {v.shape} dtype {v.dtype}" for v in lowered)
-                what = ("a complex scalar (shape () and a complex dtype)" if holomorphic else
-                        "a real scalar (shape () and a floating dtype)")
+                what = ("a complex scalar (one element and a complex dtype)" if holomorphic else
+                        "a real scalar (one element and a floating dtype)")
                 raise TypeError(
                     f"grad: fun must return {what}, got {len(lowered)} output leaf/leaves "
                     f"({shapes or 'none'}). Reduce it first (for example out.sum()), "
@@ -382,7 +383,10 @@ def value_and_grad(
                 # The seed is 1 in both modes, never conjugated: backward rules pull cotangents
                 # back through the transpose of the derivative, so for a holomorphic fun the
                 # cotangent of z is 1 * f'(z); for a real fun it is df/dx - i df/dy (JAX's).
-                ct[nodes[0]] = const(_one(value))
+                one = _one(value)
+                if value.shape != ():  # a one-element array counts as its scalar (autograd)
+                    one = backend_of(one).ones(value.shape, one.dtype)
+                ct[nodes[0]] = const(one)
             backward_pass(trace.entries, ct, trace.avals, consume=True)
             cts = _input_cotangents(ct, prims, treedef)
         g = cts[pos[0]] if isinstance(argnums, int) else tuple(cts[p] for p in pos)
@@ -417,8 +421,8 @@ def grad(
     """Make a function returning the gradient of scalar-valued ``fun``.
 
     Args:
-        fun: Function whose output is a real scalar (shape ``()``, floating dtype); with
-            ``holomorphic=True``, a complex scalar.
+        fun: Function whose output is a real scalar (shape ``()``, floating dtype, or an array
+            of one element, as in HIPS autograd); with ``holomorphic=True``, a complex scalar.
         argnums: Int or tuple of ints selecting the positional arguments to differentiate.
         has_aux: ``fun`` returns ``(value, aux)``; the result is then ``(grads, aux)``.
         holomorphic: ``fun`` is holomorphic in complex inputs: return the complex derivative

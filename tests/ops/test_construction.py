@@ -3,6 +3,8 @@ nested lists of (traced) Tensors, the stacking, splitting, diagonal, rotation, i
 index-trick functions, NumPy's signatures (copy=, ndmin=, dtype=/out=/correction= of the
 reductions, clip's min=/max=), the dtype names and constants, and tapegrad.numpy.random."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -48,6 +50,58 @@ def test_array_of_tensors_dtype_rules():
     check_grads(lambda z: tnp.asarray([z, z * z, 2.0]) ** 2, (z,), order=2, modes=("rev", "fwd"))
     rows = tnp.asarray([tg.Tensor([1.0, 2.0]), np.array([3.0, 4.0], np.float32)])
     assert rows.shape == (2, 2) and rows.dtype == np.float32
+
+
+def _array_functions(arity):
+    """Every tapegrad.numpy (and linalg, fft) function that takes ``arity`` float64 vectors
+    alone (``name``, the function, how many of the vectors it takes)."""
+    from tapegrad.numpy import _inplace, _io, _passthrough
+
+    x = f64([0.3, 0.6, 0.9])
+    # functions on values (text, files, NumPy's objects and settings) are not array operands
+    skip = {"asarray", "array", "copy", "stop_gradient", "test", *_passthrough.__all__,
+            *_io.__all__, *_inplace.__all__}
+    out = []
+    for mod in (tnp, tnp.linalg, tnp.fft):
+        for name in mod.__all__:
+            fn = getattr(mod, name)
+            if not callable(fn) or isinstance(fn, type) or name in skip:
+                continue
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    res = fn(*[x] * arity)
+            except Exception:  # noqa: BLE001 - needs other arguments: not in this class
+                continue
+            leaves = [res] if isinstance(res, tg.Tensor) else tg.tree.tree_leaves(res)
+            if leaves and all(isinstance(v, tg.Tensor) for v in leaves):
+                out.append((f"{mod.__name__}.{name}/{arity}", fn, arity))
+    return out
+
+
+@pytest.mark.parametrize("name,fn,arity", _array_functions(1) + _array_functions(2),
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_every_function_takes_a_list_of_traced_tensors(name, fn, arity):
+    # HIPS autograd's np.mean([x, y]): a list holding traced Tensors is an array operand
+    x = f64([0.3, 0.6, 0.9])
+
+    def as_list(v):  # the first operand a list of traced scalars, the second the Tensor
+        return fn([v[0], v[1] * 1.0, v[2]], *[v] * (arity - 1))
+
+    def as_array(v):
+        return fn(*[v] * arity)
+
+    want_out = as_array(x)
+    got_out = as_list(x)
+    for g, w in zip(tg.tree.tree_leaves(got_out), tg.tree.tree_leaves(want_out), strict=True):
+        same(g, w)
+    if not any(v.dtype.kind in "fc" for v in tg.tree.tree_leaves(want_out)):
+        return  # integer/boolean results: no derivative to compare
+    u = tg.tree.tree_map(lambda o: f64(np.cos(np.arange(o.size)).reshape(o.shape))
+                         .astype(o.dtype), want_out)
+    got = tg.vjp(as_list, x)[1](u)[0]
+    want = tg.vjp(as_array, x)[1](u)[0]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
 
 
 def test_array_of_tensors_errors_and_vmap():
@@ -160,9 +214,9 @@ def test_stacks_and_their_errors():
     with pytest.raises(TypeError, match="hstack: cannot cast dtype float64 to int64 under "
                                         "casting='same_kind'"):
         tnp.hstack([f64(a)], dtype=np.int64)
-    with pytest.raises(TypeError, match="vstack: the arrays to stack must be given as a list or "
-                                        "tuple"):
-        tnp.vstack(f64(a))
+    with pytest.raises(TypeError, match="vstack: the arrays to stack must be given as a list, "
+                                        "tuple or array, got generator"):
+        tnp.vstack(v for v in [f64(a)])
     # the stacking function names itself (it was "concatenate: ...")
     with pytest.raises(ValueError, match="vstack: all input shapes must match except along axis"
                                          " 0, got shapes"):
@@ -176,6 +230,24 @@ def test_stacks_and_their_errors():
     same(tnp.append(f64(a), [[7.0]]), np.append(a, [[7.0]]))
     same(tnp.append(f64(np.ones((2, 2))), f64(np.zeros((1, 2))), axis=0),
          np.append(np.ones((2, 2)), np.zeros((1, 2)), axis=0))
+
+
+@pytest.mark.parametrize("name", ["hstack", "vstack", "row_stack", "dstack", "column_stack"])
+def test_stacking_one_array_stacks_its_slices_as_numpy(name):
+    # NumPy iterates an array passed as the sequence (HIPS autograd's suite calls vstack(x))
+    fn = getattr(tnp, name)
+    ref = np.vstack if name == "row_stack" else getattr(np, name)
+    rng = np.random.default_rng(3)
+    for shape in [(1,), (3,), (2, 3), (3, 1), (2, 0), (2, 3, 4), (1, 2, 1)]:
+        a = rng.standard_normal(shape)
+        same(fn(f64(a)), ref(a))
+        same(fn(a), ref(a))  # a NumPy array too
+        check_grads(fn, (f64(a),), order=2, modes=("rev", "fwd"))
+    with pytest.raises(TypeError, match=rf"{'vstack' if name == 'row_stack' else name}: a 0-d "
+                                        "array is not a sequence"):
+        fn(f64(1.0))
+    with pytest.raises(ValueError, match="need at least one array"):
+        fn(f64(np.zeros((0, 2))))
 
 
 def test_block_layouts_and_errors():

@@ -48,9 +48,22 @@ def test_clip_bound_shape_mismatch_names_clip():
 
 def test_where_needs_boolean_condition():
     x = tg.Tensor([1.0, 2.0])
-    with pytest.raises(TypeError, match="where: cond must be boolean, got dtype float32"):
+    with pytest.raises(TypeError, match="where: condition must be boolean, got dtype float32"):
         tnp.where(x, x, 0.0)
     assert tnp.where(True, x, 0.0).numpy().tolist() == [1.0, 2.0]
+
+
+def test_where_takes_its_arguments_by_name():
+    # NumPy's names (condition, x, y), as HIPS autograd's where takes them
+    x, y = tg.Tensor(np.array([1.0, 2.0, 3.0])), tg.Tensor(np.array([4.0, 5.0, 6.0]))
+    cond = np.array([True, False, True])
+    for got in (tnp.where(condition=cond, x=x, y=y), tnp.where(cond, x, y=y),
+                tnp.where(cond, x=x, y=y)):
+        np.testing.assert_array_equal(got.numpy(), [1.0, 5.0, 3.0])
+    for g, w in zip(tnp.where(condition=cond), np.where(cond)):
+        np.testing.assert_array_equal(g.numpy(), w)
+    g = tg.grad(lambda a: tnp.sum(tnp.where(condition=cond, x=a, y=2.0 * a)))(x)
+    np.testing.assert_array_equal(g.numpy(), [1.0, 2.0, 1.0])
 
 
 def test_where_shape_mismatch():

@@ -426,6 +426,22 @@ def test_cholesky_gradient_is_symmetric_and_matches_symmetrised_input():
         )
 
 
+def test_cholesky_of_complex_hermitian_matrices_differentiates():
+    # the rule was the real one (plain transposes) for complex input too: wrong derivatives
+    rng = np.random.default_rng(5)
+    r = rng.standard_normal((2, 3, 3)) + 1j * rng.standard_normal((2, 3, 3))
+    a = r @ np.conj(np.swapaxes(r, -1, -2)) + 3 * np.eye(3)
+
+    def herm(x):
+        return (x + tnp.conj(tnp.swapaxes(x, -1, -2))) / 2
+
+    for upper in (False, True):
+        check_grads(lambda x, up=upper: tnp.linalg.cholesky(herm(x), upper=up),
+                    (tg.Tensor(a),), order=2, modes=("rev", "fwd"))
+    g = tg.grad(lambda x: tnp.sum(tnp.abs(tnp.linalg.cholesky(x)) ** 2))(tg.Tensor(a))
+    np.testing.assert_allclose(g.numpy(), np.conj(np.swapaxes(g.numpy(), -1, -2)), atol=1e-12)
+
+
 # -- norm -----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "shape, ord, axis",

@@ -275,6 +275,10 @@ def test_getitem_forms_match_numpy():
         (None, 1, [3, 1], None),
         (slice(None), np.array([True, False, True, True])),
         (),
+        ((0, 1, 0), (3, 3, 2)),  # tuples inside the index tuple are index arrays
+        ((2, 0), slice(None), (4,)),
+        (((0, 1), (1, 2)),),
+        ((), 1),
     ]
     for idx in cases:
         np.testing.assert_array_equal(x[idx].numpy(), a[idx])
@@ -282,6 +286,21 @@ def test_getitem_forms_match_numpy():
     np.testing.assert_array_equal(x[tg.Tensor(np.array([2, 0]))].numpy(), a[[2, 0]])
     np.testing.assert_array_equal(x[tg.Tensor(mask)].numpy(), a[mask])
     np.testing.assert_array_equal(x[tg.Tensor(np.array(1)), 2].numpy(), a[1, 2])
+
+
+def test_tuple_index_arrays_in_getitem_and_at():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    x = f64(a)
+    g = tg.grad(lambda x: (x[(0, 1, 0), (2, 2, 1)] ** 2).sum())(x)
+    want = np.zeros_like(a)
+    np.add.at(want, ((0, 1, 0), (2, 2, 1)), 2 * a[(0, 1, 0), (2, 2, 1)])
+    np.testing.assert_array_equal(g.numpy(), want)
+    check_grads(lambda x: x[(1, 0), :, (3, 3)], (x,), order=2, modes=("rev", "fwd"))
+    ref = a.copy()
+    ref[(0, 1), (2, 0)] = -1.0
+    np.testing.assert_array_equal(x.at[(0, 1), (2, 0)].set(-1.0).numpy(), ref)
+    with pytest.raises(IndexError, match="getitem: .*integer or boolean"):
+        x[(0.5, 1), 0]
 
 
 def test_getitem_errors_name_the_op():

@@ -114,3 +114,52 @@ def test_bad_input_is_explained(call, exc, match):
 def test_batch_mismatch_is_explained():
     with pytest.raises(ValueError, match=r"solve_triangular: batch dimensions \(2,\), \(3,\)"):
         linalg.solve_triangular(np.stack([np.eye(2)] * 2), np.ones((3, 2, 1)))
+
+
+# -- solve_banded ------------------------------------------------------------------------------
+def _dense(ab, lower, upper):
+    m = ab.shape[1]
+    a = np.zeros((m, m), ab.dtype)
+    for i in range(m):
+        for j in range(max(0, i - lower), min(m, i + upper + 1)):
+            a[i, j] = ab[upper + i - j, j]
+    return a
+
+
+def test_solve_banded_is_the_dense_solve_of_the_band():
+    rng = np.random.default_rng(7)
+    for lower, upper in [(0, 0), (1, 1), (2, 0), (0, 3), (1, 2)]:
+        ab = rng.standard_normal((lower + upper + 1, 6))
+        ab[upper] += 5.0
+        b = rng.standard_normal((6, 2))
+        x = linalg.solve_banded((lower, upper), ab, b)
+        np.testing.assert_allclose(x.numpy(), np.linalg.solve(_dense(ab, lower, upper), b),
+                                   rtol=1e-12, atol=1e-12)
+        # the gradient in ab is that of the dense solve, read back from the band
+        lu = (lower, upper)
+        g = tg.grad(lambda a, lu=lu, b=b: tnp.sum(linalg.solve_banded(lu, a, b) ** 2))(
+            tg.Tensor(ab))
+        ga = tg.grad(lambda a, b=b: tnp.sum(tnp.linalg.solve(a, b) ** 2))(
+            tg.Tensor(_dense(ab, lower, upper))).numpy()
+        want = np.zeros_like(ab)
+        for i in range(6):
+            for j in range(max(0, i - lower), min(6, i + upper + 1)):
+                want[upper + i - j, j] = ga[i, j]
+        np.testing.assert_allclose(g.numpy(), want, rtol=1e-10, atol=1e-12)
+    assert linalg.solve_banded((1, 1), ab[:3].astype(np.float32),
+                               b[:, 0].astype(np.float32)).dtype == np.float32
+
+
+def test_solve_banded_errors():
+    ab, b = np.ones((3, 4)), np.ones(4)
+    with pytest.raises(ValueError, match=r"solve_banded: ab must have shape \(2, M\) for "
+                                         r"\(l, u\) = \(1, 0\), got \(3, 4\)"):
+        linalg.solve_banded((1, 0), ab, b)
+    with pytest.raises(ValueError, match=r"solve_banded: b must have shape \(4,\) or \(4, K\)"):
+        linalg.solve_banded((1, 1), ab, np.ones(3))
+    with pytest.raises(TypeError, match="solve_banded: l_and_u must be a pair of ints"):
+        linalg.solve_banded(1, ab, b)
+    with pytest.raises(ValueError, match="solve_banded: l and u must be non-negative"):
+        linalg.solve_banded((-1, 3), ab, b)
+    with pytest.raises(np.linalg.LinAlgError):
+        linalg.solve_banded((1, 1), np.zeros((3, 4)), b)

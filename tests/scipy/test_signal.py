@@ -89,3 +89,46 @@ def test_empty_and_zero_dimensional_inputs():
 def test_bad_input_is_explained(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# -- HIPS autograd's generalization: axes and dot_axes ---------------------------------------
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+def test_convolve_over_chosen_axes_and_dot_axes(mode):
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((3, 5, 2)), rng.standard_normal((2, 4, 3))
+    # every axis convolved is SciPy's convolution
+    for x, y in [(a, a[:, :3]), (a[:2, :3], b.transpose(0, 2, 1))]:
+        np.testing.assert_allclose(
+            signal.convolve(x, y, mode, axes=([0, 1, 2], [0, 1, 2])).numpy(),
+            ss.convolve(x, y, mode), rtol=1e-12, atol=1e-13)
+    # axis 1 of a with axis 1 of b; axis 0 of a summed with axis 2 of b; a's axis 2 and b's
+    # axis 0 kept: out[k1, k2, n] = sum_d conv(a[d, :, k1], b[k2, :, d])[n]
+    got = signal.convolve(a, b, mode, axes=([1], [1]), dot_axes=([0], [2]))
+    want = np.array([[sum(ss.convolve(a[d, :, k1], b[k2, :, d], mode) for d in range(3))
+                      for k2 in range(2)] for k1 in range(2)])
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-13)
+    # no convolved axis: a tensordot
+    np.testing.assert_allclose(
+        signal.convolve(a, b, mode, axes=([], []), dot_axes=([0, 2], [2, 0])).numpy(),
+        np.tensordot(a, b, axes=([0, 2], [2, 0])), rtol=1e-12)
+    check_grads(lambda x, y: signal.convolve(x, y, mode, axes=([1], [1]), dot_axes=([0], [2])),
+                (tg.Tensor(a), tg.Tensor(b)), order=2, modes=("rev", "fwd"))
+
+
+def test_convolve_axes_errors():
+    a, b = np.ones((3, 4)), np.ones((3, 2))
+    with pytest.raises(ValueError, match=r"convolve: dot_axes pair axis 0 of in1 \(length 3\) "
+                                         r"with axis 1 of in2 \(length 2\)"):
+        signal.convolve(a, b, axes=([1], [0]), dot_axes=([0], [1]))
+    with pytest.raises(ValueError, match="convolve: axes .* must pair as many axes"):
+        signal.convolve(a, b, axes=([0, 1], [0]))
+    with pytest.raises(ValueError, match="convolve: axes \\[3\\] names an axis out of range "
+                                         "for in1"):
+        signal.convolve(a, b, axes=([3], [0]))
+    with pytest.raises(ValueError, match="convolve: an axis of in1 is named twice"):
+        signal.convolve(a, b, axes=([0], [0]), dot_axes=([0], [1]))
+    with pytest.raises(TypeError, match="convolve: axes and dot_axes must be pairs"):
+        signal.convolve(a, b, axes=3)
+    with pytest.raises(ValueError, match="convolve: for mode 'valid' one input must be"):
+        signal.convolve(np.ones((3, 2)), np.ones((2, 3)), "valid", axes=([0, 1], [0, 1]))

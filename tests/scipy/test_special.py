@@ -151,3 +151,13 @@ def test_torch_cross_check():
         theirs(t).sum().backward()
         g = tg.grad(lambda v, f=ours: tnp.sum(f(v)))(tg.Tensor(xs))
         np.testing.assert_allclose(g.numpy(), t.grad.numpy(), rtol=1e-8)  # torch: ~1e-9
+
+
+def test_gammasgn_values_and_zero_derivative():
+    x = np.array([0.5, -0.5, -1.5, -2.5, 3.0, 0.0, -0.0, -1.0, np.nan])
+    got = special.gammasgn(x)
+    np.testing.assert_array_equal(got.numpy(), sp.gammasgn(x))
+    assert special.gammasgn(x.astype(np.float32)).dtype == np.float32
+    g = tg.grad(lambda v: tnp.sum(special.gammasgn(v) * v))(tg.Tensor(x[:5]))
+    np.testing.assert_array_equal(g.numpy(), sp.gammasgn(x[:5]))  # only the product's
+    check_grads(special.gammasgn, (tg.Tensor(x[:5]),), order=2, modes=("rev", "fwd"))

@@ -167,3 +167,20 @@ def test_t_cdf_derivatives_at_the_center():
         for method in ("cdf", "sf", "logcdf", "logsf"):
             check_grads(getattr(stats.t, method), args, order=2, modes=("rev", "fwd"),
                         rtol=1e-5)
+
+
+def test_multivariate_normal_entropy_values_gradient_and_errors():
+    from tapegrad.scipy.stats import multivariate_normal as mvn
+
+    cov = np.array([[2.0, 0.3], [0.3, 1.0]])
+    np.testing.assert_allclose(float(mvn.entropy(np.zeros(2), cov)),
+                               sst.multivariate_normal.entropy(np.zeros(2), cov), rtol=1e-14)
+    np.testing.assert_allclose(float(mvn.entropy(None, np.array(2.5))),
+                               sst.multivariate_normal.entropy(None, 2.5), rtol=1e-14)
+    g_mean, g_cov = tg.grad(mvn.entropy, argnums=(0, 1))(tg.Tensor(np.ones(2)), tg.Tensor(cov))
+    assert not np.any(g_mean.numpy())
+    np.testing.assert_allclose(g_cov.numpy(), 0.5 * np.linalg.inv(cov), rtol=1e-12)
+    with pytest.raises(np.linalg.LinAlgError, match="multivariate_normal: cov .* not positive"):
+        mvn.entropy(np.zeros(2), -np.eye(2))
+    with pytest.raises(ValueError, match="multivariate_normal: cov must be a \\(2, 2\\) matrix"):
+        mvn.entropy(np.zeros(2), np.eye(3))

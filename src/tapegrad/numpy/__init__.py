@@ -10,29 +10,51 @@ Submodules (one per op group) define the functions and install the matching Tens
 """
 
 from tapegrad.numpy import (
+    _complex,
+    _conversion,
     _core,
     _creation,
+    _diagonals,
     _elementwise,
+    _functional,
+    _histograms,
     _info,
+    _inplace,
+    _io,
     _linalg,
+    _passthrough,
     _polynomial,
     _predicates,
     _reduction,
     _shape,
+    _signal,
     _sorting,
+    _spacing,
     _statistics,
+    _types,
 )
+from tapegrad.numpy._complex import *  # noqa: F401,F403
+from tapegrad.numpy._conversion import *  # noqa: F401,F403
 from tapegrad.numpy._core import *  # noqa: F401,F403
 from tapegrad.numpy._creation import *  # noqa: F401,F403
+from tapegrad.numpy._diagonals import *  # noqa: F401,F403
 from tapegrad.numpy._elementwise import *  # noqa: F401,F403
+from tapegrad.numpy._functional import *  # noqa: F401,F403
+from tapegrad.numpy._histograms import *  # noqa: F401,F403
 from tapegrad.numpy._info import *  # noqa: F401,F403
+from tapegrad.numpy._inplace import *  # noqa: F401,F403
+from tapegrad.numpy._io import *  # noqa: F401,F403
 from tapegrad.numpy._linalg import *  # noqa: F401,F403
+from tapegrad.numpy._passthrough import *  # noqa: F401,F403
 from tapegrad.numpy._polynomial import *  # noqa: F401,F403
 from tapegrad.numpy._predicates import *  # noqa: F401,F403
 from tapegrad.numpy._reduction import *  # noqa: F401,F403
 from tapegrad.numpy._shape import *  # noqa: F401,F403
+from tapegrad.numpy._signal import *  # noqa: F401,F403
 from tapegrad.numpy._sorting import *  # noqa: F401,F403
+from tapegrad.numpy._spacing import *  # noqa: F401,F403
 from tapegrad.numpy._statistics import *  # noqa: F401,F403
+from tapegrad.numpy._types import *  # noqa: F401,F403
 
 __all__ = sorted(
     set(_core.__all__)
@@ -46,7 +68,26 @@ __all__ = sorted(
     | set(_shape.__all__)
     | set(_sorting.__all__)
     | set(_statistics.__all__)
+    | set(_complex.__all__)
+    | set(_conversion.__all__)
+    | set(_diagonals.__all__)
+    | set(_functional.__all__)
+    | set(_histograms.__all__)
+    | set(_inplace.__all__)
+    | set(_io.__all__)
+    | set(_passthrough.__all__)
+    | set(_signal.__all__)
+    | set(_spacing.__all__)
+    | set(_types.__all__)
 )
+
+#: The version of NumPy whose API this namespace follows (the installed NumPy's, as
+#: ``autograd.numpy.__version__``).
+from numpy import __version__  # noqa: E402,F401
+
+from tapegrad.ops._registry import register_nested as _register_nested  # noqa: E402
+
+_register_nested(_core.asarray)  # every op takes a list holding Tensors: np.mean([x, y])
 
 from tapegrad.interop import from_dlpack  # noqa: E402,F401  (installs NumPy dispatch, DLPack)
 from tapegrad.numpy import fft, linalg, random  # noqa: E402,F401

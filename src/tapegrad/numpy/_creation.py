@@ -23,6 +23,7 @@ import numpy as _np
 from tapegrad.backend import get_backend as _get_backend
 from tapegrad.backend import parse_device as _parse_device
 from tapegrad.numpy._core import _tensor, astype, to_device
+from tapegrad.ops._registry import given_tensor as _given_tensor
 from tapegrad.tensor import Tensor
 
 __all__ = [
@@ -295,26 +296,39 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     """``num`` evenly spaced samples from ``start`` to ``stop`` (NumPy ``linspace``).
 
     Args:
-        start, stop: Numbers or arrays (broadcast; samples go along ``axis``).
+        start, stop: Numbers, arrays or Tensors (broadcast; samples go along ``axis``).
         num: Number of samples, ``>= 0``.
         endpoint: Include ``stop``.
         retstep: Also return the spacing (a Python float, or an array for array bounds).
         dtype: Default float32 (complex64 for complex bounds), or the wider dtype of bounds
-            that are float64 (complex128) arrays or NumPy scalars, as NumPy keeps theirs;
+            that are float64 (complex128) arrays or NumPy scalars, as NumPy keeps theirs,
+            or the Tensor endpoints' dtype (NumPy's promotion; integers give float64);
             computed in float64 (complex128) as NumPy, then cast. An integer dtype floors
             like NumPy.
         axis: Where the samples go when ``start``/``stop`` are arrays.
         device: ``"cpu"`` (default) or ``"cuda:N"``.
 
     Returns:
-        Constant Tensor of shape ``(num,)`` (or with ``num`` at ``axis``), and with
-        ``retstep`` the tuple ``(samples, step)``.
+        Tensor of shape ``(num,)`` (or with ``num`` at ``axis``), and with ``retstep`` the
+        tuple ``(samples, step)``. A constant for number/array endpoints; differentiable in
+        Tensor endpoints (traced ones too, as HIPS autograd): sample ``i`` is
+        ``start + i * (stop - start) / div`` and the last one ``stop`` itself (``step`` is
+        then a Tensor).
 
     Raises:
         ValueError: if ``num`` is negative.
+
+    Example:
+        >>> import tapegrad as tg, tapegrad.numpy as tnp
+        >>> tnp.linspace(0.0, 1.0, 5)
+        Tensor([0.  , 0.25, 0.5 , 0.75, 1.  ], dtype=float32)
+        >>> tg.grad(lambda b: tnp.linspace(0.0, b, 5).sum())(tg.Tensor(2.0))
+        Tensor(2.5, dtype=float32)
     """
-    if isinstance(start, Tensor) or isinstance(stop, Tensor):
-        raise TypeError("linspace: start and stop must be numbers or NumPy arrays, not Tensors")
+    if _given_tensor(start) or _given_tensor(stop):
+        from tapegrad.numpy._spacing import linspace_of_tensors  # (it builds on this module)
+
+        return linspace_of_tensors(start, stop, num, endpoint, retstep, dtype, axis, device)
     num = operator.index(num)
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")

@@ -20,6 +20,7 @@ from numpy.exceptions import AxisError
 from tapegrad import ops as _ops
 from tapegrad.numpy._core import _tensor, stop_gradient
 from tapegrad.numpy._shape import moveaxis, stack
+from tapegrad.ops._registry import given_tensor as _given_tensor
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.tensor import Tensor
 
@@ -69,7 +70,7 @@ def _poly1d(p, op: str, name: str = "p") -> Tensor:
     if isinstance(p, _np.poly1d):
         p = p.coeffs
     try:
-        t = _tensor(p) if isinstance(p, Tensor) else Tensor(_np.asarray(p))
+        t = _tensor(p) if _given_tensor(p) else Tensor(_np.asarray(p))
     except TypeError:
         raise TypeError(
             f"{op}: {name} must be numeric polynomial coefficients (a Tensor, array, list or "
@@ -385,7 +386,7 @@ def poly(seq_of_zeros):
         "The Theory of Matrices in Numerical Analysis", 1964.
     """
     z = seq_of_zeros
-    z = _tensor(z) if isinstance(z, Tensor) else Tensor(_np.atleast_1d(_np.asarray(z)))
+    z = _tensor(z) if _given_tensor(z) else Tensor(_np.atleast_1d(_np.asarray(z)))
     if z.ndim == 0:
         z = _ns.reshape(z, (1,))
     z = _float(z)
@@ -428,7 +429,7 @@ def polyval(p, x):
         ValueError: if ``p`` is not 1-D.
     """
     p = _poly1d(p, "polyval")
-    x = _tensor(x) if isinstance(x, Tensor) else Tensor(_np.asarray(x))
+    x = _tensor(x) if _given_tensor(x) else Tensor(_np.asarray(x))
     y = x * 0
     for i in range(p.shape[0]):
         y = y * x + p[i]
@@ -454,7 +455,7 @@ def vander(x, N=None, increasing=False):
     Raises:
         ValueError: if ``x`` is not 1-D or ``N`` is negative.
     """
-    x = _tensor(x) if isinstance(x, Tensor) else Tensor(_np.asarray(x))
+    x = _tensor(x) if _given_tensor(x) else Tensor(_np.asarray(x))
     if x.ndim != 1:
         raise ValueError(f"vander: x must be a one-dimensional array or sequence, got shape "
                          f"{x.shape}")
@@ -520,7 +521,7 @@ def polyint(p, m=1, k=None):
     if k is None:
         kt = Tensor(_np.zeros(m, dtype=p.dtype))
     else:
-        kt = _tensor(k) if isinstance(k, Tensor) else Tensor(_np.atleast_1d(_np.asarray(k)))
+        kt = _tensor(k) if _given_tensor(k) else Tensor(_np.atleast_1d(_np.asarray(k)))
         if kt.ndim == 0:
             kt = _ns.reshape(kt, (1,))
         if kt.shape[0] == 1 and m > 1:
@@ -670,7 +671,7 @@ def roots(p):
     Raises:
         ValueError: if ``p`` is not 1-D ("Input must be a rank-1 array.").
     """
-    t = _tensor(p) if isinstance(p, Tensor) else Tensor(_np.atleast_1d(_np.asarray(p)))
+    t = _tensor(p) if _given_tensor(p) else Tensor(_np.atleast_1d(_np.asarray(p)))
     if t.ndim == 0:
         t = _ns.reshape(t, (1,))
     if t.ndim != 1:
@@ -725,8 +726,8 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     from tapegrad.numpy import linalg as _linalg
 
     order = int(deg) + 1
-    xt = _float(_tensor(x) if isinstance(x, Tensor) else Tensor(_np.asarray(x)))
-    yt = _float(_tensor(y) if isinstance(y, Tensor) else Tensor(_np.asarray(y)))
+    xt = _float(_tensor(x) if _given_tensor(x) else Tensor(_np.asarray(x)))
+    yt = _float(_tensor(y) if _given_tensor(y) else Tensor(_np.asarray(y)))
     if deg < 0:
         raise ValueError("polyfit: expected deg >= 0")
     if xt.ndim != 1:
@@ -750,7 +751,7 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     lhs = vander(xt, order)
     rhs = yt
     if w is not None:
-        wt = _float(_tensor(w) if isinstance(w, Tensor) else Tensor(_np.asarray(w)))
+        wt = _float(_tensor(w) if _given_tensor(w) else Tensor(_np.asarray(w)))
         if wt.ndim != 1:
             raise TypeError("polyfit: expected a 1-d array for weights")
         if wt.shape[0] != m:
@@ -832,9 +833,9 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         TypeError: for complex ``x`` or ``xp``.
     """
     op = "interp"
-    xt = _tensor(x) if isinstance(x, Tensor) else Tensor(_np.asarray(x))
-    kp = _tensor(xp) if isinstance(xp, Tensor) else Tensor(_np.asarray(xp))
-    fv = _tensor(fp) if isinstance(fp, Tensor) else Tensor(_np.asarray(fp))
+    xt = _tensor(x) if _given_tensor(x) else Tensor(_np.asarray(x))
+    kp = _tensor(xp) if _given_tensor(xp) else Tensor(_np.asarray(xp))
+    fv = _tensor(fp) if _given_tensor(fp) else Tensor(_np.asarray(fp))
     if kp.ndim != 1 or fv.ndim != 1:
         raise ValueError(f"{op}: xp and fp must be 1-D, got shapes {kp.shape} and {fv.shape}")
     if kp.shape[0] != fv.shape[0]:

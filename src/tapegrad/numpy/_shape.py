@@ -687,9 +687,20 @@ def atleast_3d(*arys):
 
 
 def _stack_list(tup, op, dtype=None, casting="same_kind"):
-    if isinstance(tup, Tensor) or not isinstance(tup, (list, tuple)):
-        raise TypeError(f"{op}: the arrays to stack must be given as a list or tuple, got "
-                        f"{type(tup).__name__}")
+    if isinstance(tup, (Tensor, _np.ndarray)) or hasattr(tup, "__cuda_array_interface__"):
+        # one array is the sequence of its slices along axis 0, as NumPy iterates it
+        t = _tensor(tup)
+        if t.ndim == 0:
+            raise TypeError(f"{op}: a 0-d array is not a sequence of arrays to stack; pass a "
+                            "list or tuple (for example [x])")
+        if t.shape[0] == 0:
+            raise ValueError(f"{op}: need at least one array to stack, got an array of shape "
+                             f"{t.shape}")
+        tup = [_ops.Reshape.api(p, t.shape[1:])
+               for p in _split_pieces(t, t.shape[0], 0, op, True)]
+    elif not isinstance(tup, (list, tuple)):
+        raise TypeError(f"{op}: the arrays to stack must be given as a list, tuple or array, "
+                        f"got {type(tup).__name__}")
     return _cast_all(_as_tensor_list(tup, op), dtype, casting, op)
 
 
@@ -712,7 +723,8 @@ def hstack(tup, *, dtype=None, casting="same_kind") -> Tensor:
         Tensor; dtype by NumPy promotion (or ``dtype``). Differentiable (a concatenation).
 
     Raises:
-        TypeError: if ``tup`` is not a list or tuple, or a cast breaks ``casting``.
+        TypeError: if ``tup`` is not a list, tuple or array (an array stacks its slices along
+            axis 0, as NumPy iterates it), or a cast breaks ``casting``.
         ValueError: for no inputs or shapes that differ off the joining axis.
 
     Example:
@@ -730,7 +742,8 @@ def vstack(tup, *, dtype=None, casting="same_kind") -> Tensor:
     each at least 2-D (``(n,)`` becomes ``(1, n)``).
 
     Args:
-        tup: List or tuple of Tensors/arrays/numbers of shapes ``(n,)`` or ``(m_i, n, ...)``.
+        tup: List or tuple of Tensors/arrays/numbers of shapes ``(n,)`` or ``(m_i, n, ...)``;
+            or one Tensor/array, the sequence of its slices along axis 0 (as NumPy).
         dtype: Optional result dtype (each input cast to it, under ``casting``).
         casting: NumPy's casting rule for ``dtype``.
 
@@ -739,7 +752,8 @@ def vstack(tup, *, dtype=None, casting="same_kind") -> Tensor:
         Differentiable (a concatenation: each input gets its slice of the cotangent).
 
     Raises:
-        TypeError: if ``tup`` is not a list or tuple, or a cast breaks ``casting``.
+        TypeError: if ``tup`` is not a list, tuple or array (an array stacks its slices along
+            axis 0, as NumPy iterates it), or a cast breaks ``casting``.
         ValueError: for no inputs, or shapes that differ off axis 0 (naming ``vstack``).
 
     Example:
@@ -759,8 +773,8 @@ def row_stack(tup, *, dtype=None, casting="same_kind") -> Tensor:
         Tensor of shape ``(sum m_i, n, ...)``; dtype by NumPy promotion (or ``dtype``).
 
     Raises:
-        TypeError: if ``tup`` is not a list or tuple. ValueError: for no inputs or shapes that
-            differ off axis 0.
+        TypeError: if ``tup`` is not a list, tuple or array. ValueError: for no inputs or
+            shapes that differ off axis 0.
     """
     return vstack(tup, dtype=dtype, casting=casting)
 
@@ -776,7 +790,8 @@ def dstack(tup) -> Tensor:
         Tensor of shape ``(m, n, sum k_i, ...)``; dtype by NumPy promotion. Differentiable.
 
     Raises:
-        TypeError: if ``tup`` is not a list or tuple.
+        TypeError: if ``tup`` is not a list, tuple or array (an array stacks its slices along
+            axis 0), or is a 0-d array.
         ValueError: for no inputs, or shapes that differ off axis 2 (naming ``dstack``).
 
     Example:
@@ -800,7 +815,8 @@ def column_stack(tup) -> Tensor:
         promotion. Differentiable.
 
     Raises:
-        TypeError: if ``tup`` is not a list or tuple.
+        TypeError: if ``tup`` is not a list, tuple or array (an array stacks its slices along
+            axis 0), or is a 0-d array.
         ValueError: for no inputs, or lengths/shapes that differ off axis 1 (naming
             ``column_stack``).
 

@@ -32,6 +32,7 @@ from tapegrad.numpy._core import _tensor
 from tapegrad.numpy._creation import zeros_like as _zeros_like
 from tapegrad.numpy._shape import _check_bounds, concatenate, ravel, reshape, stack
 from tapegrad.numpy._shape import take_along_axis as _take_along_axis
+from tapegrad.ops._registry import given_tensor as _given_tensor
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.movement import IndexSlot as _Slot
 from tapegrad.ops.movement import check_axis as _check_axis
@@ -552,7 +553,7 @@ def choose(a, choices, out=None, mode="raise") -> Tensor:
         raise TypeError("choose: out= is not supported (Tensors are immutable); use the result")
     if mode not in ("raise", "wrap", "clip"):
         raise ValueError(f"choose: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
-    a = _tensor(a) if isinstance(a, Tensor) else Tensor(_np.asarray(a))
+    a = _tensor(a) if _given_tensor(a) else Tensor(_np.asarray(a))
     if a.dtype.kind not in "iub":
         raise TypeError(f"choose: a must hold integer choice numbers, got dtype {a.dtype}")
     if isinstance(choices, Tensor):
@@ -614,7 +615,7 @@ def compress(condition, a, axis=None, out=None) -> Tensor:
     if out is not None:
         raise TypeError("compress: out= is not supported (Tensors are immutable)")
     a = _tensor(a)
-    cond = condition if isinstance(condition, Tensor) else Tensor(_np.asarray(condition))
+    cond = _tensor(condition) if _given_tensor(condition) else Tensor(_np.asarray(condition))
     if cond.ndim != 1:
         raise ValueError(f"compress: condition must be 1-D, got shape {cond.shape}")
     if axis is None:
@@ -639,7 +640,7 @@ def extract(condition, arr) -> Tensor:
         Tensor([4., 5.], dtype=float32)
     """
     arr = ravel(_tensor(arr))
-    cond = condition if isinstance(condition, Tensor) else Tensor(_np.asarray(condition))
+    cond = _tensor(condition) if _given_tensor(condition) else Tensor(_np.asarray(condition))
     idx = nonzero(ravel(cond))[0]
     _check_bounds(idx, arr.shape[0], 0, "extract")
     return _gather(arr, idx)
@@ -748,8 +749,8 @@ def _bin_edges(a, bins, range_, weights, op):
         # numpy.linspace(first, last, nb + 1): computed in the dtype of first, last and a
         # Python float, then cast: arange(nb) * ((last - first) / nb) + first, then last.
         calc = _np.result_type(_dtype_of(first), _dtype_of(last), float(nb))
-        f = first if isinstance(first, Tensor) else Tensor(_np.asarray(first), device=a.device)
-        la = last if isinstance(last, Tensor) else Tensor(_np.asarray(last), device=a.device)
+        f = _tensor(first) if _given_tensor(first) else Tensor(_np.asarray(first), device=a.device)
+        la = _tensor(last) if _given_tensor(last) else Tensor(_np.asarray(last), device=a.device)
         f, la = _ns.astype(f, calc), _ns.astype(la, calc)
         step = (la - f) / nb
         ramp = Tensor(_np.arange(nb, dtype=calc), device=a.device) * step + f
@@ -758,7 +759,7 @@ def _bin_edges(a, bins, range_, weights, op):
             raise ValueError(f"{op}: too many bins for the data range; cannot create {nb} "
                              "finite-sized bins")
         return edges
-    edges = _tensor(bins) if isinstance(bins, Tensor) else Tensor(_np.asarray(bins),
+    edges = _tensor(bins) if _given_tensor(bins) else Tensor(_np.asarray(bins),
                                                                    device=a.device)
     if edges.ndim != 1:
         raise ValueError(f"{op}: bins must be 1-D when an array, got shape {edges.shape}")

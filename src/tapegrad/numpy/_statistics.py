@@ -32,6 +32,7 @@ from tapegrad.numpy._core import _tensor, stop_gradient
 from tapegrad.numpy._creation import full_like
 from tapegrad.numpy._shape import diagonal, moveaxis, take_along_axis
 from tapegrad.ops._registry import bool_arg
+from tapegrad.ops._registry import given_tensor as _given_tensor
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.reduction import normalize_axis as _normalize_axis
 from tapegrad.tensor import Tensor
@@ -1189,7 +1190,7 @@ def ediff1d(ary, to_end=None, to_begin=None):
         if v is None:
             parts.append(None)
             continue
-        t = v if isinstance(v, Tensor) else Tensor(_np.asarray(v))
+        t = _tensor(v) if _given_tensor(v) else Tensor(_np.asarray(v))
         t = _ns.reshape(t, (-1,))
         if not _np.can_cast(t.dtype, x.dtype, casting="same_kind"):
             raise TypeError(f"ediff1d: dtype of `{name}` ({t.dtype}) must be compatible with "

@@ -41,6 +41,7 @@ from tapegrad.ops.fft import swap_norm as _swap_norm
 from tapegrad.tensor import Tensor
 
 __all__ = [
+    "test",
     "fft",
     "ifft",
     "fft2",
@@ -635,3 +636,8 @@ def rfftfreq(n, d=1.0, device=None, *, dtype=None) -> Tensor:
     """
     n = _points(n, "rfftfreq")
     return _freq_scale(_np.arange(0, n // 2 + 1), n, d, device, dtype, "rfftfreq")
+
+
+#: NumPy's test runner for ``numpy.fft`` (HIPS autograd's ``autograd.numpy.fft`` re-exports it
+#: too); tapegrad's own tests are under ``tests/``.
+test = _np.fft.test  # pyright: ignore[reportAttributeAccessIssue]

@@ -17,6 +17,7 @@ functions are defined with their rules. Each docstring says what happens at repe
 eigenvalues or singular values.
 """
 
+import numpy as _numpy
 from numpy.linalg import LinAlgError
 
 from tapegrad import ops as _ops
@@ -45,6 +46,7 @@ from tapegrad.numpy._polynomial import matrix_transpose, vecdot
 from tapegrad.ops.linalg import EighResult, EigResult, QRResult, SlogdetResult, SVDResult
 
 __all__ = [
+    "test",
     "LinAlgError",
     "EigResult",
     "EighResult",
@@ -94,3 +96,8 @@ eig = _ops.Eig.api
 eigh = _ops.Eigh.api
 qr = _ops.Qr.api
 pinv = _ops.Pinv.api
+
+
+#: NumPy's test runner for ``numpy.linalg`` (HIPS autograd's ``autograd.numpy.linalg`` re-exports it
+#: too); tapegrad's own tests are under ``tests/``.
+test = _numpy.linalg.test  # pyright: ignore[reportAttributeAccessIssue]

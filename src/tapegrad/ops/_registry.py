@@ -27,7 +27,7 @@ from tapegrad.tensor import Tensor, const
 from tapegrad.weak import WeakScalar
 
 __all__ = ["ns", "METHODS", "expose", "install_methods", "tensor_arg", "operands", "EXPOSED",
-           "bool_arg"]
+           "bool_arg", "register_nested", "given_tensor"]
 
 #: Every public op function by name (``tapegrad.numpy`` re-exports it).
 ns = types.SimpleNamespace()
@@ -38,9 +38,34 @@ EXPOSED: list = []
 
 _PY_SCALARS = (int, float, complex)
 
+#: ``[builder]``: makes a Tensor from a nested list/tuple that holds Tensors, differentiably
+#: (``tapegrad.numpy.asarray``, registered by :func:`register_nested` when ``tapegrad.numpy``
+#: is imported: the conversion rules live there).
+_NESTED: list = [None]
+
+
+def register_nested(builder) -> None:
+    """Set the function :func:`tensor_arg` builds a list or tuple holding Tensors with."""
+    _NESTED[0] = builder
+
+
+def _holds_tensor(obj) -> bool:
+    for v in obj:
+        if isinstance(v, Tensor) or (isinstance(v, (list, tuple)) and _holds_tensor(v)):
+            return True
+    return False
+
+
+def given_tensor(v) -> bool:
+    """Whether ``v`` is a Tensor or a (nested) list/tuple holding one: data that
+    :func:`tensor_arg` builds with Tensor operations (other data may keep NumPy's dtypes)."""
+    return isinstance(v, Tensor) or (isinstance(v, (list, tuple)) and _holds_tensor(v))
+
 
 def tensor_arg(x) -> Tensor:
-    """An operand as a Tensor: Tensors pass, arrays and Python data follow ``Tensor``'s rules."""
+    """An operand as a Tensor: Tensors pass, arrays and Python data follow ``Tensor``'s rules;
+    a (nested) list or tuple holding Tensors, traced ones too, is stacked differentiably, as
+    HIPS autograd takes ``np.mean([x, y])``."""
     if type(x) is Tensor:
         return x
     if isinstance(x, Tensor):
@@ -49,6 +74,8 @@ def tensor_arg(x) -> Tensor:
         return x.strong()
     if isinstance(x, np.generic):
         return const(np.asarray(x))
+    if isinstance(x, (list, tuple)) and _NESTED[0] is not None and _holds_tensor(x):
+        return _NESTED[0](x)
     try:
         return Tensor(x)
     except TypeError:

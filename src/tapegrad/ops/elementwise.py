@@ -1368,12 +1368,15 @@ DivMod.api.__doc__ = DivMod.__doc__
 
 @expose
 class Where(Function):
-    """``x`` where ``cond`` is true, else ``y``, broadcasting all three (NumPy ``where``).
+    """``x`` where ``condition`` is true, else ``y``, broadcasting all three (NumPy
+    ``where``; the arguments may also be given by name, as HIPS autograd's). With neither
+    ``x`` nor ``y``: ``nonzero(condition)``.
 
-    Gradient: the cotangent goes to ``x`` where ``cond`` holds and to ``y`` elsewhere.
+    Gradient: the cotangent goes to ``x`` where ``condition`` holds and to ``y`` elsewhere.
 
     Raises:
-        TypeError: if ``cond`` is not boolean (compare first, e.g. ``x > 0``).
+        TypeError: if ``condition`` is not boolean (compare first, e.g. ``x > 0``), or only
+            one of ``x`` and ``y`` is given.
         ValueError: if the shapes do not broadcast.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
@@ -1401,16 +1404,16 @@ class Where(Function):
         return Where.apply(cond, 0.0 if tx is None else tx, 0.0 if ty is None else ty)
 
     @staticmethod
-    def api(cond, x=None, y=None):
+    def api(condition, x=None, y=None):
         if x is None and y is None:
-            return ns.nonzero(cond)
+            return ns.nonzero(condition)
         if x is None or y is None:
-            raise TypeError("where: give both x and y (or neither, for nonzero(cond))")
-        cond = tensor_arg(cond)
+            raise TypeError("where: give both x and y (or neither, for nonzero(condition))")
+        cond = tensor_arg(condition)
         if cond.dtype != np.bool_:
             raise TypeError(
-                f"where: cond must be boolean, got dtype {cond.dtype} (shape {cond.shape}); "
-                "pass a comparison such as x > 0, or cast with cond.astype(bool)"
+                f"where: condition must be boolean, got dtype {cond.dtype} (shape {cond.shape}); "
+                "pass a comparison such as x > 0, or cast with condition.astype(bool)"
             )
         x, y = operands(x, y)
         return Where.apply(cond, x, y)

@@ -1059,8 +1059,11 @@ class Cholesky(Function):
     one triangle instead; its value differs from this one only for a non-symmetric ``A``.)
 
     Backward (Murray 2016, eq. 10, symmetrised as in PyTorch and JAX): with
-    ``P = L^T gL`` and ``Phi(P)`` its lower triangle with the diagonal halved,
-    ``gA = L^{-T} (Phi(P) + Phi(P)^T) / 2 L^{-1}``, a symmetric matrix.
+    ``P = L^H conj(gL)`` and ``Phi(P)`` its lower triangle with the diagonal halved,
+    ``gA = conj(L^{-H} (Phi(P) + Phi(P)^H) / 2 L^{-1})`` (JAX's convention for complex
+    input; ``L^T``, ``Phi(P)^T`` and no conjugate for real input), a Hermitian matrix. It is
+    the gradient for Hermitian perturbations of ``A``: differentiate
+    ``cholesky((A + A^H) / 2)`` to compare with finite differences.
     """
     batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 

@@ -229,7 +229,8 @@ def split_index(idx, device: str = "cpu") -> tuple:
 
     ``key`` is a tuple of slices, ints, ``None``, ``Ellipsis`` and :class:`IndexSlot`
     placeholders; ``arrays`` holds the index arrays in slot order (integer or boolean Tensors,
-    NumPy or CuPy arrays). Python lists and bools become NumPy arrays, as NumPy reads them.
+    NumPy or CuPy arrays). Python lists, tuples inside the index tuple (``x[(0, 1), (2, 3)]``)
+    and bools become NumPy arrays, as NumPy reads them.
     Index Tensors on the CPU join ``device``, the device of the indexed Tensor (as PyTorch
     takes CPU index tensors for a CUDA tensor: ``x[tnp.arange(n), y]`` runs on a GPU).
 
@@ -249,7 +250,8 @@ def split_index(idx, device: str = "cpu") -> tuple:
             key.append(IndexSlot(len(arrays) - 1, True))
         elif isinstance(e, (int, np.integer)):
             key.append(int(e))
-        elif isinstance(e, (Tensor, list, np.ndarray)) or hasattr(e, "__cuda_array_interface__"):
+        elif (isinstance(e, (Tensor, list, tuple, np.ndarray))
+              or hasattr(e, "__cuda_array_interface__")):  # a tuple inside the index: an array
             arr = _index_array(e)
             arrays.append(arr)
             key.append(IndexSlot(len(arrays) - 1, arr.dtype.kind == "b"))  # pyright: ignore[reportAttributeAccessIssue, reportMissingImports]

@@ -38,9 +38,10 @@ from tapegrad.ops._batching import align
 from tapegrad.ops._registry import tensor_arg
 from tapegrad.scipy._base import fit_dtype, on_host
 from tapegrad.tensor import Tensor
+from tapegrad.vmap import loop
 
-__all__ = ["cholesky", "solve_triangular", "solve_sylvester", "expm", "logm", "sqrtm", "inv",
-           "det"]
+__all__ = ["cholesky", "solve_triangular", "solve_banded", "solve_sylvester", "expm", "logm",
+           "sqrtm", "inv", "det"]
 
 LinAlgError = np.linalg.LinAlgError
 
@@ -314,6 +315,130 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
     return SolveTriangular.apply(a, b, trans=trans, lower=bool(lower),
                                  unit_diagonal=bool(unit_diagonal),
                                  check_finite=bool(check_finite))
+
+
+# -- solve_banded ----------------------------------------------------------------------------
+def _band_gather(t, rows, cols, valid):
+    """``t[rows, cols]`` where ``valid``, else 0 (constant index arrays; differentiable)."""
+    m = t.shape[1]
+    picked = t[tnp.asarray(rows), tnp.asarray(np.clip(cols, 0, max(m - 1, 0)))]
+    return tnp.where(tnp.asarray(valid), picked, 0)
+
+
+def _band_transpose(ab, lower, upper):
+    """Band storage of ``A^T`` from that of ``A`` (``lower`` and ``upper`` swap):
+    ``abT[k, j] = ab[l + u - k, j + k - l]`` (zero outside the matrix)."""
+    m = ab.shape[1]
+    k, j = np.meshgrid(np.arange(lower + upper + 1), np.arange(m), indexing="ij")
+    cols = j + k - lower
+    return _band_gather(ab, lower + upper - k, cols, (cols >= 0) & (cols < m))
+
+
+class SolveBanded(Function):
+    """``A x = b`` for a banded ``A`` in LAPACK band storage (primitive of
+    :func:`solve_banded`): ``ab[u + i - j, j] = A[i, j]``."""
+
+    oper = "solve_banded"
+
+    @classmethod
+    def batch(cls, args, batched, size, **params):
+        """vmap: SciPy's band solver takes one system at a time, so each example is solved
+        in turn (an explicit loop, stacked)."""
+        return loop(cls, args, batched, size, params)[0]
+
+    @staticmethod
+    def forward(ctx, ab, b, lower=0, upper=0, check_finite=True):
+        import scipy.linalg as sl
+
+        ctx.lu = (lower, upper)
+        ctx.real = (ab.dtype.kind != "c", b.dtype.kind != "c")
+        x = _host(ctx, lambda a_, b_: sl.solve_banded((lower, upper), a_, b_,
+                                                       check_finite=check_finite), ab, b)
+        x = fit_dtype(ctx.backend, np.asarray(x), (ab, b))
+        ctx.save_for_backward(ab, x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        ab, x = ctx.saved_tensors
+        lower, upper = ctx.lu
+        gb = SolveBanded.apply(_band_transpose(ab, lower, upper), g, lower=upper, upper=lower,
+                               check_finite=False)
+        gab = None
+        if ctx.needs_input_grad[0]:  # -gb x^T on the band: gab[k, j] = -gb[k + j - u] x[j]
+            m = ab.shape[1]
+            k, j = np.meshgrid(np.arange(lower + upper + 1), np.arange(m), indexing="ij")
+            rows = k + j - upper
+            ok = tnp.asarray((rows >= 0) & (rows < m))
+            gi = gb[tnp.asarray(np.clip(rows, 0, max(m - 1, 0)))]
+            prod = gi * x if x.ndim == 1 else tnp.sum(gi * x[None], axis=-1)
+            gab = -tnp.where(ok, prod, 0)
+            if ctx.real[0] and gab.dtype.kind == "c":
+                gab = tnp.real(gab)
+        if ctx.real[1] and gb.dtype.kind == "c":  # a real b of a complex system
+            gb = tnp.real(gb)
+        return gab, gb
+
+    @classmethod
+    def output_shape(cls, ab, b, lower=0, upper=0, check_finite=True):
+        if len(ab) != 2 or ab[0] != lower + upper + 1:
+            raise ValueError(f"solve_banded: ab must have shape ({lower + upper + 1}, M) for "
+                             f"(l, u) = ({lower}, {upper}), got {ab}")
+        if len(b) not in (1, 2) or b[0] != ab[1]:
+            raise ValueError(f"solve_banded: b must have shape ({ab[1]},) or ({ab[1]}, K) for "
+                             f"ab of shape {ab}, got {b}")
+        return tuple(b)
+
+    @classmethod
+    def output_dtype(cls, ab, b, **params):
+        return fit_dtype(np, np.zeros((), _result_dtype(ab, b)), (np.zeros((), ab),
+                                                                   np.zeros((), b))).dtype
+
+
+def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False,
+                 check_finite=True) -> Tensor:
+    """Solve ``A x = b`` for a banded matrix ``A`` given in band storage
+    (``scipy.linalg.solve_banded``).
+
+    Args:
+        l_and_u: ``(l, u)``: the numbers of nonzero sub- and superdiagonals.
+        ab: Tensor ``(l + u + 1, M)``: ``ab[u + i - j, j] = A[i, j]`` (LAPACK's band storage;
+            the unused corners are not read and get a zero gradient).
+        b: Tensor ``(M,)`` or ``(M, K)``.
+        overwrite_ab, overwrite_b: Accepted for SciPy compatibility (tapegrad never writes
+            its inputs).
+        check_finite: Check that the inputs hold only finite numbers (SciPy's check).
+
+    Returns:
+        Tensor ``x`` of ``b``'s shape; dtype by promotion (float32 stays float32).
+
+    Raises:
+        ValueError: for shapes that do not fit (naming both) or non-finite input with
+            ``check_finite``.
+        numpy.linalg.LinAlgError: for a singular matrix.
+
+    Derivatives (as :func:`solve_triangular`'s): ``gb = A^{-T} g``, one more banded solve
+    with the transposed band, and ``gA = -gb x^T`` on the band; forward mode transposes it.
+    Plain transposes for complex input (JAX's convention: holomorphic in ``ab`` and ``b``).
+
+    Example:
+        >>> import tapegrad as tg
+        >>> from tapegrad.scipy.linalg import solve_banded
+        >>> ab = tg.Tensor([[0.0, 1.0, 1.0], [4.0, 4.0, 4.0], [1.0, 1.0, 0.0]], dtype="float64")
+        >>> solve_banded((1, 1), ab, tg.Tensor([5.0, 6.0, 5.0], dtype="float64"))
+        Tensor([1., 1., 1.], dtype=float64)
+    """
+    try:
+        lower, upper = (int(v) for v in l_and_u)
+    except (TypeError, ValueError):
+        raise TypeError(f"solve_banded: l_and_u must be a pair of ints (l, u), got "
+                        f"{l_and_u!r}") from None
+    if lower < 0 or upper < 0:
+        raise ValueError(f"solve_banded: l and u must be non-negative, got ({lower}, {upper})")
+    ab = _checked("solve_banded", "ab", ab)
+    b = _checked("solve_banded", "b", b)
+    SolveBanded.output_shape(ab.shape, b.shape, lower, upper)
+    return SolveBanded.apply(ab, b, lower=lower, upper=upper, check_finite=bool(check_finite))
 
 
 # -- cholesky --------------------------------------------------------------------------------

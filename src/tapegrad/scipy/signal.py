@@ -250,27 +250,93 @@ def _args(name, in1, in2, mode, method):
     return in1, in2
 
 
-def convolve(in1, in2, mode="full", method="auto") -> Tensor:
+def _axis_list(axes, ndim, name, what):
+    out = [int(a) % ndim if -ndim <= int(a) < ndim else None for a in axes]
+    if None in out:
+        raise ValueError(f"convolve: {what} {list(axes)} names an axis out of range for "
+                         f"{name} with {ndim} dimensions")
+    return out
+
+
+def _convolve_axes(in1, in2, mode, method, axes, dot_axes):
+    """HIPS autograd's generalized convolution: ``in1``'s ``axes[0]`` convolved with
+    ``in2``'s ``axes[1]``, ``dot_axes`` summed over in pairs, the other axes of each kept
+    (outer product); the result's axes are ``in1``'s kept, ``in2``'s kept, the convolved."""
+    try:
+        d1, d2 = (list(d) for d in dot_axes)
+        c1, c2 = (list(a) for a in axes) if axes is not None else (None, None)
+    except (TypeError, ValueError):
+        raise TypeError("convolve: axes and dot_axes must be pairs of sequences of axes, such "
+                        "as ([0], [1])") from None
+    d1 = _axis_list(d1, in1.ndim, "in1", "dot_axes")
+    d2 = _axis_list(d2, in2.ndim, "in2", "dot_axes")
+    if c1 is None:  # every axis that is not summed
+        c1 = [a for a in range(in1.ndim) if a not in d1]
+        c2 = [a for a in range(in2.ndim) if a not in d2]
+    c1 = _axis_list(c1, in1.ndim, "in1", "axes")
+    c2 = _axis_list(c2, in2.ndim, "in2", "axes")
+    if len(c1) != len(c2) or len(d1) != len(d2):
+        raise ValueError(f"convolve: axes {axes} and dot_axes {dot_axes} must pair as many "
+                         "axes of in1 as of in2")
+    for name, used in (("in1", c1 + d1), ("in2", c2 + d2)):
+        if len(set(used)) != len(used):
+            raise ValueError(f"convolve: an axis of {name} is named twice in axes and dot_axes")
+    for a, b in zip(d1, d2):
+        if in1.shape[a] != in2.shape[b]:
+            raise ValueError(f"convolve: dot_axes pair axis {a} of in1 (length {in1.shape[a]}) "
+                             f"with axis {b} of in2 (length {in2.shape[b]}); they must match")
+    k1 = [a for a in range(in1.ndim) if a not in c1 + d1]
+    k2 = [a for a in range(in2.ndim) if a not in c2 + d2]
+    s1 = [in1.shape[a] for a in k1]
+    s2 = [in2.shape[a] for a in k2]
+    ds = [in1.shape[a] for a in d1]
+    ca, cb = [in1.shape[a] for a in c1], [in2.shape[a] for a in c2]
+    win, _ = _window(ca, cb, mode)
+    out_shape = tuple(s1 + s2 + [n for _, n in win])
+    if any(n == 0 for n in ds):
+        return tnp.zeros(out_shape, dtype=np.result_type(in1.dtype, in2.dtype))
+    # (kept1, 1.., dot, conv) * (1.., kept2, flipped dot, conv): one full N-d convolution
+    # multiplies along the kept axes, sums along the dot axes at the middle index, and
+    # convolves along the rest
+    a = tnp.reshape(tnp.transpose(in1, k1 + d1 + c1), tuple(s1 + [1] * len(s2) + ds + ca))
+    b = tnp.transpose(in2, k2 + d2 + c2)
+    if d2:
+        b = tnp.flip(b, axis=tuple(range(len(k2), len(k2) + len(d2))))
+    b = tnp.reshape(b, tuple([1] * len(s1) + s2 + ds + cb))
+    full = Convolve.apply(a, b, mode="full", method=method)
+    idx = ((slice(None),) * (len(s1) + len(s2)) + tuple(n - 1 for n in ds)
+           + tuple(slice(st, st + n) for st, n in win))
+    return full[idx]
+
+
+def convolve(in1, in2, mode="full", method="auto", *, axes=None, dot_axes=((), ())) -> Tensor:
     """N-dimensional convolution ``out[k] = sum_j in1[j] in2[k - j]``
-    (``scipy.signal.convolve``).
+    (``scipy.signal.convolve``), and HIPS autograd's generalization over chosen axes.
 
     Args:
         in1: Tensor of any shape.
-        in2: Tensor with as many dimensions as ``in1``.
+        in2: Tensor with as many dimensions as ``in1`` (any number with ``axes``/``dot_axes``).
         mode: ``"full"`` (every overlap: shape ``n1 + n2 - 1`` per dimension), ``"valid"``
             (full overlaps only: ``|n1 - n2| + 1``; one input must be at least as large as
             the other in every dimension) or ``"same"`` (``in1``'s shape, centered on the full
             output, as SciPy).
         method: ``"auto"``, ``"direct"`` or ``"fft"`` (SciPy's choice of algorithm).
+        axes: ``(axes1, axes2)``: convolve only these axes of ``in1`` with these of ``in2``
+            (HIPS autograd's ``convolve``); default every axis (every axis not in
+            ``dot_axes`` when those are given).
+        dot_axes: ``(axes1, axes2)`` of equal lengths, summed over in pairs (a tensordot).
+            With ``axes`` or ``dot_axes``, the axes of each input named in neither are kept:
+            the result has ``in1``'s kept axes, then ``in2``'s, then the convolved ones.
 
     Returns:
         Tensor of the mode's shape and the promoted dtype (float32 stays float32). Empty
         inputs give zeros (``"full"``, ``"same"``); 0-d inputs give their product.
 
     Raises:
-        ValueError: for inputs of different numbers of dimensions, shapes that do not fit
-            ``"valid"`` (naming both), empty inputs with ``"valid"``, or an unknown
-            ``mode``/``method``.
+        ValueError: for inputs of different numbers of dimensions (without ``axes``), shapes
+            that do not fit ``"valid"`` (naming both), empty inputs with ``"valid"``, an
+            unknown ``mode``/``method``, or ``axes``/``dot_axes`` that do not pair up.
+        TypeError: for ``axes``/``dot_axes`` that are not pairs of sequences.
 
     Derivatives: ``g_in1 = convolve(g_full, flip(in2), "valid")`` and the same for ``in2``,
     where ``g_full`` is the cotangent padded to the full output (the vjp of a convolution is
@@ -282,6 +348,11 @@ def convolve(in1, in2, mode="full", method="auto") -> Tensor:
         >>> signal.convolve(tg.Tensor([1.0, 2.0, 3.0]), tg.Tensor([0.0, 1.0, 0.5]))
         Tensor([0. , 1. , 2.5, 4. , 1.5], dtype=float32)
     """
+    if axes is not None or tuple(map(tuple, dot_axes)) != ((), ()):
+        t1, t2 = tensor_arg(in1), tensor_arg(in2)
+        _check("convolve", t1, t1, mode, method)
+        _check("convolve", t2, t2, mode, method)
+        return _convolve_axes(t1, t2, mode, method, axes, dot_axes)
     in1, in2 = _args("convolve", in1, in2, mode, method)
     if in1.ndim == 0:
         return in1 * in2

@@ -50,7 +50,7 @@ from tapegrad.scipy._base import Elementwise, NoDerivative, operands
 from tapegrad.tensor import Tensor
 
 __all__ = [
-    "gamma", "gammaln", "digamma", "psi", "polygamma", "multigammaln", "rgamma",
+    "gamma", "gammaln", "gammasgn", "digamma", "psi", "polygamma", "multigammaln", "rgamma",
     "beta", "betaln", "betainc", "gammainc", "gammaincc",
     "erf", "erfc", "erfinv", "erfcinv", "expit", "logit", "ndtr", "log_ndtr", "ndtri",
     "logsumexp", "softmax", "log_softmax", "xlogy", "xlog1py", "entr",
@@ -350,6 +350,36 @@ def rgamma(x) -> Tensor:
     the zeros ``0, -1, -2, ...`` too (slope ``(-1)**n n!`` at ``-n``).
     """
     return Rgamma.apply(*operands(x))
+
+
+class Gammasgn(Elementwise):
+    """The sign of the gamma function (primitive of :func:`gammasgn`)."""
+
+    oper = "gammasgn"
+    fn = staticmethod(lambda sp, x: sp.gammasgn(x))
+    derivs = (None,)  # piecewise constant
+
+
+def gammasgn(x) -> Tensor:
+    """The sign of the gamma function, ``1`` or ``-1`` (``scipy.special.gammasgn``: NaN at
+    the poles ``-1, -2, ...`` and at NaN; ``0.0`` gives ``1`` and ``-0.0`` gives ``-1``).
+
+    Args:
+        x: Real Tensor, array or number.
+
+    Returns:
+        Tensor of ``x``'s shape and floating dtype (single precision in, single precision out).
+
+    Derivative: zero (piecewise constant), in both modes; ``gamma(x) = gammasgn(x) *
+    exp(gammaln(x))`` differentiates through ``gammaln``.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> from tapegrad.scipy.special import gammasgn
+        >>> gammasgn(tnp.asarray([0.5, -0.5, -1.5]))
+        Tensor([ 1., -1.,  1.], dtype=float32)
+    """
+    return Gammasgn.apply(*operands(x))
 
 
 # -- beta family ------------------------------------------------------------------------------

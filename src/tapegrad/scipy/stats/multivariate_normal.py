@@ -1,6 +1,6 @@
 """``tapegrad.scipy.stats.multivariate_normal``: the multivariate normal distribution.
 
-``logpdf(x, mean=None, cov=1, allow_singular=False)`` and ``pdf`` as
+``logpdf(x, mean=None, cov=1, allow_singular=False)``, ``pdf`` and ``entropy(mean, cov)`` as
 ``scipy.stats.multivariate_normal``'s, with SciPy's argument conventions (dimension inferred
 from ``mean``, else from ``cov``; ``cov`` a scalar, a diagonal vector or a matrix; the last
 axis of ``x`` holds the components, a 1-D ``x`` is one point, or ``N`` points when the
@@ -19,7 +19,7 @@ from tapegrad.scipy import linalg
 from tapegrad.scipy.stats._util import LOG_2PI, checked, floats
 from tapegrad.tensor import Tensor
 
-__all__ = ["logpdf", "pdf"]
+__all__ = ["logpdf", "pdf", "entropy"]
 
 
 def _parameters(x, mean, cov):
@@ -74,6 +74,25 @@ def _quantiles(x, dim):
     return x
 
 
+def _factor(cov, dim):
+    """``(variances (dim,), log det)`` of a scalar or diagonal ``cov``, or ``(lower Cholesky
+    factor, log det)`` of a matrix (symmetrized first)."""
+    if cov.ndim < 2:
+        var = checked("multivariate_normal", cov,
+                      (cov, lambda v: v > 0, "the variances (cov) must be positive"))
+        var = tnp.broadcast_to(var, (dim,))
+        return var, tnp.sum(tnp.log(var))
+    sym = 0.5 * (cov + tnp.swapaxes(cov, -1, -2))
+    try:
+        low = linalg.cholesky(sym, lower=True)
+    except np.linalg.LinAlgError:
+        raise np.linalg.LinAlgError(
+            f"multivariate_normal: cov (shape {cov.shape}) is not positive definite; a "
+            "singular covariance is not supported (allow_singular has no effect here)"
+        ) from None
+    return low, 2.0 * tnp.sum(tnp.log(tnp.diagonal(low, axis1=-2, axis2=-1)), axis=-1)
+
+
 def logpdf(x, mean=None, cov=1, allow_singular=False) -> Tensor:
     """Log of the multivariate normal density
     ``-(d log(2 pi) + log det(cov) + (x - mean)^T cov^{-1} (x - mean)) / 2``.
@@ -103,24 +122,12 @@ def logpdf(x, mean=None, cov=1, allow_singular=False) -> Tensor:
     x, dim, mean, cov = _parameters(x, mean, cov)
     x = _quantiles(x, dim)
     dev = x - mean
+    factor, logdet = _factor(cov, dim)
     if cov.ndim < 2:
-        var = checked("multivariate_normal", cov,
-                      (cov, lambda v: v > 0, "the variances (cov) must be positive"))
-        var = tnp.broadcast_to(var, (dim,))
-        maha = tnp.sum(dev * dev / var, axis=-1)
-        logdet = tnp.sum(tnp.log(var))
+        maha = tnp.sum(dev * dev / factor, axis=-1)
     else:
-        sym = 0.5 * (cov + tnp.swapaxes(cov, -1, -2))
-        try:
-            low = linalg.cholesky(sym, lower=True)
-        except np.linalg.LinAlgError:
-            raise np.linalg.LinAlgError(
-                f"multivariate_normal: cov (shape {cov.shape}) is not positive definite; a "
-                "singular covariance is not supported (allow_singular has no effect here)"
-            ) from None
-        z = linalg.solve_triangular(low, dev[..., None], lower=True)[..., 0]
+        z = linalg.solve_triangular(factor, dev[..., None], lower=True)[..., 0]
         maha = tnp.sum(z * z, axis=-1)
-        logdet = 2.0 * tnp.sum(tnp.log(tnp.diagonal(low, axis1=-2, axis2=-1)), axis=-1)
     out = -0.5 * (dim * LOG_2PI + logdet + maha)
     shape = tuple(s for s in out.shape if s != 1)
     return out.reshape(shape) if shape != out.shape else out
@@ -129,3 +136,36 @@ def logpdf(x, mean=None, cov=1, allow_singular=False) -> Tensor:
 def pdf(x, mean=None, cov=1, allow_singular=False) -> Tensor:
     """The multivariate normal density ``exp(logpdf(...))``; arguments as :func:`logpdf`."""
     return tnp.exp(logpdf(x, mean, cov, allow_singular))
+
+
+def entropy(mean=None, cov=1, allow_singular=False) -> Tensor:
+    """Differential entropy of the multivariate normal distribution,
+    ``(d (1 + log(2 pi)) + log det(cov)) / 2`` nats (``scipy.stats.multivariate_normal
+    .entropy``).
+
+    Args:
+        mean: Mean vector ``(d,)`` (it fixes ``d``; the entropy does not depend on it).
+        cov: Covariance, as :func:`logpdf` (a number, variances ``(d,)`` or a symmetric
+            positive-definite ``(d, d)`` matrix, symmetrized).
+        allow_singular: Accepted for SciPy compatibility; a singular covariance raises.
+
+    Returns:
+        0-d Tensor of the covariance's floating dtype (nats).
+
+    Raises:
+        ValueError: as :func:`logpdf` (inconsistent shapes, non-positive variances, a
+            covariance that is not positive definite).
+
+    Derivatives: ``d/dcov = inv(cov) / 2`` (symmetric), zero in ``mean``; through the
+    Cholesky factor, to every order.
+
+    Example:
+        >>> import tapegrad.numpy as tnp
+        >>> from tapegrad.scipy.stats import multivariate_normal
+        >>> h = multivariate_normal.entropy(tnp.zeros(2, dtype="float64"), tnp.eye(2) * 2.0)
+        >>> round(float(h), 6)  # log(2 pi e) + log(2)
+        3.531024
+    """
+    _, dim, mean, cov = _parameters(0.0 if mean is None else mean, mean, cov)
+    _, logdet = _factor(cov, dim)
+    return 0.5 * (dim * (1.0 + LOG_2PI) + logdet)
