@@ -363,7 +363,10 @@ class LBFGS(Optimizer):
             elif isinstance(orig, np.generic):
                 out.append(part.numpy()[()])
             else:  # a NumPy/CuPy array parameter stays one (a new, read-only array)
-                out.append(part._array)
+                arr = part._array.copy()
+                if isinstance(arr, np.ndarray):
+                    arr.flags.writeable = False
+                out.append(arr)
         return tree_unflatten(treedef, out)
 
     def _write(self, params) -> None:
