@@ -366,7 +366,7 @@ def test_parameter_ema_matches_torch_averaged_model():
         np.testing.assert_allclose(ema["b"].numpy(), avg.module.b.detach().numpy(), rtol=1e-12)
 
 
-# -- the closure protocol, Modules, checkpoints, errors of LBFGS ------------------------------------
+# -- the closure protocol, Modules, checkpoints, errors of LBFGS -------------------------------
 class _Model:
     def __init__(self, params):
         self._params = params

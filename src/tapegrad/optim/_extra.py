@@ -278,7 +278,7 @@ class ScaleByOptaxAdam(GradientTransformation):
             "nu": tree_unflatten(treedef, new_nu)}  # fmt: skip
 
 
-def _adam_args(where, b1, b2, eps, eps_root) -> tuple:
+def _adam_args(where, b1, b2, eps, eps_root) -> tuple[float, float, float, float]:
     return (_check_unit(where, "b1", b1), _check_unit(where, "b2", b2),
             _check_nonneg(where, "eps", eps), _check_nonneg(where, "eps_root", eps_root))
 

@@ -16,7 +16,7 @@ Example:
     >>> state = tx.init(params)
     >>> state["hyperparams"]["learning_rate"]
     0.1
-    >>> state = {**state, "hyperparams": {"learning_rate": 0.5}}    # change it between steps
+    >>> state = {**state, "hyperparams": {**state["hyperparams"], "learning_rate": 0.5}}
     >>> params, state = optim.apply_gradients(tx, {"w": tg.Tensor(np.array([1.0]))}, state,
     ...                                       params)
     >>> params["w"].numpy().tolist()
