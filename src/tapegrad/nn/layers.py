@@ -79,6 +79,42 @@ def _prob(who, name, p):
         raise ValueError(f"{who}: {name} must lie in [0, 1), got {p}")
 
 
+def _tuple(v, n: int):
+    """``v`` as PyTorch prints a size in a layer's configuration: an int repeated ``n`` times,
+    a sequence as a tuple, a string (``"same"``) as it is."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (int, np.integer)):
+        return (int(v),) * n
+    return tuple(int(a) for a in v)
+
+
+def _args(*positional, **named) -> str:
+    """``extra_repr`` text: the positional values, then ``name=value`` for each named one (a
+    string value without quotes, as PyTorch prints ``padding=same``)."""
+    parts = [str(v) for v in positional]
+    parts += [f"{k}={v}" for k, v in named.items()]
+    return ", ".join(parts)
+
+
+def _conv_repr(c_in, c_out, weight, stride, padding, dilation, groups, bias, **extra) -> str:
+    """PyTorch's configuration text of a convolution: sizes as tuples, then the settings that
+    differ from the defaults (no padding, dilation 1, one group, a bias)."""
+    n = weight.ndim - 2
+    named = {"kernel_size": tuple(weight.shape[2:]), "stride": _tuple(stride, n)}
+    pad = _tuple(padding, n)
+    if pad != "valid" and pad != (0,) * n:
+        named["padding"] = pad
+    if _tuple(dilation, n) != (1,) * n:
+        named["dilation"] = _tuple(dilation, n)
+    named.update({k: v for k, v in extra.items() if v != (0,) * n})
+    if groups != 1:
+        named["groups"] = groups
+    if bias is None:
+        named["bias"] = False
+    return _args(c_in, c_out, **named)
+
+
 class Linear(Module):
     """Fully connected layer ``y = x W + b``.
 
@@ -114,6 +150,11 @@ class Linear(Module):
         self.input_size, self.output_size = int(input_size), int(output_size)
         self.weight = init.xavier_uniform(k, (input_size, output_size), dtype)
         self.register_parameter("bias", init.zeros(None, (output_size,), dtype) if bias else None)
+
+    def extra_repr(self) -> str:
+        return _args(
+            in_features=self.input_size, out_features=self.output_size, bias=self.bias is not None
+        )
 
     def forward(self, x):
         """``x`` of shape ``(..., input_size)`` -> ``(..., output_size)``."""
@@ -170,6 +211,19 @@ class Conv2d(Module):
         self.weight = init.xavier_uniform(k, (out_channels, in_channels // groups, kh, kw), dtype)
         self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
 
+    def extra_repr(self) -> str:
+        w = self.weight
+        return _conv_repr(
+            w.shape[1] * self.groups,
+            w.shape[0],
+            w,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.bias,
+        )
+
     def forward(self, x):
         """``x`` of shape ``(N, in_channels, H, W)`` -> ``(N, out_channels, H_out, W_out)``."""
         return F.conv2d(
@@ -193,6 +247,14 @@ class MaxPool2d(Module):
             )
         self.kernel_size, self.stride = kernel_size, stride
         self.padding = padding_mode if padding is None else padding
+
+    def extra_repr(self) -> str:
+        stride = self.kernel_size if self.stride is None else self.stride
+        return _args(
+            kernel_size=self.kernel_size,
+            stride=stride,
+            padding=0 if self.padding == "valid" else self.padding,
+        )
 
     def forward(self, x):
         """``(N, C, H, W)`` -> ``(N, C, H_out, W_out)``."""
@@ -233,6 +295,9 @@ class BatchNorm(Module):
         self.register_state("running_mean", init.zeros(None, (input_size,), dtype))
         self.register_state("running_var", init.ones(None, (input_size,), dtype))
 
+    def extra_repr(self) -> str:
+        return _args(self.weight.shape[0], eps=self.epsilon, momentum=self.momentum)
+
     def forward(self, x):
         """``(N, C)`` or ``(N, C, ...)`` -> same shape."""
         y, mean, var = F.batch_norm(
@@ -266,6 +331,9 @@ class LayerNorm(Module):
         self.weight = init.ones(None, (input_size,), dtype)
         self.bias = init.zeros(None, (input_size,), dtype)
 
+    def extra_repr(self) -> str:
+        return _args((self.input_size,), eps=self.epsilon)
+
     def forward(self, x):
         """``(..., input_size)`` -> same shape."""
         return F.layer_norm(x, (self.input_size,), self.weight, self.bias, self.epsilon)
@@ -285,6 +353,9 @@ class Dropout(Module):
         self.p = float(p)
         if key is not None:
             self._seed(key)
+
+    def extra_repr(self) -> str:
+        return _args(p=self.p)
 
     def forward(self, x, key=None):
         """Apply dropout (training mode, ``p > 0``) or return ``x``."""
@@ -307,6 +378,9 @@ class Embedding(Module):
         (k,), own = _keys(key, 1)
         self._seed(own)
         self.weight = init.normal(k, (input_size, embedding_size), dtype)
+
+    def extra_repr(self) -> str:
+        return _args(*self.weight.shape)
 
     def forward(self, x):
         """Integer indices of any shape -> ``x.shape + (embedding_size,)``."""
@@ -353,6 +427,10 @@ class ResidualBlock(Module):
             )
             self.shortcut_bn = BatchNorm(out_channels, dtype=dtype)
 
+    def extra_repr(self) -> str:
+        c_out, c_in = self.conv1.weight.shape[:2]
+        return _args(c_in, c_out, stride=self.conv1.stride)
+
     def forward(self, x):
         """``(N, in_channels, H, W)`` -> ``(N, out_channels, ceil(H / stride), ...)``."""
         y = F.relu(self.bn1(self.conv1(x)))
@@ -373,6 +451,15 @@ def _sequence(x, who):
             f"{who}: input must have shape (batch, seq_len, input_size), got {x.shape}"
         )
     return x
+
+
+def _recurrent_block_repr(block, first) -> str:
+    named = {}
+    if "hidden_to_output" in block._modules:
+        named["output_size"] = block.hidden_to_output.output_size
+    if block.dropout_prob is not None:
+        named["dropout_prob"] = block.dropout_prob
+    return _args(first.input_size, block.hidden_size, **named)
 
 
 class RecurrentBlock(Module):
@@ -412,6 +499,9 @@ class RecurrentBlock(Module):
         if output_size is not None:
             self.hidden_to_output = Linear(hidden_size, output_size, key=ks[2], dtype=dtype)
         self.dropout_prob = dropout_prob
+
+    def extra_repr(self) -> str:
+        return _recurrent_block_repr(self, self.input_to_hidden)
 
     def forward(self, x, hidden_state=None, key=None):
         """``x (batch, seq_len, input_size)``, optional ``hidden_state (batch, hidden_size)``."""
@@ -463,6 +553,9 @@ class LongShortTermMemoryBlock(Module):
             self.hidden_to_output = Linear(hidden_size, output_size, key=ks[2], dtype=dtype)
         self.dropout_prob = dropout_prob
 
+    def extra_repr(self) -> str:
+        return _recurrent_block_repr(self, self.input_to_gates)
+
     def forward(self, x, hidden_state=None, C_t=None, key=None):
         """``x (batch, seq_len, input_size)``; optional initial ``hidden_state`` and ``C_t``
         of shape ``(batch, hidden_size)`` (zeros by default). Returns ``(output, C_T)``."""
@@ -499,6 +592,9 @@ class ScaledDotProductAttention(Module):
         self.dropout_prob = float(dropout_prob)
         if key is not None:
             self._seed(key)
+
+    def extra_repr(self) -> str:
+        return _args(dropout_prob=self.dropout_prob)
 
     def forward(self, query, key, value, mask=None, is_causal: bool = False, dropout_key=None):
         """``(..., Lq, E)``, ``(..., Lk, E)``, ``(..., Lk, Ev)`` -> ``(..., Lq, Ev)``."""
@@ -540,6 +636,13 @@ class MultiHeadAttention(Module):
         self.num_heads, self.dropout_prob = int(num_heads), float(dropout_prob)
         for name, k in zip(("query", "key", "value", "output"), ks):
             setattr(self, name, Linear(hidden_size, hidden_size, key=k, dtype=dtype))
+
+    def extra_repr(self) -> str:
+        return _args(
+            num_heads=self.num_heads,
+            hidden_size=self.query.input_size,
+            dropout_prob=self.dropout_prob,
+        )
 
     def forward(self, query, key, value, mask=None, is_causal: bool = False, dropout_key=None):
         """Attend from ``query (B, Lq, D)`` to ``key``/``value (B, Lk, D)``."""
@@ -585,6 +688,9 @@ class GELU(Module):
             raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
         self.approximate = approximate
 
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
     def forward(self, x):
         """Any shape -> same shape."""
         return F.gelu(x, approximate=self.approximate)
@@ -622,6 +728,9 @@ class LeakyReLU(Module):
         super().__init__()
         self.negative_slope = float(negative_slope)
 
+    def extra_repr(self) -> str:
+        return _args(negative_slope=self.negative_slope)
+
     def forward(self, x):
         """Any shape -> same shape."""
         return F.leaky_relu(x, self.negative_slope)
@@ -635,6 +744,9 @@ class Softmax(Module):
         super().__init__()
         self.dim = dim
 
+    def extra_repr(self) -> str:
+        return _args(dim=self.dim)
+
     def forward(self, x):
         """Any shape -> same shape; entries along ``dim`` sum to 1."""
         return F.softmax(x, axis=self.dim)
@@ -647,6 +759,9 @@ class LogSoftmax(Module):
     def __init__(self, dim: int = -1):
         super().__init__()
         self.dim = dim
+
+    def extra_repr(self) -> str:
+        return _args(dim=self.dim)
 
     def forward(self, x):
         """Any shape -> same shape (log-probabilities along ``dim``)."""
@@ -665,6 +780,9 @@ class Flatten(Module):
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()
         self.start_dim, self.end_dim = start_dim, end_dim
+
+    def extra_repr(self) -> str:
+        return _args(start_dim=self.start_dim, end_dim=self.end_dim)
 
     def forward(self, x):
         """``(..., d_start, ..., d_end, ...)`` -> ``(..., d_start * ... * d_end, ...)``."""
@@ -731,6 +849,19 @@ class Conv1d(Module):
         self.weight = init.xavier_uniform(k, (out_channels, in_channels // groups, k_size), dtype)
         self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
 
+    def extra_repr(self) -> str:
+        w = self.weight
+        return _conv_repr(
+            w.shape[1] * self.groups,
+            w.shape[0],
+            w,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.bias,
+        )
+
     def forward(self, x):
         """``(N, in_channels, L)`` -> ``(N, out_channels, L_out)``."""
         return F.conv1d(
@@ -789,6 +920,20 @@ class ConvTranspose2d(Module):
         self.weight = init.xavier_uniform(k, (in_channels, out_channels // groups, kh, kw), dtype)
         self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
 
+    def extra_repr(self) -> str:
+        w = self.weight
+        return _conv_repr(
+            w.shape[0],
+            w.shape[1] * self.groups,
+            w,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.bias,
+            output_padding=_tuple(self.output_padding, 2),
+        )
+
     def forward(self, x):
         """``(N, in_channels, H, W)`` -> ``(N, out_channels, H_out, W_out)``."""
         return F.conv_transpose2d(
@@ -819,6 +964,11 @@ class AvgPool2d(Module):
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
         self.count_include_pad = bool(count_include_pad)
 
+    def extra_repr(self) -> str:
+        stride = self.kernel_size if self.stride is None else self.stride
+        text = _args(kernel_size=self.kernel_size, stride=stride, padding=self.padding)
+        return text if self.count_include_pad else text + ", count_include_pad=False"
+
     def forward(self, x):
         """``(N, C, H, W)`` -> ``(N, C, H_out, W_out)``."""
         return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
@@ -835,6 +985,9 @@ class AdaptiveAvgPool2d(Module):
     def __init__(self, output_size):
         super().__init__()
         self.output_size = output_size
+
+    def extra_repr(self) -> str:
+        return _args(output_size=self.output_size)
 
     def forward(self, x):
         """``(N, C, H, W)`` or ``(C, H, W)`` -> ``(..., Ho, Wo)``."""
@@ -876,6 +1029,11 @@ class RMSNorm(Module):
         self.normalized_shape, self.eps = ns, eps
         self.register_parameter(
             "weight", init.ones(None, ns, dtype) if elementwise_affine else None
+        )
+
+    def extra_repr(self) -> str:
+        return _args(
+            self.normalized_shape, eps=self.eps, elementwise_affine=self.weight is not None
         )
 
     def forward(self, x):
@@ -924,6 +1082,11 @@ class GroupNorm(Module):
         self.register_parameter("weight", init.ones(None, c, dtype) if affine else None)
         self.register_parameter("bias", init.zeros(None, c, dtype) if affine else None)
 
+    def extra_repr(self) -> str:
+        return _args(
+            self.num_groups, self.num_channels, eps=self.eps, affine=self.weight is not None
+        )
+
     def forward(self, x):
         """``(N, num_channels, *spatial)`` -> same shape."""
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
@@ -953,6 +1116,10 @@ class _CellBase(Module):
             self.register_parameter(
                 name, _rnn_uniform(k, (g,), hidden_size, dtype) if bias else None
             )
+
+    def extra_repr(self) -> str:
+        text = _args(self.input_size, self.hidden_size)
+        return text if self.bias_ih is not None else text + ", bias=False"
 
 
 class RNNCell(_CellBase):
@@ -990,6 +1157,10 @@ class RNNCell(_CellBase):
             )
         super().__init__(input_size, hidden_size, bias, key, dtype)
         self.nonlinearity = nonlinearity
+
+    def extra_repr(self) -> str:
+        text = _CellBase.extra_repr(self)
+        return text if self.nonlinearity == "tanh" else f"{text}, nonlinearity={self.nonlinearity}"
 
     def forward(self, input, hx=None):
         """``input (batch, input_size)`` (or ``(input_size,)``), optional ``hx (batch,
@@ -1109,6 +1280,22 @@ class _RNNBase(Module):
                     self.register_parameter(
                         name + sfx, _rnn_uniform(k, (g,), h, dtype) if bias else None
                     )
+
+    def extra_repr(self) -> str:
+        named = {}
+        if self.num_layers != 1:
+            named["num_layers"] = self.num_layers
+        for name, default in (
+            ("bias", True),
+            ("batch_first", False),
+            ("dropout", 0.0),
+            ("bidirectional", False),
+        ):
+            if getattr(self, name) != default:
+                named[name] = getattr(self, name)
+        if self._mode == "rnn_relu":
+            named["nonlinearity"] = "relu"
+        return _args(self.input_size, self.hidden_size, **named)
 
     def _step(self, gi, state, w_hh, b_hh):
         if self._mode == "lstm":
