@@ -121,14 +121,23 @@ BLOCKS = _python_blocks(FENCE_ERRORS)
 RUN = [b for b in BLOCKS if not b.skipped]
 
 
-def _run(block: Block) -> subprocess.CompletedProcess:
+@dataclass(frozen=True)
+class Run:
+    proc: subprocess.CompletedProcess
+    left_in_tmp: list  # what the block left in its temporary-files directory (TMPDIR)
+
+
+def _run(block: Block) -> Run:
     with tempfile.TemporaryDirectory(prefix="tapegrad-doc-") as cwd:
         # Padding with blank lines makes traceback line numbers those of the Markdown file.
         script = pathlib.Path(cwd) / (pathlib.Path(block.path).name + ".py")
         script.write_text("\n" * (block.line - 1) + block.code)
-        # TMPDIR: files a block writes with tempfile go away with its directory.
-        env = {**os.environ, "MPLBACKEND": "Agg", "TMPDIR": cwd}
-        return subprocess.run(
+        # TMPDIR: the block's temporary files go to a directory of their own, which must be
+        # empty again at the end (a user running the block keeps no leftover in /tmp).
+        tmp = pathlib.Path(cwd) / "tmp"
+        tmp.mkdir()
+        env = {**os.environ, "MPLBACKEND": "Agg", "TMPDIR": str(tmp)}
+        proc = subprocess.run(
             [sys.executable, "-W", "error", str(script)],
             cwd=cwd,
             env=env,
@@ -136,6 +145,7 @@ def _run(block: Block) -> subprocess.CompletedProcess:
             text=True,
             timeout=TIMEOUT_S,
         )
+        return Run(proc, sorted(p.name for p in tmp.iterdir()))
 
 
 @pytest.fixture(scope="session")
@@ -154,10 +164,15 @@ def snippet_runs(request):
 
 @pytest.mark.parametrize("block", RUN, ids=lambda b: b.id)
 def test_python_block_runs_alone(block, snippet_runs):
-    res = snippet_runs[block.id]
+    run = snippet_runs[block.id]
+    res = run.proc
     assert res.returncode == 0, (
         f"{block.id}: the block failed when run alone (exit {res.returncode})\n"
         f"--- stderr ---\n{res.stderr[-4000:]}\n--- code ---\n{block.code}"
+    )
+    assert not run.left_in_tmp, (
+        f"{block.id}: the block leaves {run.left_in_tmp} in the temporary directory; use "
+        "`with tempfile.TemporaryDirectory() as folder:` (removed at the end of the block)"
     )
 
 
@@ -199,9 +214,18 @@ def test_extract_blocks_languages_markers_and_lines():
 
 def test_a_failing_block_is_reported_with_its_markdown_line(tmp_path):
     block = Block("docs/page.md", 7, "python", "import numpy\nnot_defined\n", False)
-    res = _run(block)
+    res = _run(block).proc
     assert res.returncode != 0
     assert 'page.md.py", line 8' in res.stderr and "NameError" in res.stderr
+
+
+def test_a_block_leaving_a_temporary_folder_is_caught():
+    code = "import tempfile\nprint(tempfile.mkdtemp())\n"
+    run = _run(Block("docs/page.md", 1, "python", code, False))
+    assert run.proc.returncode == 0 and len(run.left_in_tmp) == 1
+    code = "import tempfile\nwith tempfile.TemporaryDirectory() as d:\n    print(d)\n"
+    run = _run(Block("docs/page.md", 1, "python", code, False))
+    assert run.proc.returncode == 0 and run.left_in_tmp == []
 
 
 def test_every_docs_page_is_in_the_site_navigation():
@@ -221,13 +245,20 @@ def _modules():
 
 
 @pytest.mark.parametrize("name", _modules())
-def test_docstring_examples(name):
+def test_docstring_examples(name, tmp_path, monkeypatch):
+    """Every ``>>>`` example passes and leaves nothing in the temporary directory."""
     mod = importlib.import_module(name)
     finder = doctest.DocTestFinder(exclude_empty=True)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where tempfile puts its files
     for test in finder.find(mod, name, module=mod):
         runner.run(test)
     assert runner.failures == 0, f"{runner.failures} docstring example(s) failed in {name}"
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert not left, (
+        f"docstring examples of {name} leave {left} in the temporary directory; use "
+        "`with tempfile.TemporaryDirectory() as folder:`"
+    )
 
 
 # Development-process wording that means nothing to a reader of the docs or the API reference.

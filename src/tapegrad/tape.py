@@ -12,6 +12,7 @@ number of times and from many threads. Forward mode and linearization are traces
 
 from __future__ import annotations
 
+import shutil
 from typing import Any, NamedTuple
 
 import attrs
@@ -954,8 +955,9 @@ class Tape:
     def draw(self, filename: str | None = None, format: str = "svg"):
         """A Graphviz drawing of the tape.
 
-        Needs the ``graphviz`` Python package, and Graphviz's ``dot`` program to render a file;
-        :meth:`to_dot` gives the DOT source without either.
+        Needs the ``graphviz`` Python package and Graphviz's ``dot`` program (which draws the
+        picture, in a file or in a notebook); :meth:`to_dot` gives the DOT source without
+        either.
 
         Args:
             filename: If given, render to this path (without extension) and return the path.
@@ -966,13 +968,29 @@ class Tape:
 
         Raises:
             ImportError: if the ``graphviz`` Python package is not installed.
+            RuntimeError: if Graphviz's ``dot`` program is not on ``PATH``; the message says
+                how to install it.
         """
         try:
             import graphviz
-        except ImportError as e:  # pragma: no cover - depends on the environment
+        except ImportError as e:
             raise ImportError("Tape.draw needs the graphviz package (pip install graphviz) and "
                               "Graphviz's dot program; Tape.to_dot() needs neither") from e
+        if shutil.which("dot") is None:
+            raise RuntimeError(_NO_DOT)
         src = graphviz.Source(self.to_dot())
         if filename is not None:
-            return src.render(filename, format=format, cleanup=True)
+            try:
+                return src.render(filename, format=format, cleanup=True)
+            except graphviz.ExecutableNotFound as e:  # dot went away, or cannot run
+                raise RuntimeError(_NO_DOT) from e
         return src
+
+
+_NO_DOT = (
+    "Tape.draw: Graphviz's dot program was not found on PATH (the graphviz Python package only "
+    "drives it). Install Graphviz: sudo apt-get install graphviz (Debian, Ubuntu), "
+    "brew install graphviz (macOS), conda install -c conda-forge graphviz (conda), or the "
+    "installer from https://graphviz.org/download/ (Windows, then add its bin folder to PATH); "
+    "then restart Python. Tape.to_dot() gives the DOT source without it."
+)

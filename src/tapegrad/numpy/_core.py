@@ -460,7 +460,7 @@ def _method_to(self, *args, device=None, dtype=None, non_blocking=False, copy=Fa
     Example:
         >>> import tapegrad as tg
         >>> tg.Tensor([1.5, 2.5]).to("float64").to("cpu")
-        Tensor([1.5, 2.5])
+        Tensor([1.5, 2.5], dtype=float64)
     """
     if len(args) > 2:
         raise TypeError(f"Tensor.to: expected at most 2 positional arguments, got {len(args)}")
