@@ -299,3 +299,32 @@ def test_docstrings_speak_to_users(name):
         if lines:
             found[test.name] = lines
     assert not found, f"development-process wording in docstrings of {name}: {found}"
+
+
+def _extras() -> set:
+    import tomllib
+
+    return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+               ["optional-dependencies"])  # fmt: skip
+
+
+def test_install_lines_work_from_a_clone():
+    """tapegrad is installed from a clone of the repository (``pip install -e ".[extra]"``):
+    no install line asks PyPI for a ``tapegrad`` package, and every extra named exists."""
+    extras = _extras()
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    sources = [*pages, *sorted((ROOT / "src").rglob("*.py")), *sorted(ROOT.glob("examples/*.py"))]
+    bad = []
+    for path in sources:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            where = f"{path.relative_to(ROOT)}:{n}"
+            code = line.split("#")[0]  # (a comment may name the package)
+            if re.search(r"pip install .*(?<![\w/.-])[\"']?tapegrad(\[|[\"']|\s|$)", code) or (
+                re.search(r"\btapegrad\[", line)
+            ):
+                bad.append(f"{where}: installs tapegrad by name: {line.strip()}")
+            for group in re.findall(r"pip install -e \\?[\"']?\.\[([^\]]*)\]", line):
+                unknown = set(group.split(",")) - extras
+                if unknown:
+                    bad.append(f"{where}: unknown extras {sorted(unknown)}: {line.strip()}")
+    assert not bad, "\n".join(bad)
