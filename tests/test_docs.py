@@ -328,3 +328,90 @@ def test_install_lines_work_from_a_clone():
                 if unknown:
                     bad.append(f"{where}: unknown extras {sorted(unknown)}: {line.strip()}")
     assert not bad, "\n".join(bad)
+
+
+_SECTION = re.compile(r"^(\s*)(Args|Arguments|Attributes|Parameters|Keyword Args|States):\s*$")
+_NEXT_ENTRY = re.compile(r"[.;]\s+(\*{0,2}[A-Za-z_]\w*(?:,\s*[A-Za-z_]\w*)*):\s")
+
+
+def crowded_entries(doc: str, names: set) -> list[str]:
+    """Lines of ``doc``'s Args/Attributes sections that hold a second entry (``x: ... . y:
+    ...``, with ``y`` one of ``names``): rendered as one table row with the other's text."""
+    out, indent, entry = [], None, None
+    for line in doc.splitlines():
+        m = _SECTION.match(line)
+        if m:
+            indent, entry = len(m.group(1)), None
+            continue
+        if indent is None or not line.strip():
+            continue
+        cur = len(line) - len(line.lstrip())
+        if cur <= indent:
+            indent = None
+            continue
+        if entry is None:
+            entry = cur
+        if cur == entry or cur > entry:  # an entry or its continuation
+            for group in _NEXT_ENTRY.findall(line):
+                if {n.strip().lstrip("*") for n in group.split(",")} & names:
+                    out.append(line.strip())
+    return out
+
+
+def test_crowded_entries_are_recognised():
+    doc = "Summary.\n\n    Args:\n        a: First. b: Second.\n        c: Uses x. Default: 1.\n"
+    assert crowded_entries(doc, {"a", "b", "c"}) == ["a: First. b: Second."]
+    assert crowded_entries(doc, {"a", "c"}) == []
+
+
+def _documented_objects():
+    import inspect
+
+    seen = set()
+    for name in _modules():
+        mod = importlib.import_module(name)
+        for obj in [mod, *vars(mod).values()]:
+            if id(obj) in seen or not (inspect.isclass(obj) or inspect.isroutine(obj)
+                                       or inspect.ismodule(obj)):  # fmt: skip
+                continue
+            if (getattr(obj, "__module__", None) or "").split(".")[0] != "tapegrad" and (
+                obj is not mod
+            ):
+                continue
+            seen.add(id(obj))
+            yield obj
+            if inspect.isclass(obj):
+                for member in vars(obj).values():
+                    member = getattr(member, "__func__", member)
+                    if inspect.isroutine(member) and id(member) not in seen:
+                        seen.add(id(member))
+                        yield member
+
+
+def test_docstring_sections_have_one_entry_per_line():
+    """The API reference renders Args and Attributes as tables, one row per entry: two
+    entries on one line (``shape: ... dtype: ...``) would be one row holding both."""
+    import inspect
+
+    found = {}
+    for obj in _documented_objects():
+        doc = inspect.getdoc(obj) or ""
+        names = set()
+        target = obj.__init__ if inspect.isclass(obj) else obj
+        try:
+            names |= set(inspect.signature(target).parameters)
+        except (TypeError, ValueError):
+            pass
+        if inspect.isclass(obj):
+            names |= {n for n in dir(obj) if not n.startswith("__")}
+            names |= set(getattr(obj, "__annotations__", {}))
+            try:  # instance attributes, set in its methods
+                names |= set(re.findall(r"self\.(\w+)\s*=", inspect.getsource(obj)))
+            except (OSError, TypeError):
+                pass
+        bad = crowded_entries(doc, names)
+        if bad:
+            found[getattr(obj, "__qualname__", repr(obj))] = bad
+    assert not found, "one entry per line in Args/Attributes sections:\n" + "\n".join(
+        f"{k}: {v}" for k, v in sorted(found.items())
+    )

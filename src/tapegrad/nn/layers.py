@@ -119,9 +119,11 @@ class Linear(Module):
     """Fully connected layer ``y = x W + b``.
 
     Args:
-        input_size: ``in_features``. output_size: ``out_features``.
+        input_size: ``in_features``.
+        output_size: ``out_features``.
         bias: Whether to add a bias.
-        key: Init key. dtype: Parameter dtype.
+        key: Init key.
+        dtype: Parameter dtype.
 
     Parameters:
         weight ``(input_size, output_size)`` Xavier-uniform; bias ``(output_size,)`` zeros.
@@ -165,8 +167,10 @@ class Conv2d(Module):
     """2-D convolution over ``(N, C, H, W)`` inputs.
 
     Args:
-        in_channels, out_channels: Channel counts. kernel_size: Int or pair.
-        stride: Int or pair. padding_mode: ``"valid"`` or ``"same"``.
+        in_channels, out_channels: Channel counts.
+        kernel_size: Int or pair.
+        stride: Int or pair.
+        padding_mode: ``"valid"`` or ``"same"``.
         bias: Whether to add a bias.
         padding: Optional int/pair padding overriding ``padding_mode`` (PyTorch style).
         dilation, groups: As in :func:`~tapegrad.nn.functional.conv2d`.
@@ -270,7 +274,8 @@ class BatchNorm(Module):
     state is returned instead); evaluation mode uses the running statistics.
 
     Args:
-        input_size: Number of channels ``C``. momentum: Running-update weight.
+        input_size: Number of channels ``C``.
+        momentum: Running-update weight.
         epsilon: Added to the variance.
 
     Parameters: weight (ones), bias (zeros), shape ``(C,)``.
@@ -394,7 +399,8 @@ class ResidualBlock(Module):
     the identity, or conv1x1(stride) -> BatchNorm when the stride or channel count changes.
 
     Args:
-        in_channels, out_channels: Channel counts. stride: Stride of the first convolution.
+        in_channels, out_channels: Channel counts.
+        stride: Stride of the first convolution.
     """
 
     def __init__(
@@ -470,7 +476,8 @@ class RecurrentBlock(Module):
     applied (training mode only) to the final hidden state before it is returned or projected.
 
     Args:
-        input_size, hidden_size: Sizes. output_size: Optional projection size.
+        input_size, hidden_size: Sizes.
+        output_size: Optional projection size.
         dropout_prob: Optional dropout probability.
 
     References:
@@ -807,7 +814,8 @@ class Conv1d(Module):
     over :func:`~tapegrad.nn.functional.conv1d`.
 
     Args:
-        in_channels, out_channels: Channel counts. kernel_size: Int.
+        in_channels, out_channels: Channel counts.
+        kernel_size: Int.
         stride, padding, dilation, groups: As in :func:`~tapegrad.nn.functional.conv1d`
             (``padding`` an int, ``"valid"`` or ``"same"``; zeros).
         bias: Whether to add a bias.
@@ -875,7 +883,8 @@ class ConvTranspose2d(Module):
     :func:`~tapegrad.nn.functional.conv_transpose2d`.
 
     Args:
-        in_channels, out_channels: Channel counts. kernel_size: Int or pair.
+        in_channels, out_channels: Channel counts.
+        kernel_size: Int or pair.
         stride, padding, output_padding, groups, dilation: As in
             :func:`~tapegrad.nn.functional.conv_transpose2d`.
         bias: Whether to add a bias.
@@ -953,7 +962,8 @@ class AvgPool2d(Module):
     :func:`~tapegrad.nn.functional.avg_pool2d`; ``stride`` defaults to ``kernel_size``.
 
     Args:
-        kernel_size: Int or pair. stride: Int or pair (default ``kernel_size``).
+        kernel_size: Int or pair.
+        stride: Int or pair (default ``kernel_size``).
         padding: Int or pair of zero padding (at most half the kernel), or
             ``"valid"``/``"same"``.
         count_include_pad: Divide by the full window (True) or by its non-padding part.
@@ -1047,7 +1057,8 @@ class GroupNorm(Module):
 
     Args:
         num_groups: Number of groups; divides ``num_channels``.
-        num_channels: ``C``. eps: Added to the variance.
+        num_channels: ``C``.
+        eps: Added to the variance.
         affine: Whether to learn a per-channel ``weight`` and ``bias``.
         dtype: Parameter dtype.
 
@@ -1127,8 +1138,10 @@ class RNNCell(_CellBase):
     :func:`~tapegrad.nn.functional.rnn_cell`: ``h' = act(x W_ih + b_ih + h W_hh + b_hh)``.
 
     Args:
-        input_size, hidden_size: Sizes. bias: Whether to add ``b_ih`` and ``b_hh``.
-        nonlinearity: ``"tanh"`` or ``"relu"``. key, dtype: Init key and parameter dtype.
+        input_size, hidden_size: Sizes.
+        bias: Whether to add ``b_ih`` and ``b_hh``.
+        nonlinearity: ``"tanh"`` or ``"relu"``.
+        key, dtype: Init key and parameter dtype.
 
     Parameters:
         weight_ih ``(input_size, hidden_size)``, weight_hh ``(hidden_size, hidden_size)``,
@@ -1181,7 +1194,8 @@ class LSTMCell(_CellBase):
     :func:`~tapegrad.nn.functional.lstm_cell`; gates in PyTorch's order ``i, f, g, o``.
 
     Args:
-        input_size, hidden_size: Sizes. bias: Whether to add ``b_ih`` and ``b_hh``.
+        input_size, hidden_size: Sizes.
+        bias: Whether to add ``b_ih`` and ``b_hh``.
         key, dtype: Init key and parameter dtype.
 
     Parameters:
@@ -1210,7 +1224,8 @@ class GRUCell(_CellBase):
     gates in PyTorch's order ``r, z, n``.
 
     Args:
-        input_size, hidden_size: Sizes. bias: Whether to add ``b_ih`` and ``b_hh``.
+        input_size, hidden_size: Sizes.
+        bias: Whether to add ``b_ih`` and ``b_hh``.
         key, dtype: Init key and parameter dtype.
 
     Parameters:
@@ -1413,7 +1428,8 @@ class _RNNBase(Module):
 
 _RNN_ARGS = """
     Args:
-        input_size, hidden_size: Sizes. num_layers: Stacked layers (each reads the previous
+        input_size, hidden_size: Sizes.
+        num_layers: Stacked layers (each reads the previous
             one's outputs).
         bias: Whether to add ``b_ih`` and ``b_hh``.
         batch_first: Inputs and outputs ``(N, L, features)`` instead of ``(L, N, features)``.
