@@ -27,6 +27,7 @@ from tapegrad.function import Context, Function, debug_nans, is_grad_enabled, no
 from tapegrad.jit import jit
 from tapegrad.lazy import is_lazy, lazy, mode
 from tapegrad.numpy import stop_gradient
+from tapegrad.profiler import profile
 from tapegrad.tape import Guard, GuardError, Tape, TapeEntry
 from tapegrad.tensor import Tensor, tensor
 from tapegrad.transforms import grad, trace, value_and_grad, vjp
@@ -108,6 +109,7 @@ __all__ = [
     "no_grad",
     "is_grad_enabled",
     "debug_nans",
+    "profile",
     "lazy",
     "mode",
     "is_lazy",
