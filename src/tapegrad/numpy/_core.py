@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins as _builtins
 import math
 import operator
+from typing import Any as _Any
 
 import numpy as _np
 
@@ -431,7 +432,9 @@ def _is_device(value) -> _builtin_bool:
     return isinstance(value, str) and (value in ("cpu", "cuda", "gpu") or value.startswith("cuda:"))
 
 
-def _method_to(self, *args, device=None, dtype=None, non_blocking=False, copy=False) -> Tensor:
+def _method_to(
+    self, *args, device: _Any = None, dtype: _Any = None, non_blocking=False, copy=False
+) -> Tensor:
     """The Tensor on ``device`` and/or cast to ``dtype`` (PyTorch's ``Tensor.to``).
 
     ``x.to("cuda")``, ``x.to("float64")``, ``x.to("cpu", "float32")``, ``x.to(other)`` (the
@@ -498,7 +501,7 @@ def _method_cpu(self) -> Tensor:
     return to_device(self, "cpu")
 
 
-def _method_cuda(self, device=None, non_blocking=False) -> Tensor:
+def _method_cuda(self, device: _Any = None, non_blocking=False) -> Tensor:
     """The Tensor on a GPU (PyTorch's ``Tensor.cuda``; ``x.to_device("cuda:N")``).
 
     Args:
