@@ -419,7 +419,7 @@ def stop_gradient(x):
 to_device = _ops.ToDevice.api
 
 
-def _torch_spelling(value):
+def _torch_spelling(value) -> _Any:
     """A ``torch.device`` or ``torch.dtype`` as the string tapegrad reads (``"cuda:0"``,
     ``"float32"``); anything else unchanged."""
     if type(value).__module__ == "torch":
