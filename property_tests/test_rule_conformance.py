@@ -270,6 +270,7 @@ def table_spec(cls):
 
 
 # -- specs -----------------------------------------------------------------------------------
+from tapegrad import weak  # noqa: E402
 from tapegrad.ops import elementwise as ew  # noqa: E402
 from tapegrad.ops import movement as mv  # noqa: E402
 from tapegrad.ops import reduction as rd  # noqa: E402
@@ -481,6 +482,14 @@ def _(cls):
 def _(cls):
     return reduction_cases(fast=(0, 1, 2), nonempty=True) + [
         Case(arrays(((3, 4), U())), {"axis": 1, "ddof": 1}, label="ddof")]
+
+
+@spec(weak._PythonOp)
+def _(cls):  # Python's arithmetic on the numbers jit traces: not differentiable, vmapped
+    return [Case(arrays(((), U(0.5, 2.0)), ((), U(0.5, 2.0))), {"op": op, "out": "float"},
+                 checks=("vmap",), label=op) for op in ("add", "truediv", "pow")] + [
+        Case(arrays(((), U(0.5, 2.0))), {"op": "neg", "out": "float"}, checks=("vmap",),
+             label="neg")]
 
 
 @spec(rd.ArgMax, rd.ArgMin)

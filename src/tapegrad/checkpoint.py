@@ -25,6 +25,7 @@ from tapegrad.tape import TapeEntry, backward_pass
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
 from tapegrad.tree import tree_flatten, tree_unflatten
+from tapegrad.weak import WeakScalar
 
 __all__ = ["checkpoint", "remat"]
 
@@ -360,6 +361,9 @@ def _call(fun, args, policy=None):
         elif isinstance(v, (bool, int, float, complex, np.generic)):  # static numbers
             kinds.append(False)
             inputs.append(v)
+        elif type(v) is WeakScalar:  # a number jit traces: static here too (a guard on it)
+            kinds.append(False)
+            inputs.append(v.pytype(v.tensor.item()))
         else:
             raise TypeError(
                 f"checkpoint: argument leaf {i} of {getattr(fun, '__name__', 'fun')} is a "

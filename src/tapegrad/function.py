@@ -369,6 +369,16 @@ def _falses(n):
     return _FALSES[n] if n < 9 else (False,) * n
 
 
+class _NoWeak:
+    """Placeholder until :mod:`tapegrad.weak` registers its WeakScalar type."""
+
+
+#: The type of a Python number ``jit`` traces (set by :mod:`tapegrad.weak`) and the function
+#: that makes ``apply``'s arguments of that type what the eager call would have computed with.
+_WeakType: type = _NoWeak
+_resolve_weak: Any = None
+
+
 class Function:
     """Base class of differentiable primitives.
 
@@ -499,6 +509,8 @@ class Function:
                 a = a._array
                 if type(a) is not _ndarray:
                     cpu = False
+            elif type(a) is _WeakType:  # a Python number jit traces: as the eager call would
+                return cls.apply(*_resolve_weak(cls, args), **params)
             arrays.append(a)
         if top:
             res = trace.record(cls, args, params, None)

@@ -20,6 +20,7 @@ from tapegrad.function import new_level, transform_scope
 from tapegrad.tape import Trace, _seed_cotangents, backward_pass
 from tapegrad.tensor import Tensor, const, primal_of
 from tapegrad.tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
+from tapegrad.weak import WeakScalar
 
 __all__ = ["vjp", "grad", "value_and_grad", "trace", "select_argnums", "check_callable"]
 
@@ -57,6 +58,8 @@ def as_primal(leaf, i, tree, names, who, allow_int=False, kinds="fc") -> Tensor:
     only, for ``jacfwd`` without it)."""
     if type(leaf) is Tensor:
         t = leaf if leaf.is_realized else leaf.realize()
+    elif type(leaf) is WeakScalar:  # a Python number jit traces: as Tensor(number)
+        t = leaf.strong()
     elif isinstance(leaf, bool) or not (
         isinstance(leaf, (numbers.Number, np.ndarray, np.generic))
         or hasattr(leaf, "__cuda_array_interface__")

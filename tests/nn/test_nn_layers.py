@@ -100,7 +100,7 @@ def test_conv2d_layer():
     np.testing.assert_allclose(y.numpy(), ref, rtol=1e-5, atol=1e-6)
     small = nn.Conv2d(2, 2, 2, padding_mode="same", key=KEY)
     check_grads(pure(small), (small.params, randn(1, 2, 3, 3)), order=2)
-    with pytest.raises(ValueError, match="padding_mode must be 'valid' or 'same'"):
+    with pytest.raises(ValueError, match="padding_mode must be 'valid', 'same' or 'zeros'"):
         nn.Conv2d(1, 1, 3, padding_mode="full")
 
 
@@ -496,7 +496,8 @@ def test_pooling_layers():
     xd = RNG.standard_normal((2, 3, 7, 6))
     for ours, theirs in (
         (nn.AvgPool2d(3, 2, 1), torch.nn.AvgPool2d(3, 2, 1)),
-        (nn.AvgPool2d(3, 2, 1, False), torch.nn.AvgPool2d(3, 2, 1, count_include_pad=False)),
+        (nn.AvgPool2d(3, 2, 1, count_include_pad=False),
+         torch.nn.AvgPool2d(3, 2, 1, count_include_pad=False)),
         (nn.AdaptiveAvgPool2d((4, 5)), torch.nn.AdaptiveAvgPool2d((4, 5))),
     ):
         np.testing.assert_allclose(

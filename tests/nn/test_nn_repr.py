@@ -72,13 +72,26 @@ EXPECTED = {
          lambda t: t.AdaptiveAvgPool2d((4, None))),
     ],
     "BatchNorm": [
-        (lambda: nn.BatchNorm(8), "BatchNorm(8, eps=1e-05, momentum=0.1)",
+        (lambda: nn.BatchNorm(8),
+         "BatchNorm(8, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)",
          lambda t: t.BatchNorm2d(8)),
-        (lambda: nn.BatchNorm(3, 0.2, 1e-3), "BatchNorm(3, eps=0.001, momentum=0.2)",
+        (lambda: nn.BatchNorm(3, 0.2, 1e-3),
+         "BatchNorm(3, eps=0.001, momentum=0.2, affine=True, track_running_stats=True)",
          lambda t: t.BatchNorm1d(3, 1e-3, 0.2)),
+        (lambda: nn.BatchNorm(3, None, eps=1e-3, affine=False, track_running_stats=False),
+         "BatchNorm(3, eps=0.001, momentum=None, affine=False, track_running_stats=False)",
+         lambda t: t.BatchNorm1d(3, 1e-3, None, affine=False, track_running_stats=False)),
     ],
     "LayerNorm": [
-        (lambda: nn.LayerNorm(16), "LayerNorm((16,), eps=1e-05)", lambda t: t.LayerNorm(16)),
+        (lambda: nn.LayerNorm(16),
+         "LayerNorm((16,), eps=1e-05, elementwise_affine=True, bias=True)",
+         lambda t: t.LayerNorm(16)),
+        (lambda: nn.LayerNorm((4, 5), eps=1e-3, bias=False),
+         "LayerNorm((4, 5), eps=0.001, elementwise_affine=True, bias=False)",
+         lambda t: t.LayerNorm((4, 5), eps=1e-3, bias=False)),
+        (lambda: nn.LayerNorm(3, elementwise_affine=False),
+         "LayerNorm((3,), eps=1e-05, elementwise_affine=False, bias=False)",
+         lambda t: t.LayerNorm(3, elementwise_affine=False)),
     ],
     "RMSNorm": [
         (lambda: nn.RMSNorm(16), "RMSNorm((16,), eps=None, elementwise_affine=True)",
@@ -94,8 +107,11 @@ EXPECTED = {
          lambda t: t.GroupNorm(1, 3, 1e-3, False)),
     ],
     "Dropout": [(lambda: nn.Dropout(0.25), "Dropout(p=0.25)", lambda t: t.Dropout(0.25))],
-    "Embedding": [(lambda: nn.Embedding(10, 3, key=K), "Embedding(10, 3)",
-                   lambda t: t.Embedding(10, 3))],
+    "Embedding": [
+        (lambda: nn.Embedding(10, 3, key=K), "Embedding(10, 3)", lambda t: t.Embedding(10, 3)),
+        (lambda: nn.Embedding(10, 3, padding_idx=0, key=K), "Embedding(10, 3, padding_idx=0)",
+         lambda t: t.Embedding(10, 3, padding_idx=0)),
+    ],
     "ReLU": [(lambda: nn.ReLU(), "ReLU()", lambda t: t.ReLU())],
     "Tanh": [(lambda: nn.Tanh(), "Tanh()", lambda t: t.Tanh())],
     "Sigmoid": [(lambda: nn.Sigmoid(), "Sigmoid()", lambda t: t.Sigmoid())],
@@ -153,9 +169,9 @@ EXPECTED = {
          "ResidualBlock(\n"
          "  4, 4, stride=1\n"
          "  (conv1): Conv2d(4, 4, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)\n"
-         "  (bn1): BatchNorm(4, eps=1e-05, momentum=0.1)\n"
+         "  (bn1): BatchNorm(4, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)\n"
          "  (conv2): Conv2d(4, 4, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), bias=False)\n"
-         "  (bn2): BatchNorm(4, eps=1e-05, momentum=0.1)\n"
+         "  (bn2): BatchNorm(4, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)\n"
          ")", None),
     ],
     "RecurrentBlock": [

@@ -332,7 +332,7 @@ def test_multisteps_errors():
     params = _params()
     g = _grad_seq(params, 1)[0]
     tx = optim.MultiSteps(optim.sgd(0.1), lambda n: 0)
-    with pytest.raises(TypeError, match="every_k_schedule returned 0"):
+    with pytest.raises(ValueError, match="every_k_schedule returned 0"):
         tx.update(g, tx.init(params), params)
     tx = optim.MultiSteps(optim.sgd(0.1), 2)
     with pytest.raises(TypeError, match="MultiSteps: state must be the dict from init"):

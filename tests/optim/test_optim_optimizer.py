@@ -94,18 +94,19 @@ def test_built_from_module_writes_back():
     assert np.all(np.abs(_leaves(module.params)[0]) < 0.011)
 
 
-def test_adam_matches_reference_with_seeds_defaults_and_decay():
+def test_adamw_and_decoupled_adam_match_reference_with_seeds_defaults_and_decay():
     params = _params()
     gs = [_grads(params, s) for s in range(5)]
-    opt = optim.Adam(params, lr=0.01, weight_decay=0.1)
-    assert opt.hyperparams["epsilon"] == 1e-7  # the seeds' default
-    for g in gs:
-        opt.step(g)
     want = ref_adam_steps(
         _leaves(params), [_leaves(g) for g in gs], [0.01] * 5, 0.9, 0.999, 1e-7, 0.1
     )
-    for got, w in zip(_leaves(opt.params), want):
-        np.testing.assert_allclose(got, w, rtol=1e-12, atol=1e-14)
+    for opt in (optim.AdamW(params, lr=0.01, weight_decay=0.1),
+                optim.Adam(params, lr=0.01, weight_decay=0.1, decoupled_weight_decay=True)):
+        assert opt.hyperparams["epsilon"] == 1e-7  # the seeds' default
+        for g in gs:
+            opt.step(g)
+        for got, w in zip(_leaves(opt.params), want):
+            np.testing.assert_allclose(got, w, rtol=1e-12, atol=1e-14)
     assert optim.AdamW(params, lr=0.1).hyperparams["weight_decay"] == 0.01
 
 
@@ -315,9 +316,9 @@ def test_new_stateful_optimizers_have_pytorch_defaults():
     }  # fmt: skip
     h = optim.Lion(params, lr=1e-4).hyperparams
     assert (h["beta1"], h["beta2"], h["weight_decay"]) == (0.9, 0.99, 1e-3)  # Optax's
-    with pytest.raises(ValueError, match="rmsprop: alpha must be in"):
+    with pytest.raises(ValueError, match="RMSprop: alpha must be in"):
         optim.RMSprop(params, alpha=2.0)
-    with pytest.raises(ValueError, match="adagrad: eps must be"):
+    with pytest.raises(ValueError, match="Adagrad: eps must be"):
         optim.Adagrad(params, eps=-1.0)
     with pytest.raises(TypeError, match="missing 1 required positional argument: 'lr'"):
         optim.Lion(params)

@@ -258,7 +258,7 @@ def test_schedule_argument_errors():
         optim.sgdr_schedule([])
     with pytest.raises(ValueError, match="polynomial_schedule: transition_begin must be"):
         optim.polynomial_schedule(1.0, 0.0, 1.0, 10, -1)
-    with pytest.raises(TypeError, match="finite number"):
+    with pytest.raises(ValueError, match="finite number"):  # a value: ValueError
         optim.polynomial_schedule(1.0, 0.0, float("nan"), 10)
     with pytest.raises(ValueError, match="non-negative integer"):
         optim.cosine_onecycle_schedule(10, 1.0)(-1)
@@ -504,7 +504,7 @@ def test_stateful_scheduler_errors():
         optim.CyclicLR(sgd, 0.01, 0.1, step_size_up=0, cycle_momentum=False)
     with pytest.raises(ValueError, match="T_0 must be an int >= 1"):
         optim.CosineAnnealingWarmRestarts(sgd, 0)
-    with pytest.raises(ValueError, match="T_mult must be an int >= 1"):
+    with pytest.raises(TypeError, match="T_mult must be an int >= 1"):  # a kind: TypeError
         optim.CosineAnnealingWarmRestarts(sgd, 3, T_mult=1.5)
     with pytest.raises(TypeError, match="milestones must be ints"):
         optim.MultiStepLR(sgd, [1.5])

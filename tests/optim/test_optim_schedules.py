@@ -74,7 +74,7 @@ def test_schedule_errors():
         optim.constant_schedule(0.1)(-1)
     with pytest.raises(ValueError, match="non-negative integer"):
         schedules.step_decay_schedule(0.1, 2)(1.5)
-    with pytest.raises(TypeError, match="finite number"):
+    with pytest.raises(ValueError, match="finite number"):
         optim.constant_schedule(float("nan"))
     with pytest.raises(ValueError, match="init_value must be >= 0"):
         optim.exponential_decay(-1.0, 1, 0.5)
@@ -142,7 +142,7 @@ def test_new_schedule_errors():
         optim.linear_schedule(0.1, 0.0, -1)
     with pytest.raises(ValueError, match="linear_schedule: transition_begin must be an int >= 0"):
         optim.linear_schedule(0.1, 0.0, 5, transition_begin=-2)
-    with pytest.raises(TypeError, match="linear_schedule: end_value must be a finite number"):
+    with pytest.raises(ValueError, match="linear_schedule: end_value must be a finite number"):
         optim.linear_schedule(0.1, float("inf"), 5)
     with pytest.raises(ValueError, match="non-negative integer"):
         optim.linear_schedule(0.1, 0.0, 5)(-1)
@@ -152,5 +152,5 @@ def test_new_schedule_errors():
         optim.piecewise_constant_schedule(0.1, {10: -0.5})
     with pytest.raises(ValueError, match="boundary -3 must be an int >= 0"):
         optim.piecewise_constant_schedule(0.1, {-3: 0.5})
-    with pytest.raises(ValueError, match="boundary 2.5 must be an int >= 0"):
+    with pytest.raises(TypeError, match="boundary 2.5 must be an int >= 0"):
         optim.piecewise_constant_schedule(0.1, {2.5: 0.5})

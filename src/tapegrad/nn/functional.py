@@ -33,6 +33,7 @@ import numpy as np
 from tapegrad import numpy as tnp
 from tapegrad import ops as _ops
 from tapegrad import random as _random
+from tapegrad._keywords import strict_keywords
 from tapegrad.backend import backend_of
 from tapegrad.function import Function
 from tapegrad.ops._batching import align, per_example_ndim, shift_axes
@@ -668,6 +669,16 @@ class HingeLoss(_Loss):
         )
 
 
+_LOSS_HINTS = {
+    "weight": "PyTorch's per-element rescaling weight is not implemented; multiply the "
+    "reduction='none' loss by it",
+    "pos_weight": "PyTorch's positive-class weight is not implemented; weight the "
+    "reduction='none' loss yourself",
+    "size_average": "PyTorch's deprecated switch; use reduction=",
+    "reduce": "PyTorch's deprecated switch; use reduction=",
+}
+
+
 def _loss_inputs(y_pred, y_true, reduction, who):
     _check_reduction(reduction, who)
     p = _floating(y_pred, who, "y_pred")
@@ -676,7 +687,8 @@ def _loss_inputs(y_pred, y_true, reduction, who):
     return p, y
 
 
-def mean_squared_loss(y_pred, y_true, reduction: str = "mean", **kwargs) -> Tensor:
+@strict_keywords(hints=_LOSS_HINTS)
+def mean_squared_loss(y_pred, y_true, reduction: str = "mean") -> Tensor:
     """Mean squared error ``mean((y_pred - y_true)**2)`` (see :class:`MeanSquaredLoss`).
 
     Args:
@@ -703,7 +715,8 @@ def mean_squared_loss(y_pred, y_true, reduction: str = "mean", **kwargs) -> Tens
 mse_loss = mean_squared_loss
 
 
-def binary_cross_entropy(y_pred, y_true, reduction: str = "mean", **kwargs) -> Tensor:
+@strict_keywords(hints=_LOSS_HINTS)
+def binary_cross_entropy(y_pred, y_true, reduction: str = "mean") -> Tensor:
     """Binary cross-entropy of predicted probabilities (see :class:`BinaryCrossEntropy`).
 
     ``-(y log p + (1 - y) log(1 - p))``; logs are clamped at -100 (PyTorch), so ``p`` of 0 or
@@ -732,7 +745,8 @@ def binary_cross_entropy(y_pred, y_true, reduction: str = "mean", **kwargs) -> T
     return BinaryCrossEntropy.apply(p, y, reduction=reduction)
 
 
-def binary_cross_entropy_with_logits(y_pred, y_true, reduction: str = "mean", **kwargs) -> Tensor:
+@strict_keywords(hints=_LOSS_HINTS)
+def binary_cross_entropy_with_logits(y_pred, y_true, reduction: str = "mean") -> Tensor:
     """Binary cross-entropy of logits, stable for any ``|logits|``.
 
     Computes ``softplus(x) - y x`` (equal to ``-(y log sigmoid(x) + (1-y) log(1-sigmoid(x)))``)
@@ -1492,7 +1506,8 @@ def kl_div(input, target, reduction: str = "mean", log_target: bool = False) -> 
     return _reduce(per, reduction)
 
 
-def hinge_loss(y_pred, y_true, reduction: str = "none", **kwargs) -> Tensor:
+@strict_keywords(hints=_LOSS_HINTS)
+def hinge_loss(y_pred, y_true, reduction: str = "none") -> Tensor:
     """Hinge loss ``max(0, 1 - y_true * y_pred)`` for labels in {-1, +1} (see
     :class:`HingeLoss`).
 

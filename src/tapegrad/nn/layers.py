@@ -4,7 +4,10 @@ pooling, ``RMSNorm``, ``GroupNorm``, recurrent cells and ``RNN``/``LSTM``/``GRU`
 
 Every constructor with parameters takes PyTorch-like arguments plus keyword-only
 ``key`` (a key from :mod:`tapegrad.random` for reproducible initialization and dropout;
-without one, fresh OS entropy is used) and ``dtype`` (float32 by default). Linear and
+without one, fresh OS entropy is used), ``device`` (``"cpu"`` or ``"cuda:N"``) and ``dtype``
+(a floating dtype, float32 by default). A keyword a constructor does not take is a
+``TypeError`` naming the closest valid one; PyTorch's options are either implemented with
+PyTorch's meaning or refused, never ignored. Linear and
 recurrent weights are ``(in, out)`` (the transpose of PyTorch's); convolution weights
 ``(C_out, C_in / groups, *kernel)`` as in PyTorch (``ConvTranspose2d``: ``(C_in, C_out /
 groups, kH, kW)``).
@@ -12,11 +15,13 @@ groups, kH, kW)``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from tapegrad import numpy as tnp
 from tapegrad import random as _random
-from tapegrad.backend import backend_of
+from tapegrad.backend import backend_of, parse_device
 from tapegrad.nn import functional as F
 from tapegrad.nn import init
 from tapegrad.nn.module import Module
@@ -70,13 +75,138 @@ def _keys(key, n: int):
 
 def _positive(who, **sizes):
     for name, v in sizes.items():
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{who}: {name} must be a positive int, got {v!r}")
+        if v < 1:
             raise ValueError(f"{who}: {name} must be a positive int, got {v!r}")
 
 
+def _real(who, name, v, low=None, high=None, high_open=False) -> float:
+    """``v`` as a float: a real number (not a bool), finite, within the bounds given."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer,
+                                                           np.floating)):
+        raise TypeError(f"{who}: {name} must be a number, got {v!r}")
+    v = float(v)
+    ok = np.isfinite(v) and (low is None or v >= low) and (
+        high is None or (v < high if high_open else v <= high))
+    if not ok:
+        if high is not None:
+            want = f"lie in [{low:g}, {high:g}{')' if high_open else ']'}"
+        else:
+            want = f"be >= {low:g}" if low is not None else "be finite"
+        raise ValueError(f"{who}: {name} must {want}, got {v}")
+    return v
+
+
+def _int(who, name, v) -> int:
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{who}: {name} must be an int, got {v!r}")
+    return int(v)
+
+
 def _prob(who, name, p):
-    if p is not None and not 0.0 <= p < 1.0:
-        raise ValueError(f"{who}: {name} must lie in [0, 1), got {p}")
+    if p is not None:
+        _real(who, name, p, 0.0, 1.0, high_open=True)
+
+
+def _param_dtype(who: str, dtype) -> Any:
+    """The parameters' dtype: ``None`` means float32 (PyTorch's default dtype)."""
+    if dtype is None:
+        return np.dtype(np.float32)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(
+            f"{who}: dtype must be a NumPy floating dtype (np.float32, 'float64', ...), got "
+            f"{dtype!r}"
+        ) from None
+    if dt.kind != "f":
+        raise TypeError(
+            f"{who}: dtype must be a floating dtype for trainable parameters, got {dt}; use "
+            "float16, float32 or float64"
+        )
+    return dt
+
+
+def _place(module: Module, device) -> None:
+    """Move ``module``'s own parameters and states to ``device`` (``None``: leave on the CPU).
+
+    Raises:
+        ValueError: for a device string that is not ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+        RuntimeError: for a GPU device without CuPy or a GPU.
+    """
+    if device is None:
+        return
+    try:
+        dev = parse_device(device)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{type(module).__name__}: {e}") from None
+    if dev == "cpu":
+        return
+    d = module.__dict__
+    for group in ("_parameters", "_states"):
+        for name, t in d[group].items():
+            if t is not None:
+                d[group][name] = t.to_device(dev)
+
+
+def _check_device(who: str, device) -> None:
+    """Refuse a bad ``device`` before any submodule is built (naming this layer)."""
+    if device is not None:
+        try:
+            parse_device(device)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{who}: {e}") from None
+
+
+def _shape_arg(who: str, name: str, value) -> tuple:
+    """An int or a sequence of ints (a trailing shape), each positive."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        ns = (value,)
+    elif isinstance(value, (tuple, list)):
+        ns = tuple(value)
+    else:
+        raise TypeError(f"{who}: {name} must be an int or a tuple of ints, got {value!r}")
+    if not ns:
+        raise ValueError(f"{who}: {name} must not be empty")
+    _positive(who, **{f"{name}[{i}]": v for i, v in enumerate(ns)})
+    return tuple(int(v) for v in ns)
+
+
+def _bool(who: str, name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{who}: {name} must be a bool, got {value!r}")
+    return bool(value)
+
+
+def _no_inplace(who: str, inplace) -> None:
+    """PyTorch's ``inplace=``: tapegrad's Tensors are immutable, so only False is meaningful."""
+    if _bool(who, "inplace", inplace):
+        raise ValueError(
+            f"{who}: inplace=True is not possible: tapegrad Tensors are immutable and every "
+            "layer returns a new Tensor. Use inplace=False (the default) and keep the result "
+            "(x = layer(x))."
+        )
+
+
+def _one_of(who: str, name: str, value, alias: str, alias_value, default):
+    """``value`` or its other spelling ``alias_value`` (one of them, not both), else default."""
+    if value is not None and alias_value is not None:
+        raise TypeError(f"{who}: give {name} or {alias} (the same setting), not both")
+    if value is not None:
+        return value
+    return default if alias_value is None else alias_value
+
+
+_TORCH_SIZES = {
+    "in_features": "PyTorch's name; here it is input_size",
+    "out_features": "PyTorch's name; here it is output_size",
+    "num_features": "PyTorch's name; here it is input_size",
+    "normalized_shape": "PyTorch's name; here it is input_size",
+    "num_embeddings": "PyTorch's name; here it is input_size",
+    "embedding_dim": "PyTorch's name; here it is embedding_size",
+}
+_UNSUPPORTED = "a PyTorch option tapegrad does not implement"
 
 
 def _tuple(v, n: int):
@@ -123,10 +253,15 @@ class Linear(Module):
         output_size: ``out_features``.
         bias: Whether to add a bias.
         key: Init key.
-        dtype: Parameter dtype.
+        device: ``"cpu"`` (default) or ``"cuda:N"`` for the parameters.
+        dtype: Floating parameter dtype (``None``: float32).
 
     Parameters:
         weight ``(input_size, output_size)`` Xavier-uniform; bias ``(output_size,)`` zeros.
+
+    Raises:
+        TypeError: for an unknown keyword (naming the closest valid one) or a non-floating
+            dtype. ValueError: for non-positive sizes.
 
     Example:
         >>> import tapegrad as tg
@@ -135,6 +270,8 @@ class Linear(Module):
         (3, 2)
     """
 
+    _keyword_hints = _TORCH_SIZES
+
     def __init__(
         self,
         input_size: int,
@@ -142,16 +279,19 @@ class Linear(Module):
         bias: bool = True,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
-        **kwargs,
     ):
         super().__init__()
         _positive("Linear", input_size=input_size, output_size=output_size)
+        bias = _bool("Linear", "bias", bias)
+        dtype = _param_dtype("Linear", dtype)
         (k,), own = _keys(key, 1)
         self._seed(own)
         self.input_size, self.output_size = int(input_size), int(output_size)
         self.weight = init.xavier_uniform(k, (input_size, output_size), dtype)
         self.register_parameter("bias", init.zeros(None, (output_size,), dtype) if bias else None)
+        _place(self, device)
 
     def extra_repr(self) -> str:
         return _args(
@@ -170,14 +310,24 @@ class Conv2d(Module):
         in_channels, out_channels: Channel counts.
         kernel_size: Int or pair.
         stride: Int or pair.
-        padding_mode: ``"valid"`` or ``"same"``.
+        padding_mode: ``"valid"`` or ``"same"`` (the padding, when ``padding`` is not given),
+            or PyTorch's ``"zeros"`` (zero padding of ``padding``, the default there).
         bias: Whether to add a bias.
-        padding: Optional int/pair padding overriding ``padding_mode`` (PyTorch style).
+        padding: Optional int/pair padding (or ``"valid"``/``"same"``) overriding
+            ``padding_mode`` (PyTorch style).
         dilation, groups: As in :func:`~tapegrad.nn.functional.conv2d`.
-        key, dtype: Init key and parameter dtype.
+        key, device, dtype: Init key, parameter device and floating dtype (``None``:
+            float32).
 
     Parameters:
         weight ``(out_channels, in_channels / groups, kH, kW)`` Xavier-uniform; bias zeros.
+
+    Raises:
+        TypeError: for an unknown keyword or a non-floating dtype.
+        ValueError: for non-positive sizes, ``groups`` not dividing both channel counts, an
+            unknown ``padding_mode``, or ``padding_mode="same"`` together with ``padding``.
+        NotImplementedError: for PyTorch's ``"reflect"``, ``"replicate"`` and ``"circular"``
+            padding modes.
     """
 
     def __init__(
@@ -193,8 +343,8 @@ class Conv2d(Module):
         dilation=1,
         groups: int = 1,
         key=None,
+        device=None,
         dtype=np.float32,
-        **kwargs,
     ):
         super().__init__()
         _positive("Conv2d", in_channels=in_channels, out_channels=out_channels, groups=groups)
@@ -203,17 +353,18 @@ class Conv2d(Module):
                 f"Conv2d: groups={groups} must divide in_channels={in_channels} and "
                 f"out_channels={out_channels}"
             )
-        if padding is None and padding_mode not in ("valid", "same"):
-            raise ValueError(
-                f"Conv2d: padding_mode must be 'valid' or 'same', got {padding_mode!r}"
-            )
+        self.padding = _conv_padding("Conv2d", padding_mode, padding)
+        bias = _bool("Conv2d", "bias", bias)
+        F._pair(stride, "stride", "Conv2d")
+        F._pair(dilation, "dilation", "Conv2d")
+        dtype = _param_dtype("Conv2d", dtype)
         kh, kw = F._pair(kernel_size, "kernel_size", "Conv2d")
         (k,), own = _keys(key, 1)
         self._seed(own)
         self.stride, self.dilation, self.groups = stride, dilation, groups
-        self.padding = padding_mode if padding is None else padding
         self.weight = init.xavier_uniform(k, (out_channels, in_channels // groups, kh, kw), dtype)
         self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
+        _place(self, device)
 
     def extra_repr(self) -> str:
         w = self.weight
@@ -235,20 +386,67 @@ class Conv2d(Module):
         )
 
 
+def _conv_padding(who: str, padding_mode, padding):
+    """The padding a layer passes on: ``padding`` if given, else ``padding_mode``
+    (``"valid"``/``"same"``); PyTorch's ``padding_mode="zeros"`` means ``padding`` (0 when
+    absent)."""
+    if not isinstance(padding_mode, str):  # PyTorch's 5th positional argument is padding
+        raise TypeError(
+            f"{who}: padding_mode must be 'valid', 'same' or 'zeros', got {padding_mode!r}; "
+            f"the 5th positional argument here is padding_mode: pass padding={padding_mode!r}"
+        )
+    if padding_mode in ("reflect", "replicate", "circular"):
+        raise NotImplementedError(
+            f"{who}: padding_mode={padding_mode!r} is not implemented; pad the input first "
+            "(tnp.pad(x, ..., mode='reflect'/'edge'/'wrap')) and use padding=0"
+        )
+    if padding_mode not in ("valid", "same", "zeros"):
+        raise ValueError(
+            f"{who}: padding_mode must be 'valid', 'same' or 'zeros' (zero padding of "
+            f"padding=), got {padding_mode!r}"
+        )
+    if padding is None:
+        return 0 if padding_mode == "zeros" else padding_mode
+    if padding_mode == "same":
+        raise ValueError(
+            f"{who}: padding_mode='same' and padding={padding!r} both set the padding; give one"
+        )
+    return padding
+
+
 class MaxPool2d(Module):
     """2-D max pooling; ``stride`` defaults to ``kernel_size``.
 
     ``padding_mode`` is ``"valid"`` or ``"same"``; an int ``padding`` overrides it.
+
+    Raises:
+        TypeError: for an unknown keyword (PyTorch's ``dilation``, ``ceil_mode`` and
+            ``return_indices`` are not implemented).
+        ValueError: for another ``padding_mode``.
     """
 
-    def __init__(
-        self, kernel_size, stride=None, padding_mode: str = "valid", *, padding=None, **kwargs
-    ):
+    _keyword_hints = {"dilation": _UNSUPPORTED, "ceil_mode": _UNSUPPORTED,
+                      "return_indices": _UNSUPPORTED}
+
+    def __init__(self, kernel_size, stride=None, padding_mode: str = "valid", *, padding=None):
         super().__init__()
-        if padding is None and padding_mode not in ("valid", "same"):
+        if not isinstance(padding_mode, str):  # PyTorch's 3rd positional argument is padding
+            raise TypeError(
+                f"MaxPool2d: padding_mode must be 'valid' or 'same', got {padding_mode!r}; the "
+                f"3rd positional argument here is padding_mode: pass padding={padding_mode!r}"
+            )
+        if padding_mode not in ("valid", "same"):
             raise ValueError(
                 f"MaxPool2d: padding_mode must be 'valid' or 'same', got {padding_mode!r}"
             )
+        if padding is not None and padding_mode == "same":
+            raise ValueError(
+                f"MaxPool2d: padding_mode='same' and padding={padding!r} both set the padding; "
+                "give one"
+            )
+        F._pair(kernel_size, "kernel_size", "MaxPool2d")
+        if stride is not None:
+            F._pair(stride, "stride", "MaxPool2d")
         self.kernel_size, self.stride = kernel_size, stride
         self.padding = padding_mode if padding is None else padding
 
@@ -267,81 +465,171 @@ class MaxPool2d(Module):
 
 class BatchNorm(Module):
     """Batch normalization over all axes but the channel axis 1 (PyTorch's ``BatchNorm1d``
-    and ``BatchNorm2d`` in one).
+    and ``BatchNorm2d`` in one, with their options and semantics).
 
     Training mode normalizes with batch statistics and replaces the ``running_mean`` and
-    ``running_var`` states with updated ones (in :func:`~tapegrad.nn.functional_call` the new
-    state is returned instead); evaluation mode uses the running statistics.
+    ``running_var`` states with ``(1 - momentum) * running + momentum * batch`` (PyTorch's
+    convention; the variance unbiased); in :func:`~tapegrad.nn.functional_call` the new state
+    is returned instead. Evaluation mode normalizes with the running statistics.
 
     Args:
-        input_size: Number of channels ``C``.
-        momentum: Running-update weight.
-        epsilon: Added to the variance.
+        input_size: Number of channels ``C`` (PyTorch's ``num_features``).
+        momentum: Weight of the batch statistics in the running update; ``None`` is PyTorch's
+            cumulative moving average (weight ``1 / n`` for the ``n``-th training batch, counted
+            in the state ``num_batches_tracked``).
+        epsilon: Added to the variance (default ``1e-5``); ``eps`` is PyTorch's spelling (give
+            one of them).
+        affine: Learn a per-channel ``weight`` and ``bias`` (else both are absent).
+        track_running_stats: Keep the running statistics; without them both modes normalize
+            with the batch statistics (as PyTorch).
+        key: Unused (no random init), accepted for a uniform layer signature.
+        device, dtype: Parameter and state device and floating dtype (``None``: float32).
 
-    Parameters: weight (ones), bias (zeros), shape ``(C,)``.
-    States: running_mean (zeros), running_var (ones), shape ``(C,)``.
+    Parameters: weight (ones), bias (zeros), shape ``(C,)`` (with ``affine``).
+    States: running_mean (zeros), running_var (ones), shape ``(C,)`` (with
+    ``track_running_stats``); num_batches_tracked (int64 0-d, with ``momentum=None``).
+
+    Raises:
+        TypeError: for an unknown keyword, both ``epsilon`` and ``eps``, or a non-floating
+            dtype. ValueError: for a non-positive ``input_size``, ``momentum`` outside
+            ``[0, 1]`` or a negative ``epsilon``.
     """
+
+    _keyword_hints = _TORCH_SIZES
 
     def __init__(
         self,
         input_size: int,
-        momentum: float = 0.1,
-        epsilon: float = 1e-5,
+        momentum: float | None = 0.1,
+        epsilon: float | None = None,
         *,
+        eps: float | None = None,
+        affine: bool = True,
+        track_running_stats: bool = True,
         key=None,
+        device=None,
         dtype=np.float32,
-        **kwargs,
     ):
         super().__init__()
-        _positive("BatchNorm", input_size=input_size)
-        self.momentum, self.epsilon = float(momentum), float(epsilon)
-        self.weight = init.ones(None, (input_size,), dtype)
-        self.bias = init.zeros(None, (input_size,), dtype)
-        self.register_state("running_mean", init.zeros(None, (input_size,), dtype))
-        self.register_state("running_var", init.ones(None, (input_size,), dtype))
+        who = "BatchNorm"
+        _positive(who, input_size=input_size)
+        epsilon = _real(who, "epsilon" if eps is None else "eps",
+                        _one_of(who, "epsilon", epsilon, "eps", eps, 1e-5), 0.0)
+        if momentum is not None:
+            momentum = _real(who, "momentum", momentum, 0.0, 1.0)
+        dtype = _param_dtype(who, dtype)
+        self.momentum, self.epsilon = momentum, epsilon
+        self.input_size = int(input_size)
+        self.affine = _bool(who, "affine", affine)
+        self.track_running_stats = _bool(who, "track_running_stats", track_running_stats)
+        c = (input_size,)
+        self.register_parameter("weight", init.ones(None, c, dtype) if affine else None)
+        self.register_parameter("bias", init.zeros(None, c, dtype) if affine else None)
+        if self.track_running_stats:
+            self.register_state("running_mean", init.zeros(None, c, dtype))
+            self.register_state("running_var", init.ones(None, c, dtype))
+            if momentum is None:
+                self.register_state("num_batches_tracked", Tensor(np.zeros((), np.int64)))
+        _place(self, device)
+
+    @property
+    def eps(self) -> float:
+        """PyTorch's name of :attr:`epsilon`."""
+        return self.epsilon
 
     def extra_repr(self) -> str:
-        return _args(self.weight.shape[0], eps=self.epsilon, momentum=self.momentum)
+        return _args(self.input_size, eps=self.epsilon, momentum=self.momentum,
+                     affine=self.affine, track_running_stats=self.track_running_stats)
 
     def forward(self, x):
         """``(N, C)`` or ``(N, C, ...)`` -> same shape."""
+        track = self.track_running_stats
+        batch_stats = self.training or not track
+        momentum = self.momentum
+        if track and self.training and momentum is None:  # the cumulative moving average
+            n = self.num_batches_tracked + 1
+            self.update_state("num_batches_tracked", n)
+            momentum = tnp.astype(tnp.divide(1.0, n), self.running_mean.dtype)
         y, mean, var = F.batch_norm(
             x,
-            self.running_mean,
-            self.running_var,
+            self.running_mean if track else None,
+            self.running_var if track else None,
             self.weight,
             self.bias,
-            training=self.training,
-            momentum=self.momentum,
+            training=batch_stats,
+            momentum=0.0 if momentum is None else momentum,  # pyright: ignore[reportArgumentType]
             eps=self.epsilon,
         )
-        if self.training:
+        if track and self.training:
             self.update_state("running_mean", mean)
             self.update_state("running_var", var)
         return y
 
 
 class LayerNorm(Module):
-    """Layer normalization over the last axis.
+    """Layer normalization over the trailing ``input_size`` axes (PyTorch's ``nn.LayerNorm``
+    with its options).
 
-    Parameters: weight (ones) and bias (zeros) of shape ``(input_size,)``.
+    Args:
+        input_size: Int or tuple: the trailing shape to normalize over (PyTorch's
+            ``normalized_shape``).
+        epsilon: Added to the variance (default ``1e-5``); ``eps`` is PyTorch's spelling
+            (give one of them).
+        elementwise_affine: Learn a gain ``weight`` (and a ``bias``, see below).
+        bias: Learn a ``bias`` too (with ``elementwise_affine``).
+        key: Unused (no random init).
+        device, dtype: Parameter device and floating dtype.
+
+    Parameters: weight (ones) and bias (zeros) of shape ``input_size`` (absent as above).
+
+    Raises:
+        TypeError: for an unknown keyword, both ``epsilon`` and ``eps``, or a non-floating
+            dtype. ValueError: for non-positive sizes or a negative ``epsilon``.
     """
 
+    _keyword_hints = _TORCH_SIZES
+
     def __init__(
-        self, input_size: int, epsilon: float = 1e-5, *, key=None, dtype=np.float32, **kwargs
+        self,
+        input_size,
+        epsilon: float | None = None,
+        *,
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        key=None,
+        device=None,
+        dtype=np.float32,
     ):
         super().__init__()
-        _positive("LayerNorm", input_size=input_size)
-        self.input_size, self.epsilon = int(input_size), float(epsilon)
-        self.weight = init.ones(None, (input_size,), dtype)
-        self.bias = init.zeros(None, (input_size,), dtype)
+        who = "LayerNorm"
+        ns = _shape_arg(who, "input_size", input_size)
+        epsilon = _real(who, "epsilon" if eps is None else "eps",
+                        _one_of(who, "epsilon", epsilon, "eps", eps, 1e-5), 0.0)
+        dtype = _param_dtype(who, dtype)
+        affine = _bool(who, "elementwise_affine", elementwise_affine)
+        with_bias = _bool(who, "bias", bias)
+        self.input_size = int(ns[0]) if len(ns) == 1 else tuple(int(v) for v in ns)
+        self.normalized_shape = tuple(int(v) for v in ns)
+        self.epsilon = epsilon
+        self.register_parameter("weight", init.ones(None, ns, dtype) if affine else None)
+        self.register_parameter(
+            "bias", init.zeros(None, ns, dtype) if affine and with_bias else None
+        )
+        _place(self, device)
+
+    @property
+    def eps(self) -> float:
+        """PyTorch's name of :attr:`epsilon`."""
+        return self.epsilon
 
     def extra_repr(self) -> str:
-        return _args((self.input_size,), eps=self.epsilon)
+        return _args(self.normalized_shape, eps=self.epsilon,
+                     elementwise_affine=self.weight is not None, bias=self.bias is not None)
 
     def forward(self, x):
-        """``(..., input_size)`` -> same shape."""
-        return F.layer_norm(x, (self.input_size,), self.weight, self.bias, self.epsilon)
+        """``(..., *input_size)`` -> same shape."""
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.epsilon)
 
 
 class Dropout(Module):
@@ -349,13 +637,23 @@ class Dropout(Module):
 
     ``forward(x, key=None)``: the key defaults to :meth:`Module.next_key` (split off
     ``functional_call``'s key, or the layer's own key in stateful use).
+
+    Args:
+        p: Drop probability in ``[0, 1]``.
+        inplace: PyTorch's option; only False: Tensors are immutable.
+        key: The layer's own key (reproducible masks); fresh entropy without one.
+
+    Raises:
+        TypeError: for an unknown keyword. ValueError: for ``p`` outside ``[0, 1]`` or
+            ``inplace=True``.
     """
 
-    def __init__(self, p: float = 0.5, *, key=None, **kwargs):
+    def __init__(self, p: float = 0.5, inplace: bool = False, *, key=None):
         super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: p must lie in [0, 1], got {p}")
+        p = _real("Dropout", "p", p, 0.0, 1.0)
+        _no_inplace("Dropout", inplace)
         self.p = float(p)
+        self.inplace = False
         if key is not None:
             self._seed(key)
 
@@ -372,24 +670,68 @@ class Dropout(Module):
 class Embedding(Module):
     """Lookup table of ``input_size`` vectors of size ``embedding_size``.
 
+    Args:
+        input_size: Number of rows (PyTorch's ``num_embeddings``).
+        embedding_size: Row size (PyTorch's ``embedding_dim``).
+        padding_idx: Optional row (negative counts from the end) that is initialized to zeros
+            and gets no gradient (through this layer), as PyTorch's.
+        key, device, dtype: Init key, parameter device and floating dtype.
+
     Parameters: weight ``(input_size, embedding_size)``, standard normal (PyTorch's init).
+
+    Raises:
+        TypeError: for an unknown keyword (PyTorch's ``max_norm``, ``norm_type``,
+            ``scale_grad_by_freq`` and ``sparse`` are not implemented) or a non-floating dtype.
+        ValueError: for non-positive sizes or ``padding_idx`` out of range.
     """
 
+    _keyword_hints = dict(_TORCH_SIZES, max_norm=_UNSUPPORTED, norm_type=_UNSUPPORTED,
+                          scale_grad_by_freq=_UNSUPPORTED, sparse=_UNSUPPORTED)
+
     def __init__(
-        self, input_size: int, embedding_size: int, *, key=None, dtype=np.float32, **kwargs
+        self,
+        input_size: int,
+        embedding_size: int,
+        padding_idx: int | None = None,
+        *,
+        key=None,
+        device=None,
+        dtype=np.float32,
     ):
         super().__init__()
         _positive("Embedding", input_size=input_size, embedding_size=embedding_size)
+        if padding_idx is not None:
+            if isinstance(padding_idx, bool) or not isinstance(padding_idx, (int, np.integer)):
+                raise TypeError(f"Embedding: padding_idx must be an int or None, got "
+                                f"{padding_idx!r}")
+            if not -input_size <= padding_idx < input_size:
+                raise ValueError(
+                    f"Embedding: padding_idx must lie in [-{input_size}, {input_size}), got "
+                    f"{padding_idx}"
+                )
+            padding_idx = int(padding_idx) % input_size
+        self.padding_idx = padding_idx
+        dtype = _param_dtype("Embedding", dtype)
         (k,), own = _keys(key, 1)
         self._seed(own)
-        self.weight = init.normal(k, (input_size, embedding_size), dtype)
+        weight = init.normal(k, (input_size, embedding_size), dtype)
+        if padding_idx is not None:
+            weight = weight.at[padding_idx].set(0.0)
+        self.weight = weight
+        _place(self, device)
 
     def extra_repr(self) -> str:
-        return _args(*self.weight.shape)
+        if self.padding_idx is None:
+            return _args(*self.weight.shape)
+        return _args(*self.weight.shape, padding_idx=self.padding_idx)
 
     def forward(self, x):
         """Integer indices of any shape -> ``x.shape + (embedding_size,)``."""
-        return F.embedding(x, self.weight)
+        w = self.weight
+        if self.padding_idx is not None:  # the padding row's value, without a gradient
+            rows = tnp.arange(w.shape[0], device=w.device)[:, None] == self.padding_idx
+            w = tnp.where(rows, tnp.stop_gradient(w), w)
+        return F.embedding(x, w)
 
 
 class ResidualBlock(Module):
@@ -401,6 +743,7 @@ class ResidualBlock(Module):
     Args:
         in_channels, out_channels: Channel counts.
         stride: Stride of the first convolution.
+        key, device, dtype: Init key, parameter device and floating dtype.
     """
 
     def __init__(
@@ -410,13 +753,15 @@ class ResidualBlock(Module):
         stride: int = 1,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
-        **kwargs,
     ):
         super().__init__()
         _positive(
             "ResidualBlock", in_channels=in_channels, out_channels=out_channels, stride=stride
         )
+        dtype = _param_dtype("ResidualBlock", dtype)
+        _check_device("ResidualBlock", device)
         ks, own = _keys(key, 3)
         self._seed(own)
         self.conv1 = Conv2d(
@@ -432,6 +777,8 @@ class ResidualBlock(Module):
                 in_channels, out_channels, 1, stride, bias=False, key=ks[2], dtype=dtype
             )
             self.shortcut_bn = BatchNorm(out_channels, dtype=dtype)
+        for _, m in self.named_modules():
+            _place(m, device)
 
     def extra_repr(self) -> str:
         c_out, c_in = self.conv1.weight.shape[:2]
@@ -492,19 +839,29 @@ class RecurrentBlock(Module):
         dropout_prob: float | None = None,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
-        **kwargs,
     ):
         super().__init__()
         _positive("RecurrentBlock", input_size=input_size, hidden_size=hidden_size)
         _prob("RecurrentBlock", "dropout_prob", dropout_prob)
+        if output_size is not None:
+            _positive("RecurrentBlock", output_size=output_size)
+        dtype = _param_dtype("RecurrentBlock", dtype)
+        _check_device("RecurrentBlock", device)
         ks, own = _keys(key, 3)
         self._seed(own)
         self.hidden_size = int(hidden_size)
-        self.input_to_hidden = Linear(input_size, hidden_size, key=ks[0], dtype=dtype)
-        self.hidden_to_hidden = Linear(hidden_size, hidden_size, bias=False, key=ks[1], dtype=dtype)
+        self.input_to_hidden = Linear(
+            input_size, hidden_size, key=ks[0], device=device, dtype=dtype
+        )
+        self.hidden_to_hidden = Linear(
+            hidden_size, hidden_size, bias=False, key=ks[1], device=device, dtype=dtype
+        )
         if output_size is not None:
-            self.hidden_to_output = Linear(hidden_size, output_size, key=ks[2], dtype=dtype)
+            self.hidden_to_output = Linear(
+                hidden_size, output_size, key=ks[2], device=device, dtype=dtype
+            )
         self.dropout_prob = dropout_prob
 
     def extra_repr(self) -> str:
@@ -543,21 +900,29 @@ class LongShortTermMemoryBlock(Module):
         dropout_prob: float | None = None,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
-        **kwargs,
     ):
         super().__init__()
         _positive("LongShortTermMemoryBlock", input_size=input_size, hidden_size=hidden_size)
         _prob("LongShortTermMemoryBlock", "dropout_prob", dropout_prob)
+        if output_size is not None:
+            _positive("LongShortTermMemoryBlock", output_size=output_size)
+        dtype = _param_dtype("LongShortTermMemoryBlock", dtype)
+        _check_device("LongShortTermMemoryBlock", device)
         ks, own = _keys(key, 3)
         self._seed(own)
         self.hidden_size = int(hidden_size)
-        self.input_to_gates = Linear(input_size, 4 * hidden_size, key=ks[0], dtype=dtype)
+        self.input_to_gates = Linear(
+            input_size, 4 * hidden_size, key=ks[0], device=device, dtype=dtype
+        )
         self.hidden_to_gates = Linear(
-            hidden_size, 4 * hidden_size, bias=False, key=ks[1], dtype=dtype
+            hidden_size, 4 * hidden_size, bias=False, key=ks[1], device=device, dtype=dtype
         )
         if output_size is not None:
-            self.hidden_to_output = Linear(hidden_size, output_size, key=ks[2], dtype=dtype)
+            self.hidden_to_output = Linear(
+                hidden_size, output_size, key=ks[2], device=device, dtype=dtype
+            )
         self.dropout_prob = dropout_prob
 
     def extra_repr(self) -> str:
@@ -593,7 +958,7 @@ class ScaledDotProductAttention(Module):
     :func:`~tapegrad.nn.functional.scaled_dot_product_attention` for the mask contract.
     """
 
-    def __init__(self, dropout_prob: float = 0.1, *, key=None, **kwargs):
+    def __init__(self, dropout_prob: float = 0.1, *, key=None):
         super().__init__()
         _prob("ScaledDotProductAttention", "dropout_prob", dropout_prob)
         self.dropout_prob = float(dropout_prob)
@@ -617,9 +982,17 @@ class MultiHeadAttention(Module):
     """Multi-head attention with learned projections.
 
     Submodules ``query``, ``key``, ``value``, ``output``: Linear ``(hidden_size,
-    hidden_size)``. ``forward(query, key, value, mask=None, is_causal=False,
-    dropout_key=None)`` maps ``(B, L, hidden_size)`` inputs to ``(B, Lq, hidden_size)``.
+    hidden_size)``, built with the ``key``, ``device`` and ``dtype`` given. ``forward(query,
+    key, value, mask=None, is_causal=False, dropout_key=None)`` maps ``(B, L, hidden_size)``
+    inputs to ``(B, Lq, hidden_size)``.
+
+    Raises:
+        TypeError: for an unknown keyword (PyTorch's ``nn.MultiheadAttention`` takes
+            ``embed_dim`` and ``dropout``; here they are ``hidden_size`` and ``dropout_prob``).
     """
+
+    _keyword_hints = {"embed_dim": "PyTorch's name; here it is hidden_size",
+                      "dropout": "PyTorch's name; here it is dropout_prob"}
 
     def __init__(
         self,
@@ -628,11 +1001,13 @@ class MultiHeadAttention(Module):
         dropout_prob: float = 0.1,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
-        **kwargs,
     ):
         super().__init__()
         _positive("MultiHeadAttention", num_heads=num_heads, hidden_size=hidden_size)
+        dtype = _param_dtype("MultiHeadAttention", dtype)
+        _check_device("MultiHeadAttention", device)
         if hidden_size % num_heads:
             raise ValueError(
                 f"MultiHeadAttention: num_heads={num_heads} must divide hidden_size={hidden_size}"
@@ -642,7 +1017,9 @@ class MultiHeadAttention(Module):
         self._seed(own)
         self.num_heads, self.dropout_prob = int(num_heads), float(dropout_prob)
         for name, k in zip(("query", "key", "value", "output"), ks):
-            setattr(self, name, Linear(hidden_size, hidden_size, key=k, dtype=dtype))
+            setattr(
+                self, name, Linear(hidden_size, hidden_size, key=k, device=device, dtype=dtype)
+            )
 
     def extra_repr(self) -> str:
         return _args(
@@ -671,7 +1048,16 @@ class MultiHeadAttention(Module):
 
 # -- activations, shape helpers --------------------------------------------------------------
 class ReLU(Module):
-    """Module form of :func:`~tapegrad.nn.functional.relu` (PyTorch's ``nn.ReLU``)."""
+    """Module form of :func:`~tapegrad.nn.functional.relu` (PyTorch's ``nn.ReLU``).
+
+    Args:
+        inplace: PyTorch's option; only False (Tensors are immutable).
+    """
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        _no_inplace("ReLU", inplace)
+        self.inplace = False
 
     def forward(self, x):
         """Any shape -> same shape."""
@@ -720,7 +1106,16 @@ class Sigmoid(Module):
 
 
 class SiLU(Module):
-    """Module form of :func:`~tapegrad.nn.functional.silu` (PyTorch's ``nn.SiLU``)."""
+    """Module form of :func:`~tapegrad.nn.functional.silu` (PyTorch's ``nn.SiLU``).
+
+    Args:
+        inplace: PyTorch's option; only False (Tensors are immutable).
+    """
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        _no_inplace("SiLU", inplace)
+        self.inplace = False
 
     def forward(self, x):
         """Any shape -> same shape."""
@@ -729,11 +1124,18 @@ class SiLU(Module):
 
 class LeakyReLU(Module):
     """Module form of :func:`~tapegrad.nn.functional.leaky_relu` (PyTorch's
-    ``nn.LeakyReLU``)."""
+    ``nn.LeakyReLU``).
 
-    def __init__(self, negative_slope: float = 0.01):
+    Args:
+        negative_slope: Slope for negative inputs.
+        inplace: PyTorch's option; only False (Tensors are immutable).
+    """
+
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
         super().__init__()
-        self.negative_slope = float(negative_slope)
+        _no_inplace("LeakyReLU", inplace)
+        self.negative_slope = _real("LeakyReLU", "negative_slope", negative_slope)
+        self.inplace = False
 
     def extra_repr(self) -> str:
         return _args(negative_slope=self.negative_slope)
@@ -749,7 +1151,7 @@ class Softmax(Module):
 
     def __init__(self, dim: int = -1):
         super().__init__()
-        self.dim = dim
+        self.dim = _int("Softmax", "dim", dim)
 
     def extra_repr(self) -> str:
         return _args(dim=self.dim)
@@ -765,7 +1167,7 @@ class LogSoftmax(Module):
 
     def __init__(self, dim: int = -1):
         super().__init__()
-        self.dim = dim
+        self.dim = _int("LogSoftmax", "dim", dim)
 
     def extra_repr(self) -> str:
         return _args(dim=self.dim)
@@ -786,7 +1188,8 @@ class Flatten(Module):
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()
-        self.start_dim, self.end_dim = start_dim, end_dim
+        self.start_dim = _int("Flatten", "start_dim", start_dim)
+        self.end_dim = _int("Flatten", "end_dim", end_dim)
 
     def extra_repr(self) -> str:
         return _args(start_dim=self.start_dim, end_dim=self.end_dim)
@@ -819,7 +1222,7 @@ class Conv1d(Module):
         stride, padding, dilation, groups: As in :func:`~tapegrad.nn.functional.conv1d`
             (``padding`` an int, ``"valid"`` or ``"same"``; zeros).
         bias: Whether to add a bias.
-        key, dtype: Init key and parameter dtype.
+        key, device, dtype: Init key, parameter device and floating dtype.
 
     Parameters:
         weight ``(out_channels, in_channels / groups, kernel_size)`` Xavier-uniform; bias
@@ -841,21 +1244,27 @@ class Conv1d(Module):
         bias: bool = True,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
     ):
         super().__init__()
         _positive("Conv1d", in_channels=in_channels, out_channels=out_channels, groups=groups)
+        dtype = _param_dtype("Conv1d", dtype)
         if in_channels % groups or out_channels % groups:
             raise ValueError(
                 f"Conv1d: groups={groups} must divide in_channels={in_channels} and "
                 f"out_channels={out_channels}"
             )
         k_size = F._single(kernel_size, "kernel_size", "Conv1d")
+        F._single(stride, "stride", "Conv1d")
+        F._single(dilation, "dilation", "Conv1d")
+        bias = _bool("Conv1d", "bias", bias)
         (k,), own = _keys(key, 1)
         self._seed(own)
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
         self.weight = init.xavier_uniform(k, (out_channels, in_channels // groups, k_size), dtype)
         self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
+        _place(self, device)
 
     def extra_repr(self) -> str:
         w = self.weight
@@ -888,7 +1297,7 @@ class ConvTranspose2d(Module):
         stride, padding, output_padding, groups, dilation: As in
             :func:`~tapegrad.nn.functional.conv_transpose2d`.
         bias: Whether to add a bias.
-        key, dtype: Init key and parameter dtype.
+        key, device, dtype: Init key, parameter device and floating dtype.
 
     Parameters:
         weight ``(in_channels, out_channels / groups, kH, kW)`` (PyTorch's layout)
@@ -911,10 +1320,12 @@ class ConvTranspose2d(Module):
         dilation=1,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
     ):
         super().__init__()
         who = "ConvTranspose2d"
+        dtype = _param_dtype(who, dtype)
         _positive(who, in_channels=in_channels, out_channels=out_channels, groups=groups)
         if in_channels % groups or out_channels % groups:
             raise ValueError(
@@ -922,12 +1333,17 @@ class ConvTranspose2d(Module):
                 f"out_channels={out_channels}"
             )
         kh, kw = F._pair(kernel_size, "kernel_size", who)
+        F._pair(stride, "stride", who)
+        F._pair(dilation, "dilation", who)
+        F._pair(output_padding, "output_padding", who, minimum=0)
+        bias = _bool(who, "bias", bias)
         (k,), own = _keys(key, 1)
         self._seed(own)
         self.stride, self.padding, self.output_padding = stride, padding, output_padding
         self.groups, self.dilation = groups, dilation
         self.weight = init.xavier_uniform(k, (in_channels, out_channels // groups, kh, kw), dtype)
         self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
+        _place(self, device)
 
     def extra_repr(self) -> str:
         w = self.weight
@@ -966,13 +1382,36 @@ class AvgPool2d(Module):
         stride: Int or pair (default ``kernel_size``).
         padding: Int or pair of zero padding (at most half the kernel), or
             ``"valid"``/``"same"``.
+        ceil_mode: PyTorch's option; only False (windows that would start in the padding or
+            past the end are not formed).
         count_include_pad: Divide by the full window (True) or by its non-padding part.
+
+    Raises:
+        TypeError: for an unknown keyword (PyTorch's ``divisor_override`` is not implemented).
+        NotImplementedError: for ``ceil_mode=True``.
     """
 
-    def __init__(self, kernel_size, stride=None, padding=0, count_include_pad: bool = True):
+    _keyword_hints = {"divisor_override": _UNSUPPORTED}
+
+    def __init__(
+        self,
+        kernel_size,
+        stride=None,
+        padding=0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+    ):
         super().__init__()
+        if _bool("AvgPool2d", "ceil_mode", ceil_mode):
+            raise NotImplementedError(
+                "AvgPool2d: ceil_mode=True is not implemented; pad the input (tnp.pad) so the "
+                "last window fits, with count_include_pad=False"
+            )
+        F._pair(kernel_size, "kernel_size", "AvgPool2d")
+        if stride is not None:
+            F._pair(stride, "stride", "AvgPool2d")
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.count_include_pad = bool(count_include_pad)
+        self.count_include_pad = _bool("AvgPool2d", "count_include_pad", count_include_pad)
 
     def extra_repr(self) -> str:
         stride = self.kernel_size if self.stride is None else self.stride
@@ -994,6 +1433,17 @@ class AdaptiveAvgPool2d(Module):
 
     def __init__(self, output_size):
         super().__init__()
+        sizes = output_size if isinstance(output_size, (tuple, list)) else (output_size,)
+        if len(sizes) not in (1, 2) or not all(
+            s is None or (isinstance(s, (int, np.integer)) and not isinstance(s, bool))
+            for s in sizes
+        ):
+            raise TypeError(
+                f"AdaptiveAvgPool2d: output_size must be an int or a pair of ints (None keeps "
+                f"that size), got {output_size!r}"
+            )
+        if any(s is not None and s < 1 for s in sizes):
+            raise ValueError(f"AdaptiveAvgPool2d: output_size must be >= 1, got {output_size!r}")
         self.output_size = output_size
 
     def extra_repr(self) -> str:
@@ -1013,7 +1463,7 @@ class RMSNorm(Module):
         normalized_shape: Int or tuple: the trailing shape to normalize over.
         eps: Added to the mean square; ``None`` means the input dtype's machine epsilon.
         elementwise_affine: Whether to learn a gain ``weight``.
-        dtype: Parameter dtype.
+        device, dtype: Parameter device and floating dtype.
 
     Parameters:
         weight ``normalized_shape``, ones (absent without ``elementwise_affine``).
@@ -1028,18 +1478,19 @@ class RMSNorm(Module):
         eps: float | None = None,
         elementwise_affine: bool = True,
         *,
+        device=None,
         dtype=np.float32,
     ):
         super().__init__()
-        ns = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
-        ns = tuple(ns)
-        _positive("RMSNorm", **{f"normalized_shape[{i}]": v for i, v in enumerate(ns)})
-        if not ns:
-            raise ValueError("RMSNorm: normalized_shape must not be empty")
-        self.normalized_shape, self.eps = ns, eps
+        dtype = _param_dtype("RMSNorm", dtype)
+        ns = _shape_arg("RMSNorm", "normalized_shape", normalized_shape)
+        self.normalized_shape = ns
+        self.eps = None if eps is None else _real("RMSNorm", "eps", eps, 0.0)
+        elementwise_affine = _bool("RMSNorm", "elementwise_affine", elementwise_affine)
         self.register_parameter(
             "weight", init.ones(None, ns, dtype) if elementwise_affine else None
         )
+        _place(self, device)
 
     def extra_repr(self) -> str:
         return _args(
@@ -1060,7 +1511,7 @@ class GroupNorm(Module):
         num_channels: ``C``.
         eps: Added to the variance.
         affine: Whether to learn a per-channel ``weight`` and ``bias``.
-        dtype: Parameter dtype.
+        device, dtype: Parameter device and floating dtype.
 
     Parameters:
         weight (ones) and bias (zeros) of shape ``(num_channels,)`` (absent without
@@ -1080,18 +1531,23 @@ class GroupNorm(Module):
         eps: float = 1e-5,
         affine: bool = True,
         *,
+        device=None,
         dtype=np.float32,
     ):
         super().__init__()
         _positive("GroupNorm", num_groups=num_groups, num_channels=num_channels)
+        dtype = _param_dtype("GroupNorm", dtype)
         if num_channels % num_groups:
             raise ValueError(
                 f"GroupNorm: num_groups={num_groups} must divide num_channels={num_channels}"
             )
-        self.num_groups, self.num_channels, self.eps = int(num_groups), int(num_channels), eps
+        self.num_groups, self.num_channels = int(num_groups), int(num_channels)
+        self.eps = _real("GroupNorm", "eps", eps, 0.0)
+        affine = _bool("GroupNorm", "affine", affine)
         c = (num_channels,)
         self.register_parameter("weight", init.ones(None, c, dtype) if affine else None)
         self.register_parameter("bias", init.zeros(None, c, dtype) if affine else None)
+        _place(self, device)
 
     def extra_repr(self) -> str:
         return _args(
@@ -1114,9 +1570,11 @@ class _CellBase(Module):
     _mode = ""
     _who = ""
 
-    def __init__(self, input_size, hidden_size, bias, key, dtype):
+    def __init__(self, input_size, hidden_size, bias, key, device, dtype):
         super().__init__()
         _positive(self._who, input_size=input_size, hidden_size=hidden_size)
+        bias = _bool(self._who, "bias", bias)
+        dtype = _param_dtype(self._who, dtype)
         g = F._GATES[self._mode] * hidden_size
         ks, own = _keys(key, 4)
         self._seed(own)
@@ -1127,6 +1585,7 @@ class _CellBase(Module):
             self.register_parameter(
                 name, _rnn_uniform(k, (g,), hidden_size, dtype) if bias else None
             )
+        _place(self, device)
 
     def extra_repr(self) -> str:
         text = _args(self.input_size, self.hidden_size)
@@ -1141,7 +1600,7 @@ class RNNCell(_CellBase):
         input_size, hidden_size: Sizes.
         bias: Whether to add ``b_ih`` and ``b_hh``.
         nonlinearity: ``"tanh"`` or ``"relu"``.
-        key, dtype: Init key and parameter dtype.
+        key, device, dtype: Init key, parameter device and floating dtype.
 
     Parameters:
         weight_ih ``(input_size, hidden_size)``, weight_hh ``(hidden_size, hidden_size)``,
@@ -1162,13 +1621,14 @@ class RNNCell(_CellBase):
         nonlinearity: str = "tanh",
         *,
         key=None,
+        device=None,
         dtype=np.float32,
     ):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(
                 f"RNNCell: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}"
             )
-        super().__init__(input_size, hidden_size, bias, key, dtype)
+        super().__init__(input_size, hidden_size, bias, key, device, dtype)
         self.nonlinearity = nonlinearity
 
     def extra_repr(self) -> str:
@@ -1196,7 +1656,7 @@ class LSTMCell(_CellBase):
     Args:
         input_size, hidden_size: Sizes.
         bias: Whether to add ``b_ih`` and ``b_hh``.
-        key, dtype: Init key and parameter dtype.
+        key, device, dtype: Init key, parameter device and floating dtype.
 
     Parameters:
         weight_ih ``(input_size, 4 hidden_size)``, weight_hh ``(hidden_size,
@@ -1209,9 +1669,16 @@ class LSTMCell(_CellBase):
     _mode, _who = "lstm", "LSTMCell"
 
     def __init__(
-        self, input_size: int, hidden_size: int, bias: bool = True, *, key=None, dtype=np.float32
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        *,
+        key=None,
+        device=None,
+        dtype=np.float32,
     ):
-        super().__init__(input_size, hidden_size, bias, key, dtype)
+        super().__init__(input_size, hidden_size, bias, key, device, dtype)
 
     def forward(self, input, hx=None):
         """``input (batch, input_size)``, optional ``hx = (h, c)`` each ``(batch,
@@ -1226,7 +1693,7 @@ class GRUCell(_CellBase):
     Args:
         input_size, hidden_size: Sizes.
         bias: Whether to add ``b_ih`` and ``b_hh``.
-        key, dtype: Init key and parameter dtype.
+        key, device, dtype: Init key, parameter device and floating dtype.
 
     Parameters:
         weight_ih ``(input_size, 3 hidden_size)``, weight_hh ``(hidden_size,
@@ -1240,9 +1707,16 @@ class GRUCell(_CellBase):
     _mode, _who = "gru", "GRUCell"
 
     def __init__(
-        self, input_size: int, hidden_size: int, bias: bool = True, *, key=None, dtype=np.float32
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        *,
+        key=None,
+        device=None,
+        dtype=np.float32,
     ):
-        super().__init__(input_size, hidden_size, bias, key, dtype)
+        super().__init__(input_size, hidden_size, bias, key, device, dtype)
 
     def forward(self, input, hx=None):
         """``input (batch, input_size)``, optional ``hx (batch, hidden_size)`` (zeros) -> the
@@ -1254,6 +1728,7 @@ class _RNNBase(Module):
     """Multi-layer, optionally bidirectional recurrent layer over whole sequences."""
 
     _who = ""
+    _keyword_hints = {"proj_size": _UNSUPPORTED}
 
     def __init__(
         self,
@@ -1266,13 +1741,17 @@ class _RNNBase(Module):
         dropout,
         bidirectional,
         key,
+        device,
         dtype,
     ):
         super().__init__()
         who = self._who
+        dtype = _param_dtype(who, dtype)
         _positive(who, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"{who}: dropout must lie in [0, 1), got {dropout}")
+        dropout = _real(who, "dropout", dropout, 0.0, 1.0, high_open=True)
+        for name, flag in (("bias", bias), ("batch_first", batch_first),
+                           ("bidirectional", bidirectional)):
+            _bool(who, name, flag)
         self._mode = mode
         self.input_size, self.hidden_size = int(input_size), int(hidden_size)
         self.num_layers, self.bias = int(num_layers), bool(bias)
@@ -1295,6 +1774,7 @@ class _RNNBase(Module):
                     self.register_parameter(
                         name + sfx, _rnn_uniform(k, (g,), h, dtype) if bias else None
                     )
+        _place(self, device)
 
     def extra_repr(self) -> str:
         named = {}
@@ -1436,7 +1916,8 @@ _RNN_ARGS = """
         dropout: Dropout probability on the outputs of every layer but the last (training
             mode only).
         bidirectional: Also run each layer backwards in time and concatenate the two.
-        key, dtype: Init key (also seeds the dropout) and parameter dtype.
+        key, device, dtype: Init key (also seeds the dropout), parameter device and floating
+            dtype.
 
     Parameters:
         Per layer ``k`` and direction (suffix ``_l{k}``, and ``_reverse`` for the backward
@@ -1473,6 +1954,7 @@ class RNN(_RNNBase):
         bidirectional: bool = False,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
     ):
         if nonlinearity not in ("tanh", "relu"):
@@ -1487,6 +1969,7 @@ class RNN(_RNNBase):
             dropout,
             bidirectional,
             key,
+            device,
             dtype,
         )
         self.nonlinearity = nonlinearity
@@ -1517,6 +2000,7 @@ class LSTM(_RNNBase):
         bidirectional: bool = False,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
     ):
         super().__init__(
@@ -1529,6 +2013,7 @@ class LSTM(_RNNBase):
             dropout,
             bidirectional,
             key,
+            device,
             dtype,
         )
 
@@ -1566,6 +2051,7 @@ class GRU(_RNNBase):
         bidirectional: bool = False,
         *,
         key=None,
+        device=None,
         dtype=np.float32,
     ):
         super().__init__(
@@ -1578,5 +2064,6 @@ class GRU(_RNNBase):
             dropout,
             bidirectional,
             key,
+            device,
             dtype,
         )

@@ -16,6 +16,7 @@ The bridge to the functional world:
 from __future__ import annotations
 
 import copy
+import itertools
 import threading
 from contextlib import contextmanager
 from typing import Any
@@ -23,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from tapegrad import random as _random
+from tapegrad._keywords import strict_all, strict_init
+from tapegrad.jit import implicit_state as _implicit
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
 from tapegrad.tree import register, tree_leaves
@@ -192,7 +195,15 @@ class Module:
         ['w']
     """
 
-    def __init__(self, *args, **kwargs):
+    #: ``{keyword: explanation}`` added to the error for an unknown constructor keyword (for
+    #: example PyTorch's name of an argument that is spelt differently here).
+    _keyword_hints: dict = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        strict_init(cls)  # an unknown constructor keyword is a TypeError naming the closest
+
+    def __init__(self):
         d = self.__dict__
         d["_parameters"] = {}
         d["_states"] = {}
@@ -200,6 +211,7 @@ class Module:
         d["_is_training"] = True
         d["_functional"] = False
         d["_rng"] = None
+        d["_version"] = next(_VERSIONS)
         d["grads"] = None
 
     # -- registration --------------------------------------------------------------------
@@ -210,21 +222,31 @@ class Module:
             )
 
     def __setattr__(self, name, value):
-        if name.startswith("_") or name in ("grads",):
+        if name.startswith("_") or name in ("grads",) or isinstance(
+            getattr(type(self), name, None), property
+        ):  # private, or a property's setter (params, state) that does its own bookkeeping
             object.__setattr__(self, name, value)
             return
         self._check_init()
         d = self.__dict__
-        for group in ("_parameters", "_states", "_modules"):
-            if name in d[group] and not (group == "_parameters" and value is None):
-                del d[group][name]
+        is_state = name in d["_states"]
+        group = "_states" if is_state else "_parameters"
+        replaces_value = isinstance(value, Tensor) and isinstance(d[group].get(name), Tensor)
+        if not replaces_value:  # the structure or configuration changes (jit records anew)
+            _changed(self)
+        cap = _implicit.capture
+        if cap is not None and not d["_functional"]:  # a jit recording: state it replaces
+            if isinstance(value, Tensor):
+                cap.write(self, (group, name), d[group].get(name), value)
+            else:
+                cap.touch(self)
+        for g in ("_parameters", "_states", "_modules"):
+            if name in d[g] and not (g == "_parameters" and value is None):
+                del d[g][name]
         if isinstance(value, Module):
             d["_modules"][name] = value
         elif isinstance(value, Tensor):
-            if name in d["_states"]:
-                d["_states"][name] = value
-            else:
-                d["_parameters"][name] = value
+            d[group][name] = value  # a state stays a state
         elif value is None and name in d["_parameters"]:
             d["_parameters"][name] = None
         else:
@@ -234,17 +256,46 @@ class Module:
         d = self.__dict__
         for group in ("_parameters", "_states", "_modules"):
             if group in d and name in d[group]:
-                return d[group][name]
+                v = d[group][name]
+                cap = _implicit.capture
+                if cap is not None and not d["_functional"]:  # a jit recording reads state
+                    if group == "_modules":
+                        cap.touch(self)
+                    else:
+                        v = cap.read(self, (group, name), v)
+                return v
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    # -- jit: the state is the program's implicit inputs and outputs ------------------------
+    def _implicit_get(self, slot: tuple):
+        """The value in ``slot`` (``(group, name)`` or ``("_rng",)``), without hooks."""
+        if slot[0] == "_rng":
+            return self.__dict__["_rng"]
+        return self.__dict__[slot[0]].get(slot[1])
+
+    def _implicit_set(self, slot: tuple, value) -> None:
+        """Put ``value`` in ``slot``, without hooks (``jit`` writes the state back)."""
+        if slot[0] == "_rng":
+            self.__dict__["_rng"] = value
+        else:
+            self.__dict__[slot[0]][slot[1]] = value
+
+    def _implicit_snapshot(self) -> tuple:
+        """What a jitted program recorded of this module besides its state values: the version
+        of its structure and attributes (a new one never comes back), and its mode."""
+        d = self.__dict__
+        return (d["_version"], d["_is_training"])
 
     def register_parameter(self, name: str, value) -> None:
         """Register a parameter (a Tensor, or None for an absent optional one such as a bias)."""
         self._check_init()
+        _changed(self)
         self.__dict__["_parameters"][name] = _to_tensor(value, name, "register_parameter")
 
     def register_state(self, name: str, value) -> None:
         """Register a state (a non-trainable buffer such as a running mean)."""
         self._check_init()
+        _changed(self)
         self.__dict__["_parameters"].pop(name, None)
         self.__dict__["_states"][name] = _to_tensor(value, name, "register_state")
 
@@ -254,11 +305,22 @@ class Module:
         """Replace state ``name`` with a new Tensor (layers call this; no array is mutated).
 
         In stateful use the stored value is detached from any trace; inside
-        :func:`functional_call` it is kept as is and returned as the new state.
+        :func:`functional_call` it is kept as is and returned as the new state; while
+        :func:`tapegrad.jit` records, it is an output of the program, written back at every
+        call.
         """
-        if name not in self._states:
+        d = self.__dict__
+        states = d["_states"]
+        if name not in states:
             raise KeyError(f"{type(self).__name__}: no state named {name!r}")
-        self._states[name] = value if self._functional else _concrete(value)
+        cap = _implicit.capture
+        if d["_functional"]:
+            states[name] = value
+        elif cap is not None:
+            cap.write(self, ("_states", name), states[name], value)
+            states[name] = value
+        else:
+            states[name] = _concrete(value)
 
     # -- forward -------------------------------------------------------------------------
     def forward(self, *args, **kwargs):
@@ -266,6 +328,9 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward(...)")
 
     def __call__(self, *args, **kwargs):
+        cap = _implicit.capture
+        if cap is not None and not self.__dict__["_functional"]:
+            cap.touch(self)  # a jit recording: its program depends on this module's structure
         return self.forward(*args, **kwargs)
 
     def next_key(self):
@@ -290,7 +355,16 @@ class Module:
             )
         if self._rng is None:
             self._rng = _random.key(int(np.random.SeedSequence().entropy))  # pyright: ignore[reportArgumentType, reportOptionalMemberAccess]
-        self._rng, sub = _random.split(self._rng)
+        cap = _implicit.capture
+        if cap is None:
+            self._rng, sub = _random.split(self._rng)
+            return sub
+        # a jit recording: the key is an input of the program, the next key an output, so
+        # every call draws new numbers, as the eager calls do
+        old = self._rng
+        new, sub = _random.split(cap.read(self, ("_rng",), old))
+        cap.write(self, ("_rng",), old, new)
+        self._rng = new
         return sub
 
     def _seed(self, key) -> None:
@@ -351,8 +425,13 @@ class Module:
         return self._flat("_states")
 
     def _tree(self, group: str) -> dict:
-        out = dict(self.__dict__[group])
-        for name, m in self._modules.items():
+        d = self.__dict__
+        out = dict(d[group])
+        cap = _implicit.capture
+        if cap is not None and not d["_functional"]:  # a jit recording reads the state
+            for name, v in out.items():
+                out[name] = cap.read(self, (group, name), v)
+        for name, m in d["_modules"].items():
             out[name] = m._tree(group)
         return out
 
@@ -386,6 +465,9 @@ class Module:
     @property
     def training(self) -> bool:
         """Whether the module is in training mode."""
+        cap = _implicit.capture
+        if cap is not None:
+            cap.touch(self)
         return self._is_training
 
     # -- counting and inspection ---------------------------------------------------------
@@ -517,6 +599,9 @@ class Module:
         return f"{type(self).__name__}({body}\n)"
 
 
+strict_init(Module)
+
+
 def _check_tree(module: Module, tree, group: str, what: str, path: str = "") -> dict:
     """Validate ``tree`` against ``module``'s ``group`` structure; returns it as dicts."""
     here = module.__dict__
@@ -549,10 +634,23 @@ def _check_tree(module: Module, tree, group: str, what: str, path: str = "") -> 
 
 
 def _write_tree(module: Module, tree: dict, group: str) -> None:
-    for name in list(module.__dict__[group]):
-        module.__dict__[group][name] = tree[name]
-    for name, m in module._modules.items():
+    d = module.__dict__
+    cap = _implicit.capture
+    for name in list(d[group]):
+        if cap is not None and not d["_functional"]:  # a jit recording replaces the state
+            cap.write(module, (group, name), d[group][name], tree[name])
+        d[group][name] = tree[name]
+    for name, m in d["_modules"].items():
         _write_tree(m, tree[name], group)
+
+
+_VERSIONS = itertools.count(1)
+
+
+def _changed(module: Module) -> None:
+    """Note a change of ``module``'s mode, structure or attributes: a jitted program recorded
+    before it is not reused (each change gets a new version number)."""
+    module.__dict__["_version"] = next(_VERSIONS)
 
 
 def _bind(module: Module, params: dict, state: dict) -> Module:
@@ -634,6 +732,7 @@ class ModuleList(Module):
         """
         if not isinstance(module, Module):
             raise TypeError(f"ModuleList.append: expected a Module, got {type(module).__name__}")
+        _changed(self)
         self._modules[str(len(self._modules))] = module
         return self
 
@@ -702,6 +801,7 @@ class Sequential(Module):
             raise TypeError(
                 f"Sequential: entry {name!r} must be a Module, got {type(module).__name__}"
             )
+        _changed(self)
         self._modules[name] = module
 
     def append(self, module: Module) -> Sequential:
@@ -733,3 +833,6 @@ class Sequential(Module):
         for m in self._modules.values():
             x = m(x)
         return x
+
+
+strict_all(globals(), ["ParameterView", "ParameterIterator", "functional_call"])

@@ -19,10 +19,12 @@ ops layer has been imported (as HIPS autograd's numpy layer attaches its boxes' 
 from __future__ import annotations
 
 import types
+from typing import Any
 
 import numpy as np
 
 from tapegrad.tensor import Tensor, const
+from tapegrad.weak import WeakScalar
 
 __all__ = ["ns", "METHODS", "expose", "install_methods", "tensor_arg", "operands", "EXPOSED",
            "bool_arg", "register_nested", "given_tensor"]
@@ -68,6 +70,8 @@ def tensor_arg(x) -> Tensor:
         return x
     if isinstance(x, Tensor):
         return x
+    if type(x) is WeakScalar:  # a Python number jit traces: what Tensor(number) would be
+        return x.strong()
     if isinstance(x, np.generic):
         return const(np.asarray(x))
     if isinstance(x, (list, tuple)) and _NESTED[0] is not None and _holds_tensor(x):
@@ -105,7 +109,7 @@ def operand(x):
     """A binary operand: Tensors and Python numbers pass (numbers stay weakly typed, NumPy's
     NEP 50 promotion), everything else becomes a Tensor."""
     t = type(x)
-    if t is Tensor or t is float or t is int or t is complex:
+    if t is Tensor or t is float or t is int or t is complex or t is WeakScalar:
         return x
     if isinstance(x, bool) or isinstance(x, Tensor):
         return x
@@ -122,6 +126,8 @@ def operands(x, y):
     Python data (not Tensors) join the device of a Tensor operand, as Python numbers do."""
     if type(x) is Tensor and type(y) is Tensor:
         return x, y
+    if type(x) is WeakScalar or type(y) is WeakScalar:
+        return _weak_operands(x, y)
     x0, y0 = x, y
     x, y = operand(x), operand(y)
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
@@ -131,6 +137,21 @@ def operands(x, y):
             x = x.to_device(y.device)
         elif not isinstance(y0, Tensor) and x.device != y.device:
             y = y.to_device(x.device)
+    return x, y
+
+
+def _weak_operands(x: Any, y: Any) -> tuple:
+    """:func:`operands` where a Python number jit traces (a WeakScalar) stands: as the eager
+    call with the number, it is cast to meet a Tensor operand (NEP 50), and when neither
+    operand is a Tensor the first becomes one (``Tensor(number)``'s dtype)."""
+    x = x if type(x) is WeakScalar else operand(x)
+    y = y if type(y) is WeakScalar else operand(y)
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        x = x.strong() if type(x) is WeakScalar else tensor_arg(x)
+    if type(x) is WeakScalar:
+        x = x.like(y)
+    if type(y) is WeakScalar:
+        y = y.like(x)
     return x, y
 
 

@@ -33,10 +33,12 @@ import numpy as np
 import optree
 
 from tapegrad import numpy as tnp
+from tapegrad._keywords import strict_all
 from tapegrad.optim.transforms import (
     GradientTransformation,
     _check_match,
     _leaves,
+    _traced,
     _update_extra,
     tree_zeros_like,
 )
@@ -164,6 +166,7 @@ class MultiTransform(GradientTransformation):
     transforms: tuple  # ((label, transformation), ...) in the order given
     param_labels: Any
 
+
     def _labels(self, where: str, tree, name: str) -> list:
         labels = _resolve(self.param_labels, tree)
         try:
@@ -279,8 +282,7 @@ def multi_transform(transforms: Mapping, param_labels) -> MultiTransform:
 def _select(emit: Tensor, new, old):
     """``new`` where ``emit`` else ``old``, leafwise, for states whose counters are Tensors
     (``tg.jit``). The dtype is ``new``'s (the transformation's own, so an int64 counter stays
-    one even where ``tg.jit`` handed in a Python int as float32), else ``old``'s (Python ints
-    as int64, Python floats as float64)."""
+    one), else ``old``'s (Python ints as int64, Python floats as float64)."""
 
     def pick(n, o):
         if isinstance(n, Tensor):
@@ -393,16 +395,27 @@ class MultiSteps(GradientTransformation):
         k = self.every_k_schedule
         if not callable(k):
             return int(k)
-        k = k(gradient_step)
+        k = _traced(k(gradient_step))
         if isinstance(k, Tensor):
             if k.shape != () or k.dtype.kind not in "iu":
                 raise TypeError(
                     f"MultiSteps: every_k_schedule returned a Tensor of shape {k.shape} and "
                     f"dtype {k.dtype}; expected an int >= 1"
                 )
+            if not bool(tnp.greater_equal(k, 1)):  # checked at every step (tg.jit: a guard)
+                raise ValueError(
+                    f"MultiSteps: every_k_schedule returned {int(k)} at gradient step "
+                    f"{int(gradient_step) if isinstance(gradient_step, Tensor) else gradient_step}"
+                    "; expected an int >= 1"
+                )
             return k
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
             raise TypeError(f"MultiSteps: every_k_schedule returned {k!r}; expected an int >= 1")
+        if k < 1:
+            raise ValueError(
+                f"MultiSteps: every_k_schedule returned {k} at gradient step {gradient_step}; "
+                "expected an int >= 1"
+            )
         return int(k)
 
     def init(self, params):
@@ -427,6 +440,10 @@ class MultiSteps(GradientTransformation):
         keys = {"mini_step", "gradient_step", "inner_opt_state", "acc_grads"}
         if not isinstance(state, dict) or set(state) != keys:
             raise TypeError(f"{where}: state must be the dict from init with keys {sorted(keys)}")
+        numbers: dict[str, Any] = {  # Python numbers tg.jit traces: as exact Tensors
+            k: optree.tree_map(_traced, v, namespace=NAMESPACE) for k, v in state.items()
+        }
+        state = numbers
         _check_match(where, grads, "grads", state["acc_grads"], "state['acc_grads']")
         g, treedef = _leaves(where, grads, "grads")
         acc, _ = _leaves(where, state["acc_grads"], "state['acc_grads']")
@@ -498,3 +515,6 @@ class MultiSteps(GradientTransformation):
                 treedef, [tnp.where(emit, tnp.zeros_like(a), a) for a in new_acc]
             ),
         }
+
+
+strict_all(globals(), __all__)  # an unknown keyword is a TypeError naming the closest valid one

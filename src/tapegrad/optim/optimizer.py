@@ -25,15 +25,24 @@ Example:
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable
 from typing import Any
 
 import optree
 
+from tapegrad._keywords import strict_all, strict_init, unexpected_keyword
+from tapegrad.jit import implicit_state
 from tapegrad.optim import transforms as T
 from tapegrad.tensor import Tensor
-from tapegrad.tree import NAMESPACE, tree_flatten_with_path, tree_structure
+from tapegrad.tree import (
+    NAMESPACE,
+    tree_flatten,
+    tree_flatten_with_path,
+    tree_structure,
+    tree_unflatten,
+)
 
 __all__ = [
     "Optimizer",
@@ -69,6 +78,58 @@ def _named_leaves(tree) -> dict[str, Any]:
     return out
 
 
+def _takes(tx) -> set | None:
+    """The extra keyword arguments some transformation in ``tx`` takes (``None``: any)."""
+    names = T._extra_names(tx)
+    if names is not None:
+        return set(names)
+    subs = []
+    inner = getattr(tx, "inner", None)
+    if isinstance(inner, T.GradientTransformation):
+        subs.append(inner)
+    for t in getattr(tx, "transforms", ()):
+        t = t[1] if isinstance(t, tuple) else t
+        if isinstance(t, T.GradientTransformation):
+            subs.append(t)
+    if not subs:  # a transformation taking **kwargs of its own: any argument
+        return None
+    out: set = set()
+    for sub in subs:
+        got = _takes(sub)
+        if got is None:
+            return None
+        out |= got
+    return out
+
+
+def _check_extra_args(who: str, tx, extra_args: dict) -> None:
+    """Refuse a keyword argument of ``step`` that no transformation of the optimizer takes (it
+    would be dropped: a misspelt ``value=``, or PyTorch's ``closure=``)."""
+    accepted = _takes(tx)
+    if accepted is None:
+        return
+    for k in extra_args:
+        if k not in accepted:
+            hint = ("PyTorch's closure is not supported: compute the loss and its gradients, "
+                    "then call step(grads)") if k == "closure" else (
+                "no transformation of this optimizer takes it")
+            raise unexpected_keyword(who, k, ["grads", *sorted(accepted)], {k: hint})
+
+
+def _refuse_param_groups(who: str, model_parameters) -> None:
+    """PyTorch's parameter groups (a list of dicts with ``"params"``) are not a pytree of
+    parameters here: refuse them rather than treat their options as parameters."""
+    if isinstance(model_parameters, (list, tuple)) and any(
+        isinstance(g, dict) and "params" in g for g in model_parameters
+    ):
+        raise TypeError(
+            f"{who}: PyTorch's parameter groups ([{{'params': ..., 'lr': ...}}, ...]) are not "
+            "supported; pass the parameter pytree (or the Module) and give groups their own "
+            "options with optim.multi_transform({...}, labels) in optim.Optimizer(params, lr, "
+            "transform=...)."
+        )
+
+
 def _array(leaf):
     return leaf._array if isinstance(leaf, Tensor) else leaf
 
@@ -88,9 +149,13 @@ class Optimizer:
         transform: Keyword-only; ``lr -> GradientTransformation`` building the pure update for
             the current learning rate (for example ``lambda lr: optim.adam(lr)``). Subclasses
             provide it from their hyperparameters.
-        **kwargs: Further hyperparameters, kept in ``state_dict()["hyperparams"]``.
-            ``max_grad_norm`` clips the gradients' global L2 norm at each
-            step, before the update.
+        maximize: Keyword-only; ascend instead of descending (the gradients are negated
+            first, as PyTorch's ``maximize=True``).
+        max_grad_norm: Keyword-only; clip the gradients' global L2 norm to it at each step,
+            before the update (``None``: no clipping).
+        **hyperparams: A subclass's own hyperparameters (passed by its constructor, read by
+            its ``_make_transform``), kept in ``state_dict()["hyperparams"]``. The base class
+            with ``transform=`` takes none: its update is ``transform(lr)`` alone.
 
     Attributes:
         params: The current parameter pytree (the Module's, if built from one).
@@ -100,9 +165,17 @@ class Optimizer:
         opt_state: The pure transform's state (a pytree).
 
     Raises:
-        TypeError: if ``lr`` is not a number, or ``lr_scheduler_kwargs`` lacks a class.
-        ValueError: if ``lr`` is negative or not finite.
+        TypeError: if ``lr`` is not a number, ``lr_scheduler_kwargs`` lacks a class, or the
+            base class with ``transform=`` gets another keyword (naming the closest valid).
+        ValueError: if ``lr`` is negative or not finite, or ``max_grad_norm`` is not positive.
     """
+
+    #: ``{keyword: explanation}`` added to the error for an unknown constructor keyword.
+    _keyword_hints: dict = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        strict_init(cls)  # an unknown keyword is a TypeError naming the closest valid one
 
     def __init__(
         self,
@@ -111,7 +184,9 @@ class Optimizer:
         lr_scheduler_kwargs: dict | None = None,
         *,
         transform: Callable[[float], T.GradientTransformation] | None = None,
-        **kwargs: Any,
+        maximize: bool = False,
+        max_grad_norm: float | None = None,
+        **hyperparams: Any,
     ) -> None:
         name = type(self).__name__
         if isinstance(lr, bool) or not isinstance(lr, (int, float)):
@@ -129,13 +204,27 @@ class Optimizer:
                 f"{name}: transform= is for the base Optimizer; {name} builds its own update "
                 "from its hyperparameters."
             )
-        if "max_grad_norm" in kwargs:
-            T.clip_by_global_norm(kwargs["max_grad_norm"])  # validates
+        if transform is not None and hyperparams:
+            valid = ["model_parameters", "lr", "lr_scheduler_kwargs", "transform", "maximize",
+                     "max_grad_norm"]
+            bad = next(iter(hyperparams))
+            hint = None if difflib.get_close_matches(bad, valid, n=1, cutoff=0.6) else {
+                bad: "the update is transform(lr) alone: set it in the transform you build"}
+            raise unexpected_keyword(name, bad, valid, hint)
+        T._check_bool(name, "maximize", maximize)
+        if max_grad_norm is not None:
+            T._check_positive(name, "max_grad_norm", max_grad_norm)
+        hyperparams = dict(hyperparams)
+        if max_grad_norm is not None:
+            hyperparams["max_grad_norm"] = float(max_grad_norm)
+        if maximize:
+            hyperparams["maximize"] = True
         self._transform_fn = transform
+        _refuse_param_groups(name, model_parameters)
         self._module = model_parameters if is_module(model_parameters) else None
         self._params = None if self._module is not None else model_parameters
         self._hyperparams: dict[str, Any] = {"lr": float(lr), "initial_lr": float(lr)}
-        self._hyperparams.update(kwargs)
+        self._hyperparams.update(hyperparams)
         self.lr_scheduler = self._build_scheduler(lr_scheduler_kwargs)
         self._timestep = 0
         self._grads = None
@@ -168,13 +257,15 @@ class Optimizer:
     def _full_transform(self) -> T.GradientTransformation:
         clip = self._hyperparams.get("max_grad_norm")
         first = T.identity() if clip is None else T.clip_by_global_norm(clip)
+        if self._hyperparams.get("maximize"):  # PyTorch's maximize: negate the gradients first
+            first = T.chain(first, T.Scale(-1.0))
         return T.chain(first, self._make_transform())
 
     # -- properties ------------------------------------------------------------------------
     @property
     def params(self):
         """The current parameter pytree (read live from the Module when built from one)."""
-        return self._module.params if self._module is not None else self._params
+        return self._module.params if self._module is not None else self._read("_params")
 
     @property
     def module(self):
@@ -184,17 +275,51 @@ class Optimizer:
     @property
     def grads(self):
         """The latest gradients held (``None`` after :meth:`zero_grad`)."""
-        return self._grads
+        return self._read("_grads")
 
     @property
     def opt_state(self):
         """The pure transform's state pytree."""
-        return self._opt_state
+        return self._read("_opt_state")
 
     @property
     def lr(self) -> float:
         """The current learning rate."""
+        cap = implicit_state.capture
+        if cap is not None:  # a jit recording: an input of the program, read at every call
+            return cap.read(self, ("_hyperparams", "lr"), self._hyperparams["lr"])
         return self._hyperparams["lr"]
+
+    # -- tg.jit: what a jitted function reads of this optimizer is read at every call ----------
+    def _read(self, group: str):
+        """The pytree ``group`` (``_params``, ``_grads``, ``_opt_state``); while ``tg.jit``
+        records, its leaves are implicit inputs of the program (read afresh at every call)."""
+        tree = self.__dict__[group]
+        cap = implicit_state.capture
+        if cap is None:
+            return tree
+        leaves, treedef = tree_flatten(tree)
+        cap.read(self, (group, "structure"), treedef)  # a program for this structure only
+        return tree_unflatten(treedef, [cap.read(self, (group, i), v) for i, v in
+                                        enumerate(leaves)])
+
+    def _implicit_get(self, slot: tuple):
+        if slot[0] == "_hyperparams":
+            return self._hyperparams[slot[1]]
+        if slot[0] == "_timestep":
+            return self._timestep
+        leaves, treedef = tree_flatten(self.__dict__[slot[0]])
+        return treedef if slot[1] == "structure" else leaves[slot[1]]
+
+    def _implicit_set(self, slot: tuple, value) -> None:
+        if slot[0] in ("_hyperparams", "_timestep"):
+            raise TypeError(f"{type(self).__name__}: its {slot[0]} is not written under jit")
+        leaves, treedef = tree_flatten(self.__dict__[slot[0]])
+        leaves[slot[1]] = value
+        self.__dict__[slot[0]] = tree_unflatten(treedef, leaves)
+
+    def _implicit_snapshot(self) -> tuple:
+        return (0,)  # what a jitted function reads of it is checked read by read
 
     @lr.setter
     def lr(self, value: float) -> None:
@@ -212,6 +337,9 @@ class Optimizer:
     @property
     def timestep(self) -> int:
         """The number of steps taken (the global step the scheduler sees)."""
+        cap = implicit_state.capture
+        if cap is not None:  # a jit recording: an input of the program, read at every call
+            return cap.read(self, ("_timestep",), self._timestep)
         return self._timestep
 
     @property
@@ -298,9 +426,30 @@ class Optimizer:
 
     # -- stepping -------------------------------------------------------------------------------
     def update_lr(self) -> None:
-        """Set ``lr`` from the scheduler at the current ``timestep`` (no-op without one)."""
+        """Set ``lr`` from the scheduler at the current ``timestep`` (no-op without one).
+
+        Raises:
+            TypeError: if the scheduler returns something other than a number.
+            ValueError: if it returns a negative or non-finite rate (naming the value and the
+                step): a negative rate would ascend.
+        """
         if self.lr_scheduler is not None:
-            self.lr = float(self.lr_scheduler(self.timestep, self.initial_lr, self.lr))  # pyright: ignore[reportArgumentType]
+            name = type(self.lr_scheduler).__name__
+            value: Any = self.lr_scheduler(self.timestep, self.initial_lr, self.lr)  # pyright: ignore[reportCallIssue]
+            try:
+                rate = float(value)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"{type(self).__name__}.update_lr: the scheduler {name} returned "
+                    f"{value!r:.60} at step {self.timestep}; it must return a number"
+                ) from None
+            if not (math.isfinite(rate) and rate >= 0):
+                raise ValueError(
+                    f"{type(self).__name__}.update_lr: the scheduler {name} returned the "
+                    f"learning rate {rate} at step {self.timestep}; a rate must be finite and "
+                    ">= 0 (a negative rate ascends). Fix the scheduler."
+                )
+            self.lr = rate
 
     def step(self, grads=None, **extra_args) -> None:
         """One optimization step: ``timestep += 1``, ``update_lr()``, then
@@ -318,6 +467,16 @@ class Optimizer:
             ValueError: if no gradients are given or held, or shapes differ.
             TypeError: if the structure differs from ``params``.
         """
+        if implicit_state.capture is not None:
+            raise TypeError(
+                f"{type(self).__name__}.step inside tg.jit: the optimizer's state (its moments, "
+                "step count and learning rate) would be frozen into the recorded program. Call "
+                "step outside the jitted function (jit the loss and gradient: "
+                "tg.jit(tg.value_and_grad(loss))), or jit a pure update: "
+                "optim.apply_gradients(tx, grads, opt_state, params) with opt_state an argument."
+            )
+        if extra_args:
+            _check_extra_args(f"{type(self).__name__}.step", self._full_transform(), extra_args)
         if grads is not None:
             self.set_grads(grads)
         grads = self._need_grads("step")
@@ -363,7 +522,8 @@ class Optimizer:
         (structure, shapes, dtypes); nothing is changed if it does not.
 
         Raises:
-            TypeError: if sections are missing or the state structure differs.
+            TypeError: if sections are missing, a hyperparameter is not this optimizer's, or
+                the state structure differs.
             ValueError: if a state leaf's shape or dtype differs.
         """
         name = f"{type(self).__name__}.load_state_dict"
@@ -382,6 +542,12 @@ class Optimizer:
         if isinstance(timestep, bool) or not isinstance(timestep, int) or timestep < 0:
             raise TypeError(f"{name}: states['timestep'] must be an int >= 0, got {timestep!r}")
         old = self._hyperparams
+        known = set(old) | {"max_grad_norm", "maximize"}
+        for k in state_dict["hyperparams"]:
+            if k not in known:  # another optimizer's (or a misspelt) hyperparameter
+                raise unexpected_keyword(name, k, sorted(known), {
+                    k: f"not a hyperparameter of {type(self).__name__}; was the checkpoint "
+                    "saved by another optimizer?"})
         self._hyperparams = {**old, **state_dict["hyperparams"]}
         try:
             expected = self._full_transform().init(self.params)
@@ -417,109 +583,197 @@ def _check_state(where: str, got, expected) -> None:
             raise TypeError(f"{where}: {p} is a {type(a).__name__}; expected a {type(b).__name__}")
 
 
-class SGD(Optimizer):
-    """Stochastic gradient descent (as PyTorch's ``SGD``), via :func:`~tapegrad.optim.sgd`.
+def _betas(who: str, beta1, beta2, betas, defaults) -> tuple:
+    """``(beta1, beta2)`` from the two numbers or PyTorch's pair ``betas`` (one form, not
+    both)."""
+    if betas is not None:
+        if beta1 is not None or beta2 is not None:
+            raise TypeError(
+                f"{who}: give betas=(beta1, beta2) (PyTorch's form) or beta1/beta2, not both"
+            )
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise TypeError(f"{who}: betas must be a pair (beta1, beta2), got {betas!r}")
+        return tuple(betas)
+    for name, v in (("beta1", beta1), ("beta2", beta2)):
+        if isinstance(v, (tuple, list)):
+            raise TypeError(
+                f"{who}: {name} must be a number, got {v!r}; for PyTorch's pair pass "
+                "betas=(beta1, beta2)"
+            )
+    return (defaults[0] if beta1 is None else beta1, defaults[1] if beta2 is None else beta2)
 
-    ``p <- p - lr * g`` by default; ``momentum``, ``nesterov`` and ``weight_decay`` (L2,
-    added to the gradient) follow PyTorch's ``torch.optim.SGD`` with ``dampening=0``.
+
+_TORCH_IMPL = "a PyTorch implementation switch with no meaning here; leave it out"
+_TORCH_HINTS = {"foreach": _TORCH_IMPL, "fused": _TORCH_IMPL, "capturable": _TORCH_IMPL,
+                "differentiable": _TORCH_IMPL, "params": "PyTorch's name; here it is "
+                "model_parameters", "transform": "transform= is for the base Optimizer; this "
+                "class builds its own update from its hyperparameters"}  # fmt: skip
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with PyTorch's signature and semantics
+    (``torch.optim.SGD``), via :func:`~tapegrad.optim.sgd`.
+
+    With ``g`` the gradient (negated with ``maximize``) and ``b`` the momentum buffer::
+
+        g = g + weight_decay * p
+        b = g (first step),  b = momentum * b + (1 - dampening) * g (later steps)
+        p = p - lr * (g + momentum * b if nesterov else b)     (momentum > 0)
+        p = p - lr * g                                          (momentum = 0)
 
     Args:
         model_parameters: Parameter pytree or Module (see :class:`Optimizer`).
         lr: Learning rate.
         momentum: Momentum coefficient in ``[0, 1]`` (0: none).
-        nesterov: Nesterov momentum (needs ``momentum > 0``).
-        weight_decay: L2 coefficient ``>= 0``.
-        **kwargs: ``lr_scheduler_kwargs``, ``max_grad_norm`` and further hyperparameters
-            (see :class:`Optimizer`).
+        dampening: Dampening of the momentum buffer's update, in ``[0, 1]``.
+        weight_decay: L2 coefficient ``>= 0`` (added to the gradient).
+        nesterov: Nesterov momentum (needs ``momentum > 0`` and ``dampening == 0``).
+        lr_scheduler_kwargs: See :class:`Optimizer`.
+        maximize: Ascend (maximize the objective) instead of descending.
+        max_grad_norm: Clip the gradients' global L2 norm first (see :class:`Optimizer`).
 
     Raises:
+        TypeError: on a keyword it does not take (naming the closest valid one) or a
+            hyperparameter of the wrong type (``nesterov`` not a bool).
         ValueError: on out-of-range hyperparameters.
     """
+
+    _keyword_hints = _TORCH_HINTS
 
     def __init__(
         self,
         model_parameters: Any,
         lr: float,
         momentum: float = 0.0,
-        nesterov: bool = False,
+        dampening: float = 0.0,
         weight_decay: float = 0.0,
-        **kwargs: Any,
+        nesterov: bool = False,
+        lr_scheduler_kwargs: dict | None = None,
+        *,
+        maximize: bool = False,
+        max_grad_norm: float | None = None,
     ) -> None:
         super().__init__(
             model_parameters,
             lr,
+            lr_scheduler_kwargs,
+            maximize=maximize,
+            max_grad_norm=max_grad_norm,
             momentum=momentum,
+            dampening=dampening,
             nesterov=nesterov,
             weight_decay=weight_decay,
-            **kwargs,
         )
 
     def _make_transform(self):
         h = self._hyperparams
-        return T.sgd(self.lr, h["momentum"], h["nesterov"], h["weight_decay"])
+        return T._sgd(type(self).__name__, self.lr, h["momentum"], h["nesterov"],
+                      h["weight_decay"], h.get("dampening", 0.0))
 
 
 class Adam(Optimizer):
-    """Adam with decoupled weight decay, via :func:`~tapegrad.optim.adamw`.
+    """Adam with PyTorch's semantics (``torch.optim.Adam``), via the blocks of
+    :func:`~tapegrad.optim.adam`.
 
-    ``p <- p - lr * (m_hat / (sqrt(v_hat) + epsilon) + weight_decay * p)``; with
-    ``weight_decay=0`` (the default) this is Adam. Defaults as above; note ``epsilon=1e-7``
-    (PyTorch's ``Adam`` uses ``1e-8``).
+    ``p <- p - lr * m_hat / (sqrt(v_hat) + epsilon)`` with the moments of ``g = grad +
+    weight_decay * p``: the weight decay is PyTorch's ``Adam`` L2 penalty, added to the
+    gradient before the moments (``decoupled_weight_decay=True``, or :class:`AdamW`, applies it
+    to the parameters instead). ``amsgrad`` uses the running maximum of ``v`` (PyTorch's
+    AMSGrad). Note ``epsilon=1e-7`` by default (PyTorch's ``Adam`` uses ``1e-8``).
 
     Args:
         model_parameters: Parameter pytree or Module (see :class:`Optimizer`).
         lr: Learning rate.
-        beta1, beta2: Moment decay rates in ``[0, 1)``.
-        epsilon: Added to ``sqrt(v_hat)``.
-        weight_decay: Decoupled weight-decay coefficient ``>= 0``.
-        **kwargs: ``lr_scheduler_kwargs``, ``max_grad_norm`` and further hyperparameters.
+        beta1, beta2: Moment decay rates in ``[0, 1)`` (defaults 0.9, 0.999); or PyTorch's
+            pair ``betas=(beta1, beta2)``.
+        epsilon: Added to ``sqrt(v_hat)``; ``eps`` is PyTorch's spelling (give one of them).
+        weight_decay: L2 coefficient ``>= 0``.
+        lr_scheduler_kwargs: See :class:`Optimizer`.
+        amsgrad: PyTorch's AMSGrad variant.
+        decoupled_weight_decay: Decouple the weight decay (AdamW).
+        maximize: Ascend instead of descending.
+        max_grad_norm: Clip the gradients' global L2 norm first.
 
     Raises:
+        TypeError: on a keyword it does not take, both ``betas`` and ``beta1``/``beta2``, or
+            both ``epsilon`` and ``eps``.
         ValueError: on out-of-range hyperparameters.
 
     References:
-        Kingma and Ba, ICLR 2015; Loshchilov and Hutter, ICLR 2019.
+        Kingma and Ba, ICLR 2015; Reddi, Kale and Kumar, "On the Convergence of Adam and
+        Beyond", ICLR 2018 (AMSGrad); Loshchilov and Hutter, ICLR 2019.
     """
+
+    _keyword_hints = _TORCH_HINTS
+    _default_weight_decay = 0.0
+    _decoupled = False
 
     def __init__(
         self,
         model_parameters: Any,
         lr: float,
-        beta1: float = 0.9,
-        beta2: float = 0.999,
-        epsilon: float = 1e-7,
-        weight_decay: float = 0.0,
-        **kwargs: Any,
+        beta1: float | None = None,
+        beta2: float | None = None,
+        epsilon: float | None = None,
+        weight_decay: float | None = None,
+        lr_scheduler_kwargs: dict | None = None,
+        *,
+        betas: tuple | None = None,
+        eps: float | None = None,
+        amsgrad: bool = False,
+        decoupled_weight_decay: bool = False,
+        maximize: bool = False,
+        max_grad_norm: float | None = None,
     ) -> None:
+        who = type(self).__name__
+        beta1, beta2 = _betas(who, beta1, beta2, betas, (0.9, 0.999))
+        if epsilon is not None and eps is not None:
+            raise TypeError(f"{who}: give epsilon or eps (PyTorch's spelling), not both")
+        epsilon = 1e-7 if epsilon is None and eps is None else (eps if epsilon is None
+                                                                 else epsilon)
+        if weight_decay is None:
+            weight_decay = self._default_weight_decay
+        for name, flag in (("amsgrad", amsgrad), ("decoupled_weight_decay",
+                                                  decoupled_weight_decay)):
+            T._check_bool(who, name, flag)
+        T._check_unit(who, "beta1", beta1)
+        T._check_unit(who, "beta2", beta2)
+        T._check_nonneg(who, "epsilon", epsilon)
+        T._check_nonneg(who, "weight_decay", weight_decay)
         super().__init__(
             model_parameters,
             lr,
+            lr_scheduler_kwargs,
+            maximize=maximize,
+            max_grad_norm=max_grad_norm,
             beta1=beta1,
             beta2=beta2,
             epsilon=epsilon,
             weight_decay=weight_decay,
-            **kwargs,
+            amsgrad=bool(amsgrad),
+            decoupled_weight_decay=bool(decoupled_weight_decay) or self._decoupled,
         )
 
     def _make_transform(self):
         h = self._hyperparams
-        return T.adamw(self.lr, h["beta1"], h["beta2"], h["epsilon"], h["weight_decay"])
+        block = T.ScaleByAdam(h["beta1"], h["beta2"], h["epsilon"], h.get("amsgrad", False))
+        wd = h["weight_decay"]
+        lr = T.ScaleByLearningRate(self.lr)
+        if not wd:
+            return T.chain(block, lr)
+        if h.get("decoupled_weight_decay", self._decoupled):
+            return T.chain(block, T.AddDecayedWeights(wd), lr)
+        return T.chain(T.AddDecayedWeights(wd), block, lr)
 
 
 class AdamW(Adam):
-    """:class:`Adam` with PyTorch's AdamW default ``weight_decay=0.01``."""
+    """Adam with decoupled weight decay (PyTorch's ``torch.optim.AdamW``, default
+    ``weight_decay=0.01``): ``p <- p - lr * (m_hat / (sqrt(v_hat) + epsilon) + weight_decay *
+    p)``, via :func:`~tapegrad.optim.adamw`. Arguments as :class:`Adam`.
+    """
 
-    def __init__(
-        self,
-        model_parameters: Any,
-        lr: float,
-        beta1: float = 0.9,
-        beta2: float = 0.999,
-        epsilon: float = 1e-7,
-        weight_decay: float = 0.01,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(model_parameters, lr, beta1, beta2, epsilon, weight_decay, **kwargs)
+    _default_weight_decay = 0.01
+    _decoupled = True
 
 
 class RMSprop(Optimizer):
@@ -537,11 +791,16 @@ class RMSprop(Optimizer):
         weight_decay: L2 coefficient ``>= 0`` (added to the gradient).
         momentum: Momentum coefficient in ``[0, 1]``.
         centered: Normalize by the gradient's estimated standard deviation.
-        **kwargs: ``lr_scheduler_kwargs``, ``max_grad_norm`` and further hyperparameters.
+        lr_scheduler_kwargs: See :class:`Optimizer`.
+        maximize: Ascend instead of descending.
+        max_grad_norm: Clip the gradients' global L2 norm first.
 
     Raises:
-        TypeError / ValueError: on hyperparameters of the wrong type or out of range.
+        TypeError / ValueError: on an unknown keyword, or hyperparameters of the wrong type or
+            out of range.
     """
+
+    _keyword_hints = _TORCH_HINTS
 
     def __init__(
         self,
@@ -552,24 +811,28 @@ class RMSprop(Optimizer):
         weight_decay: float = 0.0,
         momentum: float = 0.0,
         centered: bool = False,
-        **kwargs: Any,
+        lr_scheduler_kwargs: dict | None = None,
+        *,
+        maximize: bool = False,
+        max_grad_norm: float | None = None,
     ) -> None:
         super().__init__(
             model_parameters,
             lr,
+            lr_scheduler_kwargs,
+            maximize=maximize,
+            max_grad_norm=max_grad_norm,
             alpha=alpha,
             eps=eps,
             weight_decay=weight_decay,
             momentum=momentum,
             centered=centered,
-            **kwargs,
         )
 
     def _make_transform(self):
         h = self._hyperparams
-        return T.rmsprop(
-            self.lr, h["alpha"], h["eps"], h["weight_decay"], h["momentum"], h["centered"]
-        )
+        return T._rmsprop(type(self).__name__, self.lr, h["alpha"], h["eps"], h["weight_decay"],
+                          h["momentum"], h["centered"])
 
 
 class Adagrad(Optimizer):
@@ -585,11 +848,16 @@ class Adagrad(Optimizer):
         weight_decay: L2 coefficient ``>= 0`` (added to the gradient).
         initial_accumulator_value: Starting value of ``s`` (``>= 0``).
         eps: Added to ``sqrt(s)``.
-        **kwargs: ``lr_scheduler_kwargs``, ``max_grad_norm`` and further hyperparameters.
+        lr_scheduler_kwargs: See :class:`Optimizer`.
+        maximize: Ascend instead of descending.
+        max_grad_norm: Clip the gradients' global L2 norm first.
 
     Raises:
-        TypeError / ValueError: on hyperparameters of the wrong type or out of range.
+        TypeError / ValueError: on an unknown keyword, or hyperparameters of the wrong type or
+            out of range.
     """
+
+    _keyword_hints = _TORCH_HINTS
 
     def __init__(
         self,
@@ -599,23 +867,27 @@ class Adagrad(Optimizer):
         weight_decay: float = 0.0,
         initial_accumulator_value: float = 0.0,
         eps: float = 1e-10,
-        **kwargs: Any,
+        lr_scheduler_kwargs: dict | None = None,
+        *,
+        maximize: bool = False,
+        max_grad_norm: float | None = None,
     ) -> None:
         super().__init__(
             model_parameters,
             lr,
+            lr_scheduler_kwargs,
+            maximize=maximize,
+            max_grad_norm=max_grad_norm,
             lr_decay=lr_decay,
             weight_decay=weight_decay,
             initial_accumulator_value=initial_accumulator_value,
             eps=eps,
-            **kwargs,
         )
 
     def _make_transform(self):
         h = self._hyperparams
-        return T.adagrad(
-            self.lr, h["lr_decay"], h["weight_decay"], h["initial_accumulator_value"], h["eps"]
-        )
+        return T._adagrad(type(self).__name__, self.lr, h["lr_decay"], h["weight_decay"],
+                          h["initial_accumulator_value"], h["eps"])
 
 
 class Lion(Optimizer):
@@ -624,43 +896,57 @@ class Lion(Optimizer):
 
     ``p <- p - lr * (sign((1 - beta1) * g + beta1 * m) + weight_decay * p)``, then
     ``m = (1 - beta2) * g + beta2 * m``. ``beta1``/``beta2`` are Optax's ``b1``/``b2``, named
-    as in :class:`Adam`.
+    as in :class:`Adam` (or the pair ``betas=(beta1, beta2)``).
 
     Args:
         model_parameters: Parameter pytree or Module (see :class:`Optimizer`).
         lr: Learning rate (typically 3-10 times smaller than AdamW's).
-        beta1, beta2: In ``[0, 1]``.
+        beta1, beta2: In ``[0, 1]`` (defaults 0.9, 0.99); or ``betas=(beta1, beta2)``.
         weight_decay: Decoupled weight-decay coefficient ``>= 0``.
-        **kwargs: ``lr_scheduler_kwargs``, ``max_grad_norm`` and further hyperparameters.
+        lr_scheduler_kwargs: See :class:`Optimizer`.
+        maximize: Ascend instead of descending.
+        max_grad_norm: Clip the gradients' global L2 norm first.
 
     Raises:
-        TypeError / ValueError: on hyperparameters of the wrong type or out of range.
+        TypeError / ValueError: on an unknown keyword, or hyperparameters of the wrong type or
+            out of range.
 
     References:
         Chen et al., "Symbolic Discovery of Optimization Algorithms", NeurIPS 2023.
     """
 
+    _keyword_hints = _TORCH_HINTS
+
     def __init__(
         self,
         model_parameters: Any,
         lr: float,
-        beta1: float = 0.9,
-        beta2: float = 0.99,
+        beta1: float | None = None,
+        beta2: float | None = None,
         weight_decay: float = 1e-3,
-        **kwargs: Any,
+        lr_scheduler_kwargs: dict | None = None,
+        *,
+        betas: tuple | None = None,
+        maximize: bool = False,
+        max_grad_norm: float | None = None,
     ) -> None:
+        beta1, beta2 = _betas("Lion", beta1, beta2, betas, (0.9, 0.99))
+        T._check_unit("Lion", "beta1", beta1, closed_high=True)
+        T._check_unit("Lion", "beta2", beta2, closed_high=True)
         super().__init__(
             model_parameters,
             lr,
+            lr_scheduler_kwargs,
+            maximize=maximize,
+            max_grad_norm=max_grad_norm,
             beta1=beta1,
             beta2=beta2,
             weight_decay=weight_decay,
-            **kwargs,
         )
 
     def _make_transform(self):
         h = self._hyperparams
-        return T.lion(self.lr, h["beta1"], h["beta2"], h["weight_decay"])
+        return T._lion(type(self).__name__, self.lr, h["beta1"], h["beta2"], h["weight_decay"])
 
 
 class ReduceLROnPlateau:
@@ -824,3 +1110,6 @@ class ReduceLROnPlateau:
         self.num_bad_epochs = state_dict["num_bad_epochs"]
         self.cooldown_counter = state_dict["cooldown_counter"]
         self.last_epoch = state_dict["last_epoch"]
+
+
+strict_all(globals(), ["ReduceLROnPlateau", "is_module"])  # unknown keywords: a clear TypeError

@@ -35,6 +35,7 @@ import attrs
 import numpy as np
 
 from tapegrad import numpy as tnp
+from tapegrad._keywords import strict_all
 from tapegrad.tensor import Tensor
 
 __all__ = [
@@ -101,18 +102,31 @@ def _step(where: str, step) -> int:
     return k
 
 
+_REAL = (int, float, np.integer, np.floating)
+
+
 def _number(where: str, name: str, value, minimum: float | None = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, _REAL):
         raise TypeError(f"{where}: {name} must be a finite number, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{where}: {name} must be a finite number, got {value!r}")
     if minimum is not None and value < minimum:
         raise ValueError(f"{where}: {name} must be >= {minimum}, got {value!r}")
     return float(value)
 
 
 def _count(where: str, name: str, value, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{where}: {name} must be an int >= {minimum}, got {value!r}")
+    if value < minimum:
         raise ValueError(f"{where}: {name} must be an int >= {minimum}, got {value!r}")
-    return value
+    return int(value)
+
+
+def _flag(where: str, name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{where}: {name} must be a bool, got {value!r}")
+    return bool(value)
 
 
 def _cosine_with_warmup(step: int, lr: float, warmup: int, decay_iters: int, min_lr: float):
@@ -132,6 +146,9 @@ class ConstantSchedule:
 
     value: float
 
+    def __attrs_post_init__(self):
+        _number("ConstantSchedule", "value", self.value)
+
     def __call__(self, step) -> float | Tensor:
         if _tensor_step("constant_schedule", step) is None:
             _step("constant_schedule", step)
@@ -146,6 +163,10 @@ class WarmupCosineSchedule:
     warmup_steps: int
     lr_decay_iters: int
     min_lr: float
+
+    def __attrs_post_init__(self):
+        _warmup_cosine_args("WarmupCosineSchedule", self.peak_lr, self.warmup_steps,
+                            self.lr_decay_iters, self.min_lr)
 
     def __call__(self, step) -> float | Tensor:
         t = _tensor_step("warmup_cosine_schedule", step)
@@ -171,6 +192,9 @@ class StepDecaySchedule:
     step_size: int
     gamma: float
 
+    def __attrs_post_init__(self):
+        _step_decay_args("StepDecaySchedule", self.init_value, self.step_size, self.gamma)
+
     def __call__(self, step) -> float | Tensor:
         t = _tensor_step("step_decay_schedule", step)
         if t is not None:
@@ -190,6 +214,10 @@ class ExponentialDecaySchedule:
     transition_begin: int = 0
     staircase: bool = False
     end_value: float | None = None
+
+    def __attrs_post_init__(self):
+        _exponential_args("ExponentialDecaySchedule", self.init_value, self.transition_steps,
+                          self.decay_rate, self.transition_begin, self.staircase, self.end_value)
 
     def __call__(self, step) -> float | Tensor:
         t = _tensor_step("exponential_decay", step)
@@ -230,6 +258,10 @@ class LinearSchedule:
     transition_steps: int
     transition_begin: int = 0
 
+    def __attrs_post_init__(self):
+        _linear_args("LinearSchedule", self.init_value, self.end_value, self.transition_steps,
+                     self.transition_begin)
+
     def __call__(self, step) -> float | Tensor:
         t = _tensor_step("linear_schedule", step)
         if t is not None:
@@ -255,6 +287,21 @@ class PiecewiseConstantSchedule:
 
     init_value: float
     boundaries_and_scales: tuple = ()  # ((boundary, scale), ...) sorted by boundary
+
+    def __attrs_post_init__(self):
+        where = "PiecewiseConstantSchedule"
+        _number(where, "init_value", self.init_value)
+        if not isinstance(self.boundaries_and_scales, tuple):
+            raise TypeError(
+                f"{where}: boundaries_and_scales must be a tuple of (step, scale) pairs; build "
+                "it with piecewise_constant_schedule(value, {step: scale})"
+            )
+        for pair in self.boundaries_and_scales:
+            if not (isinstance(pair, tuple) and len(pair) == 2):
+                raise TypeError(f"{where}: each boundary must be a (step, scale) pair, got "
+                                f"{pair!r}")
+            _count(where, "a boundary", pair[0])
+            _number(where, f"the scale at {pair[0]}", pair[1])
 
     def __call__(self, step) -> float | Tensor:
         t = _tensor_step("piecewise_constant_schedule", step)
@@ -307,7 +354,11 @@ def warmup_cosine_schedule(
         Loshchilov and Hutter, "SGDR: Stochastic Gradient Descent with Warm Restarts",
         ICLR 2017, section 3 (one cycle, no restart).
     """
-    where = "warmup_cosine_schedule"
+    return WarmupCosineSchedule(*_warmup_cosine_args(
+        "warmup_cosine_schedule", peak_lr, warmup_steps, lr_decay_iters, min_lr))
+
+
+def _warmup_cosine_args(where, peak_lr, warmup_steps, lr_decay_iters, min_lr) -> tuple:
     warmup_steps = _count(where, "warmup_steps", warmup_steps)
     lr_decay_iters = _count(where, "lr_decay_iters", lr_decay_iters)
     if lr_decay_iters <= warmup_steps:
@@ -315,12 +366,8 @@ def warmup_cosine_schedule(
             f"{where}: lr_decay_iters ({lr_decay_iters}) must be greater than warmup_steps "
             f"({warmup_steps})"
         )
-    return WarmupCosineSchedule(
-        _number(where, "peak_lr", peak_lr),
-        warmup_steps,
-        lr_decay_iters,
-        _number(where, "min_lr", min_lr),
-    )
+    return (_number(where, "peak_lr", peak_lr), warmup_steps, lr_decay_iters,
+            _number(where, "min_lr", min_lr))
 
 
 def step_decay_schedule(init_value: float, step_size: int, gamma: float = 0.1) -> StepDecaySchedule:
@@ -331,12 +378,13 @@ def step_decay_schedule(init_value: float, step_size: int, gamma: float = 0.1) -
     Raises:
         ValueError: if ``step_size < 1`` or ``init_value``/``gamma`` are negative.
     """
-    where = "step_decay_schedule"
-    return StepDecaySchedule(
-        _number(where, "init_value", init_value),
-        _count(where, "step_size", step_size, minimum=1),
-        _number(where, "gamma", gamma),
-    )
+    return StepDecaySchedule(*_step_decay_args("step_decay_schedule", init_value, step_size,
+                                               gamma))
+
+
+def _step_decay_args(where, init_value, step_size, gamma) -> tuple:
+    return (_number(where, "init_value", init_value),
+            _count(where, "step_size", step_size, minimum=1), _number(where, "gamma", gamma))
 
 
 def exponential_decay(
@@ -357,13 +405,19 @@ def exponential_decay(
     Raises:
         ValueError: if ``transition_steps < 1``, ``transition_begin < 0`` or a value is negative.
     """
-    where = "exponential_decay"
-    return ExponentialDecaySchedule(
+    return ExponentialDecaySchedule(*_exponential_args(
+        "exponential_decay", init_value, transition_steps, decay_rate, transition_begin,
+        staircase, end_value))
+
+
+def _exponential_args(where, init_value, transition_steps, decay_rate, transition_begin,
+                      staircase, end_value) -> tuple:
+    return (
         _number(where, "init_value", init_value),
         _count(where, "transition_steps", transition_steps, minimum=1),
         _number(where, "decay_rate", decay_rate),
         _count(where, "transition_begin", transition_begin),
-        bool(staircase),
+        _flag(where, "staircase", staircase),
         None if end_value is None else _number(where, "end_value", end_value),
     )
 
@@ -396,8 +450,12 @@ def linear_schedule(
         ValueError: on negative values or counts (Optax silently treats a negative
             ``transition_begin`` as 0).
     """
-    where = "linear_schedule"
-    return LinearSchedule(
+    return LinearSchedule(*_linear_args("linear_schedule", init_value, end_value,
+                                        transition_steps, transition_begin))
+
+
+def _linear_args(where, init_value, end_value, transition_steps, transition_begin) -> tuple:
+    return (
         _number(where, "init_value", init_value),
         _number(where, "end_value", end_value),
         _count(where, "transition_steps", transition_steps),
@@ -486,7 +544,8 @@ class CosineScheduler(LRScheduler):
     min_lr: float = 1e-4
 
     def __attrs_post_init__(self):
-        warmup_cosine_schedule(1.0, self.warmup_steps, self.lr_decay_iters, self.min_lr)
+        _warmup_cosine_args("CosineScheduler", 1.0, self.warmup_steps, self.lr_decay_iters,
+                            self.min_lr)
 
     def schedule(self, initial_lr: float) -> WarmupCosineSchedule:
         """This scheduler as a pure schedule ``step -> lr`` peaking at ``initial_lr``."""
@@ -757,6 +816,10 @@ def warmup_cosine_decay_schedule(
         [0.0, 0.5, 1.0, 0.8536, 0.5, 0.1464, 0.0, 0.0]
     """
     where = "warmup_cosine_decay_schedule"
+    init_value = _number(where, "init_value", init_value)
+    exponent = _number(where, "exponent", exponent)
+    if exponent <= 0:
+        raise ValueError(f"{where}: exponent must be > 0, got {exponent!r}")
     peak_value = _number(where, "peak_value", peak_value)
     end_value = _number(where, "end_value", end_value)
     warmup_steps = _count(where, "warmup_steps", warmup_steps)
@@ -814,6 +877,10 @@ def warmup_exponential_decay_schedule(
         [0.0, 0.5, 1.0, 0.5, 0.25, 0.125]
     """
     where = "warmup_exponential_decay_schedule"
+    init_value = _number(where, "init_value", init_value)
+    peak_value = _number(where, "peak_value", peak_value)
+    _exponential_args(where, peak_value, transition_steps, decay_rate, transition_begin,
+                      staircase, end_value)  # checked here, named as the caller wrote them
     return join_schedules(
         [
             linear_schedule(init_value, peak_value, _count(where, "warmup_steps", warmup_steps)),
@@ -890,6 +957,9 @@ def piecewise_interpolate_schedule(
         [1.0, 0.55, 0.1, 0.0505, 0.001, 0.001]
     """
     where = "piecewise_interpolate_schedule"
+    if not isinstance(interpolate_type, str):
+        raise TypeError(f"{where}: interpolate_type must be 'linear' or 'cosine', got "
+                        f"{interpolate_type!r}")
     if interpolate_type not in ("linear", "cosine"):
         raise ValueError(f"{where}: interpolate_type must be 'linear' or 'cosine', got "
                          f"{interpolate_type!r}")
@@ -1664,3 +1734,6 @@ class OneCycleLR(_TorchScheduler):
                 return lr
             start = end
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+strict_all(globals(), __all__)  # an unknown keyword is a TypeError naming the closest valid one

@@ -15,8 +15,8 @@ blocks below, with Optax's names (``updates`` are already multiplied by ``-learn
 when the loss (``update(..., value=loss)``) stops improving. The wrappers ``masked``,
 ``multi_transform`` and ``MultiSteps`` are in :mod:`tapegrad.optim.combinators`.
 
-Step counters in a state are Python ints; under ``tg.jit`` (which hands numbers in as Tensors)
-they are int64 Tensors.
+Step counters in a state are Python ints; under ``tg.jit`` (which traces the numbers of its
+arguments) they are int64 Tensors.
 
 Leaves of ``params`` and ``grads`` are floating Tensors or NumPy/CuPy arrays; the math is written
 with :mod:`tapegrad.numpy` operations, so updates are Tensors (and a step is differentiable,
@@ -48,9 +48,11 @@ import numpy as np
 
 from tapegrad import backend as _backend
 from tapegrad import numpy as tnp
+from tapegrad._keywords import strict_all, strict_init
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
 from tapegrad.tree import tree_flatten, tree_leaves, tree_paths, tree_unflatten
+from tapegrad.weak import WeakScalar
 
 __all__ = [
     "GradientTransformation",
@@ -272,13 +274,23 @@ def clip_by_norm(tree, max_norm: float, ord: float = 2.0):  # noqa: A002
 
 
 # -- step counters ------------------------------------------------------------------------------
-# A counter in a transform's state is a Python int, as ``init`` makes it. Under ``tg.jit`` every
-# number of a traced argument arrives as a Tensor (a Python int as a float32 one), so the
-# counters are also accepted as Tensors: they are then counted in int64 (never in floating
-# point, which stops counting exactly at 2**24 in float32), and whatever they scale is cast to
-# the dtype of the leaf it multiplies.
+# A counter in a transform's state is a Python int, as ``init`` makes it. Under ``tg.jit`` a
+# number of a traced argument arrives as a weakly typed number (taken as its exact Tensor,
+# ``_traced``) or, from an earlier jitted step, as a Tensor, so the counters are also accepted
+# as Tensors: they are then counted in int64 (never in floating point, which stops counting
+# exactly at 2**24 in float32), and whatever they scale is cast to the dtype of the leaf it
+# multiplies.
+def _traced(x):
+    """A state number as the transforms compute with it: a Python number ``tg.jit`` traces
+    (a :class:`~tapegrad.weak.WeakScalar`) is its exact Tensor (int64, float64), so that the
+    recorded step takes the Tensor path (no Python decision on its value) and replays for
+    every value; anything else is returned as it is."""
+    return x.tensor if type(x) is WeakScalar else x
+
+
 def _next_count(count):
     """``count + 1``: a Python int stays one; a Tensor counter becomes an int64 Tensor."""
+    count = _traced(count)
     if isinstance(count, Tensor):
         return tnp.add(tnp.astype(count, np.int64), 1)
     return count + 1
@@ -286,6 +298,7 @@ def _next_count(count):
 
 def _as_int_counter(count):
     """A Tensor counter as int64 (a Python int is returned as it is)."""
+    count = _traced(count)
     return tnp.astype(count, np.int64) if isinstance(count, Tensor) else count
 
 
@@ -346,6 +359,10 @@ class GradientTransformation(abc.ABC):
     updated with ``update(grads, state, params, value=loss)``.
     """
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        strict_init(cls)  # an unknown keyword is a TypeError naming the closest valid one
+
     @abc.abstractmethod
     def init(self, params) -> Any:
         """The initial state for ``params`` (a pytree of floating Tensors/arrays)."""
@@ -355,10 +372,20 @@ class GradientTransformation(abc.ABC):
         """``(updates, new_state)`` from ``grads`` (same structure and shapes as ``params``)."""
 
 
+_REAL = (int, float, np.integer, np.floating)
+
+
+def _check_number(where: str, name: str, value) -> float:
+    """``value`` as a float: a real number (not a bool), else TypeError naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, _REAL):
+        raise TypeError(f"{where}: {name} must be a number, got {type(value).__name__}")
+    return float(value)
+
+
 def _check_lr(where: str, learning_rate) -> float | Schedule:
     if callable(learning_rate):
         return learning_rate
-    if isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float)):
+    if isinstance(learning_rate, (bool, np.bool_)) or not isinstance(learning_rate, _REAL):
         raise TypeError(
             f"{where}: learning_rate must be a number or a schedule (step -> number), "
             f"got {type(learning_rate).__name__}"
@@ -368,19 +395,77 @@ def _check_lr(where: str, learning_rate) -> float | Schedule:
     return float(learning_rate)
 
 
-def _check_unit(where: str, name: str, value: float, closed_high: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{where}: {name} must be a number, got {type(value).__name__}")
+def _check_unit(where: str, name: str, value: Any, closed_high: bool = False) -> float:
+    value = _check_number(where, name, value)
     if not (0.0 <= value <= 1.0 if closed_high else 0.0 <= value < 1.0):
         rng = "[0, 1]" if closed_high else "[0, 1)"
         raise ValueError(f"{where}: {name} must be in {rng}, got {value!r}")
-    return float(value)
+    return value
 
 
 def _check_nonneg(where: str, name: str, value) -> float:
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+    value = _check_number(where, name, value)
+    if not (math.isfinite(value) and value >= 0):
         raise ValueError(f"{where}: {name} must be a finite number >= 0, got {value!r}")
-    return float(value)
+    return value
+
+
+def _check_positive(where: str, name: str, value) -> float:
+    value = _check_number(where, name, value)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{where}: {name} must be a finite number > 0, got {value!r}")
+    return value
+
+
+def _check_bool(where: str, name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{where}: {name} must be a bool (True or False), got {value!r:.60}")
+    return bool(value)
+
+
+def _checked_rate(where: str, rate, step):
+    """A learning rate a schedule returned for ``step``, checked when the step runs: a
+    negative or non-finite rate would silently ascend or poison the parameters.
+
+    A Python number is checked at once. A Tensor (a schedule computing on a traced counter)
+    is checked with a Python decision, which ``tg.jit`` records as a guard, so every replayed
+    step is checked too; inside ``vmap`` (no single decision) a bad rate becomes NaN instead.
+
+    Raises:
+        ValueError: naming the value and the step.
+    """
+    if isinstance(rate, Tensor):
+        if rate.shape != () or rate.dtype.kind not in "iuf":
+            raise TypeError(
+                f"{where}: the learning-rate schedule returned a Tensor of shape {rate.shape} "
+                f"and dtype {rate.dtype} at step {step!r:.40}; it must return a real scalar"
+            )
+        ok = tnp.logical_and(tnp.isfinite(rate), tnp.greater_equal(rate, 0))
+        try:
+            good = bool(ok)
+        except TypeError:  # batched (vmap): no single answer; poison the bad rates
+            return tnp.where(ok, rate, math.nan)
+        if not good:
+            raise ValueError(
+                f"{where}: the learning-rate schedule returned {float(rate)} at step "
+                f"{int(step) if isinstance(step, Tensor) else step}; a rate must be finite and "
+                ">= 0 (a negative rate ascends). Fix the schedule (for example its end value)."
+            )
+        return rate
+    try:
+        value = float(rate)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{where}: the learning-rate schedule returned {rate!r:.60} at step {step!r}; it "
+            "must return a number"
+        ) from None
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(
+            f"{where}: the learning-rate schedule returned {value} at step {step}; a rate must "
+            "be finite and >= 0 (a negative rate ascends). Fix the schedule (for example its "
+            "end value)."
+        )
+    return value
 
 
 # -- building blocks --------------------------------------------------------------------------
@@ -401,6 +486,10 @@ class Scale(GradientTransformation):
 
     step_size: float
 
+    def __attrs_post_init__(self):
+        if not math.isfinite(_check_number("Scale", "step_size", self.step_size)):
+            raise ValueError(f"Scale: step_size must be finite, got {self.step_size}")
+
     def init(self, params):
         return {}
 
@@ -413,11 +502,17 @@ class ScaleByLearningRate(GradientTransformation):
     """Multiplies gradients by ``-learning_rate`` (``learning_rate`` if ``flip_sign`` is False).
 
     With a schedule, the rate of update ``k`` (counting from 0) is ``learning_rate(k)`` and the
-    state is ``{"count": k}`` (a Python int); with a number the state is ``{}``.
+    state is ``{"count": k}`` (a Python int); with a number the state is ``{}``. The schedule's
+    value is checked at every update: a negative or non-finite rate raises ``ValueError``
+    naming the value and the step (under ``tg.jit`` through a guard, so replays are checked).
     """
 
     learning_rate: float | Schedule
     flip_sign: bool = True
+
+    def __attrs_post_init__(self):
+        _check_lr("ScaleByLearningRate", self.learning_rate)
+        _check_bool("ScaleByLearningRate", "flip_sign", self.flip_sign)
 
     def init(self, params):
         return {"count": 0} if callable(self.learning_rate) else {}
@@ -430,14 +525,16 @@ class ScaleByLearningRate(GradientTransformation):
         """``(the signed rate of this update, the next state)``."""
         sign = -1.0 if self.flip_sign else 1.0
         if callable(self.learning_rate):
-            count = state["count"]
+            count = _traced(state["count"])
+            where = "scale_by_learning_rate"
             if isinstance(count, Tensor):  # under tg.jit: the schedule may compute on Tensors
                 count = _as_int_counter(count)
-                rate = self.learning_rate(count)
+                rate = _checked_rate(where, self.learning_rate(count), count)
                 if isinstance(rate, Tensor):
                     return tnp.multiply(rate, sign), {"count": _next_count(count)}
-                return sign * float(rate), {"count": _next_count(count)}
-            return sign * float(self.learning_rate(count)), {"count": _next_count(count)}
+                return sign * rate, {"count": _next_count(count)}
+            rate = _checked_rate(where, self.learning_rate(count), count)
+            return sign * rate, {"count": _next_count(count)}
         return sign * self.learning_rate, state
 
 
@@ -447,18 +544,31 @@ class ScaleByAdam(GradientTransformation):
 
     ``m = b1 m + (1 - b1) g``, ``v = b2 v + (1 - b2) g**2``, ``m_hat = m / (1 - b1**t)``,
     ``v_hat = v / (1 - b2**t)`` with ``t`` the 1-based step count. State
-    ``{"count": t, "mu": m, "nu": v}`` (``m``, ``v`` shaped like ``params``).
+    ``{"count": t, "mu": m, "nu": v}`` (``m``, ``v`` shaped like ``params``). With
+    ``amsgrad``, ``v_hat`` is made of the running maximum ``v_max = max(v_max, v)`` (state key
+    ``"nu_max"``), as PyTorch's AMSGrad.
 
     References:
-        Kingma and Ba, "Adam: A Method for Stochastic Optimization", ICLR 2015 (Algorithm 1).
+        Kingma and Ba, "Adam: A Method for Stochastic Optimization", ICLR 2015 (Algorithm 1);
+        Reddi, Kale and Kumar, "On the Convergence of Adam and Beyond", ICLR 2018.
     """
 
     b1: float = 0.9
     b2: float = 0.999
     eps: float = 1e-8
+    amsgrad: bool = False
+
+    def __attrs_post_init__(self):
+        _check_unit("ScaleByAdam", "b1", self.b1)
+        _check_unit("ScaleByAdam", "b2", self.b2)
+        _check_nonneg("ScaleByAdam", "eps", self.eps)
+        _check_bool("ScaleByAdam", "amsgrad", self.amsgrad)
 
     def init(self, params):
-        return {"count": 0, "mu": tree_zeros_like(params), "nu": tree_zeros_like(params)}
+        state = {"count": 0, "mu": tree_zeros_like(params), "nu": tree_zeros_like(params)}
+        if self.amsgrad:
+            state["nu_max"] = tree_zeros_like(params)
+        return state
 
     def update(self, grads, state, params=None):
         where = "scale_by_adam"
@@ -466,22 +576,28 @@ class ScaleByAdam(GradientTransformation):
         g, treedef = _leaves(where, grads, "grads")
         mu = tree_leaves(state["mu"])
         nu = tree_leaves(state["nu"])
+        nu_max = tree_leaves(state["nu_max"]) if self.amsgrad else [None] * len(g)
         t = _next_count(state["count"])
         c1, c2 = 1.0 - self.b1**t, 1.0 - self.b2**t
-        new_mu, new_nu, out = [], [], []
-        for gi, mi, vi in zip(g, mu, nu):
+        new_mu, new_nu, new_max, out = [], [], [], []
+        for gi, mi, vi, wi in zip(g, mu, nu, nu_max):
             m = tnp.add(tnp.multiply(mi, self.b1), tnp.multiply(gi, 1.0 - self.b1))
             v = tnp.add(tnp.multiply(vi, self.b2), tnp.multiply(tnp.square(gi), 1.0 - self.b2))
+            new_mu.append(m)
+            new_nu.append(v)
+            if self.amsgrad:
+                v = tnp.maximum(wi, v)
+                new_max.append(v)
             m_hat = tnp.divide(m, _like_leaf(c1, m))
             v_hat = tnp.divide(v, _like_leaf(c2, v))
             out.append(tnp.divide(m_hat, tnp.add(tnp.sqrt(v_hat), self.eps)))
-            new_mu.append(m)
-            new_nu.append(v)
         new_state = {
             "count": t,
             "mu": tree_unflatten(treedef, new_mu),
             "nu": tree_unflatten(treedef, new_nu),
         }
+        if self.amsgrad:
+            new_state["nu_max"] = tree_unflatten(treedef, new_max)
         return tree_unflatten(treedef, out), new_state
 
 
@@ -497,6 +613,9 @@ class AddDecayedWeights(GradientTransformation):
     """
 
     weight_decay: float = 0.0
+
+    def __attrs_post_init__(self):
+        _check_nonneg("AddDecayedWeights", "weight_decay", self.weight_decay)
 
     def init(self, params):
         return {}
@@ -521,8 +640,10 @@ class AddDecayedWeights(GradientTransformation):
 class Trace(GradientTransformation):
     """Momentum: ``t = g + decay * t``; the update is ``t`` (or ``g + decay * t`` if Nesterov).
 
-    This is PyTorch's SGD momentum with ``dampening=0`` (the buffer starts at zero, so the first
-    step's buffer is ``g``). State ``{"trace": t}``.
+    This is PyTorch's SGD momentum (the buffer starts at zero, so the first step's buffer is
+    ``g``). With ``dampening`` (PyTorch's), later steps use ``t = decay * t + (1 - dampening)
+    * g`` while the first step's buffer is still ``g``; the state then also counts the steps.
+    State ``{"trace": t}`` (and ``"count"`` with ``dampening``).
 
     References:
         Sutskever et al., "On the importance of initialization and momentum in deep
@@ -531,8 +652,16 @@ class Trace(GradientTransformation):
 
     decay: float = 0.9
     nesterov: bool = False
+    dampening: float = 0.0
+
+    def __attrs_post_init__(self):
+        _check_unit("Trace", "decay", self.decay, closed_high=True)
+        _check_bool("Trace", "nesterov", self.nesterov)
+        _check_unit("Trace", "dampening", self.dampening, closed_high=True)
 
     def init(self, params):
+        if self.dampening:
+            return {"trace": tree_zeros_like(params), "count": 0}
         return {"trace": tree_zeros_like(params)}
 
     def update(self, grads, state, params=None):
@@ -540,12 +669,25 @@ class Trace(GradientTransformation):
         _check_match(where, grads, "grads", state["trace"], "state['trace']")
         g, treedef = _leaves(where, grads, "grads")
         tr = tree_leaves(state["trace"])
-        new_tr = [tnp.add(gi, tnp.multiply(ti, self.decay)) for gi, ti in zip(g, tr)]
+        if self.dampening:
+            count = _traced(state["count"])
+            scaled = [tnp.multiply(gi, 1.0 - self.dampening) for gi in g]
+            damped = [tnp.add(si, tnp.multiply(ti, self.decay)) for si, ti in zip(scaled, tr)]
+            if isinstance(count, Tensor):  # under tg.jit: no Python decision on the count
+                first = tnp.equal(count, 0)
+                new_tr = [tnp.where(first, gi, di) for gi, di in zip(g, damped)]
+            else:
+                new_tr = list(g) if count == 0 else damped
+        else:
+            new_tr = [tnp.add(gi, tnp.multiply(ti, self.decay)) for gi, ti in zip(g, tr)]
         if self.nesterov:
             out = [tnp.add(gi, tnp.multiply(ti, self.decay)) for gi, ti in zip(g, new_tr)]
         else:
             out = new_tr
-        return tree_unflatten(treedef, out), {"trace": tree_unflatten(treedef, new_tr)}
+        new_state: dict[str, Any] = {"trace": tree_unflatten(treedef, new_tr)}
+        if self.dampening:
+            new_state["count"] = _next_count(state["count"])
+        return tree_unflatten(treedef, out), new_state
 
 
 @attrs.frozen
@@ -556,6 +698,9 @@ class ClipByGlobalNorm(GradientTransformation):
     """
 
     max_norm: float
+
+    def __attrs_post_init__(self):
+        _check_positive("ClipByGlobalNorm", "max_norm", self.max_norm)
 
     def init(self, params):
         return {}
@@ -585,6 +730,11 @@ class ScaleByRMSprop(GradientTransformation):
     alpha: float = 0.99
     eps: float = 1e-8
     centered: bool = False
+
+    def __attrs_post_init__(self):
+        _check_unit("ScaleByRMSprop", "alpha", self.alpha, closed_high=True)
+        _check_nonneg("ScaleByRMSprop", "eps", self.eps)
+        _check_bool("ScaleByRMSprop", "centered", self.centered)
 
     def init(self, params):
         state = {"nu": tree_zeros_like(params)}
@@ -637,6 +787,10 @@ class ScaleByAdagrad(GradientTransformation):
     initial_accumulator_value: float = 0.0
     eps: float = 1e-10
 
+    def __attrs_post_init__(self):
+        for name in ("lr_decay", "initial_accumulator_value", "eps"):
+            _check_nonneg("ScaleByAdagrad", name, getattr(self, name))
+
     def init(self, params):
         leaves, treedef = _leaves("adagrad", params, "params")
         s0 = [tnp.full_like(t, self.initial_accumulator_value) for t in leaves]
@@ -678,6 +832,10 @@ class ScaleByLion(GradientTransformation):
 
     b1: float = 0.9
     b2: float = 0.99
+
+    def __attrs_post_init__(self):
+        _check_unit("ScaleByLion", "b1", self.b1, closed_high=True)
+        _check_unit("ScaleByLion", "b2", self.b2, closed_high=True)
 
     def init(self, params):
         return {"mu": tree_zeros_like(params)}
@@ -740,6 +898,10 @@ class ReduceOnPlateau(GradientTransformation):
     accumulation_size: int = 1
     min_scale: float = 0.0
 
+    def __attrs_post_init__(self):
+        _plateau_args("ReduceOnPlateau", self.factor, self.patience, self.rtol, self.atol,
+                      self.cooldown, self.accumulation_size, self.min_scale)
+
     def init(self, params):
         return {
             "scale": 1.0,
@@ -751,13 +913,14 @@ class ReduceOnPlateau(GradientTransformation):
         }
 
     def update(self, updates, state, params=None, *, value=None):
-        value = _scalar_value("reduce_on_plateau", value)
+        value = _scalar_value("reduce_on_plateau", _traced(value))
         keys = ("scale", "best_value", "plateau_count", "cooldown_count", "count", "avg_value")
         if not isinstance(state, dict) or set(state) != set(keys):
             raise TypeError(
                 f"reduce_on_plateau: state must be the dict from init with keys {list(keys)}, "
                 f"got {state if not isinstance(state, dict) else sorted(state)!r}"
             )
+        state = {k: _traced(v) for k, v in state.items()}
         if any(isinstance(state[k], Tensor) for k in keys):
             new = self._update_tensors(state, value)
         else:
@@ -855,6 +1018,19 @@ class Chain(GradientTransformation):
 
     transforms: tuple
 
+    def __attrs_post_init__(self):
+        if not isinstance(self.transforms, tuple):
+            raise TypeError(
+                f"Chain: transforms must be a tuple of transformations, got "
+                f"{type(self.transforms).__name__}; build it with optim.chain(...)"
+            )
+        for i, t in enumerate(self.transforms):
+            if not isinstance(t, GradientTransformation):
+                raise TypeError(
+                    f"Chain: transforms[{i}] is a {type(t).__name__}, expected a gradient "
+                    "transformation"
+                )
+
     def init(self, params):
         return tuple(t.init(params) for t in self.transforms)
 
@@ -895,63 +1071,87 @@ def scale(step_size: float) -> Scale:
 
     Raises:
         TypeError: if ``step_size`` is not a number.
+        ValueError: if it is not finite.
     """
-    if isinstance(step_size, bool) or not isinstance(step_size, (int, float)):
-        raise TypeError(f"scale: step_size must be a number, got {type(step_size).__name__}")
-    return Scale(float(step_size))
+    step_size = _check_number("scale", "step_size", step_size)
+    if not math.isfinite(step_size):
+        raise ValueError(f"scale: step_size must be finite, got {step_size}")
+    return Scale(step_size)
 
 
 def scale_by_learning_rate(
     learning_rate: float | Schedule, *, flip_sign: bool = True
 ) -> ScaleByLearningRate:
-    """Multiply gradients by ``-learning_rate`` (a number, or a schedule ``step -> rate``).
+    """Multiply gradients by ``-learning_rate`` (a number, or a schedule ``step -> rate``,
+    whose value is checked at every update).
 
     Raises:
-        TypeError: if ``learning_rate`` is neither a number nor callable.
+        TypeError: if ``learning_rate`` is neither a number nor callable, or ``flip_sign`` is
+            not a bool.
         ValueError: if a numeric ``learning_rate`` is negative or not finite.
     """
-    return ScaleByLearningRate(_check_lr("scale_by_learning_rate", learning_rate), flip_sign)
+    where = "scale_by_learning_rate"
+    return ScaleByLearningRate(
+        _check_lr(where, learning_rate), _check_bool(where, "flip_sign", flip_sign)
+    )
 
 
-def scale_by_adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> ScaleByAdam:
+def scale_by_adam(
+    b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, amsgrad: bool = False
+) -> ScaleByAdam:
     """Adam's moment rescaling without the learning rate (see :class:`ScaleByAdam`).
 
     Raises:
+        TypeError: if a hyperparameter has the wrong type.
         ValueError: if ``b1``/``b2`` are outside ``[0, 1)`` or ``eps`` is negative.
     """
     where = "scale_by_adam"
     return ScaleByAdam(
-        _check_unit(where, "b1", b1), _check_unit(where, "b2", b2), _check_nonneg(where, "eps", eps)
-    )
+        _check_unit(where, "b1", b1), _check_unit(where, "b2", b2),
+        _check_nonneg(where, "eps", eps), _check_bool(where, "amsgrad", amsgrad),
+    )  # fmt: skip
 
 
 def add_decayed_weights(weight_decay: float = 0.0) -> AddDecayedWeights:
     """Add ``weight_decay * params`` to the gradients (see :class:`AddDecayedWeights`).
 
     Raises:
+        TypeError: if ``weight_decay`` is not a number.
         ValueError: if ``weight_decay`` is negative or not finite.
     """
     return AddDecayedWeights(_check_nonneg("add_decayed_weights", "weight_decay", weight_decay))
 
 
-def trace(decay: float, nesterov: bool = False) -> Trace:
+def trace(decay: float, nesterov: bool = False, dampening: float = 0.0) -> Trace:
     """Momentum accumulation (see :class:`Trace`).
 
+    Args:
+        decay: Momentum coefficient in ``[0, 1]``.
+        nesterov: Nesterov momentum (needs ``dampening == 0``).
+        dampening: PyTorch's dampening of the buffer's update, in ``[0, 1]``.
+
     Raises:
-        ValueError: if ``decay`` is outside ``[0, 1]``.
+        TypeError: if a hyperparameter has the wrong type.
+        ValueError: if ``decay`` or ``dampening`` is outside ``[0, 1]``, or ``nesterov`` is
+            combined with ``dampening``.
     """
-    return Trace(_check_unit("trace", "decay", decay, closed_high=True), bool(nesterov))
+    where = "trace"
+    decay = _check_unit(where, "decay", decay, closed_high=True)
+    nesterov = _check_bool(where, "nesterov", nesterov)
+    dampening = _check_unit(where, "dampening", dampening, closed_high=True)
+    if nesterov and dampening:
+        raise ValueError(f"{where}: nesterov=True needs dampening=0 (PyTorch's rule)")
+    return Trace(decay, nesterov, dampening)
 
 
 def clip_by_global_norm(max_norm: float) -> ClipByGlobalNorm:
     """Clip gradients to global L2 norm ``max_norm`` (Optax's ``clip_by_global_norm``).
 
     Raises:
-        ValueError: if ``max_norm`` is not a positive number.
+        TypeError: if ``max_norm`` is not a number.
+        ValueError: if ``max_norm`` is not a positive finite number.
     """
-    if not (isinstance(max_norm, (int, float)) and max_norm > 0):
-        raise ValueError(f"clip_by_global_norm: max_norm must be a number > 0, got {max_norm!r}")
-    return ClipByGlobalNorm(float(max_norm))
+    return ClipByGlobalNorm(_check_positive("clip_by_global_norm", "max_norm", max_norm))
 
 
 def chain(*transforms: GradientTransformation) -> Chain:
@@ -982,36 +1182,49 @@ def sgd(
     momentum: float | None = None,
     nesterov: bool = False,
     weight_decay: float = 0.0,
+    *,
+    dampening: float = 0.0,
 ) -> Chain:
     """Stochastic gradient descent with optional momentum, Nesterov momentum and L2 decay.
 
     ``g = grad + weight_decay * p``; with momentum ``b = momentum * b + g`` and the step uses
     ``b`` (or ``g + momentum * b`` with Nesterov); ``p <- p - lr * step``. This is PyTorch's
-    ``torch.optim.SGD`` with ``dampening=0`` and Optax's ``sgd`` (plus its weight decay).
+    ``torch.optim.SGD`` (its ``dampening`` too: ``b = momentum * b + (1 - dampening) * g``
+    after the first step) and Optax's ``sgd`` (plus its weight decay).
 
     Args:
         learning_rate: Number ``>= 0`` or schedule ``step -> rate``.
         momentum: ``None`` or 0 for none, else the momentum coefficient in ``[0, 1]``.
-        nesterov: Use Nesterov momentum (needs ``momentum > 0``).
+        nesterov: Use Nesterov momentum (needs ``momentum > 0`` and no ``dampening``).
         weight_decay: L2 coefficient ``>= 0``, added to the gradient before momentum.
+        dampening: PyTorch's momentum dampening in ``[0, 1]`` (needs ``momentum > 0``).
 
     Returns:
-        ``chain(add_decayed_weights(weight_decay), trace(momentum, nesterov),
+        ``chain(add_decayed_weights(weight_decay), trace(momentum, nesterov, dampening),
         scale_by_learning_rate(learning_rate))`` (blocks with zero coefficients omitted).
 
     Raises:
-        ValueError: on out-of-range hyperparameters, or ``nesterov`` without momentum.
+        TypeError: if a hyperparameter has the wrong type (``nesterov`` not a bool).
+        ValueError: on out-of-range hyperparameters, or ``nesterov``/``dampening`` without
+            momentum.
     """
-    lr = _check_lr("sgd", learning_rate)
+    return _sgd("sgd", learning_rate, momentum, nesterov, weight_decay, dampening)
+
+
+def _sgd(where, learning_rate, momentum, nesterov, weight_decay, dampening) -> Chain:
+    """:func:`sgd`, its errors naming ``where`` (the stateful ``SGD`` passes its name)."""
+    lr = _check_lr(where, learning_rate)
+    momentum = 0.0 if momentum is None else _check_unit(where, "momentum", momentum, True)
+    nesterov = _check_bool(where, "nesterov", nesterov)
+    weight_decay = _check_nonneg(where, "weight_decay", weight_decay)
+    dampening = _check_unit(where, "dampening", dampening, closed_high=True)
+    if nesterov and (not momentum or dampening):
+        raise ValueError(f"{where}: nesterov=True needs momentum > 0 and dampening=0")
     parts = []
     if weight_decay:
-        parts.append(add_decayed_weights(weight_decay))
+        parts.append(AddDecayedWeights(weight_decay))
     if momentum:
-        parts.append(trace(momentum, nesterov))
-    elif nesterov:
-        raise ValueError("sgd: nesterov=True needs momentum > 0")
-    elif momentum is not None:
-        _check_unit("sgd", "momentum", momentum, closed_high=True)
+        parts.append(Trace(momentum, nesterov, dampening))
     parts.append(ScaleByLearningRate(lr))
     return chain(*parts)
 
@@ -1034,8 +1247,12 @@ def adam(
     References:
         Kingma and Ba, "Adam: A Method for Stochastic Optimization", ICLR 2015.
     """
-    lr = _check_lr("adam", learning_rate)
-    return chain(scale_by_adam(b1, b2, eps), ScaleByLearningRate(lr))
+    where = "adam"
+    lr = _check_lr(where, learning_rate)
+    block = ScaleByAdam(
+        _check_unit(where, "b1", b1), _check_unit(where, "b2", b2), _check_nonneg(where, "eps", eps)
+    )
+    return chain(block, ScaleByLearningRate(lr))
 
 
 def adamw(
@@ -1058,10 +1275,13 @@ def adamw(
     References:
         Loshchilov and Hutter, "Decoupled Weight Decay Regularization", ICLR 2019.
     """
-    lr = _check_lr("adamw", learning_rate)
-    return chain(
-        scale_by_adam(b1, b2, eps), add_decayed_weights(weight_decay), ScaleByLearningRate(lr)
+    where = "adamw"
+    lr = _check_lr(where, learning_rate)
+    block = ScaleByAdam(
+        _check_unit(where, "b1", b1), _check_unit(where, "b2", b2), _check_nonneg(where, "eps", eps)
     )
+    decay = AddDecayedWeights(_check_nonneg(where, "weight_decay", weight_decay))
+    return chain(block, decay, ScaleByLearningRate(lr))
 
 
 def rmsprop(
@@ -1111,16 +1331,21 @@ def rmsprop(
         Tieleman and Hinton, "Lecture 6.5 - RMSProp", COURSERA, 2012; Graves, "Generating
         Sequences With Recurrent Neural Networks", arXiv:1308.0850, 2013 (centered form).
     """
-    where = "rmsprop"
+    return _rmsprop("rmsprop", learning_rate, alpha, eps, weight_decay, momentum, centered)
+
+
+def _rmsprop(where, learning_rate, alpha, eps, weight_decay, momentum, centered) -> Chain:
+    """:func:`rmsprop`, its errors naming ``where``."""
     lr = _check_lr(where, learning_rate)
     alpha = _check_unit(where, "alpha", alpha, closed_high=True)
     eps = _check_nonneg(where, "eps", eps)
     weight_decay = _check_nonneg(where, "weight_decay", weight_decay)
     momentum = _check_unit(where, "momentum", momentum, closed_high=True)
+    centered = _check_bool(where, "centered", centered)
     parts = []
     if weight_decay:
         parts.append(AddDecayedWeights(weight_decay))
-    parts.append(ScaleByRMSprop(alpha, eps, bool(centered)))
+    parts.append(ScaleByRMSprop(alpha, eps, centered))
     if momentum:
         parts.append(Trace(momentum))
     parts.append(ScaleByLearningRate(lr))
@@ -1168,7 +1393,13 @@ def adagrad(
         Duchi, Hazan and Singer, "Adaptive Subgradient Methods for Online Learning and
         Stochastic Optimization", JMLR 12, 2011.
     """
-    where = "adagrad"
+    return _adagrad("adagrad", learning_rate, lr_decay, weight_decay, initial_accumulator_value,
+                    eps)
+
+
+def _adagrad(where, learning_rate, lr_decay, weight_decay, initial_accumulator_value,
+             eps) -> Chain:
+    """:func:`adagrad`, its errors naming ``where``."""
     lr = _check_lr(where, learning_rate)
     block = ScaleByAdagrad(
         _check_nonneg(where, "lr_decay", lr_decay),
@@ -1188,7 +1419,10 @@ def scale_by_lion(b1: float = 0.9, b2: float = 0.99) -> ScaleByLion:
         TypeError: if ``b1``/``b2`` are not numbers.
         ValueError: if ``b1``/``b2`` are outside ``[0, 1]``.
     """
-    where = "scale_by_lion"
+    return _lion_block("scale_by_lion", b1, b2)
+
+
+def _lion_block(where: str, b1, b2) -> ScaleByLion:
     return ScaleByLion(
         _check_unit(where, "b1", b1, closed_high=True), _check_unit(where, "b2", b2, True)
     )
@@ -1229,10 +1463,15 @@ def lion(
         Chen et al., "Symbolic Discovery of Optimization Algorithms", NeurIPS 2023,
         Algorithm 2.
     """
-    lr = _check_lr("lion", learning_rate)
+    return _lion("lion", learning_rate, b1, b2, weight_decay)
+
+
+def _lion(where, learning_rate, b1, b2, weight_decay) -> Chain:
+    """:func:`lion`, its errors naming ``where``."""
+    lr = _check_lr(where, learning_rate)
     return chain(
-        scale_by_lion(b1, b2),
-        AddDecayedWeights(_check_nonneg("lion", "weight_decay", weight_decay)),
+        _lion_block(where, b1, b2),
+        AddDecayedWeights(_check_nonneg(where, "weight_decay", weight_decay)),
         ScaleByLearningRate(lr),
     )
 
@@ -1300,26 +1539,34 @@ def reduce_on_plateau(
         >>> state[-1]["scale"]
         0.5
     """
-    where = "reduce_on_plateau"
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)):
-        raise TypeError(f"{where}: factor must be a number, got {type(factor).__name__}")
+    return ReduceOnPlateau(
+        *_plateau_args("reduce_on_plateau", factor, patience, rtol, atol, cooldown,
+                       accumulation_size, min_scale)
+    )
+
+
+def _plateau_args(where, factor, patience, rtol, atol, cooldown, accumulation_size, min_scale):
+    """:func:`reduce_on_plateau`'s arguments, checked and converted (errors name ``where``)."""
+    factor = _check_number(where, "factor", factor)
     if not 0.0 < factor < 1.0:
         raise ValueError(f"{where}: factor must be in (0, 1), got {factor!r}")
     rtol = _check_unit(where, "rtol", rtol, closed_high=True)
     atol = _check_nonneg(where, "atol", atol)
     if rtol == 0.0 and atol == 0.0:
         raise ValueError(f"{where}: rtol and atol cannot both be 0 (no change would count)")
+    counts = []
     for name, value, low in (
         ("patience", patience, 1),
         ("cooldown", cooldown, 0),
         ("accumulation_size", accumulation_size, 1),
     ):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{where}: {name} must be an int >= {low}, got {value!r}")
+        if value < low:
             raise ValueError(f"{where}: {name} must be an int >= {low}, got {value!r}")
+        counts.append(int(value))
     min_scale = _check_unit(where, "min_scale", min_scale, closed_high=True)
-    return ReduceOnPlateau(
-        float(factor), int(patience), rtol, atol, int(cooldown), int(accumulation_size), min_scale
-    )
+    return factor, counts[0], rtol, atol, counts[1], counts[2], min_scale
 
 
 def _add_same_tensors(params, updates):
@@ -1421,3 +1668,7 @@ def apply_gradients(tx: GradientTransformation, grads, opt_state, params, **extr
         updates, new_state = tx.update(grads, opt_state, params)
     return apply_updates(params, updates), new_state
 
+
+
+# every public transformation and function refuses an unknown keyword, naming the closest valid
+strict_all(globals(), __all__)
