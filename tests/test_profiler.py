@@ -222,7 +222,7 @@ def test_profiling_in_one_thread_does_not_see_other_threads():
     assert counts(p) == {("sin", "forward"): 3, ("mul", "forward"): 2, ("add", "forward"): 2,
                          ("sum", "forward"): 1}  # fmt: skip
     assert seen["worker"] == {("exp", "forward"): 1}
-    assert {e.thread for e in p.events} == {threading.get_native_id()}
+    assert {e.thread for e in p.events} == {threading.get_ident()}
     assert profiler.PROFILING[0] == 0
 
 

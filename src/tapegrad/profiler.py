@@ -63,7 +63,7 @@ class Event(NamedTuple):
         phase: ``"forward"``, ``"backward"`` or ``"jvp"``.
         start_ns: Start, in nanoseconds of :func:`time.perf_counter_ns`.
         duration_ns: Wall time of the call, in nanoseconds.
-        thread: The native id of the thread that ran it.
+        thread: The identifier of the thread that ran it (:func:`threading.get_ident`).
     """
 
     op: str
@@ -71,6 +71,9 @@ class Event(NamedTuple):
     start_ns: int
     duration_ns: int
     thread: int
+
+
+_new_event = tuple.__new__  # an Event without NamedTuple's argument handling
 
 
 class _Stack:
@@ -135,14 +138,15 @@ class Profile:
         return False
 
     def _add(self, op: str, phase: str, start: int, duration: int, self_ns: int, tid: int):
-        row = self._stats.get((op, phase))
+        key = (op, phase)
+        row = self._stats.get(key)
         if row is None:
-            self._stats[(op, phase)] = [1, duration, self_ns]
+            self._stats[key] = [1, duration, self_ns]
         else:
             row[0] += 1
             row[1] += duration
             row[2] += self_ns
-        self._events.append(Event(op, phase, start, duration, tid))
+        self._events.append(_new_event(Event, (op, phase, start, duration, tid)))
 
     # -- results --------------------------------------------------------------------------
     @property
@@ -320,6 +324,35 @@ def _name_of(fn) -> str:
 BACKWARD_PASS = "(backward pass)"
 
 
+def call(fn, phase: str, func, *args):
+    """``func(*args)``, timed as :func:`timed` would time it (without making a wrapper)."""
+    session = _SESSION.get()
+    if session is None:
+        return func(*args)
+    stack = session.stack
+    if stack.rule_depth or (phase == "forward" and stack.pass_depth):
+        return func(*args)
+    spans = stack.spans
+    span = [0]  # time of the calls timed inside this one
+    spans.append(span)
+    start = time.perf_counter_ns()
+    try:
+        return func(*args)
+    finally:
+        end = time.perf_counter_ns()
+        spans.pop()
+        duration = end - start
+        if spans:
+            spans[-1][0] += duration
+        op = fn if isinstance(fn, str) else fn._name()
+        tid = _thread_id()
+        for p in session.profiles:
+            p._add(op, phase, start, duration, duration - span[0], tid)
+
+
+_thread_id = threading.get_ident
+
+
 def timed(fn, phase: str, call):
     """``call``, or a wrapper that times it as op ``fn``'s ``phase`` when a profile is open in
     this context (``fn``: a Function class, or the name of the op or of a jitted call).
@@ -358,7 +391,7 @@ def timed(fn, phase: str, call):
             duration = end - start
             if spans:
                 spans[-1][0] += duration
-            tid = threading.get_native_id()
+            tid = _thread_id()
             for p in session.profiles:
                 p._add(op, phase, start, duration, duration - span[0], tid)
 
