@@ -292,7 +292,7 @@ def run_forward(cls, ctx, arrays, params, _timed=False):
     explained (naming the op and the shapes), results checked inside :func:`debug_nans`,
     timed inside :func:`tapegrad.profile`."""
     if _PROFILING[0] and not _timed:
-        return _profiler.call(cls, "forward", run_forward, cls, ctx, arrays, params, True)
+        return _profiler.forward_call(cls, run_forward, cls, ctx, arrays, params, True)
     st = _state
     try:
         if st.fast:

@@ -324,13 +324,15 @@ def _name_of(fn) -> str:
 BACKWARD_PASS = "(backward pass)"
 
 
-def call(fn, phase: str, func, *args):
-    """``func(*args)``, timed as :func:`timed` would time it (without making a wrapper)."""
+def forward_call(fn, func, *args):
+    """``func(*args)`` (a forward rule of op ``fn``, a Function class), timed as its
+    ``forward`` when a profile is open in this context and no derivative rule or backward pass
+    owns it: :func:`timed` without a wrapper per call."""
     session = _SESSION.get()
     if session is None:
         return func(*args)
     stack = session.stack
-    if stack.rule_depth or (phase == "forward" and stack.pass_depth):
+    if stack.rule_depth or stack.pass_depth:
         return func(*args)
     spans = stack.spans
     span = [0]  # time of the calls timed inside this one
@@ -344,17 +346,17 @@ def call(fn, phase: str, func, *args):
         duration = end - start
         if spans:
             spans[-1][0] += duration
-        op = fn if isinstance(fn, str) else fn._name()
+        op = fn._name()
         tid = _thread_id()
         for p in session.profiles:
-            p._add(op, phase, start, duration, duration - span[0], tid)
+            p._add(op, "forward", start, duration, duration - span[0], tid)
 
 
 _thread_id = threading.get_ident
 
 
-def timed(fn, phase: str, call):
-    """``call``, or a wrapper that times it as op ``fn``'s ``phase`` when a profile is open in
+def timed(fn, phase: str, func):
+    """``func``, or a wrapper that times it as op ``fn``'s ``phase`` when a profile is open in
     this context (``fn``: a Function class, or the name of the op or of a jitted call).
 
     ``phase`` is ``"forward"`` (a forward rule, a jitted call), ``"backward"`` or ``"jvp"``
@@ -364,10 +366,10 @@ def timed(fn, phase: str, call):
     """
     session = _SESSION.get()
     if session is None:
-        return call
+        return func
     stack = session.stack
     if stack.rule_depth or (phase == "forward" and stack.pass_depth):
-        return call
+        return func
     if phase == "pass":
         op, phase, depth = BACKWARD_PASS, "backward", "pass_depth"
     else:
@@ -382,7 +384,7 @@ def timed(fn, phase: str, call):
             setattr(stack, depth, getattr(stack, depth) + 1)
         start = time.perf_counter_ns()
         try:
-            return call(*args, **kwargs)
+            return func(*args, **kwargs)
         finally:
             end = time.perf_counter_ns()
             if depth is not None:
