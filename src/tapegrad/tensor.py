@@ -459,6 +459,8 @@ class Tensor:
 
         def __getattr__(self, name: str):
             # only reached for a name the class does not have
+            if name[:2] == "__":  # a protocol probe (NumPy asks for __array_interface__)
+                raise AttributeError(name)
             raise _missing_attribute(self, name)
 
     def __array__(self, dtype=None, copy=None):
