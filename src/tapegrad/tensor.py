@@ -210,20 +210,6 @@ def _missing_attribute(self, name: str):
     return AttributeError(f"'Tensor' object has no attribute {name!r}", name=name, obj=self)
 
 
-class _Size(int):
-    """``Tensor.size``: NumPy's element count, an int; calling it (PyTorch's ``x.size()``)
-    explains the difference."""
-
-    __slots__ = ()
-
-    def __call__(self, dim=None):
-        raise TypeError(
-            "Tensor.size is NumPy's: the number of elements, an int (here "
-            f"{int(self)}), not PyTorch's size() method. Write x.shape for the shape (a tuple), "
-            "x.shape[dim] for one dimension, or x.numel() for the element count."
-        )
-
-
 @attrs.frozen(eq=False, init=False, repr=False, weakref_slot=True)
 class Tensor:
     """An immutable n-dimensional array that transforms can differentiate.
@@ -339,9 +325,9 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        """Number of elements (NumPy's attribute, an int; PyTorch's ``x.size()`` is
-        :attr:`shape`, and ``x.numel()`` is this number too)."""
-        return _Size(self._array.size)
+        """Number of elements (NumPy's attribute, a Python int; PyTorch's ``x.size()`` is
+        :attr:`shape` here, and ``x.numel()`` is this number too)."""
+        return self._array.size
 
     def numel(self) -> int:
         """Number of elements (PyTorch's name for :attr:`size`)."""
