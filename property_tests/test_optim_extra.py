@@ -348,3 +348,53 @@ def test_float32_leaves_stay_float32(name):
     for leaf in tg.tree.tree_leaves(state):
         if isinstance(leaf, tg.Tensor) and leaf.ndim > 0 and leaf.dtype.kind == "f":
             assert leaf.dtype == np.float32
+
+
+def _schedule_free_ref(params, grads, base_step, lr_of, b1, power):
+    """Defazio et al. (2024), Algorithm 1: gradients at ``y = (1 - b1) z + b1 x``, a base
+    step on ``z`` (its weight decay taken at ``y``), ``x`` the average of the ``z`` with
+    weights ``lr_max**power`` (``c_{t+1} = w_t / sum_{i <= t} w_i``, so the first step sets
+    ``x = z``)."""
+    z = [p.copy() for p in params]
+    x = [p.copy() for p in params]
+    y = [p.copy() for p in params]
+    states = [None] * len(params)
+    lr_max, total, out = 0.0, 0.0, []
+    for t, g in enumerate(grads, 1):
+        lr_max = max(lr_max, lr_of(t))
+        w = lr_max**power
+        total += w
+        c = w / total if total else 0.0
+        for i, gi in enumerate(g):
+            z[i], states[i] = base_step(z[i], gi, y[i], states[i], t)
+            x[i] = (1 - c) * x[i] + c * z[i]
+        y = [(1 - b1) * zi + b1 * xi for zi, xi in zip(z, x)]
+        out.append(y)
+    return out, x
+
+
+@given(problem=problems(), b1=st.sampled_from([0.5, 0.9, 1.0]), power=st.sampled_from([1.0, 2.0]))
+def test_schedule_free_follows_the_paper(problem, b1, power):
+    _, params, grads = problem
+
+    def sgd_step(z, g, y, s, t):
+        return z - 0.1 * g, s
+
+    def adamw_step(z, g, y, s, t, b2=0.999, eps=1e-8, wd=0.1):  # the decay is taken at y
+        v = 0.0 * z if s is None else s
+        v = b2 * v + (1 - b2) * g * g
+        return z - 0.01 * (g / (np.sqrt(v / (1 - b2**t)) + eps) + wd * y), v
+
+    for tx, step, lr in (
+        (optim.schedule_free_sgd(0.1, b1=b1, weight_lr_power=power), sgd_step, 0.1),
+        (optim.schedule_free_adamw(0.01, b1=b1, weight_decay=0.1, weight_lr_power=power),
+         adamw_step, 0.01),
+    ):
+        want, x = _schedule_free_ref(params, grads, step, lambda t, lr=lr: lr, b1, power)
+        _check(_run(tx, params, grads, tree="list"), want)
+        p = [tg.Tensor(v) for v in params]
+        state = tx.init(p)
+        for g in grads:
+            p, state = optim.apply_gradients(tx, [tg.Tensor(v) for v in g], state, p)
+        for got, w in zip(optim.schedule_free_eval_params(state, p), x):
+            np.testing.assert_allclose(got.numpy(), w, rtol=1e-9, atol=1e-9)

@@ -119,6 +119,57 @@ OPTAX_CASES = {
 }
 
 
+# Optax computes a warmup schedule of its int32 step count in float32 (tapegrad: float64).
+OPTAX_CONTRIB_CASES = {
+    "schedule_free_sgd": (lambda: optim.schedule_free_sgd(0.1),
+                          lambda c: c.schedule_free_sgd(0.1), 1e-12),
+    "schedule_free_sgd warmup decay": (
+        lambda: optim.schedule_free_sgd(0.1, warmup_steps=3, b1=0.8, weight_decay=0.1),
+        lambda c: c.schedule_free_sgd(0.1, warmup_steps=3, b1=0.8, weight_decay=0.1), 1e-7),
+    "schedule_free_adamw": (lambda: optim.schedule_free_adamw(0.01, weight_decay=0.1),
+                            lambda c: c.schedule_free_adamw(0.01, weight_decay=0.1), 1e-12),
+    "schedule_free_adamw warmup": (
+        lambda: optim.schedule_free_adamw(0.01, warmup_steps=4, weight_lr_power=1.0),
+        lambda c: c.schedule_free_adamw(0.01, warmup_steps=4, weight_lr_power=1.0), 1e-7),
+    "schedule_free schedule": (
+        lambda: optim.schedule_free(optim.sgd(lambda n: 0.1 / (n + 1)), lambda n: 0.1 / n),
+        lambda c: c.schedule_free(c_optax().sgd(lambda n: 0.1 / (n + 1)),
+                                  lambda n: 0.1 / n),
+        1e-12),
+}
+
+
+def c_optax():
+    import optax
+
+    return optax
+
+
+@pytest.mark.parametrize("name", sorted(OPTAX_CONTRIB_CASES))
+def test_schedule_free_matches_optax(name, optax_x64):
+    ours, theirs, rtol = OPTAX_CONTRIB_CASES[name]
+    params = {k: v for k, v in PARAMS.items() if k in "ab"}
+    grads = [{k: v for k, v in g.items() if k in "ab"} for g in GRADS]
+    want = optax_x64.run(theirs(optax_x64.optax.contrib), params, grads)
+    _close(_ours(ours(), params, grads), want, rtol)
+    tx, ox = ours(), theirs(optax_x64.optax.contrib)
+    p = _tensors(params)
+    s = tx.init(p)
+    for g in grads:
+        p, s = optim.apply_gradients(tx, _tensors(g), s, p)
+    import jax.numpy as jnp
+
+    q = {k: jnp.asarray(v) for k, v in params.items()}
+    r = ox.init(q)
+    for g in grads:
+        u, r = ox.update({k: jnp.asarray(v) for k, v in g.items()}, r, q)
+        q = optax_x64.optax.apply_updates(q, u)
+    x = optim.schedule_free_eval_params(s, p)
+    xo = optax_x64.optax.contrib.schedule_free_eval_params(r, q)
+    for k in params:
+        np.testing.assert_allclose(x[k].numpy(), np.asarray(xo[k]), rtol=rtol, atol=rtol)
+
+
 @pytest.mark.parametrize("name", sorted(OPTAX_CASES))
 def test_matches_optax(name, optax_x64):
     ours, theirs, rtol = OPTAX_CASES[name]
@@ -622,3 +673,19 @@ def test_torch_blocks_are_exported_for_custom_chains():
         p, s = optim.apply_gradients(tx, _tensors({"w": g["a"]}), s, p)
         opt.step(_tensors({"w": g["a"]}))
     np.testing.assert_allclose(p["w"].numpy(), opt.params["w"].numpy(), rtol=1e-13)
+
+
+def test_schedule_free_errors():
+    params = {"w": tg.Tensor(np.ones(2))}
+    with pytest.raises(ValueError, match="schedule_free_sgd: b1 must be in \\(0, 1\\]"):
+        optim.schedule_free_sgd(b1=0.0)
+    with pytest.raises(TypeError, match="schedule_free_adamw: warmup_steps needs a number "
+                       "learning_rate"):
+        optim.schedule_free_adamw(lambda n: 0.1, warmup_steps=3)
+    with pytest.raises(ValueError, match="schedule_free_eval_params: state must be \\(or hold "
+                       "exactly one\\) schedule-free state"):
+        optim.schedule_free_eval_params(optim.adam(0.1).init(params), params)
+    tx = optim.chain(optim.clip_by_global_norm(1.0), optim.schedule_free_sgd(0.1))
+    state = tx.init(params)  # found inside a chain
+    x = optim.schedule_free_eval_params(state, params)
+    np.testing.assert_array_equal(x["w"].numpy(), [1.0, 1.0])

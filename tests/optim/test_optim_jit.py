@@ -49,12 +49,14 @@ TXS = {
     "inject_hyperparams": lambda: optim.inject_hyperparams(optim.adamw)(0.1, b1=0.8),
     "nadam torch block": lambda: optim.chain(_extra.ScaleByTorchNAdam(), optim.sgd(0.1)),
     "radam torch block": lambda: optim.chain(_extra.ScaleByTorchRAdam(b2=0.9), optim.sgd(0.1)),
+    "schedule_free_sgd": lambda: optim.schedule_free_sgd(0.1, warmup_steps=3, weight_decay=0.01),
+    "schedule_free_adamw": lambda: optim.schedule_free_adamw(0.1, weight_decay=0.01),
 }
 # Transformations whose state counts nothing.
 NO_COUNTERS = {"lion", "rmsprop", "adadelta", "lars", "sm3"}
 # Counted as Python ints by init; under jit as int64 Tensors.
 COUNTERS = {"count", "mini_step", "gradient_step", "plateau_count", "cooldown_count",
-            "steps_since_sync"}
+            "steps_since_sync", "step_count"}
 
 
 def _data(dtype):

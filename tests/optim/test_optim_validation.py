@@ -10,7 +10,14 @@ import pytest
 
 import tapegrad as tg
 from tapegrad import optim
-from tapegrad.optim import _extra, _extra_combinators, _extra_lbfgs, schedules, transforms
+from tapegrad.optim import (
+    _extra,
+    _extra_combinators,
+    _extra_lbfgs,
+    _extra_schedule_free,
+    schedules,
+    transforms,
+)
 
 # Valid values for required arguments, so that one argument at a time can be made bad.
 REQUIRED = {
@@ -23,6 +30,7 @@ REQUIRED = {
     "inner_factory": optim.sgd, "fast_optimizer": optim.sgd(0.1), "sync_period": 2,
     "slow_step_size": 0.5, "step_size_fn": lambda step: 0.1, "max_linesearch_steps": 10,
     "threshold": 1.0, "eta": 0.01, "key": tg.random.key(0), "line_search_fn": "strong_wolfe",
+    "base_optimizer": optim.sgd(0.1),
 }  # fmt: skip
 # Arguments whose default (None) is refused: they must be given.
 NEEDED = {"key"}
@@ -30,7 +38,7 @@ NEEDED = {"key"}
 NOT_CHECKED = {"inner", "mask", "transforms", "param_labels", "boundaries_and_scales",
                "every_k_schedule", "model_parameters", "lr_scheduler_kwargs", "transform",
                "weight_decay_mask", "trust_ratio_mask", "inner_factory", "static_args",
-               "fast_optimizer", "linesearch", "step_size_fn"}
+               "fast_optimizer", "linesearch", "step_size_fn", "base_optimizer"}
 
 FACTORIES = [
     optim.scale, optim.scale_by_learning_rate, optim.scale_by_adam, optim.add_decayed_weights,
@@ -48,7 +56,8 @@ FACTORIES = [
     optim.scale_by_novograd, optim.scale_by_schedule, optim.scale_by_param_block_rms,
     optim.clip_by_block_rms, optim.centralize, optim.zero_nans, optim.add_noise, optim.ema,
     optim.parameter_ema, optim.scale_by_lbfgs, optim.scale_by_zoom_linesearch,
-    optim.inject_hyperparams, optim.lookahead,
+    optim.inject_hyperparams, optim.lookahead, optim.schedule_free, optim.schedule_free_sgd,
+    optim.schedule_free_adamw,
 ]
 CLASSES = [
     transforms.Scale, transforms.ScaleByLearningRate, transforms.ScaleByAdam,
@@ -65,6 +74,7 @@ CLASSES = [
     _extra.ParameterEMA, _extra.ScaleByTorchNAdam, _extra.ScaleByTorchRAdam,
     _extra_combinators.Lookahead, _extra_lbfgs.ScaleByLBFGS, _extra_lbfgs.ScaleByZoomLinesearch,
     optim.NAdam, optim.RAdam, optim.Adamax, optim.Adadelta, optim.LBFGS,
+    _extra_schedule_free.ScheduleFree,
 ]
 
 

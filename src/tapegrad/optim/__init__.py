@@ -182,6 +182,12 @@ from tapegrad.optim._extra_lbfgs import (  # noqa: E402
     value_and_grad_from_state,
 )
 from tapegrad.optim._extra_optimizers import LBFGS, Adadelta, Adamax, NAdam, RAdam  # noqa: E402
+from tapegrad.optim._extra_schedule_free import (  # noqa: E402
+    schedule_free,
+    schedule_free_adamw,
+    schedule_free_eval_params,
+    schedule_free_sgd,
+)
 
 __all__ += [
     "nadam", "radam", "adamax", "adadelta", "adabelief", "lamb", "lars", "adafactor", "sm3",
@@ -193,4 +199,5 @@ __all__ += [
     "scale_by_lbfgs", "scale_by_zoom_linesearch", "value_and_grad_from_state",
     "inject_hyperparams", "lookahead", "LookaheadParams",
     "NAdam", "RAdam", "Adamax", "Adadelta", "LBFGS",
+    "schedule_free", "schedule_free_sgd", "schedule_free_adamw", "schedule_free_eval_params",
 ]  # fmt: skip
