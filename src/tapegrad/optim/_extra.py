@@ -188,7 +188,7 @@ def _safe_norm(t: Tensor, min_norm: float) -> Tensor:
 def _rms(t: Tensor) -> Tensor:
     """Root mean square of a leaf (0 for a leaf without elements)."""
     if t.size == 0:
-        return tnp.zeros((), dtype=t.dtype)
+        return tnp.zeros((), dtype=t.dtype, device=t.device)
     return tnp.sqrt(tnp.mean(tnp.square(t)))
 
 
@@ -614,7 +614,7 @@ class ScaleByTrustRatio(GradientTransformation):
             zero = tnp.logical_or(tnp.equal(pn, 0.0), tnp.equal(un, 0.0))
             ratio = tnp.divide(tnp.multiply(pn, self.trust_coefficient),
                                tnp.add(tnp.where(zero, 1.0, un), self.eps))
-            out.append(tnp.multiply(ui, tnp.where(zero, tnp.ones((), dtype=ui.dtype), ratio)))
+            out.append(tnp.multiply(ui, tnp.where(zero, 1.0, ratio)))
         return tree_unflatten(treedef, out), state
 
 
@@ -668,15 +668,17 @@ class ScaleByFactoredRMS(GradientTransformation):
         rows, cols, full = [], [], []
         for p in leaves:
             dims = _factored_dims(p.shape, self.factored, self.min_dim_size_to_factor)
-            one = tnp.zeros((1,), dtype=p.dtype)
+            one = tnp.zeros((1,), dtype=p.dtype, device=p.device)
             if dims is None:
                 rows.append(one)
                 cols.append(one)
                 full.append(_zeros(p))
             else:
                 d1, d0 = dims
-                rows.append(tnp.zeros(p.shape[:d0] + p.shape[d0 + 1:], dtype=p.dtype))
-                cols.append(tnp.zeros(p.shape[:d1] + p.shape[d1 + 1:], dtype=p.dtype))
+                rows.append(tnp.zeros(p.shape[:d0] + p.shape[d0 + 1:], dtype=p.dtype,
+                                      device=p.device))
+                cols.append(tnp.zeros(p.shape[:d1] + p.shape[d1 + 1:], dtype=p.dtype,
+                                      device=p.device))
                 full.append(one)
         return {"count": 0, "v_row": tree_unflatten(treedef, rows),
                 "v_col": tree_unflatten(treedef, cols), "v": tree_unflatten(treedef, full)}
@@ -808,9 +810,9 @@ class ScaleBySM3(GradientTransformation):
         acc = []
         for p in leaves:
             if p.ndim == 0:
-                acc.append([tnp.zeros((), dtype=p.dtype)])
+                acc.append([tnp.zeros((), dtype=p.dtype, device=p.device)])
             else:
-                acc.append([tnp.zeros((n,), dtype=p.dtype) for n in p.shape])
+                acc.append([tnp.zeros((n,), dtype=p.dtype, device=p.device) for n in p.shape])
         return {"mu": acc, "nu": tree_zeros_like(params)}
 
     def update(self, grads, state, params=None):
@@ -880,7 +882,8 @@ class ScaleByNovograd(GradientTransformation):
     def init(self, params):
         leaves, treedef = _leaves("scale_by_novograd", params, "params")
         return {"count": 0, "mu": tree_zeros_like(params),
-                "nu": tree_unflatten(treedef, [tnp.zeros((), dtype=p.dtype) for p in leaves])}
+                "nu": tree_unflatten(treedef, [tnp.zeros((), dtype=p.dtype, device=p.device)
+                                               for p in leaves])}
 
     def update(self, grads, state, params=None):
         where = "scale_by_novograd"
@@ -982,12 +985,14 @@ class ZeroNans(GradientTransformation):
 
     def init(self, params):
         leaves, treedef = _leaves("zero_nans", params, "params")
-        return {"found_nan": tree_unflatten(treedef, [tnp.asarray(False) for _ in leaves])}
+        return {"found_nan": tree_unflatten(treedef, [tnp.asarray(False, device=p.device)
+                                                      for p in leaves])}
 
     def update(self, grads, state, params=None):
         g, treedef = _leaves("zero_nans", grads, "grads")
         nan = [tnp.isnan(u) for u in g]
-        out = [tnp.where(n, tnp.zeros((), dtype=u.dtype), u) for n, u in zip(nan, g)]
+        out = [tnp.where(n, tnp.zeros((), dtype=u.dtype, device=u.device), u)
+               for n, u in zip(nan, g)]
         found = [tnp.any(n) for n in nan]
         return tree_unflatten(treedef, out), {"found_nan": tree_unflatten(treedef, found)}
 
@@ -1066,7 +1071,7 @@ class EMA(GradientTransformation):
         leaves, treedef = _leaves("ema", params, "params")
         dt = _check_dtype("ema", "accumulator_dtype", self.accumulator_dtype)
         return {"count": 0, "ema": tree_unflatten(
-            treedef, [tnp.zeros(p.shape, dtype=dt or p.dtype) for p in leaves])}
+            treedef, [tnp.zeros(p.shape, dtype=dt or p.dtype, device=p.device) for p in leaves])}
 
     def update(self, grads, state, params=None):
         where = "ema"
@@ -1406,7 +1411,8 @@ def nadam(learning_rate: float | Schedule, b1: float = 0.9, b2: float = 0.999, e
     Args:
         learning_rate: Number ``>= 0`` or schedule ``step -> rate``.
         b1, b2: Decay rates of the moments, in ``[0, 1)``.
-        eps: Added to the denominator; eps_root: added inside the square root (``>= 0``).
+        eps: Added to the denominator (``>= 0``).
+        eps_root: Added inside the square root (``>= 0``).
 
     Returns:
         ``chain(<Optax's scale_by_adam(nesterov=True)>, scale_by_learning_rate(learning_rate))``;

@@ -329,13 +329,13 @@ class Lookahead(GradientTransformation):
         for ui, fi, si in zip(u, fast, slow):
             if sync is False:
                 fast_u.append(ui)
-                slow_u.append(tnp.zeros(si.shape, dtype=si.dtype))
+                slow_u.append(tnp.zeros(si.shape, dtype=si.dtype, device=si.device))
                 continue
             diff = tnp.subtract(tnp.add(fi, ui), si)
             s = tnp.multiply(diff, self.slow_step_size)
             f = tnp.subtract(ui, tnp.multiply(diff, 1.0 - self.slow_step_size))
             if isinstance(sync, Tensor):
-                s = tnp.where(sync, s, tnp.zeros((), dtype=s.dtype))
+                s = tnp.where(sync, s, tnp.zeros((), dtype=s.dtype, device=s.device))
                 f = tnp.where(sync, f, ui)
             fast_u.append(f)
             slow_u.append(s)

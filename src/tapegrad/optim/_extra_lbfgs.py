@@ -73,20 +73,21 @@ __all__ = [
 
 
 # -- scalar helpers (0-d float64 Tensors: under tg.jit a decision on them is a guard) -----------
-def _f64(x) -> Tensor:
+def _f64(x, device=None) -> Tensor:
+    """``x`` as a 0-d float64 Tensor (a Python number on ``device``)."""
     x = _traced(x)
     if isinstance(x, Tensor):
         return tnp.astype(x, np.float64)
-    return Tensor(np.asarray(x, np.float64))
+    return tnp.asarray(x, dtype=np.float64, device=device)
 
 
 def _vdot(a: list, b: list) -> Tensor:
     """Sum over leaves of ``<a_i, b_i>``, in float64 (0-d)."""
-    total = Tensor(np.zeros((), np.float64))
+    total = None
     for x, y in zip(a, b):
-        total = tnp.add(total, tnp.sum(tnp.multiply(tnp.astype(x, np.float64),
-                                                    tnp.astype(y, np.float64))))
-    return total
+        part = tnp.sum(tnp.multiply(tnp.astype(x, np.float64), tnp.astype(y, np.float64)))
+        total = part if total is None else tnp.add(total, part)
+    return tnp.zeros((), dtype=np.float64) if total is None else total
 
 
 def _axpy(alpha, x: list, y: list) -> list:
@@ -126,15 +127,16 @@ class ScaleByLBFGS(GradientTransformation):
     def init(self, params):
         leaves, treedef = _leaves("scale_by_lbfgs", params, "params")
         m = self.memory_size
-        stacked = tree_unflatten(treedef, [tnp.zeros((m, *p.shape), dtype=p.dtype)
-                                           for p in leaves])
+        stacked = tree_unflatten(treedef, [tnp.zeros((m, *p.shape), dtype=p.dtype,
+                                                     device=p.device) for p in leaves])
         return {
             "count": 0,
             "params": tree_zeros_like(params),
             "updates": tree_zeros_like(params),
             "diff_params_memory": stacked,
             "diff_updates_memory": stacked,
-            "weights_memory": tnp.zeros((m,), dtype=np.float64),
+            "weights_memory": tnp.zeros((m,), dtype=np.float64,
+                                        device=leaves[0].device if leaves else None),
         }
 
     def update(self, grads, state, params=None):
@@ -357,10 +359,11 @@ class ScaleByZoomLinesearch(GradientTransformation):
             gl = _leaves(where, gr, "the gradient of value_fn")[0]
             return _f64(val), gl, _vdot(gl, d)
 
-        value_init = _f64(_scalar_loss(where, value))
         slope_init = _vdot(d, g0)
-        guess = 1.0 if self.initial_guess_strategy == "one" else _f64(state["learning_rate"])
-        ls = _LineSearchRun(self, evaluate, value_init, slope_init, g0, guess)
+        value_init = _f64(_scalar_loss(where, value), slope_init.device)
+        guess = 1.0 if self.initial_guess_strategy == "one" else state["learning_rate"]
+        ls = _LineSearchRun(self, evaluate, value_init, slope_init, g0,
+                            _f64(guess, slope_init.device))
         ls.run()
         rate = ls.stepsize
         out = [tnp.multiply(di, _like_leaf(rate, di)) for di in d]
@@ -381,8 +384,8 @@ class _LineSearchRun:
     def __init__(self, tx: ScaleByZoomLinesearch, evaluate, value_init, slope_init, grad, guess):
         self.tx, self.evaluate = tx, evaluate
         self.value_init, self.slope_init = value_init, slope_init
-        self.guess = _f64(guess)
-        zero, inf = _f64(0.0), _f64(math.inf)
+        self.guess = guess
+        zero, inf = _f64(0.0, slope_init.device), _f64(math.inf, slope_init.device)
         self.count = 0
         self.stepsize, self.value, self.grad, self.slope = zero, value_init, grad, slope_init
         self.decrease_error = self.curvature_error = self.error = inf
