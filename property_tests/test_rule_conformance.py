@@ -1068,6 +1068,7 @@ def _(cls):
 
 # nn.functional primitives
 from tapegrad.nn import functional as F  # noqa: E402
+from tapegrad.nn import _losses as _closs  # noqa: E402
 
 SPECS[F._Loss] = Abstract("base of the fused losses")
 
@@ -1231,6 +1232,28 @@ def _(cls):
         Case(arrays(((3, 4), U()), ((2, 5, 4), U()), ((5, 2), U()), ((5,), U()), None),
              label="broadcast"),
     ], (0, 1, 2))
+
+
+def _ctc_args(n_frames=(4, 6), blanks_first=False):
+    """``make`` for :class:`CTCLoss`: log-probabilities ``(T=6, N=2, C=3)``, padded targets
+    ``(2, 2)`` with labels in ``[1, 3)``, lengths drawn so that every alignment exists
+    (``n_frames``: the range of input lengths; a short one may leave a target unalignable)."""
+
+    def make(rng):
+        tl = rng.integers(0, 3, 2)
+        tl[0] = 2
+        il = rng.integers(n_frames[0], n_frames[1] + 1, 2)
+        return (rng.standard_normal((6, 2, 3)), rng.integers(1, 3, (2, 2)), il, tl)
+
+    return make
+
+
+@spec(_closs.CTCLoss)
+def _(cls):
+    return pick([
+        Case(_ctc_args(), {"blank": 0}, label="feasible"),
+        Case(_ctc_args((1, 6)), {"blank": 0, "zero_infinity": True}, label="zero_infinity"),
+    ], (0, 1))
 
 
 # checkpoint, custom rules, ODE integration: through their public entry points

@@ -99,3 +99,32 @@ __all__ = [
     "LSTM",
     "GRU",
 ]
+
+# PyTorch's loss Modules
+from tapegrad.nn._loss_modules import (  # noqa: E402
+    CosineEmbeddingLoss,
+    CTCLoss,
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
+    MarginRankingLoss,
+    MultiLabelMarginLoss,
+    MultiLabelSoftMarginLoss,
+    MultiMarginLoss,
+    PoissonNLLLoss,
+    SoftMarginLoss,
+    TripletMarginLoss,
+)
+
+__all__ += [
+    "PoissonNLLLoss",
+    "GaussianNLLLoss",
+    "MarginRankingLoss",
+    "CosineEmbeddingLoss",
+    "TripletMarginLoss",
+    "MultiMarginLoss",
+    "MultiLabelMarginLoss",
+    "MultiLabelSoftMarginLoss",
+    "SoftMarginLoss",
+    "HingeEmbeddingLoss",
+    "CTCLoss",
+]

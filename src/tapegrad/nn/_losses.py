@@ -277,7 +277,7 @@ def margin_ranking_loss(input1, input2, target, margin: float = 0.0,
     y = _like(target, x1, who, "target")
     _check_loss_shapes(who, x1.shape, y.shape, "input1", "target")
     margin = _finite(margin, who, "margin")
-    return _reduce(_hinge(margin - y * (x1 - x2), at_zero=False), reduction)
+    return _reduce(_hinge(margin - y * (x1 - x2), at_zero=True), reduction)
 
 
 @strict_keywords(hints=_HINTS)
