@@ -674,11 +674,15 @@ def _extended(xp, targets, blank: int):
 def _ctc_nll(xp, lp, targets, il, tl, blank: int):
     """``-log p(target | log_probs)`` ``(N,)`` by the log-space alpha recursion on backend
     arrays: ``lp`` ``(T, N, C)``, padded ``targets`` ``(N, S)``, lengths ``(N,)``."""
-    t_max, n, _ = lp.shape
+    t_max, n, c = lp.shape
     ext = _extended(xp, targets, blank)
     width = ext.shape[1]
     s = xp.arange(width)
     valid = s[None, :] < (2 * tl + 1)[:, None]
+    labels = ext[valid]
+    if labels.size and (labels.min() < 0 or labels.max() >= c):
+        raise ValueError(f"ctc_loss: a target label is out of range for {c} classes")
+    ext = xp.where(valid, ext, blank)  # the padding past each target: never read
     skip = xp.zeros((n, width), dtype=bool)
     skip[:, 2:] = (ext[:, 2:] != blank) & (ext[:, 2:] != ext[:, :-2])
     neg = -np.inf
@@ -744,6 +748,7 @@ def _ctc_grad(lp: Tensor, targets: Tensor, il: Tensor, tl: Tensor, blank: int,
                           axis=1)  # blank, l_1, blank, l_2, ..., blank
     s = tnp.arange(width)
     valid = tnp.expand_dims(s, 0) < tnp.expand_dims(2 * tl + 1, 1)
+    ext = tnp.where(valid, ext, blank)  # the padding past each target: never read
     skip = (ext != blank) & (ext != _shift(ext, 2, -1))  # l'_s may follow l'_{s-2}
     skip = skip & (tnp.expand_dims(s, 0) >= 2)
     skip_next = _shift(skip, 2, False, forward=False)  # s may be followed by s + 2
