@@ -1067,8 +1067,8 @@ def _(cls):
 
 
 # nn.functional primitives
-from tapegrad.nn import functional as F  # noqa: E402
 from tapegrad.nn import _losses as _closs  # noqa: E402
+from tapegrad.nn import functional as F  # noqa: E402
 
 SPECS[F._Loss] = Abstract("base of the fused losses")
 

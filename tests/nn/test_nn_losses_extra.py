@@ -146,8 +146,8 @@ def test_ctc_edge_cases_match_torch():
             got = F.ctc_loss(tg.Tensor(lp), t, [il], [tl], reduction="sum",
                              zero_infinity=zero_infinity)
             assert float(got) == pytest.approx(float(want), rel=1e-12, abs=1e-12), (targets, il)
-            g = tg.grad(lambda x: F.ctc_loss(x, t, [il], [tl], reduction="sum",
-                                             zero_infinity=zero_infinity))(tg.Tensor(lp)).numpy()
+            g = tg.grad(lambda x, t=t, il=il, tl=tl, zi=zero_infinity: F.ctc_loss(
+                x, t, [il], [tl], reduction="sum", zero_infinity=zi))(tg.Tensor(lp)).numpy()
             frames = (np.arange(5) < il)[:, None, None]
             extra = np.where(frames & feasible, np.exp(lp), 0.0)
             np.testing.assert_array_equal(np.isnan(g), np.isnan(want_g))
@@ -282,7 +282,7 @@ def test_ctc_vmap_folds_into_the_batch_and_equals_the_loop():
                                rtol=1e-12)
     grads = tg.vmap(tg.grad(lambda x, t, i, k: tnp.sum(f(x, t, i, k))))(lp, targets, il, tl)
     for k in range(b):
-        one = tg.grad(lambda x: tnp.sum(f(x, targets[k], il[k], tl[k])))(lp[k])
+        one = tg.grad(lambda x, k=k: tnp.sum(f(x, targets[k], il[k], tl[k])))(lp[k])
         np.testing.assert_allclose(grads.numpy()[k], one.numpy(), rtol=1e-12, atol=1e-14)
 
 
@@ -328,7 +328,8 @@ def test_ctc_under_jit_replays_with_new_lengths_in_both_layouts():
         np.testing.assert_allclose(jf(x, t, i, k).numpy(), F.ctc_loss(x, t, i, k,
                                                                       reduction="none").numpy())
         np.testing.assert_allclose(jg(x, t, i, k).numpy(),
-                                   tg.grad(lambda y: F.ctc_loss(y, t, i, k))(x).numpy(),
+                                   tg.grad(lambda y, t=t, i=i, k=k: F.ctc_loss(y, t, i, k))(
+                                       x).numpy(),
                                    atol=1e-14)
     padded = [np.array([[1, 2, 0], [3, 3, 1]]), np.array([[2, 2, 2], [1, 3, 3]])]
     for x, t in zip(lp, padded):

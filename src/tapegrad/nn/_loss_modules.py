@@ -113,7 +113,7 @@ class PoissonNLLLoss(_Loss):
         >>> import tapegrad as tg
         >>> loss = tg.nn.PoissonNLLLoss()
         >>> round(float(loss(tg.Tensor([0.0, 1.0]), tg.Tensor([1.0, 2.0]))), 4)
-        0.3591
+        0.8591
     """
 
     def __init__(self, log_input: bool = True, full: bool = False, eps: float = 1e-8,
