@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -553,6 +554,17 @@ LOSS_MODULES = [
     ("TripletMarginLoss", dict(margin=0.5, p=1.0, swap=True), 3),
     ("MultiMarginLoss", dict(p=2, margin=0.5, weight=np.array([1.0, 2.0, 0.5, 1.0])), 2),
     ("MultiLabelMarginLoss", dict(), 2),
+    ("MSELoss", dict(), 2),
+    ("L1Loss", dict(), 2),
+    ("HuberLoss", dict(delta=0.7), 2),
+    ("SmoothL1Loss", dict(beta=0.7), 2),
+    ("KLDivLoss", dict(log_target=True), 2),
+    ("BCELoss", dict(weight=np.array([1.0, 2.0, 0.5, 1.0])), 2),
+    ("BCEWithLogitsLoss", dict(weight=np.array([[1.0], [2.0], [0.5]]),
+                               pos_weight=np.array([1.0, 3.0, 0.5, 2.0])), 2),
+    ("NLLLoss", dict(weight=np.array([1.0, 2.0, 0.5, 1.0]), ignore_index=1), 2),
+    ("CrossEntropyLoss", dict(weight=np.array([1.0, 2.0, 0.5, 1.0]), ignore_index=3,
+                              label_smoothing=0.2), 2),
 ]
 
 
@@ -567,25 +579,67 @@ def _module_inputs(name):
         "CosineEmbeddingLoss": [x, y, signs[:, 0]], "TripletMarginLoss": [x, y, x + y],
         "MultiMarginLoss": [y, LABELS], "MultiLabelMarginLoss": [y, np.array(
             [[3, 0, -1, 1], [1, -1, 2, 2], [0, 1, 2, 3]])],
+        "MSELoss": [x, y], "L1Loss": [x, y], "HuberLoss": [x, y], "SmoothL1Loss": [x, y],
+        "KLDivLoss": [-x, -np.abs(y)], "BCELoss": [1 / (1 + np.exp(-y)), (signs > 0) * 1.0],
+        "BCEWithLogitsLoss": [y * 3, (signs > 0) * 1.0], "NLLLoss": [-x, LABELS],
+        "CrossEntropyLoss": [y, LABELS],
     }[name]
 
 
 @pytest.mark.parametrize("name,config,arity", LOSS_MODULES, ids=[m[0] for m in LOSS_MODULES])
-@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum", "batchmean"])
 def test_loss_modules_match_torch_modules(name, config, arity, reduction):
     torch = torch_or_skip()
     inputs = _module_inputs(name)
     assert len(inputs) == arity
+    if reduction == "batchmean" and name != "KLDivLoss":
+        with pytest.raises(ValueError, match=f"{name}: reduction must be one of"):
+            getattr(nn, name)(reduction=reduction)
+        return
     ours = getattr(nn, name)(**config, reduction=reduction)
     tconfig = {k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in config.items()}
     theirs = getattr(torch.nn, name)(**tconfig, reduction=reduction)
     got = ours(*[tg.Tensor(v) if v.dtype.kind == "f" else v for v in inputs])
-    want = theirs(*[torch.tensor(v) for v in inputs])
+    with warnings.catch_warnings():  # PyTorch's notice on KLDivLoss's "mean"
+        warnings.simplefilter("ignore", UserWarning)
+        want = theirs(*[torch.tensor(v) for v in inputs])
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-14)
     assert repr(ours) == repr(theirs) == f"{name}()" and ours.extra_repr() == ""
     assert not ours.parameters  # a loss has no trainable parameters
     if "weight" in config:
         np.testing.assert_array_equal(ours.states["weight"].numpy(), config["weight"])
+
+
+def test_cross_entropy_modules_take_classes_last():
+    """PyTorch's (N, C, d) is (N, d, C) here; (N, C) is the same in both."""
+    torch = torch_or_skip()
+    logits, target = RNG.standard_normal((2, 4, 3)), np.array([[0, 1, 2, 0], [2, 2, 1, 0]])
+    want = torch.nn.CrossEntropyLoss(label_smoothing=0.1)(torch.tensor(logits).transpose(1, 2),
+                                                          torch.tensor(target))
+    got = nn.CrossEntropyLoss(label_smoothing=0.1)(tg.Tensor(logits), target)
+    assert float(got) == pytest.approx(float(want), rel=1e-12)
+    want = torch.nn.NLLLoss(ignore_index=2)(torch.tensor(logits).transpose(1, 2),
+                                            torch.tensor(target))
+    assert float(nn.NLLLoss(ignore_index=2)(tg.Tensor(logits), target)) == pytest.approx(
+        float(want), rel=1e-12)
+
+
+def test_bce_with_logits_pos_weight_gradient_matches_torch():
+    torch = torch_or_skip()
+    x, y = RNG.standard_normal((3, 4)) * 4, (RNG.random((3, 4)) > 0.5) * 1.0
+    pw, w = np.array([1.0, 3.0, 0.5, 2.0]), np.array([[1.0], [2.0], [0.5]])
+    xt = torch.tensor(x, requires_grad=True)
+    ref = torch.nn.BCEWithLogitsLoss(weight=torch.tensor(w), pos_weight=torch.tensor(pw))(
+        xt, torch.tensor(y))
+    (want,) = torch.autograd.grad(ref, xt)
+    ours = nn.BCEWithLogitsLoss(weight=w, pos_weight=pw)
+    got = tg.grad(lambda v: ours(v, y))(tg.Tensor(x))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, atol=1e-15)
+    big = ours(tg.Tensor(np.full((3, 4), 800.0)), np.zeros((3, 4)))  # no overflow
+    assert np.isfinite(float(big))
+    with pytest.raises(ValueError, match=r"BCEWithLogitsLoss: pos_weight of shape \(3,\) does "
+                       "not broadcast"):
+        nn.BCEWithLogitsLoss(pos_weight=np.ones(3))(tg.Tensor(x), y)
 
 
 def test_ctc_module_matches_torch_module():
@@ -620,6 +674,12 @@ def test_loss_modules_check_their_configuration():
          lambda: nn.PoissonNLLLoss(eps=-1e-8)),
         (ValueError, "GaussianNLLLoss: reduction must be one of",
          lambda: nn.GaussianNLLLoss(reduction="batchmean")),
+        (ValueError, "HuberLoss: delta must be a finite number > 0",
+         lambda: nn.HuberLoss(delta=0.0)),
+        (ValueError, "CrossEntropyLoss: label_smoothing must lie in",
+         lambda: nn.CrossEntropyLoss(label_smoothing=1.5)),
+        (TypeError, "NLLLoss: ignore_index must be an int", lambda: nn.NLLLoss(ignore_index=1.5)),
+        (TypeError, "BCELoss: weight must be a floating Tensor", lambda: nn.BCELoss(weight="w")),
         (TypeError, r"SoftMarginLoss: unexpected keyword argument 'size_average' \(PyTorch's "
          r"deprecated switch; use reduction=\)", lambda: nn.SoftMarginLoss(size_average=False)),
     ]

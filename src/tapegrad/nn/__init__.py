@@ -102,15 +102,24 @@ __all__ = [
 
 # PyTorch's loss Modules
 from tapegrad.nn._loss_modules import (  # noqa: E402
+    BCELoss,
+    BCEWithLogitsLoss,
     CosineEmbeddingLoss,
+    CrossEntropyLoss,
     CTCLoss,
     GaussianNLLLoss,
     HingeEmbeddingLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
     MarginRankingLoss,
+    MSELoss,
     MultiLabelMarginLoss,
     MultiLabelSoftMarginLoss,
     MultiMarginLoss,
+    NLLLoss,
     PoissonNLLLoss,
+    SmoothL1Loss,
     SoftMarginLoss,
     TripletMarginLoss,
 )
@@ -127,4 +136,13 @@ __all__ += [
     "SoftMarginLoss",
     "HingeEmbeddingLoss",
     "CTCLoss",
+    "MSELoss",
+    "L1Loss",
+    "HuberLoss",
+    "SmoothL1Loss",
+    "KLDivLoss",
+    "BCELoss",
+    "BCEWithLogitsLoss",
+    "NLLLoss",
+    "CrossEntropyLoss",
 ]

@@ -1,5 +1,6 @@
-"""PyTorch's loss Modules (``nn.PoissonNLLLoss``, ``nn.CTCLoss``, ...): each holds its
-configuration, checked where it is built, and calls its :mod:`tapegrad.nn.functional` loss.
+"""PyTorch's loss Modules (``nn.MSELoss``, ``nn.CrossEntropyLoss``, ``nn.CTCLoss``, ...): each
+holds its configuration, checked where it is built, and calls its :mod:`tapegrad.nn.functional`
+loss.
 
 A loss Module has no parameters; a class ``weight`` is a state (PyTorch's buffer). As in
 PyTorch, ``print`` shows the bare class name. The deprecated ``size_average``/``reduce``
@@ -12,8 +13,9 @@ import math
 
 import numpy as np
 
+from tapegrad import numpy as tnp
 from tapegrad.nn import functional as F
-from tapegrad.nn.functional import _REDUCTIONS
+from tapegrad.nn.functional import _REDUCTIONS, _floating, _like, _reduce
 from tapegrad.nn.module import Module
 from tapegrad.tensor import Tensor
 
@@ -29,6 +31,15 @@ __all__ = [
     "SoftMarginLoss",
     "HingeEmbeddingLoss",
     "CTCLoss",
+    "MSELoss",
+    "L1Loss",
+    "HuberLoss",
+    "SmoothL1Loss",
+    "KLDivLoss",
+    "BCELoss",
+    "BCEWithLogitsLoss",
+    "NLLLoss",
+    "CrossEntropyLoss",
 ]
 
 _HINTS = {
@@ -37,9 +48,9 @@ _HINTS = {
 }
 
 
-def _reduction(who: str, value) -> str:
-    if not isinstance(value, str) or value not in _REDUCTIONS:
-        raise ValueError(f"{who}: reduction must be one of {_REDUCTIONS}, got {value!r}")
+def _reduction(who: str, value, choices=_REDUCTIONS) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{who}: reduction must be one of {choices}, got {value!r}")
     return value
 
 
@@ -64,6 +75,32 @@ def _flag(who: str, name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{who}: {name} must be a bool, got {value!r}")
     return bool(value)
+
+
+def _weight_tensor(who: str, name: str, weight) -> Tensor:
+    """``weight`` (a floating array, Tensor or number) as a floating Tensor."""
+    if isinstance(weight, Tensor):
+        w = weight
+    else:
+        try:
+            arr = np.asarray(weight)
+        except (TypeError, ValueError):
+            arr = np.asarray(None)
+        if arr.dtype.kind not in "iuf" or isinstance(weight, (str, bytes, bool, np.bool_)):
+            raise TypeError(f"{who}: {name} must be a floating Tensor or None, got "
+                            f"{weight!r:.60}")
+        w = Tensor(arr.astype(np.float64) if arr.dtype.kind != "f" else arr)
+    if w.dtype.kind != "f":
+        raise TypeError(f"{who}: {name} must be floating, got dtype {w.dtype}")
+    return w
+
+
+def _elementwise_weight(module: Module, who: str, name: str, weight) -> None:
+    """Store ``weight`` (None, or floating weights that broadcast to the input) as a state."""
+    if weight is None:
+        setattr(module, name, None)
+    else:
+        module.register_state(name, _weight_tensor(who, name, weight))
 
 
 def _class_weight(module: Module, who: str, weight) -> None:
@@ -349,3 +386,232 @@ class CTCLoss(_Loss):
         """``(T, N, C)`` log-probabilities, targets, and the lengths -> the loss."""
         return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=self.blank,
                           reduction=self.reduction, zero_infinity=self.zero_infinity)
+
+
+# -- the losses that were already functions ----------------------------------------------------
+class MSELoss(_Loss):
+    """Module form of :func:`~tapegrad.nn.functional.mse_loss` (PyTorch's ``nn.MSELoss``).
+
+    Args:
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> float(tg.nn.MSELoss()(tg.Tensor([3.0, 5.0]), tg.Tensor([2.0, 5.0])))
+        0.5
+    """
+
+    def __init__(self, reduction: str = "mean"):
+        super().__init__()
+        self.reduction = _reduction("MSELoss", reduction)
+
+    def forward(self, input, target):
+        """Input and target of one shape (or a scalar target) -> the loss."""
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    """Module form of :func:`~tapegrad.nn.functional.l1_loss` (PyTorch's ``nn.L1Loss``).
+
+    Args:
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+    """
+
+    def __init__(self, reduction: str = "mean"):
+        super().__init__()
+        self.reduction = _reduction("L1Loss", reduction)
+
+    def forward(self, input, target):
+        """Input and target of one shape -> the loss."""
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class HuberLoss(_Loss):
+    """Module form of :func:`~tapegrad.nn.functional.huber_loss` (PyTorch's ``nn.HuberLoss``).
+
+    Args:
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``. delta: ``> 0``.
+    """
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0):
+        super().__init__()
+        self.reduction = _reduction("HuberLoss", reduction)
+        self.delta = _number("HuberLoss", "delta", delta, 0.0, strict=True)
+
+    def forward(self, input, target):
+        """Input and target of one shape -> the loss."""
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class SmoothL1Loss(_Loss):
+    """Module form of :func:`~tapegrad.nn.functional.smooth_l1_loss` (PyTorch's
+    ``nn.SmoothL1Loss``).
+
+    Args:
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``. beta: ``>= 0``.
+    """
+
+    def __init__(self, reduction: str = "mean", beta: float = 1.0):
+        super().__init__()
+        self.reduction = _reduction("SmoothL1Loss", reduction)
+        self.beta = _number("SmoothL1Loss", "beta", beta, 0.0)
+
+    def forward(self, input, target):
+        """Input and target of one shape -> the loss."""
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class KLDivLoss(_Loss):
+    """Module form of :func:`~tapegrad.nn.functional.kl_div` (PyTorch's ``nn.KLDivLoss``).
+
+    Args:
+        reduction: ``"mean"`` (over every element, PyTorch's default), ``"batchmean"`` (the
+            KL divergence per sample), ``"sum"`` or ``"none"``.
+        log_target: Whether the target holds log-probabilities.
+    """
+
+    def __init__(self, reduction: str = "mean", log_target: bool = False):
+        super().__init__()
+        self.reduction = _reduction("KLDivLoss", reduction, _REDUCTIONS + ("batchmean",))
+        self.log_target = _flag("KLDivLoss", "log_target", log_target)
+
+    def forward(self, input, target):
+        """Log-probabilities and the target of one shape -> the divergence."""
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class BCELoss(_Loss):
+    """Module form of :func:`~tapegrad.nn.functional.binary_cross_entropy` (PyTorch's
+    ``nn.BCELoss``), with PyTorch's ``weight``.
+
+    Args:
+        weight: Optional floating weights that broadcast to the input (kept as a state): each
+            element's loss is multiplied by its weight before the reduction.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+    """
+
+    def __init__(self, weight=None, reduction: str = "mean"):
+        super().__init__()
+        _elementwise_weight(self, "BCELoss", "weight", weight)
+        self.reduction = _reduction("BCELoss", reduction)
+
+    def forward(self, input, target):
+        """Probabilities and targets in ``[0, 1]`` of one shape -> the loss, in nats."""
+        if self.weight is None:
+            return F.binary_cross_entropy(input, target, reduction=self.reduction)
+        per = F.binary_cross_entropy(input, target, reduction="none")
+        return _reduce(per * _weights(self.weight, per, "BCELoss", "weight"), self.reduction)
+
+
+def _weights(w: Tensor, per: Tensor, who: str, name: str) -> Tensor:
+    """``w`` as ``per``'s dtype, checked to broadcast to ``per``'s shape."""
+    try:
+        fits = np.broadcast_shapes(per.shape, w.shape) == per.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{who}: {name} of shape {w.shape} does not broadcast to the input's "
+                         f"shape {per.shape}")
+    return _like(w, per, who, name)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """Module form of :func:`~tapegrad.nn.functional.binary_cross_entropy_with_logits`
+    (PyTorch's ``nn.BCEWithLogitsLoss``), with PyTorch's ``weight`` and ``pos_weight``.
+
+    With ``pos_weight`` ``p`` the loss of logit ``x`` and target ``y`` is
+    ``p y softplus(-x) + (1 - y) softplus(x)`` (the positive term weighted), computed without
+    overflow.
+
+    Args:
+        weight: Optional floating weights that broadcast to the input (a state): each element's
+            loss is multiplied by its weight before the reduction.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+        pos_weight: Optional floating weights of the positive term that broadcast to the input
+            (a state), usually one per class (last axis).
+    """
+
+    def __init__(self, weight=None, reduction: str = "mean", pos_weight=None):
+        super().__init__()
+        _elementwise_weight(self, "BCEWithLogitsLoss", "weight", weight)
+        self.reduction = _reduction("BCEWithLogitsLoss", reduction)
+        _elementwise_weight(self, "BCEWithLogitsLoss", "pos_weight", pos_weight)
+
+    def forward(self, input, target):
+        """Logits and targets in ``[0, 1]`` of one shape -> the loss, in nats."""
+        who = "BCEWithLogitsLoss"
+        if self.weight is None and self.pos_weight is None:
+            return F.binary_cross_entropy_with_logits(input, target, reduction=self.reduction)
+        per = F.binary_cross_entropy_with_logits(input, target, reduction="none")
+        if self.pos_weight is not None:
+            x = _floating(input, who)
+            y = _like(target, x, who, "target")
+            pw = _weights(self.pos_weight, per, who, "pos_weight")
+            per = per + (pw - 1) * y * tnp.logaddexp(0.0, -x)
+        if self.weight is not None:
+            per = per * _weights(self.weight, per, who, "weight")
+        return _reduce(per, self.reduction)
+
+
+class NLLLoss(_Loss):
+    """Module form of :func:`~tapegrad.nn.functional.nll_loss` (PyTorch's ``nn.NLLLoss``;
+    classes last, as the function).
+
+    Args:
+        weight: Optional floating weights ``(C,)``, one per class (a state).
+        ignore_index: Target value that contributes nothing.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+    """
+
+    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+        super().__init__()
+        _class_weight(self, "NLLLoss", weight)
+        self.ignore_index = _index("NLLLoss", ignore_index)
+        self.reduction = _reduction("NLLLoss", reduction)
+
+    def forward(self, input, target):
+        """Log-probabilities ``(..., C)`` and class indices ``(...)`` -> the loss."""
+        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                          reduction=self.reduction)
+
+
+def _index(who: str, value) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{who}: ignore_index must be an int, got {value!r}")
+    return int(value)
+
+
+class CrossEntropyLoss(_Loss):
+    """Module form of :func:`~tapegrad.nn.functional.cross_entropy` (PyTorch's
+    ``nn.CrossEntropyLoss``; logits with classes last, as the function: ``(N, C)`` is
+    PyTorch's layout, ``(N, d, C)`` is PyTorch's ``(N, C, d)`` moved).
+
+    Args:
+        weight: Optional floating weights ``(C,)``, one per class (a state).
+        ignore_index: Class-index target value that contributes nothing.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+        label_smoothing: In ``[0, 1]``.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> loss = tg.nn.CrossEntropyLoss(label_smoothing=0.1)
+        >>> round(float(loss(tg.Tensor([[2.0, 1.0, 0.1]]), [0])), 4)
+        0.5137
+    """
+
+    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean",
+                 label_smoothing: float = 0.0):
+        super().__init__()
+        who = "CrossEntropyLoss"
+        _class_weight(self, who, weight)
+        self.ignore_index = _index(who, ignore_index)
+        self.reduction = _reduction(who, reduction)
+        self.label_smoothing = _number(who, "label_smoothing", label_smoothing, 0.0)
+        if self.label_smoothing > 1:
+            raise ValueError(f"{who}: label_smoothing must lie in [0, 1], got {label_smoothing}")
+
+    def forward(self, input, target):
+        """Logits ``(..., C)`` and class indices ``(...)`` or probabilities -> the loss."""
+        return F.cross_entropy(input, target, ignore_index=self.ignore_index,
+                               label_smoothing=self.label_smoothing, reduction=self.reduction,
+                               weight=self.weight)
