@@ -595,7 +595,7 @@ def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=Non
     h = _hinge(z, at_zero=False)
     if p == 2:
         h = h * h
-    others = tnp.not_equal(tnp.expand_dims(labels, -1), tnp.arange(c))
+    others = tnp.not_equal(tnp.expand_dims(labels, -1), tnp.arange(c, device=x.device))
     per = tnp.sum(tnp.where(others, h, 0.0), axis=-1)
     if weight is not None:
         w = _like(_floating(weight, who, "weight"), x, who, "weight")
@@ -649,7 +649,8 @@ def multilabel_margin_loss(input, target, reduction: str = "mean") -> Tensor:
     rows = tnp.reshape(x, (n, c))
     labels = tnp.reshape(t, (n, c))
     listed = tnp.cumprod(tnp.astype(labels >= 0, np.int64), axis=-1)  # before the first -1
-    onehot = tnp.equal(tnp.expand_dims(labels, -1), tnp.arange(c))  # (n, slot, class)
+    classes = tnp.arange(c, device=x.device)
+    onehot = tnp.equal(tnp.expand_dims(labels, -1), classes)  # (n, slot, class)
     counts = tnp.sum(tnp.astype(onehot, x.dtype) * tnp.expand_dims(
         tnp.astype(listed, x.dtype), -1), axis=1)  # (n, C): how often each class is listed
     others = counts == 0
@@ -745,7 +746,7 @@ def _ctc_grad(lp: Tensor, targets: Tensor, il: Tensor, tl: Tensor, blank: int,
     ext = tnp.concatenate([tnp.reshape(tnp.stack([blanks, targets], axis=-1), (n, width - 1)),
                            tnp.full((n, 1), blank, dtype=targets.dtype, device=lp.device)],
                           axis=1)  # blank, l_1, blank, l_2, ..., blank
-    s = tnp.arange(width)
+    s = tnp.arange(width, device=lp.device)
     valid = tnp.expand_dims(s, 0) < tnp.expand_dims(2 * tl + 1, 1)
     ext = tnp.where(valid, ext, blank)  # the padding past each target: never read
     skip = (ext != blank) & (ext != _shift(ext, 2, -1))  # l'_s may follow l'_{s-2}
@@ -784,13 +785,15 @@ def _ctc_grad(lp: Tensor, targets: Tensor, il: Tensor, tl: Tensor, blank: int,
     log_p = tnp.where(feasible, log_p, 0.0)
     arg = log_alpha + log_beta - emit - tnp.reshape(log_p, (1, n, 1))
     occupancy = tnp.exp(tnp.where(tnp.reshape(feasible, (1, n, 1)), arg, neg))  # (T, N, 2S+1)
-    onehot = tnp.astype(tnp.equal(tnp.expand_dims(ext, -1), tnp.arange(c)), dt)  # (N, 2S+1, C)
+    classes = tnp.arange(c, device=lp.device)
+    onehot = tnp.astype(tnp.equal(tnp.expand_dims(ext, -1), classes), dt)  # (N, 2S+1, C)
     per_class = tnp.matmul(tnp.transpose(occupancy, (1, 0, 2)), onehot)  # (N, T, C)
     grad = -tnp.transpose(per_class, (1, 0, 2))
     infeasible = tnp.reshape(~feasible, (1, n, 1))
     if zero_infinity:
         return tnp.where(infeasible, 0.0, grad)
-    frames = tnp.reshape(tnp.arange(t_max), (t_max, 1, 1)) < tnp.reshape(il, (1, n, 1))
+    frames = (tnp.reshape(tnp.arange(t_max, device=lp.device), (t_max, 1, 1))
+              < tnp.reshape(il, (1, n, 1)))
     return tnp.where(infeasible & frames, math.nan, grad)
 
 
@@ -924,7 +927,7 @@ def _ctc_targets(targets: Tensor, tl: Tensor, n: int, unbatched: bool, who: str)
     width = total if targets.is_traced or tl.is_traced else int(lengths.max(initial=0))
     if width == 0:
         return tnp.zeros((n, 0), dtype=targets.dtype, device=targets.device)
-    pos = tnp.arange(width)
+    pos = tnp.arange(width, device=targets.device)
     start = tnp.cumsum(tl) - tl
     inside = tnp.expand_dims(pos, 0) < tnp.expand_dims(tl, 1)
     index = tnp.where(inside, tnp.expand_dims(start, 1) + pos, 0)
