@@ -1,8 +1,9 @@
 """PyTorch's other losses against ``torch.nn.functional`` in float64, over drawn shapes (size-0
-and size-1 dimensions included), values, reductions and options: values, and gradients with
-respect to every argument PyTorch differentiates (arguments PyTorch does not differentiate are
-checked against finite differences instead); then derivatives of order 1 and 2 against finite
-differences, away from the kinks. Skipped where torch is not installed."""
+and size-1 dimensions included), values, reductions and options: values (to 1e-10), and
+gradients (to 1e-8) with respect to every argument PyTorch differentiates (arguments PyTorch
+does not differentiate are checked against finite differences instead); then derivatives of
+order 1 and 2 against finite differences, away from the kinks. Skipped where torch is not
+installed."""
 
 from __future__ import annotations
 
@@ -268,6 +269,11 @@ def test_values_and_gradients_match_torch(spec, data):
     t_args = _torch_args(vals)
     for i in diff:
         t_args[i] = t_args[i].requires_grad_()
+    if spec.name == "triplet_margin_loss" and math.isinf(params["p"]) and not vals[0].shape[-1]:
+        # PyTorch refuses the maximum norm of an empty vector; here it is 0, as every norm's
+        same = spec.ours(*_ours_args(vals), **{**params, "p": 2.0, "eps": 0.0})
+        np.testing.assert_array_equal(out.numpy(), same.numpy())
+        return
     ref = spec.theirs(*t_args, **params)
     assert out.shape == tuple(ref.shape) and out.dtype == np.float64
     np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-10, atol=1e-12)
@@ -288,7 +294,9 @@ def test_values_and_gradients_match_torch(spec, data):
         r = np.zeros_like(vals[i]) if r is None else r.numpy()
         finite = np.isfinite(r)  # PyTorch's Stirling term: NaN at target 0 (tapegrad: 0)
         assert g.shape == np.shape(vals[i]), (i, g.shape)
-        np.testing.assert_allclose(g.numpy()[finite], r[finite], rtol=1e-9, atol=1e-11,
+        # 1e-8: near a zero vector (cosine) or a clamped variance the gradient is ~1e6 and
+        # the two orders of operations differ in the ninth digit
+        np.testing.assert_allclose(g.numpy()[finite], r[finite], rtol=1e-8, atol=1e-11,
                                    err_msg=f"gradient of argument {i}")
 
 

@@ -821,12 +821,13 @@ class CTCLoss(Function):
 
     Forward: the log-space alpha recursion on backend arrays, vectorised over the batch and
     the extended label sequence (a loop over time only). Backward: ``g * d nll / d log_probs``
-    by the alpha-beta recursion written with tapegrad ops (:func:`_ctc_grad`), the derivative
-    of this forward with respect to ``log_probs`` as given: ``-sum_s alpha beta / (y p)``
-    over the extended positions of each class. PyTorch's rule adds ``exp(log_probs)``, which
-    is only the same once a ``log_softmax`` before the loss is differentiated; through a
-    ``log_softmax`` the two agree exactly. Forward mode: the same gradient contracted with
-    the tangent. Batching (vmap): the vmap axis folds into ``N``, in one call.
+    by the alpha-beta recursion written with tapegrad ops (so it differentiates again): the
+    derivative of this forward with respect to ``log_probs`` as given,
+    ``-sum_s alpha beta / (y p)`` over the extended positions of each class. PyTorch's rule
+    adds ``exp(log_probs)``, which is only the same once a ``log_softmax`` before the loss is
+    differentiated; through a ``log_softmax`` the two agree exactly. Forward mode: the same
+    gradient contracted with the tangent. Batching (vmap): the vmap axis folds into ``N``, in
+    one call.
 
     References:
         Graves, Fernandez, Gomez and Schmidhuber, "Connectionist Temporal Classification:
