@@ -161,8 +161,9 @@ def _poisson_kink(a, p):
 
 
 def _gaussian_kink(a, p):
-    var = np.asarray(a[2])  # the clamp at eps, and the domain's edge at 0
-    return min(np.abs(var - p["eps"]).min(initial=1.0), var.min(initial=1.0))
+    # below eps the value is constant in var but the gradient is the formula's at eps
+    # (PyTorch's clamp is not differentiated): not a derivative, so keep above eps
+    return (np.asarray(a[2]) - p["eps"]).min(initial=1.0)
 
 
 def _cos(a):
