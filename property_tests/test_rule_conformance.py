@@ -1067,6 +1067,7 @@ def _(cls):
 
 
 # nn.functional primitives
+from tapegrad.nn import _losses as _closs  # noqa: E402
 from tapegrad.nn import functional as F  # noqa: E402
 
 SPECS[F._Loss] = Abstract("base of the fused losses")
@@ -1231,6 +1232,28 @@ def _(cls):
         Case(arrays(((3, 4), U()), ((2, 5, 4), U()), ((5, 2), U()), ((5,), U()), None),
              label="broadcast"),
     ], (0, 1, 2))
+
+
+def _ctc_args(n_frames=(4, 6), blanks_first=False):
+    """``make`` for :class:`CTCLoss`: log-probabilities ``(T=6, N=2, C=3)``, padded targets
+    ``(2, 2)`` with labels in ``[1, 3)``, lengths drawn so that every alignment exists
+    (``n_frames``: the range of input lengths; a short one may leave a target unalignable)."""
+
+    def make(rng):
+        tl = rng.integers(0, 3, 2)
+        tl[0] = 2
+        il = rng.integers(n_frames[0], n_frames[1] + 1, 2)
+        return (rng.standard_normal((6, 2, 3)), rng.integers(1, 3, (2, 2)), il, tl)
+
+    return make
+
+
+@spec(_closs.CTCLoss)
+def _(cls):
+    return pick([
+        Case(_ctc_args(), {"blank": 0}, label="feasible"),
+        Case(_ctc_args((1, 6)), {"blank": 0, "zero_infinity": True}, label="zero_infinity"),
+    ], (0, 1))
 
 
 # checkpoint, custom rules, ODE integration: through their public entry points
@@ -1553,3 +1576,40 @@ def test_reductions_on_drawn_shapes_and_axes(cls, data):
         raises = ValueError
     check_rule(cls, x, params, examples=[x, make(rng)], raises=raises,
                checks=("vmap", "jacfwd", "jacrev", "jvp_vjp", "hessian", "vmap_grad"))
+
+
+# -- forward mode: only a piecewise-constant operand moves -----------------------------------
+def test_a_moving_piecewise_constant_operand_alone_gives_a_zero_tangent():
+    """Forward mode calls an op's rule with ``None`` (a zero tangent) for an input traced at its
+    level that does not move, such as ``sign(x)`` (a differentiable input of ``MinMaxGrad``
+    when the maximum of ``abs(x)`` is differentiated twice in forward mode), whenever another
+    input moves; when only operands in ``nondiff_argnums`` move (the output is piecewise
+    constant in them), the output's tangent is zero. Checked for every primitive with such
+    operands, on its first case, with each differentiable input traced but standing still."""
+    checked = []
+    for cls in PRIMITIVES:
+        if not getattr(cls, "nondiff_argnums", ()) or isinstance(SPECS.get(cls), Abstract):
+            continue
+        case = _cases(cls)[0]
+        args = case.make(np.random.default_rng(0))
+        moving = [i for i in cls.nondiff_argnums
+                  if isinstance(args[i], np.ndarray) and args[i].dtype.kind == "f"]
+        if not moving:
+            continue
+        fn = cls.apply if case.fn is None else case.fn
+        params = case.params if case.fn is None else {}
+
+        def f(*xs, args=args, moving=moving, fn=fn, params=params):
+            still = 0.0 * tnp.sign(tnp.sum(xs[0]))  # traced here, with no tangent
+            a = [(tg.Tensor(v) + still if v.dtype.kind == "f" else tg.Tensor(v))
+                 if isinstance(v, np.ndarray) else v for v in args]
+            for i, x in zip(moving, xs):
+                a[i] = x
+            out = fn(*a, **params)
+            return out[0] if isinstance(out, tuple) else out
+
+        primals = tuple(tg.Tensor(args[i]) for i in moving)
+        _, tangent = tg.jvp(f, primals, tuple(tg.Tensor(np.ones_like(args[i])) for i in moving))
+        assert not np.any(tangent.numpy()), qualname(cls)
+        checked.append(cls)
+    assert ew.MinMaxGrad in checked and rd.ExtremumGrad in checked

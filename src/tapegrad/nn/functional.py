@@ -3435,3 +3435,35 @@ def extract_windows(x, kernel_size: int, stride: int, padding_mode: str = "valid
         raise ValueError(f"{who}: kernel_size {k} is larger than the (padded) image {(h, w)}")
     windows = tnp.strided_windows(x, k, s)
     return windows, (windows.shape[0], windows.shape[1])
+
+
+# -- PyTorch's other losses (defined in tapegrad.nn._losses) ---------------------------------
+from tapegrad.nn._losses import (  # noqa: E402
+    CTCLoss,
+    cosine_embedding_loss,
+    ctc_loss,
+    gaussian_nll_loss,
+    hinge_embedding_loss,
+    margin_ranking_loss,
+    multi_margin_loss,
+    multilabel_margin_loss,
+    multilabel_soft_margin_loss,
+    poisson_nll_loss,
+    soft_margin_loss,
+    triplet_margin_loss,
+)
+
+__all__ += [
+    "poisson_nll_loss",
+    "gaussian_nll_loss",
+    "margin_ranking_loss",
+    "cosine_embedding_loss",
+    "triplet_margin_loss",
+    "multi_margin_loss",
+    "multilabel_margin_loss",
+    "multilabel_soft_margin_loss",
+    "soft_margin_loss",
+    "hinge_embedding_loss",
+    "ctc_loss",
+    "CTCLoss",
+]
