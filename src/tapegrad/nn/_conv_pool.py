@@ -249,10 +249,17 @@ def _conv_transpose_nd(
             f"output {out}"
         )
     b = _bias(bias, c_out, x, who)
-    y = Conv2dInputGrad.apply(
-        x, w, in_hw=out, stride=stride, padding=tuple(v for a in pad for v in (a, a)),
-        dilation=dilation, groups=groups,
-    )
+    # The input-gradient primitive's adjoint (a convolution) must map back to x's size: an
+    # output padding of at least the stride (allowed below the dilation) takes e = op - s + 1
+    # from the end padding, and whatever that padding cannot give is appended as zeros
+    # (rows no input reaches).
+    extra = tuple(max(op - (s - 1), 0) for op, s in zip(out_pad, stride))
+    zeros = tuple(max(e - p, 0) for e, p in zip(extra, pad))
+    pads = tuple(v for p, e in zip(pad, extra) for v in (p, max(p - e, 0)))
+    y = Conv2dInputGrad.apply(x, w, in_hw=tuple(o - z for o, z in zip(out, zeros)),
+                              stride=stride, padding=pads, dilation=dilation, groups=groups)
+    if any(zeros):
+        y = tnp.pad(y, ((0, 0), (0, 0)) + tuple((0, z) for z in zeros))
     if b is not None:
         y = y + tnp.reshape(b, (1, c_out) + (1,) * nd)
     return _unbatch(y, unbatched)
@@ -497,18 +504,25 @@ def _divisors(spatial, kernel, stride, padding, out, count_include_pad, divisor_
     return np.ascontiguousarray(np.broadcast_to(recip, out))
 
 
+def _divisor(divisor_override, who: str):
+    """PyTorch's ``divisor_override``: None or a nonzero int."""
+    if divisor_override is None:
+        return None
+    if not _is_int(divisor_override):
+        raise TypeError(f"{who}: divisor_override must be an int or None, got "
+                        f"{divisor_override!r}")
+    if divisor_override == 0:
+        raise ValueError(f"{who}: divisor_override must not be zero")
+    return int(divisor_override)
+
+
 def _avg_pool_nd(nd, who, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
                  divisor_override=None) -> Tensor:
     x, unbatched = _spatial_input(input, nd, who)
     kernel, stride, padding, _ = _pool_args(nd, x, kernel_size, stride, padding, 1, who)
     ceil_mode = _flag(ceil_mode, "ceil_mode", who)
     count_include_pad = _flag(count_include_pad, "count_include_pad", who)
-    if divisor_override is not None:
-        if not _is_int(divisor_override):
-            raise TypeError(f"{who}: divisor_override must be an int or None, got "
-                            f"{divisor_override!r}")
-        if divisor_override == 0:
-            raise ValueError(f"{who}: divisor_override must not be zero")
+    _divisor(divisor_override, who)
     pads, out = _pool_geometry(x.shape[2:], kernel, stride, padding, (1,) * nd, ceil_mode, who)
     n, c = x.shape[:2]
     ones = _const(np.ones((1, 1) + kernel, dtype=x.dtype), x)
@@ -856,7 +870,7 @@ def pad(input, pad, mode: str = "constant", value=None) -> Tensor:
             if ax >= x.ndim - k and n + b + a < 1:
                 raise ValueError(f"{who}: pad {tuple(widths)} leaves axis {ax} of size {n} "
                                  f"with size {n + b + a}; mode {mode!r} needs at least 1")
-            if mode == "reflect" and (gb >= n or ga >= n):
+            if mode == "reflect" and (gb or ga) and (gb >= n or ga >= n):
                 raise ValueError(f"{who}: mode 'reflect' needs each width smaller than the "
                                  f"axis; got widths {(gb, ga)} for axis {ax} of size {n}")
         y = tnp.pad(x, grow, mode=_PAD_MODES[mode]) if any(b or a for b, a in grow) else x

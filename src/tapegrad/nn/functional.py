@@ -2211,15 +2211,15 @@ def conv_transpose2d(
     order of derivative works.
 
     Args:
-        input: Floating Tensor of shape ``(N, C_in, H, W)``.
+        input: Floating Tensor of shape ``(N, C_in, H, W)`` or ``(C_in, H, W)``.
         weight: Tensor of shape ``(C_in, C_out / groups, kH, kW)`` (PyTorch's layout).
         bias: Optional Tensor of shape ``(C_out,)``.
         stride: Int or pair >= 1.
         padding: Int or pair >= 0: ``dilation (k - 1) - padding`` zeros are implicitly added
             to each side of the input (PyTorch's meaning).
-        output_padding: Int or pair >= 0, smaller than ``stride``: extra rows/columns at the
-            bottom/right of the output (to pick among the input sizes a stride-``s``
-            convolution maps to one size).
+        output_padding: Int or pair >= 0, smaller than ``stride`` or ``dilation``: extra
+            rows/columns at the bottom/right of the output (to pick among the input sizes a
+            stride-``s`` convolution maps to one size).
         groups: Number of channel groups; divides ``C_in`` and ``C_out``.
         dilation: Int or pair >= 1.
 
@@ -2229,8 +2229,8 @@ def conv_transpose2d(
 
     Raises:
         TypeError: for non-floating input or bad parameter kinds.
-        ValueError: for mismatched channels or groups, ``output_padding >= stride`` or an
-            empty output.
+        ValueError: for mismatched channels or groups, an ``output_padding`` not below the
+            stride or the dilation, or an empty output.
 
     References:
         Dumoulin and Visin, "A guide to convolution arithmetic for deep learning",
@@ -2243,55 +2243,10 @@ def conv_transpose2d(
         >>> tg.nn.functional.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1).shape
         (1, 2, 10, 10)
     """
-    who = "conv_transpose2d"
-    x = _image(input, who)
-    w = tnp.asarray(weight)
-    if w.ndim != 4:
-        raise ValueError(
-            f"{who}: weight must have shape (C_in, C_out/groups, kH, kW), got {w.shape}"
-        )
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
-        raise ValueError(f"{who}: groups must be a positive int, got {groups!r}")
-    c_in = x.shape[1]
-    c_out = w.shape[1] * groups
-    if w.shape[0] != c_in or c_in % groups:
-        raise ValueError(
-            f"{who}: input has {c_in} channels and weight has shape {w.shape} with groups="
-            f"{groups}; need weight.shape[0] == C_in, divisible by groups"
-        )
-    stride = _pair(stride, "stride", who)
-    dilation = _pair(dilation, "dilation", who)
-    ph, pw = _pair(padding, "padding", who, minimum=0)
-    oph, opw = _pair(output_padding, "output_padding", who, minimum=0)
-    if oph >= stride[0] or opw >= stride[1]:
-        raise ValueError(f"{who}: output_padding {(oph, opw)} must be smaller than stride {stride}")
-    kernel = tuple(w.shape[2:])
-    out_hw = tuple(
-        (size - 1) * s - 2 * p + d * (k - 1) + op + 1
-        for size, s, p, d, k, op in zip(x.shape[2:], stride, (ph, pw), dilation, kernel, (oph, opw))
-    )
-    if min(out_hw) < 1:
-        raise ValueError(
-            f"{who}: input of spatial size {x.shape[2:]} with padding {(ph, pw)} gives an empty "
-            f"output {out_hw}"
-        )
-    if w.dtype != x.dtype:
-        w = tnp.astype(w, x.dtype)
-    y = Conv2dInputGrad.apply(
-        x,
-        w,
-        in_hw=out_hw,
-        stride=stride,
-        padding=(ph, ph, pw, pw),
-        dilation=dilation,
-        groups=int(groups),
-    )
-    if bias is None:
-        return y
-    bias = tnp.asarray(bias)
-    if bias.shape != (c_out,):
-        raise ValueError(f"{who}: bias must have shape ({c_out},), got {bias.shape}")
-    return y + tnp.reshape(_like(bias, x), (1, c_out, 1, 1))
+    from tapegrad.nn._conv_pool import _conv_transpose_nd
+
+    return _conv_transpose_nd(2, "conv_transpose2d", input, weight, bias, stride, padding,
+                              output_padding, groups, dilation)
 
 
 # -- pooling ---------------------------------------------------------------------------------
@@ -2489,46 +2444,93 @@ def _pool_params(x, kernel_size, stride, padding, who):
     return kernel, stride, pads
 
 
-def max_pool2d(input, kernel_size, stride=None, padding=0) -> Tensor:
-    """2-D max pooling over ``(N, C, H, W)`` images.
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """2-D max pooling over ``(N, C, H, W)`` images (``torch.nn.functional.max_pool2d``).
 
-    Each output is the maximum of its window; the gradient is routed to that maximum's
-    position (the first one on ties, as NumPy's ``argmax``).
+    Each output is the maximum of its window (``-inf`` padding); the gradient is routed to that
+    window's first maximum in row-major order (PyTorch's choice on ties).
 
     Args:
-        input: Floating Tensor of shape ``(N, C, H, W)``.
+        input: Floating Tensor of shape ``(N, C, H, W)`` (or ``(C, H, W)`` with an int or pair
+            ``padding``).
         kernel_size: Int or pair.
         stride: Int or pair; defaults to ``kernel_size``.
         padding: Int or pair of ``-inf`` padding (at most half the kernel), or
-            ``"valid"``/``"same"`` (as for :func:`conv2d`).
+            ``"valid"``/``"same"`` (as for :func:`conv2d`; then ``dilation=1`` and
+            ``ceil_mode=False``).
+        dilation: Int or pair >= 1: the spacing of the window's elements.
+        ceil_mode: Round output sizes up (a last, partial window that starts inside the input
+            or the left padding), as PyTorch.
+        return_indices: Also return each maximum's flat index into its ``H * W`` input plane
+            (an int64 Tensor, as PyTorch).
+
+    Returns:
+        Tensor of shape ``(N, C, H_out, W_out)``; with ``return_indices`` a pair
+        ``(values, indices)``.
+
+    Raises:
+        TypeError: for non-floating input or bad parameter kinds.
+        ValueError: for another number of dims, too much padding or an input smaller than the
+            kernel.
+    """
+    from tapegrad.nn._conv_pool import _flag, _ints, _max_pool_indices, _max_pool_nd
+
+    who = "max_pool2d"
+    if isinstance(padding, str) and padding == "valid":
+        padding = 0
+    if not isinstance(padding, str):
+        return _max_pool_nd(2, who, input, kernel_size, stride, padding, dilation, ceil_mode,
+                            return_indices)
+    x = _image(input, who)
+    if _ints(dilation, 2, "dilation", who) != (1, 1) or _flag(ceil_mode, "ceil_mode", who):
+        raise ValueError(f"{who}: padding={padding!r} takes dilation=1 and ceil_mode=False; "
+                         "give an int or pair padding to use them")
+    kernel, stride, pads = _pool_params(x, kernel_size, stride, padding, who)
+    y = MaxPool2d.apply(x, kernel=kernel, stride=stride, padding=pads)
+    if not _flag(return_indices, "return_indices", who):
+        return y
+    return y, _max_pool_indices(x, kernel, stride, pads, (1, 1), y.shape[2:])
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None) -> Tensor:
+    """2-D average pooling over ``(N, C, H, W)`` images (``torch.nn.functional.avg_pool2d``):
+    each window's sum (a depthwise convolution with a kernel of ones) over PyTorch's divisor.
+
+    Args:
+        input: Floating Tensor of shape ``(N, C, H, W)`` (or ``(C, H, W)`` with an int or pair
+            ``padding``).
+        kernel_size: Int or pair. stride: Int or pair (default ``kernel_size``).
+        padding: Int or pair of zero padding (at most half the kernel), or
+            ``"valid"``/``"same"`` (then ``ceil_mode=False`` and no ``divisor_override``).
+        ceil_mode: Round output sizes up, as PyTorch.
+        count_include_pad: Divide by the window's size within the padded input (True,
+            PyTorch's default; the extra windows of ``ceil_mode`` count only their part inside
+            it) or by its number of input elements.
+        divisor_override: A nonzero int to divide every window's sum by instead.
 
     Returns:
         Tensor of shape ``(N, C, H_out, W_out)``.
 
     Raises:
-        ValueError: for a non-4-D input, too much padding or an input smaller than the kernel.
+        TypeError: for non-floating input or bad parameter kinds.
+        ValueError: for another number of dims, too much padding, an input smaller than the
+            kernel or ``divisor_override=0``.
     """
-    who = "max_pool2d"
-    x = _image(input, who)
-    kernel, stride, pads = _pool_params(x, kernel_size, stride, padding, who)
-    return MaxPool2d.apply(x, kernel=kernel, stride=stride, padding=pads)
+    from tapegrad.nn._conv_pool import _avg_pool_nd, _flag
 
-
-def avg_pool2d(input, kernel_size, stride=None, padding=0, count_include_pad=True) -> Tensor:
-    """2-D average pooling over ``(N, C, H, W)`` images (a depthwise convolution).
-
-    Args:
-        input: Floating Tensor of shape ``(N, C, H, W)``.
-        kernel_size: Int or pair. stride: Int or pair (default ``kernel_size``).
-        padding: Int or pair of zero padding (at most half the kernel), or ``"valid"``/``"same"``.
-        count_include_pad: Divide by the full window size (True, PyTorch's default) or by the
-            number of non-padding elements.
-
-    Returns:
-        Tensor of shape ``(N, C, H_out, W_out)``.
-    """
     who = "avg_pool2d"
+    if isinstance(padding, str) and padding == "valid":
+        padding = 0
+    if not isinstance(padding, str):
+        return _avg_pool_nd(2, who, input, kernel_size, stride, padding, ceil_mode,
+                            count_include_pad, divisor_override)
     x = _image(input, who)
+    if _flag(ceil_mode, "ceil_mode", who) or divisor_override is not None:
+        raise ValueError(f"{who}: padding={padding!r} takes ceil_mode=False and no "
+                         "divisor_override; give an int or pair padding to use them")
+    count_include_pad = _flag(count_include_pad, "count_include_pad", who)
     kernel, stride, pads = _pool_params(x, kernel_size, stride, padding, who)
     n, c, h, w = x.shape
     xp = backend_of(x._array)
