@@ -344,10 +344,10 @@ def test_interpolate_second_derivatives_and_float32():
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align_corners", [False, True])
 def test_grid_sample_matches_torch_in_input_and_grid(nd, mode, padding_mode, align_corners):
+    kw = dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
     for spatial_in, spatial_out in [((4, 5, 3), (3, 2, 4)), ((1, 3, 1), (2, 1, 3))]:
         x = RNG.standard_normal((2, 3) + spatial_in[:nd])
         grid = RNG.uniform(-1.7, 1.7, (2,) + spatial_out[:nd] + (nd,))
-        kw = dict(mode=mode, padding_mode=padding_mode, align_corners=align_corners)
         diff = (0, 1) if mode == "bilinear" else (0,)
         against_torch(lambda a, g: F.grid_sample(a, g, **kw),
                       lambda a, g: TF.grid_sample(a, g, **kw), [x, grid], diff)
@@ -388,8 +388,9 @@ def test_unfold_and_fold_match_torch(data):
     against_torch(lambda a: F.unfold(a, **kw), lambda a: TF.unfold(a, **kw), [x], rng=rng)
     against_torch(lambda a: F.unfold(a, **kw), lambda a: TF.unfold(a, **kw), [x[0]], rng=rng)
     cols = rng.standard_normal(tuple(TF.unfold(torch.tensor(x), **kw).shape))
-    against_torch(lambda c: F.fold(c, size, **kw), lambda c: TF.fold(c, size, **kw), [cols], rng=rng)
-    against_torch(lambda c: F.fold(c, size, **kw), lambda c: TF.fold(c, size, **kw), [cols[0]], rng=rng)
+    for c in (cols, cols[0]):  # batched and unbatched
+        against_torch(lambda c: F.fold(c, size, **kw), lambda c: TF.fold(c, size, **kw), [c],
+                      rng=rng)
 
 
 @pytest.mark.parametrize("shape,r", [((2, 8, 3, 4), 2), ((3, 9, 2, 2), 3), ((2, 2, 4, 3, 2), 1),

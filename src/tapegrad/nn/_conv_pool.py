@@ -655,7 +655,7 @@ def adaptive_avg_pool1d(input, output_size) -> Tensor:
     Example:
         >>> import tapegrad as tg
         >>> tg.nn.functional.adaptive_avg_pool1d(tg.Tensor([[[1.0, 2.0, 3.0, 4.0, 5.0]]]), 2)
-        Tensor([[[2. , 4. ]]], dtype=float32)
+        Tensor([[[2., 4.]]], dtype=float32)
     """
     return _adaptive_avg_nd(1, "adaptive_avg_pool1d", input, output_size)
 
@@ -976,12 +976,10 @@ def _resample_axis(y: Tensor, axis: int, m: int, mode: str, align_corners: bool,
         w0 = _const((1 - lam).astype(y.dtype).reshape(shape), y)
         return tnp.take(y, i0, axis=axis) * w0 + tnp.take(y, i1, axis=axis) * w1
     i0, t = _floor_index(src, size)
-    out = None
-    for j, w in enumerate(_cubic_weights(t)):
-        idx = np.clip(i0 - 1 + j, 0, size - 1)
-        term = tnp.take(y, idx, axis=axis) * _const(w.astype(y.dtype).reshape(shape), y)
-        out = term if out is None else out + term
-    return out
+    terms = [tnp.take(y, np.clip(i0 - 1 + j, 0, size - 1), axis=axis)
+             * _const(w.astype(y.dtype).reshape(shape), y)
+             for j, w in enumerate(_cubic_weights(t))]
+    return terms[0] + terms[1] + terms[2] + terms[3]
 
 
 def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
@@ -1059,7 +1057,7 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
         raise ValueError(f"{who}: give exactly one of size and scale_factor, got "
                          f"size={size!r}, scale_factor={scale_factor!r}")
     spatial = x.shape[2:]
-    if size is not None:
+    if scale_factor is None:
         if recompute_scale_factor:
             raise ValueError(f"{who}: recompute_scale_factor is not meaningful with an "
                              "explicit size")
@@ -1206,10 +1204,10 @@ def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros"
         return vals * tnp.where(valid, weight, 0.0)
 
     if mode == "nearest":
-        idx = [tnp.stop_gradient(tnp.round(ca)) for ca in coords]
+        idx = [tnp.round(ca) for ca in coords]  # piecewise constant: no gradient
         y = read(idx, tnp.ones_like(coords[0]))
     else:
-        lows = [tnp.stop_gradient(tnp.floor(ca)) for ca in coords]
+        lows = [tnp.floor(ca) for ca in coords]  # piecewise constant: no gradient
         fracs = [ca - lo for ca, lo in zip(coords, lows)]
         y = None
         for corner in itertools.product((0, 1), repeat=nd):

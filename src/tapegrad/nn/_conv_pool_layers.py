@@ -204,9 +204,9 @@ class _ConvTransposeNd(_ConvNd):
             x, _ = P._spatial_input(input, self._nd, who)
             out_pad = _output_padding(who, x.shape[2:], output_size, self.stride, self.padding,
                                       self.dilation, self.kernel_size)
-        conv = P.conv_transpose1d if self._nd == 1 else P.conv_transpose3d
-        return conv(input, self.weight, self.bias, self.stride, self.padding, out_pad,
-                    self.groups, self.dilation)
+        return P._conv_transpose_nd(self._nd, f"conv_transpose{self._nd}d", input, self.weight,
+                                    self.bias, self.stride, self.padding, out_pad, self.groups,
+                                    self.dilation)
 
 
 def _output_padding(who, spatial, output_size, stride, padding, dilation, kernel) -> tuple:
@@ -367,8 +367,8 @@ class AvgPool1d(_PoolNd):
 
     def forward(self, input):
         """``(N, C, L)`` (or ``(C, L)``) -> ``(N, C, L_out)``."""
-        return P.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad)
+        return P._avg_pool_nd(1, "avg_pool1d", input, self.kernel_size, self.stride,
+                              self.padding, self.ceil_mode, self.count_include_pad)
 
     def extra_repr(self) -> str:
         """PyTorch's configuration string."""
