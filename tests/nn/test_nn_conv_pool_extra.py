@@ -214,6 +214,16 @@ def test_adaptive_pools_match_torch(data, nd, kind):
     against_torch(lambda a: ours(a, out), lambda a: theirs(a, out), [x[0]], rng=rng)  # unbatched
 
 
+@pytest.mark.parametrize("nd,size,out", [(1, (8,), 4), (2, (4, 6), (2, 3)), (2, (4, 6), (4, 1)),
+                                         (3, (4, 2, 6), (2, 2, 3)), (2, (5, 6), (2, 3))])
+def test_adaptive_max_pool_equal_and_unequal_bins_route_ties_as_torch(nd, size, out):
+    x = RNG.integers(0, 2, (2, 3) + size).astype(float)  # ties everywhere
+    ours, theirs = getattr(F, f"adaptive_max_pool{nd}d"), getattr(TF, f"adaptive_max_pool{nd}d")
+    against_torch(lambda a: ours(a, out), lambda a: theirs(a, out), [x])
+    np.testing.assert_array_equal(ours(T(x), out, True)[1].numpy(),
+                                  theirs(torch.tensor(x), out, True)[1].numpy())
+
+
 def test_pool_second_derivatives_and_float32():
     x = RNG.standard_normal((2, 2, 4, 5, 3))
     check_grads(lambda a: F.max_pool3d(a, 2, 1, 1, (1, 2, 1), ceil_mode=True), (T(x),), order=2)

@@ -698,6 +698,14 @@ def _adaptive_max_nd(nd, who, input, output_size, return_indices):
     out = _adaptive_sizes(x, nd, output_size, who)
     return_indices = _flag(return_indices, "return_indices", who)
     spatial = x.shape[2:]
+    if all(size % m == 0 for size, m in zip(spatial, out)):  # equal bins: one max pool
+        kernel = tuple(size // m for size, m in zip(spatial, out))
+        pads = (0,) * (2 * nd)
+        y = MaxPool2d.apply(x, kernel=kernel, stride=kernel, padding=pads)
+        if not return_indices:
+            return _unbatch(y, unbatched)
+        idx = _max_pool_indices(x, kernel, kernel, pads, (1,) * nd, out)
+        return _unbatch(y, unbatched), _unbatch(idx, unbatched)
     y, flat = x, None
     # innermost axis first: the first maximum along W of each row, then the first such row...,
     # which is the first maximum of the whole bin in row-major order (PyTorch's on ties)
@@ -733,9 +741,10 @@ _ADAPTIVE_MAX_DOC = """{nd}-D adaptive max pooling (``torch.nn.functional.adapti
     the maximum over each of PyTorch's bins ``[floor(i size / out), ceil((i + 1) size / out))``
     on every axis, whatever the input size.
 
-    Separable: per axis (innermost first) a gather of the bins' elements, a first-maximum
-    ``argmax`` and a gather of it; the gradient goes to each bin's first maximum in row-major
-    order (PyTorch's choice on ties; a NaN is a maximum).
+    Equal bins (each output size divides its input size) are one max pool; otherwise, per
+    axis (innermost first), a gather of the bins' elements, a first-maximum ``argmax`` and a
+    gather of it. The gradient goes to each bin's first maximum in row-major order (PyTorch's
+    choice on ties; a NaN is a maximum).
 
     Args:
         input: Floating Tensor of shape ``(N, C, {dims})`` or ``(C, {dims})``.
