@@ -1880,7 +1880,10 @@ class Conv2d(Function):
 
     Inputs ``x`` ``(N, C, H, W)``, ``w`` ``(O, C/groups, kh, kw)`` and optionally ``b``
     ``(O,)``. Static params: ``stride`` and ``dilation`` pairs, ``padding`` as ``(top, bottom,
-    left, right)``, ``groups``. Backward: :class:`Conv2dInputGrad` (col2im) for ``x``,
+    left, right)``, ``groups``. Any number of spatial axes works the same way (``conv3d``,
+    ``conv1d``-style and the transposed convolutions use it): ``x`` ``(N, C, *spatial)``,
+    ``w`` ``(O, C/groups, *kernel)``, one ``stride``/``dilation`` entry per axis and
+    ``padding`` ``(lo0, hi0, lo1, hi1, ...)``. Backward: :class:`Conv2dInputGrad` (col2im) for ``x``,
     :class:`Conv2dWeightGrad` for ``w`` and ``g.sum((0, 2, 3))`` for ``b``; the three
     convolution ops are each other's transposes, so every order of derivative stays within
     them.
