@@ -1133,12 +1133,18 @@ CONV_GRID = [
     dict(),
     dict(stride=(2, 1), padding=(1, 0, 0, 1)),
     dict(dilation=(1, 2), groups=2),
+    # one and three spatial axes (conv1d/conv3d and the transposed convolutions)
+    dict(stride=(2,), padding=(1, 0), dilation=(2,)),
+    dict(stride=(1, 2, 1), padding=(0, 1, 1, 0, 0, 0), dilation=(1, 1, 2), groups=2),
 ]
 
 
 def _conv_shapes(p):
     groups = p.get("groups", 1)
-    return (2, 2 * groups, 5, 6), (2 * groups, 2, 2, 3)
+    nd = len(p.get("stride", (1, 1)))
+    spatial = {1: (7,), 2: (5, 6), 3: (3, 4, 5)}[nd]
+    kernel = {1: (3,), 2: (2, 3), 3: (2, 2, 2)}[nd]
+    return (2, 2 * groups) + spatial, (2 * groups, 2) + kernel
 
 
 @spec(F.Conv2d)
@@ -1148,7 +1154,7 @@ def _(cls):
         xs, ws = _conv_shapes(p)
         cases.append(Case(arrays((xs, U()), (ws, U()), ((ws[0],), U())), p, label=str(p),
                           checks=FIRST_ORDER))
-    return pick(cases, (0, 1, 2))
+    return pick(cases, (0, 1, 2, 3, 4))
 
 
 def _conv_out(xs, ws, p):
@@ -1162,7 +1168,7 @@ def _(cls):
         xs, ws = _conv_shapes(p)
         cases.append(Case(arrays((_conv_out(xs, ws, p), U()), (ws, U())),
                           {"in_hw": xs[2:], **p}, label=str(p), checks=FIRST_ORDER))
-    return pick(cases, (0, 1, 2))
+    return pick(cases, (0, 1, 2, 3, 4))
 
 
 @spec(F.Conv2dWeightGrad)
@@ -1172,21 +1178,29 @@ def _(cls):
         xs, ws = _conv_shapes(p)
         cases.append(Case(arrays((xs, U()), (_conv_out(xs, ws, p), U())),
                           {"kernel": ws[2:], **p}, label=str(p), checks=FIRST_ORDER))
-    return pick(cases, (0, 1, 2))
+    return pick(cases, (0, 1, 2, 3, 4))
 
 
 POOL_GRID = [dict(kernel=(2, 2), stride=(2, 2)),
-             dict(kernel=(3, 2), stride=(1, 2), padding=(1, 1, 0, 1))]
+             dict(kernel=(3, 2), stride=(1, 2), padding=(1, 1, 0, 1)),
+             # one and three spatial axes, dilation, ceil_mode's longer end padding
+             dict(kernel=(3,), stride=(2,), padding=(1, 2), dilation=(2,)),
+             dict(kernel=(2, 3, 2), stride=(1, 2, 2), padding=(0, 1, 1, 1, 0, 0),
+                  dilation=(2, 1, 1))]
+
+
+def _pool_shape(p):
+    return {1: (2, 3, 7), 2: (2, 3, 5, 4), 3: (2, 2, 4, 4, 3)}[len(p["kernel"])]
 
 
 @spec(F.MaxPool2d)
 def _(cls):
-    return [Case(arrays(((2, 3, 5, 4), U())), p, label=str(p)) for p in POOL_GRID]
+    return [Case(arrays((_pool_shape(p), U())), p, label=str(p)) for p in POOL_GRID]
 
 
 def _pool_args(p):
     def make(rng):
-        x = rng.uniform(-1, 1, (2, 3, 5, 4))
+        x = rng.uniform(-1, 1, _pool_shape(p))
         out = F.MaxPool2d.apply(tg.Tensor(x), **p).numpy()
         return (rng.standard_normal(out.shape), x, out)
 

@@ -142,5 +142,18 @@ def test_conv_padding_modes():
         nn.Conv2d(1, 1, 3, padding=1, padding_mode="reflect")
     with pytest.raises(ValueError, match="padding_mode='same' and padding=1 both set"):
         nn.Conv2d(1, 1, 3, padding=1, padding_mode="same")
-    with pytest.raises(NotImplementedError, match="ceil_mode=True is not implemented"):
-        nn.AvgPool2d(2, ceil_mode=True)
+
+
+@pytest.mark.parametrize("kw", [dict(ceil_mode=True), dict(ceil_mode=True, padding=1,
+                                                           count_include_pad=False),
+                                dict(divisor_override=3, stride=1)])
+def test_pool2d_layers_take_pytorchs_options(kw):
+    torch = pytest.importorskip("torch")
+    x = RNG.standard_normal((2, 3, 7, 6))
+    ours, theirs = nn.AvgPool2d(3, **kw), torch.nn.AvgPool2d(3, **kw)
+    np.testing.assert_allclose(ours(_T(x)).numpy(), theirs(torch.tensor(x)).numpy(), rtol=1e-12)
+    kw = dict(dilation=2, ceil_mode=True, stride=2)
+    values, idx = nn.MaxPool2d(2, return_indices=True, **kw)(_T(x))
+    ref, ref_idx = torch.nn.MaxPool2d(2, return_indices=True, **kw)(torch.tensor(x))
+    np.testing.assert_array_equal(values.numpy(), ref.numpy())
+    np.testing.assert_array_equal(idx.numpy(), ref_idx.numpy())

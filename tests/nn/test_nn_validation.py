@@ -14,6 +14,7 @@ REQUIRED = {
     "input_size": 4, "output_size": 2, "in_channels": 2, "out_channels": 2, "kernel_size": 2,
     "hidden_size": 4, "embedding_size": 3, "num_heads": 2, "normalized_shape": 4,
     "num_groups": 2, "num_channels": 4,
+    "upscale_factor": 2, "downscale_factor": 2, "padding": 1, "value": 0.5,
 }  # fmt: skip
 # Arguments that take any object, or a structure checked where the layer is called.
 NOT_CHECKED = {"key", "padding", "output_size", "modules", "approximate"}
