@@ -1883,8 +1883,8 @@ class Conv2d(Function):
     left, right)``, ``groups``. Any number of spatial axes works the same way (``conv3d``,
     ``conv1d``-style and the transposed convolutions use it): ``x`` ``(N, C, *spatial)``,
     ``w`` ``(O, C/groups, *kernel)``, one ``stride``/``dilation`` entry per axis and
-    ``padding`` ``(lo0, hi0, lo1, hi1, ...)``. Backward: :class:`Conv2dInputGrad` (col2im) for ``x``,
-    :class:`Conv2dWeightGrad` for ``w`` and ``g.sum((0, 2, 3))`` for ``b``; the three
+    ``padding`` ``(lo0, hi0, lo1, hi1, ...)``. Backward: :class:`Conv2dInputGrad` (col2im) for
+    ``x``, :class:`Conv2dWeightGrad` for ``w`` and ``g.sum((0, 2, 3))`` for ``b``; the three
     convolution ops are each other's transposes, so every order of derivative stays within
     them.
 
