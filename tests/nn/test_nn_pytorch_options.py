@@ -144,3 +144,25 @@ def test_conv_padding_modes():
         nn.Conv2d(1, 1, 3, padding=1, padding_mode="same")
     with pytest.raises(NotImplementedError, match="ceil_mode=True is not implemented"):
         nn.AvgPool2d(2, ceil_mode=True)
+
+
+@pytest.mark.parametrize("make", [
+    lambda **k: nn.PReLU(3, **k), lambda **k: nn.InstanceNorm1d(2, affine=True,
+                                                                 track_running_stats=True, **k),
+    lambda **k: nn.InstanceNorm2d(2, affine=True, **k), lambda **k: nn.Bilinear(2, 3, 4, **k),
+    lambda **k: nn.EmbeddingBag(5, 2, **k), lambda **k: nn.MultiheadAttention(4, 2, **k),
+    lambda **k: nn.MultiheadAttention(4, 2, kdim=3, vdim=5, add_bias_kv=True, **k),
+    lambda **k: nn.TransformerEncoderLayer(4, 2, 8, **k),
+    lambda **k: nn.TransformerDecoderLayer(4, 2, 8, **k),
+    lambda **k: nn.Transformer(4, 2, 1, 1, 8, **k),
+])
+def test_the_pytorch_named_layers_take_device_and_dtype(make):
+    layer = make(device="cpu", dtype=np.float64)
+    leaves = list(layer.parameters.values()) + list(layer.states.values())
+    assert leaves and all(t.device == "cpu" for t in leaves)
+    assert all(t.dtype == np.float64 for t in leaves)
+    assert all(t.dtype == np.float32 for t in make().parameters.values())  # PyTorch's default
+    with pytest.raises(TypeError, match="dtype must be a floating dtype"):
+        make(dtype=np.int32)
+    with pytest.raises(ValueError, match="device: expected 'cpu', 'cuda' or 'cuda:N'"):
+        make(device="tpu")

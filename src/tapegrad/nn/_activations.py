@@ -23,6 +23,7 @@ import numpy as np
 from tapegrad import numpy as tnp
 from tapegrad._keywords import strict_all
 from tapegrad.nn import functional as F
+from tapegrad.nn._extra_functional import _dim
 from tapegrad.nn.layers import _param_dtype, _place, _positive
 from tapegrad.nn.module import Module
 from tapegrad.tensor import Tensor
@@ -305,7 +306,7 @@ def glu(input, dim: int = -1) -> Tensor:
     x = F._floating(input, who)
     if x.ndim == 0:
         raise ValueError(f"{who}: input must have at least one dimension, got a 0-d Tensor")
-    axis = F._axis(x, dim, who)
+    axis = _dim(x, dim, who)
     n = x.shape[axis]
     if n % 2:
         raise ValueError(
@@ -648,7 +649,8 @@ class PReLU(Module):
 
     Args:
         num_parameters: 1 (one slope shared by every channel) or the input's channel count
-            (axis 1).
+            (axis 1). (The count is ``weight.shape[0]``: ``num_parameters()`` stays
+            :meth:`Module.num_parameters`, the number of parameter elements.)
         init: The slopes' initial value.
         device, dtype: Parameter device and floating dtype (``None``: float32).
 
@@ -670,10 +672,9 @@ class PReLU(Module):
                  dtype=np.float32):
         super().__init__()
         _positive("PReLU", num_parameters=num_parameters)
-        self.num_parameters = int(num_parameters)
         self.init = _real_param("PReLU", "init", init)
         dt = _param_dtype("PReLU", dtype)
-        self.weight = Tensor(np.full((self.num_parameters,), float(init), dt))
+        self.weight = Tensor(np.full((int(num_parameters),), float(init), dt))
         _place(self, device)
 
     def forward(self, input):
@@ -682,7 +683,7 @@ class PReLU(Module):
 
     def extra_repr(self) -> str:
         """PyTorch's configuration string."""
-        return f"num_parameters={self.num_parameters}"
+        return f"num_parameters={self.weight.shape[0]}"
 
 
 strict_all(globals(), __all__)

@@ -116,7 +116,7 @@ def one_hot(tensor, num_classes: int = -1) -> Tensor:
         >>> import tapegrad as tg
         >>> tg.nn.functional.one_hot(tg.Tensor([0, 2]), 3)
         Tensor([[1, 0, 0],
-                [0, 0, 1]])
+                [0, 0, 1]], dtype=int64)
     """
     who = "one_hot"
     t = tnp.asarray(tensor)
@@ -147,7 +147,12 @@ def one_hot(tensor, num_classes: int = -1) -> Tensor:
 
 
 def _norm(x: Tensor, p: float, axis: int, keepdims: bool) -> Tensor:
-    return tnp.linalg.vector_norm(x, ord=p, axis=axis, keepdims=keepdims)
+    return tnp.linalg.vector_norm(x, ord=p, axis=axis, keepdims=keepdims)  # pyright: ignore[reportArgumentType]
+
+
+def _no_grad(t) -> Tensor:
+    """``t`` without gradient (a constant)."""
+    return tnp.stop_gradient(t)  # pyright: ignore[reportReturnType]
 
 
 def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
@@ -212,7 +217,7 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8) -> Tensor:
 
     def unit(v):
         n = _norm(v, 2.0, axis, True)
-        clamped = n + tnp.stop_gradient(tnp.maximum(n, eps) - n)  # value clamped, slope 1
+        clamped = n + _no_grad(tnp.maximum(n, eps) - n)  # value clamped, slope 1
         return v / clamped
 
     return tnp.sum(unit(a) * unit(b), axis=axis)
@@ -360,11 +365,10 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         var = tnp.mean(xc * xc, axis=axes, keepdims=True)
         y = xc / tnp.sqrt(var + eps)
         if stats:
-            bm = tnp.stop_gradient(tnp.mean(tnp.reshape(mean, x.shape[:2]), axis=0))
-            bv = tnp.stop_gradient(tnp.mean(tnp.reshape(var, x.shape[:2]), axis=0)) \
-                * (n / (n - 1))
-            rm = (1 - momentum) * tnp.stop_gradient(rm) + momentum * bm
-            rv = (1 - momentum) * tnp.stop_gradient(rv) + momentum * bv
+            bm = _no_grad(tnp.mean(tnp.reshape(mean, x.shape[:2]), axis=0))
+            bv = _no_grad(tnp.mean(tnp.reshape(var, x.shape[:2]), axis=0)) * (n / (n - 1))
+            rm = (1 - momentum) * _no_grad(rm) + momentum * bm
+            rv = (1 - momentum) * _no_grad(rv) + momentum * bv
     else:
         if not stats:
             raise ValueError(
@@ -378,7 +382,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         y = y + tnp.reshape(F._like(bias, x, who, "bias"), bshape)
     if not stats:
         return y
-    return y, tnp.stop_gradient(rm), tnp.stop_gradient(rv)
+    return y, _no_grad(rm), _no_grad(rv)
 
 
 # -- dropout variants -------------------------------------------------------------------------
@@ -529,7 +533,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
     The bags: for a 2-D ``input`` ``(B, N)``, each row is one bag of ``N`` indices
     (``offsets`` must be None); for a 1-D ``input`` ``(n,)``, ``offsets`` ``(B,)`` gives the
     start of each bag (``offsets[0] == 0``, non-decreasing), the last bag running to the end;
-    with ``include_last_offset``, ``offsets`` ``(B + 1,)`` also gives the end of the last one.
+    with ``include_last_offset``, ``offsets`` ``(B + 1,)`` ends with the input's length
+    (PyTorch's CSR format; PyTorch's results for a smaller last offset are inconsistent, here
+    it is an error).
     An empty bag gives zeros; so does a bag of ``padding_idx`` entries only, as those are left
     out of every bag (and of the count of ``"mean"``).
 
@@ -614,11 +620,15 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
         if vals.size and vals.max() > n:
             raise ValueError(f"{who}: offsets must not exceed the input's length {n}, got "
                              f"{vals.tolist()}")
+        if include_last_offset and vals[-1] != n:
+            raise ValueError(
+                f"{who}: with include_last_offset, the last offset must be the input's length "
+                f"{n} (the end of the last bag, as in the CSR format), got {vals.tolist()}"
+            )
         n_bags = off.shape[0] - 1 if include_last_offset else off.shape[0]
         flat = idx
         positions = tnp.arange(n, dtype=off.dtype, device=off.device)
-        # the bag of each entry; entries at or past the last offset of include_last_offset
-        # get bag n_bags, that is none
+        # the bag of each entry (one of a bag that ends at the input's end)
         bag = tnp.searchsorted(off, positions, side="right") - 1
     else:
         raise ValueError(f"{who}: input must be 2-D (B, N) or 1-D with offsets, got shape "
@@ -711,11 +721,11 @@ def gumbel_softmax(logits, tau: float = 1.0, hard: bool = False, eps: float = 1e
     y = F.softmax((x + g) / tau, axis=axis)
     if not hard:
         return y
-    index = tnp.argmax(tnp.stop_gradient(y), axis=axis, keepdims=True)
+    index = tnp.argmax(_no_grad(y), axis=axis, keepdims=True)
     classes = tnp.reshape(tnp.arange(x.shape[axis], device=x.device),
                           (x.shape[axis],) + (1,) * (x.ndim - 1 - axis))
     y_hard = tnp.astype(tnp.equal(index, classes), x.dtype)
-    return y_hard - tnp.stop_gradient(y) + y
+    return y_hard - _no_grad(y) + y
 
 
 def _gumbel_noise(key, x: Tensor) -> Tensor:

@@ -196,7 +196,8 @@ class Bilinear(Module):
     Example:
         >>> import tapegrad as tg
         >>> layer = tg.nn.Bilinear(3, 4, 2, key=tg.random.key(0))
-        >>> x1, x2 = tg.random.normal(tg.random.key(1), (5, 3)), tg.random.normal(tg.random.key(2), (5, 4))
+        >>> x1 = tg.random.normal(tg.random.key(1), (5, 3))
+        >>> x2 = tg.random.normal(tg.random.key(2), (5, 4))
         >>> layer(x1, x2).shape
         (5, 2)
     """

@@ -49,7 +49,7 @@ from tapegrad.nn.layers import (
     _real,
 )
 from tapegrad.nn.module import Module, ModuleList
-from tapegrad.tensor import Tensor
+from tapegrad.tensor import Tensor, all_values
 
 __all__ = [
     "MultiheadAttention",
@@ -169,6 +169,15 @@ def _mask_bias(mask, ref: Tensor, who: str, name: str) -> Tensor:
 def _causal_bias(lq: int, lk: int, ref: Tensor) -> Tensor:
     """``-inf`` above the diagonal of an ``(lq, lk)`` score table (top-left aligned)."""
     return F._const(np.triu(np.full((lq, lk), -np.inf, dtype=ref.dtype), 1), ref)
+
+
+def _may_have_dead_rows(bias: Tensor) -> bool:
+    """Whether a row of the additive ``bias`` may be all ``-inf`` (every key masked): looked
+    up now for a constant bias (the usual masks), assumed for a traced one (a mask that is an
+    input of a :func:`tapegrad.jit` program), whose values a replay may change."""
+    if bias._level:
+        return True
+    return bool(np.isneginf(all_values(bias)).all(axis=-1).any())
 
 
 def _activation_fn(who: str, activation):
@@ -378,7 +387,8 @@ class MultiheadAttention(_TorchStateDict, Module):
                 keep = keep.to_device(qh.device)
             drop = tnp.where(keep, 1.0 / (1.0 - p), 0.0)
             drop = tnp.astype(drop, qh.dtype)
-        if bias is not None:  # a query with every key masked attends to nothing (0 weights)
+        if bias is not None and _may_have_dead_rows(bias):
+            # a query with every key masked attends to nothing (0 weights, a 0 output)
             dead = tnp.all(tnp.isneginf(bias), axis=-1, keepdims=True)
             bias = tnp.where(dead, 0.0, bias)
             alive = tnp.astype(tnp.logical_not(dead), qh.dtype)
@@ -665,11 +675,11 @@ class TransformerDecoderLayer(_TorchStateDict, Module):
 
 
 # -- stacks ---------------------------------------------------------------------------------------
-def _clones(who: str, layer, num_layers) -> ModuleList:
+def _clones(who: str, name: str, layer, num_layers) -> ModuleList:
     """``num_layers`` deep copies of ``layer`` (identical parameters, as PyTorch's), each
     with its own dropout keys (the layer's keys folded with the copy's index)."""
     if not isinstance(layer, Module):
-        raise TypeError(f"{who}: the layer to stack must be a Module, got "
+        raise TypeError(f"{who}: {name} (the layer to stack) must be a Module, got "
                         f"{type(layer).__name__}")
     if isinstance(num_layers, (bool, np.bool_)) or not isinstance(num_layers, (int, np.integer)):
         raise TypeError(f"{who}: num_layers must be an int, got {num_layers!r}")
@@ -690,6 +700,12 @@ def _optional_module(who: str, name: str, value):
     if value is not None and not isinstance(value, Module):
         raise TypeError(f"{who}: {name} must be a Module (a LayerNorm) or None, got "
                         f"{type(value).__name__}")
+    return value
+
+
+def _module(who: str, name: str, value) -> Module:
+    if not isinstance(value, Module):
+        raise TypeError(f"{who}: {name} must be a Module, got {type(value).__name__}")
     return value
 
 
@@ -731,7 +747,7 @@ class TransformerEncoder(_TorchStateDict, Module):
         who = "TransformerEncoder"
         self.enable_nested_tensor = _bool(who, "enable_nested_tensor", enable_nested_tensor)
         self.mask_check = _bool(who, "mask_check", mask_check)
-        self.layers = _clones(who, encoder_layer, num_layers)
+        self.layers = _clones(who, "encoder_layer", encoder_layer, num_layers)
         self.num_layers = int(num_layers)
         self.norm = _optional_module(who, "norm", norm)
 
@@ -771,7 +787,7 @@ class TransformerDecoder(_TorchStateDict, Module):
     def __init__(self, decoder_layer, num_layers: int, norm=None):
         super().__init__()
         who = "TransformerDecoder"
-        self.layers = _clones(who, decoder_layer, num_layers)
+        self.layers = _clones(who, "decoder_layer", decoder_layer, num_layers)
         self.num_layers = int(num_layers)
         self.norm = _optional_module(who, "norm", norm)
 
@@ -860,13 +876,13 @@ class Transformer(_TorchStateDict, Module):
                           activation=activation, layer_norm_eps=layer_norm_eps,
                           batch_first=batch_first, norm_first=norm_first, bias=bias, dtype=dt)
         if custom_encoder is not None:
-            self.encoder = _optional_module(who, "custom_encoder", custom_encoder)
+            self.encoder = _module(who, "custom_encoder", custom_encoder)
         else:
             layer = TransformerEncoderLayer(d_model, nhead, key=k_enc, **layer_args)
             self.encoder = TransformerEncoder(layer, num_encoder_layers,
                                               LayerNorm(d_model, eps=eps, bias=bias, dtype=dt))
         if custom_decoder is not None:
-            self.decoder = _optional_module(who, "custom_decoder", custom_decoder)
+            self.decoder = _module(who, "custom_decoder", custom_decoder)
         else:
             layer = TransformerDecoderLayer(d_model, nhead, key=k_dec, **layer_args)
             self.decoder = TransformerDecoder(layer, num_decoder_layers,
