@@ -509,3 +509,30 @@ def test_transformer_errors():
     with pytest.raises(ValueError, match="must equal d_model=8"):
         model(tg.random.normal(tg.random.key(0), (4, 2, 6)),
               tg.random.normal(tg.random.key(0), (4, 2, 6)))
+
+
+def test_print_shows_pytorchs_tree():
+    """The layers print as PyTorch's do, but for two names of PyTorch's own submodules: its
+    ``NonDynamicallyQuantizableLinear`` projection and its ``Dropout``'s ``inplace=False``."""
+    import re
+
+    for ours, theirs in [
+        (nn.TransformerEncoderLayer(4, 2, 8, activation=nn.GELU()),
+         torch.nn.TransformerEncoderLayer(4, 2, 8, activation=torch.nn.GELU())),
+        (nn.TransformerDecoder(nn.TransformerDecoderLayer(4, 2, 8, norm_first=True), 2,
+                               nn.LayerNorm(4)),
+         torch.nn.TransformerDecoder(torch.nn.TransformerDecoderLayer(4, 2, 8, norm_first=True),
+                                     2, torch.nn.LayerNorm(4))),
+        (nn.Transformer(8, 2, 1, 1, 16), quiet(lambda: torch.nn.Transformer(8, 2, 1, 1, 16))),
+        (nn.MultiheadAttention(4, 2, bias=False), torch.nn.MultiheadAttention(4, 2, bias=False)),
+    ]:
+        want = repr(theirs).replace("NonDynamicallyQuantizableLinear", "Linear")
+        want = re.sub(r"Dropout\(p=([0-9.]+), inplace=False\)", r"Dropout(p=\1)", want)
+        if isinstance(theirs, torch.nn.TransformerDecoder):  # PyTorch prints 2 equal copies
+            want = re.sub(r"\(0-1\): 2 x ", "(0): ", want)
+            assert "(0): TransformerDecoderLayer" in want
+            ours_text = re.sub(r"\n    \(1\): TransformerDecoderLayer\(.*?\n    \)", "",
+                               repr(ours), flags=re.S)
+            assert ours_text == want
+        else:
+            assert repr(ours) == want
