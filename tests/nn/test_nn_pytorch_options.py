@@ -157,3 +157,25 @@ def test_pool2d_layers_take_pytorchs_options(kw):
     ref, ref_idx = torch.nn.MaxPool2d(2, return_indices=True, **kw)(torch.tensor(x))
     np.testing.assert_array_equal(values.numpy(), ref.numpy())
     np.testing.assert_array_equal(idx.numpy(), ref_idx.numpy())
+
+
+@pytest.mark.parametrize("make", [
+    lambda **k: nn.PReLU(3, **k), lambda **k: nn.InstanceNorm1d(2, affine=True,
+                                                                 track_running_stats=True, **k),
+    lambda **k: nn.InstanceNorm2d(2, affine=True, **k), lambda **k: nn.Bilinear(2, 3, 4, **k),
+    lambda **k: nn.EmbeddingBag(5, 2, **k), lambda **k: nn.MultiheadAttention(4, 2, **k),
+    lambda **k: nn.MultiheadAttention(4, 2, kdim=3, vdim=5, add_bias_kv=True, **k),
+    lambda **k: nn.TransformerEncoderLayer(4, 2, 8, **k),
+    lambda **k: nn.TransformerDecoderLayer(4, 2, 8, **k),
+    lambda **k: nn.Transformer(4, 2, 1, 1, 8, **k),
+])
+def test_the_pytorch_named_layers_take_device_and_dtype(make):
+    layer = make(device="cpu", dtype=np.float64)
+    leaves = list(layer.parameters.values()) + list(layer.states.values())
+    assert leaves and all(t.device == "cpu" for t in leaves)
+    assert all(t.dtype == np.float64 for t in leaves)
+    assert all(t.dtype == np.float32 for t in make().parameters.values())  # PyTorch's default
+    with pytest.raises(TypeError, match="dtype must be a floating dtype"):
+        make(dtype=np.int32)
+    with pytest.raises(ValueError, match="device: expected 'cpu', 'cuda' or 'cuda:N'"):
+        make(device="tpu")

@@ -211,6 +211,117 @@ EXPECTED = {
     ],
 }  # fmt: skip
 
+# PyTorch's further layers (nn/_activations.py, nn/_extra_layers.py, nn/_transformer.py)
+_ENC = ("TransformerEncoderLayer(\n"
+        "  (self_attn): MultiheadAttention(\n"
+        "    (out_proj): Linear(in_features=4, out_features=4, bias=True)\n"
+        "  )\n"
+        "  (linear1): Linear(in_features=4, out_features=8, bias=True)\n"
+        "  (dropout): Dropout(p=0.1)\n"
+        "  (linear2): Linear(in_features=8, out_features=4, bias=True)\n"
+        "  (norm1): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)\n"
+        "  (norm2): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)\n"
+        "  (dropout1): Dropout(p=0.1)\n"
+        "  (dropout2): Dropout(p=0.1)\n"
+        ")")
+# the Transformer family prints its submodules; PyTorch's differ in two names only
+# (NonDynamicallyQuantizableLinear, Dropout's inplace), compared in test_nn_transformer.py
+EXPECTED.update({
+    "ELU": [(lambda: nn.ELU(), "ELU(alpha=1.0)", lambda t: t.ELU()),
+            (lambda: nn.ELU(0.5), "ELU(alpha=0.5)", lambda t: t.ELU(0.5))],
+    "SELU": [(lambda: nn.SELU(), "SELU()", lambda t: t.SELU())],
+    "CELU": [(lambda: nn.CELU(2.0), "CELU(alpha=2.0)", lambda t: t.CELU(2.0))],
+    "Hardtanh": [(lambda: nn.Hardtanh(-2, 3), "Hardtanh(min_val=-2, max_val=3)",
+                  lambda t: t.Hardtanh(-2, 3))],
+    "ReLU6": [(lambda: nn.ReLU6(), "ReLU6()", lambda t: t.ReLU6())],
+    "Hardsigmoid": [(lambda: nn.Hardsigmoid(), "Hardsigmoid()", lambda t: t.Hardsigmoid())],
+    "Hardswish": [(lambda: nn.Hardswish(), "Hardswish()", lambda t: t.Hardswish())],
+    "Softplus": [(lambda: nn.Softplus(2, 10), "Softplus(beta=2, threshold=10)",
+                  lambda t: t.Softplus(2, 10))],
+    "Softsign": [(lambda: nn.Softsign(), "Softsign()", lambda t: t.Softsign())],
+    "Mish": [(lambda: nn.Mish(), "Mish()", lambda t: t.Mish())],
+    "GLU": [(lambda: nn.GLU(), "GLU(dim=-1)", lambda t: t.GLU())],
+    "LogSigmoid": [(lambda: nn.LogSigmoid(), "LogSigmoid()", lambda t: t.LogSigmoid())],
+    "PReLU": [(lambda: nn.PReLU(3), "PReLU(num_parameters=3)", lambda t: t.PReLU(3))],
+    "InstanceNorm1d": [
+        (lambda: nn.InstanceNorm1d(3),
+         "InstanceNorm1d(3, eps=1e-05, momentum=0.1, affine=False, bias=False, "
+         "track_running_stats=False)", lambda t: t.InstanceNorm1d(3))],
+    "InstanceNorm2d": [
+        (lambda: nn.InstanceNorm2d(4, affine=True, track_running_stats=True),
+         "InstanceNorm2d(4, eps=1e-05, momentum=0.1, affine=True, bias=True, "
+         "track_running_stats=True)",
+         lambda t: t.InstanceNorm2d(4, affine=True, track_running_stats=True))],
+    "Bilinear": [(lambda: nn.Bilinear(2, 3, 4, key=K),
+                  "Bilinear(in1_features=2, in2_features=3, out_features=4, bias=True)",
+                  lambda t: t.Bilinear(2, 3, 4))],
+    "Unflatten": [(lambda: nn.Unflatten(1, (2, 3)), "Unflatten(dim=1, unflattened_size=(2, 3))",
+                   lambda t: t.Unflatten(1, (2, 3)))],
+    "Dropout1d": [(lambda: nn.Dropout1d(), "Dropout1d(p=0.5, inplace=False)",
+                   lambda t: t.Dropout1d())],
+    "Dropout2d": [(lambda: nn.Dropout2d(0.3), "Dropout2d(p=0.3, inplace=False)",
+                   lambda t: t.Dropout2d(0.3))],
+    "Dropout3d": [(lambda: nn.Dropout3d(), "Dropout3d(p=0.5, inplace=False)",
+                   lambda t: t.Dropout3d())],
+    "AlphaDropout": [(lambda: nn.AlphaDropout(0.2), "AlphaDropout(p=0.2, inplace=False)",
+                      lambda t: t.AlphaDropout(0.2))],
+    "EmbeddingBag": [(lambda: nn.EmbeddingBag(10, 3, mode="max", padding_idx=0, key=K),
+                      "EmbeddingBag(10, 3, mode='max', padding_idx=0)",
+                      lambda t: t.EmbeddingBag(10, 3, mode="max", padding_idx=0))],
+    "CosineSimilarity": [(lambda: nn.CosineSimilarity(), "CosineSimilarity()",
+                          lambda t: t.CosineSimilarity())],
+    "PairwiseDistance": [(lambda: nn.PairwiseDistance(3.0), "PairwiseDistance()",
+                          lambda t: t.PairwiseDistance(3.0))],
+    "MultiheadAttention": [
+        (lambda: nn.MultiheadAttention(4, 2, key=K),
+         "MultiheadAttention(\n"
+         "  (out_proj): Linear(in_features=4, out_features=4, bias=True)\n"
+         ")", None)],
+    "TransformerEncoderLayer": [(lambda: nn.TransformerEncoderLayer(4, 2, 8, key=K), _ENC, None)],
+    "TransformerDecoderLayer": [
+        (lambda: nn.TransformerDecoderLayer(4, 2, 8, bias=False, key=K),
+         "TransformerDecoderLayer(\n"
+         "  (self_attn): MultiheadAttention(\n"
+         "    (out_proj): Linear(in_features=4, out_features=4, bias=False)\n"
+         "  )\n"
+         "  (multihead_attn): MultiheadAttention(\n"
+         "    (out_proj): Linear(in_features=4, out_features=4, bias=False)\n"
+         "  )\n"
+         "  (linear1): Linear(in_features=4, out_features=8, bias=False)\n"
+         "  (dropout): Dropout(p=0.1)\n"
+         "  (linear2): Linear(in_features=8, out_features=4, bias=False)\n"
+         "  (norm1): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=False)\n"
+         "  (norm2): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=False)\n"
+         "  (norm3): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=False)\n"
+         "  (dropout1): Dropout(p=0.1)\n"
+         "  (dropout2): Dropout(p=0.1)\n"
+         "  (dropout3): Dropout(p=0.1)\n"
+         ")", None)],
+    "TransformerEncoder": [
+        (lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, 8, key=K), 1),
+         "TransformerEncoder(\n  (layers): ModuleList(\n    (0): "
+         + _ENC.replace("\n", "\n    ") + "\n  )\n)", None)],
+    "TransformerDecoder": [
+        (lambda: nn.TransformerDecoder(nn.TransformerDecoderLayer(4, 2, 8, key=K), 0,
+                                       nn.LayerNorm(4)),
+         "TransformerDecoder(\n"
+         "  (layers): ModuleList()\n"
+         "  (norm): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)\n"
+         ")", None)],
+    "Transformer": [
+        (lambda: nn.Transformer(4, 2, 0, 0, 8, key=K),
+         "Transformer(\n"
+         "  (encoder): TransformerEncoder(\n"
+         "    (layers): ModuleList()\n"
+         "    (norm): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)\n"
+         "  )\n"
+         "  (decoder): TransformerDecoder(\n"
+         "    (layers): ModuleList()\n"
+         "    (norm): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)\n"
+         "  )\n"
+         ")", None)],
+})
+
 # layers whose constructor takes no configuration: they print as Name() (or a tree)
 NO_CONFIGURATION = {"ReLU", "Tanh", "Sigmoid", "SiLU", "Identity", "Sequential", "ModuleList"}
 

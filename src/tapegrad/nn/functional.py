@@ -3534,3 +3534,61 @@ __all__ += [
     "pixel_shuffle",
     "pixel_unshuffle",
 ]
+
+
+# -- more of torch.nn.functional (defined in their own modules, exported here) ---------------
+from tapegrad.nn._activations import (  # noqa: E402
+    celu,
+    elu,
+    glu,
+    hardsigmoid,
+    hardswish,
+    hardtanh,
+    logsigmoid,
+    mish,
+    prelu,
+    relu6,
+    selu,
+    softsign,
+)
+from tapegrad.nn._extra_functional import (  # noqa: E402
+    alpha_dropout,
+    bilinear,
+    cosine_similarity,
+    dropout1d,
+    dropout2d,
+    dropout3d,
+    embedding_bag,
+    gumbel_softmax,
+    instance_norm,
+    normalize,
+    one_hot,
+    pairwise_distance,
+)
+
+__all__ += [
+    "elu",
+    "selu",
+    "celu",
+    "hardtanh",
+    "relu6",
+    "hardsigmoid",
+    "hardswish",
+    "softsign",
+    "mish",
+    "glu",
+    "logsigmoid",
+    "prelu",
+    "one_hot",
+    "normalize",
+    "cosine_similarity",
+    "pairwise_distance",
+    "bilinear",
+    "instance_norm",
+    "dropout1d",
+    "dropout2d",
+    "dropout3d",
+    "alpha_dropout",
+    "embedding_bag",
+    "gumbel_softmax",
+]
