@@ -197,8 +197,8 @@ class RuleFunction(Function):
         other array leaves, a zero number for weak numbers, None for static values."""
         res = []
         for i, (v, k, w) in enumerate(zip(leaves, call.kinds, call.weak)):
-            if not k:
-                res.append(None)
+            if not k:  # a static value: a zero of a Python number's type, else None
+                res.append(type(v)(0) if type(v) in (int, float, complex) else None)
             elif w is not None:
                 res.append(w(0))
             elif i in given:
@@ -566,13 +566,15 @@ class custom_jvp:  # noqa: N801  (JAX's name)
 
 
 def _flatten_like(tree, like) -> tuple[list, Any]:
-    """Leaves of ``tree`` flattened as ``like`` (a None leaf where ``like`` has a leaf stays a
-    leaf: the tangent of an output that does not change may be None)."""
+    """Leaves of ``tree`` flattened as ``like``: a None where ``like`` has a leaf stays a leaf
+    (the tangent of an integer output may be None)."""
     leaves, t = tree_flatten(tree)
     if t == like:
         return leaves, t
     try:
-        return like.flatten_up_to(tree), like
+        up_to = like.flatten_up_to(tree)
     except (ValueError, TypeError):
         return leaves, t
-
+    if all(v is None or array_leaf(v) or isinstance(v, numbers.Number) for v in up_to):
+        return up_to, like
+    return leaves, t
