@@ -438,7 +438,8 @@ def custom_linear_solve(matvec: Callable, b, solve: Callable,
         b: Pytree of floating Tensors/arrays: the right-hand side.
         solve: ``solve(matvec, b) -> x`` (with ``has_aux``, ``(x, aux)``): any Python code;
             it runs on constants and is not differentiated. Values it closes over are
-            constants: compute from ``matvec``.
+            constants: compute from ``matvec``. It must handle ``b = 0`` (derivatives solve
+            again, and recording a tangent program, as ``jacfwd`` does, runs it on zeros).
         transpose_solve: ``transpose_solve(vecmat, b) -> x`` solving ``A^T x = b``, where
             ``vecmat`` is ``matvec`` transposed; needed by reverse mode unless ``symmetric``.
         symmetric: ``A`` is symmetric: ``solve`` serves for the transposed system too.
