@@ -104,7 +104,8 @@ class RuleCall:
     __slots__ = ("rules", "kinds", "diff", "weak", "nondiff_outs", "out_tree", "key")
 
     def __init__(self, rules, kinds, diff, weak, nondiff_outs=(), out_tree=None, key=None):
-        self.rules, self.kinds, self.diff, self.weak = rules, kinds, diff, weak
+        self.rules: Any = rules
+        self.kinds, self.diff, self.weak = kinds, diff, weak
         self.nondiff_outs, self.out_tree, self.key = nondiff_outs, out_tree, key
 
     def __eq__(self, other):
@@ -181,7 +182,7 @@ class RuleFunction(Function):
         return tuple(arrays)
 
     @staticmethod
-    def _unpack(ctx):
+    def _unpack(ctx) -> tuple[list[Any], list | None]:
         """The leaves (Tensors one level down, static values) and saved outputs."""
         call = ctx.call
         saved = ctx.saved_tensors
@@ -320,12 +321,16 @@ class RuleFunction(Function):
             return vmap(one, in_axes=(axes, axes, o_axes))(
                 tuple(leaves), tuple(tangents), None if outs is None else tuple(outs))
 
-        vjp_rule = None
+        vjp_rule: Callable | None = None
         if rules.vjp is not None:
-            def vjp_rule(leaves, outs, gs):
-                cts = vmap(lambda ls, os, g: list(rules.vjp(list(ls), list(os), list(g))),  # pyright: ignore[reportOptionalCall]
+            user_vjp = rules.vjp
+
+            def batched_vjp(leaves, outs, gs):
+                cts = vmap(lambda ls, os, g: list(user_vjp(list(ls), list(os), list(g))),
                            in_axes=(axes, 0, 0))(tuple(leaves), tuple(outs), tuple(gs))
                 return [c if c is None or b else c.sum(axis=0) for c, b in zip(cts, batched)]
+
+            vjp_rule = batched_vjp
 
         inner = call.with_rules(Rules(rules.name, fun, jvp, vjp_rule, rules.save_outputs))
         outs = cls.apply(*args, call=inner)

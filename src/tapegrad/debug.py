@@ -64,8 +64,8 @@ class DebugCallback(Function):
     @staticmethod
     def forward(ctx, *inputs, call):
         leaves = [Tensor(a) if k else a for a, k in zip(inputs, call.kinds)]
-        args, kwargs = tree_unflatten(call.in_tree, leaves)
-        call.fn(*args, **kwargs)
+        args, kwargs = tree_unflatten(call.in_tree, leaves)  # pyright: ignore[reportGeneralTypeIssues]
+        call.fn(*args, **kwargs)  # pyright: ignore[reportCallIssue]
         return ()
 
     @staticmethod
