@@ -19,7 +19,7 @@ from tapegrad import (
 )
 from tapegrad.checkpoint import checkpoint, remat
 from tapegrad.custom import custom_vjp, once_differentiable
-from tapegrad.custom_jvp import custom_jvp
+from tapegrad.custom_rules import custom_jvp
 from tapegrad.flatten_util import flatten, ravel_pytree
 from tapegrad.forward import hessian, hvp, jacfwd, jacobian, jacrev, jvp, linearize
 from tapegrad.function import Context, Function, debug_nans, is_grad_enabled, no_grad

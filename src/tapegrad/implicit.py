@@ -2,7 +2,7 @@
 ``lax.custom_root`` and ``lax.custom_linear_solve``).
 
 A solver's iterations are never differentiated. The solution is one primitive (built on the
-rule machinery of :mod:`tapegrad.custom_jvp`) whose ``forward`` runs your solver on constants
+rule machinery of :mod:`tapegrad.custom_rules`) whose ``forward`` runs your solver on constants
 (Python loops and convergence tests are fine: nothing traces them) and whose derivatives come
 from the implicit function theorem:
 
@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from tapegrad.backend import backend_of
-from tapegrad.custom_jvp import RuleCall, RuleFunction, Rules, array_leaf, zeros_like
+from tapegrad.custom_rules import RuleCall, RuleFunction, Rules, array_leaf, zeros_like
 from tapegrad.forward import jvp as _jvp
 from tapegrad.forward import linearize
 from tapegrad.function import new_level, transform_scope

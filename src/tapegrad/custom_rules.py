@@ -1,5 +1,6 @@
-"""``custom_jvp``: give a Python function your own forward-mode rule, JAX style; reverse mode,
-``vmap`` and every order of differentiation follow from it.
+"""``custom_jvp`` and the primitives whose rules are Python functions. ``custom_jvp`` gives a
+Python function your own forward-mode rule, JAX style; reverse mode, ``vmap`` and every order
+of differentiation follow from it.
 
 Each call of a decorated function under a transform is one primitive (a
 :class:`~tapegrad.Function` subclass named after the function) whose rules come from Python
