@@ -1340,6 +1340,69 @@ def _(cls):
         lambda v: tnp.sum(_OnceCube.apply(v)))(x), checks=("vmap",), label="cube")]
 
 
+from tapegrad import custom_rules as cj  # noqa: E402
+from tapegrad import debug as dbg  # noqa: E402
+from tapegrad import implicit as im  # noqa: E402
+
+
+@cj.custom_jvp
+def _softplus_times(x, y):
+    return tnp.log1p(tnp.exp(x)) * y
+
+
+@_softplus_times.defjvp
+def _softplus_times_jvp(primals, tangents):
+    (x, y), (xt, yt) = primals, tangents
+    return _softplus_times(x, y), xt * y / (1.0 + tnp.exp(-x)) + tnp.log1p(tnp.exp(x)) * yt
+
+
+@spec(cj.RuleFunction)
+def _(cls):  # the primitive of a custom_jvp function (made per function, at run time)
+    return [Case(arrays(((3, 4), U()), ((4,), U())), fn=_softplus_times, label="softplus * y")]
+
+
+def _newton(f, x):
+    for _ in range(40):
+        x = x - f(x) / tg.grad(lambda v: tnp.sum(f(v)))(x)
+    return x
+
+
+def _cubic_roots(theta):  # x^3 + theta x - 1 = 0, elementwise
+    return tg.custom_root(lambda x: x**3 + theta * x - 1.0, tnp.ones_like(theta), _newton,
+                          lambda g, y: y / g(tnp.ones_like(y)))
+
+
+@spec(im.CustomRoot)
+def _(cls):
+    return [Case(arrays(((3,), U(0.5, 2.0)),), fn=_cubic_roots, label="newton")]
+
+
+def _dense(matvec, b):
+    return tnp.linalg.solve(tg.jacfwd(matvec)(b), b)
+
+
+def _solve_with(a, b):
+    return tg.custom_linear_solve(lambda v: a @ v, b, _dense, _dense)
+
+
+@spec(im.CustomLinearSolve)
+def _(cls):
+    def make(rng):
+        return (rng.uniform(-1, 1, (3, 3)) + 3 * np.eye(3), rng.uniform(-1, 1, (3,)))
+
+    return [Case(make, fn=_solve_with, label="dense")]
+
+
+def _printed_twice(x):
+    dbg.callback(lambda v: None, x)
+    return x * 2.0
+
+
+@spec(dbg.DebugCallback)
+def _(cls):  # no outputs: what it is checked for is leaving the computation unchanged
+    return [Case(arrays(((3,), U()),), fn=_printed_twice, label="identity computation")]
+
+
 # scipy (the host-computed linear algebra is slow: 2 x 2 matrices in the fast profile)
 N = 3 if LONG else 2
 from tapegrad.scipy import _base as sb  # noqa: E402
