@@ -66,7 +66,7 @@ def main() -> None:
     updates, opt_state = tx.update(grads, opt_state, params)
     params = optim.apply_updates(params, updates)
     opt = optim.Adam(model.parameters, lr=1e-3)
-    opt.step(tg.grad(lambda p: tnp.sum(nn.functional_call(model, p, x) ** 2))(model.params))
+    opt.step(tg.grad(lambda p: tnp.sum(nn.functional_call(model, p, x)[0] ** 2))(model.params))
 
     # io
     import tempfile
