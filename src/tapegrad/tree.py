@@ -323,7 +323,7 @@ def _split_fields(who: str, cls: type, names: list, static: list, data_fields, m
             raise TypeError(f"{who}: {what} must be a sequence of field names, got the string "
                             f"{given!r}; write [{given!r}]")
     known = set(names)
-    unknown = sorted(set(data) | set(meta) | set(drop) - known)
+    unknown = sorted((set(data) | set(meta) | set(drop)) - known)
     both = sorted(set(data) & set(meta))
     missing = sorted(known - set(data) - set(meta) - set(drop))
     if unknown or both or missing:
@@ -429,7 +429,8 @@ def register_attrs(
     Example:
         >>> import attrs
         >>> import tapegrad as tg
-        >>> @attrs.frozen
+        >>> @tg.tree.register_attrs
+        ... @attrs.frozen
         ... class Scale:
         ...     factor: tg.Tensor
         ...     label: str = attrs.field(default="s", metadata={"static": True})
@@ -662,15 +663,14 @@ def tree_at(
         targets = list(picked)
         single = False
     else:
-        raise TypeError(f"{who}: where returned {_shown(picked)}, which is not a node of the "
-                        "tree; return parts of the tree it is given (for example "
-                        "lambda m: m.hidden.weight), or a tuple of them")
+        targets, single = [picked], True
     for t in targets:
         if id(t) not in nodes or (t is None and is_leaf is None):
             raise TypeError(
                 f"{who}: where returned {_shown(t)}, which is not a node of the tree; return "
-                "parts of the tree it is given" + (
-                    " (to select a None, pass is_leaf=lambda x: x is None)" if t is None else "")
+                "parts of the tree it is given (for example lambda m: m.hidden.weight), or a "
+                "tuple of them" + (
+                    "; to select a None, pass is_leaf=lambda x: x is None" if t is None else "")
             )
     ids = [id(t) for t in targets]
     if len(set(ids)) != len(ids):

@@ -689,10 +689,30 @@ def _unflatten_module(aux: _ModuleDef, children) -> Module:
     d["_version"] = next(_VERSIONS)
     d["grads"] = None
     # built from tracers (a model passed to grad/jit/vmap): a value of that transform, not a
-    # stateful object; jit does not capture it and its state updates are kept as they are
-    d["_functional"] = any(_is_value(v) for v in (*d["_parameters"].values(),
-                                                  *d["_states"].values(), d["_rng"]))
+    # stateful object; jit does not capture it, its state updates are kept as they are, and
+    # its randomness needs a key_stream. So is every part of such a model, even one without
+    # traced leaves of its own (a Dropout), and a model holding such a part.
+    subs = d["_modules"]
+    value = any(_is_value(v) for v in (*d["_parameters"].values(), *d["_states"].values(),
+                                       d["_rng"])) or any(
+        isinstance(m, Module) and m.__dict__["_functional"] for m in subs.values())
+    d["_functional"] = value
+    if value:
+        d["_modules"] = {k: _as_value(m) for k, m in subs.items()}
     return obj
+
+
+def _as_value(m):
+    """``m`` if it is a value already, else a copy of it (and of its parts) that is one: a
+    Module someone holds is never changed."""
+    if not isinstance(m, Module) or m.__dict__["_functional"]:
+        return m
+    clone = copy.copy(m)
+    d = clone.__dict__
+    d["_parameters"], d["_states"] = dict(d["_parameters"]), dict(d["_states"])
+    d["_modules"] = {k: _as_value(v) for k, v in d["_modules"].items()}
+    d["_functional"] = True
+    return clone
 
 
 def _register_pytree(cls: type) -> None:
