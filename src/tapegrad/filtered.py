@@ -21,7 +21,6 @@ References:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -171,19 +170,22 @@ def filter_jit(fun: Callable) -> Callable[..., Any]:
     check_callable(fun, "filter_jit")
 
     def run(dynamic, static):
-        args, kwargs = combine(dynamic, static.value)
+        call: Any = combine(dynamic, static.value)
+        args, kwargs = call
         out_dynamic, out_static = partition(fun(*args, **kwargs), is_array)
         return out_dynamic, _Static(out_static)
 
     run.__name__ = getattr(fun, "__name__", "fun")
     compiled = jit(run)
 
-    @functools.wraps(fun)
     def filtered(*args, **kwargs):
         dynamic, static = partition((args, kwargs), is_array)
         out_dynamic, out_static = compiled(dynamic, _Static(static))
         return combine(out_dynamic, out_static.value)
 
+    filtered.__name__ = f"filter_jit_{getattr(fun, '__name__', 'fun')}"
+    filtered.__doc__ = fun.__doc__
+    filtered.__wrapped__ = fun  # pyright: ignore[reportFunctionMemberAccess]
     filtered.clear_cache = compiled.clear_cache  # pyright: ignore[reportFunctionMemberAccess]
     filtered.cache_size = compiled.cache_size  # pyright: ignore[reportFunctionMemberAccess]
     return filtered

@@ -648,9 +648,8 @@ def _flatten_module(m: Module):
     d = m.__dict__
     params, states, modules = d["_parameters"], d["_states"], d["_modules"]
     names = tuple(sorted([*params, *states, *modules]))
-    cap = _implicit.capture
-    reading = cap is not None and not d["_functional"]  # a jit recording reads a stateful model
-    if reading:
+    cap = None if d["_functional"] else _implicit.capture  # a jit recording reads a model
+    if cap is not None:
         cap.touch(m)
     children = []
     for n in names:
@@ -659,9 +658,9 @@ def _flatten_module(m: Module):
             continue
         group = "_parameters" if n in params else "_states"
         v = d[group][n]
-        children.append(cap.read(m, (group, n), v) if reading and v is not None else v)
+        children.append(cap.read(m, (group, n), v) if cap is not None and v is not None else v)
     rng = d["_rng"]
-    children.append(cap.read(m, ("_rng",), rng) if reading and rng is not None else rng)
+    children.append(cap.read(m, ("_rng",), rng) if cap is not None and rng is not None else rng)
     static = tuple(sorted(((k, v) for k, v in d.items() if k not in _NOT_STATIC),
                           key=lambda kv: kv[0]))
     aux = _ModuleDef(type(m), (tuple(params), tuple(states), tuple(modules)), names, static)
