@@ -84,7 +84,8 @@ def as_primal(leaf, i, tree, names, who, allow_int=False, kinds="fc") -> Tensor:
             f"dtype {t.dtype} (shape {t.shape}); only floating and complex inputs have "
             "gradients. Cast it (x.astype('float32'), or write 3.0 rather than 3), leave it "
             "out of the differentiated arguments (argnums), or use tg.filter_grad, which "
-            "differentiates only the floating array leaves (the others get None)."
+            "differentiates only the floating array leaves (the others get None; for other "
+            "transforms, split the tree with tg.tree.partition)."
         )
     if t.dtype.kind in "fc" and t.dtype.kind not in kinds:
         path = leaf_path(tree, i, names)

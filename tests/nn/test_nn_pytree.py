@@ -447,3 +447,21 @@ def test_a_plain_attribute_does_not_hide_a_submodule_assigned_later():
     m = Lazy()
     assert isinstance(m.head, nn.Linear) and "head" in m.params
     assert isinstance(m.w, tg.Tensor) and "w" in m.params
+
+
+def test_forward_mode_and_jacobians_name_a_models_key_and_take_its_arrays():
+    model = nn.Linear(2, 2, key=KEY, dtype=np.float64)
+    x = tg.Tensor(np.ones((3, 2)))
+
+    def loss(m):
+        return (m(x) ** 2).sum()
+
+    for make in (tg.jacrev, tg.jacfwd, tg.hessian):
+        with pytest.raises(TypeError, match=r"primals\[0\]\._rng.*uint32.*tg.tree.partition"):
+            make(loss)(model)
+    with pytest.raises(TypeError, match=r"primals\[0\]\._rng"):
+        tg.jvp(loss, (model,), (model,))
+    params, static = tg.tree.partition(model, tg.tree.is_inexact_array)
+    jac = tg.jacrev(lambda p: loss(tg.tree.combine(p, static)))(params)
+    np.testing.assert_allclose(jac.weight.numpy(), tg.grad(loss)(model).weight.numpy())
+    assert type(tg.grad(lambda m: tg.checkpoint(loss)(m))(model)) is nn.Linear
