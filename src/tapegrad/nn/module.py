@@ -1,4 +1,5 @@
-"""``Module``: a thin stateful wrapper over a parameter pytree and a state pytree.
+"""``Module``: a thin stateful wrapper over a parameter pytree and a state pytree, and itself a
+pytree (every Module class is registered with :mod:`tapegrad.tree`).
 
 A Module owns named parameters (Tensors), states (buffers such as running statistics) and
 submodules. It has no math of its own: layers compute with :mod:`tapegrad.nn.functional`.
@@ -171,6 +172,15 @@ class Module:
     Assigning a Tensor attribute registers a parameter; assigning a Module registers a
     submodule; :meth:`register_state` registers a state (buffer). Subclasses call
     ``super().__init__()`` first and define ``forward``.
+
+    Every Module class is also a pytree node (Equinox style): its leaves are its parameters,
+    states and random key (submodules recursively, in the order of ``params``), and every
+    other attribute (sizes, flags, activation functions, the training mode) is static
+    structure. So transforms take models: ``tg.grad(loss)(model, x)`` returns a Module of the
+    same class holding the gradients (``None`` for keys and integer counters), and ``tg.jit``
+    and ``tg.vmap`` take and return models. A transform never mutates the Module it is given:
+    it rebuilds copies from the leaves (without ``__init__``), as ``tg.tree.tree_unflatten``,
+    ``tg.tree.tree_map`` and ``tg.tree.tree_at`` do.
 
     Attributes:
         params: Nested dict pytree of the parameters (settable, same structure and shapes).
