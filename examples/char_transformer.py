@@ -35,11 +35,13 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (  # noqa: E402
+    INTERRUPTED,
     ResumeError,
     TrainingState,
     add_run_args,
     blas_threads,
     check_run_args,
+    interrupted,
     output_dir,
     plot_curves,
     smooth,
@@ -270,7 +272,8 @@ def train(args) -> dict:
     """Train, evaluate, sample, checkpoint; ``--resume`` continues a run saved in ``--out``.
 
     Returns ``{"validation_bits", "baseline_bits", "losses", "params", "step", "stopped"}``;
-    a run that stops early (``--stop-after``, Ctrl-C) has no validation loss.
+    a run that stops early (``--stop-after``, Ctrl-C) has no validation loss and says in
+    ``"interrupted"`` whether Ctrl-C stopped it.
     """
     with blas_threads(args.threads), output_dir(args.out, "tapegrad-chars-") as out:
         return _train(args, out)
@@ -381,7 +384,13 @@ def _train(args, out_dir: str) -> dict:
             f"continue with --resume --out {out_dir}" if args.out else "pass --out DIR to resume"
         )
         print(f"stopped after step {done} of {args.steps}; {where}")
-        return {"losses": losses, "params": params, "step": done, "stopped": True}
+        return {
+            "losses": losses,
+            "params": params,
+            "step": done,
+            "stopped": True,
+            "interrupted": interrupt.requested,
+        }
 
     val = evaluate(model, params, valid_data, args.context, args.eval_windows)
     evals.append((args.steps, val))
@@ -468,13 +477,17 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
+    """Run the script; the exit status: 0, 2 when ``--resume`` cannot continue, 130 after
+    Ctrl-C (the training state saved, see :class:`stop_on_interrupt`)."""
     args = parse_args(argv)
     try:
-        train(args)
+        result = train(args)
     except ResumeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return 0
+    except KeyboardInterrupt:  # a second Ctrl-C, or one outside the training loop
+        return interrupted(args)
+    return INTERRUPTED if result.get("interrupted") else 0
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ import pathlib
 SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "tapegrad"
 CORE = {
     "tensor", "function", "tape", "transforms", "forward", "jit", "tree", "backend",
-    "lazy", "checkpoint", "custom", "vmap", "memory", "_keywords", "weak", "filtered",
+    "lazy", "checkpoint", "custom", "vmap", "memory", "_keywords", "weak", "profiler",
+    "filtered",
 }  # fmt: skip
 
 

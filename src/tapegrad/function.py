@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tapegrad import backend as _backend
+from tapegrad import profiler as _profiler
 from tapegrad.lazy import _GLOBAL as _LAZY_GLOBAL
 from tapegrad.lazy import LazyArray, defer, realize_array
 from tapegrad.lazy import _state as _lazy_state
@@ -41,6 +42,7 @@ __all__ = [
 
 _ndarray = np.ndarray
 _new = object.__new__
+_PROFILING = _profiler.PROFILING  # nonzero while a tg.profile block is open (in any thread)
 _levels = itertools.count(1)
 _last_level = [0]
 _level_lock = threading.Lock()
@@ -285,9 +287,12 @@ def as_array(out, xp=np):
     return out
 
 
-def run_forward(cls, ctx, arrays, params):
+def run_forward(cls, ctx, arrays, params, _timed=False):
     """``cls.forward(ctx, *arrays, **params)``: floating-point warnings off, bad input
-    explained (naming the op and the shapes), results checked inside :func:`debug_nans`."""
+    explained (naming the op and the shapes), results checked inside :func:`debug_nans`,
+    timed inside :func:`tapegrad.profile`."""
+    if _PROFILING[0] and not _timed:
+        return _profiler.forward_call(cls, run_forward, cls, ctx, arrays, params, True)
     st = _state
     try:
         if st.fast:
@@ -520,7 +525,7 @@ class Function:
         if not cpu:
             ctx.device = _check_devices(cls, args, arrays)
             ctx.backend = _backend.get_backend(ctx.device)
-        if _state.fast:
+        if _state.fast and not _PROFILING[0]:
             try:
                 out = cls.forward(ctx, *arrays, **params)
             except (ValueError, TypeError, IndexError) as e:
@@ -574,7 +579,7 @@ def base_apply(cls, values, arrays, cpu, params, needs):
     if not cpu:
         ctx.device = _check_devices(cls, values, arrays)
         ctx.backend = _backend.get_backend(ctx.device)
-    if _state.fast:
+    if _state.fast and not _PROFILING[0]:
         try:
             raw = cls.forward(ctx, *arrays, **params)
         except (ValueError, TypeError, IndexError) as e:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from tapegrad import backend as _backend
+from tapegrad import profiler as _profiler
 from tapegrad import tape as _tape
 from tapegrad._keywords import strict_keywords
 from tapegrad.function import Context, _state, new_level, run_forward, transform_scope
@@ -43,6 +44,9 @@ from tapegrad.tree import tree_flatten, tree_map, tree_unflatten
 from tapegrad.weak import WIDE, WeakScalar
 
 __all__ = ["jit", "Program", "implicit_state"]
+
+
+_PROFILING = _profiler.PROFILING  # nonzero while a tg.profile block is open (in any thread)
 
 
 def _hashable(v) -> bool:
@@ -1002,6 +1006,8 @@ def jit(
                 cache.entries.move_to_end(lookup)
         for c in list(progs or ()):
             try:
+                if _PROFILING[0]:  # tg.profile: a compiled call is one entry (fused, no op edges)
+                    return _profiler.timed(who, "forward", _run)(c, leaves)
                 return _run(c, leaves)
             except _Stale as e:
                 if e.forever:  # recorded for a structure that is gone: drop it

@@ -12,6 +12,7 @@ number of times and from many threads. Forward mode and linearization are traces
 
 from __future__ import annotations
 
+import shutil
 from typing import Any, NamedTuple
 
 import attrs
@@ -19,6 +20,7 @@ import numpy as np
 
 from tapegrad import backend as _backend
 from tapegrad import function as _function
+from tapegrad import profiler as _profiler
 from tapegrad.function import Context, _state, base_apply, unbroadcast
 from tapegrad.tensor import Tensor, _s_array, _s_box, caller_line, const, make, primal_of
 from tapegrad.tree import tree_flatten, tree_unflatten
@@ -66,8 +68,10 @@ class Guard(NamedTuple):
     ``Tensor.numpy()`` or ``np.asarray``).
 
     Attributes:
-        kind: Which conversion was made. node: The value's node. value: What it returned (for
-            ``numpy``, a read-only copy of the array; a replay must meet exactly this array).
+        kind: Which conversion was made.
+        node: The value's node.
+        value: What it returned (for ``numpy``, a read-only copy of the array; a replay must
+            meet exactly this array).
         where: ``file:line`` of the decision in user code.
     """
 
@@ -211,10 +215,12 @@ class Watch(NamedTuple):
     that it records (differentiates, replays or batches) whatever the rule computes.
 
     Attributes:
-        trace: The enclosing (lower-level) trace. fn: The Function.
+        trace: The enclosing (lower-level) trace.
+        fn: The Function.
         inputs: The op's inputs as that trace sees them (kept for a
             :func:`~tapegrad.once_differentiable` rule, which reruns the op from them), or
-            None. params: The op's keyword parameters.
+            None.
+        params: The op's keyword parameters.
         constants: Names of floating arrays ``forward`` left to the rule (free context
             attributes, saved arrays that are neither inputs nor outputs): constants to the
             enclosing transform.
@@ -561,12 +567,14 @@ def _fit_cotangent(g: Tensor, shape, dtype, fn, i) -> Tensor:
     return g
 
 
-def backward_pass(entries: list, ct: dict, avals, consume: bool) -> dict:
+def backward_pass(entries: list, ct: dict, avals, consume: bool, _timed=False) -> dict:
     """Replay ``entries`` backward, accumulating cotangents into ``ct`` (``{node: Tensor}``).
 
     With ``consume=True`` the list is emptied as it goes, so each entry's saved values are
     freed as soon as its backward rule has run (the memory profile of ``grad``).
     """
+    if _PROFILING[0] and not _timed:  # tg.profile: the pass is a row, its rules rows inside
+        return _profiler.timed(None, "pass", backward_pass)(entries, ct, avals, consume, True)
     st = _function._state
     n = len(entries)
     pop = entries.pop
@@ -590,16 +598,17 @@ def backward_pass(entries: list, ct: dict, avals, consume: bool) -> dict:
                 continue
         if ctx._watch is not None:  # an enclosing transform records this rule
             check_watch(fn, ctx, "backward")
+        rule = fn.backward if not _PROFILING[0] else _profiler.timed(fn, "backward", fn.backward)
         try:
             if st.debug:  # tg.debug_nans: ops inside this rule report "the backward of fn"
                 previous = st.backward_of
                 st.backward_of = (fn._name(), ctx.__dict__.get("_site", "<unknown>"))  # pyright: ignore[reportAttributeAccessIssue]
                 try:
-                    grads = fn.backward(ctx, *gs)
+                    grads = rule(ctx, *gs)
                 finally:
                     st.backward_of = previous
             else:
-                grads = fn.backward(ctx, *gs)
+                grads = rule(ctx, *gs)
         except TypeError as err:
             if is_escape(err):
                 raise escaped_rule(fn, "backward", err) from None
@@ -648,6 +657,8 @@ def _multi_cotangents(e: TapeEntry, ct: dict, avals):
         full.append(g)
     return full
 
+
+_PROFILING = _profiler.PROFILING  # nonzero while a tg.profile block is open (in any thread)
 
 #: The compiler of a Tape into a program (``tapegrad.jit.Program``, registered by that module
 #: when it is imported, as the ops layer attaches Tensor's methods): ``compiler(tape)`` returns
@@ -845,7 +856,9 @@ class Tape:
         if prog is None:  # compiled once (tapegrad.jit.Program), then run on every replay
             prog = compiler(self)  # pyright: ignore[reportOptionalCall]
             object.__setattr__(self, "_prog", prog)
-        outs = prog(arrays)
+        # tg.profile: the compiled program is one entry, like a jitted call
+        outs = prog(arrays) if not _PROFILING[0] else _profiler.timed("replay", "forward",
+                                                                      prog)(arrays)
         results = [o if isinstance(o, Tensor) else const(o) for o in outs]
         return tree_unflatten(self.out_treedef, results)
 
@@ -954,8 +967,9 @@ class Tape:
     def draw(self, filename: str | None = None, format: str = "svg"):
         """A Graphviz drawing of the tape.
 
-        Needs the ``graphviz`` Python package, and Graphviz's ``dot`` program to render a file;
-        :meth:`to_dot` gives the DOT source without either.
+        Needs the ``graphviz`` Python package and Graphviz's ``dot`` program (which draws the
+        picture, in a file or in a notebook); :meth:`to_dot` gives the DOT source without
+        either.
 
         Args:
             filename: If given, render to this path (without extension) and return the path.
@@ -966,13 +980,29 @@ class Tape:
 
         Raises:
             ImportError: if the ``graphviz`` Python package is not installed.
+            RuntimeError: if Graphviz's ``dot`` program is not on ``PATH``; the message says
+                how to install it.
         """
         try:
             import graphviz
-        except ImportError as e:  # pragma: no cover - depends on the environment
+        except ImportError as e:
             raise ImportError("Tape.draw needs the graphviz package (pip install graphviz) and "
                               "Graphviz's dot program; Tape.to_dot() needs neither") from e
+        if shutil.which("dot") is None:
+            raise RuntimeError(_NO_DOT)
         src = graphviz.Source(self.to_dot())
         if filename is not None:
-            return src.render(filename, format=format, cleanup=True)
+            try:
+                return src.render(filename, format=format, cleanup=True)
+            except graphviz.ExecutableNotFound as e:  # dot went away, or cannot run
+                raise RuntimeError(_NO_DOT) from e
         return src
+
+
+_NO_DOT = (
+    "Tape.draw: Graphviz's dot program was not found on PATH (the graphviz Python package only "
+    "drives it). Install Graphviz: sudo apt-get install graphviz (Debian, Ubuntu), "
+    "brew install graphviz (macOS), conda install -c conda-forge graphviz (conda), or the "
+    "installer from https://graphviz.org/download/ (Windows, then add its bin folder to PATH); "
+    "then restart Python. Tape.to_dot() gives the DOT source without it."
+)

@@ -91,6 +91,7 @@ def test_every_layer_flattens_to_its_arrays_and_rebuilds(cls):
         assert all(static_b[k] is v for k, v in static_a.items())
         assert list(a._modules) == list(b._modules) and list(a._parameters) == list(b._parameters)
     assert back.params.keys() == m.params.keys() and list(back.parameters) == list(m.parameters)
+    assert repr(back) == repr(m)  # the configuration it prints is all there
     # paths are the dotted names of the shell
     paths = tg.tree.tree_paths(m, "m")
     assert {f"m.{n}" for n in m.parameters} <= set(paths)

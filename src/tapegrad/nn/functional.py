@@ -2503,7 +2503,8 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, count_include_pad=Tru
 
     Args:
         input: Floating Tensor of shape ``(N, C, H, W)``.
-        kernel_size: Int or pair. stride: Int or pair (default ``kernel_size``).
+        kernel_size: Int or pair.
+        stride: Int or pair (default ``kernel_size``).
         padding: Int or pair of zero padding (at most half the kernel), or ``"valid"``/``"same"``.
         count_include_pad: Divide by the full window size (True, PyTorch's default) or by the
             number of non-padding elements.
@@ -3158,13 +3159,15 @@ def multi_head_attention(
     :func:`linear` layer.
 
     Args:
-        query: Floating Tensor ``(B, Lq, D)``. key, value: Tensors ``(B, Lk, D)``.
+        query: Floating Tensor ``(B, Lq, D)``.
+        key, value: Tensors ``(B, Lk, D)``.
         params: ``{"query": {"weight": (D, D), "bias": (D,)}, "key": ..., "value": ...,
             "output": ...}`` (biases may be None or absent).
         num_heads: Number of heads; divides ``D``.
         attn_mask: Optional mask (see :func:`scaled_dot_product_attention`) of shape
             ``(Lq, Lk)`` or ``(B, Lq, Lk)`` (shared by the heads) or ``(B, H, Lq, Lk)``.
-        is_causal: Causal masking. dropout_p, dropout_key: post-softmax dropout.
+        is_causal: Causal masking.
+        dropout_p, dropout_key: post-softmax dropout.
 
     Returns:
         Tensor ``(B, Lq, D)``.
@@ -3293,7 +3296,8 @@ def rnn_cell(
     Args:
         input: Floating Tensor ``(batch, input_size)`` or unbatched ``(input_size,)``.
         hx: Hidden state ``(batch, hidden_size)`` (or ``(hidden_size,)``); None means zeros.
-        weight_ih: ``(input_size, hidden_size)``. weight_hh: ``(hidden_size, hidden_size)``.
+        weight_ih: ``(input_size, hidden_size)``.
+        weight_hh: ``(hidden_size, hidden_size)``.
         bias_ih, bias_hh: Optional ``(hidden_size,)``.
         nonlinearity: ``"tanh"`` or ``"relu"``.
 
@@ -3326,7 +3330,8 @@ def lstm_cell(input, hx, weight_ih, weight_hh, bias_ih=None, bias_hh=None) -> tu
         input: Floating Tensor ``(batch, input_size)`` or unbatched ``(input_size,)``.
         hx: ``(h, c)``, each ``(batch, hidden_size)`` (or ``(hidden_size,)``); None (or a None
             entry) means zeros.
-        weight_ih: ``(input_size, 4 hidden_size)``. weight_hh: ``(hidden_size,
+        weight_ih: ``(input_size, 4 hidden_size)``.
+        weight_hh: ``(hidden_size,
             4 hidden_size)``.
         bias_ih, bias_hh: Optional ``(4 hidden_size,)``.
 
@@ -3362,7 +3367,8 @@ def gru_cell(input, hx, weight_ih, weight_hh, bias_ih=None, bias_hh=None) -> Ten
     Args:
         input: Floating Tensor ``(batch, input_size)`` or unbatched ``(input_size,)``.
         hx: Hidden state ``(batch, hidden_size)`` (or ``(hidden_size,)``); None means zeros.
-        weight_ih: ``(input_size, 3 hidden_size)``. weight_hh: ``(hidden_size,
+        weight_ih: ``(input_size, 3 hidden_size)``.
+        weight_hh: ``(hidden_size,
             3 hidden_size)``.
         bias_ih, bias_hh: Optional ``(3 hidden_size,)``.
 

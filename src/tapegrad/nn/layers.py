@@ -209,13 +209,51 @@ _TORCH_SIZES = {
 _UNSUPPORTED = "a PyTorch option tapegrad does not implement"
 
 
+def _tuple(v, n: int):
+    """``v`` as PyTorch prints a size in a layer's configuration: an int repeated ``n`` times,
+    a sequence as a tuple, a string (``"same"``) as it is."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (int, np.integer)):
+        return (int(v),) * n
+    return tuple(int(a) for a in v)
+
+
+def _args(*positional, **named) -> str:
+    """``extra_repr`` text: the positional values, then ``name=value`` for each named one (a
+    string value without quotes, as PyTorch prints ``padding=same``)."""
+    parts = [str(v) for v in positional]
+    parts += [f"{k}={v}" for k, v in named.items()]
+    return ", ".join(parts)
+
+
+def _conv_repr(c_in, c_out, weight, stride, padding, dilation, groups, bias, **extra) -> str:
+    """PyTorch's configuration text of a convolution: sizes as tuples, then the settings that
+    differ from the defaults (no padding, dilation 1, one group, a bias)."""
+    n = weight.ndim - 2
+    named = {"kernel_size": tuple(weight.shape[2:]), "stride": _tuple(stride, n)}
+    pad = _tuple(padding, n)
+    if pad != "valid" and pad != (0,) * n:
+        named["padding"] = pad
+    if _tuple(dilation, n) != (1,) * n:
+        named["dilation"] = _tuple(dilation, n)
+    named.update({k: v for k, v in extra.items() if v != (0,) * n})
+    if groups != 1:
+        named["groups"] = groups
+    if bias is None:
+        named["bias"] = False
+    return _args(c_in, c_out, **named)
+
+
 class Linear(Module):
     """Fully connected layer ``y = x W + b``.
 
     Args:
-        input_size: ``in_features``. output_size: ``out_features``.
+        input_size: ``in_features``.
+        output_size: ``out_features``.
         bias: Whether to add a bias.
-        key: Init key. device: ``"cpu"`` (default) or ``"cuda:N"`` for the parameters.
+        key: Init key.
+        device: ``"cpu"`` (default) or ``"cuda:N"`` for the parameters.
         dtype: Floating parameter dtype (``None``: float32).
 
     Parameters:
@@ -255,6 +293,11 @@ class Linear(Module):
         self.register_parameter("bias", init.zeros(None, (output_size,), dtype) if bias else None)
         _place(self, device)
 
+    def extra_repr(self) -> str:
+        return _args(
+            in_features=self.input_size, out_features=self.output_size, bias=self.bias is not None
+        )
+
     def forward(self, x):
         """``x`` of shape ``(..., input_size)`` -> ``(..., output_size)``."""
         return F.linear(x, self.weight, self.bias)
@@ -264,7 +307,8 @@ class Conv2d(Module):
     """2-D convolution over ``(N, C, H, W)`` inputs.
 
     Args:
-        in_channels, out_channels: Channel counts. kernel_size: Int or pair.
+        in_channels, out_channels: Channel counts.
+        kernel_size: Int or pair.
         stride: Int or pair.
         padding_mode: ``"valid"`` or ``"same"`` (the padding, when ``padding`` is not given),
             or PyTorch's ``"zeros"`` (zero padding of ``padding``, the default there).
@@ -321,6 +365,19 @@ class Conv2d(Module):
         self.weight = init.xavier_uniform(k, (out_channels, in_channels // groups, kh, kw), dtype)
         self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
         _place(self, device)
+
+    def extra_repr(self) -> str:
+        w = self.weight
+        return _conv_repr(
+            w.shape[1] * self.groups,
+            w.shape[0],
+            w,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.bias,
+        )
 
     def forward(self, x):
         """``x`` of shape ``(N, in_channels, H, W)`` -> ``(N, out_channels, H_out, W_out)``."""
@@ -393,6 +450,14 @@ class MaxPool2d(Module):
         self.kernel_size, self.stride = kernel_size, stride
         self.padding = padding_mode if padding is None else padding
 
+    def extra_repr(self) -> str:
+        stride = self.kernel_size if self.stride is None else self.stride
+        return _args(
+            kernel_size=self.kernel_size,
+            stride=stride,
+            padding=0 if self.padding == "valid" else self.padding,
+        )
+
     def forward(self, x):
         """``(N, C, H, W)`` -> ``(N, C, H_out, W_out)``."""
         return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)  # pyright: ignore[reportArgumentType]
@@ -454,6 +519,7 @@ class BatchNorm(Module):
             momentum = _real(who, "momentum", momentum, 0.0, 1.0)
         dtype = _param_dtype(who, dtype)
         self.momentum, self.epsilon = momentum, epsilon
+        self.input_size = int(input_size)
         self.affine = _bool(who, "affine", affine)
         self.track_running_stats = _bool(who, "track_running_stats", track_running_stats)
         c = (input_size,)
@@ -470,6 +536,10 @@ class BatchNorm(Module):
     def eps(self) -> float:
         """PyTorch's name of :attr:`epsilon`."""
         return self.epsilon
+
+    def extra_repr(self) -> str:
+        return _args(self.input_size, eps=self.epsilon, momentum=self.momentum,
+                     affine=self.affine, track_running_stats=self.track_running_stats)
 
     def forward(self, x):
         """``(N, C)`` or ``(N, C, ...)`` -> same shape."""
@@ -507,7 +577,8 @@ class LayerNorm(Module):
             (give one of them).
         elementwise_affine: Learn a gain ``weight`` (and a ``bias``, see below).
         bias: Learn a ``bias`` too (with ``elementwise_affine``).
-        key: Unused (no random init). device, dtype: Parameter device and floating dtype.
+        key: Unused (no random init).
+        device, dtype: Parameter device and floating dtype.
 
     Parameters: weight (ones) and bias (zeros) of shape ``input_size`` (absent as above).
 
@@ -552,6 +623,10 @@ class LayerNorm(Module):
         """PyTorch's name of :attr:`epsilon`."""
         return self.epsilon
 
+    def extra_repr(self) -> str:
+        return _args(self.normalized_shape, eps=self.epsilon,
+                     elementwise_affine=self.weight is not None, bias=self.bias is not None)
+
     def forward(self, x):
         """``(..., *input_size)`` -> same shape."""
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.epsilon)
@@ -581,6 +656,9 @@ class Dropout(Module):
         self.inplace = False
         if key is not None:
             self._seed(key)
+
+    def extra_repr(self) -> str:
+        return _args(p=self.p)
 
     def forward(self, x, key=None):
         """Apply dropout (training mode, ``p > 0``) or return ``x``."""
@@ -642,6 +720,11 @@ class Embedding(Module):
         self.weight = weight
         _place(self, device)
 
+    def extra_repr(self) -> str:
+        if self.padding_idx is None:
+            return _args(*self.weight.shape)
+        return _args(*self.weight.shape, padding_idx=self.padding_idx)
+
     def forward(self, x):
         """Integer indices of any shape -> ``x.shape + (embedding_size,)``."""
         w = self.weight
@@ -658,7 +741,8 @@ class ResidualBlock(Module):
     the identity, or conv1x1(stride) -> BatchNorm when the stride or channel count changes.
 
     Args:
-        in_channels, out_channels: Channel counts. stride: Stride of the first convolution.
+        in_channels, out_channels: Channel counts.
+        stride: Stride of the first convolution.
         key, device, dtype: Init key, parameter device and floating dtype.
     """
 
@@ -696,6 +780,10 @@ class ResidualBlock(Module):
         for _, m in self.named_modules():
             _place(m, device)
 
+    def extra_repr(self) -> str:
+        c_out, c_in = self.conv1.weight.shape[:2]
+        return _args(c_in, c_out, stride=self.conv1.stride)
+
     def forward(self, x):
         """``(N, in_channels, H, W)`` -> ``(N, out_channels, ceil(H / stride), ...)``."""
         y = F.relu(self.bn1(self.conv1(x)))
@@ -718,6 +806,15 @@ def _sequence(x, who):
     return x
 
 
+def _recurrent_block_repr(block, first) -> str:
+    named = {}
+    if "hidden_to_output" in block._modules:
+        named["output_size"] = block.hidden_to_output.output_size
+    if block.dropout_prob is not None:
+        named["dropout_prob"] = block.dropout_prob
+    return _args(first.input_size, block.hidden_size, **named)
+
+
 class RecurrentBlock(Module):
     """Elman RNN ``h_t = tanh(x_t W_ih + b_ih + h_{t-1} W_hh)``.
 
@@ -726,7 +823,8 @@ class RecurrentBlock(Module):
     applied (training mode only) to the final hidden state before it is returned or projected.
 
     Args:
-        input_size, hidden_size: Sizes. output_size: Optional projection size.
+        input_size, hidden_size: Sizes.
+        output_size: Optional projection size.
         dropout_prob: Optional dropout probability.
 
     References:
@@ -765,6 +863,9 @@ class RecurrentBlock(Module):
                 hidden_size, output_size, key=ks[2], device=device, dtype=dtype
             )
         self.dropout_prob = dropout_prob
+
+    def extra_repr(self) -> str:
+        return _recurrent_block_repr(self, self.input_to_hidden)
 
     def forward(self, x, hidden_state=None, key=None):
         """``x (batch, seq_len, input_size)``, optional ``hidden_state (batch, hidden_size)``."""
@@ -824,6 +925,9 @@ class LongShortTermMemoryBlock(Module):
             )
         self.dropout_prob = dropout_prob
 
+    def extra_repr(self) -> str:
+        return _recurrent_block_repr(self, self.input_to_gates)
+
     def forward(self, x, hidden_state=None, C_t=None, key=None):
         """``x (batch, seq_len, input_size)``; optional initial ``hidden_state`` and ``C_t``
         of shape ``(batch, hidden_size)`` (zeros by default). Returns ``(output, C_T)``."""
@@ -860,6 +964,9 @@ class ScaledDotProductAttention(Module):
         self.dropout_prob = float(dropout_prob)
         if key is not None:
             self._seed(key)
+
+    def extra_repr(self) -> str:
+        return _args(dropout_prob=self.dropout_prob)
 
     def forward(self, query, key, value, mask=None, is_causal: bool = False, dropout_key=None):
         """``(..., Lq, E)``, ``(..., Lk, E)``, ``(..., Lk, Ev)`` -> ``(..., Lq, Ev)``."""
@@ -914,6 +1021,13 @@ class MultiHeadAttention(Module):
                 self, name, Linear(hidden_size, hidden_size, key=k, device=device, dtype=dtype)
             )
 
+    def extra_repr(self) -> str:
+        return _args(
+            num_heads=self.num_heads,
+            hidden_size=self.query.input_size,
+            dropout_prob=self.dropout_prob,
+        )
+
     def forward(self, query, key, value, mask=None, is_causal: bool = False, dropout_key=None):
         """Attend from ``query (B, Lq, D)`` to ``key``/``value (B, Lk, D)``."""
         p = self.dropout_prob if self.training else 0.0
@@ -966,6 +1080,9 @@ class GELU(Module):
         if approximate not in ("none", "tanh"):
             raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
         self.approximate = approximate
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
 
     def forward(self, x):
         """Any shape -> same shape."""
@@ -1020,6 +1137,9 @@ class LeakyReLU(Module):
         self.negative_slope = _real("LeakyReLU", "negative_slope", negative_slope)
         self.inplace = False
 
+    def extra_repr(self) -> str:
+        return _args(negative_slope=self.negative_slope)
+
     def forward(self, x):
         """Any shape -> same shape."""
         return F.leaky_relu(x, self.negative_slope)
@@ -1033,6 +1153,9 @@ class Softmax(Module):
         super().__init__()
         self.dim = _int("Softmax", "dim", dim)
 
+    def extra_repr(self) -> str:
+        return _args(dim=self.dim)
+
     def forward(self, x):
         """Any shape -> same shape; entries along ``dim`` sum to 1."""
         return F.softmax(x, axis=self.dim)
@@ -1045,6 +1168,9 @@ class LogSoftmax(Module):
     def __init__(self, dim: int = -1):
         super().__init__()
         self.dim = _int("LogSoftmax", "dim", dim)
+
+    def extra_repr(self) -> str:
+        return _args(dim=self.dim)
 
     def forward(self, x):
         """Any shape -> same shape (log-probabilities along ``dim``)."""
@@ -1064,6 +1190,9 @@ class Flatten(Module):
         super().__init__()
         self.start_dim = _int("Flatten", "start_dim", start_dim)
         self.end_dim = _int("Flatten", "end_dim", end_dim)
+
+    def extra_repr(self) -> str:
+        return _args(start_dim=self.start_dim, end_dim=self.end_dim)
 
     def forward(self, x):
         """``(..., d_start, ..., d_end, ...)`` -> ``(..., d_start * ... * d_end, ...)``."""
@@ -1088,7 +1217,8 @@ class Conv1d(Module):
     over :func:`~tapegrad.nn.functional.conv1d`.
 
     Args:
-        in_channels, out_channels: Channel counts. kernel_size: Int.
+        in_channels, out_channels: Channel counts.
+        kernel_size: Int.
         stride, padding, dilation, groups: As in :func:`~tapegrad.nn.functional.conv1d`
             (``padding`` an int, ``"valid"`` or ``"same"``; zeros).
         bias: Whether to add a bias.
@@ -1136,6 +1266,19 @@ class Conv1d(Module):
         self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
         _place(self, device)
 
+    def extra_repr(self) -> str:
+        w = self.weight
+        return _conv_repr(
+            w.shape[1] * self.groups,
+            w.shape[0],
+            w,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.bias,
+        )
+
     def forward(self, x):
         """``(N, in_channels, L)`` -> ``(N, out_channels, L_out)``."""
         return F.conv1d(
@@ -1149,7 +1292,8 @@ class ConvTranspose2d(Module):
     :func:`~tapegrad.nn.functional.conv_transpose2d`.
 
     Args:
-        in_channels, out_channels: Channel counts. kernel_size: Int or pair.
+        in_channels, out_channels: Channel counts.
+        kernel_size: Int or pair.
         stride, padding, output_padding, groups, dilation: As in
             :func:`~tapegrad.nn.functional.conv_transpose2d`.
         bias: Whether to add a bias.
@@ -1201,6 +1345,20 @@ class ConvTranspose2d(Module):
         self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
         _place(self, device)
 
+    def extra_repr(self) -> str:
+        w = self.weight
+        return _conv_repr(
+            w.shape[0],
+            w.shape[1] * self.groups,
+            w,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.bias,
+            output_padding=_tuple(self.output_padding, 2),
+        )
+
     def forward(self, x):
         """``(N, in_channels, H, W)`` -> ``(N, out_channels, H_out, W_out)``."""
         return F.conv_transpose2d(
@@ -1220,7 +1378,8 @@ class AvgPool2d(Module):
     :func:`~tapegrad.nn.functional.avg_pool2d`; ``stride`` defaults to ``kernel_size``.
 
     Args:
-        kernel_size: Int or pair. stride: Int or pair (default ``kernel_size``).
+        kernel_size: Int or pair.
+        stride: Int or pair (default ``kernel_size``).
         padding: Int or pair of zero padding (at most half the kernel), or
             ``"valid"``/``"same"``.
         ceil_mode: PyTorch's option; only False (windows that would start in the padding or
@@ -1254,6 +1413,11 @@ class AvgPool2d(Module):
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
         self.count_include_pad = _bool("AvgPool2d", "count_include_pad", count_include_pad)
 
+    def extra_repr(self) -> str:
+        stride = self.kernel_size if self.stride is None else self.stride
+        text = _args(kernel_size=self.kernel_size, stride=stride, padding=self.padding)
+        return text if self.count_include_pad else text + ", count_include_pad=False"
+
     def forward(self, x):
         """``(N, C, H, W)`` -> ``(N, C, H_out, W_out)``."""
         return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
@@ -1281,6 +1445,9 @@ class AdaptiveAvgPool2d(Module):
         if any(s is not None and s < 1 for s in sizes):
             raise ValueError(f"AdaptiveAvgPool2d: output_size must be >= 1, got {output_size!r}")
         self.output_size = output_size
+
+    def extra_repr(self) -> str:
+        return _args(output_size=self.output_size)
 
     def forward(self, x):
         """``(N, C, H, W)`` or ``(C, H, W)`` -> ``(..., Ho, Wo)``."""
@@ -1325,6 +1492,11 @@ class RMSNorm(Module):
         )
         _place(self, device)
 
+    def extra_repr(self) -> str:
+        return _args(
+            self.normalized_shape, eps=self.eps, elementwise_affine=self.weight is not None
+        )
+
     def forward(self, x):
         """``(..., *normalized_shape)`` -> same shape."""
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
@@ -1336,7 +1508,8 @@ class GroupNorm(Module):
 
     Args:
         num_groups: Number of groups; divides ``num_channels``.
-        num_channels: ``C``. eps: Added to the variance.
+        num_channels: ``C``.
+        eps: Added to the variance.
         affine: Whether to learn a per-channel ``weight`` and ``bias``.
         device, dtype: Parameter device and floating dtype.
 
@@ -1376,6 +1549,11 @@ class GroupNorm(Module):
         self.register_parameter("bias", init.zeros(None, c, dtype) if affine else None)
         _place(self, device)
 
+    def extra_repr(self) -> str:
+        return _args(
+            self.num_groups, self.num_channels, eps=self.eps, affine=self.weight is not None
+        )
+
     def forward(self, x):
         """``(N, num_channels, *spatial)`` -> same shape."""
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
@@ -1409,13 +1587,18 @@ class _CellBase(Module):
             )
         _place(self, device)
 
+    def extra_repr(self) -> str:
+        text = _args(self.input_size, self.hidden_size)
+        return text if self.bias_ih is not None else text + ", bias=False"
+
 
 class RNNCell(_CellBase):
     """One Elman RNN step (PyTorch's ``nn.RNNCell``) over
     :func:`~tapegrad.nn.functional.rnn_cell`: ``h' = act(x W_ih + b_ih + h W_hh + b_hh)``.
 
     Args:
-        input_size, hidden_size: Sizes. bias: Whether to add ``b_ih`` and ``b_hh``.
+        input_size, hidden_size: Sizes.
+        bias: Whether to add ``b_ih`` and ``b_hh``.
         nonlinearity: ``"tanh"`` or ``"relu"``.
         key, device, dtype: Init key, parameter device and floating dtype.
 
@@ -1448,6 +1631,10 @@ class RNNCell(_CellBase):
         super().__init__(input_size, hidden_size, bias, key, device, dtype)
         self.nonlinearity = nonlinearity
 
+    def extra_repr(self) -> str:
+        text = _CellBase.extra_repr(self)
+        return text if self.nonlinearity == "tanh" else f"{text}, nonlinearity={self.nonlinearity}"
+
     def forward(self, input, hx=None):
         """``input (batch, input_size)`` (or ``(input_size,)``), optional ``hx (batch,
         hidden_size)`` (zeros) -> the new hidden state ``(batch, hidden_size)``."""
@@ -1467,7 +1654,8 @@ class LSTMCell(_CellBase):
     :func:`~tapegrad.nn.functional.lstm_cell`; gates in PyTorch's order ``i, f, g, o``.
 
     Args:
-        input_size, hidden_size: Sizes. bias: Whether to add ``b_ih`` and ``b_hh``.
+        input_size, hidden_size: Sizes.
+        bias: Whether to add ``b_ih`` and ``b_hh``.
         key, device, dtype: Init key, parameter device and floating dtype.
 
     Parameters:
@@ -1503,7 +1691,8 @@ class GRUCell(_CellBase):
     gates in PyTorch's order ``r, z, n``.
 
     Args:
-        input_size, hidden_size: Sizes. bias: Whether to add ``b_ih`` and ``b_hh``.
+        input_size, hidden_size: Sizes.
+        bias: Whether to add ``b_ih`` and ``b_hh``.
         key, device, dtype: Init key, parameter device and floating dtype.
 
     Parameters:
@@ -1586,6 +1775,22 @@ class _RNNBase(Module):
                         name + sfx, _rnn_uniform(k, (g,), h, dtype) if bias else None
                     )
         _place(self, device)
+
+    def extra_repr(self) -> str:
+        named = {}
+        if self.num_layers != 1:
+            named["num_layers"] = self.num_layers
+        for name, default in (
+            ("bias", True),
+            ("batch_first", False),
+            ("dropout", 0.0),
+            ("bidirectional", False),
+        ):
+            if getattr(self, name) != default:
+                named[name] = getattr(self, name)
+        if self._mode == "rnn_relu":
+            named["nonlinearity"] = "relu"
+        return _args(self.input_size, self.hidden_size, **named)
 
     def _step(self, gi, state, w_hh, b_hh):
         if self._mode == "lstm":
@@ -1703,7 +1908,8 @@ class _RNNBase(Module):
 
 _RNN_ARGS = """
     Args:
-        input_size, hidden_size: Sizes. num_layers: Stacked layers (each reads the previous
+        input_size, hidden_size: Sizes.
+        num_layers: Stacked layers (each reads the previous
             one's outputs).
         bias: Whether to add ``b_ih`` and ``b_hh``.
         batch_first: Inputs and outputs ``(N, L, features)`` instead of ``(L, N, features)``.

@@ -63,6 +63,9 @@ class AbstractLLMForwardFn(abc.ABC):
             Sampling-mode outputs, typically the next token's logits ``(B, vocab)``.
         """
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
     def __call__(self, model: Any, batch_data: Any, mode: str = "train") -> Any:
         """Dispatch to :meth:`train` or :meth:`sample`.
 

@@ -10,7 +10,7 @@ The bridge to the functional world:
 
 - ``module.params`` / ``module.state``: the nested-dict pytrees (settable).
 - :func:`functional_call` runs the module on *given* params (and state and key) without
-  touching it, so ``tg.grad(lambda p: loss(tg.nn.functional_call(model, p, x)))(model.params)``
+  touching it, so ``tg.grad(lambda p: loss(tg.nn.functional_call(model, p, x)[0]))(model.params)``
   differentiates with respect to the parameters.
 """
 
@@ -606,14 +606,27 @@ class Module:
             m = m._modules[p]
         return m, parts[-1]
 
+    def extra_repr(self) -> str:
+        """The layer's configuration inside its printed form (PyTorch's hook of this name):
+        ``"in_features=3, out_features=16, bias=True"`` for ``Linear(3, 16)``.
+
+        Layers override it to show their constructor arguments; the default is empty (a
+        layer with no configuration prints as ``Name()``). Submodules are printed by
+        ``repr`` itself, one ``(name): ...`` line each, so do not list them here.
+        """
+        return ""
+
     def __repr__(self) -> str:
-        lines = [f"{type(self).__name__}("]
-        for name, m in self._modules.items():
-            sub = repr(m).replace("\n", "\n  ")
-            lines.append(f"  ({name}): {sub}")
-        if len(lines) == 1:
-            return f"{type(self).__name__}()"
-        return "\n".join(lines) + "\n)"
+        """The module as PyTorch prints one: ``Name(extra_repr)`` on one line, or, with
+        submodules, ``Name(`` then the configuration and one indented ``(name): repr`` line
+        per submodule, then ``)``."""
+        extra = self.extra_repr()
+        lines = extra.split("\n") if extra else []
+        children = [f"({name}): {m!r}".replace("\n", "\n  ") for name, m in self._modules.items()]
+        if len(lines) <= 1 and not children:
+            return f"{type(self).__name__}({extra})"
+        body = "".join(f"\n  {line}" for line in lines + children)
+        return f"{type(self).__name__}({body}\n)"
 
 
 strict_init(Module)

@@ -445,7 +445,8 @@ class Unary(NamedTuple):
         nonan: The derivative may be infinite: a zero cotangent must give zero, not NaN.
         piecewise: The derivative is piecewise constant (its own derivative is zero): the
             formula then only ever runs on arrays.
-        aliases: Further ``tapegrad.numpy`` names. method: Also a Tensor method.
+        aliases: Further ``tapegrad.numpy`` names.
+        method: Also a Tensor method.
     """
 
     name: str

@@ -160,7 +160,8 @@ class Optimizer:
     Attributes:
         params: The current parameter pytree (the Module's, if built from one).
         grads: The latest gradients given to :meth:`step`/:meth:`set_grads`, or ``None``.
-        lr: Current learning rate (settable). timestep: Number of steps taken.
+        lr: Current learning rate (settable).
+        timestep: Number of steps taken.
         opt_state: The pure transform's state (a pytree).
 
     Raises:
@@ -989,8 +990,10 @@ class ReduceLROnPlateau:
         eps: Smallest change of the rate that is applied (``>= 0``).
 
     Attributes:
-        best: Best metric so far. num_bad_epochs: Values since the last improvement.
-        cooldown_counter: Values still to ignore. last_epoch: Number of :meth:`step` calls.
+        best: Best metric so far.
+        num_bad_epochs: Values since the last improvement.
+        cooldown_counter: Values still to ignore.
+        last_epoch: Number of :meth:`step` calls.
 
     Raises:
         TypeError: if ``optimizer`` is not an :class:`Optimizer` or has an ``lr_scheduler``.
