@@ -23,7 +23,6 @@ Run:  python examples/char_transformer.py          (a few minutes on one CPU cor
 from __future__ import annotations
 
 import argparse
-import functools
 import importlib
 import inspect
 import math
@@ -223,7 +222,7 @@ FORWARD = NextChar()
 
 def loss_fn(params, model, x, y):
     """Mean next-character cross-entropy in nats over a ``(B, T)`` batch."""
-    logits = FORWARD(functools.partial(nn.functional_call, model, params), x, mode="train")
+    logits = FORWARD(lambda ids: nn.functional_call(model, params, ids)[0], x, mode="train")
     return F.cross_entropy(logits, y)
 
 
@@ -259,8 +258,8 @@ def sample(model, params, key, prompt_ids, length: int, temperature: float) -> l
     ids = list(prompt_ids)
     for i in range(length):
         ctx = np.asarray(ids[-model.context :])[None, :]
-        run = functools.partial(nn.functional_call, model, params)
-        logits = FORWARD(run, ctx, mode="sample").numpy()[0].astype(np.float64)
+        logits = FORWARD(lambda ids: nn.functional_call(model, params, ids)[0], ctx,
+                         mode="sample").numpy()[0].astype(np.float64)
         z = logits / temperature
         p = np.exp(z - z.max())
         p /= p.sum()

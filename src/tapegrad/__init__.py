@@ -23,6 +23,7 @@ from tapegrad import (
 from tapegrad.checkpoint import checkpoint, remat
 from tapegrad.custom import custom_vjp, once_differentiable
 from tapegrad.custom_rules import custom_jvp
+from tapegrad.filtered import filter_grad, filter_jit, filter_value_and_grad
 from tapegrad.flatten_util import flatten, ravel_pytree
 from tapegrad.forward import hessian, hvp, jacfwd, jacobian, jacrev, jvp, linearize
 from tapegrad.function import Context, Function, debug_nans, is_grad_enabled, no_grad
@@ -95,6 +96,9 @@ __all__ = [
     "value_and_grad",
     "vjp",
     "trace",
+    "filter_grad",
+    "filter_value_and_grad",
+    "filter_jit",
     "jit",
     "vmap",
     "elementwise_grad",

@@ -7,7 +7,9 @@
 - :class:`Module`, :class:`ModuleList`, :class:`Sequential`, the layers
   (:class:`Linear`, :class:`Conv2d`, ...) under PyTorch's names (:class:`ReLU`, :class:`GRU`,
   :class:`GroupNorm`, ...), with :func:`functional_call` to run a Module as a pure function
-  of its parameters.
+  of its parameters. A Module is also a pytree: transforms take models as arguments
+  (``tg.grad(loss)(model, x)`` returns a model-shaped gradient), and :func:`key_stream` gives
+  such a model its random keys.
 - :func:`extract_windows` (sliding windows of images) and :class:`AbstractLLMForwardFn` (the
   forward-function interface of language-model training and sampling loops).
 """
@@ -51,12 +53,13 @@ from tapegrad.nn.layers import (
     Tanh,
 )
 from tapegrad.nn.lm import AbstractLLMForwardFn
-from tapegrad.nn.module import Module, ModuleList, Sequential, functional_call
+from tapegrad.nn.module import Module, ModuleList, Sequential, functional_call, key_stream
 
 __all__ = [
     "functional",
     "init",
     "functional_call",
+    "key_stream",
     "extract_windows",
     "AbstractLLMForwardFn",
     "Module",
