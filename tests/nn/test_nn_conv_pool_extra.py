@@ -625,7 +625,7 @@ def test_layers_take_device_and_dtype_and_differentiate_through_functional_call(
     conv = nn.Conv3d(2, 4, 2, device="cpu", dtype=np.float64, key=tg.random.key(0))
     assert conv.weight.dtype == np.float64 and conv.bias.shape == (4,)
     x = T(RNG.standard_normal((1, 2, 3, 3, 3)))
-    grads = tg.grad(lambda p: (nn.functional_call(conv, p, x) ** 2).sum())(conv.params)
+    grads = tg.grad(lambda p: (nn.functional_call(conv, p, x)[0] ** 2).sum())(conv.params)
     assert grads["weight"].shape == (4, 2, 2, 2, 2) and grads["bias"].shape == (4,)
 
 

@@ -699,7 +699,7 @@ def test_loss_modules_train_a_model():
     y = np.array([0, 2, 1, 1, 0])
 
     def loss(params):
-        return loss_fn(nn.functional_call(model, params, x), y)
+        return loss_fn(nn.functional_call(model, params, x)[0], y)
 
     params = model.params
     value, grads = tg.value_and_grad(loss)(params)

@@ -54,7 +54,7 @@ def compare(theirs, ours, inputs, run_torch, run_ours, rtol=1e-10, atol=1e-12):
 
     def loss(params, xs):
         def call(*a, **k):
-            return nn.functional_call(ours, params, *a, **k)
+            return nn.functional_call(ours, params, *a, **k)[0]
 
         out = run_ours(call, *xs)
         return (out * _T(w)).sum(), out
@@ -459,9 +459,9 @@ def test_dropout_uses_explicit_keys_and_is_off_in_eval():
                                        key=tg.random.key(0))
     x = tg.random.normal(tg.random.key(1), (2, 5, 8))
     k = tg.random.key(2)
-    a = nn.functional_call(layer, layer.params, x, key=k)
-    b = nn.functional_call(layer, layer.params, x, key=k)
-    c = nn.functional_call(layer, layer.params, x, key=tg.random.key(3))
+    a, _ = nn.functional_call(layer, layer.params, x, key=k)
+    b, _ = nn.functional_call(layer, layer.params, x, key=k)
+    c, _ = nn.functional_call(layer, layer.params, x, key=tg.random.key(3))
     np.testing.assert_array_equal(a.numpy(), b.numpy())
     assert not np.allclose(a.numpy(), c.numpy())
     assert not np.allclose(layer(x).numpy(), layer(x).numpy())  # stateful: a new key per call
