@@ -1013,7 +1013,7 @@ def jit(
             except _Stale as e:
                 if e.forever:  # recorded for a structure that is gone: drop it
                     with cache.lock:
-                        if c in progs:
+                        if progs is not None and c in progs:
                             progs.remove(c)
                 continue
             except GuardError:
