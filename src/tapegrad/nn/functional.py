@@ -2504,7 +2504,8 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
     Args:
         input: Floating Tensor of shape ``(N, C, H, W)`` (or ``(C, H, W)`` with an int or pair
             ``padding``).
-        kernel_size: Int or pair. stride: Int or pair (default ``kernel_size``).
+        kernel_size: Int or pair.
+        stride: Int or pair (default ``kernel_size``).
         padding: Int or pair of zero padding (at most half the kernel), or
             ``"valid"``/``"same"`` (then ``ceil_mode=False`` and no ``divisor_override``).
         ceil_mode: Round output sizes up, as PyTorch.
