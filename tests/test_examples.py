@@ -370,3 +370,21 @@ def test_distributed_without_mpi4py_says_what_to_install(tmp_path):
     )
     assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
     assert res.stderr.startswith("--distributed: ") and "pip install mpi4py mpich" in res.stderr
+
+
+def test_char_transformer_layers_tiny_run_with_pytorch_named_layers(capsys):
+    """The Transformer-layers twin of char_transformer.py: the same loop on a model built
+    from nn.Embedding, nn.TransformerEncoder (causal mask) and nn.Linear."""
+    ctl = load("char_transformer_layers")
+    with pytest.raises(SystemExit) as exc:
+        ctl.main(["--help"])
+    assert exc.value.code == 0
+    assert "--quick" in capsys.readouterr().out
+    res = ctl.train(ctl.parse_args(TINY["char_transformer"]))
+    out = capsys.readouterr().out
+    assert not res["stopped"] and res["step"] == 12
+    assert math.isfinite(res["validation_bits"]) and res["validation_bits"] < 8.0
+    assert "validation loss:" in out and "char_transformer_layers.safetensors" in out
+    layer = res["params"]["encoder"]["layers"]["0"]
+    assert layer["self_attn"]["in_proj_weight"].shape == (16, 48)  # PyTorch's names
+    assert set(layer) >= {"linear1", "linear2", "norm1", "norm2", "self_attn"}

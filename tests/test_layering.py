@@ -14,6 +14,8 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "tapegrad"
 CORE = {
     "tensor", "function", "tape", "transforms", "forward", "jit", "tree", "backend",
     "lazy", "checkpoint", "custom", "vmap", "memory", "_keywords", "weak", "profiler",
+    "custom_rules", "implicit", "transpose", "debug",
+    "filtered",
 }  # fmt: skip
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from tapegrad import (
     at,  # noqa: F401  (installs Tensor.at, the functional index updates)
     backend,
+    debug,  # tg.debug.print, tg.debug.callback
     distributed,  # data parallelism on MPI; mpi4py is imported only by distributed.init()
     export,  # noqa: F401  (installs Tape.to_json and Tape.from_json)
     io,
@@ -21,9 +22,12 @@ from tapegrad import (
 )
 from tapegrad.checkpoint import checkpoint, remat
 from tapegrad.custom import custom_vjp, once_differentiable
+from tapegrad.custom_rules import custom_jvp
+from tapegrad.filtered import filter_grad, filter_jit, filter_value_and_grad
 from tapegrad.flatten_util import flatten, ravel_pytree
 from tapegrad.forward import hessian, hvp, jacfwd, jacobian, jacrev, jvp, linearize
 from tapegrad.function import Context, Function, debug_nans, is_grad_enabled, no_grad
+from tapegrad.implicit import custom_linear_solve, custom_root
 from tapegrad.jit import jit
 from tapegrad.lazy import is_lazy, lazy, mode
 from tapegrad.numpy import stop_gradient
@@ -31,6 +35,7 @@ from tapegrad.profiler import profile
 from tapegrad.tape import Guard, GuardError, Tape, TapeEntry
 from tapegrad.tensor import Tensor, tensor
 from tapegrad.transforms import grad, trace, value_and_grad, vjp
+from tapegrad.transpose import linear_transpose
 from tapegrad.vmap import elementwise_grad, vmap
 
 __version__ = "0.1.0"
@@ -91,6 +96,9 @@ __all__ = [
     "value_and_grad",
     "vjp",
     "trace",
+    "filter_grad",
+    "filter_value_and_grad",
+    "filter_jit",
     "jit",
     "vmap",
     "elementwise_grad",
@@ -123,4 +131,9 @@ __all__ = [
     "optim",
     "io",
     "distributed",
+    "custom_jvp",
+    "linear_transpose",
+    "custom_root",
+    "custom_linear_solve",
+    "debug",
 ]

@@ -530,11 +530,12 @@ def jacrev(
     def jacrev_f(*args, **kwargs):
         _, diff, partial = select_argnums(fun, argnums, args, kwargs, "jacrev")
         try:
-            if holomorphic:  # every selected leaf complex, before running fun
-                d_leaves = tree_flatten(diff)[0]
-                names = [f"primals[{i}]" for i in range(len(diff))]
-                for i, v in enumerate(d_leaves):
-                    as_primal(v, i, diff, names, "jacrev", kinds="c")
+            # every selected leaf floating (complex with holomorphic), before running fun: a
+            # Module's key, which vjp would hold constant, has no row in a Jacobian
+            d_leaves = tree_flatten(diff)[0]
+            names = [f"primals[{i}]" for i in range(len(diff))]
+            for i, v in enumerate(d_leaves):
+                as_primal(v, i, diff, names, "jacrev", kinds="c" if holomorphic else "fc")
             res = vjp(partial, *diff, has_aux=has_aux)
         except TypeError as e:
             if not str(e).startswith("vjp:"):

@@ -415,6 +415,9 @@ class Function:
             computes its output with the last two axes swapped, as a C-contiguous array
             (``transpose(a @ b)`` becomes one product ``b^T @ a^T``, so no strided transposed
             result reaches an elementwise op).
+        effect: ``forward`` has an effect beyond its outputs (a debug callback): ``jit``
+            keeps every such call in its program, in order, never folding, merging or
+            dropping it.
 
     Example:
         >>> import tapegrad as tg
@@ -443,6 +446,7 @@ class Function:
     view: bool = False
     permutation: Any = None
     transposed: Any = None
+    effect: bool = False
 
     @staticmethod
     def forward(ctx, *args, **params):  # pragma: no cover - abstract

@@ -1145,7 +1145,9 @@ def test_conv_transpose2d_against_torch():
 def test_conv_transpose2d_errors():
     x = T(np.ones((1, 4, 3, 3)))
     with pytest.raises(ValueError, match="conv_transpose2d: input must have shape"):
-        F.conv_transpose2d(T(np.ones((4, 3, 3))), T(np.ones((4, 2, 3, 3))))
+        F.conv_transpose2d(T(np.ones((3, 3))), T(np.ones((4, 2, 3, 3))))
+    assert F.conv_transpose2d(T(np.ones((4, 3, 3))), T(np.ones((4, 2, 3, 3)))).shape == (
+        2, 5, 5)  # an unbatched (C, H, W) input, as PyTorch
     with pytest.raises(ValueError, match="conv_transpose2d: input has 4 channels"):
         F.conv_transpose2d(x, T(np.ones((3, 2, 3, 3))))
     with pytest.raises(ValueError, match="output_padding \\(2, 2\\) must be smaller than stride"):

@@ -211,6 +211,230 @@ EXPECTED = {
     ],
 }  # fmt: skip
 
+# PyTorch's further layers (nn/_activations.py, nn/_extra_layers.py, nn/_transformer.py)
+_ENC = ("TransformerEncoderLayer(\n"
+        "  (self_attn): MultiheadAttention(\n"
+        "    (out_proj): Linear(in_features=4, out_features=4, bias=True)\n"
+        "  )\n"
+        "  (linear1): Linear(in_features=4, out_features=8, bias=True)\n"
+        "  (dropout): Dropout(p=0.1)\n"
+        "  (linear2): Linear(in_features=8, out_features=4, bias=True)\n"
+        "  (norm1): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)\n"
+        "  (norm2): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)\n"
+        "  (dropout1): Dropout(p=0.1)\n"
+        "  (dropout2): Dropout(p=0.1)\n"
+        ")")
+# the Transformer family prints its submodules; PyTorch's differ in two names only
+# (NonDynamicallyQuantizableLinear, Dropout's inplace), compared in test_nn_transformer.py
+EXPECTED.update({
+    "ELU": [(lambda: nn.ELU(), "ELU(alpha=1.0)", lambda t: t.ELU()),
+            (lambda: nn.ELU(0.5), "ELU(alpha=0.5)", lambda t: t.ELU(0.5))],
+    "SELU": [(lambda: nn.SELU(), "SELU()", lambda t: t.SELU())],
+    "CELU": [(lambda: nn.CELU(2.0), "CELU(alpha=2.0)", lambda t: t.CELU(2.0))],
+    "Hardtanh": [(lambda: nn.Hardtanh(-2, 3), "Hardtanh(min_val=-2, max_val=3)",
+                  lambda t: t.Hardtanh(-2, 3))],
+    "ReLU6": [(lambda: nn.ReLU6(), "ReLU6()", lambda t: t.ReLU6())],
+    "Hardsigmoid": [(lambda: nn.Hardsigmoid(), "Hardsigmoid()", lambda t: t.Hardsigmoid())],
+    "Hardswish": [(lambda: nn.Hardswish(), "Hardswish()", lambda t: t.Hardswish())],
+    "Softplus": [(lambda: nn.Softplus(2, 10), "Softplus(beta=2, threshold=10)",
+                  lambda t: t.Softplus(2, 10))],
+    "Softsign": [(lambda: nn.Softsign(), "Softsign()", lambda t: t.Softsign())],
+    "Mish": [(lambda: nn.Mish(), "Mish()", lambda t: t.Mish())],
+    "GLU": [(lambda: nn.GLU(), "GLU(dim=-1)", lambda t: t.GLU())],
+    "LogSigmoid": [(lambda: nn.LogSigmoid(), "LogSigmoid()", lambda t: t.LogSigmoid())],
+    "PReLU": [(lambda: nn.PReLU(3), "PReLU(num_parameters=3)", lambda t: t.PReLU(3))],
+    "InstanceNorm1d": [
+        (lambda: nn.InstanceNorm1d(3),
+         "InstanceNorm1d(3, eps=1e-05, momentum=0.1, affine=False, bias=False, "
+         "track_running_stats=False)", lambda t: t.InstanceNorm1d(3))],
+    "InstanceNorm2d": [
+        (lambda: nn.InstanceNorm2d(4, affine=True, track_running_stats=True),
+         "InstanceNorm2d(4, eps=1e-05, momentum=0.1, affine=True, bias=True, "
+         "track_running_stats=True)",
+         lambda t: t.InstanceNorm2d(4, affine=True, track_running_stats=True))],
+    "Bilinear": [(lambda: nn.Bilinear(2, 3, 4, key=K),
+                  "Bilinear(in1_features=2, in2_features=3, out_features=4, bias=True)",
+                  lambda t: t.Bilinear(2, 3, 4))],
+    "Unflatten": [(lambda: nn.Unflatten(1, (2, 3)), "Unflatten(dim=1, unflattened_size=(2, 3))",
+                   lambda t: t.Unflatten(1, (2, 3)))],
+    "Dropout1d": [(lambda: nn.Dropout1d(), "Dropout1d(p=0.5, inplace=False)",
+                   lambda t: t.Dropout1d())],
+    "Dropout2d": [(lambda: nn.Dropout2d(0.3), "Dropout2d(p=0.3, inplace=False)",
+                   lambda t: t.Dropout2d(0.3))],
+    "Dropout3d": [(lambda: nn.Dropout3d(), "Dropout3d(p=0.5, inplace=False)",
+                   lambda t: t.Dropout3d())],
+    "AlphaDropout": [(lambda: nn.AlphaDropout(0.2), "AlphaDropout(p=0.2, inplace=False)",
+                      lambda t: t.AlphaDropout(0.2))],
+    "EmbeddingBag": [(lambda: nn.EmbeddingBag(10, 3, mode="max", padding_idx=0, key=K),
+                      "EmbeddingBag(10, 3, mode='max', padding_idx=0)",
+                      lambda t: t.EmbeddingBag(10, 3, mode="max", padding_idx=0))],
+    "CosineSimilarity": [(lambda: nn.CosineSimilarity(), "CosineSimilarity()",
+                          lambda t: t.CosineSimilarity())],
+    "PairwiseDistance": [(lambda: nn.PairwiseDistance(3.0), "PairwiseDistance()",
+                          lambda t: t.PairwiseDistance(3.0))],
+    "MultiheadAttention": [
+        (lambda: nn.MultiheadAttention(4, 2, key=K),
+         "MultiheadAttention(\n"
+         "  (out_proj): Linear(in_features=4, out_features=4, bias=True)\n"
+         ")", None)],
+    "TransformerEncoderLayer": [(lambda: nn.TransformerEncoderLayer(4, 2, 8, key=K), _ENC, None)],
+    "TransformerDecoderLayer": [
+        (lambda: nn.TransformerDecoderLayer(4, 2, 8, bias=False, key=K),
+         "TransformerDecoderLayer(\n"
+         "  (self_attn): MultiheadAttention(\n"
+         "    (out_proj): Linear(in_features=4, out_features=4, bias=False)\n"
+         "  )\n"
+         "  (multihead_attn): MultiheadAttention(\n"
+         "    (out_proj): Linear(in_features=4, out_features=4, bias=False)\n"
+         "  )\n"
+         "  (linear1): Linear(in_features=4, out_features=8, bias=False)\n"
+         "  (dropout): Dropout(p=0.1)\n"
+         "  (linear2): Linear(in_features=8, out_features=4, bias=False)\n"
+         "  (norm1): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=False)\n"
+         "  (norm2): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=False)\n"
+         "  (norm3): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=False)\n"
+         "  (dropout1): Dropout(p=0.1)\n"
+         "  (dropout2): Dropout(p=0.1)\n"
+         "  (dropout3): Dropout(p=0.1)\n"
+         ")", None)],
+    "TransformerEncoder": [
+        (lambda: nn.TransformerEncoder(nn.TransformerEncoderLayer(4, 2, 8, key=K), 1),
+         "TransformerEncoder(\n  (layers): ModuleList(\n    (0): "
+         + _ENC.replace("\n", "\n    ") + "\n  )\n)", None)],
+    "TransformerDecoder": [
+        (lambda: nn.TransformerDecoder(nn.TransformerDecoderLayer(4, 2, 8, key=K), 0,
+                                       nn.LayerNorm(4)),
+         "TransformerDecoder(\n"
+         "  (layers): ModuleList()\n"
+         "  (norm): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)\n"
+         ")", None)],
+    "Transformer": [
+        (lambda: nn.Transformer(4, 2, 0, 0, 8, key=K),
+         "Transformer(\n"
+         "  (encoder): TransformerEncoder(\n"
+         "    (layers): ModuleList()\n"
+         "    (norm): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)\n"
+         "  )\n"
+         "  (decoder): TransformerDecoder(\n"
+         "    (layers): ModuleList()\n"
+         "    (norm): LayerNorm((4,), eps=1e-05, elementwise_affine=True, bias=True)\n"
+         "  )\n"
+         ")", None)],
+})
+
+# the loss, convolution, pooling, padding and resampling layers: each text is PyTorch's own
+EXPECTED.update({
+    "AdaptiveAvgPool1d": [(lambda: nn.AdaptiveAvgPool1d(3), 'AdaptiveAvgPool1d(output_size=3)',
+      lambda t: t.AdaptiveAvgPool1d(3))],
+    "AdaptiveAvgPool3d": [(lambda: nn.AdaptiveAvgPool3d((2, 3, 4)), 'AdaptiveAvgPool3d(output_size=(2, 3, 4))',  # noqa: E501
+      lambda t: t.AdaptiveAvgPool3d((2, 3, 4)))],
+    "AdaptiveMaxPool1d": [(lambda: nn.AdaptiveMaxPool1d(3), 'AdaptiveMaxPool1d(output_size=3)',
+      lambda t: t.AdaptiveMaxPool1d(3))],
+    "AdaptiveMaxPool2d": [(lambda: nn.AdaptiveMaxPool2d((2, 3)), 'AdaptiveMaxPool2d(output_size=(2, 3))',  # noqa: E501
+      lambda t: t.AdaptiveMaxPool2d((2, 3)))],
+    "AdaptiveMaxPool3d": [(lambda: nn.AdaptiveMaxPool3d(2), 'AdaptiveMaxPool3d(output_size=2)',
+      lambda t: t.AdaptiveMaxPool3d(2))],
+    "AvgPool1d": [(lambda: nn.AvgPool1d(3, stride=2), 'AvgPool1d(kernel_size=(3,), stride=(2,), padding=(0,))',  # noqa: E501
+      lambda t: t.AvgPool1d(3, stride=2))],
+    "AvgPool3d": [(lambda: nn.AvgPool3d(2), 'AvgPool3d(kernel_size=2, stride=2, padding=0)',
+      lambda t: t.AvgPool3d(2))],
+    "BCELoss": [(lambda: nn.BCELoss(), 'BCELoss()',
+      lambda t: t.BCELoss())],
+    "BCEWithLogitsLoss": [(lambda: nn.BCEWithLogitsLoss(), 'BCEWithLogitsLoss()',
+      lambda t: t.BCEWithLogitsLoss())],
+    "CTCLoss": [(lambda: nn.CTCLoss(blank=1), 'CTCLoss()',
+      lambda t: t.CTCLoss(blank=1))],
+    "CircularPad1d": [(lambda: nn.CircularPad1d(2), 'CircularPad1d((2, 2))',
+      lambda t: t.CircularPad1d(2))],
+    "CircularPad2d": [(lambda: nn.CircularPad2d((1, 2, 3, 4)), 'CircularPad2d((1, 2, 3, 4))',
+      lambda t: t.CircularPad2d((1, 2, 3, 4)))],
+    "CircularPad3d": [(lambda: nn.CircularPad3d(1), 'CircularPad3d((1, 1, 1, 1, 1, 1))',
+      lambda t: t.CircularPad3d(1))],
+    "ConstantPad1d": [(lambda: nn.ConstantPad1d(2, 0.5), 'ConstantPad1d(padding=(2, 2), value=0.5)',
+      lambda t: t.ConstantPad1d(2, 0.5))],
+    "ConstantPad2d": [(lambda: nn.ConstantPad2d((1, 2, 3, 4), 1.0), 'ConstantPad2d(padding=(1, 2, 3, 4), value=1.0)',  # noqa: E501
+      lambda t: t.ConstantPad2d((1, 2, 3, 4), 1.0))],
+    "ConstantPad3d": [(lambda: nn.ConstantPad3d(1, 0.0), 'ConstantPad3d(padding=(1, 1, 1, 1, 1, 1), value=0.0)',  # noqa: E501
+      lambda t: t.ConstantPad3d(1, 0.0))],
+    "Conv3d": [(lambda: nn.Conv3d(2, 4, 3, key=K), 'Conv3d(2, 4, kernel_size=(3, 3, 3), stride=(1, 1, 1))',  # noqa: E501
+      lambda t: t.Conv3d(2, 4, 3))],
+    "ConvTranspose1d": [(lambda: nn.ConvTranspose1d(2, 4, 3, stride=2, key=K), 'ConvTranspose1d(2, 4, kernel_size=(3,), stride=(2,))',  # noqa: E501
+      lambda t: t.ConvTranspose1d(2, 4, 3, stride=2))],
+    "ConvTranspose3d": [(lambda: nn.ConvTranspose3d(2, 4, 2, key=K), 'ConvTranspose3d(2, 4, kernel_size=(2, 2, 2), stride=(1, 1, 1))',  # noqa: E501
+      lambda t: t.ConvTranspose3d(2, 4, 2))],
+    "CosineEmbeddingLoss": [(lambda: nn.CosineEmbeddingLoss(margin=0.5), 'CosineEmbeddingLoss()',
+      lambda t: t.CosineEmbeddingLoss(margin=0.5))],
+    "CrossEntropyLoss": [(lambda: nn.CrossEntropyLoss(), 'CrossEntropyLoss()',
+      lambda t: t.CrossEntropyLoss())],
+    "Fold": [(lambda: nn.Fold((4, 5), 2), 'Fold(output_size=(4, 5), kernel_size=2, dilation=1, padding=0, stride=1)',  # noqa: E501
+      lambda t: t.Fold((4, 5), 2))],
+    "GaussianNLLLoss": [(lambda: nn.GaussianNLLLoss(), 'GaussianNLLLoss()',
+      lambda t: t.GaussianNLLLoss())],
+    "HingeEmbeddingLoss": [(lambda: nn.HingeEmbeddingLoss(margin=2.0), 'HingeEmbeddingLoss()',
+      lambda t: t.HingeEmbeddingLoss(margin=2.0))],
+    "HuberLoss": [(lambda: nn.HuberLoss(), 'HuberLoss()',
+      lambda t: t.HuberLoss())],
+    "KLDivLoss": [(lambda: nn.KLDivLoss(), 'KLDivLoss()',
+      lambda t: t.KLDivLoss())],
+    "L1Loss": [(lambda: nn.L1Loss(), 'L1Loss()',
+      lambda t: t.L1Loss())],
+    "MSELoss": [(lambda: nn.MSELoss(), 'MSELoss()',
+      lambda t: t.MSELoss())],
+    "MarginRankingLoss": [(lambda: nn.MarginRankingLoss(), 'MarginRankingLoss()',
+      lambda t: t.MarginRankingLoss())],
+    "MaxPool1d": [(lambda: nn.MaxPool1d(3), 'MaxPool1d(kernel_size=3, stride=3, padding=0, dilation=1, ceil_mode=False)',  # noqa: E501
+      lambda t: t.MaxPool1d(3))],
+    "MaxPool3d": [(lambda: nn.MaxPool3d(2, stride=1), 'MaxPool3d(kernel_size=2, stride=1, padding=0, dilation=1, ceil_mode=False)',  # noqa: E501
+      lambda t: t.MaxPool3d(2, stride=1))],
+    "MultiLabelMarginLoss": [(lambda: nn.MultiLabelMarginLoss(), 'MultiLabelMarginLoss()',
+      lambda t: t.MultiLabelMarginLoss())],
+    "MultiLabelSoftMarginLoss": [(lambda: nn.MultiLabelSoftMarginLoss(), 'MultiLabelSoftMarginLoss()',  # noqa: E501
+      lambda t: t.MultiLabelSoftMarginLoss())],
+    "MultiMarginLoss": [(lambda: nn.MultiMarginLoss(), 'MultiMarginLoss()',
+      lambda t: t.MultiMarginLoss())],
+    "NLLLoss": [(lambda: nn.NLLLoss(), 'NLLLoss()',
+      lambda t: t.NLLLoss())],
+    "PixelShuffle": [(lambda: nn.PixelShuffle(2), 'PixelShuffle(upscale_factor=2)',
+      lambda t: t.PixelShuffle(2))],
+    "PixelUnshuffle": [(lambda: nn.PixelUnshuffle(3), 'PixelUnshuffle(downscale_factor=3)',
+      lambda t: t.PixelUnshuffle(3))],
+    "PoissonNLLLoss": [(lambda: nn.PoissonNLLLoss(), 'PoissonNLLLoss()',
+      lambda t: t.PoissonNLLLoss())],
+    "ReflectionPad1d": [(lambda: nn.ReflectionPad1d(2), 'ReflectionPad1d((2, 2))',
+      lambda t: t.ReflectionPad1d(2))],
+    "ReflectionPad2d": [(lambda: nn.ReflectionPad2d(1), 'ReflectionPad2d((1, 1, 1, 1))',
+      lambda t: t.ReflectionPad2d(1))],
+    "ReflectionPad3d": [(lambda: nn.ReflectionPad3d(1), 'ReflectionPad3d((1, 1, 1, 1, 1, 1))',
+      lambda t: t.ReflectionPad3d(1))],
+    "ReplicationPad1d": [(lambda: nn.ReplicationPad1d(2), 'ReplicationPad1d((2, 2))',
+      lambda t: t.ReplicationPad1d(2))],
+    "ReplicationPad2d": [(lambda: nn.ReplicationPad2d((1, 0, 2, 1)), 'ReplicationPad2d((1, 0, 2, 1))',  # noqa: E501
+      lambda t: t.ReplicationPad2d((1, 0, 2, 1)))],
+    "ReplicationPad3d": [(lambda: nn.ReplicationPad3d(1), 'ReplicationPad3d((1, 1, 1, 1, 1, 1))',
+      lambda t: t.ReplicationPad3d(1))],
+    "SmoothL1Loss": [(lambda: nn.SmoothL1Loss(), 'SmoothL1Loss()',
+      lambda t: t.SmoothL1Loss())],
+    "SoftMarginLoss": [(lambda: nn.SoftMarginLoss(), 'SoftMarginLoss()',
+      lambda t: t.SoftMarginLoss())],
+    "TripletMarginLoss": [(lambda: nn.TripletMarginLoss(margin=0.5), 'TripletMarginLoss()',
+      lambda t: t.TripletMarginLoss(margin=0.5))],
+    "Unfold": [(lambda: nn.Unfold(2, stride=2), 'Unfold(kernel_size=2, dilation=1, padding=0, stride=2)',  # noqa: E501
+      lambda t: t.Unfold(2, stride=2))],
+    "Upsample": [(lambda: nn.Upsample(scale_factor=2.0, mode='nearest'), "Upsample(scale_factor=2.0, mode='nearest')",  # noqa: E501
+      lambda t: t.Upsample(scale_factor=2.0, mode='nearest'))],
+    "UpsamplingBilinear2d": [(lambda: nn.UpsamplingBilinear2d(scale_factor=2.0), "UpsamplingBilinear2d(scale_factor=2.0, mode='bilinear')",  # noqa: E501
+      lambda t: t.UpsamplingBilinear2d(scale_factor=2.0))],
+    "UpsamplingNearest2d": [(lambda: nn.UpsamplingNearest2d(scale_factor=2.0), "UpsamplingNearest2d(scale_factor=2.0, mode='nearest')",  # noqa: E501
+      lambda t: t.UpsamplingNearest2d(scale_factor=2.0))],
+    "ZeroPad1d": [(lambda: nn.ZeroPad1d(2), 'ZeroPad1d((2, 2))',
+      lambda t: t.ZeroPad1d(2))],
+    "ZeroPad2d": [(lambda: nn.ZeroPad2d((1, 2, 0, 1)), 'ZeroPad2d((1, 2, 0, 1))',
+      lambda t: t.ZeroPad2d((1, 2, 0, 1)))],
+    "ZeroPad3d": [(lambda: nn.ZeroPad3d(1), 'ZeroPad3d((1, 1, 1, 1, 1, 1))',
+      lambda t: t.ZeroPad3d(1))],
+
+})  # fmt: skip
+
 # layers whose constructor takes no configuration: they print as Name() (or a tree)
 NO_CONFIGURATION = {"ReLU", "Tanh", "Sigmoid", "SiLU", "Identity", "Sequential", "ModuleList"}
 
@@ -326,7 +550,7 @@ def test_repr_after_loading_and_inside_functional_call():
     def loss(params):
         def spy(module, params, x):
             seen.append(repr(module))
-            return nn.functional_call(module, params, x)
+            return nn.functional_call(module, params, x)[0]
 
         return spy(layer, params, tg.Tensor(np.ones((1, 3), np.float32))).sum()
 

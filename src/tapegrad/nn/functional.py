@@ -26,6 +26,7 @@ one); a convolution weight is ``(C_out, C_in / groups, kH, kW)`` (PyTorch's layo
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -1718,6 +1719,7 @@ def _resolve_padding(padding, hw, kernel, stride, dilation, who):
 
 
 def _out_hw(hw, kernel, stride, dilation, pads):
+    """Output size per spatial axis (any number of them); ``pads`` ``(lo0, hi0, lo1, ...)``."""
     return tuple(
         (size + p0 + p1 - d * (k - 1) - 1) // s + 1
         for size, k, s, d, p0, p1 in zip(hw, kernel, stride, dilation, pads[0::2], pads[1::2])
@@ -1725,30 +1727,33 @@ def _out_hw(hw, kernel, stride, dilation, pads):
 
 
 def _pad(xp, x, pads, value=0):
-    """``x`` with ``pads = (top, bottom, left, right)`` of ``value`` (``x`` itself if none)."""
+    """``x`` ``(N, C, *spatial)`` with ``pads = (lo0, hi0, lo1, hi1, ...)`` of ``value`` on its
+    spatial axes (``(top, bottom, left, right)`` for images; ``x`` itself if none)."""
     if not any(pads):
         return x
-    pt, pb, pl, pr = pads
-    n, c, h, w = x.shape
-    out = xp.empty((n, c, h + pt + pb, w + pl + pr), dtype=x.dtype)
+    spatial = x.shape[2:]
+    lo, hi = pads[0::2], pads[1::2]
+    out = xp.empty(x.shape[:2] + tuple(n + a + b for n, a, b in zip(spatial, lo, hi)),
+                   dtype=x.dtype)
     if value == 0:
         out[...] = 0  # cheaper than np.pad's per-edge fills
     else:
         out.fill(value)
-    out[:, :, pt : pt + h, pl : pl + w] = x
+    out[(slice(None),) * 2 + tuple(slice(a, a + n) for a, n in zip(lo, spatial))] = x
     return out
 
 
 def _windows(xp, x, kernel, stride, dilation, out_hw, offsets_first=True):
-    """Read-only strided view of the windows of ``x`` (no copy).
+    """Read-only strided view of the windows of ``x`` ``(N, C, *spatial)`` (no copy).
 
-    Shape ``(N, C, kh, kw, Ho, Wo)`` (``offsets_first``, the im2col layout whose innermost
-    axis runs along an image row) or ``(N, C, Ho, Wo, kh, kw)``.
+    Shape ``(N, C, *kernel, *out)`` (``offsets_first``, the im2col layout whose innermost
+    axis runs along an image row) or ``(N, C, *out, *kernel)``.
     """
     n, c = x.shape[:2]
-    s0, s1, s2, s3 = x.strides
-    offs = ((kernel[0], s2 * dilation[0]), (kernel[1], s3 * dilation[1]))
-    pos = ((out_hw[0], s2 * stride[0]), (out_hw[1], s3 * stride[1]))
+    s0, s1 = x.strides[:2]
+    sp = x.strides[2:]
+    offs = tuple((k, st * d) for k, st, d in zip(kernel, sp, dilation))
+    pos = tuple((o, st * s) for o, st, s in zip(out_hw, sp, stride))
     dims = ((n, s0), (c, s1)) + ((offs + pos) if offsets_first else (pos + offs))
     shape, strides = tuple(d for d, _ in dims), tuple(st for _, st in dims)
     if xp is np:
@@ -1761,66 +1766,66 @@ def _im2col(xp, x, kernel, stride, pads, dilation, groups, batch_first=True):
 
     ``batch_first``: ``(N, G, K, L)`` (the forward's layout: a batched matmul gives NCHW
     directly); else ``(G, K, N * L)`` (one long matmul per group for the weight gradient).
-    ``K = C/G * kh * kw`` runs over (channel, kernel row, kernel column), ``L = Ho * Wo``.
-    The copy's innermost axis is an image row, so it streams.
+    ``K = C/G * prod(kernel)`` runs over (channel, kernel offsets), ``L = prod(out)`` (any
+    number of spatial axes). The copy's innermost axis is an image row, so it streams.
     """
-    n, c, h, w = x.shape
-    out_hw = _out_hw((h, w), kernel, stride, dilation, pads)
+    n, c = x.shape[:2]
+    nd = x.ndim - 2
+    out_hw = _out_hw(x.shape[2:], kernel, stride, dilation, pads)
     win = _windows(xp, _pad(xp, x, pads), kernel, stride, dilation, out_hw)
-    k = c // groups * kernel[0] * kernel[1]
+    k = c // groups * math.prod(kernel)
+    length = math.prod(out_hw)
     win = win.reshape((n, groups, c // groups) + win.shape[2:])
     if batch_first:
-        return win.reshape(n, groups, k, out_hw[0] * out_hw[1]), out_hw
-    cols = win.transpose(1, 2, 3, 4, 0, 5, 6).reshape(groups, k, n * out_hw[0] * out_hw[1])
+        return win.reshape(n, groups, k, length), out_hw
+    order = (1, 2) + tuple(range(3, 3 + nd)) + (0,) + tuple(range(3 + nd, 3 + 2 * nd))
+    cols = win.transpose(order).reshape(groups, k, n * length)
     return cols, out_hw
 
 
 def _conv_forward(xp, x, w, stride, pads, dilation, groups, b=None):
-    """``conv2d(x, w) (+ b)`` as one batched matmul on the im2col columns; NCHW out."""
-    cols, (ho, wo) = _im2col(xp, x, w.shape[2:], stride, pads, dilation, groups)
+    """``conv(x, w) (+ b)`` as one batched matmul on the im2col columns; ``(N, O, *out)``."""
+    cols, out_hw = _im2col(xp, x, w.shape[2:], stride, pads, dilation, groups)
     o = w.shape[0]
     out = xp.matmul(w.reshape(groups, o // groups, -1), cols)  # (N, G, Og, L), fresh
-    out = out.reshape(x.shape[0], o, ho, wo)
+    out = out.reshape((x.shape[0], o) + tuple(out_hw))
     if b is not None:
-        out += b.reshape(1, o, 1, 1)  # into this op's own array
+        out += b.reshape((1, o) + (1,) * len(out_hw))  # into this op's own array
     return out
 
 
 def _conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
     """``dw = sum over batch and pixels of g * columns``: one matmul per group."""
     cols, _ = _im2col(xp, x, kernel, stride, pads, dilation, groups, batch_first=False)
-    n, o, ho, wo = g.shape
+    n, o = g.shape[:2]
     og = o // groups
-    gm = g.reshape(n, groups, og, ho * wo).transpose(1, 2, 0, 3).reshape(groups, og, -1)
+    length = math.prod(g.shape[2:])
+    gm = g.reshape(n, groups, og, length).transpose(1, 2, 0, 3).reshape(groups, og, -1)
     gw = xp.matmul(gm, cols.transpose(0, 2, 1))  # (G, Og, K)
-    return gw.reshape(o, x.shape[1] // groups, kernel[0], kernel[1])
+    return gw.reshape((o, x.shape[1] // groups) + tuple(kernel))
 
 
 def _conv_input_grad(xp, g, w, in_hw, stride, pads, dilation, groups):
     """``dx``: a batched matmul to column cotangents, then col2im as one strided add per
-    kernel offset (a loop over ``kh * kw`` offsets, never over images or pixels)."""
-    n, o, ho, wo = g.shape
+    kernel offset (a loop over the ``prod(kernel)`` offsets, never over images or pixels)."""
+    n, o = g.shape[:2]
+    out_hw = g.shape[2:]
     og = o // groups
-    cg, kh, kw = w.shape[1:]
-    wm = w.reshape(groups, og, cg * kh * kw).transpose(0, 2, 1)  # (G, K, Og)
-    dcols = xp.matmul(wm, g.reshape(n, groups, og, ho * wo))  # (N, G, K, L)
-    dcols = dcols.reshape(n, groups * cg, kh, kw, ho, wo)
-    h, wd = in_hw
-    pt, pb, pl, pr = pads
-    sh, sw = stride
-    dh, dw = dilation
-    dx = xp.zeros((n, groups * cg, h + pt + pb, wd + pl + pr), dtype=dcols.dtype)
-    for i in range(kh):  # a loop over kernel offsets, never over pixels
-        for j in range(kw):
-            dx[
-                :,
-                :,
-                i * dh : i * dh + sh * (ho - 1) + 1 : sh,
-                j * dw : j * dw + sw * (wo - 1) + 1 : sw,
-            ] += dcols[:, :, i, j]
+    cg, kernel = w.shape[1], w.shape[2:]
+    wm = w.reshape(groups, og, cg * math.prod(kernel)).transpose(0, 2, 1)  # (G, K, Og)
+    dcols = xp.matmul(wm, g.reshape(n, groups, og, math.prod(out_hw)))  # (N, G, K, L)
+    dcols = dcols.reshape((n, groups * cg) + tuple(kernel) + tuple(out_hw))
+    lo, hi = pads[0::2], pads[1::2]
+    padded = tuple(size + a + b for size, a, b in zip(in_hw, lo, hi))
+    dx = xp.zeros((n, groups * cg) + padded, dtype=dcols.dtype)
+    full = (slice(None),) * 2
+    for offset in itertools.product(*(range(k) for k in kernel)):  # offsets, never pixels
+        at = tuple(slice(i * d, i * d + s * (m - 1) + 1, s)
+                   for i, d, s, m in zip(offset, dilation, stride, out_hw))
+        dx[full + at] += dcols[full + offset]
     if not any(pads):
         return dx
-    return xp.ascontiguousarray(dx[:, :, pt : pt + h, pl : pl + wd])
+    return xp.ascontiguousarray(dx[full + tuple(slice(a, a + m) for a, m in zip(lo, in_hw))])
 
 
 # Batching rules of the three convolution ops. A batched image operand with shared weights
@@ -1875,8 +1880,11 @@ class Conv2d(Function):
 
     Inputs ``x`` ``(N, C, H, W)``, ``w`` ``(O, C/groups, kh, kw)`` and optionally ``b``
     ``(O,)``. Static params: ``stride`` and ``dilation`` pairs, ``padding`` as ``(top, bottom,
-    left, right)``, ``groups``. Backward: :class:`Conv2dInputGrad` (col2im) for ``x``,
-    :class:`Conv2dWeightGrad` for ``w`` and ``g.sum((0, 2, 3))`` for ``b``; the three
+    left, right)``, ``groups``. Any number of spatial axes works the same way (``conv3d``,
+    ``conv1d``-style and the transposed convolutions use it): ``x`` ``(N, C, *spatial)``,
+    ``w`` ``(O, C/groups, *kernel)``, one ``stride``/``dilation`` entry per axis and
+    ``padding`` ``(lo0, hi0, lo1, hi1, ...)``. Backward: :class:`Conv2dInputGrad` (col2im) for
+    ``x``, :class:`Conv2dWeightGrad` for ``w`` and ``g.sum((0, 2, 3))`` for ``b``; the three
     convolution ops are each other's transposes, so every order of derivative stays within
     them.
 
@@ -1902,7 +1910,7 @@ class Conv2d(Function):
         gw = Conv2dWeightGrad.apply(x, g, kernel=w.shape[2:], **ctx.conv) if nw else None
         if len(ctx.needs_input_grad) == 2:
             return gx, gw
-        gb = tnp.sum(g, axis=(0, 2, 3)) if ctx.needs_input_grad[2] else None
+        gb = tnp.sum(g, axis=(0,) + tuple(range(2, g.ndim))) if ctx.needs_input_grad[2] else None
         return gx, gw, gb
 
     @staticmethod
@@ -1930,8 +1938,8 @@ class Conv2d(Function):
             y = _unstack_groups(y, size, groups, 1)
         if b is None:
             return y
-        o = b.shape[-1]
-        return y + tnp.reshape(b, (size, 1, o, 1, 1) if bb else (o, 1, 1))
+        o, nd = b.shape[-1], w.ndim - 2 - bw  # one example's spatial axes
+        return y + tnp.reshape(b, (size, 1, o) + (1,) * nd if bb else (o,) + (1,) * nd)
 
     @classmethod
     def output_shape(
@@ -2206,15 +2214,15 @@ def conv_transpose2d(
     order of derivative works.
 
     Args:
-        input: Floating Tensor of shape ``(N, C_in, H, W)``.
+        input: Floating Tensor of shape ``(N, C_in, H, W)`` or ``(C_in, H, W)``.
         weight: Tensor of shape ``(C_in, C_out / groups, kH, kW)`` (PyTorch's layout).
         bias: Optional Tensor of shape ``(C_out,)``.
         stride: Int or pair >= 1.
         padding: Int or pair >= 0: ``dilation (k - 1) - padding`` zeros are implicitly added
             to each side of the input (PyTorch's meaning).
-        output_padding: Int or pair >= 0, smaller than ``stride``: extra rows/columns at the
-            bottom/right of the output (to pick among the input sizes a stride-``s``
-            convolution maps to one size).
+        output_padding: Int or pair >= 0, smaller than ``stride`` or ``dilation``: extra
+            rows/columns at the bottom/right of the output (to pick among the input sizes a
+            stride-``s`` convolution maps to one size).
         groups: Number of channel groups; divides ``C_in`` and ``C_out``.
         dilation: Int or pair >= 1.
 
@@ -2224,8 +2232,8 @@ def conv_transpose2d(
 
     Raises:
         TypeError: for non-floating input or bad parameter kinds.
-        ValueError: for mismatched channels or groups, ``output_padding >= stride`` or an
-            empty output.
+        ValueError: for mismatched channels or groups, an ``output_padding`` not below the
+            stride or the dilation, or an empty output.
 
     References:
         Dumoulin and Visin, "A guide to convolution arithmetic for deep learning",
@@ -2238,75 +2246,31 @@ def conv_transpose2d(
         >>> tg.nn.functional.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1).shape
         (1, 2, 10, 10)
     """
-    who = "conv_transpose2d"
-    x = _image(input, who)
-    w = tnp.asarray(weight)
-    if w.ndim != 4:
-        raise ValueError(
-            f"{who}: weight must have shape (C_in, C_out/groups, kH, kW), got {w.shape}"
-        )
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
-        raise ValueError(f"{who}: groups must be a positive int, got {groups!r}")
-    c_in = x.shape[1]
-    c_out = w.shape[1] * groups
-    if w.shape[0] != c_in or c_in % groups:
-        raise ValueError(
-            f"{who}: input has {c_in} channels and weight has shape {w.shape} with groups="
-            f"{groups}; need weight.shape[0] == C_in, divisible by groups"
-        )
-    stride = _pair(stride, "stride", who)
-    dilation = _pair(dilation, "dilation", who)
-    ph, pw = _pair(padding, "padding", who, minimum=0)
-    oph, opw = _pair(output_padding, "output_padding", who, minimum=0)
-    if oph >= stride[0] or opw >= stride[1]:
-        raise ValueError(f"{who}: output_padding {(oph, opw)} must be smaller than stride {stride}")
-    kernel = tuple(w.shape[2:])
-    out_hw = tuple(
-        (size - 1) * s - 2 * p + d * (k - 1) + op + 1
-        for size, s, p, d, k, op in zip(x.shape[2:], stride, (ph, pw), dilation, kernel, (oph, opw))
-    )
-    if min(out_hw) < 1:
-        raise ValueError(
-            f"{who}: input of spatial size {x.shape[2:]} with padding {(ph, pw)} gives an empty "
-            f"output {out_hw}"
-        )
-    if w.dtype != x.dtype:
-        w = tnp.astype(w, x.dtype)
-    y = Conv2dInputGrad.apply(
-        x,
-        w,
-        in_hw=out_hw,
-        stride=stride,
-        padding=(ph, ph, pw, pw),
-        dilation=dilation,
-        groups=int(groups),
-    )
-    if bias is None:
-        return y
-    bias = tnp.asarray(bias)
-    if bias.shape != (c_out,):
-        raise ValueError(f"{who}: bias must have shape ({c_out},), got {bias.shape}")
-    return y + tnp.reshape(_like(bias, x), (1, c_out, 1, 1))
+    from tapegrad.nn._conv_pool import _conv_transpose_nd
+
+    return _conv_transpose_nd(2, "conv_transpose2d", input, weight, bias, stride, padding,
+                              output_padding, groups, dilation)
 
 
 # -- pooling ---------------------------------------------------------------------------------
-def _offset_views(x, kernel, stride, out_hw):
-    """The ``kh * kw`` strided views ``(N, C, Ho, Wo)`` of ``x``, one per kernel offset, in
-    row-major offset order (views, no copies)."""
-    (kh, kw), (sh, sw), (ho, wo) = kernel, stride, out_hw
+def _offset_views(x, kernel, stride, out_hw, dilation=None):
+    """The ``prod(kernel)`` strided views ``(N, C, *out_hw)`` of ``x`` ``(N, C, *spatial)``,
+    one per kernel offset, in row-major offset order (views, no copies)."""
+    dilation = dilation or (1,) * len(kernel)
+    full = (slice(None),) * 2
     return [
-        x[:, :, i : i + sh * (ho - 1) + 1 : sh, j : j + sw * (wo - 1) + 1 : sw]
-        for i in range(kh)
-        for j in range(kw)
+        x[full + tuple(slice(i * d, i * d + s * (m - 1) + 1, s)
+                       for i, d, s, m in zip(offset, dilation, stride, out_hw))]
+        for offset in itertools.product(*(range(k) for k in kernel))
     ]
 
 
-def _pool_hits(xp, x, out, kernel, stride, padding):
+def _pool_hits(xp, x, out, kernel, stride, padding, dilation=None):
     """``(padded shape, [(offset index, hit mask)])``: for each kernel offset, where that
     window element is the window's maximum ``out`` and no earlier offset was (the first
     maximum wins ties, as ``argmax``; a NaN maximum goes to the window's first NaN)."""
     xpad = _pad(xp, x, padding, -np.inf)  # pyright: ignore[reportArgumentType]
-    views = _offset_views(xpad, kernel, stride, out.shape[2:])
+    views = _offset_views(xpad, kernel, stride, out.shape[2:], dilation)
     nan = bool(xp.isnan(out.sum()))  # conservative: any NaN (or inf - inf) takes the slow path
     outnan = xp.isnan(out) if nan else None
     taken = None
@@ -2337,20 +2301,26 @@ class MaxPool2d(Function):
     """Max pooling of ``x`` ``(N, C, H, W)`` (floating) over ``kernel`` windows moved by
     ``stride``, with ``padding = (top, bottom, left, right)`` of ``-inf``.
 
-    Forward: ``kh * kw - 1`` elementwise maxima of strided views (a loop over kernel offsets,
-    never over pixels). Saves ``x`` and the output (no index array). Backward:
-    :class:`MaxPool2dGrad`, the cotangent routed to each window's first maximum.
+    Any number of spatial axes (``max_pool1d`` and ``max_pool3d`` use it too): ``x``
+    ``(N, C, *spatial)`` with ``kernel``, ``stride`` and ``dilation`` one entry per spatial
+    axis and ``padding`` ``(lo0, hi0, lo1, hi1, ...)`` (asymmetric: ``ceil_mode`` pads the end
+    further); ``dilation=None`` means 1 on every axis.
+
+    Forward: ``prod(kernel) - 1`` elementwise maxima of strided views (a loop over kernel
+    offsets, never over pixels). Saves ``x`` and the output (no index array). Backward:
+    :class:`MaxPool2dGrad`, the cotangent routed to each window's first maximum (row-major
+    order of the kernel offsets, as PyTorch).
     """
 
     oper = "max_pool2d"
     batch = classmethod(_pool_batch)
 
     @staticmethod
-    def forward(ctx, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
+    def forward(ctx, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0), dilation=None):
         xp = ctx.backend
-        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding)
-        out_hw = _out_hw(x.shape[2:], kernel, stride, (1, 1), padding)
-        views = _offset_views(_pad(xp, x, padding, -np.inf), kernel, stride, out_hw)  # pyright: ignore[reportArgumentType]
+        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
+        out_hw = _out_hw(x.shape[2:], kernel, stride, dilation or (1,) * len(kernel), padding)
+        views = _offset_views(_pad(xp, x, padding, -np.inf), kernel, stride, out_hw, dilation)  # pyright: ignore[reportArgumentType]
         out = xp.maximum(views[0], views[1]) if len(views) > 1 else views[0].copy()
         for v in views[2:]:
             xp.maximum(out, v, out=out)
@@ -2363,8 +2333,9 @@ class MaxPool2d(Function):
         return MaxPool2dGrad.apply(g, x, out, **ctx.pool)
 
     @classmethod
-    def output_shape(cls, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
-        return tuple(x[:2]) + _out_hw(x[2:], kernel, stride, (1, 1), padding)
+    def output_shape(cls, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0), dilation=None):
+        return tuple(x[:2]) + _out_hw(x[2:], kernel, stride, dilation or (1,) * len(kernel),
+                                      padding)
 
 
 class MaxPool2dGrad(Function):
@@ -2382,17 +2353,20 @@ class MaxPool2dGrad(Function):
     nondiff_argnums = (1, 2)  # piecewise constant in x and out (they only locate the maxima)
 
     @staticmethod
-    def forward(ctx, g, x, out, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
+    def forward(ctx, g, x, out, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0),
+                dilation=None):
         xp = ctx.backend
-        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding)
+        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
         ctx.save_for_backward(x, out)
-        shape, hits = _pool_hits(xp, x, out, kernel, stride, padding)
-        (kh, kw), (ho, wo) = kernel, out.shape[2:]
+        shape, hits = _pool_hits(xp, x, out, kernel, stride, padding, dilation)
+        out_hw = out.shape[2:]
         exact = (
-            not any(padding) and tuple(stride) == tuple(kernel) and shape[2:] == (kh * ho, kw * wo)
+            not any(padding) and tuple(stride) == tuple(kernel)
+            and not any(d != 1 for d in dilation or ())
+            and shape[2:] == tuple(k * m for k, m in zip(kernel, out_hw))
         )
         dx = (xp.empty if exact else xp.zeros)(shape, dtype=g.dtype)
-        views = _offset_views(dx, kernel, stride, (ho, wo))
+        views = _offset_views(dx, kernel, stride, out_hw, dilation)
         finite = bool(xp.isfinite(g.sum()))
         for k, hit in hits:
             if exact and finite:
@@ -2404,9 +2378,8 @@ class MaxPool2dGrad(Function):
             else:
                 views[k] += part
         if any(padding):
-            pt, _, pl, _ = padding
-            h, w = x.shape[2:]
-            dx = xp.ascontiguousarray(dx[:, :, pt : pt + h, pl : pl + w])
+            crop = tuple(slice(a, a + m) for a, m in zip(padding[0::2], x.shape[2:]))
+            dx = xp.ascontiguousarray(dx[(slice(None),) * 2 + crop])
         return dx
 
     @staticmethod
@@ -2433,12 +2406,13 @@ class MaxPool2dGather(Function):
     nondiff_argnums = (1, 2)  # piecewise constant in x and out (they only locate the maxima)
 
     @staticmethod
-    def forward(ctx, h, x, out, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
+    def forward(ctx, h, x, out, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0),
+                dilation=None):
         xp = ctx.backend
-        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding)
+        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
         ctx.save_for_backward(x, out)
-        _, hits = _pool_hits(xp, x, out, kernel, stride, padding)
-        views = _offset_views(_pad(xp, h, padding), kernel, stride, out.shape[2:])
+        _, hits = _pool_hits(xp, x, out, kernel, stride, padding, dilation)
+        views = _offset_views(_pad(xp, h, padding), kernel, stride, out.shape[2:], dilation)
         res = xp.zeros(out.shape, dtype=h.dtype)
         for k, hit in hits:
             res += xp.where(hit, views[k], 0)
@@ -2473,47 +2447,94 @@ def _pool_params(x, kernel_size, stride, padding, who):
     return kernel, stride, pads
 
 
-def max_pool2d(input, kernel_size, stride=None, padding=0) -> Tensor:
-    """2-D max pooling over ``(N, C, H, W)`` images.
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """2-D max pooling over ``(N, C, H, W)`` images (``torch.nn.functional.max_pool2d``).
 
-    Each output is the maximum of its window; the gradient is routed to that maximum's
-    position (the first one on ties, as NumPy's ``argmax``).
+    Each output is the maximum of its window (``-inf`` padding); the gradient is routed to that
+    window's first maximum in row-major order (PyTorch's choice on ties).
 
     Args:
-        input: Floating Tensor of shape ``(N, C, H, W)``.
+        input: Floating Tensor of shape ``(N, C, H, W)`` (or ``(C, H, W)`` with an int or pair
+            ``padding``).
         kernel_size: Int or pair.
         stride: Int or pair; defaults to ``kernel_size``.
         padding: Int or pair of ``-inf`` padding (at most half the kernel), or
-            ``"valid"``/``"same"`` (as for :func:`conv2d`).
+            ``"valid"``/``"same"`` (as for :func:`conv2d`; then ``dilation=1`` and
+            ``ceil_mode=False``).
+        dilation: Int or pair >= 1: the spacing of the window's elements.
+        ceil_mode: Round output sizes up (a last, partial window that starts inside the input
+            or the left padding), as PyTorch.
+        return_indices: Also return each maximum's flat index into its ``H * W`` input plane
+            (an int64 Tensor, as PyTorch).
+
+    Returns:
+        Tensor of shape ``(N, C, H_out, W_out)``; with ``return_indices`` a pair
+        ``(values, indices)``.
+
+    Raises:
+        TypeError: for non-floating input or bad parameter kinds.
+        ValueError: for another number of dims, too much padding or an input smaller than the
+            kernel.
+    """
+    from tapegrad.nn._conv_pool import _flag, _ints, _max_pool_indices, _max_pool_nd
+
+    who = "max_pool2d"
+    if isinstance(padding, str) and padding == "valid":
+        padding = 0
+    if not isinstance(padding, str):
+        return _max_pool_nd(2, who, input, kernel_size, stride, padding, dilation, ceil_mode,
+                            return_indices)
+    x = _image(input, who)
+    if _ints(dilation, 2, "dilation", who) != (1, 1) or _flag(ceil_mode, "ceil_mode", who):
+        raise ValueError(f"{who}: padding={padding!r} takes dilation=1 and ceil_mode=False; "
+                         "give an int or pair padding to use them")
+    kernel, stride, pads = _pool_params(x, kernel_size, stride, padding, who)
+    y = MaxPool2d.apply(x, kernel=kernel, stride=stride, padding=pads)
+    if not _flag(return_indices, "return_indices", who):
+        return y
+    return y, _max_pool_indices(x, kernel, stride, pads, (1, 1), y.shape[2:])
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None) -> Tensor:
+    """2-D average pooling over ``(N, C, H, W)`` images (``torch.nn.functional.avg_pool2d``):
+    each window's sum (a depthwise convolution with a kernel of ones) over PyTorch's divisor.
+
+    Args:
+        input: Floating Tensor of shape ``(N, C, H, W)`` (or ``(C, H, W)`` with an int or pair
+            ``padding``).
+        kernel_size: Int or pair.
+        stride: Int or pair (default ``kernel_size``).
+        padding: Int or pair of zero padding (at most half the kernel), or
+            ``"valid"``/``"same"`` (then ``ceil_mode=False`` and no ``divisor_override``).
+        ceil_mode: Round output sizes up, as PyTorch.
+        count_include_pad: Divide by the window's size within the padded input (True,
+            PyTorch's default; the extra windows of ``ceil_mode`` count only their part inside
+            it) or by its number of input elements.
+        divisor_override: A nonzero int to divide every window's sum by instead.
 
     Returns:
         Tensor of shape ``(N, C, H_out, W_out)``.
 
     Raises:
-        ValueError: for a non-4-D input, too much padding or an input smaller than the kernel.
+        TypeError: for non-floating input or bad parameter kinds.
+        ValueError: for another number of dims, too much padding, an input smaller than the
+            kernel or ``divisor_override=0``.
     """
-    who = "max_pool2d"
-    x = _image(input, who)
-    kernel, stride, pads = _pool_params(x, kernel_size, stride, padding, who)
-    return MaxPool2d.apply(x, kernel=kernel, stride=stride, padding=pads)
+    from tapegrad.nn._conv_pool import _avg_pool_nd, _flag
 
-
-def avg_pool2d(input, kernel_size, stride=None, padding=0, count_include_pad=True) -> Tensor:
-    """2-D average pooling over ``(N, C, H, W)`` images (a depthwise convolution).
-
-    Args:
-        input: Floating Tensor of shape ``(N, C, H, W)``.
-        kernel_size: Int or pair.
-        stride: Int or pair (default ``kernel_size``).
-        padding: Int or pair of zero padding (at most half the kernel), or ``"valid"``/``"same"``.
-        count_include_pad: Divide by the full window size (True, PyTorch's default) or by the
-            number of non-padding elements.
-
-    Returns:
-        Tensor of shape ``(N, C, H_out, W_out)``.
-    """
     who = "avg_pool2d"
+    if isinstance(padding, str) and padding == "valid":
+        padding = 0
+    if not isinstance(padding, str):
+        return _avg_pool_nd(2, who, input, kernel_size, stride, padding, ceil_mode,
+                            count_include_pad, divisor_override)
     x = _image(input, who)
+    if _flag(ceil_mode, "ceil_mode", who) or divisor_override is not None:
+        raise ValueError(f"{who}: padding={padding!r} takes ceil_mode=False and no "
+                         "divisor_override; give an int or pair padding to use them")
+    count_include_pad = _flag(count_include_pad, "count_include_pad", who)
     kernel, stride, pads = _pool_params(x, kernel_size, stride, padding, who)
     n, c, h, w = x.shape
     xp = backend_of(x._array)
@@ -3435,3 +3456,140 @@ def extract_windows(x, kernel_size: int, stride: int, padding_mode: str = "valid
         raise ValueError(f"{who}: kernel_size {k} is larger than the (padded) image {(h, w)}")
     windows = tnp.strided_windows(x, k, s)
     return windows, (windows.shape[0], windows.shape[1])
+
+
+# -- PyTorch's other losses (defined in tapegrad.nn._losses) ---------------------------------
+from tapegrad.nn._losses import (  # noqa: E402
+    CTCLoss,
+    cosine_embedding_loss,
+    ctc_loss,
+    gaussian_nll_loss,
+    hinge_embedding_loss,
+    margin_ranking_loss,
+    multi_margin_loss,
+    multilabel_margin_loss,
+    multilabel_soft_margin_loss,
+    poisson_nll_loss,
+    soft_margin_loss,
+    triplet_margin_loss,
+)
+
+__all__ += [
+    "poisson_nll_loss",
+    "gaussian_nll_loss",
+    "margin_ranking_loss",
+    "cosine_embedding_loss",
+    "triplet_margin_loss",
+    "multi_margin_loss",
+    "multilabel_margin_loss",
+    "multilabel_soft_margin_loss",
+    "soft_margin_loss",
+    "hinge_embedding_loss",
+    "ctc_loss",
+    "CTCLoss",
+]
+
+# -- convolution, pooling, padding and resampling in 1, 2 and 3 spatial dims ------------------
+from tapegrad.nn._conv_pool import (  # noqa: E402  (built on the primitives above)
+    adaptive_avg_pool1d,
+    adaptive_avg_pool3d,
+    adaptive_max_pool1d,
+    adaptive_max_pool2d,
+    adaptive_max_pool3d,
+    affine_grid,
+    avg_pool1d,
+    avg_pool3d,
+    conv3d,
+    conv_transpose1d,
+    conv_transpose3d,
+    fold,
+    grid_sample,
+    interpolate,
+    max_pool1d,
+    max_pool3d,
+    pad,
+    pixel_shuffle,
+    pixel_unshuffle,
+    unfold,
+)
+
+__all__ += [
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose3d",
+    "max_pool1d",
+    "max_pool3d",
+    "avg_pool1d",
+    "avg_pool3d",
+    "adaptive_avg_pool1d",
+    "adaptive_avg_pool3d",
+    "adaptive_max_pool1d",
+    "adaptive_max_pool2d",
+    "adaptive_max_pool3d",
+    "pad",
+    "interpolate",
+    "grid_sample",
+    "affine_grid",
+    "unfold",
+    "fold",
+    "pixel_shuffle",
+    "pixel_unshuffle",
+]
+
+
+# -- more of torch.nn.functional (defined in their own modules, exported here) ---------------
+from tapegrad.nn._activations import (  # noqa: E402
+    celu,
+    elu,
+    glu,
+    hardsigmoid,
+    hardswish,
+    hardtanh,
+    logsigmoid,
+    mish,
+    prelu,
+    relu6,
+    selu,
+    softsign,
+)
+from tapegrad.nn._extra_functional import (  # noqa: E402
+    alpha_dropout,
+    bilinear,
+    cosine_similarity,
+    dropout1d,
+    dropout2d,
+    dropout3d,
+    embedding_bag,
+    gumbel_softmax,
+    instance_norm,
+    normalize,
+    one_hot,
+    pairwise_distance,
+)
+
+__all__ += [
+    "elu",
+    "selu",
+    "celu",
+    "hardtanh",
+    "relu6",
+    "hardsigmoid",
+    "hardswish",
+    "softsign",
+    "mish",
+    "glu",
+    "logsigmoid",
+    "prelu",
+    "one_hot",
+    "normalize",
+    "cosine_similarity",
+    "pairwise_distance",
+    "bilinear",
+    "instance_norm",
+    "dropout1d",
+    "dropout2d",
+    "dropout3d",
+    "alpha_dropout",
+    "embedding_bag",
+    "gumbel_softmax",
+]

@@ -24,6 +24,7 @@ from tapegrad import random as _random
 from tapegrad.backend import backend_of, parse_device
 from tapegrad.nn import functional as F
 from tapegrad.nn import init
+from tapegrad.nn._conv_pool import _divisor
 from tapegrad.nn.module import Module
 from tapegrad.tensor import Tensor
 
@@ -418,17 +419,16 @@ class MaxPool2d(Module):
     """2-D max pooling; ``stride`` defaults to ``kernel_size``.
 
     ``padding_mode`` is ``"valid"`` or ``"same"``; an int ``padding`` overrides it.
+    PyTorch's ``dilation``, ``ceil_mode`` and ``return_indices`` are keyword arguments here,
+    with PyTorch's meaning (see :func:`~tapegrad.nn.functional.max_pool2d`).
 
     Raises:
-        TypeError: for an unknown keyword (PyTorch's ``dilation``, ``ceil_mode`` and
-            ``return_indices`` are not implemented).
+        TypeError: for an unknown keyword.
         ValueError: for another ``padding_mode``.
     """
 
-    _keyword_hints = {"dilation": _UNSUPPORTED, "ceil_mode": _UNSUPPORTED,
-                      "return_indices": _UNSUPPORTED}
-
-    def __init__(self, kernel_size, stride=None, padding_mode: str = "valid", *, padding=None):
+    def __init__(self, kernel_size, stride=None, padding_mode: str = "valid", *, padding=None,
+                 dilation=1, ceil_mode: bool = False, return_indices: bool = False):
         super().__init__()
         if not isinstance(padding_mode, str):  # PyTorch's 3rd positional argument is padding
             raise TypeError(
@@ -447,8 +447,12 @@ class MaxPool2d(Module):
         F._pair(kernel_size, "kernel_size", "MaxPool2d")
         if stride is not None:
             F._pair(stride, "stride", "MaxPool2d")
+        F._pair(dilation, "dilation", "MaxPool2d")
         self.kernel_size, self.stride = kernel_size, stride
         self.padding = padding_mode if padding is None else padding
+        self.dilation = dilation
+        self.ceil_mode = _bool("MaxPool2d", "ceil_mode", ceil_mode)
+        self.return_indices = _bool("MaxPool2d", "return_indices", return_indices)
 
     def extra_repr(self) -> str:
         stride = self.kernel_size if self.stride is None else self.stride
@@ -459,8 +463,10 @@ class MaxPool2d(Module):
         )
 
     def forward(self, x):
-        """``(N, C, H, W)`` -> ``(N, C, H_out, W_out)``."""
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)  # pyright: ignore[reportArgumentType]
+        """``(N, C, H, W)`` -> ``(N, C, H_out, W_out)`` (and the indices, with
+        ``return_indices``)."""
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,  # pyright: ignore[reportArgumentType]
+                            self.ceil_mode, self.return_indices)
 
 
 class BatchNorm(Module):
@@ -1382,16 +1388,14 @@ class AvgPool2d(Module):
         stride: Int or pair (default ``kernel_size``).
         padding: Int or pair of zero padding (at most half the kernel), or
             ``"valid"``/``"same"``.
-        ceil_mode: PyTorch's option; only False (windows that would start in the padding or
-            past the end are not formed).
+        ceil_mode: Round output sizes up, as PyTorch.
         count_include_pad: Divide by the full window (True) or by its non-padding part.
+        divisor_override: A nonzero int to divide every window's sum by instead.
 
     Raises:
-        TypeError: for an unknown keyword (PyTorch's ``divisor_override`` is not implemented).
-        NotImplementedError: for ``ceil_mode=True``.
+        TypeError: for an unknown keyword or a non-bool flag.
+        ValueError: for ``divisor_override=0``.
     """
-
-    _keyword_hints = {"divisor_override": _UNSUPPORTED}
 
     def __init__(
         self,
@@ -1400,18 +1404,17 @@ class AvgPool2d(Module):
         padding=0,
         ceil_mode: bool = False,
         count_include_pad: bool = True,
+        divisor_override=None,
     ):
         super().__init__()
-        if _bool("AvgPool2d", "ceil_mode", ceil_mode):
-            raise NotImplementedError(
-                "AvgPool2d: ceil_mode=True is not implemented; pad the input (tnp.pad) so the "
-                "last window fits, with count_include_pad=False"
-            )
         F._pair(kernel_size, "kernel_size", "AvgPool2d")
         if stride is not None:
             F._pair(stride, "stride", "AvgPool2d")
+        _divisor(divisor_override, "AvgPool2d")
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode = _bool("AvgPool2d", "ceil_mode", ceil_mode)
         self.count_include_pad = _bool("AvgPool2d", "count_include_pad", count_include_pad)
+        self.divisor_override = divisor_override
 
     def extra_repr(self) -> str:
         stride = self.kernel_size if self.stride is None else self.stride
@@ -1420,7 +1423,8 @@ class AvgPool2d(Module):
 
     def forward(self, x):
         """``(N, C, H, W)`` -> ``(N, C, H_out, W_out)``."""
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
 
 
 class AdaptiveAvgPool2d(Module):

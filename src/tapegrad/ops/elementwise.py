@@ -1744,6 +1744,8 @@ class MinMaxGrad(Function):
 
     @staticmethod
     def jvp(ctx, t, *_):
+        if t is None:  # only the piecewise-constant operands move: the output stays
+            return None
         out, y, ties = ctx.saved_tensors
         return MinMaxGrad.apply(t, out, y, ties, greater=ctx.greater, wrt=ctx.wrt)
 
