@@ -56,7 +56,7 @@ ALLOWED = {
     "at": {"core", "ops", "at"},
     "numpy": {"core", "ops", "numpy", "at"},
     "nn": {"core", "ops", "numpy", "nn", "at", "io", "random"},
-    "optim": {"core", "ops", "numpy", "optim", "at"},
+    "optim": {"core", "ops", "numpy", "optim", "at", "random"},  # keys: noisy_sgd, add_noise
     "io": {"core", "ops", "numpy", "io"},
     "testing": {"core", "ops", "numpy", "testing", "at"},
     "log": {"log"},

@@ -1113,14 +1113,45 @@ def scale_by_adam(
     )  # fmt: skip
 
 
-def add_decayed_weights(weight_decay: float = 0.0) -> AddDecayedWeights:
-    """Add ``weight_decay * params`` to the gradients (see :class:`AddDecayedWeights`).
+def add_decayed_weights(weight_decay: float = 0.0, mask: Any = None) -> GradientTransformation:
+    """Add ``weight_decay * params`` to the gradients (see :class:`AddDecayedWeights`), on the
+    leaves ``mask`` selects (Optax's ``add_decayed_weights``).
+
+    Args:
+        weight_decay: Coefficient ``>= 0``.
+        mask: ``None`` (every leaf), or which leaves get the decay, as
+            :func:`~tapegrad.optim.masked` takes it: a pytree of Python bools with the
+            parameters' structure or a prefix of it, or a callable ``params -> that pytree``
+            (for example ``lambda p: tg.tree.tree_map(lambda x: x.ndim > 1, p)``: the weight
+            matrices, not the biases). The other leaves pass unchanged.
+
+    Returns:
+        :class:`AddDecayedWeights`, or ``masked(AddDecayedWeights(weight_decay), mask)``.
 
     Raises:
-        TypeError: if ``weight_decay`` is not a number.
-        ValueError: if ``weight_decay`` is negative or not finite.
+        TypeError: if ``weight_decay`` is not a number or ``mask`` is an array; at
+            ``init``/``update``, if a mask entry is not a bool.
+        ValueError: if ``weight_decay`` is negative or not finite; at ``init``/``update``, if
+            the mask's structure does not match the parameters'.
+
+    Example:
+        >>> import numpy as np
+        >>> import tapegrad as tg
+        >>> from tapegrad import optim
+        >>> params = {"w": tg.Tensor(np.array([[2.0]])), "b": tg.Tensor(np.array([2.0]))}
+        >>> tx = optim.add_decayed_weights(0.5, mask=lambda p: {k: v.ndim > 1
+        ...                                                     for k, v in p.items()})
+        >>> zeros = optim.tree_zeros_like(params)
+        >>> u, _ = tx.update(zeros, tx.init(params), params)
+        >>> u["w"].numpy().tolist(), u["b"].numpy().tolist()
+        ([[1.0]], [0.0])
     """
-    return AddDecayedWeights(_check_nonneg("add_decayed_weights", "weight_decay", weight_decay))
+    block = AddDecayedWeights(_check_nonneg("add_decayed_weights", "weight_decay", weight_decay))
+    if mask is None:
+        return block
+    from tapegrad.optim.combinators import masked  # combinators builds on this module
+
+    return masked(block, mask)
 
 
 def trace(decay: float, nesterov: bool = False, dampening: float = 0.0) -> Trace:
