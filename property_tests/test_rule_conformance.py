@@ -683,9 +683,9 @@ def _(cls):
 @spec(mv.Split)
 def _(cls):
     grid = [((3, 5), (1, 3), 1), ((4, 3), (2,), -2), ((2, 3, 4), (1, 1, 3), -1),
-            ((3, 5), (3, 1), 1), ((4,), (0, 4), 0)]
+            ((3, 5), (3, 1), 1), ((4,), (0, 4), 0), ((3, 2), (), 0)]
     return pick([Case(arrays((s, U()), idx), {"axis": ax}, label=f"{s}-{idx}-{ax}")
-                 for s, idx, ax in grid], (0, 1, 3))
+                 for s, idx, ax in grid], (0, 1, 3, 5))
 
 
 @spec(mv.Flip)

@@ -65,3 +65,20 @@ def test_bad_arguments_point_to_static_argnums():
     with pytest.raises(TypeError, match=r"is a str .*static_argnums"):
         tg.jit(lambda s: s)("text")
     assert tg.jit(lambda x, s: x * len(s), static_argnums=1)(f64(2.0), "abc").item() == 6.0
+
+
+def test_an_op_giving_one_output_as_a_1_tuple_replays_and_compiles():
+    """``split`` into one piece returns a 1-tuple from its forward: the compiled program and
+    Tape.replay unpack it as the eager call does (they once bound the tuple itself)."""
+
+    def f(x):
+        (a,) = tnp.split(x, 1)
+        return tnp.sum(a * a)
+
+    x = tg.Tensor(np.arange(3.0))
+    _, tape = tg.trace(f)(x)
+    jf, jg = tg.jit(f), tg.jit(tg.grad(f))
+    for v in (np.arange(3.0), np.ones(3), np.array([2.0, -1.0, 0.5])):
+        t = tg.Tensor(v)
+        assert float(tape.replay(t)) == float(f(t)) == float(jf(t)) == float(np.sum(v * v))
+        np.testing.assert_array_equal(jg(t).numpy(), 2 * v)

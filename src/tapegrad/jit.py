@@ -353,7 +353,8 @@ class Program:
         globals, and parameters are passed as ``**P3``.
         """
         xp = _backend.get_backend(device)
-        g = {"_guard": check_guard, "_asarray": xp.asarray, "_tuple": tuple}
+        g = {"_guard": check_guard, "_asarray": xp.asarray, "_tuple": tuple,
+             "_seq": (tuple, list)}
 
         def constant(v):  # NumPy constants join the program's device, as in an eager call
             return _backend.to_device(v, device) if device != "cpu" and type(
@@ -408,9 +409,11 @@ class Program:
                     if s.out_into is not None:  # the forward writes into the dying buffer
                         kw += f", into={name(s.out_into)}"
                     call = f"F{j}({', '.join([f'C{n_in}()', *args])}{kw})"
-                    if len(s.outs) == 1:
-                        call = f"({call},)"
-                    lines.append(f"    {outs} = {call}" if s.outs else f"    {call}")
+                    if len(s.outs) == 1:  # one output, given alone or as a 1-tuple (split)
+                        lines.append(f"    {outs[:-1]} = {call}")
+                        lines.append(f"    if type({outs[:-1]}) in _seq: {outs} = {outs[:-1]}")
+                    else:
+                        lines.append(f"    {outs} = {call}" if s.outs else f"    {call}")
                     for n, (shape, _) in zip(s.outs, s.avals):
                         if shape == ():  # a NumPy scalar from a reduction: a 0-d array
                             lines.append(f"    {name(n)} = _asarray({name(n)})")

@@ -7,6 +7,9 @@ compares each result with the same quantity computed the slow, loop-free-of-batc
 - ``vmap``: ``vmap(f)`` with each argument batched alone on axis 0, on a non-leading axis and
   on the last axis, and all of them batched together, equals ``f`` applied to each example in
   a Python loop and stacked; where the loop raises, ``vmap`` raises the same kind of error.
+- ``jit``: ``jit(f)``, traced at the first example and replayed at the others, and
+  ``Tape.replay`` of the first example's tape equal the eager call in value, dtype and
+  structure (a replay refused by a guard, a branch that changed, is right and not compared).
 - ``jacfwd``: ``jacfwd(f)`` equals the columns ``jvp(f, x, e_j)`` for each basis vector.
 - ``jacrev``: ``jacrev(f)`` equals the rows ``vjp(f, x)(e_i)`` for each basis cotangent.
 - ``jvp_vjp``: those two loops give the same Jacobian (the forward-mode rule agrees with the
@@ -31,15 +34,17 @@ import numpy as np
 
 from tapegrad.forward import hessian, jacfwd, jacrev, jvp
 from tapegrad.function import Function
+from tapegrad.jit import jit
+from tapegrad.tape import GuardError
 from tapegrad.tensor import Tensor
-from tapegrad.transforms import grad, vjp
+from tapegrad.transforms import grad, trace, vjp
 from tapegrad.tree import tree_flatten
 from tapegrad.vmap import vmap
 
 __all__ = ["check_rule", "CHECKS"]
 
 #: Every check :func:`check_rule` knows, in the order it runs them.
-CHECKS = ("vmap", "jacfwd", "jacrev", "jvp_vjp", "hessian", "vmap_grad", "fd")
+CHECKS = ("vmap", "jit", "jacfwd", "jacrev", "jvp_vjp", "hessian", "vmap_grad", "fd")
 _DERIVATIVE_CHECKS = ("jacfwd", "jacrev", "jvp_vjp", "hessian", "vmap_grad", "fd")
 _NO_RULE = "vmap: .* has no batching rule"
 
@@ -252,6 +257,55 @@ class _Checker:
                 continue
             if d is not None:
                 self.fail("vmap", where, f"output {j} differs from the loop by up to {d:.3g}")
+
+    # -- jit and replay ----------------------------------------------------------------------
+    def jit_checks(self) -> None:
+        """``jit`` (traced at the first example, replayed at the others) and ``Tape.replay``
+        of the first example's tape give what the eager call gives, in value, dtype and
+        structure."""
+        pos = [k for k, a in enumerate(self.args) if isinstance(a, Tensor)]
+        g = self.of_tensors(self.f)
+        jitted = jit(g)
+        tape = None
+        for i, ex in enumerate([self.args, *self.examples]):
+            ts = [ex[k] for k in pos]
+            want, err = _run(g, ts)
+            if err is not None:
+                continue  # the vmap checks compare errors; here only values are compared
+            self.same("jit", f"at example {i}", _run(jitted, ts), want)
+            if tape is None:
+                got, err = _run(trace(g), ts)
+                if err is not None:
+                    self.fail("jit", "Tape", f"tracing raised {_describe(err)}")
+                    return
+                tape = got[1]
+                continue
+            got, err = _run(tape.replay, ts)
+            if not isinstance(err, GuardError):  # a changed branch is refused: right
+                self.same("jit", f"Tape.replay at example {i}", (got, err), want)
+
+    def same(self, check: str, where: str, got_err, want) -> None:
+        got, err = got_err
+        if err is not None:
+            self.fail(check, where, f"raised {_describe(err)} where the eager call returned")
+            return
+        got_leaves, got_tree = tree_flatten(got)
+        want_leaves, want_tree = tree_flatten(want)
+        if got_tree != want_tree:
+            self.fail(check, where, f"output structure {got_tree}, eager {want_tree}")
+            return
+        for j, (a, b) in enumerate(zip(got_leaves, want_leaves)):
+            a, b = _np(a), _np(b)
+            if a.dtype != b.dtype:
+                self.fail(check, where, f"output {j} has dtype {a.dtype}, eager {b.dtype}")
+                continue
+            try:
+                d = _close(a, b, self.atol, self.rtol)
+            except _Failure as e:
+                self.fail(check, where, f"output {j}: {e}")
+                continue
+            if d is not None:
+                self.fail(check, where, f"output {j} differs from eager by up to {d:.3g}")
 
     # -- derivatives -------------------------------------------------------------------------
     def diff_args(self, argnums) -> list:
@@ -467,9 +521,11 @@ def check_rule(
     Runs ``vmap``, ``jacfwd``, ``jacrev``, ``hessian`` and ``vmap(grad)`` on ``fn`` at
     ``args`` and compares each with a reference that uses no batching: Python loops of
     ``fn``, ``jvp``, ``vjp`` and ``grad`` (the checks are listed in :data:`CHECKS` and the
-    module documentation). Use it on your own :class:`~tapegrad.Function` to prove its
-    ``backward``, ``jvp`` and ``batch`` rules together; use :func:`check_grads` beside it for
-    the derivative against finite differences at higher orders.
+    module documentation). The ``jit`` check compares ``jit(fn)`` (traced at ``args``,
+    replayed on the other examples) and ``Tape.replay`` with the eager call. Use it on your
+    own :class:`~tapegrad.Function` to prove its ``backward``, ``jvp`` and ``batch`` rules
+    together; use :func:`check_grads` beside it for the derivative against finite differences
+    at higher orders.
 
     Floating arguments are converted to float64 (complex to complex128) first. The batch of
     the ``vmap`` checks has ``batch_size`` examples: ``examples`` when given, else ``args``
@@ -567,6 +623,8 @@ def check_rule(
     with np.errstate(all="ignore"):
         if "vmap" in checks:
             checker.vmap_checks(tuple(in_axes))
+        if "jit" in checks:
+            checker.jit_checks()
         derivs = [c for c in checks if c in _DERIVATIVE_CHECKS]
         if derivs:
             checker.derivative_checks(derivs, None if argnums is None else tuple(argnums))
