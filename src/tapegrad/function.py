@@ -498,9 +498,9 @@ class Function:
         for a in args:
             if type(a) is Tensor:
                 b = a._box
-                if b is not None and b[0] > top:
-                    top = b[0]
-                    trace = b[1]
+                if b is not None and b.level > top:
+                    top = b.level
+                    trace = b.trace
                 a = a._array
                 if type(a) is not _ndarray:
                     cpu = False

@@ -790,7 +790,7 @@ def _run(c: _Compiled, leaves):
             if type(v) is not Tensor:
                 raise _Stale("jit: a state is no longer a Tensor")
             box = v._box
-            if box is not None and box[0]:
+            if box is not None and box.level:
                 raise _Outer
             a = v._array
             if type(a) is ndarray:

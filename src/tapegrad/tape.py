@@ -20,7 +20,7 @@ import numpy as np
 from tapegrad import backend as _backend
 from tapegrad import function as _function
 from tapegrad.function import Context, _state, base_apply, unbroadcast
-from tapegrad.tensor import Tensor, _s_array, _s_box, caller_line, const, make, primal_of
+from tapegrad.tensor import Box, Tensor, _s_array, _s_box, caller_line, const, make, primal_of
 from tapegrad.tree import tree_flatten, tree_unflatten
 
 __all__ = ["Tape", "TapeEntry", "Guard", "Trace", "GuardError", "backward_pass"]
@@ -353,13 +353,13 @@ class Trace:
         for a in args:
             if type(a) is Tensor:
                 b = a._box
-                lv = 0 if b is None else b[0]
+                lv = 0 if b is None else b.level
                 if lv == level:
-                    if b[1] is not self:  # pyright: ignore[reportOptionalCall, reportOptionalSubscript]
+                    if b.trace is not self:  # pyright: ignore[reportOptionalMemberAccess]
                         raise RuntimeError(f"{fn._name()}: inputs from two traces of one level")
-                    in_nodes.append(b[2])  # pyright: ignore[reportOptionalSubscript]
+                    in_nodes.append(b.node)  # pyright: ignore[reportOptionalMemberAccess]
                     consts.append(None)
-                    p = b[3]  # pyright: ignore[reportOptionalSubscript]
+                    p = b.primal  # pyright: ignore[reportOptionalMemberAccess]
                     a = p if p is not None else primal_of(a)
                     if diff and a._array.dtype.kind in "fc" and not (nd and k in nd):
                         active = True
@@ -367,14 +367,14 @@ class Trace:
                     else:
                         level_needs.append(False)
                     b = a._box
-                    lv = 0 if b is None else b[0]
+                    lv = 0 if b is None else b.level
                 else:
                     in_nodes.append(-1)
                     consts.append(a)
                     level_needs.append(False)
                 if lv > sub:
                     sub = lv
-                    sub_trace = b[1]  # pyright: ignore[reportOptionalSubscript]
+                    sub_trace = b.trace  # pyright: ignore[reportOptionalMemberAccess]
                 arr = a._array
                 if type(arr) is not _ndarray:
                     cpu = False
@@ -434,7 +434,7 @@ class Trace:
             avals.append((arr.shape, arr.dtype))
             out = _new(Tensor)
             _s_array(out, arr)
-            _s_box(out, (level, self, node, None if prims is None else prims[0], None))
+            _s_box(out, Box(level, self, node, None if prims is None else prims[0]))
             outs = (out,)
             out_nodes = (node,)
         else:
