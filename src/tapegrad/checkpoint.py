@@ -20,7 +20,7 @@ import numbers
 
 import numpy as np
 
-from tapegrad.function import Context, Function
+from tapegrad.function import Function, derive_context
 from tapegrad.tape import TapeEntry, backward_pass
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
@@ -176,11 +176,9 @@ class _Program:
             if type(e) is not TapeEntry:
                 continue
             spec = residual_spec(e)
-            ctx = None
+            ctx = None  # the static values only: the residuals are set per backward run
             if e.ctx is not None:
-                ctx = object.__new__(Context)
-                ctx.__dict__.update(e.ctx.__dict__)
-                ctx.__dict__.pop("saved_tensors", None)
+                ctx = derive_context(e.ctx, e.ctx.needs_input_grad, ())
             self.entries.append(e._replace(ctx=ctx))
             self.specs.append(spec)
         self.in_nodes, self.out_refs, self.avals = tape.in_nodes, tape.out_refs, tape.avals
@@ -266,11 +264,10 @@ class PolicyCheckpoint(Function):
         for e, spec in zip(prog.entries, prog.specs):
             if e.ctx is not None and any(v in dep for v in e.in_nodes):
                 dep.update(e.out_nodes)
-                c = object.__new__(Context)
-                c.__dict__.update(e.ctx.__dict__)
-                c.saved_tensors = tuple(env[r] if isinstance(r, int) else r[1] for r in spec)
-                c.needs_input_grad = tuple(n and v in dep for n, v in zip(
-                    e.ctx.needs_input_grad, e.in_nodes))
+                c = derive_context(
+                    e.ctx, tuple(n and v in dep for n, v in zip(e.ctx.needs_input_grad,
+                                                                e.in_nodes)),
+                    tuple(env[r] if isinstance(r, int) else r[1] for r in spec))
                 entries.append(e._replace(ctx=c))
         ct: dict = {}
         refs = [r if isinstance(r, int) else None for r in prog.out_refs] + list(prog.kept)

@@ -15,7 +15,7 @@ import numbers
 
 import numpy as np
 
-from tapegrad.function import Function
+from tapegrad.function import Function, run_primitive, saved_values
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
 from tapegrad.tree import tree_flatten, tree_structure, tree_unflatten
@@ -352,15 +352,14 @@ class OnceDifferentiableBackward(Function):
 
     @staticmethod
     def forward(ctx, *arrays, fn, n_in, want, tensors, fn_params):
-        from tapegrad.function import base_apply
-
         ins = list(arrays[:n_in])
         values = [_tconst(a) if t else a for a, t in zip(ins, tensors)]
         cpu = all(type(a) is np.ndarray for a, t in zip(ins, tensors) if t)
         needs = tuple(i in want for i in range(n_in))
-        _, c, _, _, nondiff, _ = base_apply(fn, values, ins, cpu, fn_params, needs)
-        if nondiff:
-            c._nondiff = nondiff
+        run = run_primitive(fn, values, ins, fn_params, needs, cpu)
+        c = run.ctx
+        if run.saved is not None:
+            c.saved_tensors = saved_values(run.saved, values, [_tconst(o) for o in run.outs])
         gs = [None if g is None else _tconst(g) for g in arrays[n_in:]]
         grads = fn.backward(c, *gs)
         if type(grads) is not tuple:

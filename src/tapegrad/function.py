@@ -8,9 +8,10 @@ it hands the application to that level's trace (:meth:`tapegrad.tape.Trace.recor
 records it and computes the value one level down. This is how nested transforms keep their
 perturbations apart (Siskind and Pearlmutter, 2005).
 
-Every ``forward`` runs through :func:`run_forward`: floating-point warnings are off (results
-are NumPy's, NaN or inf, without a warning), and inside :func:`debug_nans` each result is
-checked for a NaN or infinity made from finite inputs.
+Every ``forward`` runs through :func:`run_primitive`, the engine's one seam: it builds the
+:class:`Context`, runs ``forward`` with floating-point warnings off (results are NumPy's, NaN or
+inf, without a warning; inside :func:`debug_nans` each result is checked for a NaN or infinity
+made from finite inputs) and returns an :class:`Applied` record.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import itertools
 import os
 import threading
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -37,6 +38,11 @@ __all__ = [
     "unbroadcast",
     "debug_nans",
     "new_level",
+    "run_primitive",
+    "derive_context",
+    "Applied",
+    "Saved",
+    "saved_values",
 ]
 
 _ndarray = np.ndarray
@@ -285,7 +291,7 @@ def as_array(out, xp=np):
     return out
 
 
-def run_forward(cls, ctx, arrays, params):
+def _forward(cls, ctx, arrays, params):
     """``cls.forward(ctx, *arrays, **params)``: floating-point warnings off, bad input
     explained (naming the op and the shapes), results checked inside :func:`debug_nans`."""
     st = _state
@@ -294,7 +300,13 @@ def run_forward(cls, ctx, arrays, params):
             return cls.forward(ctx, *arrays, **params)
         if st.quiet:
             out = cls.forward(ctx, *arrays, **params)
-        else:
+        elif _fp_state is not None:
+            token = _fp_state.set(_QUIET)
+            try:
+                out = cls.forward(ctx, *arrays, **params)
+            finally:
+                _fp_state.reset(token)
+        else:  # pragma: no cover - NumPy 1.x
             with _Quiet():
                 out = cls.forward(ctx, *arrays, **params)
     except (ValueError, TypeError, IndexError) as e:
@@ -302,6 +314,136 @@ def run_forward(cls, ctx, arrays, params):
     if st.debug:
         _check_finite(cls, arrays, out)
     return out
+
+
+# -- the saved-value protocol ------------------------------------------------------------------
+INPUT, OUTPUT, OTHER = 0, 1, 2
+
+
+class Saved(NamedTuple):
+    """Where one value ``forward`` gave :meth:`Context.save_for_backward` comes from, so that
+    each recording level can hand its ``backward`` the matching value of its own level.
+
+    Attributes:
+        kind: :data:`INPUT` (input ``ref`` of the op), :data:`OUTPUT` (output ``ref``) or
+            :data:`OTHER` (``ref`` is the value itself: a constant Tensor or a Python value).
+        ref: The position, or the value.
+    """
+
+    kind: int
+    ref: Any
+
+
+def saved_values(spec, inputs, outputs, other=None) -> tuple:
+    """The values ``spec`` (a tuple of :class:`Saved`) names at one level: ``inputs[k]``,
+    ``outputs[k]``, or the value itself (passed through ``other`` when given)."""
+    return tuple([inputs[r] if k == INPUT else outputs[r] if k == OUTPUT else
+                  (r if other is None else other(r)) for k, r in spec])
+
+
+def _saved_spec(to_save, arrays, given) -> tuple:
+    """The :class:`Saved` records of the values ``forward`` saved, found by identity among
+    its input ``arrays`` and its outputs as ``given``."""
+    spec = []
+    for s in to_save:
+        k = next((i for i, a in enumerate(arrays) if a is s), None)
+        if k is not None:
+            spec.append(Saved(INPUT, k))
+            continue
+        k = next((i for i, o in enumerate(given) if o is s), None)
+        if k is not None:
+            spec.append(Saved(OUTPUT, k))
+        else:
+            spec.append(Saved(OTHER, s if isinstance(s, Tensor) or not hasattr(s, "shape")
+                              else const(s)))
+    return tuple(spec)
+
+
+class Applied:
+    """One primitive run on arrays (:func:`run_primitive`).
+
+    Attributes:
+        outs: The output arrays (a tuple; NumPy scalars made 0-d arrays).
+        ctx: The :class:`Context` ``forward`` ran with.
+        multi: Whether ``forward`` returned several outputs (a tuple or list).
+        saved: Where each value ``forward`` saved comes from (a tuple of :class:`Saved`),
+            or None when it saved nothing (or the run records nothing).
+        nondiff: Positions of the outputs marked non-differentiable.
+    """
+
+    __slots__ = ("outs", "ctx", "multi", "saved", "nondiff")
+
+    def __init__(self, outs: tuple, ctx: Context, multi: bool, saved, nondiff: tuple):
+        self.outs = outs
+        self.ctx = ctx
+        self.multi = multi
+        self.saved = saved
+        self.nondiff = nondiff
+
+
+def derive_context(ctx: Context, needs: tuple, saved=None) -> Context:
+    """A copy of ``ctx`` (the static values ``forward`` left) for another recording level or
+    another run of the rules: its own ``needs_input_grad``, and ``saved_tensors`` when given."""
+    c = _new(Context)
+    c.__dict__.update(ctx.__dict__)
+    c.needs_input_grad = needs
+    if saved is not None:
+        c.saved_tensors = saved
+    return c
+
+
+def run_primitive(cls, values, arrays: list, params: dict, needs: tuple, cpu: bool = True,
+                  record: bool = True) -> Applied:
+    """Run primitive ``cls`` on backend ``arrays``: the one place a ``forward`` runs.
+
+    Builds the :class:`Context` (``needs_input_grad`` = ``needs``; with ``cpu=False`` the
+    device and backend of the Tensor inputs among ``values``, NumPy constants moved there,
+    deferred arrays computed), runs ``forward`` with floating-point warnings off (and the
+    :func:`debug_nans` checks), and returns an :class:`Applied` record. With ``record`` it
+    also notes where the values ``forward`` saved come from and which outputs it marked
+    non-differentiable.
+
+    Args:
+        cls: The Function subclass.
+        values: The op's positional inputs (Tensors or Python values), matching ``arrays``.
+        arrays: Their arrays (the values themselves where they are not Tensors); may be
+            changed in place (a NumPy constant moved to the op's device).
+        params: The keyword parameters.
+        needs: ``needs_input_grad``, one bool per input.
+        cpu: Whether every array is NumPy's (no device check needed).
+        record: Whether the caller keeps the saved values and non-differentiable outputs.
+
+    Raises:
+        ValueError: for Tensor inputs on different devices, and what ``forward`` raises
+            (explained: :meth:`Function._explain`).
+    """
+    ctx = _new(Context)
+    ctx.needs_input_grad = needs
+    if not cpu:
+        ctx.device = _check_devices(cls, values, arrays)
+        ctx.backend = _backend.get_backend(ctx.device)
+    raw = _forward(cls, ctx, arrays, params)
+    if type(raw) is _ndarray:
+        multi = False
+        outs = given = (raw,)
+    elif type(raw) is tuple or type(raw) is list:
+        multi = True
+        given = tuple(raw)
+        outs = tuple([as_array(r, ctx.backend) for r in given])
+    else:  # NumPy scalars (ufuncs on 0-d arrays give them) become 0-d arrays
+        multi = False
+        given = (raw,)
+        outs = (as_array(raw, ctx.backend),)
+    saved = None
+    nondiff = ()
+    d = ctx.__dict__
+    if record:
+        if "_to_save" in d:
+            saved = _saved_spec(d.pop("_to_save"), arrays, given)
+        if "_non_diff" in d:
+            nd = d.pop("_non_diff")
+            nondiff = tuple([j for j, o in enumerate(given) if any(o is s for s in nd)])
+    return Applied(outs, ctx, multi, saved, nondiff)
 
 
 def _nonfinite(a) -> bool:
@@ -508,33 +650,22 @@ class Function:
                 return cls.apply(*_resolve_weak(cls, args), **params)
             arrays.append(a)
         if top:
-            res = trace.record(cls, args, params, None)
-            return res[0] if res[3] else res[0][0]
+            run = trace.record(cls, args, params, None)
+            return run.outs if run.multi else run.outs[0]
         if _lazy_state.depth or _LAZY_GLOBAL["lazy"]:
             deferred = _defer(cls, args, params)
             if deferred is not None:
                 return deferred
-        ctx = _new(Context)
         n = len(arrays)
-        ctx.needs_input_grad = _FALSES[n] if n < 9 else (False,) * n
-        if not cpu:
-            ctx.device = _check_devices(cls, args, arrays)
-            ctx.backend = _backend.get_backend(ctx.device)
-        if _state.fast:
-            try:
-                out = cls.forward(ctx, *arrays, **params)
-            except (ValueError, TypeError, IndexError) as e:
-                raise cls._explain(e, arrays, params) from e
-        else:
-            out = run_forward(cls, ctx, arrays, params)
-        if type(out) is _ndarray:
+        run = run_primitive(cls, args, arrays, params, _FALSES[n] if n < 9 else (False,) * n,
+                            cpu, False)
+        if not run.multi:
+            out = run.outs[0]
             t = _new(Tensor)
             _s_array(t, out)
             _s_box(t, None)
             return t
-        if type(out) is tuple or type(out) is list:
-            return tuple([const(as_array(o, ctx.backend)) for o in out])
-        return const(as_array(out, ctx.backend))
+        return tuple([const(o) for o in run.outs])
 
     @classmethod
     def _explain(cls, e, arrays, params=None):
@@ -558,80 +689,6 @@ class Function:
             return base(text)
 
 
-def base_apply(cls, values, arrays, cpu, params, needs):
-    """Run ``forward`` on the level-0 ``values`` (Tensors or Python values) for a recording.
-
-    Returns ``(output arrays, ctx, saved spec, multi, non-differentiable outputs, prims)``.
-    ``ctx.saved_tensors`` is set for the lowest recording level (the values it saved, as the
-    level-0 Tensors in ``values`` or new constants, ``prims`` holding those made for outputs).
-    The saved spec lists what ``forward`` saved, ``(0, k)`` input ``k``, ``(1, k)`` output
-    ``k``, ``(2, value)`` another value, so that each higher recording level can give its
-    ``backward`` the matching Tensors of its own level. ``arrays`` are the values' arrays (the
-    values themselves where they are not Tensors), ``cpu`` whether all of them are NumPy's.
-    """
-    ctx = _new(Context)
-    ctx.needs_input_grad = needs
-    if not cpu:
-        ctx.device = _check_devices(cls, values, arrays)
-        ctx.backend = _backend.get_backend(ctx.device)
-    if _state.fast:
-        try:
-            raw = cls.forward(ctx, *arrays, **params)
-        except (ValueError, TypeError, IndexError) as e:
-            raise cls._explain(e, arrays, params) from e
-    else:
-        raw = run_forward(cls, ctx, arrays, params)
-    if type(raw) is _ndarray:
-        multi = False
-        raws = given = (raw,)
-    elif type(raw) is tuple or type(raw) is list:
-        multi = True
-        given = tuple(raw)
-        raws = tuple([as_array(r, ctx.backend) for r in given])
-    else:  # NumPy scalars (ufuncs on 0-d arrays give them) become 0-d arrays
-        multi = False
-        given = (raw,)
-        raws = (as_array(raw, ctx.backend),)
-    d = ctx.__dict__
-    spec = ()
-    prims = None
-    if "_to_save" in d:
-        sp = []
-        saved = []
-        for s in d.pop("_to_save"):
-            k = 0
-            for a in arrays:
-                if a is s:
-                    sp.append((0, k))
-                    saved.append(values[k])
-                    break
-                k += 1
-            else:
-                k = 0
-                for o in given:
-                    if o is s:
-                        sp.append((1, k))
-                        if prims is None:
-                            prims = [None] * len(raws)
-                        p = prims[k]
-                        if p is None:
-                            p = prims[k] = const(raws[k])  # pyright: ignore[reportArgumentType, reportCallIssue]
-                        saved.append(p)
-                        break
-                    k += 1
-                else:
-                    v = s if isinstance(s, Tensor) or not hasattr(s, "shape") else const(s)
-                    sp.append((2, v))
-                    saved.append(v)
-        spec = ctx._spec = tuple(sp)  # (kept on ctx for tapegrad.memory)
-        ctx.saved_tensors = tuple(saved)
-    nondiff = ()
-    if "_non_diff" in d:
-        nd = d.pop("_non_diff")
-        nondiff = tuple([j for j, o in enumerate(given) if any(o is s for s in nd)])
-    return raws, ctx, spec, multi, nondiff, prims
-
-
 def _defer(cls, args, params):
     """Lazy mode: Tensor(s) holding LazyArrays for ``cls.apply(*args, **params)``, or None when
     the op cannot infer its output (it then runs at once)."""
@@ -650,16 +707,9 @@ def _defer(cls, args, params):
     avals = [(tuple(s), np.dtype(d)) for s, d in zip(shapes_out, dtypes_out)]
 
     def run(*arrays):
-        ctx = _new(Context)
-        ctx.needs_input_grad = _falses(len(arrays))
-        xp = np
-        arrays = list(arrays)
-        if any(type(a) is not _ndarray and hasattr(a, "shape") for a in arrays):
-            ctx.device = _check_devices(cls, args, arrays)
-            xp = ctx.backend = _backend.get_backend(ctx.device)
-        out = run_forward(cls, ctx, arrays, params)
-        outs = out if isinstance(out, (tuple, list)) else (out,)
-        return tuple(as_array(o, xp) for o in outs)
+        cpu = not any(type(a) is not _ndarray and hasattr(a, "shape") for a in arrays)
+        return run_primitive(cls, args, list(arrays), params, _falses(len(arrays)), cpu,
+                             False).outs
 
     raw = [a._array if type(a) is Tensor else a for a in args]
     outs = tuple(const(a) for a in defer(run, raw, avals, cls._name()))

@@ -35,7 +35,7 @@ import numpy as np
 from tapegrad import backend as _backend
 from tapegrad import tape as _tape
 from tapegrad._keywords import strict_keywords
-from tapegrad.function import Context, _state, new_level, run_forward, transform_scope
+from tapegrad.function import Context, _state, new_level, run_primitive, transform_scope
 from tapegrad.tape import Guard, GuardError, Trace, _check_outputs, _loaded_failure, check_guard
 from tapegrad.tensor import Tensor, const
 from tapegrad.transforms import as_primal, lower_output
@@ -78,6 +78,17 @@ def _fmt(ref, names) -> str:
         return "const:" + "x".join(str(s) for s in v.shape) if v.ndim else f"{v.item():g}"
     s = repr(v)
     return s if len(s) <= 30 else s[:27] + "..."
+
+
+def _run_step(fn, params, arrays: list, dev: str) -> tuple:
+    """The output arrays of one program step run on ``dev`` (:func:`run_primitive`): values of
+    the program are on ``dev``, NumPy constants join it, as in an eager call."""
+    if dev == "cpu":
+        return run_primitive(fn, arrays, arrays, params, (False,) * len(arrays), True,
+                             False).outs
+    values = [const(a) if hasattr(a, "shape") and type(a) is not np.ndarray
+              and not isinstance(a, (np.generic, np.dtype)) else a for a in arrays]
+    return run_primitive(fn, values, arrays, params, (False,) * len(arrays), False, False).outs
 
 
 class Program:
@@ -265,18 +276,11 @@ class Program:
             return None
 
     def _fold(self, fn, params, arrays) -> tuple:
-        ctx = object.__new__(Context)
-        ctx.needs_input_grad = (False,) * len(arrays)
         host = (np.ndarray, np.generic, np.dtype)
         dev = next((_backend.device_of(a) for a in arrays
                     if hasattr(a, "shape") and not isinstance(a, host)), "cpu")
-        if dev != "cpu":  # NumPy constants join the device, as in an eager call
-            ctx.device, ctx.backend = dev, _backend.get_backend(dev)
-            arrays = [_backend.to_device(a, dev) if type(a) is np.ndarray else a for a in arrays]
-        with transform_scope():
-            out = run_forward(fn, ctx, list(arrays), params)
-        outs = out if isinstance(out, (tuple, list)) else (out,)
-        return tuple(o if hasattr(o, "shape") else np.asarray(o) for o in outs)
+        with transform_scope():  # NumPy constants join the device, as in an eager call
+            return _run_step(fn, params, list(arrays), dev)
 
     def _plan(self, tape) -> None:
         """Liveness and in-place writes: which values die at each step, and which elementwise
@@ -462,52 +466,33 @@ class Program:
         planning relied on); a failure is a ValueError naming the entry."""
         tape = self.tape
         env = dict(zip(tape.in_nodes, arrays))
-        xp = _backend.get_backend(dev)
         with transform_scope():
             for i, e in enumerate(tape.entries):
                 if type(e) is Guard:
                     check_guard(e, env[e.node], "Tape.replay")
                     continue
-                ctx = object.__new__(Context)
-                ctx.needs_input_grad = (False,) * len(e.in_nodes)
-                if dev != "cpu":
-                    ctx.device, ctx.backend = dev, xp
                 args = []
                 for n, c in zip(e.in_nodes, e.consts):
-                    if n >= 0:
-                        args.append(env[n])
-                    else:
-                        c = _const_array(c)
-                        args.append(_backend.to_device(c, dev) if dev != "cpu"
-                                    and type(c) is np.ndarray else c)
+                    args.append(env[n] if n >= 0 else _const_array(c))
                 try:
-                    out = run_forward(e.fn, ctx, args, e.params)
+                    outs = _run_step(e.fn, e.params, args, dev)
                 except (ValueError, GuardError, FloatingPointError, MemoryError):
                     raise
                 except Exception as err:
                     raise _loaded_failure("Tape.replay", i, e, err) from err
-                outs = out if isinstance(out, (tuple, list)) else (out,)
-                outs = [o if hasattr(o, "shape") and not isinstance(o, np.generic)
-                        else xp.asarray(o) for o in outs]
                 _check_outputs("Tape.replay", i, e, outs, tape.avals)
                 env.update(zip(e.out_nodes, outs))
 
     def _interpret(self, arrays, dev) -> tuple:
         env = dict(zip(self.tape.in_nodes, arrays))
-        xp = _backend.get_backend(dev)
         with transform_scope():
             for s in self._steps:
                 if type(s) is Guard:
                     check_guard(s, env[s.node], "jit")
                     continue
-                ctx = object.__new__(Context)
-                ctx.needs_input_grad = (False,) * len(s.ins)
-                if dev != "cpu":
-                    ctx.device, ctx.backend = dev, xp
-                out = run_forward(s.fn, ctx, [env[v] if k == "v" else v for k, v in s.ins],
-                                  s.params)
-                for n, o in zip(s.outs, out if isinstance(out, (tuple, list)) else (out,)):
-                    env[n] = np.asarray(o) if not hasattr(o, "shape") else o
+                outs = _run_step(s.fn, s.params, [env[v] if k == "v" else v for k, v in s.ins],
+                                 dev)
+                env.update(zip(s.outs, outs))
         return tuple(env[v] if k == "v" else v for k, v in self._outputs)
 
     def __str__(self) -> str:

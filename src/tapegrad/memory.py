@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tapegrad.function import saved_values
 from tapegrad.tensor import Tensor
 
 __all__ = ["ResidualReport", "residual_report", "residual_spec", "select_residuals",
@@ -69,16 +70,9 @@ def residual_spec(entry) -> tuple:
     ctx = entry.ctx
     if ctx is None:
         return ()
-    out = []
-    for kind, k in ctx.__dict__.get("_spec", ()):
-        if kind == 0:
-            node = entry.in_nodes[k]
-            out.append(node if node >= 0 else ("const", entry.consts[k]))
-        elif kind == 1:
-            out.append(entry.out_nodes[k])
-        else:
-            out.append(("const", k))
-    return tuple(out)
+    ins = [n if n >= 0 else ("const", c) for n, c in zip(entry.in_nodes, entry.consts)]
+    return saved_values(ctx.__dict__.get("_spec", ()), ins, entry.out_nodes,
+                        lambda v: ("const", v))
 
 
 def residual_report(tape) -> ResidualReport:

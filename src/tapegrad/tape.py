@@ -19,7 +19,16 @@ import numpy as np
 
 from tapegrad import backend as _backend
 from tapegrad import function as _function
-from tapegrad.function import Context, _state, base_apply, unbroadcast
+from tapegrad.function import (
+    OTHER,
+    OUTPUT,
+    Applied,
+    _state,
+    derive_context,
+    run_primitive,
+    saved_values,
+    unbroadcast,
+)
 from tapegrad.tensor import Box, Tensor, _s_array, _s_box, caller_line, const, make, primal_of
 from tapegrad.tree import tree_flatten, tree_unflatten
 
@@ -256,8 +265,10 @@ def _watch(fn, ctx, trace, lowered, params, spec) -> None:
         if _floating_array(v, given) or (isinstance(v, (tuple, list))
                                          and any(_floating_array(e, given) for e in v)):
             names.append(f"ctx.{name}")
-    for j, (kind, v) in enumerate(spec):
-        if kind == 2 and isinstance(v, Tensor) and v._level == 0 and v.dtype.kind in "fc":
+    for j, saved in enumerate(spec):
+        v = saved.ref
+        if saved.kind == OTHER and isinstance(v, Tensor) and v._level == 0 \
+                and v.dtype.kind in "fc":
             names.append(f"ctx.saved_tensors[{j}] (an array that is neither an input nor an "
                          "output of forward)")
     if names:
@@ -332,8 +343,8 @@ class Trace:
         ``needs`` is the base context's ``needs_input_grad`` (whether any level wants each
         input's cotangent), worked out by the outermost level (``None`` there).
 
-        Returns ``(outputs, base ctx, saved spec, multi, non-differentiable outputs)``; the
-        outputs are Tensors (a tuple).
+        Returns an :class:`~tapegrad.function.Applied` record whose ``outs`` are the outputs
+        traced here (Tensors) and whose ``ctx`` is the lowest level's context.
         """
         level = self.level
         if self.done:
@@ -396,30 +407,35 @@ class Trace:
             if needs is None:  # what any level wants: a Tensor traced somewhere, floating
                 needs = tuple([type(a) is Tensor and a._level > 0 and not (nd and i in nd)
                                and a._array.dtype.kind in "fc" for i, a in enumerate(args)])
-            louts, ctx0, spec, multi, nondiff = sub_trace.record(fn, lowered, params, needs)
+            run = sub_trace.record(fn, lowered, params, needs)
+            louts, ctx0, spec, multi, nondiff = run.outs, run.ctx, run.saved, run.multi, \
+                run.nondiff
             prims = list(louts)  # the outputs one level down, as Tensors
         else:  # the lowest recording level: only this level wants cotangents
-            louts, ctx0, spec, multi, nondiff, prims = base_apply(
-                fn, lowered, arrays, cpu, params, level_needs if needs is None else needs
-            )
+            run = run_primitive(fn, lowered, arrays, params,
+                                level_needs if needs is None else needs, cpu)
+            louts, ctx0, spec, multi, nondiff = run.outs, run.ctx, run.saved, run.multi, \
+                run.nondiff
+            prims = None
+            if spec is not None:  # the level-0 saved values: inputs, outputs as constants
+                if any(k == OUTPUT for k, _ in spec):
+                    prims = [const(a) for a in louts]
+                ctx0.saved_tensors = saved_values(spec, lowered, prims)
+                ctx0._spec = spec  # (kept on ctx for tapegrad.memory)
+            else:
+                spec = ()
         if not active and not self.replays:  # no derivative here: constants at this level
             if not sub:
                 louts = tuple([const(a) for a in louts])
-            return louts, ctx0, spec, multi, nondiff
+            return Applied(louts, ctx0, multi, spec, nondiff)
         ctx = None
         if active and not (nondiff and not multi):  # (a lone non-differentiable output: none)
             if sub:
-                ctx = _new(Context)
-                ctx.__dict__.update(ctx0.__dict__)
-                ctx.needs_input_grad = level_needs
-                if spec:
-                    ctx.saved_tensors = tuple(
-                        [lowered[v] if kind == 0 else (prims[v] if kind == 1 else v)  # pyright: ignore[reportOptionalSubscript]
-                         for kind, v in spec]
-                    )
+                ctx = derive_context(ctx0, level_needs,
+                                     saved_values(spec, lowered, prims) if spec else None)
                 # the backward rule runs while sub_trace watches these inputs: it records it
                 _watch(fn, ctx, sub_trace, lowered, params, spec)  # pyright: ignore[reportPossiblyUnboundVariable]
-            else:  # base_apply set the level-0 saved values
+            else:  # the level-0 saved values are set
                 ctx = ctx0
                 if needs is not None:
                     ctx.needs_input_grad = level_needs
@@ -448,7 +464,7 @@ class Trace:
             outs, out_nodes = tuple(outs), tuple(out_nodes)
         self._note(_tuple_new(TapeEntry, (fn, params, ctx, tuple(in_nodes), tuple(consts),
                                           out_nodes)))
-        return outs, ctx0, spec, multi, nondiff
+        return Applied(outs, ctx0, multi, spec, nondiff)
 
     def note(self, entry: TapeEntry) -> None:
         """Keep ``entry`` (forward mode overrides this to compute tangents instead)."""

@@ -26,7 +26,7 @@ import numpy as np
 import optree
 
 from tapegrad.backend import backend_of
-from tapegrad.function import Context, Function, new_level, run_forward, transform_scope
+from tapegrad.function import OTHER, Applied, Function, new_level, run_primitive, transform_scope
 from tapegrad.tape import Trace
 from tapegrad.tensor import Tensor, const, make, primal_of
 from tapegrad.transforms import check_argnums, check_callable, select_argnums, vjp
@@ -178,52 +178,34 @@ class BatchTrace(Trace):
             outs = res if multi else (res,)
         outs = tuple(self.tracer(o if isinstance(o, Tensor) else Tensor(o)) for o in outs)
         if needs is None:  # called by Function.apply: no transform above records this op
-            return outs, None, (), multi, ()
+            return Applied(outs, None, multi, (), ())
         # A transform above (vmap(grad(f))) records this op per example: its backward needs the
         # context forward makes for one example (static values, what it saved).
-        ctx, spec, nondiff = self._example_ctx(fn, lowered, batched, params, needs)
-        return outs, ctx, spec, multi, nondiff
+        run = self._example_ctx(fn, lowered, batched, params, needs)
+        return Applied(outs, run.ctx, multi, run.saved, run.nondiff)
 
     def _example_ctx(self, fn, lowered, batched, params, needs):
-        """The context ``forward`` makes for one example (run on example 0, or on zeros of one
-        example's shape for an empty batch), and its saved spec."""
+        """The run of ``forward`` on one example (example 0, or zeros of one example's shape for
+        an empty batch): its context, saved values and non-differentiable outputs."""
         arrays = []
         for a, b in zip(lowered, batched):
             v = a._concrete() if isinstance(a, Tensor) else a
             if b:
                 v = v[0] if v.shape[0] else backend_of(v).zeros(v.shape[1:], v.dtype)
             arrays.append(v)
-        ctx = object.__new__(Context)
-        ctx.needs_input_grad = needs if needs is not None else (False,) * len(arrays)
-        dev = next((a for a in arrays if hasattr(a, "shape") and type(a) is not np.ndarray),
-                   None)
-        if dev is not None:
-            from tapegrad.backend import device_of, get_backend
-
-            ctx.device = device_of(dev)
-            ctx.backend = get_backend(ctx.device)
+        cpu = not any(hasattr(a, "shape") and type(a) is not np.ndarray for a in arrays)
         with transform_scope():
-            raw = run_forward(fn, ctx, arrays, params)
-        raws = tuple(raw) if isinstance(raw, (tuple, list)) else (raw,)
-        spec = []
-        if "_to_save" in ctx.__dict__:
+            run = run_primitive(fn, lowered, arrays, params,
+                                needs if needs is not None else (False,) * len(arrays), cpu)
+        ctx = run.ctx
+        spec = run.saved
+        if spec is not None:
             ctx.saved_tensors = ()  # the level above sets its own from the spec
-        for s in ctx.__dict__.pop("_to_save", ()):
-            k = next((i for i, a in enumerate(arrays) if a is s), None)
-            if k is not None:
-                spec.append((0, k))
-                continue
-            k = next((i for i, o in enumerate(raws) if o is s), None)
-            if k is not None:
-                spec.append((1, k))
-            elif hasattr(s, "shape"):
+            if any(k == OTHER and hasattr(v, "shape") for k, v in spec):
                 raise NotImplementedError(
                     f"vmap: {fn._name()}'s forward saves an array that is neither an input nor "
                     "an output, so its backward cannot run per example under vmap"
                 )
-            else:
-                spec.append((2, s))
-        nd = ctx.__dict__.pop("_non_diff", ())  # outputs marked non-differentiable (no state)
         if not getattr(fn, "_ctx_arrays_recomputed", False):
             for name, v in ctx.__dict__.items():
                 if name not in _CTX_KEYS and (_is_array(v) or (
@@ -233,9 +215,9 @@ class BatchTrace(Trace):
                         "vmap its backward would use one example's value for every example. "
                         "Save arrays the backward needs with ctx.save_for_backward(...)."
                     )
-        nondiff = tuple(j for j, o in enumerate(raws) if any(o is s for s in nd))
-        ctx._spec = spec = tuple(spec)
-        return ctx, spec, nondiff
+        run.saved = () if spec is None else spec
+        ctx._spec = run.saved
+        return run
 
 
 def vmap(
