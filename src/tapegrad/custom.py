@@ -316,12 +316,12 @@ def once_differentiable(backward):
 
     @functools.wraps(backward)
     def rule(ctx, *cotangents):
-        w = ctx._watch
-        if w is None or w.inputs is None or w.trace.done:
-            return backward(ctx, *cotangents)  # first order: nothing records the rule
-        return _rerun(w, ctx, cotangents)
+        return backward(ctx, *cotangents)
 
+    # Where an enclosing transform records the rule, the engine runs it as one primitive
+    # (tapegrad.tape.run_rule calls _rerun); at first order it runs as written.
     rule.once_differentiable = True  # pyright: ignore[reportAttributeAccessIssue]
+    rule.rerun = _rerun  # pyright: ignore[reportAttributeAccessIssue]
     return rule
 
 

@@ -23,7 +23,14 @@ import numpy as np
 
 from tapegrad.backend import backend_of
 from tapegrad.function import new_level, transform_scope, unbroadcast
-from tapegrad.tape import Guard, Trace, check_watch, escaped_rule, is_escape, replay_guard
+from tapegrad.tape import (
+    Guard,
+    Trace,
+    escaped_rule,
+    is_escape,
+    replay_guard,
+    run_rule,
+)
 from tapegrad.tensor import Tensor, const
 from tapegrad.transforms import (
     as_primal,
@@ -74,8 +81,8 @@ class JVPTrace(Trace):
         avals = self.avals
         in_avals = [_aval(n, c, avals) for n, c in zip(e.in_nodes, e.consts)]
         out_avals = [avals[n] for n in e.out_nodes]
-        outs = op_tangents(e.fn, ctx, ts, in_avals, out_avals)
-        nondiff = ctx.__dict__.get("_nondiff", ())
+        outs = op_tangents(e.fn, ctx, ts, in_avals, out_avals, e.nondiff, e.watch)
+        nondiff = e.nondiff
         for j, (n, t) in enumerate(zip(e.out_nodes, outs)):
             shape, dtype = out_avals[j]
             if t is None or j in nondiff or dtype.kind not in "fc":
@@ -88,19 +95,17 @@ class JVPTrace(Trace):
 _FORCE_TRANSPOSE = False  # tests flip this to compare each jvp rule with the transposed vjp
 
 
-def op_tangents(cls, ctx, ts, in_avals, out_avals) -> tuple:
-    """Output tangents (a tuple, ``None`` for zero) of one op from its input tangents."""
+def op_tangents(cls, ctx, ts, in_avals, out_avals, nondiff=(), watch=None) -> tuple:
+    """Output tangents (a tuple, ``None`` for zero) of one op from its input tangents
+    (``nondiff``: the outputs marked non-differentiable; ``watch``: the entry's
+    :class:`~tapegrad.tape.Watch`)."""
     ctx.needs_input_grad = tuple(t is not None for t in ts)
     ctx.out_avals = out_avals
-    rule = cls.jvp
-    transpose = rule is None or _FORCE_TRANSPOSE
-    name = "backward" if transpose else "jvp"
-    if ctx._watch is not None:  # an enclosing transform records this rule
-        check_watch(cls, ctx, name)
+    transpose = cls.jvp is None or _FORCE_TRANSPOSE
     try:
         if transpose:
-            return _transpose_tangents(cls, ctx, ts, in_avals, out_avals)
-        out = rule(ctx, *ts)  # pyright: ignore[reportOptionalCall]
+            return _transpose_tangents(cls, ctx, ts, in_avals, out_avals, nondiff, watch)
+        out = run_rule(cls, "jvp", ctx, watch, ts)
     except TypeError as err:
         if not is_escape(err):
             raise
@@ -111,7 +116,7 @@ def op_tangents(cls, ctx, ts, in_avals, out_avals) -> tuple:
                 f"(jvp, jacfwd, hessian) cannot transpose it. Give {cls.__name__} a static "
                 "jvp(ctx, *tangents) rule written with tapegrad operations."
             ) from None
-        raise escaped_rule(cls, name, err) from None
+        raise escaped_rule(cls, "backward" if transpose else "jvp", err) from None
     if type(out) is not tuple:
         out = tuple(out) if isinstance(out, list) else (out,)
     if len(out) != len(out_avals):
@@ -143,7 +148,7 @@ def _fit(t, shape, dtype, cls) -> Tensor:
     return t
 
 
-def _transpose_tangents(cls, ctx, ts, in_avals, out_avals) -> tuple:
+def _transpose_tangents(cls, ctx, ts, in_avals, out_avals, nondiff, watch) -> tuple:
     """``J t`` as the vjp of the linear map ``g -> backward(ctx, g)`` applied to ``t``.
 
     The map is linearised at ``g = 1`` rather than ``g = 0``: it is linear, so any point gives
@@ -151,7 +156,6 @@ def _transpose_tangents(cls, ctx, ts, in_avals, out_avals) -> tuple:
     only away from zero.
     """
     xp = ctx.backend
-    nondiff = ctx.__dict__.get("_nondiff", ())
     float_outs = [j for j, av in enumerate(out_avals) if av[1].kind in "fc" and j not in nondiff]
     if not float_outs:
         return (None,) * len(out_avals)
@@ -161,7 +165,7 @@ def _transpose_tangents(cls, ctx, ts, in_avals, out_avals) -> tuple:
         it = iter(gs)
         glist = [next(it) if j in float_outs else const(xp.zeros(shape, dtype))
                  for j, (shape, dtype) in enumerate(out_avals)]
-        grads = cls.backward(ctx, *glist)
+        grads = run_rule(cls, "backward", ctx, watch, glist)
         if type(grads) is not tuple:
             grads = tuple(grads) if isinstance(grads, list) else (grads,)
         if len(grads) != len(ts):

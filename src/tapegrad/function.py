@@ -218,19 +218,27 @@ class Context:
         saved_tensors: The values given to :meth:`save_for_backward`, as Tensors (reading it
             when ``forward`` saved nothing raises ``RuntimeError``).
 
+    Set before ``jvp``:
+        out_avals: ``(shape, dtype)`` of each output.
+
     Free attributes carry static values (axes, shapes, flags) from ``forward`` to ``backward``.
     Arrays computed in ``forward`` other than inputs and outputs are constants to ``backward``:
-    recompute them with tapegrad ops there, or higher derivatives come out wrong.
+    recompute them with tapegrad ops there, or higher derivatives come out wrong. The engine
+    keeps nothing else here: what it records about an application (where the saved values come
+    from, which outputs carry no gradient) is on the tape entry.
 
     Raises:
         RuntimeError: reading ``saved_tensors`` before ``backward``.
     """
 
+    # what save_for_backward and mark_non_differentiable were given, until the engine reads it
+    __slots__ = ("__dict__", "_saved_args", "_nondiff_args")
+
     device: str = "cpu"
     backend: Any = np
     saved_tensors: Any = _SavedTensors()
     needs_input_grad: tuple[bool, ...]
-    _watch: Any = None  # set when an enclosing transform records the rules (tapegrad.tape)
+    out_avals: tuple
 
     if TYPE_CHECKING:  # free attributes: static values from forward to backward
 
@@ -242,11 +250,16 @@ class Context:
         """Save input or output arrays of ``forward`` (or other values); ``backward`` reads them
         back as Tensors (traced by any outer transform) from :attr:`saved_tensors`. Each call
         replaces the last."""
-        self._to_save = arrays
+        self._saved_args = arrays
 
     def mark_non_differentiable(self, *arrays) -> None:
         """Declare outputs (returned arrays) that carry no gradient, such as indices or masks."""
-        self._non_diff = arrays
+        self._nondiff_args = arrays
+
+
+#: The Context fields the engine sets (the rest of a context's attributes are the rule's own).
+CONTEXT_FIELDS = frozenset({"device", "backend", "needs_input_grad", "saved_tensors",
+                            "out_avals"})
 
 
 def unbroadcast(g: Tensor, shape: tuple, fn=None, index: int = 0) -> Tensor:
@@ -419,6 +432,8 @@ def run_primitive(cls, values, arrays: list, params: dict, needs: tuple, cpu: bo
     """
     ctx = _new(Context)
     ctx.needs_input_grad = needs
+    if record:
+        ctx._saved_args = ctx._nondiff_args = None
     if not cpu:
         ctx.device = _check_devices(cls, values, arrays)
         ctx.backend = _backend.get_backend(ctx.device)
@@ -436,13 +451,14 @@ def run_primitive(cls, values, arrays: list, params: dict, needs: tuple, cpu: bo
         outs = (as_array(raw, ctx.backend),)
     saved = None
     nondiff = ()
-    d = ctx.__dict__
     if record:
-        if "_to_save" in d:
-            saved = _saved_spec(d.pop("_to_save"), arrays, given)
-        if "_non_diff" in d:
-            nd = d.pop("_non_diff")
+        to_save = ctx._saved_args
+        if to_save is not None:
+            saved = _saved_spec(to_save, arrays, given)
+        nd = ctx._nondiff_args
+        if nd is not None:
             nondiff = tuple([j for j, o in enumerate(given) if any(o is s for s in nd)])
+        ctx._saved_args = ctx._nondiff_args = None
     return Applied(outs, ctx, multi, saved, nondiff)
 
 

@@ -71,8 +71,7 @@ def residual_spec(entry) -> tuple:
     if ctx is None:
         return ()
     ins = [n if n >= 0 else ("const", c) for n, c in zip(entry.in_nodes, entry.consts)]
-    return saved_values(ctx.__dict__.get("_spec", ()), ins, entry.out_nodes,
-                        lambda v: ("const", v))
+    return saved_values(entry.saved, ins, entry.out_nodes, lambda v: ("const", v))
 
 
 def residual_report(tape) -> ResidualReport:

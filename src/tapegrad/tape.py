@@ -20,6 +20,7 @@ import numpy as np
 from tapegrad import backend as _backend
 from tapegrad import function as _function
 from tapegrad.function import (
+    CONTEXT_FIELDS,
     OTHER,
     OUTPUT,
     Applied,
@@ -54,6 +55,13 @@ class TapeEntry(NamedTuple):
         in_nodes: Node id per input, ``-1`` for an input that is a constant at this level.
         consts: Per input, the constant (a Tensor or Python value), ``None`` for nodes.
         out_nodes: Node id per output.
+        saved: Where each value in ``ctx.saved_tensors`` comes from (a tuple of
+            :class:`~tapegrad.function.Saved`: an input, an output or another value).
+        nondiff: Positions of the outputs ``forward`` marked non-differentiable.
+        watch: A :class:`Watch` when an enclosing transform records this entry's rules, else
+            None.
+        site: ``file:line`` of the user code that applied the op (kept inside
+            :func:`~tapegrad.debug_nans` only), else None.
     """
 
     fn: Any
@@ -62,6 +70,10 @@ class TapeEntry(NamedTuple):
     in_nodes: tuple
     consts: tuple
     out_nodes: tuple
+    saved: tuple = ()
+    nondiff: tuple = ()
+    watch: Any = None
+    site: Any = None
 
     @property
     def oper(self) -> str:
@@ -210,14 +222,9 @@ def escaped_rule(fn, rule: str, e: TypeError) -> TypeError:
     )
 
 
-#: Context attributes the engine sets (never a forward's own arrays).
-_ENGINE_KEYS = frozenset({"saved_tensors", "backend", "device", "needs_input_grad", "_site",
-                          "_spec", "_nondiff", "_watch", "out_avals"})
-
-
 class Watch(NamedTuple):
-    """Set on a backward rule's context when an enclosing transform traces the op's inputs, so
-    that it records (differentiates, replays or batches) whatever the rule computes.
+    """Kept on a tape entry when an enclosing transform traces the op's inputs, so that it
+    records (differentiates, replays or batches) whatever the entry's rules compute.
 
     Attributes:
         trace: The enclosing (lower-level) trace. fn: The Function.
@@ -227,6 +234,9 @@ class Watch(NamedTuple):
         constants: Names of floating arrays ``forward`` left to the rule (free context
             attributes, saved arrays that are neither inputs nor outputs): constants to the
             enclosing transform.
+        rerun: For a once-differentiable ``backward``: ``rerun(watch, ctx, cotangents)``, the
+            rule as one primitive of the op's inputs and cotangents (the decorator's); else
+            None.
     """
 
     trace: Any
@@ -234,6 +244,7 @@ class Watch(NamedTuple):
     inputs: Any
     params: dict
     constants: tuple
+    rerun: Any = None
 
 
 def _floating_array(v, given) -> bool:
@@ -245,19 +256,19 @@ def _floating_array(v, given) -> bool:
     return hasattr(v, "shape") and isinstance(dt, np.dtype) and dt.kind in "fc"
 
 
-def _watch(fn, ctx, trace, lowered, params, spec) -> None:
-    """Set ``ctx._watch`` (:class:`Watch`) for a rule an enclosing ``trace`` will record: for
-    a once-differentiable rule, or when ``forward`` left floating arrays the rule would read
-    as constants."""
-    if getattr(fn.backward, "once_differentiable", False):
-        ctx._watch = Watch(trace, fn, tuple(lowered), params, ())
-        return
+def _watch(fn, ctx, trace, lowered, params, spec) -> Watch | None:
+    """The :class:`Watch` of rules an enclosing ``trace`` will record, when they need one: a
+    once-differentiable rule, or a rule that would read floating arrays ``forward`` left as
+    constants."""
+    rerun = getattr(fn.backward, "rerun", None)
+    if rerun is not None:
+        return Watch(trace, fn, tuple(lowered), params, (), rerun)
     if getattr(fn, "_ctx_arrays_recomputed", False):
-        return
+        return None
     names = []
     given = None
     for name, v in ctx.__dict__.items():
-        if name in _ENGINE_KEYS or v is None or type(v) in (bool, int, float, str):
+        if name in CONTEXT_FIELDS or v is None or type(v) in (bool, int, float, str):
             continue
         if given is None:
             given = {id(a) for a in lowered if type(a) is not Tensor}
@@ -271,18 +282,28 @@ def _watch(fn, ctx, trace, lowered, params, spec) -> None:
                 and v.dtype.kind in "fc":
             names.append(f"ctx.saved_tensors[{j}] (an array that is neither an input nor an "
                          "output of forward)")
-    if names:
-        ctx._watch = Watch(trace, fn, None, params, tuple(names))
+    return Watch(trace, fn, None, params, tuple(names)) if names else None
 
 
-def check_watch(fn, ctx, rule: str) -> None:
+def run_rule(fn, rule: str, ctx, watch, args):
+    """``fn``'s ``rule`` (``"backward"`` or ``"jvp"``) on ``ctx`` and ``args``, under the
+    entry's ``watch``: refused where it would read ``forward``'s arrays as constants of an
+    enclosing transform (:func:`check_watch`), and a once-differentiable ``backward`` run as
+    one primitive where an enclosing transform records it."""
+    if watch is not None:
+        check_watch(fn, watch, rule)
+        if watch.rerun is not None and rule == "backward" and not watch.trace.done:
+            return watch.rerun(watch, ctx, args)
+    return getattr(fn, rule)(ctx, *args)
+
+
+def check_watch(fn, w: Watch, rule: str) -> None:
     """Refuse to run ``rule`` (``"backward"`` or ``"jvp"``) of ``fn`` where an enclosing
     transform records it and it would read arrays ``forward`` computed as constants.
 
     Raises:
         TypeError: naming the Function, the arrays and the fixes.
     """
-    w = ctx._watch
     if not w.constants:
         return
     trace = w.trace
@@ -421,28 +442,25 @@ class Trace:
                 if any(k == OUTPUT for k, _ in spec):
                     prims = [const(a) for a in louts]
                 ctx0.saved_tensors = saved_values(spec, lowered, prims)
-                ctx0._spec = spec  # (kept on ctx for tapegrad.memory)
             else:
                 spec = ()
         if not active and not self.replays:  # no derivative here: constants at this level
             if not sub:
                 louts = tuple([const(a) for a in louts])
             return Applied(louts, ctx0, multi, spec, nondiff)
-        ctx = None
+        ctx = watch = site = None
         if active and not (nondiff and not multi):  # (a lone non-differentiable output: none)
             if sub:
                 ctx = derive_context(ctx0, level_needs,
                                      saved_values(spec, lowered, prims) if spec else None)
                 # the backward rule runs while sub_trace watches these inputs: it records it
-                _watch(fn, ctx, sub_trace, lowered, params, spec)  # pyright: ignore[reportPossiblyUnboundVariable]
+                watch = _watch(fn, ctx, sub_trace, lowered, params, spec)  # pyright: ignore[reportPossiblyUnboundVariable]
             else:  # the level-0 saved values are set
                 ctx = ctx0
                 if needs is not None:
                     ctx.needs_input_grad = level_needs
-            if nondiff:
-                ctx._nondiff = nondiff
             if st.debug:  # where the user called the op, for tg.debug_nans' message
-                ctx._site = caller_line()
+                site = caller_line()
         avals = self.avals
         node = len(avals)
         if len(louts) == 1:
@@ -463,7 +481,7 @@ class Trace:
                 node += 1
             outs, out_nodes = tuple(outs), tuple(out_nodes)
         self._note(_tuple_new(TapeEntry, (fn, params, ctx, tuple(in_nodes), tuple(consts),
-                                          out_nodes)))
+                                          out_nodes, spec or (), nondiff, watch, site)))
         return Applied(outs, ctx0, multi, spec, nondiff)
 
     def note(self, entry: TapeEntry) -> None:
@@ -604,18 +622,18 @@ def backward_pass(entries: list, ct: dict, avals, consume: bool) -> dict:
             gs = _multi_cotangents(e, ct, avals)
             if gs is None:
                 continue
-        if ctx._watch is not None:  # an enclosing transform records this rule
-            check_watch(fn, ctx, "backward")
         try:
             if st.debug:  # tg.debug_nans: ops inside this rule report "the backward of fn"
                 previous = st.backward_of
-                st.backward_of = (fn._name(), ctx.__dict__.get("_site", "<unknown>"))  # pyright: ignore[reportAttributeAccessIssue]
+                st.backward_of = (fn._name(), e.site or "<unknown>")
                 try:
-                    grads = fn.backward(ctx, *gs)
+                    grads = run_rule(fn, "backward", ctx, e.watch, gs)
                 finally:
                     st.backward_of = previous
-            else:
+            elif e.watch is None:
                 grads = fn.backward(ctx, *gs)
+            else:  # an enclosing transform records this rule
+                grads = run_rule(fn, "backward", ctx, e.watch, gs)
         except TypeError as err:
             if is_escape(err):
                 raise escaped_rule(fn, "backward", err) from None
@@ -652,7 +670,7 @@ def _multi_cotangents(e: TapeEntry, ct: dict, avals):
     gs = [ct.pop(o, None) for o in e.out_nodes]
     if all(g is None for g in gs):
         return None
-    nondiff = e.ctx.__dict__.get("_nondiff", ())
+    nondiff = e.nondiff
     full = []
     for j, (g, o) in enumerate(zip(gs, e.out_nodes)):
         if j in nondiff:

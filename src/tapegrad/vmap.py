@@ -26,7 +26,15 @@ import numpy as np
 import optree
 
 from tapegrad.backend import backend_of
-from tapegrad.function import OTHER, Applied, Function, new_level, run_primitive, transform_scope
+from tapegrad.function import (
+    CONTEXT_FIELDS,
+    OTHER,
+    Applied,
+    Function,
+    new_level,
+    run_primitive,
+    transform_scope,
+)
 from tapegrad.tape import Trace
 from tapegrad.tensor import Tensor, const, make, primal_of
 from tapegrad.transforms import check_argnums, check_callable, select_argnums, vjp
@@ -125,9 +133,6 @@ def loop(fn, args, batched, size: int, params: dict) -> tuple:
     return tuple(_Stack.apply(*[r[j] for r in rows]) for j in range(len(rows[0])))
 
 
-_CTX_KEYS = frozenset({"saved_tensors", "backend", "device", "needs_input_grad", "_site"})
-
-
 def _is_array(v) -> bool:
     return hasattr(v, "shape") and hasattr(v, "dtype") and not isinstance(v, Tensor)
 
@@ -208,7 +213,7 @@ class BatchTrace(Trace):
                 )
         if not getattr(fn, "_ctx_arrays_recomputed", False):
             for name, v in ctx.__dict__.items():
-                if name not in _CTX_KEYS and (_is_array(v) or (
+                if name not in CONTEXT_FIELDS and (_is_array(v) or (
                         isinstance(v, (tuple, list)) and any(_is_array(e) for e in v))):
                     raise NotImplementedError(
                         f"vmap: {fn._name()}'s forward stores an array in ctx.{name}; under "
@@ -216,7 +221,6 @@ class BatchTrace(Trace):
                         "Save arrays the backward needs with ctx.save_for_backward(...)."
                     )
         run.saved = () if spec is None else spec
-        ctx._spec = run.saved
         return run
 
 
