@@ -359,16 +359,18 @@ def _saved_spec(to_save, arrays, given) -> tuple:
     its input ``arrays`` and its outputs as ``given``."""
     spec = []
     for s in to_save:
-        k = next((i for i, a in enumerate(arrays) if a is s), None)
-        if k is not None:
-            spec.append(Saved(INPUT, k))
-            continue
-        k = next((i for i, o in enumerate(given) if o is s), None)
-        if k is not None:
-            spec.append(Saved(OUTPUT, k))
+        for k, a in enumerate(arrays):
+            if a is s:
+                spec.append(Saved(INPUT, k))
+                break
         else:
-            spec.append(Saved(OTHER, s if isinstance(s, Tensor) or not hasattr(s, "shape")
-                              else const(s)))
+            for k, o in enumerate(given):
+                if o is s:
+                    spec.append(Saved(OUTPUT, k))
+                    break
+            else:
+                spec.append(Saved(OTHER, s if isinstance(s, Tensor) or not hasattr(s, "shape")
+                                  else const(s)))
     return tuple(spec)
 
 

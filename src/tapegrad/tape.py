@@ -24,6 +24,7 @@ from tapegrad.function import (
     OTHER,
     OUTPUT,
     Applied,
+    _check_devices,
     _state,
     derive_context,
     run_primitive,
@@ -323,6 +324,33 @@ def check_watch(fn, w: Watch, rule: str) -> None:
     )
 
 
+def _leaked(fn) -> RuntimeError:
+    return RuntimeError(
+        f"{fn._name()}: an input is a traced value of a transform that has already finished "
+        "(a leaked tracer, for example one stored in a global or a closure and used after "
+        "grad/vjp returned). Pass it as an argument instead."
+    )
+
+
+def _needs(fn, args) -> tuple:
+    """``needs_input_grad`` of the lowest level: whether any level may want each input's
+    cotangent (a floating Tensor some transform traces, not in ``nondiff_argnums``)."""
+    nd = fn.nondiff_argnums
+    return tuple([type(a) is Tensor and a._level > 0 and not (nd and i in nd)
+                  and a._array.dtype.kind in "fc" for i, a in enumerate(args)])
+
+
+def _base_saved(run: Applied, inputs) -> list | None:
+    """Set ``run.ctx.saved_tensors`` to the values ``forward`` saved, as level-0 Tensors (the
+    ``inputs``, or constants over the outputs); returns those output constants (or None)."""
+    spec = run.saved
+    if spec is None:
+        return None
+    prims = [const(a) for a in run.outs] if any(k == OUTPUT for k, _ in spec) else None
+    run.ctx.saved_tensors = saved_values(spec, inputs, prims)
+    return prims
+
+
 class Trace:
     """The recorder of one transform (one level). Internal: users see :class:`Tape`.
 
@@ -357,7 +385,7 @@ class Trace:
             self.labels[node] = primal.label
         return make(arr, self.level, self, node, primal, primal.label)
 
-    def record(self, fn, args, params, needs):
+    def record(self, fn, args, params, needs) -> Applied:
         """Apply ``fn`` at this level to ``args`` (some traced here): compute the outputs one
         level down, note the entry (:meth:`note`) and return the outputs traced here.
 
@@ -367,122 +395,90 @@ class Trace:
         Returns an :class:`~tapegrad.function.Applied` record whose ``outs`` are the outputs
         traced here (Tensors) and whose ``ctx`` is the lowest level's context.
         """
-        level = self.level
         if self.done:
-            raise RuntimeError(
-                f"{fn._name()}: an input is a traced value of a transform that has already "
-                "finished (a leaked tracer, for example one stored in a global or a closure "
-                "and used after grad/vjp returned). Pass it as an argument instead."
-            )
-        st = _state
-        diff = fn.differentiable and level > st.limit
+            raise _leaked(fn)
+        level = self.level
+        diff = fn.differentiable and level > _state.limit
         nd = fn.nondiff_argnums
-        lowered, in_nodes, consts, level_needs, arrays = [], [], [], [], []
+        # Each input as this level sees it: a node of this trace (then its value one level
+        # down, and whether this level wants its cotangent) or a constant.
+        lowered, arrays, in_nodes, wants = [], [], [], []
+        below = None  # the trace of the next level down that traces an input, if any
         cpu = True
-        active = False
-        sub = 0
-        k = 0
-        for a in args:
+        for k, a in enumerate(args):
             if type(a) is Tensor:
                 b = a._box
-                lv = 0 if b is None else b.level
-                if lv == level:
-                    if b.trace is not self:  # pyright: ignore[reportOptionalMemberAccess]
+                if b is not None and b.level == level:
+                    if b.trace is not self:
                         raise RuntimeError(f"{fn._name()}: inputs from two traces of one level")
-                    in_nodes.append(b.node)  # pyright: ignore[reportOptionalMemberAccess]
-                    consts.append(None)
-                    p = b.primal  # pyright: ignore[reportOptionalMemberAccess]
-                    a = p if p is not None else primal_of(a)
-                    if diff and a._array.dtype.kind in "fc" and not (nd and k in nd):
-                        active = True
-                        level_needs.append(True)
-                    else:
-                        level_needs.append(False)
+                    in_nodes.append(b.node)
+                    a = b.primal if b.primal is not None else primal_of(a)
+                    wants.append(diff and a._array.dtype.kind in "fc" and not (nd and k in nd))
                     b = a._box
-                    lv = 0 if b is None else b.level
                 else:
                     in_nodes.append(-1)
-                    consts.append(a)
-                    level_needs.append(False)
-                if lv > sub:
-                    sub = lv
-                    sub_trace = b.trace  # pyright: ignore[reportOptionalMemberAccess]
-                arr = a._array
-                if type(arr) is not _ndarray:
+                    wants.append(False)
+                if b is not None and b.level and (below is None or b.level > below.level):
+                    below = b.trace
+                if type(a._array) is not _ndarray:
                     cpu = False
-                arrays.append(arr)
+                arrays.append(a._array)
             else:
                 in_nodes.append(-1)
-                consts.append(a)
-                level_needs.append(False)
+                wants.append(False)
                 arrays.append(a)
             lowered.append(a)
-            k += 1
-        level_needs = tuple(level_needs)
         if not cpu:  # NumPy constants join the device of the Tensor inputs (on the tape too)
-            _function._check_devices(fn, lowered, arrays)
-            for i, a in enumerate(arrays):
-                if a is not lowered[i] and type(lowered[i]) is not Tensor:
-                    lowered[i] = consts[i] = a
-        if sub:
-            if needs is None:  # what any level wants: a Tensor traced somewhere, floating
-                needs = tuple([type(a) is Tensor and a._level > 0 and not (nd and i in nd)
-                               and a._array.dtype.kind in "fc" for i, a in enumerate(args)])
-            run = sub_trace.record(fn, lowered, params, needs)
-            louts, ctx0, spec, multi, nondiff = run.outs, run.ctx, run.saved, run.multi, \
-                run.nondiff
-            prims = list(louts)  # the outputs one level down, as Tensors
-        else:  # the lowest recording level: only this level wants cotangents
-            run = run_primitive(fn, lowered, arrays, params,
-                                level_needs if needs is None else needs, cpu)
-            louts, ctx0, spec, multi, nondiff = run.outs, run.ctx, run.saved, run.multi, \
-                run.nondiff
-            prims = None
-            if spec is not None:  # the level-0 saved values: inputs, outputs as constants
-                if any(k == OUTPUT for k, _ in spec):
-                    prims = [const(a) for a in louts]
-                ctx0.saved_tensors = saved_values(spec, lowered, prims)
-            else:
-                spec = ()
-        if not active and not self.replays:  # no derivative here: constants at this level
-            if not sub:
-                louts = tuple([const(a) for a in louts])
-            return Applied(louts, ctx0, multi, spec, nondiff)
-        ctx = watch = site = None
-        if active and not (nondiff and not multi):  # (a lone non-differentiable output: none)
-            if sub:
-                ctx = derive_context(ctx0, level_needs,
-                                     saved_values(spec, lowered, prims) if spec else None)
-                # the backward rule runs while sub_trace watches these inputs: it records it
-                watch = _watch(fn, ctx, sub_trace, lowered, params, spec)  # pyright: ignore[reportPossiblyUnboundVariable]
-            else:  # the level-0 saved values are set
-                ctx = ctx0
-                if needs is not None:
-                    ctx.needs_input_grad = level_needs
-            if st.debug:  # where the user called the op, for tg.debug_nans' message
-                site = caller_line()
-        avals = self.avals
-        node = len(avals)
-        if len(louts) == 1:
-            arr = louts[0]._array if sub else louts[0]  # pyright: ignore[reportAttributeAccessIssue]
-            avals.append((arr.shape, arr.dtype))
-            out = _new(Tensor)
-            _s_array(out, arr)
-            _s_box(out, Box(level, self, node, None if prims is None else prims[0]))
-            outs = (out,)
-            out_nodes = (node,)
+            _check_devices(fn, lowered, arrays)
+            lowered = [v if type(v) is Tensor else a for v, a in zip(lowered, arrays)]
+        wants = tuple(wants)
+        active = True in wants
+        # The outputs one level down: recorded (and computed) by the next trace, or computed.
+        if below is not None:
+            run = below.record(fn, lowered, params, _needs(fn, args) if needs is None else needs)
+            prims = run.outs
         else:
-            outs, out_nodes = [], []
-            for j, lo in enumerate(louts):
-                arr = lo._array if sub else lo  # pyright: ignore[reportAttributeAccessIssue]
-                avals.append((arr.shape, arr.dtype))
-                outs.append(make(arr, level, self, node, None if prims is None else prims[j]))
-                out_nodes.append(node)
-                node += 1
-            outs, out_nodes = tuple(outs), tuple(out_nodes)
-        self._note(_tuple_new(TapeEntry, (fn, params, ctx, tuple(in_nodes), tuple(consts),
-                                          out_nodes, spec or (), nondiff, watch, site)))
-        return Applied(outs, ctx0, multi, spec, nondiff)
+            run = run_primitive(fn, lowered, arrays, params, wants if needs is None else needs, cpu)
+            prims = _base_saved(run, lowered)
+        if not active and not self.replays:  # no derivative at this level: constants here
+            if below is None:
+                run.outs = tuple(prims or [const(a) for a in run.outs])
+            return run
+        ctx = watch = site = None
+        if active and not (run.nondiff and not run.multi):  # (a lone non-differentiable output)
+            if below is not None:  # this level's context; the rules run while below watches
+                spec = run.saved
+                ctx = derive_context(run.ctx, wants,
+                                     saved_values(spec, lowered, prims) if spec else None)
+                watch = _watch(fn, ctx, below, lowered, params, spec or ())
+            else:
+                ctx = run.ctx
+                if needs is not None:
+                    ctx.needs_input_grad = wants
+            if _state.debug:  # where the user called the op, for tg.debug_nans' message
+                site = caller_line()
+        outs = self._new_nodes(run.outs, prims, below is not None)
+        self._note(_tuple_new(TapeEntry, (
+            fn, params, ctx, tuple(in_nodes),
+            tuple([None if n >= 0 else v for n, v in zip(in_nodes, lowered)]),
+            tuple([o._box.node for o in outs]), run.saved or (), run.nondiff, watch, site)))
+        return Applied(outs, run.ctx, run.multi, run.saved, run.nondiff)
+
+    def _new_nodes(self, values, prims, tensors: bool) -> tuple:
+        """Traced Tensors of this level, with fresh node ids, for the outputs ``values`` one
+        level down (Tensors when ``tensors``, else arrays); ``prims``: their Tensors one level
+        down where already made, or None."""
+        avals = self.avals
+        level = self.level
+        outs = []
+        for j, v in enumerate(values):
+            arr = v._array if tensors else v
+            t = _new(Tensor)
+            _s_array(t, arr)
+            _s_box(t, Box(level, self, len(avals), None if prims is None else prims[j]))
+            outs.append(t)
+            avals.append((arr.shape, arr.dtype))
+        return tuple(outs)
 
     def note(self, entry: TapeEntry) -> None:
         """Keep ``entry`` (forward mode overrides this to compute tangents instead)."""
