@@ -21,7 +21,7 @@ import numbers
 import numpy as np
 
 from tapegrad.function import Function, derive_context
-from tapegrad.tape import TapeEntry, backward_pass
+from tapegrad.tape import TapeEntry, apply_step, backward_pass, interpret
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
 from tapegrad.tree import tree_flatten, tree_unflatten
@@ -194,12 +194,8 @@ class _Program:
             if any(v in required for v in e.out_nodes):
                 run.append(e)
                 required.update(v for v in e.in_nodes if v >= 0 and v not in env)
-        for e in reversed(run):
-            outs = e.fn.apply(*[env[v] if v >= 0 else c for v, c in zip(e.in_nodes, e.consts)],
-                              **e.params)
-            for v, o in zip(e.out_nodes, outs if isinstance(outs, tuple) else (outs,)):
-                env.setdefault(v, o)
-        return env
+        run.reverse()
+        return interpret(run, env, apply_step, "checkpoint")
 
     def outputs(self, env: dict) -> list:
         return [env[r] if isinstance(r, int) else r[1] for r in self.out_refs]

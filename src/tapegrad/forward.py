@@ -23,14 +23,7 @@ import numpy as np
 
 from tapegrad.backend import backend_of
 from tapegrad.function import new_level, transform_scope, unbroadcast
-from tapegrad.tape import (
-    Guard,
-    Trace,
-    escaped_rule,
-    is_escape,
-    replay_guard,
-    run_rule,
-)
+from tapegrad.tape import Trace, apply_step, escaped_rule, interpret, is_escape, run_rule
 from tapegrad.tensor import Tensor, const
 from tapegrad.transforms import (
     as_primal,
@@ -311,18 +304,6 @@ def jvp(fun, primals, tangents, has_aux: bool = False) -> tuple[Any, ...]:
     return (*res, aux) if has_aux else res
 
 
-def _replay(entries, env: dict) -> None:
-    """Re-apply recorded entries to the Tensors in ``env`` (node -> Tensor), differentiably."""
-    for e in entries:
-        if type(e) is Guard:
-            replay_guard(e, env[e.node], "linearize: jvp_fn")
-            continue
-        args = [env[n] if n >= 0 else c for n, c in zip(e.in_nodes, e.consts)]
-        outs = e.fn.apply(*args, **e.params)
-        for n, o in zip(e.out_nodes, outs if isinstance(outs, tuple) else (outs,)):
-            env[n] = o
-
-
 def _linearize(fun, primals, has_aux, who, kinds="fc"):
     primals, prims, treedef, _ = _flat_primals(primals, who, kinds)
     lin = Trace(new_level())  # records the tangent program (below the forward-mode level)
@@ -343,8 +324,7 @@ def _linearize(fun, primals, has_aux, who, kinds="fc"):
 
     def jvp_fn(*tangents):
         tans = _flat_tangents(tangents, primals, prims, treedef, f"{who}: jvp_fn")
-        env = dict(enumerate(tans))
-        _replay(entries, env)
+        env = interpret(entries, dict(enumerate(tans)), apply_step, "linearize: jvp_fn")
         return tree_unflatten(out_tree, [env[r] if isinstance(r, int) else r for r in refs])
 
     return tree_unflatten(out_tree, p_out), jvp_fn, aux

@@ -36,7 +36,15 @@ from tapegrad import backend as _backend
 from tapegrad import tape as _tape
 from tapegrad._keywords import strict_keywords
 from tapegrad.function import Context, _state, new_level, run_primitive, transform_scope
-from tapegrad.tape import Guard, GuardError, Trace, _check_outputs, _loaded_failure, check_guard
+from tapegrad.tape import (
+    Guard,
+    GuardError,
+    Trace,
+    _check_outputs,
+    _loaded_failure,
+    check_guard,
+    interpret,
+)
 from tapegrad.tensor import Tensor, const
 from tapegrad.transforms import as_primal, lower_output
 from tapegrad.tree import tree_flatten, tree_map, tree_unflatten
@@ -89,6 +97,14 @@ def _run_step(fn, params, arrays: list, dev: str) -> tuple:
     values = [const(a) if hasattr(a, "shape") and type(a) is not np.ndarray
               and not isinstance(a, (np.generic, np.dtype)) else a for a in arrays]
     return run_primitive(fn, values, arrays, params, (False,) * len(arrays), False, False).outs
+
+
+def _array_step(dev: str):
+    """The step of :func:`~tapegrad.tape.interpret` that runs an entry on arrays on ``dev``."""
+    def step(e, args):
+        return _run_step(e.fn, e.params, [_const_array(a) for a in args], dev)
+
+    return step
 
 
 class Program:
@@ -465,35 +481,19 @@ class Program:
         each gives the shapes and dtypes the file declares (what the compiled program's
         planning relied on); a failure is a ValueError naming the entry."""
         tape = self.tape
-        env = dict(zip(tape.in_nodes, arrays))
         with transform_scope():
-            for i, e in enumerate(tape.entries):
-                if type(e) is Guard:
-                    check_guard(e, env[e.node], "Tape.replay")
-                    continue
-                args = []
-                for n, c in zip(e.in_nodes, e.consts):
-                    args.append(env[n] if n >= 0 else _const_array(c))
-                try:
-                    outs = _run_step(e.fn, e.params, args, dev)
-                except (ValueError, GuardError, FloatingPointError, MemoryError):
-                    raise
-                except Exception as err:
-                    raise _loaded_failure("Tape.replay", i, e, err) from err
-                _check_outputs("Tape.replay", i, e, outs, tape.avals)
-                env.update(zip(e.out_nodes, outs))
+            interpret(tape.entries, dict(zip(tape.in_nodes, arrays)), _array_step(dev),
+                      "Tape.replay", tape.avals)
 
     def _interpret(self, arrays, dev) -> tuple:
-        env = dict(zip(self.tape.in_nodes, arrays))
+        """The tape's entries one by one on the arrays (inside ``tg.debug_nans``, which checks
+        every op)."""
+        tape = self.tape
         with transform_scope():
-            for s in self._steps:
-                if type(s) is Guard:
-                    check_guard(s, env[s.node], "jit")
-                    continue
-                outs = _run_step(s.fn, s.params, [env[v] if k == "v" else v for k, v in s.ins],
-                                 dev)
-                env.update(zip(s.outs, outs))
-        return tuple(env[v] if k == "v" else v for k, v in self._outputs)
+            env = interpret(tape.entries, dict(zip(tape.in_nodes, arrays)), _array_step(dev),
+                            "jit")
+        return tuple(env[r] if isinstance(r, int) else _const_array(r[1])
+                     for r in tape.out_refs)
 
     def __str__(self) -> str:
         tape = self.tape

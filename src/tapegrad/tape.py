@@ -140,9 +140,18 @@ def _show(value) -> str:
     return repr(value)
 
 
-def check_guard(g: Guard, array, who: str) -> None:
-    """Raise :class:`GuardError` if ``array`` changes the decision ``g`` recorded."""
-    got = guard_value(g.kind, array)
+def check_guard(g: Guard, value, who: str) -> None:
+    """Raise :class:`GuardError` if ``value`` (a backend array, or a Tensor of a replay)
+    changes the decision ``g`` recorded. On a traced Tensor the decision is taken again on the
+    transforms tracing it (guards there, a refusal inside ``vmap``), as the recorded function
+    took it."""
+    if type(value) is Tensor:
+        got = guard_value(g.kind, _backend.to_device(value._concrete(), "cpu"))
+        if value._level:
+            value._trace.decide(value, g.kind, got, only_branch=True)
+    else:
+        got = guard_value(g.kind, value if type(value) is np.ndarray
+                          else _backend.to_device(value, "cpu"))
     if not guard_holds(g, got):
         raise GuardError(
             f"{who}: the recording took a Python decision on a traced value at {g.where} "
@@ -177,23 +186,45 @@ def _check_outputs(who: str, i: int, e: TapeEntry, outs, avals) -> None:
             )
 
 
-def replay_guard(g: Guard, t: Tensor, who: str) -> None:
-    """Check guard ``g`` on ``t``, a value of a replay; when ``t`` is itself traced, the
-    decision is taken again on the transforms tracing it (guards there, a refusal inside
-    ``vmap``), as the recorded function took it.
+def interpret(entries, env: dict, step, who: str, avals=None) -> dict:
+    """The one tape interpreter: run ``entries`` in order on the values in ``env`` (node id ->
+    value, filled in place; a node already there keeps its value) and return ``env``.
+
+    ``step(entry, args)`` runs one entry on its inputs and returns its outputs (a tuple):
+    Tensors through ``fn.apply`` (so that transforms in progress see each primitive; see
+    :func:`apply_step`), or backend arrays through :func:`~tapegrad.function.run_primitive`.
+    Guards are checked by :func:`check_guard`. With ``avals`` (a tape read from a file) each
+    entry's failure and outputs are checked against what the file declares.
 
     Raises:
-        GuardError: if ``t`` changes the decision.
+        GuardError: if a value changes a recorded decision.
+        ValueError: for an entry of a loaded tape that fails or gives other shapes or dtypes.
     """
-    got = guard_value(g.kind, _backend.to_device(t._concrete(), "cpu"))
-    if t._level:
-        t._trace.decide(t, g.kind, got, only_branch=True)
-    if not guard_holds(g, got):
-        raise GuardError(
-            f"{who}: the recording took a Python decision on a traced value at {g.where} "
-            f"({g.kind}(...) gave {_show(g.value)}); these inputs give {_show(got)}. Trace the "
-            "function again for these inputs."
-        )
+    for i, e in enumerate(entries):
+        if type(e) is Guard:
+            check_guard(e, env[e.node], who)
+            continue
+        args = [env[n] if n >= 0 else c for n, c in zip(e.in_nodes, e.consts)]
+        if avals is None:
+            outs = step(e, args)
+        else:  # a tape from a file: each entry checked against what the file declares
+            try:
+                outs = step(e, args)
+            except (ValueError, GuardError, FloatingPointError, MemoryError):
+                raise
+            except Exception as err:
+                raise _loaded_failure(who, i, e, err) from err
+            _check_outputs(who, i, e, [o._array if type(o) is Tensor else o for o in outs],
+                           avals)
+        for n, o in zip(e.out_nodes, outs):
+            env.setdefault(n, o)
+    return env
+
+
+def apply_step(e: TapeEntry, args) -> tuple:
+    """One entry on Tensors, through its Function's ``apply`` (a step of :func:`interpret`)."""
+    outs = e.fn.apply(*args, **e.params)
+    return outs if type(outs) is tuple else (outs,)
 
 
 def _escape(message: str) -> TypeError:
@@ -888,23 +919,8 @@ class Tape:
         # leaves (arrays, Python numbers) enter as constants of the recorded dtype
         env = dict(zip(self.in_nodes, [t if type(t) is Tensor else const(a)
                                        for t, a in zip(leaves, arrays)]))
-        for i, e in enumerate(self.entries):
-            if type(e) is Guard:
-                replay_guard(e, env[e.node], "Tape.replay")
-                continue
-            args = [env[n] if n >= 0 else c for n, c in zip(e.in_nodes, e.consts)]
-            if not self.loaded:
-                outs = e.fn.apply(*args, **e.params)
-            else:  # a tape from a file: each entry checked against what the file declares
-                try:
-                    outs = e.fn.apply(*args, **e.params)
-                except (ValueError, GuardError, FloatingPointError, MemoryError):
-                    raise
-                except Exception as err:
-                    raise _loaded_failure("Tape.replay", i, e, err) from err
-                _check_outputs("Tape.replay", i, e, [o._array for o in (
-                    outs if isinstance(outs, (tuple, list)) else (outs,))], self.avals)
-            env.update(zip(e.out_nodes, outs if isinstance(outs, (tuple, list)) else (outs,)))
+        interpret(self.entries, env, apply_step, "Tape.replay",
+                  self.avals if self.loaded else None)
         return tree_unflatten(self.out_treedef, [
             env[r] if isinstance(r, int) else (r[1] if isinstance(r[1], Tensor) else const(r[1]))
             for r in self.out_refs])
