@@ -368,3 +368,31 @@ def test_once_differentiable_raises_when_differentiated_again():
         tg.jvp(f, (x,), (x,))
     with pytest.raises(TypeError, match="once_differentiable: expected a backward rule"):
         tg.once_differentiable(3)
+
+
+def _all_functions():
+    import tapegrad.nn.functional  # noqa: F401  (defines its primitives)
+    import tapegrad.scipy.special  # noqa: F401
+    import tapegrad.scipy.linalg  # noqa: F401
+
+    seen, todo = [], [tg.Function]
+    while todo:
+        cls = todo.pop()
+        for sub in cls.__subclasses__():
+            if sub not in seen:
+                seen.append(sub)
+                todo.append(sub)
+    return seen
+
+
+def test_every_primitive_declares_what_jit_and_memory_assume_in_one_traits_record():
+    """No Function carries jit's or the memory model's knowledge as loose class attributes:
+    each declares one :class:`~tapegrad.function.Traits` record (or inherits the default)."""
+    from tapegrad.function import Traits
+
+    loose = ("ufunc", "into", "fresh", "view", "permutation", "transposed")
+    bad = [f"{c.__module__}.{c.__qualname__}.{a}" for c in _all_functions() for a in loose
+           if any(a in k.__dict__ for k in c.__mro__ if k is not object)]
+    assert not bad, bad
+    assert all(isinstance(c.traits, Traits) for c in _all_functions())
+    assert not hasattr(tg.Function, "ufunc")

@@ -40,6 +40,7 @@ __all__ = [
     "new_level",
     "run_primitive",
     "derive_context",
+    "Traits",
     "Applied",
     "Saved",
     "saved_values",
@@ -534,6 +535,46 @@ _WeakType: type = _NoWeak
 _resolve_weak: Any = None
 
 
+class Traits(NamedTuple):
+    """What ``jit``'s compiled programs and the memory model may assume about an op, declared
+    once on the op (``traits = Traits(ufunc="add")``). Every trait is off by default: an op
+    that declares none is never written into, never rearranged and costs one operation per
+    output element to recompute (always safe).
+
+    Attributes:
+        ufunc: The name of the NumPy/CuPy ufunc ``forward`` is, on its inputs as given: the
+            compiled program may call it with ``out=`` a dying buffer.
+        into: ``forward`` takes a keyword ``into=``, an array of its (first) output's shape and
+            dtype, possibly one of its inputs, and writes the output there.
+        fresh: The outputs are new arrays (the program owns them and may write into them).
+        view: An output may be a view of the first input (``"readonly"``: a view that must not
+            be written, such as a broadcast).
+        permutation: For an op that only permutes its input's axes, ``permutation(ndim,
+            **params)`` returns the permutation (``jit``'s layout pass drops two that cancel).
+        transposed: ``transposed(ins, params)`` returns the inputs and parameters with which
+            this same op computes its output with the last two axes swapped, as a
+            C-contiguous array (``transpose(a @ b)`` becomes one product ``b^T @ a^T``).
+        rearranges: The output holds the first input's values, only rearranged (reshape,
+            transpose, broadcast): a checkpoint policy names such a residual by the value it
+            rearranges.
+        cost: What recomputing the op costs per output element, for a checkpoint byte budget:
+            ``"elementwise"`` (one operation), ``"contraction"`` (a matrix product: the
+            contracted length, the first operand's last axis, or the one before it with
+            ``transpose_a``) or ``"dense"`` (the input size per output element: solves,
+            factorizations, convolutions); ``"contraction"`` and ``"dense"`` outputs are kept
+            first.
+    """
+
+    ufunc: str | None = None
+    into: bool = False
+    fresh: bool = False
+    view: bool | str = False
+    permutation: Any = None
+    transposed: Any = None
+    rearranges: bool = False
+    cost: str = "elementwise"
+
+
 class Function:
     """Base class of differentiable primitives.
 
@@ -555,21 +596,10 @@ class Function:
             ``ctx.out_avals`` (``(shape, dtype)`` per output); ``None`` tangents are zero.
             Without one, forward mode transposes ``backward`` (it is linear in the cotangent).
         batch: Optional batching rule for ``vmap``.
-        ufunc, into, fresh, view: What ``jit``'s buffer planning may assume about ``forward``:
-            ``ufunc`` names the NumPy/CuPy ufunc that ``forward`` is, on its inputs as given
-            (the compiled program may call it with ``out=`` a dying buffer); ``into`` that
-            ``forward`` takes a keyword ``into=``, an array of its (first) output's shape and
-            dtype, possibly one of its inputs, and writes the output there; ``fresh`` says
-            the outputs are new arrays; ``view`` that an output may be a view of the first
-            input (``"readonly"``: a view that must not be written, such as a broadcast). An
-            op that declares none is never written into (always safe).
-        permutation, transposed: What ``jit``'s layout pass may assume: ``permutation(ndim,
-            **params)`` (static method) of an op that only permutes its input's axes returns
-            the permutation (two that cancel are dropped); ``transposed(ins, params)``
-            (static method) returns the inputs and parameters with which this same op
-            computes its output with the last two axes swapped, as a C-contiguous array
-            (``transpose(a @ b)`` becomes one product ``b^T @ a^T``, so no strided transposed
-            result reaches an elementwise op).
+        traits: A :class:`Traits` record: what ``jit``'s compiled programs and the memory
+            model may assume about the op (the ufunc it is, whether it writes into a given
+            buffer, makes fresh arrays or views, permutes axes, how costly it is to
+            recompute). The default assumes nothing.
 
     Example:
         >>> import tapegrad as tg
@@ -592,12 +622,7 @@ class Function:
     nondiff_argnums: tuple = ()
     jvp = None
     batch = None
-    ufunc: str | None = None
-    into: bool = False
-    fresh: bool = False
-    view: bool = False
-    permutation: Any = None
-    transposed: Any = None
+    traits: Traits = Traits()
 
     @staticmethod
     def forward(ctx, *args, **params):  # pragma: no cover - abstract

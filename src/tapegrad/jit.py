@@ -251,24 +251,24 @@ class Program:
                 kept.append(s if ref is None or ref[0] != "v" else s._replace(node=ref[1]))
                 continue
             s.ins = tuple(alias.get(v, (k, v)) if k == "v" else (k, v) for k, v in s.ins)
-            perm_of = getattr(s.fn, "permutation", None)
+            perm_of = s.fn.traits.permutation
             src = s.ins[0][1] if perm_of is not None and s.ins and s.ins[0][0] == "v" else None
             if perm_of is not None and src is not None and len(s.outs) == 1:
                 ndim = len(s.avals[0][0])
                 perm = perm_of(ndim, **s.params)
                 inner = producer.get(src)
-                if inner is not None and getattr(inner.fn, "permutation", None) is not None \
+                if inner is not None and inner.fn.traits.permutation is not None \
                         and inner.ins[0][0] == "v":
-                    first = inner.fn.permutation(ndim, **inner.params)
+                    first = inner.fn.traits.permutation(ndim, **inner.params)
                     if tuple(first[i] for i in perm) == tuple(range(ndim)):  # they cancel
                         alias[s.outs[0]] = inner.ins[0]
                         self.fused += 1
                         continue
                 swap = tuple(range(ndim - 2)) + (ndim - 1, ndim - 2) if ndim >= 2 else None
                 if (inner is not None and perm == swap and uses.get(src) == 1
-                        and getattr(inner.fn, "transposed", None) is not None
+                        and inner.fn.traits.transposed is not None
                         and len(inner.outs) == 1):
-                    ins, params = inner.fn.transposed(inner.ins, inner.params)
+                    ins, params = inner.fn.traits.transposed(inner.ins, inner.params)
                     if self._shape_of(inner.fn, ins, params) == s.avals[0][0]:
                         inner.ins, inner.params = tuple(ins), params
                         inner.outs, inner.avals = s.outs, s.avals
@@ -313,10 +313,9 @@ class Program:
         for i, s in enumerate(steps):
             if type(s) is Guard:
                 continue
-            ufunc = getattr(s.fn, "ufunc", None)
-            if ufunc is not None and s.params:
-                ufunc = None
-            if ((ufunc is not None or getattr(s.fn, "into", False)) and len(s.outs) == 1
+            traits = s.fn.traits
+            ufunc = traits.ufunc if not s.params else None
+            if ((ufunc is not None or traits.into) and len(s.outs) == 1
                     and "into" not in s.params):
                 shape, dtype = s.avals[0]
                 for k, v in s.ins:
@@ -327,7 +326,7 @@ class Program:
                             and tape.avals[v] == (shape, dtype)):
                         s.out_into = v
                         break
-            view = getattr(s.fn, "view", False)
+            view = traits.view
             first = s.ins[0][1] if s.ins and s.ins[0][0] == "v" else None
             for n in s.outs:
                 if view:
@@ -338,8 +337,7 @@ class Program:
                         readonly.add(n)
                 elif s.out_into is not None:
                     buf = owned[s.out_into]
-                elif ufunc is not None or getattr(s.fn, "fresh", False) or getattr(
-                        s.fn, "into", False):
+                elif ufunc is not None or traits.fresh or traits.into:
                     buf = n
                 else:
                     continue  # may alias an input: never written into
@@ -402,8 +400,9 @@ class Program:
                         g[f"K{j}_{len(args)}"] = constant(v)
                         args.append(f"K{j}_{len(args)}")
                 outs = ", ".join(name(n) for n in s.outs) + ("," if len(s.outs) == 1 else "")
-                if s.out_into is not None and s.fn.ufunc is not None and not s.params:
-                    g[f"U{j}"] = getattr(xp, s.fn.ufunc)  # the ufunc, into the dying buffer
+                ufunc = s.fn.traits.ufunc
+                if s.out_into is not None and ufunc is not None and not s.params:
+                    g[f"U{j}"] = getattr(xp, ufunc)  # the ufunc, into the dying buffer
                     call = f"U{j}({', '.join(args)}, out={name(s.out_into)})"
                     lines.append(f"    {outs} = {call},")
                 else:

@@ -360,7 +360,7 @@ def resolve(cls, args: tuple) -> tuple:
     (NEP 50) for an elementwise op, else its Python value (read, a guard under ``jit``), which
     is what ``forward`` would have been given eagerly."""
     strong = [a for a in args if isinstance(a, Tensor)]
-    elementwise = getattr(cls, "ufunc", None) is not None or getattr(
+    elementwise = cls.traits.ufunc is not None or getattr(
         getattr(cls, "batch", None), "__name__", "") == "elementwise"
     if strong and elementwise:
         dtype = np.result_type(*[a.dtype for a in strong])

@@ -35,7 +35,7 @@ from tapegrad import ops as _ops
 from tapegrad import random as _random
 from tapegrad._keywords import strict_keywords
 from tapegrad.backend import backend_of
-from tapegrad.function import Function
+from tapegrad.function import Function, Traits
 from tapegrad.ops._batching import align, per_example_ndim, shift_axes
 from tapegrad.ops._registry import bool_arg
 from tapegrad.tensor import Tensor, all_values
@@ -1549,6 +1549,7 @@ class Linear(Function):
     """
 
     oper = "linear"
+    traits = Traits(cost="contraction")
 
     @staticmethod
     def forward(ctx, x, w, b):
@@ -1887,6 +1888,7 @@ class Conv2d(Function):
     """
 
     oper = "conv2d"
+    traits = Traits(cost="dense")
 
     @staticmethod
     def forward(ctx, x, w, b=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
@@ -1946,6 +1948,7 @@ class Conv2dInputGrad(Function):
     for ``w``."""
 
     oper = "conv2d_input_grad"
+    traits = Traits(cost="dense")
 
     @staticmethod
     def forward(
@@ -1990,6 +1993,7 @@ class Conv2dWeightGrad(Function):
     ``Conv2dInputGrad(g, ct)`` for ``x``, ``Conv2d(x, ct)`` for ``g``."""
 
     oper = "conv2d_weight_grad"
+    traits = Traits(cost="dense")
 
     @staticmethod
     def forward(
@@ -2992,6 +2996,7 @@ class ScaledDotProductAttention(Function):
     """
 
     oper = "scaled_dot_product_attention"
+    traits = Traits(cost="dense")
 
     @staticmethod
     def forward(ctx, q, k, v, bias, drop, scale=1.0):

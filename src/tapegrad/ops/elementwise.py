@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tapegrad.function import Function, _Quiet
+from tapegrad.function import Function, Traits, _Quiet
 from tapegrad.ops._batching import elementwise, scaled_cotangent
 from tapegrad.ops._registry import expose, ns, operand, operands, tensor_arg
 from tapegrad.tensor import Tensor, const
@@ -145,7 +145,7 @@ class MulNoNan(Function):
     every order stays NaN-free.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "mul_no_nan"
 
@@ -177,7 +177,7 @@ class DivNoNan(Function):
     Derivatives: ``1 / d`` for ``g`` and ``-out / d`` for ``d``, both NaN-safe.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "div_no_nan"
 
@@ -215,7 +215,7 @@ class Add(Function):
         ValueError: if the shapes do not broadcast (the message names the op and the shapes).
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "add"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="add")
 
     oper = "add"
     arity = 2
@@ -243,7 +243,7 @@ class Sub(Function):
         ValueError: if the shapes do not broadcast.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "subtract"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="subtract")
 
     oper = "sub"
     arity = 2
@@ -273,7 +273,7 @@ class Mul(Function):
         ValueError: if the shapes do not broadcast.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "multiply"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="multiply")
 
     oper = "mul"
     arity = 2
@@ -309,7 +309,7 @@ class Div(Function):
         ValueError: if the shapes do not broadcast.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "true_divide"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="true_divide")
 
     oper = "div"
     arity = 2
@@ -349,7 +349,7 @@ class Div(Function):
 class Neg(Function):
     """``-x`` elementwise. Gradient: ``-g``."""
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "negative"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="negative")
 
     oper = "neg"
     names = ("negative",)
@@ -406,7 +406,7 @@ class Pow(Function):
         ValueError: if the shapes do not broadcast, or for integers to negative integer powers.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "power"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="power")
 
     oper = "pow"
     arity = 2
@@ -550,8 +550,7 @@ class UnaryGrad(Function):
     every order is exact.
     """
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
-    into = True  # forward writes into ``into=`` when given (jit's buffer planning)
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(into=True, fresh=True)
 
     oper = "unary_grad"
 
@@ -587,8 +586,7 @@ class BinaryGrad(Function):
     rule of a binary table op for one operand, fused into one primitive. Linear in ``g``; its
     derivative in ``x``, ``y`` and ``out`` is the derivative of the row's formula (``vjp``)."""
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
-    into = True  # forward writes into ``into=`` when given (jit's buffer planning)
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(into=True, fresh=True)
 
     oper = "binary_grad"
 
@@ -677,7 +675,7 @@ def _unary_class(row: Unary):
         "__doc__": _documented(row.doc, _UNARY_SECTIONS, _source(row.fn)),
         "oper": row.name,
         "arity": 1,
-        "ufunc": _ufunc_name(fn),
+        "traits": Traits(ufunc=_ufunc_name(fn)),
         "names": (row.name, *row.aliases),
         "methods": (row.name,) if row.method else (),
         "row": row,
@@ -723,7 +721,7 @@ def _binary_class(row: Binary):
         "__doc__": _documented(row.doc, _BINARY_SECTIONS, _source(row.fn)),
         "oper": row.name,
         "arity": 2,
-        "ufunc": _ufunc_name(fn),
+        "traits": Traits(ufunc=_ufunc_name(fn)),
         "names": (row.name, *row.aliases),
         "methods": ((row.name,) if row.method else ()) + row.operators,
         "row": row,
@@ -1045,7 +1043,7 @@ def _predicate_class(name, fn, arity, methods):
         forward = staticmethod(lambda ctx, x, y: getattr(ctx.backend, fn)(x, y))
     attrs = {
         "__doc__": doc, "oper": name, "arity": arity, "differentiable": False,
-        "ufunc": _ufunc_name(fn),
+        "traits": Traits(ufunc=_ufunc_name(fn)),
         "names": (name,), "methods": methods, "forward": forward, "batch": elementwise,
         "output_dtype": _dtype_rule(fn),
     }
@@ -1085,7 +1083,7 @@ def _bitwise_class(name, fn, arity, methods, aliases):
 
     attrs = {
         "__doc__": doc, "oper": name, "arity": arity, "differentiable": False,
-        "ufunc": _ufunc_name(fn), "names": (name, *aliases), "methods": methods,
+        "traits": Traits(ufunc=_ufunc_name(fn)), "names": (name, *aliases), "methods": methods,
         "forward": staticmethod(forward), "batch": elementwise, "output_dtype": _dtype_rule(fn),  # pyright: ignore[reportArgumentType]
     }
     cname = "".join(p.capitalize() for p in name.split("_"))
@@ -1113,7 +1111,7 @@ class Abs(Function):
     PyTorch); ``g conj(z) / |z|`` for complex ``z`` (JAX's convention; 0 at 0).
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "absolute"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="absolute")
 
     oper = "abs"
     names = ("abs", "absolute")
@@ -1157,7 +1155,7 @@ class Sign(Function):
     (JAX's convention); 0 at ``z = 0``, where the sign has no limit.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "sign"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="sign")
 
     oper = "sign"
     names = ("sign",)
@@ -1204,7 +1202,7 @@ class I1(Function):
     ``1/2 + x**2 / 16`` (DLMF 10.25.2), exact in float64 there, where the quotient would
     underflow (``I1(5e-324)`` is 0)."""
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "i1"
 
@@ -1244,7 +1242,7 @@ class Frexp(Function):
         TypeError: for complex input (as NumPy).
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "frexp"
     names = ("frexp",)
@@ -1285,7 +1283,7 @@ class Modf(Function):
         TypeError: for complex input (as NumPy).
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "modf"
     names = ("modf",)
@@ -1325,7 +1323,7 @@ class DivMod(Function):
         TypeError: for complex input (as NumPy).
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "divmod"
     arity = 2
@@ -1380,7 +1378,7 @@ class Where(Function):
         ValueError: if the shapes do not broadcast.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "where"
     names = ("where",)
@@ -1437,7 +1435,7 @@ class Clip(Function):
             (``a_min``/``a_max``) and as NumPy 2's ``min=``/``max=``.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "clip"
     names = ("clip",)
@@ -1495,7 +1493,7 @@ class Round(Function):
         TypeError: if ``decimals`` is not an int.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "round"
     names = ("round", "around")
@@ -1522,7 +1520,7 @@ class Relu(Function):
     else 0; at ``x = 0`` the gradient is 0 (as PyTorch and JAX). The backward is
     :class:`ReluGrad` of the cotangent and the saved output."""
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "relu"
     names = ("relu",)
@@ -1557,8 +1555,7 @@ class ReluGrad(Function):
     nothing to ``y``.
     """
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
-    into = True  # forward writes into ``into=`` when given (jit's buffer planning)
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(into=True, fresh=True)
 
     oper = "relu_grad"
     nondiff_argnums = (1,)
@@ -1596,7 +1593,7 @@ class Gelu(Function):
         ValueError: for another ``approximate``.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "gelu"
     names = ("gelu",)
@@ -1648,7 +1645,7 @@ class _MinMax(Function):
 
     arity = 2
     greater = True
-    fresh = True
+    traits = Traits(fresh=True)
 
     @classmethod
     def forward(cls, ctx, x, y):
@@ -1718,11 +1715,10 @@ class MinMaxGrad(Function):
     ``out``, the second operand ``y`` and the tie mask (``x`` wins exactly where ``out`` is
     strictly beyond ``y``). Linear in ``g``, piecewise constant in the rest."""
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
-    into = True  # forward writes into ``into=`` when given (jit's buffer planning)
+    traits = Traits(into=True, fresh=True)
 
     oper = "minmax_grad"
     nondiff_argnums = (1, 2, 3)
-    fresh = True
 
     @staticmethod
     def forward(ctx, g, out, y, ties, greater, wrt, into=None):
@@ -1768,7 +1764,7 @@ class Real(Function):
         TypeError: for a non-numeric operand.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    view = True  # may return its input or a view of it (jit's buffer planning)
+    traits = Traits(view=True)
 
     oper = "real"
     names = ("real",)
@@ -1807,7 +1803,7 @@ class Imag(Function):
         TypeError: for a non-numeric operand.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    view = True  # may return its input or a view of it (jit's buffer planning)
+    traits = Traits(view=True)
 
     oper = "imag"
     names = ("imag",)
@@ -1845,7 +1841,7 @@ class Conj(Function):
         TypeError: for a non-numeric operand.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "conjugate"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="conjugate")
 
     oper = "conj"
     names = ("conj", "conjugate")
@@ -1879,7 +1875,7 @@ class Angle(Function):
         TypeError: for a non-numeric operand.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "angle"
     names = ("angle",)
@@ -1923,7 +1919,7 @@ class AsType(Function):
         TypeError: if ``dtype`` is not a dtype NumPy understands, naming it.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "astype"
     names = ("astype",)
@@ -1970,7 +1966,7 @@ class AsType(Function):
 class StopGradient(Function):
     """The same value with zero gradient under every transform (``x.detach()``)."""
     batch = elementwise  # vmap: broadcast like a ufunc
-    view = True  # may return its input or a view of it (jit's buffer planning)
+    traits = Traits(view=True)
 
     oper = "stop_gradient"
     differentiable = False

@@ -57,7 +57,7 @@ from numpy.exceptions import AxisError
 from tapegrad.backend import device_of as _device_of
 from tapegrad.backend import get_backend as _get_backend
 from tapegrad.backend import parse_device as _parse_device
-from tapegrad.function import Function
+from tapegrad.function import Function, Traits
 from tapegrad.ops._batching import align, axis_rule, batch_all, example_axis, shift_axes
 from tapegrad.ops._registry import METHODS as _METHODS
 from tapegrad.ops._registry import expose, tensor_arg
@@ -505,7 +505,7 @@ class Reshape(_MovementFunction):
             both shapes.
     """
 
-    view = True  # its output may be a view of its first input (jit's buffer planning)
+    traits = Traits(view=True, rearranges=True)
 
     oper = "reshape"
     names = ("reshape",)
@@ -580,6 +580,12 @@ def _permutation(axes, ndim: int, shape, op: str = "transpose") -> tuple:
     return perm
 
 
+def _axes_order(ndim, axes=None) -> tuple:
+    """The permutation :class:`Transpose` applies to an input of ``ndim`` axes (its
+    ``permutation`` trait, for ``jit``'s layout pass)."""
+    return tuple(reversed(range(ndim))) if axes is None else tuple(a % ndim for a in axes)
+
+
 @expose
 class Transpose(_MovementFunction):
     """Permute axes: ``out.shape[i] == x.shape[axes[i]]``; ``axes=None`` reverses them.
@@ -598,7 +604,8 @@ class Transpose(_MovementFunction):
             return Transpose.apply(x, axes=(0,) + tuple(reversed(range(1, nd + 1))))
         return Transpose.apply(x, axes=(0,) + tuple(example_axis(a, nd, "transpose") + 1
                                                     for a in axes))
-    view = True  # its output may be a view of its first input (jit's buffer planning)
+
+    traits = Traits(view=True, rearranges=True, permutation=_axes_order)
 
     oper = "transpose"
     names = ("transpose", "permute_dims")
@@ -608,12 +615,6 @@ class Transpose(_MovementFunction):
         axes = _permutation(axes, x.ndim, x.shape)
         ctx.axes = axes
         return x.transpose(axes)
-
-    @staticmethod
-    def permutation(ndim, axes=None):
-        """The permutation this op applies to an input of ``ndim`` axes (``jit``'s layout
-        pass)."""
-        return tuple(reversed(range(ndim))) if axes is None else tuple(a % ndim for a in axes)
 
     @staticmethod
     def api(x, axes=None) -> Tensor:
@@ -675,7 +676,8 @@ class BroadcastTo(_MovementFunction):
         x, shape = args
         x = align([x], [True], len(shape))[0]
         return BroadcastTo.apply(x, (x.shape[0],) + tuple(shape))
-    view = "readonly"  # its output may be a view of its first input (jit's buffer planning)  # pyright: ignore[reportAssignmentType]
+
+    traits = Traits(view="readonly", rearranges=True)
 
     oper = "broadcast_to"
     names = ("broadcast_to",)
@@ -727,7 +729,7 @@ class GetItem(_MovementFunction):
         IndexError: as NumPy (index out of bounds, wrong mask shape, too many indices), with
             the message prefixed by ``getitem:`` and ``x``'s shape.
     """
-    view = True  # its output may be a view of its first input (jit's buffer planning)
+    traits = Traits(view=True)
 
     oper = "getitem"
     methods = ("__getitem__",)
@@ -1305,7 +1307,7 @@ class Concatenate(_MovementFunction):
     def batch(args, batched, size, axis):
         xs = batch_all(args, batched, size)
         return Concatenate.apply(*xs, axis=shift_axes(axis, xs[0].ndim - 1, "concatenate"))
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "concatenate"
     names = ("concatenate", "concat")
@@ -1411,7 +1413,7 @@ class Split(_MovementFunction):
     def batch(args, batched, size, axis):
         x, indices = args
         return Split.apply(x, indices, axis=shift_axes(axis, x.ndim - 1, "split"))
-    view = True  # its output may be a view of its first input (jit's buffer planning)
+    traits = Traits(view=True)
 
     oper = "split"
     names = ("split",)
@@ -1485,7 +1487,7 @@ class Flip(_MovementFunction):
         ValueError: if an axis is out of range or repeated.
     """
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
-    view = True  # its output may be a view of its first input (jit's buffer planning)
+    traits = Traits(view=True)
 
     oper = "flip"
     names = ("flip",)
@@ -1527,7 +1529,7 @@ class Roll(_MovementFunction):
     repeat: shifts add); ``axis=None`` rolls the flattened array by one int ``shift``.
     Backward: roll by ``-shift``.
     """
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "roll"
     names = ("roll",)
@@ -1688,7 +1690,7 @@ class Pad(_MovementFunction):
     @staticmethod
     def batch(args, batched, size, pad_width, **params):
         return Pad.apply(args[0], pad_width=((0, 0),) + tuple(pad_width), **params)
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "pad"
     names = ("pad",)
@@ -1842,7 +1844,7 @@ class SlidingWindow(_MovementFunction):
         nd = x.ndim - 1
         return SlidingWindow.apply(x, window_shape=window_shape, step=(1,) + tuple(step),
                                    axis=shift_axes(tuple(axis), nd, "sliding_window_view"))
-    view = "readonly"  # its output may be a view of its first input (jit's buffer planning)  # pyright: ignore[reportAssignmentType]
+    traits = Traits(view="readonly")
 
     oper = "sliding_window"
     names = ("sliding_window_view",)
@@ -2011,7 +2013,7 @@ def _copy_stream(stream, src: str, dst: str):
 @expose
 class ToDevice(Function):
     """Copy to ``device``. Backward: copy the cotangent back to the input's device."""
-    view = True  # its output may be a view of its first input (jit's buffer planning)
+    traits = Traits(view=True)
 
     oper = "to_device"
     names = ("to_device",)

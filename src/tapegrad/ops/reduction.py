@@ -24,7 +24,7 @@ import numbers
 import numpy as np
 from numpy.exceptions import AxisError
 
-from tapegrad.function import Function
+from tapegrad.function import Function, Traits
 from tapegrad.ops import movement as _mv  # Reshape, Transpose (attributes read at call time)
 from tapegrad.ops._batching import axis_rule, shift_axes
 from tapegrad.ops._registry import bool_arg, expose, tensor_arg
@@ -237,7 +237,7 @@ class Sum(Function):
     Backward: the cotangent broadcast back over the reduced axes.
     """
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "sum"
     names = ("sum",)
@@ -309,7 +309,7 @@ class SumGrad(Function):
         g = args[0]
         return SumGrad.apply(g, shape=(g.shape[0],) + tuple(shape),
                              axes=tuple(a + 1 for a in axes), keepdims=keepdims, scale=scale)
-    view = "readonly"  # a read-only broadcast view of g (jit's buffer planning)  # pyright: ignore[reportAssignmentType]
+    traits = Traits(view="readonly")
 
     oper = "sum_grad"
 
@@ -358,7 +358,7 @@ class Mean(Function):
     Output dtype as NumPy (integers give float64). Raises ``ValueError`` over a size-0 axis.
     """
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "mean"
     names = ("mean",)
@@ -446,7 +446,7 @@ class Prod(Function):
     which is exact with zeros as well.
     """
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "prod"
     names = ("prod",)
@@ -583,7 +583,7 @@ class Max(Function):
     Raises ``ValueError`` when a reduced axis has size 0.
     """
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "max"
     names = ("max", "amax")
@@ -650,7 +650,7 @@ class Min(Function):
     is ordered lexicographically (see :class:`Max`). Raises ``ValueError`` when a reduced axis
     has size 0."""
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "min"
     names = ("min", "amin")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 import tapegrad.numpy as tnp
-from tapegrad.function import Function
+from tapegrad.function import Function, Traits
 from tapegrad.ops._batching import elementwise
 from tapegrad.tensor import Tensor
 
@@ -51,7 +51,7 @@ class LogGammaincInv(Function):
 
     oper = "log_gammaincinv"
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True
+    traits = Traits(fresh=True)
 
     @staticmethod
     def forward(ctx, a, u):

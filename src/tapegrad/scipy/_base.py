@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapegrad.function import Function
+from tapegrad.function import Function, Traits
 from tapegrad.ops import MulNoNan
 from tapegrad.ops._batching import elementwise
 from tapegrad.ops._registry import tensor_arg
@@ -131,7 +131,7 @@ class Elementwise(Function):
     """
 
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
     argnames: tuple = ("x",)
     derivs: tuple = ()
     nonan: bool = False

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 import tapegrad.numpy as tnp
-from tapegrad.function import Function
+from tapegrad.function import Function, Traits
 from tapegrad.ops._batching import align
 from tapegrad.ops._registry import tensor_arg
 from tapegrad.scipy._base import fit_dtype, on_host
@@ -455,6 +455,7 @@ class CholeskyFactor(Function):
     tangent and give a Hermitian cotangent) are one function's for every input."""
 
     oper = "cholesky"
+    traits = Traits(cost="dense")
     batch = classmethod(_stacked)
 
     @staticmethod
