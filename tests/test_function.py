@@ -372,8 +372,8 @@ def test_once_differentiable_raises_when_differentiated_again():
 
 def _all_functions():
     import tapegrad.nn.functional  # noqa: F401  (defines its primitives)
-    import tapegrad.scipy.special  # noqa: F401
     import tapegrad.scipy.linalg  # noqa: F401
+    import tapegrad.scipy.special  # noqa: F401
 
     seen, todo = [], [tg.Function]
     while todo:
