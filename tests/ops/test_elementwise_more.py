@@ -12,6 +12,7 @@ import scipy.special
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
+from tapegrad.ops import elementwise as ew
 from tapegrad.testing import check_grads, check_vmap
 
 
@@ -317,3 +318,63 @@ def test_complex_var_gradient_is_the_conjugate_of_torchs():
     (gt,) = torch.autograd.grad(torch.var(t, unbiased=False), t)
     ours = tg.grad(tnp.var)(T(Z, np.complex128))
     np.testing.assert_allclose(ours.numpy(), np.conj(gt.numpy()), rtol=1e-12)
+
+
+# -- the table's second derivatives ------------------------------------------------------------
+_DOMAINS = {"log": (0.2, 3), "log1p": (-0.5, 3), "log2": (0.2, 3), "log10": (0.2, 3),
+            "sqrt": (0.2, 3), "arcsin": (-0.9, 0.9), "arccos": (-0.9, 0.9),
+            "arccosh": (1.2, 3), "arctanh": (-0.9, 0.9)}
+_REAL_ONLY = {"i0", "erf", "erfc", "cbrt", "sigmoid", "softplus"}
+_SMOOTH_UNARY = [r for r in ew.UNARY if r.deriv is not None and not r.piecewise]
+_SMOOTH_BINARY = [r for r in ew.BINARY if not r.piecewise and (r.dx or r.dy)]
+
+
+def _values(a):
+    return np.asarray(a.numpy() if isinstance(a, tg.Tensor) else a)
+
+
+@pytest.mark.parametrize("row", _SMOOTH_UNARY, ids=lambda r: r.name)
+@pytest.mark.parametrize("cplx", [False, True], ids=["real", "complex"])
+def test_a_unary_rows_second_derivative_is_the_derivative_of_its_derivative(row, cplx):
+    """``d2`` (the rule of the fused backward's backward, written out so that no rule calls a
+    transform) equals the forward-mode derivative of the row's ``deriv`` along ``x``, ``out``
+    depending on ``x``; at the special points too (``sinc`` and ``i0`` at 0)."""
+    from tapegrad.ops._registry import ns
+
+    if cplx and row.name in _REAL_ONLY:
+        pytest.skip("a real-only function")
+    rng = np.random.default_rng(3)
+    x = rng.uniform(*_DOMAINS.get(row.name, (-2, 2)), size=7)
+    x[:3] = {"sinc": [0.0, 0.1, -0.2], "i0": [0.0, 0.5, -1.0]}.get(row.name, x[:3])
+    if cplx:
+        x = x + 0.3j * rng.uniform(-1, 1, size=7)
+    X, f = tg.Tensor(x), getattr(ns, row.name)
+    _, want = tg.jvp(lambda t: row.deriv(ns, t, f(t)), (X,), (tg.Tensor(np.ones_like(x)),))
+    got = np.broadcast_to(_values(row.d2(ns, X, f(X))), x.shape)
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("row", _SMOOTH_BINARY, ids=lambda r: r.name)
+def test_a_binary_rows_second_derivatives_are_the_derivatives_of_its_derivatives(row):
+    """``d2(wrt)`` gives the derivatives of ``dx`` (``wrt=0``) and ``dy`` (``wrt=1``) in ``x``
+    and ``y``, as forward mode through the formulas, ``out`` included (the origin too for
+    ``arctan2`` and ``hypot``, where the formulas take their guarded branch)."""
+    from tapegrad.ops._registry import ns
+
+    rng = np.random.default_rng(4)
+    x, y = rng.uniform(0.3, 2, size=6), rng.uniform(-2, 2, size=6)
+    x[0] = y[0] = 0.0 if row.name in ("arctan2", "hypot") else x[0]
+    X, Y, f = tg.Tensor(x), tg.Tensor(y), getattr(ns, row.name)
+    for wrt, d in ((0, row.dx), (1, row.dy)):
+        if d is None:
+            continue
+        got = row.d2(ns, wrt, X, Y, f(X, Y))
+        for i in range(2):
+            def partial(t, i=i, d=d):
+                a = [X, Y]
+                a[i] = t
+                return d(ns, a[0], a[1], f(a[0], a[1]))
+
+            _, want = tg.jvp(partial, ([X, Y][i],), (tg.Tensor(np.ones(6)),))
+            np.testing.assert_allclose(np.broadcast_to(_values(got[i]), x.shape), want.numpy(),
+                                       rtol=1e-9, atol=1e-12)

@@ -446,6 +446,10 @@ class Unary(NamedTuple):
         piecewise: The derivative is piecewise constant (its own derivative is zero): the
             formula then only ever runs on arrays.
         aliases: Further ``tapegrad.numpy`` names. method: Also a Tensor method.
+        d2: ``d2(xp, x, out)``, the second derivative (the derivative of ``deriv`` along
+            ``x``, ``out`` being ``fn(x)``), on Tensors: the rule of the fused backward's own
+            backward (:class:`UnaryGrad`), which makes every order exact. Unused (None) for a
+            piecewise-constant derivative.
     """
 
     name: str
@@ -456,11 +460,14 @@ class Unary(NamedTuple):
     piecewise: bool = False
     aliases: tuple = ()
     method: bool = True
+    d2: Callable | None = None
 
 
 class Binary(NamedTuple):
     """One row of the binary ufunc table: as :class:`Unary`, with ``dx(xp, x, y, out)`` and
-    ``dy(xp, x, y, out)`` (either ``None``: zero gradient to that operand)."""
+    ``dy(xp, x, y, out)`` (either ``None``: zero gradient to that operand), and
+    ``d2(xp, wrt, x, y, out)``: the derivatives of ``dx`` (``wrt=0``) or ``dy`` (``wrt=1``) in
+    ``x`` and in ``y`` (a pair; ``out`` being ``fn(x, y)``), on Tensors."""
 
     name: str
     fn: str | Callable
@@ -472,6 +479,7 @@ class Binary(NamedTuple):
     aliases: tuple = ()
     method: bool = False
     operators: tuple = ()
+    d2: Callable | None = None
 
 
 def _call(fn, xp, *args):
@@ -516,38 +524,24 @@ class _DtypeRule:
         return out
 
 
-def _second(deriv, vals, needs, h, g, nonan):
-    """Cotangents of ``vals`` for ``h`` on ``g * deriv(*vals)``: ``h g d_i`` with ``d_i`` the
-    elementwise partial derivative of the formula in ``vals[i]`` (forward mode, along ones),
-    NaN-safe where ``nonan`` (exactly 0 where ``h g`` is 0)."""
-    from tapegrad.forward import jvp
-
+def _second(partials, vals, needs, h, g, nonan) -> list:
+    """Cotangents of ``vals`` for ``h`` on ``g * d(*vals)``: ``h g p_i`` with ``p_i`` the
+    partial derivative of the derivative formula ``d`` in ``vals[i]`` (``partials``, from the
+    row's ``d2``), NaN-safe where ``nonan`` (exactly 0 where ``h g`` is 0)."""
     hg = MulNoNan.apply(h, g) if nonan else h * g
-    res = []
-    for i, need in enumerate(needs):
-        if not need or not isinstance(vals[i], Tensor):
-            res.append(None)
-            continue
-
-        def partial(t, i=i):
-            v = list(vals)
-            v[i] = t
-            return deriv(ns, *v)
-
-        ones = const(np.ones(vals[i].shape, vals[i].dtype)) if vals[i].device == "cpu" else \
-            vals[i] * 0 + 1
-        _, d = jvp(partial, (vals[i],), (ones,))
-        res.append(MulNoNan.apply(hg, d) if nonan else hg * d)
-    return res
+    return [None if not need or p is None or not isinstance(v, Tensor)
+            else (MulNoNan.apply(hg, p) if nonan else hg * p)
+            for v, need, p in zip(vals, needs, partials)]
 
 
 class UnaryGrad(Function):
     """``g * row.deriv(x, out)``: the backward (and forward-mode) rule of a unary table op,
     fused into one primitive (the derivative and the product in one pass over memory).
 
-    Linear in ``g``. Its derivative in the saved ``x``/``out`` is the derivative of the row's
-    formula, worked out on Tensors with ``vjp`` (none for a piecewise-constant derivative), so
-    every order is exact.
+    Linear in ``g``. Its derivative in ``x`` is ``g`` times the row's second derivative
+    ``d2`` (none for a piecewise-constant derivative), written with tapegrad operations, so
+    every order is exact. (``out`` gets no cotangent of its own: ``d2`` is the whole
+    derivative along ``x``, ``out``'s dependence on ``x`` included.)
     """
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
     traits = Traits(into=True, fresh=True)
@@ -567,10 +561,9 @@ class UnaryGrad(Function):
         row = ctx.row
         ng, nx, nout = ctx.needs_input_grad
         gg = UnaryGrad.apply(h, x, out, row=row) if ng else None
-        if row.piecewise or not (nx or nout):
+        if row.piecewise or not nx:
             return gg, None, None
-        vals = [x, out]
-        return (gg, *_second(row.deriv, vals, (nx, nout), h, g, row.nonan))
+        return (gg, *_second((row.d2(ns, x, out),), [x], (nx,), h, g, row.nonan), None)
 
     @classmethod
     def output_shape(cls, g, x, out, row):
@@ -584,7 +577,8 @@ class UnaryGrad(Function):
 class BinaryGrad(Function):
     """``g * row.dx(x, y, out)`` (``wrt=0``) or ``g * row.dy(...)`` (``wrt=1``): the backward
     rule of a binary table op for one operand, fused into one primitive. Linear in ``g``; its
-    derivative in ``x``, ``y`` and ``out`` is the derivative of the row's formula (``vjp``)."""
+    derivatives in ``x`` and ``y`` are ``g`` times the row's second derivatives ``d2`` (the
+    whole derivatives, ``out``'s dependence included), so every order is exact."""
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
     traits = Traits(into=True, fresh=True)
 
@@ -604,10 +598,10 @@ class BinaryGrad(Function):
         row, wrt = ctx.row, ctx.wrt
         needs = ctx.needs_input_grad
         gg = BinaryGrad.apply(h, x, y, out, row=row, wrt=wrt) if needs[0] else None
-        if row.piecewise or not any(needs[1:]):
+        if row.piecewise or not (needs[1] or needs[2]):
             return gg, None, None, None
-        d = row.dx if wrt == 0 else row.dy
-        return (gg, *_second(d, [x, y, out], needs[1:], h, g, row.nonan))
+        cx, cy = _second(row.d2(ns, wrt, x, y, out), [x, y], needs[1:3], h, g, row.nonan)
+        return gg, cx, cy, None
 
     @classmethod
     def output_shape(cls, g, x, y, out, row, wrt):
@@ -820,89 +814,200 @@ def _i1(xp, x):
     return _special(xp._xp if isinstance(xp, _ArrayNS) else xp).i1(x)
 
 
+def _cube_times(x, d):
+    """``x d**3``: the derivative of ``d(x) = 1 / s(x)`` for ``s' = x / s`` is ``-x d**3``."""
+    return x * (d * d * d)
+
+
+# sinc''(x) = pi**2 sum_k (2k - 1) _SINC_SERIES[k] (pi x)**(2k), the derivative of the series
+# of sinc' above, for |x| < 1/4.
+_SINC_SERIES2 = [(2 * k - 1) * c for k, c in enumerate(_SINC_SERIES, start=1)]
+
+
+def _sinc_second(xp, x, y):
+    """``sinc''(x) = (-pi sin(pi x) - 2 sinc'(x)) / x``; its Taylor series for ``|x| < 1/4``
+    (``-pi**2 / 3`` at 0)."""
+    small = xp.abs(x) < 0.25
+    xs = xp.where(small, 1.0, x)
+    far = (-math.pi * xp.sin(math.pi * xs) - 2 * _sinc_deriv(xp, xs, y)) / xs
+    u = (math.pi * math.pi) * (x * x)
+    acc = _SINC_SERIES2[-1]
+    for c in _SINC_SERIES2[-2::-1]:
+        acc = acc * u + c
+    return xp.where(small, (math.pi * math.pi) * acc, far)
+
+
+def _i1_prime(x, i1):
+    """``I1'(x) = I0(x) - I1(x) / x`` (DLMF 10.29.2) on Tensors, ``i1`` being ``I1(x)``; for
+    ``|x| < 1e-6`` the ratio ``I1(x) / x`` is its series ``1/2 + x**2 / 16`` (DLMF 10.25.2),
+    exact in float64 there, where the quotient would underflow (``I1(5e-324)`` is 0)."""
+    small = ns.abs(x) < 1e-6
+    ratio = Where.apply(small, 0.5 + x * x / 16.0, i1 / Where.apply(small, 1.0, x))
+    return ns.i0(x) - ratio
+
+
+def _i0_second(xp, x, y):
+    """``i0''(x) = I1'(x)`` (:func:`_i1_prime`)."""
+    return _i1_prime(x, _i1(xp, x))
+
+
+def _arctan2_second(xp, wrt, x, y, o):
+    """Derivatives of ``arctan2``'s ``y / r2`` and ``-x / r2`` (``r2 = x**2 + y**2``, taken as
+    1 at the origin) in ``x`` and ``y``."""
+    r2 = x * x + y * y
+    rs = xp.where(r2 == 0, 1.0, r2)
+    rs2 = rs * rs
+    if wrt == 0:
+        return -2 * x * y / rs2, 1 / rs - 2 * y * y / rs2
+    return -1 / rs + 2 * x * x / rs2, 2 * x * y / rs2
+
+
+def _hypot_second(xp, wrt, x, y, o):
+    """Derivatives of ``hypot``'s ``x / h`` and ``y / h`` (``h = hypot(x, y)``, taken as 1 at
+    the origin) in ``x`` and ``y``."""
+    hs = xp.where(o == 0, 1.0, o)
+    h3 = hs * hs * hs
+    if wrt == 0:
+        return 1 / hs - x * x / h3, -x * y / h3
+    return -x * y / h3, 1 / hs - y * y / h3
+
+
+def _logaddexp_second(xp, wrt, x, y, o):
+    """Derivatives of ``logaddexp``'s ``sigmoid(x - y)`` and ``sigmoid(y - x)``:
+    ``+-sigmoid(x - y) sigmoid(y - x)`` (0 where ``x == y == +-inf``)."""
+    p = xp.sigmoid(x - y) * xp.sigmoid(y - x)
+    p = xp.where(p == p, p, 0.0)
+    return (p, -p) if wrt == 0 else (-p, p)
+
+
+def _logaddexp2_second(xp, wrt, x, y, o):
+    """Derivatives of ``logaddexp2``'s ``2**(x - out)`` and ``2**(y - out)``:
+    ``+-ln 2 2**(x - out) 2**(y - out)``."""
+    p = _LN2 * xp.exp2(x - o) * xp.exp2(y - o)
+    return (p, -p) if wrt == 0 else (-p, p)
+
+
+def _float_power_second(xp, wrt, x, y, o):
+    """Derivatives of ``float_power``'s ``y x**(y - 1)`` and ``log(x) x**y`` (``log`` taken as
+    0 at ``x = 0``) in ``x`` and ``y``."""
+    lx = xp.log(xp.where(x == 0, 1.0, x))
+    if wrt == 0:
+        p = xp.float_power(x, y - 1)
+        return y * (y - 1) * xp.float_power(x, y - 2), p * (1 + y * lx)
+    return xp.where(x == 0, 0.0, o / xp.where(x == 0, 1.0, x)) + lx * y * xp.float_power(
+        x, y - 1), lx * lx * o
+
+
 UNARY = [
     Unary("exp", "exp", lambda xp, x, y: y,
-          "``e**x`` elementwise; overflows to ``inf``. Gradient: ``g e**x``."),
+          "``e**x`` elementwise; overflows to ``inf``. Gradient: ``g e**x``.",
+          d2=lambda xp, x, y: y),
     Unary("exp2", "exp2", lambda xp, x, y: y * _LN2,
-          "``2**x`` elementwise. Gradient: ``g 2**x ln 2``."),
+          "``2**x`` elementwise. Gradient: ``g 2**x ln 2``.",
+          d2=lambda xp, x, y: y * (_LN2 * _LN2)),
     Unary("expm1", "expm1", lambda xp, x, y: xp.exp(x),
           "``e**x - 1``, accurate for small ``|x|``. Gradient: ``g e**x`` (recomputed from "
-          "``x``: ``out + 1`` would lose all relative precision for very negative ``x``)."),
+          "``x``: ``out + 1`` would lose all relative precision for very negative ``x``).",
+          d2=lambda xp, x, y: xp.exp(x)),
     Unary("log", "log", lambda xp, x, y: 1 / x,
           "Natural logarithm. Domain ``x > 0``: ``log(0) = -inf``, negative ``x`` gives NaN. "
-          "Gradient ``g / x``; 0 where the cotangent is 0, also at ``x = 0``.", nonan=True),
+          "Gradient ``g / x``; 0 where the cotangent is 0, also at ``x = 0``.", nonan=True,
+          d2=lambda xp, x, y: -1 / (x * x)),
     Unary("log1p", "log1p", lambda xp, x, y: 1 / (1 + x),
           "``log(1 + x)``, accurate for small ``|x|``. Domain ``x > -1``. Gradient "
-          "``g / (1 + x)``; NaN-safe at -1.", nonan=True),
+          "``g / (1 + x)``; NaN-safe at -1.", nonan=True,
+          d2=lambda xp, x, y: -1 / ((1 + x) * (1 + x))),
     Unary("log2", "log2", lambda xp, x, y: 1 / (x * _LN2),
           "Base-2 logarithm. Domain ``x > 0``. Gradient ``g / (x ln 2)``; NaN-safe at 0.",
-          nonan=True),
+          nonan=True,
+          d2=lambda xp, x, y: -1 / (x * x * _LN2)),
     Unary("log10", "log10", lambda xp, x, y: 1 / (x * _LN10),
           "Base-10 logarithm. Domain ``x > 0``. Gradient ``g / (x ln 10)``; NaN-safe at 0.",
-          nonan=True),
+          nonan=True,
+          d2=lambda xp, x, y: -1 / (x * x * _LN10)),
     Unary("sqrt", "sqrt", lambda xp, x, y: 0.5 / y,
           "Square root. Domain ``x >= 0`` (NaN below). Gradient ``g / (2 sqrt(x))``: ``+inf`` "
           "at 0 for a nonzero cotangent (as PyTorch and JAX), 0 where the cotangent is 0, so "
-          "``where(x > 0, sqrt(x), 0.0)`` has a finite gradient at 0.", nonan=True),
+          "``where(x > 0, sqrt(x), 0.0)`` has a finite gradient at 0.", nonan=True,
+          d2=lambda xp, x, y: -0.25 / (y * y * y)),
     Unary("cbrt", "cbrt", lambda xp, x, y: 1 / (3 * y * y),
           "Cube root (real, defined for negative ``x``). Gradient ``g / (3 cbrt(x)**2)``; "
-          "infinite at 0, NaN-safe there.", nonan=True),
+          "infinite at 0, NaN-safe there.", nonan=True,
+          d2=lambda xp, x, y: -2 / (9 * y * y * y * y * y)),
     Unary("square", "square", lambda xp, x, y: 2 * x,
-          "``x * x`` elementwise (integers stay integer). Gradient: ``2 x g``."),
+          "``x * x`` elementwise (integers stay integer). Gradient: ``2 x g``.",
+          d2=lambda xp, x, y: 2.0),
     Unary("reciprocal", "reciprocal", lambda xp, x, y: -(y * y),
           "``1 / x``, NumPy's ``reciprocal`` (integers stay integer and truncate: "
           "``reciprocal(2) == 0``; write ``1.0 / x`` for a float). Gradient ``-g / x**2``; "
-          "NaN-safe at 0.", nonan=True),
-    Unary("sin", "sin", lambda xp, x, y: xp.cos(x), "Sine (radians). Gradient: ``g cos(x)``."),
+          "NaN-safe at 0.", nonan=True,
+          d2=lambda xp, x, y: 2 * (y * y * y)),
+    Unary("sin", "sin", lambda xp, x, y: xp.cos(x), "Sine (radians). Gradient: ``g cos(x)``.",
+          d2=lambda xp, x, y: -y),
     Unary("cos", "cos", lambda xp, x, y: -xp.sin(x),
-          "Cosine (radians). Gradient: ``-g sin(x)``."),
+          "Cosine (radians). Gradient: ``-g sin(x)``.",
+          d2=lambda xp, x, y: -y),
     Unary("tan", "tan", lambda xp, x, y: 1 + y * y,
-          "Tangent (radians; poles at ``pi/2 + k pi``). Gradient: ``g (1 + tan(x)**2)``."),
+          "Tangent (radians; poles at ``pi/2 + k pi``). Gradient: ``g (1 + tan(x)**2)``.",
+          d2=lambda xp, x, y: 2 * y * (1 + y * y)),
     Unary("arcsin", "arcsin", lambda xp, x, y: 1 / xp.sqrt((1 - x) * (1 + x)),
           "Inverse sine, radians in [-pi/2, pi/2]. Domain [-1, 1]. Gradient "
           "``g / sqrt(1 - x**2)``: infinite at +-1, NaN-safe there.", nonan=True,
-          aliases=("asin",)),
+          aliases=("asin",),
+          d2=lambda xp, x, y: _cube_times(x, 1 / xp.sqrt((1 - x) * (1 + x)))),
     Unary("arccos", "arccos", lambda xp, x, y: -1 / xp.sqrt((1 - x) * (1 + x)),
           "Inverse cosine, radians in [0, pi]. Domain [-1, 1]. Gradient "
           "``-g / sqrt(1 - x**2)``: infinite at +-1, NaN-safe there.", nonan=True,
-          aliases=("acos",)),
+          aliases=("acos",),
+          d2=lambda xp, x, y: -_cube_times(x, 1 / xp.sqrt((1 - x) * (1 + x)))),
     Unary("arctan", "arctan", lambda xp, x, y: 1 / (1 + x * x),
           "Inverse tangent, radians in (-pi/2, pi/2). Gradient: ``g / (1 + x**2)``.",
-          aliases=("atan",)),
+          aliases=("atan",),
+          d2=lambda xp, x, y: -2 * x / ((1 + x * x) * (1 + x * x))),
     Unary("sinh", "sinh", lambda xp, x, y: xp.cosh(x),
-          "Hyperbolic sine; overflows to ``+-inf``. Gradient: ``g cosh(x)``."),
+          "Hyperbolic sine; overflows to ``+-inf``. Gradient: ``g cosh(x)``.",
+          d2=lambda xp, x, y: y),
     Unary("cosh", "cosh", lambda xp, x, y: xp.sinh(x),
-          "Hyperbolic cosine; overflows to ``inf``. Gradient: ``g sinh(x)``."),
+          "Hyperbolic cosine; overflows to ``inf``. Gradient: ``g sinh(x)``.",
+          d2=lambda xp, x, y: y),
     Unary("tanh", "tanh", lambda xp, x, y: 1 - y * y,
-          "Hyperbolic tangent. Gradient: ``g (1 - tanh(x)**2)``."),
+          "Hyperbolic tangent. Gradient: ``g (1 - tanh(x)**2)``.",
+          d2=lambda xp, x, y: -2 * y * (1 - y * y)),
     Unary("arcsinh", "arcsinh", lambda xp, x, y: _arcsinh_deriv(xp, x),
           "Inverse hyperbolic sine. Gradient ``g / sqrt(x**2 + 1)`` (as ``g / hypot(x, 1)`` for "
           "real ``x``: no overflow; the principal ``sqrt(1 + z**2)`` for complex ``z``, whose "
           "branch cuts are arcsinh's own, on the imaginary axis beyond +-1j).",
-          aliases=("asinh",)),
+          aliases=("asinh",),
+          d2=lambda xp, x, y: -_cube_times(x, _arcsinh_deriv(xp, x))),
     Unary("arccosh", "arccosh", lambda xp, x, y: _arccosh_deriv(xp, x),
           "Inverse hyperbolic cosine. Domain ``x >= 1``. Gradient ``g / sqrt(x**2 - 1)``: "
           "infinite at 1, NaN-safe there. For complex ``z``: ``g / (sqrt(z - 1) sqrt(z + 1))``, "
           "the derivative of NumPy's principal branch (cut on the real axis below 1).",
-          nonan=True, aliases=("acosh",)),
+          nonan=True, aliases=("acosh",),
+          d2=lambda xp, x, y: -_cube_times(x, _arccosh_deriv(xp, x))),
     Unary("arctanh", "arctanh", lambda xp, x, y: 1 / ((1 - x) * (1 + x)),
           "Inverse hyperbolic tangent. Domain (-1, 1) (``+-inf`` at +-1). Gradient "
-          "``g / (1 - x**2)``; NaN-safe at +-1.", nonan=True, aliases=("atanh",)),
+          "``g / (1 - x**2)``; NaN-safe at +-1.", nonan=True, aliases=("atanh",),
+          d2=lambda xp, x, y: 2 * x / (((1 - x) * (1 + x)) * ((1 - x) * (1 + x)))),
     Unary("erf", lambda xp, x: _special(xp).erf(x),
           lambda xp, x, y: _TWO_OVER_SQRT_PI * xp.exp(-(x * x)),
           "Error function ``2/sqrt(pi) int_0^x exp(-t**2) dt`` (``scipy.special.erf``; float32 "
-          "stays float32). Gradient: ``g 2/sqrt(pi) exp(-x**2)``."),
+          "stays float32). Gradient: ``g 2/sqrt(pi) exp(-x**2)``.",
+          d2=lambda xp, x, y: -2 * x * (_TWO_OVER_SQRT_PI * xp.exp(-(x * x)))),
     Unary("erfc", lambda xp, x: _special(xp).erfc(x),
           lambda xp, x, y: -_TWO_OVER_SQRT_PI * xp.exp(-(x * x)),
           "Complementary error function ``1 - erf(x)``, accurate for large ``x``. Gradient: "
-          "``-g 2/sqrt(pi) exp(-x**2)``."),
+          "``-g 2/sqrt(pi) exp(-x**2)``.",
+          d2=lambda xp, x, y: 2 * x * (_TWO_OVER_SQRT_PI * xp.exp(-(x * x)))),
     Unary("sigmoid", _sigmoid, lambda xp, x, y: y * xp.sigmoid(-x),
           "Logistic sigmoid ``1 / (1 + exp(-x))`` (``scipy.special.expit``), stable for any "
           "``x``: never overflows, full relative precision in both tails. Gradient: "
-          "``g sigmoid(x) sigmoid(-x)``, finite everywhere."),
+          "``g sigmoid(x) sigmoid(-x)``, finite everywhere.",
+          d2=lambda xp, x, y: y * xp.sigmoid(-x) * (xp.sigmoid(-x) - y)),
     Unary("softplus", lambda xp, x: xp.logaddexp(x, 0), lambda xp, x, y: xp.sigmoid(x),
           "``log(1 + exp(x))`` as ``logaddexp(x, 0)``: equals ``x`` for large ``x`` and "
-          "``exp(x)`` for very negative ``x``, to float precision. Gradient: ``g sigmoid(x)``."),
+          "``exp(x)`` for very negative ``x``, to float precision. Gradient: ``g sigmoid(x)``.",
+          d2=lambda xp, x, y: xp.sigmoid(x) * xp.sigmoid(-x)),
     Unary("floor", "floor", None,
           "Largest integer ``<= x`` (dtype kept). Zero gradient everywhere."),
     Unary("ceil", "ceil", None, "Smallest integer ``>= x`` (dtype kept). Zero gradient."),
@@ -925,7 +1030,8 @@ UNARY = [
           "too, 1 also at complex subnormals where NumPy gives ``inf+nanj``). Gradient "
           "``g (cos(pi x) - sinc(x)) / x``, written as its Taylor series for "
           "``|x| < 1/4`` (so it is accurate near 0 and exact at 0, where it is 0 and the second "
-          "derivative is ``-pi**2 / 3``, at every order).", method=False),
+          "derivative is ``-pi**2 / 3``, at every order).", method=False,
+          d2=_sinc_second),
     Unary("spacing", "spacing", None,
           "The distance from ``x`` to the next float away from 0 (one unit in the last place; "
           "NumPy's ``spacing``). Piecewise constant: zero gradient everywhere.", method=False),
@@ -934,7 +1040,8 @@ UNARY = [
           "``scipy.special.i0``; float32 stays float32, integers give float64). Real input "
           "only. Gradient ``g I1(x)`` (DLMF 10.29.3), whose own derivative is "
           "``I0(x) - I1(x) / x`` (1/2 at 0).\n\nRaises:\n    TypeError: for complex input "
-          "(as NumPy).", method=False),
+          "(as NumPy).", method=False,
+          d2=_i0_second),
 ]
 
 BINARY = [
@@ -943,20 +1050,24 @@ BINARY = [
            lambda xp, x, y, o: -x / xp.where((x * x + y * y) == 0, 1.0, x * x + y * y),
            "Angle of the point ``(x2, x1)`` in radians, in [-pi, pi] (``atan2`` is the same). "
            "Gradients ``g x2 / (x1**2 + x2**2)`` and ``-g x1 / (x1**2 + x2**2)``; 0 at the "
-           "origin, where the angle has no derivative.", aliases=("atan2",)),
+           "origin, where the angle has no derivative.", aliases=("atan2",),
+          d2=_arctan2_second),
     Binary("hypot", "hypot",
            lambda xp, x, y, o: x / xp.where(o == 0, 1.0, o),
            lambda xp, x, y, o: y / xp.where(o == 0, 1.0, o),
            "``sqrt(x**2 + y**2)`` without overflow. Gradients ``g x / hypot`` and "
-           "``g y / hypot``; 0 at the origin (a kink, like ``abs`` at 0)."),
+           "``g y / hypot``; 0 at the origin (a kink, like ``abs`` at 0).",
+          d2=_hypot_second),
     Binary("logaddexp", "logaddexp", _logaddexp_dx, _swap(_logaddexp_dx),
            "``log(exp(x) + exp(y))`` without overflow or underflow. Gradients "
            "``g sigmoid(x - y)`` and ``g sigmoid(y - x)``, each finite; at ``x == y == +-inf`` "
-           "each operand gets ``g / 2``."),
+           "each operand gets ``g / 2``.",
+          d2=_logaddexp_second),
     Binary("logaddexp2", "logaddexp2",
            lambda xp, x, y, o: xp.exp2(x - o), lambda xp, x, y, o: xp.exp2(y - o),
            "``log2(2**x + 2**y)`` without overflow. Gradients ``g 2**(x - out)`` and "
-           "``g 2**(y - out)``."),
+           "``g 2**(y - out)``.",
+          d2=_logaddexp2_second),
     Binary("fmax", "fmax",
            lambda xp, x, y, o: xp.where(x == y, 0.5, (x > y) | xp.isnan(y)),
            lambda xp, x, y, o: xp.where(x == y, 0.5, (y > x) | xp.isnan(x)),
@@ -988,7 +1099,8 @@ BINARY = [
            lambda xp, x, y, o: y * xp.float_power(x, y - 1),
            lambda xp, x, y, o: xp.log(xp.where(x == 0, 1.0, x)) * o,
            "``x ** y`` computed in float64 (or complex128). Gradients as :func:`power`.",
-           nonan=True),
+           nonan=True,
+          d2=_float_power_second),
     Binary("heaviside", "heaviside", None, lambda xp, x, y, o: x == 0,
            "Heaviside step ``heaviside(x, h0)``: 0 below 0, 1 above, ``h0`` at 0. Gradient: "
            "none to ``x`` (piecewise constant, jumps included); ``g`` to ``h0`` where "
@@ -1198,9 +1310,7 @@ class I1(Function):
     """Modified Bessel function of the first kind, order 1 (``scipy.special.i1``): the
     derivative of :func:`i0`, a primitive so that ``i0`` differentiates to every order (it is
     not a NumPy function, so it has no public name here). Gradient ``g (I0(x) - I1(x) / x)``
-    (DLMF 10.29.2); for ``|x| < 1e-6`` the ratio ``I1(x) / x`` is its series
-    ``1/2 + x**2 / 16`` (DLMF 10.25.2), exact in float64 there, where the quotient would
-    underflow (``I1(5e-324)`` is 0)."""
+    (DLMF 10.29.2, :func:`_i1_prime`: exact near 0 too)."""
     batch = elementwise  # vmap: broadcast like a ufunc
     traits = Traits(fresh=True)
 
@@ -1215,10 +1325,7 @@ class I1(Function):
     @staticmethod
     def backward(ctx, g):
         x, out = ctx.saved_tensors
-        small = ns.abs(x) < 1e-6
-        series = 0.5 + x * x / 16.0
-        ratio = Where.apply(small, series, out / Where.apply(small, 1.0, x))
-        return g * (ns.i0(x) - ratio)
+        return g * _i1_prime(x, out)
 
     output_dtype = _dtype_rule(lambda xp, x: _special(xp).i1(x))  # pyright: ignore[reportAssignmentType]
 
