@@ -333,12 +333,32 @@ def _values(a):
     return np.asarray(a.numpy() if isinstance(a, tg.Tensor) else a)
 
 
+def _partials_by_forward_mode(formula, args):
+    """The partial derivatives of the elementwise ``formula`` in each of ``args`` (the others
+    held fixed), by forward mode along ones."""
+    out = []
+    for i, a in enumerate(args):
+        def along(t, i=i):
+            v = list(args)
+            v[i] = t
+            return formula(*v)
+
+        out.append(tg.jvp(along, (a,), (tg.Tensor(np.ones(a.shape, a.dtype)),))[1].numpy())
+    return out
+
+
+def _close(got, want, shape):
+    got = np.zeros(shape) if got is None else np.broadcast_to(_values(got), shape)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("row", _SMOOTH_UNARY, ids=lambda r: r.name)
 @pytest.mark.parametrize("cplx", [False, True], ids=["real", "complex"])
-def test_a_unary_rows_second_derivative_is_the_derivative_of_its_derivative(row, cplx):
-    """``d2`` (the rule of the fused backward's backward, written out so that no rule calls a
-    transform) equals the forward-mode derivative of the row's ``deriv`` along ``x``, ``out``
-    depending on ``x``; at the special points too (``sinc`` and ``i0`` at 0)."""
+def test_a_unary_rows_second_derivatives_are_the_partials_of_its_derivative(row, cplx):
+    """``d2`` (the rule of the fused backward's own backward, written out so that no rule calls
+    a transform) gives the partial derivatives of the row's ``deriv(x, out)`` in ``x`` and in
+    ``out``, as forward mode through the formula finds them; at the special points too
+    (``sinc`` and ``i0`` at 0)."""
     from tapegrad.ops._registry import ns
 
     if cplx and row.name in _REAL_ONLY:
@@ -348,33 +368,28 @@ def test_a_unary_rows_second_derivative_is_the_derivative_of_its_derivative(row,
     x[:3] = {"sinc": [0.0, 0.1, -0.2], "i0": [0.0, 0.5, -1.0]}.get(row.name, x[:3])
     if cplx:
         x = x + 0.3j * rng.uniform(-1, 1, size=7)
-    X, f = tg.Tensor(x), getattr(ns, row.name)
-    _, want = tg.jvp(lambda t: row.deriv(ns, t, f(t)), (X,), (tg.Tensor(np.ones_like(x)),))
-    got = np.broadcast_to(_values(row.d2(ns, X, f(X))), x.shape)
-    np.testing.assert_allclose(got, want.numpy(), rtol=1e-9, atol=1e-12)
+    X = tg.Tensor(x)
+    Y = getattr(ns, row.name)(X)
+    want = _partials_by_forward_mode(lambda a, b: row.deriv(ns, a, b), [X, Y])
+    for got, w in zip(row.d2(ns, X, Y), want):
+        _close(got, w, x.shape)
 
 
 @pytest.mark.parametrize("row", _SMOOTH_BINARY, ids=lambda r: r.name)
-def test_a_binary_rows_second_derivatives_are_the_derivatives_of_its_derivatives(row):
-    """``d2(wrt)`` gives the derivatives of ``dx`` (``wrt=0``) and ``dy`` (``wrt=1``) in ``x``
-    and ``y``, as forward mode through the formulas, ``out`` included (the origin too for
+def test_a_binary_rows_second_derivatives_are_the_partials_of_its_derivatives(row):
+    """``d2(wrt)`` gives the partial derivatives of ``dx`` (``wrt=0``) and ``dy`` (``wrt=1``)
+    in ``x``, ``y`` and ``out``, as forward mode through the formulas (the origin too for
     ``arctan2`` and ``hypot``, where the formulas take their guarded branch)."""
     from tapegrad.ops._registry import ns
 
     rng = np.random.default_rng(4)
     x, y = rng.uniform(0.3, 2, size=6), rng.uniform(-2, 2, size=6)
     x[0] = y[0] = 0.0 if row.name in ("arctan2", "hypot") else x[0]
-    X, Y, f = tg.Tensor(x), tg.Tensor(y), getattr(ns, row.name)
+    X, Y = tg.Tensor(x), tg.Tensor(y)
+    O = getattr(ns, row.name)(X, Y)
     for wrt, d in ((0, row.dx), (1, row.dy)):
         if d is None:
             continue
-        got = row.d2(ns, wrt, X, Y, f(X, Y))
-        for i in range(2):
-            def partial(t, i=i, d=d):
-                a = [X, Y]
-                a[i] = t
-                return d(ns, a[0], a[1], f(a[0], a[1]))
-
-            _, want = tg.jvp(partial, ([X, Y][i],), (tg.Tensor(np.ones(6)),))
-            np.testing.assert_allclose(np.broadcast_to(_values(got[i]), x.shape), want.numpy(),
-                                       rtol=1e-9, atol=1e-12)
+        want = _partials_by_forward_mode(lambda a, b, o, d=d: d(ns, a, b, o), [X, Y, O])
+        for got, w in zip(row.d2(ns, wrt, X, Y, O), want):
+            _close(got, w, x.shape)

@@ -446,9 +446,9 @@ class Unary(NamedTuple):
         piecewise: The derivative is piecewise constant (its own derivative is zero): the
             formula then only ever runs on arrays.
         aliases: Further ``tapegrad.numpy`` names. method: Also a Tensor method.
-        d2: ``d2(xp, x, out)``, the second derivative (the derivative of ``deriv`` along
-            ``x``, ``out`` being ``fn(x)``), on Tensors: the rule of the fused backward's own
-            backward (:class:`UnaryGrad`), which makes every order exact. Unused (None) for a
+        d2: ``d2(xp, x, out)``: the partial derivatives of ``deriv`` in ``x`` and in ``out``
+            (a pair; None for zero), on Tensors: the rule of the fused backward's own backward
+            (:class:`UnaryGrad`), which makes every order exact. Unused (None) for a
             piecewise-constant derivative.
     """
 
@@ -466,8 +466,8 @@ class Unary(NamedTuple):
 class Binary(NamedTuple):
     """One row of the binary ufunc table: as :class:`Unary`, with ``dx(xp, x, y, out)`` and
     ``dy(xp, x, y, out)`` (either ``None``: zero gradient to that operand), and
-    ``d2(xp, wrt, x, y, out)``: the derivatives of ``dx`` (``wrt=0``) or ``dy`` (``wrt=1``) in
-    ``x`` and in ``y`` (a pair; ``out`` being ``fn(x, y)``), on Tensors."""
+    ``d2(xp, wrt, x, y, out)``: the partial derivatives of ``dx`` (``wrt=0``) or ``dy``
+    (``wrt=1``) in ``x``, ``y`` and ``out`` (a triple; None for zero), on Tensors."""
 
     name: str
     fn: str | Callable
@@ -538,10 +538,9 @@ class UnaryGrad(Function):
     """``g * row.deriv(x, out)``: the backward (and forward-mode) rule of a unary table op,
     fused into one primitive (the derivative and the product in one pass over memory).
 
-    Linear in ``g``. Its derivative in ``x`` is ``g`` times the row's second derivative
-    ``d2`` (none for a piecewise-constant derivative), written with tapegrad operations, so
-    every order is exact. (``out`` gets no cotangent of its own: ``d2`` is the whole
-    derivative along ``x``, ``out``'s dependence on ``x`` included.)
+    Linear in ``g``. Its derivatives in ``x`` and ``out`` are ``g`` times the partial
+    derivatives of the row's formula, ``d2`` (none for a piecewise-constant derivative),
+    written with tapegrad operations, so every order is exact.
     """
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
     traits = Traits(into=True, fresh=True)
@@ -561,9 +560,9 @@ class UnaryGrad(Function):
         row = ctx.row
         ng, nx, nout = ctx.needs_input_grad
         gg = UnaryGrad.apply(h, x, out, row=row) if ng else None
-        if row.piecewise or not nx:
+        if row.piecewise or not (nx or nout):
             return gg, None, None
-        return (gg, *_second((row.d2(ns, x, out),), [x], (nx,), h, g, row.nonan), None)
+        return (gg, *_second(row.d2(ns, x, out), [x, out], (nx, nout), h, g, row.nonan))
 
     @classmethod
     def output_shape(cls, g, x, out, row):
@@ -577,8 +576,8 @@ class UnaryGrad(Function):
 class BinaryGrad(Function):
     """``g * row.dx(x, y, out)`` (``wrt=0``) or ``g * row.dy(...)`` (``wrt=1``): the backward
     rule of a binary table op for one operand, fused into one primitive. Linear in ``g``; its
-    derivatives in ``x`` and ``y`` are ``g`` times the row's second derivatives ``d2`` (the
-    whole derivatives, ``out``'s dependence included), so every order is exact."""
+    derivatives in ``x``, ``y`` and ``out`` are ``g`` times the partial derivatives of the row's
+    formula, ``d2``, so every order is exact."""
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
     traits = Traits(into=True, fresh=True)
 
@@ -598,10 +597,10 @@ class BinaryGrad(Function):
         row, wrt = ctx.row, ctx.wrt
         needs = ctx.needs_input_grad
         gg = BinaryGrad.apply(h, x, y, out, row=row, wrt=wrt) if needs[0] else None
-        if row.piecewise or not (needs[1] or needs[2]):
+        if row.piecewise or not any(needs[1:]):
             return gg, None, None, None
-        cx, cy = _second(row.d2(ns, wrt, x, y, out), [x, y], needs[1:3], h, g, row.nonan)
-        return gg, cx, cy, None
+        return (gg, *_second(row.d2(ns, wrt, x, y, out), [x, y, out], needs[1:], h, g,
+                             row.nonan))
 
     @classmethod
     def output_shape(cls, g, x, y, out, row, wrt):
@@ -825,16 +824,17 @@ _SINC_SERIES2 = [(2 * k - 1) * c for k, c in enumerate(_SINC_SERIES, start=1)]
 
 
 def _sinc_second(xp, x, y):
-    """``sinc''(x) = (-pi sin(pi x) - 2 sinc'(x)) / x``; its Taylor series for ``|x| < 1/4``
-    (``-pi**2 / 3`` at 0)."""
+    """The partial derivatives of ``sinc'``'s formula (:func:`_sinc_deriv`) in ``x`` and in
+    ``y``: ``(-pi sin(pi x) - sinc'(x)) / x`` and ``-1 / x``; for ``|x| < 1/4`` its Taylor
+    series in ``x`` (``-pi**2 / 3`` at 0) and 0 in ``y``."""
     small = xp.abs(x) < 0.25
     xs = xp.where(small, 1.0, x)
-    far = (-math.pi * xp.sin(math.pi * xs) - 2 * _sinc_deriv(xp, xs, y)) / xs
+    far = (-math.pi * xp.sin(math.pi * xs) - _sinc_deriv(xp, xs, y)) / xs
     u = (math.pi * math.pi) * (x * x)
     acc = _SINC_SERIES2[-1]
     for c in _SINC_SERIES2[-2::-1]:
         acc = acc * u + c
-    return xp.where(small, (math.pi * math.pi) * acc, far)
+    return xp.where(small, (math.pi * math.pi) * acc, far), xp.where(small, 0.0, -1 / xs)
 
 
 def _i1_prime(x, i1):
@@ -847,167 +847,167 @@ def _i1_prime(x, i1):
 
 
 def _i0_second(xp, x, y):
-    """``i0''(x) = I1'(x)`` (:func:`_i1_prime`)."""
-    return _i1_prime(x, _i1(xp, x))
+    """``i0''(x) = I1'(x)`` (:func:`_i1_prime`), in ``x``; none in ``y``."""
+    return _i1_prime(x, _i1(xp, x)), None
 
 
 def _arctan2_second(xp, wrt, x, y, o):
-    """Derivatives of ``arctan2``'s ``y / r2`` and ``-x / r2`` (``r2 = x**2 + y**2``, taken as
-    1 at the origin) in ``x`` and ``y``."""
+    """Partial derivatives of ``arctan2``'s ``y / r2`` and ``-x / r2`` (``r2 = x**2 + y**2``,
+    taken as 1 at the origin) in ``x``, ``y`` and ``out``."""
     r2 = x * x + y * y
     rs = xp.where(r2 == 0, 1.0, r2)
     rs2 = rs * rs
     if wrt == 0:
-        return -2 * x * y / rs2, 1 / rs - 2 * y * y / rs2
-    return -1 / rs + 2 * x * x / rs2, 2 * x * y / rs2
+        return -2 * x * y / rs2, 1 / rs - 2 * y * y / rs2, None
+    return -1 / rs + 2 * x * x / rs2, 2 * x * y / rs2, None
 
 
 def _hypot_second(xp, wrt, x, y, o):
-    """Derivatives of ``hypot``'s ``x / h`` and ``y / h`` (``h = hypot(x, y)``, taken as 1 at
-    the origin) in ``x`` and ``y``."""
+    """Partial derivatives of ``hypot``'s ``x / out`` and ``y / out`` (``out`` taken as 1 at the
+    origin) in ``x``, ``y`` and ``out``."""
     hs = xp.where(o == 0, 1.0, o)
-    h3 = hs * hs * hs
     if wrt == 0:
-        return 1 / hs - x * x / h3, -x * y / h3
-    return -x * y / h3, 1 / hs - y * y / h3
+        return 1 / hs, None, -x / (hs * hs)
+    return None, 1 / hs, -y / (hs * hs)
 
 
 def _logaddexp_second(xp, wrt, x, y, o):
-    """Derivatives of ``logaddexp``'s ``sigmoid(x - y)`` and ``sigmoid(y - x)``:
-    ``+-sigmoid(x - y) sigmoid(y - x)`` (0 where ``x == y == +-inf``)."""
+    """Partial derivatives of ``logaddexp``'s ``sigmoid(x - y)`` and ``sigmoid(y - x)``:
+    ``+-sigmoid(x - y) sigmoid(y - x)`` (0 where ``x == y == +-inf``), none in ``out``."""
     p = xp.sigmoid(x - y) * xp.sigmoid(y - x)
     p = xp.where(p == p, p, 0.0)
-    return (p, -p) if wrt == 0 else (-p, p)
+    return (p, -p, None) if wrt == 0 else (-p, p, None)
 
 
 def _logaddexp2_second(xp, wrt, x, y, o):
-    """Derivatives of ``logaddexp2``'s ``2**(x - out)`` and ``2**(y - out)``:
-    ``+-ln 2 2**(x - out) 2**(y - out)``."""
-    p = _LN2 * xp.exp2(x - o) * xp.exp2(y - o)
-    return (p, -p) if wrt == 0 else (-p, p)
+    """Partial derivatives of ``logaddexp2``'s ``2**(x - out)`` and ``2**(y - out)``."""
+    if wrt == 0:
+        a = _LN2 * xp.exp2(x - o)
+        return a, None, -a
+    b = _LN2 * xp.exp2(y - o)
+    return None, b, -b
 
 
 def _float_power_second(xp, wrt, x, y, o):
-    """Derivatives of ``float_power``'s ``y x**(y - 1)`` and ``log(x) x**y`` (``log`` taken as
-    0 at ``x = 0``) in ``x`` and ``y``."""
+    """Partial derivatives of ``float_power``'s ``y x**(y - 1)`` and ``log(x) out`` (``log``
+    taken as 0 at ``x = 0``) in ``x``, ``y`` and ``out``."""
     lx = xp.log(xp.where(x == 0, 1.0, x))
     if wrt == 0:
         p = xp.float_power(x, y - 1)
-        return y * (y - 1) * xp.float_power(x, y - 2), p * (1 + y * lx)
-    return xp.where(x == 0, 0.0, o / xp.where(x == 0, 1.0, x)) + lx * y * xp.float_power(
-        x, y - 1), lx * lx * o
+        return y * (y - 1) * xp.float_power(x, y - 2), p * (1 + y * lx), None
+    return xp.where(x == 0, 0.0, o / xp.where(x == 0, 1.0, x)), None, lx
 
 
 UNARY = [
     Unary("exp", "exp", lambda xp, x, y: y,
           "``e**x`` elementwise; overflows to ``inf``. Gradient: ``g e**x``.",
-          d2=lambda xp, x, y: y),
+          d2=lambda xp, x, y: (None, 1.0)),
     Unary("exp2", "exp2", lambda xp, x, y: y * _LN2,
           "``2**x`` elementwise. Gradient: ``g 2**x ln 2``.",
-          d2=lambda xp, x, y: y * (_LN2 * _LN2)),
+          d2=lambda xp, x, y: (None, _LN2)),
     Unary("expm1", "expm1", lambda xp, x, y: xp.exp(x),
           "``e**x - 1``, accurate for small ``|x|``. Gradient: ``g e**x`` (recomputed from "
           "``x``: ``out + 1`` would lose all relative precision for very negative ``x``).",
-          d2=lambda xp, x, y: xp.exp(x)),
+          d2=lambda xp, x, y: (xp.exp(x), None)),
     Unary("log", "log", lambda xp, x, y: 1 / x,
           "Natural logarithm. Domain ``x > 0``: ``log(0) = -inf``, negative ``x`` gives NaN. "
           "Gradient ``g / x``; 0 where the cotangent is 0, also at ``x = 0``.", nonan=True,
-          d2=lambda xp, x, y: -1 / (x * x)),
+          d2=lambda xp, x, y: (-1 / (x * x), None)),
     Unary("log1p", "log1p", lambda xp, x, y: 1 / (1 + x),
           "``log(1 + x)``, accurate for small ``|x|``. Domain ``x > -1``. Gradient "
           "``g / (1 + x)``; NaN-safe at -1.", nonan=True,
-          d2=lambda xp, x, y: -1 / ((1 + x) * (1 + x))),
+          d2=lambda xp, x, y: (-1 / ((1 + x) * (1 + x)), None)),
     Unary("log2", "log2", lambda xp, x, y: 1 / (x * _LN2),
           "Base-2 logarithm. Domain ``x > 0``. Gradient ``g / (x ln 2)``; NaN-safe at 0.",
           nonan=True,
-          d2=lambda xp, x, y: -1 / (x * x * _LN2)),
+          d2=lambda xp, x, y: (-1 / (x * x * _LN2), None)),
     Unary("log10", "log10", lambda xp, x, y: 1 / (x * _LN10),
           "Base-10 logarithm. Domain ``x > 0``. Gradient ``g / (x ln 10)``; NaN-safe at 0.",
           nonan=True,
-          d2=lambda xp, x, y: -1 / (x * x * _LN10)),
+          d2=lambda xp, x, y: (-1 / (x * x * _LN10), None)),
     Unary("sqrt", "sqrt", lambda xp, x, y: 0.5 / y,
           "Square root. Domain ``x >= 0`` (NaN below). Gradient ``g / (2 sqrt(x))``: ``+inf`` "
           "at 0 for a nonzero cotangent (as PyTorch and JAX), 0 where the cotangent is 0, so "
           "``where(x > 0, sqrt(x), 0.0)`` has a finite gradient at 0.", nonan=True,
-          d2=lambda xp, x, y: -0.25 / (y * y * y)),
+          d2=lambda xp, x, y: (None, -0.5 / (y * y))),
     Unary("cbrt", "cbrt", lambda xp, x, y: 1 / (3 * y * y),
           "Cube root (real, defined for negative ``x``). Gradient ``g / (3 cbrt(x)**2)``; "
           "infinite at 0, NaN-safe there.", nonan=True,
-          d2=lambda xp, x, y: -2 / (9 * y * y * y * y * y)),
+          d2=lambda xp, x, y: (None, -2 / (3 * y * y * y))),
     Unary("square", "square", lambda xp, x, y: 2 * x,
           "``x * x`` elementwise (integers stay integer). Gradient: ``2 x g``.",
-          d2=lambda xp, x, y: 2.0),
+          d2=lambda xp, x, y: (2.0, None)),
     Unary("reciprocal", "reciprocal", lambda xp, x, y: -(y * y),
           "``1 / x``, NumPy's ``reciprocal`` (integers stay integer and truncate: "
           "``reciprocal(2) == 0``; write ``1.0 / x`` for a float). Gradient ``-g / x**2``; "
           "NaN-safe at 0.", nonan=True,
-          d2=lambda xp, x, y: 2 * (y * y * y)),
+          d2=lambda xp, x, y: (None, -2 * y)),
     Unary("sin", "sin", lambda xp, x, y: xp.cos(x), "Sine (radians). Gradient: ``g cos(x)``.",
-          d2=lambda xp, x, y: -y),
+          d2=lambda xp, x, y: (-xp.sin(x), None)),
     Unary("cos", "cos", lambda xp, x, y: -xp.sin(x),
           "Cosine (radians). Gradient: ``-g sin(x)``.",
-          d2=lambda xp, x, y: -y),
+          d2=lambda xp, x, y: (-xp.cos(x), None)),
     Unary("tan", "tan", lambda xp, x, y: 1 + y * y,
           "Tangent (radians; poles at ``pi/2 + k pi``). Gradient: ``g (1 + tan(x)**2)``.",
-          d2=lambda xp, x, y: 2 * y * (1 + y * y)),
+          d2=lambda xp, x, y: (None, 2 * y)),
     Unary("arcsin", "arcsin", lambda xp, x, y: 1 / xp.sqrt((1 - x) * (1 + x)),
           "Inverse sine, radians in [-pi/2, pi/2]. Domain [-1, 1]. Gradient "
           "``g / sqrt(1 - x**2)``: infinite at +-1, NaN-safe there.", nonan=True,
           aliases=("asin",),
-          d2=lambda xp, x, y: _cube_times(x, 1 / xp.sqrt((1 - x) * (1 + x)))),
+          d2=lambda xp, x, y: (_cube_times(x, 1 / xp.sqrt((1 - x) * (1 + x))), None)),
     Unary("arccos", "arccos", lambda xp, x, y: -1 / xp.sqrt((1 - x) * (1 + x)),
           "Inverse cosine, radians in [0, pi]. Domain [-1, 1]. Gradient "
           "``-g / sqrt(1 - x**2)``: infinite at +-1, NaN-safe there.", nonan=True,
           aliases=("acos",),
-          d2=lambda xp, x, y: -_cube_times(x, 1 / xp.sqrt((1 - x) * (1 + x)))),
+          d2=lambda xp, x, y: (-_cube_times(x, 1 / xp.sqrt((1 - x) * (1 + x))), None)),
     Unary("arctan", "arctan", lambda xp, x, y: 1 / (1 + x * x),
           "Inverse tangent, radians in (-pi/2, pi/2). Gradient: ``g / (1 + x**2)``.",
           aliases=("atan",),
-          d2=lambda xp, x, y: -2 * x / ((1 + x * x) * (1 + x * x))),
+          d2=lambda xp, x, y: (-2 * x / ((1 + x * x) * (1 + x * x)), None)),
     Unary("sinh", "sinh", lambda xp, x, y: xp.cosh(x),
           "Hyperbolic sine; overflows to ``+-inf``. Gradient: ``g cosh(x)``.",
-          d2=lambda xp, x, y: y),
+          d2=lambda xp, x, y: (xp.sinh(x), None)),
     Unary("cosh", "cosh", lambda xp, x, y: xp.sinh(x),
           "Hyperbolic cosine; overflows to ``inf``. Gradient: ``g sinh(x)``.",
-          d2=lambda xp, x, y: y),
+          d2=lambda xp, x, y: (xp.cosh(x), None)),
     Unary("tanh", "tanh", lambda xp, x, y: 1 - y * y,
           "Hyperbolic tangent. Gradient: ``g (1 - tanh(x)**2)``.",
-          d2=lambda xp, x, y: -2 * y * (1 - y * y)),
+          d2=lambda xp, x, y: (None, -2 * y)),
     Unary("arcsinh", "arcsinh", lambda xp, x, y: _arcsinh_deriv(xp, x),
           "Inverse hyperbolic sine. Gradient ``g / sqrt(x**2 + 1)`` (as ``g / hypot(x, 1)`` for "
           "real ``x``: no overflow; the principal ``sqrt(1 + z**2)`` for complex ``z``, whose "
           "branch cuts are arcsinh's own, on the imaginary axis beyond +-1j).",
           aliases=("asinh",),
-          d2=lambda xp, x, y: -_cube_times(x, _arcsinh_deriv(xp, x))),
+          d2=lambda xp, x, y: (-_cube_times(x, _arcsinh_deriv(xp, x)), None)),
     Unary("arccosh", "arccosh", lambda xp, x, y: _arccosh_deriv(xp, x),
           "Inverse hyperbolic cosine. Domain ``x >= 1``. Gradient ``g / sqrt(x**2 - 1)``: "
           "infinite at 1, NaN-safe there. For complex ``z``: ``g / (sqrt(z - 1) sqrt(z + 1))``, "
           "the derivative of NumPy's principal branch (cut on the real axis below 1).",
           nonan=True, aliases=("acosh",),
-          d2=lambda xp, x, y: -_cube_times(x, _arccosh_deriv(xp, x))),
+          d2=lambda xp, x, y: (-_cube_times(x, _arccosh_deriv(xp, x)), None)),
     Unary("arctanh", "arctanh", lambda xp, x, y: 1 / ((1 - x) * (1 + x)),
           "Inverse hyperbolic tangent. Domain (-1, 1) (``+-inf`` at +-1). Gradient "
           "``g / (1 - x**2)``; NaN-safe at +-1.", nonan=True, aliases=("atanh",),
-          d2=lambda xp, x, y: 2 * x / (((1 - x) * (1 + x)) * ((1 - x) * (1 + x)))),
+          d2=lambda xp, x, y: (2 * x / (((1 - x) * (1 + x)) * ((1 - x) * (1 + x))), None)),
     Unary("erf", lambda xp, x: _special(xp).erf(x),
           lambda xp, x, y: _TWO_OVER_SQRT_PI * xp.exp(-(x * x)),
           "Error function ``2/sqrt(pi) int_0^x exp(-t**2) dt`` (``scipy.special.erf``; float32 "
           "stays float32). Gradient: ``g 2/sqrt(pi) exp(-x**2)``.",
-          d2=lambda xp, x, y: -2 * x * (_TWO_OVER_SQRT_PI * xp.exp(-(x * x)))),
+          d2=lambda xp, x, y: (-2 * x * (_TWO_OVER_SQRT_PI * xp.exp(-(x * x))), None)),
     Unary("erfc", lambda xp, x: _special(xp).erfc(x),
           lambda xp, x, y: -_TWO_OVER_SQRT_PI * xp.exp(-(x * x)),
           "Complementary error function ``1 - erf(x)``, accurate for large ``x``. Gradient: "
           "``-g 2/sqrt(pi) exp(-x**2)``.",
-          d2=lambda xp, x, y: 2 * x * (_TWO_OVER_SQRT_PI * xp.exp(-(x * x)))),
+          d2=lambda xp, x, y: (2 * x * (_TWO_OVER_SQRT_PI * xp.exp(-(x * x))), None)),
     Unary("sigmoid", _sigmoid, lambda xp, x, y: y * xp.sigmoid(-x),
           "Logistic sigmoid ``1 / (1 + exp(-x))`` (``scipy.special.expit``), stable for any "
           "``x``: never overflows, full relative precision in both tails. Gradient: "
           "``g sigmoid(x) sigmoid(-x)``, finite everywhere.",
-          d2=lambda xp, x, y: y * xp.sigmoid(-x) * (xp.sigmoid(-x) - y)),
+          d2=lambda xp, x, y: (-y * xp.sigmoid(-x) * xp.sigmoid(x), xp.sigmoid(-x))),
     Unary("softplus", lambda xp, x: xp.logaddexp(x, 0), lambda xp, x, y: xp.sigmoid(x),
           "``log(1 + exp(x))`` as ``logaddexp(x, 0)``: equals ``x`` for large ``x`` and "
           "``exp(x)`` for very negative ``x``, to float precision. Gradient: ``g sigmoid(x)``.",
-          d2=lambda xp, x, y: xp.sigmoid(x) * xp.sigmoid(-x)),
+          d2=lambda xp, x, y: (xp.sigmoid(x) * xp.sigmoid(-x), None)),
     Unary("floor", "floor", None,
           "Largest integer ``<= x`` (dtype kept). Zero gradient everywhere."),
     Unary("ceil", "ceil", None, "Smallest integer ``>= x`` (dtype kept). Zero gradient."),
