@@ -13,7 +13,8 @@ import pathlib
 SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "tapegrad"
 CORE = {
     "tensor", "function", "tape", "transforms", "forward", "jit", "tree", "backend",
-    "lazy", "checkpoint", "custom", "vmap", "memory", "_keywords", "weak",
+    "lazy", "checkpoint", "custom", "vmap", "memory", "_keywords", "weak", "trace", "program",
+    "export", "io",
 }  # fmt: skip
 
 
@@ -24,7 +25,7 @@ def _layer(module: str) -> str:
     top = parts[1]
     if top in CORE:
         return "core"
-    if top in ("interop", "array_api"):  # NumPy's protocols and the array API standard's
+    if top in ("interop", "array_api", "methods"):  # NumPy's protocols and the array API standard's
         return "numpy"  # namespace, both onto tapegrad.numpy: the NumPy layer
     return top  # ops, numpy, nn, optim, io, testing, at, log, distributed
 

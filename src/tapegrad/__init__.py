@@ -5,13 +5,13 @@ The everyday call is ``grads = tg.grad(loss_fn)(params)``, with ``params`` any p
 """
 
 from tapegrad import (
-    at,  # noqa: F401  (installs Tensor.at, the functional index updates)
+    at,  # noqa: F401  (the functional index updates, Tensor.at)
     backend,
     distributed,  # data parallelism on MPI; mpi4py is imported only by distributed.init()
-    export,  # noqa: F401  (installs Tape.to_json and Tape.from_json)
     io,
+    methods,  # noqa: F401  (attaches Tensor's operators and methods)
     nn,
-    numpy,  # noqa: E402  (installs Tensor methods and operators)
+    numpy,
     optim,
     random,
     tree,

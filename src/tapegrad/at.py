@@ -28,7 +28,6 @@ from __future__ import annotations
 import numpy as np
 
 from tapegrad import ops as _ops
-from tapegrad.ops._registry import install_methods as _install_methods
 from tapegrad.ops.elementwise import AsType as _AsType
 from tapegrad.ops.movement import split_index as _split_index
 from tapegrad.tensor import Tensor
@@ -138,7 +137,8 @@ def _at(self: Tensor) -> IndexUpdateHelper:
     return IndexUpdateHelper(self)
 
 
-_install_methods(
+#: The Tensor method of this module (attached by :mod:`tapegrad.methods`).
+METHODS = (
     {
         "at": property(
             _at,

@@ -21,9 +21,9 @@ import numbers
 import numpy as np
 
 from tapegrad.function import Function, derive_context
-from tapegrad.tape import TapeEntry, apply_step, backward_pass, interpret
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
+from tapegrad.trace import TapeEntry, apply_step, backward_pass, interpret
 from tapegrad.tree import tree_flatten, tree_unflatten
 from tapegrad.weak import WeakScalar
 

@@ -33,8 +33,8 @@ tape), not deliberate edits: whoever can write the JSON can record the digest of
 file. A re-signed file with changed values, shapes or dtypes loads as written, as a safetensors
 or PyTorch checkpoint does.
 
-Importing this module attaches the two methods to :class:`~tapegrad.tape.Tape` (``import
-tapegrad`` does it).
+:class:`~tapegrad.tape.Tape`'s ``to_json`` and ``from_json`` call :func:`tape_to_json` and
+:func:`tape_fields` (this module knows tapes only as the values they hold).
 """
 
 from __future__ import annotations
@@ -55,11 +55,11 @@ import numpy as np
 from tapegrad import backend as _backend
 from tapegrad import io as _io
 from tapegrad.function import Function
-from tapegrad.tape import _GUARD_FNS, Guard, Tape, TapeEntry
 from tapegrad.tensor import Tensor, const
+from tapegrad.trace import _GUARD_FNS, Guard, TapeEntry
 from tapegrad.tree import tree_flatten, tree_unflatten
 
-__all__ = ["tape_to_json", "tape_from_json"]
+__all__ = ["tape_to_json", "tape_fields"]
 
 FORMAT, VERSION = "tapegrad.tape", 1
 
@@ -603,7 +603,7 @@ def _check_call(fn, n_in: int, params: dict, where: str, who: str) -> None:
 
 
 # -- the methods -----------------------------------------------------------------------------
-def tape_to_json(self: Tape, arrays=None) -> str:
+def tape_to_json(tape, arrays=None) -> str:
     """The tape as JSON text: primitives, static parameters, shapes, dtypes, guards.
 
     Constant arrays on the tape (a weight closed over by the traced function, a Python list
@@ -612,6 +612,7 @@ def tape_to_json(self: Tape, arrays=None) -> str:
     constant arrays needs no file.
 
     Args:
+        tape: The :class:`~tapegrad.tape.Tape`.
         arrays: Path of the safetensors file for the tape's constant arrays (str or
             path-like), or None when the tape holds none.
 
@@ -636,7 +637,7 @@ def tape_to_json(self: Tape, arrays=None) -> str:
     who = "Tape.to_json"
     w = _Writer(who)
     entries = []
-    for i, e in enumerate(self.entries):
+    for i, e in enumerate(tape.entries):
         if type(e) is Guard:
             entries.append({"guard": e.kind, "node": e.node,
                             "value": w.value(e.value, f"guard {i}"), "where": str(e.where)})
@@ -657,16 +658,16 @@ def tape_to_json(self: Tape, arrays=None) -> str:
         })
     doc = {
         "format": FORMAT, "version": VERSION,
-        "inputs": list(self.in_nodes),
-        "in_avals": [_aval_out(a, f"input {j}", who) for j, a in enumerate(self.in_avals)],
-        "in_tree": w.structure(self.in_treedef, len(self.in_nodes), "input"),
-        "avals": [_aval_out(a, f"node {n}", who) for n, a in enumerate(self.avals)],
+        "inputs": list(tape.in_nodes),
+        "in_avals": [_aval_out(a, f"input {j}", who) for j, a in enumerate(tape.in_avals)],
+        "in_tree": w.structure(tape.in_treedef, len(tape.in_nodes), "input"),
+        "avals": [_aval_out(a, f"node {n}", who) for n, a in enumerate(tape.avals)],
         "entries": entries,
         "outputs": [r if isinstance(r, int) else {"const": w.value(r[1], f"output {j}")}
-                    for j, r in enumerate(self.out_refs)],
-        "out_avals": [_aval_out(a, f"output {j}", who) for j, a in enumerate(self.out_avals)],
-        "out_tree": w.structure(self.out_treedef, len(self.out_refs), "output"),
-        "labels": [[n, str(label)] for n, label in self.labels.items()],
+                    for j, r in enumerate(tape.out_refs)],
+        "out_avals": [_aval_out(a, f"output {j}", who) for j, a in enumerate(tape.out_avals)],
+        "out_tree": w.structure(tape.out_treedef, len(tape.out_refs), "output"),
+        "labels": [[n, str(label)] for n, label in tape.labels.items()],
         "arrays": None,
     }
     if w.arrays:
@@ -681,7 +682,7 @@ def tape_to_json(self: Tape, arrays=None) -> str:
     return json.dumps(doc, allow_nan=False)
 
 
-def tape_from_json(text, arrays=None) -> Tape:
+def tape_fields(text, arrays=None) -> dict:
     """Load a tape written by :meth:`Tape.to_json`.
 
     The file is data: loading runs none of it and imports nothing. Primitives are looked up
@@ -703,7 +704,7 @@ def tape_from_json(text, arrays=None) -> Tape:
             path the JSON names).
 
     Returns:
-        A :class:`Tape`.
+        The keyword fields of the :class:`~tapegrad.tape.Tape` (``Tape.from_json`` builds it).
 
     Raises:
         TypeError: if ``text`` is not str or bytes, or ``arrays`` is not a path.
@@ -779,7 +780,7 @@ def _read_arrays(ref, arrays, who: str) -> dict:
     return tree
 
 
-def _load(doc: dict, arrays, who: str) -> Tape:
+def _load(doc: dict, arrays, who: str) -> dict:
     r = _Reader(_read_arrays(doc["arrays"], arrays, who), _Names(), who)
     avals = tuple(_aval_in(a, f"avals[{n}]", who) for n, a in enumerate(r._list(doc["avals"],
                                                                                  "avals")))
@@ -870,7 +871,7 @@ def _load(doc: dict, arrays, who: str) -> Tape:
         if n in labels:
             raise ValueError(f"{who}: labels[{j}]: node {n} is labelled twice")
         labels[n] = item[1]
-    return Tape(
+    return dict(
         entries=tuple(entries),
         in_nodes=in_nodes,
         in_avals=in_avals,
@@ -880,7 +881,6 @@ def _load(doc: dict, arrays, who: str) -> Tape:
         out_treedef=r.structure(doc["out_tree"], len(out_refs), "out_tree", False),
         avals=avals,
         labels=labels,
-        loaded=True,
     )
 
 
@@ -908,9 +908,3 @@ def _guard(e: dict, r: _Reader, use, avals, where: str, who: str) -> Guard:
     return Guard(kind, n, value, e["where"])
 
 
-def _attach() -> None:
-    Tape.to_json = tape_to_json  # pyright: ignore[reportAttributeAccessIssue]
-    Tape.from_json = staticmethod(tape_from_json)  # pyright: ignore[reportAttributeAccessIssue]
-
-
-_attach()

@@ -23,8 +23,8 @@ import numpy as np
 
 from tapegrad.backend import backend_of
 from tapegrad.function import new_level, transform_scope, unbroadcast
-from tapegrad.tape import Trace, apply_step, escaped_rule, interpret, is_escape, run_rule
 from tapegrad.tensor import Tensor, const
+from tapegrad.trace import Trace, apply_step, escaped_rule, interpret, is_escape, run_rule
 from tapegrad.transforms import (
     as_primal,
     check_argnums,

@@ -41,6 +41,7 @@ __all__ = [
     "run_primitive",
     "derive_context",
     "Traits",
+    "WeakArgument",
     "Applied",
     "Saved",
     "saved_values",
@@ -67,7 +68,7 @@ class _State(threading.local):
     quiet = 0  # depth of transform scopes (floating-point warnings already off)
     debug = os.environ.get("TAPEGRAD_DEBUG_NANS", "") not in ("", "0")
     fast = False  # quiet and not debug: forward runs with no extra work
-    backward_of = None  # (op name, call site) of the backward rule now running (debug_nans)
+    backward_of: Any = None  # (op name, call site) of the backward rule now running (debug_nans)
 
 
 _state = _State()
@@ -240,6 +241,8 @@ class Context:
     saved_tensors: Any = _SavedTensors()
     needs_input_grad: tuple[bool, ...]
     out_avals: tuple
+    _saved_args: Any
+    _nondiff_args: Any
 
     if TYPE_CHECKING:  # free attributes: static values from forward to backward
 
@@ -389,7 +392,7 @@ class Applied:
 
     __slots__ = ("outs", "ctx", "multi", "saved", "nondiff")
 
-    def __init__(self, outs: tuple, ctx: Context, multi: bool, saved, nondiff: tuple):
+    def __init__(self, outs: tuple, ctx: Any, multi: bool, saved, nondiff: tuple):
         self.outs = outs
         self.ctx = ctx
         self.multi = multi
@@ -525,14 +528,18 @@ def _falses(n):
     return _FALSES[n] if n < 9 else (False,) * n
 
 
-class _NoWeak:
-    """Placeholder until :mod:`tapegrad.weak` registers its WeakScalar type."""
+class WeakArgument:
+    """Base of argument types that stand for a value ``apply`` must first resolve: a Python
+    number ``jit`` traces (:class:`tapegrad.weak.WeakScalar`). ``apply`` hands the whole
+    argument list to the subclass's :meth:`resolve` and applies the op to what it returns."""
 
+    __slots__ = ()
 
-#: The type of a Python number ``jit`` traces (set by :mod:`tapegrad.weak`) and the function
-#: that makes ``apply``'s arguments of that type what the eager call would have computed with.
-_WeakType: type = _NoWeak
-_resolve_weak: Any = None
+    @classmethod
+    def resolve(cls, fn, args: tuple) -> tuple:  # pragma: no cover - abstract
+        """``args`` of ``fn.apply`` with every argument of this type replaced by what the
+        eager call would have computed with."""
+        raise NotImplementedError
 
 
 class Traits(NamedTuple):
@@ -689,8 +696,8 @@ class Function:
                 a = a._array
                 if type(a) is not _ndarray:
                     cpu = False
-            elif type(a) is _WeakType:  # a Python number jit traces: as the eager call would
-                return cls.apply(*_resolve_weak(cls, args), **params)
+            elif isinstance(a, WeakArgument):  # a Python number jit traces: as eagerly
+                return cls.apply(*type(a).resolve(cls, args), **params)
             arrays.append(a)
         if top:
             run = trace.record(cls, args, params, None)

@@ -17,8 +17,9 @@ import numpy as np
 
 from tapegrad.backend import backend_of
 from tapegrad.function import new_level, transform_scope
-from tapegrad.tape import Trace, _seed_cotangents, backward_pass
+from tapegrad.tape import freeze
 from tapegrad.tensor import Tensor, const, primal_of
+from tapegrad.trace import Trace, _seed_cotangents, backward_pass
 from tapegrad.tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 from tapegrad.weak import WeakScalar
 
@@ -506,8 +507,8 @@ def trace(fun):
         run = call_traced(fun, args, False, "trace", [f"args[{i}]" for i in range(len(args))],
                           allow_int=True, replays=True)
         refs = [n if n is not None else ("const", low) for n, low in zip(run.out_nodes, run.outs)]
-        tape = run.trace.freeze(range(len(run.primals)), run.in_treedef, refs,
-                                [(low.shape, low.dtype) for low in run.outs], run.out_tree)
+        tape = freeze(run.trace, range(len(run.primals)), run.in_treedef, refs,
+                      [(low.shape, low.dtype) for low in run.outs], run.out_tree)
         return tree_unflatten(run.out_tree, run.outs), tape
 
     traced_f.__name__ = f"trace_{getattr(fun, '__name__', 'fun')}"

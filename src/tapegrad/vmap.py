@@ -35,8 +35,8 @@ from tapegrad.function import (
     run_primitive,
     transform_scope,
 )
-from tapegrad.tape import Trace
 from tapegrad.tensor import Tensor, const, make, primal_of
+from tapegrad.trace import Trace
 from tapegrad.transforms import check_argnums, check_callable, select_argnums, vjp
 from tapegrad.tree import NAMESPACE, tree_flatten, tree_unflatten
 

@@ -18,7 +18,6 @@ import numpy as _np
 
 from tapegrad import ops as _ops
 from tapegrad.backend import parse_device as _parse_device
-from tapegrad.ops._registry import install_methods as _install
 from tapegrad.ops._registry import operand as _t  # noqa: F401  (used by sibling modules)
 from tapegrad.ops._registry import tensor_arg as _tensor  # noqa: F401
 from tapegrad.tensor import Tensor
@@ -417,8 +416,4 @@ def stop_gradient(x):
 
 to_device = _ops.ToDevice.api
 
-
-def _install_methods(methods: dict) -> None:
-    """Attach ``methods`` to :class:`Tensor` (the ops layer's registry does the attaching)."""
-    _install(methods)
 

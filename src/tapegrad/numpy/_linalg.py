@@ -20,7 +20,7 @@ from numpy.exceptions import AxisError
 
 from tapegrad import ops as _ops
 from tapegrad.numpy import _creation, _reduction, _shape
-from tapegrad.numpy._core import _install_methods, _tensor
+from tapegrad.numpy._core import _tensor
 from tapegrad.ops._registry import bool_arg
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.reduction import normalize_axis as _normalize_axis
@@ -824,4 +824,5 @@ def lstsq(a, b, rcond=None):
     return x, residuals, rank, s
 
 
-_install_methods({"dot": dot})
+#: The Tensor methods of this module (attached by :mod:`tapegrad.methods`).
+METHODS = {"dot": dot}

@@ -25,7 +25,7 @@ import numpy as _np
 
 from tapegrad import ops as _ops
 from tapegrad.backend import get_backend as _get_backend
-from tapegrad.numpy._core import _install_methods, _tensor
+from tapegrad.numpy._core import _tensor
 from tapegrad.numpy._reduction import sum as _sum
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.movement import IndexSlot as _Slot
@@ -1648,7 +1648,8 @@ def _method_repeat(self, repeats, axis=None):
     return repeat(self, repeats, axis)
 
 
-_install_methods(
+#: The Tensor methods of this module (attached by :mod:`tapegrad.methods`).
+METHODS = (
     {
         "view": _method_view,
         "ravel": ravel,
