@@ -67,6 +67,7 @@ from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
 
 __all__ = [
+    "Shift",
     "ToDevice",
     "Reshape",
     "Transpose",
@@ -1060,12 +1061,63 @@ class ScatterMul(_MovementFunction):
         return np.dtype(dtype)
 
 
+def _single_axis(axis, ndim: int, op: str) -> int:
+    """One axis (an int) as a non-negative int; ``ValueError`` if out of range."""
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    axis = int(axis)
+    if not -ndim <= axis < ndim:
+        raise AxisError(f"{op}: axis {axis} is out of range for a Tensor with ndim {ndim}")
+    return axis % ndim
+
+
+class Shift(Function):
+    """Shift along ``axis`` by ``shift`` places, filling the vacated places with ``fill``:
+    ``out[i] = x[i - shift]`` where ``0 <= i - shift < n``, else ``fill``. Same shape and dtype.
+
+    A building block of the scan gradients. Backward: the cotangent shifted by ``-shift``
+    with zero fill (the transpose).
+    """
+    batch = axis_rule("axis", none_means_all=False)  # vmap: the axis moves past the batch
+
+    oper = "shift"
+
+    @staticmethod
+    def forward(ctx, x, axis=-1, shift=0, fill=0):
+        xp = ctx.backend
+        a = _single_axis(axis, x.ndim, "shift")
+        ctx.axis = a
+        ctx.shift = shift
+        n = x.shape[a]
+        out = xp.full(x.shape, fill, dtype=x.dtype)
+        k = min(abs(shift), n)
+        src = [slice(None)] * x.ndim
+        dst = [slice(None)] * x.ndim
+        if shift >= 0:
+            src[a], dst[a] = slice(0, n - k), slice(k, n)
+        else:
+            src[a], dst[a] = slice(k, n), slice(0, n - k)
+        out[tuple(dst)] = x[tuple(src)]
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return Shift.apply(g, axis=ctx.axis, shift=-ctx.shift, fill=0)
+
+    @classmethod
+    def output_dtype(cls, dtype, **params):
+        return np.dtype(dtype)
+
+    @classmethod
+    def output_shape(cls, shape, axis=-1, shift=0, fill=0):
+        _single_axis(axis, len(shape), "shift")
+        return tuple(shape)
+
+
 def _others_product(vb: Tensor, x: Tensor, arrays, key) -> Tensor:
     """For each write ``j`` (``vb`` of the indexed shape), the product of the other writes
     that land on the same element of ``x`` (1 where there are none); tapegrad ops only, every
     shape fixed by ``vb``'s (see :class:`ScatterMul`)."""
-    from tapegrad.ops.reduction import Shift  # reduction imports this module
-
     xp = _get_backend(x.device)
     n = vb.size
     ones = _const_like(1, vb.shape, vb.dtype, vb)

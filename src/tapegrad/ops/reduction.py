@@ -29,6 +29,7 @@ from tapegrad.ops import movement as _mv  # Reshape, Transpose (attributes read 
 from tapegrad.ops._batching import axis_rule, shift_axes
 from tapegrad.ops._registry import bool_arg, expose, tensor_arg
 from tapegrad.ops.elementwise import Abs, AsType, Exp, Maximum, Sign, StopGradient, Where  # pyright: ignore[reportAssignmentType, reportAttributeAccessIssue]
+from tapegrad.ops.movement import Shift, _single_axis
 from tapegrad.tensor import Tensor
 
 __all__ = [
@@ -48,7 +49,6 @@ __all__ = [
     "ExtremumGrad",
     "CumSum",
     "CumProd",
-    "Shift",
     "Any",
     "All",
     "normalize_axis",
@@ -85,16 +85,6 @@ def normalize_axis(axis, ndim: int, op: str) -> tuple:
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {axis!r}")
     return tuple(sorted(out))
-
-
-def _single_axis(axis, ndim: int, op: str) -> int:
-    """One axis (an int) as a non-negative int; ``ValueError`` if out of range."""
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
-    axis = int(axis)
-    if not -ndim <= axis < ndim:
-        raise AxisError(f"{op}: axis {axis} is out of range for a Tensor with ndim {ndim}")
-    return axis % ndim
 
 
 def _kept_shape(shape, axes):
@@ -1374,49 +1364,6 @@ class CumProd(Function):
         if len(shape) == 0:
             raise ValueError("cumprod: a 0-d Tensor has no axis; use axis=None to flatten")
         _single_axis(axis, len(shape), "cumprod")
-        return tuple(shape)
-
-
-class Shift(Function):
-    """Shift along ``axis`` by ``shift`` places, filling the vacated places with ``fill``:
-    ``out[i] = x[i - shift]`` where ``0 <= i - shift < n``, else ``fill``. Same shape and dtype.
-
-    A building block of the scan gradients. Backward: the cotangent shifted by ``-shift``
-    with zero fill (the transpose).
-    """
-    batch = axis_rule("axis", none_means_all=False)  # vmap: the axis moves past the batch
-
-    oper = "shift"
-
-    @staticmethod
-    def forward(ctx, x, axis=-1, shift=0, fill=0):
-        xp = ctx.backend
-        a = _single_axis(axis, x.ndim, "shift")
-        ctx.axis = a
-        ctx.shift = shift
-        n = x.shape[a]
-        out = xp.full(x.shape, fill, dtype=x.dtype)
-        k = min(abs(shift), n)
-        src = [slice(None)] * x.ndim
-        dst = [slice(None)] * x.ndim
-        if shift >= 0:
-            src[a], dst[a] = slice(0, n - k), slice(k, n)
-        else:
-            src[a], dst[a] = slice(k, n), slice(0, n - k)
-        out[tuple(dst)] = x[tuple(src)]
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        return Shift.apply(g, axis=ctx.axis, shift=-ctx.shift, fill=0)
-
-    @classmethod
-    def output_dtype(cls, dtype, **params):
-        return np.dtype(dtype)
-
-    @classmethod
-    def output_shape(cls, shape, axis=-1, shift=0, fill=0):
-        _single_axis(axis, len(shape), "shift")
         return tuple(shape)
 
 
