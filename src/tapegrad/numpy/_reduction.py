@@ -182,7 +182,8 @@ def _spectral_norm(x, ord, row, col, keepdims):  # noqa: A002
     ('nuc'); gradient ``U diag(g) Vh`` through the differentiable SVD."""
     nd = x.ndim
     order = [i for i in range(nd) if i not in (row, col)] + [row, col]
-    s = _ops.Svd.api(_ns.transpose(x, tuple(order)), full_matrices=False, compute_uv=False)
+    s: Tensor = _ops.Svd.api(_ns.transpose(x, tuple(order)), full_matrices=False,  # pyright: ignore[reportAssignmentType]
+                             compute_uv=False)  # the singular values alone
     if s.shape[-1] == 0:
         if ord == -2:
             raise ValueError(
