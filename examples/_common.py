@@ -1,5 +1,5 @@
 """Helpers shared by the examples: the digits data split, result lines, loss-curve plots, BLAS
-threads, output directories, resumable training state and the ``--distributed`` set-up.
+threads, output directories, Ctrl-C, resumable training state and the ``--distributed`` set-up.
 
 Kept apart so each example reads as the training code alone.
 """
@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import os
 import signal
+import sys
 import tempfile
 import threading
 
@@ -19,12 +20,13 @@ __all__ = [
     "digits_split",
     "plot_curves",
     "smooth",
-    "default_threads",
     "add_run_args",
     "check_run_args",
     "blas_threads",
     "output_dir",
     "stop_on_interrupt",
+    "INTERRUPTED",
+    "interrupted",
     "ResumeError",
     "TrainingState",
     "distributed",
@@ -107,34 +109,23 @@ def smooth(values, window: int = 20) -> np.ndarray:
     return (c[idx] - c[lo]) / (idx - lo)
 
 
-def default_threads(dist=None) -> int:
-    """The number of CPU cores this process may run on (its affinity mask where the platform
-    has one, as in containers and under ``taskset``; otherwise all cores), divided among the
-    ``dist.local_size()`` ranks of this machine when ``dist`` (``tapegrad.distributed``,
-    initialized) is given; at least 1."""
-    if hasattr(os, "sched_getaffinity"):
-        cores = len(os.sched_getaffinity(0))
-    else:
-        cores = os.cpu_count() or 1
-    return max(1, cores // (dist.local_size() if dist is not None else 1))
-
-
 def add_run_args(
     p: argparse.ArgumentParser,
     save_every: int | None,
     save_every_default: str,
     distributed: bool = False,
 ) -> None:
-    """Add the flags every training example shares: ``--threads``, ``--resume``,
+    """Add the flags every training example shares: ``--threads`` (default 1), ``--resume``,
     ``--stop-after`` and ``--save-every`` (default ``save_every``, described in the help as
     ``save_every_default``); with ``distributed``, also ``--distributed``."""
-    shared = ", shared among the ranks on this machine under --distributed" if distributed else ""
+    each = " in each rank under --distributed" if distributed else ""
     p.add_argument(
         "--threads",
         type=int,
-        default=None,
-        help="BLAS threads (set with threadpoolctl); if not given, the cores this process may "
-        f"use{shared}",
+        default=1,
+        help=f"BLAS threads{each} (set with threadpoolctl). One is fastest for these small "
+        "matrices and stays fast on a busy machine; results are reproducible for a given "
+        "number of threads (another number may change the last digits)",
     )
     p.add_argument(
         "--resume",
@@ -173,7 +164,7 @@ def add_run_args(
 
 def check_run_args(p: argparse.ArgumentParser, args) -> None:
     """Reject impossible combinations of :func:`add_run_args`' flags (``p.error`` exits 2)."""
-    if args.threads is not None and args.threads < 1:
+    if args.threads < 1:
         p.error(f"--threads must be at least 1, got {args.threads}")
     if args.stop_after is not None and args.stop_after < 1:
         p.error(f"--stop-after must be at least 1, got {args.stop_after}")
@@ -184,15 +175,15 @@ def check_run_args(p: argparse.ArgumentParser, args) -> None:
 
 
 @contextlib.contextmanager
-def blas_threads(n: int | None, dist=None):
+def blas_threads(n: int):
     """Limit the BLAS libraries NumPy uses (OpenBLAS, MKL, ...) to ``n`` threads inside the
-    block, with threadpoolctl; ``None``: :func:`default_threads` ``(dist)``. BLAS otherwise
-    starts one thread per core of the machine, even where the process may use fewer (or shares
-    the machine with other ranks), and threads fighting over busy cores can make small matrix
-    products several times slower."""
+    block, with threadpoolctl. BLAS otherwise starts one thread per core of the machine, and
+    threads fighting over busy cores (other programs, other ranks) make the examples' small
+    matrix products many times slower; a BLAS with several threads may also sum in another
+    order, which changes the last digits of the results."""
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=default_threads(dist) if n is None else n, user_api="blas"):
+    with threadpool_limits(limits=n, user_api="blas"):
         yield
 
 
@@ -211,7 +202,8 @@ class stop_on_interrupt:  # noqa: N801 - used like a function: `with stop_on_int
     """Turn the first Ctrl-C (SIGINT) inside the block into a request to stop cleanly.
 
     The training loop checks ``requested`` after each completed step, saves its state and
-    ends, so an interrupted run resumes exactly. A second Ctrl-C interrupts at once, as usual.
+    ends, so an interrupted run resumes exactly; the script then exits with status
+    :data:`INTERRUPTED` (130). A second Ctrl-C interrupts at once, as usual (also status 130).
     Outside the main thread (where signal handlers cannot be set) it does nothing.
 
     Args:
@@ -242,6 +234,26 @@ class stop_on_interrupt:  # noqa: N801 - used like a function: `with stop_on_int
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
         return False
+
+
+#: The exit status of a run stopped by Ctrl-C: 128 + SIGINT, as shells report a program that
+#: SIGINT ended, so that a script or a job scheduler running the example sees the interruption.
+INTERRUPTED = 130
+
+
+def interrupted(args) -> int:
+    """Called by a script's ``main`` when Ctrl-C raised ``KeyboardInterrupt`` (a second Ctrl-C
+    in the training loop, or one outside it): says so on stderr, without a traceback, and
+    returns :data:`INTERRUPTED`.
+
+    Under ``--distributed`` it raises the interrupt again instead: ``tapegrad.distributed``'s
+    exception hook then ends every rank at once (``MPI_Abort``), where a rank that returned
+    would leave the others waiting in their next collective.
+    """
+    if getattr(args, "distributed", False):
+        raise KeyboardInterrupt
+    print("interrupted", file=sys.stderr)
+    return INTERRUPTED
 
 
 class ResumeError(ValueError):

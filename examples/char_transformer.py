@@ -23,7 +23,6 @@ Run:  python examples/char_transformer.py          (a few minutes on one CPU cor
 from __future__ import annotations
 
 import argparse
-import functools
 import importlib
 import inspect
 import math
@@ -36,11 +35,13 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (  # noqa: E402
+    INTERRUPTED,
     ResumeError,
     TrainingState,
     add_run_args,
     blas_threads,
     check_run_args,
+    interrupted,
     output_dir,
     plot_curves,
     smooth,
@@ -221,7 +222,7 @@ FORWARD = NextChar()
 
 def loss_fn(params, model, x, y):
     """Mean next-character cross-entropy in nats over a ``(B, T)`` batch."""
-    logits = FORWARD(functools.partial(nn.functional_call, model, params), x, mode="train")
+    logits = FORWARD(lambda ids: nn.functional_call(model, params, ids)[0], x, mode="train")
     return F.cross_entropy(logits, y)
 
 
@@ -257,8 +258,8 @@ def sample(model, params, key, prompt_ids, length: int, temperature: float) -> l
     ids = list(prompt_ids)
     for i in range(length):
         ctx = np.asarray(ids[-model.context :])[None, :]
-        run = functools.partial(nn.functional_call, model, params)
-        logits = FORWARD(run, ctx, mode="sample").numpy()[0].astype(np.float64)
+        logits = FORWARD(lambda ids: nn.functional_call(model, params, ids)[0], ctx,
+                         mode="sample").numpy()[0].astype(np.float64)
         z = logits / temperature
         p = np.exp(z - z.max())
         p /= p.sum()
@@ -267,17 +268,26 @@ def sample(model, params, key, prompt_ids, length: int, temperature: float) -> l
     return ids[len(prompt_ids) :]
 
 
-def train(args) -> dict:
+def build_model(args, vocab: int, key_model, key_init):
+    """The model of this example and its initial params pytree (:func:`scaled_init`)."""
+    model = CharTransformer(key_model, vocab, args.context, args.dim, args.heads, args.layers)
+    return model, unflatten(scaled_init(model, key_init))
+
+
+def train(args, build=build_model, name: str = "char_transformer") -> dict:
     """Train, evaluate, sample, checkpoint; ``--resume`` continues a run saved in ``--out``.
+    ``build(args, vocab, key_model, key_init)`` makes the model and its initial params pytree
+    (default :func:`build_model`); ``name`` names the checkpoint and training-state files.
 
     Returns ``{"validation_bits", "baseline_bits", "losses", "params", "step", "stopped"}``;
-    a run that stops early (``--stop-after``, Ctrl-C) has no validation loss.
+    a run that stops early (``--stop-after``, Ctrl-C) has no validation loss and says in
+    ``"interrupted"`` whether Ctrl-C stopped it.
     """
     with blas_threads(args.threads), output_dir(args.out, "tapegrad-chars-") as out:
-        return _train(args, out)
+        return _train(args, out, build, name)
 
 
-def _train(args, out_dir: str) -> dict:
+def _train(args, out_dir: str, build=build_model, name: str = "char_transformer") -> dict:
     t_data = time.perf_counter()
     text = collect_docstrings(max_chars=args.max_chars)
     chars = sorted(set(text))
@@ -295,8 +305,7 @@ def _train(args, out_dir: str) -> dict:
 
     key = tg.random.key(args.seed)
     k_model, k_init, k_data, k_sample = tg.random.split(key, 4)
-    model = CharTransformer(k_model, len(chars), args.context, args.dim, args.heads, args.layers)
-    params = unflatten(scaled_init(model, k_init))
+    model, params = build(args, len(chars), k_model, k_init)
     print(f"model: {model.num_parameters():,} parameters, {args.steps} steps")
 
     schedule = optim.warmup_cosine_schedule(
@@ -312,7 +321,7 @@ def _train(args, out_dir: str) -> dict:
     settings = ("seed", "steps", "batch_size", "context", "dim", "heads", "layers", "lr")
     ckpt = TrainingState(
         out_dir,
-        "char_transformer",
+        name,
         {**{k: getattr(args, k) for k in settings}, "max_chars": args.max_chars},
     )
     state = {
@@ -382,7 +391,13 @@ def _train(args, out_dir: str) -> dict:
             f"continue with --resume --out {out_dir}" if args.out else "pass --out DIR to resume"
         )
         print(f"stopped after step {done} of {args.steps}; {where}")
-        return {"losses": losses, "params": params, "step": done, "stopped": True}
+        return {
+            "losses": losses,
+            "params": params,
+            "step": done,
+            "stopped": True,
+            "interrupted": interrupt.requested,
+        }
 
     val = evaluate(model, params, valid_data, args.context, args.eval_windows)
     evals.append((args.steps, val))
@@ -403,7 +418,7 @@ def _train(args, out_dir: str) -> dict:
     print("sample:")
     print(prompt + "".join(chars[i] for i in out))
 
-    path = os.path.join(out_dir, "char_transformer.safetensors")
+    path = os.path.join(out_dir, f"{name}.safetensors")
     io.save(path, {"params": params, "chars": "".join(chars)})
     print(f"checkpoint: {path}" + ("" if args.out else " (temporary; keep it with --out DIR)"))
     if args.plot:
@@ -469,13 +484,17 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
+    """Run the script; the exit status: 0, 2 when ``--resume`` cannot continue, 130 after
+    Ctrl-C (the training state saved, see :class:`stop_on_interrupt`)."""
     args = parse_args(argv)
     try:
-        train(args)
+        result = train(args)
     except ResumeError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return 0
+    except KeyboardInterrupt:  # a second Ctrl-C, or one outside the training loop
+        return interrupted(args)
+    return INTERRUPTED if result.get("interrupted") else 0
 
 
 if __name__ == "__main__":

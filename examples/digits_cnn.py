@@ -36,6 +36,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (  # noqa: E402
+    INTERRUPTED,
     ResumeError,
     TrainingState,
     add_run_args,
@@ -44,6 +45,7 @@ from _common import (  # noqa: E402
     check_run_args,
     digits_split,
     distributed,
+    interrupted,
     lead_print,
     output_dir,
     plot_curves,
@@ -114,11 +116,12 @@ def train(args) -> dict:
     """Train, evaluate, checkpoint; ``--resume`` continues a run saved in ``--out``.
 
     Returns ``{"accuracy", "reloaded_accuracy", "losses", "lrs", "params", "step",
-    "stopped"}``; a run that stops early (``--stop-after``, Ctrl-C) has no accuracies, nor do
-    the ranks other than 0 of a ``--distributed`` run.
+    "stopped"}``; a run that stops early (``--stop-after``, Ctrl-C) has no accuracies and
+    says in ``"interrupted"`` whether Ctrl-C stopped it; the ranks other than 0 of a
+    ``--distributed`` run have no accuracies either.
     """
     dist = distributed(args)  # None in one process
-    with blas_threads(args.threads, dist), output_dir(args.out, "tapegrad-digits-") as out:
+    with blas_threads(args.threads), output_dir(args.out, "tapegrad-digits-") as out:
         return _train(args, out, dist)
 
 
@@ -188,6 +191,7 @@ def _train(args, out: str, dist) -> dict:
 
     t0 = time.perf_counter()
     data_epoch = None
+    stopping = False
     with (
         tqdm(
             total=total,
@@ -237,7 +241,7 @@ def _train(args, out: str, dist) -> dict:
     if done < total:
         where = f"continue with --resume --out {out}" if args.out else "pass --out DIR to resume"
         say(f"stopped after step {done} of {total}; {where}")
-        return {**result, "stopped": True}
+        return {**result, "stopped": True, "interrupted": stopping}
     if not lead:
         return {**result, "stopped": False}
 
@@ -305,14 +309,18 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
+    """Run the script; the exit status: 0, 2 when ``--resume`` cannot continue, 130 after
+    Ctrl-C (the training state saved, see :class:`stop_on_interrupt`)."""
     args = parse_args(argv)
     try:
-        train(args)
+        result = train(args)
     except ResumeError as e:
         if e.report:  # in a --distributed run, every rank raises it and rank 0 says why
             print(f"error: {e}", file=sys.stderr)
         return 2
-    return 0
+    except KeyboardInterrupt:  # a second Ctrl-C, or one outside the training loop
+        return interrupted(args)
+    return INTERRUPTED if result.get("interrupted") else 0
 
 
 if __name__ == "__main__":

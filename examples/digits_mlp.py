@@ -34,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (  # noqa: E402
+    INTERRUPTED,
     ResumeError,
     TrainingState,
     add_run_args,
@@ -42,6 +43,7 @@ from _common import (  # noqa: E402
     check_run_args,
     digits_split,
     distributed,
+    interrupted,
     lead_print,
     output_dir,
     plot_curves,
@@ -95,11 +97,12 @@ def train(args) -> dict:
     """Train, evaluate, checkpoint; ``--resume`` continues a run saved in ``--out``.
 
     Returns ``{"accuracy", "reloaded_accuracy", "losses", "params", "step", "stopped"}``;
-    a run that stops early (``--stop-after``, Ctrl-C) has no accuracies, nor do the ranks
-    other than 0 of a ``--distributed`` run.
+    a run that stops early (``--stop-after``, Ctrl-C) has no accuracies and says in
+    ``"interrupted"`` whether Ctrl-C stopped it; the ranks other than 0 of a ``--distributed``
+    run have no accuracies either.
     """
     dist = distributed(args)  # None in one process
-    with blas_threads(args.threads, dist), output_dir(args.out, "tapegrad-digits-") as out:
+    with blas_threads(args.threads), output_dir(args.out, "tapegrad-digits-") as out:
         return _train(args, out, dist)
 
 
@@ -161,6 +164,7 @@ def _train(args, out: str, dist) -> dict:
 
     t0 = time.perf_counter()
     perm_epoch = None
+    stopping = False
     with (
         tqdm(
             total=total,
@@ -202,7 +206,13 @@ def _train(args, out: str, dist) -> dict:
     if done < total:
         where = f"continue with --resume --out {out}" if args.out else "pass --out DIR to resume"
         say(f"stopped after step {done} of {total}; {where}")
-        return {"losses": losses, "params": params, "step": done, "stopped": True}
+        return {
+            "losses": losses,
+            "params": params,
+            "step": done,
+            "stopped": True,
+            "interrupted": stopping,
+        }
     if not lead:
         return {"losses": losses, "params": params, "step": done, "stopped": False}
 
@@ -262,14 +272,18 @@ def parse_args(argv=None):
 
 
 def main(argv=None) -> int:
+    """Run the script; the exit status: 0, 2 when ``--resume`` cannot continue, 130 after
+    Ctrl-C (the training state saved, see :class:`stop_on_interrupt`)."""
     args = parse_args(argv)
     try:
-        train(args)
+        result = train(args)
     except ResumeError as e:
         if e.report:  # in a --distributed run, every rank raises it and rank 0 says why
             print(f"error: {e}", file=sys.stderr)
         return 2
-    return 0
+    except KeyboardInterrupt:  # a second Ctrl-C, or one outside the training loop
+        return interrupted(args)
+    return INTERRUPTED if result.get("interrupted") else 0
 
 
 if __name__ == "__main__":

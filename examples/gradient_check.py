@@ -29,7 +29,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import plot_curves  # noqa: E402
+from _common import interrupted, plot_curves, stop_on_interrupt  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
 import tapegrad.numpy as tnp  # noqa: E402
@@ -135,8 +135,13 @@ def check_examples() -> None:
         raise SystemExit("BadLogCosh passed the order-2 check: the check is not doing its job")
 
 
-def property_test(max_examples: int) -> int:
-    """Run a hypothesis property test of LogCosh programmatically; returns examples tried."""
+def property_test(max_examples: int, interrupt=None) -> int:
+    """Run a hypothesis property test of LogCosh programmatically; returns examples tried.
+
+    ``interrupt`` (a ``stop_on_interrupt``): after Ctrl-C the next example raises
+    ``KeyboardInterrupt``, from the test itself (Ctrl-C's own ``KeyboardInterrupt`` can land in
+    hypothesis's garbage-collector callback, which Python ignores).
+    """
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
@@ -151,6 +156,8 @@ def property_test(max_examples: int) -> int:
         dtype=st.sampled_from([np.float32, np.float64]),
     )
     def logcosh_matches_numpy_and_finite_differences(data, shape, dtype):
+        if interrupt is not None and interrupt.requested:
+            raise KeyboardInterrupt
         x = data.draw(tst.arrays(shape, dtype, tst.floats_in(-20.0, 20.0, width=32)))
         y = logcosh(x)
         assert y.shape == x.shape and y.dtype == x.dtype
@@ -194,11 +201,21 @@ def main(argv=None) -> int:
         "--plot", default=None, metavar="PATH", help="write the finite-difference error curve"
     )
     args = p.parse_args(argv)
-    n = min(args.examples, 25) if args.quick else args.examples
+    try:
+        return run(args)
+    except KeyboardInterrupt:  # Ctrl-C: the shell's status for SIGINT, no traceback
+        return interrupted(args)
 
+
+def run(args) -> int:
+    """The checks of :func:`main`; returns its exit status."""
+    n = min(args.examples, 25) if args.quick else args.examples
     t0 = time.perf_counter()
-    check_examples()
-    tried = property_test(n)
+    with stop_on_interrupt(verbose=False) as interrupt:  # Ctrl-C: stop before the next check
+        check_examples()
+        tried = property_test(0 if interrupt.requested else n, interrupt)
+    if interrupt.requested:
+        raise KeyboardInterrupt
     print(f"hypothesis: {tried} drawn examples passed (shapes, float32/float64, orders 1-2)")
     if args.plot:
         eps = np.logspace(-12, -1, 45)

@@ -1067,6 +1067,7 @@ def _(cls):
 
 
 # nn.functional primitives
+from tapegrad.nn import _losses as _closs  # noqa: E402
 from tapegrad.nn import functional as F  # noqa: E402
 from tapegrad.ops import nn as nn_ops  # noqa: E402  (their home)
 
@@ -1133,12 +1134,18 @@ CONV_GRID = [
     dict(),
     dict(stride=(2, 1), padding=(1, 0, 0, 1)),
     dict(dilation=(1, 2), groups=2),
+    # one and three spatial axes (conv1d/conv3d and the transposed convolutions)
+    dict(stride=(2,), padding=(1, 0), dilation=(2,)),
+    dict(stride=(1, 2, 1), padding=(0, 1, 1, 0, 0, 0), dilation=(1, 1, 2), groups=2),
 ]
 
 
 def _conv_shapes(p):
     groups = p.get("groups", 1)
-    return (2, 2 * groups, 5, 6), (2 * groups, 2, 2, 3)
+    nd = len(p.get("stride", (1, 1)))
+    spatial = {1: (7,), 2: (5, 6), 3: (3, 4, 5)}[nd]
+    kernel = {1: (3,), 2: (2, 3), 3: (2, 2, 2)}[nd]
+    return (2, 2 * groups) + spatial, (2 * groups, 2) + kernel
 
 
 @spec(F.Conv2d)
@@ -1148,7 +1155,7 @@ def _(cls):
         xs, ws = _conv_shapes(p)
         cases.append(Case(arrays((xs, U()), (ws, U()), ((ws[0],), U())), p, label=str(p),
                           checks=FIRST_ORDER))
-    return pick(cases, (0, 1, 2))
+    return pick(cases, (0, 1, 2, 3, 4))
 
 
 def _conv_out(xs, ws, p):
@@ -1162,7 +1169,7 @@ def _(cls):
         xs, ws = _conv_shapes(p)
         cases.append(Case(arrays((_conv_out(xs, ws, p), U()), (ws, U())),
                           {"in_hw": xs[2:], **p}, label=str(p), checks=FIRST_ORDER))
-    return pick(cases, (0, 1, 2))
+    return pick(cases, (0, 1, 2, 3, 4))
 
 
 @spec(F.Conv2dWeightGrad)
@@ -1172,21 +1179,29 @@ def _(cls):
         xs, ws = _conv_shapes(p)
         cases.append(Case(arrays((xs, U()), (_conv_out(xs, ws, p), U())),
                           {"kernel": ws[2:], **p}, label=str(p), checks=FIRST_ORDER))
-    return pick(cases, (0, 1, 2))
+    return pick(cases, (0, 1, 2, 3, 4))
 
 
 POOL_GRID = [dict(kernel=(2, 2), stride=(2, 2)),
-             dict(kernel=(3, 2), stride=(1, 2), padding=(1, 1, 0, 1))]
+             dict(kernel=(3, 2), stride=(1, 2), padding=(1, 1, 0, 1)),
+             # one and three spatial axes, dilation, ceil_mode's longer end padding
+             dict(kernel=(3,), stride=(2,), padding=(1, 2), dilation=(2,)),
+             dict(kernel=(2, 3, 2), stride=(1, 2, 2), padding=(0, 1, 1, 1, 0, 0),
+                  dilation=(2, 1, 1))]
+
+
+def _pool_shape(p):
+    return {1: (2, 3, 7), 2: (2, 3, 5, 4), 3: (2, 2, 4, 4, 3)}[len(p["kernel"])]
 
 
 @spec(F.MaxPool2d)
 def _(cls):
-    return [Case(arrays(((2, 3, 5, 4), U())), p, label=str(p)) for p in POOL_GRID]
+    return [Case(arrays((_pool_shape(p), U())), p, label=str(p)) for p in POOL_GRID]
 
 
 def _pool_args(p):
     def make(rng):
-        x = rng.uniform(-1, 1, (2, 3, 5, 4))
+        x = rng.uniform(-1, 1, _pool_shape(p))
         out = F.MaxPool2d.apply(tg.Tensor(x), **p).numpy()
         return (rng.standard_normal(out.shape), x, out)
 
@@ -1232,6 +1247,28 @@ def _(cls):
         Case(arrays(((3, 4), U()), ((2, 5, 4), U()), ((5, 2), U()), ((5,), U()), None),
              label="broadcast"),
     ], (0, 1, 2))
+
+
+def _ctc_args(n_frames=(4, 6), blanks_first=False):
+    """``make`` for :class:`CTCLoss`: log-probabilities ``(T=6, N=2, C=3)``, padded targets
+    ``(2, 2)`` with labels in ``[1, 3)``, lengths drawn so that every alignment exists
+    (``n_frames``: the range of input lengths; a short one may leave a target unalignable)."""
+
+    def make(rng):
+        tl = rng.integers(0, 3, 2)
+        tl[0] = 2
+        il = rng.integers(n_frames[0], n_frames[1] + 1, 2)
+        return (rng.standard_normal((6, 2, 3)), rng.integers(1, 3, (2, 2)), il, tl)
+
+    return make
+
+
+@spec(_closs.CTCLoss)
+def _(cls):
+    return pick([
+        Case(_ctc_args(), {"blank": 0}, label="feasible"),
+        Case(_ctc_args((1, 6)), {"blank": 0, "zero_infinity": True}, label="zero_infinity"),
+    ], (0, 1))
 
 
 # checkpoint, custom rules, ODE integration: through their public entry points
@@ -1302,6 +1339,69 @@ def _(cls):
     # the rule as one primitive appears where a transform records the backward: vmap of grad
     return [Case(arrays(((3, 4), U()),), fn=lambda x: tg.grad(
         lambda v: tnp.sum(_OnceCube.apply(v)))(x), checks=("vmap",), label="cube")]
+
+
+from tapegrad import custom_rules as cj  # noqa: E402
+from tapegrad import debug as dbg  # noqa: E402
+from tapegrad import implicit as im  # noqa: E402
+
+
+@cj.custom_jvp
+def _softplus_times(x, y):
+    return tnp.log1p(tnp.exp(x)) * y
+
+
+@_softplus_times.defjvp
+def _softplus_times_jvp(primals, tangents):
+    (x, y), (xt, yt) = primals, tangents
+    return _softplus_times(x, y), xt * y / (1.0 + tnp.exp(-x)) + tnp.log1p(tnp.exp(x)) * yt
+
+
+@spec(cj.RuleFunction)
+def _(cls):  # the primitive of a custom_jvp function (made per function, at run time)
+    return [Case(arrays(((3, 4), U()), ((4,), U())), fn=_softplus_times, label="softplus * y")]
+
+
+def _newton(f, x):
+    for _ in range(40):
+        x = x - f(x) / tg.grad(lambda v: tnp.sum(f(v)))(x)
+    return x
+
+
+def _cubic_roots(theta):  # x^3 + theta x - 1 = 0, elementwise
+    return tg.custom_root(lambda x: x**3 + theta * x - 1.0, tnp.ones_like(theta), _newton,
+                          lambda g, y: y / g(tnp.ones_like(y)))
+
+
+@spec(im.CustomRoot)
+def _(cls):
+    return [Case(arrays(((3,), U(0.5, 2.0)),), fn=_cubic_roots, label="newton")]
+
+
+def _dense(matvec, b):
+    return tnp.linalg.solve(tg.jacfwd(matvec)(b), b)
+
+
+def _solve_with(a, b):
+    return tg.custom_linear_solve(lambda v: a @ v, b, _dense, _dense)
+
+
+@spec(im.CustomLinearSolve)
+def _(cls):
+    def make(rng):
+        return (rng.uniform(-1, 1, (3, 3)) + 3 * np.eye(3), rng.uniform(-1, 1, (3,)))
+
+    return [Case(make, fn=_solve_with, label="dense")]
+
+
+def _printed_twice(x):
+    dbg.callback(lambda v: None, x)
+    return x * 2.0
+
+
+@spec(dbg.DebugCallback)
+def _(cls):  # no outputs: what it is checked for is leaving the computation unchanged
+    return [Case(arrays(((3,), U()),), fn=_printed_twice, label="identity computation")]
 
 
 # scipy (the host-computed linear algebra is slow: 2 x 2 matrices in the fast profile)
@@ -1554,3 +1654,40 @@ def test_reductions_on_drawn_shapes_and_axes(cls, data):
         raises = ValueError
     check_rule(cls, x, params, examples=[x, make(rng)], raises=raises,
                checks=("vmap", "jacfwd", "jacrev", "jvp_vjp", "hessian", "vmap_grad"))
+
+
+# -- forward mode: only a piecewise-constant operand moves -----------------------------------
+def test_a_moving_piecewise_constant_operand_alone_gives_a_zero_tangent():
+    """Forward mode calls an op's rule with ``None`` (a zero tangent) for an input traced at its
+    level that does not move, such as ``sign(x)`` (a differentiable input of ``MinMaxGrad``
+    when the maximum of ``abs(x)`` is differentiated twice in forward mode), whenever another
+    input moves; when only operands in ``nondiff_argnums`` move (the output is piecewise
+    constant in them), the output's tangent is zero. Checked for every primitive with such
+    operands, on its first case, with each differentiable input traced but standing still."""
+    checked = []
+    for cls in PRIMITIVES:
+        if not getattr(cls, "nondiff_argnums", ()) or isinstance(SPECS.get(cls), Abstract):
+            continue
+        case = _cases(cls)[0]
+        args = case.make(np.random.default_rng(0))
+        moving = [i for i in cls.nondiff_argnums
+                  if isinstance(args[i], np.ndarray) and args[i].dtype.kind == "f"]
+        if not moving:
+            continue
+        fn = cls.apply if case.fn is None else case.fn
+        params = case.params if case.fn is None else {}
+
+        def f(*xs, args=args, moving=moving, fn=fn, params=params):
+            still = 0.0 * tnp.sign(tnp.sum(xs[0]))  # traced here, with no tangent
+            a = [(tg.Tensor(v) + still if v.dtype.kind == "f" else tg.Tensor(v))
+                 if isinstance(v, np.ndarray) else v for v in args]
+            for i, x in zip(moving, xs):
+                a[i] = x
+            out = fn(*a, **params)
+            return out[0] if isinstance(out, tuple) else out
+
+        primals = tuple(tg.Tensor(args[i]) for i in moving)
+        _, tangent = tg.jvp(f, primals, tuple(tg.Tensor(np.ones_like(args[i])) for i in moving))
+        assert not np.any(tangent.numpy()), qualname(cls)
+        checked.append(cls)
+    assert ew.MinMaxGrad in checked and rd.ExtremumGrad in checked

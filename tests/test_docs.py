@@ -121,14 +121,23 @@ BLOCKS = _python_blocks(FENCE_ERRORS)
 RUN = [b for b in BLOCKS if not b.skipped]
 
 
-def _run(block: Block) -> subprocess.CompletedProcess:
+@dataclass(frozen=True)
+class Run:
+    proc: subprocess.CompletedProcess
+    left_in_tmp: list  # what the block left in its temporary-files directory (TMPDIR)
+
+
+def _run(block: Block) -> Run:
     with tempfile.TemporaryDirectory(prefix="tapegrad-doc-") as cwd:
         # Padding with blank lines makes traceback line numbers those of the Markdown file.
         script = pathlib.Path(cwd) / (pathlib.Path(block.path).name + ".py")
         script.write_text("\n" * (block.line - 1) + block.code)
-        # TMPDIR: files a block writes with tempfile go away with its directory.
-        env = {**os.environ, "MPLBACKEND": "Agg", "TMPDIR": cwd}
-        return subprocess.run(
+        # TMPDIR: the block's temporary files go to a directory of their own, which must be
+        # empty again at the end (a user running the block keeps no leftover in /tmp).
+        tmp = pathlib.Path(cwd) / "tmp"
+        tmp.mkdir()
+        env = {**os.environ, "MPLBACKEND": "Agg", "TMPDIR": str(tmp)}
+        proc = subprocess.run(
             [sys.executable, "-W", "error", str(script)],
             cwd=cwd,
             env=env,
@@ -136,6 +145,7 @@ def _run(block: Block) -> subprocess.CompletedProcess:
             text=True,
             timeout=TIMEOUT_S,
         )
+        return Run(proc, sorted(p.name for p in tmp.iterdir()))
 
 
 @pytest.fixture(scope="session")
@@ -154,10 +164,15 @@ def snippet_runs(request):
 
 @pytest.mark.parametrize("block", RUN, ids=lambda b: b.id)
 def test_python_block_runs_alone(block, snippet_runs):
-    res = snippet_runs[block.id]
+    run = snippet_runs[block.id]
+    res = run.proc
     assert res.returncode == 0, (
         f"{block.id}: the block failed when run alone (exit {res.returncode})\n"
         f"--- stderr ---\n{res.stderr[-4000:]}\n--- code ---\n{block.code}"
+    )
+    assert not run.left_in_tmp, (
+        f"{block.id}: the block leaves {run.left_in_tmp} in the temporary directory; use "
+        "`with tempfile.TemporaryDirectory() as folder:` (removed at the end of the block)"
     )
 
 
@@ -199,9 +214,18 @@ def test_extract_blocks_languages_markers_and_lines():
 
 def test_a_failing_block_is_reported_with_its_markdown_line(tmp_path):
     block = Block("docs/page.md", 7, "python", "import numpy\nnot_defined\n", False)
-    res = _run(block)
+    res = _run(block).proc
     assert res.returncode != 0
     assert 'page.md.py", line 8' in res.stderr and "NameError" in res.stderr
+
+
+def test_a_block_leaving_a_temporary_folder_is_caught():
+    code = "import tempfile\nprint(tempfile.mkdtemp())\n"
+    run = _run(Block("docs/page.md", 1, "python", code, False))
+    assert run.proc.returncode == 0 and len(run.left_in_tmp) == 1
+    code = "import tempfile\nwith tempfile.TemporaryDirectory() as d:\n    print(d)\n"
+    run = _run(Block("docs/page.md", 1, "python", code, False))
+    assert run.proc.returncode == 0 and run.left_in_tmp == []
 
 
 def test_every_docs_page_is_in_the_site_navigation():
@@ -221,13 +245,20 @@ def _modules():
 
 
 @pytest.mark.parametrize("name", _modules())
-def test_docstring_examples(name):
+def test_docstring_examples(name, tmp_path, monkeypatch):
+    """Every ``>>>`` example passes and leaves nothing in the temporary directory."""
     mod = importlib.import_module(name)
     finder = doctest.DocTestFinder(exclude_empty=True)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where tempfile puts its files
     for test in finder.find(mod, name, module=mod):
         runner.run(test)
     assert runner.failures == 0, f"{runner.failures} docstring example(s) failed in {name}"
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert not left, (
+        f"docstring examples of {name} leave {left} in the temporary directory; use "
+        "`with tempfile.TemporaryDirectory() as folder:`"
+    )
 
 
 # Development-process wording that means nothing to a reader of the docs or the API reference.
@@ -268,3 +299,119 @@ def test_docstrings_speak_to_users(name):
         if lines:
             found[test.name] = lines
     assert not found, f"development-process wording in docstrings of {name}: {found}"
+
+
+def _extras() -> set:
+    import tomllib
+
+    return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+               ["optional-dependencies"])  # fmt: skip
+
+
+def test_install_lines_work_from_a_clone():
+    """tapegrad is installed from a clone of the repository (``pip install -e ".[extra]"``):
+    no install line asks PyPI for a ``tapegrad`` package, and every extra named exists."""
+    extras = _extras()
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+    sources = [*pages, *sorted((ROOT / "src").rglob("*.py")), *sorted(ROOT.glob("examples/*.py"))]
+    bad = []
+    for path in sources:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            where = f"{path.relative_to(ROOT)}:{n}"
+            code = line.split("#")[0]  # (a comment may name the package)
+            if re.search(r"pip install .*(?<![\w/.-])[\"']?tapegrad(\[|[\"']|\s|$)", code) or (
+                re.search(r"\btapegrad\[", line)
+            ):
+                bad.append(f"{where}: installs tapegrad by name: {line.strip()}")
+            for group in re.findall(r"pip install -e \\?[\"']?\.\[([^\]]*)\]", line):
+                unknown = set(group.split(",")) - extras
+                if unknown:
+                    bad.append(f"{where}: unknown extras {sorted(unknown)}: {line.strip()}")
+    assert not bad, "\n".join(bad)
+
+
+_SECTION = re.compile(r"^(\s*)(Args|Arguments|Attributes|Parameters|Keyword Args|States):\s*$")
+_NEXT_ENTRY = re.compile(r"[.;]\s+(\*{0,2}[A-Za-z_]\w*(?:,\s*[A-Za-z_]\w*)*):\s")
+
+
+def crowded_entries(doc: str, names: set) -> list[str]:
+    """Lines of ``doc``'s Args/Attributes sections that hold a second entry (``x: ... . y:
+    ...``, with ``y`` one of ``names``): rendered as one table row with the other's text."""
+    out, indent, entry = [], None, None
+    for line in doc.splitlines():
+        m = _SECTION.match(line)
+        if m:
+            indent, entry = len(m.group(1)), None
+            continue
+        if indent is None or not line.strip():
+            continue
+        cur = len(line) - len(line.lstrip())
+        if cur <= indent:
+            indent = None
+            continue
+        if entry is None:
+            entry = cur
+        if cur == entry or cur > entry:  # an entry or its continuation
+            for group in _NEXT_ENTRY.findall(line):
+                if {n.strip().lstrip("*") for n in group.split(",")} & names:
+                    out.append(line.strip())
+    return out
+
+
+def test_crowded_entries_are_recognised():
+    doc = "Summary.\n\n    Args:\n        a: First. b: Second.\n        c: Uses x. Default: 1.\n"
+    assert crowded_entries(doc, {"a", "b", "c"}) == ["a: First. b: Second."]
+    assert crowded_entries(doc, {"a", "c"}) == []
+
+
+def _documented_objects():
+    import inspect
+
+    seen = set()
+    for name in _modules():
+        mod = importlib.import_module(name)
+        for obj in [mod, *vars(mod).values()]:
+            if id(obj) in seen or not (inspect.isclass(obj) or inspect.isroutine(obj)
+                                       or inspect.ismodule(obj)):  # fmt: skip
+                continue
+            if (getattr(obj, "__module__", None) or "").split(".")[0] != "tapegrad" and (
+                obj is not mod
+            ):
+                continue
+            seen.add(id(obj))
+            yield obj
+            if inspect.isclass(obj):
+                for member in vars(obj).values():
+                    member = getattr(member, "__func__", member)
+                    if inspect.isroutine(member) and id(member) not in seen:
+                        seen.add(id(member))
+                        yield member
+
+
+def test_docstring_sections_have_one_entry_per_line():
+    """The API reference renders Args and Attributes as tables, one row per entry: two
+    entries on one line (``shape: ... dtype: ...``) would be one row holding both."""
+    import inspect
+
+    found = {}
+    for obj in _documented_objects():
+        doc = inspect.getdoc(obj) or ""
+        names = set()
+        target = obj.__init__ if inspect.isclass(obj) else obj
+        try:
+            names |= set(inspect.signature(target).parameters)
+        except (TypeError, ValueError):
+            pass
+        if inspect.isclass(obj):
+            names |= {n for n in dir(obj) if not n.startswith("__")}
+            names |= set(getattr(obj, "__annotations__", {}))
+            try:  # instance attributes, set in its methods
+                names |= set(re.findall(r"self\.(\w+)\s*=", inspect.getsource(obj)))
+            except (OSError, TypeError):
+                pass
+        bad = crowded_entries(doc, names)
+        if bad:
+            found[getattr(obj, "__qualname__", repr(obj))] = bad
+    assert not found, "one entry per line in Args/Attributes sections:\n" + "\n".join(
+        f"{k}: {v}" for k, v in sorted(found.items())
+    )

@@ -390,7 +390,7 @@ def test_every_primitive_declares_what_jit_and_memory_assume_in_one_traits_recor
     each declares one :class:`~tapegrad.function.Traits` record (or inherits the default)."""
     from tapegrad.function import Traits
 
-    loose = ("ufunc", "into", "fresh", "view", "permutation", "transposed")
+    loose = ("ufunc", "into", "fresh", "view", "permutation", "transposed", "effect")
     bad = [f"{c.__module__}.{c.__qualname__}.{a}" for c in _all_functions() for a in loose
            if any(a in k.__dict__ for k in c.__mro__ if k is not object)]
     assert not bad, bad

@@ -212,7 +212,7 @@ def test_training_step_keeps_everything_on_the_gpu():
     opt_state = tx.init(params)
 
     def loss_fn(p):
-        return F.cross_entropy(nn.functional_call(model, p, x), y)
+        return F.cross_entropy(nn.functional_call(model, p, x)[0], y)
 
     first = None
     for _ in range(20):

@@ -5,12 +5,14 @@ imports count as much as module-level ones) only modules of its own layer or of 
 before it, and the modules import each other in no circle, whatever their layers. There is no
 list of exceptions. The layers, from the bottom:
 
-- the engine core, in the order it is built: the base utilities; the Tensor record; the
+- the engine core, in the order it is built: the base utilities (and the profiler); the
+  Tensor record and pytrees; the
   Function contract and the one seam that runs a primitive; the recorder (trace) and weak
   numbers; the compiled program, the memory model and the safetensors codec; tape files; the
   frozen Tape;
 - ``ops``: every primitive, its rules and traits (a rule never calls a transform);
-- the transforms (reverse and forward mode, vmap, jit, checkpoint, custom rules);
+- the transforms (reverse and forward mode, vmap, jit, checkpoint, custom rules, implicit
+  differentiation, linear transposition, debug callbacks, filtered transforms);
 - the NumPy layer (``tapegrad.numpy`` with ``.at``, the array API namespace, NumPy's protocols,
   and :mod:`tapegrad.methods`, the one module that attaches Tensor's methods);
 - ``scipy``; ``random`` (keys and samplers, written with the NumPy and SciPy layers);
@@ -27,9 +29,9 @@ import pathlib
 SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "tapegrad"
 
 LAYERS = [
-    ("base", ["tapegrad.backend", "tapegrad.lazy", "tapegrad.tree", "tapegrad._keywords",
-              "tapegrad.log"]),
-    ("tensor", ["tapegrad.tensor"]),
+    ("base", ["tapegrad.backend", "tapegrad.lazy", "tapegrad._keywords", "tapegrad.log",
+              "tapegrad.profiler"]),
+    ("tensor", ["tapegrad.tensor", "tapegrad.tree"]),
     ("function", ["tapegrad.function"]),
     ("trace", ["tapegrad.trace", "tapegrad.weak"]),
     ("program", ["tapegrad.program", "tapegrad.memory", "tapegrad.io"]),
@@ -37,7 +39,9 @@ LAYERS = [
     ("tape", ["tapegrad.tape"]),
     ("ops", ["tapegrad.ops", "tapegrad.ops.*"]),
     ("transforms", ["tapegrad.transforms", "tapegrad.vmap", "tapegrad.forward", "tapegrad.jit",
-                    "tapegrad.checkpoint", "tapegrad.custom"]),
+                    "tapegrad.checkpoint", "tapegrad.custom", "tapegrad.custom_rules",
+                    "tapegrad.implicit", "tapegrad.transpose", "tapegrad.debug",
+                    "tapegrad.filtered"]),
     ("numpy", ["tapegrad.at", "tapegrad.numpy", "tapegrad.numpy.*", "tapegrad.array_api",
                "tapegrad.interop", "tapegrad.methods"]),
     ("scipy", ["tapegrad.scipy", "tapegrad.scipy.*"]),

@@ -1,3 +1,5 @@
+import shutil
+import sys
 import threading
 
 import numpy as np
@@ -156,12 +158,57 @@ def test_nondifferentiable_values_are_replayed_not_frozen():
     np.testing.assert_allclose(tape.replay(f64([-1.0, 2.0])).numpy(), 2.0)
 
 
-def test_draw_returns_a_graphviz_graph():
+def _fake_dot(folder, monkeypatch, works=True):
+    """A ``dot`` program on an otherwise empty PATH (one that fails when ``works`` is False)."""
+    dot = folder / "dot"
+    dot.write_text("#!/bin/sh\nexit 0\n" if works else "#!/bin/sh\nexit 127\n")
+    dot.chmod(0o755)
+    monkeypatch.setenv("PATH", str(folder))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for dot")
+def test_draw_returns_a_graphviz_graph(tmp_path, monkeypatch):
     graphviz = pytest.importorskip("graphviz")
+    _fake_dot(tmp_path, monkeypatch)
     _, tape = tg.trace(f)(f64(np.ones((2, 3))), f64(np.ones((3, 2))))
     g = tape.draw()
     assert isinstance(g, graphviz.Source)
     assert "matmul" in g.source and "tanh" in g.source
+
+
+def test_draw_without_graphviz_s_dot_program_says_how_to_install_it(tmp_path, monkeypatch):
+    pytest.importorskip("graphviz")
+    _, tape = tg.trace(f)(f64(np.ones((2, 3))), f64(np.ones((3, 2))))
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH without dot
+    for call in (lambda: tape.draw(), lambda: tape.draw(str(tmp_path / "tape"), "png")):
+        with pytest.raises(RuntimeError, match="Tape.draw: Graphviz's dot program") as info:
+            call()
+        text = str(info.value)
+        for how in ("apt-get install graphviz", "brew install graphviz",
+                    "conda install -c conda-forge graphviz", "to_dot()"):  # fmt: skip
+            assert how in text, how
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands in for dot")
+def test_draw_says_how_to_install_dot_when_rendering_cannot_run_it(tmp_path, monkeypatch):
+    graphviz = pytest.importorskip("graphviz")
+    _, tape = tg.trace(f)(f64(np.ones((2, 3))), f64(np.ones((3, 2))))
+    _fake_dot(tmp_path, monkeypatch, works=False)
+
+    def not_found(*args, **kwargs):  # what graphviz raises when it cannot start dot
+        raise graphviz.ExecutableNotFound(["dot"])
+
+    monkeypatch.setattr(graphviz.Source, "render", not_found)
+    with pytest.raises(RuntimeError, match="brew install graphviz"):
+        tape.draw(str(tmp_path / "tape"), "svg")
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="needs Graphviz's dot program")
+def test_draw_renders_a_file_with_graphviz(tmp_path):
+    pytest.importorskip("graphviz")
+    _, tape = tg.trace(f)(f64(np.ones((2, 3))), f64(np.ones((3, 2))))
+    path = tape.draw(str(tmp_path / "tape"), "svg")
+    assert path.endswith(".svg") and "<svg" in open(path).read()
 
 
 def test_to_dot_needs_no_graphviz():

@@ -66,8 +66,9 @@ def get_backend(device: str = "cpu") -> Any:
     cp = _load_cupy()
     if cp is None:
         raise RuntimeError(
-            f"device {device!r} needs CuPy and a CUDA GPU; install tapegrad[gpu] "
-            "(cupy-cuda12x) on a machine with an NVIDIA GPU, or use device='cpu'."
+            f"device {device!r} needs CuPy and a CUDA GPU; install CuPy (pip install "
+            "cupy-cuda12x, or pip install -e \".[gpu]\" in a clone of tapegrad) on a machine "
+            "with an NVIDIA GPU, or use device='cpu'."
         )
     return cp
 

@@ -39,7 +39,7 @@ run after ``grad`` has returned concrete gradients, so this only concerns collec
 inside a differentiated function.
 
 mpi4py is optional: ``import tapegrad.distributed`` always works, and :func:`init` explains how
-to install it (``pip install "tapegrad[distributed]"``) when it is missing.
+to install it (``pip install mpi4py mpich``, or the ``distributed`` extra) when it is missing.
 """
 
 from __future__ import annotations
@@ -84,8 +84,9 @@ __all__ = [
 DEFAULT_BUCKET_BYTES = 64 * 2**20
 
 _INSTALL_HINT = (
-    'Install them with  pip install "tapegrad[distributed]"  (mpi4py and the MPICH library '
-    "from PyPI; no system packages needed), or  pip install mpi4py  to use a system MPI."
+    "Install them with  pip install mpi4py mpich  (mpi4py and the MPICH library from PyPI; no "
+    "system packages needed; from a clone of tapegrad,  pip install -e \".[distributed]\"  does "
+    "the same), or  pip install mpi4py  alone to use a system MPI."
 )
 _OPS = ("sum", "mean", "max", "min")
 _GPU_BACKENDS = ("auto", "nccl", "mpi", "host")
@@ -187,7 +188,7 @@ def init(
 
     Raises:
         ImportError: if mpi4py or an MPI library is missing; the message says how to install
-            them (``pip install "tapegrad[distributed]"``).
+            them (``pip install mpi4py mpich``, or the ``distributed`` extra).
         ValueError: on a bad ``bucket_bytes``, ``timeout`` or ``gpu_backend``.
     """
     global _ctx

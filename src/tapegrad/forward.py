@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from tapegrad import profiler as _profiler
 from tapegrad.backend import backend_of
 from tapegrad.function import new_level, transform_scope, unbroadcast
 from tapegrad.tensor import Tensor, const
@@ -40,6 +41,9 @@ from tapegrad.tree import tree_flatten, tree_unflatten
 from tapegrad.vmap import vmap
 
 __all__ = ["jvp", "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "hvp", "JVPTrace"]
+
+
+_PROFILING = _profiler.PROFILING  # nonzero while a tg.profile block is open (in any thread)
 
 
 def _zeros(shape, dtype, like: Tensor) -> Tensor:
@@ -74,7 +78,8 @@ class JVPTrace(Trace):
         avals = self.avals
         in_avals = [_aval(n, c, avals) for n, c in zip(e.in_nodes, e.consts)]
         out_avals = [avals[n] for n in e.out_nodes]
-        outs = op_tangents(e.fn, ctx, ts, in_avals, out_avals, e.nondiff, e.watch)
+        rule = op_tangents if not _PROFILING[0] else _profiler.timed(e.fn, "jvp", op_tangents)
+        outs = rule(e.fn, ctx, ts, in_avals, out_avals, e.nondiff, e.watch)
         nondiff = e.nondiff
         for j, (n, t) in enumerate(zip(e.out_nodes, outs)):
             shape, dtype = out_avals[j]
@@ -509,11 +514,12 @@ def jacrev(
     def jacrev_f(*args, **kwargs):
         _, diff, partial = select_argnums(fun, argnums, args, kwargs, "jacrev")
         try:
-            if holomorphic:  # every selected leaf complex, before running fun
-                d_leaves = tree_flatten(diff)[0]
-                names = [f"primals[{i}]" for i in range(len(diff))]
-                for i, v in enumerate(d_leaves):
-                    as_primal(v, i, diff, names, "jacrev", kinds="c")
+            # every selected leaf floating (complex with holomorphic), before running fun: a
+            # Module's key, which vjp would hold constant, has no row in a Jacobian
+            d_leaves = tree_flatten(diff)[0]
+            names = [f"primals[{i}]" for i in range(len(diff))]
+            for i, v in enumerate(d_leaves):
+                as_primal(v, i, diff, names, "jacrev", kinds="c" if holomorphic else "fc")
             res = vjp(partial, *diff, has_aux=has_aux)
         except TypeError as e:
             if not str(e).startswith("vjp:"):

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from tapegrad import backend as _backend
+from tapegrad import profiler as _profiler
 from tapegrad.lazy import _GLOBAL as _LAZY_GLOBAL
 from tapegrad.lazy import LazyArray, defer, realize_array
 from tapegrad.lazy import _state as _lazy_state
@@ -49,6 +50,7 @@ __all__ = [
 
 _ndarray = np.ndarray
 _new = object.__new__
+_PROFILING = _profiler.PROFILING  # nonzero while a tg.profile block is open (in any thread)
 _levels = itertools.count(1)
 _last_level = [0]
 _level_lock = threading.Lock()
@@ -308,9 +310,12 @@ def as_array(out, xp=np):
     return out
 
 
-def _forward(cls, ctx, arrays, params):
+def _forward(cls, ctx, arrays, params, _timed=False):
     """``cls.forward(ctx, *arrays, **params)``: floating-point warnings off, bad input
-    explained (naming the op and the shapes), results checked inside :func:`debug_nans`."""
+    explained (naming the op and the shapes), results checked inside :func:`debug_nans`,
+    timed inside :func:`tapegrad.profile`."""
+    if _PROFILING[0] and not _timed:  # tg.profile: timed as the op's forward
+        return _profiler.forward_call(cls, _forward, cls, ctx, arrays, params, True)
     st = _state
     try:
         if st.fast:
@@ -570,6 +575,8 @@ class Traits(NamedTuple):
             ``transpose_a``) or ``"dense"`` (the input size per output element: solves,
             factorizations, convolutions); ``"contraction"`` and ``"dense"`` outputs are kept
             first.
+        effect: ``forward`` has an effect beyond its outputs (a debug callback): ``jit`` keeps
+            every such call in its program, in order, never folding, merging or dropping it.
     """
 
     ufunc: str | None = None
@@ -580,6 +587,7 @@ class Traits(NamedTuple):
     transposed: Any = None
     rearranges: bool = False
     cost: str = "elementwise"
+    effect: bool = False
 
 
 class Function:

@@ -32,9 +32,10 @@ Example:
     >>> import tapegrad as tg
     >>> from tapegrad import io
     >>> tree = {"w": tg.Tensor(np.ones((2, 3), np.float32)), "step": 7, "extra": None}
-    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt.safetensors")
-    >>> io.save(path, tree)
-    >>> back = io.load(path, like=tree)
+    >>> with tempfile.TemporaryDirectory() as folder:  # removed with its files
+    ...     path = os.path.join(folder, "ckpt.safetensors")
+    ...     io.save(path, tree)
+    ...     back = io.load(path, like=tree)
     >>> back["step"], back["w"].shape, back["w"].dtype, back["extra"]
     (7, (2, 3), dtype('float32'), None)
 """

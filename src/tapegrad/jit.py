@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tapegrad import backend as _backend
+from tapegrad import profiler as _profiler
 from tapegrad._keywords import strict_keywords
 from tapegrad.function import new_level, transform_scope
 from tapegrad.program import Program, _hashable
@@ -28,6 +29,8 @@ from tapegrad.tree import tree_flatten, tree_map, tree_unflatten
 from tapegrad.weak import WIDE, WeakScalar
 
 __all__ = ["jit", "Program", "implicit_state"]  # Program: re-exported from tapegrad.program
+
+_PROFILING = _profiler.PROFILING  # nonzero while a tg.profile block is open (in any thread)
 
 
 # -- jit -------------------------------------------------------------------------------------
@@ -501,6 +504,8 @@ def jit(
                 cache.entries.move_to_end(lookup)
         for c in list(progs or ()):
             try:
+                if _PROFILING[0]:  # tg.profile: a compiled call is one entry (fused, no op edges)
+                    return _profiler.timed(who, "forward", _run)(c, leaves)
                 return _run(c, leaves)
             except _Stale as e:
                 if e.forever:  # recorded for a structure that is gone: drop it

@@ -82,7 +82,9 @@ class LazyArray:
     """A deferred backend array: ``shape`` and ``dtype`` are known, the values are not yet.
 
     Attributes:
-        shape: Tuple of ints. dtype: NumPy dtype. ndim, size: ints.
+        shape: Tuple of ints.
+        dtype: NumPy dtype.
+        ndim, size: ints.
     """
 
     __slots__ = ("shape", "dtype", "node", "index")

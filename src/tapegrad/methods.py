@@ -2,8 +2,8 @@
 
 Each layer declares the methods its functions provide, beside the functions: the ops layer's
 registry (:data:`tapegrad.ops._registry.METHODS`: arithmetic and comparison operators, ``sum``,
-``reshape``, ...), the NumPy layer's shape and linear-algebra modules (``view``, ``permute``,
-``dot``, ...), functional index updates (``at``) and NumPy's protocols, DLPack and the array API
+``reshape``, ...), the NumPy layer's conversions, shape and linear-algebra modules (``to``,
+``view``, ``permute``, ``dot``, ...), functional index updates (``at``) and NumPy's protocols, DLPack and the array API
 (:data:`tapegrad.interop.METHODS`). This module attaches them all to :class:`~tapegrad.Tensor`
 when ``tapegrad`` is imported, as HIPS autograd's numpy layer attaches its boxes' methods: the
 core defines the Tensor record and never reaches up to the layers that compute with it. Where
@@ -13,14 +13,15 @@ two declare the same name, the later table in :data:`TABLES` wins.
 from __future__ import annotations
 
 from tapegrad import at, interop
-from tapegrad.numpy import _linalg, _shape
+from tapegrad.numpy import _core, _linalg, _shape
 from tapegrad.ops._registry import METHODS as _OP_METHODS
 from tapegrad.tensor import Tensor
 
 __all__ = ["TABLES", "attached"]
 
 #: The method tables, in the order they are attached.
-TABLES = (_OP_METHODS, at.METHODS, _shape.METHODS, _linalg.METHODS, interop.METHODS)
+TABLES = (_OP_METHODS, at.METHODS, _core.METHODS, _shape.METHODS, _linalg.METHODS,
+          interop.METHODS)
 
 
 def attached() -> dict:

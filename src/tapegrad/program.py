@@ -164,7 +164,8 @@ class Program:
                 value_of.get(n, ("v", n)) if n >= 0 else ("c", _const_array(c))
                 for n, c in zip(e.in_nodes, e.consts)
             )
-            if all(kind == "c" for kind, _ in ins):  # constant folding
+            effect = e.fn.traits.effect  # run at every call, as written: never folded or merged
+            if all(kind == "c" for kind, _ in ins) and not effect:  # constant folding
                 try:
                     outs = self._fold(e.fn, e.params, [v for _, v in ins])
                 except (ValueError, GuardError, FloatingPointError, MemoryError):
@@ -180,7 +181,7 @@ class Program:
                 self.folded += 1
                 continue
             key = None
-            if _hashable(tuple(e.params.items())):
+            if not effect and _hashable(tuple(e.params.items())):
                 key = (e.fn, tuple(sorted(e.params.items())),
                        tuple((k, v if k == "v" else id(v)) for k, v in ins))
                 if key in seen:  # common subexpression: the same pure call again
@@ -209,7 +210,7 @@ class Program:
             if type(s) is Guard:
                 needed.add(s.node)
                 live_steps.append(s)
-            elif any(n in needed for n in s.outs):
+            elif any(n in needed for n in s.outs) or s.fn.traits.effect:
                 needed.update(v for k, v in s.ins if k == "v")
                 live_steps.append(s)
         live_steps.reverse()
@@ -410,10 +411,10 @@ class Program:
                         kw += f", **P{j}"
                     if s.out_into is not None:  # the forward writes into the dying buffer
                         kw += f", into={name(s.out_into)}"
-                    call = f"F{j}(C{n_in}(), {', '.join(args)}{kw})"
+                    call = f"F{j}({', '.join([f'C{n_in}()', *args])}{kw})"
                     if len(s.outs) == 1:
                         call = f"({call},)"
-                    lines.append(f"    {outs} = {call}")
+                    lines.append(f"    {outs} = {call}" if s.outs else f"    {call}")
                     for n, (shape, _) in zip(s.outs, s.avals):
                         if shape == ():  # a NumPy scalar from a reduction: a 0-d array
                             lines.append(f"    {name(n)} = _asarray({name(n)})")

@@ -10,6 +10,7 @@ memory is a property of the program (:mod:`tapegrad.memory`).
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 import attrs
@@ -17,6 +18,7 @@ import numpy as np
 
 from tapegrad import export as _export
 from tapegrad import function as _function
+from tapegrad import profiler as _profiler
 from tapegrad.memory import residual_report
 from tapegrad.program import Program
 from tapegrad.tensor import Tensor, const
@@ -35,6 +37,8 @@ from tapegrad.trace import (  # noqa: F401  (TapeEntry, Guard, GuardError, Trace
 from tapegrad.tree import tree_flatten, tree_unflatten
 
 __all__ = ["Tape", "TapeEntry", "Guard", "GuardError", "freeze"]
+
+_PROFILING = _profiler.PROFILING  # nonzero while a tg.profile block is open (in any thread)
 
 
 def _node_name(n: int) -> str:
@@ -196,7 +200,9 @@ class Tape:
         if prog is None:  # compiled once (tapegrad.jit.Program), then run on every replay
             prog = Program(self)
             object.__setattr__(self, "_prog", prog)
-        outs = prog(arrays)
+        # tg.profile: the compiled program is one entry, like a jitted call
+        outs = prog(arrays) if not _PROFILING[0] else _profiler.timed("replay", "forward",
+                                                                      prog)(arrays)
         results = [o if isinstance(o, Tensor) else const(o) for o in outs]
         return tree_unflatten(self.out_treedef, results)
 
@@ -333,8 +339,9 @@ class Tape:
     def draw(self, filename: str | None = None, format: str = "svg"):
         """A Graphviz drawing of the tape.
 
-        Needs the ``graphviz`` Python package, and Graphviz's ``dot`` program to render a file;
-        :meth:`to_dot` gives the DOT source without either.
+        Needs the ``graphviz`` Python package and Graphviz's ``dot`` program (which draws the
+        picture, in a file or in a notebook); :meth:`to_dot` gives the DOT source without
+        either.
 
         Args:
             filename: If given, render to this path (without extension) and return the path.
@@ -345,13 +352,29 @@ class Tape:
 
         Raises:
             ImportError: if the ``graphviz`` Python package is not installed.
+            RuntimeError: if Graphviz's ``dot`` program is not on ``PATH``; the message says
+                how to install it.
         """
         try:
             import graphviz
-        except ImportError as e:  # pragma: no cover - depends on the environment
+        except ImportError as e:
             raise ImportError("Tape.draw needs the graphviz package (pip install graphviz) and "
                               "Graphviz's dot program; Tape.to_dot() needs neither") from e
+        if shutil.which("dot") is None:
+            raise RuntimeError(_NO_DOT)
         src = graphviz.Source(self.to_dot())
         if filename is not None:
-            return src.render(filename, format=format, cleanup=True)
+            try:
+                return src.render(filename, format=format, cleanup=True)
+            except graphviz.ExecutableNotFound as e:  # dot went away, or cannot run
+                raise RuntimeError(_NO_DOT) from e
         return src
+
+
+_NO_DOT = (
+    "Tape.draw: Graphviz's dot program was not found on PATH (the graphviz Python package only "
+    "drives it). Install Graphviz: sudo apt-get install graphviz (Debian, Ubuntu), "
+    "brew install graphviz (macOS), conda install -c conda-forge graphviz (conda), or the "
+    "installer from https://graphviz.org/download/ (Windows, then add its bin folder to PATH); "
+    "then restart Python. Tape.to_dot() gives the DOT source without it."
+)

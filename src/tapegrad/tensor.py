@@ -150,6 +150,88 @@ class Box:
         self.label = label
 
 
+_GRAD_HOW = (
+    "tapegrad differentiates functions, not Tensors. Write the loss as a function of what it "
+    "depends on and transform it:\n"
+    "    grads = tg.grad(loss_fn)(params)                 # d loss / d params, shaped like "
+    "params\n"
+    "    loss, grads = tg.value_and_grad(loss_fn)(params)  # the loss and its gradient at once"
+)
+_ARGS_HOW = (
+    "every floating Tensor can be differentiated: the arguments you pass to the function that "
+    "tg.grad transforms are what it differentiates with respect to (argnums=0 by default, "
+    "argnums=(0, 1) for two; a pytree argument gives a gradient per leaf). Pass constants as "
+    "other arguments, or wrap a value in tg.stop_gradient(x)"
+)
+_TRACE_HOW = (
+    "no graph hangs on a Tensor: tg.trace(f)(x) returns f's output and its Tape (print(tape) "
+    "lists each op, tape.draw() draws it)"
+)
+_CAST_HOW = "write x.astype('{0}') or x.to('{0}')"
+_NEW_HOW = (
+    "Tensor has no {0}(): make a new Tensor with tapegrad.numpy, for example "
+    "tnp.zeros(shape, dtype=x.dtype, device=x.device), tnp.ones_like(x), "
+    "tnp.full(shape, value, dtype=x.dtype) or tnp.asarray(data, dtype=x.dtype)."
+)
+
+#: Messages for the PyTorch names Tensor does not have: each says what tapegrad does instead.
+_TORCH_NAMES = {
+    "backward": "Tensor has no backward(): " + _GRAD_HOW,
+    "grad": "Tensor has no .grad: gradients are returned, not stored on Tensors (nn.Module and "
+    "optim.Optimizer keep the latest ones in their .grads). " + _GRAD_HOW,
+    "retain_grad": "Tensor has no retain_grad(): gradients are returned, not stored. "
+    + _GRAD_HOW,
+    "zero_grad": "Tensor has no zero_grad(): tg.grad returns fresh gradients on each call, so "
+    "there is nothing to reset.",
+    "requires_grad": "Tensor has no requires_grad: " + _ARGS_HOW + ".",
+    "requires_grad_": "Tensor has no requires_grad_(): " + _ARGS_HOW + ".",
+    "grad_fn": "Tensor has no grad_fn: " + _TRACE_HOW + ".",
+    "is_leaf": "Tensor has no is_leaf: " + _TRACE_HOW + ".",
+    "register_hook": "Tensor has no register_hook(): to see or change a cotangent, wrap the "
+    "computation in tg.custom_vjp and write its backward rule.",
+    "data": "Tensor has no .data: for the value without its derivative write x.detach() (or "
+    "tg.stop_gradient(x)); for a NumPy array, x.numpy().",
+    "is_cuda": "Tensor has no is_cuda: x.device is 'cpu' or 'cuda:N' (x.device != 'cpu' on a "
+    "GPU).",
+    "type": "Tensor has no type(): x.dtype is its dtype; x.astype(dtype) or x.to(dtype) "
+    "casts.",
+    "type_as": "Tensor has no type_as(): write x.astype(other.dtype) or x.to(other).",
+    "new_zeros": _NEW_HOW.format("new_zeros"),
+    "new_ones": _NEW_HOW.format("new_ones"),
+    "new_full": _NEW_HOW.format("new_full"),
+    "new_empty": _NEW_HOW.format("new_empty"),
+    "new_tensor": _NEW_HOW.format("new_tensor"),
+    "float": "Tensor has no float(): " + _CAST_HOW.format("float32") + ".",
+    "double": "Tensor has no double(): " + _CAST_HOW.format("float64") + ".",
+    "half": "Tensor has no half(): " + _CAST_HOW.format("float16") + ".",
+    "long": "Tensor has no long(): " + _CAST_HOW.format("int64") + ".",
+    "int": "Tensor has no int(): " + _CAST_HOW.format("int32") + " (int(x) gives a Python int).",
+    "short": "Tensor has no short(): " + _CAST_HOW.format("int16") + ".",
+    "byte": "Tensor has no byte(): " + _CAST_HOW.format("uint8") + ".",
+    "bool": "Tensor has no bool(): " + _CAST_HOW.format("bool") + " (bool(x) gives a Python "
+    "bool).",
+}
+
+
+def _missing_attribute(self, name: str):
+    """``AttributeError`` for ``x.name``; PyTorch's names say what tapegrad does instead."""
+    # name=None (set, so Python does not fill it in): no "Did you mean" beside the message
+    msg = _TORCH_NAMES.get(name)
+    if msg is not None:
+        return AttributeError(msg, name=None, obj=self)
+    if name[-1:] == "_" and name[:1] != "_":  # PyTorch's in-place methods: add_, zero_, ...
+        return AttributeError(
+            f"Tensor has no {name}(): Tensors are immutable, so there are no in-place methods "
+            f"(PyTorch's trailing underscore). Compute a new Tensor and rebind the name: "
+            "x = x + y for x.add_(y), x = tnp.zeros_like(x) for x.zero_(), x = x.at[idx].set(v) "
+            "for x[idx] = v. Gradients need no zeroing: tg.grad returns fresh ones.",
+            name=None,
+            obj=self,
+        )
+    # Python adds its "Did you mean" suggestion from name and obj
+    return AttributeError(f"'Tensor' object has no attribute {name!r}", name=name, obj=self)
+
+
 @attrs.frozen(eq=False, init=False, repr=False, weakref_slot=True)
 class Tensor:
     """An immutable n-dimensional array that transforms can differentiate.
@@ -164,10 +246,20 @@ class Tensor:
         dtype: Optional dtype to convert to (NumPy dtype or name).
         device: ``"cpu"`` (default for Python data) or ``"cuda:N"`` (needs CuPy).
         label: Optional name shown in tape listings and graph drawings.
+        requires_grad: PyTorch's flag, accepted only as False: any floating Tensor can be
+            differentiated, and :func:`tapegrad.grad` differentiates with respect to the
+            arguments of the function it transforms (``argnums``).
 
     Attributes:
-        shape: Tuple of ints. dtype: NumPy dtype. ndim, size: ints. device: str.
-        label: str or None. T: the transpose (axes reversed).
+        shape: The dimension sizes, a tuple of ints.
+        dtype: The NumPy dtype.
+        ndim: The number of dimensions (PyTorch's ``x.dim()``).
+        size: The number of elements, an int (PyTorch's ``x.numel()``).
+        device: ``"cpu"`` or ``"cuda:N"``.
+        label: The name shown in tape listings, or None.
+        T: The transpose (axes reversed).
+        mT: The matrix transpose (the last two axes swapped).
+        at: Functional index updates: ``x.at[idx].set(v)``, ``.add(v)``, ...
 
     A Tensor made from a traced Tensor is a new constant, so it is a read of the value like
     ``x.numpy()``: a guard inside ``jit`` and ``trace``, refused under a transform that
@@ -176,7 +268,11 @@ class Tensor:
 
     Raises:
         TypeError: if ``data`` is not numeric; for a traced ``data`` as above; on attribute or
-            item assignment (Tensors are immutable: use ``x.at[idx].set(v)``).
+            item assignment (Tensors are immutable: use ``x.at[idx].set(v)``); for
+            ``requires_grad=True``.
+        AttributeError: for a missing attribute; PyTorch's ``backward``, ``grad``,
+            ``requires_grad``, ``grad_fn``, in-place methods (``zero_``, ``add_``, ...) and
+            casts (``float()``, ``long()``, ...) get a message with the tapegrad way.
 
     Example:
         >>> import tapegrad as tg
@@ -190,7 +286,9 @@ class Tensor:
 
     __array_priority__ = 1000
 
-    def __init__(self, data, dtype=None, device=None, label=None):
+    def __init__(self, data, dtype=None, device=None, label=None, *, requires_grad=False):
+        if requires_grad:
+            _refuse_requires_grad("Tensor")
         _s_array(self, _to_array(data, dtype, device))
         _s_box(self, None if label is None else Box(0, None, -1, None, label))
 
@@ -246,8 +344,17 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        """Number of elements."""
+        """Number of elements (NumPy's attribute, a Python int; PyTorch's ``x.size()`` is
+        :attr:`shape` here, and ``x.numel()`` is this number too)."""
         return self._array.size
+
+    def numel(self) -> int:
+        """Number of elements (PyTorch's name for :attr:`size`)."""
+        return self._array.size
+
+    def dim(self) -> int:
+        """Number of dimensions (PyTorch's name for :attr:`ndim`)."""
+        return self._array.ndim
 
     @property
     def device(self) -> str:
@@ -321,6 +428,45 @@ class Tensor:
             arr = arr.view()
             arr.flags.writeable = False
         return arr
+
+    def tolist(self) -> Any:
+        """The value as nested Python lists of Python numbers (NumPy's ``ndarray.tolist``; a
+        Python number for a 0-d Tensor).
+
+        A read of the value like :meth:`numpy`: a guard inside ``jit`` and ``trace``, refused
+        for a floating value that a differentiating transform traces and for a batched value
+        inside ``vmap``.
+
+        Raises:
+            TypeError: for a traced value as above.
+
+        Example:
+            >>> import tapegrad as tg
+            >>> tg.Tensor([[1, 2], [3, 4]]).tolist()
+            [[1, 2], [3, 4]]
+        """
+        arr = _backend.to_device(self._concrete(), "cpu")
+        if self._level:
+            self._trace.decide(self, "numpy", arr, what="tolist()")
+        return arr.tolist()
+
+    def clone(self) -> Tensor:
+        """``self`` (PyTorch's ``clone``): Tensors are immutable, so a copy could never differ
+        from the original."""
+        return self
+
+    def contiguous(self) -> Tensor:
+        """``self`` (PyTorch's ``contiguous``): memory layout is the backend's business, and
+        every op accepts any layout."""
+        return self
+
+    if not TYPE_CHECKING:  # (type checkers keep reporting unknown attributes)
+
+        def __getattr__(self, name: str):
+            # only reached for a name the class does not have
+            if name[:2] == "__":  # a protocol probe (NumPy asks for __array_interface__)
+                raise AttributeError(name)
+            raise _missing_attribute(self, name)
 
     def __array__(self, dtype=None, copy=None):
         if self._level and dtype is not None and np.dtype(dtype).kind in "iub":
@@ -510,6 +656,8 @@ class Tensor:
         def convert_to(self, dtype, copy=...) -> Tensor: ...
         def cos(self) -> Tensor: ...
         def cosh(self) -> Tensor: ...
+        def cpu(self) -> Tensor: ...
+        def cuda(self, device=..., non_blocking=...) -> Tensor: ...
         def cumprod(self, axis=..., dtype=..., out=...) -> Tensor: ...
         def cumsum(self, axis=..., dtype=..., out=...) -> Tensor: ...
         def detach(self) -> Tensor: ...
@@ -581,6 +729,7 @@ class Tensor:
         def tan(self) -> Tensor: ...
         def tanh(self) -> Tensor: ...
         def tile(self, reps) -> Tensor: ...
+        def to(self, *args: Any, device=..., dtype=..., non_blocking=..., copy=...) -> Tensor: ...
         def to_device(self, device, *, stream=...) -> Tensor: ...
         def trace(self, offset=..., axis1=..., axis2=..., dtype=..., out=...) -> Tensor: ...
         def transpose(self, *axes: Any, dim0=..., dim1=...) -> Tensor: ...
@@ -665,6 +814,21 @@ type.__setattr__(Tensor, "__setattr__", _immutable_setattr)
 type.__setattr__(Tensor, "__delattr__", _immutable_delattr)
 
 
-def tensor(data, dtype=None, device=None, label=None) -> Tensor:
-    """Make a Tensor (same as ``Tensor(data, dtype, device, label)``)."""
+def tensor(data, dtype=None, device=None, label=None, *, requires_grad=False) -> Tensor:
+    """Make a Tensor (same as ``Tensor(data, dtype, device, label)``).
+
+    Raises:
+        TypeError: for ``requires_grad=True`` (see :class:`Tensor`).
+    """
+    if requires_grad:
+        _refuse_requires_grad("tensor")
     return Tensor(data, dtype=dtype, device=device, label=label)
+
+
+def _refuse_requires_grad(who: str):
+    raise TypeError(
+        f"{who}: requires_grad=True is PyTorch's; tapegrad needs no flag: " + _ARGS_HOW + ". "
+        "For example\n"
+        "    x = tg.tensor([1.0, 2.0])\n"
+        "    g = tg.grad(lambda x: (x * x).sum())(x)   # d/dx, no requires_grad needed"
+    )

@@ -19,6 +19,7 @@ import numpy as np
 
 from tapegrad import backend as _backend
 from tapegrad import function as _function
+from tapegrad import profiler as _profiler
 from tapegrad.function import (
     CONTEXT_FIELDS,
     OTHER,
@@ -40,6 +41,7 @@ __all__ = ["TapeEntry", "Guard", "Trace", "GuardError", "Watch", "backward_pass"
 _new = object.__new__
 _tuple_new = tuple.__new__
 _ndarray = np.ndarray
+_PROFILING = _profiler.PROFILING  # nonzero while a tg.profile block is open (in any thread)
 
 class GuardError(RuntimeError):
     """A tape replay met inputs that change a Python decision taken while recording."""
@@ -88,8 +90,10 @@ class Guard(NamedTuple):
     ``Tensor.numpy()`` or ``np.asarray``).
 
     Attributes:
-        kind: Which conversion was made. node: The value's node. value: What it returned (for
-            ``numpy``, a read-only copy of the array; a replay must meet exactly this array).
+        kind: Which conversion was made.
+        node: The value's node.
+        value: What it returned (for ``numpy``, a read-only copy of the array; a replay must
+            meet exactly this array).
         where: ``file:line`` of the decision in user code.
     """
 
@@ -259,10 +263,12 @@ class Watch(NamedTuple):
     records (differentiates, replays or batches) whatever the entry's rules compute.
 
     Attributes:
-        trace: The enclosing (lower-level) trace. fn: The Function.
+        trace: The enclosing (lower-level) trace.
+        fn: The Function.
         inputs: The op's inputs as that trace sees them (kept for a
             :func:`~tapegrad.once_differentiable` rule, which reruns the op from them), or
-            None. params: The op's keyword parameters.
+            None.
+        params: The op's keyword parameters.
         constants: Names of floating arrays ``forward`` left to the rule (free context
             attributes, saved arrays that are neither inputs nor outputs): constants to the
             enclosing transform.
@@ -607,12 +613,14 @@ def _fit_cotangent(g: Tensor, shape, dtype, fn, i) -> Tensor:
     return g
 
 
-def backward_pass(entries: list, ct: dict, avals, consume: bool) -> dict:
+def backward_pass(entries: list, ct: dict, avals, consume: bool, _timed=False) -> dict:
     """Replay ``entries`` backward, accumulating cotangents into ``ct`` (``{node: Tensor}``).
 
     With ``consume=True`` the list is emptied as it goes, so each entry's saved values are
     freed as soon as its backward rule has run (the memory profile of ``grad``).
     """
+    if _PROFILING[0] and not _timed:  # tg.profile: the pass is a row, its rules rows inside
+        return _profiler.timed(None, "pass", backward_pass)(entries, ct, avals, consume, True)
     st = _function._state
     n = len(entries)
     pop = entries.pop
@@ -635,17 +643,17 @@ def backward_pass(entries: list, ct: dict, avals, consume: bool) -> dict:
             if gs is None:
                 continue
         try:
-            if st.debug:  # tg.debug_nans: ops inside this rule report "the backward of fn"
+            if e.watch is None and not st.debug and not _PROFILING[0]:
+                grads = fn.backward(ctx, *gs)
+            else:  # an enclosing transform records the rule, tg.debug_nans, or tg.profile
+                rule = run_rule if not _PROFILING[0] else _profiler.timed(fn, "backward", run_rule)
                 previous = st.backward_of
-                st.backward_of = (fn._name(), e.site or "<unknown>")
+                if st.debug:  # ops inside this rule report "the backward of fn"
+                    st.backward_of = (fn._name(), e.site or "<unknown>")
                 try:
-                    grads = run_rule(fn, "backward", ctx, e.watch, gs)
+                    grads = rule(fn, "backward", ctx, e.watch, gs)
                 finally:
                     st.backward_of = previous
-            elif e.watch is None:
-                grads = fn.backward(ctx, *gs)
-            else:  # an enclosing transform records this rule
-                grads = run_rule(fn, "backward", ctx, e.watch, gs)
         except TypeError as err:
             if is_escape(err):
                 raise escaped_rule(fn, "backward", err) from None

@@ -20,7 +20,13 @@ from tapegrad.function import new_level, transform_scope
 from tapegrad.tape import freeze
 from tapegrad.tensor import Tensor, const, primal_of
 from tapegrad.trace import Trace, _seed_cotangents, backward_pass
-from tapegrad.tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
+from tapegrad.tree import (
+    held_leaves,
+    tree_flatten,
+    tree_flatten_with_path,
+    tree_map,
+    tree_unflatten,
+)
 from tapegrad.weak import WeakScalar
 
 __all__ = ["vjp", "grad", "value_and_grad", "trace", "select_argnums", "check_callable"]
@@ -68,7 +74,8 @@ def as_primal(leaf, i, tree, names, who, allow_int=False, kinds="fc") -> Tensor:
         raise TypeError(
             f"{who}: input {leaf_path(tree, i, names)} is a {type(leaf).__name__}, which is not "
             "a differentiable value; pytree leaves must be Tensors, arrays or numbers (close "
-            "over static values, or pass them as arguments that argnums leaves out)."
+            "over static values, pass them as arguments that argnums leaves out, or use "
+            "tg.filter_grad, which differentiates the floating array leaves of a mixed tree)."
         )
     else:
         t = Tensor(leaf)
@@ -76,8 +83,10 @@ def as_primal(leaf, i, tree, names, who, allow_int=False, kinds="fc") -> Tensor:
         raise TypeError(
             f"{who}: cannot differentiate with respect to {leaf_path(tree, i, names)}, which has "
             f"dtype {t.dtype} (shape {t.shape}); only floating and complex inputs have "
-            "gradients. Cast it (x.astype('float32'), or write 3.0 rather than 3) or leave it "
-            "out of the differentiated arguments (argnums)."
+            "gradients. Cast it (x.astype('float32'), or write 3.0 rather than 3), leave it "
+            "out of the differentiated arguments (argnums), or use tg.filter_grad, which "
+            "differentiates only the floating array leaves (the others get None; for other "
+            "transforms, split the tree with tg.tree.partition)."
         )
     if t.dtype.kind in "fc" and t.dtype.kind not in kinds:
         path = leaf_path(tree, i, names)
@@ -186,8 +195,7 @@ def call_traced(fun, args: tuple, has_aux, who, names, allow_int=False, replays=
     :func:`as_primal`) traced on a fresh :class:`Trace`."""
     leaves, treedef = tree_flatten(args)
     trace = Trace(new_level(), replays)
-    primals = [as_primal(v, i, args, names, who, allow_int, kinds)
-               for i, v in enumerate(leaves)]
+    primals = _primals(leaves, treedef, args, names, who, allow_int, kinds)
     traced = [trace.new_input(p) for p in primals]
     try:
         with transform_scope():
@@ -204,13 +212,32 @@ def call_traced(fun, args: tuple, has_aux, who, names, allow_int=False, replays=
     return Traced(trace, treedef, primals, out_tree, nodes, lowered, aux)
 
 
+def _primals(leaves, treedef, args, names, who, allow_int, kinds) -> list:
+    """The input leaves as Tensors (:func:`as_primal`). An integer or boolean array inside a
+    node registered with ``static_non_float`` (a Module's random key or counter) is held: it
+    is traced as a constant and its cotangent is ``None``."""
+    out, held = [], None
+    for i, v in enumerate(leaves):
+        try:
+            out.append(as_primal(v, i, args, names, who, allow_int, kinds))
+        except TypeError:
+            if held is None:
+                held = held_leaves(treedef)
+            kind = getattr(getattr(v, "dtype", None), "kind", None)
+            if i not in held or kind not in ("b", "i", "u"):
+                raise
+            out.append(as_primal(v, i, args, names, who, True, kinds))
+    return out
+
+
 def zeros_like(p: Tensor) -> Tensor:
     """A constant zero Tensor of ``p``'s shape, dtype and device."""
     return const(backend_of(p._concrete()).zeros(p.shape, p.dtype))
 
 
 def _input_cotangents(ct: dict, primals, treedef):
-    leaves = [ct[i] if i in ct else zeros_like(p) for i, p in enumerate(primals)]
+    leaves = [None if p.dtype.kind not in "fc" else ct[i] if i in ct else zeros_like(p)
+              for i, p in enumerate(primals)]  # a held integer leaf has no cotangent
     return tree_unflatten(treedef, leaves)
 
 

@@ -182,7 +182,7 @@ class BatchTrace(Trace):
             multi = isinstance(res, tuple)
             outs = res if multi else (res,)
         outs = tuple(self.tracer(o if isinstance(o, Tensor) else Tensor(o)) for o in outs)
-        if needs is None:  # called by Function.apply: no transform above records this op
+        if needs is None or not fn.differentiable:  # nothing above differentiates this op
             return Applied(outs, None, multi, (), ())
         # A transform above (vmap(grad(f))) records this op per example: its backward needs the
         # context forward makes for one example (static values, what it saved).

@@ -133,7 +133,7 @@ def test_an_optimizer_step_inside_jit_is_refused_with_the_fix():
     opt = optim.SGD(model, lr=0.1)
 
     def train(x):
-        g = tg.grad(lambda p: nn.functional_call(model, p, x).sum())(model.params)
+        g = tg.grad(lambda p: nn.functional_call(model, p, x)[0].sum())(model.params)
         opt.step(g)
 
     with pytest.raises(TypeError, match="SGD.step inside tg.jit.*optim.apply_gradients"):

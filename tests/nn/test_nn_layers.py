@@ -32,8 +32,7 @@ def pure(model, key=None):
     """The layer's pure form: a function of (params, *inputs)."""
 
     def f(p, *xs):
-        out = nn.functional_call(model, p, *xs, key=key)
-        return out[0] if model.states else out
+        return nn.functional_call(model, p, *xs, key=key)[0]
 
     return f
 
@@ -408,7 +407,8 @@ def test_activation_modules_equal_their_functions():
     ):
         np.testing.assert_array_equal(module(x).numpy(), fn(x).numpy())
         assert module.params == {} and list(module.parameters()) == []
-        assert nn.functional_call(module, {}, x).shape == x.shape
+        out, state = nn.functional_call(module, {}, x)
+        assert out.shape == x.shape and state == {}
     with pytest.raises(ValueError, match="GELU: approximate must be"):
         nn.GELU("fast")
 
@@ -473,7 +473,7 @@ def test_conv_transpose2d_layer_against_torch():
         ref.weight.copy_(torch.tensor(layer.weight.numpy().astype(np.float64)))
         ref.bias.copy_(torch.tensor(RNG.standard_normal(6)))
     params = {"weight": T(ref.weight.detach().numpy()), "bias": T(ref.bias.detach().numpy())}
-    ours = nn.functional_call(layer, params, T(x))
+    ours, _ = nn.functional_call(layer, params, T(x))
     np.testing.assert_allclose(ours.numpy(), ref(torch.tensor(x)).detach().numpy(), rtol=1e-10)
 
 
@@ -642,7 +642,7 @@ def test_recurrent_layers_against_torch(cls, mode, extra):
         for k, v in theirs.items()
     }
     x = RNG.standard_normal((2, 5, 3))
-    out, hn = nn.functional_call(layer, params, T(x))
+    (out, hn), _ = nn.functional_call(layer, params, T(x))
     tout, thn = ref(torch.tensor(x))
     np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-12, atol=1e-14)
     for a, b in zip(hn if mode == "lstm" else (hn,), thn if mode == "lstm" else (thn,)):
@@ -682,7 +682,7 @@ def test_recurrent_cell_modules_against_torch():
             k: T(v.detach().numpy().T.copy() if k.startswith("weight") else v.detach().numpy())
             for k, v in theirs.items()
         }
-        ours = nn.functional_call(
+        ours, _ = nn.functional_call(
             cls(3, 5), params, T(x), (T(h), T(h)) if cls is nn.LSTMCell else T(h)
         )
         ref_out = ref(
@@ -698,13 +698,14 @@ def test_recurrent_cell_modules_against_torch():
 def test_gru_grads_dropout_between_layers_and_errors():
     gru = nn.GRU(2, 3, num_layers=2, dropout=0.5, key=KEY, dtype=np.float64)
     x = T(RNG.standard_normal((4, 2, 2)))
-    check_grads(lambda p, a: nn.functional_call(gru.eval(), p, a)[0], (gru.params, x), order=2)
+    check_grads(lambda p, a: nn.functional_call(gru.eval(), p, a)[0][0], (gru.params, x),
+                order=2)
     gru.train()
     k = tg.random.key(3)
-    a = nn.functional_call(gru, gru.params, x, key=k)[0]
-    b = nn.functional_call(gru, gru.params, x, key=k)[0]
+    a = nn.functional_call(gru, gru.params, x, key=k)[0][0]
+    b = nn.functional_call(gru, gru.params, x, key=k)[0][0]
     np.testing.assert_array_equal(a.numpy(), b.numpy())  # keyed dropout is reproducible
-    e = nn.functional_call(gru.eval(), gru.params, x)[0]
+    e = nn.functional_call(gru.eval(), gru.params, x)[0][0]
     assert not np.allclose(a.numpy(), e.numpy())  # training drops between the layers
     single = nn.GRU(2, 3, num_layers=1, dropout=0.5, key=KEY)
     np.testing.assert_array_equal(  # no layer after the last: no dropout at all

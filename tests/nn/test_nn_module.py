@@ -143,7 +143,7 @@ def test_functional_call_grad_is_pure_and_matches_manual_grad():
     before = {k: v.numpy().copy() for k, v in model.parameters.items()}
 
     def loss(p):
-        return F.mse_loss(nn.functional_call(model, p, x), y)
+        return F.mse_loss(nn.functional_call(model, p, x)[0], y)
 
     g = tg.grad(loss)(model.params)
     w, b = model.weight.numpy(), model.bias.numpy()
@@ -213,7 +213,7 @@ def test_optimizer_built_from_a_module_writes_parameters_back():
     w0 = model.weight.numpy().copy()
 
     def loss(p):
-        return F.mse_loss(nn.functional_call(model, p, x), y)
+        return F.mse_loss(nn.functional_call(model, p, x)[0], y)
 
     grads = tg.grad(loss)(model.params)
     opt.step(grads)
@@ -257,7 +257,7 @@ def test_optimizer_from_parameters_iterator_updates_the_module():
     y = tg.random.normal(tg.random.key(2), (5, 1))
     opt = optim.SGD(model.parameters(), lr=0.1)
     w0 = model[0].weight.numpy().copy()
-    grads = tg.grad(lambda p: F.mse_loss(nn.functional_call(model, p, X), y))(model.params)
+    grads = tg.grad(lambda p: F.mse_loss(nn.functional_call(model, p, X)[0], y))(model.params)
     opt.step(grads)
     expected = w0 - 0.1 * grads["0"]["weight"].numpy()
     np.testing.assert_allclose(model[0].weight.numpy(), expected, rtol=1e-6)
@@ -282,7 +282,7 @@ def test_optimizer_from_the_parameters_dict_updates_the_module():
     y = tg.random.normal(tg.random.key(2), (5, 1))
     opt = optim.SGD(model.parameters, lr=0.1)
     w0 = model[0].weight.numpy().copy()
-    grads = tg.grad(lambda p: F.mse_loss(nn.functional_call(model, p, X), y))(model.params)
+    grads = tg.grad(lambda p: F.mse_loss(nn.functional_call(model, p, X)[0], y))(model.params)
     opt.step(grads)
     expected = w0 - 0.1 * grads["0"]["weight"].numpy()
     np.testing.assert_allclose(model[0].weight.numpy(), expected, rtol=1e-6)
@@ -296,7 +296,7 @@ def test_sequential_applies_in_order_with_pytorch_names():
     np.testing.assert_array_equal(seq(X).numpy(), ref.numpy())
     assert sorted(seq.parameters) == ["0.bias", "0.weight", "2.bias", "2.weight"]
     assert set(seq.params) == {"0", "1", "2"} and seq.params["1"] == {}
-    grads = tg.grad(lambda p: nn.functional_call(seq, p, X).sum())(seq.params)
+    grads = tg.grad(lambda p: nn.functional_call(seq, p, X)[0].sum())(seq.params)
     assert grads["2"]["weight"].shape == (4, 2)
     head = seq[1:]
     assert isinstance(head, nn.Sequential) and [type(m) for m in head] == [nn.ReLU, nn.Linear]
@@ -352,7 +352,7 @@ def test_llm_forward_fn_dispatches_on_mode():
     np.testing.assert_array_equal(fn(embed, ids, mode="train").numpy(), embed(ids).numpy())
     np.testing.assert_array_equal(fn(embed, ids, "sample").numpy(), embed(ids).numpy()[:, -1])
     # the model may be a pure function of the inputs, so it composes with grad
-    g = tg.grad(lambda p: fn(lambda x: nn.functional_call(embed, p, x), ids).sum())(embed.params)
+    g = tg.grad(lambda p: fn(lambda x: nn.functional_call(embed, p, x)[0], ids).sum())(embed.params)
     assert g["weight"].shape == (7, 7)
     with pytest.raises(ValueError, match="_NextToken: mode must be one of .* got 'eval'"):
         fn(embed, ids, mode="eval")

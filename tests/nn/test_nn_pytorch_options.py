@@ -78,7 +78,7 @@ def test_embedding_padding_idx_is_zero_and_gets_no_gradient_as_torch():
         with torch.no_grad():
             theirs.weight.copy_(torch.tensor(ours.weight.numpy()))
         idx = np.array([[1, 3, 3], [0, row, 4]])
-        g = tg.grad(lambda w, m=ours, i=idx: (nn.functional_call(m, {"weight": w}, i) ** 2)
+        g = tg.grad(lambda w, m=ours, i=idx: (nn.functional_call(m, {"weight": w}, i)[0] ** 2)
                     .sum())(ours.weight)
         (theirs(torch.tensor(idx)) ** 2).sum().backward()
         np.testing.assert_allclose(g.numpy(), theirs.weight.grad.numpy(), rtol=1e-12)
@@ -142,5 +142,40 @@ def test_conv_padding_modes():
         nn.Conv2d(1, 1, 3, padding=1, padding_mode="reflect")
     with pytest.raises(ValueError, match="padding_mode='same' and padding=1 both set"):
         nn.Conv2d(1, 1, 3, padding=1, padding_mode="same")
-    with pytest.raises(NotImplementedError, match="ceil_mode=True is not implemented"):
-        nn.AvgPool2d(2, ceil_mode=True)
+
+
+@pytest.mark.parametrize("kw", [dict(ceil_mode=True), dict(ceil_mode=True, padding=1,
+                                                           count_include_pad=False),
+                                dict(divisor_override=3, stride=1)])
+def test_pool2d_layers_take_pytorchs_options(kw):
+    torch = pytest.importorskip("torch")
+    x = RNG.standard_normal((2, 3, 7, 6))
+    ours, theirs = nn.AvgPool2d(3, **kw), torch.nn.AvgPool2d(3, **kw)
+    np.testing.assert_allclose(ours(_T(x)).numpy(), theirs(torch.tensor(x)).numpy(), rtol=1e-12)
+    kw = dict(dilation=2, ceil_mode=True, stride=2)
+    values, idx = nn.MaxPool2d(2, return_indices=True, **kw)(_T(x))
+    ref, ref_idx = torch.nn.MaxPool2d(2, return_indices=True, **kw)(torch.tensor(x))
+    np.testing.assert_array_equal(values.numpy(), ref.numpy())
+    np.testing.assert_array_equal(idx.numpy(), ref_idx.numpy())
+
+
+@pytest.mark.parametrize("make", [
+    lambda **k: nn.PReLU(3, **k), lambda **k: nn.InstanceNorm1d(2, affine=True,
+                                                                 track_running_stats=True, **k),
+    lambda **k: nn.InstanceNorm2d(2, affine=True, **k), lambda **k: nn.Bilinear(2, 3, 4, **k),
+    lambda **k: nn.EmbeddingBag(5, 2, **k), lambda **k: nn.MultiheadAttention(4, 2, **k),
+    lambda **k: nn.MultiheadAttention(4, 2, kdim=3, vdim=5, add_bias_kv=True, **k),
+    lambda **k: nn.TransformerEncoderLayer(4, 2, 8, **k),
+    lambda **k: nn.TransformerDecoderLayer(4, 2, 8, **k),
+    lambda **k: nn.Transformer(4, 2, 1, 1, 8, **k),
+])
+def test_the_pytorch_named_layers_take_device_and_dtype(make):
+    layer = make(device="cpu", dtype=np.float64)
+    leaves = list(layer.parameters.values()) + list(layer.states.values())
+    assert leaves and all(t.device == "cpu" for t in leaves)
+    assert all(t.dtype == np.float64 for t in leaves)
+    assert all(t.dtype == np.float32 for t in make().parameters.values())  # PyTorch's default
+    with pytest.raises(TypeError, match="dtype must be a floating dtype"):
+        make(dtype=np.int32)
+    with pytest.raises(ValueError, match="device: expected 'cpu', 'cuda' or 'cuda:N'"):
+        make(device="tpu")

@@ -14,6 +14,12 @@ REQUIRED = {
     "input_size": 4, "output_size": 2, "in_channels": 2, "out_channels": 2, "kernel_size": 2,
     "hidden_size": 4, "embedding_size": 3, "num_heads": 2, "normalized_shape": 4,
     "num_groups": 2, "num_channels": 4,
+    "upscale_factor": 2, "downscale_factor": 2, "padding": 1, "value": 0.5,
+    "num_features": 4, "in1_features": 2, "in2_features": 3, "out_features": 2, "dim": 1,
+    "unflattened_size": (2, 2), "num_embeddings": 5, "embedding_dim": 3, "embed_dim": 4,
+    "d_model": 4, "nhead": 2, "num_layers": 2,
+    "encoder_layer": nn.TransformerEncoderLayer(4, 2, 8),
+    "decoder_layer": nn.TransformerDecoderLayer(4, 2, 8),
 }  # fmt: skip
 # Arguments that take any object, or a structure checked where the layer is called.
 NOT_CHECKED = {"key", "padding", "output_size", "modules", "approximate"}

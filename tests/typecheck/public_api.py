@@ -66,7 +66,20 @@ def main() -> None:
     updates, opt_state = tx.update(grads, opt_state, params)
     params = optim.apply_updates(params, updates)
     opt = optim.Adam(model.parameters, lr=1e-3)
-    opt.step(tg.grad(lambda p: tnp.sum(nn.functional_call(model, p, x) ** 2))(model.params))
+    opt.step(tg.grad(lambda p: tnp.sum(nn.functional_call(model, p, x)[0] ** 2))(model.params))
+
+    # models are pytrees: model-shaped gradients, jit over a model, Equinox's tree tools
+    model_grads = tg.grad(lambda m, v: tnp.sum(m(v) ** 2))(model, x)
+    opt.step(model_grads)
+    out = tg.jit(lambda m, v: m(v))(model, x)
+    arrays, rest = tg.tree.partition(model, tg.tree.is_inexact_array)
+    rebuilt = tg.tree.combine(arrays, rest)
+    edited = tg.tree.tree_at(lambda m: m[0].bias, model, replace_fn=lambda b: b * 0.0)
+    filtered = tg.filter_grad(lambda t: tnp.sum(t["w"] ** 2))({"w": params["w"], "tag": "a"})
+    with nn.key_stream(key):
+        drop = nn.Dropout(0.5)(x)
+    assert out.shape == (8, 2) and rebuilt is not model and edited is not model
+    assert filtered["tag"] is None and drop.shape == x.shape
 
     # io
     import tempfile

@@ -7,7 +7,9 @@
 - :class:`Module`, :class:`ModuleList`, :class:`Sequential`, the layers
   (:class:`Linear`, :class:`Conv2d`, ...) under PyTorch's names (:class:`ReLU`, :class:`GRU`,
   :class:`GroupNorm`, ...), with :func:`functional_call` to run a Module as a pure function
-  of its parameters.
+  of its parameters. A Module is also a pytree: transforms take models as arguments
+  (``tg.grad(loss)(model, x)`` returns a model-shaped gradient), and :func:`key_stream` gives
+  such a model its random keys.
 - :func:`extract_windows` (sliding windows of images) and :class:`AbstractLLMForwardFn` (the
   forward-function interface of language-model training and sampling loops).
 """
@@ -51,12 +53,13 @@ from tapegrad.nn.layers import (
     Tanh,
 )
 from tapegrad.nn.lm import AbstractLLMForwardFn
-from tapegrad.nn.module import Module, ModuleList, Sequential, functional_call
+from tapegrad.nn.module import Module, ModuleList, Sequential, functional_call, key_stream
 
 __all__ = [
     "functional",
     "init",
     "functional_call",
+    "key_stream",
     "extract_windows",
     "AbstractLLMForwardFn",
     "Module",
@@ -98,4 +101,198 @@ __all__ = [
     "RNN",
     "LSTM",
     "GRU",
+]
+
+# PyTorch's loss Modules
+from tapegrad.nn._loss_modules import (  # noqa: E402
+    BCELoss,
+    BCEWithLogitsLoss,
+    CosineEmbeddingLoss,
+    CrossEntropyLoss,
+    CTCLoss,
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MarginRankingLoss,
+    MSELoss,
+    MultiLabelMarginLoss,
+    MultiLabelSoftMarginLoss,
+    MultiMarginLoss,
+    NLLLoss,
+    PoissonNLLLoss,
+    SmoothL1Loss,
+    SoftMarginLoss,
+    TripletMarginLoss,
+)
+
+__all__ += [
+    "PoissonNLLLoss",
+    "GaussianNLLLoss",
+    "MarginRankingLoss",
+    "CosineEmbeddingLoss",
+    "TripletMarginLoss",
+    "MultiMarginLoss",
+    "MultiLabelMarginLoss",
+    "MultiLabelSoftMarginLoss",
+    "SoftMarginLoss",
+    "HingeEmbeddingLoss",
+    "CTCLoss",
+    "MSELoss",
+    "L1Loss",
+    "HuberLoss",
+    "SmoothL1Loss",
+    "KLDivLoss",
+    "BCELoss",
+    "BCEWithLogitsLoss",
+    "NLLLoss",
+    "CrossEntropyLoss",
+]
+
+# convolution, pooling, padding and resampling layers in 1, 2 and 3 spatial dims
+from tapegrad.nn._conv_pool_layers import (  # noqa: E402
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool3d,
+    AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d,
+    AvgPool1d,
+    AvgPool3d,
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    Conv3d,
+    ConvTranspose1d,
+    ConvTranspose3d,
+    Fold,
+    MaxPool1d,
+    MaxPool3d,
+    PixelShuffle,
+    PixelUnshuffle,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    Unfold,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
+)
+
+__all__ += [
+    "Conv3d",
+    "ConvTranspose1d",
+    "ConvTranspose3d",
+    "MaxPool1d",
+    "MaxPool3d",
+    "AvgPool1d",
+    "AvgPool3d",
+    "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool3d",
+    "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d",
+    "AdaptiveMaxPool3d",
+    "Upsample",
+    "UpsamplingNearest2d",
+    "UpsamplingBilinear2d",
+    "PixelShuffle",
+    "PixelUnshuffle",
+    "Unfold",
+    "Fold",
+    "ZeroPad1d",
+    "ZeroPad2d",
+    "ZeroPad3d",
+    "ConstantPad1d",
+    "ConstantPad2d",
+    "ConstantPad3d",
+    "ReflectionPad1d",
+    "ReflectionPad2d",
+    "ReflectionPad3d",
+    "ReplicationPad1d",
+    "ReplicationPad2d",
+    "ReplicationPad3d",
+    "CircularPad1d",
+    "CircularPad2d",
+    "CircularPad3d",
+]
+
+# PyTorch's further layers: activations, normalization, dropout variants, bags, similarities
+# and the Transformer family
+from tapegrad.nn._activations import (  # noqa: E402
+    CELU,
+    ELU,
+    GLU,
+    SELU,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LogSigmoid,
+    Mish,
+    PReLU,
+    ReLU6,
+    Softplus,
+    Softsign,
+)
+from tapegrad.nn._extra_layers import (  # noqa: E402
+    AlphaDropout,
+    Bilinear,
+    CosineSimilarity,
+    Dropout1d,
+    Dropout2d,
+    Dropout3d,
+    EmbeddingBag,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    PairwiseDistance,
+    Unflatten,
+)
+from tapegrad.nn._transformer import (  # noqa: E402
+    MultiheadAttention,
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
+
+__all__ += [
+    "ELU",
+    "SELU",
+    "CELU",
+    "Hardtanh",
+    "ReLU6",
+    "Hardsigmoid",
+    "Hardswish",
+    "Softplus",
+    "Softsign",
+    "Mish",
+    "GLU",
+    "LogSigmoid",
+    "PReLU",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "Bilinear",
+    "Unflatten",
+    "Dropout1d",
+    "Dropout2d",
+    "Dropout3d",
+    "AlphaDropout",
+    "EmbeddingBag",
+    "CosineSimilarity",
+    "PairwiseDistance",
+    "MultiheadAttention",
+    "TransformerEncoderLayer",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerDecoder",
+    "Transformer",
 ]

@@ -100,7 +100,8 @@ def xavier_uniform(key, shape, dtype=None, gain: float = 1.0) -> Tensor:
     """Glorot/Xavier uniform: ``U(-a, a)`` with ``a = gain * sqrt(6 / (fan_in + fan_out))``.
 
     Args:
-        key: A key. shape: Tuple (>= 2 dims) or a Tensor (its shape and dtype).
+        key: A key.
+        shape: Tuple (>= 2 dims) or a Tensor (its shape and dtype).
         dtype: Floating dtype (default float32, or the Tensor's).
         gain: Scale factor (see :func:`calculate_gain`).
 
@@ -195,7 +196,8 @@ def orthogonal(key, shape, dtype=None, gain: float = 1.0) -> Tensor:
     (``W W^T = gain**2 I``).
 
     Args:
-        key: A key. shape: Tuple (>= 2 dims) or a Tensor (its shape and dtype).
+        key: A key.
+        shape: Tuple (>= 2 dims) or a Tensor (its shape and dtype).
         dtype: Floating dtype (default float32, or the Tensor's).
         gain: Scale factor (see :func:`calculate_gain`).
 
@@ -241,9 +243,11 @@ def trunc_normal(
     accurate far in the tails; every value lies in ``[a, b]``.
 
     Args:
-        key: A key. shape: Tuple or int, or a Tensor (its shape and dtype).
+        key: A key.
+        shape: Tuple or int, or a Tensor (its shape and dtype).
         dtype: Floating dtype (default float32, or the Tensor's).
-        mean: Mean of the normal before truncation. std: Its standard deviation, ``> 0``.
+        mean: Mean of the normal before truncation.
+        std: Its standard deviation, ``> 0``.
         a, b: Bounds, ``a < b``.
 
     Returns:

@@ -15,8 +15,6 @@ groups, kH, kW)``).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from tapegrad import numpy as tnp
@@ -24,7 +22,8 @@ from tapegrad import random as _random
 from tapegrad.backend import backend_of, parse_device
 from tapegrad.nn import functional as F
 from tapegrad.nn import init
-from tapegrad.nn.module import Module
+from tapegrad.nn._conv_pool import _divisor
+from tapegrad.nn.module import Module, _param_dtype, _place, _positive  # noqa: F401  (shared)
 from tapegrad.tensor import Tensor
 
 __all__ = [
@@ -73,14 +72,6 @@ def _keys(key, n: int):
     return ks[:n], ks[n]
 
 
-def _positive(who, **sizes):
-    for name, v in sizes.items():
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise TypeError(f"{who}: {name} must be a positive int, got {v!r}")
-        if v < 1:
-            raise ValueError(f"{who}: {name} must be a positive int, got {v!r}")
-
-
 def _real(who, name, v, low=None, high=None, high_open=False) -> float:
     """``v`` as a float: a real number (not a bool), finite, within the bounds given."""
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer,
@@ -107,47 +98,6 @@ def _int(who, name, v) -> int:
 def _prob(who, name, p):
     if p is not None:
         _real(who, name, p, 0.0, 1.0, high_open=True)
-
-
-def _param_dtype(who: str, dtype) -> Any:
-    """The parameters' dtype: ``None`` means float32 (PyTorch's default dtype)."""
-    if dtype is None:
-        return np.dtype(np.float32)
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(
-            f"{who}: dtype must be a NumPy floating dtype (np.float32, 'float64', ...), got "
-            f"{dtype!r}"
-        ) from None
-    if dt.kind != "f":
-        raise TypeError(
-            f"{who}: dtype must be a floating dtype for trainable parameters, got {dt}; use "
-            "float16, float32 or float64"
-        )
-    return dt
-
-
-def _place(module: Module, device) -> None:
-    """Move ``module``'s own parameters and states to ``device`` (``None``: leave on the CPU).
-
-    Raises:
-        ValueError: for a device string that is not ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
-        RuntimeError: for a GPU device without CuPy or a GPU.
-    """
-    if device is None:
-        return
-    try:
-        dev = parse_device(device)
-    except (TypeError, ValueError) as e:
-        raise type(e)(f"{type(module).__name__}: {e}") from None
-    if dev == "cpu":
-        return
-    d = module.__dict__
-    for group in ("_parameters", "_states"):
-        for name, t in d[group].items():
-            if t is not None:
-                d[group][name] = t.to_device(dev)
 
 
 def _check_device(who: str, device) -> None:
@@ -209,13 +159,51 @@ _TORCH_SIZES = {
 _UNSUPPORTED = "a PyTorch option tapegrad does not implement"
 
 
+def _tuple(v, n: int):
+    """``v`` as PyTorch prints a size in a layer's configuration: an int repeated ``n`` times,
+    a sequence as a tuple, a string (``"same"``) as it is."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (int, np.integer)):
+        return (int(v),) * n
+    return tuple(int(a) for a in v)
+
+
+def _args(*positional, **named) -> str:
+    """``extra_repr`` text: the positional values, then ``name=value`` for each named one (a
+    string value without quotes, as PyTorch prints ``padding=same``)."""
+    parts = [str(v) for v in positional]
+    parts += [f"{k}={v}" for k, v in named.items()]
+    return ", ".join(parts)
+
+
+def _conv_repr(c_in, c_out, weight, stride, padding, dilation, groups, bias, **extra) -> str:
+    """PyTorch's configuration text of a convolution: sizes as tuples, then the settings that
+    differ from the defaults (no padding, dilation 1, one group, a bias)."""
+    n = weight.ndim - 2
+    named = {"kernel_size": tuple(weight.shape[2:]), "stride": _tuple(stride, n)}
+    pad = _tuple(padding, n)
+    if pad != "valid" and pad != (0,) * n:
+        named["padding"] = pad
+    if _tuple(dilation, n) != (1,) * n:
+        named["dilation"] = _tuple(dilation, n)
+    named.update({k: v for k, v in extra.items() if v != (0,) * n})
+    if groups != 1:
+        named["groups"] = groups
+    if bias is None:
+        named["bias"] = False
+    return _args(c_in, c_out, **named)
+
+
 class Linear(Module):
     """Fully connected layer ``y = x W + b``.
 
     Args:
-        input_size: ``in_features``. output_size: ``out_features``.
+        input_size: ``in_features``.
+        output_size: ``out_features``.
         bias: Whether to add a bias.
-        key: Init key. device: ``"cpu"`` (default) or ``"cuda:N"`` for the parameters.
+        key: Init key.
+        device: ``"cpu"`` (default) or ``"cuda:N"`` for the parameters.
         dtype: Floating parameter dtype (``None``: float32).
 
     Parameters:
@@ -255,6 +243,11 @@ class Linear(Module):
         self.register_parameter("bias", init.zeros(None, (output_size,), dtype) if bias else None)
         _place(self, device)
 
+    def extra_repr(self) -> str:
+        return _args(
+            in_features=self.input_size, out_features=self.output_size, bias=self.bias is not None
+        )
+
     def forward(self, x):
         """``x`` of shape ``(..., input_size)`` -> ``(..., output_size)``."""
         return F.linear(x, self.weight, self.bias)
@@ -264,7 +257,8 @@ class Conv2d(Module):
     """2-D convolution over ``(N, C, H, W)`` inputs.
 
     Args:
-        in_channels, out_channels: Channel counts. kernel_size: Int or pair.
+        in_channels, out_channels: Channel counts.
+        kernel_size: Int or pair.
         stride: Int or pair.
         padding_mode: ``"valid"`` or ``"same"`` (the padding, when ``padding`` is not given),
             or PyTorch's ``"zeros"`` (zero padding of ``padding``, the default there).
@@ -322,6 +316,19 @@ class Conv2d(Module):
         self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
         _place(self, device)
 
+    def extra_repr(self) -> str:
+        w = self.weight
+        return _conv_repr(
+            w.shape[1] * self.groups,
+            w.shape[0],
+            w,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.bias,
+        )
+
     def forward(self, x):
         """``x`` of shape ``(N, in_channels, H, W)`` -> ``(N, out_channels, H_out, W_out)``."""
         return F.conv2d(
@@ -361,17 +368,16 @@ class MaxPool2d(Module):
     """2-D max pooling; ``stride`` defaults to ``kernel_size``.
 
     ``padding_mode`` is ``"valid"`` or ``"same"``; an int ``padding`` overrides it.
+    PyTorch's ``dilation``, ``ceil_mode`` and ``return_indices`` are keyword arguments here,
+    with PyTorch's meaning (see :func:`~tapegrad.nn.functional.max_pool2d`).
 
     Raises:
-        TypeError: for an unknown keyword (PyTorch's ``dilation``, ``ceil_mode`` and
-            ``return_indices`` are not implemented).
+        TypeError: for an unknown keyword.
         ValueError: for another ``padding_mode``.
     """
 
-    _keyword_hints = {"dilation": _UNSUPPORTED, "ceil_mode": _UNSUPPORTED,
-                      "return_indices": _UNSUPPORTED}
-
-    def __init__(self, kernel_size, stride=None, padding_mode: str = "valid", *, padding=None):
+    def __init__(self, kernel_size, stride=None, padding_mode: str = "valid", *, padding=None,
+                 dilation=1, ceil_mode: bool = False, return_indices: bool = False):
         super().__init__()
         if not isinstance(padding_mode, str):  # PyTorch's 3rd positional argument is padding
             raise TypeError(
@@ -390,12 +396,26 @@ class MaxPool2d(Module):
         F._pair(kernel_size, "kernel_size", "MaxPool2d")
         if stride is not None:
             F._pair(stride, "stride", "MaxPool2d")
+        F._pair(dilation, "dilation", "MaxPool2d")
         self.kernel_size, self.stride = kernel_size, stride
         self.padding = padding_mode if padding is None else padding
+        self.dilation = dilation
+        self.ceil_mode = _bool("MaxPool2d", "ceil_mode", ceil_mode)
+        self.return_indices = _bool("MaxPool2d", "return_indices", return_indices)
+
+    def extra_repr(self) -> str:
+        stride = self.kernel_size if self.stride is None else self.stride
+        return _args(
+            kernel_size=self.kernel_size,
+            stride=stride,
+            padding=0 if self.padding == "valid" else self.padding,
+        )
 
     def forward(self, x):
-        """``(N, C, H, W)`` -> ``(N, C, H_out, W_out)``."""
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)  # pyright: ignore[reportArgumentType]
+        """``(N, C, H, W)`` -> ``(N, C, H_out, W_out)`` (and the indices, with
+        ``return_indices``)."""
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,  # pyright: ignore[reportArgumentType]
+                            self.ceil_mode, self.return_indices)
 
 
 class BatchNorm(Module):
@@ -454,6 +474,7 @@ class BatchNorm(Module):
             momentum = _real(who, "momentum", momentum, 0.0, 1.0)
         dtype = _param_dtype(who, dtype)
         self.momentum, self.epsilon = momentum, epsilon
+        self.input_size = int(input_size)
         self.affine = _bool(who, "affine", affine)
         self.track_running_stats = _bool(who, "track_running_stats", track_running_stats)
         c = (input_size,)
@@ -470,6 +491,10 @@ class BatchNorm(Module):
     def eps(self) -> float:
         """PyTorch's name of :attr:`epsilon`."""
         return self.epsilon
+
+    def extra_repr(self) -> str:
+        return _args(self.input_size, eps=self.epsilon, momentum=self.momentum,
+                     affine=self.affine, track_running_stats=self.track_running_stats)
 
     def forward(self, x):
         """``(N, C)`` or ``(N, C, ...)`` -> same shape."""
@@ -507,7 +532,8 @@ class LayerNorm(Module):
             (give one of them).
         elementwise_affine: Learn a gain ``weight`` (and a ``bias``, see below).
         bias: Learn a ``bias`` too (with ``elementwise_affine``).
-        key: Unused (no random init). device, dtype: Parameter device and floating dtype.
+        key: Unused (no random init).
+        device, dtype: Parameter device and floating dtype.
 
     Parameters: weight (ones) and bias (zeros) of shape ``input_size`` (absent as above).
 
@@ -552,6 +578,10 @@ class LayerNorm(Module):
         """PyTorch's name of :attr:`epsilon`."""
         return self.epsilon
 
+    def extra_repr(self) -> str:
+        return _args(self.normalized_shape, eps=self.epsilon,
+                     elementwise_affine=self.weight is not None, bias=self.bias is not None)
+
     def forward(self, x):
         """``(..., *input_size)`` -> same shape."""
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.epsilon)
@@ -581,6 +611,9 @@ class Dropout(Module):
         self.inplace = False
         if key is not None:
             self._seed(key)
+
+    def extra_repr(self) -> str:
+        return _args(p=self.p)
 
     def forward(self, x, key=None):
         """Apply dropout (training mode, ``p > 0``) or return ``x``."""
@@ -642,6 +675,11 @@ class Embedding(Module):
         self.weight = weight
         _place(self, device)
 
+    def extra_repr(self) -> str:
+        if self.padding_idx is None:
+            return _args(*self.weight.shape)
+        return _args(*self.weight.shape, padding_idx=self.padding_idx)
+
     def forward(self, x):
         """Integer indices of any shape -> ``x.shape + (embedding_size,)``."""
         w = self.weight
@@ -658,7 +696,8 @@ class ResidualBlock(Module):
     the identity, or conv1x1(stride) -> BatchNorm when the stride or channel count changes.
 
     Args:
-        in_channels, out_channels: Channel counts. stride: Stride of the first convolution.
+        in_channels, out_channels: Channel counts.
+        stride: Stride of the first convolution.
         key, device, dtype: Init key, parameter device and floating dtype.
     """
 
@@ -696,6 +735,10 @@ class ResidualBlock(Module):
         for _, m in self.named_modules():
             _place(m, device)
 
+    def extra_repr(self) -> str:
+        c_out, c_in = self.conv1.weight.shape[:2]
+        return _args(c_in, c_out, stride=self.conv1.stride)
+
     def forward(self, x):
         """``(N, in_channels, H, W)`` -> ``(N, out_channels, ceil(H / stride), ...)``."""
         y = F.relu(self.bn1(self.conv1(x)))
@@ -718,6 +761,15 @@ def _sequence(x, who):
     return x
 
 
+def _recurrent_block_repr(block, first) -> str:
+    named = {}
+    if "hidden_to_output" in block._modules:
+        named["output_size"] = block.hidden_to_output.output_size
+    if block.dropout_prob is not None:
+        named["dropout_prob"] = block.dropout_prob
+    return _args(first.input_size, block.hidden_size, **named)
+
+
 class RecurrentBlock(Module):
     """Elman RNN ``h_t = tanh(x_t W_ih + b_ih + h_{t-1} W_hh)``.
 
@@ -726,7 +778,8 @@ class RecurrentBlock(Module):
     applied (training mode only) to the final hidden state before it is returned or projected.
 
     Args:
-        input_size, hidden_size: Sizes. output_size: Optional projection size.
+        input_size, hidden_size: Sizes.
+        output_size: Optional projection size.
         dropout_prob: Optional dropout probability.
 
     References:
@@ -765,6 +818,9 @@ class RecurrentBlock(Module):
                 hidden_size, output_size, key=ks[2], device=device, dtype=dtype
             )
         self.dropout_prob = dropout_prob
+
+    def extra_repr(self) -> str:
+        return _recurrent_block_repr(self, self.input_to_hidden)
 
     def forward(self, x, hidden_state=None, key=None):
         """``x (batch, seq_len, input_size)``, optional ``hidden_state (batch, hidden_size)``."""
@@ -824,6 +880,9 @@ class LongShortTermMemoryBlock(Module):
             )
         self.dropout_prob = dropout_prob
 
+    def extra_repr(self) -> str:
+        return _recurrent_block_repr(self, self.input_to_gates)
+
     def forward(self, x, hidden_state=None, C_t=None, key=None):
         """``x (batch, seq_len, input_size)``; optional initial ``hidden_state`` and ``C_t``
         of shape ``(batch, hidden_size)`` (zeros by default). Returns ``(output, C_T)``."""
@@ -860,6 +919,9 @@ class ScaledDotProductAttention(Module):
         self.dropout_prob = float(dropout_prob)
         if key is not None:
             self._seed(key)
+
+    def extra_repr(self) -> str:
+        return _args(dropout_prob=self.dropout_prob)
 
     def forward(self, query, key, value, mask=None, is_causal: bool = False, dropout_key=None):
         """``(..., Lq, E)``, ``(..., Lk, E)``, ``(..., Lk, Ev)`` -> ``(..., Lq, Ev)``."""
@@ -914,6 +976,13 @@ class MultiHeadAttention(Module):
                 self, name, Linear(hidden_size, hidden_size, key=k, device=device, dtype=dtype)
             )
 
+    def extra_repr(self) -> str:
+        return _args(
+            num_heads=self.num_heads,
+            hidden_size=self.query.input_size,
+            dropout_prob=self.dropout_prob,
+        )
+
     def forward(self, query, key, value, mask=None, is_causal: bool = False, dropout_key=None):
         """Attend from ``query (B, Lq, D)`` to ``key``/``value (B, Lk, D)``."""
         p = self.dropout_prob if self.training else 0.0
@@ -966,6 +1035,9 @@ class GELU(Module):
         if approximate not in ("none", "tanh"):
             raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
         self.approximate = approximate
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
 
     def forward(self, x):
         """Any shape -> same shape."""
@@ -1020,6 +1092,9 @@ class LeakyReLU(Module):
         self.negative_slope = _real("LeakyReLU", "negative_slope", negative_slope)
         self.inplace = False
 
+    def extra_repr(self) -> str:
+        return _args(negative_slope=self.negative_slope)
+
     def forward(self, x):
         """Any shape -> same shape."""
         return F.leaky_relu(x, self.negative_slope)
@@ -1033,6 +1108,9 @@ class Softmax(Module):
         super().__init__()
         self.dim = _int("Softmax", "dim", dim)
 
+    def extra_repr(self) -> str:
+        return _args(dim=self.dim)
+
     def forward(self, x):
         """Any shape -> same shape; entries along ``dim`` sum to 1."""
         return F.softmax(x, axis=self.dim)
@@ -1045,6 +1123,9 @@ class LogSoftmax(Module):
     def __init__(self, dim: int = -1):
         super().__init__()
         self.dim = _int("LogSoftmax", "dim", dim)
+
+    def extra_repr(self) -> str:
+        return _args(dim=self.dim)
 
     def forward(self, x):
         """Any shape -> same shape (log-probabilities along ``dim``)."""
@@ -1064,6 +1145,9 @@ class Flatten(Module):
         super().__init__()
         self.start_dim = _int("Flatten", "start_dim", start_dim)
         self.end_dim = _int("Flatten", "end_dim", end_dim)
+
+    def extra_repr(self) -> str:
+        return _args(start_dim=self.start_dim, end_dim=self.end_dim)
 
     def forward(self, x):
         """``(..., d_start, ..., d_end, ...)`` -> ``(..., d_start * ... * d_end, ...)``."""
@@ -1088,7 +1172,8 @@ class Conv1d(Module):
     over :func:`~tapegrad.nn.functional.conv1d`.
 
     Args:
-        in_channels, out_channels: Channel counts. kernel_size: Int.
+        in_channels, out_channels: Channel counts.
+        kernel_size: Int.
         stride, padding, dilation, groups: As in :func:`~tapegrad.nn.functional.conv1d`
             (``padding`` an int, ``"valid"`` or ``"same"``; zeros).
         bias: Whether to add a bias.
@@ -1136,6 +1221,19 @@ class Conv1d(Module):
         self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
         _place(self, device)
 
+    def extra_repr(self) -> str:
+        w = self.weight
+        return _conv_repr(
+            w.shape[1] * self.groups,
+            w.shape[0],
+            w,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.bias,
+        )
+
     def forward(self, x):
         """``(N, in_channels, L)`` -> ``(N, out_channels, L_out)``."""
         return F.conv1d(
@@ -1149,7 +1247,8 @@ class ConvTranspose2d(Module):
     :func:`~tapegrad.nn.functional.conv_transpose2d`.
 
     Args:
-        in_channels, out_channels: Channel counts. kernel_size: Int or pair.
+        in_channels, out_channels: Channel counts.
+        kernel_size: Int or pair.
         stride, padding, output_padding, groups, dilation: As in
             :func:`~tapegrad.nn.functional.conv_transpose2d`.
         bias: Whether to add a bias.
@@ -1201,6 +1300,20 @@ class ConvTranspose2d(Module):
         self.register_parameter("bias", init.zeros(None, (out_channels,), dtype) if bias else None)
         _place(self, device)
 
+    def extra_repr(self) -> str:
+        w = self.weight
+        return _conv_repr(
+            w.shape[0],
+            w.shape[1] * self.groups,
+            w,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.bias,
+            output_padding=_tuple(self.output_padding, 2),
+        )
+
     def forward(self, x):
         """``(N, in_channels, H, W)`` -> ``(N, out_channels, H_out, W_out)``."""
         return F.conv_transpose2d(
@@ -1220,19 +1333,18 @@ class AvgPool2d(Module):
     :func:`~tapegrad.nn.functional.avg_pool2d`; ``stride`` defaults to ``kernel_size``.
 
     Args:
-        kernel_size: Int or pair. stride: Int or pair (default ``kernel_size``).
+        kernel_size: Int or pair.
+        stride: Int or pair (default ``kernel_size``).
         padding: Int or pair of zero padding (at most half the kernel), or
             ``"valid"``/``"same"``.
-        ceil_mode: PyTorch's option; only False (windows that would start in the padding or
-            past the end are not formed).
+        ceil_mode: Round output sizes up, as PyTorch.
         count_include_pad: Divide by the full window (True) or by its non-padding part.
+        divisor_override: A nonzero int to divide every window's sum by instead.
 
     Raises:
-        TypeError: for an unknown keyword (PyTorch's ``divisor_override`` is not implemented).
-        NotImplementedError: for ``ceil_mode=True``.
+        TypeError: for an unknown keyword or a non-bool flag.
+        ValueError: for ``divisor_override=0``.
     """
-
-    _keyword_hints = {"divisor_override": _UNSUPPORTED}
 
     def __init__(
         self,
@@ -1241,22 +1353,27 @@ class AvgPool2d(Module):
         padding=0,
         ceil_mode: bool = False,
         count_include_pad: bool = True,
+        divisor_override=None,
     ):
         super().__init__()
-        if _bool("AvgPool2d", "ceil_mode", ceil_mode):
-            raise NotImplementedError(
-                "AvgPool2d: ceil_mode=True is not implemented; pad the input (tnp.pad) so the "
-                "last window fits, with count_include_pad=False"
-            )
         F._pair(kernel_size, "kernel_size", "AvgPool2d")
         if stride is not None:
             F._pair(stride, "stride", "AvgPool2d")
+        _divisor(divisor_override, "AvgPool2d")
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode = _bool("AvgPool2d", "ceil_mode", ceil_mode)
         self.count_include_pad = _bool("AvgPool2d", "count_include_pad", count_include_pad)
+        self.divisor_override = divisor_override
+
+    def extra_repr(self) -> str:
+        stride = self.kernel_size if self.stride is None else self.stride
+        text = _args(kernel_size=self.kernel_size, stride=stride, padding=self.padding)
+        return text if self.count_include_pad else text + ", count_include_pad=False"
 
     def forward(self, x):
         """``(N, C, H, W)`` -> ``(N, C, H_out, W_out)``."""
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
 
 
 class AdaptiveAvgPool2d(Module):
@@ -1281,6 +1398,9 @@ class AdaptiveAvgPool2d(Module):
         if any(s is not None and s < 1 for s in sizes):
             raise ValueError(f"AdaptiveAvgPool2d: output_size must be >= 1, got {output_size!r}")
         self.output_size = output_size
+
+    def extra_repr(self) -> str:
+        return _args(output_size=self.output_size)
 
     def forward(self, x):
         """``(N, C, H, W)`` or ``(C, H, W)`` -> ``(..., Ho, Wo)``."""
@@ -1325,6 +1445,11 @@ class RMSNorm(Module):
         )
         _place(self, device)
 
+    def extra_repr(self) -> str:
+        return _args(
+            self.normalized_shape, eps=self.eps, elementwise_affine=self.weight is not None
+        )
+
     def forward(self, x):
         """``(..., *normalized_shape)`` -> same shape."""
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
@@ -1336,7 +1461,8 @@ class GroupNorm(Module):
 
     Args:
         num_groups: Number of groups; divides ``num_channels``.
-        num_channels: ``C``. eps: Added to the variance.
+        num_channels: ``C``.
+        eps: Added to the variance.
         affine: Whether to learn a per-channel ``weight`` and ``bias``.
         device, dtype: Parameter device and floating dtype.
 
@@ -1376,6 +1502,11 @@ class GroupNorm(Module):
         self.register_parameter("bias", init.zeros(None, c, dtype) if affine else None)
         _place(self, device)
 
+    def extra_repr(self) -> str:
+        return _args(
+            self.num_groups, self.num_channels, eps=self.eps, affine=self.weight is not None
+        )
+
     def forward(self, x):
         """``(N, num_channels, *spatial)`` -> same shape."""
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
@@ -1409,13 +1540,18 @@ class _CellBase(Module):
             )
         _place(self, device)
 
+    def extra_repr(self) -> str:
+        text = _args(self.input_size, self.hidden_size)
+        return text if self.bias_ih is not None else text + ", bias=False"
+
 
 class RNNCell(_CellBase):
     """One Elman RNN step (PyTorch's ``nn.RNNCell``) over
     :func:`~tapegrad.nn.functional.rnn_cell`: ``h' = act(x W_ih + b_ih + h W_hh + b_hh)``.
 
     Args:
-        input_size, hidden_size: Sizes. bias: Whether to add ``b_ih`` and ``b_hh``.
+        input_size, hidden_size: Sizes.
+        bias: Whether to add ``b_ih`` and ``b_hh``.
         nonlinearity: ``"tanh"`` or ``"relu"``.
         key, device, dtype: Init key, parameter device and floating dtype.
 
@@ -1448,6 +1584,10 @@ class RNNCell(_CellBase):
         super().__init__(input_size, hidden_size, bias, key, device, dtype)
         self.nonlinearity = nonlinearity
 
+    def extra_repr(self) -> str:
+        text = _CellBase.extra_repr(self)
+        return text if self.nonlinearity == "tanh" else f"{text}, nonlinearity={self.nonlinearity}"
+
     def forward(self, input, hx=None):
         """``input (batch, input_size)`` (or ``(input_size,)``), optional ``hx (batch,
         hidden_size)`` (zeros) -> the new hidden state ``(batch, hidden_size)``."""
@@ -1467,7 +1607,8 @@ class LSTMCell(_CellBase):
     :func:`~tapegrad.nn.functional.lstm_cell`; gates in PyTorch's order ``i, f, g, o``.
 
     Args:
-        input_size, hidden_size: Sizes. bias: Whether to add ``b_ih`` and ``b_hh``.
+        input_size, hidden_size: Sizes.
+        bias: Whether to add ``b_ih`` and ``b_hh``.
         key, device, dtype: Init key, parameter device and floating dtype.
 
     Parameters:
@@ -1503,7 +1644,8 @@ class GRUCell(_CellBase):
     gates in PyTorch's order ``r, z, n``.
 
     Args:
-        input_size, hidden_size: Sizes. bias: Whether to add ``b_ih`` and ``b_hh``.
+        input_size, hidden_size: Sizes.
+        bias: Whether to add ``b_ih`` and ``b_hh``.
         key, device, dtype: Init key, parameter device and floating dtype.
 
     Parameters:
@@ -1586,6 +1728,22 @@ class _RNNBase(Module):
                         name + sfx, _rnn_uniform(k, (g,), h, dtype) if bias else None
                     )
         _place(self, device)
+
+    def extra_repr(self) -> str:
+        named = {}
+        if self.num_layers != 1:
+            named["num_layers"] = self.num_layers
+        for name, default in (
+            ("bias", True),
+            ("batch_first", False),
+            ("dropout", 0.0),
+            ("bidirectional", False),
+        ):
+            if getattr(self, name) != default:
+                named[name] = getattr(self, name)
+        if self._mode == "rnn_relu":
+            named["nonlinearity"] = "relu"
+        return _args(self.input_size, self.hidden_size, **named)
 
     def _step(self, gi, state, w_hh, b_hh):
         if self._mode == "lstm":
@@ -1703,7 +1861,8 @@ class _RNNBase(Module):
 
 _RNN_ARGS = """
     Args:
-        input_size, hidden_size: Sizes. num_layers: Stacked layers (each reads the previous
+        input_size, hidden_size: Sizes.
+        num_layers: Stacked layers (each reads the previous
             one's outputs).
         bias: Whether to add ``b_ih`` and ``b_hh``.
         batch_first: Inputs and outputs ``(N, L, features)`` instead of ``(L, N, features)``.

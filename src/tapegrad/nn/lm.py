@@ -22,7 +22,7 @@ class AbstractLLMForwardFn(abc.ABC):
     Subclasses implement both; an instance is called as ``forward_fn(model, batch_data,
     mode="train")`` (or ``mode="sample"``), which dispatches to the method of that name.
     ``model`` is whatever the loop holds: a :class:`~tapegrad.nn.Module`, or a pure function
-    of the inputs such as ``functools.partial(nn.functional_call, module, params)``, so the
+    of the inputs such as ``lambda ids: nn.functional_call(module, params, ids)[0]``, so the
     same forward function serves a stateful loop and a :func:`tapegrad.grad` of a loss.
 
     Example:
@@ -62,6 +62,9 @@ class AbstractLLMForwardFn(abc.ABC):
         Returns:
             Sampling-mode outputs, typically the next token's logits ``(B, vocab)``.
         """
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
 
     def __call__(self, model: Any, batch_data: Any, mode: str = "train") -> Any:
         """Dispatch to :meth:`train` or :meth:`sample`.

@@ -1,4 +1,5 @@
-"""``Module``: a thin stateful wrapper over a parameter pytree and a state pytree.
+"""``Module``: a thin stateful wrapper over a parameter pytree and a state pytree, and itself a
+pytree (every Module class is registered with :mod:`tapegrad.tree`).
 
 A Module owns named parameters (Tensors), states (buffers such as running statistics) and
 submodules. It has no math of its own: layers compute with :mod:`tapegrad.nn.functional`.
@@ -9,7 +10,7 @@ The bridge to the functional world:
 
 - ``module.params`` / ``module.state``: the nested-dict pytrees (settable).
 - :func:`functional_call` runs the module on *given* params (and state and key) without
-  touching it, so ``tg.grad(lambda p: loss(tg.nn.functional_call(model, p, x)))(model.params)``
+  touching it, so ``tg.grad(lambda p: loss(tg.nn.functional_call(model, p, x)[0]))(model.params)``
   differentiates with respect to the parameters.
 """
 
@@ -25,16 +26,18 @@ import numpy as np
 
 from tapegrad import random as _random
 from tapegrad._keywords import strict_all, strict_init
+from tapegrad.backend import parse_device
 from tapegrad.jit import implicit_state as _implicit
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
-from tapegrad.tree import register, tree_leaves
+from tapegrad.tree import register, static_key
 
 __all__ = [
     "Module",
     "ModuleList",
     "Sequential",
     "functional_call",
+    "key_stream",
     "ParameterView",
     "ParameterIterator",
 ]
@@ -171,6 +174,15 @@ class Module:
     submodule; :meth:`register_state` registers a state (buffer). Subclasses call
     ``super().__init__()`` first and define ``forward``.
 
+    Every Module class is also a pytree node (Equinox style): its leaves are its parameters,
+    states and random key (submodules recursively, in the order of ``params``), and every
+    other attribute (sizes, flags, activation functions, the training mode) is static
+    structure. So transforms take models: ``tg.grad(loss)(model, x)`` returns a Module of the
+    same class holding the gradients (``None`` for keys and integer counters), and ``tg.jit``
+    and ``tg.vmap`` take and return models. A transform never mutates the Module it is given:
+    it rebuilds copies from the leaves (without ``__init__``), as ``tg.tree.tree_unflatten``,
+    ``tg.tree.tree_map`` and ``tg.tree.tree_at`` do.
+
     Attributes:
         params: Nested dict pytree of the parameters (settable, same structure and shapes).
         state: Nested dict pytree of the states (settable).
@@ -202,6 +214,7 @@ class Module:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         strict_init(cls)  # an unknown constructor keyword is a TypeError naming the closest
+        _register_pytree(cls)  # every Module class is a pytree node
 
     def __init__(self):
         d = self.__dict__
@@ -244,8 +257,10 @@ class Module:
             if name in d[g] and not (g == "_parameters" and value is None):
                 del d[g][name]
         if isinstance(value, Module):
+            d.pop(name, None)  # a plain attribute of that name would hide the submodule
             d["_modules"][name] = value
         elif isinstance(value, Tensor):
+            d.pop(name, None)
             d[group][name] = value  # a state stays a state
         elif value is None and name in d["_parameters"]:
             d["_parameters"][name] = None
@@ -290,14 +305,18 @@ class Module:
         """Register a parameter (a Tensor, or None for an absent optional one such as a bias)."""
         self._check_init()
         _changed(self)
-        self.__dict__["_parameters"][name] = _to_tensor(value, name, "register_parameter")
+        value = _to_tensor(value, name, "register_parameter")
+        self.__dict__.pop(name, None)
+        self.__dict__["_parameters"][name] = value
 
     def register_state(self, name: str, value) -> None:
         """Register a state (a non-trainable buffer such as a running mean)."""
         self._check_init()
         _changed(self)
+        value = _to_tensor(value, name, "register_state")
+        self.__dict__.pop(name, None)
         self.__dict__["_parameters"].pop(name, None)
-        self.__dict__["_states"][name] = _to_tensor(value, name, "register_state")
+        self.__dict__["_states"][name] = value
 
     register_buffer = register_state
 
@@ -336,22 +355,34 @@ class Module:
     def next_key(self):
         """A fresh key for this call's randomness (dropout).
 
-        Inside ``functional_call(..., key=k)`` keys are split off ``k`` in call order
-        (reproducible). In stateful use, the module's own key is split and replaced: created
-        from the ``key`` given to the layer's constructor, or else from fresh OS entropy
-        (not reproducible; pass a key for reproducibility).
+        Inside ``functional_call(..., key=k)`` or ``with key_stream(k):`` keys are split off
+        ``k`` in call order (reproducible). In stateful use, the module's own key is split and
+        replaced: created from the ``key`` given to the layer's constructor, or else from fresh
+        OS entropy (not reproducible; pass a key for reproducibility). A Module a transform
+        rebuilt from its leaves (a model passed to ``grad``, ``jit`` or ``vmap``) is a value,
+        with no key that could advance between calls: it needs a :func:`key_stream`.
 
         Raises:
-            ValueError: inside ``functional_call`` without a ``key``.
+            ValueError: inside ``functional_call`` without a ``key``, or in a Module a
+                transform took as an argument, outside a :func:`key_stream`.
         """
         box = _keys.stack[-1] if _keys.stack else None
         if box is not None:
             box[0], sub = _random.split(box[0])
             return sub
         if self._functional:
+            name = type(self).__name__
+            if _keys.stack:
+                raise ValueError(
+                    f"functional_call: {name} draws random numbers (dropout in training "
+                    "mode); pass key=tg.random.key(...) to functional_call"
+                )
             raise ValueError(
-                f"functional_call: {type(self).__name__} draws random numbers (dropout in "
-                "training mode); pass key=tg.random.key(...) to functional_call"
+                f"{name} draws random numbers (dropout in training mode) in a model that a "
+                "transform (grad, jit, vmap) took as an argument: there it is a value, whose "
+                "key would give the same numbers at every call. Pass the randomness: call it "
+                "inside `with tg.nn.key_stream(key):` (a new key per step), or use "
+                "model.eval()."
             )
         if self._rng is None:
             self._rng = _random.key(int(np.random.SeedSequence().entropy))  # pyright: ignore[reportArgumentType, reportOptionalMemberAccess]
@@ -466,7 +497,7 @@ class Module:
     def training(self) -> bool:
         """Whether the module is in training mode."""
         cap = _implicit.capture
-        if cap is not None:
+        if cap is not None and not self.__dict__["_functional"]:
             cap.touch(self)
         return self._is_training
 
@@ -576,17 +607,175 @@ class Module:
             m = m._modules[p]
         return m, parts[-1]
 
+    def extra_repr(self) -> str:
+        """The layer's configuration inside its printed form (PyTorch's hook of this name):
+        ``"in_features=3, out_features=16, bias=True"`` for ``Linear(3, 16)``.
+
+        Layers override it to show their constructor arguments; the default is empty (a
+        layer with no configuration prints as ``Name()``). Submodules are printed by
+        ``repr`` itself, one ``(name): ...`` line each, so do not list them here.
+        """
+        return ""
+
     def __repr__(self) -> str:
-        lines = [f"{type(self).__name__}("]
-        for name, m in self._modules.items():
-            sub = repr(m).replace("\n", "\n  ")
-            lines.append(f"  ({name}): {sub}")
-        if len(lines) == 1:
-            return f"{type(self).__name__}()"
-        return "\n".join(lines) + "\n)"
+        """The module as PyTorch prints one: ``Name(extra_repr)`` on one line, or, with
+        submodules, ``Name(`` then the configuration and one indented ``(name): repr`` line
+        per submodule, then ``)``."""
+        extra = self.extra_repr()
+        lines = extra.split("\n") if extra else []
+        children = [f"({name}): {m!r}".replace("\n", "\n  ") for name, m in self._modules.items()]
+        if len(lines) <= 1 and not children:
+            return f"{type(self).__name__}({extra})"
+        body = "".join(f"\n  {line}" for line in lines + children)
+        return f"{type(self).__name__}({body}\n)"
 
 
 strict_init(Module)
+
+
+# -- Modules are pytrees ---------------------------------------------------------------------
+#: What a Module keeps besides its configuration: its leaves (the three groups and its key)
+#: and the stateful shell's bookkeeping, which a rebuilt Module starts afresh.
+_NOT_STATIC = frozenset({"_parameters", "_states", "_modules", "_rng", "_version",
+                         "_functional", "grads"})
+
+
+class _ModuleDef:
+    """A Module's pytree structure (its ``aux_data``): the class, the names of its parameters,
+    states and submodules in registration order, and its static attributes (every other
+    attribute: sizes, flags, activation functions, training mode), compared by value."""
+
+    __slots__ = ("cls", "layout", "names", "static", "_key")
+
+    def __init__(self, cls: type, layout: tuple, names: tuple, static: tuple):
+        self.cls, self.layout, self.names, self.static = cls, layout, names, static
+        self._key = None
+
+    def key(self):
+        if self._key is None:
+            self._key = (self.cls, self.layout, static_key(self.static))
+        return self._key
+
+    def __eq__(self, other):
+        return type(other) is _ModuleDef and self.key() == other.key()
+
+    def __hash__(self):
+        return hash(self.key())
+
+    def __repr__(self):
+        return self.cls.__name__
+
+
+def _flatten_module(m: Module):
+    """A Module's children: its parameters, states and submodules in sorted-name order (as
+    ``params`` flattens), then its key; everything else is static."""
+    d = m.__dict__
+    params, states, modules = d["_parameters"], d["_states"], d["_modules"]
+    names = tuple(sorted([*params, *states, *modules]))
+    cap = None if d["_functional"] else _implicit.capture  # a jit recording reads a model
+    if cap is not None:
+        cap.touch(m)
+    children = []
+    for n in names:
+        if n in modules:
+            children.append(modules[n])
+            continue
+        group = "_parameters" if n in params else "_states"
+        v = d[group][n]
+        children.append(cap.read(m, (group, n), v) if cap is not None and v is not None else v)
+    rng = d["_rng"]
+    children.append(cap.read(m, ("_rng",), rng) if cap is not None and rng is not None else rng)
+    static = tuple(sorted(((k, v) for k, v in d.items() if k not in _NOT_STATIC),
+                          key=lambda kv: kv[0]))
+    aux = _ModuleDef(type(m), (tuple(params), tuple(states), tuple(modules)), names, static)
+    return children, aux, (*names, "_rng")
+
+
+def _is_value(v) -> bool:
+    """A leaf that makes a rebuilt Module a value inside a transform: a traced Tensor, or
+    anything but a Tensor or None (a marker, an axis spec)."""
+    return v is not None and (not isinstance(v, Tensor) or bool(v._level))
+
+
+def _unflatten_module(aux: _ModuleDef, children) -> Module:
+    """A new Module of ``aux``'s class holding ``children``; ``__init__`` is not called and
+    nothing is validated (children may be tracers, gradients or ``None``)."""
+    obj = object.__new__(aux.cls)
+    d = obj.__dict__
+    values = dict(zip(aux.names, children))
+    p_names, s_names, m_names = aux.layout
+    d["_parameters"] = {n: values[n] for n in p_names}
+    d["_states"] = {n: values[n] for n in s_names}
+    d["_modules"] = {n: values[n] for n in m_names}
+    d.update(aux.static)
+    d["_rng"] = children[-1]
+    d["_version"] = next(_VERSIONS)
+    d["grads"] = None
+    # built from tracers (a model passed to grad/jit/vmap): a value of that transform, not a
+    # stateful object; jit does not capture it, its state updates are kept as they are, and
+    # its randomness needs a key_stream. So is every part of such a model, even one without
+    # traced leaves of its own (a Dropout), and a model holding such a part.
+    subs = d["_modules"]
+    value = any(_is_value(v) for v in (*d["_parameters"].values(), *d["_states"].values(),
+                                       d["_rng"])) or any(
+        isinstance(m, Module) and m.__dict__["_functional"] for m in subs.values())
+    d["_functional"] = value
+    if value:
+        d["_modules"] = {k: _as_value(m) for k, m in subs.items()}
+    return obj
+
+
+def _as_value(m):
+    """``m`` if it is a value already, else a copy of it (and of its parts) that is one: a
+    Module someone holds is never changed."""
+    if not isinstance(m, Module) or m.__dict__["_functional"]:
+        return m
+    clone = copy.copy(m)
+    d = clone.__dict__
+    d["_parameters"], d["_states"] = dict(d["_parameters"]), dict(d["_states"])
+    d["_modules"] = {k: _as_value(v) for k, v in d["_modules"].items()}
+    d["_functional"] = True
+    return clone
+
+
+def _register_pytree(cls: type) -> None:
+    register(cls, _flatten_module, _unflatten_module, attribute_names=True,
+             static_non_float=True)
+
+
+_register_pytree(Module)
+
+
+@contextmanager
+def key_stream(key):
+    """Within the block, Modules that draw random numbers (dropout) split their keys off
+    ``key``, in call order, instead of using their own.
+
+    This is how randomness enters a model that a transform takes as an argument (there the
+    model is a value, whose own key cannot advance between calls), and it makes any stateful
+    call reproducible too. :func:`functional_call` with ``key=`` does the same.
+
+    Args:
+        key: A key from :mod:`tapegrad.random` (a new one per step).
+
+    Raises:
+        TypeError: if ``key`` is None.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> net = tg.nn.Sequential(tg.nn.Linear(4, 4, key=tg.random.key(0)), tg.nn.Dropout(0.5))
+        >>> x = tg.random.normal(tg.random.key(1), (2, 4))
+        >>> def loss(model, x, key):
+        ...     with tg.nn.key_stream(key):
+        ...         return (model(x) ** 2).sum()
+        >>> grads = tg.grad(loss)(net, x, tg.random.key(2))
+        >>> type(grads).__name__, grads[0].weight.shape
+        ('Sequential', (4, 4))
+    """
+    if key is None:
+        raise TypeError("key_stream: key must be a key from tapegrad.random, got None")
+    with _key_stream(key):
+        yield
 
 
 def _check_tree(module: Module, tree, group: str, what: str, path: str = "") -> dict:
@@ -655,7 +844,9 @@ def functional_call(module: Module, params, *args, state=None, key=None, **kwarg
     """Run ``module`` as a pure function of ``params`` (and ``state`` and ``key``).
 
     The module itself is not changed: a shallow copy holding ``params``/``state`` runs its
-    ``forward``. Randomness (dropout) draws keys split off ``key`` in call order.
+    ``forward``. Randomness (dropout) draws keys split off ``key`` in call order. (A Module is
+    also a pytree, so a transform can take the model itself: ``tg.grad(loss)(model, x)``; see
+    the Models-are-pytrees section of the nn guide.)
 
     Args:
         module: The Module (its training/eval mode is used).
@@ -666,8 +857,10 @@ def functional_call(module: Module, params, *args, state=None, key=None, **kwarg
         key: A key for the module's randomness; required if it draws any.
 
     Returns:
-        ``forward``'s output; ``(output, new_state)`` if the module has any state (for
-        example BatchNorm running statistics, updated in training mode).
+        Always the pair ``(output, new_state)``: ``forward``'s output, and the state pytree
+        after the call (``module.state``'s structure: BatchNorm's running statistics updated
+        in training mode; a structure with no leaves, such as ``{}``, for a module without
+        states).
 
     Raises:
         TypeError, ValueError: if ``params`` or ``state`` does not match the module's
@@ -677,13 +870,14 @@ def functional_call(module: Module, params, *args, state=None, key=None, **kwarg
         >>> import tapegrad as tg
         >>> model = tg.nn.Linear(3, 1, key=tg.random.key(0))
         >>> x = tg.Tensor([[1.0, 2.0, 3.0]])
-        >>> loss = lambda p: tg.nn.functional_call(model, p, x).sum()
+        >>> loss = lambda p: tg.nn.functional_call(model, p, x)[0].sum()
         >>> grads = tg.grad(loss)(model.params)
         >>> grads["weight"].shape
         (3, 1)
+        >>> tg.nn.functional_call(model, model.params, x)[1]
+        {}
     """
     params = _check_tree(module, params, "_parameters", "functional_call: params")
-    has_state = bool(tree_leaves(module.state))
     if state is None:
         state = module.state
     else:
@@ -691,9 +885,7 @@ def functional_call(module: Module, params, *args, state=None, key=None, **kwarg
     bound = _bind(module, params, state)
     with _key_stream(key):
         out = bound(*args, **kwargs)
-    if has_state:
-        return out, bound.state
-    return out
+    return out, bound.state
 
 
 class ModuleList(Module):
@@ -821,5 +1013,54 @@ class Sequential(Module):
             x = m(x)
         return x
 
+
+# -- helpers of the layers' constructors ---------------------------------------------------
+def _positive(who, **sizes):
+    for name, v in sizes.items():
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{who}: {name} must be a positive int, got {v!r}")
+        if v < 1:
+            raise ValueError(f"{who}: {name} must be a positive int, got {v!r}")
+
+
+def _param_dtype(who: str, dtype) -> Any:
+    """The parameters' dtype: ``None`` means float32 (PyTorch's default dtype)."""
+    if dtype is None:
+        return np.dtype(np.float32)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(
+            f"{who}: dtype must be a NumPy floating dtype (np.float32, 'float64', ...), got "
+            f"{dtype!r}"
+        ) from None
+    if dt.kind != "f":
+        raise TypeError(
+            f"{who}: dtype must be a floating dtype for trainable parameters, got {dt}; use "
+            "float16, float32 or float64"
+        )
+    return dt
+
+
+def _place(module: Module, device) -> None:
+    """Move ``module``'s own parameters and states to ``device`` (``None``: leave on the CPU).
+
+    Raises:
+        ValueError: for a device string that is not ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+        RuntimeError: for a GPU device without CuPy or a GPU.
+    """
+    if device is None:
+        return
+    try:
+        dev = parse_device(device)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{type(module).__name__}: {e}") from None
+    if dev == "cpu":
+        return
+    d = module.__dict__
+    for group in ("_parameters", "_states"):
+        for name, t in d[group].items():
+            if t is not None:
+                d[group][name] = t.to_device(dev)
 
 strict_all(globals(), ["ParameterView", "ParameterIterator", "functional_call"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins as _builtins
 import math
 import operator
+from typing import Any as _Any
 
 import numpy as _np
 
@@ -416,4 +417,106 @@ def stop_gradient(x):
 
 to_device = _ops.ToDevice.api
 
+
+def _torch_spelling(value) -> _Any:
+    """A ``torch.device`` or ``torch.dtype`` as the string tapegrad reads (``"cuda:0"``,
+    ``"float32"``); anything else unchanged."""
+    if type(value).__module__ == "torch":
+        text = str(value)
+        return text[len("torch."):] if text.startswith("torch.") else text
+    return value
+
+
+def _is_device(value) -> _builtin_bool:
+    return isinstance(value, str) and (value in ("cpu", "cuda", "gpu") or value.startswith("cuda:"))
+
+
+def _method_to(
+    self, *args, device: _Any = None, dtype: _Any = None, non_blocking=False, copy=False
+) -> Tensor:
+    """The Tensor on ``device`` and/or cast to ``dtype`` (PyTorch's ``Tensor.to``).
+
+    ``x.to("cuda")``, ``x.to("float64")``, ``x.to("cpu", "float32")``, ``x.to(other)`` (the
+    device and dtype of Tensor ``other``), or the keywords ``device=`` and ``dtype=``. A
+    ``torch.device`` or ``torch.dtype`` is read by its name. Both steps are differentiable:
+    the cotangent is cast back to the input's dtype (between floating and complex dtypes;
+    see :func:`astype`) and copied back to its device. Nothing is copied when the Tensor is
+    already there (Tensors are immutable, so ``copy`` changes nothing), and ``non_blocking``
+    is accepted for PyTorch's signature.
+
+    Args:
+        *args: Up to two of: a device string (``"cpu"``, ``"cuda"``, ``"cuda:N"``), a dtype
+            (NumPy dtype, type or name), a Tensor.
+        device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+        dtype: The dtype to cast to.
+        non_blocking, copy: Accepted as PyTorch's; no effect.
+
+    Returns:
+        A Tensor (``self`` when neither device nor dtype changes).
+
+    Raises:
+        TypeError: for an argument that is neither a device, a dtype nor a Tensor, or a device
+            or dtype given twice.
+        RuntimeError: for a GPU device without CuPy or a GPU.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> tg.Tensor([1.5, 2.5]).to("float64").to("cpu")
+        Tensor([1.5, 2.5], dtype=float64)
+    """
+    if len(args) > 2:
+        raise TypeError(f"Tensor.to: expected at most 2 positional arguments, got {len(args)}")
+    for a in args:
+        a = _torch_spelling(a)
+        if isinstance(a, Tensor):
+            found = (("device", a.device), ("dtype", a.dtype))
+        elif _is_device(a):
+            found = (("device", a),)
+        else:
+            try:
+                found = (("dtype", _np.dtype(a)),)
+            except TypeError:
+                raise TypeError(
+                    f"Tensor.to: expected a device ('cpu', 'cuda', 'cuda:N'), a dtype or a "
+                    f"Tensor, got {a!r}"
+                ) from None
+        for what, value in found:
+            if (device if what == "device" else dtype) is not None:
+                raise TypeError(f"Tensor.to: {what} given twice")
+            if what == "device":
+                device = value
+            else:
+                dtype = value
+    out = self
+    if dtype is not None:
+        out = astype(out, _torch_spelling(dtype))
+    if device is not None:
+        out = to_device(out, _torch_spelling(device))
+    return out
+
+
+def _method_cpu(self) -> Tensor:
+    """The Tensor on the CPU (PyTorch's ``Tensor.cpu``; ``x.to_device("cpu")``)."""
+    return to_device(self, "cpu")
+
+
+def _method_cuda(self, device: _Any = None, non_blocking=False) -> Tensor:
+    """The Tensor on a GPU (PyTorch's ``Tensor.cuda``; ``x.to_device("cuda:N")``).
+
+    Args:
+        device: ``None`` (GPU 0), an int ``N`` or a device string.
+        non_blocking: Accepted as PyTorch's; no effect.
+
+    Raises:
+        RuntimeError: without CuPy or a GPU.
+    """
+    if device is None:
+        device = "cuda:0"
+    elif isinstance(device, int) and not isinstance(device, _builtin_bool):
+        device = f"cuda:{device}"
+    return to_device(self, _torch_spelling(device))
+
+
+#: The Tensor methods of this module (attached by :mod:`tapegrad.methods`).
+METHODS = {"to": _method_to, "cpu": _method_cpu, "cuda": _method_cuda}
 

@@ -356,8 +356,11 @@ def eye(N, M=None, k=0, dtype=None, device=None) -> Tensor:
     """``N x M`` matrix with ones on the ``k``-th diagonal (NumPy ``eye``).
 
     Args:
-        N: Rows. M: Columns (default ``N``). k: Diagonal offset (0 main, > 0 above).
-        dtype: Default float32. device: ``"cpu"`` (default) or ``"cuda:N"``.
+        N: Rows.
+        M: Columns (default ``N``).
+        k: Diagonal offset (0 main, > 0 above).
+        dtype: Default float32.
+        device: ``"cpu"`` (default) or ``"cuda:N"``.
 
     Raises:
         ValueError: for negative sizes.
@@ -406,7 +409,9 @@ def tril_indices(n, k=0, m=None, *, device=None) -> tuple:
     with ``col - row <= k`` (NumPy ``tril_indices``), in row-major order.
 
     Args:
-        n: Rows. k: Diagonal offset. m: Columns (default ``n``).
+        n: Rows.
+        k: Diagonal offset.
+        m: Columns (default ``n``).
         device: ``"cpu"`` (default) or ``"cuda:N"``.
 
     Returns:

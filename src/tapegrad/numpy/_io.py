@@ -31,9 +31,10 @@ _READ = ("A Tensor of NumPy's result (NumPy's dtype); structured or string array
 save = on_values(
     "save", "Write an array's values to a ``.npy`` file", "None.",
     "        >>> import os, tempfile, tapegrad.numpy as tnp\n"
-    "        >>> path = os.path.join(tempfile.mkdtemp(), 'x.npy')\n"
-    "        >>> tnp.save(path, tnp.arange(3))\n"
-    "        >>> tnp.load(path)\n"
+    "        >>> with tempfile.TemporaryDirectory() as folder:  # removed with its files\n"
+    "        ...     path = os.path.join(folder, 'x.npy')\n"
+    "        ...     tnp.save(path, tnp.arange(3))\n"
+    "        ...     print(tnp.load(path))\n"
     "        Tensor([0, 1, 2], dtype=int64)\n")
 savez = on_values("savez", "Write several arrays' values to an uncompressed ``.npz`` file",
                   "None.")

@@ -445,7 +445,8 @@ class Unary(NamedTuple):
         nonan: The derivative may be infinite: a zero cotangent must give zero, not NaN.
         piecewise: The derivative is piecewise constant (its own derivative is zero): the
             formula then only ever runs on arrays.
-        aliases: Further ``tapegrad.numpy`` names. method: Also a Tensor method.
+        aliases: Further ``tapegrad.numpy`` names.
+        method: Also a Tensor method.
         d2: ``d2(xp, x, out)``: the partial derivatives of ``deriv`` in ``x`` and in ``out``
             (a pair; None for zero), on Tensors: the rule of the fused backward's own backward
             (:class:`UnaryGrad`), which makes every order exact. Unused (None) for a
@@ -1926,6 +1927,8 @@ class MinMaxGrad(Function):
 
     @staticmethod
     def jvp(ctx, t, *_):
+        if t is None:  # only the piecewise-constant operands move: the output stays
+            return None
         out, y, ties = ctx.saved_tensors
         return MinMaxGrad.apply(t, out, y, ties, greater=ctx.greater, wrt=ctx.wrt)
 

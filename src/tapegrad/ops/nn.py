@@ -21,6 +21,7 @@ out_features)`` (``y = x @ W + b``); a convolution weight is ``(C_out, C_in / gr
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -764,6 +765,7 @@ class Linear(Function):
 
 
 def _out_hw(hw, kernel, stride, dilation, pads):
+    """Output size per spatial axis (any number of them); ``pads`` ``(lo0, hi0, lo1, ...)``."""
     return tuple(
         (size + p0 + p1 - d * (k - 1) - 1) // s + 1
         for size, k, s, d, p0, p1 in zip(hw, kernel, stride, dilation, pads[0::2], pads[1::2])
@@ -771,30 +773,33 @@ def _out_hw(hw, kernel, stride, dilation, pads):
 
 
 def _pad(xp, x, pads, value=0):
-    """``x`` with ``pads = (top, bottom, left, right)`` of ``value`` (``x`` itself if none)."""
+    """``x`` ``(N, C, *spatial)`` with ``pads = (lo0, hi0, lo1, hi1, ...)`` of ``value`` on its
+    spatial axes (``(top, bottom, left, right)`` for images; ``x`` itself if none)."""
     if not any(pads):
         return x
-    pt, pb, pl, pr = pads
-    n, c, h, w = x.shape
-    out = xp.empty((n, c, h + pt + pb, w + pl + pr), dtype=x.dtype)
+    spatial = x.shape[2:]
+    lo, hi = pads[0::2], pads[1::2]
+    out = xp.empty(x.shape[:2] + tuple(n + a + b for n, a, b in zip(spatial, lo, hi)),
+                   dtype=x.dtype)
     if value == 0:
         out[...] = 0  # cheaper than np.pad's per-edge fills
     else:
         out.fill(value)
-    out[:, :, pt : pt + h, pl : pl + w] = x
+    out[(slice(None),) * 2 + tuple(slice(a, a + n) for a, n in zip(lo, spatial))] = x
     return out
 
 
 def _windows(xp, x, kernel, stride, dilation, out_hw, offsets_first=True):
-    """Read-only strided view of the windows of ``x`` (no copy).
+    """Read-only strided view of the windows of ``x`` ``(N, C, *spatial)`` (no copy).
 
-    Shape ``(N, C, kh, kw, Ho, Wo)`` (``offsets_first``, the im2col layout whose innermost
-    axis runs along an image row) or ``(N, C, Ho, Wo, kh, kw)``.
+    Shape ``(N, C, *kernel, *out)`` (``offsets_first``, the im2col layout whose innermost
+    axis runs along an image row) or ``(N, C, *out, *kernel)``.
     """
     n, c = x.shape[:2]
-    s0, s1, s2, s3 = x.strides
-    offs = ((kernel[0], s2 * dilation[0]), (kernel[1], s3 * dilation[1]))
-    pos = ((out_hw[0], s2 * stride[0]), (out_hw[1], s3 * stride[1]))
+    s0, s1 = x.strides[:2]
+    sp = x.strides[2:]
+    offs = tuple((k, st * d) for k, st, d in zip(kernel, sp, dilation))
+    pos = tuple((o, st * s) for o, st, s in zip(out_hw, sp, stride))
     dims = ((n, s0), (c, s1)) + ((offs + pos) if offsets_first else (pos + offs))
     shape, strides = tuple(d for d, _ in dims), tuple(st for _, st in dims)
     if xp is np:
@@ -807,66 +812,66 @@ def _im2col(xp, x, kernel, stride, pads, dilation, groups, batch_first=True):
 
     ``batch_first``: ``(N, G, K, L)`` (the forward's layout: a batched matmul gives NCHW
     directly); else ``(G, K, N * L)`` (one long matmul per group for the weight gradient).
-    ``K = C/G * kh * kw`` runs over (channel, kernel row, kernel column), ``L = Ho * Wo``.
-    The copy's innermost axis is an image row, so it streams.
+    ``K = C/G * prod(kernel)`` runs over (channel, kernel offsets), ``L = prod(out)`` (any
+    number of spatial axes). The copy's innermost axis is an image row, so it streams.
     """
-    n, c, h, w = x.shape
-    out_hw = _out_hw((h, w), kernel, stride, dilation, pads)
+    n, c = x.shape[:2]
+    nd = x.ndim - 2
+    out_hw = _out_hw(x.shape[2:], kernel, stride, dilation, pads)
     win = _windows(xp, _pad(xp, x, pads), kernel, stride, dilation, out_hw)
-    k = c // groups * kernel[0] * kernel[1]
+    k = c // groups * math.prod(kernel)
+    length = math.prod(out_hw)
     win = win.reshape((n, groups, c // groups) + win.shape[2:])
     if batch_first:
-        return win.reshape(n, groups, k, out_hw[0] * out_hw[1]), out_hw
-    cols = win.transpose(1, 2, 3, 4, 0, 5, 6).reshape(groups, k, n * out_hw[0] * out_hw[1])
+        return win.reshape(n, groups, k, length), out_hw
+    order = (1, 2) + tuple(range(3, 3 + nd)) + (0,) + tuple(range(3 + nd, 3 + 2 * nd))
+    cols = win.transpose(order).reshape(groups, k, n * length)
     return cols, out_hw
 
 
 def _conv_forward(xp, x, w, stride, pads, dilation, groups, b=None):
-    """``conv2d(x, w) (+ b)`` as one batched matmul on the im2col columns; NCHW out."""
-    cols, (ho, wo) = _im2col(xp, x, w.shape[2:], stride, pads, dilation, groups)
+    """``conv(x, w) (+ b)`` as one batched matmul on the im2col columns; ``(N, O, *out)``."""
+    cols, out_hw = _im2col(xp, x, w.shape[2:], stride, pads, dilation, groups)
     o = w.shape[0]
     out = xp.matmul(w.reshape(groups, o // groups, -1), cols)  # (N, G, Og, L), fresh
-    out = out.reshape(x.shape[0], o, ho, wo)
+    out = out.reshape((x.shape[0], o) + tuple(out_hw))
     if b is not None:
-        out += b.reshape(1, o, 1, 1)  # into this op's own array
+        out += b.reshape((1, o) + (1,) * len(out_hw))  # into this op's own array
     return out
 
 
 def _conv_weight_grad(xp, x, g, kernel, stride, pads, dilation, groups):
     """``dw = sum over batch and pixels of g * columns``: one matmul per group."""
     cols, _ = _im2col(xp, x, kernel, stride, pads, dilation, groups, batch_first=False)
-    n, o, ho, wo = g.shape
+    n, o = g.shape[:2]
     og = o // groups
-    gm = g.reshape(n, groups, og, ho * wo).transpose(1, 2, 0, 3).reshape(groups, og, -1)
+    length = math.prod(g.shape[2:])
+    gm = g.reshape(n, groups, og, length).transpose(1, 2, 0, 3).reshape(groups, og, -1)
     gw = xp.matmul(gm, cols.transpose(0, 2, 1))  # (G, Og, K)
-    return gw.reshape(o, x.shape[1] // groups, kernel[0], kernel[1])
+    return gw.reshape((o, x.shape[1] // groups) + tuple(kernel))
 
 
 def _conv_input_grad(xp, g, w, in_hw, stride, pads, dilation, groups):
     """``dx``: a batched matmul to column cotangents, then col2im as one strided add per
-    kernel offset (a loop over ``kh * kw`` offsets, never over images or pixels)."""
-    n, o, ho, wo = g.shape
+    kernel offset (a loop over the ``prod(kernel)`` offsets, never over images or pixels)."""
+    n, o = g.shape[:2]
+    out_hw = g.shape[2:]
     og = o // groups
-    cg, kh, kw = w.shape[1:]
-    wm = w.reshape(groups, og, cg * kh * kw).transpose(0, 2, 1)  # (G, K, Og)
-    dcols = xp.matmul(wm, g.reshape(n, groups, og, ho * wo))  # (N, G, K, L)
-    dcols = dcols.reshape(n, groups * cg, kh, kw, ho, wo)
-    h, wd = in_hw
-    pt, pb, pl, pr = pads
-    sh, sw = stride
-    dh, dw = dilation
-    dx = xp.zeros((n, groups * cg, h + pt + pb, wd + pl + pr), dtype=dcols.dtype)
-    for i in range(kh):  # a loop over kernel offsets, never over pixels
-        for j in range(kw):
-            dx[
-                :,
-                :,
-                i * dh : i * dh + sh * (ho - 1) + 1 : sh,
-                j * dw : j * dw + sw * (wo - 1) + 1 : sw,
-            ] += dcols[:, :, i, j]
+    cg, kernel = w.shape[1], w.shape[2:]
+    wm = w.reshape(groups, og, cg * math.prod(kernel)).transpose(0, 2, 1)  # (G, K, Og)
+    dcols = xp.matmul(wm, g.reshape(n, groups, og, math.prod(out_hw)))  # (N, G, K, L)
+    dcols = dcols.reshape((n, groups * cg) + tuple(kernel) + tuple(out_hw))
+    lo, hi = pads[0::2], pads[1::2]
+    padded = tuple(size + a + b for size, a, b in zip(in_hw, lo, hi))
+    dx = xp.zeros((n, groups * cg) + padded, dtype=dcols.dtype)
+    full = (slice(None),) * 2
+    for offset in itertools.product(*(range(k) for k in kernel)):  # offsets, never pixels
+        at = tuple(slice(i * d, i * d + s * (m - 1) + 1, s)
+                   for i, d, s, m in zip(offset, dilation, stride, out_hw))
+        dx[full + at] += dcols[full + offset]
     if not any(pads):
         return dx
-    return xp.ascontiguousarray(dx[:, :, pt : pt + h, pl : pl + wd])
+    return xp.ascontiguousarray(dx[full + tuple(slice(a, a + m) for a, m in zip(lo, in_hw))])
 
 
 # Batching rules of the three convolution ops. A batched image operand with shared weights
@@ -921,8 +926,11 @@ class Conv2d(Function):
 
     Inputs ``x`` ``(N, C, H, W)``, ``w`` ``(O, C/groups, kh, kw)`` and optionally ``b``
     ``(O,)``. Static params: ``stride`` and ``dilation`` pairs, ``padding`` as ``(top, bottom,
-    left, right)``, ``groups``. Backward: :class:`Conv2dInputGrad` (col2im) for ``x``,
-    :class:`Conv2dWeightGrad` for ``w`` and ``g.sum((0, 2, 3))`` for ``b``; the three
+    left, right)``, ``groups``. Any number of spatial axes works the same way (``conv3d``,
+    ``conv1d``-style and the transposed convolutions use it): ``x`` ``(N, C, *spatial)``,
+    ``w`` ``(O, C/groups, *kernel)``, one ``stride``/``dilation`` entry per axis and
+    ``padding`` ``(lo0, hi0, lo1, hi1, ...)``. Backward: :class:`Conv2dInputGrad` (col2im) for
+    ``x``, :class:`Conv2dWeightGrad` for ``w`` and ``g.sum((0, 2, 3))`` for ``b``; the three
     convolution ops are each other's transposes, so every order of derivative stays within
     them.
 
@@ -949,7 +957,7 @@ class Conv2d(Function):
         gw = Conv2dWeightGrad.apply(x, g, kernel=w.shape[2:], **ctx.conv) if nw else None
         if len(ctx.needs_input_grad) == 2:
             return gx, gw
-        gb = ns.sum(g, axis=(0, 2, 3)) if ctx.needs_input_grad[2] else None
+        gb = ns.sum(g, axis=(0,) + tuple(range(2, g.ndim))) if ctx.needs_input_grad[2] else None
         return gx, gw, gb
 
     @staticmethod
@@ -977,8 +985,8 @@ class Conv2d(Function):
             y = _unstack_groups(y, size, groups, 1)
         if b is None:
             return y
-        o = b.shape[-1]
-        return y + ns.reshape(b, (size, 1, o, 1, 1) if bb else (o, 1, 1))
+        o, nd = b.shape[-1], w.ndim - 2 - bw  # one example's spatial axes
+        return y + ns.reshape(b, (size, 1, o) + (1,) * nd if bb else (o,) + (1,) * nd)
 
     @classmethod
     def output_shape(
@@ -1079,23 +1087,24 @@ class Conv2dWeightGrad(Function):
         return (g[1], x[1] // groups) + tuple(kernel)
 
 
-def _offset_views(x, kernel, stride, out_hw):
-    """The ``kh * kw`` strided views ``(N, C, Ho, Wo)`` of ``x``, one per kernel offset, in
-    row-major offset order (views, no copies)."""
-    (kh, kw), (sh, sw), (ho, wo) = kernel, stride, out_hw
+def _offset_views(x, kernel, stride, out_hw, dilation=None):
+    """The ``prod(kernel)`` strided views ``(N, C, *out_hw)`` of ``x`` ``(N, C, *spatial)``,
+    one per kernel offset, in row-major offset order (views, no copies)."""
+    dilation = dilation or (1,) * len(kernel)
+    full = (slice(None),) * 2
     return [
-        x[:, :, i : i + sh * (ho - 1) + 1 : sh, j : j + sw * (wo - 1) + 1 : sw]
-        for i in range(kh)
-        for j in range(kw)
+        x[full + tuple(slice(i * d, i * d + s * (m - 1) + 1, s)
+                       for i, d, s, m in zip(offset, dilation, stride, out_hw))]
+        for offset in itertools.product(*(range(k) for k in kernel))
     ]
 
 
-def _pool_hits(xp, x, out, kernel, stride, padding):
+def _pool_hits(xp, x, out, kernel, stride, padding, dilation=None):
     """``(padded shape, [(offset index, hit mask)])``: for each kernel offset, where that
     window element is the window's maximum ``out`` and no earlier offset was (the first
     maximum wins ties, as ``argmax``; a NaN maximum goes to the window's first NaN)."""
     xpad = _pad(xp, x, padding, -np.inf)  # pyright: ignore[reportArgumentType]
-    views = _offset_views(xpad, kernel, stride, out.shape[2:])
+    views = _offset_views(xpad, kernel, stride, out.shape[2:], dilation)
     nan = bool(xp.isnan(out.sum()))  # conservative: any NaN (or inf - inf) takes the slow path
     outnan = xp.isnan(out) if nan else None
     taken = None
@@ -1126,20 +1135,26 @@ class MaxPool2d(Function):
     """Max pooling of ``x`` ``(N, C, H, W)`` (floating) over ``kernel`` windows moved by
     ``stride``, with ``padding = (top, bottom, left, right)`` of ``-inf``.
 
-    Forward: ``kh * kw - 1`` elementwise maxima of strided views (a loop over kernel offsets,
-    never over pixels). Saves ``x`` and the output (no index array). Backward:
-    :class:`MaxPool2dGrad`, the cotangent routed to each window's first maximum.
+    Any number of spatial axes (``max_pool1d`` and ``max_pool3d`` use it too): ``x``
+    ``(N, C, *spatial)`` with ``kernel``, ``stride`` and ``dilation`` one entry per spatial
+    axis and ``padding`` ``(lo0, hi0, lo1, hi1, ...)`` (asymmetric: ``ceil_mode`` pads the end
+    further); ``dilation=None`` means 1 on every axis.
+
+    Forward: ``prod(kernel) - 1`` elementwise maxima of strided views (a loop over kernel
+    offsets, never over pixels). Saves ``x`` and the output (no index array). Backward:
+    :class:`MaxPool2dGrad`, the cotangent routed to each window's first maximum (row-major
+    order of the kernel offsets, as PyTorch).
     """
 
     oper = "max_pool2d"
     batch = classmethod(_pool_batch)
 
     @staticmethod
-    def forward(ctx, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
+    def forward(ctx, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0), dilation=None):
         xp = ctx.backend
-        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding)
-        out_hw = _out_hw(x.shape[2:], kernel, stride, (1, 1), padding)
-        views = _offset_views(_pad(xp, x, padding, -np.inf), kernel, stride, out_hw)  # pyright: ignore[reportArgumentType]
+        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
+        out_hw = _out_hw(x.shape[2:], kernel, stride, dilation or (1,) * len(kernel), padding)
+        views = _offset_views(_pad(xp, x, padding, -np.inf), kernel, stride, out_hw, dilation)  # pyright: ignore[reportArgumentType]
         out = xp.maximum(views[0], views[1]) if len(views) > 1 else views[0].copy()
         for v in views[2:]:
             xp.maximum(out, v, out=out)
@@ -1152,8 +1167,9 @@ class MaxPool2d(Function):
         return MaxPool2dGrad.apply(g, x, out, **ctx.pool)
 
     @classmethod
-    def output_shape(cls, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
-        return tuple(x[:2]) + _out_hw(x[2:], kernel, stride, (1, 1), padding)
+    def output_shape(cls, x, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0), dilation=None):
+        return tuple(x[:2]) + _out_hw(x[2:], kernel, stride, dilation or (1,) * len(kernel),
+                                      padding)
 
 
 class MaxPool2dGrad(Function):
@@ -1171,17 +1187,20 @@ class MaxPool2dGrad(Function):
     nondiff_argnums = (1, 2)  # piecewise constant in x and out (they only locate the maxima)
 
     @staticmethod
-    def forward(ctx, g, x, out, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
+    def forward(ctx, g, x, out, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0),
+                dilation=None):
         xp = ctx.backend
-        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding)
+        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
         ctx.save_for_backward(x, out)
-        shape, hits = _pool_hits(xp, x, out, kernel, stride, padding)
-        (kh, kw), (ho, wo) = kernel, out.shape[2:]
+        shape, hits = _pool_hits(xp, x, out, kernel, stride, padding, dilation)
+        out_hw = out.shape[2:]
         exact = (
-            not any(padding) and tuple(stride) == tuple(kernel) and shape[2:] == (kh * ho, kw * wo)
+            not any(padding) and tuple(stride) == tuple(kernel)
+            and not any(d != 1 for d in dilation or ())
+            and shape[2:] == tuple(k * m for k, m in zip(kernel, out_hw))
         )
         dx = (xp.empty if exact else xp.zeros)(shape, dtype=g.dtype)
-        views = _offset_views(dx, kernel, stride, (ho, wo))
+        views = _offset_views(dx, kernel, stride, out_hw, dilation)
         finite = bool(xp.isfinite(g.sum()))
         for k, hit in hits:
             if exact and finite:
@@ -1193,9 +1212,8 @@ class MaxPool2dGrad(Function):
             else:
                 views[k] += part
         if any(padding):
-            pt, _, pl, _ = padding
-            h, w = x.shape[2:]
-            dx = xp.ascontiguousarray(dx[:, :, pt : pt + h, pl : pl + w])
+            crop = tuple(slice(a, a + m) for a, m in zip(padding[0::2], x.shape[2:]))
+            dx = xp.ascontiguousarray(dx[(slice(None),) * 2 + crop])
         return dx
 
     @staticmethod
@@ -1222,12 +1240,13 @@ class MaxPool2dGather(Function):
     nondiff_argnums = (1, 2)  # piecewise constant in x and out (they only locate the maxima)
 
     @staticmethod
-    def forward(ctx, h, x, out, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0)):
+    def forward(ctx, h, x, out, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0),
+                dilation=None):
         xp = ctx.backend
-        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding)
+        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
         ctx.save_for_backward(x, out)
-        _, hits = _pool_hits(xp, x, out, kernel, stride, padding)
-        views = _offset_views(_pad(xp, h, padding), kernel, stride, out.shape[2:])
+        _, hits = _pool_hits(xp, x, out, kernel, stride, padding, dilation)
+        views = _offset_views(_pad(xp, h, padding), kernel, stride, out.shape[2:], dilation)
         res = xp.zeros(out.shape, dtype=h.dtype)
         for k, hit in hits:
             res += xp.where(hit, views[k], 0)

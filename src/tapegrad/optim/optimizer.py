@@ -160,7 +160,8 @@ class Optimizer:
     Attributes:
         params: The current parameter pytree (the Module's, if built from one).
         grads: The latest gradients given to :meth:`step`/:meth:`set_grads`, or ``None``.
-        lr: Current learning rate (settable). timestep: Number of steps taken.
+        lr: Current learning rate (settable).
+        timestep: Number of steps taken.
         opt_state: The pure transform's state (a pytree).
 
     Raises:
@@ -347,19 +348,32 @@ class Optimizer:
         return dict(self._hyperparams)
 
     # -- gradients -----------------------------------------------------------------------------
+    def _as_params_tree(self, grads):
+        """Model-shaped gradients (``tg.grad(loss)(model, x)``, a Module holding gradients) as
+        the parameter pytree they hold, for an optimizer built from a Module."""
+        if self._module is not None and is_module(grads) and not is_module(self.params):
+            return grads.params
+        return grads
+
     def set_grads(self, grads) -> None:
         """Hold ``grads`` (a pytree shaped like ``params``) as the latest gradients.
+
+        For an optimizer built from a Module, ``grads`` may also be model-shaped: the gradient
+        ``tg.grad(loss)(model, x)`` returns (a Module whose parameters hold the gradients); its
+        parameter pytree is held.
 
         Raises:
             TypeError: if the structure differs from ``params``.
             ValueError: if a leaf shape differs.
         """
+        grads = self._as_params_tree(grads)
         T._check_match(f"{type(self).__name__}.set_grads", grads, "grads", self.params, "params")
         self._grads = grads
 
     def accumulate_grads(self, grads) -> None:
         """Add ``grads`` to the held gradients (hold them if none are held), as repeated
         ``backward()`` calls accumulate ``.grad`` in PyTorch."""
+        grads = self._as_params_tree(grads)
         if self._grads is None:
             self.set_grads(grads)
         else:
@@ -456,8 +470,9 @@ class Optimizer:
         ``timestep``, ``lr``, the parameters and the state are left as they were.
 
         Args:
-            grads: Gradients shaped like ``params`` (held as :attr:`grads`); ``None`` uses the
-                gradients already held.
+            grads: Gradients shaped like ``params`` (or, for an optimizer built from a Module,
+                shaped like the model: see :meth:`set_grads`), held as :attr:`grads`; ``None``
+                uses the gradients already held.
             **extra_args: Passed on to the transformations that take them (for example
                 ``value=loss`` to a custom ``transform`` ending in
                 :func:`~tapegrad.optim.reduce_on_plateau`).
@@ -975,8 +990,10 @@ class ReduceLROnPlateau:
         eps: Smallest change of the rate that is applied (``>= 0``).
 
     Attributes:
-        best: Best metric so far. num_bad_epochs: Values since the last improvement.
-        cooldown_counter: Values still to ignore. last_epoch: Number of :meth:`step` calls.
+        best: Best metric so far.
+        num_bad_epochs: Values since the last improvement.
+        cooldown_counter: Values still to ignore.
+        last_epoch: Number of :meth:`step` calls.
 
     Raises:
         TypeError: if ``optimizer`` is not an :class:`Optimizer` or has an ``lr_scheduler``.

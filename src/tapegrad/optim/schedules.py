@@ -1261,7 +1261,8 @@ class LambdaLR(_TorchScheduler):
             ``base_lr`` is the optimizer's ``initial_lr``.
 
     Attributes:
-        last_epoch: Epochs stepped. base_lrs: ``[base_lr]``.
+        last_epoch: Epochs stepped.
+        base_lrs: ``[base_lr]``.
 
     Raises:
         TypeError: for a bad optimizer or a non-callable ``lr_lambda``.
@@ -1375,7 +1376,8 @@ class CosineAnnealingWarmRestarts(_TorchScheduler):
         last_epoch: The last epoch of a run being resumed (``-1``: a new run).
 
     Attributes:
-        T_cur: Epochs since the last restart. T_i: Length of the current cycle.
+        T_cur: Epochs since the last restart.
+        T_i: Length of the current cycle.
 
     Raises:
         TypeError: for a bad optimizer.

@@ -45,13 +45,14 @@ from typing import Any
 
 import attrs
 import numpy as np
+import optree
 
 from tapegrad import backend as _backend
 from tapegrad import numpy as tnp
 from tapegrad._keywords import strict_all, strict_init
 from tapegrad.tensor import Tensor
 from tapegrad.tensor import const as _tconst
-from tapegrad.tree import tree_flatten, tree_leaves, tree_paths, tree_unflatten
+from tapegrad.tree import NAMESPACE, tree_flatten, tree_leaves, tree_paths, tree_unflatten
 from tapegrad.weak import WeakScalar
 
 __all__ = [
@@ -1591,14 +1592,33 @@ def _add_same_tensors(params, updates):
     return tree_unflatten(tp, out)
 
 
+def _none_updates(params, updates):
+    """``(param leaves, treedef, update leaves)`` with ``None`` counted as a leaf, when
+    ``updates`` holds ``None`` where ``params`` has a leaf (a leaf that was not differentiated,
+    such as a Module's random key); ``None`` otherwise."""
+    lp, tp = optree.tree_flatten(params, none_is_leaf=True, namespace=NAMESPACE)
+    try:
+        lu = tp.flatten_up_to(updates)
+    except ValueError:
+        return None
+    if not any(u is None and p is not None for p, u in zip(lp, lu)):
+        return None
+    return lp, tp, lu
+
+
 def apply_updates(params, updates):
     """``params + updates`` leafwise, each result cast to its parameter's dtype.
 
     Leaf kinds are kept: Tensor parameters give Tensors, NumPy array parameters give NumPy
-    arrays (new, read-only arrays; nothing is modified in place).
+    arrays (new, read-only arrays; nothing is modified in place). Where ``updates`` holds
+    ``None`` in place of a leaf, the parameter is kept as it is, whatever its kind (Equinox's
+    ``apply_updates``): so ``params`` may be a whole model, random keys and integer counters
+    included, and ``updates`` come from gradients that hold ``None`` there
+    (``tg.grad(loss)(model, x)``, :func:`tapegrad.filter_grad`, :func:`tapegrad.tree.filter`).
 
     Args:
-        params: Pytree of floating Tensors/arrays.
+        params: Pytree of floating Tensors/arrays (other leaves only where ``updates`` holds
+            ``None``).
         updates: Pytree with the same structure and leaf shapes (from ``update``).
 
     Returns:
@@ -1612,6 +1632,10 @@ def apply_updates(params, updates):
     fast = _add_same_tensors(params, updates)
     if fast is not None:
         return fast
+    held = _none_updates(params, updates)
+    if held is not None:
+        lp, tp, lu = held
+        return tp.unflatten([p if u is None else apply_updates(p, u) for p, u in zip(lp, lu)])
     _check_match(where, updates, "updates", params, "params")
     raw = tree_leaves(params)
     p, treedef = _leaves(where, params, "params")

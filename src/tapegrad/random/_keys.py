@@ -253,7 +253,9 @@ def uniform(key, shape: Any = (), dtype: Any = np.float32, minval: Any = 0.0,
     """Uniform samples on ``[minval, maxval)``.
 
     Args:
-        key: A key. shape: Output shape (int or tuple). dtype: Floating dtype (float32).
+        key: A key.
+        shape: Output shape (int or tuple).
+        dtype: Floating dtype (float32).
         minval, maxval: Bounds (Python numbers), ``minval <= maxval``.
 
     Returns:

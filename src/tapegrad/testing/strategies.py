@@ -1,6 +1,7 @@
 """Hypothesis strategies for tapegrad property tests: shapes, broadcastable shapes, Tensors.
 
-Requires ``hypothesis`` (installed with ``tapegrad[test]``).
+Requires ``hypothesis`` (the ``test`` extra installs it: ``pip install -e ".[test]"`` in a
+clone).
 """
 
 from __future__ import annotations
