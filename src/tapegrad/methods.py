@@ -1,13 +1,14 @@
 """Tensor's operators and NumPy-style methods, attached in this one module.
 
 Each layer declares the methods its functions provide, beside the functions: the ops layer's
-registry (:data:`tapegrad.ops._registry.METHODS`: arithmetic and comparison operators, ``sum``,
-``reshape``, ...), the NumPy layer's conversions, shape and linear-algebra modules (``to``,
-``view``, ``permute``, ``dot``, ...), functional index updates (``at``) and NumPy's protocols, DLPack and the array API
-(:data:`tapegrad.interop.METHODS`). This module attaches them all to :class:`~tapegrad.Tensor`
-when ``tapegrad`` is imported, as HIPS autograd's numpy layer attaches its boxes' methods: the
-core defines the Tensor record and never reaches up to the layers that compute with it. Where
-two declare the same name, the later table in :data:`TABLES` wins.
+registry (:data:`tapegrad.ops._registry.METHODS`: arithmetic and comparison operators,
+``sum``, ``reshape``, ...), the NumPy layer's conversions, shape and linear-algebra modules
+(``to``, ``view``, ``permute``, ``dot``, ...), functional index updates (``at``) and NumPy's
+protocols, DLPack and the array API (:data:`tapegrad.interop.METHODS`). This module attaches
+them all to :class:`~tapegrad.Tensor` when ``tapegrad`` is imported, as HIPS autograd's numpy
+layer attaches its boxes' methods: the core defines the Tensor record and never reaches up to
+the layers that compute with it. Where two declare the same name, the later table in
+:data:`TABLES` wins.
 """
 
 from __future__ import annotations
