@@ -627,12 +627,6 @@ def tape_to_json(tape, arrays=None) -> str:
             ``MAX_DEPTH`` = 256), naming the entry and parameter; if an input or output
             pytree holds containers other than tuples, lists, dicts and None.
 
-    Example:
-        >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
-        >>> _, tape = tg.trace(lambda x: tnp.sum(tnp.sin(x) * 2.0))(tg.Tensor(np.ones(3)))
-        >>> again = tg.Tape.from_json(tape.to_json())
-        >>> str(again) == str(tape)
-        True
     """
     who = "Tape.to_json"
     w = _Writer(who)

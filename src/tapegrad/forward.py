@@ -23,18 +23,18 @@ import numpy as np
 
 from tapegrad import profiler as _profiler
 from tapegrad.backend import backend_of
-from tapegrad.function import new_level, transform_scope, unbroadcast
+from tapegrad.function import new_level, unbroadcast
 from tapegrad.tensor import Tensor, const
 from tapegrad.trace import Trace, apply_step, escaped_rule, interpret, is_escape, run_rule
 from tapegrad.transforms import (
+    Traced,
     as_primal,
     check_argnums,
     check_callable,
     check_output_dtype,
     grad,
-    lower_output,
+    run_traced,
     select_argnums,
-    split_aux,
     vjp,
 )
 from tapegrad.tree import tree_flatten, tree_unflatten
@@ -248,27 +248,18 @@ def _flat_tangents(tangents, primals, prims, treedef, who):
     return out
 
 
-def _jvp_core(fun, treedef, prims, tangents, has_aux, who):
-    """Run ``fun`` on a forward-mode trace: ``(out_tree, primal outs, tangent outs, aux)``
-    (``None`` tangents are zero)."""
+def _jvp_core(fun, treedef, prims, tangents, has_aux, who) -> Traced:
+    """Run ``fun`` on a forward-mode trace whose inputs (nodes 0, 1, ...) have ``tangents``
+    (``None`` is zero); :func:`_tangents_out` reads the outputs' tangents from the result."""
     trace = JVPTrace(new_level())
-    traced = [trace.new_input(p) for p in prims]
-    for node, t in enumerate(tangents):
-        if t is not None:
-            trace.tangents[node] = t
-    try:
-        with transform_scope():
-            out = fun(*tree_unflatten(treedef, traced))
-    finally:
-        trace.done = True
-    out, aux = split_aux(out, has_aux, trace, who)
-    out_leaves, out_tree = tree_flatten(out)
-    p_out, t_out = [], []
-    for i, o in enumerate(out_leaves):
-        low, node = lower_output(o, trace, i, out, who)
-        p_out.append(low)
-        t_out.append(None if node is None else trace.tangents.get(node))
-    return out_tree, p_out, t_out, aux
+    trace.tangents.update((node, t) for node, t in enumerate(tangents) if t is not None)
+    return run_traced(trace, fun, treedef, prims, has_aux, who)
+
+
+def _tangents_out(run: Traced) -> list:
+    """The tangent of each output leaf of a forward-mode run (``None``: zero)."""
+    tangents = run.trace.tangents
+    return [None if n is None else tangents.get(n) for n in run.out_nodes]
 
 
 def jvp(fun, primals, tangents, has_aux: bool = False) -> tuple[Any, ...]:
@@ -303,10 +294,11 @@ def jvp(fun, primals, tangents, has_aux: bool = False) -> tuple[Any, ...]:
     check_callable(fun, "jvp")
     primals, prims, treedef, _ = _flat_primals(primals, "jvp")
     tans = _flat_tangents(tangents, primals, prims, treedef, "jvp")
-    out_tree, p_out, t_out, aux = _jvp_core(fun, treedef, prims, tans, has_aux, "jvp")
-    t_out = [_zeros(p.shape, p.dtype, p) if t is None else t for t, p in zip(t_out, p_out)]
-    res = tree_unflatten(out_tree, p_out), tree_unflatten(out_tree, t_out)
-    return (*res, aux) if has_aux else res
+    run = _jvp_core(fun, treedef, prims, tans, has_aux, "jvp")
+    t_out = [_zeros(p.shape, p.dtype, p) if t is None else t
+             for t, p in zip(_tangents_out(run), run.outs)]
+    res = tree_unflatten(run.out_tree, run.outs), tree_unflatten(run.out_tree, t_out)
+    return (*res, run.aux) if has_aux else res
 
 
 def _linearize(fun, primals, has_aux, who, kinds="fc"):
@@ -314,9 +306,10 @@ def _linearize(fun, primals, has_aux, who, kinds="fc"):
     lin = Trace(new_level())  # records the tangent program (below the forward-mode level)
     tin = [lin.new_input(_zeros(p.shape, p.dtype, p)) for p in prims]
     try:
-        out_tree, p_out, t_out, aux = _jvp_core(fun, treedef, prims, tin, has_aux, who)
+        run = _jvp_core(fun, treedef, prims, tin, has_aux, who)
     finally:
         lin.done = True
+    out_tree, p_out, t_out, aux = run.out_tree, run.outs, _tangents_out(run), run.aux
     entries = tuple(lin.entries)
     refs = []
     for t, p in zip(t_out, p_out):

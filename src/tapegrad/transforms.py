@@ -29,7 +29,8 @@ from tapegrad.tree import (
 )
 from tapegrad.weak import WeakScalar
 
-__all__ = ["vjp", "grad", "value_and_grad", "trace", "select_argnums", "check_callable"]
+__all__ = ["vjp", "grad", "value_and_grad", "trace", "select_argnums", "check_callable",
+           "call_traced", "run_traced", "Traced"]
 
 
 def check_callable(fun, who: str) -> None:
@@ -194,8 +195,13 @@ def call_traced(fun, args: tuple, has_aux, who, names, allow_int=False, replays=
     """Run ``fun(*args)`` with every leaf of ``args`` (of a dtype kind in ``kinds``, see
     :func:`as_primal`) traced on a fresh :class:`Trace`."""
     leaves, treedef = tree_flatten(args)
-    trace = Trace(new_level(), replays)
     primals = _primals(leaves, treedef, args, names, who, allow_int, kinds)
+    return run_traced(Trace(new_level(), replays), fun, treedef, primals, has_aux, who)
+
+
+def run_traced(trace, fun, treedef, primals, has_aux, who) -> Traced:
+    """Run ``fun`` on ``primals`` (the input leaves, of structure ``treedef``) traced on the
+    fresh ``trace`` (their nodes are 0, 1, ...), and lower its outputs below it."""
     traced = [trace.new_input(p) for p in primals]
     try:
         with transform_scope():
