@@ -69,7 +69,6 @@ __all__ = [
     "scale",
     "scale_by_learning_rate",
     "scale_by_adam",
-    "add_decayed_weights",
     "trace",
     "clip_by_global_norm",
     "chain",
@@ -1111,16 +1110,6 @@ def scale_by_adam(
         _check_unit(where, "b1", b1), _check_unit(where, "b2", b2),
         _check_nonneg(where, "eps", eps), _check_bool(where, "amsgrad", amsgrad),
     )  # fmt: skip
-
-
-def add_decayed_weights(weight_decay: float = 0.0) -> AddDecayedWeights:
-    """Add ``weight_decay * params`` to the gradients (see :class:`AddDecayedWeights`).
-
-    Raises:
-        TypeError: if ``weight_decay`` is not a number.
-        ValueError: if ``weight_decay`` is negative or not finite.
-    """
-    return AddDecayedWeights(_check_nonneg("add_decayed_weights", "weight_decay", weight_decay))
 
 
 def trace(decay: float, nesterov: bool = False, dampening: float = 0.0) -> Trace:
