@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 from tapegrad import numpy as tnp
-from tapegrad.backend import backend_of
+from tapegrad.core.backend import backend_of
+from tapegrad.core.tensor import Tensor
 from tapegrad.nn._functional import (
     _adaptive_matrix,
     _floating,
@@ -28,7 +29,6 @@ from tapegrad.nn._functional import (
     _pool_params,
 )
 from tapegrad.ops.nn import Conv2d, Conv2dInputGrad, MaxPool2d, _const, _conv_forward, _out_hw
-from tapegrad.tensor import Tensor
 
 __all__ = [
     "conv_transpose2d",

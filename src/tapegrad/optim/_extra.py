@@ -41,7 +41,9 @@ import numpy as np
 
 from tapegrad import numpy as tnp
 from tapegrad import random as _random
-from tapegrad._keywords import strict_all
+from tapegrad.core._keywords import strict_all
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tree import tree_leaves, tree_unflatten
 from tapegrad.optim.combinators import add_decayed_weights
 from tapegrad.optim.transforms import (
     AddDecayedWeights,
@@ -65,8 +67,6 @@ from tapegrad.optim.transforms import (
     chain,
     tree_zeros_like,
 )
-from tapegrad.tensor import Tensor
-from tapegrad.tree import tree_leaves, tree_unflatten
 
 __all__ = [
     "ScaleByOptaxAdam",

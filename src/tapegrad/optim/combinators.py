@@ -33,7 +33,9 @@ import numpy as np
 import optree
 
 from tapegrad import numpy as tnp
-from tapegrad._keywords import strict_all
+from tapegrad.core._keywords import strict_all
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tree import NAMESPACE, tree_flatten, tree_paths, tree_structure, tree_unflatten
 from tapegrad.optim.transforms import (
     AddDecayedWeights,
     GradientTransformation,
@@ -44,8 +46,6 @@ from tapegrad.optim.transforms import (
     _update_extra,
     tree_zeros_like,
 )
-from tapegrad.tensor import Tensor
-from tapegrad.tree import NAMESPACE, tree_flatten, tree_paths, tree_structure, tree_unflatten
 
 __all__ = [
     "Masked", "MultiTransform", "MultiSteps", "masked", "multi_transform", "add_decayed_weights",

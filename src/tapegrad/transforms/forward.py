@@ -21,12 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from tapegrad import profiler as _profiler
-from tapegrad.backend import backend_of
-from tapegrad.function import new_level, unbroadcast
-from tapegrad.tensor import Tensor, const
-from tapegrad.trace import Trace, apply_step, escaped_rule, interpret, is_escape, run_rule
-from tapegrad.transforms import (
+from tapegrad.core import profiler as _profiler
+from tapegrad.core.backend import backend_of
+from tapegrad.core.function import new_level, unbroadcast
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.trace import Trace, apply_step, escaped_rule, interpret, is_escape, run_rule
+from tapegrad.core.tree import tree_flatten, tree_unflatten
+from tapegrad.transforms.reverse import (
     Traced,
     as_primal,
     check_argnums,
@@ -37,8 +38,7 @@ from tapegrad.transforms import (
     select_argnums,
     vjp,
 )
-from tapegrad.tree import tree_flatten, tree_unflatten
-from tapegrad.vmap import vmap
+from tapegrad.transforms.vmap import vmap
 
 __all__ = ["jvp", "linearize", "jacfwd", "jacrev", "jacobian", "hessian", "hvp", "JVPTrace"]
 
@@ -96,7 +96,7 @@ _FORCE_TRANSPOSE = False  # tests flip this to compare each jvp rule with the tr
 def op_tangents(cls, ctx, ts, in_avals, out_avals, nondiff=(), watch=None) -> tuple:
     """Output tangents (a tuple, ``None`` for zero) of one op from its input tangents
     (``nondiff``: the outputs marked non-differentiable; ``watch``: the entry's
-    :class:`~tapegrad.tape.Watch`)."""
+    :class:`~tapegrad.core.tape.Watch`)."""
     ctx.needs_input_grad = tuple(t is not None for t in ts)
     ctx.out_avals = out_avals
     transpose = cls.jvp is None or _FORCE_TRANSPOSE

@@ -1,6 +1,6 @@
 """Tapes as files: :meth:`Tape.to_json` and :meth:`Tape.from_json`, with no pickle.
 
-A tape is written as JSON (format ``tapegrad.tape``, version 1): each entry's primitive by its
+A tape is written as JSON (format ``tapegrad.core.tape``, version 1): each entry's primitive by its
 name (``"tapegrad.ops.elementwise:Sin"``, module and qualified name), its static parameters,
 the node ids of its inputs and outputs, the shape and dtype of every node, the Python decisions
 (guards), and the input and output pytree structures. Arrays the tape holds as constants are
@@ -9,7 +9,7 @@ atomically and with a digest), which the JSON names together with the SHA-256 of
 
 A tape file is data. Loading it never runs code from it and never imports a module:
 
-- primitives are looked up among the :class:`~tapegrad.function.Function` subclasses already
+- primitives are looked up among the :class:`~tapegrad.core.function.Function` subclasses already
   defined in the process (a Function defined outside tapegrad is found once the module that
   defines it has been imported); parameter values that name a type (a namedtuple, a row of an
   op table) are looked up among those defined at the top level of a module that defines a
@@ -24,7 +24,7 @@ A tape file is data. Loading it never runs code from it and never imports a modu
   before anything in it is parsed.
 
 No string from a file reaches generated source: the compiled program
-(:class:`tapegrad.jit.Program`) passes parameters as dictionaries and names its variables
+(:class:`tapegrad.transforms.jit.Program`) passes parameters as dictionaries and names its variables
 itself. A replay of a loaded tape first runs each entry as written and checks its outputs'
 shapes and dtypes against the file.
 
@@ -33,7 +33,7 @@ tape), not deliberate edits: whoever can write the JSON can record the digest of
 file. A re-signed file with changed values, shapes or dtypes loads as written, as a safetensors
 or PyTorch checkpoint does.
 
-:class:`~tapegrad.tape.Tape`'s ``to_json`` and ``from_json`` call :func:`tape_to_json` and
+:class:`~tapegrad.core.tape.Tape`'s ``to_json`` and ``from_json`` call :func:`tape_to_json` and
 :func:`tape_fields` (this module knows tapes only as the values they hold).
 """
 
@@ -52,16 +52,16 @@ import weakref
 
 import numpy as np
 
-from tapegrad import backend as _backend
 from tapegrad import io as _io
-from tapegrad.function import Function
-from tapegrad.tensor import Tensor, const
-from tapegrad.trace import _GUARD_FNS, Guard, TapeEntry
-from tapegrad.tree import tree_flatten, tree_unflatten
+from tapegrad.core import backend as _backend
+from tapegrad.core.function import Function
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.trace import _GUARD_FNS, Guard, TapeEntry
+from tapegrad.core.tree import tree_flatten, tree_unflatten
 
 __all__ = ["tape_to_json", "tape_fields"]
 
-FORMAT, VERSION = "tapegrad.tape", 1
+FORMAT, VERSION = "tapegrad.core.tape", 1
 
 #: Deepest container nesting of a parameter value or a pytree structure in a tape file.
 MAX_DEPTH = 256
@@ -612,7 +612,7 @@ def tape_to_json(tape, arrays=None) -> str:
     constant arrays needs no file.
 
     Args:
-        tape: The :class:`~tapegrad.tape.Tape`.
+        tape: The :class:`~tapegrad.core.tape.Tape`.
         arrays: Path of the safetensors file for the tape's constant arrays (str or
             path-like), or None when the tape holds none.
 
@@ -698,7 +698,7 @@ def tape_fields(text, arrays=None) -> dict:
             path the JSON names).
 
     Returns:
-        The keyword fields of the :class:`~tapegrad.tape.Tape` (``Tape.from_json`` builds it).
+        The keyword fields of the :class:`~tapegrad.core.tape.Tape` (``Tape.from_json`` builds it).
 
     Raises:
         TypeError: if ``text`` is not str or bytes, or ``arrays`` is not a path.

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import optree
 
-from tapegrad.backend import backend_of
-from tapegrad.function import (
+from tapegrad.core.backend import backend_of
+from tapegrad.core.function import (
     CONTEXT_FIELDS,
     OTHER,
     Applied,
@@ -35,10 +35,10 @@ from tapegrad.function import (
     run_primitive,
     transform_scope,
 )
-from tapegrad.tensor import Tensor, const, make, primal_of
-from tapegrad.trace import Trace
-from tapegrad.transforms import check_argnums, check_callable, select_argnums, vjp
-from tapegrad.tree import NAMESPACE, tree_flatten, tree_unflatten
+from tapegrad.core.tensor import Tensor, const, make, primal_of
+from tapegrad.core.trace import Trace
+from tapegrad.core.tree import NAMESPACE, tree_flatten, tree_unflatten
+from tapegrad.transforms.reverse import check_argnums, check_callable, select_argnums, vjp
 
 __all__ = ["vmap", "elementwise_grad", "BatchTrace", "moveaxis", "loop"]
 

@@ -2,9 +2,9 @@
 ``lax.custom_root`` and ``lax.custom_linear_solve``).
 
 A solver's iterations are never differentiated. The solution is one primitive (built on the
-rule machinery of :mod:`tapegrad.custom_rules`) whose ``forward`` runs your solver on constants
-(Python loops and convergence tests are fine: nothing traces them) and whose derivatives come
-from the implicit function theorem:
+rule machinery of :mod:`tapegrad.transforms.custom_jvp`) whose ``forward`` runs your solver on
+constants (Python loops and convergence tests are fine: nothing traces them) and whose
+derivatives come from the implicit function theorem:
 
 - ``custom_root(f, x0, solve, tangent_solve)``: ``x*`` with ``f(x*) = 0``. Along a tangent of
   the values ``f`` closes over, ``dx* = -(df/dx)^-1 (df/dtheta dtheta)``, computed by your
@@ -40,15 +40,15 @@ from typing import Any
 
 import numpy as np
 
-from tapegrad.backend import backend_of
-from tapegrad.custom_rules import RuleCall, RuleFunction, Rules, array_leaf, zeros_like
-from tapegrad.forward import jvp as _jvp
-from tapegrad.forward import linearize
-from tapegrad.function import new_level, transform_scope
-from tapegrad.tensor import Tensor, const
-from tapegrad.trace import Guard, GuardError, Trace, check_guard
-from tapegrad.transforms import lower_output, vjp
-from tapegrad.tree import tree_flatten, tree_unflatten
+from tapegrad.core.backend import backend_of
+from tapegrad.core.function import new_level, transform_scope
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.trace import Guard, GuardError, Trace, check_guard
+from tapegrad.core.tree import tree_flatten, tree_unflatten
+from tapegrad.transforms.custom_jvp import RuleCall, RuleFunction, Rules, array_leaf, zeros_like
+from tapegrad.transforms.forward import jvp as _jvp
+from tapegrad.transforms.forward import linearize
+from tapegrad.transforms.reverse import lower_output, vjp
 
 __all__ = ["custom_root", "custom_linear_solve", "CustomRoot", "CustomLinearSolve"]
 
