@@ -340,8 +340,9 @@ def test_once_differentiable_first_order_everywhere():
         np.testing.assert_allclose(tape.replay(x).numpy(), np.cos(a))
     assert jf.cache_size() == 1  # no guard: the rule is one primitive of the program
     # vmap(grad): the rule runs per example (the op itself has no batching rule)
-    with pytest.warns(UserWarning, match="OnceScaledSin .* has no batching rule"):
+    with pytest.warns(UserWarning, match="OnceScaledSin .* has no batching rule") as w:
         per = tg.vmap(tg.grad(lambda v: OnceScaledSin.apply(v, 0.5, k=2.0)))(f64(xs[1]))
+    assert {r.filename for r in w} == {__file__}  # the warning points at the user's line
     np.testing.assert_allclose(per.numpy(), 2 * np.cos(xs[1] + 0.5))
     # forward mode transposes a backward written with tapegrad ops on the cotangent
     _, t = tg.jvp(h, (f64(xs[0]),), (f64([1.0, 1.0]),))

@@ -23,7 +23,7 @@ from tapegrad.core.lazy import realize_array as _realize_array
 
 __all__ = ["Tensor", "Box", "tensor", "is_floating", "sequence_dtype"]
 
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tapegrad/
 _DEFAULT_DTYPES = {"f": np.float32, "c": np.complex64, "i": np.int64, "b": np.bool_}
 
 

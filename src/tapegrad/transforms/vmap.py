@@ -17,6 +17,7 @@ References:
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -91,13 +92,13 @@ def _broadcast_batch(a, size: int) -> Tensor:
         (size,) + (1,) * a.ndim, a.dtype))
 
 
-_PACKAGE = __file__.rsplit("/", 1)[0] + "/"
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tapegrad/
 
 
 def _user_stacklevel() -> int:
     """The ``stacklevel`` of the first frame outside tapegrad (the user's line)."""
     f, level = sys._getframe(1), 1
-    while f is not None and f.f_code.co_filename.startswith(_PACKAGE):
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE):
         f, level = f.f_back, level + 1
     return level
 
