@@ -439,15 +439,7 @@ class _Reader:
             return tuple([self.value(x, where, d) for x in self._list(body, where)])
         if tag == "__dict__":
             need()
-            out = {}
-            for pair in self._list(body, where):
-                if type(pair) is not list or len(pair) != 2:
-                    raise self.fail(where, f"malformed dict item {_brief(pair)}")
-                k = self.key(pair[0], where, d)
-                if k in out:
-                    raise self.fail(where, f"the dict key {_brief(k)} appears twice")
-                out[k] = self.value(pair[1], where, d)
-            return out
+            return self._dict(body, where, d, self.value)
         if tag == "__function__":
             need()
             return self.names.function(body, where, self.who)
@@ -493,6 +485,18 @@ class _Reader:
                             "or tuple of them")
         return k
 
+    def _dict(self, body, where: str, depth: int, read) -> dict:
+        """A dict written as a list of ``[key, value]`` pairs, each value read by ``read``."""
+        out = {}
+        for pair in self._list(body, where):
+            if type(pair) is not list or len(pair) != 2:
+                raise self.fail(where, f"malformed dict item {_brief(pair)}")
+            k = self.key(pair[0], where, depth)
+            if k in out:
+                raise self.fail(where, f"the dict key {_brief(k)} appears twice")
+            out[k] = read(pair[1], where, depth)
+        return out
+
     def _list(self, x, where: str) -> list:
         if type(x) is not list:
             raise self.fail(where, f"expected a list, got {_brief(x)}")
@@ -531,15 +535,7 @@ class _Reader:
         if kind == "list":
             return [self._struct(x, where, d) for x in self._list(body, where)]
         if kind == "dict":
-            out = {}
-            for pair in self._list(body, where):
-                if type(pair) is not list or len(pair) != 2:
-                    raise self.fail(where, f"malformed dict item {_brief(pair)}")
-                k = self.key(pair[0], where, d)
-                if k in out:
-                    raise self.fail(where, f"the dict key {_brief(k)} appears twice")
-                out[k] = self._struct(pair[1], where, d)
-            return out
+            return self._dict(body, where, d, self._struct)
         raise self.fail(where, f"unknown pytree node kind {_brief(kind)}")
 
 
