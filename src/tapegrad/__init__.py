@@ -32,12 +32,13 @@ from tapegrad.transforms.checkpoint import checkpoint, remat
 from tapegrad.transforms.custom_jvp import custom_jvp
 from tapegrad.transforms.custom_vjp import custom_vjp, once_differentiable
 from tapegrad.transforms.filtered import filter_grad, filter_jit, filter_value_and_grad
-from tapegrad.transforms.forward import hessian, hvp, jacfwd, jacobian, jacrev, jvp, linearize
+from tapegrad.transforms.forward import jvp, linearize
 from tapegrad.transforms.implicit import custom_linear_solve, custom_root
+from tapegrad.transforms.jacobians import elementwise_grad, hessian, hvp, jacfwd, jacobian, jacrev
 from tapegrad.transforms.jit import jit
 from tapegrad.transforms.reverse import grad, trace, value_and_grad, vjp
 from tapegrad.transforms.transpose import linear_transpose
-from tapegrad.transforms.vmap import elementwise_grad, vmap
+from tapegrad.transforms.vmap import vmap
 
 __version__ = "0.1.0"
 

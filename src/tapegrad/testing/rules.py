@@ -32,7 +32,8 @@ import numpy as np
 from tapegrad.core.function import Function
 from tapegrad.core.tensor import Tensor
 from tapegrad.core.tree import tree_flatten
-from tapegrad.transforms.forward import hessian, jacfwd, jacrev, jvp
+from tapegrad.transforms.forward import jvp
+from tapegrad.transforms.jacobians import hessian, jacfwd, jacrev
 from tapegrad.transforms.reverse import grad, vjp
 from tapegrad.transforms.vmap import vmap
 
