@@ -363,6 +363,10 @@ def saved_values(spec, inputs, outputs, other=None) -> tuple:
                   (r if other is None else other(r)) for k, r in spec])
 
 
+_SAVED_INPUT = tuple(Saved(INPUT, k) for k in range(16))  # made once: built per op otherwise
+_SAVED_OUTPUT = tuple(Saved(OUTPUT, k) for k in range(16))
+
+
 def _saved_spec(to_save, arrays, given) -> tuple:
     """The :class:`Saved` records of the values ``forward`` saved, found by identity among
     its input ``arrays`` and its outputs as ``given``."""
@@ -370,12 +374,12 @@ def _saved_spec(to_save, arrays, given) -> tuple:
     for s in to_save:
         for k, a in enumerate(arrays):
             if a is s:
-                spec.append(Saved(INPUT, k))
+                spec.append(_SAVED_INPUT[k] if k < 16 else Saved(INPUT, k))
                 break
         else:
             for k, o in enumerate(given):
                 if o is s:
-                    spec.append(Saved(OUTPUT, k))
+                    spec.append(_SAVED_OUTPUT[k] if k < 16 else Saved(OUTPUT, k))
                     break
             else:
                 spec.append(Saved(OTHER, s if isinstance(s, Tensor) or not hasattr(s, "shape")
@@ -448,7 +452,13 @@ def run_primitive(cls, values, arrays: list, params: dict, needs: tuple, cpu: bo
     if not cpu:
         ctx.device = _check_devices(cls, values, arrays)
         ctx.backend = _backend.get_backend(ctx.device)
-    raw = _forward(cls, ctx, arrays, params)
+    if _state.fast and not _PROFILING[0]:  # _forward's first branch, without the call
+        try:
+            raw = cls.forward(ctx, *arrays, **params)
+        except (ValueError, TypeError, IndexError) as e:
+            raise cls._explain(e, arrays, params) from e
+    else:
+        raw = _forward(cls, ctx, arrays, params)
     if type(raw) is _ndarray:
         multi = False
         outs = given = (raw,)

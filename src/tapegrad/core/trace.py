@@ -383,7 +383,11 @@ def _base_saved(run: Applied, inputs) -> list | None:
     spec = run.saved
     if spec is None:
         return None
-    prims = [const(a) for a in run.outs] if any(k == OUTPUT for k, _ in spec) else None
+    prims = None
+    for s in spec:
+        if s.kind == OUTPUT:
+            prims = [const(a) for a in run.outs]
+            break
     run.ctx.saved_tensors = saved_values(spec, inputs, prims)
     return prims
 
@@ -499,7 +503,8 @@ class Trace:
             fn, params, ctx, tuple(in_nodes),
             tuple([None if n >= 0 else v for n, v in zip(in_nodes, lowered)]),
             tuple([o._box.node for o in outs]), run.saved or (), run.nondiff, watch, site)))
-        return Applied(outs, run.ctx, run.multi, run.saved, run.nondiff)
+        run.outs = outs  # the same record, now holding this level's Tensors
+        return run
 
     def _new_nodes(self, values, prims, tensors: bool) -> tuple:
         """Traced Tensors of this level, with fresh node ids, for the outputs ``values`` one
