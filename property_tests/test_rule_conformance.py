@@ -32,7 +32,7 @@ import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad.function import Function
+from tapegrad.core.function import Function
 from tapegrad.testing import check_rule
 
 LONG = (os.environ.get("TAPEGRAD_RULES", "") == "long"
@@ -49,7 +49,7 @@ def all_primitives() -> list:
     """Every Function subclass defined by tapegrad (user rules made by ``custom_vjp`` are
     instances of its one primitive and are left out)."""
     _import_all()
-    from tapegrad.custom import _CustomVJPFunction
+    from tapegrad.transforms.custom_vjp import _CustomVJPFunction
 
     seen: list = []
 
@@ -270,7 +270,7 @@ def table_spec(cls):
 
 
 # -- specs -----------------------------------------------------------------------------------
-from tapegrad import weak  # noqa: E402
+from tapegrad.core import weak  # noqa: E402
 from tapegrad.ops import elementwise as ew  # noqa: E402
 from tapegrad.ops import movement as mv  # noqa: E402
 from tapegrad.ops import reduction as rd  # noqa: E402
@@ -1069,8 +1069,9 @@ def _(cls):
 # nn.functional primitives
 from tapegrad.nn import _losses as _closs  # noqa: E402
 from tapegrad.nn import functional as F  # noqa: E402
+from tapegrad.ops import nn as nn_ops  # noqa: E402  (their home)
 
-SPECS[F._Loss] = Abstract("base of the fused losses")
+SPECS[nn_ops._Loss] = Abstract("base of the fused losses")
 
 
 @spec(F.Softmax, F.LogSoftmax)
@@ -1224,13 +1225,13 @@ def _(cls):
     return [Case(make(p), p, label=str(p)) for p in POOL_GRID]
 
 
-@spec(F._TakeRows)
+@spec(nn_ops._TakeRows)
 def _(cls):
     return [Case(arrays(((5, 3), U()), ((2, 3), INT(-5, 5))), label="2-d index"),
             Case(arrays(((5,), U()), ((4,), INT(0, 5))), label="1-d table")]
 
 
-@spec(F._ScatterRows)
+@spec(nn_ops._ScatterRows)
 def _(cls):
     return [Case(arrays(((2, 3, 4), U()), ((2, 3), INT(-5, 5))), {"rows": 5}, label="2-d"),
             Case(arrays(((4,), U()), ((4,), INT(0, 5))), {"rows": 5}, label="1-d")]
@@ -1272,7 +1273,7 @@ def _(cls):
 
 # checkpoint, custom rules, ODE integration: through their public entry points
 ck = importlib.import_module("tapegrad.checkpoint")
-cu = importlib.import_module("tapegrad.custom")
+cu = importlib.import_module("tapegrad.transforms.custom_vjp")
 
 
 def _body(x, y):
@@ -1340,9 +1341,9 @@ def _(cls):
         lambda v: tnp.sum(_OnceCube.apply(v)))(x), checks=("vmap",), label="cube")]
 
 
-from tapegrad import custom_rules as cj  # noqa: E402
-from tapegrad import debug as dbg  # noqa: E402
-from tapegrad import implicit as im  # noqa: E402
+from tapegrad.transforms import custom_jvp as cj  # noqa: E402
+from tapegrad.transforms import debug as dbg  # noqa: E402
+from tapegrad.transforms import implicit as im  # noqa: E402
 
 
 @cj.custom_jvp

@@ -27,7 +27,8 @@ from hypothesis import strategies as st
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad.function import Function
+from tapegrad.core.function import Function
+from tapegrad.ops import nn as nn_ops
 from tapegrad.testing import check_vmap
 
 F = tg.nn.functional
@@ -107,7 +108,7 @@ def check_vjp(f, primals, p_axes, cotangent_shape, g_axis, size, rng, extra=(), 
 
 # -- coverage --------------------------------------------------------------------------------
 def test_every_primitive_has_a_batching_rule():
-    prims = [v for v in vars(F).values()
+    prims = [v for v in vars(nn_ops).values()
              if isinstance(v, type) and issubclass(v, Function) and v is not Function]
     names = {p.__name__ for p in prims}
     for expected in ("Softmax", "LogSoftmax", "_Loss", "MeanSquaredLoss", "BinaryCrossEntropy",
@@ -330,12 +331,12 @@ def test_embedding_with_shared_or_per_example_tables(data, b, seed, axes, rows, 
                      int_axes=axes[1:])
     # the primitives directly, negative indices counted from each example's own end
     neg = _ints(rng, ishape, axes[1], b, -rows, rows)
-    check_vmap(F._TakeRows.apply, (weight, neg), in_axes=axes)
+    check_vmap(nn_ops._TakeRows.apply, (weight, neg), in_axes=axes)
     g_axis = data.draw(st.sampled_from([0, None]))
     if g_axis is None and axes[1] is None:
         g_axis = 0
     g = _value(rng, ishape + (dim,), g_axis, b)
-    check_vmap(lambda g, i: F._ScatterRows.apply(g, i, rows=rows), (g, neg),
+    check_vmap(lambda g, i: nn_ops._ScatterRows.apply(g, i, rows=rows), (g, neg),
                in_axes=(g_axis, axes[1]))
 
 
@@ -344,9 +345,9 @@ def test_row_lookup_out_of_range_raises_under_vmap():
     w = tg.Tensor(np.zeros((2, 3, 4)))
     idx = tg.Tensor(np.array([[0, 1], [2, 3]]))
     with pytest.raises(IndexError):
-        tg.vmap(F._TakeRows.apply)(w, idx)
+        tg.vmap(nn_ops._TakeRows.apply)(w, idx)
     with pytest.raises(IndexError):
-        tg.vmap(lambda g, i: F._ScatterRows.apply(g, i, rows=3))(
+        tg.vmap(lambda g, i: nn_ops._ScatterRows.apply(g, i, rows=3))(
             tg.Tensor(np.zeros((2, 2, 4))), idx)
 
 

@@ -30,7 +30,7 @@ MODULES = _module_names()
 
 
 def test_every_module_is_found():
-    assert "tapegrad" in MODULES and "tapegrad.interop" in MODULES
+    assert "tapegrad" in MODULES and "tapegrad.numpy.interop" in MODULES
     assert "tapegrad.numpy._core" in MODULES and "tapegrad.testing.strategies" in MODULES
 
 
@@ -96,9 +96,9 @@ def test_tensor_declares_every_attached_method_for_type_checkers():
     import ast
 
     import tapegrad.numpy  # noqa: F401  (attaches the methods)
-    from tapegrad.tensor import Tensor
+    from tapegrad.core.tensor import Tensor
 
-    cls = next(n for n in ast.parse((SRC / "tensor.py").read_text()).body
+    cls = next(n for n in ast.parse((SRC / "core" / "tensor.py").read_text()).body
                if isinstance(n, ast.ClassDef) and n.name == "Tensor")  # fmt: skip
     declared = _type_checking_defs(cls.body)
     in_body = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
@@ -123,15 +123,69 @@ def test_tensor_declares_every_attached_method_for_type_checkers():
         assert _param_names(d, not static) == _runtime_param_names(fn, not static), name
 
 
-def test_elementwise_functions_are_declared_for_type_checkers():
+def _written_out(path, source: str) -> dict:
+    """``name -> attribute`` of the module-level lines ``name = <source>.<attribute>`` (or
+    ``name = <source>["<key>"]``) in ``path``: the names a module writes out one by one."""
     import ast
 
-    from tapegrad.numpy import _elementwise
+    out = {}
+    for node in ast.parse(path.read_text()).body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)):
+            continue
+        v = node.value
+        if isinstance(v, ast.Attribute) and getattr(v.value, "id", None) == source:
+            out[node.targets[0].id] = v.attr
+        elif isinstance(v, ast.Subscript) and getattr(v.value, "id", None) == source:
+            out[node.targets[0].id] = v.slice.value  # pyright: ignore[reportAttributeAccessIssue]
+    return out
 
-    path = SRC / "numpy" / "_elementwise.py"
-    declared = _type_checking_defs(ast.parse(path.read_text()).body)
-    table = {n for n in _elementwise.__all__ if n != "nan_to_num"}
-    assert set(declared) == table
-    for name, d in declared.items():
-        fn = getattr(_elementwise, name)
-        assert _param_names(d, False) == _runtime_param_names(fn, False), name
+
+def test_public_names_are_written_out_and_agree_with_their_tables():
+    """No module assembles its public names at run time (``globals().update``): the op
+    table's classes, ``tapegrad.numpy``'s elementwise functions and ``tapegrad.numpy.random``
+    are assigned one name per line, so that they are importable and visible to type checkers;
+    these lines are exactly what the tables hold."""
+    import numpy.random as npr
+
+    from tapegrad.numpy import _elementwise
+    from tapegrad.numpy import random as tnp_random
+    from tapegrad.ops import elementwise as ew
+    from tapegrad.ops._registry import ns
+
+    for path in SRC.rglob("*.py"):
+        assert "globals().update" not in path.read_text(), path
+    classes = _written_out(SRC / "ops" / "elementwise.py", "_GENERATED")
+    assert classes == {cls.__name__: key for key, cls in ew._GENERATED.items()}
+    assert all(getattr(ew, n) is ew._GENERATED[k] for n, k in classes.items())
+    own = [c for c in vars(ew).values() if isinstance(c, type) and c.__module__ == ew.__name__]
+    table = {n for cls in own for n in getattr(cls, "names", ())}
+    names = _written_out(SRC / "numpy" / "_elementwise.py", "_ns")
+    assert set(names) == table and all(k == v for k, v in names.items())
+    assert all(getattr(_elementwise, n) is getattr(ns, n) for n in names)
+    assert set(_elementwise.__all__) == table | {"nan_to_num"}
+    rand = _written_out(SRC / "numpy" / "random.py", "_npr")
+    assert set(rand) == {n for n in npr.__all__ if not n.startswith("_")}
+    assert all(getattr(tnp_random, n) is getattr(npr, n) for n in rand)
+    assert sorted(tnp_random.__all__) == sorted(rand)
+
+
+def test_namespace_name_lists_are_written_out_and_complete():
+    """``tapegrad.numpy.__all__`` is the union of its submodules' (in a form type checkers
+    follow), and ``tapegrad.numpy.array_api`` assigns one name per standard function it provides,
+    each what its adapter finds; the others are listed in ``MISSING``."""
+    import tapegrad.numpy as tnp
+    import tapegrad.numpy.array_api as xp
+
+    subs = [getattr(tnp, m) for m in dir(tnp) if m.startswith("_") and not m.startswith("__")
+            and hasattr(getattr(tnp, m), "__all__") and m not in ("_dlpack",)]
+    assert sorted(tnp.__all__) == sorted({n for m in subs for n in m.__all__})
+    written = _written_out(SRC / "numpy" / "array_api.py", "_tnp")  # name = _tnp.name
+    assert all(k == v for k, v in written.items())
+    for name in xp.STANDARD_FUNCTIONS:
+        if name in xp._ADAPTERS:  # defined in the module itself
+            assert getattr(xp, name) is xp._ADAPTERS[name] and name in xp.__all__, name
+        elif name in written:
+            assert getattr(xp, name) is xp._pick(name) and name in xp.__all__, name
+        else:
+            assert xp._pick(name) is None and name in xp.MISSING, name

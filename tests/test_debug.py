@@ -129,7 +129,7 @@ def test_jit_keeps_every_call_of_any_op_that_declares_an_effect():
     log = []
 
     class Note(tg.Function):  # a user op with a side effect, declared as a trait
-        effect = True
+        traits = tg.Traits(effect=True)
         differentiable = False
 
         @staticmethod

@@ -108,7 +108,7 @@ def test_a_byte_budget_ranks_a_transposed_product_by_its_contracted_length():
     """``matmul(a, b, transpose_a=True)`` contracts over ``a``'s first matrix axis: with room
     for one of two residuals of equal size, the budget keeps that product's (1000 terms per
     element) over the plain one's (8 per element)."""
-    from tapegrad.memory import select_residuals
+    from tapegrad.core.memory import select_residuals
     from tapegrad.ops import MatMul
 
     def f(a, b, c, d):
@@ -151,3 +151,64 @@ def test_save_only_names_a_reshaped_value_by_the_op_that_computed_it():
     kept = count(tg.trace(tg.grad(f))(W, X)[1], "matmul")
     assert kept == plain - 1  # tanh's input is a reshape of the matmul: kept, not recomputed
     check_grads(f, (W, X), order=2, modes=("rev", "fwd"))
+
+
+def _user_op(name, traits, reduce=False):
+    """A user primitive with ``oper`` ``name``: ``x * 1``, or with ``reduce`` the row sums of
+    ``x`` (eight inputs per output element)."""
+
+    class Op(tg.Function):
+        oper = name
+
+        @staticmethod
+        def forward(ctx, x):
+            ctx.shape = x.shape
+            return x.sum(axis=1) if reduce else x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return tnp.broadcast_to(g[:, None], ctx.shape) if reduce else g
+
+    Op.traits = traits
+    return Op
+
+
+@pytest.mark.parametrize("cost", ["dense", "contraction"])
+def test_a_byte_budget_reads_the_cost_trait_not_the_op_name(cost):
+    """What a budget keeps first follows the op's declared ``cost`` trait: a user op named
+    ``matmul`` that declares nothing costs one operation per element, and one with an
+    unremarkable name that declares a costly ``cost`` is kept first."""
+    from tapegrad.core.function import Traits
+    from tapegrad.core.memory import select_residuals
+
+    plain = _user_op("matmul", Traits(), reduce=True)  # a name the cost model keyed on
+    costly = _user_op("my_op", Traits(cost=cost), reduce=True)
+
+    def f(x, y):
+        return tnp.sum(tnp.sin(plain.apply(x)) * tnp.sin(costly.apply(y)))
+
+    x, y = (tg.Tensor(rng.standard_normal((5, 8))) for _ in range(2))
+    tape = tg.trace(f)(x, y)[1]
+    out_of = {e.fn: e.out_nodes[0] for e in tape.entries if e.fn in (plain, costly)}
+    assert select_residuals(tape, budget_bytes=5 * 8) == {out_of[costly]}
+
+
+def test_a_residual_that_a_rearranging_op_made_counts_as_what_it_rearranges():
+    """``save_only`` names a residual by the op that computed its values through ops whose
+    ``rearranges`` trait is set (reshape, transpose, broadcast_to), and only those."""
+    from tapegrad.core.function import Traits
+    from tapegrad.core.memory import select_residuals
+
+    def run(traits):
+        op = _user_op("relabel", traits)
+
+        def f(w, x):
+            return tnp.sum(tnp.sin(op.apply(x @ w)))
+
+        tape = tg.trace(f)(W, X)[1]
+        return tape, select_residuals(tape, save_only={"matmul"})
+
+    tape, kept = run(Traits(rearranges=True))
+    assert kept == {next(e for e in tape.entries if e.oper == "relabel").out_nodes[0]}
+    tape, kept = run(Traits())
+    assert kept == set()

@@ -12,6 +12,7 @@ import scipy.special
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
+from tapegrad.ops import elementwise as ew
 from tapegrad.testing import check_grads, check_vmap
 
 
@@ -317,3 +318,78 @@ def test_complex_var_gradient_is_the_conjugate_of_torchs():
     (gt,) = torch.autograd.grad(torch.var(t, unbiased=False), t)
     ours = tg.grad(tnp.var)(T(Z, np.complex128))
     np.testing.assert_allclose(ours.numpy(), np.conj(gt.numpy()), rtol=1e-12)
+
+
+# -- the table's second derivatives ------------------------------------------------------------
+_DOMAINS = {"log": (0.2, 3), "log1p": (-0.5, 3), "log2": (0.2, 3), "log10": (0.2, 3),
+            "sqrt": (0.2, 3), "arcsin": (-0.9, 0.9), "arccos": (-0.9, 0.9),
+            "arccosh": (1.2, 3), "arctanh": (-0.9, 0.9)}
+_REAL_ONLY = {"i0", "erf", "erfc", "cbrt", "sigmoid", "softplus"}
+_SMOOTH_UNARY = [r for r in ew.UNARY if r.deriv is not None and not r.piecewise]
+_SMOOTH_BINARY = [r for r in ew.BINARY if not r.piecewise and (r.dx or r.dy)]
+
+
+def _values(a):
+    return np.asarray(a.numpy() if isinstance(a, tg.Tensor) else a)
+
+
+def _partials_by_forward_mode(formula, args):
+    """The partial derivatives of the elementwise ``formula`` in each of ``args`` (the others
+    held fixed), by forward mode along ones."""
+    out = []
+    for i, a in enumerate(args):
+        def along(t, i=i):
+            v = list(args)
+            v[i] = t
+            return formula(*v)
+
+        out.append(tg.jvp(along, (a,), (tg.Tensor(np.ones(a.shape, a.dtype)),))[1].numpy())
+    return out
+
+
+def _close(got, want, shape):
+    got = np.zeros(shape) if got is None else np.broadcast_to(_values(got), shape)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("row", _SMOOTH_UNARY, ids=lambda r: r.name)
+@pytest.mark.parametrize("cplx", [False, True], ids=["real", "complex"])
+def test_a_unary_rows_second_derivatives_are_the_partials_of_its_derivative(row, cplx):
+    """``d2`` (the rule of the fused backward's own backward, written out so that no rule calls
+    a transform) gives the partial derivatives of the row's ``deriv(x, out)`` in ``x`` and in
+    ``out``, as forward mode through the formula finds them; at the special points too
+    (``sinc`` and ``i0`` at 0)."""
+    from tapegrad.ops._registry import ns
+
+    if cplx and row.name in _REAL_ONLY:
+        pytest.skip("a real-only function")
+    rng = np.random.default_rng(3)
+    x = rng.uniform(*_DOMAINS.get(row.name, (-2, 2)), size=7)
+    x[:3] = {"sinc": [0.0, 0.1, -0.2], "i0": [0.0, 0.5, -1.0]}.get(row.name, x[:3])
+    if cplx:
+        x = x + 0.3j * rng.uniform(-1, 1, size=7)
+    X = tg.Tensor(x)
+    Y = getattr(ns, row.name)(X)
+    want = _partials_by_forward_mode(lambda a, b: row.deriv(ns, a, b), [X, Y])
+    for got, w in zip(row.d2(ns, X, Y), want):
+        _close(got, w, x.shape)
+
+
+@pytest.mark.parametrize("row", _SMOOTH_BINARY, ids=lambda r: r.name)
+def test_a_binary_rows_second_derivatives_are_the_partials_of_its_derivatives(row):
+    """``d2(wrt)`` gives the partial derivatives of ``dx`` (``wrt=0``) and ``dy`` (``wrt=1``)
+    in ``x``, ``y`` and ``out``, as forward mode through the formulas (the origin too for
+    ``arctan2`` and ``hypot``, where the formulas take their guarded branch)."""
+    from tapegrad.ops._registry import ns
+
+    rng = np.random.default_rng(4)
+    x, y = rng.uniform(0.3, 2, size=6), rng.uniform(-2, 2, size=6)
+    x[0] = y[0] = 0.0 if row.name in ("arctan2", "hypot") else x[0]
+    X, Y = tg.Tensor(x), tg.Tensor(y)
+    O = getattr(ns, row.name)(X, Y)
+    for wrt, d in ((0, row.dx), (1, row.dy)):
+        if d is None:
+            continue
+        want = _partials_by_forward_mode(lambda a, b, o, d=d: d(ns, a, b, o), [X, Y, O])
+        for got, w in zip(row.d2(ns, wrt, X, Y, O), want):
+            _close(got, w, x.shape)

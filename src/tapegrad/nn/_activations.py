@@ -21,12 +21,11 @@ from __future__ import annotations
 import numpy as np
 
 from tapegrad import numpy as tnp
-from tapegrad._keywords import strict_all
-from tapegrad.nn import functional as F
+from tapegrad.core._keywords import strict_all
+from tapegrad.core.tensor import Tensor
+from tapegrad.nn import _functional as F
 from tapegrad.nn._extra_functional import _dim
-from tapegrad.nn.layers import _param_dtype, _place, _positive
-from tapegrad.nn.module import Module
-from tapegrad.tensor import Tensor
+from tapegrad.nn.module import Module, _param_dtype, _place, _positive
 
 __all__ = [
     # functions

@@ -19,19 +19,21 @@ import math
 import numpy as np
 
 from tapegrad import numpy as tnp
-from tapegrad.nn.functional import (
-    Conv2d,
-    Conv2dInputGrad,
-    MaxPool2d,
+from tapegrad.core.backend import backend_of
+from tapegrad.core.tensor import Tensor
+from tapegrad.nn._functional import (
     _adaptive_matrix,
-    _const,
     _floating,
+    _image,
     _like,
-    _out_hw,
+    _pool_params,
 )
-from tapegrad.tensor import Tensor
+from tapegrad.ops.nn import Conv2d, Conv2dInputGrad, MaxPool2d, _const, _conv_forward, _out_hw
 
 __all__ = [
+    "conv_transpose2d",
+    "max_pool2d",
+    "avg_pool2d",
     "conv3d",
     "conv_transpose1d",
     "conv_transpose3d",
@@ -1482,3 +1484,155 @@ def pixel_unshuffle(input, downscale_factor: int) -> Tensor:
     y = tnp.reshape(x, lead + (c, h // r, r, w // r, r))
     y = tnp.transpose(y, tuple(range(k + 1)) + (k + 2, k + 4, k + 1, k + 3))
     return tnp.reshape(y, lead + (c * r * r, h // r, w // r))
+
+
+# -- the 2-D forms (tapegrad.nn.functional re-exports them) ---------------------------------
+def conv_transpose2d(
+    input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+) -> Tensor:
+    """2-D transposed convolution (``torch.nn.functional.conv_transpose2d``): the gradient of
+    :func:`conv2d` with respect to its input, used to upsample.
+
+    ``y[n, o, i*s - p + a*d, j*s - p + b*d] += x[n, c, i, j] * w[c, o, a, b]`` (per group).
+    Runs as the input-gradient Function of :func:`conv2d` (col2im with a loop over kernel
+    offsets only), whose transposes are the convolution and its weight gradient, so every
+    order of derivative works.
+
+    Args:
+        input: Floating Tensor of shape ``(N, C_in, H, W)`` or ``(C_in, H, W)``.
+        weight: Tensor of shape ``(C_in, C_out / groups, kH, kW)`` (PyTorch's layout).
+        bias: Optional Tensor of shape ``(C_out,)``.
+        stride: Int or pair >= 1.
+        padding: Int or pair >= 0: ``dilation (k - 1) - padding`` zeros are implicitly added
+            to each side of the input (PyTorch's meaning).
+        output_padding: Int or pair >= 0, smaller than ``stride`` or ``dilation``: extra
+            rows/columns at the bottom/right of the output (to pick among the input sizes a
+            stride-``s`` convolution maps to one size).
+        groups: Number of channel groups; divides ``C_in`` and ``C_out``.
+        dilation: Int or pair >= 1.
+
+    Returns:
+        Tensor of shape ``(N, C_out, H_out, W_out)`` with ``H_out = (H - 1) sH - 2 pH +
+        dH (kH - 1) + opH + 1``.
+
+    Raises:
+        TypeError: for non-floating input or bad parameter kinds.
+        ValueError: for mismatched channels or groups, an ``output_padding`` not below the
+            stride or the dilation, or an empty output.
+
+    References:
+        Dumoulin and Visin, "A guide to convolution arithmetic for deep learning",
+        arXiv:1603.07285, section 4.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> x = tg.random.normal(tg.random.key(0), (1, 4, 5, 5))
+        >>> w = tg.random.normal(tg.random.key(1), (4, 2, 3, 3))
+        >>> tg.nn.functional.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1).shape
+        (1, 2, 10, 10)
+    """
+
+    return _conv_transpose_nd(2, "conv_transpose2d", input, weight, bias, stride, padding,
+                              output_padding, groups, dilation)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """2-D max pooling over ``(N, C, H, W)`` images (``torch.nn.functional.max_pool2d``).
+
+    Each output is the maximum of its window (``-inf`` padding); the gradient is routed to that
+    window's first maximum in row-major order (PyTorch's choice on ties).
+
+    Args:
+        input: Floating Tensor of shape ``(N, C, H, W)`` (or ``(C, H, W)`` with an int or pair
+            ``padding``).
+        kernel_size: Int or pair.
+        stride: Int or pair; defaults to ``kernel_size``.
+        padding: Int or pair of ``-inf`` padding (at most half the kernel), or
+            ``"valid"``/``"same"`` (as for :func:`conv2d`; then ``dilation=1`` and
+            ``ceil_mode=False``).
+        dilation: Int or pair >= 1: the spacing of the window's elements.
+        ceil_mode: Round output sizes up (a last, partial window that starts inside the input
+            or the left padding), as PyTorch.
+        return_indices: Also return each maximum's flat index into its ``H * W`` input plane
+            (an int64 Tensor, as PyTorch).
+
+    Returns:
+        Tensor of shape ``(N, C, H_out, W_out)``; with ``return_indices`` a pair
+        ``(values, indices)``.
+
+    Raises:
+        TypeError: for non-floating input or bad parameter kinds.
+        ValueError: for another number of dims, too much padding or an input smaller than the
+            kernel.
+    """
+
+    who = "max_pool2d"
+    if isinstance(padding, str) and padding == "valid":
+        padding = 0
+    if not isinstance(padding, str):
+        return _max_pool_nd(2, who, input, kernel_size, stride, padding, dilation, ceil_mode,
+                            return_indices)
+    x = _image(input, who)
+    if _ints(dilation, 2, "dilation", who) != (1, 1) or _flag(ceil_mode, "ceil_mode", who):
+        raise ValueError(f"{who}: padding={padding!r} takes dilation=1 and ceil_mode=False; "
+                         "give an int or pair padding to use them")
+    kernel, stride, pads = _pool_params(x, kernel_size, stride, padding, who)
+    y = MaxPool2d.apply(x, kernel=kernel, stride=stride, padding=pads)
+    if not _flag(return_indices, "return_indices", who):
+        return y
+    return y, _max_pool_indices(x, kernel, stride, pads, (1, 1), y.shape[2:])
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None) -> Tensor:
+    """2-D average pooling over ``(N, C, H, W)`` images (``torch.nn.functional.avg_pool2d``):
+    each window's sum (a depthwise convolution with a kernel of ones) over PyTorch's divisor.
+
+    Args:
+        input: Floating Tensor of shape ``(N, C, H, W)`` (or ``(C, H, W)`` with an int or pair
+            ``padding``).
+        kernel_size: Int or pair.
+        stride: Int or pair (default ``kernel_size``).
+        padding: Int or pair of zero padding (at most half the kernel), or
+            ``"valid"``/``"same"`` (then ``ceil_mode=False`` and no ``divisor_override``).
+        ceil_mode: Round output sizes up, as PyTorch.
+        count_include_pad: Divide by the window's size within the padded input (True,
+            PyTorch's default; the extra windows of ``ceil_mode`` count only their part inside
+            it) or by its number of input elements.
+        divisor_override: A nonzero int to divide every window's sum by instead.
+
+    Returns:
+        Tensor of shape ``(N, C, H_out, W_out)``.
+
+    Raises:
+        TypeError: for non-floating input or bad parameter kinds.
+        ValueError: for another number of dims, too much padding, an input smaller than the
+            kernel or ``divisor_override=0``.
+    """
+
+    who = "avg_pool2d"
+    if isinstance(padding, str) and padding == "valid":
+        padding = 0
+    if not isinstance(padding, str):
+        return _avg_pool_nd(2, who, input, kernel_size, stride, padding, ceil_mode,
+                            count_include_pad, divisor_override)
+    x = _image(input, who)
+    if _flag(ceil_mode, "ceil_mode", who) or divisor_override is not None:
+        raise ValueError(f"{who}: padding={padding!r} takes ceil_mode=False and no "
+                         "divisor_override; give an int or pair padding to use them")
+    count_include_pad = _flag(count_include_pad, "count_include_pad", who)
+    kernel, stride, pads = _pool_params(x, kernel_size, stride, padding, who)
+    n, c, h, w = x.shape
+    xp = backend_of(x._array)
+    ones = Tensor(xp.ones((1, 1) + kernel, dtype=x.dtype))
+    flat = tnp.reshape(x, (n * c, 1, h, w))
+    s = Conv2d.apply(flat, ones, stride=stride, padding=pads, dilation=(1, 1), groups=1)
+    if count_include_pad:
+        s = s * (1.0 / (kernel[0] * kernel[1]))
+    else:
+        counts = _conv_forward(
+            np, np.ones((1, 1, h, w)), np.ones((1, 1) + kernel), stride, pads, (1, 1), 1
+        )
+        s = s / _const(counts.astype(x.dtype), x)
+    return tnp.reshape(s, (n, c) + s.shape[2:])

@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from tapegrad import numpy as tnp
-from tapegrad._keywords import strict_all
+from tapegrad.core._keywords import strict_all
+from tapegrad.core.tensor import Tensor
 from tapegrad.nn import _extra_functional as XF
 from tapegrad.nn import init
 from tapegrad.nn.layers import _bool, _keys, _param_dtype, _place, _positive, _real
 from tapegrad.nn.module import Module
-from tapegrad.tensor import Tensor
 
 __all__ = [
     "InstanceNorm1d",

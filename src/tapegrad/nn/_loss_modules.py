@@ -14,10 +14,10 @@ import math
 import numpy as np
 
 from tapegrad import numpy as tnp
+from tapegrad.core.tensor import Tensor
 from tapegrad.nn import functional as F
 from tapegrad.nn.functional import _REDUCTIONS, _floating, _like, _reduce
 from tapegrad.nn.module import Module
-from tapegrad.tensor import Tensor
 
 __all__ = [
     "PoissonNLLLoss",

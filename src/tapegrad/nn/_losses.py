@@ -20,19 +20,19 @@ import math
 import numpy as np
 
 from tapegrad import numpy as tnp
-from tapegrad._keywords import strict_keywords
-from tapegrad.function import Function
-from tapegrad.nn.functional import (
+from tapegrad.core._keywords import strict_keywords
+from tapegrad.core.function import Function
+from tapegrad.core.tensor import Tensor, all_values
+from tapegrad.nn._functional import (
     _check_loss_shapes,
     _check_reduction,
     _floating,
     _like,
     _real_arg,
     _reduce,
-    _with_batch,
 )
 from tapegrad.ops._registry import bool_arg
-from tapegrad.tensor import Tensor, all_values
+from tapegrad.ops.nn import _with_batch
 
 __all__ = [
     "poisson_nll_loss",

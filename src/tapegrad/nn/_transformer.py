@@ -31,8 +31,9 @@ import numpy as np
 
 from tapegrad import numpy as tnp
 from tapegrad import random as _random
-from tapegrad._keywords import strict_all
-from tapegrad.backend import parse_device
+from tapegrad.core._keywords import strict_all
+from tapegrad.core.backend import parse_device
+from tapegrad.core.tensor import Tensor, all_values
 from tapegrad.nn import functional as F
 from tapegrad.nn import init
 from tapegrad.nn.functional import ScaledDotProductAttention
@@ -49,7 +50,6 @@ from tapegrad.nn.layers import (
     _real,
 )
 from tapegrad.nn.module import Module, ModuleList
-from tapegrad.tensor import Tensor, all_values
 
 __all__ = [
     "MultiheadAttention",

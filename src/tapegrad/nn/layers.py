@@ -15,18 +15,16 @@ groups, kH, kW)``).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from tapegrad import numpy as tnp
 from tapegrad import random as _random
-from tapegrad.backend import backend_of, parse_device
+from tapegrad.core.backend import backend_of, parse_device
+from tapegrad.core.tensor import Tensor
 from tapegrad.nn import functional as F
 from tapegrad.nn import init
 from tapegrad.nn._conv_pool import _divisor
-from tapegrad.nn.module import Module
-from tapegrad.tensor import Tensor
+from tapegrad.nn.module import Module, _param_dtype, _place, _positive  # noqa: F401  (shared)
 
 __all__ = [
     "Linear",
@@ -74,14 +72,6 @@ def _keys(key, n: int):
     return ks[:n], ks[n]
 
 
-def _positive(who, **sizes):
-    for name, v in sizes.items():
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise TypeError(f"{who}: {name} must be a positive int, got {v!r}")
-        if v < 1:
-            raise ValueError(f"{who}: {name} must be a positive int, got {v!r}")
-
-
 def _real(who, name, v, low=None, high=None, high_open=False) -> float:
     """``v`` as a float: a real number (not a bool), finite, within the bounds given."""
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer,
@@ -108,47 +98,6 @@ def _int(who, name, v) -> int:
 def _prob(who, name, p):
     if p is not None:
         _real(who, name, p, 0.0, 1.0, high_open=True)
-
-
-def _param_dtype(who: str, dtype) -> Any:
-    """The parameters' dtype: ``None`` means float32 (PyTorch's default dtype)."""
-    if dtype is None:
-        return np.dtype(np.float32)
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(
-            f"{who}: dtype must be a NumPy floating dtype (np.float32, 'float64', ...), got "
-            f"{dtype!r}"
-        ) from None
-    if dt.kind != "f":
-        raise TypeError(
-            f"{who}: dtype must be a floating dtype for trainable parameters, got {dt}; use "
-            "float16, float32 or float64"
-        )
-    return dt
-
-
-def _place(module: Module, device) -> None:
-    """Move ``module``'s own parameters and states to ``device`` (``None``: leave on the CPU).
-
-    Raises:
-        ValueError: for a device string that is not ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
-        RuntimeError: for a GPU device without CuPy or a GPU.
-    """
-    if device is None:
-        return
-    try:
-        dev = parse_device(device)
-    except (TypeError, ValueError) as e:
-        raise type(e)(f"{type(module).__name__}: {e}") from None
-    if dev == "cpu":
-        return
-    d = module.__dict__
-    for group in ("_parameters", "_states"):
-        for name, t in d[group].items():
-            if t is not None:
-                d[group][name] = t.to_device(dev)
 
 
 def _check_device(who: str, device) -> None:

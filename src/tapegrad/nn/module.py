@@ -1,5 +1,5 @@
 """``Module``: a thin stateful wrapper over a parameter pytree and a state pytree, and itself a
-pytree (every Module class is registered with :mod:`tapegrad.tree`).
+pytree (every Module class is registered with :mod:`tapegrad.core.tree`).
 
 A Module owns named parameters (Tensors), states (buffers such as running statistics) and
 submodules. It has no math of its own: layers compute with :mod:`tapegrad.nn.functional`.
@@ -25,11 +25,12 @@ from typing import Any
 import numpy as np
 
 from tapegrad import random as _random
-from tapegrad._keywords import strict_all, strict_init
-from tapegrad.jit import implicit_state as _implicit
-from tapegrad.tensor import Tensor
-from tapegrad.tensor import const as _tconst
-from tapegrad.tree import register, static_key
+from tapegrad.core._keywords import strict_all, strict_init
+from tapegrad.core.backend import parse_device
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tensor import const as _tconst
+from tapegrad.core.tree import register, static_key
+from tapegrad.transforms.jit import implicit_state as _implicit
 
 __all__ = [
     "Module",
@@ -111,13 +112,13 @@ class ParameterView(dict):
     as PyTorch's ``parameters()``.
 
     Names are the dotted paths of the leaves of ``module.params`` (``"0.weight"``,
-    ``"encoder.norm.bias"``), in the order in which :func:`tapegrad.tree.tree_leaves`
+    ``"encoder.norm.bias"``), in the order in which :func:`tapegrad.core.tree.tree_leaves`
     visits them (dict keys sorted at each level), so ``list(module.parameters())`` lines up
     with ``tree_leaves(module.params)`` and with the leaves of a gradient pytree. Absent
     optional parameters (a ``None`` bias) are left out, as they are not leaves.
 
     It is a pytree that flattens like a dict (its leaves in sorted-name order; functions such
-    as :func:`tapegrad.tree.tree_map` rebuild a plain dict). Like the module itself, and like
+    as :func:`tapegrad.core.tree.tree_map` rebuild a plain dict). Like the module itself, and like
     :class:`ParameterIterator`, it can be given to an optimizer, which then updates the
     module after each step (``optim.Adam(model.parameters, lr=1e-3)``).
     """
@@ -431,7 +432,7 @@ class Module:
         ``named_parameters``).
 
         Names are the dotted paths of the leaves of :attr:`params` (``"0.weight"``), in the
-        order of :func:`tapegrad.tree.tree_leaves` on it, so they line up with the leaves
+        order of :func:`tapegrad.core.tree.tree_leaves` on it, so they line up with the leaves
         of a gradient pytree; a ``None`` (absent) parameter is skipped.
 
         Args:
@@ -1012,5 +1013,54 @@ class Sequential(Module):
             x = m(x)
         return x
 
+
+# -- helpers of the layers' constructors ---------------------------------------------------
+def _positive(who, **sizes):
+    for name, v in sizes.items():
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{who}: {name} must be a positive int, got {v!r}")
+        if v < 1:
+            raise ValueError(f"{who}: {name} must be a positive int, got {v!r}")
+
+
+def _param_dtype(who: str, dtype) -> Any:
+    """The parameters' dtype: ``None`` means float32 (PyTorch's default dtype)."""
+    if dtype is None:
+        return np.dtype(np.float32)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(
+            f"{who}: dtype must be a NumPy floating dtype (np.float32, 'float64', ...), got "
+            f"{dtype!r}"
+        ) from None
+    if dt.kind != "f":
+        raise TypeError(
+            f"{who}: dtype must be a floating dtype for trainable parameters, got {dt}; use "
+            "float16, float32 or float64"
+        )
+    return dt
+
+
+def _place(module: Module, device) -> None:
+    """Move ``module``'s own parameters and states to ``device`` (``None``: leave on the CPU).
+
+    Raises:
+        ValueError: for a device string that is not ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+        RuntimeError: for a GPU device without CuPy or a GPU.
+    """
+    if device is None:
+        return
+    try:
+        dev = parse_device(device)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{type(module).__name__}: {e}") from None
+    if dev == "cpu":
+        return
+    d = module.__dict__
+    for group in ("_parameters", "_states"):
+        for name, t in d[group].items():
+            if t is not None:
+                d[group][name] = t.to_device(dev)
 
 strict_all(globals(), ["ParameterView", "ParameterIterator", "functional_call"])

@@ -6,7 +6,8 @@ arrays or Python numbers; Python numbers keep the Tensor operand's dtype (NumPy'
 promotion), lists become float32 Tensors. Broadcasting follows NumPy. Every function returns a
 new Tensor; nothing is modified in place.
 
-Submodules (one per op group) define the functions and install the matching Tensor methods.
+Submodules (one per op group) define the functions and declare the matching Tensor methods
+(:mod:`tapegrad.numpy.methods` attaches them).
 """
 
 from tapegrad.numpy import (
@@ -56,30 +57,31 @@ from tapegrad.numpy._spacing import *  # noqa: F401,F403
 from tapegrad.numpy._statistics import *  # noqa: F401,F403
 from tapegrad.numpy._types import *  # noqa: F401,F403
 
-__all__ = sorted(
-    set(_core.__all__)
-    | set(_creation.__all__)
-    | set(_elementwise.__all__)
-    | set(_info.__all__)
-    | set(_linalg.__all__)
-    | set(_polynomial.__all__)
-    | set(_predicates.__all__)
-    | set(_reduction.__all__)
-    | set(_shape.__all__)
-    | set(_sorting.__all__)
-    | set(_statistics.__all__)
-    | set(_complex.__all__)
-    | set(_conversion.__all__)
-    | set(_diagonals.__all__)
-    | set(_functional.__all__)
-    | set(_histograms.__all__)
-    | set(_inplace.__all__)
-    | set(_io.__all__)
-    | set(_passthrough.__all__)
-    | set(_signal.__all__)
-    | set(_spacing.__all__)
-    | set(_types.__all__)
-)
+#: Every public name: the union of the submodules' (``astype`` is in two of them).
+__all__ = []
+__all__ += _core.__all__
+__all__ += _creation.__all__
+__all__ += _elementwise.__all__
+__all__ += _info.__all__
+__all__ += _linalg.__all__
+__all__ += _polynomial.__all__
+__all__ += _predicates.__all__
+__all__ += _reduction.__all__
+__all__ += _shape.__all__
+__all__ += _sorting.__all__
+__all__ += _statistics.__all__
+__all__ += _complex.__all__
+__all__ += _conversion.__all__
+__all__ += _diagonals.__all__
+__all__ += _functional.__all__
+__all__ += _histograms.__all__
+__all__ += _inplace.__all__
+__all__ += _io.__all__
+__all__ += _passthrough.__all__
+__all__ += _signal.__all__
+__all__ += _spacing.__all__
+__all__ += _types.__all__
+__all__.remove("astype")
 
 #: The version of NumPy whose API this namespace follows (the installed NumPy's, as
 #: ``autograd.numpy.__version__``).
@@ -89,5 +91,5 @@ from tapegrad.ops._registry import register_nested as _register_nested  # noqa: 
 
 _register_nested(_core.asarray)  # every op takes a list holding Tensors: np.mean([x, y])
 
-from tapegrad.interop import from_dlpack  # noqa: E402,F401  (installs NumPy dispatch, DLPack)
 from tapegrad.numpy import fft, linalg, random  # noqa: E402,F401
+from tapegrad.numpy._dlpack import from_dlpack  # noqa: E402,F401

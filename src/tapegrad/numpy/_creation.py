@@ -20,13 +20,18 @@ import operator
 
 import numpy as _np
 
-from tapegrad.backend import get_backend as _get_backend
-from tapegrad.backend import parse_device as _parse_device
-from tapegrad.numpy._core import _tensor, astype, to_device
+from tapegrad import ops as _ops
+from tapegrad.core.backend import get_backend as _get_backend
+from tapegrad.core.backend import parse_device as _parse_device
+from tapegrad.core.tensor import Tensor
+from tapegrad.numpy._core import _tensor, array, astype, to_device
+from tapegrad.numpy._shape import broadcast_to, swapaxes, transpose
 from tapegrad.ops._registry import given_tensor as _given_tensor
-from tapegrad.tensor import Tensor
+from tapegrad.ops._registry import ns as _ns
 
 __all__ = [
+    "r_",
+    "c_",
     "zeros",
     "ones",
     "full",
@@ -178,7 +183,6 @@ def full(shape, fill_value, dtype=None, device=None) -> Tensor:
         TypeError: for a non-numeric ``fill_value`` or ``dtype``.
         ValueError: if ``fill_value`` does not broadcast to ``shape``.
     """
-    from tapegrad.numpy._shape import broadcast_to
 
     shape = _shape(shape, "full")
     dt = _dtype(dtype, "full", default=_fill_dtype(fill_value, "full"))  # pyright: ignore[reportArgumentType]
@@ -509,3 +513,95 @@ def indices(dimensions, dtype=int, sparse=False, *, device=None):
         return tuple(_make(device, "indices", lambda xp, g=g: xp.asarray(g)) for g in grids)
     grid = _np.indices(dims, dtype=dt)
     return _make(device, "indices", lambda xp: xp.asarray(grid))
+
+
+class _AxisConcatenator:
+    """NumPy's ``r_``/``c_`` index expressions for Tensors: ``r_[a, b, 1.0, 0:3]`` joins its
+    entries along an axis. Slices become ranges (``start:stop:step`` as :func:`arange`,
+    ``start:stop:nj`` as ``linspace`` with ``n`` points; Python data becomes float32/int64 as
+    in :func:`~tapegrad.numpy.arange`), numbers become one-element arrays, and a leading
+    string directive ``"axis"`` or ``"axis,ndmin[,trans1d]"`` sets the joining axis, the least
+    number of axes of each entry and where 1-D entries' axis goes (NumPy's rules). The dtype is
+    the promotion of the entries (Python numbers weakly typed). Differentiable in Tensor
+    entries (a concatenation). The matrix directives ``"r"``/``"c"`` are not supported
+    (tapegrad has no matrix class).
+    """
+
+    def __init__(self, name, axis=0, ndmin=1, trans1d=-1):
+        self._name, self.axis, self.ndmin, self.trans1d = name, axis, ndmin, trans1d
+
+    def __len__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return f"tapegrad.numpy.{self._name}"
+
+    def __getitem__(self, key):
+        _array, _arange, _linspace = array, arange, linspace
+
+        op = self._name
+        if isinstance(key, str):
+            raise ValueError(f"{op}: the string form builds a numpy.matrix, which tapegrad does "
+                             "not have; give the entries")
+        if not isinstance(key, tuple):
+            key = (key,)
+        axis, ndmin, trans1d = self.axis, self.ndmin, self.trans1d
+        objs, kinds = [], []
+        for k, item in enumerate(key):
+            if isinstance(item, slice):
+                start = 0 if item.start is None else item.start
+                step = 1 if item.step is None else item.step
+                if isinstance(step, (complex, _np.complexfloating)):
+                    new = _linspace(start, item.stop, num=int(abs(step)))
+                else:
+                    new = _arange(start, item.stop, step)
+                if ndmin > 1:
+                    new = _array(new, ndmin=ndmin)
+                    if trans1d != -1:
+                        new = swapaxes(new, -1, trans1d)
+                objs.append(new)
+                kinds.append(new.dtype)  # pyright: ignore[reportAttributeAccessIssue]
+            elif isinstance(item, str):
+                if k != 0:
+                    raise ValueError(f"{op}: a string directive must be the first entry")
+                if item in ("r", "c"):
+                    raise ValueError(f"{op}: the matrix directives 'r'/'c' build numpy.matrix "
+                                     "objects, which tapegrad does not have")
+                try:
+                    vec = [int(v) for v in item.split(",")]
+                except ValueError:
+                    raise ValueError(f"{op}: unknown directive {item!r}") from None
+                if len(vec) > 3:
+                    raise ValueError(f"{op}: unknown directive {item!r}")
+                axis = vec[0]
+                if len(vec) > 1:
+                    ndmin = vec[1]
+                if len(vec) > 2:
+                    trans1d = vec[2]
+            elif type(item) in (int, float, complex, bool) or isinstance(item, _np.generic):
+                objs.append(item)
+                kinds.append(item if type(item) in (int, float, complex, bool) else item.dtype)
+            else:
+                item_ndim = item.ndim if isinstance(item, Tensor) else _np.ndim(item)
+                new = _array(item, ndmin=ndmin)
+                if trans1d != -1 and item_ndim < ndmin:
+                    k2 = ndmin - item_ndim
+                    k1 = trans1d + k2 + 1 if trans1d < 0 else trans1d
+                    defaxes = list(range(ndmin))
+                    new = transpose(new, defaxes[:k1] + defaxes[k2:] + defaxes[k1:k2])
+                objs.append(new)
+                kinds.append(new.dtype)
+        if not objs:
+            raise ValueError(f"{op}: needs at least one entry to join")
+        dt = _np.result_type(*kinds)
+        objs = [_array(o, dtype=dt, ndmin=ndmin) if not isinstance(o, Tensor)
+                else _ns.astype(o, dt) for o in objs]
+        return _ops.Concatenate.apply(*objs, axis=axis)
+
+
+#: Row-wise joining by index expression (NumPy ``r_``): ``r_[x, 0.0, y]``, ``r_[0:5]``,
+#: ``r_["0,2", a, b]``; see :class:`_AxisConcatenator`.
+r_ = _AxisConcatenator("r_", 0)
+#: Column-wise joining by index expression (NumPy ``c_``): 1-D entries become columns of a
+#: 2-D result (``r_["-1,2,0", ...]``).
+c_ = _AxisConcatenator("c_", -1, ndmin=2, trans1d=0)

@@ -19,16 +19,18 @@ import numpy as _np
 from numpy.exceptions import AxisError
 
 from tapegrad import ops as _ops
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy import _creation, _reduction, _shape
-from tapegrad.numpy._core import _install_methods, _tensor
+from tapegrad.numpy._core import _tensor
 from tapegrad.ops._registry import bool_arg
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.reduction import normalize_axis as _normalize_axis
-from tapegrad.tensor import Tensor
 
 _LinAlgError = _np.linalg.LinAlgError
 
-__all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum"]
+__all__ = [
+    "vecdot",
+    "matrix_transpose","matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum"]
 
 matmul = _ns.matmul
 einsum = _ns.einsum
@@ -824,4 +826,49 @@ def lstsq(a, b, rcond=None):
     return x, residuals, rank, s
 
 
-_install_methods({"dot": dot})
+#: The Tensor methods of this module (attached by :mod:`tapegrad.numpy.methods`).
+METHODS = {"dot": dot}
+
+
+def vecdot(x1, x2, /, *, axis=-1):
+    """Vector dot product ``sum(conj(x1) * x2)`` along ``axis``, broadcasting the other axes
+    (NumPy 2's ``vecdot``; the first operand is conjugated).
+
+    Returns:
+        Tensor of the broadcast shape without ``axis``, in the operands' promoted dtype
+        (integers do not widen as in :func:`sum`; NumPy's and the array API's rule).
+
+    Gradient: ``g x2`` (conjugated for complex) and ``g conj(x1)``.
+
+    Raises:
+        ValueError: if the two vector axes differ in length or an axis is out of range.
+    """
+    a, b = _tensor(x1), _tensor(x2)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"vecdot: operands need at least one axis, got shapes {a.shape} and "
+                         f"{b.shape}")
+    for name, t in (("x1", a), ("x2", b)):
+        if not -t.ndim <= axis < t.ndim:
+            raise AxisError(f"vecdot: axis {axis} is out of range for {name} of shape "
+                             f"{t.shape}")
+    if a.shape[axis] != b.shape[axis]:
+        raise ValueError(
+            f"vecdot: the vector axes differ: {a.shape[axis]} (shape {a.shape}) and "
+            f"{b.shape[axis]} (shape {b.shape}), axis {axis}")
+    if a.dtype.kind == "c":
+        a = _ns.conj(a)
+    prod = a * b
+    # the promoted dtype, as NumPy and the array API: small integers do not widen as in sum
+    return _ns.sum(prod, axis=axis, dtype=prod.dtype)
+
+
+def matrix_transpose(x, /):
+    """Swap the last two axes (the array API's ``matrix_transpose``, also ``x.mT``).
+
+    Raises:
+        ValueError: if ``x`` has fewer than 2 axes.
+    """
+    x = _tensor(x)
+    if x.ndim < 2:
+        raise ValueError(f"matrix_transpose: input must be at least 2-D, got shape {x.shape}")
+    return _ns.transpose(x, tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2))

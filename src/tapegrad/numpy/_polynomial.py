@@ -15,24 +15,21 @@ from __future__ import annotations
 import numbers as _numbers
 
 import numpy as _np
-from numpy.exceptions import AxisError
 
 from tapegrad import ops as _ops
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, stop_gradient
 from tapegrad.numpy._shape import moveaxis, stack
 from tapegrad.ops._registry import given_tensor as _given_tensor
 from tapegrad.ops._registry import ns as _ns
-from tapegrad.tensor import Tensor
 
 __all__ = [
     "kron",
     "cross",
     "convolve",
     "correlate",
-    "vecdot",
     "matvec",
     "vecmat",
-    "matrix_transpose",
     "einsum_path",
     "poly",
     "polyval",
@@ -245,38 +242,6 @@ def correlate(a, v, mode="valid"):
     return _mode_slice(full, n, m, mode, n < m, "correlate")
 
 
-def vecdot(x1, x2, /, *, axis=-1):
-    """Vector dot product ``sum(conj(x1) * x2)`` along ``axis``, broadcasting the other axes
-    (NumPy 2's ``vecdot``; the first operand is conjugated).
-
-    Returns:
-        Tensor of the broadcast shape without ``axis``, in the operands' promoted dtype
-        (integers do not widen as in :func:`sum`; NumPy's and the array API's rule).
-
-    Gradient: ``g x2`` (conjugated for complex) and ``g conj(x1)``.
-
-    Raises:
-        ValueError: if the two vector axes differ in length or an axis is out of range.
-    """
-    a, b = _tensor(x1), _tensor(x2)
-    if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"vecdot: operands need at least one axis, got shapes {a.shape} and "
-                         f"{b.shape}")
-    for name, t in (("x1", a), ("x2", b)):
-        if not -t.ndim <= axis < t.ndim:
-            raise AxisError(f"vecdot: axis {axis} is out of range for {name} of shape "
-                             f"{t.shape}")
-    if a.shape[axis] != b.shape[axis]:
-        raise ValueError(
-            f"vecdot: the vector axes differ: {a.shape[axis]} (shape {a.shape}) and "
-            f"{b.shape[axis]} (shape {b.shape}), axis {axis}")
-    if a.dtype.kind == "c":
-        a = _ns.conj(a)
-    prod = a * b
-    # the promoted dtype, as NumPy and the array API: small integers do not widen as in sum
-    return _ns.sum(prod, axis=axis, dtype=prod.dtype)
-
-
 def matvec(x1, x2, /):
     """Matrix-vector products ``x1 @ x2`` over stacks: ``(..., m, n)`` times ``(..., n)``
     gives ``(..., m)`` (NumPy 2.2's ``matvec``; no conjugation).
@@ -309,18 +274,6 @@ def vecmat(x1, x2, /):
     if a.dtype.kind == "c":
         a = _ns.conj(a)
     return _ns.matmul(_ns.reshape(a, a.shape[:-1] + (1, a.shape[-1])), b)[..., 0, :]
-
-
-def matrix_transpose(x, /):
-    """Swap the last two axes (the array API's ``matrix_transpose``, also ``x.mT``).
-
-    Raises:
-        ValueError: if ``x`` has fewer than 2 axes.
-    """
-    x = _tensor(x)
-    if x.ndim < 2:
-        raise ValueError(f"matrix_transpose: input must be at least 2-D, got shape {x.shape}")
-    return _ns.transpose(x, tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2))
 
 
 def einsum_path(subscripts, *operands, optimize="greedy", einsum_call=False):

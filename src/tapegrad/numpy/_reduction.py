@@ -13,11 +13,11 @@ import numbers as _numbers
 import numpy as _np
 
 from tapegrad import ops as _ops
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor
 from tapegrad.ops._registry import bool_arg
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.reduction import normalize_axis as _normalize_axis
-from tapegrad.tensor import Tensor
 
 __all__ = [
     "sum",
@@ -180,10 +180,10 @@ def _vector_norm(x, ord, a, keepdims):  # noqa: A002
 def _spectral_norm(x, ord, row, col, keepdims):  # noqa: A002
     """Matrix norms from the singular values: largest (2), smallest (-2) or their sum
     ('nuc'); gradient ``U diag(g) Vh`` through the differentiable SVD."""
-    from tapegrad.numpy._linalg import svdvals
-    from tapegrad.numpy._shape import expand_dims, moveaxis
-
-    s = svdvals(moveaxis(x, (row, col), (-2, -1)))
+    nd = x.ndim
+    order = [i for i in range(nd) if i not in (row, col)] + [row, col]
+    s: Tensor = _ops.Svd.api(_ns.transpose(x, tuple(order)), full_matrices=False,  # pyright: ignore[reportAssignmentType]
+                             compute_uv=False)  # the singular values alone
     if s.shape[-1] == 0:
         if ord == -2:
             raise ValueError(
@@ -197,16 +197,13 @@ def _spectral_norm(x, ord, row, col, keepdims):  # noqa: A002
         out = min(s, axis=-1)
     else:
         out = sum(s, axis=-1)
-    if keepdims:
-        out = expand_dims(expand_dims(out, -1), -1)
-        out = moveaxis(out, (-2, -1), (row, col)) if x.ndim > 2 else out
+    if keepdims:  # size-1 axes where the matrix axes were
+        out = _ns.reshape(out, tuple(1 if i in (row, col) else n for i, n in enumerate(x.shape)))
     return out
 
 
 def _matrix_norm(x, ord, row, col, keepdims):  # noqa: A002
-    from tapegrad.numpy._elementwise import abs as _abs
-    from tapegrad.numpy._shape import reshape
-
+    _abs, reshape = _ns.abs, _ns.reshape
     if ord is None or ord in ("fro", "f"):
         return _ops.Norm2.apply(x, axis=(row, col), keepdims=keepdims)
     if ord in (2, -2, "nuc"):

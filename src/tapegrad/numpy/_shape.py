@@ -13,7 +13,7 @@ with their primitives in :mod:`tapegrad.ops.movement`, together with the Tensor 
 Tensor methods installed here: ``view``, ``ravel``, ``flatten``, ``squeeze``, ``unsqueeze``,
 ``permute``, ``swapaxes``, ``moveaxis``, ``expand``, ``repeat``, ``tile``, ``tril``, ``triu``,
 ``diagonal``, ``trace``, ``take``, ``gather``, ``strided_windows`` and the static
-``Tensor.stack``. (``Tensor.at`` lives in :mod:`tapegrad.at`.)
+``Tensor.stack``. (``Tensor.at`` lives in :mod:`tapegrad.numpy.at`.)
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ import operator
 import numpy as _np
 
 from tapegrad import ops as _ops
-from tapegrad.backend import get_backend as _get_backend
-from tapegrad.numpy._core import _install_methods, _tensor
-from tapegrad.numpy._reduction import sum as _sum
+from tapegrad.core.backend import get_backend as _get_backend
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tensor import const as _tconst
+from tapegrad.numpy._core import _tensor
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.movement import IndexSlot as _Slot
 from tapegrad.ops.movement import _concat_shape
@@ -38,8 +39,6 @@ from tapegrad.ops.movement import check_axis as _check_axis
 from tapegrad.ops.movement import no_out as _no_out
 from tapegrad.ops.movement import split_pieces as _split_pieces
 from tapegrad.ops.movement import swap_axes as _swap_axes
-from tapegrad.tensor import Tensor
-from tapegrad.tensor import const as _tconst
 
 __all__ = [
     "reshape",
@@ -93,8 +92,6 @@ __all__ = [
     "trim_zeros",
     "insert",
     "delete",
-    "r_",
-    "c_",
     "meshgrid",
     "broadcast_arrays",
     "broadcast_shapes",
@@ -411,7 +408,7 @@ def trace(x, offset=0, axis1=0, axis2=1, dtype=None, out=None) -> Tensor:
         ValueError: for fewer than 2 dimensions or equal axes (see :func:`diagonal`).
         TypeError: for ``out=``.
     """
-    return _sum(diagonal(x, offset, axis1, axis2), axis=-1, dtype=dtype, out=out)
+    return _ns.sum(diagonal(x, offset, axis1, axis2), axis=-1, dtype=dtype, out=out)
 
 
 # -- gathering ------------------------------------------------------------------------------
@@ -1367,98 +1364,6 @@ def delete(arr, obj, axis=None) -> Tensor:
 
 
 # -- index tricks ----------------------------------------------------------------------------
-class _AxisConcatenator:
-    """NumPy's ``r_``/``c_`` index expressions for Tensors: ``r_[a, b, 1.0, 0:3]`` joins its
-    entries along an axis. Slices become ranges (``start:stop:step`` as :func:`arange`,
-    ``start:stop:nj`` as ``linspace`` with ``n`` points; Python data becomes float32/int64 as
-    in :func:`~tapegrad.numpy.arange`), numbers become one-element arrays, and a leading
-    string directive ``"axis"`` or ``"axis,ndmin[,trans1d]"`` sets the joining axis, the least
-    number of axes of each entry and where 1-D entries' axis goes (NumPy's rules). The dtype is
-    the promotion of the entries (Python numbers weakly typed). Differentiable in Tensor
-    entries (a concatenation). The matrix directives ``"r"``/``"c"`` are not supported
-    (tapegrad has no matrix class).
-    """
-
-    def __init__(self, name, axis=0, ndmin=1, trans1d=-1):
-        self._name, self.axis, self.ndmin, self.trans1d = name, axis, ndmin, trans1d
-
-    def __len__(self) -> int:
-        return 0
-
-    def __repr__(self) -> str:
-        return f"tapegrad.numpy.{self._name}"
-
-    def __getitem__(self, key):
-        from tapegrad.numpy._core import array as _array
-        from tapegrad.numpy._creation import arange as _arange
-        from tapegrad.numpy._creation import linspace as _linspace
-
-        op = self._name
-        if isinstance(key, str):
-            raise ValueError(f"{op}: the string form builds a numpy.matrix, which tapegrad does "
-                             "not have; give the entries")
-        if not isinstance(key, tuple):
-            key = (key,)
-        axis, ndmin, trans1d = self.axis, self.ndmin, self.trans1d
-        objs, kinds = [], []
-        for k, item in enumerate(key):
-            if isinstance(item, slice):
-                start = 0 if item.start is None else item.start
-                step = 1 if item.step is None else item.step
-                if isinstance(step, (complex, _np.complexfloating)):
-                    new = _linspace(start, item.stop, num=int(abs(step)))
-                else:
-                    new = _arange(start, item.stop, step)
-                if ndmin > 1:
-                    new = _array(new, ndmin=ndmin)
-                    if trans1d != -1:
-                        new = swapaxes(new, -1, trans1d)
-                objs.append(new)
-                kinds.append(new.dtype)  # pyright: ignore[reportAttributeAccessIssue]
-            elif isinstance(item, str):
-                if k != 0:
-                    raise ValueError(f"{op}: a string directive must be the first entry")
-                if item in ("r", "c"):
-                    raise ValueError(f"{op}: the matrix directives 'r'/'c' build numpy.matrix "
-                                     "objects, which tapegrad does not have")
-                try:
-                    vec = [int(v) for v in item.split(",")]
-                except ValueError:
-                    raise ValueError(f"{op}: unknown directive {item!r}") from None
-                if len(vec) > 3:
-                    raise ValueError(f"{op}: unknown directive {item!r}")
-                axis = vec[0]
-                if len(vec) > 1:
-                    ndmin = vec[1]
-                if len(vec) > 2:
-                    trans1d = vec[2]
-            elif type(item) in (int, float, complex, bool) or isinstance(item, _np.generic):
-                objs.append(item)
-                kinds.append(item if type(item) in (int, float, complex, bool) else item.dtype)
-            else:
-                item_ndim = item.ndim if isinstance(item, Tensor) else _np.ndim(item)
-                new = _array(item, ndmin=ndmin)
-                if trans1d != -1 and item_ndim < ndmin:
-                    k2 = ndmin - item_ndim
-                    k1 = trans1d + k2 + 1 if trans1d < 0 else trans1d
-                    defaxes = list(range(ndmin))
-                    new = transpose(new, defaxes[:k1] + defaxes[k2:] + defaxes[k1:k2])
-                objs.append(new)
-                kinds.append(new.dtype)
-        if not objs:
-            raise ValueError(f"{op}: needs at least one entry to join")
-        dt = _np.result_type(*kinds)
-        objs = [_array(o, dtype=dt, ndmin=ndmin) if not isinstance(o, Tensor)
-                else _ns.astype(o, dt) for o in objs]
-        return _ops.Concatenate.apply(*objs, axis=axis)
-
-
-#: Row-wise joining by index expression (NumPy ``r_``): ``r_[x, 0.0, y]``, ``r_[0:5]``,
-#: ``r_["0,2", a, b]``; see :class:`_AxisConcatenator`.
-r_ = _AxisConcatenator("r_", 0)
-#: Column-wise joining by index expression (NumPy ``c_``): 1-D entries become columns of a
-#: 2-D result (``r_["-1,2,0", ...]``).
-c_ = _AxisConcatenator("c_", -1, ndmin=2, trans1d=0)
 
 
 def meshgrid(*xi, copy=True, sparse=False, indexing="xy") -> tuple:
@@ -1648,7 +1553,8 @@ def _method_repeat(self, repeats, axis=None):
     return repeat(self, repeats, axis)
 
 
-_install_methods(
+#: The Tensor methods of this module (attached by :mod:`tapegrad.numpy.methods`).
+METHODS = (
     {
         "view": _method_view,
         "ravel": ravel,

@@ -32,6 +32,7 @@ from tapegrad.numpy._linalg import (
     matrix_norm,
     matrix_power,
     matrix_rank,
+    matrix_transpose,
     multi_dot,
     norm,
     outer,
@@ -40,9 +41,9 @@ from tapegrad.numpy._linalg import (
     tensorinv,
     tensorsolve,
     trace,
+    vecdot,
     vector_norm,
 )
-from tapegrad.numpy._polynomial import matrix_transpose, vecdot
 from tapegrad.ops.linalg import EighResult, EigResult, QRResult, SlogdetResult, SVDResult
 
 __all__ = [

@@ -6,7 +6,10 @@ transpose, broadcast, indexing) and :mod:`~tapegrad.ops.linalg` (matmul, ...). U
 call them through :mod:`tapegrad.numpy` or Tensor methods.
 """
 
-from tapegrad.ops._registry import install_methods as _install  # noqa: E402
+from tapegrad.ops import elementwise as _ew  # noqa: E402
+from tapegrad.ops import linalg as _la  # noqa: E402
+from tapegrad.ops import movement as _mv  # noqa: E402
+from tapegrad.ops import reduction as _rd  # noqa: E402
 from tapegrad.ops.elementwise import *  # noqa: F401,F403
 from tapegrad.ops.fft import *  # noqa: F401,F403
 from tapegrad.ops.linalg import *  # noqa: F401,F403
@@ -15,11 +18,8 @@ from tapegrad.ops.reduction import *  # noqa: F401,F403
 from tapegrad.ops.sorting import *  # noqa: F401,F403
 from tapegrad.ops.statistics import *  # noqa: F401,F403
 
-_install()
-
-from tapegrad.ops import elementwise as _ew  # noqa: E402
-from tapegrad.ops import linalg as _la  # noqa: E402
-from tapegrad.ops import movement as _mv  # noqa: E402
-from tapegrad.ops import reduction as _rd  # noqa: E402
-
-__all__ = sorted({*_ew.__all__, *_la.__all__, *_mv.__all__, *_rd.__all__})
+__all__ = []
+__all__ += _ew.__all__
+__all__ += _la.__all__
+__all__ += _mv.__all__
+__all__ += _rd.__all__

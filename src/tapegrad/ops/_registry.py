@@ -12,8 +12,8 @@ A primitive (a :class:`~tapegrad.Function` subclass) declares, beside its rules:
 
 :func:`expose` (a class decorator) registers a primitive: its functions go into :data:`ns`, the
 namespace ``tapegrad.numpy`` re-exports and backward rules call (``ns.where(...)``), and its
-methods into :data:`METHODS`, which :func:`install_methods` attaches to :class:`Tensor` when the
-ops layer has been imported (as HIPS autograd's numpy layer attaches its boxes' methods).
+methods into :data:`METHODS`, which :mod:`tapegrad.numpy.methods` attaches to :class:`Tensor`
+with the NumPy layer's (as HIPS autograd's numpy layer attaches its boxes' methods).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from tapegrad.tensor import Tensor, const
-from tapegrad.weak import WeakScalar
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.weak import WeakScalar
 
-__all__ = ["ns", "METHODS", "expose", "install_methods", "tensor_arg", "operands", "EXPOSED",
+__all__ = ["ns", "METHODS", "expose", "tensor_arg", "operands", "EXPOSED",
            "bool_arg", "register_nested", "given_tensor"]
 
 #: Every public op function by name (``tapegrad.numpy`` re-exports it).
@@ -231,8 +231,3 @@ def expose(cls):
     EXPOSED.append(cls)
     return cls
 
-
-def install_methods(methods=None) -> None:
-    """Attach the registered methods (or ``methods``) to :class:`Tensor`."""
-    for name, fn in (METHODS if methods is None else methods).items():
-        type.__setattr__(Tensor, name, fn)

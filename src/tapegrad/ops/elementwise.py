@@ -36,10 +36,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tapegrad.function import Function, _Quiet
+from tapegrad.core.function import Function, Traits, _Quiet
+from tapegrad.core.tensor import Tensor, const
 from tapegrad.ops._batching import elementwise, scaled_cotangent
 from tapegrad.ops._registry import expose, ns, operand, operands, tensor_arg
-from tapegrad.tensor import Tensor, const
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -145,7 +145,7 @@ class MulNoNan(Function):
     every order stays NaN-free.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "mul_no_nan"
 
@@ -177,7 +177,7 @@ class DivNoNan(Function):
     Derivatives: ``1 / d`` for ``g`` and ``-out / d`` for ``d``, both NaN-safe.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "div_no_nan"
 
@@ -215,7 +215,7 @@ class Add(Function):
         ValueError: if the shapes do not broadcast (the message names the op and the shapes).
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "add"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="add")
 
     oper = "add"
     arity = 2
@@ -243,7 +243,7 @@ class Sub(Function):
         ValueError: if the shapes do not broadcast.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "subtract"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="subtract")
 
     oper = "sub"
     arity = 2
@@ -273,7 +273,7 @@ class Mul(Function):
         ValueError: if the shapes do not broadcast.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "multiply"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="multiply")
 
     oper = "mul"
     arity = 2
@@ -309,7 +309,7 @@ class Div(Function):
         ValueError: if the shapes do not broadcast.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "true_divide"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="true_divide")
 
     oper = "div"
     arity = 2
@@ -349,7 +349,7 @@ class Div(Function):
 class Neg(Function):
     """``-x`` elementwise. Gradient: ``-g``."""
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "negative"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="negative")
 
     oper = "neg"
     names = ("negative",)
@@ -406,7 +406,7 @@ class Pow(Function):
         ValueError: if the shapes do not broadcast, or for integers to negative integer powers.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "power"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="power")
 
     oper = "pow"
     arity = 2
@@ -447,6 +447,10 @@ class Unary(NamedTuple):
             formula then only ever runs on arrays.
         aliases: Further ``tapegrad.numpy`` names.
         method: Also a Tensor method.
+        d2: ``d2(xp, x, out)``: the partial derivatives of ``deriv`` in ``x`` and in ``out``
+            (a pair; None for zero), on Tensors: the rule of the fused backward's own backward
+            (:class:`UnaryGrad`), which makes every order exact. Unused (None) for a
+            piecewise-constant derivative.
     """
 
     name: str
@@ -457,11 +461,14 @@ class Unary(NamedTuple):
     piecewise: bool = False
     aliases: tuple = ()
     method: bool = True
+    d2: Callable | None = None
 
 
 class Binary(NamedTuple):
     """One row of the binary ufunc table: as :class:`Unary`, with ``dx(xp, x, y, out)`` and
-    ``dy(xp, x, y, out)`` (either ``None``: zero gradient to that operand)."""
+    ``dy(xp, x, y, out)`` (either ``None``: zero gradient to that operand), and
+    ``d2(xp, wrt, x, y, out)``: the partial derivatives of ``dx`` (``wrt=0``) or ``dy``
+    (``wrt=1``) in ``x``, ``y`` and ``out`` (a triple; None for zero), on Tensors."""
 
     name: str
     fn: str | Callable
@@ -473,6 +480,7 @@ class Binary(NamedTuple):
     aliases: tuple = ()
     method: bool = False
     operators: tuple = ()
+    d2: Callable | None = None
 
 
 def _call(fn, xp, *args):
@@ -517,42 +525,26 @@ class _DtypeRule:
         return out
 
 
-def _second(deriv, vals, needs, h, g, nonan):
-    """Cotangents of ``vals`` for ``h`` on ``g * deriv(*vals)``: ``h g d_i`` with ``d_i`` the
-    elementwise partial derivative of the formula in ``vals[i]`` (forward mode, along ones),
-    NaN-safe where ``nonan`` (exactly 0 where ``h g`` is 0)."""
-    from tapegrad.forward import jvp
-
+def _second(partials, vals, needs, h, g, nonan) -> list:
+    """Cotangents of ``vals`` for ``h`` on ``g * d(*vals)``: ``h g p_i`` with ``p_i`` the
+    partial derivative of the derivative formula ``d`` in ``vals[i]`` (``partials``, from the
+    row's ``d2``), NaN-safe where ``nonan`` (exactly 0 where ``h g`` is 0)."""
     hg = MulNoNan.apply(h, g) if nonan else h * g
-    res = []
-    for i, need in enumerate(needs):
-        if not need or not isinstance(vals[i], Tensor):
-            res.append(None)
-            continue
-
-        def partial(t, i=i):
-            v = list(vals)
-            v[i] = t
-            return deriv(ns, *v)
-
-        ones = const(np.ones(vals[i].shape, vals[i].dtype)) if vals[i].device == "cpu" else \
-            vals[i] * 0 + 1
-        _, d = jvp(partial, (vals[i],), (ones,))
-        res.append(MulNoNan.apply(hg, d) if nonan else hg * d)
-    return res
+    return [None if not need or p is None or not isinstance(v, Tensor)
+            else (MulNoNan.apply(hg, p) if nonan else hg * p)
+            for v, need, p in zip(vals, needs, partials)]
 
 
 class UnaryGrad(Function):
     """``g * row.deriv(x, out)``: the backward (and forward-mode) rule of a unary table op,
     fused into one primitive (the derivative and the product in one pass over memory).
 
-    Linear in ``g``. Its derivative in the saved ``x``/``out`` is the derivative of the row's
-    formula, worked out on Tensors with ``vjp`` (none for a piecewise-constant derivative), so
-    every order is exact.
+    Linear in ``g``. Its derivatives in ``x`` and ``out`` are ``g`` times the partial
+    derivatives of the row's formula, ``d2`` (none for a piecewise-constant derivative),
+    written with tapegrad operations, so every order is exact.
     """
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
-    into = True  # forward writes into ``into=`` when given (jit's buffer planning)
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(into=True, fresh=True)
 
     oper = "unary_grad"
 
@@ -571,8 +563,7 @@ class UnaryGrad(Function):
         gg = UnaryGrad.apply(h, x, out, row=row) if ng else None
         if row.piecewise or not (nx or nout):
             return gg, None, None
-        vals = [x, out]
-        return (gg, *_second(row.deriv, vals, (nx, nout), h, g, row.nonan))
+        return (gg, *_second(row.d2(ns, x, out), [x, out], (nx, nout), h, g, row.nonan))
 
     @classmethod
     def output_shape(cls, g, x, out, row):
@@ -586,10 +577,10 @@ class UnaryGrad(Function):
 class BinaryGrad(Function):
     """``g * row.dx(x, y, out)`` (``wrt=0``) or ``g * row.dy(...)`` (``wrt=1``): the backward
     rule of a binary table op for one operand, fused into one primitive. Linear in ``g``; its
-    derivative in ``x``, ``y`` and ``out`` is the derivative of the row's formula (``vjp``)."""
+    derivatives in ``x``, ``y`` and ``out`` are ``g`` times the partial derivatives of the row's
+    formula, ``d2``, so every order is exact."""
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
-    into = True  # forward writes into ``into=`` when given (jit's buffer planning)
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(into=True, fresh=True)
 
     oper = "binary_grad"
 
@@ -609,8 +600,8 @@ class BinaryGrad(Function):
         gg = BinaryGrad.apply(h, x, y, out, row=row, wrt=wrt) if needs[0] else None
         if row.piecewise or not any(needs[1:]):
             return gg, None, None, None
-        d = row.dx if wrt == 0 else row.dy
-        return (gg, *_second(d, [x, y, out], needs[1:], h, g, row.nonan))
+        return (gg, *_second(row.d2(ns, wrt, x, y, out), [x, y, out], needs[1:], h, g,
+                             row.nonan))
 
     @classmethod
     def output_shape(cls, g, x, y, out, row, wrt):
@@ -678,7 +669,7 @@ def _unary_class(row: Unary):
         "__doc__": _documented(row.doc, _UNARY_SECTIONS, _source(row.fn)),
         "oper": row.name,
         "arity": 1,
-        "ufunc": _ufunc_name(fn),
+        "traits": Traits(ufunc=_ufunc_name(fn)),
         "names": (row.name, *row.aliases),
         "methods": (row.name,) if row.method else (),
         "row": row,
@@ -724,7 +715,7 @@ def _binary_class(row: Binary):
         "__doc__": _documented(row.doc, _BINARY_SECTIONS, _source(row.fn)),
         "oper": row.name,
         "arity": 2,
-        "ufunc": _ufunc_name(fn),
+        "traits": Traits(ufunc=_ufunc_name(fn)),
         "names": (row.name, *row.aliases),
         "methods": ((row.name,) if row.method else ()) + row.operators,
         "row": row,
@@ -823,89 +814,201 @@ def _i1(xp, x):
     return _special(xp._xp if isinstance(xp, _ArrayNS) else xp).i1(x)
 
 
+def _cube_times(x, d):
+    """``x d**3``: the derivative of ``d(x) = 1 / s(x)`` for ``s' = x / s`` is ``-x d**3``."""
+    return x * (d * d * d)
+
+
+# sinc''(x) = pi**2 sum_k (2k - 1) _SINC_SERIES[k] (pi x)**(2k), the derivative of the series
+# of sinc' above, for |x| < 1/4.
+_SINC_SERIES2 = [(2 * k - 1) * c for k, c in enumerate(_SINC_SERIES, start=1)]
+
+
+def _sinc_second(xp, x, y):
+    """The partial derivatives of ``sinc'``'s formula (:func:`_sinc_deriv`) in ``x`` and in
+    ``y``: ``(-pi sin(pi x) - sinc'(x)) / x`` and ``-1 / x``; for ``|x| < 1/4`` its Taylor
+    series in ``x`` (``-pi**2 / 3`` at 0) and 0 in ``y``."""
+    small = xp.abs(x) < 0.25
+    xs = xp.where(small, 1.0, x)
+    far = (-math.pi * xp.sin(math.pi * xs) - _sinc_deriv(xp, xs, y)) / xs
+    u = (math.pi * math.pi) * (x * x)
+    acc = _SINC_SERIES2[-1]
+    for c in _SINC_SERIES2[-2::-1]:
+        acc = acc * u + c
+    return xp.where(small, (math.pi * math.pi) * acc, far), xp.where(small, 0.0, -1 / xs)
+
+
+def _i1_prime(x, i1):
+    """``I1'(x) = I0(x) - I1(x) / x`` (DLMF 10.29.2) on Tensors, ``i1`` being ``I1(x)``; for
+    ``|x| < 1e-6`` the ratio ``I1(x) / x`` is its series ``1/2 + x**2 / 16`` (DLMF 10.25.2),
+    exact in float64 there, where the quotient would underflow (``I1(5e-324)`` is 0)."""
+    small = ns.abs(x) < 1e-6
+    ratio = Where.apply(small, 0.5 + x * x / 16.0, i1 / Where.apply(small, 1.0, x))
+    return ns.i0(x) - ratio
+
+
+def _i0_second(xp, x, y):
+    """``i0''(x) = I1'(x)`` (:func:`_i1_prime`), in ``x``; none in ``y``."""
+    return _i1_prime(x, _i1(xp, x)), None
+
+
+def _arctan2_second(xp, wrt, x, y, o):
+    """Partial derivatives of ``arctan2``'s ``y / r2`` and ``-x / r2`` (``r2 = x**2 + y**2``,
+    taken as 1 at the origin) in ``x``, ``y`` and ``out``."""
+    r2 = x * x + y * y
+    rs = xp.where(r2 == 0, 1.0, r2)
+    rs2 = rs * rs
+    if wrt == 0:
+        return -2 * x * y / rs2, 1 / rs - 2 * y * y / rs2, None
+    return -1 / rs + 2 * x * x / rs2, 2 * x * y / rs2, None
+
+
+def _hypot_second(xp, wrt, x, y, o):
+    """Partial derivatives of ``hypot``'s ``x / out`` and ``y / out`` (``out`` taken as 1 at the
+    origin) in ``x``, ``y`` and ``out``."""
+    hs = xp.where(o == 0, 1.0, o)
+    if wrt == 0:
+        return 1 / hs, None, -x / (hs * hs)
+    return None, 1 / hs, -y / (hs * hs)
+
+
+def _logaddexp_second(xp, wrt, x, y, o):
+    """Partial derivatives of ``logaddexp``'s ``sigmoid(x - y)`` and ``sigmoid(y - x)``:
+    ``+-sigmoid(x - y) sigmoid(y - x)`` (0 where ``x == y == +-inf``), none in ``out``."""
+    p = xp.sigmoid(x - y) * xp.sigmoid(y - x)
+    p = xp.where(p == p, p, 0.0)
+    return (p, -p, None) if wrt == 0 else (-p, p, None)
+
+
+def _logaddexp2_second(xp, wrt, x, y, o):
+    """Partial derivatives of ``logaddexp2``'s ``2**(x - out)`` and ``2**(y - out)``."""
+    if wrt == 0:
+        a = _LN2 * xp.exp2(x - o)
+        return a, None, -a
+    b = _LN2 * xp.exp2(y - o)
+    return None, b, -b
+
+
+def _float_power_second(xp, wrt, x, y, o):
+    """Partial derivatives of ``float_power``'s ``y x**(y - 1)`` and ``log(x) out`` (``log``
+    taken as 0 at ``x = 0``) in ``x``, ``y`` and ``out``."""
+    lx = xp.log(xp.where(x == 0, 1.0, x))
+    if wrt == 0:
+        p = xp.float_power(x, y - 1)
+        return y * (y - 1) * xp.float_power(x, y - 2), p * (1 + y * lx), None
+    return xp.where(x == 0, 0.0, o / xp.where(x == 0, 1.0, x)), None, lx
+
+
 UNARY = [
     Unary("exp", "exp", lambda xp, x, y: y,
-          "``e**x`` elementwise; overflows to ``inf``. Gradient: ``g e**x``."),
+          "``e**x`` elementwise; overflows to ``inf``. Gradient: ``g e**x``.",
+          d2=lambda xp, x, y: (None, 1.0)),
     Unary("exp2", "exp2", lambda xp, x, y: y * _LN2,
-          "``2**x`` elementwise. Gradient: ``g 2**x ln 2``."),
+          "``2**x`` elementwise. Gradient: ``g 2**x ln 2``.",
+          d2=lambda xp, x, y: (None, _LN2)),
     Unary("expm1", "expm1", lambda xp, x, y: xp.exp(x),
           "``e**x - 1``, accurate for small ``|x|``. Gradient: ``g e**x`` (recomputed from "
-          "``x``: ``out + 1`` would lose all relative precision for very negative ``x``)."),
+          "``x``: ``out + 1`` would lose all relative precision for very negative ``x``).",
+          d2=lambda xp, x, y: (xp.exp(x), None)),
     Unary("log", "log", lambda xp, x, y: 1 / x,
           "Natural logarithm. Domain ``x > 0``: ``log(0) = -inf``, negative ``x`` gives NaN. "
-          "Gradient ``g / x``; 0 where the cotangent is 0, also at ``x = 0``.", nonan=True),
+          "Gradient ``g / x``; 0 where the cotangent is 0, also at ``x = 0``.", nonan=True,
+          d2=lambda xp, x, y: (-1 / (x * x), None)),
     Unary("log1p", "log1p", lambda xp, x, y: 1 / (1 + x),
           "``log(1 + x)``, accurate for small ``|x|``. Domain ``x > -1``. Gradient "
-          "``g / (1 + x)``; NaN-safe at -1.", nonan=True),
+          "``g / (1 + x)``; NaN-safe at -1.", nonan=True,
+          d2=lambda xp, x, y: (-1 / ((1 + x) * (1 + x)), None)),
     Unary("log2", "log2", lambda xp, x, y: 1 / (x * _LN2),
           "Base-2 logarithm. Domain ``x > 0``. Gradient ``g / (x ln 2)``; NaN-safe at 0.",
-          nonan=True),
+          nonan=True,
+          d2=lambda xp, x, y: (-1 / (x * x * _LN2), None)),
     Unary("log10", "log10", lambda xp, x, y: 1 / (x * _LN10),
           "Base-10 logarithm. Domain ``x > 0``. Gradient ``g / (x ln 10)``; NaN-safe at 0.",
-          nonan=True),
+          nonan=True,
+          d2=lambda xp, x, y: (-1 / (x * x * _LN10), None)),
     Unary("sqrt", "sqrt", lambda xp, x, y: 0.5 / y,
           "Square root. Domain ``x >= 0`` (NaN below). Gradient ``g / (2 sqrt(x))``: ``+inf`` "
           "at 0 for a nonzero cotangent (as PyTorch and JAX), 0 where the cotangent is 0, so "
-          "``where(x > 0, sqrt(x), 0.0)`` has a finite gradient at 0.", nonan=True),
+          "``where(x > 0, sqrt(x), 0.0)`` has a finite gradient at 0.", nonan=True,
+          d2=lambda xp, x, y: (None, -0.5 / (y * y))),
     Unary("cbrt", "cbrt", lambda xp, x, y: 1 / (3 * y * y),
           "Cube root (real, defined for negative ``x``). Gradient ``g / (3 cbrt(x)**2)``; "
-          "infinite at 0, NaN-safe there.", nonan=True),
+          "infinite at 0, NaN-safe there.", nonan=True,
+          d2=lambda xp, x, y: (None, -2 / (3 * y * y * y))),
     Unary("square", "square", lambda xp, x, y: 2 * x,
-          "``x * x`` elementwise (integers stay integer). Gradient: ``2 x g``."),
+          "``x * x`` elementwise (integers stay integer). Gradient: ``2 x g``.",
+          d2=lambda xp, x, y: (2.0, None)),
     Unary("reciprocal", "reciprocal", lambda xp, x, y: -(y * y),
           "``1 / x``, NumPy's ``reciprocal`` (integers stay integer and truncate: "
           "``reciprocal(2) == 0``; write ``1.0 / x`` for a float). Gradient ``-g / x**2``; "
-          "NaN-safe at 0.", nonan=True),
-    Unary("sin", "sin", lambda xp, x, y: xp.cos(x), "Sine (radians). Gradient: ``g cos(x)``."),
+          "NaN-safe at 0.", nonan=True,
+          d2=lambda xp, x, y: (None, -2 * y)),
+    Unary("sin", "sin", lambda xp, x, y: xp.cos(x), "Sine (radians). Gradient: ``g cos(x)``.",
+          d2=lambda xp, x, y: (-xp.sin(x), None)),
     Unary("cos", "cos", lambda xp, x, y: -xp.sin(x),
-          "Cosine (radians). Gradient: ``-g sin(x)``."),
+          "Cosine (radians). Gradient: ``-g sin(x)``.",
+          d2=lambda xp, x, y: (-xp.cos(x), None)),
     Unary("tan", "tan", lambda xp, x, y: 1 + y * y,
-          "Tangent (radians; poles at ``pi/2 + k pi``). Gradient: ``g (1 + tan(x)**2)``."),
+          "Tangent (radians; poles at ``pi/2 + k pi``). Gradient: ``g (1 + tan(x)**2)``.",
+          d2=lambda xp, x, y: (None, 2 * y)),
     Unary("arcsin", "arcsin", lambda xp, x, y: 1 / xp.sqrt((1 - x) * (1 + x)),
           "Inverse sine, radians in [-pi/2, pi/2]. Domain [-1, 1]. Gradient "
           "``g / sqrt(1 - x**2)``: infinite at +-1, NaN-safe there.", nonan=True,
-          aliases=("asin",)),
+          aliases=("asin",),
+          d2=lambda xp, x, y: (_cube_times(x, 1 / xp.sqrt((1 - x) * (1 + x))), None)),
     Unary("arccos", "arccos", lambda xp, x, y: -1 / xp.sqrt((1 - x) * (1 + x)),
           "Inverse cosine, radians in [0, pi]. Domain [-1, 1]. Gradient "
           "``-g / sqrt(1 - x**2)``: infinite at +-1, NaN-safe there.", nonan=True,
-          aliases=("acos",)),
+          aliases=("acos",),
+          d2=lambda xp, x, y: (-_cube_times(x, 1 / xp.sqrt((1 - x) * (1 + x))), None)),
     Unary("arctan", "arctan", lambda xp, x, y: 1 / (1 + x * x),
           "Inverse tangent, radians in (-pi/2, pi/2). Gradient: ``g / (1 + x**2)``.",
-          aliases=("atan",)),
+          aliases=("atan",),
+          d2=lambda xp, x, y: (-2 * x / ((1 + x * x) * (1 + x * x)), None)),
     Unary("sinh", "sinh", lambda xp, x, y: xp.cosh(x),
-          "Hyperbolic sine; overflows to ``+-inf``. Gradient: ``g cosh(x)``."),
+          "Hyperbolic sine; overflows to ``+-inf``. Gradient: ``g cosh(x)``.",
+          d2=lambda xp, x, y: (xp.sinh(x), None)),
     Unary("cosh", "cosh", lambda xp, x, y: xp.sinh(x),
-          "Hyperbolic cosine; overflows to ``inf``. Gradient: ``g sinh(x)``."),
+          "Hyperbolic cosine; overflows to ``inf``. Gradient: ``g sinh(x)``.",
+          d2=lambda xp, x, y: (xp.cosh(x), None)),
     Unary("tanh", "tanh", lambda xp, x, y: 1 - y * y,
-          "Hyperbolic tangent. Gradient: ``g (1 - tanh(x)**2)``."),
+          "Hyperbolic tangent. Gradient: ``g (1 - tanh(x)**2)``.",
+          d2=lambda xp, x, y: (None, -2 * y)),
     Unary("arcsinh", "arcsinh", lambda xp, x, y: _arcsinh_deriv(xp, x),
           "Inverse hyperbolic sine. Gradient ``g / sqrt(x**2 + 1)`` (as ``g / hypot(x, 1)`` for "
           "real ``x``: no overflow; the principal ``sqrt(1 + z**2)`` for complex ``z``, whose "
           "branch cuts are arcsinh's own, on the imaginary axis beyond +-1j).",
-          aliases=("asinh",)),
+          aliases=("asinh",),
+          d2=lambda xp, x, y: (-_cube_times(x, _arcsinh_deriv(xp, x)), None)),
     Unary("arccosh", "arccosh", lambda xp, x, y: _arccosh_deriv(xp, x),
           "Inverse hyperbolic cosine. Domain ``x >= 1``. Gradient ``g / sqrt(x**2 - 1)``: "
           "infinite at 1, NaN-safe there. For complex ``z``: ``g / (sqrt(z - 1) sqrt(z + 1))``, "
           "the derivative of NumPy's principal branch (cut on the real axis below 1).",
-          nonan=True, aliases=("acosh",)),
+          nonan=True, aliases=("acosh",),
+          d2=lambda xp, x, y: (-_cube_times(x, _arccosh_deriv(xp, x)), None)),
     Unary("arctanh", "arctanh", lambda xp, x, y: 1 / ((1 - x) * (1 + x)),
           "Inverse hyperbolic tangent. Domain (-1, 1) (``+-inf`` at +-1). Gradient "
-          "``g / (1 - x**2)``; NaN-safe at +-1.", nonan=True, aliases=("atanh",)),
+          "``g / (1 - x**2)``; NaN-safe at +-1.", nonan=True, aliases=("atanh",),
+          d2=lambda xp, x, y: (2 * x / (((1 - x) * (1 + x)) * ((1 - x) * (1 + x))), None)),
     Unary("erf", lambda xp, x: _special(xp).erf(x),
           lambda xp, x, y: _TWO_OVER_SQRT_PI * xp.exp(-(x * x)),
           "Error function ``2/sqrt(pi) int_0^x exp(-t**2) dt`` (``scipy.special.erf``; float32 "
-          "stays float32). Gradient: ``g 2/sqrt(pi) exp(-x**2)``."),
+          "stays float32). Gradient: ``g 2/sqrt(pi) exp(-x**2)``.",
+          d2=lambda xp, x, y: (-2 * x * (_TWO_OVER_SQRT_PI * xp.exp(-(x * x))), None)),
     Unary("erfc", lambda xp, x: _special(xp).erfc(x),
           lambda xp, x, y: -_TWO_OVER_SQRT_PI * xp.exp(-(x * x)),
           "Complementary error function ``1 - erf(x)``, accurate for large ``x``. Gradient: "
-          "``-g 2/sqrt(pi) exp(-x**2)``."),
+          "``-g 2/sqrt(pi) exp(-x**2)``.",
+          d2=lambda xp, x, y: (2 * x * (_TWO_OVER_SQRT_PI * xp.exp(-(x * x))), None)),
     Unary("sigmoid", _sigmoid, lambda xp, x, y: y * xp.sigmoid(-x),
           "Logistic sigmoid ``1 / (1 + exp(-x))`` (``scipy.special.expit``), stable for any "
           "``x``: never overflows, full relative precision in both tails. Gradient: "
-          "``g sigmoid(x) sigmoid(-x)``, finite everywhere."),
+          "``g sigmoid(x) sigmoid(-x)``, finite everywhere.",
+          d2=lambda xp, x, y: (-y * xp.sigmoid(-x) * xp.sigmoid(x), xp.sigmoid(-x))),
     Unary("softplus", lambda xp, x: xp.logaddexp(x, 0), lambda xp, x, y: xp.sigmoid(x),
           "``log(1 + exp(x))`` as ``logaddexp(x, 0)``: equals ``x`` for large ``x`` and "
-          "``exp(x)`` for very negative ``x``, to float precision. Gradient: ``g sigmoid(x)``."),
+          "``exp(x)`` for very negative ``x``, to float precision. Gradient: ``g sigmoid(x)``.",
+          d2=lambda xp, x, y: (xp.sigmoid(x) * xp.sigmoid(-x), None)),
     Unary("floor", "floor", None,
           "Largest integer ``<= x`` (dtype kept). Zero gradient everywhere."),
     Unary("ceil", "ceil", None, "Smallest integer ``>= x`` (dtype kept). Zero gradient."),
@@ -928,7 +1031,8 @@ UNARY = [
           "too, 1 also at complex subnormals where NumPy gives ``inf+nanj``). Gradient "
           "``g (cos(pi x) - sinc(x)) / x``, written as its Taylor series for "
           "``|x| < 1/4`` (so it is accurate near 0 and exact at 0, where it is 0 and the second "
-          "derivative is ``-pi**2 / 3``, at every order).", method=False),
+          "derivative is ``-pi**2 / 3``, at every order).", method=False,
+          d2=_sinc_second),
     Unary("spacing", "spacing", None,
           "The distance from ``x`` to the next float away from 0 (one unit in the last place; "
           "NumPy's ``spacing``). Piecewise constant: zero gradient everywhere.", method=False),
@@ -937,7 +1041,8 @@ UNARY = [
           "``scipy.special.i0``; float32 stays float32, integers give float64). Real input "
           "only. Gradient ``g I1(x)`` (DLMF 10.29.3), whose own derivative is "
           "``I0(x) - I1(x) / x`` (1/2 at 0).\n\nRaises:\n    TypeError: for complex input "
-          "(as NumPy).", method=False),
+          "(as NumPy).", method=False,
+          d2=_i0_second),
 ]
 
 BINARY = [
@@ -946,20 +1051,24 @@ BINARY = [
            lambda xp, x, y, o: -x / xp.where((x * x + y * y) == 0, 1.0, x * x + y * y),
            "Angle of the point ``(x2, x1)`` in radians, in [-pi, pi] (``atan2`` is the same). "
            "Gradients ``g x2 / (x1**2 + x2**2)`` and ``-g x1 / (x1**2 + x2**2)``; 0 at the "
-           "origin, where the angle has no derivative.", aliases=("atan2",)),
+           "origin, where the angle has no derivative.", aliases=("atan2",),
+          d2=_arctan2_second),
     Binary("hypot", "hypot",
            lambda xp, x, y, o: x / xp.where(o == 0, 1.0, o),
            lambda xp, x, y, o: y / xp.where(o == 0, 1.0, o),
            "``sqrt(x**2 + y**2)`` without overflow. Gradients ``g x / hypot`` and "
-           "``g y / hypot``; 0 at the origin (a kink, like ``abs`` at 0)."),
+           "``g y / hypot``; 0 at the origin (a kink, like ``abs`` at 0).",
+          d2=_hypot_second),
     Binary("logaddexp", "logaddexp", _logaddexp_dx, _swap(_logaddexp_dx),
            "``log(exp(x) + exp(y))`` without overflow or underflow. Gradients "
            "``g sigmoid(x - y)`` and ``g sigmoid(y - x)``, each finite; at ``x == y == +-inf`` "
-           "each operand gets ``g / 2``."),
+           "each operand gets ``g / 2``.",
+          d2=_logaddexp_second),
     Binary("logaddexp2", "logaddexp2",
            lambda xp, x, y, o: xp.exp2(x - o), lambda xp, x, y, o: xp.exp2(y - o),
            "``log2(2**x + 2**y)`` without overflow. Gradients ``g 2**(x - out)`` and "
-           "``g 2**(y - out)``."),
+           "``g 2**(y - out)``.",
+          d2=_logaddexp2_second),
     Binary("fmax", "fmax",
            lambda xp, x, y, o: xp.where(x == y, 0.5, (x > y) | xp.isnan(y)),
            lambda xp, x, y, o: xp.where(x == y, 0.5, (y > x) | xp.isnan(x)),
@@ -991,7 +1100,8 @@ BINARY = [
            lambda xp, x, y, o: y * xp.float_power(x, y - 1),
            lambda xp, x, y, o: xp.log(xp.where(x == 0, 1.0, x)) * o,
            "``x ** y`` computed in float64 (or complex128). Gradients as :func:`power`.",
-           nonan=True),
+           nonan=True,
+          d2=_float_power_second),
     Binary("heaviside", "heaviside", None, lambda xp, x, y, o: x == 0,
            "Heaviside step ``heaviside(x, h0)``: 0 below 0, 1 above, ``h0`` at 0. Gradient: "
            "none to ``x`` (piecewise constant, jumps included); ``g`` to ``h0`` where "
@@ -1046,7 +1156,7 @@ def _predicate_class(name, fn, arity, methods):
         forward = staticmethod(lambda ctx, x, y: getattr(ctx.backend, fn)(x, y))
     attrs = {
         "__doc__": doc, "oper": name, "arity": arity, "differentiable": False,
-        "ufunc": _ufunc_name(fn),
+        "traits": Traits(ufunc=_ufunc_name(fn)),
         "names": (name,), "methods": methods, "forward": forward, "batch": elementwise,
         "output_dtype": _dtype_rule(fn),
     }
@@ -1086,7 +1196,7 @@ def _bitwise_class(name, fn, arity, methods, aliases):
 
     attrs = {
         "__doc__": doc, "oper": name, "arity": arity, "differentiable": False,
-        "ufunc": _ufunc_name(fn), "names": (name, *aliases), "methods": methods,
+        "traits": Traits(ufunc=_ufunc_name(fn)), "names": (name, *aliases), "methods": methods,
         "forward": staticmethod(forward), "batch": elementwise, "output_dtype": _dtype_rule(fn),  # pyright: ignore[reportArgumentType]
     }
     cname = "".join(p.capitalize() for p in name.split("_"))
@@ -1102,7 +1212,87 @@ for _p in PREDICATES:
     _GENERATED[_p[0]] = _predicate_class(*_p)
 for _p in BITWISE:
     _GENERATED[_p[0]] = _bitwise_class(*_p)
-globals().update({cls.__name__: cls for cls in _GENERATED.values()})
+# The classes the table makes, by name (a test keeps these lines equal to the table).
+Exp = _GENERATED["exp"]
+Exp2 = _GENERATED["exp2"]
+Expm1 = _GENERATED["expm1"]
+Log = _GENERATED["log"]
+Log1p = _GENERATED["log1p"]
+Log2 = _GENERATED["log2"]
+Log10 = _GENERATED["log10"]
+Sqrt = _GENERATED["sqrt"]
+Cbrt = _GENERATED["cbrt"]
+Square = _GENERATED["square"]
+Reciprocal = _GENERATED["reciprocal"]
+Sin = _GENERATED["sin"]
+Cos = _GENERATED["cos"]
+Tan = _GENERATED["tan"]
+Arcsin = _GENERATED["arcsin"]
+Arccos = _GENERATED["arccos"]
+Arctan = _GENERATED["arctan"]
+Sinh = _GENERATED["sinh"]
+Cosh = _GENERATED["cosh"]
+Tanh = _GENERATED["tanh"]
+Arcsinh = _GENERATED["arcsinh"]
+Arccosh = _GENERATED["arccosh"]
+Arctanh = _GENERATED["arctanh"]
+Erf = _GENERATED["erf"]
+Erfc = _GENERATED["erfc"]
+Sigmoid = _GENERATED["sigmoid"]
+Softplus = _GENERATED["softplus"]
+Floor = _GENERATED["floor"]
+Ceil = _GENERATED["ceil"]
+Trunc = _GENERATED["trunc"]
+Rint = _GENERATED["rint"]
+Positive = _GENERATED["positive"]
+Fabs = _GENERATED["fabs"]
+Deg2rad = _GENERATED["deg2rad"]
+Rad2deg = _GENERATED["rad2deg"]
+Sinc = _GENERATED["sinc"]
+Spacing = _GENERATED["spacing"]
+I0 = _GENERATED["i0"]
+Arctan2 = _GENERATED["arctan2"]
+Hypot = _GENERATED["hypot"]
+Logaddexp = _GENERATED["logaddexp"]
+Logaddexp2 = _GENERATED["logaddexp2"]
+Fmax = _GENERATED["fmax"]
+Fmin = _GENERATED["fmin"]
+Remainder = _GENERATED["remainder"]
+Fmod = _GENERATED["fmod"]
+FloorDivide = _GENERATED["floor_divide"]
+Copysign = _GENERATED["copysign"]
+FloatPower = _GENERATED["float_power"]
+Heaviside = _GENERATED["heaviside"]
+Nextafter = _GENERATED["nextafter"]
+Ldexp = _GENERATED["ldexp"]
+Equal = _GENERATED["equal"]
+NotEqual = _GENERATED["not_equal"]
+Less = _GENERATED["less"]
+LessEqual = _GENERATED["less_equal"]
+Greater = _GENERATED["greater"]
+GreaterEqual = _GENERATED["greater_equal"]
+LogicalAnd = _GENERATED["logical_and"]
+LogicalOr = _GENERATED["logical_or"]
+LogicalXor = _GENERATED["logical_xor"]
+LogicalNot = _GENERATED["logical_not"]
+Isfinite = _GENERATED["isfinite"]
+Isnan = _GENERATED["isnan"]
+Isinf = _GENERATED["isinf"]
+Signbit = _GENERATED["signbit"]
+Isneginf = _GENERATED["isneginf"]
+Isposinf = _GENERATED["isposinf"]
+Isreal = _GENERATED["isreal"]
+Iscomplex = _GENERATED["iscomplex"]
+BitwiseAnd = _GENERATED["bitwise_and"]
+BitwiseOr = _GENERATED["bitwise_or"]
+BitwiseXor = _GENERATED["bitwise_xor"]
+Invert = _GENERATED["invert"]
+BitwiseNot = _GENERATED["bitwise_not"]
+LeftShift = _GENERATED["left_shift"]
+RightShift = _GENERATED["right_shift"]
+BitwiseCount = _GENERATED["bitwise_count"]
+Gcd = _GENERATED["gcd"]
+Lcm = _GENERATED["lcm"]
 
 
 # -- ops with a rule of their own --------------------------------------------------------------
@@ -1114,7 +1304,7 @@ class Abs(Function):
     PyTorch); ``g conj(z) / |z|`` for complex ``z`` (JAX's convention; 0 at 0).
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "absolute"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="absolute")
 
     oper = "abs"
     names = ("abs", "absolute")
@@ -1158,7 +1348,7 @@ class Sign(Function):
     (JAX's convention); 0 at ``z = 0``, where the sign has no limit.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "sign"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="sign")
 
     oper = "sign"
     names = ("sign",)
@@ -1201,11 +1391,9 @@ class I1(Function):
     """Modified Bessel function of the first kind, order 1 (``scipy.special.i1``): the
     derivative of :func:`i0`, a primitive so that ``i0`` differentiates to every order (it is
     not a NumPy function, so it has no public name here). Gradient ``g (I0(x) - I1(x) / x)``
-    (DLMF 10.29.2); for ``|x| < 1e-6`` the ratio ``I1(x) / x`` is its series
-    ``1/2 + x**2 / 16`` (DLMF 10.25.2), exact in float64 there, where the quotient would
-    underflow (``I1(5e-324)`` is 0)."""
+    (DLMF 10.29.2, :func:`_i1_prime`: exact near 0 too)."""
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "i1"
 
@@ -1218,10 +1406,7 @@ class I1(Function):
     @staticmethod
     def backward(ctx, g):
         x, out = ctx.saved_tensors
-        small = ns.abs(x) < 1e-6
-        series = 0.5 + x * x / 16.0
-        ratio = Where.apply(small, series, out / Where.apply(small, 1.0, x))
-        return g * (ns.i0(x) - ratio)
+        return g * _i1_prime(x, out)
 
     output_dtype = _dtype_rule(lambda xp, x: _special(xp).i1(x))  # pyright: ignore[reportAssignmentType]
 
@@ -1245,7 +1430,7 @@ class Frexp(Function):
         TypeError: for complex input (as NumPy).
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "frexp"
     names = ("frexp",)
@@ -1286,7 +1471,7 @@ class Modf(Function):
         TypeError: for complex input (as NumPy).
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "modf"
     names = ("modf",)
@@ -1326,7 +1511,7 @@ class DivMod(Function):
         TypeError: for complex input (as NumPy).
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "divmod"
     arity = 2
@@ -1381,7 +1566,7 @@ class Where(Function):
         ValueError: if the shapes do not broadcast.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "where"
     names = ("where",)
@@ -1438,7 +1623,7 @@ class Clip(Function):
             (``a_min``/``a_max``) and as NumPy 2's ``min=``/``max=``.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "clip"
     names = ("clip",)
@@ -1496,7 +1681,7 @@ class Round(Function):
         TypeError: if ``decimals`` is not an int.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "round"
     names = ("round", "around")
@@ -1523,7 +1708,7 @@ class Relu(Function):
     else 0; at ``x = 0`` the gradient is 0 (as PyTorch and JAX). The backward is
     :class:`ReluGrad` of the cotangent and the saved output."""
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "relu"
     names = ("relu",)
@@ -1558,8 +1743,7 @@ class ReluGrad(Function):
     nothing to ``y``.
     """
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
-    into = True  # forward writes into ``into=`` when given (jit's buffer planning)
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(into=True, fresh=True)
 
     oper = "relu_grad"
     nondiff_argnums = (1,)
@@ -1597,7 +1781,7 @@ class Gelu(Function):
         ValueError: for another ``approximate``.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "gelu"
     names = ("gelu",)
@@ -1649,7 +1833,7 @@ class _MinMax(Function):
 
     arity = 2
     greater = True
-    fresh = True
+    traits = Traits(fresh=True)
 
     @classmethod
     def forward(cls, ctx, x, y):
@@ -1719,11 +1903,10 @@ class MinMaxGrad(Function):
     ``out``, the second operand ``y`` and the tie mask (``x`` wins exactly where ``out`` is
     strictly beyond ``y``). Linear in ``g``, piecewise constant in the rest."""
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
-    into = True  # forward writes into ``into=`` when given (jit's buffer planning)
+    traits = Traits(into=True, fresh=True)
 
     oper = "minmax_grad"
     nondiff_argnums = (1, 2, 3)
-    fresh = True
 
     @staticmethod
     def forward(ctx, g, out, y, ties, greater, wrt, into=None):
@@ -1771,7 +1954,7 @@ class Real(Function):
         TypeError: for a non-numeric operand.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    view = True  # may return its input or a view of it (jit's buffer planning)
+    traits = Traits(view=True)
 
     oper = "real"
     names = ("real",)
@@ -1810,7 +1993,7 @@ class Imag(Function):
         TypeError: for a non-numeric operand.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    view = True  # may return its input or a view of it (jit's buffer planning)
+    traits = Traits(view=True)
 
     oper = "imag"
     names = ("imag",)
@@ -1848,7 +2031,7 @@ class Conj(Function):
         TypeError: for a non-numeric operand.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    ufunc = "conjugate"  # forward is this NumPy ufunc on its inputs (jit writes with out=)
+    traits = Traits(ufunc="conjugate")
 
     oper = "conj"
     names = ("conj", "conjugate")
@@ -1882,7 +2065,7 @@ class Angle(Function):
         TypeError: for a non-numeric operand.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "angle"
     names = ("angle",)
@@ -1926,7 +2109,7 @@ class AsType(Function):
         TypeError: if ``dtype`` is not a dtype NumPy understands, naming it.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "astype"
     names = ("astype",)
@@ -1973,7 +2156,7 @@ class AsType(Function):
 class StopGradient(Function):
     """The same value with zero gradient under every transform (``x.detach()``)."""
     batch = elementwise  # vmap: broadcast like a ufunc
-    view = True  # may return its input or a view of it (jit's buffer planning)
+    traits = Traits(view=True)
 
     oper = "stop_gradient"
     differentiable = False
@@ -1990,7 +2173,17 @@ __all__ = [
     "Frexp", "Modf", "DivMod", "Where", "Clip", "Round",
     "Maximum", "Minimum", "MinMaxGrad", "Relu", "ReluGrad", "Gelu", "Real", "Imag", "Conj",
     "Angle", "AsType", "StopGradient",
-    *[cls.__name__ for cls in _GENERATED.values()],
+    # the table's classes
+    "Exp", "Exp2", "Expm1", "Log", "Log1p", "Log2", "Log10", "Sqrt", "Cbrt", "Square",
+    "Reciprocal", "Sin", "Cos", "Tan", "Arcsin", "Arccos", "Arctan", "Sinh", "Cosh", "Tanh",
+    "Arcsinh", "Arccosh", "Arctanh", "Erf", "Erfc", "Sigmoid", "Softplus", "Floor", "Ceil",
+    "Trunc", "Rint", "Positive", "Fabs", "Deg2rad", "Rad2deg", "Sinc", "Spacing", "I0",
+    "Arctan2", "Hypot", "Logaddexp", "Logaddexp2", "Fmax", "Fmin", "Remainder", "Fmod",
+    "FloorDivide", "Copysign", "FloatPower", "Heaviside", "Nextafter", "Ldexp", "Equal",
+    "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual", "LogicalAnd", "LogicalOr",
+    "LogicalXor", "LogicalNot", "Isfinite", "Isnan", "Isinf", "Signbit", "Isneginf",
+    "Isposinf", "Isreal", "Iscomplex", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Invert",
+    "BitwiseNot", "LeftShift", "RightShift", "BitwiseCount", "Gcd", "Lcm",
 ]  # fmt: skip
 
 from tapegrad.ops._registry import METHODS as _METHODS  # noqa: E402

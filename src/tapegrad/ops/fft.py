@@ -34,13 +34,13 @@ from __future__ import annotations
 import numpy as np
 from numpy.exceptions import AxisError
 
-from tapegrad.backend import get_backend
-from tapegrad.function import Function
+from tapegrad.core.backend import get_backend
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor, const
 from tapegrad.ops._batching import shift_axes
 from tapegrad.ops._registry import expose
 from tapegrad.ops.elementwise import Conj, Real
 from tapegrad.ops.movement import Pad
-from tapegrad.tensor import Tensor, const
 
 __all__ = ["Fft", "Rfft", "Irfft", "NORMS", "swap_norm"]
 
@@ -86,7 +86,7 @@ class Fft(Function):
 
     oper = "fft"
     names = ()
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     @staticmethod
     def batch(args, batched, size, axes, norm="backward", inverse=False):
@@ -128,7 +128,7 @@ class Rfft(Function):
 
     oper = "rfft"
     names = ()
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     @staticmethod
     def batch(args, batched, size, axis, norm="backward"):
@@ -195,7 +195,7 @@ class Irfft(Function):
 
     oper = "irfft"
     names = ()
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     @staticmethod
     def batch(args, batched, size, axis, n, norm="backward"):

@@ -46,14 +46,14 @@ from collections import namedtuple
 
 import numpy as np
 
-from tapegrad.backend import get_backend
-from tapegrad.function import Function
+from tapegrad.core.backend import get_backend
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor, const, host_value
 from tapegrad.ops._batching import align
 from tapegrad.ops._registry import expose, tensor_arg
 from tapegrad.ops.elementwise import Conj, DivNoNan, Imag, Real
 from tapegrad.ops.movement import Concatenate, GetItem, Reshape, Transpose, cast_all, no_out
 from tapegrad.ops.reduction import Sum
-from tapegrad.tensor import Tensor, const, host_value
 
 __all__ = [
     "MatMul",
@@ -212,6 +212,19 @@ def _swap_last(shape: tuple) -> tuple:
     return (*shape[:-2], shape[-1], shape[-2])
 
 
+def _swapped_product(ins: tuple, params: dict):
+    """The inputs and parameters of the product equal to a :class:`MatMul`'s with its last two
+    axes swapped, ``op(b)^T @ op(a)^T`` (its ``transposed`` trait, for ``jit``'s layout
+    pass): ``(ins, params)``."""
+    ta, tb = params.get("transpose_a", False), params.get("transpose_b", False)
+    new = {}
+    if not tb:
+        new["transpose_a"] = True
+    if not ta:
+        new["transpose_b"] = True
+    return (ins[1], ins[0]), new
+
+
 @expose
 class MatMul(Function):
     """NumPy ``matmul`` (``a @ b``): 1-D operands are promoted to matrices and the added axis is
@@ -276,7 +289,8 @@ class MatMul(Function):
         if nb == 1:
             out = out.reshape(out.shape[:-1])
         return out
-    fresh = True  # a new array (jit's buffer planning)
+
+    traits = Traits(fresh=True, transposed=_swapped_product, cost="contraction")
 
     oper = "matmul"
     arity = 2
@@ -347,18 +361,6 @@ class MatMul(Function):
         ga = None if ta is None else _mm(ta, b, fa, fb)
         gb = None if tb is None else _mm(a, tb, fa, fb)
         return ga if gb is None else (gb if ga is None else ga + gb)
-
-    @staticmethod
-    def transposed(ins: tuple, params: dict):
-        """``jit``'s layout pass: the inputs and parameters of the product equal to this one's
-        with its last two axes swapped, ``op(b)^T @ op(a)^T``: ``(ins, params)``."""
-        ta, tb = params.get("transpose_a", False), params.get("transpose_b", False)
-        new = {}
-        if not tb:
-            new["transpose_a"] = True
-        if not ta:
-            new["transpose_b"] = True
-        return (ins[1], ins[0]), new
 
     @staticmethod
     def api(a, b) -> Tensor:
@@ -560,6 +562,7 @@ class Einsum(Function):
                             optimize=optimize)
 
     oper = "einsum"
+    traits = Traits(cost="dense")
     names = ("einsum",)
 
     @staticmethod
@@ -755,6 +758,7 @@ class Inv(Function):
     batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
     oper = "inv"
+    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod
@@ -836,6 +840,7 @@ class Solve(Function):
     """
 
     oper = "solve"
+    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod
@@ -925,6 +930,7 @@ class Det(Function):
     batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
     oper = "det"
+    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod
@@ -997,6 +1003,7 @@ class SlogDet(Function):
     batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
     oper = "slogdet"
+    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod
@@ -1068,6 +1075,7 @@ class Cholesky(Function):
     batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
     oper = "cholesky"
+    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod
@@ -1207,6 +1215,7 @@ class Svd(Function):
     batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
     oper = "svd"
+    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod
@@ -1392,6 +1401,7 @@ class Eigh(Function):
     batch = classmethod(_stacked)  # vmap: the batch is one more stack dimension
 
     oper = "eigh"
+    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod
@@ -1670,6 +1680,7 @@ class Qr(Function):
     batch = classmethod(_stacked)  # vmap: the batch is one more stack dimension
 
     oper = "qr"
+    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod
@@ -1862,6 +1873,7 @@ class Pinv(Function):
     batch = classmethod(_stacked)  # vmap: the batch is one more stack dimension
 
     oper = "pinv"
+    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod

@@ -28,7 +28,7 @@ ToDevice           ToDevice back
 =================  ===========================================================
 
 The ``ScatterAddInto``/``ScatterSet``/``ScatterMul``/``ScatterMinMax`` ops implement the
-functional ``x.at[idx]`` updates of :mod:`tapegrad.at`.
+functional ``x.at[idx]`` updates of :mod:`tapegrad.numpy.at`.
 
 Public names: each primitive's ``api`` is its ``tapegrad.numpy`` function (``reshape``,
 ``transpose``/``permute_dims``, ``broadcast_to``, ``concatenate``/``concat``, ``split``,
@@ -54,19 +54,20 @@ from typing import NamedTuple
 import numpy as np
 from numpy.exceptions import AxisError
 
-from tapegrad.backend import device_of as _device_of
-from tapegrad.backend import get_backend as _get_backend
-from tapegrad.backend import parse_device as _parse_device
-from tapegrad.function import Function
+from tapegrad.core.backend import device_of as _device_of
+from tapegrad.core.backend import get_backend as _get_backend
+from tapegrad.core.backend import parse_device as _parse_device
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tensor import const as _tconst
 from tapegrad.ops._batching import align, axis_rule, batch_all, example_axis, shift_axes
 from tapegrad.ops._registry import METHODS as _METHODS
 from tapegrad.ops._registry import expose, tensor_arg
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.elementwise import AsType, Where
-from tapegrad.tensor import Tensor
-from tapegrad.tensor import const as _tconst
 
 __all__ = [
+    "Shift",
     "ToDevice",
     "Reshape",
     "Transpose",
@@ -505,7 +506,7 @@ class Reshape(_MovementFunction):
             both shapes.
     """
 
-    view = True  # its output may be a view of its first input (jit's buffer planning)
+    traits = Traits(view=True, rearranges=True)
 
     oper = "reshape"
     names = ("reshape",)
@@ -580,6 +581,12 @@ def _permutation(axes, ndim: int, shape, op: str = "transpose") -> tuple:
     return perm
 
 
+def _axes_order(ndim, axes=None) -> tuple:
+    """The permutation :class:`Transpose` applies to an input of ``ndim`` axes (its
+    ``permutation`` trait, for ``jit``'s layout pass)."""
+    return tuple(reversed(range(ndim))) if axes is None else tuple(a % ndim for a in axes)
+
+
 @expose
 class Transpose(_MovementFunction):
     """Permute axes: ``out.shape[i] == x.shape[axes[i]]``; ``axes=None`` reverses them.
@@ -598,7 +605,8 @@ class Transpose(_MovementFunction):
             return Transpose.apply(x, axes=(0,) + tuple(reversed(range(1, nd + 1))))
         return Transpose.apply(x, axes=(0,) + tuple(example_axis(a, nd, "transpose") + 1
                                                     for a in axes))
-    view = True  # its output may be a view of its first input (jit's buffer planning)
+
+    traits = Traits(view=True, rearranges=True, permutation=_axes_order)
 
     oper = "transpose"
     names = ("transpose", "permute_dims")
@@ -608,12 +616,6 @@ class Transpose(_MovementFunction):
         axes = _permutation(axes, x.ndim, x.shape)
         ctx.axes = axes
         return x.transpose(axes)
-
-    @staticmethod
-    def permutation(ndim, axes=None):
-        """The permutation this op applies to an input of ``ndim`` axes (``jit``'s layout
-        pass)."""
-        return tuple(reversed(range(ndim))) if axes is None else tuple(a % ndim for a in axes)
 
     @staticmethod
     def api(x, axes=None) -> Tensor:
@@ -675,7 +677,8 @@ class BroadcastTo(_MovementFunction):
         x, shape = args
         x = align([x], [True], len(shape))[0]
         return BroadcastTo.apply(x, (x.shape[0],) + tuple(shape))
-    view = "readonly"  # its output may be a view of its first input (jit's buffer planning)  # pyright: ignore[reportAssignmentType]
+
+    traits = Traits(view="readonly", rearranges=True)
 
     oper = "broadcast_to"
     names = ("broadcast_to",)
@@ -727,7 +730,7 @@ class GetItem(_MovementFunction):
         IndexError: as NumPy (index out of bounds, wrong mask shape, too many indices), with
             the message prefixed by ``getitem:`` and ``x``'s shape.
     """
-    view = True  # its output may be a view of its first input (jit's buffer planning)
+    traits = Traits(view=True)
 
     oper = "getitem"
     methods = ("__getitem__",)
@@ -1058,12 +1061,63 @@ class ScatterMul(_MovementFunction):
         return np.dtype(dtype)
 
 
+def _single_axis(axis, ndim: int, op: str) -> int:
+    """One axis (an int) as a non-negative int; ``ValueError`` if out of range."""
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    axis = int(axis)
+    if not -ndim <= axis < ndim:
+        raise AxisError(f"{op}: axis {axis} is out of range for a Tensor with ndim {ndim}")
+    return axis % ndim
+
+
+class Shift(Function):
+    """Shift along ``axis`` by ``shift`` places, filling the vacated places with ``fill``:
+    ``out[i] = x[i - shift]`` where ``0 <= i - shift < n``, else ``fill``. Same shape and dtype.
+
+    A building block of the scan gradients. Backward: the cotangent shifted by ``-shift``
+    with zero fill (the transpose).
+    """
+    batch = axis_rule("axis", none_means_all=False)  # vmap: the axis moves past the batch
+
+    oper = "shift"
+
+    @staticmethod
+    def forward(ctx, x, axis=-1, shift=0, fill=0):
+        xp = ctx.backend
+        a = _single_axis(axis, x.ndim, "shift")
+        ctx.axis = a
+        ctx.shift = shift
+        n = x.shape[a]
+        out = xp.full(x.shape, fill, dtype=x.dtype)
+        k = min(abs(shift), n)
+        src = [slice(None)] * x.ndim
+        dst = [slice(None)] * x.ndim
+        if shift >= 0:
+            src[a], dst[a] = slice(0, n - k), slice(k, n)
+        else:
+            src[a], dst[a] = slice(k, n), slice(0, n - k)
+        out[tuple(dst)] = x[tuple(src)]
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return Shift.apply(g, axis=ctx.axis, shift=-ctx.shift, fill=0)
+
+    @classmethod
+    def output_dtype(cls, dtype, **params):
+        return np.dtype(dtype)
+
+    @classmethod
+    def output_shape(cls, shape, axis=-1, shift=0, fill=0):
+        _single_axis(axis, len(shape), "shift")
+        return tuple(shape)
+
+
 def _others_product(vb: Tensor, x: Tensor, arrays, key) -> Tensor:
     """For each write ``j`` (``vb`` of the indexed shape), the product of the other writes
     that land on the same element of ``x`` (1 where there are none); tapegrad ops only, every
     shape fixed by ``vb``'s (see :class:`ScatterMul`)."""
-    from tapegrad.ops.reduction import Shift  # reduction imports this module
-
     xp = _get_backend(x.device)
     n = vb.size
     ones = _const_like(1, vb.shape, vb.dtype, vb)
@@ -1305,7 +1359,7 @@ class Concatenate(_MovementFunction):
     def batch(args, batched, size, axis):
         xs = batch_all(args, batched, size)
         return Concatenate.apply(*xs, axis=shift_axes(axis, xs[0].ndim - 1, "concatenate"))
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "concatenate"
     names = ("concatenate", "concat")
@@ -1411,7 +1465,7 @@ class Split(_MovementFunction):
     def batch(args, batched, size, axis):
         x, indices = args
         return Split.apply(x, indices, axis=shift_axes(axis, x.ndim - 1, "split"))
-    view = True  # its output may be a view of its first input (jit's buffer planning)
+    traits = Traits(view=True)
 
     oper = "split"
     names = ("split",)
@@ -1485,7 +1539,7 @@ class Flip(_MovementFunction):
         ValueError: if an axis is out of range or repeated.
     """
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
-    view = True  # its output may be a view of its first input (jit's buffer planning)
+    traits = Traits(view=True)
 
     oper = "flip"
     names = ("flip",)
@@ -1527,7 +1581,7 @@ class Roll(_MovementFunction):
     repeat: shifts add); ``axis=None`` rolls the flattened array by one int ``shift``.
     Backward: roll by ``-shift``.
     """
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "roll"
     names = ("roll",)
@@ -1688,7 +1742,7 @@ class Pad(_MovementFunction):
     @staticmethod
     def batch(args, batched, size, pad_width, **params):
         return Pad.apply(args[0], pad_width=((0, 0),) + tuple(pad_width), **params)
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "pad"
     names = ("pad",)
@@ -1842,7 +1896,7 @@ class SlidingWindow(_MovementFunction):
         nd = x.ndim - 1
         return SlidingWindow.apply(x, window_shape=window_shape, step=(1,) + tuple(step),
                                    axis=shift_axes(tuple(axis), nd, "sliding_window_view"))
-    view = "readonly"  # its output may be a view of its first input (jit's buffer planning)  # pyright: ignore[reportAssignmentType]
+    traits = Traits(view="readonly")
 
     oper = "sliding_window"
     names = ("sliding_window_view",)
@@ -2011,7 +2065,7 @@ def _copy_stream(stream, src: str, dst: str):
 @expose
 class ToDevice(Function):
     """Copy to ``device``. Backward: copy the cotangent back to the input's device."""
-    view = True  # its output may be a view of its first input (jit's buffer planning)
+    traits = Traits(view=True)
 
     oper = "to_device"
     names = ("to_device",)
@@ -2057,7 +2111,7 @@ class ToDevice(Function):
 
     @staticmethod
     def forward(ctx, x, device):
-        from tapegrad.backend import device_of, to_device
+        from tapegrad.core.backend import device_of, to_device
 
         ctx.in_device = device_of(x)
         return to_device(x, device)

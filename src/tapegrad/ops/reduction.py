@@ -24,12 +24,13 @@ import numbers
 import numpy as np
 from numpy.exceptions import AxisError
 
-from tapegrad.function import Function
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops import movement as _mv  # Reshape, Transpose (attributes read at call time)
 from tapegrad.ops._batching import axis_rule, shift_axes
 from tapegrad.ops._registry import bool_arg, expose, tensor_arg
 from tapegrad.ops.elementwise import Abs, AsType, Exp, Maximum, Sign, StopGradient, Where  # pyright: ignore[reportAssignmentType, reportAttributeAccessIssue]
-from tapegrad.tensor import Tensor
+from tapegrad.ops.movement import Shift, _single_axis
 
 __all__ = [
     "Sum",
@@ -48,7 +49,6 @@ __all__ = [
     "ExtremumGrad",
     "CumSum",
     "CumProd",
-    "Shift",
     "Any",
     "All",
     "normalize_axis",
@@ -85,16 +85,6 @@ def normalize_axis(axis, ndim: int, op: str) -> tuple:
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {axis!r}")
     return tuple(sorted(out))
-
-
-def _single_axis(axis, ndim: int, op: str) -> int:
-    """One axis (an int) as a non-negative int; ``ValueError`` if out of range."""
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
-    axis = int(axis)
-    if not -ndim <= axis < ndim:
-        raise AxisError(f"{op}: axis {axis} is out of range for a Tensor with ndim {ndim}")
-    return axis % ndim
 
 
 def _kept_shape(shape, axes):
@@ -237,7 +227,7 @@ class Sum(Function):
     Backward: the cotangent broadcast back over the reduced axes.
     """
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "sum"
     names = ("sum",)
@@ -309,7 +299,7 @@ class SumGrad(Function):
         g = args[0]
         return SumGrad.apply(g, shape=(g.shape[0],) + tuple(shape),
                              axes=tuple(a + 1 for a in axes), keepdims=keepdims, scale=scale)
-    view = "readonly"  # a read-only broadcast view of g (jit's buffer planning)  # pyright: ignore[reportAssignmentType]
+    traits = Traits(view="readonly")
 
     oper = "sum_grad"
 
@@ -358,7 +348,7 @@ class Mean(Function):
     Output dtype as NumPy (integers give float64). Raises ``ValueError`` over a size-0 axis.
     """
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "mean"
     names = ("mean",)
@@ -446,7 +436,7 @@ class Prod(Function):
     which is exact with zeros as well.
     """
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "prod"
     names = ("prod",)
@@ -583,7 +573,7 @@ class Max(Function):
     Raises ``ValueError`` when a reduced axis has size 0.
     """
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "max"
     names = ("max", "amax")
@@ -650,7 +640,7 @@ class Min(Function):
     is ordered lexicographically (see :class:`Max`). Raises ``ValueError`` when a reduced axis
     has size 0."""
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
-    fresh = True  # a new array (jit's buffer planning)
+    traits = Traits(fresh=True)
 
     oper = "min"
     names = ("min", "amin")
@@ -1374,49 +1364,6 @@ class CumProd(Function):
         if len(shape) == 0:
             raise ValueError("cumprod: a 0-d Tensor has no axis; use axis=None to flatten")
         _single_axis(axis, len(shape), "cumprod")
-        return tuple(shape)
-
-
-class Shift(Function):
-    """Shift along ``axis`` by ``shift`` places, filling the vacated places with ``fill``:
-    ``out[i] = x[i - shift]`` where ``0 <= i - shift < n``, else ``fill``. Same shape and dtype.
-
-    A building block of the scan gradients. Backward: the cotangent shifted by ``-shift``
-    with zero fill (the transpose).
-    """
-    batch = axis_rule("axis", none_means_all=False)  # vmap: the axis moves past the batch
-
-    oper = "shift"
-
-    @staticmethod
-    def forward(ctx, x, axis=-1, shift=0, fill=0):
-        xp = ctx.backend
-        a = _single_axis(axis, x.ndim, "shift")
-        ctx.axis = a
-        ctx.shift = shift
-        n = x.shape[a]
-        out = xp.full(x.shape, fill, dtype=x.dtype)
-        k = min(abs(shift), n)
-        src = [slice(None)] * x.ndim
-        dst = [slice(None)] * x.ndim
-        if shift >= 0:
-            src[a], dst[a] = slice(0, n - k), slice(k, n)
-        else:
-            src[a], dst[a] = slice(k, n), slice(0, n - k)
-        out[tuple(dst)] = x[tuple(src)]
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        return Shift.apply(g, axis=ctx.axis, shift=-ctx.shift, fill=0)
-
-    @classmethod
-    def output_dtype(cls, dtype, **params):
-        return np.dtype(dtype)
-
-    @classmethod
-    def output_shape(cls, shape, axis=-1, shift=0, fill=0):
-        _single_axis(axis, len(shape), "shift")
         return tuple(shape)
 
 

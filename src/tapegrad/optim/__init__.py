@@ -11,7 +11,7 @@ of it, with PyTorch's schedulers (:class:`ReduceLROnPlateau`, :class:`LambdaLR`,
 """
 
 from tapegrad.optim import combinators, schedules, transforms
-from tapegrad.optim.combinators import MultiSteps, masked, multi_transform
+from tapegrad.optim.combinators import MultiSteps, add_decayed_weights, masked, multi_transform
 from tapegrad.optim.optimizer import (
     SGD,
     Adagrad,
@@ -52,7 +52,6 @@ from tapegrad.optim.transforms import (
     adagrad,
     adam,
     adamw,
-    add_decayed_weights,
     apply_gradients,
     apply_updates,
     chain,

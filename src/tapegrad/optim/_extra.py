@@ -41,7 +41,10 @@ import numpy as np
 
 from tapegrad import numpy as tnp
 from tapegrad import random as _random
-from tapegrad._keywords import strict_all
+from tapegrad.core._keywords import strict_all
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tree import tree_leaves, tree_unflatten
+from tapegrad.optim.combinators import add_decayed_weights
 from tapegrad.optim.transforms import (
     AddDecayedWeights,
     GradientTransformation,
@@ -61,12 +64,9 @@ from tapegrad.optim.transforms import (
     _next_count,
     _traced,
     _zeros,
-    add_decayed_weights,
     chain,
     tree_zeros_like,
 )
-from tapegrad.tensor import Tensor
-from tapegrad.tree import tree_leaves, tree_unflatten
 
 __all__ = [
     "ScaleByOptaxAdam",

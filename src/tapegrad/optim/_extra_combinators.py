@@ -34,7 +34,9 @@ import attrs
 import numpy as np
 
 from tapegrad import numpy as tnp
-from tapegrad._keywords import strict_all, strict_keywords
+from tapegrad.core._keywords import strict_all, strict_keywords
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tree import tree_unflatten
 from tapegrad.optim.combinators import _select
 from tapegrad.optim.transforms import (
     GradientTransformation,
@@ -46,8 +48,6 @@ from tapegrad.optim.transforms import (
     _traced,
     _update_extra,
 )
-from tapegrad.tensor import Tensor
-from tapegrad.tree import tree_unflatten
 
 __all__ = ["InjectHyperparams", "LookaheadParams", "Lookahead", "inject_hyperparams",
            "lookahead"]

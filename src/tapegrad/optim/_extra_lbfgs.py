@@ -39,7 +39,9 @@ import attrs
 import numpy as np
 
 from tapegrad import numpy as tnp
-from tapegrad._keywords import strict_all
+from tapegrad.core._keywords import strict_all
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tree import tree_leaves, tree_unflatten
 from tapegrad.optim.transforms import (
     GradientTransformation,
     Identity,
@@ -58,9 +60,7 @@ from tapegrad.optim.transforms import (
     chain,
     tree_zeros_like,
 )
-from tapegrad.tensor import Tensor
-from tapegrad.transforms import value_and_grad as _value_and_grad
-from tapegrad.tree import tree_leaves, tree_unflatten
+from tapegrad.transforms.reverse import value_and_grad as _value_and_grad
 
 __all__ = [
     "ScaleByLBFGS",

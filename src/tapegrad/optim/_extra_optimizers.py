@@ -30,14 +30,14 @@ from typing import Any
 import numpy as np
 
 from tapegrad import numpy as tnp
-from tapegrad._keywords import strict_all
-from tapegrad.jit import implicit_state
+from tapegrad.core._keywords import strict_all
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tree import tree_flatten, tree_unflatten
 from tapegrad.optim import _extra as X
 from tapegrad.optim import _extra_lbfgs as L
 from tapegrad.optim import transforms as T
 from tapegrad.optim.optimizer import _TORCH_HINTS, Optimizer
-from tapegrad.tensor import Tensor
-from tapegrad.tree import tree_flatten, tree_unflatten
+from tapegrad.transforms.jit import implicit_state
 
 __all__ = ["NAdam", "RAdam", "Adamax", "Adadelta", "LBFGS"]
 

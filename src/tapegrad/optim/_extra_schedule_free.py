@@ -32,7 +32,9 @@ import attrs
 import numpy as np
 
 from tapegrad import numpy as tnp
-from tapegrad._keywords import strict_all
+from tapegrad.core._keywords import strict_all
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tree import tree_leaves, tree_unflatten
 from tapegrad.optim._extra import ScaleByOptaxAdam, _adam_args, _check_dtype
 from tapegrad.optim.schedules import linear_schedule
 from tapegrad.optim.transforms import (
@@ -52,8 +54,6 @@ from tapegrad.optim.transforms import (
     _update_extra,
     chain,
 )
-from tapegrad.tensor import Tensor
-from tapegrad.tree import tree_leaves, tree_unflatten
 
 __all__ = ["ScheduleFree", "schedule_free", "schedule_free_sgd", "schedule_free_adamw",
            "schedule_free_eval_params"]

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 
 import tapegrad.numpy as tnp
-from tapegrad.function import Function
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops._batching import elementwise
-from tapegrad.tensor import Tensor
 
 __all__ = ["LogGammaincInv"]
 
@@ -51,7 +51,7 @@ class LogGammaincInv(Function):
 
     oper = "log_gammaincinv"
     batch = elementwise  # vmap: broadcast like a ufunc
-    fresh = True
+    traits = Traits(fresh=True)
 
     @staticmethod
     def forward(ctx, a, u):

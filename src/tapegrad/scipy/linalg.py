@@ -33,12 +33,12 @@ from __future__ import annotations
 import numpy as np
 
 import tapegrad.numpy as tnp
-from tapegrad.function import Function
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops._batching import align
 from tapegrad.ops._registry import tensor_arg
 from tapegrad.scipy._base import fit_dtype, on_host
-from tapegrad.tensor import Tensor
-from tapegrad.vmap import loop
+from tapegrad.transforms.vmap import loop
 
 __all__ = ["cholesky", "solve_triangular", "solve_banded", "solve_sylvester", "expm", "logm",
            "sqrtm", "inv", "det"]
@@ -455,6 +455,7 @@ class CholeskyFactor(Function):
     tangent and give a Hermitian cotangent) are one function's for every input."""
 
     oper = "cholesky"
+    traits = Traits(cost="dense")
     batch = classmethod(_stacked)
 
     @staticmethod

@@ -32,14 +32,15 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tapegrad.forward import hessian, jacfwd, jacrev, jvp
-from tapegrad.function import Function
-from tapegrad.jit import jit
-from tapegrad.tape import GuardError
-from tapegrad.tensor import Tensor
-from tapegrad.transforms import grad, trace, vjp
-from tapegrad.tree import tree_flatten
-from tapegrad.vmap import vmap
+from tapegrad.core.function import Function
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.trace import GuardError
+from tapegrad.core.tree import tree_flatten
+from tapegrad.transforms.forward import jvp
+from tapegrad.transforms.jacobians import hessian, jacfwd, jacrev
+from tapegrad.transforms.jit import jit
+from tapegrad.transforms.reverse import grad, trace, vjp
+from tapegrad.transforms.vmap import vmap
 
 __all__ = ["check_rule", "CHECKS"]
 

@@ -8,10 +8,10 @@ import math
 import numpy as np
 
 import tapegrad.numpy as tnp
-from tapegrad.function import Function
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops._batching import batch_all
 from tapegrad.scipy._base import operands
-from tapegrad.tensor import Tensor
 
 __all__ = ["floats", "log", "where_valid", "checked", "LOG_2PI", "LOG_SQRT_2PI", "NAN"]
 
@@ -77,7 +77,7 @@ class CheckValues(Function):
     under ``grad``, on every example of a ``vmap`` and when a ``jit`` tape replays."""
 
     oper = "check_values"
-    view = True
+    traits = Traits(view=True)
 
     @staticmethod
     def forward(ctx, x, *others, preds, messages):

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-from tapegrad import backend as _backend
-from tapegrad.lazy import LazyArray as _LazyArray
-from tapegrad.lazy import realize_array as _realize_array
+from tapegrad.core import backend as _backend
+from tapegrad.core.lazy import LazyArray as _LazyArray
+from tapegrad.core.lazy import realize_array as _realize_array
 
-__all__ = ["Tensor", "tensor", "is_floating", "sequence_dtype"]
+__all__ = ["Tensor", "Box", "tensor", "is_floating", "sequence_dtype"]
 
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tapegrad/
 _DEFAULT_DTYPES = {"f": np.float32, "c": np.complex64, "i": np.int64, "b": np.bool_}
 
 
@@ -126,6 +126,28 @@ def _to_array(data, dtype=None, device=None):
     if type(arr) is np.ndarray:
         arr.flags.writeable = False
     return arr
+
+
+class Box:
+    """The trace state of a Tensor: which transform traces it, and where (internal).
+
+    Attributes:
+        level: The level of the trace recording it (0 for a constant).
+        trace: That trace (None for a constant).
+        node: The value's node id on the trace (-1 for a constant).
+        primal: The value one level down (None: the constant over the Tensor's own array,
+            built on first use by :func:`primal_of`).
+        label: The Tensor's label, or None.
+    """
+
+    __slots__ = ("level", "trace", "node", "primal", "label")
+
+    def __init__(self, level: int, trace: Any, node: int, primal: Any, label: Any = None):
+        self.level = level
+        self.trace = trace
+        self.node = node
+        self.primal = primal
+        self.label = label
 
 
 _GRAD_HOW = (
@@ -260,10 +282,7 @@ class Tensor:
     """
 
     _array: Any  # the value (a backend array, or a deferred LazyArray in lazy mode)
-    # None for an unlabelled constant, else ``(level, trace, node, primal, label)``: the level of
-    # the trace recording it (0 for a constant), that trace, the node id on it, the value one
-    # level down (None: the constant Tensor(_array), built on first use) and the label.
-    _box: Any
+    _box: Box | None  # None for an unlabelled constant, else its trace state
 
     __array_priority__ = 1000
 
@@ -271,33 +290,33 @@ class Tensor:
         if requires_grad:
             _refuse_requires_grad("Tensor")
         _s_array(self, _to_array(data, dtype, device))
-        _s_box(self, None if label is None else (0, None, -1, None, label))
+        _s_box(self, None if label is None else Box(0, None, -1, None, label))
 
     @property
     def label(self):
         """The Tensor's label (shown in tape listings), or None."""
         b = self._box
-        return None if b is None else b[4]
+        return None if b is None else b.label
 
     @property
     def _level(self) -> int:
         b = self._box
-        return 0 if b is None else b[0]
+        return 0 if b is None else b.level
 
     @property
     def _trace(self) -> Any:
         b = self._box
-        return None if b is None else b[1]
+        return None if b is None else b.trace
 
     @property
     def _node(self) -> int:
         b = self._box
-        return -1 if b is None else b[2]
+        return -1 if b is None else b.node
 
     @property
     def _primal(self):
         b = self._box
-        return None if b is None else b[3]
+        return None if b is None else b.primal
 
     def __setitem__(self, idx, value):
         raise TypeError(
@@ -346,7 +365,7 @@ class Tensor:
     def is_traced(self) -> bool:
         """True while a transform is tracing this value (level > 0)."""
         b = self._box
-        return b is not None and b[0] > 0
+        return b is not None and b.level > 0
 
     def __len__(self) -> int:
         if self.ndim == 0:
@@ -544,7 +563,7 @@ class Tensor:
         Raises:
             RuntimeError: on realize, if ``fn()`` returns another shape or dtype.
         """
-        from tapegrad.lazy import deferred
+        from tapegrad.core.lazy import deferred
 
         return make(deferred(fn, shape, dtype), 0, None, -1, None, label)
 
@@ -553,9 +572,9 @@ class Tensor:
         b = self._box
         if b is None:
             return make(self._array, 0, None, -1, None, label)
-        if b[1] is not None:
-            b[1].labels[b[2]] = label
-        return make(self._array, b[0], b[1], b[2], b[3], label)
+        if b.trace is not None:
+            b.trace.labels[b.node] = label
+        return make(self._array, b.level, b.trace, b.node, b.primal, label)
 
     if TYPE_CHECKING:
         # The operators and NumPy-style methods the ops layer attaches when it is imported
@@ -737,7 +756,7 @@ def make(array, level, trace, node, primal, label=None) -> Tensor:
     """
     t = _new(Tensor)
     _s_array(t, array)
-    _s_box(t, (level, trace, node, primal, label))
+    _s_box(t, Box(level, trace, node, primal, label))
     return t
 
 
@@ -753,10 +772,9 @@ def primal_of(t: Tensor) -> Tensor:
     """The value of traced ``t`` one level down (built and cached on first use when it is the
     level-0 constant over ``t``'s own array)."""
     b = t._box
-    p = b[3]
+    p = b.primal  # pyright: ignore[reportOptionalMemberAccess]
     if p is None:
-        p = const(t._array)
-        _s_box(t, (b[0], b[1], b[2], p, b[4]))
+        p = b.primal = const(t._array)  # pyright: ignore[reportOptionalMemberAccess]
     return p
 
 

@@ -2,9 +2,9 @@
 ``lax.custom_root`` and ``lax.custom_linear_solve``).
 
 A solver's iterations are never differentiated. The solution is one primitive (built on the
-rule machinery of :mod:`tapegrad.custom_rules`) whose ``forward`` runs your solver on constants
-(Python loops and convergence tests are fine: nothing traces them) and whose derivatives come
-from the implicit function theorem:
+rule machinery of :mod:`tapegrad.transforms.custom_jvp`) whose ``forward`` runs your solver on
+constants (Python loops and convergence tests are fine: nothing traces them) and whose
+derivatives come from the implicit function theorem:
 
 - ``custom_root(f, x0, solve, tangent_solve)``: ``x*`` with ``f(x*) = 0``. Along a tangent of
   the values ``f`` closes over, ``dx* = -(df/dx)^-1 (df/dtheta dtheta)``, computed by your
@@ -40,15 +40,15 @@ from typing import Any
 
 import numpy as np
 
-from tapegrad.backend import backend_of
-from tapegrad.custom_rules import RuleCall, RuleFunction, Rules, array_leaf, zeros_like
-from tapegrad.forward import jvp as _jvp
-from tapegrad.forward import linearize
-from tapegrad.function import new_level, transform_scope
-from tapegrad.tape import Guard, GuardError, Trace, replay_guard
-from tapegrad.tensor import Tensor, const
-from tapegrad.transforms import lower_output, vjp
-from tapegrad.tree import tree_flatten, tree_unflatten
+from tapegrad.core.backend import backend_of
+from tapegrad.core.function import new_level
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.trace import Guard, GuardError, Trace, check_guard
+from tapegrad.core.tree import tree_flatten, tree_unflatten
+from tapegrad.transforms.custom_jvp import RuleCall, RuleFunction, Rules, array_leaf, zeros_like
+from tapegrad.transforms.forward import jvp as _jvp
+from tapegrad.transforms.forward import linearize
+from tapegrad.transforms.reverse import run_traced, vjp
 
 __all__ = ["custom_root", "custom_linear_solve", "CustomRoot", "CustomLinearSolve"]
 
@@ -98,7 +98,7 @@ class _Converted:
         for e in self.entries:
             if type(e) is Guard:
                 try:
-                    replay_guard(e, env[e.node], self.who)
+                    check_guard(e, env[e.node], self.who)
                 except GuardError as err:
                     raise GuardError(
                         f"{self.who}: the function takes a Python decision on its argument's "
@@ -106,7 +106,7 @@ class _Converted:
                         "tnp.where (as under JAX's tracing)."
                     ) from None
                 continue
-            fn, params, in_nodes, cs, out_nodes = e
+            fn, params, in_nodes, cs, out_nodes = e.fn, e.params, e.in_nodes, e.consts, e.out_nodes
             outs = fn.apply(*[env[n] if n >= 0 else sub.get(id(c), c)
                               for n, c in zip(in_nodes, cs)], **params)
             env.update(zip(out_nodes, outs if isinstance(outs, tuple) else (outs,)))
@@ -119,19 +119,10 @@ def _closure_convert(fun, args: tuple, who: str) -> _Converted:
     its entries read as constants (closed-over values) become the explicit ``consts``."""
     leaves, in_tree = tree_flatten(args)
     prims = [const(v._concrete()) if isinstance(v, Tensor) else Tensor(v) for v in leaves]
-    trace = Trace(new_level(), True)
-    traced = [trace.new_input(p) for p in prims]
-    try:
-        with transform_scope():
-            out = fun(*tree_unflatten(in_tree, traced))
-    finally:
-        trace.done = True
-    out_leaves, out_tree = tree_flatten(out)
-    refs, avals = [], []
-    for i, o in enumerate(out_leaves):
-        low, node = lower_output(o, trace, i, out, who)
-        refs.append(node if node is not None else ("const", low))
-        avals.append((low.shape, low.dtype))
+    run = run_traced(Trace(new_level(), True), fun, in_tree, prims, False, who)
+    trace, out_tree = run.trace, run.out_tree
+    refs = [n if n is not None else ("const", low) for n, low in zip(run.out_nodes, run.outs)]
+    avals = [(low.shape, low.dtype) for low in run.outs]
     consts, seen = [], set()
 
     def note(c):
@@ -146,7 +137,7 @@ def _closure_convert(fun, args: tuple, who: str) -> _Converted:
             continue
         for c in e.consts:
             note(c)
-        entries.append((e.fn, e.params, e.in_nodes, e.consts, e.out_nodes))
+        entries.append(e._replace(ctx=None, watch=None))  # the program, not its rules' state
     for r in refs:
         if not isinstance(r, int):
             note(r[1])

@@ -17,6 +17,7 @@ References:
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -25,14 +26,22 @@ from typing import Any
 import numpy as np
 import optree
 
-from tapegrad.backend import backend_of
-from tapegrad.function import Context, Function, new_level, run_forward, transform_scope
-from tapegrad.tape import Trace
-from tapegrad.tensor import Tensor, const, make, primal_of
-from tapegrad.transforms import check_argnums, check_callable, select_argnums, vjp
-from tapegrad.tree import NAMESPACE, tree_flatten, tree_unflatten
+from tapegrad.core.backend import backend_of
+from tapegrad.core.function import (
+    CONTEXT_FIELDS,
+    OTHER,
+    Applied,
+    Function,
+    new_level,
+    run_primitive,
+    transform_scope,
+)
+from tapegrad.core.tensor import Tensor, const, make, primal_of
+from tapegrad.core.trace import Trace
+from tapegrad.core.tree import NAMESPACE, tree_flatten, tree_unflatten
+from tapegrad.transforms.reverse import check_callable
 
-__all__ = ["vmap", "elementwise_grad", "BatchTrace", "moveaxis", "loop"]
+__all__ = ["vmap", "BatchTrace", "moveaxis", "loop"]
 
 
 def moveaxis(t: Tensor, src: int, dst: int) -> Tensor:
@@ -83,13 +92,13 @@ def _broadcast_batch(a, size: int) -> Tensor:
         (size,) + (1,) * a.ndim, a.dtype))
 
 
-_PACKAGE = __file__.rsplit("/", 1)[0] + "/"
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tapegrad/
 
 
 def _user_stacklevel() -> int:
     """The ``stacklevel`` of the first frame outside tapegrad (the user's line)."""
     f, level = sys._getframe(1), 1
-    while f is not None and f.f_code.co_filename.startswith(_PACKAGE):
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE):
         f, level = f.f_back, level + 1
     return level
 
@@ -123,9 +132,6 @@ def loop(fn, args, batched, size: int, params: dict) -> tuple:
         outs = fn.apply(*[a[i] if b else a for a, b in zip(args, batched)], **params)
         rows.append(outs if isinstance(outs, tuple) else (outs,))
     return tuple(_Stack.apply(*[r[j] for r in rows]) for j in range(len(rows[0])))
-
-
-_CTX_KEYS = frozenset({"saved_tensors", "backend", "device", "needs_input_grad", "_site"})
 
 
 def _is_array(v) -> bool:
@@ -178,64 +184,45 @@ class BatchTrace(Trace):
             outs = res if multi else (res,)
         outs = tuple(self.tracer(o if isinstance(o, Tensor) else Tensor(o)) for o in outs)
         if needs is None or not fn.differentiable:  # nothing above differentiates this op
-            return outs, None, (), multi, ()
+            return Applied(outs, None, multi, (), ())
         # A transform above (vmap(grad(f))) records this op per example: its backward needs the
         # context forward makes for one example (static values, what it saved).
-        ctx, spec, nondiff = self._example_ctx(fn, lowered, batched, params, needs)
-        return outs, ctx, spec, multi, nondiff
+        run = self._example_ctx(fn, lowered, batched, params, needs)
+        return Applied(outs, run.ctx, multi, run.saved, run.nondiff)
 
     def _example_ctx(self, fn, lowered, batched, params, needs):
-        """The context ``forward`` makes for one example (run on example 0, or on zeros of one
-        example's shape for an empty batch), and its saved spec."""
+        """The run of ``forward`` on one example (example 0, or zeros of one example's shape for
+        an empty batch): its context, saved values and non-differentiable outputs."""
         arrays = []
         for a, b in zip(lowered, batched):
             v = a._concrete() if isinstance(a, Tensor) else a
             if b:
                 v = v[0] if v.shape[0] else backend_of(v).zeros(v.shape[1:], v.dtype)
             arrays.append(v)
-        ctx = object.__new__(Context)
-        ctx.needs_input_grad = needs if needs is not None else (False,) * len(arrays)
-        dev = next((a for a in arrays if hasattr(a, "shape") and type(a) is not np.ndarray),
-                   None)
-        if dev is not None:
-            from tapegrad.backend import device_of, get_backend
-
-            ctx.device = device_of(dev)
-            ctx.backend = get_backend(ctx.device)
+        cpu = not any(hasattr(a, "shape") and type(a) is not np.ndarray for a in arrays)
         with transform_scope():
-            raw = run_forward(fn, ctx, arrays, params)
-        raws = tuple(raw) if isinstance(raw, (tuple, list)) else (raw,)
-        spec = []
-        if "_to_save" in ctx.__dict__:
+            run = run_primitive(fn, lowered, arrays, params,
+                                needs if needs is not None else (False,) * len(arrays), cpu)
+        ctx = run.ctx
+        spec = run.saved
+        if spec is not None:
             ctx.saved_tensors = ()  # the level above sets its own from the spec
-        for s in ctx.__dict__.pop("_to_save", ()):
-            k = next((i for i, a in enumerate(arrays) if a is s), None)
-            if k is not None:
-                spec.append((0, k))
-                continue
-            k = next((i for i, o in enumerate(raws) if o is s), None)
-            if k is not None:
-                spec.append((1, k))
-            elif hasattr(s, "shape"):
+            if any(k == OTHER and hasattr(v, "shape") for k, v in spec):
                 raise NotImplementedError(
                     f"vmap: {fn._name()}'s forward saves an array that is neither an input nor "
                     "an output, so its backward cannot run per example under vmap"
                 )
-            else:
-                spec.append((2, s))
-        nd = ctx.__dict__.pop("_non_diff", ())  # outputs marked non-differentiable (no state)
         if not getattr(fn, "_ctx_arrays_recomputed", False):
             for name, v in ctx.__dict__.items():
-                if name not in _CTX_KEYS and (_is_array(v) or (
+                if name not in CONTEXT_FIELDS and (_is_array(v) or (
                         isinstance(v, (tuple, list)) and any(_is_array(e) for e in v))):
                     raise NotImplementedError(
                         f"vmap: {fn._name()}'s forward stores an array in ctx.{name}; under "
                         "vmap its backward would use one example's value for every example. "
                         "Save arrays the backward needs with ctx.save_for_backward(...)."
                     )
-        nondiff = tuple(j for j, o in enumerate(raws) if any(o is s for s in nd))
-        ctx._spec = spec = tuple(spec)
-        return ctx, spec, nondiff
+        run.saved = () if spec is None else spec
+        return run
 
 
 def vmap(
@@ -434,52 +421,3 @@ def _in_axes(args, kwargs, in_axes, who):
 
 def _out_axes(out, out_axes, who):
     return _prefix_leaves(out, out_axes, who, "out_axes")
-
-
-def elementwise_grad(fun, argnums=0, has_aux: bool = False):
-    """The derivative of an elementwise ``fun`` at every element (HIPS autograd's name).
-
-    Computes the sum of each column of ``fun``'s Jacobian, ``vjp(fun, x)(ones)``, in one
-    backward pass, exactly as autograd's ``elementwise_grad``. When ``fun`` acts elementwise
-    (the Jacobian is diagonal) that is the derivative at each element, the same values as
-    ``vmap(grad(fun))`` over the flattened elements, without running ``fun`` per element.
-
-    Args:
-        fun: Function of positional pytrees returning one Tensor (or ``(out, aux)`` with
-            ``has_aux``), floating.
-        argnums: Int or tuple of ints: the positional arguments to differentiate.
-        has_aux: ``fun`` returns ``(out, aux)``; the result is then ``(grads, aux)``.
-
-    Returns:
-        A function with ``fun``'s signature returning, for each selected argument, a Tensor of
-        its shape and dtype (a tuple of them for a tuple ``argnums``).
-
-    Raises:
-        TypeError: for a non-callable ``fun`` (when the transform is made), a bad
-            ``argnums``, or a ``fun`` that does not return one floating Tensor.
-
-    Example:
-        >>> import tapegrad as tg, tapegrad.numpy as tnp
-        >>> tg.elementwise_grad(tnp.tanh)(tg.Tensor([0.0, 1.0]))
-        Tensor([1.        , 0.41997433], dtype=float32)
-    """
-    check_callable(fun, "elementwise_grad")
-    check_argnums(argnums, "elementwise_grad")
-
-    def elementwise_grad_f(*args, **kwargs):
-        pos, diff, partial = select_argnums(fun, argnums, args, kwargs, "elementwise_grad")
-        res = vjp(partial, *diff, has_aux=has_aux)
-        out = res[0]
-        if not (isinstance(out, Tensor) and out.dtype.kind in "fc"):
-            raise TypeError(
-                "elementwise_grad: fun must return one floating Tensor, got "
-                + (f"dtype {out.dtype}" if isinstance(out, Tensor) else type(out).__name__)
-            )
-        ones = const(backend_of(out._concrete()).ones(out.shape, out.dtype))
-        g = res[1](ones)
-        g = g[pos[0]] if isinstance(argnums, int) else tuple(g[p] for p in pos)
-        return (g, res[2]) if has_aux else g
-
-    elementwise_grad_f.__name__ = f"elementwise_grad_{getattr(fun, '__name__', 'fun')}"
-    return elementwise_grad_f
-

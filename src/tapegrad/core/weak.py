@@ -35,9 +35,8 @@ import operator
 
 import numpy as np
 
-from tapegrad import function as _function
-from tapegrad.function import Function
-from tapegrad.tensor import Tensor
+from tapegrad.core.function import Function, WeakArgument
+from tapegrad.core.tensor import Tensor
 
 __all__ = ["WeakScalar", "WIDE"]
 
@@ -72,7 +71,7 @@ def _is_strong(value) -> bool:
         value, "__cuda_array_interface__")
 
 
-class WeakScalar:
+class WeakScalar(WeakArgument):
     """A Python number that ``jit`` traces (see the module docstring for the rules).
 
     Attributes:
@@ -97,6 +96,12 @@ class WeakScalar:
     def pytype(self) -> type:
         """The Python type the value stands for."""
         return self._type
+
+    @classmethod
+    def resolve(cls, fn, args: tuple) -> tuple:
+        """``Function.apply``'s arguments with each WeakScalar made what the eager call would
+        have computed with (:func:`resolve`)."""
+        return resolve(fn, args)
 
     @property  # pyright: ignore[reportIncompatibleVariableOverride]
     def __class__(self):  # noqa: D105
@@ -358,9 +363,9 @@ def resolve(cls, args: tuple) -> tuple:
     """The positional arguments of ``cls.apply`` with each WeakScalar made a Tensor, as the
     eager call with a Python number there would compute: cast to meet the Tensor arguments
     (NEP 50) for an elementwise op, else its Python value (read, a guard under ``jit``), which
-    is what ``forward`` would have been given eagerly."""
+    is what ``forward`` would have been given eagerly (:meth:`WeakScalar.resolve`)."""
     strong = [a for a in args if isinstance(a, Tensor)]
-    elementwise = getattr(cls, "ufunc", None) is not None or getattr(
+    elementwise = cls.traits.ufunc is not None or getattr(
         getattr(cls, "batch", None), "__name__", "") == "elementwise"
     if strong and elementwise:
         dtype = np.result_type(*[a.dtype for a in strong])
@@ -368,5 +373,3 @@ def resolve(cls, args: tuple) -> tuple:
     return tuple(a._value() if type(a) is WeakScalar else a for a in args)
 
 
-_function._WeakType = WeakScalar  # Function.apply hands a WeakScalar to resolve()
-_function._resolve_weak = resolve

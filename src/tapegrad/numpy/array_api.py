@@ -1,4 +1,5 @@
-"""``tapegrad.array_api``: the Python array API standard's namespace (version 2024.12) for Tensors.
+"""``tapegrad.numpy.array_api``: the Python array API standard's namespace (version 2024.12)
+for Tensors.
 
 Library code written against the standard (``xp = x.__array_namespace__()``, or
 ``array_api_compat.array_namespace(x)``) runs on Tensors through this module, and everything it
@@ -43,14 +44,14 @@ import numpy as _np
 from numpy.exceptions import AxisError as _AxisError
 
 from tapegrad import numpy as _tnp_module
-from tapegrad.interop import from_dlpack
+from tapegrad.core.tensor import Tensor
+from tapegrad.numpy._dlpack import from_dlpack
 from tapegrad.numpy._info import DTYPES as _DTYPES
 from tapegrad.numpy._info import (  # noqa: F401  (re-exported: shared with tapegrad.numpy)
     __array_api_version__,
     __array_namespace_info__,
 )
 from tapegrad.ops._registry import bool_arg as _bool_arg
-from tapegrad.tensor import Tensor
 
 # tapegrad.numpy assembles its namespace at import time (from the ops' declarations), so a type
 # checker cannot list its functions: it is typed as Any here.
@@ -487,7 +488,7 @@ def std(x, /, *, axis=None, correction=0.0, keepdims=False) -> Tensor:
 
 
 # -- utility --------------------------------------------------------------------------------
-def diff(x, /, *, axis=-1, n=1, prepend=None, append=None) -> Tensor:
+def _diff(x, /, *, axis=-1, n=1, prepend=None, append=None) -> Tensor:
     """The ``n``-th forward difference along ``axis`` (``x[1:] - x[:-1]``, repeated ``n`` times),
     after joining ``prepend`` and ``append`` along that axis. Differentiable.
 
@@ -537,7 +538,7 @@ _ADAPTERS = {
     "count_nonzero": count_nonzero, "var": var, "std": std, "sort": sort, "argsort": argsort,
 }  # fmt: skip
 # Composites used only while tapegrad.numpy has no function of that name.
-_FALLBACKS = {"diff": diff}
+_FALLBACKS = {"diff": _diff}
 
 
 def _pick(name: str):
@@ -640,35 +641,150 @@ def _submodule(name: str, names, pick) -> _types.ModuleType:
     return mod
 
 
-# -- build the namespace from tapegrad.numpy -------------------------------------------------
-_g = globals()
-for _name in STANDARD_FUNCTIONS:
-    _fn = _pick(_name)
-    if _fn is not None:
-        _g[_name] = _fn
-    else:
-        _g.pop(_name, None)
+# -- the namespace: the adapters above, and tapegrad.numpy's own functions, one line each ----
+# (a test keeps these lines equal to what _pick finds for STANDARD_FUNCTIONS)
+empty = _tnp.empty
+empty_like = _tnp.empty_like
+full = _tnp.full
+full_like = _tnp.full_like
+ones = _tnp.ones
+ones_like = _tnp.ones_like
+tril = _tnp.tril
+triu = _tnp.triu
+zeros = _tnp.zeros
+zeros_like = _tnp.zeros_like
+abs = _tnp.abs
+acos = _tnp.acos
+acosh = _tnp.acosh
+add = _tnp.add
+asin = _tnp.asin
+asinh = _tnp.asinh
+atan = _tnp.atan
+atan2 = _tnp.atan2
+atanh = _tnp.atanh
+bitwise_and = _tnp.bitwise_and
+bitwise_or = _tnp.bitwise_or
+bitwise_xor = _tnp.bitwise_xor
+ceil = _tnp.ceil
+clip = _tnp.clip
+conj = _tnp.conj
+copysign = _tnp.copysign
+cos = _tnp.cos
+cosh = _tnp.cosh
+divide = _tnp.divide
+equal = _tnp.equal
+exp = _tnp.exp
+expm1 = _tnp.expm1
+floor = _tnp.floor
+floor_divide = _tnp.floor_divide
+greater = _tnp.greater
+greater_equal = _tnp.greater_equal
+hypot = _tnp.hypot
+imag = _tnp.imag
+isfinite = _tnp.isfinite
+isinf = _tnp.isinf
+isnan = _tnp.isnan
+less = _tnp.less
+less_equal = _tnp.less_equal
+log = _tnp.log
+log1p = _tnp.log1p
+log2 = _tnp.log2
+log10 = _tnp.log10
+logaddexp = _tnp.logaddexp
+logical_and = _tnp.logical_and
+logical_not = _tnp.logical_not
+logical_or = _tnp.logical_or
+logical_xor = _tnp.logical_xor
+maximum = _tnp.maximum
+minimum = _tnp.minimum
+multiply = _tnp.multiply
+negative = _tnp.negative
+nextafter = _tnp.nextafter
+not_equal = _tnp.not_equal
+positive = _tnp.positive
+pow = _tnp.pow
+real = _tnp.real
+reciprocal = _tnp.reciprocal
+remainder = _tnp.remainder
+round = _tnp.round
+sign = _tnp.sign
+signbit = _tnp.signbit
+sin = _tnp.sin
+sinh = _tnp.sinh
+square = _tnp.square
+sqrt = _tnp.sqrt
+subtract = _tnp.subtract
+tan = _tnp.tan
+tanh = _tnp.tanh
+trunc = _tnp.trunc
+take = _tnp.take
+take_along_axis = _tnp.take_along_axis
+matmul = _tnp.matmul
+tensordot = _tnp.tensordot
+vecdot = _tnp.vecdot
+broadcast_to = _tnp.broadcast_to
+expand_dims = _tnp.expand_dims
+flip = _tnp.flip
+moveaxis = _tnp.moveaxis
+permute_dims = _tnp.permute_dims
+repeat = _tnp.repeat
+reshape = _tnp.reshape
+roll = _tnp.roll
+stack = _tnp.stack
+tile = _tnp.tile
+unstack = _tnp.unstack
+argmax = _tnp.argmax
+argmin = _tnp.argmin
+nonzero = _tnp.nonzero
+searchsorted = _tnp.searchsorted
+where = _tnp.where
+unique_all = _tnp.unique_all
+unique_counts = _tnp.unique_counts
+unique_inverse = _tnp.unique_inverse
+unique_values = _tnp.unique_values
+cumulative_prod = _tnp.cumulative_prod
+cumulative_sum = _tnp.cumulative_sum
+max = _tnp.max
+mean = _tnp.mean
+min = _tnp.min
+prod = _tnp.prod
+sum = _tnp.sum
+all = _tnp.all
+any = _tnp.any
+diff = _tnp.diff
 linalg = _submodule("linalg", LINALG_FUNCTIONS,
                     lambda n: _linalg_pick(n, getattr(_tnp, "linalg", None)))
-_fft = getattr(_tnp, "fft", None)
-if _fft is not None:
-    fft = _submodule("fft", FFT_FUNCTIONS, lambda n, space=_fft: _FFT_ADAPTERS.get(
-        n, getattr(space, n, None)) if hasattr(space, n) else None)
+fft = _submodule("fft", FFT_FUNCTIONS, lambda n, space=_tnp.fft: _FFT_ADAPTERS.get(
+    n, getattr(space, n, None)) if hasattr(space, n) else None)
 
 #: Functions of the standard (and its extensions) this namespace does not provide yet.
 MISSING = tuple(
-    [n for n in STANDARD_FUNCTIONS if n not in _g]
+    [n for n in STANDARD_FUNCTIONS if n not in globals()]
     + [f"linalg.{n}" for n in LINALG_FUNCTIONS if n not in linalg.__all__]
-    + ([f"fft.{n}" for n in FFT_FUNCTIONS if n not in _g["fft"].__all__] if "fft" in _g
-       else ["fft (extension)"])
+    + [f"fft.{n}" for n in FFT_FUNCTIONS if n not in fft.__all__]
 )
 
-__all__ = sorted(
-    [n for n in STANDARD_FUNCTIONS if n in _g]
-    + list(_DTYPES)
-    + ["e", "inf", "nan", "pi", "newaxis", "linalg", "__array_namespace_info__",
-       "__array_api_version__", "finfo_object", "iinfo_object", "MISSING",
-       "STANDARD_FUNCTIONS", "LINALG_FUNCTIONS", "FFT_FUNCTIONS"]
-    + (["fft"] if "fft" in _g else [])
-)
-del _g, _name, _fn, _fft
+__all__ = [
+    "FFT_FUNCTIONS", "LINALG_FUNCTIONS", "MISSING", "STANDARD_FUNCTIONS",
+    "__array_api_version__", "__array_namespace_info__", "abs", "acos", "acosh", "add", "all",
+    "any", "arange", "argmax", "argmin", "argsort", "asarray", "asin", "asinh", "astype",
+    "atan", "atan2", "atanh", "bitwise_and", "bitwise_invert", "bitwise_left_shift",
+    "bitwise_or", "bitwise_right_shift", "bitwise_xor", "bool", "broadcast_arrays",
+    "broadcast_to", "can_cast", "ceil", "clip", "complex128", "complex64", "concat", "conj",
+    "copysign", "cos", "cosh", "count_nonzero", "cumulative_prod", "cumulative_sum", "diff",
+    "divide", "e", "empty", "empty_like", "equal", "exp", "expand_dims", "expm1", "eye", "fft",
+    "finfo", "finfo_object", "flip", "float32", "float64", "floor", "floor_divide",
+    "from_dlpack", "full", "full_like", "greater", "greater_equal", "hypot", "iinfo",
+    "iinfo_object", "imag", "inf", "int16", "int32", "int64", "int8", "isdtype", "isfinite",
+    "isinf", "isnan", "less", "less_equal", "linalg", "linspace", "log", "log10", "log1p",
+    "log2", "logaddexp", "logical_and", "logical_not", "logical_or", "logical_xor", "matmul",
+    "matrix_transpose", "max", "maximum", "mean", "meshgrid", "min", "minimum", "moveaxis",
+    "multiply", "nan", "negative", "newaxis", "nextafter", "nonzero", "not_equal", "ones",
+    "ones_like", "permute_dims", "pi", "positive", "pow", "prod", "real", "reciprocal",
+    "remainder", "repeat", "reshape", "result_type", "roll", "round", "searchsorted", "sign",
+    "signbit", "sin", "sinh", "sort", "sqrt", "square", "squeeze", "stack", "std", "subtract",
+    "sum", "take", "take_along_axis", "tan", "tanh", "tensordot", "tile", "tril", "triu",
+    "trunc", "uint16", "uint32", "uint64", "uint8", "unique_all", "unique_counts",
+    "unique_inverse", "unique_values", "unstack", "var", "vecdot", "where", "zeros",
+    "zeros_like",
+]  # fmt: skip

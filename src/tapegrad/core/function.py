@@ -4,13 +4,14 @@ A primitive is a :class:`Function` subclass with static ``forward`` (backend arr
 array(s) out) and ``backward`` (Tensor cotangents in, one Tensor or ``None`` per positional
 input out, written with tapegrad ops so that outer transforms record it). ``apply`` finds the
 highest trace level among the inputs: at level 0 it runs ``forward`` on the arrays; otherwise
-it hands the application to that level's trace (:meth:`tapegrad.tape.Trace.record`), which
+it hands the application to that level's trace (:meth:`tapegrad.core.tape.Trace.record`), which
 records it and computes the value one level down. This is how nested transforms keep their
 perturbations apart (Siskind and Pearlmutter, 2005).
 
-Every ``forward`` runs through :func:`run_forward`: floating-point warnings are off (results
-are NumPy's, NaN or inf, without a warning), and inside :func:`debug_nans` each result is
-checked for a NaN or infinity made from finite inputs.
+Every ``forward`` runs through :func:`run_primitive`, the engine's one seam: it builds the
+:class:`Context`, runs ``forward`` with floating-point warnings off (results are NumPy's, NaN or
+inf, without a warning; inside :func:`debug_nans` each result is checked for a NaN or infinity
+made from finite inputs) and returns an :class:`Applied` record.
 """
 
 from __future__ import annotations
@@ -19,16 +20,16 @@ import itertools
 import os
 import threading
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from tapegrad import backend as _backend
-from tapegrad import profiler as _profiler
-from tapegrad.lazy import _GLOBAL as _LAZY_GLOBAL
-from tapegrad.lazy import LazyArray, defer, realize_array
-from tapegrad.lazy import _state as _lazy_state
-from tapegrad.tensor import Tensor, _s_array, _s_box, caller_line, const
+from tapegrad.core import backend as _backend
+from tapegrad.core import profiler as _profiler
+from tapegrad.core.lazy import _GLOBAL as _LAZY_GLOBAL
+from tapegrad.core.lazy import LazyArray, defer, realize_array
+from tapegrad.core.lazy import _state as _lazy_state
+from tapegrad.core.tensor import Tensor, _s_array, _s_box, caller_line, const
 
 __all__ = [
     "Function",
@@ -38,6 +39,13 @@ __all__ = [
     "unbroadcast",
     "debug_nans",
     "new_level",
+    "run_primitive",
+    "derive_context",
+    "Traits",
+    "WeakArgument",
+    "Applied",
+    "Saved",
+    "saved_values",
 ]
 
 _ndarray = np.ndarray
@@ -62,7 +70,7 @@ class _State(threading.local):
     quiet = 0  # depth of transform scopes (floating-point warnings already off)
     debug = os.environ.get("TAPEGRAD_DEBUG_NANS", "") not in ("", "0")
     fast = False  # quiet and not debug: forward runs with no extra work
-    backward_of = None  # (op name, call site) of the backward rule now running (debug_nans)
+    backward_of: Any = None  # (op name, call site) of the backward rule now running (debug_nans)
 
 
 _state = _State()
@@ -214,19 +222,29 @@ class Context:
         saved_tensors: The values given to :meth:`save_for_backward`, as Tensors (reading it
             when ``forward`` saved nothing raises ``RuntimeError``).
 
+    Set before ``jvp``:
+        out_avals: ``(shape, dtype)`` of each output.
+
     Free attributes carry static values (axes, shapes, flags) from ``forward`` to ``backward``.
     Arrays computed in ``forward`` other than inputs and outputs are constants to ``backward``:
-    recompute them with tapegrad ops there, or higher derivatives come out wrong.
+    recompute them with tapegrad ops there, or higher derivatives come out wrong. The engine
+    keeps nothing else here: what it records about an application (where the saved values come
+    from, which outputs carry no gradient) is on the tape entry.
 
     Raises:
         RuntimeError: reading ``saved_tensors`` before ``backward``.
     """
 
+    # what save_for_backward and mark_non_differentiable were given, until the engine reads it
+    __slots__ = ("__dict__", "_saved_args", "_nondiff_args")
+
     device: str = "cpu"
     backend: Any = np
     saved_tensors: Any = _SavedTensors()
     needs_input_grad: tuple[bool, ...]
-    _watch: Any = None  # set when an enclosing transform records the rules (tapegrad.tape)
+    out_avals: tuple
+    _saved_args: Any
+    _nondiff_args: Any
 
     if TYPE_CHECKING:  # free attributes: static values from forward to backward
 
@@ -238,11 +256,16 @@ class Context:
         """Save input or output arrays of ``forward`` (or other values); ``backward`` reads them
         back as Tensors (traced by any outer transform) from :attr:`saved_tensors`. Each call
         replaces the last."""
-        self._to_save = arrays
+        self._saved_args = arrays
 
     def mark_non_differentiable(self, *arrays) -> None:
         """Declare outputs (returned arrays) that carry no gradient, such as indices or masks."""
-        self._non_diff = arrays
+        self._nondiff_args = arrays
+
+
+#: The Context fields the engine sets (the rest of a context's attributes are the rule's own).
+CONTEXT_FIELDS = frozenset({"device", "backend", "needs_input_grad", "saved_tensors",
+                            "out_avals"})
 
 
 def unbroadcast(g: Tensor, shape: tuple, fn=None, index: int = 0) -> Tensor:
@@ -287,19 +310,25 @@ def as_array(out, xp=np):
     return out
 
 
-def run_forward(cls, ctx, arrays, params, _timed=False):
+def _forward(cls, ctx, arrays, params, _timed=False):
     """``cls.forward(ctx, *arrays, **params)``: floating-point warnings off, bad input
     explained (naming the op and the shapes), results checked inside :func:`debug_nans`,
     timed inside :func:`tapegrad.profile`."""
-    if _PROFILING[0] and not _timed:
-        return _profiler.forward_call(cls, run_forward, cls, ctx, arrays, params, True)
+    if _PROFILING[0] and not _timed:  # tg.profile: timed as the op's forward
+        return _profiler.forward_call(cls, _forward, cls, ctx, arrays, params, True)
     st = _state
     try:
         if st.fast:
             return cls.forward(ctx, *arrays, **params)
         if st.quiet:
             out = cls.forward(ctx, *arrays, **params)
-        else:
+        elif _fp_state is not None:
+            token = _fp_state.set(_QUIET)
+            try:
+                out = cls.forward(ctx, *arrays, **params)
+            finally:
+                _fp_state.reset(token)
+        else:  # pragma: no cover - NumPy 1.x
             with _Quiet():
                 out = cls.forward(ctx, *arrays, **params)
     except (ValueError, TypeError, IndexError) as e:
@@ -307,6 +336,151 @@ def run_forward(cls, ctx, arrays, params, _timed=False):
     if st.debug:
         _check_finite(cls, arrays, out)
     return out
+
+
+# -- the saved-value protocol ------------------------------------------------------------------
+INPUT, OUTPUT, OTHER = 0, 1, 2
+
+
+class Saved(NamedTuple):
+    """Where one value ``forward`` gave :meth:`Context.save_for_backward` comes from, so that
+    each recording level can hand its ``backward`` the matching value of its own level.
+
+    Attributes:
+        kind: :data:`INPUT` (input ``ref`` of the op), :data:`OUTPUT` (output ``ref``) or
+            :data:`OTHER` (``ref`` is the value itself: a constant Tensor or a Python value).
+        ref: The position, or the value.
+    """
+
+    kind: int
+    ref: Any
+
+
+def saved_values(spec, inputs, outputs, other=None) -> tuple:
+    """The values ``spec`` (a tuple of :class:`Saved`) names at one level: ``inputs[k]``,
+    ``outputs[k]``, or the value itself (passed through ``other`` when given)."""
+    return tuple([inputs[r] if k == INPUT else outputs[r] if k == OUTPUT else
+                  (r if other is None else other(r)) for k, r in spec])
+
+
+_SAVED_INPUT = tuple(Saved(INPUT, k) for k in range(16))  # made once: built per op otherwise
+_SAVED_OUTPUT = tuple(Saved(OUTPUT, k) for k in range(16))
+
+
+def _saved_spec(to_save, arrays, given) -> tuple:
+    """The :class:`Saved` records of the values ``forward`` saved, found by identity among
+    its input ``arrays`` and its outputs as ``given``."""
+    spec = []
+    for s in to_save:
+        for k, a in enumerate(arrays):
+            if a is s:
+                spec.append(_SAVED_INPUT[k] if k < 16 else Saved(INPUT, k))
+                break
+        else:
+            for k, o in enumerate(given):
+                if o is s:
+                    spec.append(_SAVED_OUTPUT[k] if k < 16 else Saved(OUTPUT, k))
+                    break
+            else:
+                spec.append(Saved(OTHER, s if isinstance(s, Tensor) or not hasattr(s, "shape")
+                                  else const(s)))
+    return tuple(spec)
+
+
+class Applied:
+    """One primitive run on arrays (:func:`run_primitive`).
+
+    Attributes:
+        outs: The output arrays (a tuple; NumPy scalars made 0-d arrays).
+        ctx: The :class:`Context` ``forward`` ran with.
+        multi: Whether ``forward`` returned several outputs (a tuple or list).
+        saved: Where each value ``forward`` saved comes from (a tuple of :class:`Saved`),
+            or None when it saved nothing (or the run records nothing).
+        nondiff: Positions of the outputs marked non-differentiable.
+    """
+
+    __slots__ = ("outs", "ctx", "multi", "saved", "nondiff")
+
+    def __init__(self, outs: tuple, ctx: Any, multi: bool, saved, nondiff: tuple):
+        self.outs = outs
+        self.ctx = ctx
+        self.multi = multi
+        self.saved = saved
+        self.nondiff = nondiff
+
+
+def derive_context(ctx: Context, needs: tuple, saved=None) -> Context:
+    """A copy of ``ctx`` (the static values ``forward`` left) for another recording level or
+    another run of the rules: its own ``needs_input_grad``, and ``saved_tensors`` when given."""
+    c = _new(Context)
+    c.__dict__.update(ctx.__dict__)
+    c.needs_input_grad = needs
+    if saved is not None:
+        c.saved_tensors = saved
+    return c
+
+
+def run_primitive(cls, values, arrays: list, params: dict, needs: tuple, cpu: bool = True,
+                  record: bool = True) -> Applied:
+    """Run primitive ``cls`` on backend ``arrays``: the one place a ``forward`` runs.
+
+    Builds the :class:`Context` (``needs_input_grad`` = ``needs``; with ``cpu=False`` the
+    device and backend of the Tensor inputs among ``values``, NumPy constants moved there,
+    deferred arrays computed), runs ``forward`` with floating-point warnings off (and the
+    :func:`debug_nans` checks), and returns an :class:`Applied` record. With ``record`` it
+    also notes where the values ``forward`` saved come from and which outputs it marked
+    non-differentiable.
+
+    Args:
+        cls: The Function subclass.
+        values: The op's positional inputs (Tensors or Python values), matching ``arrays``.
+        arrays: Their arrays (the values themselves where they are not Tensors); may be
+            changed in place (a NumPy constant moved to the op's device).
+        params: The keyword parameters.
+        needs: ``needs_input_grad``, one bool per input.
+        cpu: Whether every array is NumPy's (no device check needed).
+        record: Whether the caller keeps the saved values and non-differentiable outputs.
+
+    Raises:
+        ValueError: for Tensor inputs on different devices, and what ``forward`` raises
+            (explained: :meth:`Function._explain`).
+    """
+    ctx = _new(Context)
+    ctx.needs_input_grad = needs
+    if record:
+        ctx._saved_args = ctx._nondiff_args = None
+    if not cpu:
+        ctx.device = _check_devices(cls, values, arrays)
+        ctx.backend = _backend.get_backend(ctx.device)
+    if _state.fast and not _PROFILING[0]:  # _forward's first branch, without the call
+        try:
+            raw = cls.forward(ctx, *arrays, **params)
+        except (ValueError, TypeError, IndexError) as e:
+            raise cls._explain(e, arrays, params) from e
+    else:
+        raw = _forward(cls, ctx, arrays, params)
+    if type(raw) is _ndarray:
+        multi = False
+        outs = given = (raw,)
+    elif type(raw) is tuple or type(raw) is list:
+        multi = True
+        given = tuple(raw)
+        outs = tuple([as_array(r, ctx.backend) for r in given])
+    else:  # NumPy scalars (ufuncs on 0-d arrays give them) become 0-d arrays
+        multi = False
+        given = (raw,)
+        outs = (as_array(raw, ctx.backend),)
+    saved = None
+    nondiff = ()
+    if record:
+        to_save = ctx._saved_args
+        if to_save is not None:
+            saved = _saved_spec(to_save, arrays, given)
+        nd = ctx._nondiff_args
+        if nd is not None:
+            nondiff = tuple([j for j, o in enumerate(given) if any(o is s for s in nd)])
+        ctx._saved_args = ctx._nondiff_args = None
+    return Applied(outs, ctx, multi, saved, nondiff)
 
 
 def _nonfinite(a) -> bool:
@@ -369,14 +543,61 @@ def _falses(n):
     return _FALSES[n] if n < 9 else (False,) * n
 
 
-class _NoWeak:
-    """Placeholder until :mod:`tapegrad.weak` registers its WeakScalar type."""
+class WeakArgument:
+    """Base of argument types that stand for a value ``apply`` must first resolve: a Python
+    number ``jit`` traces (:class:`tapegrad.core.weak.WeakScalar`). ``apply`` hands the whole
+    argument list to the subclass's :meth:`resolve` and applies the op to what it returns."""
+
+    __slots__ = ()
+
+    @classmethod
+    def resolve(cls, fn, args: tuple) -> tuple:  # pragma: no cover - abstract
+        """``args`` of ``fn.apply`` with every argument of this type replaced by what the
+        eager call would have computed with."""
+        raise NotImplementedError
 
 
-#: The type of a Python number ``jit`` traces (set by :mod:`tapegrad.weak`) and the function
-#: that makes ``apply``'s arguments of that type what the eager call would have computed with.
-_WeakType: type = _NoWeak
-_resolve_weak: Any = None
+class Traits(NamedTuple):
+    """What ``jit``'s compiled programs and the memory model may assume about an op, declared
+    once on the op (``traits = Traits(ufunc="add")``). Every trait is off by default: an op
+    that declares none is never written into, never rearranged and costs one operation per
+    output element to recompute (always safe).
+
+    Attributes:
+        ufunc: The name of the NumPy/CuPy ufunc ``forward`` is, on its inputs as given: the
+            compiled program may call it with ``out=`` a dying buffer.
+        into: ``forward`` takes a keyword ``into=``, an array of its (first) output's shape and
+            dtype, possibly one of its inputs, and writes the output there.
+        fresh: The outputs are new arrays (the program owns them and may write into them).
+        view: An output may be a view of the first input (``"readonly"``: a view that must not
+            be written, such as a broadcast).
+        permutation: For an op that only permutes its input's axes, ``permutation(ndim,
+            **params)`` returns the permutation (``jit``'s layout pass drops two that cancel).
+        transposed: ``transposed(ins, params)`` returns the inputs and parameters with which
+            this same op computes its output with the last two axes swapped, as a
+            C-contiguous array (``transpose(a @ b)`` becomes one product ``b^T @ a^T``).
+        rearranges: The output holds the first input's values, only rearranged (reshape,
+            transpose, broadcast): a checkpoint policy names such a residual by the value it
+            rearranges.
+        cost: What recomputing the op costs per output element, for a checkpoint byte budget:
+            ``"elementwise"`` (one operation), ``"contraction"`` (a matrix product: the
+            contracted length, the first operand's last axis, or the one before it with
+            ``transpose_a``) or ``"dense"`` (the input size per output element: solves,
+            factorizations, convolutions); ``"contraction"`` and ``"dense"`` outputs are kept
+            first.
+        effect: ``forward`` has an effect beyond its outputs (a debug callback): ``jit`` keeps
+            every such call in its program, in order, never folding, merging or dropping it.
+    """
+
+    ufunc: str | None = None
+    into: bool = False
+    fresh: bool = False
+    view: bool | str = False
+    permutation: Any = None
+    transposed: Any = None
+    rearranges: bool = False
+    cost: str = "elementwise"
+    effect: bool = False
 
 
 class Function:
@@ -400,24 +621,10 @@ class Function:
             ``ctx.out_avals`` (``(shape, dtype)`` per output); ``None`` tangents are zero.
             Without one, forward mode transposes ``backward`` (it is linear in the cotangent).
         batch: Optional batching rule for ``vmap``.
-        ufunc, into, fresh, view: What ``jit``'s buffer planning may assume about ``forward``:
-            ``ufunc`` names the NumPy/CuPy ufunc that ``forward`` is, on its inputs as given
-            (the compiled program may call it with ``out=`` a dying buffer); ``into`` that
-            ``forward`` takes a keyword ``into=``, an array of its (first) output's shape and
-            dtype, possibly one of its inputs, and writes the output there; ``fresh`` says
-            the outputs are new arrays; ``view`` that an output may be a view of the first
-            input (``"readonly"``: a view that must not be written, such as a broadcast). An
-            op that declares none is never written into (always safe).
-        permutation, transposed: What ``jit``'s layout pass may assume: ``permutation(ndim,
-            **params)`` (static method) of an op that only permutes its input's axes returns
-            the permutation (two that cancel are dropped); ``transposed(ins, params)``
-            (static method) returns the inputs and parameters with which this same op
-            computes its output with the last two axes swapped, as a C-contiguous array
-            (``transpose(a @ b)`` becomes one product ``b^T @ a^T``, so no strided transposed
-            result reaches an elementwise op).
-        effect: ``forward`` has an effect beyond its outputs (a debug callback): ``jit``
-            keeps every such call in its program, in order, never folding, merging or
-            dropping it.
+        traits: A :class:`Traits` record: what ``jit``'s compiled programs and the memory
+            model may assume about the op (the ufunc it is, whether it writes into a given
+            buffer, makes fresh arrays or views, permutes axes, how costly it is to
+            recompute). The default assumes nothing.
 
     Example:
         >>> import tapegrad as tg
@@ -440,13 +647,7 @@ class Function:
     nondiff_argnums: tuple = ()
     jvp = None
     batch = None
-    ufunc: str | None = None
-    into: bool = False
-    fresh: bool = False
-    view: bool = False
-    permutation: Any = None
-    transposed: Any = None
-    effect: bool = False
+    traits: Traits = Traits()
 
     @staticmethod
     def forward(ctx, *args, **params):  # pragma: no cover - abstract
@@ -507,43 +708,32 @@ class Function:
         for a in args:
             if type(a) is Tensor:
                 b = a._box
-                if b is not None and b[0] > top:
-                    top = b[0]
-                    trace = b[1]
+                if b is not None and b.level > top:
+                    top = b.level
+                    trace = b.trace
                 a = a._array
                 if type(a) is not _ndarray:
                     cpu = False
-            elif type(a) is _WeakType:  # a Python number jit traces: as the eager call would
-                return cls.apply(*_resolve_weak(cls, args), **params)
+            elif isinstance(a, WeakArgument):  # a Python number jit traces: as eagerly
+                return cls.apply(*type(a).resolve(cls, args), **params)
             arrays.append(a)
         if top:
-            res = trace.record(cls, args, params, None)
-            return res[0] if res[3] else res[0][0]
+            run = trace.record(cls, args, params, None)
+            return run.outs if run.multi else run.outs[0]
         if _lazy_state.depth or _LAZY_GLOBAL["lazy"]:
             deferred = _defer(cls, args, params)
             if deferred is not None:
                 return deferred
-        ctx = _new(Context)
         n = len(arrays)
-        ctx.needs_input_grad = _FALSES[n] if n < 9 else (False,) * n
-        if not cpu:
-            ctx.device = _check_devices(cls, args, arrays)
-            ctx.backend = _backend.get_backend(ctx.device)
-        if _state.fast and not _PROFILING[0]:
-            try:
-                out = cls.forward(ctx, *arrays, **params)
-            except (ValueError, TypeError, IndexError) as e:
-                raise cls._explain(e, arrays, params) from e
-        else:
-            out = run_forward(cls, ctx, arrays, params)
-        if type(out) is _ndarray:
+        run = run_primitive(cls, args, arrays, params, _FALSES[n] if n < 9 else (False,) * n,
+                            cpu, False)
+        if not run.multi:
+            out = run.outs[0]
             t = _new(Tensor)
             _s_array(t, out)
             _s_box(t, None)
             return t
-        if type(out) is tuple or type(out) is list:
-            return tuple([const(as_array(o, ctx.backend)) for o in out])
-        return const(as_array(out, ctx.backend))
+        return tuple([const(o) for o in run.outs])
 
     @classmethod
     def _explain(cls, e, arrays, params=None):
@@ -567,80 +757,6 @@ class Function:
             return base(text)
 
 
-def base_apply(cls, values, arrays, cpu, params, needs):
-    """Run ``forward`` on the level-0 ``values`` (Tensors or Python values) for a recording.
-
-    Returns ``(output arrays, ctx, saved spec, multi, non-differentiable outputs, prims)``.
-    ``ctx.saved_tensors`` is set for the lowest recording level (the values it saved, as the
-    level-0 Tensors in ``values`` or new constants, ``prims`` holding those made for outputs).
-    The saved spec lists what ``forward`` saved, ``(0, k)`` input ``k``, ``(1, k)`` output
-    ``k``, ``(2, value)`` another value, so that each higher recording level can give its
-    ``backward`` the matching Tensors of its own level. ``arrays`` are the values' arrays (the
-    values themselves where they are not Tensors), ``cpu`` whether all of them are NumPy's.
-    """
-    ctx = _new(Context)
-    ctx.needs_input_grad = needs
-    if not cpu:
-        ctx.device = _check_devices(cls, values, arrays)
-        ctx.backend = _backend.get_backend(ctx.device)
-    if _state.fast and not _PROFILING[0]:
-        try:
-            raw = cls.forward(ctx, *arrays, **params)
-        except (ValueError, TypeError, IndexError) as e:
-            raise cls._explain(e, arrays, params) from e
-    else:
-        raw = run_forward(cls, ctx, arrays, params)
-    if type(raw) is _ndarray:
-        multi = False
-        raws = given = (raw,)
-    elif type(raw) is tuple or type(raw) is list:
-        multi = True
-        given = tuple(raw)
-        raws = tuple([as_array(r, ctx.backend) for r in given])
-    else:  # NumPy scalars (ufuncs on 0-d arrays give them) become 0-d arrays
-        multi = False
-        given = (raw,)
-        raws = (as_array(raw, ctx.backend),)
-    d = ctx.__dict__
-    spec = ()
-    prims = None
-    if "_to_save" in d:
-        sp = []
-        saved = []
-        for s in d.pop("_to_save"):
-            k = 0
-            for a in arrays:
-                if a is s:
-                    sp.append((0, k))
-                    saved.append(values[k])
-                    break
-                k += 1
-            else:
-                k = 0
-                for o in given:
-                    if o is s:
-                        sp.append((1, k))
-                        if prims is None:
-                            prims = [None] * len(raws)
-                        p = prims[k]
-                        if p is None:
-                            p = prims[k] = const(raws[k])  # pyright: ignore[reportArgumentType, reportCallIssue]
-                        saved.append(p)
-                        break
-                    k += 1
-                else:
-                    v = s if isinstance(s, Tensor) or not hasattr(s, "shape") else const(s)
-                    sp.append((2, v))
-                    saved.append(v)
-        spec = ctx._spec = tuple(sp)  # (kept on ctx for tapegrad.memory)
-        ctx.saved_tensors = tuple(saved)
-    nondiff = ()
-    if "_non_diff" in d:
-        nd = d.pop("_non_diff")
-        nondiff = tuple([j for j, o in enumerate(given) if any(o is s for s in nd)])
-    return raws, ctx, spec, multi, nondiff, prims
-
-
 def _defer(cls, args, params):
     """Lazy mode: Tensor(s) holding LazyArrays for ``cls.apply(*args, **params)``, or None when
     the op cannot infer its output (it then runs at once)."""
@@ -659,16 +775,9 @@ def _defer(cls, args, params):
     avals = [(tuple(s), np.dtype(d)) for s, d in zip(shapes_out, dtypes_out)]
 
     def run(*arrays):
-        ctx = _new(Context)
-        ctx.needs_input_grad = _falses(len(arrays))
-        xp = np
-        arrays = list(arrays)
-        if any(type(a) is not _ndarray and hasattr(a, "shape") for a in arrays):
-            ctx.device = _check_devices(cls, args, arrays)
-            xp = ctx.backend = _backend.get_backend(ctx.device)
-        out = run_forward(cls, ctx, arrays, params)
-        outs = out if isinstance(out, (tuple, list)) else (out,)
-        return tuple(as_array(o, xp) for o in outs)
+        cpu = not any(type(a) is not _ndarray and hasattr(a, "shape") for a in arrays)
+        return run_primitive(cls, args, list(arrays), params, _falses(len(arrays)), cpu,
+                             False).outs
 
     raw = [a._array if type(a) is Tensor else a for a in args]
     outs = tuple(const(a) for a in defer(run, raw, avals, cls._name()))

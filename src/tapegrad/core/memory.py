@@ -1,7 +1,7 @@
 """Memory as a tape transform: what a backward replay holds, and which residuals to keep.
 
 A *residual* is a value a ``backward`` rule reads (what ``forward`` passed to
-``ctx.save_for_backward``). A recorded :class:`~tapegrad.tape.Tape` knows every residual, its
+``ctx.save_for_backward``). A recorded :class:`~tapegrad.core.tape.Tape` knows every residual, its
 size and which entries read it, so the memory of a backward replay is a property of the
 program: :func:`residual_report` (``Tape.residual_bytes()``) computes it, and
 :func:`select_residuals` picks the residuals a :func:`~tapegrad.checkpoint` policy keeps
@@ -15,19 +15,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tapegrad.tensor import Tensor
+from tapegrad.core.function import saved_values
+from tapegrad.core.tensor import Tensor
 
 __all__ = ["ResidualReport", "residual_report", "residual_spec", "select_residuals",
-           "residual_ranks", "EXPENSIVE_OPS"]
-
-#: Ops whose outputs are costly to recompute (a multiply-add per element of an operand pair,
-#: not one operation per element): a byte budget keeps their outputs first.
-EXPENSIVE_OPS = frozenset({
-    "matmul", "einsum", "linear", "conv2d", "conv2d_input_grad", "conv2d_weight_grad",
-    "solve", "inv", "cholesky", "svd", "det", "slogdet", "eigh", "qr", "lstsq", "pinv",
-    "scaled_dot_product_attention",
-})
-
+           "residual_ranks"]
 
 class ResidualReport(NamedTuple):
     """What a backward replay of a tape holds (bytes; temporaries inside one rule excluded).
@@ -69,16 +61,8 @@ def residual_spec(entry) -> tuple:
     ctx = entry.ctx
     if ctx is None:
         return ()
-    out = []
-    for kind, k in ctx.__dict__.get("_spec", ()):
-        if kind == 0:
-            node = entry.in_nodes[k]
-            out.append(node if node >= 0 else ("const", entry.consts[k]))
-        elif kind == 1:
-            out.append(entry.out_nodes[k])
-        else:
-            out.append(("const", k))
-    return tuple(out)
+    ins = [n if n >= 0 else ("const", c) for n, c in zip(entry.in_nodes, entry.consts)]
+    return saved_values(entry.saved, ins, entry.out_nodes, lambda v: ("const", v))
 
 
 def residual_report(tape) -> ResidualReport:
@@ -89,7 +73,7 @@ def residual_report(tape) -> ResidualReport:
     rule that produces it to the backward rule of the entry that made its value.
 
     Args:
-        tape: A :class:`~tapegrad.tape.Tape` (from ``tg.trace``).
+        tape: A :class:`~tapegrad.core.tape.Tape` (from ``tg.trace``).
 
     Returns:
         A :class:`ResidualReport`.
@@ -148,17 +132,18 @@ def residual_report(tape) -> ResidualReport:
 
 
 def _cost(entry, avals) -> float:
-    """Operations per output element to recompute ``entry`` (an estimate from shapes): the
-    contracted length of a matrix product (its first operand's last axis, or the one before
-    it for a ``transpose_a`` product), the input size
-    per output element of other costly ops, 1 for the rest. Per output element, so a batched
+    """Operations per output element to recompute ``entry`` (an estimate from shapes, by the
+    op's ``cost`` trait): the contracted length of a matrix product (its first operand's last
+    axis, or the one before it for a ``transpose_a`` product), the input size per output
+    element of other dense ops, 1 for elementwise ones. Per output element, so a batched
     program (``vmap``) ranks its residuals as each example's program does."""
-    if entry.oper not in EXPENSIVE_OPS:
+    cost = entry.fn.traits.cost
+    if cost == "elementwise":
         return 1.0
     shapes = [avals[v][0] if v >= 0 else np.shape(c._array if isinstance(c, Tensor) else c)
               for v, c in zip(entry.in_nodes, entry.consts)]
     out = max(sum(math.prod(avals[v][0]) for v in entry.out_nodes), 1)
-    if entry.oper in ("matmul", "linear") and shapes and shapes[0]:
+    if cost == "contraction" and shapes and shapes[0]:
         transposed = entry.params.get("transpose_a") and len(shapes[0]) > 1  # op(a) = a^T
         return float(shapes[0][-2 if transposed else -1])
     return max(1.0, sum(math.prod(s) for s in shapes) / out)
@@ -173,10 +158,6 @@ def residual_ranks(tape, kept) -> frozenset:
     return frozenset(_ranked_candidates(tape)[v] for v in kept)
 
 
-# Ops whose output holds the same values as their one Tensor input, only rearranged.
-LAYOUT_OPS = frozenset({"reshape", "transpose", "broadcast_to"})
-
-
 def _candidates(tape):
     """Each residual a policy may keep, mapped to its origin: the node that computed its values
     (through layout ops); residuals whose origin is an input of the tape are held anyway."""
@@ -187,7 +168,7 @@ def _candidates(tape):
     for v in sorted({r for e in entries for r in residual_spec(e)
                      if isinstance(r, int) and r not in inputs and r in maker}):
         o = v
-        while o in maker and maker[o].oper in LAYOUT_OPS and len(maker[o].in_nodes) >= 1 \
+        while o in maker and maker[o].fn.traits.rearranges and len(maker[o].in_nodes) >= 1 \
                 and maker[o].in_nodes[0] >= 0:
             o = maker[o].in_nodes[0]
         if o in maker:

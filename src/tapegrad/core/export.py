@@ -1,6 +1,6 @@
 """Tapes as files: :meth:`Tape.to_json` and :meth:`Tape.from_json`, with no pickle.
 
-A tape is written as JSON (format ``tapegrad.tape``, version 1): each entry's primitive by its
+A tape is written as JSON (format ``tapegrad.core.tape``, version 1): each entry's primitive by its
 name (``"tapegrad.ops.elementwise:Sin"``, module and qualified name), its static parameters,
 the node ids of its inputs and outputs, the shape and dtype of every node, the Python decisions
 (guards), and the input and output pytree structures. Arrays the tape holds as constants are
@@ -9,7 +9,7 @@ atomically and with a digest), which the JSON names together with the SHA-256 of
 
 A tape file is data. Loading it never runs code from it and never imports a module:
 
-- primitives are looked up among the :class:`~tapegrad.function.Function` subclasses already
+- primitives are looked up among the :class:`~tapegrad.core.function.Function` subclasses already
   defined in the process (a Function defined outside tapegrad is found once the module that
   defines it has been imported); parameter values that name a type (a namedtuple, a row of an
   op table) are looked up among those defined at the top level of a module that defines a
@@ -24,7 +24,7 @@ A tape file is data. Loading it never runs code from it and never imports a modu
   before anything in it is parsed.
 
 No string from a file reaches generated source: the compiled program
-(:class:`tapegrad.jit.Program`) passes parameters as dictionaries and names its variables
+(:class:`tapegrad.transforms.jit.Program`) passes parameters as dictionaries and names its variables
 itself. A replay of a loaded tape first runs each entry as written and checks its outputs'
 shapes and dtypes against the file.
 
@@ -33,8 +33,8 @@ tape), not deliberate edits: whoever can write the JSON can record the digest of
 file. A re-signed file with changed values, shapes or dtypes loads as written, as a safetensors
 or PyTorch checkpoint does.
 
-Importing this module attaches the two methods to :class:`~tapegrad.tape.Tape` (``import
-tapegrad`` does it).
+:class:`~tapegrad.core.tape.Tape`'s ``to_json`` and ``from_json`` call :func:`tape_to_json` and
+:func:`tape_fields` (this module knows tapes only as the values they hold).
 """
 
 from __future__ import annotations
@@ -52,16 +52,16 @@ import weakref
 
 import numpy as np
 
-from tapegrad import backend as _backend
 from tapegrad import io as _io
-from tapegrad.function import Function
-from tapegrad.tape import _GUARD_FNS, Guard, Tape, TapeEntry
-from tapegrad.tensor import Tensor, const
-from tapegrad.tree import tree_flatten, tree_unflatten
+from tapegrad.core import backend as _backend
+from tapegrad.core.function import Function
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.trace import _GUARD_FNS, Guard, TapeEntry
+from tapegrad.core.tree import tree_flatten, tree_unflatten
 
-__all__ = ["tape_to_json", "tape_from_json"]
+__all__ = ["tape_to_json", "tape_fields"]
 
-FORMAT, VERSION = "tapegrad.tape", 1
+FORMAT, VERSION = "tapegrad.core.tape", 1
 
 #: Deepest container nesting of a parameter value or a pytree structure in a tape file.
 MAX_DEPTH = 256
@@ -439,15 +439,7 @@ class _Reader:
             return tuple([self.value(x, where, d) for x in self._list(body, where)])
         if tag == "__dict__":
             need()
-            out = {}
-            for pair in self._list(body, where):
-                if type(pair) is not list or len(pair) != 2:
-                    raise self.fail(where, f"malformed dict item {_brief(pair)}")
-                k = self.key(pair[0], where, d)
-                if k in out:
-                    raise self.fail(where, f"the dict key {_brief(k)} appears twice")
-                out[k] = self.value(pair[1], where, d)
-            return out
+            return self._dict(body, where, d, self.value)
         if tag == "__function__":
             need()
             return self.names.function(body, where, self.who)
@@ -493,6 +485,18 @@ class _Reader:
                             "or tuple of them")
         return k
 
+    def _dict(self, body, where: str, depth: int, read) -> dict:
+        """A dict written as a list of ``[key, value]`` pairs, each value read by ``read``."""
+        out = {}
+        for pair in self._list(body, where):
+            if type(pair) is not list or len(pair) != 2:
+                raise self.fail(where, f"malformed dict item {_brief(pair)}")
+            k = self.key(pair[0], where, depth)
+            if k in out:
+                raise self.fail(where, f"the dict key {_brief(k)} appears twice")
+            out[k] = read(pair[1], where, depth)
+        return out
+
     def _list(self, x, where: str) -> list:
         if type(x) is not list:
             raise self.fail(where, f"expected a list, got {_brief(x)}")
@@ -531,15 +535,7 @@ class _Reader:
         if kind == "list":
             return [self._struct(x, where, d) for x in self._list(body, where)]
         if kind == "dict":
-            out = {}
-            for pair in self._list(body, where):
-                if type(pair) is not list or len(pair) != 2:
-                    raise self.fail(where, f"malformed dict item {_brief(pair)}")
-                k = self.key(pair[0], where, d)
-                if k in out:
-                    raise self.fail(where, f"the dict key {_brief(k)} appears twice")
-                out[k] = self._struct(pair[1], where, d)
-            return out
+            return self._dict(body, where, d, self._struct)
         raise self.fail(where, f"unknown pytree node kind {_brief(kind)}")
 
 
@@ -603,7 +599,7 @@ def _check_call(fn, n_in: int, params: dict, where: str, who: str) -> None:
 
 
 # -- the methods -----------------------------------------------------------------------------
-def tape_to_json(self: Tape, arrays=None) -> str:
+def tape_to_json(tape, arrays=None) -> str:
     """The tape as JSON text: primitives, static parameters, shapes, dtypes, guards.
 
     Constant arrays on the tape (a weight closed over by the traced function, a Python list
@@ -612,6 +608,7 @@ def tape_to_json(self: Tape, arrays=None) -> str:
     constant arrays needs no file.
 
     Args:
+        tape: The :class:`~tapegrad.core.tape.Tape`.
         arrays: Path of the safetensors file for the tape's constant arrays (str or
             path-like), or None when the tape holds none.
 
@@ -626,17 +623,11 @@ def tape_to_json(self: Tape, arrays=None) -> str:
             ``MAX_DEPTH`` = 256), naming the entry and parameter; if an input or output
             pytree holds containers other than tuples, lists, dicts and None.
 
-    Example:
-        >>> import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
-        >>> _, tape = tg.trace(lambda x: tnp.sum(tnp.sin(x) * 2.0))(tg.Tensor(np.ones(3)))
-        >>> again = tg.Tape.from_json(tape.to_json())
-        >>> str(again) == str(tape)
-        True
     """
     who = "Tape.to_json"
     w = _Writer(who)
     entries = []
-    for i, e in enumerate(self.entries):
+    for i, e in enumerate(tape.entries):
         if type(e) is Guard:
             entries.append({"guard": e.kind, "node": e.node,
                             "value": w.value(e.value, f"guard {i}"), "where": str(e.where)})
@@ -657,16 +648,16 @@ def tape_to_json(self: Tape, arrays=None) -> str:
         })
     doc = {
         "format": FORMAT, "version": VERSION,
-        "inputs": list(self.in_nodes),
-        "in_avals": [_aval_out(a, f"input {j}", who) for j, a in enumerate(self.in_avals)],
-        "in_tree": w.structure(self.in_treedef, len(self.in_nodes), "input"),
-        "avals": [_aval_out(a, f"node {n}", who) for n, a in enumerate(self.avals)],
+        "inputs": list(tape.in_nodes),
+        "in_avals": [_aval_out(a, f"input {j}", who) for j, a in enumerate(tape.in_avals)],
+        "in_tree": w.structure(tape.in_treedef, len(tape.in_nodes), "input"),
+        "avals": [_aval_out(a, f"node {n}", who) for n, a in enumerate(tape.avals)],
         "entries": entries,
         "outputs": [r if isinstance(r, int) else {"const": w.value(r[1], f"output {j}")}
-                    for j, r in enumerate(self.out_refs)],
-        "out_avals": [_aval_out(a, f"output {j}", who) for j, a in enumerate(self.out_avals)],
-        "out_tree": w.structure(self.out_treedef, len(self.out_refs), "output"),
-        "labels": [[n, str(label)] for n, label in self.labels.items()],
+                    for j, r in enumerate(tape.out_refs)],
+        "out_avals": [_aval_out(a, f"output {j}", who) for j, a in enumerate(tape.out_avals)],
+        "out_tree": w.structure(tape.out_treedef, len(tape.out_refs), "output"),
+        "labels": [[n, str(label)] for n, label in tape.labels.items()],
         "arrays": None,
     }
     if w.arrays:
@@ -681,7 +672,7 @@ def tape_to_json(self: Tape, arrays=None) -> str:
     return json.dumps(doc, allow_nan=False)
 
 
-def tape_from_json(text, arrays=None) -> Tape:
+def tape_fields(text, arrays=None) -> dict:
     """Load a tape written by :meth:`Tape.to_json`.
 
     The file is data: loading runs none of it and imports nothing. Primitives are looked up
@@ -703,7 +694,7 @@ def tape_from_json(text, arrays=None) -> Tape:
             path the JSON names).
 
     Returns:
-        A :class:`Tape`.
+        The keyword fields of the :class:`~tapegrad.core.tape.Tape` (``Tape.from_json`` builds it).
 
     Raises:
         TypeError: if ``text`` is not str or bytes, or ``arrays`` is not a path.
@@ -779,7 +770,7 @@ def _read_arrays(ref, arrays, who: str) -> dict:
     return tree
 
 
-def _load(doc: dict, arrays, who: str) -> Tape:
+def _load(doc: dict, arrays, who: str) -> dict:
     r = _Reader(_read_arrays(doc["arrays"], arrays, who), _Names(), who)
     avals = tuple(_aval_in(a, f"avals[{n}]", who) for n, a in enumerate(r._list(doc["avals"],
                                                                                  "avals")))
@@ -870,7 +861,7 @@ def _load(doc: dict, arrays, who: str) -> Tape:
         if n in labels:
             raise ValueError(f"{who}: labels[{j}]: node {n} is labelled twice")
         labels[n] = item[1]
-    return Tape(
+    return dict(
         entries=tuple(entries),
         in_nodes=in_nodes,
         in_avals=in_avals,
@@ -880,7 +871,6 @@ def _load(doc: dict, arrays, who: str) -> Tape:
         out_treedef=r.structure(doc["out_tree"], len(out_refs), "out_tree", False),
         avals=avals,
         labels=labels,
-        loaded=True,
     )
 
 
@@ -908,9 +898,3 @@ def _guard(e: dict, r: _Reader, use, avals, where: str, who: str) -> Guard:
     return Guard(kind, n, value, e["where"])
 
 
-def _attach() -> None:
-    Tape.to_json = tape_to_json  # pyright: ignore[reportAttributeAccessIssue]
-    Tape.from_json = staticmethod(tape_from_json)  # pyright: ignore[reportAttributeAccessIssue]
-
-
-_attach()

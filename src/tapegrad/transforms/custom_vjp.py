@@ -15,10 +15,10 @@ import numbers
 
 import numpy as np
 
-from tapegrad.function import Function
-from tapegrad.tensor import Tensor
-from tapegrad.tensor import const as _tconst
-from tapegrad.tree import tree_flatten, tree_structure, tree_unflatten
+from tapegrad.core.function import Function, run_primitive, saved_values
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tensor import const as _tconst
+from tapegrad.core.tree import tree_flatten, tree_structure, tree_unflatten
 
 __all__ = ["custom_vjp", "once_differentiable", "OnceDifferentiableBackward"]
 
@@ -225,7 +225,7 @@ class _CustomVJPFunction(Function):
         """vmap of a call: the same rule, batched. The batched primitive's ``fwd`` and ``bwd``
         are ``vmap`` of the user's (JAX's ``custom_vjp`` batching), with the cotangents of
         unbatched inputs summed over the batch."""
-        from tapegrad.vmap import vmap
+        from tapegrad.transforms.vmap import vmap
 
         owner = cls.owner
         axes = tuple(0 if b else None for b in batched)
@@ -316,12 +316,12 @@ def once_differentiable(backward):
 
     @functools.wraps(backward)
     def rule(ctx, *cotangents):
-        w = ctx._watch
-        if w is None or w.inputs is None or w.trace.done:
-            return backward(ctx, *cotangents)  # first order: nothing records the rule
-        return _rerun(w, ctx, cotangents)
+        return backward(ctx, *cotangents)
 
+    # Where an enclosing transform records the rule, the engine runs it as one primitive
+    # (tapegrad.core.tape.run_rule calls _rerun); at first order it runs as written.
     rule.once_differentiable = True  # pyright: ignore[reportAttributeAccessIssue]
+    rule.rerun = _rerun  # pyright: ignore[reportAttributeAccessIssue]
     return rule
 
 
@@ -352,15 +352,14 @@ class OnceDifferentiableBackward(Function):
 
     @staticmethod
     def forward(ctx, *arrays, fn, n_in, want, tensors, fn_params):
-        from tapegrad.function import base_apply
-
         ins = list(arrays[:n_in])
         values = [_tconst(a) if t else a for a, t in zip(ins, tensors)]
         cpu = all(type(a) is np.ndarray for a, t in zip(ins, tensors) if t)
         needs = tuple(i in want for i in range(n_in))
-        _, c, _, _, nondiff, _ = base_apply(fn, values, ins, cpu, fn_params, needs)
-        if nondiff:
-            c._nondiff = nondiff
+        run = run_primitive(fn, values, ins, fn_params, needs, cpu)
+        c = run.ctx
+        if run.saved is not None:
+            c.saved_tensors = saved_values(run.saved, values, [_tconst(o) for o in run.outs])
         gs = [None if g is None else _tconst(g) for g in arrays[n_in:]]
         grads = fn.backward(c, *gs)
         if type(grads) is not tuple:
@@ -397,7 +396,7 @@ class OnceDifferentiableBackward(Function):
 
     @staticmethod
     def batch(args, batched, size, **params):
-        from tapegrad.vmap import loop
+        from tapegrad.transforms.vmap import loop
 
         return loop(OnceDifferentiableBackward, args, batched, size, params)
 

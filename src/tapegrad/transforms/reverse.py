@@ -11,24 +11,26 @@ from __future__ import annotations
 import inspect
 import numbers
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from tapegrad.backend import backend_of
-from tapegrad.function import new_level, transform_scope
-from tapegrad.tape import Trace, _seed_cotangents, backward_pass
-from tapegrad.tensor import Tensor, const, primal_of
-from tapegrad.tree import (
+from tapegrad.core.backend import backend_of
+from tapegrad.core.function import new_level, transform_scope
+from tapegrad.core.tape import freeze
+from tapegrad.core.tensor import Tensor, const, primal_of
+from tapegrad.core.trace import Trace, _seed_cotangents, backward_pass
+from tapegrad.core.tree import (
     held_leaves,
     tree_flatten,
     tree_flatten_with_path,
     tree_map,
     tree_unflatten,
 )
-from tapegrad.weak import WeakScalar
+from tapegrad.core.weak import WeakScalar
 
-__all__ = ["vjp", "grad", "value_and_grad", "trace", "select_argnums", "check_callable"]
+__all__ = ["vjp", "grad", "value_and_grad", "trace", "select_argnums", "check_callable",
+           "call_traced", "run_traced", "Traced"]
 
 
 def check_callable(fun, who: str) -> None:
@@ -165,17 +167,41 @@ def split_aux(out, has_aux, trace, who):
     return out[0], tree_map(lambda v: _lower_aux(v, trace, who), out[1])
 
 
-def call_traced(fun, args: tuple, has_aux, who, names, allow_int=False, replays=False,
-                kinds="fc"):
-    """Run ``fun(*args)`` with every leaf of ``args`` (of a dtype kind in ``kinds``, see
-    :func:`as_primal`) traced on a fresh :class:`Trace`.
+class Traced(NamedTuple):
+    """A function run on traced inputs (:func:`call_traced`).
 
-    Returns ``(trace, in_treedef, primals, out_tree, out_nodes, lowered_outs, aux)``; an output
-    leaf that does not depend on the inputs has node ``None``.
+    Attributes:
+        trace: The :class:`Trace` it recorded on (finished).
+        in_treedef: The pytree structure of the arguments.
+        primals: The input leaves, as Tensors one level down.
+        out_tree: The pytree structure of the output.
+        out_nodes: Per output leaf, its node id, or None for a leaf that does not depend on
+            the inputs.
+        outs: The output leaves one level down (their values).
+        aux: The auxiliary output (``has_aux``), lowered; None without.
     """
+
+    trace: Trace
+    in_treedef: Any
+    primals: list
+    out_tree: Any
+    out_nodes: list
+    outs: list
+    aux: Any
+
+
+def call_traced(fun, args: tuple, has_aux, who, names, allow_int=False, replays=False,
+                kinds="fc") -> Traced:
+    """Run ``fun(*args)`` with every leaf of ``args`` (of a dtype kind in ``kinds``, see
+    :func:`as_primal`) traced on a fresh :class:`Trace`."""
     leaves, treedef = tree_flatten(args)
-    trace = Trace(new_level(), replays)
     primals = _primals(leaves, treedef, args, names, who, allow_int, kinds)
+    return run_traced(Trace(new_level(), replays), fun, treedef, primals, has_aux, who)
+
+
+def run_traced(trace, fun, treedef, primals, has_aux, who) -> Traced:
+    """Run ``fun`` on ``primals`` (the input leaves, of structure ``treedef``) traced on the
+    fresh ``trace`` (their nodes are 0, 1, ...), and lower its outputs below it."""
     traced = [trace.new_input(p) for p in primals]
     try:
         with transform_scope():
@@ -189,7 +215,7 @@ def call_traced(fun, args: tuple, has_aux, who, names, allow_int=False, replays=
         low, node = lower_output(o, trace, i, out, who)
         nodes.append(node)
         lowered.append(low)
-    return trace, treedef, primals, out_tree, nodes, lowered, aux
+    return Traced(trace, treedef, primals, out_tree, nodes, lowered, aux)
 
 
 def _primals(leaves, treedef, args, names, who, allow_int, kinds) -> list:
@@ -251,22 +277,22 @@ def vjp(fun, *primals, has_aux: bool = False) -> tuple[Any, ...]:
         [3.0, 2.0]
     """
     check_callable(fun, "vjp")
-    trace, treedef, prims, out_tree, nodes, lowered, aux = call_traced(
+    run = call_traced(
         fun, primals, has_aux, "vjp", lambda: [f"primals[{i}]" for i in range(len(primals))]
     )
-    entries, avals = tuple(trace.entries), trace.avals
-    refs = [n if n is not None else ("const", low) for n, low in zip(nodes, lowered)]
-    out_avals = [(low.shape, low.dtype) for low in lowered]
-    primals_out = tree_unflatten(out_tree, lowered)
+    entries, avals = tuple(run.trace.entries), run.trace.avals
+    refs = [n if n is not None else ("const", low) for n, low in zip(run.out_nodes, run.outs)]
+    out_avals = [(low.shape, low.dtype) for low in run.outs]
+    primals_out = tree_unflatten(run.out_tree, run.outs)
 
     def vjp_fn(cotangent):
-        ct = _seed_cotangents(cotangent, refs, out_avals, out_tree, "vjp_fn")
+        ct = _seed_cotangents(cotangent, refs, out_avals, run.out_tree, "vjp_fn")
         with transform_scope():
             backward_pass(list(entries), ct, avals, consume=True)
-        return tuple(_input_cotangents(ct, prims, treedef))
+        return tuple(_input_cotangents(ct, run.primals, run.in_treedef))
 
     if has_aux:
-        return primals_out, vjp_fn, aux
+        return primals_out, vjp_fn, run.aux
     return primals_out, vjp_fn
 
 
@@ -388,9 +414,8 @@ def value_and_grad(
                                                 else (argnums,))]
 
         with transform_scope():
-            trace, treedef, prims, out_tree, nodes, lowered, aux = call_traced(
-                call, diff, has_aux, "grad", names, kinds=kinds
-            )
+            run = call_traced(call, diff, has_aux, "grad", names, kinds=kinds)
+            lowered, nodes = run.outs, run.out_nodes
             if len(lowered) != 1 or lowered[0].size != 1 or lowered[0].dtype.kind != want:
                 if len(lowered) == 1 and lowered[0].size == 1:
                     check_output_dtype(lowered[0], "the output", "grad", holomorphic)
@@ -414,11 +439,11 @@ def value_and_grad(
                 if value.shape != ():  # a one-element array counts as its scalar (autograd)
                     one = backend_of(one).ones(value.shape, one.dtype)
                 ct[nodes[0]] = const(one)
-            backward_pass(trace.entries, ct, trace.avals, consume=True)
-            cts = _input_cotangents(ct, prims, treedef)
+            backward_pass(run.trace.entries, ct, run.trace.avals, consume=True)
+            cts = _input_cotangents(ct, run.primals, run.in_treedef)
         g = cts[pos[0]] if isinstance(argnums, int) else tuple(cts[p] for p in pos)
         if has_aux:
-            return (value, aux), g
+            return (value, run.aux), g
         return value, g
 
     value_and_grad_f.__name__ = f"value_and_grad_{getattr(fun, '__name__', 'fun')}"
@@ -512,14 +537,12 @@ def trace(fun):
     check_callable(fun, "trace")
 
     def traced_f(*args):
-        tr, treedef, prims, out_tree, nodes, lowered, _ = call_traced(
-            fun, args, False, "trace", [f"args[{i}]" for i in range(len(args))],
-            allow_int=True, replays=True,
-        )
-        refs = [n if n is not None else ("const", low) for n, low in zip(nodes, lowered)]
-        tape = tr.freeze(range(len(prims)), treedef, refs,
-                         [(low.shape, low.dtype) for low in lowered], out_tree)
-        return tree_unflatten(out_tree, lowered), tape
+        run = call_traced(fun, args, False, "trace", [f"args[{i}]" for i in range(len(args))],
+                          allow_int=True, replays=True)
+        refs = [n if n is not None else ("const", low) for n, low in zip(run.out_nodes, run.outs)]
+        tape = freeze(run.trace, range(len(run.primals)), run.in_treedef, refs,
+                      [(low.shape, low.dtype) for low in run.outs], run.out_tree)
+        return tree_unflatten(run.out_tree, run.outs), tape
 
     traced_f.__name__ = f"trace_{getattr(fun, '__name__', 'fun')}"
     return traced_f
