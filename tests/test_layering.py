@@ -34,7 +34,7 @@ LAYERS = [
     ("tensor", ["tapegrad.tensor", "tapegrad.tree"]),
     ("function", ["tapegrad.function"]),
     ("trace", ["tapegrad.trace", "tapegrad.weak"]),
-    ("program", ["tapegrad.program", "tapegrad.memory", "tapegrad.io"]),
+    ("program", ["tapegrad.program", "tapegrad.fusion", "tapegrad.memory", "tapegrad.io"]),
     ("export", ["tapegrad.export"]),
     ("tape", ["tapegrad.tape"]),
     ("ops", ["tapegrad.ops", "tapegrad.ops.*"]),

@@ -28,6 +28,7 @@ import itertools
 import numpy as np
 
 from tapegrad import backend as _backend
+from tapegrad import fusion as _fusion
 from tapegrad.function import Context, _state, run_primitive, transform_scope
 from tapegrad.tensor import Tensor, const
 from tapegrad.trace import (
@@ -127,8 +128,9 @@ class Program:
             and checks each, naming the entry).
     """
 
-    def __init__(self, tape, keep_inputs: bool = True):
+    def __init__(self, tape, keep_inputs: bool = True, fuse: bool = False):
         self.tape = tape
+        self._fuse = fuse
         # A tape read from a file: its first run checks each entry against the file.
         self._unchecked = bool(tape.loaded)
         if not tape.loaded:
@@ -216,6 +218,9 @@ class Program:
         live_steps.reverse()
         self.dropped = len(steps) - len(live_steps)
         self._steps, self._outputs = live_steps, outputs
+        self.groups: list = []
+        if self._fuse:  # elementwise regions as native kernels (tapegrad.fusion)
+            self._steps, self.groups = _fusion.fuse(live_steps, outputs, tape.avals, _Step)
         self._plan(tape)
 
     def _layout(self, steps: list, outputs: list) -> tuple:

@@ -535,6 +535,28 @@ def _second(partials, vals, needs, h, g, nonan) -> list:
             for v, need, p in zip(vals, needs, partials)]
 
 
+def _times_formula(xp, g, d, nonan: bool):
+    """:func:`_times` as one formula on scalars (the fused-kernel form): ``g * d`` in ``g``'s
+    dtype, a boolean ``d`` selecting ``g`` or +0, and with ``nonan`` 0 where ``g == 0`` and
+    the product is not finite."""
+    if d.dtype == np.bool_:
+        return xp.where(d, g, 0)
+    out = g * d
+    if out.dtype != g.dtype and g.dtype.kind in "fc" and out.dtype.kind != "c":
+        out = out.astype(g.dtype)
+    if nonan:
+        out = xp.where((g == 0) & ~xp.isfinite(out), 0, out)
+    return out
+
+
+def _unary_grad_formula(xp, g, x, out, row):
+    return _times_formula(xp, g, row.deriv(xp, x, out), row.nonan)
+
+
+def _binary_grad_formula(xp, g, x, y, out, row, wrt):
+    return _times_formula(xp, g, (row.dx if wrt == 0 else row.dy)(xp, x, y, out), row.nonan)
+
+
 class UnaryGrad(Function):
     """``g * row.deriv(x, out)``: the backward (and forward-mode) rule of a unary table op,
     fused into one primitive (the derivative and the product in one pass over memory).
@@ -544,7 +566,7 @@ class UnaryGrad(Function):
     written with tapegrad operations, so every order is exact.
     """
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
-    traits = Traits(into=True, fresh=True)
+    traits = Traits(into=True, fresh=True, formula=_unary_grad_formula)
 
     oper = "unary_grad"
 
@@ -580,7 +602,7 @@ class BinaryGrad(Function):
     derivatives in ``x``, ``y`` and ``out`` are ``g`` times the partial derivatives of the row's
     formula, ``d2``, so every order is exact."""
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
-    traits = Traits(into=True, fresh=True)
+    traits = Traits(into=True, fresh=True, formula=_binary_grad_formula)
 
     oper = "binary_grad"
 
@@ -2109,7 +2131,7 @@ class AsType(Function):
         TypeError: if ``dtype`` is not a dtype NumPy understands, naming it.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    traits = Traits(fresh=True)
+    traits = Traits(fresh=True, formula=lambda xp, x, dtype: x.astype(dtype))
 
     oper = "astype"
     names = ("astype",)
