@@ -27,6 +27,7 @@ import math
 import os
 import sys
 import threading
+import types
 
 import numpy as np
 
@@ -351,6 +352,7 @@ class _Group:
         self.slot: dict = {}  # ref key -> input node
         self.value: dict = {}  # program node -> _Node computed in the group
         self.nodes: list = []  # (program node, _Node) per step
+        self.ext_reads: set = set()  # program values from outside the kernel reads
 
 
 class FusedGroup:
@@ -413,15 +415,7 @@ def fuse(steps: list, outputs: list, avals: dict, make_step) -> tuple:
     if not enabled():
         return steps, []
 
-    reads: dict = {}  # program node -> indices of the steps (or -1: outputs) reading it
-    for i, s in enumerate(steps):
-        for n in ([s.node] if type(s) is Guard else [v for k, v in s.ins if k == "v"]):
-            reads.setdefault(n, []).append(i)
-    for k, v in outputs:
-        if k == "v":
-            reads.setdefault(v, []).append(len(steps))
-    new: list = []
-    groups: list = []
+    items: list = []  # program steps and groups (each at the place it closes), in order
     cur: _Group | None = None
 
     def close():
@@ -429,18 +423,15 @@ def fuse(steps: list, outputs: list, avals: dict, make_step) -> tuple:
         if cur is not None:
             g, cur = cur, None
             if len(g.steps) >= 2:
-                step = _emit(g, reads, steps, avals, make_step)
-                if step is not None:
-                    new.append(step)
-                    groups.append(step.fn)
-                    return
-            new.extend(g.steps)
+                items.append(g)
+            else:
+                items.extend(g.steps)
 
-    for i, s in enumerate(steps):
+    for s in steps:
         if type(s) is Guard:
             if cur is not None and s.node in cur.value:
                 close()
-            new.append(s)
+            items.append(s)
             continue
         shape, dtype = s.avals[0] if s.avals else ((), None)
         fusable = (len(s.outs) == 1 and dtype in _DTYPES and len(shape) >= 1
@@ -451,8 +442,7 @@ def fuse(steps: list, outputs: list, avals: dict, make_step) -> tuple:
         if fusable:
             if cur is None:
                 cur = _Group(shape)
-            node = _add(cur, s, avals)
-            if node is not None:
+            if _add(cur, s, avals) is not None:
                 continue
             if cur.steps:
                 close()
@@ -463,8 +453,34 @@ def fuse(steps: list, outputs: list, avals: dict, make_step) -> tuple:
         if cur is not None and (s.fn.traits.effect or any(
                 k == "v" and v in cur.value for k, v in s.ins)):
             close()
-        new.append(s)
+        items.append(s)
     close()
+    # who reads each value: a group only what its kernel reads (a formula may ignore an operand)
+    reads: dict = {}
+    for j, it in enumerate(items):
+        if type(it) is _Group:
+            got = it.ext_reads
+        elif type(it) is Guard:
+            got = (it.node,)
+        else:
+            got = [v for k, v in it.ins if k == "v"]
+        for n in got:
+            reads.setdefault(n, set()).add(j)
+    for k, v in outputs:
+        if k == "v":
+            reads.setdefault(v, set()).add(-1)
+    new: list = []
+    groups: list = []
+    for j, it in enumerate(items):
+        if type(it) is not _Group:
+            new.append(it)
+            continue
+        step = _emit(it, [n for n, _ in it.nodes if reads.get(n, set()) - {j}], avals,
+                     make_step)
+        if step is None:  # a kernel that cannot be built: the whole program runs unfused
+            return steps, []
+        new.append(step)
+        groups.append(step.fn)
     return new, groups
 
 
@@ -511,6 +527,19 @@ def _add(g: _Group, s, avals) -> _Node | None:
     if node is None:
         _undo(g, added)
         return None
+    operand = {id(sym.node): ref for sym, ref in zip(syms, s.ins)
+               if isinstance(sym, _Sym) and ref[0] == "v" and ref[1] not in g.value}
+    seen: set = set()
+    todo = [node]
+    while todo:  # the operands the step's expression really reads
+        nd = todo.pop()
+        if id(nd) in seen:
+            continue
+        seen.add(id(nd))
+        if id(nd) in operand:
+            g.ext_reads.add(operand[id(nd)][1])
+        elif nd.op != "in":
+            todo.extend(nd.args)
     g.value[s.outs[0]] = node
     g.nodes.append((s.outs[0], node))
     g.steps.append(s)
@@ -524,16 +553,11 @@ def _undo(g: _Group, keys) -> None:
 
 
 # -- code generation -------------------------------------------------------------------------
-def _emit(g: _Group, reads: dict, steps: list, avals, make_step):
-    """The program step running group ``g`` as one kernel (None if it cannot compile)."""
-    members = {id(s) for s in g.steps}
-    index_of = {id(s): i for i, s in enumerate(steps)}
-    last = max(index_of[id(s)] for s in g.steps)
-    outs = []
-    for n, node in g.nodes:
-        if any(i > last or id(steps[i]) not in members if i < len(steps) else True
-               for i in reads.get(n, ())):
-            outs.append((n, node))
+def _emit(g: _Group, out_nodes: list, avals, make_step):
+    """The program step running group ``g`` as one kernel that returns the values
+    ``out_nodes`` (None if it cannot be built)."""
+    wanted = set(out_nodes)
+    outs = [(n, node) for n, node in g.nodes if n in wanted]
     if not outs:
         return None
     # inputs actually used by the output expressions (a formula may ignore an operand)
@@ -697,9 +721,12 @@ def _kernel(src: str):
                     f.write(src)
                 os.replace(tmp, path)
             # The text run is the one generated here (the file gives numba's cache its key)
-            scope: dict = {"__name__": f"tapegrad_kernel_{key}"}
-            exec(compile(src, path, "exec"), scope)  # noqa: S102
-            fn = numba.njit(cache=True, error_model="numpy", nogil=True)(scope["kernel"])
+            # (a module of its own, registered: numba's cache finds the kernel's globals there)
+            module = types.ModuleType(f"tapegrad_kernel_{key}")
+            module.__file__ = path
+            exec(compile(src, path, "exec"), module.__dict__)  # noqa: S102
+            sys.modules[module.__name__] = module
+            fn = numba.njit(cache=True, error_model="numpy", nogil=True)(module.kernel)
         except OSError as e:
             _log.info("jit: cannot write fused kernels to %s (%s): running unfused",
                       cache_dir(), e)
