@@ -42,6 +42,16 @@ _log = logging.getLogger("tapegrad")
 #: this size share kernels.
 MAX_GROUP = 32
 
+#: Largest iteration size (elements) at which kernels compute transcendental functions (the C
+#: math library's, one element at a time); on larger arrays NumPy's vectorized loops are
+#: faster, so those ops stay NumPy calls and the kernels hold exact arithmetic only.
+SMALL = 64
+
+#: Vocabulary ops computed by the C math library (within a few ulp of NumPy's own loops).
+_LIBM = frozenset({"power", "logaddexp", "hypot", "arctan2", "exp", "expm1", "log", "log1p",
+                   "log2", "log10", "sin", "cos", "tan", "sinh", "cosh", "tanh", "arctan",
+                   "arcsinh", "sigmoid"})
+
 _STATE: dict = {"enabled": os.environ.get("TAPEGRAD_FUSION", "1") != "0", "warned": False}
 _LOCK = threading.Lock()
 _KERNELS: dict = {}  # source hash -> compiled numba dispatcher
@@ -324,9 +334,10 @@ _NS = _SymNS()
 
 # -- grouping --------------------------------------------------------------------------------
 def _expr(step, ins: list):
-    """The node ``step`` computes from the symbolic inputs ``ins`` (None if not fusable)."""
+    """The nodes ``step`` computes (one per output) from the symbolic inputs ``ins``; None if
+    it is not fusable."""
     traits: Traits = step.fn.traits
-    if len(step.outs) != 1 or traits.effect:
+    if traits.effect:
         return None
     try:
         if traits.formula is not None:
@@ -337,9 +348,12 @@ def _expr(step, ins: list):
             return None
     except (_NotFusable, TypeError, AttributeError, ValueError):
         return None
-    if not isinstance(out, _Sym) or out.node.dtype != step.avals[0][1]:
+    outs = out if isinstance(out, tuple) else (out,)
+    if len(outs) != len(step.outs) or not all(
+            isinstance(o, _Sym) and o.node.dtype == aval[1]
+            for o, aval in zip(outs, step.avals)):
         return None
-    return out.node
+    return [o.node for o in outs]
 
 
 class _Group:
@@ -434,7 +448,8 @@ def fuse(steps: list, outputs: list, avals: dict, make_step) -> tuple:
             items.append(s)
             continue
         shape, dtype = s.avals[0] if s.avals else ((), None)
-        fusable = (len(s.outs) == 1 and dtype in _DTYPES and len(shape) >= 1
+        fusable = (len(s.outs) >= 1 and dtype in _DTYPES and len(shape) >= 1
+                   and all(a == s.avals[0][0] for a, _ in s.avals)
                    and not s.fn.traits.effect
                    and (s.fn.traits.formula is not None or s.fn.traits.ufunc is not None))
         if fusable and cur is not None and (cur.shape != shape or len(cur.steps) >= MAX_GROUP):
@@ -484,7 +499,7 @@ def fuse(steps: list, outputs: list, avals: dict, make_step) -> tuple:
     return new, groups
 
 
-def _add(g: _Group, s, avals) -> _Node | None:
+def _add(g: _Group, s, avals) -> list | None:
     """Add step ``s`` to group ``g``; None (and ``g`` unchanged) when it does not fit."""
     syms = []
     added = []
@@ -523,27 +538,36 @@ def _add(g: _Group, s, avals) -> _Node | None:
             g.inputs.append(ref)
             added.append(key)
         syms.append(_Sym(node))
-    node = _expr(s, syms)
-    if node is None:
+    nodes = _expr(s, syms)
+    if nodes is None:
         _undo(g, added)
         return None
-    operand = {id(sym.node): ref for sym, ref in zip(syms, s.ins)
-               if isinstance(sym, _Sym) and ref[0] == "v" and ref[1] not in g.value}
+    operand = {id(sym.node): ref for sym, ref in zip(syms, s.ins) if isinstance(sym, _Sym)}
+    small = math.prod(g.shape) <= SMALL
     seen: set = set()
-    todo = [node]
-    while todo:  # the operands the step's expression really reads
+    reads = set()
+    todo = list(nodes)
+    while todo:  # the operands the step's expression really reads (its own nodes only)
         nd = todo.pop()
         if id(nd) in seen:
             continue
         seen.add(id(nd))
-        if id(nd) in operand:
-            g.ext_reads.add(operand[id(nd)][1])
-        elif nd.op != "in":
+        ref = operand.get(id(nd))
+        if ref is not None:
+            if ref[0] == "v" and ref[1] not in g.value:
+                reads.add(ref[1])
+            continue
+        if nd.op in _LIBM and not small:
+            _undo(g, added)
+            return None
+        if nd.op != "in":
             todo.extend(nd.args)
-    g.value[s.outs[0]] = node
-    g.nodes.append((s.outs[0], node))
+    g.ext_reads.update(reads)
+    for n, node in zip(s.outs, nodes):
+        g.value[n] = node
+        g.nodes.append((n, node))
     g.steps.append(s)
-    return node
+    return nodes
 
 
 def _undo(g: _Group, keys) -> None:
