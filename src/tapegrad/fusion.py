@@ -118,7 +118,8 @@ def _numba():
         if not _STATE["warned"]:
             _STATE["warned"] = True
             _log.info("jit: numba is not installed, so programs run unfused (one NumPy call "
-                      "per op); pip install 'tapegrad[jit]' to fuse elementwise regions")
+                      "per op); install numba (pip install -e \".[jit]\" in a clone) to fuse "
+                      "elementwise regions")
         return None
     return numba
 
@@ -316,7 +317,9 @@ class _SymNS:
     """The namespace formulas see: NumPy names of the vocabulary, on symbolic scalars."""
 
     def __getattr__(self, name):
-        if name.startswith("_") or name not in _VOCAB or name == "astype":
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name not in _VOCAB or name == "astype":
             raise _NotFusable(name)
         return lambda *a: _apply(name, *a)
 
