@@ -115,6 +115,8 @@ def test_large_arrays_keep_transcendental_functions_as_numpy_calls():
     assert [grp.ops for grp in prog.groups] == [("mul", "add"), ("unary_grad", "mul")]
     assert "= tanh " in str(prog)
     np.testing.assert_array_equal(_run(jg, x).numpy(), g(x).numpy())  # exact: arithmetic
+    big = tg.Tensor(np.zeros(fusion.MAX_SIZE + 1))
+    assert not jg.lower(big).groups  # beyond MAX_SIZE: NumPy calls
 
 
 def test_nan_and_inf_as_eager_without_warnings():

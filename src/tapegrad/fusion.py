@@ -47,6 +47,10 @@ MAX_GROUP = 32
 #: faster, so those ops stay NumPy calls and the kernels hold exact arithmetic only.
 SMALL = 64
 
+#: Largest iteration size (elements) of a group: on larger arrays a NumPy call costs little
+#: beside its memory traffic, and NumPy's vectorized loops beat a kernel's scalar loop.
+MAX_SIZE = 16384
+
 #: Vocabulary ops computed by the C math library (within a few ulp of NumPy's own loops).
 _LIBM = frozenset({"power", "logaddexp", "hypot", "arctan2", "exp", "expm1", "log", "log1p",
                    "log2", "log10", "sin", "cos", "tan", "sinh", "cosh", "tanh", "arctan",
@@ -452,6 +456,7 @@ def fuse(steps: list, outputs: list, avals: dict, make_step) -> tuple:
             continue
         shape, dtype = s.avals[0] if s.avals else ((), None)
         fusable = (len(s.outs) >= 1 and dtype in _DTYPES and len(shape) >= 1
+                   and math.prod(shape) <= MAX_SIZE
                    and all(a == s.avals[0][0] for a, _ in s.avals)
                    and not s.fn.traits.effect
                    and (s.fn.traits.formula is not None or s.fn.traits.ufunc is not None))
