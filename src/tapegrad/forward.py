@@ -258,7 +258,9 @@ def _jvp_core(fun, treedef, prims, tangents, has_aux, who) -> Traced:
 
 def _tangents_out(run: Traced) -> list:
     """The tangent of each output leaf of a forward-mode run (``None``: zero)."""
-    tangents = run.trace.tangents
+    trace = run.trace
+    assert isinstance(trace, JVPTrace)
+    tangents = trace.tangents
     return [None if n is None else tangents.get(n) for n in run.out_nodes]
 
 
