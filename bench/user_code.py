@@ -68,7 +68,7 @@ from _util import (  # noqa: E402
 )
 
 import tapegrad as tg  # noqa: E402
-import tapegrad.fusion as fusion  # noqa: E402
+import tapegrad.core.fusion as fusion  # noqa: E402
 import tapegrad.numpy as tnp  # noqa: E402
 from tapegrad.nn import functional as F  # noqa: E402
 

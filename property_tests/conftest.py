@@ -6,7 +6,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-import tapegrad.fusion as _fusion
+import tapegrad.core.fusion as _fusion
 
 _fusion.set_enabled(False)  # jit runs unfused here unless a test turns fusion on (``fused``)
 

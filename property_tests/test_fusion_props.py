@@ -3,7 +3,7 @@
 Values and gradients, float32/float64/complex128, broadcasting with size-0 and size-1 axes.
 Exact (array_equal, NaN equal to NaN) where the kernel computes arithmetic only; within a few
 ulp per op where it computes a transcendental function with the C math library (arrays of at
-most ``tapegrad.fusion.SMALL`` elements; larger ones keep those ops as NumPy calls). The op
+most ``tapegrad.core.fusion.SMALL`` elements; larger ones keep those ops as NumPy calls). The op
 choices are few, so that the examples share a handful of compiled kernels.
 """
 
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tapegrad as tg
-import tapegrad.fusion as fusion
+import tapegrad.core.fusion as fusion
 import tapegrad.numpy as tnp
 
 pytestmark = pytest.mark.usefixtures("fused")

@@ -8,7 +8,7 @@ suite compiles only the few kernels those tests need.
 
 import pytest
 
-import tapegrad.fusion as _fusion
+import tapegrad.core.fusion as _fusion
 
 _fusion.set_enabled(False)
 

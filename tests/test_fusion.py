@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-import tapegrad.fusion as fusion
+import tapegrad.core.fusion as fusion
 import tapegrad.numpy as tnp
 
 pytestmark = pytest.mark.usefixtures("fused")

@@ -1,13 +1,13 @@
 """Fusion of a compiled program's elementwise regions into native kernels (numba on the CPU).
 
-:class:`~tapegrad.program.Program` (built by :func:`~tapegrad.jit`) runs one NumPy call per
+:class:`~tapegrad.core.program.Program` (built by :func:`~tapegrad.jit`) runs one NumPy call per
 primitive. This pass groups connected runs of elementwise steps of one iteration shape (ufuncs,
 broadcasting operands, Python scalars, casts, and the fused backward rules of the elementwise
 table) into :class:`FusedGroup` steps; each group runs as one native loop over the output
 elements, with no temporary arrays. Matrix products, convolutions, linear algebra, reductions,
 gathers and scatters stay library calls.
 
-What an op computes comes from its :class:`~tapegrad.function.Traits`: ``ufunc`` (a NumPy
+What an op computes comes from its :class:`~tapegrad.core.function.Traits`: ``ufunc`` (a NumPy
 ufunc, no parameters) or ``formula`` (a formula in NumPy-named functions, evaluated here on
 symbolic scalars). Kernel source is written only from this module's fixed vocabulary of
 expression templates and dtype names: no op label, parameter, user value or string from a tape
@@ -31,8 +31,8 @@ import types
 
 import numpy as np
 
-from tapegrad.function import Traits
-from tapegrad.trace import Guard
+from tapegrad.core.function import Traits
+from tapegrad.core.trace import Guard
 
 __all__ = ["FusedGroup", "cache_dir", "enabled", "set_enabled"]
 
@@ -85,7 +85,7 @@ def set_enabled(on: bool) -> bool:
         TypeError: if ``on`` is not a bool.
 
     Example:
-        >>> import tapegrad.fusion as fusion
+        >>> import tapegrad.core.fusion as fusion
         >>> before = fusion.set_enabled(False)
         >>> _ = fusion.set_enabled(before)
     """

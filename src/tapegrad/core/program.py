@@ -17,7 +17,7 @@ wrapping, no pytrees, no per-entry interpretation. Before generating the code it
   (``out=``), so a replay allocates no more than the math needs. Inputs, constants and the
   program's outputs are never written.
 
-What the planning may assume about each op is its :class:`~tapegrad.function.Traits`.
+What the planning may assume about each op is its :class:`~tapegrad.core.function.Traits`.
 ``Tape.replay`` and :func:`tapegrad.jit` run programs.
 """
 
@@ -27,11 +27,11 @@ import itertools
 
 import numpy as np
 
-from tapegrad import backend as _backend
-from tapegrad import fusion as _fusion
-from tapegrad.function import Context, _state, run_primitive, transform_scope
-from tapegrad.tensor import Tensor, const
-from tapegrad.trace import (
+from tapegrad.core import backend as _backend
+from tapegrad.core import fusion as _fusion
+from tapegrad.core.function import Context, _state, run_primitive, transform_scope
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.trace import (
     Guard,
     GuardError,
     _check_outputs,
@@ -90,7 +90,7 @@ def _run_step(fn, params, arrays: list, dev: str) -> tuple:
 
 
 def _array_step(dev: str):
-    """The step of :func:`~tapegrad.tape.interpret` that runs an entry on arrays on ``dev``."""
+    """The step of :func:`~tapegrad.core.tape.interpret` that runs an entry on arrays on ``dev``."""
     def step(e, args):
         return _run_step(e.fn, e.params, [_const_array(a) for a in args], dev)
 
@@ -114,9 +114,9 @@ class Program:
             elimination and dead-code elimination removed.
         fused: How many transposes the layout pass removed (cancelled, or computed by the
             product that fed them).
-        groups: The :class:`~tapegrad.fusion.FusedGroup` records of a program ``jit`` built
-            with fusion on: each runs a region of elementwise steps as one native kernel (a
-            line ``fused[op op ...]`` in the listing); empty otherwise.
+        groups: The :class:`~tapegrad.core.fusion.FusedGroup` records of a program ``jit``
+            built with fusion on: each runs a region of elementwise steps as one native kernel
+            (a line ``fused[op op ...]`` in the listing); empty otherwise.
 
     The generated source holds only names the compiler makes up (``v0, v1, ...`` for values,
     numbered slots for functions, parameter dicts and constants): no string from the tape (an
@@ -222,7 +222,7 @@ class Program:
         self.dropped = len(steps) - len(live_steps)
         self._steps, self._outputs = live_steps, outputs
         self.groups: list = []
-        if self._fuse:  # elementwise regions as native kernels (tapegrad.fusion)
+        if self._fuse:  # elementwise regions as native kernels (tapegrad.core.fusion)
             self._steps, self.groups = _fusion.fuse(live_steps, outputs, tape.avals, _Step)
         self._plan(tape)
 
