@@ -21,6 +21,11 @@ fused helper made for the benchmark:
 - **cnn**: conv3x3(16)-relu-pool2-conv3x3(32)-relu-pool2-linear on 64x1x28x28, float32, through
   ``nn.functional`` (``conv2d``, ``relu``, ``max_pool2d``, ``linear``, ``cross_entropy``) and the
   plain update.
+- **rnn**: an Elman RNN, ``h = tanh(x_t @ wx + h @ wh + b)`` for T=20 steps, batch 32, hidden
+  128, input 64, float64, loss ``sum(h * h)`` of the last state; gradient in ``(wx, wh, b)``
+  under ``jit(grad)``, beside a hand-written NumPy forward and backward.
+- **compile**: the chain's first ``jit(grad)`` call in a fresh process, with an empty kernel
+  cache and with the cache the first process left.
 - **memory**: peak bytes (tracemalloc) of one forward+backward of a 50-layer width-256 ReLU MLP
   (batch 256, float32), eager and under ``jit``.
 
@@ -28,7 +33,10 @@ All times are ratios measured in one run, in interleaved rounds of process CPU t
 round times every column once; each keeps its best round), single thread pinned to one core.
 Never quote a lone absolute time from this script: the machines are noisy.
 
-Run: ``python bench/user_code.py [--only chain,mlp,hvp,cnn,memory] [--repeat 7]``.
+Each ``jit`` column is measured with elementwise fusion (numba kernels) and, in the column
+marked "unfused", with one NumPy call per op.
+
+Run: ``python bench/user_code.py [--only chain,rnn,mlp,hvp,cnn,compile,memory] [--repeat 7]``.
 """
 
 from __future__ import annotations
@@ -60,6 +68,7 @@ from _util import (  # noqa: E402
 )
 
 import tapegrad as tg  # noqa: E402
+import tapegrad.core.fusion as fusion  # noqa: E402
 import tapegrad.numpy as tnp  # noqa: E402
 from tapegrad.nn import functional as F  # noqa: E402
 
@@ -115,6 +124,8 @@ def chain_bench(repeat, steps=100):
     jg = tg.jit(g)
     np.testing.assert_allclose(jg(X).numpy(), ref, rtol=1e-9)
     cols["tapegrad jit(grad)"] = lambda: jg(X)
+    ju = unfused(tg.jit(g), X)
+    cols["tapegrad jit(grad), unfused"] = lambda: ju(X)
     torch = optional("torch")
     if torch is not None:
         torch.set_num_threads(1)
@@ -163,6 +174,131 @@ def chain_bench(repeat, steps=100):
         )
     head = f"Chain of {n_ops} small ops (16 float64 elements), forward+backward"
     return head, table(rows, ["implementation", "vs NumPy", "vs PyTorch eager"]), times
+
+
+def unfused(jitted, *args):
+    """``jitted`` with its program for ``args`` recorded unfused (one NumPy call per op)."""
+    before = fusion.set_enabled(False)
+    try:
+        jitted(*args)
+    finally:
+        fusion.set_enabled(before)
+    return jitted
+
+
+# -- RNN -----------------------------------------------------------------------------------------
+def tg_rnn_loss(params, xs, h0):
+    wx, wh, b = params
+    h = h0
+    for t in range(xs.shape[0]):
+        h = tnp.tanh(xs[t] @ wx + h @ wh + b)
+    return tnp.sum(h * h)
+
+
+def np_rnn_grad(params, xs, h0):
+    """Hand-written forward and backward of :func:`tg_rnn_loss`."""
+    wx, wh, b = params
+    hs = [h0]
+    for t in range(xs.shape[0]):
+        hs.append(np.tanh(xs[t] @ wx + hs[-1] @ wh + b))
+    gwx, gwh, gb = np.zeros_like(wx), np.zeros_like(wh), np.zeros_like(b)
+    gh = 2.0 * hs[-1]
+    for t in range(xs.shape[0] - 1, -1, -1):
+        ga = gh * (1.0 - hs[t + 1] * hs[t + 1])
+        gwx += xs[t].T @ ga
+        gwh += hs[t].T @ ga
+        gb += ga.sum(0)
+        gh = ga @ wh.T
+    return gwx, gwh, gb
+
+
+def rnn_bench(repeat, T=20, B=32, H=128, D=64):
+    rng = np.random.default_rng(3)
+    params = (rng.standard_normal((D, H)) / np.sqrt(D), rng.standard_normal((H, H)) / np.sqrt(H),
+              np.zeros(H))
+    xs, h0 = rng.standard_normal((T, B, D)), np.zeros((B, H))
+    ref = np_rnn_grad(params, xs, h0)
+    tp = tuple(tg.Tensor(p) for p in params)
+    txs, th0 = tg.Tensor(xs), tg.Tensor(h0)
+    g = tg.grad(tg_rnn_loss)
+    jg = tg.jit(g)
+    for a, r in zip(jg(tp, txs, th0), ref):
+        np.testing.assert_allclose(a.numpy(), r, rtol=1e-9, atol=1e-12)
+    cols = {"NumPy (hand-written)": lambda: np_rnn_grad(params, xs, h0),
+            "tapegrad jit(grad)": lambda: jg(tp, txs, th0)}
+    ju = unfused(tg.jit(g), tp, txs, th0)
+    cols["tapegrad jit(grad), unfused"] = lambda: ju(tp, txs, th0)
+    torch = optional("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+        tps = [torch.tensor(p) for p in params]
+        txs_, th0_ = torch.tensor(xs), torch.tensor(h0)
+
+        def torch_fb():
+            ps = [p.clone().requires_grad_(True) for p in tps]
+            h = th0_
+            for t in range(T):
+                h = torch.tanh(txs_[t] @ ps[0] + h @ ps[1] + ps[2])
+            (h * h).sum().backward()
+            return [p.grad for p in ps]
+
+        cols["PyTorch eager"] = torch_fb
+    jax = optional("jax")
+    if jax is not None:
+        jax.config.update("jax_enable_x64", True)
+        import jax.numpy as jnp
+
+        def jloss(p, xs, h0):
+            h = h0
+            for t in range(T):
+                h = jnp.tanh(xs[t] @ p[0] + h @ p[1] + p[2])
+            return jnp.sum(h * h)
+
+        jj = jax.jit(jax.grad(jloss))
+        jp, jxs, jh0 = tuple(jnp.asarray(p) for p in params), jnp.asarray(xs), jnp.asarray(h0)
+        jj(jp, jxs, jh0)
+        cols["JAX jit(grad)"] = lambda: jax.block_until_ready(jj(jp, jxs, jh0))
+    return dict(zip(cols, best_times_interleaved(list(cols.values()), repeat, 3, CLOCK)))
+
+
+# -- compile cost --------------------------------------------------------------------------------
+_COMPILE_SCRIPT = """
+import time, numpy as np
+t0 = time.perf_counter()
+import tapegrad as tg
+import tapegrad.numpy as tnp
+rng = np.random.default_rng(0)
+x, w, c = (tg.Tensor(rng.standard_normal(16) * 0.5) for _ in range(3))
+def chain(x, steps=166):
+    total, y = 0.0, x
+    for _ in range(steps):
+        y = tnp.logaddexp(tnp.tanh(y * w + c), 0.0)
+        total = total + tnp.sum(y)
+    return total
+jg = tg.jit(tg.grad(chain))
+jg(x)
+t1 = time.perf_counter()
+jg(x)
+t2 = time.perf_counter()
+print(t1 - t0, t2 - t1)
+"""
+
+
+def compile_cost():
+    """The chain's (996 ops) first two ``jit(grad)`` calls in fresh processes: the first call
+    records and compiles (the second runs the program: the kernels' compile or cache load),
+    with an empty kernel cache, then with the cache the first process left. Seconds, wall."""
+    import subprocess
+    import tempfile
+
+    res = {}
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, TAPEGRAD_CACHE_DIR=d)
+        for name in ("cold cache", "warm cache"):
+            out = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], env=env, check=True,
+                                 capture_output=True, text=True).stdout.split()
+            res[name] = (float(out[0]), float(out[1]))
+    return res
 
 
 # -- MLP -----------------------------------------------------------------------------------------
@@ -244,6 +380,8 @@ def mlp_bench(repeat):
     jstep = tg.jit(tg_sgd_step)
     assert np.isclose(float(jstep(tparams, *batch)[0]), ref, rtol=2e-4)
     cols["tapegrad jit(step)"] = _carry(jstep, tparams, batch)
+    ustep = unfused(tg.jit(tg_sgd_step), tparams, *batch)
+    cols["tapegrad jit(step), unfused"] = _carry(ustep, tparams, batch)
     torch = optional("torch")
     if torch is not None:
         step, loss_fn, _ = torch_mlp(torch, init, x, y)
@@ -428,6 +566,8 @@ def cnn_bench(repeat):
     cols["tapegrad"] = _carry(step, tparams, batch)
     jstep = tg.jit(step)
     cols["tapegrad jit(step)"] = _carry(jstep, tparams, batch)
+    cols["tapegrad jit(step), unfused"] = _carry(unfused(tg.jit(step), tparams, *batch),
+                                                  tparams, batch)
     torch = optional("torch")
     if torch is not None:
         torch.set_num_threads(1)
@@ -488,7 +628,7 @@ def ratio_rows(times, base_name):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=7, help="interleaved rounds; the best counts")
-    p.add_argument("--only", default="chain,mlp,hvp,cnn,memory")
+    p.add_argument("--only", default="chain,rnn,mlp,hvp,cnn,compile,memory")
     p.add_argument("--markdown", default=None, help="also write the tables to this file")
     args = p.parse_args(argv)
     parts = set(args.only.split(","))
@@ -497,6 +637,16 @@ def main(argv=None):
     if "chain" in parts:
         head, tab, _ = chain_bench(args.repeat)
         out += [head, "", tab, ""]
+    if "rnn" in parts:
+        t = rnn_bench(args.repeat)
+        out += ["RNN T=20, batch 32, hidden 128, float64: gradient of the last state's sum of "
+                "squares", ""]
+        out += [table(ratio_rows(t, "NumPy (hand-written)"), ["", "vs NumPy"]), ""]
+    if "compile" in parts:
+        res = compile_cost()
+        rows = [[k, f"{a:.2f} s", f"{b:.3f} s"] for k, (a, b) in res.items()]
+        out += ["Chain of 996 ops, jit(grad) in a fresh process (wall time)", ""]
+        out += [table(rows, ["kernel cache", "import + first call", "second call"]), ""]
     if "mlp" in parts:
         t = mlp_bench(args.repeat)
         out += ["MLP 784-512-512-10 training step, batch 128, float32", ""]

@@ -587,6 +587,10 @@ class Traits(NamedTuple):
             first.
         effect: ``forward`` has an effect beyond its outputs (a debug callback): ``jit`` keeps
             every such call in its program, in order, never folding, merging or dropping it.
+        formula: For an elementwise op that is not a plain ufunc, ``formula(xp, *inputs,
+            **params)`` computes its output with NumPy-named functions of the namespace ``xp``
+            and operators only, exactly as ``forward`` does: ``jit``'s fusion pass evaluates it
+            on symbolic scalars to put the op into a fused kernel.
     """
 
     ufunc: str | None = None
@@ -598,6 +602,7 @@ class Traits(NamedTuple):
     rearranges: bool = False
     cost: str = "elementwise"
     effect: bool = False
+    formula: Any = None
 
 
 class Function:

@@ -28,6 +28,7 @@ import itertools
 import numpy as np
 
 from tapegrad.core import backend as _backend
+from tapegrad.core import fusion as _fusion
 from tapegrad.core.function import Context, _state, run_primitive, transform_scope
 from tapegrad.core.tensor import Tensor, const
 from tapegrad.core.trace import (
@@ -113,6 +114,9 @@ class Program:
             elimination and dead-code elimination removed.
         fused: How many transposes the layout pass removed (cancelled, or computed by the
             product that fed them).
+        groups: The :class:`~tapegrad.core.fusion.FusedGroup` records of a program ``jit``
+            built with fusion on: each runs a region of elementwise steps as one native kernel
+            (a line ``fused[op op ...]`` in the listing); empty otherwise.
 
     The generated source holds only names the compiler makes up (``v0, v1, ...`` for values,
     numbered slots for functions, parameter dicts and constants): no string from the tape (an
@@ -127,8 +131,9 @@ class Program:
             and checks each, naming the entry).
     """
 
-    def __init__(self, tape, keep_inputs: bool = True):
+    def __init__(self, tape, keep_inputs: bool = True, fuse: bool = False):
         self.tape = tape
+        self._fuse = fuse
         # A tape read from a file: its first run checks each entry against the file.
         self._unchecked = bool(tape.loaded)
         if not tape.loaded:
@@ -216,6 +221,9 @@ class Program:
         live_steps.reverse()
         self.dropped = len(steps) - len(live_steps)
         self._steps, self._outputs = live_steps, outputs
+        self.groups: list = []
+        if self._fuse:  # elementwise regions as native kernels (tapegrad.core.fusion)
+            self._steps, self.groups = _fusion.fuse(live_steps, outputs, tape.avals, _Step)
         self._plan(tape)
 
     def _layout(self, steps: list, outputs: list) -> tuple:

@@ -135,6 +135,14 @@ def _times(xp, g, d, nonan: bool, into=None):
     return out
 
 
+def _no_nan(xp, out, zero):
+    """The fused-kernel form of the NaN-safe products and quotients: ``out``, but 0 where
+    ``zero`` holds and ``out`` is not finite (an element at a time; the array rule replaces
+    every ``zero`` element once any element of ``out`` is not finite, which differs from this
+    only in the sign of a zero)."""
+    return xp.where(zero & ~xp.isfinite(out), 0, out)
+
+
 class MulNoNan(Function):
     """``a * b``, but exactly 0 wherever ``a == 0`` or ``b == 0``, even where the other factor
     is ``inf`` or NaN.
@@ -145,7 +153,7 @@ class MulNoNan(Function):
     every order stays NaN-free.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    traits = Traits(fresh=True)
+    traits = Traits(fresh=True, formula=lambda xp, a, b: _no_nan(xp, a * b, (a == 0) | (b == 0)))
 
     oper = "mul_no_nan"
 
@@ -177,7 +185,7 @@ class DivNoNan(Function):
     Derivatives: ``1 / d`` for ``g`` and ``-out / d`` for ``d``, both NaN-safe.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    traits = Traits(fresh=True)
+    traits = Traits(fresh=True, formula=lambda xp, g, d: _no_nan(xp, g / d, g == 0))
 
     oper = "div_no_nan"
 
@@ -535,6 +543,28 @@ def _second(partials, vals, needs, h, g, nonan) -> list:
             for v, need, p in zip(vals, needs, partials)]
 
 
+def _times_formula(xp, g, d, nonan: bool):
+    """:func:`_times` as one formula on scalars (the fused-kernel form): ``g * d`` in ``g``'s
+    dtype, a boolean ``d`` selecting ``g`` or +0, and with ``nonan`` 0 where ``g == 0`` and
+    the product is not finite."""
+    if d.dtype == np.bool_:
+        return xp.where(d, g, 0)
+    out = g * d
+    if out.dtype != g.dtype and g.dtype.kind in "fc" and out.dtype.kind != "c":
+        out = out.astype(g.dtype)
+    if nonan:
+        out = xp.where((g == 0) & ~xp.isfinite(out), 0, out)
+    return out
+
+
+def _unary_grad_formula(xp, g, x, out, row):
+    return _times_formula(xp, g, row.deriv(xp, x, out), row.nonan)
+
+
+def _binary_grad_formula(xp, g, x, y, out, row, wrt):
+    return _times_formula(xp, g, (row.dx if wrt == 0 else row.dy)(xp, x, y, out), row.nonan)
+
+
 class UnaryGrad(Function):
     """``g * row.deriv(x, out)``: the backward (and forward-mode) rule of a unary table op,
     fused into one primitive (the derivative and the product in one pass over memory).
@@ -544,7 +574,7 @@ class UnaryGrad(Function):
     written with tapegrad operations, so every order is exact.
     """
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
-    traits = Traits(into=True, fresh=True)
+    traits = Traits(into=True, fresh=True, formula=_unary_grad_formula)
 
     oper = "unary_grad"
 
@@ -580,7 +610,7 @@ class BinaryGrad(Function):
     derivatives in ``x``, ``y`` and ``out`` are ``g`` times the partial derivatives of the row's
     formula, ``d2``, so every order is exact."""
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
-    traits = Traits(into=True, fresh=True)
+    traits = Traits(into=True, fresh=True, formula=_binary_grad_formula)
 
     oper = "binary_grad"
 
@@ -1566,7 +1596,7 @@ class Where(Function):
         ValueError: if the shapes do not broadcast.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    traits = Traits(fresh=True)
+    traits = Traits(fresh=True, formula=lambda xp, cond, x, y: xp.where(cond, x, y))
 
     oper = "where"
     names = ("where",)
@@ -1876,6 +1906,7 @@ class _MinMax(Function):
 class Maximum(_MinMax):
     __doc__ = _MinMax.__doc__
     oper = "maximum"
+    traits = Traits(fresh=True, formula=lambda xp, x, y: (xp.maximum(x, y), x == y))
     names = ("maximum",)
     methods = ("maximum",)
 
@@ -1888,6 +1919,7 @@ class Maximum(_MinMax):
 class Minimum(_MinMax):
     __doc__ = _MinMax.__doc__.replace("maximum (minimum)", "minimum (maximum)")  # pyright: ignore[reportOptionalMemberAccess]
     oper = "minimum"
+    traits = Traits(fresh=True, formula=lambda xp, x, y: (xp.minimum(x, y), x == y))
     names = ("minimum",)
     methods = ("minimum",)
     greater = False
@@ -1897,13 +1929,23 @@ class Minimum(_MinMax):
         return Minimum.apply(*operands(x, y))[0]
 
 
+def _minmax_grad_formula(xp, g, out, y, ties, greater, wrt):
+    """:class:`MinMaxGrad` on scalars (the fused-kernel form): ``g / 2`` at a tie, else ``g``
+    or +0 (the array rule, once any tie exists, multiplies the others by 1.0 or 0.0, which
+    differs from this only where ``g`` is not finite or in the sign of a zero)."""
+    win = out > y if greater else out < y
+    if wrt == 1:
+        win = ~(win | ties)
+    return xp.where(ties, g * 0.5, _times_formula(xp, g, win, False))
+
+
 class MinMaxGrad(Function):
     """The backward of :class:`Maximum`/:class:`Minimum` for one operand (``wrt`` 0 or 1):
     ``g`` where that operand gives the result, ``g / 2`` at ties, 0 elsewhere, from the output
     ``out``, the second operand ``y`` and the tie mask (``x`` wins exactly where ``out`` is
     strictly beyond ``y``). Linear in ``g``, piecewise constant in the rest."""
     batch = scaled_cotangent  # vmap: broadcast like a ufunc, the output g's shape
-    traits = Traits(into=True, fresh=True)
+    traits = Traits(into=True, fresh=True, formula=_minmax_grad_formula)
 
     oper = "minmax_grad"
     nondiff_argnums = (1, 2, 3)
@@ -2109,7 +2151,7 @@ class AsType(Function):
         TypeError: if ``dtype`` is not a dtype NumPy understands, naming it.
     """
     batch = elementwise  # vmap: broadcast like a ufunc
-    traits = Traits(fresh=True)
+    traits = Traits(fresh=True, formula=lambda xp, x, dtype: x.astype(dtype))
 
     oper = "astype"
     names = ("astype",)

@@ -263,7 +263,7 @@ def _record(call, args: tuple, who: str, static_numbers: bool = False):
     tape = freeze(trace, in_nodes, treedef, refs, [(v.shape, v.dtype) for v in lowered],
                   out_tree)
     compiled = _Compiled(
-        Program(tape), static_numbers, n_out, out_tree,
+        Program(tape, fuse=True), static_numbers, n_out, out_tree,
         tuple((owner, slot, kind, info) for owner, slot, _, kind, info in reads),
         tuple(writes), tuple(const_writes),
         tuple((o, o._implicit_snapshot()) for o, _ in cap.owners.values()),  # as left

@@ -1,0 +1,767 @@
+"""Fusion of a compiled program's elementwise regions into native kernels (numba on the CPU).
+
+:class:`~tapegrad.core.program.Program` (built by :func:`~tapegrad.jit`) runs one NumPy call per
+primitive. This pass groups connected runs of elementwise steps of one iteration shape (ufuncs,
+broadcasting operands, Python scalars, casts, and the fused backward rules of the elementwise
+table) into :class:`FusedGroup` steps; each group runs as one native loop over the output
+elements, with no temporary arrays. Matrix products, convolutions, linear algebra, reductions,
+gathers and scatters stay library calls.
+
+What an op computes comes from its :class:`~tapegrad.core.function.Traits`: ``ufunc`` (a NumPy
+ufunc, no parameters) or ``formula`` (a formula in NumPy-named functions, evaluated here on
+symbolic scalars). Kernel source is written only from this module's fixed vocabulary of
+expression templates and dtype names: no op label, parameter, user value or string from a tape
+ever becomes source text; user constants (arrays and Python numbers) are kernel arguments.
+
+Groups with the same structure (ops, dtypes, broadcasting pattern) share one kernel. Kernels
+are compiled by numba with its on-disk cache, in files named by the hash of their source under
+:func:`cache_dir`, so a new process reuses them. Without numba, programs run unfused and the
+``tapegrad`` logger says so once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+import sys
+import threading
+import types
+
+import numpy as np
+
+from tapegrad.core.function import Traits
+from tapegrad.core.trace import Guard
+
+__all__ = ["FusedGroup", "cache_dir", "enabled", "set_enabled"]
+
+_log = logging.getLogger("tapegrad")
+
+#: Most steps in one group: larger groups take longer for LLVM to compile; repeated blocks of
+#: this size share kernels.
+MAX_GROUP = 32
+
+#: Largest iteration size (elements) at which kernels compute transcendental functions (the C
+#: math library's, one element at a time); on larger arrays NumPy's vectorized loops are
+#: faster, so those ops stay NumPy calls and the kernels hold exact arithmetic only.
+SMALL = 64
+
+#: Largest iteration size (elements) of a group: on larger arrays a NumPy call costs little
+#: beside its memory traffic, and NumPy's vectorized loops beat a kernel's scalar loop.
+MAX_SIZE = 16384
+
+#: Vocabulary ops computed by the C math library (within a few ulp of NumPy's own loops).
+_LIBM = frozenset({"power", "logaddexp", "hypot", "arctan2", "exp", "expm1", "log", "log1p",
+                   "log2", "log10", "sin", "cos", "tan", "sinh", "cosh", "tanh", "arctan",
+                   "arcsinh", "sigmoid"})
+
+_STATE: dict = {"enabled": os.environ.get("TAPEGRAD_FUSION", "1") != "0", "warned": False}
+_LOCK = threading.Lock()
+_KERNELS: dict = {}  # source hash -> compiled numba dispatcher
+
+
+def enabled() -> bool:
+    """Whether ``jit`` fuses elementwise regions into native kernels now: fusion is switched
+    on (:func:`set_enabled`, environment variable ``TAPEGRAD_FUSION=0`` to start with it off)
+    and numba is installed.
+
+    Returns:
+        True when the next program ``jit`` compiles will be fused.
+    """
+    return bool(_STATE["enabled"]) and _numba() is not None
+
+
+def set_enabled(on: bool) -> bool:
+    """Switch fusion on or off for programs compiled from now on (compiled ones keep theirs).
+
+    Args:
+        on: True to fuse, False to run every step as its own NumPy call.
+
+    Returns:
+        The previous setting.
+
+    Raises:
+        TypeError: if ``on`` is not a bool.
+
+    Example:
+        >>> import tapegrad.core.fusion as fusion
+        >>> before = fusion.set_enabled(False)
+        >>> _ = fusion.set_enabled(before)
+    """
+    if type(on) is not bool:
+        raise TypeError(f"set_enabled: on must be a bool, got {type(on).__name__}")
+    old = _STATE["enabled"]
+    _STATE["enabled"] = on
+    return old
+
+
+def cache_dir() -> str:
+    """The directory holding the generated kernel sources and numba's compiled kernels:
+    ``$TAPEGRAD_CACHE_DIR`` if set, else ``~/.cache/tapegrad/kernels``. It should be writable
+    by you alone: the kernels in it are imported as code.
+
+    Returns:
+        The directory's path (created on first use).
+    """
+    base = os.environ.get("TAPEGRAD_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "tapegrad", "kernels")
+    return base
+
+
+def _numba():
+    mod = sys.modules.get("numba")
+    if mod is not None:
+        return mod
+    if _STATE.get("no_numba"):
+        return None
+    try:
+        import numba  # pyright: ignore[reportMissingImports]
+    except ImportError:
+        _STATE["no_numba"] = True
+        if not _STATE["warned"]:
+            _STATE["warned"] = True
+            _log.info("jit: numba is not installed, so programs run unfused (one NumPy call "
+                      "per op); install numba (pip install -e \".[jit]\" in a clone) to fuse "
+                      "elementwise regions")
+        return None
+    return numba
+
+
+# -- symbolic scalars ------------------------------------------------------------------------
+class _NotFusable(Exception):
+    """The op's formula uses something outside the kernel vocabulary."""
+
+
+_DTYPES = {np.dtype(n): n for n in ("bool", "float32", "float64", "complex64", "complex128")}
+_DTYPES[np.dtype(bool)] = "bool_"
+
+#: op -> (kind, arity, template). Kinds: "arith" (operands cast to the result dtype), "cmp"
+#: (operands cast to their common dtype; bool result), "unary" (operand cast to the result
+#: dtype), "keep" (operand as it is), "bool" (bool operands).
+_VOCAB: dict = {
+    "add": ("arith", 2, "({0} + {1})"),
+    "subtract": ("arith", 2, "({0} - {1})"),
+    "multiply": ("arith", 2, "({0} * {1})"),
+    "true_divide": ("arith", 2, "({0} / {1})"),
+    "divide": ("arith", 2, "({0} / {1})"),
+    "power": ("arith", 2, "({0} ** {1})"),
+    "maximum": ("arith", 2, "({0} if ({0} >= {1} or {0} != {0}) else {1})"),
+    "minimum": ("arith", 2, "({0} if ({0} <= {1} or {0} != {0}) else {1})"),
+    "logaddexp": ("arith", 2, "np.logaddexp({0}, {1})"),
+    "hypot": ("arith", 2, "np.hypot({0}, {1})"),
+    "arctan2": ("arith", 2, "np.arctan2({0}, {1})"),
+    "negative": ("unary", 1, "(-{0})"),
+    "positive": ("unary", 1, "(+{0})"),
+    "square": ("unary", 1, "({0} * {0})"),
+    "exp": ("unary", 1, "np.exp({0})"),
+    "expm1": ("unary", 1, "np.expm1({0})"),
+    "log": ("unary", 1, "np.log({0})"),
+    "log1p": ("unary", 1, "np.log1p({0})"),
+    "log2": ("unary", 1, "np.log2({0})"),
+    "log10": ("unary", 1, "np.log10({0})"),
+    "sqrt": ("unary", 1, "np.sqrt({0})"),
+    "sin": ("unary", 1, "np.sin({0})"),
+    "cos": ("unary", 1, "np.cos({0})"),
+    "tan": ("unary", 1, "np.tan({0})"),
+    "sinh": ("unary", 1, "np.sinh({0})"),
+    "cosh": ("unary", 1, "np.cosh({0})"),
+    "tanh": ("unary", 1, "np.tanh({0})"),
+    "arctan": ("unary", 1, "np.arctan({0})"),
+    "arcsinh": ("unary", 1, "np.arcsinh({0})"),
+    "sigmoid": ("unary", 1, "({1} / ({1} + np.exp(-{0})))"),  # scipy's expit, as written
+    "absolute": ("keep", 1, "abs({0})"),
+    "conjugate": ("keep", 1, "np.conj({0})"),
+    "greater": ("cmp", 2, "({0} > {1})"),
+    "greater_equal": ("cmp", 2, "({0} >= {1})"),
+    "less": ("cmp", 2, "({0} < {1})"),
+    "less_equal": ("cmp", 2, "({0} <= {1})"),
+    "equal": ("cmp", 2, "({0} == {1})"),
+    "not_equal": ("cmp", 2, "({0} != {1})"),
+    "isfinite": ("keep", 1, "np.isfinite({0})"),
+    "isnan": ("keep", 1, "np.isnan({0})"),
+    "logical_and": ("bool", 2, "({0} and {1})"),
+    "logical_or": ("bool", 2, "({0} or {1})"),
+    "logical_not": ("bool", 1, "(not {0})"),
+    "where": ("where", 3, "({1} if {0} else {2})"),
+    "astype": ("cast", 1, "{0}"),
+}
+_REAL_ONLY = {"maximum", "minimum", "logaddexp", "hypot", "arctan2", "greater",
+              "greater_equal", "less", "less_equal", "sigmoid", "log2", "log10", "expm1",
+              "log1p", "arctan", "arcsinh", "power"}
+
+_RESULT: dict = {}
+
+
+def _spec(a):
+    """A NumPy stand-in for operand ``a`` (a node's dtype, or a weak Python number)."""
+    return np.zeros((), a.dtype) if a.dtype is not None else a.value
+
+
+def _result_dtype(op: str, args) -> np.dtype:
+    """The dtype NumPy's ufunc ``op`` gives on these operands (weak Python numbers included)."""
+    key = (op, tuple(a.dtype if a.dtype is not None else type(a.value) for a in args))
+    got = _RESULT.get(key)
+    if got is None:
+        fn = getattr(np, "logical_and" if op in ("logical_and", "logical_or") else op, None)
+        if op == "sigmoid":
+            fn = np.negative
+        if not isinstance(fn, np.ufunc):
+            raise _NotFusable(op)
+        with np.errstate(all="ignore"):
+            got = _RESULT[key] = np.asarray(fn(*[_spec(a) for a in args])).dtype
+    return got
+
+
+class _Node:
+    """One value of a kernel: an input slot (``op == "in"``), a literal (``"lit"``, a weak
+    Python number from an op's formula) or a vocabulary op on other nodes."""
+
+    __slots__ = ("op", "args", "dtype", "value", "loop")
+
+    def __init__(self, op, args, dtype, value=None, loop=None):
+        self.op, self.args, self.dtype, self.value, self.loop = op, args, dtype, value, loop
+
+
+def _node(v) -> _Node:
+    if isinstance(v, _Sym):
+        return v.node
+    if type(v) in (bool, int, float, complex):
+        if type(v) is float and not math.isfinite(v) or type(v) is int and abs(v) >= 2**53:
+            raise _NotFusable("literal")
+        return _Node("lit", (), None, v)
+    raise _NotFusable(type(v).__name__)
+
+
+def _apply(op: str, *vals) -> _Sym:
+    if op not in _VOCAB:
+        raise _NotFusable(op)
+    args = tuple(_node(v) for v in vals)
+    kind = _VOCAB[op][0]
+    if all(a.dtype is None for a in args):
+        raise _NotFusable("literal-only op")
+    if kind == "where":
+        cond, a, b = args
+        if cond.dtype != np.bool_:
+            raise _NotFusable("where")
+        dtype = _result_dtype("add", (a, b))
+        loop = dtype
+    elif kind == "bool":
+        if any(a.dtype != np.bool_ for a in args):
+            raise _NotFusable(op)
+        dtype = loop = np.dtype(np.bool_)
+    else:
+        dtype = _result_dtype(op, args)
+        loop = dtype
+        if kind == "cmp":
+            loop = _result_dtype("add", args)
+    for a in (dtype, loop):
+        if a not in _DTYPES:
+            raise _NotFusable(str(a))
+    if op in _REAL_ONLY and (loop.kind == "c" or dtype.kind == "c"):
+        raise _NotFusable(op)
+    if kind in ("arith", "unary") and dtype.kind == "b":
+        raise _NotFusable(op)
+    return _Sym(_Node(op, args, dtype, loop=loop))
+
+
+class _Sym:
+    """A symbolic scalar: what an op's formula computes with inside the fusion pass."""
+
+    __slots__ = ("node",)
+    __hash__ = None  # pyright: ignore[reportAssignmentType]
+
+    def __init__(self, node: _Node):
+        self.node = node
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.node.dtype
+
+    def __bool__(self):
+        raise _NotFusable("a Python decision on a value")
+
+    def astype(self, dtype) -> _Sym:
+        dtype = np.dtype(dtype)
+        src = self.node.dtype
+        if dtype not in _DTYPES or (src.kind == "c" and dtype.kind != "c") or (
+                dtype.kind == "b" and src.kind != "b"):
+            raise _NotFusable("astype")
+        if dtype == src:
+            return self
+        return _Sym(_Node("astype", (self.node,), dtype, loop=dtype))
+
+    def __add__(self, o): return _apply("add", self, o)
+    def __radd__(self, o): return _apply("add", o, self)
+    def __sub__(self, o): return _apply("subtract", self, o)
+    def __rsub__(self, o): return _apply("subtract", o, self)
+    def __mul__(self, o): return _apply("multiply", self, o)
+    def __rmul__(self, o): return _apply("multiply", o, self)
+    def __truediv__(self, o): return _apply("true_divide", self, o)
+    def __rtruediv__(self, o): return _apply("true_divide", o, self)
+    def __pow__(self, o): return _apply("power", self, o)
+    def __rpow__(self, o): return _apply("power", o, self)
+    def __neg__(self): return _apply("negative", self)
+    def __pos__(self): return _apply("positive", self)
+    def __abs__(self): return _apply("absolute", self)
+    def __eq__(self, o): return _apply("equal", self, o)  # pyright: ignore[reportIncompatibleMethodOverride]
+    def __ne__(self, o): return _apply("not_equal", self, o)  # pyright: ignore[reportIncompatibleMethodOverride]
+    def __lt__(self, o): return _apply("less", self, o)
+    def __le__(self, o): return _apply("less_equal", self, o)
+    def __gt__(self, o): return _apply("greater", self, o)
+    def __ge__(self, o): return _apply("greater_equal", self, o)
+    def __and__(self, o): return _apply("logical_and", self, o)
+    def __rand__(self, o): return _apply("logical_and", o, self)
+    def __or__(self, o): return _apply("logical_or", self, o)
+    def __ror__(self, o): return _apply("logical_or", o, self)
+    def __invert__(self): return _apply("logical_not", self)
+
+
+class _SymNS:
+    """The namespace formulas see: NumPy names of the vocabulary, on symbolic scalars."""
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name not in _VOCAB or name == "astype":
+            raise _NotFusable(name)
+        return lambda *a: _apply(name, *a)
+
+    @staticmethod
+    def abs(x):
+        return _apply("absolute", x)
+
+    @staticmethod
+    def conj(x):
+        return _apply("conjugate", x)
+
+
+_NS = _SymNS()
+
+
+# -- grouping --------------------------------------------------------------------------------
+def _expr(step, ins: list):
+    """The nodes ``step`` computes (one per output) from the symbolic inputs ``ins``; None if
+    it is not fusable."""
+    traits: Traits = step.fn.traits
+    if traits.effect:
+        return None
+    try:
+        if traits.formula is not None:
+            out = traits.formula(_NS, *ins, **step.params)
+        elif traits.ufunc is not None and not step.params and traits.ufunc in _VOCAB:
+            out = _apply(traits.ufunc, *ins)
+        else:
+            return None
+    except (_NotFusable, TypeError, AttributeError, ValueError):
+        return None
+    outs = out if isinstance(out, tuple) else (out,)
+    if len(outs) != len(step.outs) or not all(
+            isinstance(o, _Sym) and o.node.dtype == aval[1]
+            for o, aval in zip(outs, step.avals)):
+        return None
+    return [o.node for o in outs]
+
+
+class _Group:
+    """A group being built: its steps, iteration shape, inputs and the nodes it computes."""
+
+    def __init__(self, shape):
+        self.shape = shape
+        self.steps: list = []
+        self.inputs: list = []  # refs, in slot order
+        self.slot: dict = {}  # ref key -> input node
+        self.value: dict = {}  # program node -> _Node computed in the group
+        self.nodes: list = []  # (program node, _Node) per step
+        self.ext_reads: set = set()  # program values from outside the kernel reads
+
+
+class FusedGroup:
+    """A fused group of elementwise steps run as one native kernel: the ``fn`` of one program
+    step (``str(program)`` shows it as ``fused[op op ...]``).
+
+    Attributes:
+        ops: The labels of the fused primitives, in program order.
+        key: The hash of the kernel's source: groups with equal keys share one kernel.
+        source: The kernel's generated Python source (compiled by numba).
+    """
+
+    traits = Traits(fresh=True)
+
+    def __init__(self, ops, key, source, kernel, n_out):
+        self.ops, self.key, self.source = tuple(ops), key, source
+        self._kernel, self._n_out = kernel, n_out
+
+    def forward(self, ctx, *args):
+        out = self._kernel(*args)
+        return out if self._n_out > 1 else out[0]
+
+    def _name(self) -> str:
+        return "fused[" + " ".join(self.ops) + "]"
+
+    def __repr__(self) -> str:
+        return f"<FusedGroup {self._name()}>"
+
+
+def _ref_key(ref):
+    """Inputs with equal keys are one kernel argument: a value, a Python number, or a
+    constant array by its memory and layout (arrays of a program are never written)."""
+    kind, v = ref
+    if kind == "v":
+        return ("v", v)
+    if isinstance(v, np.ndarray):
+        return ("a", v.__array_interface__["data"][0], v.shape, v.strides, v.dtype)
+    return ("c", id(v))
+
+
+def _const_ok(v) -> bool:
+    if type(v) in (bool, int, float, complex):
+        return type(v) is not int or abs(v) < 2**53
+    return isinstance(v, (np.ndarray, np.generic)) and v.dtype in _DTYPES
+
+
+def fuse(steps: list, outputs: list, avals: dict, make_step) -> tuple:
+    """Group a program's elementwise steps.
+
+    Args:
+        steps: The program's steps (and guards), in order.
+        outputs: The program's output refs.
+        avals: ``(shape, dtype)`` of every value.
+        make_step: ``make_step(fn, params, ins, outs, avals)`` builds a program step.
+
+    Returns:
+        ``(steps, groups)``: the steps with each group of two or more replaced by one step
+        running its :class:`FusedGroup`, and the groups.
+    """
+    if not enabled():
+        return steps, []
+
+    items: list = []  # program steps and groups (each at the place it closes), in order
+    cur: _Group | None = None
+
+    def close():
+        nonlocal cur
+        if cur is not None:
+            g, cur = cur, None
+            if len(g.steps) >= 2:
+                items.append(g)
+            else:
+                items.extend(g.steps)
+
+    for s in steps:
+        if type(s) is Guard:
+            if cur is not None and s.node in cur.value:
+                close()
+            items.append(s)
+            continue
+        shape, dtype = s.avals[0] if s.avals else ((), None)
+        fusable = (len(s.outs) >= 1 and dtype in _DTYPES and len(shape) >= 1
+                   and math.prod(shape) <= MAX_SIZE
+                   and all(a == s.avals[0][0] for a, _ in s.avals)
+                   and not s.fn.traits.effect
+                   and (s.fn.traits.formula is not None or s.fn.traits.ufunc is not None))
+        if fusable and cur is not None and (cur.shape != shape or len(cur.steps) >= MAX_GROUP):
+            close()
+        if fusable:
+            if cur is None:
+                cur = _Group(shape)
+            if _add(cur, s, avals) is not None:
+                continue
+            if cur.steps:
+                close()
+            cur = _Group(shape)
+            if _add(cur, s, avals) is not None:
+                continue
+            cur = None
+        if cur is not None and (s.fn.traits.effect or any(
+                k == "v" and v in cur.value for k, v in s.ins)):
+            close()
+        items.append(s)
+    close()
+    # who reads each value: a group only what its kernel reads (a formula may ignore an operand)
+    reads: dict = {}
+    for j, it in enumerate(items):
+        if type(it) is _Group:
+            got = it.ext_reads
+        elif type(it) is Guard:
+            got = (it.node,)
+        else:
+            got = [v for k, v in it.ins if k == "v"]
+        for n in got:
+            reads.setdefault(n, set()).add(j)
+    for k, v in outputs:
+        if k == "v":
+            reads.setdefault(v, set()).add(-1)
+    new: list = []
+    groups: list = []
+    for j, it in enumerate(items):
+        if type(it) is not _Group:
+            new.append(it)
+            continue
+        step = _emit(it, [n for n, _ in it.nodes if reads.get(n, set()) - {j}], avals,
+                     make_step)
+        if step is None:  # a kernel that cannot be built: the whole program runs unfused
+            return steps, []
+        new.append(step)
+        groups.append(step.fn)
+    return new, groups
+
+
+def _add(g: _Group, s, avals) -> list | None:
+    """Add step ``s`` to group ``g``; None (and ``g`` unchanged) when it does not fit."""
+    syms = []
+    added = []
+    for ref in s.ins:
+        kind, v = ref
+        if kind == "v" and v in g.value:
+            syms.append(_Sym(g.value[v]))
+            continue
+        if kind == "v":
+            shape, dtype = avals[v]
+        elif isinstance(v, np.dtype):
+            syms.append(v)
+            continue
+        elif not _const_ok(v):
+            _undo(g, added)
+            return None
+        elif type(v) in (bool, int, float, complex):
+            key = _ref_key(ref)
+            node = g.slot.get(key)
+            if node is None:
+                node = g.slot[key] = _Node("in", (len(g.inputs),), None, v)
+                g.inputs.append(ref)
+                added.append(key)
+            syms.append(_Sym(node))
+            continue
+        else:
+            shape, dtype = np.shape(v), v.dtype
+        if dtype not in _DTYPES or len(shape) > len(g.shape) or any(
+                a not in (1, b) for a, b in zip(shape[::-1], g.shape[::-1])):
+            _undo(g, added)
+            return None
+        key = _ref_key(ref)
+        node = g.slot.get(key)
+        if node is None:
+            node = g.slot[key] = _Node("in", (len(g.inputs),), dtype, shape)
+            g.inputs.append(ref)
+            added.append(key)
+        syms.append(_Sym(node))
+    nodes = _expr(s, syms)
+    if nodes is None:
+        _undo(g, added)
+        return None
+    operand = {id(sym.node): ref for sym, ref in zip(syms, s.ins) if isinstance(sym, _Sym)}
+    small = math.prod(g.shape) <= SMALL
+    seen: set = set()
+    reads = set()
+    todo = list(nodes)
+    while todo:  # the operands the step's expression really reads (its own nodes only)
+        nd = todo.pop()
+        if id(nd) in seen:
+            continue
+        seen.add(id(nd))
+        ref = operand.get(id(nd))
+        if ref is not None:
+            if ref[0] == "v" and ref[1] not in g.value:
+                reads.add(ref[1])
+            continue
+        if nd.op in _LIBM and not small:
+            _undo(g, added)
+            return None
+        if nd.op != "in":
+            todo.extend(nd.args)
+    g.ext_reads.update(reads)
+    for n, node in zip(s.outs, nodes):
+        g.value[n] = node
+        g.nodes.append((n, node))
+    g.steps.append(s)
+    return nodes
+
+
+def _undo(g: _Group, keys) -> None:
+    for key in keys:
+        g.slot.pop(key)
+        g.inputs.pop()
+
+
+# -- code generation -------------------------------------------------------------------------
+def _emit(g: _Group, out_nodes: list, avals, make_step):
+    """The program step running group ``g`` as one kernel that returns the values
+    ``out_nodes`` (None if it cannot be built)."""
+    wanted = set(out_nodes)
+    outs = [(n, node) for n, node in g.nodes if n in wanted]
+    if not outs:
+        return None
+    # inputs actually used by the output expressions (a formula may ignore an operand)
+    used: list = []
+    seen: set = set()
+
+    def visit(nd):
+        if id(nd) in seen:
+            return
+        seen.add(id(nd))
+        for a in nd.args if nd.op != "in" else ():
+            visit(a)
+        if nd.op == "in":
+            used.append(nd)
+
+    for _, nd in outs:
+        visit(nd)
+    used.sort(key=lambda nd: nd.args[0])
+    ins = [g.inputs[nd.args[0]] for nd in used]
+    try:
+        src = _source(g.shape, used, outs)
+    except _NotFusable:
+        return None
+    kernel = _kernel(src)
+    if kernel is None:
+        return None
+    key = hashlib.sha256(src.encode()).hexdigest()[:16]
+    fg = FusedGroup([s.fn._name() for s in g.steps], key, src, kernel, len(outs))
+    return make_step(fg, {}, tuple(ins), tuple(n for n, _ in outs),
+                 [avals[n] for n, _ in outs])
+
+
+def _source(shape: tuple, used: list, outs: list) -> str:
+    """Kernel source for iteration shape ``shape`` (only its rank and which axes have size 1
+    enter the text), input nodes ``used`` (slots renumbered in order) and output nodes."""
+    nd = len(shape)
+    arg = {id(u): f"a{j}" for j, u in enumerate(used)}
+    lines = []
+    params = [arg[id(u)] for u in used] if used else []
+    lines.append(f"def kernel({', '.join(params)}):")
+    # each axis's length: from an input that spans it, or 1
+    dims = []
+    for k in range(nd):
+        expr = None
+        if shape[k] != 1:
+            for u in used:
+                if u.dtype is None or not isinstance(u.value, tuple):
+                    continue
+                ushape = u.value
+                j = k - (nd - len(ushape))
+                if j >= 0 and ushape[j] != 1:
+                    expr = f"{arg[id(u)]}.shape[{j}]"
+                    break
+        if expr is None:
+            if shape[k] != 1:
+                raise _NotFusable("axis")
+            expr = "1"
+        lines.append(f"    n{k} = {expr}")
+        dims.append(f"n{k}")
+    for j, (_, node) in enumerate(outs):
+        lines.append(f"    o{j} = np.empty(({', '.join(dims)},), np.{_DTYPES[node.dtype]})")
+    idx_all = ", ".join(f"i{k}" for k in range(nd))
+    ind = "    "
+    for k in range(nd):
+        lines.append(f"{ind}for i{k} in range(n{k}):")
+        ind += "    "
+    body: list = []
+    names: dict = {}
+    counter = [0]
+
+    def cast(nd_, dtype):
+        expr = gen(nd_)
+        if nd_.dtype is None:  # a weak Python number: NumPy converts it to the loop dtype
+            return f"np.{_DTYPES[dtype]}({expr})"
+        if nd_.dtype != dtype:
+            return f"np.{_DTYPES[dtype]}({expr})"
+        return expr
+
+    def gen(node) -> str:
+        got = names.get(id(node))
+        if got is not None:
+            return got
+        if node.op == "in":
+            a = arg[id(node)]
+            if node.dtype is None:  # a Python number argument
+                names[id(node)] = a
+                return a
+            ushape = node.value
+            idx = [("0" if ushape[j] == 1 else f"i{j + nd - len(ushape)}")
+                   for j in range(len(ushape))]
+            expr = f"{a}[{', '.join(idx)}]" if idx else f"{a}[()]"
+        elif node.op == "lit":
+            v = node.value
+            if type(v) is bool:
+                expr = "True" if v else "False"
+            elif type(v) is int:
+                expr = str(int(v))
+            elif type(v) is float:
+                expr = repr(float(v))
+            else:
+                expr = f"complex({float(v.real)!r}, {float(v.imag)!r})"
+            names[id(node)] = expr
+            return expr
+        else:
+            kind, _, tmpl = _VOCAB[node.op]
+            if kind in ("arith", "cmp"):
+                parts = [cast(a, node.loop) for a in node.args]
+            elif kind == "unary":
+                parts = [cast(node.args[0], node.loop)]
+                if node.op == "sigmoid":
+                    parts.append(f"np.{_DTYPES[node.loop]}(1.0)")
+            elif kind == "where":
+                parts = [gen(node.args[0]), cast(node.args[1], node.loop),
+                         cast(node.args[2], node.loop)]
+            elif kind == "cast":
+                parts = [cast(node.args[0], node.dtype)]
+            else:
+                parts = [gen(a) for a in node.args]
+            expr = tmpl.format(*parts)
+            if kind in ("unary", "arith", "keep") and node.op != "isfinite" and \
+                    node.op != "isnan":
+                expr = f"np.{_DTYPES[node.dtype]}({expr})"
+        name = f"t{counter[0]}"
+        counter[0] += 1
+        body.append(f"{ind}{name} = {expr}")
+        names[id(node)] = name
+        return name
+
+    for j, (_, node) in enumerate(outs):
+        v = gen(node)
+        if node.dtype is not None and names.get(id(node)) == v and node.op == "in":
+            pass
+        body.append(f"{ind}o{j}[{idx_all}] = {v}")
+    lines.extend(body)
+    lines.append(f"    return ({', '.join(f'o{j}' for j in range(len(outs)))},)")
+    return "import numpy as np\n\n\n" + "\n".join(lines) + "\n"
+
+
+def _kernel(src: str):
+    """The numba kernel compiled from ``src`` (shared by every group with this source), or
+    None when it cannot be written to the cache directory or compiled."""
+    key = hashlib.sha256(src.encode()).hexdigest()[:24]
+    with _LOCK:
+        got = _KERNELS.get(key)
+        if got is not None:
+            return got
+        numba = _numba()
+        if numba is None:
+            return None
+        try:
+            folder = cache_dir()
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            path = os.path.join(folder, f"k_{key}.py")
+            text = None
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+            if text != src:  # never import a file other than the source made here
+                tmp = f"{path}.{os.getpid()}.tmp"
+                with open(tmp, "w", encoding="utf-8") as f:
+                    f.write(src)
+                os.replace(tmp, path)
+            # The text run is the one generated here (the file gives numba's cache its key)
+            # (a module of its own, registered: numba's cache finds the kernel's globals there)
+            module = types.ModuleType(f"tapegrad_kernel_{key}")
+            module.__file__ = path
+            exec(compile(src, path, "exec"), module.__dict__)  # noqa: S102
+            sys.modules[module.__name__] = module
+            fn = numba.njit(cache=True, error_model="numpy", nogil=True)(module.kernel)
+        except OSError as e:
+            _log.info("jit: cannot write fused kernels to %s (%s): running unfused",
+                      cache_dir(), e)
+            return None
+        _KERNELS[key] = fn
+        return fn
