@@ -41,6 +41,7 @@ LAYERS = [
     ("transforms", ["tapegrad.transforms", "tapegrad.vmap", "tapegrad.forward", "tapegrad.jit",
                     "tapegrad.checkpoint", "tapegrad.custom", "tapegrad.custom_rules",
                     "tapegrad.implicit", "tapegrad.transpose", "tapegrad.debug",
+                    "tapegrad.control_flow",
                     "tapegrad.filtered"]),
     ("numpy", ["tapegrad.at", "tapegrad.numpy", "tapegrad.numpy.*", "tapegrad.array_api",
                "tapegrad.interop", "tapegrad.methods"]),

@@ -21,6 +21,7 @@ from tapegrad import (
     tree,
 )
 from tapegrad.checkpoint import checkpoint, remat
+from tapegrad.control_flow import cond, fori_loop, scan, switch, while_loop
 from tapegrad.custom import custom_vjp, once_differentiable
 from tapegrad.custom_rules import custom_jvp
 from tapegrad.filtered import filter_grad, filter_jit, filter_value_and_grad
@@ -137,4 +138,9 @@ __all__ = [
     "custom_root",
     "custom_linear_solve",
     "debug",
+    "scan",
+    "fori_loop",
+    "while_loop",
+    "cond",
+    "switch",
 ]
