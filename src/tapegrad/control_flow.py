@@ -50,11 +50,12 @@ class _BodyTrace(Trace):
     a new input of the sub-program (``lifted``), so the enclosing transform sees it as an
     input of the control-flow primitive rather than the body's ops one by one."""
 
-    __slots__ = ("lifted", "_lift_map")
+    __slots__ = ("lifted", "lift_nodes", "_lift_map")
 
     def __init__(self, level: int):
         super().__init__(level, replays=True)
         self.lifted: list = []
+        self.lift_nodes: list = []
         self._lift_map: dict = {}
 
     def lift(self, t: Tensor) -> Tensor:
@@ -64,6 +65,7 @@ class _BodyTrace(Trace):
             got = self.new_input(const(t._concrete()))
             self._lift_map[id(t)] = got
             self.lifted.append(t)
+            self.lift_nodes.append(got._box.node)
         return got
 
     def record(self, fn, args, params, needs):
@@ -159,8 +161,9 @@ def trace_body(fun, examples, name: str) -> tuple[Body, list]:
             avals.append((tuple(o.shape), o.dtype))
     finally:
         trace.done = True
-    n = len(examples) + len(trace.lifted)
-    tape = freeze(trace, range(n), _flat_treedef(n), refs, avals, _flat_treedef(len(refs)))
+    in_nodes = [t._box.node for t in traced] + trace.lift_nodes
+    tape = freeze(trace, in_nodes, _flat_treedef(len(in_nodes)), refs, avals,
+                  _flat_treedef(len(refs)))
     return Body(tape, name), list(trace.lifted)
 
 
@@ -768,17 +771,14 @@ class While(Function):
             outs = While.apply(*ins, **{**p, "save": True, "checkpoints": None})
             cs = list(outs[n_carry + 1:])
             g_cs = [None] * n_carry
-            if p["checkpoints"]:
-                return _revolve_backward(ctx, ins, g_carry, needs)
-        # a while body is a scan body with no xs and no ys: its reverse is the scan's
-        sneeds = tuple(needs[n_carry + n_cc:]) + tuple(needs[:n_carry])
-        cts = _scan_backward(_as_scan_body(body, n_carry), bconsts, init, [], cs, g_carry,
-                             [], g_cs, sneeds, {"length": cs[0].shape[0] if cs else 0,
-                                                 "reverse": False, "unroll": 1})
+        count = saved[ctx.n_in]
+        nb = [needs[n_carry + n_cc + i] for i in range(len(bconsts))]
+        cts = _while_backward(body, bconsts, cs, count, g_carry, g_cs, nb)
         for i in range(len(bconsts)):
             res[n_carry + n_cc + i] = cts[i]
         for i in range(n_carry):
-            res[i] = cts[len(bconsts) + i]
+            if needs[i]:
+                res[i] = cts[len(bconsts) + i]
         return tuple(res)
 
     @staticmethod
@@ -794,14 +794,56 @@ class While(Function):
         raise NotImplementedError("a while loop's trip count is known only by running it")
 
 
-def _as_scan_body(body: Body, n_carry: int) -> Body:
-    """The while body (``carry + consts -> carry``) is already a scan body with no xs and no
-    ys: the same sub-program."""
-    return body
+def _while_backward(body, bconsts, cs, count, g_carry, g_cs, needs_b) -> list:
+    """Cotangents of a while loop's body constants and initial value: a reverse scan of the
+    body's vjp over the saved values ``cs`` (one row per iteration). Rows at or past ``count``
+    (members of a batch that had finished) pass the cotangent through unchanged."""
+    avals = body.out_avals
+    n_carry, n_bc = len(avals), len(bconsts)
+    kk = [i for i in range(n_carry) if _is_float(avals[i][1])]
+    kb = [i for i in range(n_bc) if needs_b[i] and _is_float(bconsts[i].dtype)]
+    res: list = [None] * (n_bc + n_carry)
+    if not kk:
+        return res
+    rows = cs[0].shape[0]
+    b_avals = [(tuple(c.shape), c.dtype) for c in bconsts]
 
+    def make():
+        def step(leaves):
+            it = iter(leaves)
+            acc = [next(it) for _ in kb]
+            ct = [next(it) for _ in kk]
+            i = next(it)
+            c_i = [next(it) for _ in range(n_carry)]
+            gc = [next(it) for _ in kk]
+            cst = [next(it) for _ in range(n_bc)]
+            n = next(it)
+            keep = i < n
+            cts = _vjp_of(body, c_i + cst, [n_carry + j for j in kb] + kk, kk, ct)
+            new_acc = [Where.apply(keep, a + d, a) for a, d in zip(acc, cts[:len(kb)])]
+            new_ct = [Where.apply(keep, d, c) + g for d, c, g in zip(cts[len(kb):], ct, gc)]
+            return new_acc + new_ct
 
-def _revolve_backward(ctx, ins, g_carry, needs):  # pragma: no cover - replaced below
-    raise NotImplementedError
+        ex = ([np.zeros(*b_avals[j]) for j in kb] + [np.zeros(*avals[i]) for i in kk]
+              + [np.int64(0)] + [np.zeros(*a) for a in avals] + [np.zeros(*avals[i]) for i in kk]
+              + [np.zeros(*a) for a in b_avals] + [np.int64(0)])
+        return _closed(step, [np.asarray(e) for e in ex], f"vjp({body.name})")
+
+    bwd = body.derived(("wvjp", tuple(kb)), make)
+    acc0 = [_zeros(b_avals[j]) for j in kb]
+    ct0 = [g_carry[i] if g_carry[i] is not None else _zeros(avals[i]) for i in kk]
+    g_c = [g_cs[i] if g_cs[i] is not None else _zeros(((rows,) + tuple(avals[i][0]),
+                                                        avals[i][1])) for i in kk]
+    idx = const(np.arange(rows, dtype=np.int64))
+    args = list(bconsts) + [count] + acc0 + ct0 + [idx] + list(cs) + g_c
+    outs = Scan.apply(*args, body=bwd, n_consts=n_bc + 1, n_carry=len(kb) + len(kk),
+                      length=rows, reverse=True, unroll=1, save=_any_traced(args))
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    for j, v in zip(kb, outs[:len(kb)]):
+        res[j] = v
+    for i, v in zip(kk, outs[len(kb):len(kb) + len(kk)]):
+        res[n_bc + i] = v
+    return res
 
 
 def _while_jvp(ctx, ts):
@@ -881,38 +923,39 @@ def _while_batch(args, batched, size, p):
         c_axes = (0,) * n_carry + tuple(0 if b else None for b in ccb)
         b_axes = (0,) * n_carry + tuple(0 if b else None for b in bcb)
 
-        def preds(leaves):
+        def preds(c, cc):
             return vmap(lambda *ls: cond_body.apply(list(ls))[0], in_axes=c_axes,
-                        out_axes=0)(*leaves)
+                        out_axes=0)(*(c + cc))
 
-        def cond_step(leaves):
-            return [preds(leaves).any()]
+        def cond_step(leaves):  # carries, counts, cond consts
+            return [preds(leaves[:n_carry], leaves[n_carry + 1:]).any()]
 
-        def step(leaves):
-            c = leaves[:n_carry]
-            pred = preds(c + leaves[n_carry + len(bcb) + 0:][:0] + leaves[n_carry + len(bcb):])
+        def step(leaves):  # carries, counts, body consts, cond consts
+            c, counts = leaves[:n_carry], leaves[n_carry]
+            bc = leaves[n_carry + 1:n_carry + 1 + n_bc]
+            pred = preds(c, leaves[n_carry + 1 + n_bc:])
             new = vmap(lambda *ls: tuple(body.apply(list(ls))), in_axes=b_axes, out_axes=0)(
-                *(c + leaves[n_carry:n_carry + len(bcb)]))
+                *(c + bc))
             res = []
             for old, nw in zip(c, new):
                 m = pred.reshape((size,) + (1,) * (nw.ndim - 1))
                 res.append(Where.apply(m, nw, old))
-            return res
+            return res + [counts + pred.astype(np.int64)]
 
-        ex_c = [_example(a) for a in init]
+        ex_c = [_example(a) for a in init] + [np.zeros(size, np.int64)]
         jc = _closed(cond_step, ex_c + [_example(c) for c in cconsts], f"vmap({cond_body.name})")
         jb = _closed(step, ex_c + [_example(c) for c in bconsts] + [_example(c) for c in cconsts],
                      f"vmap({body.name})")
         return jb, jc
 
+    n_bc = len(bconsts)
     jb, jc = body.derived(key, make)
-    outs = While.apply(*init, *cconsts, *bconsts, *cconsts, cond_body=jc, body=jb,
-                       n_carry=n_carry, n_cconsts=n_cc, save=p["save"],
+    counts0 = const(np.zeros(size, np.int64))
+    outs = While.apply(*init, counts0, *cconsts, *bconsts, *cconsts, cond_body=jc, body=jb,
+                       n_carry=n_carry + 1, n_cconsts=n_cc, save=p["save"],
                        checkpoints=p["checkpoints"])
     outs = list(outs)
-    count = outs[n_carry]
-    count_b = _broadcast_batch(count, size)
-    res = outs[:n_carry] + [count_b] + [_swap01(c) for c in outs[n_carry + 1:]]
+    res = outs[:n_carry] + [outs[n_carry]] + [_swap01(c) for c in outs[n_carry + 2:][:n_carry]]
     return tuple(res)
 
 
@@ -1114,8 +1157,8 @@ class Switch(Function):
                     return list(vmap(lambda *ls: tuple(branches[k].apply(list(ls))),
                                      in_axes=axes, out_axes=0)(*leaves))
 
-                return _closed(step, [_example(rest[i])[0] if rb[i] else _example(rest[i])
-                                      for i in idx], f"vmap({branches[k].name})")
+                return _closed(step, [_example(rest[i]) for i in idx],
+                               f"vmap({branches[k].name})")
 
             return branches[k].derived(("batch", axes, size), make), idx
 
