@@ -217,12 +217,13 @@ def _any_traced(tensors) -> bool:
     return any(type(t) is Tensor and t._level for t in tensors)
 
 
-def _check_leaves(who, fname, what, got, want, got_tree, want_tree, fix: str) -> list:
+def _check_leaves(who, fname, what, got, want, got_tree, want_tree, fix: str,
+                  source: str) -> list:
     """Output leaves of a body checked against the expected structure, shapes and dtypes;
     Python numbers and arrays are cast to the expected dtype."""
     if got_tree != want_tree:
         raise TypeError(f"{who}: {fname} returned {what} with structure {got_tree}, but "
-                        f"expected {want_tree} (the structure of the input {what}). {fix}")
+                        f"expected {want_tree} (the structure of {source}). {fix}")
     res = []
     for i, (v, (shape, dtype)) in enumerate(zip(got, want)):
         if not isinstance(v, Tensor):
@@ -234,10 +235,28 @@ def _check_leaves(who, fname, what, got, want, got_tree, want_tree, fix: str) ->
         if tuple(v.shape) != tuple(shape) or v.dtype != dtype:
             raise TypeError(
                 f"{who}: {fname} returned {what} leaf {i} of type "
-                f"{_aval_str((v.shape, v.dtype))}, but the input {what} has type "
+                f"{_aval_str((v.shape, v.dtype))}, but {source} has type "
                 f"{_aval_str((shape, dtype))}. {fix}")
         res.append(v)
     return res
+
+
+def _apply(fn, *args, **params) -> tuple:
+    """``fn.apply(*args, **params)``, its outputs always as a tuple."""
+    out = fn.apply(*args, **params)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _nonzero(g):
+    """``g``, or None for a constant of zeros (or None)."""
+    if g is None or (type(g) is Tensor and not g._level and not g._concrete().any()):
+        return None
+    return g
+
+
+def _outputs(arrays: list):
+    """A forward's outputs: one array alone (a primitive's single-output form), else a tuple."""
+    return arrays[0] if len(arrays) == 1 else tuple(arrays)
 
 
 # -- scan -------------------------------------------------------------------------------------
@@ -268,7 +287,7 @@ class Scan(Function):
                 b[i] = y
         ctx.save_for_backward(*arrays, *cs)
         ctx.n_in = len(arrays)
-        return tuple([xp.array(c, copy=True) for c in carry] + ys + cs)
+        return _outputs([xp.array(c, copy=True) for c in carry] + ys + cs)
 
     @staticmethod
     def backward(ctx, *gs):
@@ -287,7 +306,7 @@ class Scan(Function):
             cs = list(saved[ctx.n_in:])
             g_cs = list(gs[n_carry + n_ys:])
         else:  # the carries again, from a forward that keeps them
-            outs = Scan.apply(*ins, **{**p, "save": True})
+            outs = _apply(Scan, *ins, **{**p, "save": True})
             cs = list(outs[n_carry + n_ys:])
             g_cs = [None] * n_carry
         needs = ctx.needs_input_grad
@@ -362,7 +381,7 @@ def _scan_backward(body, consts, init, xs, cs, g_carry, g_ys, g_cs, needs, p):
     g_y = [z(g_ys[j], ((length,) + tuple(y_avals[j][0]), y_avals[j][1])) for j in ky]
     g_c = [z(g_cs[i], ((length,) + tuple(carry_avals[i][0]), carry_avals[i][1])) for i in kk]
     args = consts + acc0 + ct0 + cs + xs + g_y + g_c
-    outs = Scan.apply(*args, body=bwd, n_consts=n_consts, n_carry=len(kc) + len(kk),
+    outs = _apply(Scan, *args, body=bwd, n_consts=n_consts, n_carry=len(kc) + len(kk),
                       length=length, reverse=not p["reverse"], unroll=p["unroll"],
                       save=_any_traced(args))
     outs = outs if isinstance(outs, tuple) else (outs,)
@@ -481,7 +500,7 @@ def _scan_jvp(ins, ts, p):
         (tuple(init[i].shape), init[i].dtype)) for i in kk]
     args = (consts + [ts[i] for i in tc] + init + t_init + xs
             + [ts[n_consts + n_carry + i] for i in tx])
-    outs = Scan.apply(*args, body=jb, n_consts=n_consts + len(tc), n_carry=n_carry + len(kk),
+    outs = _apply(Scan, *args, body=jb, n_consts=n_consts + len(tc), n_carry=n_carry + len(kk),
                       length=p["length"], reverse=p["reverse"], unroll=p["unroll"],
                       save=p["save"])
     outs = outs if isinstance(outs, tuple) else (outs,)
@@ -506,7 +525,7 @@ def _swap01(t: Tensor) -> Tensor:
 def _broadcast_batch(t: Tensor, size: int) -> Tensor:
     from tapegrad.ops import BroadcastTo
 
-    return BroadcastTo.apply(t.reshape((1,) + tuple(t.shape)), shape=(size,) + tuple(t.shape))
+    return BroadcastTo.apply(t.reshape((1,) + tuple(t.shape)), (size,) + tuple(t.shape))
 
 
 def _scan_batch(args, batched, size, p):
@@ -540,7 +559,7 @@ def _scan_batch(args, batched, size, p):
         return _closed(step, ex, f"vmap({body.name})")
 
     bb = body.derived(key, make)
-    outs = Scan.apply(*consts, *init, *xs, body=bb, n_consts=n_consts, n_carry=n_carry,
+    outs = _apply(Scan, *consts, *init, *xs, body=bb, n_consts=n_consts, n_carry=n_carry,
                       length=p["length"], reverse=p["reverse"], unroll=p["unroll"],
                       save=p["save"])
     outs = list(outs) if isinstance(outs, tuple) else [outs]
@@ -633,7 +652,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
                             f"{type(out).__name__}")
         c_leaves, c_tree = tree_flatten(out[0])
         c_leaves = _check_leaves(who, fname, "carry", c_leaves, carry_avals, c_tree,
-                                 init_tree, fix)
+                                 init_tree, fix, "init")
         y_leaves, y_tree[0] = tree_flatten(out[1])
         return c_leaves + [_as_leaf(v, who, f"{fname}'s y") for v in y_leaves]
 
@@ -641,7 +660,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         _example(x)[0] if x.shape[0] else np.zeros(x.shape[1:], x.dtype) for x in xs_leaves]
     body, lifted = trace_body(flat, ex, fname)
     args = lifted + init_leaves + xs_leaves
-    outs = Scan.apply(*args, body=body, n_consts=len(lifted), n_carry=n_carry, length=n,
+    outs = _apply(Scan, *args, body=body, n_consts=len(lifted), n_carry=n_carry, length=n,
                       reverse=bool(reverse), unroll=unroll, save=_any_traced(args))
     outs = list(outs) if isinstance(outs, tuple) else [outs]
     n_ys = len(body.out_avals) - n_carry
@@ -748,9 +767,11 @@ class While(Function):
                           save=save, checkpoints=checkpoints)
         ctx.n_in = len(arrays)
         count = xp.asarray(np.int64(n))
-        ctx.save_for_backward(*arrays, count, *cs)
-        ctx.mark_non_differentiable(count)
-        return tuple([xp.array(c, copy=True) for c in carry] + [count] + cs)
+        # with save, the iterations done before each row (a batch's finished members repeat)
+        steps = [xp.arange(n, dtype=np.int64)] if save else []
+        ctx.save_for_backward(*arrays, count, *cs, *steps)
+        ctx.mark_non_differentiable(count, *steps)
+        return tuple([xp.array(c, copy=True) for c in carry] + [count] + cs + steps)
 
     @staticmethod
     def backward(ctx, *gs):
@@ -764,16 +785,20 @@ class While(Function):
         needs = ctx.needs_input_grad
         g_carry = list(gs[:n_carry])
         res: list = [None] * len(ins)
-        if p["save"]:
-            cs = list(saved[ctx.n_in + 1:])
-            g_cs = list(gs[n_carry + 1:])
-        else:
-            outs = While.apply(*ins, **{**p, "save": True, "checkpoints": None})
-            cs = list(outs[n_carry + 1:])
-            g_cs = [None] * n_carry
         count = saved[ctx.n_in]
+        if p["save"]:
+            cs = list(saved[ctx.n_in + 1:ctx.n_in + 1 + n_carry])
+            steps = saved[ctx.n_in + 1 + n_carry]
+            # (a zero constant the engine filled in for an unused output is no cotangent: its
+            # rows' count is that of the recording, not of a later run under jit)
+            g_cs = [_nonzero(g) for g in gs[n_carry + 1:n_carry + 1 + n_carry]]
+        else:
+            outs = _apply(While, *ins, **{**p, "save": True, "checkpoints": None})
+            cs = list(outs[n_carry + 1:n_carry + 1 + n_carry])
+            steps = outs[n_carry + 1 + n_carry]
+            g_cs = [None] * n_carry
         nb = [needs[n_carry + n_cc + i] for i in range(len(bconsts))]
-        cts = _while_backward(body, bconsts, cs, count, g_carry, g_cs, nb)
+        cts = _while_backward(body, bconsts, cs, count, steps, g_carry, g_cs, nb)
         for i in range(len(bconsts)):
             res[n_carry + n_cc + i] = cts[i]
         for i in range(n_carry):
@@ -794,10 +819,11 @@ class While(Function):
         raise NotImplementedError("a while loop's trip count is known only by running it")
 
 
-def _while_backward(body, bconsts, cs, count, g_carry, g_cs, needs_b) -> list:
+def _while_backward(body, bconsts, cs, count, steps, g_carry, g_cs, needs_b) -> list:
     """Cotangents of a while loop's body constants and initial value: a reverse scan of the
-    body's vjp over the saved values ``cs`` (one row per iteration). Rows at or past ``count``
-    (members of a batch that had finished) pass the cotangent through unchanged."""
+    body's vjp over the saved values ``cs`` (one row per iteration). A row whose ``steps``
+    (iterations done before it) reached ``count`` (a member of a batch that had finished)
+    passes the cotangent through unchanged."""
     avals = body.out_avals
     n_carry, n_bc = len(avals), len(bconsts)
     kk = [i for i in range(n_carry) if _is_float(avals[i][1])]
@@ -807,6 +833,7 @@ def _while_backward(body, bconsts, cs, count, g_carry, g_cs, needs_b) -> list:
         return res
     rows = cs[0].shape[0]
     b_avals = [(tuple(c.shape), c.dtype) for c in bconsts]
+    kg = [i for i in kk if g_cs[i] is not None]  # (the rows' count is known only at run time)
 
     def make():
         def step(leaves):
@@ -815,28 +842,26 @@ def _while_backward(body, bconsts, cs, count, g_carry, g_cs, needs_b) -> list:
             ct = [next(it) for _ in kk]
             i = next(it)
             c_i = [next(it) for _ in range(n_carry)]
-            gc = [next(it) for _ in kk]
+            gc = dict(zip(kg, [next(it) for _ in kg]))
             cst = [next(it) for _ in range(n_bc)]
             n = next(it)
             keep = i < n
             cts = _vjp_of(body, c_i + cst, [n_carry + j for j in kb] + kk, kk, ct)
             new_acc = [Where.apply(keep, a + d, a) for a, d in zip(acc, cts[:len(kb)])]
-            new_ct = [Where.apply(keep, d, c) + g for d, c, g in zip(cts[len(kb):], ct, gc)]
-            return new_acc + new_ct
+            new_ct = [Where.apply(keep, d, c) for d, c in zip(cts[len(kb):], ct)]
+            return new_acc + [v + gc[i] if i in gc else v for i, v in zip(kk, new_ct)]
 
         ex = ([np.zeros(*b_avals[j]) for j in kb] + [np.zeros(*avals[i]) for i in kk]
-              + [np.int64(0)] + [np.zeros(*a) for a in avals] + [np.zeros(*avals[i]) for i in kk]
+              + [np.int64(0)] + [np.zeros(*a) for a in avals] + [np.zeros(*avals[i]) for i in kg]
               + [np.zeros(*a) for a in b_avals] + [np.int64(0)])
         return _closed(step, [np.asarray(e) for e in ex], f"vjp({body.name})")
 
-    bwd = body.derived(("wvjp", tuple(kb)), make)
+    bwd = body.derived(("wvjp", tuple(kb), tuple(kg)), make)
     acc0 = [_zeros(b_avals[j]) for j in kb]
     ct0 = [g_carry[i] if g_carry[i] is not None else _zeros(avals[i]) for i in kk]
-    g_c = [g_cs[i] if g_cs[i] is not None else _zeros(((rows,) + tuple(avals[i][0]),
-                                                        avals[i][1])) for i in kk]
-    idx = const(np.arange(rows, dtype=np.int64))
-    args = list(bconsts) + [count] + acc0 + ct0 + [idx] + list(cs) + g_c
-    outs = Scan.apply(*args, body=bwd, n_consts=n_bc + 1, n_carry=len(kb) + len(kk),
+    g_c = [g_cs[i] for i in kg]
+    args = list(bconsts) + [count] + acc0 + ct0 + [steps] + list(cs) + g_c
+    outs = _apply(Scan, *args, body=bwd, n_consts=n_bc + 1, n_carry=len(kb) + len(kk),
                       length=rows, reverse=True, unroll=1, save=_any_traced(args))
     outs = outs if isinstance(outs, tuple) else (outs,)
     for j, v in zip(kb, outs[:len(kb)]):
@@ -855,7 +880,7 @@ def _while_jvp(ctx, ts):
     bconsts = ins[n_carry + n_cc:]
     cond_body, body = p["cond_body"], p["body"]
     n_bc = len(bconsts)
-    n_out = n_carry + 1 + (n_carry if p["save"] else 0)
+    n_out = n_carry + 1 + (n_carry + 1 if p["save"] else 0)
     kk = [i for i in range(n_carry) if _is_float(init[i].dtype)]
     tb = [i for i in range(n_bc) if ts[n_carry + n_cc + i] is not None]
     if not tb and all(ts[i] is None for i in kk):
@@ -891,14 +916,14 @@ def _while_jvp(ctx, ts):
     t_init = [ts[i] if ts[i] is not None else _zeros((tuple(init[i].shape), init[i].dtype))
               for i in kk]
     args = init + t_init + cconsts + bconsts + [ts[n_carry + n_cc + i] for i in tb]
-    outs = While.apply(*args, cond_body=jc, body=jb, n_carry=n_carry + len(kk), n_cconsts=n_cc,
+    outs = _apply(While, *args, cond_body=jc, body=jb, n_carry=n_carry + len(kk), n_cconsts=n_cc,
                        save=p["save"], checkpoints=p["checkpoints"])
     nk = n_carry + len(kk)
     res: list = [None] * n_out
     for i, t in zip(kk, outs[n_carry:nk]):
         res[i] = t
     if p["save"]:
-        cs_all = outs[nk + 1:]
+        cs_all = outs[nk + 1:nk + 1 + nk]
         for i, t in zip(kk, cs_all[n_carry:]):
             res[n_carry + 1 + i] = t
     return tuple(res)
@@ -951,11 +976,13 @@ def _while_batch(args, batched, size, p):
     n_bc = len(bconsts)
     jb, jc = body.derived(key, make)
     counts0 = const(np.zeros(size, np.int64))
-    outs = While.apply(*init, counts0, *cconsts, *bconsts, *cconsts, cond_body=jc, body=jb,
+    outs = _apply(While, *init, counts0, *cconsts, *bconsts, *cconsts, cond_body=jc, body=jb,
                        n_carry=n_carry + 1, n_cconsts=n_cc, save=p["save"],
                        checkpoints=p["checkpoints"])
     outs = list(outs)
-    res = outs[:n_carry] + [outs[n_carry]] + [_swap01(c) for c in outs[n_carry + 2:][:n_carry]]
+    res = outs[:n_carry] + [outs[n_carry]]  # the carry, each member's trip count
+    if p["save"]:  # each member's rows, and the iterations it had done before each row
+        res += [_swap01(c) for c in outs[n_carry + 2:n_carry + 2 + n_carry + 1]]
     return tuple(res)
 
 
@@ -1021,14 +1048,15 @@ def while_loop(cond_fun, body_fun, init_val, checkpoints=None):
     def bflat(leaves):
         out = body_fun(tree_unflatten(init_tree, leaves))
         got, tree = tree_flatten(out)
-        return _check_leaves(who, bname, "value", got, avals, tree, init_tree, fix)
+        return _check_leaves(who, bname, "value", got, avals, tree, init_tree, fix,
+                             "init_val")
 
     ex = [_example(t) for t in init_leaves]
     cbody, clifted = trace_body(cflat, ex, cname)
     bbody, blifted = trace_body(bflat, ex, bname)
     args = init_leaves + clifted + blifted
     save = _any_traced(args) and checkpoints is None
-    outs = While.apply(*args, cond_body=cbody, body=bbody, n_carry=n_carry,
+    outs = _apply(While, *args, cond_body=cbody, body=bbody, n_carry=n_carry,
                        n_cconsts=len(clifted), save=save,
                        checkpoints=None if checkpoints is None else int(checkpoints))
     return tree_unflatten(init_tree, list(outs[:n_carry]))
@@ -1052,7 +1080,7 @@ class Switch(Function):
         ctx.save_for_backward(index, *arrays)
         ctx.mark_non_differentiable()
         xp = ctx.backend
-        return tuple(xp.array(o, copy=True) for o in outs)
+        return _outputs([xp.array(o, copy=True) for o in outs])
 
     @staticmethod
     def backward(ctx, *gs):
@@ -1091,7 +1119,7 @@ class Switch(Function):
         vb = branches[0].derived(key, make)
         g = [gs[j] if gs[j] is not None else _zeros(avals[j]) for j in fo]
         n_in = len(rest)
-        outs = Switch.apply(index, *rest, *g, branches=vb, n_ops=n_in + len(g),
+        outs = _apply(Switch, index, *rest, *g, branches=vb, n_ops=n_in + len(g),
                             spans=tuple((0, 0) for _ in vb))
         outs = outs if isinstance(outs, tuple) else (outs,)
         res: list = [None] * (1 + n_in)
@@ -1134,7 +1162,7 @@ class Switch(Function):
             return tuple(one(k) for k in range(len(branches)))
 
         jb = branches[0].derived(key, make)
-        outs = Switch.apply(index, *rest, *[ts[1 + i] for i in tin], branches=jb,
+        outs = _apply(Switch, index, *rest, *[ts[1 + i] for i in tin], branches=jb,
                             n_ops=len(rest) + len(tin), spans=tuple((0, 0) for _ in jb))
         outs = outs if isinstance(outs, tuple) else (outs,)
         return tuple(t if _is_float(a[1]) else None for t, a in zip(outs, avals))
@@ -1165,7 +1193,7 @@ class Switch(Function):
         made = [batched_branch(k) for k in range(len(branches))]
         if not batched[0]:
             vb = tuple(m[0] for m in made)
-            outs = Switch.apply(index, *rest, branches=vb, n_ops=len(rest),
+            outs = _apply(Switch, index, *rest, branches=vb, n_ops=len(rest),
                                 spans=tuple((0, 0) for _ in vb))
             return outs if isinstance(outs, tuple) else (outs,)
         # a batched index: every branch runs on the whole batch, a select picks per member
@@ -1216,7 +1244,7 @@ def switch(index, branches, *operands):
     return _switch("switch", index, branches, operands)
 
 
-def _switch(who, index, branches, operands):
+def _switch(who, index, branches, operands, roles=None):
     branches = list(branches) if isinstance(branches, (list, tuple)) else None
     if not branches:
         raise TypeError(f"{who}: branches must be a non-empty list or tuple of callables")
@@ -1237,7 +1265,7 @@ def _switch(who, index, branches, operands):
     out_tree: list = [None]
     first_name: list = [None]
     for k, b in enumerate(branches):
-        bname = _fname(b)
+        bname = _fname(b) + (f" ({roles[k]})" if roles else "")
 
         def flat(leaves, b=b, bname=bname, k=k):
             out = b(*tree_unflatten(op_tree, leaves))
@@ -1247,15 +1275,16 @@ def _switch(who, index, branches, operands):
                 out_tree[0] = tree
                 first_name[0] = bname
                 return got
+            first = first_name[0] if roles else f"{first_name[0]} (branch 0)"
             return _check_leaves(who, bname, "output", got, bodies[0].out_avals, tree,
-                                 out_tree[0], f"Every branch must return the structure, "
-                                 f"shapes and dtypes that {first_name[0]} (branch 0) returns.")
+                                 out_tree[0], "Every branch must return the same structure, "
+                                 "shapes and dtypes.", f"the output of {first}")
 
         body, lifted = trace_body(flat, ex, bname)
         bodies.append(body)
         spans.append((len(consts), len(consts) + len(lifted)))
         consts.extend(lifted)
-    outs = Switch.apply(idx, *op_leaves, *consts, branches=tuple(bodies), n_ops=n_ops,
+    outs = _apply(Switch, idx, *op_leaves, *consts, branches=tuple(bodies), n_ops=n_ops,
                         spans=tuple(spans))
     outs = list(outs) if isinstance(outs, tuple) else [outs]
     return tree_unflatten(out_tree[0], outs)
@@ -1295,7 +1324,8 @@ def cond(pred, true_fun, false_fun, *operands):
         raise TypeError(f"cond: pred must be a boolean scalar, got {seen}")
     if p.dtype.kind != "b":
         p = p != 0
-    return _switch("cond", p.astype(np.int64), [false_fun, true_fun], operands)
+    return _switch("cond", p.astype(np.int64), [false_fun, true_fun], operands,
+                   ("false_fun", "true_fun"))
 
 
 def _binomial_steps(s: int, n: int) -> int:
