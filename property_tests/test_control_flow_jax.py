@@ -100,7 +100,7 @@ def close(a, b):
         np.testing.assert_allclose(np.asarray(u.numpy()), np.asarray(v), **TOL)
 
 
-@settings(max_examples=16)
+@settings(max_examples=10)
 @given(case=cases())
 def test_control_flow_matches_jax_at_orders_1_and_2_under_vmap_and_jit(case):
     kind, n, steps, ops, reverse, seed = case

@@ -176,7 +176,7 @@ def test_fori_loop_static_and_traced_bounds():
         return v * 0.5 + i
 
     assert float(tg.fori_loop(2, 6, body, f64(1.0))) == pytest.approx(
-        ((((1.0 * 0.5 + 2) * 0.5 + 3) * 0.5 + 4) * 0.5 + 5))
+        (((1.0 * 0.5 + 2) * 0.5 + 3) * 0.5 + 4) * 0.5 + 5)
     assert float(tg.fori_loop(3, 1, body, f64(1.0))) == 1.0
 
     def f(x, n):

@@ -65,7 +65,7 @@ class _BodyTrace(Trace):
             got = self.new_input(const(t._concrete()))
             self._lift_map[id(t)] = got
             self.lifted.append(t)
-            self.lift_nodes.append(got._box.node)
+            self.lift_nodes.append(got._node)
         return got
 
     def record(self, fn, args, params, needs):
@@ -152,7 +152,7 @@ def trace_body(fun, examples, name: str) -> tuple[Body, list]:
             if b is not None and b.level == trace.level and b.trace is trace:
                 refs.append(b.node)
             elif 0 < o._level < trace.level:
-                refs.append(trace.lift(o)._box.node)  # an enclosing value passed through
+                refs.append(trace.lift(o)._node)  # an enclosing value passed through
             elif o._level > trace.level:
                 raise RuntimeError(f"{name}: an output is traced by an inner transform that has "
                                    "already finished (a leaked tracer)")
@@ -161,7 +161,7 @@ def trace_body(fun, examples, name: str) -> tuple[Body, list]:
             avals.append((tuple(o.shape), o.dtype))
     finally:
         trace.done = True
-    in_nodes = [t._box.node for t in traced] + trace.lift_nodes
+    in_nodes = [t._node for t in traced] + trace.lift_nodes
     tape = freeze(trace, in_nodes, _flat_treedef(len(in_nodes)), refs, avals,
                   _flat_treedef(len(refs)))
     return Body(tape, name), list(trace.lifted)
@@ -701,11 +701,12 @@ def fori_loop(lower, upper, body_fun, init_val):
     static = all(isinstance(b, (int, np.integer)) and not isinstance(b, bool)
                  for b in (lower, upper))
     for name, b in (("lower", lower), ("upper", upper)):
-        kind = b.dtype.kind if isinstance(b, (Tensor, np.ndarray, np.generic)) else None
+        dt = getattr(b, "dtype", None) if not isinstance(b, (bool, int, float)) else None
+        kind = dt.kind if isinstance(dt, np.dtype) else None
         if not (isinstance(b, (int, np.integer)) and not isinstance(b, bool)) and kind not in (
                 "i", "u"):
             raise TypeError(f"fori_loop: {name} must be an int or an integer Tensor, got "
-                            f"{type(b).__name__}" + (f" of dtype {b.dtype}" if kind else ""))
+                            f"{type(b).__name__}" + (f" of dtype {dt}" if kind else ""))
     fname = _fname(body_fun)
     if static:
         lo = int(lower)
@@ -779,7 +780,6 @@ class While(Function):
         n_carry, n_cc = p["n_carry"], p["n_cconsts"]
         saved = ctx.saved_tensors
         ins = list(saved[:ctx.n_in])
-        init = ins[:n_carry]
         bconsts = ins[n_carry + n_cc:]
         body = p["body"]
         needs = ctx.needs_input_grad
