@@ -268,8 +268,6 @@ def test_while_loop_errors():
         def body(v):
             return v.astype(np.float32)
         tg.while_loop(lambda v: v < 1.0, body, f64(0.0))
-    with pytest.raises(ValueError, match="checkpoints must be None or a positive int"):
-        tg.while_loop(lambda v: v < 1.0, lambda v: v + 1.0, f64(0.0), checkpoints=0)
 
 
 # -- cond / switch ------------------------------------------------------------------------------
@@ -312,3 +310,10 @@ def test_cond_errors_name_both_branches():
     with pytest.raises(TypeError, match=r"switch: the index must be an integer scalar, got "
                                         r"float64\[\]"):
         tg.switch(f64(0.0), [yes], f64(1.0))
+
+
+def test_to_json_refuses_a_body_by_name():
+    """A sub-program has no file form yet: the error names the entry and the parameter."""
+    _, tape = tg.trace(lambda x: tg.scan(lambda c, v: (c + v, None), x[0], x)[0])(f64([1.0]))
+    with pytest.raises(ValueError, match=r"parameter 'body' of entry \d+ \(scan\)"):
+        tape.to_json()

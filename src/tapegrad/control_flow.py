@@ -14,21 +14,15 @@ order: the ``backward`` of a scan is a reverse scan whose body is the vjp of the
 its ``jvp`` a scan of the body's jvp, its batching rule a scan of the batched body.
 
 Memory of reverse mode through ``scan`` and ``while_loop``: the forward keeps the carry at the
-start of every iteration (``length`` carries); the backward recomputes one iteration at a time
-from its carry and pulls the cotangent back through it (remat per step), so the residuals held
-at once are those of one iteration. With ``while_loop(..., checkpoints=s)`` the forward keeps
-nothing but the trip count and the backward follows Griewank's binomial schedule (*revolve*):
-``s`` carries at most, each iteration recomputed about ``r`` times where
-``binomial(s + r, s) >= trip count``.
-
-References:
-    Griewank and Walther, "Algorithm 799: revolve", ACM TOMS 26(1), 2000.
+start of every iteration (``length`` carries, a stacked output of the primitive); the backward
+recomputes one iteration at a time from its carry and pulls the cotangent back through it
+(remat per step), so the body's intermediates are held for one iteration at a time. Time: the
+backward costs about two forward passes of the body (its recomputation and its vjp).
 """
 
 from __future__ import annotations
 
 import numbers
-from math import comb
 from typing import Any
 
 import numpy as np
@@ -747,7 +741,7 @@ class While(Function):
     _ctx_arrays_recomputed = True
 
     @staticmethod
-    def forward(ctx, *arrays, cond_body, body, n_carry, n_cconsts, save, checkpoints):
+    def forward(ctx, *arrays, cond_body, body, n_carry, n_cconsts, save):
         xp = ctx.backend
         carry = list(arrays[:n_carry])
         cc = list(arrays[n_carry:n_carry + n_cconsts])
@@ -765,7 +759,7 @@ class While(Function):
         else:
             cs = []
         ctx.params = dict(cond_body=cond_body, body=body, n_carry=n_carry, n_cconsts=n_cconsts,
-                          save=save, checkpoints=checkpoints)
+                          save=save)
         ctx.n_in = len(arrays)
         count = xp.asarray(np.int64(n))
         # with save, the iterations done before each row (a batch's finished members repeat)
@@ -793,7 +787,7 @@ class While(Function):
             # rows' count is that of the recording, not of a later run under jit)
             g_cs = [_nonzero(g) for g in gs[n_carry + 1:n_carry + 1 + n_carry]]
         else:
-            outs = _apply(While, *ins, **{**p, "save": True, "checkpoints": None})
+            outs = _apply(While, *ins, **{**p, "save": True})
             cs = list(outs[n_carry + 1:n_carry + 1 + n_carry])
             steps = outs[n_carry + 1 + n_carry]
             g_cs = [None] * n_carry
@@ -917,7 +911,7 @@ def _while_jvp(ctx, ts):
               for i in kk]
     args = init + t_init + cconsts + bconsts + [ts[n_carry + n_cc + i] for i in tb]
     outs = _apply(While, *args, cond_body=jc, body=jb, n_carry=n_carry + len(kk), n_cconsts=n_cc,
-                       save=p["save"], checkpoints=p["checkpoints"])
+                       save=p["save"])
     nk = n_carry + len(kk)
     res: list = [None] * n_out
     for i, t in zip(kk, outs[n_carry:nk]):
@@ -977,8 +971,7 @@ def _while_batch(args, batched, size, p):
     jb, jc = body.derived(key, make)
     counts0 = const(np.zeros(size, np.int64))
     outs = _apply(While, *init, counts0, *cconsts, *bconsts, *cconsts, cond_body=jc, body=jb,
-                       n_carry=n_carry + 1, n_cconsts=n_cc, save=p["save"],
-                       checkpoints=p["checkpoints"])
+                  n_carry=n_carry + 1, n_cconsts=n_cc, save=p["save"])
     outs = list(outs)
     res = outs[:n_carry] + [outs[n_carry]]  # the carry, each member's trip count
     if p["save"]:  # each member's rows, and the iterations it had done before each row
@@ -986,24 +979,21 @@ def _while_batch(args, batched, size, p):
     return tuple(res)
 
 
-def while_loop(cond_fun, body_fun, init_val, checkpoints=None):
+def while_loop(cond_fun, body_fun, init_val):
     """``while cond_fun(val): val = body_fun(val)``, as one primitive (JAX's
     ``lax.while_loop``), differentiable in reverse mode too.
 
-    The trip count may depend on the data. Reverse mode records it: by default the forward
-    keeps the value at the start of every iteration (memory: trip count x one value) and the
-    backward runs the loop in reverse, recomputing one iteration at a time. With
-    ``checkpoints=s`` the forward keeps nothing but the trip count, and the backward follows
-    Griewank's binomial checkpointing (*revolve*): at most ``s`` values held, each iteration
-    recomputed about ``r`` times where ``binomial(s + r, s)`` is at least the trip count (so
-    memory grows with the logarithm of the trip count for a fixed number of recomputations).
+    The trip count may depend on the data. Reverse mode records it: the forward keeps the
+    value at the start of every iteration (memory: trip count x one value, the primitive's
+    stacked output) and the backward runs the loop in reverse, recomputing one iteration at a
+    time from its value and pulling the cotangent back through it (time: about two more
+    passes of the body). Under ``vmap`` the loop runs until every member is done; finished
+    members keep their value and their rows pass the cotangent through unchanged.
 
     Args:
         cond_fun: ``cond_fun(val) -> bool`` scalar Tensor (or Python bool).
         body_fun: ``body_fun(val) -> val`` with ``init_val``'s structure, shapes and dtypes.
         init_val: Initial value: a pytree of Tensors, arrays or numbers.
-        checkpoints: None (keep every iteration's value) or a positive int, the most values
-            the backward keeps at once (binomial checkpointing).
 
     Returns:
         The final value.
@@ -1011,7 +1001,6 @@ def while_loop(cond_fun, body_fun, init_val, checkpoints=None):
     Raises:
         TypeError: if ``cond_fun`` does not return a boolean scalar, or ``body_fun`` changes
             the value's structure, shape or dtype.
-        ValueError: for a ``checkpoints`` that is not a positive int.
 
     Example:
         >>> import tapegrad as tg
@@ -1023,10 +1012,6 @@ def while_loop(cond_fun, body_fun, init_val, checkpoints=None):
     for name, fn in (("cond_fun", cond_fun), ("body_fun", body_fun)):
         if not callable(fn):
             raise TypeError(f"while_loop: {name} must be callable, got {type(fn).__name__}")
-    if checkpoints is not None and (not isinstance(checkpoints, (int, np.integer))
-                                    or isinstance(checkpoints, bool) or checkpoints < 1):
-        raise ValueError(f"while_loop: checkpoints must be None or a positive int, got "
-                         f"{checkpoints!r}")
     init_leaves, init_tree = _leaves(init_val, who, "init_val")
     avals = [(tuple(t.shape), t.dtype) for t in init_leaves]
     n_carry = len(init_leaves)
@@ -1055,10 +1040,9 @@ def while_loop(cond_fun, body_fun, init_val, checkpoints=None):
     cbody, clifted = trace_body(cflat, ex, cname)
     bbody, blifted = trace_body(bflat, ex, bname)
     args = init_leaves + clifted + blifted
-    save = _any_traced(args) and checkpoints is None
+    save = _any_traced(args)
     outs = _apply(While, *args, cond_body=cbody, body=bbody, n_carry=n_carry,
-                       n_cconsts=len(clifted), save=save,
-                       checkpoints=None if checkpoints is None else int(checkpoints))
+                       n_cconsts=len(clifted), save=save)
     return tree_unflatten(init_tree, list(outs[:n_carry]))
 
 
@@ -1326,12 +1310,3 @@ def cond(pred, true_fun, false_fun, *operands):
         p = p != 0
     return _switch("cond", p.astype(np.int64), [false_fun, true_fun], operands,
                    ("false_fun", "true_fun"))
-
-
-def _binomial_steps(s: int, n: int) -> int:
-    """The least ``r`` with ``binomial(s + r, s) >= n``: the recomputations per iteration of
-    revolve with ``s`` checkpoints over ``n`` iterations."""
-    r = 0
-    while comb(s + r, s) < n:
-        r += 1
-    return r
