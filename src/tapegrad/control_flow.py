@@ -675,7 +675,8 @@ def fori_loop(lower, upper, body_fun, init_val):
         lower: First index: an int or an integer Tensor.
         upper: Bound (exclusive): an int or an integer Tensor.
         body_fun: ``body_fun(i, val) -> val``; ``i`` is an int64 Tensor scalar; ``val``
-            keeps ``init_val``'s structure, shapes and dtypes.
+            keeps ``init_val``'s structure, shapes and dtypes (a leaf that mixing with ``i``
+            promoted, such as float32 + int64 -> float64, is cast back).
         init_val: Initial value, a pytree of Tensors, arrays or numbers.
 
     Returns:
@@ -702,13 +703,28 @@ def fori_loop(lower, upper, body_fun, init_val):
             raise TypeError(f"fori_loop: {name} must be an int or an integer Tensor, got "
                             f"{type(b).__name__}" + (f" of dtype {dt}" if kind else ""))
     fname = _fname(body_fun)
+    want = [(t.dtype if isinstance(t, Tensor) else None)
+            for t in _leaves(init_val, "fori_loop", "init_val")[0]]
+
+    def call(i, val):
+        """``body_fun(i, val)``, with a leaf that mixing with the int64 ``i`` promoted (float32
+        + int64 -> float64, NumPy's rule) cast back to the value's dtype."""
+        out = body_fun(i, val)
+        leaves, tree = tree_flatten(out)
+        if len(leaves) == len(want):
+            leaves = [v.astype(d) if isinstance(v, Tensor) and d is not None and v.dtype != d
+                      and v.dtype == np.result_type(d, np.int64) else v
+                      for v, d in zip(leaves, want)]
+            out = tree_unflatten(tree, leaves)
+        return out
+
     if static:
         lo = int(lower)
         n = max(int(upper) - lo, 0)
 
         def step(carry, _):
             i, val = carry
-            return (i + 1, body_fun(i, val)), None
+            return (i + 1, call(i, val)), None
 
         step.__name__ = fname
         (_, val), _ = scan(step, (Tensor(np.int64(lo)), init_val), None, length=n)
@@ -724,7 +740,7 @@ def fori_loop(lower, upper, body_fun, init_val):
 
     def body2(c):
         i, up, val = c
-        return i + 1, up, body_fun(i, val)
+        return i + 1, up, call(i, val)
 
     body2.__name__ = fname
     cond_fun.__name__ = "fori_cond"
