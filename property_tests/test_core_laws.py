@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad import tree
+from tapegrad.core import tree
 from tapegrad.testing import check_grads
 from tapegrad.testing.strategies import arrays, broadcastable_shapes, floats_in, shapes
 

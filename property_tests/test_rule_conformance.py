@@ -32,7 +32,7 @@ import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad.function import Function
+from tapegrad.core.function import Function
 from tapegrad.testing import check_rule
 
 LONG = (os.environ.get("TAPEGRAD_RULES", "") == "long"
@@ -49,7 +49,7 @@ def all_primitives() -> list:
     """Every Function subclass defined by tapegrad (user rules made by ``custom_vjp`` are
     instances of its one primitive and are left out)."""
     _import_all()
-    from tapegrad.custom import _CustomVJPFunction
+    from tapegrad.transforms.custom_vjp import _CustomVJPFunction
 
     seen: list = []
 
@@ -270,7 +270,7 @@ def table_spec(cls):
 
 
 # -- specs -----------------------------------------------------------------------------------
-from tapegrad import weak  # noqa: E402
+from tapegrad.core import weak  # noqa: E402
 from tapegrad.ops import elementwise as ew  # noqa: E402
 from tapegrad.ops import movement as mv  # noqa: E402
 from tapegrad.ops import reduction as rd  # noqa: E402
@@ -1273,7 +1273,7 @@ def _(cls):
 
 # checkpoint, custom rules, ODE integration: through their public entry points
 ck = importlib.import_module("tapegrad.checkpoint")
-cu = importlib.import_module("tapegrad.custom")
+cu = importlib.import_module("tapegrad.transforms.custom_vjp")
 
 
 def _body(x, y):
@@ -1341,9 +1341,9 @@ def _(cls):
         lambda v: tnp.sum(_OnceCube.apply(v)))(x), checks=("vmap",), label="cube")]
 
 
-from tapegrad import custom_rules as cj  # noqa: E402
-from tapegrad import debug as dbg  # noqa: E402
-from tapegrad import implicit as im  # noqa: E402
+from tapegrad.transforms import custom_jvp as cj  # noqa: E402
+from tapegrad.transforms import debug as dbg  # noqa: E402
+from tapegrad.transforms import implicit as im  # noqa: E402
 
 
 @cj.custom_jvp

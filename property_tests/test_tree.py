@@ -1,4 +1,4 @@
-"""Property tests for ``tapegrad.tree`` over drawn nested pytrees: dicts, lists, tuples,
+"""Property tests for ``tapegrad.core.tree`` over drawn nested pytrees: dicts, lists, tuples,
 namedtuples, ``None``, a registered dataclass, an attrs class (registered on first use) and a
 Module, holding arrays of every kind of shape (size-0 and size-1 dims included), integer
 arrays, Python numbers, strings and functions.
@@ -23,7 +23,7 @@ from hypothesis.extra import numpy as hnp
 
 import tapegrad as tg
 from tapegrad import nn
-from tapegrad import tree as T
+from tapegrad.core import tree as T
 from tapegrad.testing.strategies import floats_in, shapes
 
 Pair = collections.namedtuple("Pair", "left right")

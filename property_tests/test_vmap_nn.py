@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad.function import Function
+from tapegrad.core.function import Function
 from tapegrad.ops import nn as nn_ops
 from tapegrad.testing import check_vmap
 

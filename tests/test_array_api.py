@@ -1,4 +1,4 @@
-"""Array API standard (2024.12) conformance of ``tapegrad.array_api`` and of
+"""Array API standard (2024.12) conformance of ``tapegrad.numpy.array_api`` and of
 ``tapegrad.numpy`` (which follows NumPy's main namespace: the same tests pass but where NumPy's
 own signatures differ, listed in ``TNP_DEVIATIONS``), checked against the reference
 implementation ``array_api_strict`` and run on NumPy's own namespace as a control.
@@ -13,7 +13,7 @@ implementation ``array_api_strict`` and run on NumPy's own namespace as a contro
 - the data type functions (finfo, iinfo, isdtype, result_type, can_cast) for every dtype;
 - the inspection namespace, the ``__array_namespace__`` hook and ``asarray``'s copy rules.
 
-The functions tapegrad does not have yet are listed in ``tapegrad.array_api.MISSING``; their
+The functions tapegrad does not have yet are listed in ``tapegrad.numpy.array_api.MISSING``; their
 cases skip with that reason, and a test checks that the list is exactly what is absent.
 """
 
@@ -26,7 +26,7 @@ import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad import array_api
+from tapegrad.numpy import array_api
 from tapegrad.testing import check_grads, check_vmap
 
 strict = pytest.importorskip("array_api_strict")
@@ -65,7 +65,7 @@ NUMPY_DEVIATIONS = {
 
 
 # Where tapegrad.numpy keeps NumPy's signature rather than the standard's (array API code gets
-# the standard's from tapegrad.array_api); strict xfails, as above.
+# the standard's from tapegrad.numpy.array_api); strict xfails, as above.
 TNP_DEVIATIONS = {
     "signature:arange": "NumPy's step=None",
     "signature:sort": "NumPy's signature: `stable` defaults to None",
@@ -97,7 +97,8 @@ def _get(ns, name):
 
 def _need(xp, name):
     if name in _missing(xp) or (name.startswith("fft.") and "fft (extension)" in _missing(xp)):
-        pytest.skip(f"{name}: not in tapegrad.numpy yet (listed in tapegrad.array_api.MISSING)")
+        pytest.skip(f"{name}: not in tapegrad.numpy yet "
+                    "(listed in tapegrad.numpy.array_api.MISSING)")
     return _get(xp, name)
 
 

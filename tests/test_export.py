@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad.jit import Program
 from tapegrad.testing import strategies as tgst
+from tapegrad.transforms.jit import Program
 
 rng = np.random.default_rng(0)
 W = tg.Tensor(rng.standard_normal((3, 3)))
@@ -42,7 +42,7 @@ def test_a_gradient_tape_round_trips(tmp_path):
     _, tape = tg.trace(tg.grad(model))(x)
     loaded, text = roundtrip(tape, tmp_path)
     assert str(loaded) == str(tape)
-    assert "pickle" not in text and json.loads(text)["format"] == "tapegrad.tape"
+    assert "pickle" not in text and json.loads(text)["format"] == "tapegrad.core.tape"
     for arg in (x, 2 * x, -x):
         np.testing.assert_allclose(loaded.replay(arg).numpy(), tg.grad(model)(arg).numpy())
     np.testing.assert_allclose(tg.jit(loaded.replay)(3 * x).numpy(),
@@ -122,7 +122,8 @@ def test_what_cannot_be_written_or_read_is_named():
     with pytest.raises(ValueError, match="version 2"):
         tg.Tape.from_json(json.dumps(dict(doc, version=2)))
     for op in ("not_a_loaded_module:F", "os:system", "tapegrad.ops.elementwise:Nope",
-               "tapegrad.tape:Tape", "tapegrad.ops:__class__", "tapegrad.function:Function"):
+               "tapegrad.core.tape:Tape", "tapegrad.ops:__class__",
+               "tapegrad.core.function:Function"):
         bad = dict(doc, entries=[dict(doc["entries"][0], op=op)])
         with pytest.raises(ValueError, match=r"entry 0: .* is not a tapegrad Function defined "
                                              r"in this process.*import it before loading"):
@@ -419,10 +420,10 @@ def test_the_whole_program_is_checked_on_load(case, tmp_path):
 VALUE_CASES = {
     "function by module path": ({"__function__": "os:system"}, "not a tapegrad Function"),
     "namedtuple outside the op modules": (
-        {"__namedtuple__": "tapegrad.tape:TapeEntry", "fields": [0, 0, 0, 0, 0, 0]},
+        {"__namedtuple__": "tapegrad.core.tape:TapeEntry", "fields": [0, 0, 0, 0, 0, 0]},
         "not a namedtuple class"),
     "stdlib namedtuple": ({"__namedtuple__": "os:stat_result", "fields": []}, "namedtuple"),
-    "row of no table": ({"__row__": "tapegrad.export:_TOP_FIELDS", "name": "x"}, "op table"),
+    "row of no table": ({"__row__": "tapegrad.core.export:_TOP_FIELDS", "name": "x"}, "op table"),
     "row by attribute path": ({"__row__": "os:environ", "name": "PATH"}, "op table"),
     "object scalar": ({"__scalar__": "|O", "value": 1}, "dtype"),
     "datetime dtype": ({"__dtype__": "<M8[ns]"}, "dtype"),

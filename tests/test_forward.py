@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-import tapegrad.forward as fwd_mod
 import tapegrad.numpy as tnp
+import tapegrad.transforms.forward as fwd_mod
 from tapegrad import ops
 from tapegrad.ops.elementwise import BINARY, UNARY
 from tapegrad.testing import check_grads, numerical_jacobian

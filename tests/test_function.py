@@ -170,7 +170,7 @@ class _FakeGpuArray:
 
 def test_mixed_devices_name_both():
     cpu = tg.Tensor(np.ones(2, np.float32))
-    from tapegrad.tensor import const
+    from tapegrad.core.tensor import const
 
     gpu = const(_FakeGpuArray((2,)))
     with pytest.raises(ValueError, match=r"add: inputs live on different devices \(cpu, cuda:0\)"):
@@ -221,7 +221,7 @@ class _OnDevice(np.ndarray):
 
 
 def _stand_in_device(monkeypatch):
-    from tapegrad import backend
+    from tapegrad.core import backend
     from tapegrad.ops import movement
 
     real_device_of, real_to_device = backend.device_of, backend.to_device
@@ -248,8 +248,8 @@ def test_numpy_constants_join_the_device_of_the_tensor_inputs(monkeypatch):
     Tensor on another device is a constant of that device, like a Python number; Tensors of
     two devices still do not mix."""
     _stand_in_device(monkeypatch)
+    from tapegrad.core.tensor import const
     from tapegrad.ops import Add
-    from tapegrad.tensor import const
 
     x = const(np.arange(3.0).view(_OnDevice))  # Tensor() would copy it into a plain array
     seen = []
@@ -273,8 +273,8 @@ def test_cpu_index_tensors_join_the_device_of_the_indexed_tensor(monkeypatch):
     """PyTorch's rule: x[tnp.arange(n), y], take and take_along_axis on another device's
     Tensor read CPU index Tensors there."""
     _stand_in_device(monkeypatch)
+    from tapegrad.core.tensor import const
     from tapegrad.ops import GetItem
-    from tapegrad.tensor import const
 
     x = const(np.arange(6.0).reshape(2, 3).view(_OnDevice))
     seen = []
@@ -340,8 +340,9 @@ def test_once_differentiable_first_order_everywhere():
         np.testing.assert_allclose(tape.replay(x).numpy(), np.cos(a))
     assert jf.cache_size() == 1  # no guard: the rule is one primitive of the program
     # vmap(grad): the rule runs per example (the op itself has no batching rule)
-    with pytest.warns(UserWarning, match="OnceScaledSin .* has no batching rule"):
+    with pytest.warns(UserWarning, match="OnceScaledSin .* has no batching rule") as w:
         per = tg.vmap(tg.grad(lambda v: OnceScaledSin.apply(v, 0.5, k=2.0)))(f64(xs[1]))
+    assert {r.filename for r in w} == {__file__}  # the warning points at the user's line
     np.testing.assert_allclose(per.numpy(), 2 * np.cos(xs[1] + 0.5))
     # forward mode transposes a backward written with tapegrad ops on the cotangent
     _, t = tg.jvp(h, (f64(xs[0]),), (f64([1.0, 1.0]),))
@@ -387,8 +388,8 @@ def _all_functions():
 
 def test_every_primitive_declares_what_jit_and_memory_assume_in_one_traits_record():
     """No Function carries jit's or the memory model's knowledge as loose class attributes:
-    each declares one :class:`~tapegrad.function.Traits` record (or inherits the default)."""
-    from tapegrad.function import Traits
+    each declares one :class:`~tapegrad.core.function.Traits` record (or inherits the default)."""
+    from tapegrad.core.function import Traits
 
     loose = ("ufunc", "into", "fresh", "view", "permutation", "transposed", "effect")
     bad = [f"{c.__module__}.{c.__qualname__}.{a}" for c in _all_functions() for a in loose

@@ -10,7 +10,7 @@ import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad.tape import GuardError
+from tapegrad.core.tape import GuardError
 
 # -- a scalar root: x^3 + theta x - 1 = 0 -------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """NumPy dispatch (NEP 13 ``__array_ufunc__``, NEP 18 ``__array_function__``) and DLPack
-exchange with NumPy, PyTorch and JAX (``tapegrad.interop``)."""
+exchange with NumPy, PyTorch and JAX (``tapegrad.numpy.interop``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad.interop import from_dlpack, numpy_dispatch_target
+from tapegrad.numpy.interop import from_dlpack, numpy_dispatch_target
 
 
 def t64(a):

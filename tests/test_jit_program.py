@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad.jit import Program
+from tapegrad.transforms.jit import Program
 
 RNG = np.random.default_rng(0)
 

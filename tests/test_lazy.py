@@ -3,7 +3,7 @@ import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad.function import Function
+from tapegrad.core.function import Function
 
 
 def test_lazy_block_defers_until_realize():

@@ -108,7 +108,7 @@ def test_a_byte_budget_ranks_a_transposed_product_by_its_contracted_length():
     """``matmul(a, b, transpose_a=True)`` contracts over ``a``'s first matrix axis: with room
     for one of two residuals of equal size, the budget keeps that product's (1000 terms per
     element) over the plain one's (8 per element)."""
-    from tapegrad.memory import select_residuals
+    from tapegrad.core.memory import select_residuals
     from tapegrad.ops import MatMul
 
     def f(a, b, c, d):
@@ -178,8 +178,8 @@ def test_a_byte_budget_reads_the_cost_trait_not_the_op_name(cost):
     """What a budget keeps first follows the op's declared ``cost`` trait: a user op named
     ``matmul`` that declares nothing costs one operation per element, and one with an
     unremarkable name that declares a costly ``cost`` is kept first."""
-    from tapegrad.function import Traits
-    from tapegrad.memory import select_residuals
+    from tapegrad.core.function import Traits
+    from tapegrad.core.memory import select_residuals
 
     plain = _user_op("matmul", Traits(), reduce=True)  # a name the cost model keyed on
     costly = _user_op("my_op", Traits(cost=cost), reduce=True)
@@ -196,8 +196,8 @@ def test_a_byte_budget_reads_the_cost_trait_not_the_op_name(cost):
 def test_a_residual_that_a_rearranging_op_made_counts_as_what_it_rearranges():
     """``save_only`` names a residual by the op that computed its values through ops whose
     ``rearranges`` trait is set (reshape, transpose, broadcast_to), and only those."""
-    from tapegrad.function import Traits
-    from tapegrad.memory import select_residuals
+    from tapegrad.core.function import Traits
+    from tapegrad.core.memory import select_residuals
 
     def run(traits):
         op = _user_op("relabel", traits)

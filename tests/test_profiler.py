@@ -11,8 +11,8 @@ import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad import profiler
-from tapegrad.profiler import BACKWARD_PASS
+from tapegrad.core import profiler
+from tapegrad.core.profiler import BACKWARD_PASS
 
 
 def three_sines(x):

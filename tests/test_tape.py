@@ -265,7 +265,7 @@ def test_entries_are_named_records_and_avals_come_from_the_node_table():
 
 
 def test_traced_primal_is_the_constant_one_level_down():
-    from tapegrad.tensor import primal_of
+    from tapegrad.core.tensor import primal_of
 
     def f(x):
         y = x + 1.0

@@ -23,7 +23,7 @@ import numpy as np
 import tapegrad as tg
 import tapegrad.numpy as tnp
 from tapegrad import io
-from tapegrad.tree import tree_flatten
+from tapegrad.core.tree import tree_flatten
 
 SEED = 20240612
 CASES = 400
@@ -80,8 +80,9 @@ class _Fuzzer:
         self.keys = [f"axis=[{code[0]}, 0][1], keepdims", f"x=1, **{{}}) or ({code[1]}) or dict(y",
                      f"{code[2]}", "into", "lambda", "", "a b", "x.y", "ctx", "__class__",
                      "bogus", "ääh", "axis\n", "_", "keepdims", "axis", "row", "key"]
-        self.ops = ["os:system", "builtins:eval", "builtins:exec", "tapegrad.jit:Program",
-                    "tapegrad.function:Function", "tapegrad.tape:Tape", "", 5, None, code[0],
+        self.ops = ["os:system", "builtins:eval", "builtins:exec",
+                    "tapegrad.core.program:Program", "tapegrad.core.function:Function",
+                    "tapegrad.core.tape:Tape", "", 5, None, code[0],
                     "tapegrad.ops.elementwise:Sin", "tapegrad.ops.elementwise:Cos",
                     "tapegrad.ops.reduction:Sum", "tapegrad.ops.movement:GetItem",
                     "tapegrad.ops.elementwise:UnaryGrad", "tapegrad.ops.linalg:MatMul",
@@ -115,7 +116,7 @@ class _Fuzzer:
                   {"__slice__": [None, 1, None]}, {"__slice__": [0.5]}, {"__ellipsis__": True},
                   {"__function__": self.pick(self.ops)},
                   {"__namedtuple__": self.pick(["tapegrad.ops.movement:IndexSlot",
-                                                "tapegrad.tape:TapeEntry", "os:stat_result",
+                                                "tapegrad.core.tape:TapeEntry", "os:stat_result",
                                                 "collections:OrderedDict"]),
                    "fields": [0, True]},
                   {"__row__": self.pick(["tapegrad.ops.elementwise:UNARY", "os:environ",

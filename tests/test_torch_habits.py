@@ -11,8 +11,8 @@ import pytest
 
 import tapegrad as tg
 import tapegrad.numpy as tnp
-from tapegrad.backend import cupy_available
-from tapegrad.tensor import _TORCH_NAMES
+from tapegrad.core.backend import cupy_available
+from tapegrad.core.tensor import _TORCH_NAMES
 
 SHAPES = [(), (0,), (1,), (3,), (2, 3), (2, 0, 4), (1, 1, 2)]
 

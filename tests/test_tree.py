@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from tapegrad import tree
+from tapegrad.core import tree
 
 
 def test_flatten_unflatten_roundtrip_all_kinds():

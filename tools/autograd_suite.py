@@ -70,8 +70,8 @@ import numpy as onp
 import tapegrad as tg
 import tapegrad.numpy as tnp
 import tapegrad.scipy  # noqa: F401  (loads tapegrad.scipy's submodules)
+from tapegrad.core.tree import tree_flatten, tree_map, tree_unflatten
 from tapegrad.testing import check_grads as tg_check_grads
-from tapegrad.tree import tree_flatten, tree_map, tree_unflatten
 
 # Tests of autograd's internals: they test autograd's own objects, not differentiation.
 INTERNAL = {

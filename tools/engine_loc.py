@@ -1,9 +1,9 @@
 """Count code lines (no blank lines, comments or docstrings) of the engine modules.
 
-Run: ``python tools/engine_loc.py [--src src/tapegrad] [module ...]``; prints one line per
-module and the total. The default modules are the engine: tensor, function, tape, transforms,
-forward, lazy, backend and tree (each a module or a package of that name, wherever it sits
-under the source folder).
+Run: ``python tools/engine_loc.py [--src src/tapegrad] [path ...]``; prints one line per
+file and the total. The default is the engine: every module of ``core/`` and the two modes of
+differentiation, ``transforms/reverse.py`` and ``transforms/forward.py`` (a path is a file or a
+folder under the source folder; a folder counts every module in it).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import io
 import pathlib
 import tokenize
 
-ENGINE = ("tensor", "function", "tape", "transforms", "forward", "lazy", "backend", "tree")
+ENGINE = ("core", "transforms/reverse.py", "transforms/forward.py")
 
 
 def code_lines(source: str) -> int:
@@ -36,24 +36,20 @@ def code_lines(source: str) -> int:
 
 
 def find(src: pathlib.Path, name: str) -> list[pathlib.Path]:
-    """The files of module ``name``: ``name.py`` or the package ``name/`` anywhere under src."""
-    files = sorted(src.rglob(f"{name}.py"))
-    for pkg in sorted(p for p in src.rglob(name) if p.is_dir()):
-        files.extend(sorted(pkg.rglob("*.py")))
-    return [f for f in files if not any(part in ("nn", "numpy", "ops", "optim", "scipy",
-                                                 "random", "testing")
-                                        for part in f.relative_to(src).parts[:-1])]
+    """The files of ``name``: one module, or every module of a folder (sorted)."""
+    path = src / name
+    return sorted(path.rglob("*.py")) if path.is_dir() else [path]
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--src", default=str(pathlib.Path(__file__).resolve().parents[1]
                                         / "src" / "tapegrad"))
-    p.add_argument("modules", nargs="*", default=list(ENGINE))
+    p.add_argument("paths", nargs="*", default=list(ENGINE))
     args = p.parse_args(argv)
     src = pathlib.Path(args.src)
     total = 0
-    for name in args.modules:
+    for name in args.paths:
         for f in find(src, name):
             n = code_lines(f.read_text())
             total += n

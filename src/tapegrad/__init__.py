@@ -8,36 +8,38 @@ import sys as _sys
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from tapegrad import (
-    at,  # noqa: F401  (the functional index updates, Tensor.at)
-    backend,
-    debug,  # tg.debug.print, tg.debug.callback
     distributed,  # data parallelism on MPI; mpi4py is imported only by distributed.init()
     io,
-    methods,  # noqa: F401  (attaches Tensor's operators and methods)
     nn,
     numpy,
     optim,
     random,
-    tree,
 )
-from tapegrad.checkpoint import checkpoint, remat
-from tapegrad.control_flow import cond, fori_loop, scan, switch, while_loop
-from tapegrad.custom import custom_vjp, once_differentiable
-from tapegrad.custom_rules import custom_jvp
-from tapegrad.filtered import filter_grad, filter_jit, filter_value_and_grad
+from tapegrad.core import backend, tree
+from tapegrad.core.function import Context, Function, Traits, debug_nans, is_grad_enabled, no_grad
+from tapegrad.core.lazy import is_lazy, lazy, mode
+from tapegrad.core.profiler import profile
+from tapegrad.core.tape import Guard, GuardError, Tape, TapeEntry
+from tapegrad.core.tensor import Tensor, tensor
 from tapegrad.flatten_util import flatten, ravel_pytree
-from tapegrad.forward import hessian, hvp, jacfwd, jacobian, jacrev, jvp, linearize
-from tapegrad.function import Context, Function, Traits, debug_nans, is_grad_enabled, no_grad
-from tapegrad.implicit import custom_linear_solve, custom_root
-from tapegrad.jit import jit
-from tapegrad.lazy import is_lazy, lazy, mode
-from tapegrad.numpy import stop_gradient
-from tapegrad.profiler import profile
-from tapegrad.tape import Guard, GuardError, Tape, TapeEntry
-from tapegrad.tensor import Tensor, tensor
-from tapegrad.transforms import grad, trace, value_and_grad, vjp
-from tapegrad.transpose import linear_transpose
-from tapegrad.vmap import elementwise_grad, vmap
+from tapegrad.numpy import (
+    at,  # noqa: F401  (the functional index updates, Tensor.at)
+    methods,  # noqa: F401  (attaches Tensor's operators and methods)
+    stop_gradient,
+)
+from tapegrad.transforms import debug  # tg.debug.print, tg.debug.callback
+from tapegrad.transforms.checkpoint import checkpoint, remat
+from tapegrad.transforms.control import cond, fori_loop, scan, switch, while_loop
+from tapegrad.transforms.custom_jvp import custom_jvp
+from tapegrad.transforms.custom_vjp import custom_vjp, once_differentiable
+from tapegrad.transforms.filtered import filter_grad, filter_jit, filter_value_and_grad
+from tapegrad.transforms.forward import jvp, linearize
+from tapegrad.transforms.implicit import custom_linear_solve, custom_root
+from tapegrad.transforms.jacobians import elementwise_grad, hessian, hvp, jacfwd, jacobian, jacrev
+from tapegrad.transforms.jit import jit
+from tapegrad.transforms.reverse import grad, trace, value_and_grad, vjp
+from tapegrad.transforms.transpose import linear_transpose
+from tapegrad.transforms.vmap import vmap
 
 __version__ = "0.1.0"
 

@@ -55,11 +55,11 @@ import time
 import attrs
 import numpy as np
 
-from tapegrad import backend as _backend
 from tapegrad import random as _random
+from tapegrad.core import backend as _backend
+from tapegrad.core.tensor import Tensor, const, make
+from tapegrad.core.tree import tree_flatten, tree_paths, tree_unflatten
 from tapegrad.optim import GradientTransformation
-from tapegrad.tensor import Tensor, const, make
-from tapegrad.tree import tree_flatten, tree_paths, tree_unflatten
 
 __all__ = [
     "init",

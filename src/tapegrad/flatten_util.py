@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 import tapegrad.numpy as tnp
-from tapegrad.tensor import Tensor
-from tapegrad.tree import tree_flatten, tree_flatten_with_path, tree_unflatten
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tree import tree_flatten, tree_flatten_with_path, tree_unflatten
 
 __all__ = ["ravel_pytree", "flatten"]
 

@@ -58,8 +58,8 @@ from typing import Any
 import numpy as np
 import optree
 
-from tapegrad.tensor import Tensor
-from tapegrad.tree import NAMESPACE, tree_flatten_with_path, tree_paths, tree_unflatten
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tree import NAMESPACE, tree_flatten_with_path, tree_paths, tree_unflatten
 
 try:  # advisory locks tell a live writer's temporary file from a stale one (POSIX)
     import fcntl

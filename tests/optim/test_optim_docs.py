@@ -7,6 +7,11 @@ import re
 import pytest
 
 import tapegrad.io
+import tapegrad.optim._extra
+import tapegrad.optim._extra_combinators
+import tapegrad.optim._extra_lbfgs
+import tapegrad.optim._extra_optimizers
+import tapegrad.optim._extra_schedule_free
 import tapegrad.optim.combinators
 import tapegrad.optim.optimizer
 import tapegrad.optim.schedules
@@ -28,6 +33,11 @@ def test_optim_md_runs_top_to_bottom():
         tapegrad.optim.schedules,
         tapegrad.optim.optimizer,
         tapegrad.optim.combinators,
+        tapegrad.optim._extra,
+        tapegrad.optim._extra_combinators,
+        tapegrad.optim._extra_lbfgs,
+        tapegrad.optim._extra_optimizers,
+        tapegrad.optim._extra_schedule_free,
         tapegrad.io,
     ],
     ids=lambda m: m.__name__,

@@ -7,6 +7,7 @@ import pytest
 import tapegrad as tg
 import tapegrad.numpy as tnp
 from tapegrad import optim
+from tapegrad.optim import _extra
 
 TXS = {
     "adam": lambda: optim.adam(0.1),
@@ -28,9 +29,34 @@ TXS = {
     "MultiSteps plateau": lambda: optim.MultiSteps(
         optim.chain(optim.sgd(0.1), optim.reduce_on_plateau(patience=1, factor=0.5)), 2
     ),
+    # the optimizers and wrappers of _extra*.py
+    "nadam": lambda: optim.nadam(0.1),
+    "radam": lambda: optim.radam(0.1, b2=0.9, nesterov=True),  # rectified from step 6 on
+    "adamax": lambda: optim.adamax(0.1),
+    "adadelta": lambda: optim.adadelta(weight_decay=0.01),
+    "adabelief": lambda: optim.adabelief(0.1, nesterov=True),
+    "lamb": lambda: optim.lamb(0.1, weight_decay=0.1, mask={"w": True, "b": False}),
+    "lars": lambda: optim.lars(0.1, weight_decay=0.1, trust_ratio_mask={"w": True, "b": False}),
+    "adafactor": lambda: optim.adafactor(0.1, momentum=0.9, weight_decay_rate=0.01),
+    "adafactor factored": lambda: optim.MultiSteps(optim.adafactor(
+        0.1, min_dim_size_to_factor=1, decay_offset=2), 1),
+    "sm3": lambda: optim.sm3(0.1),
+    "novograd": lambda: optim.novograd(0.1, weight_decay=0.1),
+    "noisy_sgd": lambda: optim.noisy_sgd(0.1, key=tg.random.key(0)),
+    "blocks": lambda: optim.chain(optim.zero_nans(), optim.centralize(), optim.ema(0.9),
+                                  optim.scale_by_schedule(lambda n: -0.1 / (n + 1))),
+    "parameter_ema": lambda: optim.chain(optim.adam(0.1), optim.parameter_ema(0.5)),
+    "inject_hyperparams": lambda: optim.inject_hyperparams(optim.adamw)(0.1, b1=0.8),
+    "nadam torch block": lambda: optim.chain(_extra.ScaleByTorchNAdam(), optim.sgd(0.1)),
+    "radam torch block": lambda: optim.chain(_extra.ScaleByTorchRAdam(b2=0.9), optim.sgd(0.1)),
+    "schedule_free_sgd": lambda: optim.schedule_free_sgd(0.1, warmup_steps=3, weight_decay=0.01),
+    "schedule_free_adamw": lambda: optim.schedule_free_adamw(0.1, weight_decay=0.01),
 }
+# Transformations whose state counts nothing.
+NO_COUNTERS = {"lion", "rmsprop", "adadelta", "lars", "sm3"}
 # Counted as Python ints by init; under jit as int64 Tensors.
-COUNTERS = {"count", "mini_step", "gradient_step", "plateau_count", "cooldown_count"}
+COUNTERS = {"count", "mini_step", "gradient_step", "plateau_count", "cooldown_count",
+            "steps_since_sync", "step_count"}
 
 
 def _data(dtype):
@@ -86,7 +112,7 @@ def test_jitted_training_step_matches_eager(name, dtype):
         np.testing.assert_allclose(p1[k].numpy(), p2[k].numpy(), rtol=rtol, atol=rtol)
     assert not np.allclose(p1["w"].numpy(), 0.0)  # the steps did move the parameters
     eager, jitted = _counters(s2), _counters(s1)
-    assert bool(eager) == (name not in ("lion", "rmsprop"))  # those two count nothing
+    assert bool(eager) == (name not in NO_COUNTERS)
     assert [k for k, _ in eager] == [k for k, _ in jitted]
     for (k, a), (_, b) in zip(eager, jitted):
         assert type(a) is int, k  # eager: Python ints

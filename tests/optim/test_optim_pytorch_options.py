@@ -26,16 +26,21 @@ def _against_torch(ours, theirs, steps=5):
     torch = pytest.importorskip("torch")
     params = _params()
     opt = ours(params)
-    tp = [torch.tensor(x.copy(), requires_grad=True) for x in _np(params)]
-    topt = theirs(torch, tp)
-    for k in range(steps):
-        g = _grads(params, k)
-        opt.step(g)
-        for t, gi in zip(tp, _np(g)):
-            t.grad = torch.tensor(gi.copy())
-        topt.step()
-        for t, mine in zip(tp, _np(opt.params)):
-            np.testing.assert_allclose(mine, t.detach().numpy(), rtol=1e-10, atol=1e-12)
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # PyTorch keeps scalar state (NAdam's) in it
+    try:
+        tp = [torch.tensor(x.copy(), requires_grad=True) for x in _np(params)]
+        topt = theirs(torch, tp)
+        for k in range(steps):
+            g = _grads(params, k)
+            opt.step(g)
+            for t, gi in zip(tp, _np(g)):
+                t.grad = torch.tensor(gi.copy())
+            topt.step()
+            for t, mine in zip(tp, _np(opt.params)):
+                np.testing.assert_allclose(mine, t.detach().numpy(), rtol=1e-10, atol=1e-12)
+    finally:
+        torch.set_default_dtype(old)
 
 
 CASES = {
@@ -76,13 +81,39 @@ CASES = {
     "adagrad maximize": (
         lambda p: optim.Adagrad(p, lr=0.1, lr_decay=0.01, maximize=True),
         lambda torch, p: torch.optim.Adagrad(p, lr=0.1, lr_decay=0.01, maximize=True)),
+    "nadam defaults": (lambda p: optim.NAdam(p), lambda torch, p: torch.optim.NAdam(p)),
+    "nadam options": (
+        lambda p: optim.NAdam(p, 0.05, (0.8, 0.9), 1e-3, 0.1, 0.01),
+        lambda torch, p: torch.optim.NAdam(p, 0.05, (0.8, 0.9), 1e-3, 0.1, 0.01)),
+    "nadam decoupled maximize": (
+        lambda p: optim.NAdam(p, lr=0.05, weight_decay=0.2, decoupled_weight_decay=True,
+                              maximize=True),
+        lambda torch, p: torch.optim.NAdam(p, lr=0.05, weight_decay=0.2,
+                                           decoupled_weight_decay=True, maximize=True)),
+    "radam defaults": (lambda p: optim.RAdam(p), lambda torch, p: torch.optim.RAdam(p)),
+    "radam rectified": (  # beta2 = 0.9: rho_t passes 5 at the 5th step
+        lambda p: optim.RAdam(p, 0.05, (0.8, 0.9), 1e-3, 0.1),
+        lambda torch, p: torch.optim.RAdam(p, 0.05, (0.8, 0.9), 1e-3, 0.1), 9),
+    "radam decoupled maximize": (
+        lambda p: optim.RAdam(p, lr=0.05, betas=(0.9, 0.8), weight_decay=0.2,
+                              decoupled_weight_decay=True, maximize=True),
+        lambda torch, p: torch.optim.RAdam(p, lr=0.05, betas=(0.9, 0.8), weight_decay=0.2,
+                                           decoupled_weight_decay=True, maximize=True), 9),
+    "adamax defaults": (lambda p: optim.Adamax(p), lambda torch, p: torch.optim.Adamax(p)),
+    "adamax options": (
+        lambda p: optim.Adamax(p, 0.05, (0.8, 0.9), 1e-3, 0.1, maximize=True),
+        lambda torch, p: torch.optim.Adamax(p, 0.05, (0.8, 0.9), 1e-3, 0.1, maximize=True)),
+    "adadelta defaults": (lambda p: optim.Adadelta(p), lambda torch, p: torch.optim.Adadelta(p)),
+    "adadelta options": (
+        lambda p: optim.Adadelta(p, 0.5, 0.5, 1e-3, 0.1, maximize=True),
+        lambda torch, p: torch.optim.Adadelta(p, 0.5, 0.5, 1e-3, 0.1, maximize=True)),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_pytorch_options_match_torch(case):
-    ours, theirs = CASES[case]
-    _against_torch(ours, theirs)
+    ours, theirs, *steps = CASES[case]
+    _against_torch(ours, theirs, *steps)
 
 
 def test_adam_pytorch_spellings_change_the_steps():

@@ -10,7 +10,14 @@ import pytest
 
 import tapegrad as tg
 from tapegrad import optim
-from tapegrad.optim import schedules, transforms
+from tapegrad.optim import (
+    _extra,
+    _extra_combinators,
+    _extra_lbfgs,
+    _extra_schedule_free,
+    schedules,
+    transforms,
+)
 
 # Valid values for required arguments, so that one argument at a time can be made bad.
 REQUIRED = {
@@ -19,10 +26,19 @@ REQUIRED = {
     "value": 1.0, "lr": 0.1, "warmup_steps": 2, "lr_decay_iters": 10, "min_lr": 0.0,
     "gamma": 0.5, "power": 1.0, "decay_steps": 10, "peak_value": 1.0,
     "interpolate_type": "linear",
+    # the optimizers and wrappers of _extra*.py
+    "inner_factory": optim.sgd, "fast_optimizer": optim.sgd(0.1), "sync_period": 2,
+    "slow_step_size": 0.5, "step_size_fn": lambda step: 0.1, "max_linesearch_steps": 10,
+    "threshold": 1.0, "eta": 0.01, "key": tg.random.key(0), "line_search_fn": "strong_wolfe",
+    "base_optimizer": optim.sgd(0.1),
 }  # fmt: skip
+# Arguments whose default (None) is refused: they must be given.
+NEEDED = {"key"}
 # Arguments that are not hyperparameters (structures, callables) or take any number.
 NOT_CHECKED = {"inner", "mask", "transforms", "param_labels", "boundaries_and_scales",
-               "every_k_schedule", "model_parameters", "lr_scheduler_kwargs", "transform"}
+               "every_k_schedule", "model_parameters", "lr_scheduler_kwargs", "transform",
+               "weight_decay_mask", "trust_ratio_mask", "inner_factory", "static_args",
+               "fast_optimizer", "linesearch", "step_size_fn", "base_optimizer"}
 
 FACTORIES = [
     optim.scale, optim.scale_by_learning_rate, optim.scale_by_adam, optim.add_decayed_weights,
@@ -33,6 +49,15 @@ FACTORIES = [
     optim.polynomial_schedule, optim.cosine_decay_schedule, optim.warmup_cosine_decay_schedule,
     optim.warmup_exponential_decay_schedule, optim.piecewise_interpolate_schedule,
     optim.linear_onecycle_schedule, optim.cosine_onecycle_schedule,
+    optim.nadam, optim.radam, optim.adamax, optim.adadelta, optim.adabelief, optim.lamb,
+    optim.lars, optim.adafactor, optim.sm3, optim.novograd, optim.noisy_sgd, optim.lbfgs,
+    optim.scale_by_radam, optim.scale_by_adamax, optim.scale_by_adadelta, optim.scale_by_belief,
+    optim.scale_by_trust_ratio, optim.scale_by_factored_rms, optim.scale_by_sm3,
+    optim.scale_by_novograd, optim.scale_by_schedule, optim.scale_by_param_block_rms,
+    optim.clip_by_block_rms, optim.centralize, optim.zero_nans, optim.add_noise, optim.ema,
+    optim.parameter_ema, optim.scale_by_lbfgs, optim.scale_by_zoom_linesearch,
+    optim.inject_hyperparams, optim.lookahead, optim.schedule_free, optim.schedule_free_sgd,
+    optim.schedule_free_adamw,
 ]
 CLASSES = [
     transforms.Scale, transforms.ScaleByLearningRate, transforms.ScaleByAdam,
@@ -42,6 +67,14 @@ CLASSES = [
     schedules.StepDecaySchedule, schedules.ExponentialDecaySchedule, schedules.LinearSchedule,
     optim.CosineScheduler, optim.SGD, optim.Adam, optim.AdamW, optim.RMSprop, optim.Adagrad,
     optim.Lion,
+    _extra.ScaleByOptaxAdam, _extra.ScaleByRAdam, _extra.ScaleByAdamax, _extra.ScaleByAdaDelta,
+    _extra.ScaleByBelief, _extra.ScaleByTrustRatio, _extra.ScaleByFactoredRMS,
+    _extra.ClipByBlockRMS, _extra.ScaleByParamBlockRMS, _extra.ScaleBySM3,
+    _extra.ScaleByNovograd, _extra.ScaleBySchedule, _extra.AddNoise, _extra.EMA,
+    _extra.ParameterEMA, _extra.ScaleByTorchNAdam, _extra.ScaleByTorchRAdam,
+    _extra_combinators.Lookahead, _extra_lbfgs.ScaleByLBFGS, _extra_lbfgs.ScaleByZoomLinesearch,
+    optim.NAdam, optim.RAdam, optim.Adamax, optim.Adadelta, optim.LBFGS,
+    _extra_schedule_free.ScheduleFree,
 ]
 
 
@@ -56,7 +89,7 @@ def _call(obj, **overrides):
     for p in _signature(obj):
         if p.name == "model_parameters":
             kwargs[p.name] = {"w": tg.Tensor(np.ones(2))}
-        elif p.default is inspect.Parameter.empty:
+        elif p.default is inspect.Parameter.empty or (p.name in NEEDED and p.default is None):
             kwargs[p.name] = REQUIRED[p.name]
     kwargs.update(overrides)
     return obj(**kwargs)

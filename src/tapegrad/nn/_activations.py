@@ -21,11 +21,11 @@ from __future__ import annotations
 import numpy as np
 
 from tapegrad import numpy as tnp
-from tapegrad._keywords import strict_all
+from tapegrad.core._keywords import strict_all
+from tapegrad.core.tensor import Tensor
 from tapegrad.nn import _functional as F
 from tapegrad.nn._extra_functional import _dim
 from tapegrad.nn.module import Module, _param_dtype, _place, _positive
-from tapegrad.tensor import Tensor
 
 __all__ = [
     # functions

@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 from tapegrad import numpy as tnp
-from tapegrad.backend import backend_of
+from tapegrad.core.backend import backend_of
+from tapegrad.core.tensor import Tensor
 from tapegrad.nn._functional import (
     _adaptive_matrix,
     _floating,
@@ -28,7 +29,6 @@ from tapegrad.nn._functional import (
     _pool_params,
 )
 from tapegrad.ops.nn import Conv2d, Conv2dInputGrad, MaxPool2d, _const, _conv_forward, _out_hw
-from tapegrad.tensor import Tensor
 
 __all__ = [
     "conv_transpose2d",
@@ -547,7 +547,8 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
 
     Args:
         input: Floating Tensor of shape ``(N, C, L)`` or ``(C, L)``.
-        kernel_size: Int >= 1. stride: Int >= 1 (default ``kernel_size``).
+        kernel_size: Int >= 1.
+        stride: Int >= 1 (default ``kernel_size``).
         padding: Int >= 0, at most ``kernel_size // 2``: zeros on both ends.
         ceil_mode: Round the output length up, as PyTorch.
         count_include_pad: Count the padding in the divisor.
@@ -1313,8 +1314,10 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
 
     Args:
         input: Floating Tensor ``(N, C, H, W)`` or ``(C, H, W)``.
-        kernel_size: Int or pair. dilation: Int or pair >= 1.
-        padding: Int or pair >= 0 of zeros. stride: Int or pair >= 1.
+        kernel_size: Int or pair.
+        dilation: Int or pair >= 1.
+        padding: Int or pair >= 0 of zeros.
+        stride: Int or pair >= 1.
 
     Returns:
         Tensor ``(N, C * kh * kw, L)``, ``L`` the number of blocks.
@@ -1589,7 +1592,8 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
     Args:
         input: Floating Tensor of shape ``(N, C, H, W)`` (or ``(C, H, W)`` with an int or pair
             ``padding``).
-        kernel_size: Int or pair. stride: Int or pair (default ``kernel_size``).
+        kernel_size: Int or pair.
+        stride: Int or pair (default ``kernel_size``).
         padding: Int or pair of zero padding (at most half the kernel), or
             ``"valid"``/``"same"`` (then ``ceil_mode=False`` and no ``divisor_override``).
         ceil_mode: Round output sizes up, as PyTorch.

@@ -315,7 +315,8 @@ _MAX_POOL_DOC = """{nd}-D max pooling (PyTorch's ``nn.MaxPool{nd}d``) over
     :func:`~tapegrad.nn.functional.max_pool{nd}d`.
 
     Args:
-        kernel_size: Int{tuple}. stride: Int{tuple} (default ``kernel_size``).
+        kernel_size: Int{tuple}.
+        stride: Int{tuple} (default ``kernel_size``).
         padding: Int{tuple} of ``-inf`` padding, at most half the kernel.
         dilation: Int{tuple} >= 1.
         return_indices: Also return the indices of the maxima.
@@ -342,7 +343,8 @@ class AvgPool1d(_PoolNd):
     :func:`~tapegrad.nn.functional.avg_pool1d`.
 
     Args:
-        kernel_size: Int. stride: Int (default ``kernel_size``).
+        kernel_size: Int.
+        stride: Int (default ``kernel_size``).
         padding: Int of zero padding, at most half the kernel.
         ceil_mode: Round the output length up, as PyTorch.
         count_include_pad: Count the padding in the divisor.
@@ -380,7 +382,8 @@ class AvgPool3d(_PoolNd):
     :func:`~tapegrad.nn.functional.avg_pool3d`.
 
     Args:
-        kernel_size: Int or triple. stride: Int or triple (default ``kernel_size``).
+        kernel_size: Int or triple.
+        stride: Int or triple (default ``kernel_size``).
         padding: Int or triple of zero padding, at most half the kernel.
         ceil_mode: Round output sizes up, as PyTorch.
         count_include_pad: Count the padding in the divisor.
@@ -544,8 +547,9 @@ class Upsample(Module):
     :func:`~tapegrad.nn.functional.interpolate`.
 
     Args:
-        size: Output spatial size (int or tuple). scale_factor: Number or tuple; give one of
-            the two (checked when called).
+        size: Output spatial size (int or tuple).
+        scale_factor: Number or tuple; give ``size`` or ``scale_factor``, not both (checked
+            when called).
         mode: ``"nearest"`` (default), ``"nearest-exact"``, ``"linear"``, ``"bilinear"``,
             ``"bicubic"``, ``"trilinear"`` or ``"area"``.
         align_corners: For the linear modes and ``"bicubic"``.
@@ -585,7 +589,8 @@ class UpsamplingNearest2d(Upsample):
     ``Upsample(size, scale_factor, mode="nearest")``.
 
     Args:
-        size: Output size (int or pair). scale_factor: Number or pair; give one.
+        size: Output size (int or pair).
+        scale_factor: Number or pair; give ``size`` or ``scale_factor``, not both.
 
     Raises:
         TypeError, ValueError: as :class:`Upsample`.
@@ -600,7 +605,8 @@ class UpsamplingBilinear2d(Upsample):
     ``nn.UpsamplingBilinear2d``).
 
     Args:
-        size: Output size (int or pair). scale_factor: Number or pair; give one.
+        size: Output size (int or pair).
+        scale_factor: Number or pair; give ``size`` or ``scale_factor``, not both.
 
     Raises:
         TypeError, ValueError: as :class:`Upsample`.
@@ -665,7 +671,9 @@ class Unfold(Module):
     :func:`~tapegrad.nn.functional.unfold`.
 
     Args:
-        kernel_size: Int or pair. dilation: Int or pair >= 1. padding: Int or pair >= 0.
+        kernel_size: Int or pair.
+        dilation: Int or pair >= 1.
+        padding: Int or pair >= 0.
         stride: Int or pair >= 1.
 
     Raises:
@@ -694,8 +702,8 @@ class Fold(Module):
     :func:`~tapegrad.nn.functional.fold`.
 
     Args:
-        output_size: Int or pair ``(H, W)``. kernel_size, dilation, padding, stride: As in
-            :class:`Unfold`.
+        output_size: Int or pair ``(H, W)``.
+        kernel_size, dilation, padding, stride: As in :class:`Unfold`.
 
     Raises:
         TypeError: for an unknown keyword or bad argument kinds. ValueError: for sizes out of

@@ -17,9 +17,9 @@ import numpy as np
 
 from tapegrad import numpy as tnp
 from tapegrad import random as _random
-from tapegrad._keywords import strict_all
+from tapegrad.core._keywords import strict_all
+from tapegrad.core.tensor import Tensor, all_values
 from tapegrad.nn import _functional as F
-from tapegrad.tensor import Tensor, all_values
 
 __all__ = [
     "one_hot",

@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from tapegrad import numpy as tnp
-from tapegrad._keywords import strict_all
+from tapegrad.core._keywords import strict_all
+from tapegrad.core.tensor import Tensor
 from tapegrad.nn import _extra_functional as XF
 from tapegrad.nn import init
 from tapegrad.nn.layers import _bool, _keys, _param_dtype, _place, _positive, _real
 from tapegrad.nn.module import Module
-from tapegrad.tensor import Tensor
 
 __all__ = [
     "InstanceNorm1d",
@@ -181,7 +181,8 @@ class Bilinear(Module):
     :func:`~tapegrad.nn.functional.bilinear`.
 
     Args:
-        in1_features, in2_features: Sizes of the two inputs. out_features: Output size.
+        in1_features, in2_features: Sizes of the two inputs.
+        out_features: Output size.
         bias: Whether to add a bias.
         key, device, dtype: Init key, parameter device and floating dtype.
 
@@ -400,7 +401,8 @@ class EmbeddingBag(Module):
     a bag) or ``(n,)`` with ``offsets`` (each bag's start) -> ``(B, embedding_dim)``.
 
     Args:
-        num_embeddings: Number of rows. embedding_dim: Row size.
+        num_embeddings: Number of rows.
+        embedding_dim: Row size.
         max_norm, norm_type, scale_grad_by_freq, sparse: PyTorch's options that rescale rows
             in place or make sparse gradients; not implemented (only their defaults).
         mode: ``"sum"``, ``"mean"`` (default) or ``"max"``.
@@ -526,7 +528,8 @@ class PairwiseDistance(Module):
     ``nn.PairwiseDistance``): ``forward(x1, x2)``.
 
     Args:
-        p: The norm's order (``>= 0`` or ``inf``). eps: Added to the difference.
+        p: The norm's order (``>= 0`` or ``inf``).
+        eps: Added to the difference.
         keepdim: Keep the last axis with size 1.
 
     Raises:

@@ -11,7 +11,8 @@ import numpy as np
 from tapegrad import numpy as tnp
 from tapegrad import ops as _ops
 from tapegrad import random as _random
-from tapegrad._keywords import strict_keywords
+from tapegrad.core._keywords import strict_keywords
+from tapegrad.core.tensor import Tensor, all_values
 from tapegrad.ops._registry import bool_arg
 from tapegrad.ops.nn import (  # the primitives, defined with their rules in tapegrad.ops
     BinaryCrossEntropy,
@@ -39,7 +40,6 @@ from tapegrad.ops.nn import (  # the primitives, defined with their rules in tap
     _TakeRows,
     _targets_all_valid,
 )
-from tapegrad.tensor import Tensor, all_values
 
 __all__ = [
     # activations

@@ -14,10 +14,10 @@ import math
 import numpy as np
 
 from tapegrad import numpy as tnp
+from tapegrad.core.tensor import Tensor
 from tapegrad.nn import functional as F
 from tapegrad.nn.functional import _REDUCTIONS, _floating, _like, _reduce
 from tapegrad.nn.module import Module
-from tapegrad.tensor import Tensor
 
 __all__ = [
     "PoissonNLLLoss",
@@ -142,7 +142,8 @@ class PoissonNLLLoss(_Loss):
     ``nn.PoissonNLLLoss``).
 
     Args:
-        log_input: Whether the input holds log-rates. full: Add the Stirling term.
+        log_input: Whether the input holds log-rates.
+        full: Add the Stirling term.
         eps: ``>= 0``, added to the rate inside the log when ``log_input`` is False.
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
 
@@ -173,7 +174,8 @@ class GaussianNLLLoss(_Loss):
     ``nn.GaussianNLLLoss``; its arguments are keyword-only, as there).
 
     Args:
-        full: Add ``0.5 log(2 pi)``. eps: ``>= 0``, the smallest variance used.
+        full: Add ``0.5 log(2 pi)``.
+        eps: ``>= 0``, the smallest variance used.
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
 
@@ -195,7 +197,8 @@ class MarginRankingLoss(_Loss):
     ``nn.MarginRankingLoss``).
 
     Args:
-        margin: Real number. reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+        margin: Real number.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
 
     def __init__(self, margin: float = 0.0, reduction: str = "mean"):
@@ -214,7 +217,8 @@ class HingeEmbeddingLoss(_Loss):
     ``nn.HingeEmbeddingLoss``).
 
     Args:
-        margin: Real number. reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+        margin: Real number.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
 
     def __init__(self, margin: float = 1.0, reduction: str = "mean"):
@@ -270,8 +274,8 @@ class CosineEmbeddingLoss(_Loss):
     ``nn.CosineEmbeddingLoss``).
 
     Args:
-        margin: Real number, usually in ``[-1, 1]``. reduction: ``"mean"``, ``"sum"`` or
-            ``"none"``.
+        margin: Real number, usually in ``[-1, 1]``.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
 
     def __init__(self, margin: float = 0.0, reduction: str = "mean"):
@@ -290,9 +294,11 @@ class TripletMarginLoss(_Loss):
     ``nn.TripletMarginLoss``).
 
     Args:
-        margin: ``> 0``. p: Norm degree ``> 0`` (``math.inf`` allowed). eps: Added to each
-            difference. swap: Use the distance swap. reduction: ``"mean"``, ``"sum"`` or
-            ``"none"``.
+        margin: ``> 0``.
+        p: Norm degree ``> 0`` (``math.inf`` allowed).
+        eps: Added to each difference.
+        swap: Use the distance swap.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
 
     def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6,
@@ -316,8 +322,10 @@ class MultiMarginLoss(_Loss):
     ``nn.MultiMarginLoss``).
 
     Args:
-        p: 1 or 2. margin: Real number. weight: Optional floating weights ``(C,)`` (kept as
-            a state). reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+        p: 1 or 2.
+        margin: Real number.
+        weight: Optional floating weights ``(C,)`` (kept as a state).
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
 
     def __init__(self, p: int = 1, margin: float = 1.0, weight=None, reduction: str = "mean"):
@@ -359,8 +367,9 @@ class CTCLoss(_Loss):
     """Module form of :func:`~tapegrad.nn.functional.ctc_loss` (PyTorch's ``nn.CTCLoss``).
 
     Args:
-        blank: Index ``>= 0`` of the blank class. reduction: ``"mean"`` (each loss over its
-            target length, then the batch mean), ``"sum"`` or ``"none"``.
+        blank: Index ``>= 0`` of the blank class.
+        reduction: ``"mean"`` (each loss over its target length, then the batch mean),
+            ``"sum"`` or ``"none"``.
         zero_infinity: Replace infinite losses (and their gradients) by 0.
 
     Example:
@@ -430,7 +439,8 @@ class HuberLoss(_Loss):
     """Module form of :func:`~tapegrad.nn.functional.huber_loss` (PyTorch's ``nn.HuberLoss``).
 
     Args:
-        reduction: ``"mean"``, ``"sum"`` or ``"none"``. delta: ``> 0``.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+        delta: ``> 0``.
     """
 
     def __init__(self, reduction: str = "mean", delta: float = 1.0):
@@ -448,7 +458,8 @@ class SmoothL1Loss(_Loss):
     ``nn.SmoothL1Loss``).
 
     Args:
-        reduction: ``"mean"``, ``"sum"`` or ``"none"``. beta: ``>= 0``.
+        reduction: ``"mean"``, ``"sum"`` or ``"none"``.
+        beta: ``>= 0``.
     """
 
     def __init__(self, reduction: str = "mean", beta: float = 1.0):

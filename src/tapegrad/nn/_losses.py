@@ -20,8 +20,9 @@ import math
 import numpy as np
 
 from tapegrad import numpy as tnp
-from tapegrad._keywords import strict_keywords
-from tapegrad.function import Function
+from tapegrad.core._keywords import strict_keywords
+from tapegrad.core.function import Function
+from tapegrad.core.tensor import Tensor, all_values
 from tapegrad.nn._functional import (
     _check_loss_shapes,
     _check_reduction,
@@ -32,7 +33,6 @@ from tapegrad.nn._functional import (
 )
 from tapegrad.ops._registry import bool_arg
 from tapegrad.ops.nn import _with_batch
-from tapegrad.tensor import Tensor, all_values
 
 __all__ = [
     "poisson_nll_loss",

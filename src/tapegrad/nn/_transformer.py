@@ -31,8 +31,9 @@ import numpy as np
 
 from tapegrad import numpy as tnp
 from tapegrad import random as _random
-from tapegrad._keywords import strict_all
-from tapegrad.backend import parse_device
+from tapegrad.core._keywords import strict_all
+from tapegrad.core.backend import parse_device
+from tapegrad.core.tensor import Tensor, all_values
 from tapegrad.nn import functional as F
 from tapegrad.nn import init
 from tapegrad.nn.functional import ScaledDotProductAttention
@@ -49,7 +50,6 @@ from tapegrad.nn.layers import (
     _real,
 )
 from tapegrad.nn.module import Module, ModuleList
-from tapegrad.tensor import Tensor, all_values
 
 __all__ = [
     "MultiheadAttention",
@@ -225,7 +225,8 @@ class MultiheadAttention(_TorchStateDict, Module):
       ``need_weights``.
 
     Args:
-        embed_dim: Model width ``E``. num_heads: Heads (divide ``embed_dim``).
+        embed_dim: Model width ``E``.
+        num_heads: Heads (divide ``embed_dim``).
         dropout: Dropout probability on the attention weights (training mode only).
         bias: Learn the input and output projection biases.
         add_bias_kv: Learn one more key and value (``bias_k``, ``bias_v``) appended to the
@@ -498,10 +499,7 @@ def _set_activation(layer, act) -> None:
     layer.activation = act  # a Module becomes a submodule, as in PyTorch
 
 
-_LAYER_ARGS = """
-    Args:
-        d_model: Model width ``E``. nhead: Attention heads (divide ``d_model``).
-        dim_feedforward: Width of the feed-forward network.
+_SHARED_ARGS = """        dim_feedforward: Width of the feed-forward network.
         dropout: Dropout probability (attention weights, feed-forward hidden layer and each
             residual branch; training mode only).
         activation: ``"relu"`` (default), ``"gelu"`` (exact, PyTorch's) or a callable.
@@ -512,6 +510,11 @@ _LAYER_ARGS = """
         key, device, dtype: Init key (also seeds the dropout), parameter device and floating
             dtype (``None``: float32).
 """
+_LAYER_ARGS = """
+    Args:
+        d_model: Model width ``E``.
+        nhead: Attention heads (divide ``d_model``).
+""" + _SHARED_ARGS
 
 
 class TransformerEncoderLayer(_TorchStateDict, Module):
@@ -776,7 +779,8 @@ class TransformerDecoder(_TorchStateDict, Module):
     :class:`TransformerDecoderLayer`, through every layer (``tgt_is_causal=None`` means False).
 
     Args:
-        decoder_layer: The layer to copy. num_layers: Number of copies (``>= 0``).
+        decoder_layer: The layer to copy.
+        num_layers: Number of copies (``>= 0``).
         norm: Optional final normalization Module.
 
     Raises:
@@ -828,11 +832,11 @@ class Transformer(_TorchStateDict, Module):
     :meth:`generate_square_subsequent_mask` makes the causal ``tgt_mask``.
 
     Args:
-        d_model: Model width (512). nhead: Heads (8).
+        d_model: Model width (512).
+        nhead: Heads (8).
         num_encoder_layers, num_decoder_layers: Stack depths (6 each).
         custom_encoder, custom_decoder: Modules used instead of the built stacks.
-""" + _LAYER_ARGS.replace("    Args:\n", "").replace(
-        "d_model: Model width ``E``. nhead: Attention heads (divide ``d_model``).\n", "") + """
+""" + _SHARED_ARGS + """
     Submodules: ``encoder`` (``encoder.layers.i``, ``encoder.norm``), ``decoder``
     (``decoder.layers.i``, ``decoder.norm``), PyTorch's names.
 
@@ -908,7 +912,8 @@ class Transformer(_TorchStateDict, Module):
         below it (a float mask, added to the scores).
 
         Args:
-            sz: Sequence length (``>= 0``). device: ``"cpu"`` (default) or ``"cuda:N"``.
+            sz: Sequence length (``>= 0``).
+            device: ``"cpu"`` (default) or ``"cuda:N"``.
             dtype: Floating dtype (``None``: float32).
 
         Returns:

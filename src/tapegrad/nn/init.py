@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tapegrad import random as _random
-from tapegrad.tensor import Tensor
+from tapegrad.core.tensor import Tensor
 
 __all__ = [
     "xavier_uniform",

@@ -19,12 +19,12 @@ import numpy as np
 
 from tapegrad import numpy as tnp
 from tapegrad import random as _random
-from tapegrad.backend import backend_of, parse_device
+from tapegrad.core.backend import backend_of, parse_device
+from tapegrad.core.tensor import Tensor
 from tapegrad.nn import functional as F
 from tapegrad.nn import init
 from tapegrad.nn._conv_pool import _divisor
 from tapegrad.nn.module import Module, _param_dtype, _place, _positive  # noqa: F401  (shared)
-from tapegrad.tensor import Tensor
 
 __all__ = [
     "Linear",

@@ -1,5 +1,5 @@
 """``Module``: a thin stateful wrapper over a parameter pytree and a state pytree, and itself a
-pytree (every Module class is registered with :mod:`tapegrad.tree`).
+pytree (every Module class is registered with :mod:`tapegrad.core.tree`).
 
 A Module owns named parameters (Tensors), states (buffers such as running statistics) and
 submodules. It has no math of its own: layers compute with :mod:`tapegrad.nn.functional`.
@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 
 from tapegrad import random as _random
-from tapegrad._keywords import strict_all, strict_init
-from tapegrad.backend import parse_device
-from tapegrad.jit import implicit_state as _implicit
-from tapegrad.tensor import Tensor
-from tapegrad.tensor import const as _tconst
-from tapegrad.tree import register, static_key
+from tapegrad.core._keywords import strict_all, strict_init
+from tapegrad.core.backend import parse_device
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tensor import const as _tconst
+from tapegrad.core.tree import register, static_key
+from tapegrad.transforms.jit import implicit_state as _implicit
 
 __all__ = [
     "Module",
@@ -112,13 +112,13 @@ class ParameterView(dict):
     as PyTorch's ``parameters()``.
 
     Names are the dotted paths of the leaves of ``module.params`` (``"0.weight"``,
-    ``"encoder.norm.bias"``), in the order in which :func:`tapegrad.tree.tree_leaves`
+    ``"encoder.norm.bias"``), in the order in which :func:`tapegrad.core.tree.tree_leaves`
     visits them (dict keys sorted at each level), so ``list(module.parameters())`` lines up
     with ``tree_leaves(module.params)`` and with the leaves of a gradient pytree. Absent
     optional parameters (a ``None`` bias) are left out, as they are not leaves.
 
     It is a pytree that flattens like a dict (its leaves in sorted-name order; functions such
-    as :func:`tapegrad.tree.tree_map` rebuild a plain dict). Like the module itself, and like
+    as :func:`tapegrad.core.tree.tree_map` rebuild a plain dict). Like the module itself, and like
     :class:`ParameterIterator`, it can be given to an optimizer, which then updates the
     module after each step (``optim.Adam(model.parameters, lr=1e-3)``).
     """
@@ -432,7 +432,7 @@ class Module:
         ``named_parameters``).
 
         Names are the dotted paths of the leaves of :attr:`params` (``"0.weight"``), in the
-        order of :func:`tapegrad.tree.tree_leaves` on it, so they line up with the leaves
+        order of :func:`tapegrad.core.tree.tree_leaves` on it, so they line up with the leaves
         of a gradient pytree; a ``None`` (absent) parameter is skipped.
 
         Args:

@@ -7,7 +7,7 @@ promotion), lists become float32 Tensors. Broadcasting follows NumPy. Every func
 new Tensor; nothing is modified in place.
 
 Submodules (one per op group) define the functions and declare the matching Tensor methods
-(:mod:`tapegrad.methods` attaches them).
+(:mod:`tapegrad.numpy.methods` attaches them).
 """
 
 from tapegrad.numpy import (

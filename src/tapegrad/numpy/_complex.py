@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as _np
 
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, astype, stop_gradient
 from tapegrad.numpy._sorting import sort
 from tapegrad.ops._registry import ns as _ns
-from tapegrad.tensor import Tensor
 
 __all__ = ["real_if_close", "sort_complex"]
 

@@ -6,10 +6,10 @@ nothing observable; each returns a Tensor as :func:`tapegrad.numpy.asarray` does
 
 from __future__ import annotations
 
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import asarray, stop_gradient
 from tapegrad.numpy._shape import reshape
 from tapegrad.ops._registry import ns as _ns
-from tapegrad.tensor import Tensor
 
 __all__ = ["asanyarray", "ascontiguousarray", "asfortranarray", "asarray_chkfinite", "require"]
 

@@ -18,10 +18,10 @@ from typing import Any as _Any
 import numpy as _np
 
 from tapegrad import ops as _ops
-from tapegrad.backend import parse_device as _parse_device
+from tapegrad.core.backend import parse_device as _parse_device
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops._registry import operand as _t  # noqa: F401  (used by sibling modules)
 from tapegrad.ops._registry import tensor_arg as _tensor  # noqa: F401
-from tapegrad.tensor import Tensor
 
 _builtin_bool = _builtins.bool
 
@@ -405,7 +405,7 @@ def size(a, axis=None) -> int:
 
 def stop_gradient(x):
     """The same value(s) with zero gradient under every transform; works on pytrees."""
-    from tapegrad.tree import tree_map
+    from tapegrad.core.tree import tree_map
 
     def one(v):
         if isinstance(v, Tensor):
@@ -517,6 +517,6 @@ def _method_cuda(self, device: _Any = None, non_blocking=False) -> Tensor:
     return to_device(self, _torch_spelling(device))
 
 
-#: The Tensor methods of this module (attached by :mod:`tapegrad.methods`).
+#: The Tensor methods of this module (attached by :mod:`tapegrad.numpy.methods`).
 METHODS = {"to": _method_to, "cpu": _method_cpu, "cuda": _method_cuda}
 

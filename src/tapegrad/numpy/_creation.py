@@ -21,13 +21,13 @@ import operator
 import numpy as _np
 
 from tapegrad import ops as _ops
-from tapegrad.backend import get_backend as _get_backend
-from tapegrad.backend import parse_device as _parse_device
+from tapegrad.core.backend import get_backend as _get_backend
+from tapegrad.core.backend import parse_device as _parse_device
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, array, astype, to_device
 from tapegrad.numpy._shape import broadcast_to, swapaxes, transpose
 from tapegrad.ops._registry import given_tensor as _given_tensor
 from tapegrad.ops._registry import ns as _ns
-from tapegrad.tensor import Tensor
 
 __all__ = [
     "r_",

@@ -8,11 +8,11 @@ import operator
 
 import numpy as _np
 
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor
 from tapegrad.numpy._linalg import tensordot
 from tapegrad.numpy._shape import moveaxis
 from tapegrad.ops._registry import ns as _ns
-from tapegrad.tensor import Tensor
 
 __all__ = ["diag_indices", "diag_indices_from", "mask_indices", "make_diagonal"]
 

@@ -1,5 +1,5 @@
 """DLPack, the zero-copy exchange of arrays between libraries: :func:`from_dlpack` and the
-Tensor's ``__dlpack__``/``__dlpack_device__`` (attached by :mod:`tapegrad.methods`)."""
+Tensor's ``__dlpack__``/``__dlpack_device__`` (attached by :mod:`tapegrad.numpy.methods`)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from tapegrad.backend import get_backend, parse_device
+from tapegrad.core.backend import get_backend, parse_device
+from tapegrad.core.tensor import Tensor, const
 from tapegrad.numpy._core import to_device
-from tapegrad.tensor import Tensor, const
 
 __all__ = ["from_dlpack"]
 

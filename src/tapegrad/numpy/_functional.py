@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as _np
 
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, astype
 from tapegrad.numpy._creation import indices
 from tapegrad.numpy._shape import broadcast_to, expand_dims, moveaxis, reshape, stack
-from tapegrad.tensor import Tensor
 
 __all__ = ["apply_along_axis", "apply_over_axes", "vectorize", "fromfunction"]
 

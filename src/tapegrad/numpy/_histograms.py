@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as _np
 
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor
 from tapegrad.numpy._shape import atleast_2d, ravel, reshape, transpose
 from tapegrad.numpy._sorting import _bin_edges, bincount, searchsorted
 from tapegrad.ops._registry import ns as _ns
-from tapegrad.tensor import Tensor
 
 __all__ = ["histogramdd", "histogram2d"]
 

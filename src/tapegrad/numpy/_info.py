@@ -1,6 +1,6 @@
 """The array API's inspection namespace and version for ``tapegrad.numpy``.
 
-``tapegrad.numpy`` and :mod:`tapegrad.array_api` share this one definition:
+``tapegrad.numpy`` and :mod:`tapegrad.numpy.array_api` share this one definition:
 ``tnp.__array_namespace_info__()`` and ``xp.__array_namespace_info__()`` report the same
 defaults, dtypes and devices (NumPy's main namespace has its own, in the same way).
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as _np
 
-from tapegrad.backend import cupy_available as _cupy_available
-from tapegrad.backend import get_backend as _get_backend
+from tapegrad.core.backend import cupy_available as _cupy_available
+from tapegrad.core.backend import get_backend as _get_backend
 
 __all__ = ["__array_api_version__", "__array_namespace_info__"]
 

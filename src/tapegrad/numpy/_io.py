@@ -19,8 +19,8 @@ from typing import Any, cast
 
 import numpy as _np
 
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._passthrough import host, on_values, wrap
-from tapegrad.tensor import Tensor
 
 __all__ = ["save", "savez", "savez_compressed", "savetxt", "load", "loadtxt", "genfromtxt",
            "fromfile", "fromregex", "fromstring", "frombuffer", "fromiter", "memmap"]

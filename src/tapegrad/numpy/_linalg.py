@@ -19,12 +19,12 @@ import numpy as _np
 from numpy.exceptions import AxisError
 
 from tapegrad import ops as _ops
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy import _creation, _reduction, _shape
 from tapegrad.numpy._core import _tensor
 from tapegrad.ops._registry import bool_arg
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.reduction import normalize_axis as _normalize_axis
-from tapegrad.tensor import Tensor
 
 _LinAlgError = _np.linalg.LinAlgError
 
@@ -826,7 +826,7 @@ def lstsq(a, b, rcond=None):
     return x, residuals, rank, s
 
 
-#: The Tensor methods of this module (attached by :mod:`tapegrad.methods`).
+#: The Tensor methods of this module (attached by :mod:`tapegrad.numpy.methods`).
 METHODS = {"dot": dot}
 
 

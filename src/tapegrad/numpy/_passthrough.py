@@ -22,7 +22,7 @@ import functools
 
 import numpy as _np
 
-from tapegrad.tensor import Tensor, host_value
+from tapegrad.core.tensor import Tensor, host_value
 
 __all__ = [
     # on the values: indices, flags, types, strings, dates

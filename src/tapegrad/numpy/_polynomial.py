@@ -17,11 +17,11 @@ import numbers as _numbers
 import numpy as _np
 
 from tapegrad import ops as _ops
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, stop_gradient
 from tapegrad.numpy._shape import moveaxis, stack
 from tapegrad.ops._registry import given_tensor as _given_tensor
 from tapegrad.ops._registry import ns as _ns
-from tapegrad.tensor import Tensor
 
 __all__ = [
     "kron",

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as _np
 
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, astype, stop_gradient
 from tapegrad.ops._registry import ns as _ns
-from tapegrad.tensor import Tensor
 
 __all__ = [
     # NumPy 2's astype (with copy= and device=), exported here, after the elementwise module,

@@ -13,7 +13,7 @@ with their primitives in :mod:`tapegrad.ops.movement`, together with the Tensor 
 Tensor methods installed here: ``view``, ``ravel``, ``flatten``, ``squeeze``, ``unsqueeze``,
 ``permute``, ``swapaxes``, ``moveaxis``, ``expand``, ``repeat``, ``tile``, ``tril``, ``triu``,
 ``diagonal``, ``trace``, ``take``, ``gather``, ``strided_windows`` and the static
-``Tensor.stack``. (``Tensor.at`` lives in :mod:`tapegrad.at`.)
+``Tensor.stack``. (``Tensor.at`` lives in :mod:`tapegrad.numpy.at`.)
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ import operator
 import numpy as _np
 
 from tapegrad import ops as _ops
-from tapegrad.backend import get_backend as _get_backend
+from tapegrad.core.backend import get_backend as _get_backend
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tensor import const as _tconst
 from tapegrad.numpy._core import _tensor
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.movement import IndexSlot as _Slot
@@ -37,8 +39,6 @@ from tapegrad.ops.movement import check_axis as _check_axis
 from tapegrad.ops.movement import no_out as _no_out
 from tapegrad.ops.movement import split_pieces as _split_pieces
 from tapegrad.ops.movement import swap_axes as _swap_axes
-from tapegrad.tensor import Tensor
-from tapegrad.tensor import const as _tconst
 
 __all__ = [
     "reshape",
@@ -1553,7 +1553,7 @@ def _method_repeat(self, repeats, axis=None):
     return repeat(self, repeats, axis)
 
 
-#: The Tensor methods of this module (attached by :mod:`tapegrad.methods`).
+#: The Tensor methods of this module (attached by :mod:`tapegrad.numpy.methods`).
 METHODS = (
     {
         "view": _method_view,

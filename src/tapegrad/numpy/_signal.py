@@ -14,12 +14,12 @@ import operator
 
 import numpy as _np
 
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, astype
 from tapegrad.numpy._shape import concatenate, moveaxis
 from tapegrad.numpy._statistics import diff
 from tapegrad.ops._registry import given_tensor as _given_tensor
 from tapegrad.ops._registry import ns as _ns
-from tapegrad.tensor import Tensor
 
 __all__ = ["bartlett", "blackman", "hamming", "hanning", "kaiser", "unwrap"]
 

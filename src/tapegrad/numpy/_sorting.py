@@ -28,6 +28,7 @@ from typing import NamedTuple
 import numpy as _np
 
 from tapegrad import ops as _ops
+from tapegrad.core.tensor import Tensor, all_values
 from tapegrad.numpy._core import _tensor
 from tapegrad.numpy._creation import zeros_like as _zeros_like
 from tapegrad.numpy._shape import _check_bounds, concatenate, ravel, reshape, stack
@@ -37,7 +38,6 @@ from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.movement import IndexSlot as _Slot
 from tapegrad.ops.movement import check_axis as _check_axis
 from tapegrad.ops.sorting import data_operand as _data
-from tapegrad.tensor import Tensor, all_values
 
 __all__ = [
     "sort",

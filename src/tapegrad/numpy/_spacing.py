@@ -14,11 +14,11 @@ import operator
 
 import numpy as _np
 
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, astype, stop_gradient, to_device
 from tapegrad.numpy._shape import broadcast_to, concatenate, expand_dims, moveaxis, reshape
 from tapegrad.ops._registry import given_tensor as _given_tensor
 from tapegrad.ops._registry import ns as _ns
-from tapegrad.tensor import Tensor
 
 __all__ = ["logspace", "geomspace"]
 

@@ -28,6 +28,7 @@ import numbers as _numbers
 import numpy as _np
 
 from tapegrad import ops as _ops
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, stop_gradient
 from tapegrad.numpy._creation import full_like
 from tapegrad.numpy._shape import diagonal, moveaxis, take_along_axis
@@ -35,7 +36,6 @@ from tapegrad.ops._registry import bool_arg
 from tapegrad.ops._registry import given_tensor as _given_tensor
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.reduction import normalize_axis as _normalize_axis
-from tapegrad.tensor import Tensor
 
 __all__ = [
     "nansum",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as _np
 
-from tapegrad.tensor import Tensor
+from tapegrad.core.tensor import Tensor
 
 __all__ = ["ndarray", "longdouble", "clongdouble", "long", "ulong", "bytes_", "str_", "void",
            "object_", "character", "flexible", "datetime64", "timedelta64", "record"]

@@ -33,12 +33,12 @@ import numpy as _np
 from numpy.exceptions import AxisError
 
 from tapegrad import ops as _ops
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor
 from tapegrad.numpy._core import asarray as _asarray
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.fft import NORMS as _NORMS
 from tapegrad.ops.fft import swap_norm as _swap_norm
-from tapegrad.tensor import Tensor
 
 __all__ = [
     "test",

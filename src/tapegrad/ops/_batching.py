@@ -17,7 +17,7 @@ import inspect
 
 import numpy as np
 
-from tapegrad.tensor import Tensor
+from tapegrad.core.tensor import Tensor
 
 try:
     from numpy.exceptions import AxisError

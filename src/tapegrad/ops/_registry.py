@@ -12,8 +12,8 @@ A primitive (a :class:`~tapegrad.Function` subclass) declares, beside its rules:
 
 :func:`expose` (a class decorator) registers a primitive: its functions go into :data:`ns`, the
 namespace ``tapegrad.numpy`` re-exports and backward rules call (``ns.where(...)``), and its
-methods into :data:`METHODS`, which :mod:`tapegrad.methods` attaches to :class:`Tensor` with the
-NumPy layer's (as HIPS autograd's numpy layer attaches its boxes' methods).
+methods into :data:`METHODS`, which :mod:`tapegrad.numpy.methods` attaches to :class:`Tensor`
+with the NumPy layer's (as HIPS autograd's numpy layer attaches its boxes' methods).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from tapegrad.tensor import Tensor, const
-from tapegrad.weak import WeakScalar
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.weak import WeakScalar
 
 __all__ = ["ns", "METHODS", "expose", "tensor_arg", "operands", "EXPOSED",
            "bool_arg", "register_nested", "given_tensor"]

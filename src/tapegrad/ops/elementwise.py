@@ -36,10 +36,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tapegrad.function import Function, Traits, _Quiet
+from tapegrad.core.function import Function, Traits, _Quiet
+from tapegrad.core.tensor import Tensor, const
 from tapegrad.ops._batching import elementwise, scaled_cotangent
 from tapegrad.ops._registry import expose, ns, operand, operands, tensor_arg
-from tapegrad.tensor import Tensor, const
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)

@@ -34,13 +34,13 @@ from __future__ import annotations
 import numpy as np
 from numpy.exceptions import AxisError
 
-from tapegrad.backend import get_backend
-from tapegrad.function import Function, Traits
+from tapegrad.core.backend import get_backend
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor, const
 from tapegrad.ops._batching import shift_axes
 from tapegrad.ops._registry import expose
 from tapegrad.ops.elementwise import Conj, Real
 from tapegrad.ops.movement import Pad
-from tapegrad.tensor import Tensor, const
 
 __all__ = ["Fft", "Rfft", "Irfft", "NORMS", "swap_norm"]
 

@@ -46,14 +46,14 @@ from collections import namedtuple
 
 import numpy as np
 
-from tapegrad.backend import get_backend
-from tapegrad.function import Function, Traits
+from tapegrad.core.backend import get_backend
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor, const, host_value
 from tapegrad.ops._batching import align
 from tapegrad.ops._registry import expose, tensor_arg
 from tapegrad.ops.elementwise import Conj, DivNoNan, Imag, Real
 from tapegrad.ops.movement import Concatenate, GetItem, Reshape, Transpose, cast_all, no_out
 from tapegrad.ops.reduction import Sum
-from tapegrad.tensor import Tensor, const, host_value
 
 __all__ = [
     "MatMul",

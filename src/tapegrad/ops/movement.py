@@ -28,7 +28,7 @@ ToDevice           ToDevice back
 =================  ===========================================================
 
 The ``ScatterAddInto``/``ScatterSet``/``ScatterMul``/``ScatterMinMax`` ops implement the
-functional ``x.at[idx]`` updates of :mod:`tapegrad.at`.
+functional ``x.at[idx]`` updates of :mod:`tapegrad.numpy.at`.
 
 Public names: each primitive's ``api`` is its ``tapegrad.numpy`` function (``reshape``,
 ``transpose``/``permute_dims``, ``broadcast_to``, ``concatenate``/``concat``, ``split``,
@@ -54,17 +54,17 @@ from typing import NamedTuple
 import numpy as np
 from numpy.exceptions import AxisError
 
-from tapegrad.backend import device_of as _device_of
-from tapegrad.backend import get_backend as _get_backend
-from tapegrad.backend import parse_device as _parse_device
-from tapegrad.function import Function, Traits
+from tapegrad.core.backend import device_of as _device_of
+from tapegrad.core.backend import get_backend as _get_backend
+from tapegrad.core.backend import parse_device as _parse_device
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tensor import const as _tconst
 from tapegrad.ops._batching import align, axis_rule, batch_all, example_axis, shift_axes
 from tapegrad.ops._registry import METHODS as _METHODS
 from tapegrad.ops._registry import expose, tensor_arg
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.elementwise import AsType, Where
-from tapegrad.tensor import Tensor
-from tapegrad.tensor import const as _tconst
 
 __all__ = [
     "Shift",
@@ -2111,7 +2111,7 @@ class ToDevice(Function):
 
     @staticmethod
     def forward(ctx, x, device):
-        from tapegrad.backend import device_of, to_device
+        from tapegrad.core.backend import device_of, to_device
 
         ctx.in_device = device_of(x)
         return to_device(x, device)

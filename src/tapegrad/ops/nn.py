@@ -26,13 +26,13 @@ import math
 
 import numpy as np
 
-from tapegrad.function import Function, Traits
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor, const
 from tapegrad.ops._batching import align, per_example_ndim, shift_axes
 from tapegrad.ops._registry import ns, tensor_arg
 from tapegrad.ops.elementwise import Gelu as _Gelu
 from tapegrad.ops.elementwise import Sigmoid
 from tapegrad.ops.linalg import MatMul
-from tapegrad.tensor import Tensor, const
 
 __all__ = [
     "Softmax", "LogSoftmax", "Gelu", "CrossEntropy", "CrossEntropyGrad", "BinaryCrossEntropy",

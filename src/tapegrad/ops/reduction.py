@@ -24,13 +24,13 @@ import numbers
 import numpy as np
 from numpy.exceptions import AxisError
 
-from tapegrad.function import Function, Traits
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops import movement as _mv  # Reshape, Transpose (attributes read at call time)
 from tapegrad.ops._batching import axis_rule, shift_axes
 from tapegrad.ops._registry import bool_arg, expose, tensor_arg
 from tapegrad.ops.elementwise import Abs, AsType, Exp, Maximum, Sign, StopGradient, Where  # pyright: ignore[reportAssignmentType, reportAttributeAccessIssue]
 from tapegrad.ops.movement import Shift, _single_axis
-from tapegrad.tensor import Tensor
 
 __all__ = [
     "Sum",

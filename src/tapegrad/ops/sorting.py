@@ -42,11 +42,11 @@ import operator
 
 import numpy as np
 
-from tapegrad.function import Function
+from tapegrad.core.function import Function
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops._batching import axis_rule, batch_all
 from tapegrad.ops._registry import expose, tensor_arg
 from tapegrad.ops.movement import Flip, GetItem, IndexSlot, Reshape, check_axis
-from tapegrad.tensor import Tensor
 
 __all__ = [
     "ArgSort",

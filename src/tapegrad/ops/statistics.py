@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapegrad.function import Function
+from tapegrad.core.function import Function
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops._batching import shift_axes
 from tapegrad.ops._registry import bool_arg, expose, tensor_arg
 from tapegrad.ops.elementwise import Where
 from tapegrad.ops.movement import Concatenate
 from tapegrad.ops.reduction import _arg_shape
-from tapegrad.tensor import Tensor
 
 __all__ = ["NanArgMax", "NanArgMin", "Roots"]
 

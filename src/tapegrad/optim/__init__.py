@@ -11,7 +11,7 @@ of it, with PyTorch's schedulers (:class:`ReduceLROnPlateau`, :class:`LambdaLR`,
 """
 
 from tapegrad.optim import combinators, schedules, transforms
-from tapegrad.optim.combinators import MultiSteps, masked, multi_transform
+from tapegrad.optim.combinators import MultiSteps, add_decayed_weights, masked, multi_transform
 from tapegrad.optim.optimizer import (
     SGD,
     Adagrad,
@@ -52,7 +52,6 @@ from tapegrad.optim.transforms import (
     adagrad,
     adam,
     adamw,
-    add_decayed_weights,
     apply_gradients,
     apply_updates,
     chain,
@@ -137,3 +136,67 @@ __all__ = [
     "OneCycleLR",
     "is_module",
 ]
+
+# -- more optimizers and wrappers: Optax's (pure) and PyTorch's (stateful) ---------------------
+from tapegrad.optim._extra import (  # noqa: E402
+    adabelief,
+    adadelta,
+    adafactor,
+    adamax,
+    add_noise,
+    centralize,
+    clip_by_block_rms,
+    ema,
+    incremental_update,
+    lamb,
+    lars,
+    nadam,
+    noisy_sgd,
+    novograd,
+    parameter_ema,
+    periodic_update,
+    radam,
+    scale_by_adadelta,
+    scale_by_adamax,
+    scale_by_belief,
+    scale_by_factored_rms,
+    scale_by_novograd,
+    scale_by_param_block_rms,
+    scale_by_radam,
+    scale_by_schedule,
+    scale_by_sm3,
+    scale_by_trust_ratio,
+    sm3,
+    zero_nans,
+)
+from tapegrad.optim._extra_combinators import (  # noqa: E402
+    LookaheadParams,
+    inject_hyperparams,
+    lookahead,
+)
+from tapegrad.optim._extra_lbfgs import (  # noqa: E402
+    lbfgs,
+    scale_by_lbfgs,
+    scale_by_zoom_linesearch,
+    value_and_grad_from_state,
+)
+from tapegrad.optim._extra_optimizers import LBFGS, Adadelta, Adamax, NAdam, RAdam  # noqa: E402
+from tapegrad.optim._extra_schedule_free import (  # noqa: E402
+    schedule_free,
+    schedule_free_adamw,
+    schedule_free_eval_params,
+    schedule_free_sgd,
+)
+
+__all__ += [
+    "nadam", "radam", "adamax", "adadelta", "adabelief", "lamb", "lars", "adafactor", "sm3",
+    "novograd", "noisy_sgd", "lbfgs",
+    "scale_by_radam", "scale_by_adamax", "scale_by_adadelta", "scale_by_belief",
+    "scale_by_trust_ratio", "scale_by_factored_rms", "scale_by_sm3", "scale_by_novograd",
+    "scale_by_schedule", "scale_by_param_block_rms", "clip_by_block_rms", "centralize",
+    "zero_nans", "add_noise", "ema", "parameter_ema", "incremental_update", "periodic_update",
+    "scale_by_lbfgs", "scale_by_zoom_linesearch", "value_and_grad_from_state",
+    "inject_hyperparams", "lookahead", "LookaheadParams",
+    "NAdam", "RAdam", "Adamax", "Adadelta", "LBFGS",
+    "schedule_free", "schedule_free_sgd", "schedule_free_adamw", "schedule_free_eval_params",
+]  # fmt: skip

@@ -33,19 +33,23 @@ import numpy as np
 import optree
 
 from tapegrad import numpy as tnp
-from tapegrad._keywords import strict_all
+from tapegrad.core._keywords import strict_all
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tree import NAMESPACE, tree_flatten, tree_paths, tree_structure, tree_unflatten
 from tapegrad.optim.transforms import (
+    AddDecayedWeights,
     GradientTransformation,
     _check_match,
+    _check_nonneg,
     _leaves,
     _traced,
     _update_extra,
     tree_zeros_like,
 )
-from tapegrad.tensor import Tensor
-from tapegrad.tree import NAMESPACE, tree_flatten, tree_paths, tree_structure, tree_unflatten
 
-__all__ = ["Masked", "MultiTransform", "MultiSteps", "masked", "multi_transform"]
+__all__ = [
+    "Masked", "MultiTransform", "MultiSteps", "masked", "multi_transform", "add_decayed_weights",
+]
 
 
 # -- masks ------------------------------------------------------------------------------------
@@ -515,6 +519,46 @@ class MultiSteps(GradientTransformation):
                 treedef, [tnp.where(emit, tnp.zeros_like(a), a) for a in new_acc]
             ),
         }
+
+
+# -- weight decay on the leaves a mask selects -------------------------------------------------
+def add_decayed_weights(weight_decay: float = 0.0, mask: Any = None) -> GradientTransformation:
+    """Add ``weight_decay * params`` to the gradients (see :class:`AddDecayedWeights`), on the
+    leaves ``mask`` selects (Optax's ``add_decayed_weights``).
+
+    Args:
+        weight_decay: Coefficient ``>= 0``.
+        mask: ``None`` (every leaf), or which leaves get the decay, as
+            :func:`~tapegrad.optim.masked` takes it: a pytree of Python bools with the
+            parameters' structure or a prefix of it, or a callable ``params -> that pytree``
+            (for example ``lambda p: tg.tree.tree_map(lambda x: x.ndim > 1, p)``: the weight
+            matrices, not the biases). The other leaves pass unchanged.
+
+    Returns:
+        :class:`AddDecayedWeights`, or ``masked(AddDecayedWeights(weight_decay), mask)``.
+
+    Raises:
+        TypeError: if ``weight_decay`` is not a number or ``mask`` is an array; at
+            ``init``/``update``, if a mask entry is not a bool.
+        ValueError: if ``weight_decay`` is negative or not finite; at ``init``/``update``, if
+            the mask's structure does not match the parameters'.
+
+    Example:
+        >>> import numpy as np
+        >>> import tapegrad as tg
+        >>> from tapegrad import optim
+        >>> params = {"w": tg.Tensor(np.array([[2.0]])), "b": tg.Tensor(np.array([2.0]))}
+        >>> tx = optim.add_decayed_weights(0.5, mask=lambda p: {k: v.ndim > 1
+        ...                                                     for k, v in p.items()})
+        >>> zeros = optim.tree_zeros_like(params)
+        >>> u, _ = tx.update(zeros, tx.init(params), params)
+        >>> u["w"].numpy().tolist(), u["b"].numpy().tolist()
+        ([[1.0]], [0.0])
+    """
+    block = AddDecayedWeights(_check_nonneg("add_decayed_weights", "weight_decay", weight_decay))
+    if mask is None:
+        return block
+    return masked(block, mask)
 
 
 strict_all(globals(), __all__)  # an unknown keyword is a TypeError naming the closest valid one

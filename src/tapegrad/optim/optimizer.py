@@ -32,17 +32,17 @@ from typing import Any
 
 import optree
 
-from tapegrad._keywords import strict_all, strict_init, unexpected_keyword
-from tapegrad.jit import implicit_state
-from tapegrad.optim import transforms as T
-from tapegrad.tensor import Tensor
-from tapegrad.tree import (
+from tapegrad.core._keywords import strict_all, strict_init, unexpected_keyword
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tree import (
     NAMESPACE,
     tree_flatten,
     tree_flatten_with_path,
     tree_structure,
     tree_unflatten,
 )
+from tapegrad.optim import transforms as T
+from tapegrad.transforms.jit import implicit_state
 
 __all__ = [
     "Optimizer",

@@ -35,8 +35,8 @@ import attrs
 import numpy as np
 
 from tapegrad import numpy as tnp
-from tapegrad._keywords import strict_all
-from tapegrad.tensor import Tensor
+from tapegrad.core._keywords import strict_all
+from tapegrad.core.tensor import Tensor
 
 __all__ = [
     "constant_schedule",

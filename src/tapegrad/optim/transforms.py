@@ -47,13 +47,13 @@ import attrs
 import numpy as np
 import optree
 
-from tapegrad import backend as _backend
 from tapegrad import numpy as tnp
-from tapegrad._keywords import strict_all, strict_init
-from tapegrad.tensor import Tensor
-from tapegrad.tensor import const as _tconst
-from tapegrad.tree import NAMESPACE, tree_flatten, tree_leaves, tree_paths, tree_unflatten
-from tapegrad.weak import WeakScalar
+from tapegrad.core import backend as _backend
+from tapegrad.core._keywords import strict_all, strict_init
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tensor import const as _tconst
+from tapegrad.core.tree import NAMESPACE, tree_flatten, tree_leaves, tree_paths, tree_unflatten
+from tapegrad.core.weak import WeakScalar
 
 __all__ = [
     "GradientTransformation",
@@ -69,7 +69,6 @@ __all__ = [
     "scale",
     "scale_by_learning_rate",
     "scale_by_adam",
-    "add_decayed_weights",
     "trace",
     "clip_by_global_norm",
     "chain",
@@ -283,7 +282,7 @@ def clip_by_norm(tree, max_norm: float, ord: float = 2.0):  # noqa: A002
 # multiplies.
 def _traced(x):
     """A state number as the transforms compute with it: a Python number ``tg.jit`` traces
-    (a :class:`~tapegrad.weak.WeakScalar`) is its exact Tensor (int64, float64), so that the
+    (a :class:`~tapegrad.core.weak.WeakScalar`) is its exact Tensor (int64, float64), so that the
     recorded step takes the Tensor path (no Python decision on its value) and replays for
     every value; anything else is returned as it is."""
     return x.tensor if type(x) is WeakScalar else x
@@ -1113,16 +1112,6 @@ def scale_by_adam(
     )  # fmt: skip
 
 
-def add_decayed_weights(weight_decay: float = 0.0) -> AddDecayedWeights:
-    """Add ``weight_decay * params`` to the gradients (see :class:`AddDecayedWeights`).
-
-    Raises:
-        TypeError: if ``weight_decay`` is not a number.
-        ValueError: if ``weight_decay`` is negative or not finite.
-    """
-    return AddDecayedWeights(_check_nonneg("add_decayed_weights", "weight_decay", weight_decay))
-
-
 def trace(decay: float, nesterov: bool = False, dampening: float = 0.0) -> Trace:
     """Momentum accumulation (see :class:`Trace`).
 
@@ -1614,7 +1603,7 @@ def apply_updates(params, updates):
     ``None`` in place of a leaf, the parameter is kept as it is, whatever its kind (Equinox's
     ``apply_updates``): so ``params`` may be a whole model, random keys and integer counters
     included, and ``updates`` come from gradients that hold ``None`` there
-    (``tg.grad(loss)(model, x)``, :func:`tapegrad.filter_grad`, :func:`tapegrad.tree.filter`).
+    (``tg.grad(loss)(model, x)``, :func:`tapegrad.filter_grad`, :func:`tapegrad.core.tree.filter`).
 
     Args:
         params: Pytree of floating Tensors/arrays (other leaves only where ``updates`` holds

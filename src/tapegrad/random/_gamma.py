@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 
 import tapegrad.numpy as tnp
-from tapegrad.function import Function, Traits
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops._batching import elementwise
-from tapegrad.tensor import Tensor
 
 __all__ = ["LogGammaincInv"]
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from tapegrad.function import Function
-from tapegrad.tensor import Tensor, const
-from tapegrad.vmap import loop
+from tapegrad.core.function import Function
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.transforms.vmap import loop
 
 __all__ = ["key", "split", "fold_in", "uniform", "normal", "bernoulli", "permutation", "randint"]
 

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 import tapegrad.numpy as tnp
-from tapegrad.function import Function
+from tapegrad.core.function import Function
+from tapegrad.core.tensor import Tensor
 from tapegrad.random._gamma import LogGammaincInv
 from tapegrad.random._keys import (
     _check_key,
@@ -24,8 +25,7 @@ from tapegrad.random._keys import (
     normal,
     split,
 )
-from tapegrad.tensor import Tensor
-from tapegrad.vmap import loop
+from tapegrad.transforms.vmap import loop
 
 __all__ = [
     "exponential", "laplace", "logistic", "gumbel", "cauchy", "truncated_normal",

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapegrad.function import Function, Traits
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops import MulNoNan
 from tapegrad.ops._batching import elementwise
 from tapegrad.ops._registry import tensor_arg
-from tapegrad.tensor import Tensor
 
 __all__ = ["Elementwise", "special_module", "on_host", "operands", "NoDerivative", "fit_dtype"]
 

@@ -26,11 +26,11 @@ import math
 import numpy as np
 
 import tapegrad.numpy as tnp
-from tapegrad.forward import jvp as _jvp
-from tapegrad.function import Function
-from tapegrad.tensor import Tensor
-from tapegrad.transforms import vjp as _vjp
-from tapegrad.tree import tree_flatten, tree_unflatten
+from tapegrad.core.function import Function
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tree import tree_flatten, tree_unflatten
+from tapegrad.transforms.forward import jvp as _jvp
+from tapegrad.transforms.reverse import vjp as _vjp
 
 __all__ = ["odeint"]
 

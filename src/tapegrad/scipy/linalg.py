@@ -33,12 +33,12 @@ from __future__ import annotations
 import numpy as np
 
 import tapegrad.numpy as tnp
-from tapegrad.function import Function, Traits
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops._batching import align
 from tapegrad.ops._registry import tensor_arg
 from tapegrad.scipy._base import fit_dtype, on_host
-from tapegrad.tensor import Tensor
-from tapegrad.vmap import loop
+from tapegrad.transforms.vmap import loop
 
 __all__ = ["cholesky", "solve_triangular", "solve_banded", "solve_sylvester", "expm", "logm",
            "sqrtm", "inv", "det"]

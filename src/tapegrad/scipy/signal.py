@@ -19,10 +19,10 @@ from __future__ import annotations
 import numpy as np
 
 import tapegrad.numpy as tnp
-from tapegrad.function import Function
+from tapegrad.core.function import Function
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops._registry import tensor_arg
 from tapegrad.scipy._base import on_host
-from tapegrad.tensor import Tensor
 
 __all__ = ["convolve", "correlate"]
 

@@ -41,13 +41,13 @@ import math
 import numpy as np
 
 import tapegrad.numpy as tnp
-from tapegrad.backend import backend_of
-from tapegrad.forward import jvp as _jvp
+from tapegrad.core.backend import backend_of
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops import DivNoNan, StopGradient
 from tapegrad.ops._registry import bool_arg, tensor_arg
 from tapegrad.scipy import _incomplete
 from tapegrad.scipy._base import Elementwise, NoDerivative, operands
-from tapegrad.tensor import Tensor
+from tapegrad.transforms.forward import jvp as _jvp
 
 __all__ = [
     "gamma", "gammaln", "gammasgn", "digamma", "psi", "polygamma", "multigammaln", "rgamma",

@@ -6,9 +6,9 @@ import warnings
 
 import numpy as np
 
-from tapegrad.tensor import Tensor
-from tapegrad.tree import tree_flatten, tree_unflatten
-from tapegrad.vmap import vmap
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tree import tree_flatten, tree_unflatten
+from tapegrad.transforms.vmap import vmap
 
 __all__ = ["check_vmap"]
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapegrad.tensor import Tensor
-from tapegrad.transforms import vjp
-from tapegrad.tree import tree_flatten, tree_map, tree_unflatten
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tree import tree_flatten, tree_map, tree_unflatten
+from tapegrad.transforms.reverse import vjp
 
 __all__ = ["check_grads", "check_vjp", "numerical_jacobian", "numerical_jvp"]
 
@@ -218,7 +218,7 @@ def check_grads(
 
 def _check_fwd(f, args, order, atol, rtol, eps, seed):
     try:
-        from tapegrad.forward import jvp
+        from tapegrad.transforms.forward import jvp
     except ImportError as e:  # pragma: no cover - until forward mode lands
         raise ValueError("check_grads: forward mode ('fwd') is not available") from e
     rng = np.random.default_rng(seed + 7)

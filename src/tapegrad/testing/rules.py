@@ -29,12 +29,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tapegrad.forward import hessian, jacfwd, jacrev, jvp
-from tapegrad.function import Function
-from tapegrad.tensor import Tensor
-from tapegrad.transforms import grad, vjp
-from tapegrad.tree import tree_flatten
-from tapegrad.vmap import vmap
+from tapegrad.core.function import Function
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tree import tree_flatten
+from tapegrad.transforms.forward import jvp
+from tapegrad.transforms.jacobians import hessian, jacfwd, jacrev
+from tapegrad.transforms.reverse import grad, vjp
+from tapegrad.transforms.vmap import vmap
 
 __all__ = ["check_rule", "CHECKS"]
 

@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from tapegrad.tensor import Tensor
+from tapegrad.core.tensor import Tensor
 
 __all__ = ["shapes", "broadcastable_shapes", "arrays", "tensors", "floats_in"]
 

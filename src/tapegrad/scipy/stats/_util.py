@@ -8,10 +8,10 @@ import math
 import numpy as np
 
 import tapegrad.numpy as tnp
-from tapegrad.function import Function, Traits
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops._batching import batch_all
 from tapegrad.scipy._base import operands
-from tapegrad.tensor import Tensor
 
 __all__ = ["floats", "log", "where_valid", "checked", "LOG_2PI", "LOG_SQRT_2PI", "NAN"]
 

@@ -8,9 +8,9 @@ batched under ``vmap``; ``df <= 0`` or ``scale <= 0`` gives NaN.
 
 from __future__ import annotations
 
+from tapegrad.core.tensor import Tensor
 from tapegrad.scipy.stats import gamma as _gamma
 from tapegrad.scipy.stats._util import floats
-from tapegrad.tensor import Tensor
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"]
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 import tapegrad.numpy as tnp
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops._registry import tensor_arg
 from tapegrad.scipy import special
 from tapegrad.scipy.stats._util import checked
-from tapegrad.tensor import Tensor
 
 __all__ = ["logpdf", "pdf"]
 

@@ -10,9 +10,9 @@ Arguments broadcast; ``a <= 0`` or ``scale <= 0`` gives NaN, as SciPy.
 from __future__ import annotations
 
 import tapegrad.numpy as tnp
+from tapegrad.core.tensor import Tensor
 from tapegrad.scipy import special
 from tapegrad.scipy.stats._util import floats, log, positive, safe, where_valid
-from tapegrad.tensor import Tensor
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 import tapegrad.numpy as tnp
+from tapegrad.core.tensor import Tensor
 from tapegrad.scipy import linalg
 from tapegrad.scipy.stats._util import LOG_2PI, checked, floats
-from tapegrad.tensor import Tensor
 
 __all__ = ["logpdf", "pdf", "entropy"]
 

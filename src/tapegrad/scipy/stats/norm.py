@@ -9,9 +9,9 @@ float32 stays float32, integers become float64; ``scale <= 0`` gives NaN, as Sci
 from __future__ import annotations
 
 import tapegrad.numpy as tnp
+from tapegrad.core.tensor import Tensor
 from tapegrad.scipy import special
 from tapegrad.scipy.stats._util import LOG_SQRT_2PI, floats, log, positive, where_valid
-from tapegrad.tensor import Tensor
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf", "ppf", "isf"]
 

@@ -11,10 +11,10 @@ in ``k`` or ``loc`` (zero), as for any piecewise-constant argument. Arguments br
 from __future__ import annotations
 
 import tapegrad.numpy as tnp
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops import StopGradient
 from tapegrad.scipy import special
 from tapegrad.scipy.stats._util import floats, safe, where_valid
-from tapegrad.tensor import Tensor
 
 __all__ = ["logpmf", "pmf", "cdf", "logcdf", "sf", "logsf"]
 

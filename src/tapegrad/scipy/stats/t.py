@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 
 import tapegrad.numpy as tnp
+from tapegrad.core.tensor import Tensor
 from tapegrad.scipy import special
 from tapegrad.scipy.stats._util import floats, log, positive, safe, where_valid
-from tapegrad.tensor import Tensor
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"]
 

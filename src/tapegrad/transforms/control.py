@@ -27,13 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from tapegrad.function import Function, new_level, transform_scope
+from tapegrad.core.function import Function, new_level, transform_scope
+from tapegrad.core.program import Program
+from tapegrad.core.tape import freeze
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.trace import Trace, apply_step, interpret
+from tapegrad.core.tree import tree_flatten, tree_unflatten
 from tapegrad.ops import Where
-from tapegrad.program import Program
-from tapegrad.tape import freeze
-from tapegrad.tensor import Tensor, const
-from tapegrad.trace import Trace, apply_step, interpret
-from tapegrad.tree import tree_flatten, tree_unflatten
 
 __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "Body"]
 
@@ -393,7 +393,7 @@ def _scan_backward(body, consts, init, xs, cs, g_carry, g_ys, g_cs, needs, p):
 def _vjp_of(body: Body, inputs: list, wrt: list, outs_sel: list, cts: list) -> list:
     """Cotangents of ``inputs[wrt]`` of ``body`` (on ``inputs``) for cotangents ``cts`` on its
     outputs ``outs_sel``."""
-    from tapegrad.transforms import vjp
+    from tapegrad.transforms.reverse import vjp
 
     if not wrt:
         return []
@@ -412,7 +412,7 @@ def _vjp_of(body: Body, inputs: list, wrt: list, outs_sel: list, cts: list) -> l
 def _jvp_of(body: Body, inputs: list, tangents: list) -> tuple[list, list]:
     """Outputs of ``body`` on ``inputs`` and their tangents (``tangents``: one per input, None
     for integer inputs); integer outputs get no tangent (None)."""
-    from tapegrad.forward import jvp
+    from tapegrad.transforms.forward import jvp
 
     pos = [i for i, t in enumerate(tangents) if t is not None]
     float_outs = [j for j, a in enumerate(body.out_avals) if _is_float(a[1])]
@@ -525,7 +525,7 @@ def _broadcast_batch(t: Tensor, size: int) -> Tensor:
 def _scan_batch(args, batched, size, p):
     """``vmap`` of a scan: a scan of the batched body; every carry is batched, the batch axis
     of the stacked xs and ys is moved behind the scanned one."""
-    from tapegrad.vmap import vmap
+    from tapegrad.transforms.vmap import vmap
 
     body = p["body"]
     n_consts, n_carry = p["n_consts"], p["n_carry"]
@@ -942,7 +942,7 @@ def _while_jvp(ctx, ts):
 def _while_batch(args, batched, size, p):
     """``vmap`` of a while loop: run until every member is done, masking finished members
     (their carry stays as it was)."""
-    from tapegrad.vmap import vmap
+    from tapegrad.transforms.vmap import vmap
 
     n_carry, n_cc = p["n_carry"], p["n_cconsts"]
     cond_body, body = p["cond_body"], p["body"]
@@ -1169,7 +1169,7 @@ class Switch(Function):
 
     @staticmethod
     def batch(args, batched, size, **p):
-        from tapegrad.vmap import vmap
+        from tapegrad.transforms.vmap import vmap
 
         branches, n_ops, spans = p["branches"], p["n_ops"], p["spans"]
         index, rest = args[0], list(args[1:])

@@ -5,7 +5,7 @@ While a transform runs, each ``Function.apply`` on a value it traces calls the t
 :meth:`Trace.record`, which computes the value one level down and notes one
 :class:`TapeEntry` (its Function, static parameters, context, and the node ids of its inputs
 and outputs). When the traced function returns, the entries are frozen into a
-:class:`~tapegrad.tape.Tape` in execution order (a topological order). Forward mode and
+:class:`~tapegrad.core.tape.Tape` in execution order (a topological order). Forward mode and
 linearization are traces that override :meth:`Trace.note` (what to do with each entry);
 batching overrides :meth:`Trace.record`. :func:`interpret` runs entries forward (on Tensors
 through ``apply``, or on arrays), :func:`backward_pass` runs their ``backward`` rules.
@@ -17,10 +17,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tapegrad import backend as _backend
-from tapegrad import function as _function
-from tapegrad import profiler as _profiler
-from tapegrad.function import (
+from tapegrad.core import backend as _backend
+from tapegrad.core import function as _function
+from tapegrad.core import profiler as _profiler
+from tapegrad.core.function import (
     CONTEXT_FIELDS,
     OTHER,
     OUTPUT,
@@ -32,8 +32,8 @@ from tapegrad.function import (
     saved_values,
     unbroadcast,
 )
-from tapegrad.tensor import Box, Tensor, _s_array, _s_box, caller_line, const, make, primal_of
-from tapegrad.tree import tree_flatten
+from tapegrad.core.tensor import Box, Tensor, _s_array, _s_box, caller_line, const, make, primal_of
+from tapegrad.core.tree import tree_flatten
 
 __all__ = ["TapeEntry", "Guard", "Trace", "GuardError", "Watch", "backward_pass", "interpret",
            "apply_step", "check_guard", "run_rule"]
@@ -51,15 +51,15 @@ class TapeEntry(NamedTuple):
     """One recorded primitive application (immutable).
 
     Attributes:
-        fn: The :class:`~tapegrad.function.Function` subclass.
+        fn: The :class:`~tapegrad.core.function.Function` subclass.
         params: Static keyword parameters given to ``fn.apply``.
-        ctx: The :class:`~tapegrad.function.Context` its ``backward`` reads (``None`` when the
+        ctx: The :class:`~tapegrad.core.function.Context` its ``backward`` reads (``None`` when the
             entry carries no gradient at its level).
         in_nodes: Node id per input, ``-1`` for an input that is a constant at this level.
         consts: Per input, the constant (a Tensor or Python value), ``None`` for nodes.
         out_nodes: Node id per output.
         saved: Where each value in ``ctx.saved_tensors`` comes from (a tuple of
-            :class:`~tapegrad.function.Saved`: an input, an output or another value).
+            :class:`~tapegrad.core.function.Saved`: an input, an output or another value).
         nondiff: Positions of the outputs ``forward`` marked non-differentiable.
         watch: A :class:`Watch` when an enclosing transform records this entry's rules, else
             None.
@@ -196,7 +196,7 @@ def interpret(entries, env: dict, step, who: str, avals=None) -> dict:
 
     ``step(entry, args)`` runs one entry on its inputs and returns its outputs (a tuple):
     Tensors through ``fn.apply`` (so that transforms in progress see each primitive; see
-    :func:`apply_step`), or backend arrays through :func:`~tapegrad.function.run_primitive`.
+    :func:`apply_step`), or backend arrays through :func:`~tapegrad.core.function.run_primitive`.
     Guards are checked by :func:`check_guard`. With ``avals`` (a tape read from a file) each
     entry's failure and outputs are checked against what the file declares.
 
@@ -429,7 +429,7 @@ class Trace:
         ``needs`` is the base context's ``needs_input_grad`` (whether any level wants each
         input's cotangent), worked out by the outermost level (``None`` there).
 
-        Returns an :class:`~tapegrad.function.Applied` record whose ``outs`` are the outputs
+        Returns an :class:`~tapegrad.core.function.Applied` record whose ``outs`` are the outputs
         traced here (Tensors) and whose ``ctx`` is the lowest level's context.
         """
         if self.done:

@@ -26,7 +26,7 @@ import attrs
 import numpy as np
 import optree
 
-from tapegrad.tensor import Tensor
+from tapegrad.core.tensor import Tensor
 
 __all__ = [
     "NAMESPACE",

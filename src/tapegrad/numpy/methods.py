@@ -4,7 +4,7 @@ Each layer declares the methods its functions provide, beside the functions: the
 registry (:data:`tapegrad.ops._registry.METHODS`: arithmetic and comparison operators,
 ``sum``, ``reshape``, ...), the NumPy layer's conversions, shape and linear-algebra modules
 (``to``, ``view``, ``permute``, ``dot``, ...), functional index updates (``at``) and NumPy's
-protocols, DLPack and the array API (:data:`tapegrad.interop.METHODS`). This module attaches
+protocols, DLPack and the array API (:data:`tapegrad.numpy.interop.METHODS`). This module attaches
 them all to :class:`~tapegrad.Tensor` when ``tapegrad`` is imported, as HIPS autograd's numpy
 layer attaches its boxes' methods: the core defines the Tensor record and never reaches up to
 the layers that compute with it. Where two declare the same name, the later table in
@@ -13,10 +13,9 @@ the layers that compute with it. Where two declare the same name, the later tabl
 
 from __future__ import annotations
 
-from tapegrad import at, interop
-from tapegrad.numpy import _core, _linalg, _shape
+from tapegrad.core.tensor import Tensor
+from tapegrad.numpy import _core, _linalg, _shape, at, interop
 from tapegrad.ops._registry import METHODS as _OP_METHODS
-from tapegrad.tensor import Tensor
 
 __all__ = ["TABLES", "attached"]
 

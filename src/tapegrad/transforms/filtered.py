@@ -5,12 +5,12 @@ other leaves.
 differentiate (an integer array, a string, a function), naming it; ``tg.jit`` traces every
 leaf and refuses the ones it cannot trace. A Module is already fine for both (its
 configuration is static, and ``grad`` holds its keys and counters constant). For any other
-mixed tree, these wrappers split the tree with :func:`tapegrad.tree.partition` first:
+mixed tree, these wrappers split the tree with :func:`tapegrad.core.tree.partition` first:
 
 - :func:`filter_value_and_grad` / :func:`filter_grad` differentiate the floating array leaves
-  of the first argument (:func:`tapegrad.tree.is_inexact_array`); every other leaf is passed
+  of the first argument (:func:`tapegrad.core.tree.is_inexact_array`); every other leaf is passed
   through unchanged and its gradient is ``None``;
-- :func:`filter_jit` traces the array leaves of every argument (:func:`tapegrad.tree.is_array`)
+- :func:`filter_jit` traces the array leaves of every argument (:func:`tapegrad.core.tree.is_array`)
   and treats every other leaf as static: part of the signature, compared by value, so a new
   value compiles again.
 
@@ -24,9 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tapegrad.jit import jit
-from tapegrad.transforms import check_callable, value_and_grad
-from tapegrad.tree import (
+from tapegrad.core.tree import (
     combine,
     is_array,
     is_inexact_array,
@@ -35,6 +33,8 @@ from tapegrad.tree import (
     static_key,
     tree_flatten,
 )
+from tapegrad.transforms.jit import jit
+from tapegrad.transforms.reverse import check_callable, value_and_grad
 
 __all__ = ["filter_value_and_grad", "filter_grad", "filter_jit"]
 
@@ -143,7 +143,7 @@ def filter_jit(fun: Callable) -> Callable[..., Any]:
     """:func:`tapegrad.jit` for arguments that mix arrays with other leaves (Equinox's
     ``filter_jit``).
 
-    Every array leaf of the arguments (:func:`tapegrad.tree.is_array`: Tensors, NumPy and CuPy
+    Every array leaf of the arguments (:func:`tapegrad.core.tree.is_array`: Tensors, NumPy and CuPy
     arrays) is an input of the compiled program; every other leaf (Python numbers, strings,
     functions, other objects) is static: passed to ``fun`` as it is and part of the
     signature, compared by value, so a new value compiles again. Results may mix the two

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
-from tapegrad import backend as _backend
-from tapegrad.lazy import LazyArray as _LazyArray
-from tapegrad.lazy import realize_array as _realize_array
+from tapegrad.core import backend as _backend
+from tapegrad.core.lazy import LazyArray as _LazyArray
+from tapegrad.core.lazy import realize_array as _realize_array
 
 __all__ = ["Tensor", "Box", "tensor", "is_floating", "sequence_dtype"]
 
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tapegrad/
 _DEFAULT_DTYPES = {"f": np.float32, "c": np.complex64, "i": np.int64, "b": np.bool_}
 
 
@@ -563,7 +563,7 @@ class Tensor:
         Raises:
             RuntimeError: on realize, if ``fn()`` returns another shape or dtype.
         """
-        from tapegrad.lazy import deferred
+        from tapegrad.core.lazy import deferred
 
         return make(deferred(fn, shape, dtype), 0, None, -1, None, label)
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 import numpy as np
 
 from tapegrad import ops as _ops
+from tapegrad.core.tensor import Tensor
 from tapegrad.ops.elementwise import AsType as _AsType
 from tapegrad.ops.movement import split_index as _split_index
-from tapegrad.tensor import Tensor
 
 __all__ = ["IndexUpdateHelper", "IndexUpdateRef"]
 
@@ -137,13 +137,13 @@ def _at(self: Tensor) -> IndexUpdateHelper:
     return IndexUpdateHelper(self)
 
 
-#: The Tensor method of this module (attached by :mod:`tapegrad.methods`).
+#: The Tensor method of this module (attached by :mod:`tapegrad.numpy.methods`).
 METHODS = (
     {
         "at": property(
             _at,
             doc="Functional index updates: ``x.at[idx].set(v)``, ``.add(v)``, ``.multiply(v)``, "
-            "``.min(v)``, ``.max(v)``, ``.get()``; see :mod:`tapegrad.at`.",
+            "``.min(v)``, ``.max(v)``, ``.get()``; see :mod:`tapegrad.numpy.at`.",
         )
     }
 )

@@ -17,7 +17,7 @@ functions of flat leaves (:class:`Rules`), carried by the call's static paramete
 - ``batch`` (``vmap``) runs the same primitive with the rules batched by ``vmap``, or example by
   example for rules whose Python depends on values (``Rules.per_example``).
 
-:mod:`tapegrad.implicit` builds ``custom_root`` and ``custom_linear_solve`` on the same
+:mod:`tapegrad.transforms.implicit` builds ``custom_root`` and ``custom_linear_solve`` on the same
 primitive machinery, with rules of their own.
 
 References:
@@ -35,12 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from tapegrad.backend import backend_of
-from tapegrad.function import Function
-from tapegrad.tensor import Tensor, const
-from tapegrad.transforms import vjp
-from tapegrad.tree import tree_flatten, tree_map, tree_unflatten
-from tapegrad.weak import WeakScalar
+from tapegrad.core.backend import backend_of
+from tapegrad.core.function import Function
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.tree import tree_flatten, tree_map, tree_unflatten
+from tapegrad.core.weak import WeakScalar
+from tapegrad.transforms.reverse import vjp
 
 __all__ = ["custom_jvp", "Rules", "RuleCall", "RuleFunction", "zeros_like"]
 
@@ -302,7 +302,7 @@ class RuleFunction(Function):
     def batch(cls, args, batched, size, call):
         """``vmap``: the rules batched with ``vmap`` (JAX's rule for ``custom_jvp``), or the
         primitive applied per example (``Rules.per_example``)."""
-        from tapegrad.vmap import loop, vmap
+        from tapegrad.transforms.vmap import loop, vmap
 
         rules = call.rules
         if rules.per_example:

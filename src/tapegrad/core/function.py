@@ -4,7 +4,7 @@ A primitive is a :class:`Function` subclass with static ``forward`` (backend arr
 array(s) out) and ``backward`` (Tensor cotangents in, one Tensor or ``None`` per positional
 input out, written with tapegrad ops so that outer transforms record it). ``apply`` finds the
 highest trace level among the inputs: at level 0 it runs ``forward`` on the arrays; otherwise
-it hands the application to that level's trace (:meth:`tapegrad.tape.Trace.record`), which
+it hands the application to that level's trace (:meth:`tapegrad.core.tape.Trace.record`), which
 records it and computes the value one level down. This is how nested transforms keep their
 perturbations apart (Siskind and Pearlmutter, 2005).
 
@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from tapegrad import backend as _backend
-from tapegrad import profiler as _profiler
-from tapegrad.lazy import _GLOBAL as _LAZY_GLOBAL
-from tapegrad.lazy import LazyArray, defer, realize_array
-from tapegrad.lazy import _state as _lazy_state
-from tapegrad.tensor import Tensor, _s_array, _s_box, caller_line, const
+from tapegrad.core import backend as _backend
+from tapegrad.core import profiler as _profiler
+from tapegrad.core.lazy import _GLOBAL as _LAZY_GLOBAL
+from tapegrad.core.lazy import LazyArray, defer, realize_array
+from tapegrad.core.lazy import _state as _lazy_state
+from tapegrad.core.tensor import Tensor, _s_array, _s_box, caller_line, const
 
 __all__ = [
     "Function",
@@ -535,7 +535,7 @@ def _falses(n):
 
 class WeakArgument:
     """Base of argument types that stand for a value ``apply`` must first resolve: a Python
-    number ``jit`` traces (:class:`tapegrad.weak.WeakScalar`). ``apply`` hands the whole
+    number ``jit`` traces (:class:`tapegrad.core.weak.WeakScalar`). ``apply`` hands the whole
     argument list to the subclass's :meth:`resolve` and applies the op to what it returns."""
 
     __slots__ = ()

@@ -1,6 +1,6 @@
 """``jit``: trace a function once per input signature and run its compiled :class:`Program`.
 
-``jit(fun)`` traces ``fun`` once per input signature into a :class:`~tapegrad.program.Program`
+``jit(fun)`` traces ``fun`` once per input signature into a :class:`~tapegrad.core.program.Program`
 (the tape compiled into straight-line code: dead code dropped, constants folded, repeated
 subexpressions merged, transposes laid out, buffers planned) and runs the program afterwards;
 ``jitted.lower(*args)`` returns the program for inspection.
@@ -16,19 +16,19 @@ from typing import Any
 
 import numpy as np
 
-from tapegrad import backend as _backend
-from tapegrad import profiler as _profiler
-from tapegrad._keywords import strict_keywords
-from tapegrad.function import new_level, transform_scope
-from tapegrad.program import Program, _hashable
-from tapegrad.tape import freeze
-from tapegrad.tensor import Tensor, const
-from tapegrad.trace import GuardError, Trace
-from tapegrad.transforms import as_primal, lower_output
-from tapegrad.tree import tree_flatten, tree_map, tree_unflatten
-from tapegrad.weak import WIDE, WeakScalar
+from tapegrad.core import backend as _backend
+from tapegrad.core import profiler as _profiler
+from tapegrad.core._keywords import strict_keywords
+from tapegrad.core.function import new_level, transform_scope
+from tapegrad.core.program import Program, _hashable
+from tapegrad.core.tape import freeze
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.trace import GuardError, Trace
+from tapegrad.core.tree import tree_flatten, tree_map, tree_unflatten
+from tapegrad.core.weak import WIDE, WeakScalar
+from tapegrad.transforms.reverse import as_primal, lower_output
 
-__all__ = ["jit", "Program", "implicit_state"]  # Program: re-exported from tapegrad.program
+__all__ = ["jit", "Program", "implicit_state"]  # Program: re-exported from tapegrad.core.program
 
 _PROFILING = _profiler.PROFILING  # nonzero while a tg.profile block is open (in any thread)
 
@@ -369,7 +369,7 @@ def jit(
           Keyword arguments are inputs too. A Python number is weakly typed, as eagerly (and
           as JAX's weak types): ``x_float32 * s`` stays float32 and ``x_float64 * s`` uses
           ``s`` exactly; its value is an input (a new value runs the same program) and its
-          Python type part of the signature (see :mod:`tapegrad.weak`); where the function
+          Python type part of the signature (see :mod:`tapegrad.core.weak`); where the function
           needs it as a concrete value (a shape, an axis), the programs are for each value, as
           for a static argument. A result that is a Python number eagerly is a 0-d Tensor
           holding it exactly (float64, int64, complex128 or bool).

@@ -2,9 +2,9 @@
 ``lax.custom_root`` and ``lax.custom_linear_solve``).
 
 A solver's iterations are never differentiated. The solution is one primitive (built on the
-rule machinery of :mod:`tapegrad.custom_rules`) whose ``forward`` runs your solver on constants
-(Python loops and convergence tests are fine: nothing traces them) and whose derivatives come
-from the implicit function theorem:
+rule machinery of :mod:`tapegrad.transforms.custom_jvp`) whose ``forward`` runs your solver on
+constants (Python loops and convergence tests are fine: nothing traces them) and whose
+derivatives come from the implicit function theorem:
 
 - ``custom_root(f, x0, solve, tangent_solve)``: ``x*`` with ``f(x*) = 0``. Along a tangent of
   the values ``f`` closes over, ``dx* = -(df/dx)^-1 (df/dtheta dtheta)``, computed by your
@@ -40,15 +40,15 @@ from typing import Any
 
 import numpy as np
 
-from tapegrad.backend import backend_of
-from tapegrad.custom_rules import RuleCall, RuleFunction, Rules, array_leaf, zeros_like
-from tapegrad.forward import jvp as _jvp
-from tapegrad.forward import linearize
-from tapegrad.function import new_level, transform_scope
-from tapegrad.tensor import Tensor, const
-from tapegrad.trace import Guard, GuardError, Trace, check_guard
-from tapegrad.transforms import lower_output, vjp
-from tapegrad.tree import tree_flatten, tree_unflatten
+from tapegrad.core.backend import backend_of
+from tapegrad.core.function import new_level
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.trace import Guard, GuardError, Trace, check_guard
+from tapegrad.core.tree import tree_flatten, tree_unflatten
+from tapegrad.transforms.custom_jvp import RuleCall, RuleFunction, Rules, array_leaf, zeros_like
+from tapegrad.transforms.forward import jvp as _jvp
+from tapegrad.transforms.forward import linearize
+from tapegrad.transforms.reverse import run_traced, vjp
 
 __all__ = ["custom_root", "custom_linear_solve", "CustomRoot", "CustomLinearSolve"]
 
@@ -119,19 +119,10 @@ def _closure_convert(fun, args: tuple, who: str) -> _Converted:
     its entries read as constants (closed-over values) become the explicit ``consts``."""
     leaves, in_tree = tree_flatten(args)
     prims = [const(v._concrete()) if isinstance(v, Tensor) else Tensor(v) for v in leaves]
-    trace = Trace(new_level(), True)
-    traced = [trace.new_input(p) for p in prims]
-    try:
-        with transform_scope():
-            out = fun(*tree_unflatten(in_tree, traced))
-    finally:
-        trace.done = True
-    out_leaves, out_tree = tree_flatten(out)
-    refs, avals = [], []
-    for i, o in enumerate(out_leaves):
-        low, node = lower_output(o, trace, i, out, who)
-        refs.append(node if node is not None else ("const", low))
-        avals.append((low.shape, low.dtype))
+    run = run_traced(Trace(new_level(), True), fun, in_tree, prims, False, who)
+    trace, out_tree = run.trace, run.out_tree
+    refs = [n if n is not None else ("const", low) for n, low in zip(run.out_nodes, run.outs)]
+    avals = [(low.shape, low.dtype) for low in run.outs]
     consts, seen = [], set()
 
     def note(c):

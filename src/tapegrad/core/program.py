@@ -17,7 +17,7 @@ wrapping, no pytrees, no per-entry interpretation. Before generating the code it
   (``out=``), so a replay allocates no more than the math needs. Inputs, constants and the
   program's outputs are never written.
 
-What the planning may assume about each op is its :class:`~tapegrad.function.Traits`.
+What the planning may assume about each op is its :class:`~tapegrad.core.function.Traits`.
 ``Tape.replay`` and :func:`tapegrad.jit` run programs.
 """
 
@@ -27,10 +27,10 @@ import itertools
 
 import numpy as np
 
-from tapegrad import backend as _backend
-from tapegrad.function import Context, _state, run_primitive, transform_scope
-from tapegrad.tensor import Tensor, const
-from tapegrad.trace import (
+from tapegrad.core import backend as _backend
+from tapegrad.core.function import Context, _state, run_primitive, transform_scope
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.trace import (
     Guard,
     GuardError,
     _check_outputs,
@@ -89,7 +89,7 @@ def _run_step(fn, params, arrays: list, dev: str) -> tuple:
 
 
 def _array_step(dev: str):
-    """The step of :func:`~tapegrad.tape.interpret` that runs an entry on arrays on ``dev``."""
+    """The step of :func:`~tapegrad.core.tape.interpret` that runs an entry on arrays on ``dev``."""
     def step(e, args):
         return _run_step(e.fn, e.params, [_const_array(a) for a in args], dev)
 

@@ -17,6 +17,7 @@ References:
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from collections.abc import Callable
@@ -25,8 +26,8 @@ from typing import Any
 import numpy as np
 import optree
 
-from tapegrad.backend import backend_of
-from tapegrad.function import (
+from tapegrad.core.backend import backend_of
+from tapegrad.core.function import (
     CONTEXT_FIELDS,
     OTHER,
     Applied,
@@ -35,12 +36,12 @@ from tapegrad.function import (
     run_primitive,
     transform_scope,
 )
-from tapegrad.tensor import Tensor, const, make, primal_of
-from tapegrad.trace import Trace
-from tapegrad.transforms import check_argnums, check_callable, select_argnums, vjp
-from tapegrad.tree import NAMESPACE, tree_flatten, tree_unflatten
+from tapegrad.core.tensor import Tensor, const, make, primal_of
+from tapegrad.core.trace import Trace
+from tapegrad.core.tree import NAMESPACE, tree_flatten, tree_unflatten
+from tapegrad.transforms.reverse import check_callable
 
-__all__ = ["vmap", "elementwise_grad", "BatchTrace", "moveaxis", "loop"]
+__all__ = ["vmap", "BatchTrace", "moveaxis", "loop"]
 
 
 def moveaxis(t: Tensor, src: int, dst: int) -> Tensor:
@@ -91,13 +92,13 @@ def _broadcast_batch(a, size: int) -> Tensor:
         (size,) + (1,) * a.ndim, a.dtype))
 
 
-_PACKAGE = __file__.rsplit("/", 1)[0] + "/"
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # tapegrad/
 
 
 def _user_stacklevel() -> int:
     """The ``stacklevel`` of the first frame outside tapegrad (the user's line)."""
     f, level = sys._getframe(1), 1
-    while f is not None and f.f_code.co_filename.startswith(_PACKAGE):
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PACKAGE):
         f, level = f.f_back, level + 1
     return level
 
@@ -420,52 +421,3 @@ def _in_axes(args, kwargs, in_axes, who):
 
 def _out_axes(out, out_axes, who):
     return _prefix_leaves(out, out_axes, who, "out_axes")
-
-
-def elementwise_grad(fun, argnums=0, has_aux: bool = False):
-    """The derivative of an elementwise ``fun`` at every element (HIPS autograd's name).
-
-    Computes the sum of each column of ``fun``'s Jacobian, ``vjp(fun, x)(ones)``, in one
-    backward pass, exactly as autograd's ``elementwise_grad``. When ``fun`` acts elementwise
-    (the Jacobian is diagonal) that is the derivative at each element, the same values as
-    ``vmap(grad(fun))`` over the flattened elements, without running ``fun`` per element.
-
-    Args:
-        fun: Function of positional pytrees returning one Tensor (or ``(out, aux)`` with
-            ``has_aux``), floating.
-        argnums: Int or tuple of ints: the positional arguments to differentiate.
-        has_aux: ``fun`` returns ``(out, aux)``; the result is then ``(grads, aux)``.
-
-    Returns:
-        A function with ``fun``'s signature returning, for each selected argument, a Tensor of
-        its shape and dtype (a tuple of them for a tuple ``argnums``).
-
-    Raises:
-        TypeError: for a non-callable ``fun`` (when the transform is made), a bad
-            ``argnums``, or a ``fun`` that does not return one floating Tensor.
-
-    Example:
-        >>> import tapegrad as tg, tapegrad.numpy as tnp
-        >>> tg.elementwise_grad(tnp.tanh)(tg.Tensor([0.0, 1.0]))
-        Tensor([1.        , 0.41997433], dtype=float32)
-    """
-    check_callable(fun, "elementwise_grad")
-    check_argnums(argnums, "elementwise_grad")
-
-    def elementwise_grad_f(*args, **kwargs):
-        pos, diff, partial = select_argnums(fun, argnums, args, kwargs, "elementwise_grad")
-        res = vjp(partial, *diff, has_aux=has_aux)
-        out = res[0]
-        if not (isinstance(out, Tensor) and out.dtype.kind in "fc"):
-            raise TypeError(
-                "elementwise_grad: fun must return one floating Tensor, got "
-                + (f"dtype {out.dtype}" if isinstance(out, Tensor) else type(out).__name__)
-            )
-        ones = const(backend_of(out._concrete()).ones(out.shape, out.dtype))
-        g = res[1](ones)
-        g = g[pos[0]] if isinstance(argnums, int) else tuple(g[p] for p in pos)
-        return (g, res[2]) if has_aux else g
-
-    elementwise_grad_f.__name__ = f"elementwise_grad_{getattr(fun, '__name__', 'fun')}"
-    return elementwise_grad_f
-

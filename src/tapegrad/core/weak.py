@@ -35,8 +35,8 @@ import operator
 
 import numpy as np
 
-from tapegrad.function import Function, WeakArgument
-from tapegrad.tensor import Tensor
+from tapegrad.core.function import Function, WeakArgument
+from tapegrad.core.tensor import Tensor
 
 __all__ = ["WeakScalar", "WIDE"]
 

@@ -1,4 +1,5 @@
-"""``tapegrad.array_api``: the Python array API standard's namespace (version 2024.12) for Tensors.
+"""``tapegrad.numpy.array_api``: the Python array API standard's namespace (version 2024.12)
+for Tensors.
 
 Library code written against the standard (``xp = x.__array_namespace__()``, or
 ``array_api_compat.array_namespace(x)``) runs on Tensors through this module, and everything it
@@ -43,6 +44,7 @@ import numpy as _np
 from numpy.exceptions import AxisError as _AxisError
 
 from tapegrad import numpy as _tnp_module
+from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._dlpack import from_dlpack
 from tapegrad.numpy._info import DTYPES as _DTYPES
 from tapegrad.numpy._info import (  # noqa: F401  (re-exported: shared with tapegrad.numpy)
@@ -50,7 +52,6 @@ from tapegrad.numpy._info import (  # noqa: F401  (re-exported: shared with tape
     __array_namespace_info__,
 )
 from tapegrad.ops._registry import bool_arg as _bool_arg
-from tapegrad.tensor import Tensor
 
 # tapegrad.numpy assembles its namespace at import time (from the ops' declarations), so a type
 # checker cannot list its functions: it is typed as Any here.

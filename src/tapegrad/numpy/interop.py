@@ -13,7 +13,7 @@ Importing this module (``tapegrad.numpy`` does) installs on :class:`~tapegrad.Te
 - ``__dlpack__`` and ``__dlpack_device__``: zero-copy exchange with NumPy, PyTorch, JAX, CuPy
   and any library speaking DLPack (see :func:`from_dlpack` for the other direction).
 - ``__array_namespace__`` (the Python array API standard's entry point, returning
-  :mod:`tapegrad.array_api`), the ``mT`` property (matrix transpose of the last two axes) and
+  :mod:`tapegrad.numpy.array_api`), the ``mT`` property (matrix transpose of the last two axes) and
   the unary ``+`` operator.
 
 A NumPy function with no ``tapegrad.numpy`` version is a passthrough (HIPS autograd's): NumPy's
@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 
 from tapegrad import numpy as _tnp_module
+from tapegrad.core.tensor import Tensor, host_value
+from tapegrad.core.tree import tree_leaves, tree_map
 from tapegrad.numpy._dlpack import _dlpack, _dlpack_device, from_dlpack  # noqa: F401  (re-exported)
-from tapegrad.tensor import Tensor, host_value
-from tapegrad.tree import tree_leaves, tree_map
 
 __all__ = ["from_dlpack", "numpy_dispatch_target"]
 
@@ -135,7 +135,7 @@ def numpy_dispatch_target(func):
 
     Example:
         >>> import numpy as np
-        >>> from tapegrad.interop import numpy_dispatch_target
+        >>> from tapegrad.numpy.interop import numpy_dispatch_target
         >>> numpy_dispatch_target(np.sin).__name__
         'sin'
     """
@@ -390,7 +390,7 @@ def _array_function(self, func, types, args, kwargs):
 
 # -- the array API hook ---------------------------------------------------------------------
 def _array_namespace(self, /, *, api_version=None):
-    """The array API standard's namespace for Tensors: :mod:`tapegrad.array_api`.
+    """The array API standard's namespace for Tensors: :mod:`tapegrad.numpy.array_api`.
 
     Args:
         api_version: ``None`` or one of ``"2021.12"``, ``"2022.12"``, ``"2023.12"``,
@@ -405,7 +405,7 @@ def _array_namespace(self, /, *, api_version=None):
             f"Tensor.__array_namespace__: api_version {api_version!r} is not supported; "
             f"tapegrad implements {', '.join(API_VERSIONS)} (the latest)"
         )
-    from tapegrad import array_api
+    from tapegrad.numpy import array_api
 
     return array_api
 
@@ -427,7 +427,7 @@ def _pos(self):
 
 _pos.__doc__ = "``+x``: the same values (``tnp.positive``)."
 #: The Tensor methods of NumPy's protocols, DLPack and the array API (attached by
-#: :mod:`tapegrad.methods`; ``__pos__`` only where the ops layer has none).
+#: :mod:`tapegrad.numpy.methods`; ``__pos__`` only where the ops layer has none).
 METHODS = {
     "__array_ufunc__": _array_ufunc,
     "__array_function__": _array_function,

@@ -20,12 +20,12 @@ import numbers
 
 import numpy as np
 
-from tapegrad.function import Function, derive_context
-from tapegrad.tensor import Tensor
-from tapegrad.tensor import const as _tconst
-from tapegrad.trace import TapeEntry, apply_step, backward_pass, interpret
-from tapegrad.tree import tree_flatten, tree_unflatten
-from tapegrad.weak import WeakScalar
+from tapegrad.core.function import Function, derive_context
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tensor import const as _tconst
+from tapegrad.core.trace import TapeEntry, apply_step, backward_pass, interpret
+from tapegrad.core.tree import tree_flatten, tree_unflatten
+from tapegrad.core.weak import WeakScalar
 
 __all__ = ["checkpoint", "remat"]
 
@@ -107,7 +107,7 @@ class Checkpoint(Function):
 
     @staticmethod
     def backward(ctx, *gs):
-        from tapegrad.transforms import vjp
+        from tapegrad.transforms.reverse import vjp
 
         leaves = Checkpoint._rebuild(ctx, (), ())
         active = [
@@ -130,7 +130,7 @@ class Checkpoint(Function):
 
     @staticmethod
     def jvp(ctx, *ts):
-        from tapegrad.forward import jvp
+        from tapegrad.transforms.forward import jvp
 
         leaves = Checkpoint._rebuild(ctx, (), ())
         active = [i for i, t in enumerate(ts) if t is not None]
@@ -145,7 +145,7 @@ class Checkpoint(Function):
     def batch(args, batched, size, body):
         """vmap of a checkpointed call: one checkpointed call of the vmapped body, so the
         batch still keeps only the inputs for the backward pass."""
-        from tapegrad.vmap import vmap
+        from tapegrad.transforms.vmap import vmap
 
         axes = tuple(0 if b else None for b in batched)
         n = len(args)
@@ -169,7 +169,7 @@ class _Program:
     __slots__ = ("entries", "specs", "in_nodes", "out_refs", "avals", "kept", "kept_outs", "n_in")
 
     def __init__(self, tape, kept):
-        from tapegrad.memory import residual_spec
+        from tapegrad.core.memory import residual_spec
 
         self.entries, self.specs = [], []
         for e in tape.entries:
@@ -204,8 +204,8 @@ class _Program:
 class PolicyCheckpoint(Function):
     """The primitive behind ``checkpoint(fun, save_only=..., budget_bytes=...)``.
 
-    ``forward`` records the body once (a :class:`~tapegrad.tape.Tape`), picks the residuals the
-    policy keeps (:func:`tapegrad.memory.select_residuals`), and returns them as extra outputs
+    ``forward`` records the body once (a :class:`~tapegrad.core.tape.Tape`), picks the residuals the
+    policy keeps (:func:`tapegrad.core.memory.select_residuals`), and returns them as extra outputs
     beside the body's outputs, so that every level above sees them as traced values.
     ``backward`` recomputes only the residuals it did not keep, then runs the body's backward
     rules with each entry's residuals; cotangents reaching the kept outputs (at higher orders)
@@ -216,8 +216,8 @@ class PolicyCheckpoint(Function):
 
     @staticmethod
     def forward(ctx, *inputs, body, policy):
-        from tapegrad.memory import select_residuals
-        from tapegrad.transforms import trace
+        from tapegrad.core.memory import select_residuals
+        from tapegrad.transforms.reverse import trace
 
         kinds = body.kinds
         py = [None if k else a for a, k in zip(inputs, kinds)]
@@ -276,7 +276,7 @@ class PolicyCheckpoint(Function):
 
     @staticmethod
     def jvp(ctx, *ts):
-        from tapegrad.forward import jvp
+        from tapegrad.transforms.forward import jvp
 
         prog = ctx.prog
         prims = ctx.saved_tensors[:prog.n_in]
@@ -294,7 +294,7 @@ class PolicyCheckpoint(Function):
 
     @staticmethod
     def batch(args, batched, size, body, policy):
-        from tapegrad.vmap import vmap
+        from tapegrad.transforms.vmap import vmap
 
         axes = tuple(0 if b else None for b in batched)
 
@@ -303,8 +303,8 @@ class PolicyCheckpoint(Function):
 
         vbody = _Body(batched_body, tree_flatten(tuple(range(len(args))))[1], body.kinds)
         # Every example keeps what one example's program keeps (the policy applied to it).
-        from tapegrad.memory import residual_ranks, select_residuals
-        from tapegrad.transforms import trace
+        from tapegrad.core.memory import residual_ranks, select_residuals
+        from tapegrad.transforms.reverse import trace
 
         ex = [(a[0] if a.shape[0] else _tconst(np.zeros(a.shape[1:], a.dtype))) if b else a
               for a, b in zip(args, batched)]
@@ -392,7 +392,8 @@ def checkpoint(fun, *args, save_only=None, budget_bytes=None):
             e.g. ``{"matmul"}``) whose outputs are kept for the backward pass instead of
             recomputed (JAX's ``save_only_these_names``, by op). Default: keep none.
         budget_bytes: A policy: keep at most this many bytes of residuals per call, those that
-            save the most recomputation per byte first (:func:`tapegrad.memory.select_residuals`).
+            save the most recomputation per byte first
+            (:func:`tapegrad.core.memory.select_residuals`).
 
     Returns:
         The checkpointed function (same signature and outputs as ``fun``), or its result when

@@ -1,4 +1,4 @@
-"""``tapegrad.debug``: see concrete values inside transformed code (JAX's ``jax.debug``).
+"""``tapegrad.transforms.debug``: see concrete values inside transformed code (JAX's ``jax.debug``).
 
 Inside ``grad``, ``jit`` or ``vmap`` a value is traced, and reading it as a Python number is
 refused (it would lose derivatives, or freeze one call's value into a program).
@@ -27,12 +27,12 @@ import builtins
 
 import numpy as np
 
-from tapegrad import backend as _backend
-from tapegrad.function import Function, Traits
-from tapegrad.jit import implicit_state
-from tapegrad.tensor import Tensor, const, primal_of
-from tapegrad.tree import tree_flatten, tree_unflatten
-from tapegrad.weak import WeakScalar
+from tapegrad.core import backend as _backend
+from tapegrad.core.function import Function, Traits
+from tapegrad.core.tensor import Tensor, const, primal_of
+from tapegrad.core.tree import tree_flatten, tree_unflatten
+from tapegrad.core.weak import WeakScalar
+from tapegrad.transforms.jit import implicit_state
 
 __all__ = ["print", "callback", "DebugCallback"]
 

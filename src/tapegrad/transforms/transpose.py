@@ -18,11 +18,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tapegrad.backend import backend_of
-from tapegrad.forward import jvp
-from tapegrad.tensor import Tensor, const
-from tapegrad.transforms import check_callable, vjp
-from tapegrad.tree import tree_flatten, tree_unflatten
+from tapegrad.core.backend import backend_of
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.tree import tree_flatten, tree_unflatten
+from tapegrad.transforms.forward import jvp
+from tapegrad.transforms.reverse import check_callable, vjp
 
 __all__ = ["linear_transpose"]
 

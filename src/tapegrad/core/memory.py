@@ -1,7 +1,7 @@
 """Memory as a tape transform: what a backward replay holds, and which residuals to keep.
 
 A *residual* is a value a ``backward`` rule reads (what ``forward`` passed to
-``ctx.save_for_backward``). A recorded :class:`~tapegrad.tape.Tape` knows every residual, its
+``ctx.save_for_backward``). A recorded :class:`~tapegrad.core.tape.Tape` knows every residual, its
 size and which entries read it, so the memory of a backward replay is a property of the
 program: :func:`residual_report` (``Tape.residual_bytes()``) computes it, and
 :func:`select_residuals` picks the residuals a :func:`~tapegrad.checkpoint` policy keeps
@@ -15,8 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tapegrad.function import saved_values
-from tapegrad.tensor import Tensor
+from tapegrad.core.function import saved_values
+from tapegrad.core.tensor import Tensor
 
 __all__ = ["ResidualReport", "residual_report", "residual_spec", "select_residuals",
            "residual_ranks"]
@@ -73,7 +73,7 @@ def residual_report(tape) -> ResidualReport:
     rule that produces it to the backward rule of the entry that made its value.
 
     Args:
-        tape: A :class:`~tapegrad.tape.Tape` (from ``tg.trace``).
+        tape: A :class:`~tapegrad.core.tape.Tape` (from ``tg.trace``).
 
     Returns:
         A :class:`ResidualReport`.

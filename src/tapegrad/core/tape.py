@@ -1,11 +1,11 @@
 """The frozen, explicit :class:`Tape`: what a transform recorded, as an immutable value.
 
-A tape holds its entries (:class:`~tapegrad.trace.TapeEntry` and
-:class:`~tapegrad.trace.Guard`) in execution order (a topological order). It can be printed
+A tape holds its entries (:class:`~tapegrad.core.trace.TapeEntry` and
+:class:`~tapegrad.core.trace.Guard`) in execution order (a topological order). It can be printed
 (one line per entry, like a jaxpr), drawn, replayed forward on new inputs (compiled once into a
-:class:`~tapegrad.program.Program`) and replayed backward with a cotangent, any number of times
-and from many threads; it is written to and read from files (:mod:`tapegrad.export`) and its
-memory is a property of the program (:mod:`tapegrad.memory`).
+:class:`~tapegrad.core.program.Program`) and replayed backward with a cotangent, any number of times
+and from many threads; it is written to and read from files (:mod:`tapegrad.core.export`) and its
+memory is a property of the program (:mod:`tapegrad.core.memory`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from typing import Any
 import attrs
 import numpy as np
 
-from tapegrad import export as _export
-from tapegrad import function as _function
-from tapegrad import profiler as _profiler
-from tapegrad.memory import residual_report
-from tapegrad.program import Program
-from tapegrad.tensor import Tensor, const
-from tapegrad.trace import (  # noqa: F401  (TapeEntry, Guard, GuardError, Trace: re-exported)
+from tapegrad.core import export as _export
+from tapegrad.core import function as _function
+from tapegrad.core import profiler as _profiler
+from tapegrad.core.memory import residual_report
+from tapegrad.core.program import Program
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.trace import (  # noqa: F401  (TapeEntry, Guard, GuardError, Trace: re-exported)
     Guard,
     GuardError,
     TapeEntry,
@@ -34,7 +34,7 @@ from tapegrad.trace import (  # noqa: F401  (TapeEntry, Guard, GuardError, Trace
     backward_pass,
     interpret,
 )
-from tapegrad.tree import tree_flatten, tree_unflatten
+from tapegrad.core.tree import tree_flatten, tree_unflatten
 
 __all__ = ["Tape", "TapeEntry", "Guard", "GuardError", "freeze"]
 
@@ -86,7 +86,7 @@ def _short_const(c) -> str:
 
 def freeze(trace, in_nodes, in_treedef, out_refs, out_avals, out_treedef) -> Tape:
     """The immutable :class:`Tape` of what ``trace`` (a finished
-    :class:`~tapegrad.trace.Trace`) recorded."""
+    :class:`~tapegrad.core.trace.Trace`) recorded."""
     return Tape(
         entries=tuple(trace.entries),
         in_nodes=tuple(in_nodes),
@@ -188,7 +188,8 @@ class Tape:
         """Run the recorded program forward on new inputs; returns the output pytree.
 
         Only the forward rules run, on backend arrays, compiled into one straight-line program
-        the first time (:class:`tapegrad.program.Program`): none of the traced function's Python.
+        the first time (:class:`tapegrad.core.program.Program`): none of the traced function's
+        Python.
         On values a transform traces (inside ``grad``, ``jvp``, ``vmap``, ``jit``, ...) each
         entry runs through its Function instead, so a replay differentiates and batches like
         the function it was recorded from.
@@ -212,7 +213,7 @@ class Tape:
             return self._evaluate(leaves, treedef)
         arrays = self._arrays(leaves, treedef, "Tape.replay")
         prog = self._prog
-        if prog is None:  # compiled once (tapegrad.jit.Program), then run on every replay
+        if prog is None:  # compiled once (core.program.Program), then run on every replay
             prog = Program(self)
             object.__setattr__(self, "_prog", prog)
         # tg.profile: the compiled program is one entry, like a jitted call
@@ -273,7 +274,7 @@ class Tape:
         rules read) and cotangents, at the start and at the peak, and which entries hold them.
 
         Returns:
-            A :class:`tapegrad.memory.ResidualReport`.
+            A :class:`tapegrad.core.memory.ResidualReport`.
 
         Raises:
             ValueError: for a tape loaded from a file (it holds no residuals).
@@ -283,7 +284,7 @@ class Tape:
 
     def to_json(self, arrays=None) -> str:
         """The tape as JSON text, with no pickle: primitives, static parameters, shapes,
-        dtypes, guards (:func:`tapegrad.export.tape_to_json` has the details).
+        dtypes, guards (:func:`tapegrad.core.export.tape_to_json` has the details).
 
         Args:
             arrays: Path of the safetensors file for the tape's constant arrays (str or
@@ -309,7 +310,7 @@ class Tape:
     @staticmethod
     def from_json(text, arrays=None) -> Tape:
         """Load a tape written by :meth:`to_json`, as data: nothing in it runs or is imported
-        (:func:`tapegrad.export.tape_fields` has the details). The loaded tape prints, replays
+        (:func:`tapegrad.core.export.tape_fields` has the details). The loaded tape prints, replays
         and compiles like the original; its first replay checks each entry against the file.
         It holds no residuals: differentiate its replay (``tg.vjp(tape.replay, x)``).
 

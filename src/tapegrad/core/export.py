@@ -1,6 +1,6 @@
 """Tapes as files: :meth:`Tape.to_json` and :meth:`Tape.from_json`, with no pickle.
 
-A tape is written as JSON (format ``tapegrad.tape``, version 1): each entry's primitive by its
+A tape is written as JSON (format ``tapegrad.core.tape``, version 1): each entry's primitive by its
 name (``"tapegrad.ops.elementwise:Sin"``, module and qualified name), its static parameters,
 the node ids of its inputs and outputs, the shape and dtype of every node, the Python decisions
 (guards), and the input and output pytree structures. Arrays the tape holds as constants are
@@ -9,7 +9,7 @@ atomically and with a digest), which the JSON names together with the SHA-256 of
 
 A tape file is data. Loading it never runs code from it and never imports a module:
 
-- primitives are looked up among the :class:`~tapegrad.function.Function` subclasses already
+- primitives are looked up among the :class:`~tapegrad.core.function.Function` subclasses already
   defined in the process (a Function defined outside tapegrad is found once the module that
   defines it has been imported); parameter values that name a type (a namedtuple, a row of an
   op table) are looked up among those defined at the top level of a module that defines a
@@ -24,7 +24,7 @@ A tape file is data. Loading it never runs code from it and never imports a modu
   before anything in it is parsed.
 
 No string from a file reaches generated source: the compiled program
-(:class:`tapegrad.jit.Program`) passes parameters as dictionaries and names its variables
+(:class:`tapegrad.transforms.jit.Program`) passes parameters as dictionaries and names its variables
 itself. A replay of a loaded tape first runs each entry as written and checks its outputs'
 shapes and dtypes against the file.
 
@@ -33,7 +33,7 @@ tape), not deliberate edits: whoever can write the JSON can record the digest of
 file. A re-signed file with changed values, shapes or dtypes loads as written, as a safetensors
 or PyTorch checkpoint does.
 
-:class:`~tapegrad.tape.Tape`'s ``to_json`` and ``from_json`` call :func:`tape_to_json` and
+:class:`~tapegrad.core.tape.Tape`'s ``to_json`` and ``from_json`` call :func:`tape_to_json` and
 :func:`tape_fields` (this module knows tapes only as the values they hold).
 """
 
@@ -52,16 +52,16 @@ import weakref
 
 import numpy as np
 
-from tapegrad import backend as _backend
 from tapegrad import io as _io
-from tapegrad.function import Function
-from tapegrad.tensor import Tensor, const
-from tapegrad.trace import _GUARD_FNS, Guard, TapeEntry
-from tapegrad.tree import tree_flatten, tree_unflatten
+from tapegrad.core import backend as _backend
+from tapegrad.core.function import Function
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.trace import _GUARD_FNS, Guard, TapeEntry
+from tapegrad.core.tree import tree_flatten, tree_unflatten
 
 __all__ = ["tape_to_json", "tape_fields"]
 
-FORMAT, VERSION = "tapegrad.tape", 1
+FORMAT, VERSION = "tapegrad.core.tape", 1
 
 #: Deepest container nesting of a parameter value or a pytree structure in a tape file.
 MAX_DEPTH = 256
@@ -439,15 +439,7 @@ class _Reader:
             return tuple([self.value(x, where, d) for x in self._list(body, where)])
         if tag == "__dict__":
             need()
-            out = {}
-            for pair in self._list(body, where):
-                if type(pair) is not list or len(pair) != 2:
-                    raise self.fail(where, f"malformed dict item {_brief(pair)}")
-                k = self.key(pair[0], where, d)
-                if k in out:
-                    raise self.fail(where, f"the dict key {_brief(k)} appears twice")
-                out[k] = self.value(pair[1], where, d)
-            return out
+            return self._dict(body, where, d, self.value)
         if tag == "__function__":
             need()
             return self.names.function(body, where, self.who)
@@ -493,6 +485,18 @@ class _Reader:
                             "or tuple of them")
         return k
 
+    def _dict(self, body, where: str, depth: int, read) -> dict:
+        """A dict written as a list of ``[key, value]`` pairs, each value read by ``read``."""
+        out = {}
+        for pair in self._list(body, where):
+            if type(pair) is not list or len(pair) != 2:
+                raise self.fail(where, f"malformed dict item {_brief(pair)}")
+            k = self.key(pair[0], where, depth)
+            if k in out:
+                raise self.fail(where, f"the dict key {_brief(k)} appears twice")
+            out[k] = read(pair[1], where, depth)
+        return out
+
     def _list(self, x, where: str) -> list:
         if type(x) is not list:
             raise self.fail(where, f"expected a list, got {_brief(x)}")
@@ -531,15 +535,7 @@ class _Reader:
         if kind == "list":
             return [self._struct(x, where, d) for x in self._list(body, where)]
         if kind == "dict":
-            out = {}
-            for pair in self._list(body, where):
-                if type(pair) is not list or len(pair) != 2:
-                    raise self.fail(where, f"malformed dict item {_brief(pair)}")
-                k = self.key(pair[0], where, d)
-                if k in out:
-                    raise self.fail(where, f"the dict key {_brief(k)} appears twice")
-                out[k] = self._struct(pair[1], where, d)
-            return out
+            return self._dict(body, where, d, self._struct)
         raise self.fail(where, f"unknown pytree node kind {_brief(kind)}")
 
 
@@ -612,7 +608,7 @@ def tape_to_json(tape, arrays=None) -> str:
     constant arrays needs no file.
 
     Args:
-        tape: The :class:`~tapegrad.tape.Tape`.
+        tape: The :class:`~tapegrad.core.tape.Tape`.
         arrays: Path of the safetensors file for the tape's constant arrays (str or
             path-like), or None when the tape holds none.
 
@@ -698,7 +694,7 @@ def tape_fields(text, arrays=None) -> dict:
             path the JSON names).
 
     Returns:
-        The keyword fields of the :class:`~tapegrad.tape.Tape` (``Tape.from_json`` builds it).
+        The keyword fields of the :class:`~tapegrad.core.tape.Tape` (``Tape.from_json`` builds it).
 
     Raises:
         TypeError: if ``text`` is not str or bytes, or ``arrays`` is not a path.

@@ -15,10 +15,10 @@ import numbers
 
 import numpy as np
 
-from tapegrad.function import Function, run_primitive, saved_values
-from tapegrad.tensor import Tensor
-from tapegrad.tensor import const as _tconst
-from tapegrad.tree import tree_flatten, tree_structure, tree_unflatten
+from tapegrad.core.function import Function, run_primitive, saved_values
+from tapegrad.core.tensor import Tensor
+from tapegrad.core.tensor import const as _tconst
+from tapegrad.core.tree import tree_flatten, tree_structure, tree_unflatten
 
 __all__ = ["custom_vjp", "once_differentiable", "OnceDifferentiableBackward"]
 
@@ -225,7 +225,7 @@ class _CustomVJPFunction(Function):
         """vmap of a call: the same rule, batched. The batched primitive's ``fwd`` and ``bwd``
         are ``vmap`` of the user's (JAX's ``custom_vjp`` batching), with the cotangents of
         unbatched inputs summed over the batch."""
-        from tapegrad.vmap import vmap
+        from tapegrad.transforms.vmap import vmap
 
         owner = cls.owner
         axes = tuple(0 if b else None for b in batched)
@@ -319,7 +319,7 @@ def once_differentiable(backward):
         return backward(ctx, *cotangents)
 
     # Where an enclosing transform records the rule, the engine runs it as one primitive
-    # (tapegrad.tape.run_rule calls _rerun); at first order it runs as written.
+    # (tapegrad.core.tape.run_rule calls _rerun); at first order it runs as written.
     rule.once_differentiable = True  # pyright: ignore[reportAttributeAccessIssue]
     rule.rerun = _rerun  # pyright: ignore[reportAttributeAccessIssue]
     return rule
@@ -396,7 +396,7 @@ class OnceDifferentiableBackward(Function):
 
     @staticmethod
     def batch(args, batched, size, **params):
-        from tapegrad.vmap import loop
+        from tapegrad.transforms.vmap import loop
 
         return loop(OnceDifferentiableBackward, args, batched, size, params)
 

@@ -15,19 +15,19 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tapegrad.backend import backend_of
-from tapegrad.function import new_level, transform_scope
-from tapegrad.tape import freeze
-from tapegrad.tensor import Tensor, const, primal_of
-from tapegrad.trace import Trace, _seed_cotangents, backward_pass
-from tapegrad.tree import (
+from tapegrad.core.backend import backend_of
+from tapegrad.core.function import new_level, transform_scope
+from tapegrad.core.tape import freeze
+from tapegrad.core.tensor import Tensor, const, primal_of
+from tapegrad.core.trace import Trace, _seed_cotangents, backward_pass
+from tapegrad.core.tree import (
     held_leaves,
     tree_flatten,
     tree_flatten_with_path,
     tree_map,
     tree_unflatten,
 )
-from tapegrad.weak import WeakScalar
+from tapegrad.core.weak import WeakScalar
 
 __all__ = ["vjp", "grad", "value_and_grad", "trace", "select_argnums", "check_callable",
            "call_traced", "run_traced", "Traced"]
