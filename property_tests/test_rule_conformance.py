@@ -1011,7 +1011,7 @@ def _(cls):
 
 
 # vmap's own stack
-_vmap_mod = importlib.import_module("tapegrad.vmap")
+_vmap_mod = importlib.import_module("tapegrad.transforms.vmap")
 
 
 @spec(_vmap_mod._Stack)
@@ -1272,7 +1272,7 @@ def _(cls):
 
 
 # checkpoint, custom rules, ODE integration: through their public entry points
-ck = importlib.import_module("tapegrad.checkpoint")
+ck = importlib.import_module("tapegrad.transforms.checkpoint")
 cu = importlib.import_module("tapegrad.transforms.custom_vjp")
 
 
@@ -1291,6 +1291,45 @@ def _(cls):
                  label="save sin"),
             Case(arrays(((3, 4), U()), ((4,), U())), fn=tg.checkpoint(_body, budget_bytes=64),
                  label="budget")]
+
+
+# structured control flow: through tg.scan, tg.while_loop and tg.switch
+cf = importlib.import_module("tapegrad.transforms.control")
+
+
+def _scan_fn(x, y):
+    def step(c, row):
+        c = tnp.tanh(c * y + row)
+        return c, c * row
+
+    c, ys = tg.scan(step, x[0], x)
+    return tnp.sum(ys, axis=0) + c
+
+
+def _while_fn(x, y):
+    def body(c):
+        return c[0] * y + tnp.sin(c[0]), c[1] + 1
+
+    return tg.while_loop(lambda c: c[1] < 3, body, (x, tg.Tensor(0)))[0]
+
+
+def _switch_fn(x, y):
+    return tg.switch(1, [lambda a, b: a * b, lambda a, b: tnp.sin(a) * b + a * a], x, y)
+
+
+@spec(cf.Scan)
+def _(cls):
+    return [Case(arrays(((3, 4), U()), ((4,), U())), fn=_scan_fn, label="rnn")]
+
+
+@spec(cf.While)
+def _(cls):
+    return [Case(arrays(((3, 4), U()), ((4,), U())), fn=_while_fn, label="three steps")]
+
+
+@spec(cf.Switch)
+def _(cls):
+    return [Case(arrays(((3, 4), U()), ((4,), U())), fn=_switch_fn, label="branch 1")]
 
 
 @cu.custom_vjp

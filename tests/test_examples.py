@@ -388,3 +388,12 @@ def test_char_transformer_layers_tiny_run_with_pytorch_named_layers(capsys):
     layer = res["params"]["encoder"]["layers"]["0"]
     assert layer["self_attn"]["in_proj_weight"].shape == (16, 48)  # PyTorch's names
     assert set(layer) >= {"linear1", "linear2", "norm1", "norm2", "self_attn"}
+
+
+def test_ode_scan_example_fits_the_parameters_through_scan(capsys):
+    assert load("ode_scan").main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    fitted = out.split("fitted k = ")[1]
+    k, c = float(fitted.split(",")[0]), float(fitted.split("c = ")[1].split()[0])
+    assert abs(k - 4.0) < 0.05 and abs(c - 0.3) < 0.02
+    assert "settled after" in out

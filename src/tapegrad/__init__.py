@@ -29,6 +29,7 @@ from tapegrad.numpy import (
 )
 from tapegrad.transforms import debug  # tg.debug.print, tg.debug.callback
 from tapegrad.transforms.checkpoint import checkpoint, remat
+from tapegrad.transforms.control import cond, fori_loop, scan, switch, while_loop
 from tapegrad.transforms.custom_jvp import custom_jvp
 from tapegrad.transforms.custom_vjp import custom_vjp, once_differentiable
 from tapegrad.transforms.filtered import filter_grad, filter_jit, filter_value_and_grad
@@ -139,4 +140,9 @@ __all__ = [
     "custom_root",
     "custom_linear_solve",
     "debug",
+    "scan",
+    "fori_loop",
+    "while_loop",
+    "cond",
+    "switch",
 ]

@@ -62,6 +62,20 @@ def _short(v) -> str:
     return s if len(s) <= 40 else s[:37] + "..."
 
 
+def _sub_listings(params: dict) -> list:
+    """The listing lines of the sub-programs a control-flow entry holds (a parameter value, or
+    a tuple of them, with a ``sub_program`` Tape), indented under the entry, like a jaxpr's."""
+    lines = []
+    for k, v in params.items():
+        subs = v if isinstance(v, tuple) else (v,)
+        for j, sub in enumerate(subs):
+            t = getattr(sub, "sub_program", None)
+            if isinstance(t, Tape):
+                label = k if not isinstance(v, tuple) else f"{k}[{j}]"
+                lines.append(f"      {label} = " + str(t).replace("\n", "\n      "))
+    return lines
+
+
 def _short_const(c) -> str:
     if isinstance(c, Tensor):
         if c.size == 1:
@@ -143,6 +157,7 @@ class Tape:
                     for n, c in zip(e.in_nodes, e.consts)]
             p = f"[{params}]" if params else ""
             lines.append(f"    {outs} = {e.oper}{p} {' '.join(args)}")
+            lines.extend(_sub_listings(e.params))
         outs = " ".join(
             self._name(r) if isinstance(r, int) else _short_const(r[1]) for r in self.out_refs
         )

@@ -1,0 +1,1328 @@
+"""Structured control flow: ``scan``, ``fori_loop``, ``while_loop``, ``cond`` and ``switch``.
+
+Each construct is one primitive. Its tape entry holds the body as a sub-program (a
+:class:`~tapegrad.Tape` traced once, on the shapes and dtypes of the carry), so a loop of any
+trip count is one entry on the tape, one step of a ``jit`` program, and the body is compiled
+once (:class:`~tapegrad.program.Program`).
+
+Values a body reads from its surroundings (closures over Tensors that an enclosing transform
+traces) are found while the body is traced and become explicit inputs of the primitive
+(JAX's closure conversion), so every transform sees them.
+
+Every rule is written with these same primitives on Tensors, so the transforms compose to any
+order: the ``backward`` of a scan is a reverse scan whose body is the vjp of the forward body,
+its ``jvp`` a scan of the body's jvp, its batching rule a scan of the batched body.
+
+Memory of reverse mode through ``scan`` and ``while_loop``: the forward keeps the carry at the
+start of every iteration (``length`` carries, a stacked output of the primitive); the backward
+recomputes one iteration at a time from its carry and pulls the cotangent back through it
+(remat per step), so the body's intermediates are held for one iteration at a time. Time: the
+backward costs about two forward passes of the body (its recomputation and its vjp).
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from tapegrad.core.function import Function, new_level, transform_scope
+from tapegrad.core.program import Program
+from tapegrad.core.tape import freeze
+from tapegrad.core.tensor import Tensor, const
+from tapegrad.core.trace import Trace, apply_step, interpret
+from tapegrad.core.tree import tree_flatten, tree_unflatten
+from tapegrad.ops import Where
+
+__all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "Body"]
+
+
+# -- sub-programs -------------------------------------------------------------------------------
+class _BodyTrace(Trace):
+    """The trace of a body: a Tensor of an enclosing level that an op reads (a closure) becomes
+    a new input of the sub-program (``lifted``), so the enclosing transform sees it as an
+    input of the control-flow primitive rather than the body's ops one by one."""
+
+    __slots__ = ("lifted", "lift_nodes", "_lift_map")
+
+    def __init__(self, level: int):
+        super().__init__(level, replays=True)
+        self.lifted: list = []
+        self.lift_nodes: list = []
+        self._lift_map: dict = {}
+
+    def lift(self, t: Tensor) -> Tensor:
+        """This trace's input standing for the enclosing value ``t``."""
+        got = self._lift_map.get(id(t))
+        if got is None:
+            got = self.new_input(const(t._concrete()))
+            self._lift_map[id(t)] = got
+            self.lifted.append(t)
+            self.lift_nodes.append(got._node)
+        return got
+
+    def record(self, fn, args, params, needs):
+        level = self.level
+        if any(type(a) is Tensor and 0 < a._level < level for a in args):
+            args = tuple([self.lift(a) if type(a) is Tensor and 0 < a._level < level else a
+                          for a in args])
+        return super().record(fn, args, params, needs)
+
+
+def _flat_treedef(n: int):
+    return tree_flatten(tuple(range(n)))[1]
+
+
+class Body:
+    """A sub-program of a control-flow primitive: a traced function of a flat list of arrays
+    (the explicit inputs, then the values it closed over) returning a flat list of arrays.
+
+    Attributes:
+        tape: The :class:`~tapegrad.Tape` of the body (printed nested in its parent's listing).
+        name: The traced function's name, for listings and messages.
+        out_avals: ``(shape, dtype)`` of each output.
+    """
+
+    __slots__ = ("tape", "name", "out_avals", "_prog", "_derived")
+
+    def __init__(self, tape, name: str):
+        self.tape = tape
+        self.name = name
+        self.out_avals = tuple((tuple(s), np.dtype(d)) for s, d in tape.out_avals)
+        self._prog = None
+        self._derived: dict = {}
+
+    def __repr__(self) -> str:
+        return f"{{{self.name}}}"
+
+    @property
+    def sub_program(self):
+        """The body's tape (listed nested under its parent entry)."""
+        return self.tape
+
+    @property
+    def n_in(self) -> int:
+        return len(self.tape.in_nodes)
+
+    def run(self, arrays) -> tuple:
+        """The outputs on backend arrays, through the compiled program."""
+        prog = self._prog
+        if prog is None:
+            prog = self._prog = Program(self.tape)
+        return prog(list(arrays))
+
+    def apply(self, tensors) -> list:
+        """The outputs on Tensors: every entry through its Function's ``apply`` (so that the
+        transforms in progress see each primitive)."""
+        tape = self.tape
+        env = interpret(tape.entries, dict(zip(tape.in_nodes, tensors)), apply_step,
+                        self.name)
+        return [env[r] if isinstance(r, int) else (r[1] if isinstance(r[1], Tensor)
+                                                   else const(r[1])) for r in tape.out_refs]
+
+    def derived(self, key, make):
+        """A body derived from this one (its vjp, jvp or batched form), traced once per key."""
+        got = self._derived.get(key)
+        if got is None:
+            got = self._derived[key] = make()
+        return got
+
+
+def trace_body(fun, examples, name: str) -> tuple[Body, list]:
+    """Trace ``fun`` (a flat list of input Tensors -> a flat list of output leaves) on inputs
+    with the values ``examples`` (backend arrays). Returns the :class:`Body` and the enclosing
+    traced Tensors it closed over (its extra inputs, after the explicit ones, in order)."""
+    trace = _BodyTrace(new_level())
+    traced = [trace.new_input(const(a)) for a in examples]
+    try:
+        with transform_scope():
+            outs = fun(traced)
+        refs, avals = [], []
+        for o in outs:
+            if type(o) is not Tensor:
+                o = Tensor(o)
+            b = o._box
+            if b is not None and b.level == trace.level and b.trace is trace:
+                refs.append(b.node)
+            elif 0 < o._level < trace.level:
+                refs.append(trace.lift(o)._node)  # an enclosing value passed through
+            elif o._level > trace.level:
+                raise RuntimeError(f"{name}: an output is traced by an inner transform that has "
+                                   "already finished (a leaked tracer)")
+            else:
+                refs.append(("const", o))
+            avals.append((tuple(o.shape), o.dtype))
+    finally:
+        trace.done = True
+    in_nodes = [t._node for t in traced] + trace.lift_nodes
+    tape = freeze(trace, in_nodes, _flat_treedef(len(in_nodes)), refs, avals,
+                  _flat_treedef(len(refs)))
+    return Body(tape, name), list(trace.lifted)
+
+
+def _closed(fun, examples, name: str) -> Body:
+    """:func:`trace_body` for a function of its explicit inputs only (a rule's derived body)."""
+    body, lifted = trace_body(fun, examples, name)
+    if lifted:  # pragma: no cover - derived bodies read only their inputs
+        raise RuntimeError(f"{name}: a derived body closed over a traced value")
+    return body
+
+
+# -- helpers ----------------------------------------------------------------------------------
+def _fname(f) -> str:
+    return getattr(f, "__name__", type(f).__name__)
+
+
+def _is_float(dtype) -> bool:
+    return np.dtype(dtype).kind in "fc"
+
+
+def _aval_str(aval) -> str:
+    shape, dtype = aval
+    return f"{np.dtype(dtype).name}{list(shape)}"
+
+
+def _as_leaf(v, who: str, what: str) -> Tensor:
+    """A pytree leaf as a Tensor (numbers and arrays become constants)."""
+    if isinstance(v, Tensor):
+        return v
+    if isinstance(v, (numbers.Number, np.ndarray, np.generic)):
+        return Tensor(v)
+    raise TypeError(f"{who}: {what} holds a leaf of type {type(v).__name__}; leaves must be "
+                    "Tensors, arrays or numbers.")
+
+
+def _leaves(tree, who: str, what: str) -> tuple[list, Any]:
+    leaves, treedef = tree_flatten(tree)
+    return [_as_leaf(v, who, what) for v in leaves], treedef
+
+
+def _zeros(aval) -> Tensor:
+    shape, dtype = aval
+    return const(np.zeros(shape, dtype))
+
+
+def _example(t: Tensor):
+    return t._concrete()
+
+
+def _any_traced(tensors) -> bool:
+    return any(type(t) is Tensor and t._level for t in tensors)
+
+
+def _check_leaves(who, fname, what, got, want, got_tree, want_tree, fix: str,
+                  source: str) -> list:
+    """Output leaves of a body checked against the expected structure, shapes and dtypes;
+    Python numbers and arrays are cast to the expected dtype."""
+    if got_tree != want_tree:
+        raise TypeError(f"{who}: {fname} returned {what} with structure {got_tree}, but "
+                        f"expected {want_tree} (the structure of {source}). {fix}")
+    res = []
+    for i, (v, (shape, dtype)) in enumerate(zip(got, want)):
+        if not isinstance(v, Tensor):
+            if isinstance(v, (numbers.Number, np.ndarray, np.generic)):
+                v = const(np.asarray(v, dtype=dtype))
+            else:
+                raise TypeError(f"{who}: {fname} returned {what} leaf {i} of type "
+                                f"{type(v).__name__}; expected a Tensor.")
+        if tuple(v.shape) != tuple(shape) or v.dtype != dtype:
+            raise TypeError(
+                f"{who}: {fname} returned {what} leaf {i} of type "
+                f"{_aval_str((v.shape, v.dtype))}, but {source} has type "
+                f"{_aval_str((shape, dtype))}. {fix}")
+        res.append(v)
+    return res
+
+
+def _apply(fn, *args, **params) -> tuple:
+    """``fn.apply(*args, **params)``, its outputs always as a tuple."""
+    out = fn.apply(*args, **params)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _nonzero(g):
+    """``g``, or None for a constant of zeros (or None)."""
+    if g is None or (type(g) is Tensor and not g._level and not g._concrete().any()):
+        return None
+    return g
+
+
+def _outputs(arrays: list):
+    """A forward's outputs: one array alone (a primitive's single-output form), else a tuple."""
+    return arrays[0] if len(arrays) == 1 else tuple(arrays)
+
+
+# -- scan -------------------------------------------------------------------------------------
+class Scan(Function):
+    """The primitive behind :func:`scan`: inputs ``consts + init + xs`` (leaves), outputs
+    ``carry + ys`` and, with ``save``, the carry at the start of each iteration (stacked)."""
+
+    oper = "scan"
+    _ctx_arrays_recomputed = True
+
+    @staticmethod
+    def forward(ctx, *arrays, body, n_consts, n_carry, length, reverse, unroll, save):
+        xp = ctx.backend
+        ctx.params = dict(body=body, n_consts=n_consts, n_carry=n_carry, length=length,
+                          reverse=reverse, unroll=unroll, save=save)
+        consts = list(arrays[:n_consts])
+        carry = list(arrays[n_consts:n_consts + n_carry])
+        xs = arrays[n_consts + n_carry:]
+        n = xs[0].shape[0] if xs else length  # the stacked xs say how long (a while's backward)
+        ys = [xp.empty((n,) + tuple(s), d) for s, d in body.out_avals[n_carry:]]
+        cs = [xp.empty((n,) + c.shape, c.dtype) for c in carry] if save else []
+        for i in (range(n - 1, -1, -1) if reverse else range(n)):
+            for b, c in zip(cs, carry):
+                b[i] = c
+            outs = body.run(carry + [x[i] for x in xs] + consts)
+            carry = list(outs[:n_carry])
+            for b, y in zip(ys, outs[n_carry:]):
+                b[i] = y
+        ctx.save_for_backward(*arrays, *cs)
+        ctx.n_in = len(arrays)
+        return _outputs([xp.array(c, copy=True) for c in carry] + ys + cs)
+
+    @staticmethod
+    def backward(ctx, *gs):
+        p = ctx.params
+        saved = ctx.saved_tensors
+        n_consts, n_carry = p["n_consts"], p["n_carry"]
+        ins = saved[:ctx.n_in]
+        consts = list(ins[:n_consts])
+        init = list(ins[n_consts:n_consts + n_carry])
+        xs = list(ins[n_consts + n_carry:])
+        body = p["body"]
+        n_ys = len(body.out_avals) - n_carry
+        g_carry = list(gs[:n_carry])
+        g_ys = list(gs[n_carry:n_carry + n_ys])
+        if p["save"]:
+            cs = list(saved[ctx.n_in:])
+            g_cs = list(gs[n_carry + n_ys:])
+        else:  # the carries again, from a forward that keeps them
+            outs = _apply(Scan, *ins, **{**p, "save": True})
+            cs = list(outs[n_carry + n_ys:])
+            g_cs = [None] * n_carry
+        needs = ctx.needs_input_grad
+        return _scan_backward(body, consts, init, xs, cs, g_carry, g_ys, g_cs, needs, p)
+
+    @staticmethod
+    def jvp(ctx, *ts):
+        p = ctx.params
+        ins = ctx.saved_tensors[:ctx.n_in]
+        return _scan_jvp(ins, ts, p)
+
+    @staticmethod
+    def batch(args, batched, size, **p):
+        return _scan_batch(args, batched, size, p)
+
+    @classmethod
+    def output_shape(cls, *shapes, **params):
+        raise NotImplementedError("scan's outputs are known by tracing its body")
+
+
+def _scan_backward(body, consts, init, xs, cs, g_carry, g_ys, g_cs, needs, p):
+    """Cotangents of ``consts + init + xs``: a reverse scan of the body's vjp over the saved
+    carries ``cs``."""
+    n_consts, n_carry = len(consts), len(init)
+    avals = body.out_avals
+    carry_avals = avals[:n_carry]
+    y_avals = avals[n_carry:]
+    kc = [i for i in range(n_consts) if needs[i] and _is_float(consts[i].dtype)]
+    kk = [i for i in range(n_carry) if _is_float(carry_avals[i][1])]
+    kx = [i for i in range(len(xs)) if needs[n_consts + n_carry + i]
+          and _is_float(xs[i].dtype)]
+    ky = [j for j in range(len(y_avals)) if _is_float(y_avals[j][1])]
+    res: list = [None] * (n_consts + n_carry + len(xs))
+    if not kk and not ky:
+        return tuple(res)
+    const_avals = [(tuple(c.shape), c.dtype) for c in consts]
+    x_avals = [(tuple(x.shape[1:]), x.dtype) for x in xs]
+    key = ("vjp", tuple(kc), tuple(kx))
+
+    def make():
+        def step(leaves):
+            it = iter(leaves)
+            acc = [next(it) for _ in kc]
+            ct = [next(it) for _ in kk]
+            c_i = [next(it) for _ in range(n_carry)]
+            x_i = [next(it) for _ in xs]
+            gy = [next(it) for _ in ky]
+            gc = [next(it) for _ in kk]
+            cst = [next(it) for _ in range(n_consts)]
+            cts = _vjp_of(body, c_i + x_i + cst,
+                          [n_carry + len(xs) + i for i in kc] + list(kk)
+                          + [n_carry + i for i in kx],
+                          list(kk) + [n_carry + j for j in ky], ct + gy)
+            new_acc = [a + b for a, b in zip(acc, cts[:len(kc)])]
+            new_ct = [a + b for a, b in zip(cts[len(kc):len(kc) + len(kk)], gc)]
+            return new_acc + new_ct + cts[len(kc) + len(kk):]
+
+        ex = ([_zeros(const_avals[i]) for i in kc] + [_zeros(carry_avals[i]) for i in kk]
+              + [_zeros(a) for a in carry_avals] + [_zeros(a) for a in x_avals]
+              + [_zeros(y_avals[j]) for j in ky] + [_zeros(carry_avals[i]) for i in kk]
+              + [_zeros(a) for a in const_avals])
+        return _closed(step, [e._array for e in ex], f"vjp({body.name})")
+
+    bwd = body.derived(key, make)
+
+    def z(t, aval):
+        return t if t is not None else _zeros(aval)
+
+    acc0 = [_zeros(const_avals[i]) for i in kc]
+    ct0 = [z(g_carry[i], carry_avals[i]) for i in kk]
+    length = cs[0].shape[0] if cs else p["length"]
+    g_y = [z(g_ys[j], ((length,) + tuple(y_avals[j][0]), y_avals[j][1])) for j in ky]
+    g_c = [z(g_cs[i], ((length,) + tuple(carry_avals[i][0]), carry_avals[i][1])) for i in kk]
+    args = consts + acc0 + ct0 + cs + xs + g_y + g_c
+    outs = _apply(Scan, *args, body=bwd, n_consts=n_consts, n_carry=len(kc) + len(kk),
+                      length=length, reverse=not p["reverse"], unroll=p["unroll"],
+                      save=_any_traced(args))
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    for i, v in zip(kc, outs[:len(kc)]):
+        res[i] = v
+    for i, v in zip(kk, outs[len(kc):len(kc) + len(kk)]):
+        if needs[n_consts + i]:
+            res[n_consts + i] = v
+    nacc = len(kc) + len(kk)
+    for i, v in zip(kx, outs[nacc:nacc + len(kx)]):
+        res[n_consts + n_carry + i] = v
+    return tuple(res)
+
+
+def _vjp_of(body: Body, inputs: list, wrt: list, outs_sel: list, cts: list) -> list:
+    """Cotangents of ``inputs[wrt]`` of ``body`` (on ``inputs``) for cotangents ``cts`` on its
+    outputs ``outs_sel``."""
+    from tapegrad.transforms.reverse import vjp
+
+    if not wrt:
+        return []
+
+    def f(*d):
+        full = list(inputs)
+        for i, v in zip(wrt, d):
+            full[i] = v
+        outs = body.apply(full)
+        return tuple(outs[j] for j in outs_sel)
+
+    _, pull = vjp(f, *[inputs[i] for i in wrt])
+    return list(pull(tuple(cts)))
+
+
+def _jvp_of(body: Body, inputs: list, tangents: list) -> tuple[list, list]:
+    """Outputs of ``body`` on ``inputs`` and their tangents (``tangents``: one per input, None
+    for integer inputs); integer outputs get no tangent (None)."""
+    from tapegrad.transforms.forward import jvp
+
+    pos = [i for i, t in enumerate(tangents) if t is not None]
+    float_outs = [j for j, a in enumerate(body.out_avals) if _is_float(a[1])]
+
+    def f(*d):
+        full = list(inputs)
+        for i, v in zip(pos, d):
+            full[i] = v
+        outs = body.apply(full)
+        return tuple(outs[j] for j in float_outs)
+
+    if not pos:
+        outs = body.apply(list(inputs))
+        return outs, [None] * len(outs)
+    prim, tan = jvp(f, tuple(inputs[i] for i in pos), tuple(tangents[i] for i in pos))
+    outs = body.apply(list(inputs)) if len(float_outs) != len(body.out_avals) else None
+    res_p, res_t = [], []
+    k = 0
+    for j in range(len(body.out_avals)):
+        if j in float_outs:
+            res_p.append(prim[k])
+            res_t.append(tan[k])
+            k += 1
+        else:
+            res_p.append(outs[j])  # pyright: ignore[reportOptionalSubscript]
+            res_t.append(None)
+    return res_p, res_t
+
+
+def _scan_jvp(ins, ts, p):
+    """Tangents of a scan's outputs: a scan of the body's jvp."""
+    body = p["body"]
+    n_consts, n_carry = p["n_consts"], p["n_carry"]
+    consts = list(ins[:n_consts])
+    init = list(ins[n_consts:n_consts + n_carry])
+    xs = list(ins[n_consts + n_carry:])
+    avals = body.out_avals
+    n_ys = len(avals) - n_carry
+    n_out = n_carry + n_ys + (n_carry if p["save"] else 0)
+    tc = [i for i in range(n_consts) if ts[i] is not None]
+    tx = [i for i in range(len(xs)) if ts[n_consts + n_carry + i] is not None]
+    kk = [i for i in range(n_carry) if _is_float(avals[i][1])]
+    if not tc and not tx and all(ts[n_consts + i] is None for i in kk):
+        return (None,) * n_out
+    ky = [j for j in range(n_ys) if _is_float(avals[n_carry + j][1])]
+    key = ("jvp", tuple(tc), tuple(tx))
+    n_x = len(xs)
+
+    def make():
+        def step(leaves):
+            it = iter(leaves)
+            c = [next(it) for _ in range(n_carry)]
+            dc = [next(it) for _ in kk]
+            x = [next(it) for _ in range(n_x)]
+            dx = [next(it) for _ in tx]
+            cst = [next(it) for _ in range(n_consts)]
+            dcst = [next(it) for _ in tc]
+            tangents: list = [None] * (n_carry + n_x + n_consts)
+            for i, t in zip(kk, dc):
+                tangents[i] = t
+            for i, t in zip(tx, dx):
+                tangents[n_carry + i] = t
+            for i, t in zip(tc, dcst):
+                tangents[n_carry + n_x + i] = t
+            outs, touts = _jvp_of(body, c + x + cst, tangents)
+            tcar = [touts[i] if touts[i] is not None else _zeros(avals[i]) for i in kk]
+            tys = [touts[n_carry + j] if touts[n_carry + j] is not None
+                   else _zeros(avals[n_carry + j]) for j in ky]
+            return outs[:n_carry] + tcar + outs[n_carry:] + tys
+
+        ex = ([_example(a) for a in init] + [_example(init[i]) for i in kk]
+              + [_example(x)[0] if x.shape[0] else np.zeros(x.shape[1:], x.dtype) for x in xs]
+              + [np.zeros(xs[i].shape[1:], xs[i].dtype) for i in tx]
+              + [_example(c) for c in consts] + [_example(consts[i]) for i in tc])
+        return _closed(step, ex, f"jvp({body.name})")
+
+    jb = body.derived(key, make)
+    t_init = [ts[n_consts + i] if ts[n_consts + i] is not None else _zeros(
+        (tuple(init[i].shape), init[i].dtype)) for i in kk]
+    args = (consts + [ts[i] for i in tc] + init + t_init + xs
+            + [ts[n_consts + n_carry + i] for i in tx])
+    outs = _apply(Scan, *args, body=jb, n_consts=n_consts + len(tc), n_carry=n_carry + len(kk),
+                      length=p["length"], reverse=p["reverse"], unroll=p["unroll"],
+                      save=p["save"])
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    nk = n_carry + len(kk)
+    res: list = [None] * n_out
+    for i, t in zip(kk, outs[n_carry:nk]):
+        res[i] = t
+    ys_all = outs[nk:nk + n_ys + len(ky)]
+    for j, t in zip(ky, ys_all[n_ys:]):
+        res[n_carry + j] = t
+    if p["save"]:
+        cs_all = outs[nk + n_ys + len(ky):]
+        for i, t in zip(kk, cs_all[n_carry:]):
+            res[n_carry + n_ys + i] = t
+    return tuple(res)
+
+
+def _swap01(t: Tensor) -> Tensor:
+    return t.swapaxes(0, 1) if t.ndim >= 2 else t
+
+
+def _broadcast_batch(t: Tensor, size: int) -> Tensor:
+    from tapegrad.ops import BroadcastTo
+
+    return BroadcastTo.apply(t.reshape((1,) + tuple(t.shape)), (size,) + tuple(t.shape))
+
+
+def _scan_batch(args, batched, size, p):
+    """``vmap`` of a scan: a scan of the batched body; every carry is batched, the batch axis
+    of the stacked xs and ys is moved behind the scanned one."""
+    from tapegrad.transforms.vmap import vmap
+
+    body = p["body"]
+    n_consts, n_carry = p["n_consts"], p["n_carry"]
+    consts = list(args[:n_consts])
+    init = [a if b else _broadcast_batch(a, size)
+            for a, b in zip(args[n_consts:n_consts + n_carry],
+                            batched[n_consts:n_consts + n_carry])]
+    xs = [(_swap01(a) if b else a) for a, b in zip(args[n_consts + n_carry:],
+                                                    batched[n_consts + n_carry:])]
+    xb = tuple(batched[n_consts + n_carry:])
+    cb = tuple(batched[:n_consts])
+    key = ("batch", cb, xb, size)
+
+    def make():
+        axes = (0,) * n_carry + tuple(0 if b else None for b in xb) + tuple(
+            0 if b else None for b in cb)
+
+        def step(leaves):
+            return list(vmap(lambda *ls: tuple(body.apply(list(ls))), in_axes=axes,
+                             out_axes=0)(*leaves))
+
+        ex = ([_example(c) for c in init]
+              + [(_example(x)[0] if x.shape[0] else np.zeros(x.shape[1:], x.dtype)) for x in xs]
+              + [_example(c) for c in consts])
+        return _closed(step, ex, f"vmap({body.name})")
+
+    bb = body.derived(key, make)
+    outs = _apply(Scan, *consts, *init, *xs, body=bb, n_consts=n_consts, n_carry=n_carry,
+                      length=p["length"], reverse=p["reverse"], unroll=p["unroll"],
+                      save=p["save"])
+    outs = list(outs) if isinstance(outs, tuple) else [outs]
+    res = outs[:n_carry] + [_swap01(y) for y in outs[n_carry:]]
+    return tuple(res)
+
+
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
+    """Loop ``f`` over the leading axis of ``xs``, carrying a state: JAX's ``lax.scan``.
+
+    Semantics (one primitive on the tape, the body traced once)::
+
+        def scan(f, init, xs, length=None):
+            carry, ys = init, []
+            for x in xs:
+                carry, y = f(carry, x)
+                ys.append(y)
+            return carry, stack(ys)
+
+    Args:
+        f: ``f(carry, x) -> (carry, y)``. ``carry`` keeps the pytree structure, shapes and
+            dtypes of ``init``; ``y`` is any pytree of Tensors.
+        init: Initial carry: a pytree of Tensors, arrays or numbers.
+        xs: Pytree of Tensors of shape ``(length, ...)`` scanned over their leading axis, or
+            None (then ``x`` is None and ``length`` is required).
+        length: Number of iterations; optional when ``xs`` is given (must then agree).
+        reverse: Run from the last element to the first (``ys`` keep their positions).
+        unroll: Accepted for JAX compatibility (a positive int or bool); the body is always
+            compiled once and run ``length`` times.
+
+    Returns:
+        ``(carry, ys)``: the final carry and the stacked ``y`` (each leaf of shape
+        ``(length, ...)``).
+
+    Raises:
+        TypeError: if ``f`` returns a carry of another structure, shape or dtype than
+            ``init`` (the message names ``f``, what it returned and what was expected), or
+            does not return a pair.
+        ValueError: if the leaves of ``xs`` differ in their leading axis, or ``length``
+            disagrees with them, or none is given.
+
+    Example:
+        >>> import tapegrad as tg, numpy as np
+        >>> def step(c, x):
+        ...     c = c + x
+        ...     return c, c * 2.0
+        >>> c, ys = tg.scan(step, tg.Tensor(0.0), tg.Tensor([1.0, 2.0, 3.0]))
+        >>> float(c), ys.tolist()
+        (6.0, [2.0, 6.0, 12.0])
+    """
+    who = "scan"
+    if not callable(f):
+        raise TypeError(f"scan: f must be callable, got {type(f).__name__}")
+    if isinstance(unroll, bool):
+        unroll = int(unroll)
+    if not isinstance(unroll, int) or unroll < 0:
+        raise ValueError(f"scan: unroll must be a positive int or bool, got {unroll!r}")
+    init_leaves, init_tree = _leaves(init, who, "init")
+    xs_leaves, xs_tree = _leaves(xs, who, "xs") if xs is not None else ([], None)
+    lengths = {int(x.shape[0]) if x.ndim else -1 for x in xs_leaves}
+    if -1 in lengths:
+        raise ValueError("scan: every leaf of xs needs a leading axis to scan over; got a "
+                         "0-d leaf. Give xs leaves of shape (length, ...).")
+    if len(lengths) > 1:
+        raise ValueError(f"scan: the leaves of xs have different leading axis sizes "
+                         f"{sorted(lengths)}; they must all equal the number of iterations.")
+    if length is not None:
+        if not isinstance(length, (int, np.integer)) or isinstance(length, bool) or length < 0:
+            raise ValueError(f"scan: length must be a non-negative int, got {length!r}")
+        if lengths and length != next(iter(lengths)):
+            raise ValueError(f"scan: length={length} but xs have leading axis size "
+                             f"{next(iter(lengths))}; they must agree.")
+        n = int(length)
+    elif lengths:
+        n = next(iter(lengths))
+    else:
+        raise ValueError("scan: with xs=None, give length= (the number of iterations).")
+    fname = _fname(f)
+    carry_avals = [(tuple(t.shape), t.dtype) for t in init_leaves]
+    n_carry = len(init_leaves)
+    y_tree: list = [None]
+    fix = "Return a carry of the same structure, shapes and dtypes as init (cast with astype)."
+
+    def flat(leaves):
+        carry = tree_unflatten(init_tree, leaves[:n_carry])
+        x = tree_unflatten(xs_tree, leaves[n_carry:]) if xs_tree is not None else None
+        out = f(carry, x)
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise TypeError(f"scan: {fname} must return a pair (carry, y), got "
+                            f"{type(out).__name__}")
+        c_leaves, c_tree = tree_flatten(out[0])
+        c_leaves = _check_leaves(who, fname, "carry", c_leaves, carry_avals, c_tree,
+                                 init_tree, fix, "init")
+        y_leaves, y_tree[0] = tree_flatten(out[1])
+        return c_leaves + [_as_leaf(v, who, f"{fname}'s y") for v in y_leaves]
+
+    ex = [_example(t) for t in init_leaves] + [
+        _example(x)[0] if x.shape[0] else np.zeros(x.shape[1:], x.dtype) for x in xs_leaves]
+    body, lifted = trace_body(flat, ex, fname)
+    args = lifted + init_leaves + xs_leaves
+    outs = _apply(Scan, *args, body=body, n_consts=len(lifted), n_carry=n_carry, length=n,
+                      reverse=bool(reverse), unroll=unroll, save=_any_traced(args))
+    outs = list(outs) if isinstance(outs, tuple) else [outs]
+    n_ys = len(body.out_avals) - n_carry
+    carry = tree_unflatten(init_tree, outs[:n_carry])
+    ys = tree_unflatten(y_tree[0], outs[n_carry:n_carry + n_ys])
+    return carry, ys
+
+
+def fori_loop(lower, upper, body_fun, init_val):
+    """``for i in range(lower, upper): val = body_fun(i, val)``, as one primitive (JAX's
+    ``lax.fori_loop``).
+
+    With Python-int bounds it is a :func:`scan` of known length (reverse-mode ready); with
+    Tensor bounds it is a :func:`while_loop` whose trip count is read at run time (reverse
+    mode through it records the trip count).
+
+    Args:
+        lower: First index: an int or an integer Tensor.
+        upper: Bound (exclusive): an int or an integer Tensor.
+        body_fun: ``body_fun(i, val) -> val``; ``i`` is an int64 Tensor scalar; ``val``
+            keeps ``init_val``'s structure, shapes and dtypes (a leaf that mixing with ``i``
+            promoted, such as float32 + int64 -> float64, is cast back).
+        init_val: Initial value, a pytree of Tensors, arrays or numbers.
+
+    Returns:
+        The final value (``init_val`` when ``upper <= lower``).
+
+    Raises:
+        TypeError: for non-integer bounds, or a ``body_fun`` that changes the value's
+            structure, shape or dtype.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> float(tg.fori_loop(0, 4, lambda i, v: v * 2.0 + i, tg.Tensor(1.0)))
+        27.0
+    """
+    if not callable(body_fun):
+        raise TypeError(f"fori_loop: body_fun must be callable, got {type(body_fun).__name__}")
+    static = all(isinstance(b, (int, np.integer)) and not isinstance(b, bool)
+                 for b in (lower, upper))
+    for name, b in (("lower", lower), ("upper", upper)):
+        dt = getattr(b, "dtype", None) if not isinstance(b, (bool, int, float)) else None
+        kind = dt.kind if isinstance(dt, np.dtype) else None
+        if not (isinstance(b, (int, np.integer)) and not isinstance(b, bool)) and kind not in (
+                "i", "u"):
+            raise TypeError(f"fori_loop: {name} must be an int or an integer Tensor, got "
+                            f"{type(b).__name__}" + (f" of dtype {dt}" if kind else ""))
+    fname = _fname(body_fun)
+    want = [(t.dtype if isinstance(t, Tensor) else None)
+            for t in _leaves(init_val, "fori_loop", "init_val")[0]]
+
+    def call(i, val):
+        """``body_fun(i, val)``, with a leaf that mixing with the int64 ``i`` promoted (float32
+        + int64 -> float64, NumPy's rule) cast back to the value's dtype."""
+        out = body_fun(i, val)
+        leaves, tree = tree_flatten(out)
+        if len(leaves) == len(want):
+            leaves = [v.astype(d) if isinstance(v, Tensor) and d is not None and v.dtype != d
+                      and v.dtype == np.result_type(d, np.int64) else v
+                      for v, d in zip(leaves, want)]
+            out = tree_unflatten(tree, leaves)
+        return out
+
+    if static:
+        lo = int(lower)
+        n = max(int(upper) - lo, 0)
+
+        def step(carry, _):
+            i, val = carry
+            return (i + 1, call(i, val)), None
+
+        step.__name__ = fname
+        (_, val), _ = scan(step, (Tensor(np.int64(lo)), init_val), None, length=n)
+        return val
+
+    lo_t = lower if isinstance(lower, Tensor) else Tensor(np.int64(lower))
+    up_t = upper if isinstance(upper, Tensor) else Tensor(np.int64(upper))
+    lo_t = lo_t.astype(np.int64) if lo_t.dtype != np.int64 else lo_t
+    up_t = up_t.astype(np.int64) if up_t.dtype != np.int64 else up_t
+
+    def cond_fun(c):
+        return c[0] < c[1]
+
+    def body2(c):
+        i, up, val = c
+        return i + 1, up, call(i, val)
+
+    body2.__name__ = fname
+    cond_fun.__name__ = "fori_cond"
+    return while_loop(cond_fun, body2, (lo_t, up_t, init_val))[2]
+
+
+# -- while_loop -------------------------------------------------------------------------------
+class While(Function):
+    """The primitive behind :func:`while_loop`: inputs ``carry + cond consts + body consts``;
+    outputs the final carry, the trip count (int64, no gradient) and, with ``save``, the carry
+    at the start of each iteration (stacked)."""
+
+    oper = "while"
+    _ctx_arrays_recomputed = True
+
+    @staticmethod
+    def forward(ctx, *arrays, cond_body, body, n_carry, n_cconsts, save):
+        xp = ctx.backend
+        carry = list(arrays[:n_carry])
+        cc = list(arrays[n_carry:n_carry + n_cconsts])
+        bc = list(arrays[n_carry + n_cconsts:])
+        kept: list = []
+        n = 0
+        while bool(cond_body.run(carry + cc)[0]):
+            if save:
+                kept.append(carry)
+            carry = list(body.run(carry + bc))
+            n += 1
+        if save:
+            cs = [xp.stack([k[i] for k in kept]) if kept else
+                  xp.empty((0,) + arrays[i].shape, arrays[i].dtype) for i in range(n_carry)]
+        else:
+            cs = []
+        ctx.params = dict(cond_body=cond_body, body=body, n_carry=n_carry, n_cconsts=n_cconsts,
+                          save=save)
+        ctx.n_in = len(arrays)
+        count = xp.asarray(np.int64(n))
+        # with save, the iterations done before each row (a batch's finished members repeat)
+        steps = [xp.arange(n, dtype=np.int64)] if save else []
+        ctx.save_for_backward(*arrays, count, *cs, *steps)
+        ctx.mark_non_differentiable(count, *steps)
+        return tuple([xp.array(c, copy=True) for c in carry] + [count] + cs + steps)
+
+    @staticmethod
+    def backward(ctx, *gs):
+        p = ctx.params
+        n_carry, n_cc = p["n_carry"], p["n_cconsts"]
+        saved = ctx.saved_tensors
+        ins = list(saved[:ctx.n_in])
+        bconsts = ins[n_carry + n_cc:]
+        body = p["body"]
+        needs = ctx.needs_input_grad
+        g_carry = list(gs[:n_carry])
+        res: list = [None] * len(ins)
+        count = saved[ctx.n_in]
+        if p["save"]:
+            cs = list(saved[ctx.n_in + 1:ctx.n_in + 1 + n_carry])
+            steps = saved[ctx.n_in + 1 + n_carry]
+            # (a zero constant the engine filled in for an unused output is no cotangent: its
+            # rows' count is that of the recording, not of a later run under jit)
+            g_cs = [_nonzero(g) for g in gs[n_carry + 1:n_carry + 1 + n_carry]]
+        else:
+            outs = _apply(While, *ins, **{**p, "save": True})
+            cs = list(outs[n_carry + 1:n_carry + 1 + n_carry])
+            steps = outs[n_carry + 1 + n_carry]
+            g_cs = [None] * n_carry
+        nb = [needs[n_carry + n_cc + i] for i in range(len(bconsts))]
+        cts = _while_backward(body, bconsts, cs, count, steps, g_carry, g_cs, nb)
+        for i in range(len(bconsts)):
+            res[n_carry + n_cc + i] = cts[i]
+        for i in range(n_carry):
+            if needs[i]:
+                res[i] = cts[len(bconsts) + i]
+        return tuple(res)
+
+    @staticmethod
+    def jvp(ctx, *ts):
+        return _while_jvp(ctx, ts)
+
+    @staticmethod
+    def batch(args, batched, size, **p):
+        return _while_batch(args, batched, size, p)
+
+    @classmethod
+    def output_shape(cls, *shapes, **params):
+        raise NotImplementedError("a while loop's trip count is known only by running it")
+
+
+def _while_backward(body, bconsts, cs, count, steps, g_carry, g_cs, needs_b) -> list:
+    """Cotangents of a while loop's body constants and initial value: a reverse scan of the
+    body's vjp over the saved values ``cs`` (one row per iteration). A row whose ``steps``
+    (iterations done before it) reached ``count`` (a member of a batch that had finished)
+    passes the cotangent through unchanged."""
+    avals = body.out_avals
+    n_carry, n_bc = len(avals), len(bconsts)
+    kk = [i for i in range(n_carry) if _is_float(avals[i][1])]
+    kb = [i for i in range(n_bc) if needs_b[i] and _is_float(bconsts[i].dtype)]
+    res: list = [None] * (n_bc + n_carry)
+    if not kk:
+        return res
+    rows = cs[0].shape[0]
+    b_avals = [(tuple(c.shape), c.dtype) for c in bconsts]
+    kg = [i for i in kk if g_cs[i] is not None]  # (the rows' count is known only at run time)
+
+    def make():
+        def step(leaves):
+            it = iter(leaves)
+            acc = [next(it) for _ in kb]
+            ct = [next(it) for _ in kk]
+            i = next(it)
+            c_i = [next(it) for _ in range(n_carry)]
+            gc = dict(zip(kg, [next(it) for _ in kg]))
+            cst = [next(it) for _ in range(n_bc)]
+            n = next(it)
+            keep = i < n
+            cts = _vjp_of(body, c_i + cst, [n_carry + j for j in kb] + kk, kk, ct)
+            new_acc = [Where.apply(keep, a + d, a) for a, d in zip(acc, cts[:len(kb)])]
+            new_ct = [Where.apply(keep, d, c) for d, c in zip(cts[len(kb):], ct)]
+            return new_acc + [v + gc[i] if i in gc else v for i, v in zip(kk, new_ct)]
+
+        ex = ([np.zeros(*b_avals[j]) for j in kb] + [np.zeros(*avals[i]) for i in kk]
+              + [np.int64(0)] + [np.zeros(*a) for a in avals] + [np.zeros(*avals[i]) for i in kg]
+              + [np.zeros(*a) for a in b_avals] + [np.int64(0)])
+        return _closed(step, [np.asarray(e) for e in ex], f"vjp({body.name})")
+
+    bwd = body.derived(("wvjp", tuple(kb), tuple(kg)), make)
+    acc0 = [_zeros(b_avals[j]) for j in kb]
+    ct0 = [g_carry[i] if g_carry[i] is not None else _zeros(avals[i]) for i in kk]
+    g_c = [g_cs[i] for i in kg]
+    args = list(bconsts) + [count] + acc0 + ct0 + [steps] + list(cs) + g_c
+    outs = _apply(Scan, *args, body=bwd, n_consts=n_bc + 1, n_carry=len(kb) + len(kk),
+                      length=rows, reverse=True, unroll=1, save=_any_traced(args))
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    for j, v in zip(kb, outs[:len(kb)]):
+        res[j] = v
+    for i, v in zip(kk, outs[len(kb):len(kb) + len(kk)]):
+        res[n_bc + i] = v
+    return res
+
+
+def _while_jvp(ctx, ts):
+    p = ctx.params
+    n_carry, n_cc = p["n_carry"], p["n_cconsts"]
+    ins = list(ctx.saved_tensors[:ctx.n_in])
+    init = ins[:n_carry]
+    cconsts = ins[n_carry:n_carry + n_cc]
+    bconsts = ins[n_carry + n_cc:]
+    cond_body, body = p["cond_body"], p["body"]
+    n_bc = len(bconsts)
+    n_out = n_carry + 1 + (n_carry + 1 if p["save"] else 0)
+    kk = [i for i in range(n_carry) if _is_float(init[i].dtype)]
+    tb = [i for i in range(n_bc) if ts[n_carry + n_cc + i] is not None]
+    if not tb and all(ts[i] is None for i in kk):
+        return (None,) * n_out
+    key = ("jvp", tuple(tb))
+
+    def make():
+        def step(leaves):
+            it = iter(leaves)
+            c = [next(it) for _ in range(n_carry)]
+            dc = [next(it) for _ in kk]
+            cst = [next(it) for _ in range(n_bc)]
+            dcst = [next(it) for _ in tb]
+            tangents: list = [None] * (n_carry + n_bc)
+            for i, t in zip(kk, dc):
+                tangents[i] = t
+            for i, t in zip(tb, dcst):
+                tangents[n_carry + i] = t
+            outs, touts = _jvp_of(body, c + cst, tangents)
+            return outs + [touts[i] if touts[i] is not None else _zeros(body.out_avals[i])
+                           for i in kk]
+
+        def cond_step(leaves):
+            return cond_body.apply(leaves[:n_carry] + leaves[n_carry + len(kk):])
+
+        ex_c = [_example(a) for a in init] + [_example(init[i]) for i in kk]
+        jb = _closed(step, ex_c + [_example(c) for c in bconsts]
+                     + [_example(bconsts[i]) for i in tb], f"jvp({body.name})")
+        jc = _closed(cond_step, ex_c + [_example(c) for c in cconsts], cond_body.name)
+        return jb, jc
+
+    jb, jc = body.derived(key, make)
+    t_init = [ts[i] if ts[i] is not None else _zeros((tuple(init[i].shape), init[i].dtype))
+              for i in kk]
+    args = init + t_init + cconsts + bconsts + [ts[n_carry + n_cc + i] for i in tb]
+    outs = _apply(While, *args, cond_body=jc, body=jb, n_carry=n_carry + len(kk), n_cconsts=n_cc,
+                       save=p["save"])
+    nk = n_carry + len(kk)
+    res: list = [None] * n_out
+    for i, t in zip(kk, outs[n_carry:nk]):
+        res[i] = t
+    if p["save"]:
+        cs_all = outs[nk + 1:nk + 1 + nk]
+        for i, t in zip(kk, cs_all[n_carry:]):
+            res[n_carry + 1 + i] = t
+    return tuple(res)
+
+
+def _while_batch(args, batched, size, p):
+    """``vmap`` of a while loop: run until every member is done, masking finished members
+    (their carry stays as it was)."""
+    from tapegrad.transforms.vmap import vmap
+
+    n_carry, n_cc = p["n_carry"], p["n_cconsts"]
+    cond_body, body = p["cond_body"], p["body"]
+    init = [a if b else _broadcast_batch(a, size)
+            for a, b in zip(args[:n_carry], batched[:n_carry])]
+    cconsts = list(args[n_carry:n_carry + n_cc])
+    bconsts = list(args[n_carry + n_cc:])
+    ccb = tuple(batched[n_carry:n_carry + n_cc])
+    bcb = tuple(batched[n_carry + n_cc:])
+    key = ("batch", ccb, bcb, size)
+
+    def make():
+        c_axes = (0,) * n_carry + tuple(0 if b else None for b in ccb)
+        b_axes = (0,) * n_carry + tuple(0 if b else None for b in bcb)
+
+        def preds(c, cc):
+            return vmap(lambda *ls: cond_body.apply(list(ls))[0], in_axes=c_axes,
+                        out_axes=0)(*(c + cc))
+
+        def cond_step(leaves):  # carries, counts, cond consts
+            return [preds(leaves[:n_carry], leaves[n_carry + 1:]).any()]
+
+        def step(leaves):  # carries, counts, body consts, cond consts
+            c, counts = leaves[:n_carry], leaves[n_carry]
+            bc = leaves[n_carry + 1:n_carry + 1 + n_bc]
+            pred = preds(c, leaves[n_carry + 1 + n_bc:])
+            new = vmap(lambda *ls: tuple(body.apply(list(ls))), in_axes=b_axes, out_axes=0)(
+                *(c + bc))
+            res = []
+            for old, nw in zip(c, new):
+                m = pred.reshape((size,) + (1,) * (nw.ndim - 1))
+                res.append(Where.apply(m, nw, old))
+            return res + [counts + pred.astype(np.int64)]
+
+        ex_c = [_example(a) for a in init] + [np.zeros(size, np.int64)]
+        jc = _closed(cond_step, ex_c + [_example(c) for c in cconsts], f"vmap({cond_body.name})")
+        jb = _closed(step, ex_c + [_example(c) for c in bconsts] + [_example(c) for c in cconsts],
+                     f"vmap({body.name})")
+        return jb, jc
+
+    n_bc = len(bconsts)
+    jb, jc = body.derived(key, make)
+    counts0 = const(np.zeros(size, np.int64))
+    outs = _apply(While, *init, counts0, *cconsts, *bconsts, *cconsts, cond_body=jc, body=jb,
+                  n_carry=n_carry + 1, n_cconsts=n_cc, save=p["save"])
+    outs = list(outs)
+    res = outs[:n_carry] + [outs[n_carry]]  # the carry, each member's trip count
+    if p["save"]:  # each member's rows, and the iterations it had done before each row
+        res += [_swap01(c) for c in outs[n_carry + 2:n_carry + 2 + n_carry + 1]]
+    return tuple(res)
+
+
+def while_loop(cond_fun, body_fun, init_val):
+    """``while cond_fun(val): val = body_fun(val)``, as one primitive (JAX's
+    ``lax.while_loop``), differentiable in reverse mode too.
+
+    The trip count may depend on the data. Reverse mode records it: the forward keeps the
+    value at the start of every iteration (memory: trip count x one value, the primitive's
+    stacked output) and the backward runs the loop in reverse, recomputing one iteration at a
+    time from its value and pulling the cotangent back through it (time: about two more
+    passes of the body). Under ``vmap`` the loop runs until every member is done; finished
+    members keep their value and their rows pass the cotangent through unchanged.
+
+    Args:
+        cond_fun: ``cond_fun(val) -> bool`` scalar Tensor (or Python bool).
+        body_fun: ``body_fun(val) -> val`` with ``init_val``'s structure, shapes and dtypes.
+        init_val: Initial value: a pytree of Tensors, arrays or numbers.
+
+    Returns:
+        The final value.
+
+    Raises:
+        TypeError: if ``cond_fun`` does not return a boolean scalar, or ``body_fun`` changes
+            the value's structure, shape or dtype.
+
+    Example:
+        >>> import tapegrad as tg
+        >>> f = lambda x: tg.while_loop(lambda v: v < 10.0, lambda v: v * 1.5, x)
+        >>> float(f(tg.Tensor(1.0))), float(tg.grad(f)(tg.Tensor(1.0)))
+        (11.390625, 11.390625)
+    """
+    who = "while_loop"
+    for name, fn in (("cond_fun", cond_fun), ("body_fun", body_fun)):
+        if not callable(fn):
+            raise TypeError(f"while_loop: {name} must be callable, got {type(fn).__name__}")
+    init_leaves, init_tree = _leaves(init_val, who, "init_val")
+    avals = [(tuple(t.shape), t.dtype) for t in init_leaves]
+    n_carry = len(init_leaves)
+    cname, bname = _fname(cond_fun), _fname(body_fun)
+
+    def cflat(leaves):
+        out = cond_fun(tree_unflatten(init_tree, leaves))
+        t = out if isinstance(out, Tensor) else (
+            Tensor(np.bool_(out)) if isinstance(out, (bool, np.bool_)) else None)
+        if t is None or t.shape != () or t.dtype != np.bool_:
+            seen = (f"{_aval_str((t.shape, t.dtype))}" if t is not None
+                    else type(out).__name__)
+            raise TypeError(f"while_loop: {cname} must return a boolean scalar, got {seen}. "
+                            "Reduce it (for example with .all() or .any()).")
+        return [t]
+
+    fix = "Return a value of the same structure, shapes and dtypes as init_val."
+
+    def bflat(leaves):
+        out = body_fun(tree_unflatten(init_tree, leaves))
+        got, tree = tree_flatten(out)
+        return _check_leaves(who, bname, "value", got, avals, tree, init_tree, fix,
+                             "init_val")
+
+    ex = [_example(t) for t in init_leaves]
+    cbody, clifted = trace_body(cflat, ex, cname)
+    bbody, blifted = trace_body(bflat, ex, bname)
+    args = init_leaves + clifted + blifted
+    save = _any_traced(args)
+    outs = _apply(While, *args, cond_body=cbody, body=bbody, n_carry=n_carry,
+                       n_cconsts=len(clifted), save=save)
+    return tree_unflatten(init_tree, list(outs[:n_carry]))
+
+
+# -- cond / switch ----------------------------------------------------------------------------
+class Switch(Function):
+    """The primitive behind :func:`switch` and :func:`cond`: inputs ``index + operands +
+    consts``; branch ``k`` reads the operands and ``consts[spans[k][0]:spans[k][1]]``."""
+
+    oper = "switch"
+    _ctx_arrays_recomputed = True
+
+    @staticmethod
+    def forward(ctx, index, *arrays, branches, n_ops, spans):
+        k = int(np.clip(int(np.asarray(index).reshape(())), 0, len(branches) - 1))
+        lo, hi = spans[k]
+        ops = list(arrays[:n_ops])
+        outs = branches[k].run(ops + list(arrays[n_ops + lo:n_ops + hi]))
+        ctx.params = dict(branches=branches, n_ops=n_ops, spans=spans)
+        ctx.save_for_backward(index, *arrays)
+        ctx.mark_non_differentiable()
+        xp = ctx.backend
+        return _outputs([xp.array(o, copy=True) for o in outs])
+
+    @staticmethod
+    def backward(ctx, *gs):
+        p = ctx.params
+        saved = list(ctx.saved_tensors)
+        index, rest = saved[0], saved[1:]
+        branches, n_ops, spans = p["branches"], p["n_ops"], p["spans"]
+        needs = ctx.needs_input_grad[1:]
+        want = [i for i, a in enumerate(rest) if needs[i] and _is_float(a.dtype)]
+        if not want:
+            return (None,) * (1 + len(rest))
+        avals = branches[0].out_avals
+        fo = [j for j, a in enumerate(avals) if _is_float(a[1])]
+        key = ("vjp", tuple(want))
+        in_avals = [(tuple(a.shape), a.dtype) for a in rest]
+
+        def make():
+            def one(k):
+                lo, hi = spans[k]
+
+                def step(leaves):
+                    vals = leaves[:len(rest)]
+                    g = leaves[len(rest):]
+                    inputs = vals[:n_ops] + vals[n_ops + lo:n_ops + hi]
+                    mine = [i for i in want if i < n_ops or lo <= i - n_ops < hi]
+                    pos = [i if i < n_ops else n_ops + (i - n_ops - lo) for i in mine]
+                    cts = _vjp_of(branches[k], inputs, pos, fo, g)
+                    got = dict(zip(mine, cts))
+                    return [got[i] if i in got else _zeros(in_avals[i]) for i in want]
+
+                ex = [_example(a) for a in rest] + [np.zeros(*avals[j]) for j in fo]
+                return _closed(step, ex, f"vjp({branches[k].name})")
+
+            return tuple(one(k) for k in range(len(branches)))
+
+        vb = branches[0].derived(key, make)
+        g = [gs[j] if gs[j] is not None else _zeros(avals[j]) for j in fo]
+        n_in = len(rest)
+        outs = _apply(Switch, index, *rest, *g, branches=vb, n_ops=n_in + len(g),
+                            spans=tuple((0, 0) for _ in vb))
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        res: list = [None] * (1 + n_in)
+        for i, v in zip(want, outs):
+            res[1 + i] = v
+        return tuple(res)
+
+    @staticmethod
+    def jvp(ctx, *ts):
+        p = ctx.params
+        saved = list(ctx.saved_tensors)
+        index, rest = saved[0], saved[1:]
+        branches, n_ops, spans = p["branches"], p["n_ops"], p["spans"]
+        tin = [i for i, t in enumerate(ts[1:]) if t is not None]
+        avals = branches[0].out_avals
+        if not tin:
+            return (None,) * len(avals)
+        key = ("jvp", tuple(tin))
+
+        def make():
+            def one(k):
+                lo, hi = spans[k]
+
+                def step(leaves):
+                    vals = leaves[:len(rest)]
+                    tl = leaves[len(rest):]
+                    inputs = vals[:n_ops] + vals[n_ops + lo:n_ops + hi]
+                    tangents: list = [None] * len(inputs)
+                    for i, t in zip(tin, tl):
+                        if i < n_ops:
+                            tangents[i] = t
+                        elif lo <= i - n_ops < hi:
+                            tangents[n_ops + i - n_ops - lo] = t
+                    _, touts = _jvp_of(branches[k], inputs, tangents)
+                    return [t if t is not None else _zeros(a) for t, a in zip(touts, avals)]
+
+                ex = [_example(a) for a in rest] + [_example(rest[i]) for i in tin]
+                return _closed(step, ex, f"jvp({branches[k].name})")
+
+            return tuple(one(k) for k in range(len(branches)))
+
+        jb = branches[0].derived(key, make)
+        outs = _apply(Switch, index, *rest, *[ts[1 + i] for i in tin], branches=jb,
+                            n_ops=len(rest) + len(tin), spans=tuple((0, 0) for _ in jb))
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        return tuple(t if _is_float(a[1]) else None for t, a in zip(outs, avals))
+
+    @staticmethod
+    def batch(args, batched, size, **p):
+        from tapegrad.transforms.vmap import vmap
+
+        branches, n_ops, spans = p["branches"], p["n_ops"], p["spans"]
+        index, rest = args[0], list(args[1:])
+        rb = tuple(batched[1:])
+
+        def batched_branch(k):
+            lo, hi = spans[k]
+            idx = list(range(n_ops)) + list(range(n_ops + lo, n_ops + hi))
+            axes = tuple(0 if rb[i] else None for i in idx)
+
+            def make():
+                def step(leaves):
+                    return list(vmap(lambda *ls: tuple(branches[k].apply(list(ls))),
+                                     in_axes=axes, out_axes=0)(*leaves))
+
+                return _closed(step, [_example(rest[i]) for i in idx],
+                               f"vmap({branches[k].name})")
+
+            return branches[k].derived(("batch", axes, size), make), idx
+
+        made = [batched_branch(k) for k in range(len(branches))]
+        if not batched[0]:
+            vb = tuple(m[0] for m in made)
+            outs = _apply(Switch, index, *rest, branches=vb, n_ops=len(rest),
+                                spans=tuple((0, 0) for _ in vb))
+            return outs if isinstance(outs, tuple) else (outs,)
+        # a batched index: every branch runs on the whole batch, a select picks per member
+        results = [bk.apply([rest[i] for i in idx]) for bk, idx in made]
+        out = list(results[0])
+        for k in range(1, len(results)):
+            for j, v in enumerate(results[k]):
+                m = (index >= k).reshape((size,) + (1,) * (v.ndim - 1))
+                out[j] = Where.apply(m, v, out[j])
+        return tuple(out)
+
+    @classmethod
+    def output_shape(cls, *shapes, **params):
+        return [tuple(s) for s, _ in params["branches"][0].out_avals]
+
+    @classmethod
+    def output_dtype(cls, *dtypes, **params):
+        return [d for _, d in params["branches"][0].out_avals]
+
+
+def switch(index, branches, *operands):
+    """Apply ``branches[index](*operands)``, as one primitive (JAX's ``lax.switch``).
+
+    ``index`` is clamped to ``[0, len(branches) - 1]``. Every branch is traced once; they
+    must return the same pytree structure, shapes and dtypes. Under ``vmap`` with a batched
+    ``index`` every branch runs and a select picks each member's result; derivatives flow
+    only through the branch taken.
+
+    Args:
+        index: Integer scalar (an int or an integer Tensor).
+        branches: Sequence of callables, each ``branch(*operands) -> out``.
+        *operands: Pytrees of Tensors, arrays or numbers passed to the branch.
+
+    Returns:
+        The chosen branch's output.
+
+    Raises:
+        TypeError: if ``index`` is not an integer scalar, ``branches`` is empty or holds a
+            non-callable, or the branches' outputs differ in structure, shape or dtype (the
+            message names both branches).
+
+    Example:
+        >>> import tapegrad as tg
+        >>> fs = [lambda x: x + 1.0, lambda x: x * 10.0]
+        >>> float(tg.switch(1, fs, tg.Tensor(2.0)))
+        20.0
+    """
+    return _switch("switch", index, branches, operands)
+
+
+def _switch(who, index, branches, operands, roles=None):
+    branches = list(branches) if isinstance(branches, (list, tuple)) else None
+    if not branches:
+        raise TypeError(f"{who}: branches must be a non-empty list or tuple of callables")
+    for k, b in enumerate(branches):
+        if not callable(b):
+            raise TypeError(f"{who}: branch {k} is a {type(b).__name__}, not a callable")
+    idx = index if isinstance(index, Tensor) else Tensor(index) if isinstance(
+        index, (int, np.integer, np.ndarray, bool, np.bool_)) else None
+    if idx is None or idx.shape != () or idx.dtype.kind not in "iub":
+        seen = _aval_str((idx.shape, idx.dtype)) if idx is not None else type(index).__name__
+        raise TypeError(f"{who}: the index must be an integer scalar, got {seen}")
+    if idx.dtype.kind == "b" or idx.dtype != np.int64:
+        idx = idx.astype(np.int64)
+    op_leaves, op_tree = _leaves(tuple(operands), who, "operands")
+    n_ops = len(op_leaves)
+    ex = [_example(t) for t in op_leaves]
+    bodies, consts, spans = [], [], []
+    out_tree: list = [None]
+    first_name: list = [None]
+    for k, b in enumerate(branches):
+        bname = _fname(b) + (f" ({roles[k]})" if roles else "")
+
+        def flat(leaves, b=b, bname=bname, k=k):
+            out = b(*tree_unflatten(op_tree, leaves))
+            got, tree = tree_flatten(out)
+            got = [_as_leaf(v, who, f"{bname}'s output") for v in got]
+            if k == 0:
+                out_tree[0] = tree
+                first_name[0] = bname
+                return got
+            first = first_name[0] if roles else f"{first_name[0]} (branch 0)"
+            return _check_leaves(who, bname, "output", got, bodies[0].out_avals, tree,
+                                 out_tree[0], "Every branch must return the same structure, "
+                                 "shapes and dtypes.", f"the output of {first}")
+
+        body, lifted = trace_body(flat, ex, bname)
+        bodies.append(body)
+        spans.append((len(consts), len(consts) + len(lifted)))
+        consts.extend(lifted)
+    outs = _apply(Switch, idx, *op_leaves, *consts, branches=tuple(bodies), n_ops=n_ops,
+                        spans=tuple(spans))
+    outs = list(outs) if isinstance(outs, tuple) else [outs]
+    return tree_unflatten(out_tree[0], outs)
+
+
+def cond(pred, true_fun, false_fun, *operands):
+    """``true_fun(*operands) if pred else false_fun(*operands)``, as one primitive (JAX's
+    ``lax.cond``): both branches are traced, one runs.
+
+    Under ``vmap`` with a batched ``pred`` both branches run and a select picks each
+    member's result.
+
+    Args:
+        pred: Boolean (or integer) scalar: a bool, an int or a Tensor.
+        true_fun: Callable on ``*operands``.
+        false_fun: Callable on ``*operands`` returning the structure, shapes and dtypes that
+            ``true_fun`` returns.
+        *operands: Pytrees of Tensors, arrays or numbers.
+
+    Returns:
+        The output of the branch taken.
+
+    Raises:
+        TypeError: if ``pred`` is not a scalar, or the branches' outputs differ (naming
+            both functions and the types seen).
+
+    Example:
+        >>> import tapegrad as tg
+        >>> f = lambda x: tg.cond(x > 0, lambda v: v * v, lambda v: -v, x)
+        >>> float(f(tg.Tensor(3.0))), float(tg.grad(f)(tg.Tensor(3.0)))
+        (9.0, 6.0)
+    """
+    p = pred if isinstance(pred, Tensor) else Tensor(pred) if isinstance(
+        pred, (bool, int, np.bool_, np.integer, np.ndarray)) else None
+    if p is None or p.shape != () or p.dtype.kind not in "biu":
+        seen = _aval_str((p.shape, p.dtype)) if p is not None else type(pred).__name__
+        raise TypeError(f"cond: pred must be a boolean scalar, got {seen}")
+    if p.dtype.kind != "b":
+        p = p != 0
+    return _switch("cond", p.astype(np.int64), [false_fun, true_fun], operands,
+                   ("false_fun", "true_fun"))
