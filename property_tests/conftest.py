@@ -3,24 +3,7 @@
 
 import os
 
-import pytest
 from hypothesis import HealthCheck, settings
-
-import tapegrad.core.fusion as _fusion
-
-_fusion.set_enabled(False)  # jit runs unfused here unless a test turns fusion on (``fused``)
-
-
-@pytest.fixture
-def fused():
-    """Fusion on for one test (skipped without numba)."""
-    pytest.importorskip("numba")
-    before = _fusion.set_enabled(True)
-    try:
-        yield
-    finally:
-        _fusion.set_enabled(before)
-
 
 settings.register_profile(
     "ci",

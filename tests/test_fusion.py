@@ -1,7 +1,8 @@
-"""jit's fusion pass: elementwise regions of a compiled program run as numba kernels.
+"""jit's fusion pass (``tg.jit(f, fuse=True)``): elementwise regions of a compiled program run
+as numba kernels; plain ``tg.jit(f)`` runs one NumPy call per op, equal to eager to the last bit.
 
 Kept to a few kernel structures (each costs a numba compile): the same small programs serve
-several checks.
+several checks. Tests that need numba skip without it; the option's checks run either way.
 """
 
 import ast
@@ -17,17 +18,18 @@ import tapegrad as tg
 import tapegrad.core.fusion as fusion
 import tapegrad.numpy as tnp
 
-pytestmark = pytest.mark.usefixtures("fused")
+needs_numba = pytest.mark.skipif(not fusion.available(), reason="numba is not installed")
 RNG = np.random.default_rng(0)
 
 
+def fused(f, **options):
+    """``f`` jitted with fusion (numba kernels)."""
+    return tg.jit(f, fuse=True, **options)
+
+
 def unfused(f, *args):
-    """``jit(f)(*args)`` with fusion off (one NumPy call per op)."""
-    before = fusion.set_enabled(False)
-    try:
-        return tg.jit(f)(*args)
-    finally:
-        fusion.set_enabled(before)
+    """``jit(f)(*args)``: no fusion (one NumPy call per op)."""
+    return tg.jit(f)(*args)
 
 
 def arith(x, b):
@@ -55,9 +57,10 @@ def _run(jitted, *args):
     return jitted(*args)
 
 
+@needs_numba
 def test_lower_shows_the_groups():
     x, b = tg.Tensor(RNG.standard_normal((3, 4))), tg.Tensor(RNG.standard_normal(4))
-    prog = tg.jit(arith).lower(x, b)
+    prog = fused(arith).lower(x, b)
     # one group per iteration shape: ``b + 2.0`` (shape (4,)) is a call of its own
     assert [g.ops for g in prog.groups] == [
         ("mul", "mul", "sub"), ("div", "greater", "maximum", "abs", "sqrt", "sub", "where")]
@@ -70,17 +73,18 @@ def test_lower_shows_the_groups():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shapes", [((3, 4), (4,)), ((2, 0), (0,)), ((1, 5), (5,)),
                                     ((4, 1), (4, 1))], ids=str)
+@needs_numba
 def test_arithmetic_is_bit_exact_values_and_gradients(dtype, shapes):
     x = tg.Tensor(RNG.standard_normal(shapes[0]).astype(dtype))
     b = tg.Tensor(RNG.standard_normal(shapes[1]).astype(dtype))
-    jf = tg.jit(arith)
+    jf = fused(arith)
     got = _run(jf, x, b)
     assert jf.lower(x, b).groups
     assert got.dtype == dtype
     np.testing.assert_array_equal(got.numpy(), arith(x, b).numpy())
     np.testing.assert_array_equal(got.numpy(), unfused(arith, x, b).numpy())
     grad = tg.grad(loss, argnums=(0, 1))
-    jg = tg.jit(grad)
+    jg = fused(grad)
     fused_g = _run(jg, x, b)
     assert jg.lower(x, b).groups
     for a, e, u in zip(fused_g, grad(x, b), unfused(grad, x, b)):
@@ -89,10 +93,11 @@ def test_arithmetic_is_bit_exact_values_and_gradients(dtype, shapes):
         np.testing.assert_array_equal(a.numpy(), u.numpy())
 
 
+@needs_numba
 def test_repeated_blocks_share_kernels_and_match_eager():
     x, w, c = (tg.Tensor(RNG.standard_normal(16) * 0.5) for _ in range(3))
     g = tg.grad(lambda x: steps(x, w, c, 40))
-    jg = tg.jit(g)
+    jg = fused(g)
     got = _run(jg, x)
     prog = jg.lower(x)
     keys = [grp.key for grp in prog.groups]
@@ -103,14 +108,15 @@ def test_repeated_blocks_share_kernels_and_match_eager():
     n_kernels = len(fusion._KERNELS)
     x2, w2, c2 = (tg.Tensor(RNG.standard_normal(7) * 0.5) for _ in range(3))
     g2 = tg.grad(lambda x: steps(x, w2, c2, 40))
-    np.testing.assert_allclose(_run(tg.jit(g2), x2).numpy(), g2(x2).numpy(), rtol=1e-13)
+    np.testing.assert_allclose(_run(fused(g2), x2).numpy(), g2(x2).numpy(), rtol=1e-13)
     assert len(fusion._KERNELS) == n_kernels
 
 
+@needs_numba
 def test_large_arrays_keep_transcendental_functions_as_numpy_calls():
     x = tg.Tensor(RNG.standard_normal((4, fusion.SMALL)))
     g = tg.grad(lambda x: tnp.sum(tnp.tanh(x * 2.0 + 1.0)))
-    jg = tg.jit(g)
+    jg = fused(g)
     prog = jg.lower(x)
     assert [grp.ops for grp in prog.groups] == [("mul", "add"), ("unary_grad", "mul")]
     assert "= tanh " in str(prog)
@@ -119,18 +125,20 @@ def test_large_arrays_keep_transcendental_functions_as_numpy_calls():
     assert not jg.lower(big).groups  # beyond MAX_SIZE: NumPy calls
 
 
+@needs_numba
 def test_nan_and_inf_as_eager_without_warnings():
     x = tg.Tensor(np.array([[0.0, -0.0, 1.0, np.inf], [-np.inf, np.nan, -2.0, 3.0]]))
     b = tg.Tensor(np.array([0.0, -2.0, np.nan, np.inf]))
-    got = _run(tg.jit(arith), x, b)  # warnings are errors here
+    got = _run(fused(arith), x, b)  # warnings are errors here
     np.testing.assert_array_equal(got.numpy(), arith(x, b).numpy())
-    fused_g = _run(tg.jit(tg.grad(loss, argnums=(0, 1))), x, b)
+    fused_g = _run(fused(tg.grad(loss, argnums=(0, 1))), x, b)
     for a, e in zip(fused_g, tg.grad(loss, argnums=(0, 1))(x, b)):
         np.testing.assert_array_equal(a.numpy(), e.numpy())
 
 
+@needs_numba
 def test_debug_nans_names_the_op_and_line_inside_a_fused_program():
-    jf = tg.jit(lambda x: tnp.log(x * 2.0) + 1.0)
+    jf = fused(lambda x: tnp.log(x * 2.0) + 1.0)
     x = tg.Tensor(np.array([1.0, -1.0]))
     _run(jf, x)
     assert jf.lower(x).groups
@@ -138,6 +146,7 @@ def test_debug_nans_names_the_op_and_line_inside_a_fused_program():
         jf(x)
 
 
+@needs_numba
 def test_kernel_source_is_made_of_the_fixed_vocabulary_only():
     x = tg.Tensor(RNG.standard_normal((3, 4)).astype(np.float32))
     secret = 1234.5678
@@ -145,7 +154,7 @@ def test_kernel_source_is_made_of_the_fixed_vocabulary_only():
     def f(x):
         return tnp.tanh(x * secret + 7.25).astype(np.float64) * 3.0
 
-    prog = tg.jit(f).lower(x)
+    prog = fused(f).lower(x)
     (grp,) = prog.groups
     assert "1234" not in grp.source and "7.25" not in grp.source
     names, attrs = set(), set()
@@ -161,30 +170,122 @@ def test_kernel_source_is_made_of_the_fixed_vocabulary_only():
     assert attrs <= {"shape", "empty", "tanh", "float32", "float64"}, attrs
 
 
-def test_switched_off_and_without_numba(monkeypatch, caplog):
+def test_fusion_is_off_unless_asked_for_and_plain_jit_is_bit_exact():
+    """``tg.jit(f)`` equals ``f`` to the last bit, transcendental functions included (the C
+    math library's ``tanh`` in a kernel is a few ulp from NumPy's); ``fuse=True`` opts in."""
+    x, w, c = (tg.Tensor(RNG.standard_normal(16) * 0.5) for _ in range(3))
+    fns = {"chain": lambda x: steps(x, w, c, 3), "grad": tg.grad(lambda x: steps(x, w, c, 3)),
+           "tanh": lambda x: tnp.tanh(x * 1.5)}
+    for name, f in fns.items():
+        for jf in (tg.jit(f), tg.jit(f, fuse=False), tg.jit()(f),
+                   tg.filter_jit(f), tg.filter_jit(f, fuse=False)):
+            got = _run(jf, x)
+            np.testing.assert_array_equal(got.numpy(), f(x).numpy(), err_msg=name)
+        prog = tg.jit(f).lower(x)
+        assert prog.groups == [] and "fused[" not in str(prog)
+        if fusion.available():
+            assert fused(f).lower(x).groups, name
+            assert tg.jit(fuse=True)(f).lower(x).groups, name
+
+
+@pytest.mark.parametrize("bad", [1, 0, None, "yes", np.bool_(True)], ids=repr)
+def test_fuse_must_be_a_bool(bad):
+    f = lambda x: x * 2.0  # noqa: E731
+    for make, who in ((lambda: tg.jit(f, fuse=bad), "jit"), (lambda: tg.jit(fuse=bad), "jit"),
+                      (lambda: tg.filter_jit(f, fuse=bad), "filter_jit")):
+        with pytest.raises(TypeError, match=rf"^{who}: fuse must be a bool .*got "):
+            make()
+
+
+def test_without_numba_runs_unfused_and_says_so_once(monkeypatch, caplog):
     x, b = tg.Tensor(RNG.standard_normal((3, 4))), tg.Tensor(RNG.standard_normal(4))
-    before = fusion.set_enabled(False)
-    try:
-        assert not fusion.enabled() and not tg.jit(arith).lower(x, b).groups
-    finally:
-        fusion.set_enabled(before)
     monkeypatch.setitem(sys.modules, "numba", None)  # import numba fails
     monkeypatch.setitem(fusion._STATE, "warned", False)
     monkeypatch.setitem(fusion._STATE, "no_numba", False)
     with caplog.at_level(logging.INFO, logger="tapegrad"):
+        _run(tg.jit(arith), x, b)  # not asked for: numba is not even looked for
+        assert not caplog.records
+        assert not fusion.available()
         for _ in range(2):
-            jf = tg.jit(arith)
+            jf = fused(arith)
             np.testing.assert_array_equal(_run(jf, x, b).numpy(), arith(x, b).numpy())
             assert not jf.lower(x, b).groups
-    assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1
+    assert len(caplog.records) == 1
     assert "numba is not installed" in caplog.records[0].message
-    with pytest.raises(TypeError, match="set_enabled: on must be a bool"):
-        fusion.set_enabled(1)  # pyright: ignore[reportArgumentType]
+    assert "fuse=True" in caplog.records[0].message
+
+
+def _typing_error():
+    import numba
+
+    return numba.core.errors.TypingError("Cannot determine Numba type of <class 'object'>")
+
+
+@needs_numba
+@pytest.mark.parametrize("error", [_typing_error, lambda: RuntimeError("LLVM gave up")],
+                         ids=["TypingError", "RuntimeError"])
+def test_a_kernel_numba_cannot_compile_runs_as_numpy_calls(monkeypatch, caplog, error):
+    """Every kernel fails to build: each group runs its steps as NumPy calls, values and
+    gradients equal the eager ones, and the logger warns once per kernel, naming the ops."""
+    monkeypatch.setattr(fusion, "_BROKEN", set())
+    calls = []
+
+    def broken(src):
+        def kernel(*args):
+            calls.append(src)
+            raise error()
+
+        return kernel
+
+    monkeypatch.setattr(fusion, "_kernel", broken)
+    x, b = tg.Tensor(RNG.standard_normal((3, 4))), tg.Tensor(RNG.standard_normal(4))
+    grad = tg.grad(loss, argnums=(0, 1))
+    with caplog.at_level(logging.WARNING, logger="tapegrad"):
+        jf, jg = fused(arith), fused(grad)
+        for _ in range(3):
+            np.testing.assert_array_equal(jf(x, b).numpy(), arith(x, b).numpy())
+            for a, e in zip(jg(x, b), grad(x, b)):
+                np.testing.assert_array_equal(a.numpy(), e.numpy())
+    assert jf.lower(x, b).groups == [] and "fused[" not in str(jg.lower(x, b))
+    msgs = [r.getMessage() for r in caplog.records]
+    assert msgs and len(msgs) == len(set(calls))  # one warning per kernel, each tried once
+    assert len(calls) == len(set(calls))
+    assert any("[mul mul sub]" in m for m in msgs), msgs
+    assert all("numba could not compile" in m and type(error()).__name__ in m for m in msgs)
+
+
+@needs_numba
+def test_a_real_typing_error_leaves_the_other_groups_fused(monkeypatch, caplog, tmp_path):
+    """numba's own typing error (a kernel source it cannot type) on one kernel: that group's
+    steps run as NumPy calls, the program's other group stays fused, results equal eager."""
+    monkeypatch.setenv("TAPEGRAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(fusion, "_BROKEN", set())
+    source = fusion._source
+
+    def untypable(shape, used, outs):
+        src = source(shape, used, outs)
+        if "np.sqrt" not in src:
+            return src
+        return src.replace("    n0 = ", "    bad = 'a' + 1\n    n0 = ", 1)
+
+    monkeypatch.setattr(fusion, "_source", untypable)
+    x, b = tg.Tensor(RNG.standard_normal((3, 4))), tg.Tensor(RNG.standard_normal(4))
+    jf = fused(arith)
+    assert [g.ops for g in jf.lower(x, b).groups] == [
+        ("mul", "mul", "sub"), ("div", "greater", "maximum", "abs", "sqrt", "sub", "where")]
+    with caplog.at_level(logging.WARNING, logger="tapegrad"):
+        for _ in range(3):
+            np.testing.assert_array_equal(jf(x, b).numpy(), arith(x, b).numpy())
+    assert [g.ops for g in jf.lower(x, b).groups] == [("mul", "mul", "sub")]
+    text = str(jf.lower(x, b))
+    assert "= sqrt " in text and "= where " in text
+    (msg,) = [r.getMessage() for r in caplog.records]
+    assert "TypingError" in msg and "[div greater maximum abs sqrt sub where]" in msg
 
 
 _CACHED = """
 import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
-f = tg.jit(lambda x: tnp.exp(x * 0.5) - x)
+f = tg.jit(lambda x: tnp.exp(x * 0.5) - x, fuse=True)
 x = tg.Tensor(np.arange(3.0))
 f(x); y = f(x)
 assert np.allclose(y.numpy(), np.exp(np.arange(3.0) * 0.5) - np.arange(3.0))
@@ -194,8 +295,9 @@ print(sum(st.cache_hits.values()), sum(st.cache_misses.values()))
 """
 
 
+@needs_numba
 def test_kernels_are_cached_on_disk_across_processes(tmp_path):
-    env = dict(os.environ, TAPEGRAD_CACHE_DIR=str(tmp_path), TAPEGRAD_FUSION="1")
+    env = dict(os.environ, TAPEGRAD_CACHE_DIR=str(tmp_path))
     env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p])
     runs = [subprocess.run([sys.executable, "-c", _CACHED], env=env, capture_output=True,
                            text=True, timeout=300) for _ in range(2)]

@@ -13,10 +13,15 @@ symbolic scalars). Kernel source is written only from this module's fixed vocabu
 expression templates and dtype names: no op label, parameter, user value or string from a tape
 ever becomes source text; user constants (arrays and Python numbers) are kernel arguments.
 
+The pass runs only for a function jitted with ``tg.jit(f, fuse=True)``: a kernel computes
+transcendental functions with the C math library, within a few ulp of NumPy's own loops, so
+fusion is a per-function choice of speed over last-bit equality with the eager call.
+
 Groups with the same structure (ops, dtypes, broadcasting pattern) share one kernel. Kernels
 are compiled by numba with its on-disk cache, in files named by the hash of their source under
 :func:`cache_dir`, so a new process reuses them. Without numba, programs run unfused and the
-``tapegrad`` logger says so once.
+``tapegrad`` logger says so once. A kernel numba cannot compile runs as the group's NumPy
+calls from then on, and the ``tapegrad`` logger warns once, naming the group's ops.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import numpy as np
 from tapegrad.core.function import Traits
 from tapegrad.core.trace import Guard
 
-__all__ = ["FusedGroup", "cache_dir", "enabled", "set_enabled"]
+__all__ = ["FusedGroup", "available", "cache_dir"]
 
 _log = logging.getLogger("tapegrad")
 
@@ -56,44 +61,26 @@ _LIBM = frozenset({"power", "logaddexp", "hypot", "arctan2", "exp", "expm1", "lo
                    "log2", "log10", "sin", "cos", "tan", "sinh", "cosh", "tanh", "arctan",
                    "arcsinh", "sigmoid"})
 
-_STATE: dict = {"enabled": os.environ.get("TAPEGRAD_FUSION", "1") != "0", "warned": False}
+_STATE: dict = {"warned": False}
 _LOCK = threading.Lock()
 _KERNELS: dict = {}  # source hash -> compiled numba dispatcher
+_BROKEN: set = set()  # keys of kernels numba failed to compile: their groups run unfused
 
 
-def enabled() -> bool:
-    """Whether ``jit`` fuses elementwise regions into native kernels now: fusion is switched
-    on (:func:`set_enabled`, environment variable ``TAPEGRAD_FUSION=0`` to start with it off)
-    and numba is installed.
-
-    Returns:
-        True when the next program ``jit`` compiles will be fused.
-    """
-    return bool(_STATE["enabled"]) and _numba() is not None
-
-
-def set_enabled(on: bool) -> bool:
-    """Switch fusion on or off for programs compiled from now on (compiled ones keep theirs).
-
-    Args:
-        on: True to fuse, False to run every step as its own NumPy call.
+def available() -> bool:
+    """Whether numba is installed, so that ``tg.jit(f, fuse=True)`` fuses elementwise regions
+    into native kernels (without it, such a function runs unfused and the ``tapegrad`` logger
+    says so once).
 
     Returns:
-        The previous setting.
-
-    Raises:
-        TypeError: if ``on`` is not a bool.
+        True when numba can be imported.
 
     Example:
         >>> import tapegrad.core.fusion as fusion
-        >>> before = fusion.set_enabled(False)
-        >>> _ = fusion.set_enabled(before)
+        >>> isinstance(fusion.available(), bool)
+        True
     """
-    if type(on) is not bool:
-        raise TypeError(f"set_enabled: on must be a bool, got {type(on).__name__}")
-    old = _STATE["enabled"]
-    _STATE["enabled"] = on
-    return old
+    return _numba() is not None
 
 
 def cache_dir() -> str:
@@ -121,9 +108,9 @@ def _numba():
         _STATE["no_numba"] = True
         if not _STATE["warned"]:
             _STATE["warned"] = True
-            _log.info("jit: numba is not installed, so programs run unfused (one NumPy call "
-                      "per op); install numba (pip install -e \".[jit]\" in a clone) to fuse "
-                      "elementwise regions")
+            _log.info("jit(fuse=True): numba is not installed, so programs run unfused (one "
+                      "NumPy call per op); install numba (pip install -e \".[jit]\" in a clone) "
+                      "to fuse elementwise regions")
         return None
     return numba
 
@@ -380,6 +367,11 @@ class FusedGroup:
     """A fused group of elementwise steps run as one native kernel: the ``fn`` of one program
     step (``str(program)`` shows it as ``fused[op op ...]``).
 
+    numba compiles the kernel at the program's first run (:meth:`compile`, on the run's own
+    arguments). A kernel it cannot compile or type is never called: the program is fused
+    again with that group's steps left as NumPy calls, and the ``tapegrad`` logger warns once,
+    naming the ops.
+
     Attributes:
         ops: The labels of the fused primitives, in program order.
         key: The hash of the kernel's source: groups with equal keys share one kernel.
@@ -395,6 +387,33 @@ class FusedGroup:
     def forward(self, ctx, *args):
         out = self._kernel(*args)
         return out if self._n_out > 1 else out[0]
+
+    def compile(self, args) -> bool:
+        """Compile the kernel for arguments like ``args`` (numba compiles at a first call:
+        this runs it once on ``args``), unless it is compiled for them already.
+
+        Args:
+            args: The arrays and numbers the kernel is called with (its step's inputs).
+
+        Returns:
+            False when numba cannot compile it: its key is then noted (no group builds this
+            kernel again) and the ``tapegrad`` logger warns once, naming the ops.
+        """
+        if self.key in _BROKEN:
+            return False
+        try:
+            self._kernel(*args)
+        except Exception as e:  # a typing or lowering error, or any other failure to build
+            with _LOCK:
+                warn = self.key not in _BROKEN
+                _BROKEN.add(self.key)
+            if warn:
+                why = (str(e).strip().splitlines() or [""])[0][:200]
+                _log.warning("jit(fuse=True): numba could not compile the fused kernel of "
+                             "[%s] (%s: %s); these ops run as NumPy calls instead",
+                             " ".join(self.ops), type(e).__name__, why)
+            return False
+        return True
 
     def _name(self) -> str:
         return "fused[" + " ".join(self.ops) + "]"
@@ -431,9 +450,10 @@ def fuse(steps: list, outputs: list, avals: dict, make_step) -> tuple:
 
     Returns:
         ``(steps, groups)``: the steps with each group of two or more replaced by one step
-        running its :class:`FusedGroup`, and the groups.
+        running its :class:`FusedGroup`, and the groups. A group whose kernel numba failed
+        to compile before (:meth:`FusedGroup.compile`) keeps its steps.
     """
-    if not enabled():
+    if not available():
         return steps, []
 
     items: list = []  # program steps and groups (each at the place it closes), in order
@@ -478,32 +498,31 @@ def fuse(steps: list, outputs: list, avals: dict, make_step) -> tuple:
             close()
         items.append(s)
     close()
-    # who reads each value: a group only what its kernel reads (a formula may ignore an operand)
-    reads: dict = {}
-    for j, it in enumerate(items):
-        if type(it) is _Group:
-            got = it.ext_reads
-        elif type(it) is Guard:
-            got = (it.node,)
-        else:
-            got = [v for k, v in it.ins if k == "v"]
-        for n in got:
-            reads.setdefault(n, set()).add(j)
-    for k, v in outputs:
-        if k == "v":
-            reads.setdefault(v, set()).add(-1)
+    # from the end, who reads each value later: a fused group only what its kernel reads (a
+    # formula may ignore an operand); a group that is not fused, what its steps read
+    later = {v for k, v in outputs if k == "v"}
     new: list = []
     groups: list = []
-    for j, it in enumerate(items):
-        if type(it) is not _Group:
+    for it in reversed(items):
+        if type(it) is Guard:
+            later.add(it.node)
             new.append(it)
             continue
-        step = _emit(it, [n for n, _ in it.nodes if reads.get(n, set()) - {j}], avals,
-                     make_step)
-        if step is None:  # a kernel that cannot be built: the whole program runs unfused
-            return steps, []
+        if type(it) is not _Group:
+            later.update(v for k, v in it.ins if k == "v")
+            new.append(it)
+            continue
+        step = _emit(it, [n for n, _ in it.nodes if n in later], avals, make_step)
+        if step is None:  # no kernel (numba failed on this one before): the steps as they are
+            for s in reversed(it.steps):
+                later.update(v for k, v in s.ins if k == "v")
+                new.append(s)
+            continue
+        later.update(it.ext_reads)
         new.append(step)
         groups.append(step.fn)
+    new.reverse()
+    groups.reverse()
     return new, groups
 
 
@@ -613,13 +632,15 @@ def _emit(g: _Group, out_nodes: list, avals, make_step):
         src = _source(g.shape, used, outs)
     except _NotFusable:
         return None
+    key = hashlib.sha256(src.encode()).hexdigest()[:16]
+    if key in _BROKEN:
+        return None
     kernel = _kernel(src)
     if kernel is None:
         return None
-    key = hashlib.sha256(src.encode()).hexdigest()[:16]
     fg = FusedGroup([s.fn._name() for s in g.steps], key, src, kernel, len(outs))
     return make_step(fg, {}, tuple(ins), tuple(n for n, _ in outs),
-                 [avals[n] for n, _ in outs])
+                     [avals[n] for n, _ in outs])
 
 
 def _source(shape: tuple, used: list, outs: list) -> str:

@@ -24,6 +24,7 @@ What the planning may assume about each op is its :class:`~tapegrad.core.functio
 from __future__ import annotations
 
 import itertools
+import threading
 
 import numpy as np
 
@@ -41,6 +42,8 @@ from tapegrad.core.trace import (
 )
 
 __all__ = ["Program"]
+
+_COMPILE_LOCK = threading.Lock()  # a fused program's first run compiles its kernels
 
 
 def _hashable(v) -> bool:
@@ -223,8 +226,57 @@ class Program:
         self._steps, self._outputs = live_steps, outputs
         self.groups: list = []
         if self._fuse:  # elementwise regions as native kernels (tapegrad.core.fusion)
+            self._live = live_steps
             self._steps, self.groups = _fusion.fuse(live_steps, outputs, tape.avals, _Step)
+        self._cold = bool(self.groups)  # kernels compile at the first run
         self._plan(tape)
+
+    def _first_run(self, arrays, dev: str):
+        """The first run of a fused program (None if another thread made it): its steps one
+        by one, unfused, then on the CPU each kernel compiled on its own arguments from that
+        run. A kernel numba cannot compile leaves its group's steps as NumPy calls: the steps
+        are fused again without it, and planned anew. Returns the output arrays."""
+        with _COMPILE_LOCK:
+            if not self._cold:
+                return None
+            live = self._live
+            last: dict = {}
+            for i, s in enumerate(live):
+                for n in ([s.node] if type(s) is Guard else [v for k, v in s.ins if k == "v"]):
+                    last[n] = i
+            keep = {v for k, v in self._outputs if k == "v"}
+            env = dict(zip(self.tape.in_nodes, arrays))
+            for i, s in enumerate(live):
+                if type(s) is Guard:
+                    check_guard(s, env[s.node], "jit")
+                    continue
+                ins = [v for k, v in s.ins if k == "v"]
+                outs = _run_step(s.fn, s.params, [env[v] if k == "v" else v for k, v in s.ins],
+                                 dev)
+                env.update(zip(s.outs, outs))
+                for n in set(ins):  # kernels read small values only: keep those for compiling
+                    if (last[n] == i and n not in keep
+                            and getattr(env[n], "size", 0) > _fusion.MAX_SIZE):
+                        del env[n]
+            result = tuple(env[v] if k == "v" else v for k, v in self._outputs)
+            if dev != "cpu":  # kernels run on NumPy arrays: this program runs unfused here
+                return result
+            while True:
+                ok = True
+                for s in self._steps:
+                    if type(s) is not Guard and type(s.fn) is _fusion.FusedGroup:
+                        ok = s.fn.compile([env[v] if k == "v" else v for k, v in s.ins]) and ok
+                if ok:
+                    break
+                for s in live:  # fuse again without the kernels numba could not compile
+                    if type(s) is not Guard:
+                        s.out_into = None
+                self._steps, self.groups = _fusion.fuse(live, self._outputs, self.tape.avals,
+                                                        _Step)
+                self._plan(self.tape)
+                self.__dict__.pop("_fns", None)
+            self._cold = False
+            return result
 
     def _layout(self, steps: list, outputs: list) -> tuple:
         """Layout pass: a transpose of a transpose that cancels is dropped (its output is the
@@ -467,6 +519,11 @@ class Program:
             if type(a) is not np.ndarray and hasattr(a, "shape"):
                 dev = _backend.device_of(a)
                 break
+        if self._cold and not _state.debug:  # a fused program's first run compiles kernels
+            with transform_scope():
+                got = self._first_run(arrays, dev)
+            if got is not None:
+                return got
         fn = self._compiled(dev)
         if self._unchecked:  # a tape from a file: its entries run as written first, checked
             self._check(arrays, dev)

@@ -33,7 +33,7 @@ from tapegrad.core.tree import (
     static_key,
     tree_flatten,
 )
-from tapegrad.transforms.jit import jit
+from tapegrad.transforms.jit import _check_fuse, jit
 from tapegrad.transforms.reverse import check_callable, value_and_grad
 
 __all__ = ["filter_value_and_grad", "filter_grad", "filter_jit"]
@@ -139,7 +139,7 @@ class _Static:
 register(_Static, lambda s: ((), s), lambda aux, children: aux)
 
 
-def filter_jit(fun: Callable) -> Callable[..., Any]:
+def filter_jit(fun: Callable, *, fuse: bool = False) -> Callable[..., Any]:
     """:func:`tapegrad.jit` for arguments that mix arrays with other leaves (Equinox's
     ``filter_jit``).
 
@@ -151,12 +151,18 @@ def filter_jit(fun: Callable) -> Callable[..., Any]:
     returned. Module arguments need no filtering (``tg.jit`` takes them); this is for other
     mixed trees, such as a dict of arrays and activation functions.
 
+    Args:
+        fun: The function.
+        fuse: Bool, default False: fuse elementwise regions into native kernels, as
+            :func:`tapegrad.jit`'s ``fuse``.
+
     Returns:
         A function with ``fun``'s signature and results, with ``clear_cache()`` and
         ``cache_size()`` as :func:`tapegrad.jit`'s.
 
     Raises:
-        TypeError: for a non-callable ``fun``; as :func:`tapegrad.jit`.
+        TypeError: for a non-callable ``fun``; for a ``fuse`` that is not a bool; as
+            :func:`tapegrad.jit`.
 
     Example:
         >>> import numpy as np
@@ -168,6 +174,7 @@ def filter_jit(fun: Callable) -> Callable[..., Any]:
         ('dense', (1, 2))
     """
     check_callable(fun, "filter_jit")
+    _check_fuse(fuse, "filter_jit")
 
     def run(dynamic, static):
         call: Any = combine(dynamic, static.value)
@@ -176,7 +183,7 @@ def filter_jit(fun: Callable) -> Callable[..., Any]:
         return out_dynamic, _Static(out_static)
 
     run.__name__ = getattr(fun, "__name__", "fun")
-    compiled = jit(run)
+    compiled = jit(run, fuse=fuse)
 
     def filtered(*args, **kwargs):
         dynamic, static = partition((args, kwargs), is_array)

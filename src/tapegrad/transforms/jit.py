@@ -193,10 +193,11 @@ def _exact_number(v):
     return v
 
 
-def _record(call, args: tuple, who: str, static_numbers: bool = False):
+def _record(call, args: tuple, who: str, static_numbers: bool = False, fuse: bool = False):
     """Trace ``call(*args)`` for ``jit``: Python number leaves as :class:`WeakScalar` inputs
     (or, with ``static_numbers``, as themselves: the program is then for these values), the
-    state of stateful objects as implicit inputs and outputs.
+    state of stateful objects as implicit inputs and outputs; with ``fuse``, the program's
+    elementwise regions run as native kernels (:mod:`tapegrad.core.fusion`).
 
     Returns ``(out, compiled)``; ``compiled`` is None when the recording read a value another
     transform traces (the result is right, but no program can be reused).
@@ -263,7 +264,7 @@ def _record(call, args: tuple, who: str, static_numbers: bool = False):
     tape = freeze(trace, in_nodes, treedef, refs, [(v.shape, v.dtype) for v in lowered],
                   out_tree)
     compiled = _Compiled(
-        Program(tape, fuse=True), static_numbers, n_out, out_tree,
+        Program(tape, fuse=fuse), static_numbers, n_out, out_tree,
         tuple((owner, slot, kind, info) for owner, slot, _, kind, info in reads),
         tuple(writes), tuple(const_writes),
         tuple((o, o._implicit_snapshot()) for o, _ in cap.owners.values()),  # as left
@@ -347,9 +348,19 @@ def _signature(leaves, who):
 _MAX_BRANCHES = 8
 
 
+def _check_fuse(fuse, who: str) -> None:
+    """Refuse a ``fuse`` option that is not a bool (``who`` names the entry point)."""
+    if type(fuse) is not bool:
+        raise TypeError(
+            f"{who}: fuse must be a bool (True to fuse elementwise regions into native "
+            f"kernels, False for one NumPy call per op), got {type(fuse).__name__} {fuse!r:.40}"
+        )
+
+
 @strict_keywords
 def jit(
-    fun=None, *, static_argnums: Any = (), static_argnames: Any = (), cache_size: int = 64
+    fun=None, *, static_argnums: Any = (), static_argnames: Any = (), cache_size: int = 64,
+    fuse: bool = False,
 ) -> Any:
     """Compile ``fun``: trace it once per input signature into a :class:`Program`, and run the
     compiled program on later calls with that signature.
@@ -394,6 +405,13 @@ def jit(
           code, or compute on the Tensor.
         - Called on values another transform is tracing (inside ``grad``), ``fun`` simply
           runs, so that transform can differentiate it.
+        - With ``fuse=True``, connected regions of elementwise ops run as native kernels
+          compiled by numba (one loop, no temporaries; see ``docs/performance.md``). Arithmetic,
+          comparisons, selections, casts, ``sqrt``, ``abs``, ``maximum`` and ``minimum`` stay
+          bit-exact; transcendental functions (``exp``, ``log``, ``tanh``, ...) come from the C
+          math library and may differ from the eager result by a few units in the last place.
+          Without numba the program runs unfused and the ``tapegrad`` logger says so once; a
+          kernel numba cannot compile runs as its NumPy calls, with one logged warning.
 
     Args:
         fun: The function.
@@ -401,6 +419,8 @@ def jit(
         static_argnames: Str or tuple of str: keyword arguments that are static.
         cache_size: How many signatures to keep compiled programs for (least recently used
             ones are dropped).
+        fuse: Bool, default False: fuse elementwise regions into native kernels (numba), for
+            speed on many small ops, at the cost of last-bit equality of transcendental ops.
 
     Returns:
         A function with ``fun``'s signature and results (leaves as Tensors). It has
@@ -411,7 +431,7 @@ def jit(
     Raises:
         TypeError: for an argument that cannot be traced (a string, an object) and is not
             static, naming ``static_argnums``/``static_argnames``; for an unhashable static
-            argument.
+            argument; for a ``fuse`` that is not a bool.
         ValueError: for a ``static_argnums`` entry out of range.
 
     Example:
@@ -424,10 +444,15 @@ def jit(
         >>> reshape = tg.jit(lambda x, n: tnp.reshape(x, (n, -1)), static_argnums=1)
         >>> reshape(tg.Tensor([1.0, 2.0, 3.0, 4.0]), 2).shape
         (2, 2)
+        >>> fused = tg.jit(lambda x: tnp.sum(x * 2.0 + 1.0), fuse=True)  # kernels with numba
+        >>> fused(tg.Tensor([1.0, 2.0])).item()
+        8.0
     """
+    _check_fuse(fuse, "jit")
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums,
-                                 static_argnames=static_argnames, cache_size=cache_size)
+                                 static_argnames=static_argnames, cache_size=cache_size,
+                                 fuse=fuse)
     if not callable(fun):
         raise TypeError(f"jit: fun must be callable, got {type(fun).__name__}")
     s_nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
@@ -472,7 +497,7 @@ def jit(
             full = [static_at[i] if i in static_at else next(it) for i in range(n)]
             return fun(*full, **k, **kw_static)
 
-        return _record(call, (dyn, dkw), who, static_numbers)
+        return _record(call, (dyn, dkw), who, static_numbers, fuse)
 
     def by_value(key, leaves):
         """The key of a signature whose numbers are static: with their values."""
