@@ -24,8 +24,8 @@ fused helper made for the benchmark:
 - **rnn**: an Elman RNN, ``h = tanh(x_t @ wx + h @ wh + b)`` for T=20 steps, batch 32, hidden
   128, input 64, float64, loss ``sum(h * h)`` of the last state; gradient in ``(wx, wh, b)``
   under ``jit(grad)``, beside a hand-written NumPy forward and backward.
-- **compile**: the chain's first ``jit(grad)`` call in a fresh process, with an empty kernel
-  cache and with the cache the first process left.
+- **compile**: the chain's first ``jit(grad, fuse=True)`` calls in a fresh process, with an
+  empty kernel cache and with the cache the first process left.
 - **memory**: peak bytes (tracemalloc) of one forward+backward of a 50-layer width-256 ReLU MLP
   (batch 256, float32), eager and under ``jit``.
 
@@ -33,8 +33,9 @@ All times are ratios measured in one run, in interleaved rounds of process CPU t
 round times every column once; each keeps its best round), single thread pinned to one core.
 Never quote a lone absolute time from this script: the machines are noisy.
 
-Each ``jit`` column is measured with elementwise fusion (numba kernels) and, in the column
-marked "unfused", with one NumPy call per op.
+The chain, RNN, MLP and CNN workloads are measured under plain ``jit`` (one NumPy call per op,
+equal to the eager results to the last bit) and under ``jit(..., fuse=True)`` (elementwise
+regions fused into numba kernels; transcendental functions within a few ulp of NumPy's).
 
 Run: ``python bench/user_code.py [--only chain,rnn,mlp,hvp,cnn,compile,memory] [--repeat 7]``.
 """
@@ -68,7 +69,6 @@ from _util import (  # noqa: E402
 )
 
 import tapegrad as tg  # noqa: E402
-import tapegrad.core.fusion as fusion  # noqa: E402
 import tapegrad.numpy as tnp  # noqa: E402
 from tapegrad.nn import functional as F  # noqa: E402
 
@@ -124,8 +124,9 @@ def chain_bench(repeat, steps=100):
     jg = tg.jit(g)
     np.testing.assert_allclose(jg(X).numpy(), ref, rtol=1e-9)
     cols["tapegrad jit(grad)"] = lambda: jg(X)
-    ju = unfused(tg.jit(g), X)
-    cols["tapegrad jit(grad), unfused"] = lambda: ju(X)
+    jf = tg.jit(g, fuse=True)
+    np.testing.assert_allclose(jf(X).numpy(), ref, rtol=1e-9)
+    cols["tapegrad jit(grad, fuse=True)"] = lambda: jf(X)
     torch = optional("torch")
     if torch is not None:
         torch.set_num_threads(1)
@@ -176,16 +177,6 @@ def chain_bench(repeat, steps=100):
     return head, table(rows, ["implementation", "vs NumPy", "vs PyTorch eager"]), times
 
 
-def unfused(jitted, *args):
-    """``jitted`` with its program for ``args`` recorded unfused (one NumPy call per op)."""
-    before = fusion.set_enabled(False)
-    try:
-        jitted(*args)
-    finally:
-        fusion.set_enabled(before)
-    return jitted
-
-
 # -- RNN -----------------------------------------------------------------------------------------
 def tg_rnn_loss(params, xs, h0):
     wx, wh, b = params
@@ -226,8 +217,9 @@ def rnn_bench(repeat, T=20, B=32, H=128, D=64):
         np.testing.assert_allclose(a.numpy(), r, rtol=1e-9, atol=1e-12)
     cols = {"NumPy (hand-written)": lambda: np_rnn_grad(params, xs, h0),
             "tapegrad jit(grad)": lambda: jg(tp, txs, th0)}
-    ju = unfused(tg.jit(g), tp, txs, th0)
-    cols["tapegrad jit(grad), unfused"] = lambda: ju(tp, txs, th0)
+    jf = tg.jit(g, fuse=True)
+    jf(tp, txs, th0)
+    cols["tapegrad jit(grad, fuse=True)"] = lambda: jf(tp, txs, th0)
     torch = optional("torch")
     if torch is not None:
         torch.set_num_threads(1)
@@ -275,7 +267,7 @@ def chain(x, steps=166):
         y = tnp.logaddexp(tnp.tanh(y * w + c), 0.0)
         total = total + tnp.sum(y)
     return total
-jg = tg.jit(tg.grad(chain))
+jg = tg.jit(tg.grad(chain), fuse=True)
 jg(x)
 t1 = time.perf_counter()
 jg(x)
@@ -285,9 +277,10 @@ print(t1 - t0, t2 - t1)
 
 
 def compile_cost():
-    """The chain's (996 ops) first two ``jit(grad)`` calls in fresh processes: the first call
-    records and compiles (the second runs the program: the kernels' compile or cache load),
-    with an empty kernel cache, then with the cache the first process left. Seconds, wall."""
+    """The chain's (996 ops) first two ``jit(grad, fuse=True)`` calls in fresh processes: the
+    first call records and compiles (the second runs the program: the kernels' compile or
+    cache load), with an empty kernel cache, then with the cache the first process left.
+    Seconds, wall."""
     import subprocess
     import tempfile
 
@@ -380,8 +373,8 @@ def mlp_bench(repeat):
     jstep = tg.jit(tg_sgd_step)
     assert np.isclose(float(jstep(tparams, *batch)[0]), ref, rtol=2e-4)
     cols["tapegrad jit(step)"] = _carry(jstep, tparams, batch)
-    ustep = unfused(tg.jit(tg_sgd_step), tparams, *batch)
-    cols["tapegrad jit(step), unfused"] = _carry(ustep, tparams, batch)
+    fstep = tg.jit(tg_sgd_step, fuse=True)
+    cols["tapegrad jit(step, fuse=True)"] = _carry(fstep, tparams, batch)
     torch = optional("torch")
     if torch is not None:
         step, loss_fn, _ = torch_mlp(torch, init, x, y)
@@ -566,8 +559,7 @@ def cnn_bench(repeat):
     cols["tapegrad"] = _carry(step, tparams, batch)
     jstep = tg.jit(step)
     cols["tapegrad jit(step)"] = _carry(jstep, tparams, batch)
-    cols["tapegrad jit(step), unfused"] = _carry(unfused(tg.jit(step), tparams, *batch),
-                                                  tparams, batch)
+    cols["tapegrad jit(step, fuse=True)"] = _carry(tg.jit(step, fuse=True), tparams, batch)
     torch = optional("torch")
     if torch is not None:
         torch.set_num_threads(1)
@@ -645,7 +637,7 @@ def main(argv=None):
     if "compile" in parts:
         res = compile_cost()
         rows = [[k, f"{a:.2f} s", f"{b:.3f} s"] for k, (a, b) in res.items()]
-        out += ["Chain of 996 ops, jit(grad) in a fresh process (wall time)", ""]
+        out += ["Chain of 996 ops, jit(grad, fuse=True) in a fresh process (wall time)", ""]
         out += [table(rows, ["kernel cache", "import + first call", "second call"]), ""]
     if "mlp" in parts:
         t = mlp_bench(args.repeat)

@@ -263,9 +263,14 @@ class Program:
                 return result
             while True:
                 ok = True
-                for s in self._steps:
-                    if type(s) is not Guard and type(s.fn) is _fusion.FusedGroup:
-                        ok = s.fn.compile([env[v] if k == "v" else v for k, v in s.ins]) and ok
+                fused = [s for s in self._steps
+                         if type(s) is not Guard and type(s.fn) is _fusion.FusedGroup]
+                # what a kernel gives is a new C-ordered array: compiled for such arguments
+                made = {n for s in fused for n in s.outs}
+                for s in fused:
+                    args = [(np.array(env[v], order="C") if v in made else env[v])
+                            if k == "v" else v for k, v in s.ins]
+                    ok = s.fn.compile(args) and ok
                 if ok:
                     break
                 for s in live:  # fuse again without the kernels numba could not compile
