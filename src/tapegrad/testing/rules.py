@@ -279,6 +279,7 @@ class _Checker:
                 if err is not None:
                     self.fail("jit", "Tape", f"tracing raised {_describe(err)}")
                     return
+                assert got is not None  # no error: a result
                 tape = got[1]
                 continue
             got, err = _run(tape.replay, ts)
