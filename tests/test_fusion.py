@@ -283,6 +283,51 @@ def test_a_real_typing_error_leaves_the_other_groups_fused(monkeypatch, caplog, 
     assert "TypingError" in msg and "[div greater maximum abs sqrt sub where]" in msg
 
 
+@needs_numba
+@pytest.mark.parametrize("kernels", ["compile", "fail"])
+def test_callbacks_guards_and_large_values_through_the_first_runs(monkeypatch, caplog, kernels):
+    """The first run (unfused, then compiling) and the later ones give the eager results, run
+    a callback once per call and follow guards; so with every kernel failing to compile."""
+    monkeypatch.setattr(fusion, "_BROKEN", set())
+    if kernels == "fail":
+        def broken(src):
+            def kernel(*args):
+                raise RuntimeError("no kernel")
+
+            return kernel
+
+        monkeypatch.setattr(fusion, "_kernel", broken)
+    seen = []
+    m = tg.Tensor(RNG.standard_normal((fusion.MAX_SIZE // 64, 128)))  # large values
+
+    def f(x, b):
+        y = arith(x, b)
+        tg.debug.callback(lambda v: seen.append(v.numpy().copy()), y)
+        big = tnp.sum(tnp.tanh(m * tnp.sum(b)), axis=0)[:4]  # freed once read, unfused
+        if tnp.sum(x) > 0:  # a guard: two programs
+            return y * 2.0 + big, big
+        return y - 1.0, big
+
+    jf, plain = fused(f), tg.jit(f)
+    b = tg.Tensor(RNG.standard_normal(4))
+    xs = [tg.Tensor(np.abs(RNG.standard_normal((3, 4))) * s) for s in (1, -1, 1, -1, 1, -1)]
+    with caplog.at_level(logging.WARNING, logger="tapegrad"):
+        for x in xs:
+            seen.clear()
+            want = f(x, b)
+            plain(x, b)  # the callbacks of the unfused program (a flipped guard retraces)
+            n = len(seen)
+            assert n >= 2
+            got = jf(x, b)
+            assert len(seen) == 2 * n - 1
+            for v in seen[1:]:
+                np.testing.assert_array_equal(v, seen[0])
+            for a, e in zip(got, want):
+                np.testing.assert_array_equal(a.numpy(), e.numpy())
+    assert bool(jf.lower(xs[0], b).groups) == (kernels == "compile")
+    assert bool(caplog.records) == (kernels == "fail")
+
+
 _CACHED = """
 import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
 f = tg.jit(lambda x: tnp.exp(x * 0.5) - x, fuse=True)

@@ -30,6 +30,7 @@ import hashlib
 import logging
 import math
 import os
+import re
 import sys
 import threading
 import types
@@ -65,6 +66,7 @@ _STATE: dict = {"warned": False}
 _LOCK = threading.Lock()
 _KERNELS: dict = {}  # source hash -> compiled numba dispatcher
 _BROKEN: set = set()  # keys of kernels numba failed to compile: their groups run unfused
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # numba highlights its messages
 
 
 def available() -> bool:
@@ -408,7 +410,7 @@ class FusedGroup:
                 warn = self.key not in _BROKEN
                 _BROKEN.add(self.key)
             if warn:
-                why = (str(e).strip().splitlines() or [""])[0][:200]
+                why = (_ANSI.sub("", str(e)).strip().splitlines() or [""])[0][:200]
                 _log.warning("jit(fuse=True): numba could not compile the fused kernel of "
                              "[%s] (%s: %s); these ops run as NumPy calls instead",
                              " ".join(self.ops), type(e).__name__, why)

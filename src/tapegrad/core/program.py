@@ -231,57 +231,54 @@ class Program:
         self._cold = bool(self.groups)  # kernels compile at the first run
         self._plan(tape)
 
-    def _first_run(self, arrays, dev: str):
-        """The first run of a fused program (None if another thread made it): its steps one
-        by one, unfused, then on the CPU each kernel compiled on its own arguments from that
-        run. A kernel numba cannot compile leaves its group's steps as NumPy calls: the steps
-        are fused again without it, and planned anew. Returns the output arrays."""
-        with _COMPILE_LOCK:
-            if not self._cold:
-                return None
-            live = self._live
-            last: dict = {}
-            for i, s in enumerate(live):
-                for n in ([s.node] if type(s) is Guard else [v for k, v in s.ins if k == "v"]):
-                    last[n] = i
-            keep = {v for k, v in self._outputs if k == "v"}
-            env = dict(zip(self.tape.in_nodes, arrays))
-            for i, s in enumerate(live):
-                if type(s) is Guard:
-                    check_guard(s, env[s.node], "jit")
-                    continue
-                ins = [v for k, v in s.ins if k == "v"]
-                outs = _run_step(s.fn, s.params, [env[v] if k == "v" else v for k, v in s.ins],
-                                 dev)
-                env.update(zip(s.outs, outs))
-                for n in set(ins):  # kernels read small values only: keep those for compiling
-                    if (last[n] == i and n not in keep
-                            and getattr(env[n], "size", 0) > _fusion.MAX_SIZE):
-                        del env[n]
-            result = tuple(env[v] if k == "v" else v for k, v in self._outputs)
-            if dev != "cpu":  # kernels run on NumPy arrays: this program runs unfused here
-                return result
-            while True:
-                ok = True
+    def _first_run(self, arrays, dev: str) -> tuple:
+        """The first run of a fused program: its steps one by one, unfused, then (on the CPU)
+        each kernel compiled on its own arguments from that run. A kernel numba cannot compile
+        leaves its group's steps as NumPy calls: the steps are fused again without it, and
+        planned anew. Returns the output arrays."""
+        live = self._live
+        last: dict = {}
+        for i, s in enumerate(live):
+            for n in ([s.node] if type(s) is Guard else [v for k, v in s.ins if k == "v"]):
+                last[n] = i
+        keep = {v for k, v in self._outputs if k == "v"}
+        env = dict(zip(self.tape.in_nodes, arrays))
+        for i, s in enumerate(live):
+            if type(s) is Guard:
+                check_guard(s, env[s.node], "jit")
+                continue
+            ins = {v for k, v in s.ins if k == "v"}
+            outs = _run_step(s.fn, s.params, [env[v] if k == "v" else v for k, v in s.ins], dev)
+            env.update(zip(s.outs, outs))
+            for n in ins:  # kernels read small values only: keep those for compiling
+                big = getattr(env[n], "size", 0) > _fusion.MAX_SIZE
+                if big and last[n] == i and n not in keep:
+                    del env[n]
+        result = tuple(env[v] if k == "v" else v for k, v in self._outputs)
+        if dev != "cpu":  # kernels run on NumPy arrays: this program runs unfused here
+            return result
+        with _COMPILE_LOCK:  # (no user code runs while it is held)
+            while self._cold:
                 fused = [s for s in self._steps
                          if type(s) is not Guard and type(s.fn) is _fusion.FusedGroup]
-                # what a kernel gives is a new C-ordered array: compiled for such arguments
-                made = {n for s in fused for n in s.outs}
+                made = {n for s in fused for n in s.outs}  # a kernel's outputs: new C arrays
+                ok = True
                 for s in fused:
                     args = [(np.array(env[v], order="C") if v in made else env[v])
                             if k == "v" else v for k, v in s.ins]
                     ok = s.fn.compile(args) and ok
                 if ok:
+                    self._cold = False
                     break
                 for s in live:  # fuse again without the kernels numba could not compile
                     if type(s) is not Guard:
                         s.out_into = None
-                self._steps, self.groups = _fusion.fuse(live, self._outputs, self.tape.avals,
-                                                        _Step)
+                steps, groups = _fusion.fuse(live, self._outputs, self.tape.avals, _Step)
+                self._steps, self.groups = steps, groups
                 self._plan(self.tape)
                 self.__dict__.pop("_fns", None)
-            self._cold = False
-            return result
+                self._cold = bool(groups)
+        return result
 
     def _layout(self, steps: list, outputs: list) -> tuple:
         """Layout pass: a transpose of a transpose that cancels is dropped (its output is the
@@ -526,9 +523,7 @@ class Program:
                 break
         if self._cold and not _state.debug:  # a fused program's first run compiles kernels
             with transform_scope():
-                got = self._first_run(arrays, dev)
-            if got is not None:
-                return got
+                return self._first_run(arrays, dev)
         fn = self._compiled(dev)
         if self._unchecked:  # a tape from a file: its entries run as written first, checked
             self._check(arrays, dev)
