@@ -17,8 +17,10 @@ The pass runs only for a function jitted with ``tg.jit(f, fuse=True)``: a kernel
 transcendental functions with the C math library, within a few ulp of NumPy's own loops, so
 fusion is a per-function choice of speed over last-bit equality with the eager call.
 
-Groups with the same structure (ops, dtypes, broadcasting pattern) share one kernel. Kernels
-are compiled by numba with its on-disk cache, in files named by the hash of their source under
+Groups with the same structure (ops, dtypes, broadcasting pattern) share one kernel. A
+program's first run computes its results unfused and compiles its kernels on the arguments it
+met (:meth:`FusedGroup.compile`); later runs call them. Kernels are compiled by numba with its
+on-disk cache, in files named by the hash of their source under
 :func:`cache_dir`, so a new process reuses them. Without numba, programs run unfused and the
 ``tapegrad`` logger says so once. A kernel numba cannot compile runs as the group's NumPy
 calls from then on, and the ``tapegrad`` logger warns once, naming the group's ops.

@@ -286,8 +286,8 @@ def profile() -> Profile:
     - ``jvp``: the op's forward-mode tangent rule (``jvp``, ``jacfwd``, ``hessian``), likewise.
 
     A call of a jitted function is one ``forward`` row named ``jit(f)``: its compiled program
-    runs fused kernels with no op boundaries to time. Its first call for new shapes traces
-    ``f`` and compiles it, and those ops show as rows of their own.
+    runs with no op boundaries to time (as fused kernels, with ``fuse=True``). Its first call
+    for new shapes traces ``f`` and compiles it, and those ops show as rows of their own.
 
     The profile sees the thread (or asyncio task) that opened it: ops that other threads run
     meanwhile are not recorded, not even those of threads started inside the block. Blocks

@@ -117,8 +117,8 @@ class Program:
             elimination and dead-code elimination removed.
         fused: How many transposes the layout pass removed (cancelled, or computed by the
             product that fed them).
-        groups: The :class:`~tapegrad.core.fusion.FusedGroup` records of a program ``jit``
-            built with fusion on: each runs a region of elementwise steps as one native kernel
+        groups: The :class:`~tapegrad.core.fusion.FusedGroup` records of a program built for
+            ``jit(f, fuse=True)``: each runs a region of elementwise steps as one native kernel
             (a line ``fused[op op ...]`` in the listing); empty otherwise.
 
     The generated source holds only names the compiler makes up (``v0, v1, ...`` for values,

@@ -410,6 +410,7 @@ def jit(
           comparisons, selections, casts, ``sqrt``, ``abs``, ``maximum`` and ``minimum`` stay
           bit-exact; transcendental functions (``exp``, ``log``, ``tanh``, ...) come from the C
           math library and may differ from the eager result by a few units in the last place.
+          A program's first run (the second call) computes unfused and compiles its kernels.
           Without numba the program runs unfused and the ``tapegrad`` logger says so once; a
           kernel numba cannot compile runs as its NumPy calls, with one logged warning.
 
