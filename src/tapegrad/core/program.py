@@ -108,6 +108,8 @@ class Program:
     dtypes) returns the output arrays; ``str(program)`` lists it one line per primitive call,
     after dead-code elimination, constant folding, common-subexpression elimination and buffer
     planning (a line ``... into x`` writes its result into ``x``'s buffer, which dies there).
+    A program built for ``jit(f, fuse=True)`` computes its first run unfused, one step at a
+    time, and compiles its fused kernels on that run's arguments; later runs call them.
 
     Attributes:
         tape: The tape it was compiled from.
