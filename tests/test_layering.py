@@ -15,7 +15,7 @@ CORE = {
     "tensor", "function", "tape", "transforms", "forward", "jit", "tree", "backend",
     "lazy", "checkpoint", "custom", "vmap", "memory", "_keywords", "weak", "profiler",
     "custom_rules", "implicit", "transpose", "debug",
-    "filtered",
+    "filtered", "dtypes",
 }  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from tapegrad import (
 from tapegrad.checkpoint import checkpoint, remat
 from tapegrad.custom import custom_vjp, once_differentiable
 from tapegrad.custom_rules import custom_jvp
+from tapegrad.dtypes import bfloat16
 from tapegrad.filtered import filter_grad, filter_jit, filter_value_and_grad
 from tapegrad.flatten_util import flatten, ravel_pytree
 from tapegrad.forward import hessian, hvp, jacfwd, jacobian, jacrev, jvp, linearize
@@ -136,4 +137,5 @@ __all__ = [
     "custom_root",
     "custom_linear_solve",
     "debug",
+    "bfloat16",
 ]

@@ -83,7 +83,7 @@ class JVPTrace(Trace):
         nondiff = ctx.__dict__.get("_nondiff", ())
         for j, (n, t) in enumerate(zip(e.out_nodes, outs)):
             shape, dtype = out_avals[j]
-            if t is None or j in nondiff or dtype.kind not in "fc":
+            if t is None or j in nondiff or dtype.kind not in "fcV":
                 continue
             if type(t) is not Tensor or t.shape != shape or t.dtype != dtype:
                 t = _fit(t, shape, dtype, e.fn)
@@ -157,7 +157,7 @@ def _transpose_tangents(cls, ctx, ts, in_avals, out_avals) -> tuple:
     """
     xp = ctx.backend
     nondiff = ctx.__dict__.get("_nondiff", ())
-    float_outs = [j for j, av in enumerate(out_avals) if av[1].kind in "fc" and j not in nondiff]
+    float_outs = [j for j, av in enumerate(out_avals) if av[1].kind in "fcV" and j not in nondiff]
     if not float_outs:
         return (None,) * len(out_avals)
     active = [i for i, t in enumerate(ts) if t is not None]
@@ -201,7 +201,7 @@ def _transpose_tangents(cls, ctx, ts, in_avals, out_avals) -> tuple:
 
 
 # -- argument handling -------------------------------------------------------------------------
-def _flat_primals(primals, who, kinds="fc"):
+def _flat_primals(primals, who, kinds="fcV"):
     if not isinstance(primals, (tuple, list)):
         raise TypeError(
             f"{who}: primals must be a tuple or list of positional arguments, got "
@@ -324,7 +324,7 @@ def _replay(entries, env: dict) -> None:
             env[n] = o
 
 
-def _linearize(fun, primals, has_aux, who, kinds="fc"):
+def _linearize(fun, primals, has_aux, who, kinds="fcV"):
     primals, prims, treedef, _ = _flat_primals(primals, who, kinds)
     lin = Trace(new_level())  # records the tangent program (below the forward-mode level)
     tin = [lin.new_input(_zeros(p.shape, p.dtype, p)) for p in prims]
@@ -535,7 +535,7 @@ def jacrev(
             d_leaves = tree_flatten(diff)[0]
             names = [f"primals[{i}]" for i in range(len(diff))]
             for i, v in enumerate(d_leaves):
-                as_primal(v, i, diff, names, "jacrev", kinds="c" if holomorphic else "fc")
+                as_primal(v, i, diff, names, "jacrev", kinds="c" if holomorphic else "fcV")
             res = vjp(partial, *diff, has_aux=has_aux)
         except TypeError as e:
             if not str(e).startswith("vjp:"):

@@ -15,6 +15,7 @@ checked for a NaN or infinity made from finite inputs.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tapegrad import backend as _backend
+from tapegrad import dtypes as _dtypes
 from tapegrad import profiler as _profiler
 from tapegrad.lazy import _GLOBAL as _LAZY_GLOBAL
 from tapegrad.lazy import LazyArray, defer, realize_array
@@ -310,7 +312,7 @@ def run_forward(cls, ctx, arrays, params, _timed=False):
 
 
 def _nonfinite(a) -> bool:
-    return hasattr(a, "dtype") and a.dtype.kind in "fc" and not bool(
+    return hasattr(a, "dtype") and a.dtype.kind in "fcV" and not bool(
         _backend.backend_of(a).isfinite(a).all()
     )
 
@@ -363,6 +365,64 @@ def _check_devices(cls, values, arrays: list) -> str:
 
 
 _FALSES = [(False,) * i for i in range(9)]
+
+
+_BF16 = _dtypes.bfloat16
+_F32 = np.dtype(np.float32)
+
+
+def _round_back(out):
+    """A real floating result of a widened bfloat16 op, rounded back to bfloat16 (float64
+    appears where an integer operand met the widened float32: bfloat16 there too, JAX's
+    rule); anything else (integers, booleans, complex numbers) as it is."""
+    d = getattr(out, "dtype", None)
+    if d is not None and d.kind == "f":
+        return out.astype(_BF16)
+    return out
+
+
+def _widened_forward(fn, ctx, arrays, params):
+    """Run ``fn`` (a ``forward`` rule) on ``arrays`` with every bfloat16 array widened to
+    float32, as XLA computes bfloat16 on a CPU: a float32 result is rounded back to bfloat16
+    when bfloat16 is the only floating input dtype and no ``dtype`` parameter asks otherwise
+    (bfloat16 beside float16 or a wider float promotes to float32 or wider, JAX's rule). What
+    ``forward`` saved or marked non-differentiable is mapped back to the arrays the engine
+    knows (the bfloat16 inputs and outputs), so backward rules see them."""
+    up = [a.astype(_F32) if getattr(a, "dtype", None) is _BF16 else a for a in arrays]
+    out = fn(ctx, *up, **params)
+    back = params.get("dtype") is None and not any(
+        getattr(a, "dtype", _BF16) is not _BF16 and a.dtype.kind in "fc" for a in arrays)
+    if not back:
+        outs = out
+    elif isinstance(out, (tuple, list)):
+        outs = type(out)(_round_back(o) for o in out)
+    else:
+        outs = _round_back(out)
+    d = ctx.__dict__
+    if "_to_save" in d or "_non_diff" in d:
+        swap = {id(u): a for u, a in zip(up, arrays) if u is not a}
+        if back:
+            pairs = zip(out, outs) if isinstance(out, (tuple, list)) else ((out, outs),)
+            swap.update((id(o), b) for o, b in pairs if o is not b)
+        for key in ("_to_save", "_non_diff"):
+            if key in d:
+                d[key] = type(d[key])(swap.get(id(v), v) for v in d[key])
+    return outs
+
+
+def _bfloat16_forward(fn):
+    """``fn`` (a ``forward`` rule) made to accept bfloat16 arrays (see
+    :func:`_widened_forward`); other inputs go straight to ``fn``."""
+
+    @functools.wraps(fn)
+    def forward(ctx, *arrays, **params):
+        for a in arrays:
+            if getattr(a, "dtype", None) is _BF16:
+                return _widened_forward(fn, ctx, arrays, params)
+        return fn(ctx, *arrays, **params)
+
+    forward.bfloat16_wrapped = True  # pyright: ignore[reportFunctionMemberAccess]
+    return forward
 
 
 def _falses(n):
@@ -460,6 +520,12 @@ class Function:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("forward")
+        if own is not None and not cls.__dict__.get("bfloat16_native", False):
+            fn = own.__func__ if isinstance(own, staticmethod) else own
+            if callable(fn) and not isinstance(own, classmethod):
+                # bfloat16 inputs: computed in float32, rounded back (see _widened_forward)
+                cls.forward = staticmethod(_bfloat16_forward(fn))
         if getattr(cls.backward, "once_differentiable", False):
             # the rule reruns forward on the values it is given (tapegrad.once_differentiable),
             # so arrays forward leaves on ctx are never one example's under vmap
@@ -492,7 +558,7 @@ class Function:
         arguments), without running the op; a list for multi-output ops. The default is NumPy's
         type promotion with Python numbers weak (``float32 * 2.0`` stays float32)."""
         args = [d for d in dtypes if isinstance(d, (np.dtype, int, float, complex))]
-        return np.result_type(*args) if args else np.dtype(np.float32)
+        return _dtypes.result_type(*args) if args else np.dtype(np.float32)
 
     @classmethod
     def _name(cls) -> str:

@@ -110,7 +110,7 @@ def guard_holds(g: Guard, got) -> bool:
         return got == g.value
     want = g.value
     return (got.shape == want.shape and got.dtype == want.dtype
-            and bool(np.array_equal(got, want, equal_nan=got.dtype.kind in "fc")))
+            and bool(np.array_equal(got, want, equal_nan=got.dtype.kind in "fcV")))
 
 
 def _show(value) -> str:
@@ -239,7 +239,7 @@ def _floating_array(v, given) -> bool:
     if type(v) is Tensor or id(v) in given:
         return False
     dt = getattr(v, "dtype", None)
-    return hasattr(v, "shape") and isinstance(dt, np.dtype) and dt.kind in "fc"
+    return hasattr(v, "shape") and isinstance(dt, np.dtype) and dt.kind in "fcV"
 
 
 def _watch(fn, ctx, trace, lowered, params, spec) -> None:
@@ -263,7 +263,7 @@ def _watch(fn, ctx, trace, lowered, params, spec) -> None:
                                          and any(_floating_array(e, given) for e in v)):
             names.append(f"ctx.{name}")
     for j, (kind, v) in enumerate(spec):
-        if kind == 2 and isinstance(v, Tensor) and v._level == 0 and v.dtype.kind in "fc":
+        if kind == 2 and isinstance(v, Tensor) and v._level == 0 and v.dtype.kind in "fcV":
             names.append(f"ctx.saved_tensors[{j}] (an array that is neither an input nor an "
                          "output of forward)")
     if names:
@@ -367,7 +367,7 @@ class Trace:
                     consts.append(None)
                     p = b[3]  # pyright: ignore[reportOptionalSubscript]
                     a = p if p is not None else primal_of(a)
-                    if diff and a._array.dtype.kind in "fc" and not (nd and k in nd):
+                    if diff and a._array.dtype.kind in "fcV" and not (nd and k in nd):
                         active = True
                         level_needs.append(True)
                     else:
@@ -401,7 +401,7 @@ class Trace:
         if sub:
             if needs is None:  # what any level wants: a Tensor traced somewhere, floating
                 needs = tuple([type(a) is Tensor and a._level > 0 and not (nd and i in nd)
-                               and a._array.dtype.kind in "fc" for i, a in enumerate(args)])
+                               and a._array.dtype.kind in "fcV" for i, a in enumerate(args)])
             louts, ctx0, spec, multi, nondiff = sub_trace.record(fn, lowered, params, needs)
             prims = list(louts)  # the outputs one level down, as Tensors
         else:  # the lowest recording level: only this level wants cotangents
@@ -501,7 +501,7 @@ class Trace:
                 elif (
                     not only_branch
                     and kind in ("float", "complex", "item", "numpy")
-                    and t.dtype.kind in "fc"
+                    and t.dtype.kind in "fcV"
                     and trace.level > _function._state.limit
                 ):
                     if kind == "numpy" and what is not None:

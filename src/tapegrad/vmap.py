@@ -470,7 +470,7 @@ def elementwise_grad(fun, argnums=0, has_aux: bool = False):
         pos, diff, partial = select_argnums(fun, argnums, args, kwargs, "elementwise_grad")
         res = vjp(partial, *diff, has_aux=has_aux)
         out = res[0]
-        if not (isinstance(out, Tensor) and out.dtype.kind in "fc"):
+        if not (isinstance(out, Tensor) and out.dtype.kind in "fcV"):
             raise TypeError(
                 "elementwise_grad: fun must return one floating Tensor, got "
                 + (f"dtype {out.dtype}" if isinstance(out, Tensor) else type(out).__name__)

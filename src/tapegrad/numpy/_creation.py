@@ -20,6 +20,8 @@ import operator
 
 import numpy as _np
 
+from tapegrad import dtypes as _dtypes
+
 from tapegrad.backend import get_backend as _get_backend
 from tapegrad.backend import parse_device as _parse_device
 from tapegrad.numpy._core import _tensor, astype, to_device
@@ -55,7 +57,7 @@ def _dtype(dtype, op: str, default=_np.float32):
         dt = _np.dtype(dtype)
     except TypeError:
         raise TypeError(f"{op}: {dtype!r} is not a dtype (use e.g. tnp.float32)") from None
-    if dt.kind not in "biufc":
+    if dt.kind not in "biufc" and dt != _dtypes.bfloat16:
         raise TypeError(f"{op}: dtype must be numeric (bool, int, float, complex), got {dt}")
     return dt
 

@@ -1929,6 +1929,7 @@ class AsType(Function):
     fresh = True  # a new array (jit's buffer planning)
 
     oper = "astype"
+    bfloat16_native = True  # NumPy casts to and from bfloat16 itself
     names = ("astype",)
     methods = ("astype", "convert_to")
 
