@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 import numpy as _np
 from numpy.exceptions import AxisError as _AxisError
 
+from tapegrad import dtypes as _tg_dtypes
 from tapegrad import numpy as _tnp_module
 from tapegrad.interop import from_dlpack
 from tapegrad.numpy._info import DTYPES as _DTYPES
@@ -333,7 +334,7 @@ def finfo(type, /) -> finfo_object:  # noqa: A002  (the standard's name)
     dt = _dtype_of(type, "finfo")
     if dt.kind not in "fc":
         raise TypeError(f"finfo: expected a floating dtype, got {dt}")
-    fi = _np.finfo(dt)
+    fi = _tg_dtypes.finfo(dt)
     return finfo_object(
         int(fi.bits), float(fi.eps), float(fi.max), float(fi.min),
         float(fi.smallest_normal), _np.dtype(fi.dtype),

@@ -371,12 +371,13 @@ _BF16 = _dtypes.bfloat16
 _F32 = np.dtype(np.float32)
 
 
-def _round_back(out):
-    """A real floating result of a widened bfloat16 op, rounded back to bfloat16 (float64
-    appears where an integer operand met the widened float32: bfloat16 there too, JAX's
-    rule); anything else (integers, booleans, complex numbers) as it is."""
+def _round_back(out, ints):
+    """A float32 result of a widened bfloat16 op, rounded back to bfloat16; a float64 one too
+    where an integer operand (``ints``) met the widened float32 (bfloat16 there, JAX's rule),
+    while an op that gives float64 for float32 input (``float_power``) keeps it; anything else
+    (integers, booleans, complex numbers) as it is."""
     d = getattr(out, "dtype", None)
-    if d is not None and d.kind == "f":
+    if d is _F32 or d == _F32 or (ints and d is not None and d.kind == "f"):
         return out.astype(_BF16)
     return out
 
@@ -394,10 +395,12 @@ def _widened_forward(fn, ctx, arrays, params):
         getattr(a, "dtype", _BF16) is not _BF16 and a.dtype.kind in "fc" for a in arrays)
     if not back:
         outs = out
-    elif isinstance(out, (tuple, list)):
-        outs = type(out)(_round_back(o) for o in out)
     else:
-        outs = _round_back(out)
+        ints = any(getattr(a, "dtype", _BF16).kind in "biu" for a in arrays)
+        if isinstance(out, (tuple, list)):
+            outs = type(out)(_round_back(o, ints) for o in out)
+        else:
+            outs = _round_back(out, ints)
     d = ctx.__dict__
     if "_to_save" in d or "_non_diff" in d:
         swap = {id(u): a for u, a in zip(up, arrays) if u is not a}
@@ -422,6 +425,19 @@ def _bfloat16_forward(fn):
         return fn(ctx, *arrays, **params)
 
     forward.bfloat16_wrapped = True  # pyright: ignore[reportFunctionMemberAccess]
+    return forward
+
+
+def _bfloat16_classmethod_forward(fn):
+    """:func:`_bfloat16_forward` for a ``forward`` written as a classmethod."""
+
+    @functools.wraps(fn)
+    def forward(klass, ctx, *arrays, **params):
+        for a in arrays:
+            if getattr(a, "dtype", None) is _BF16:
+                return _widened_forward(functools.partial(fn, klass), ctx, arrays, params)
+        return fn(klass, ctx, *arrays, **params)
+
     return forward
 
 
@@ -522,9 +538,11 @@ class Function:
         super().__init_subclass__(**kwargs)
         own = cls.__dict__.get("forward")
         if own is not None and not cls.__dict__.get("bfloat16_native", False):
-            fn = own.__func__ if isinstance(own, staticmethod) else own
-            if callable(fn) and not isinstance(own, classmethod):
-                # bfloat16 inputs: computed in float32, rounded back (see _widened_forward)
+            # bfloat16 inputs: computed in float32, rounded back (see _widened_forward)
+            if isinstance(own, classmethod):
+                cls.forward = classmethod(_bfloat16_classmethod_forward(own.__func__))
+            elif isinstance(own, staticmethod) or callable(own):
+                fn = own.__func__ if isinstance(own, staticmethod) else own
                 cls.forward = staticmethod(_bfloat16_forward(fn))
         if getattr(cls.backward, "once_differentiable", False):
             # the rule reruns forward on the values it is given (tapegrad.once_differentiable),

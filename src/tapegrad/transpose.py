@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tapegrad import dtypes as _tg_dtypes
 from tapegrad.backend import backend_of
 from tapegrad.forward import jvp
 from tapegrad.tensor import Tensor, const
@@ -175,11 +176,11 @@ def _check_probe(fun, zeros, probes) -> None:
         if va.shape != vb.shape:
             raise ValueError(f"linear_transpose: fun is not linear: output leaf {j} changes "
                              "shape with the input's values")
-        eps = np.finfo(vb.dtype).eps if vb.dtype.kind in "fcV" else 1e-7
+        eps = _tg_dtypes.finfo(vb.dtype).eps if vb.dtype.kind in "fcV" else 1e-7
         scale = max(float(np.max(np.abs(va), initial=0.0)), float(np.max(np.abs(vb),
                                                                           initial=0.0)))
         err = float(np.max(np.abs(va - vb), initial=0.0))
-        if not err <= np.sqrt(eps) * max(scale, np.finfo(vb.dtype).tiny * 1e10):
+        if not err <= np.sqrt(eps) * max(scale, _tg_dtypes.finfo(vb.dtype).tiny * 1e10):
             raise ValueError(
                 f"linear_transpose: fun is not linear: at a probe input u, output leaf {j} of "
                 f"fun(u) differs from the derivative at zero along u by {err:.3g} (relative "

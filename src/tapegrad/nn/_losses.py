@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from tapegrad import dtypes as _tg_dtypes
 from tapegrad import numpy as tnp
 from tapegrad._keywords import strict_keywords
 from tapegrad.function import Function
@@ -712,7 +713,7 @@ def _ctc_nll(xp, lp, targets, il, tl, blank: int):
 def _sentinel(dtype) -> float:
     """A finite stand-in for ``log 0`` in the differentiable recursion: far below any real
     log-probability, yet three of them add up without overflow."""
-    return -1e30 if np.finfo(dtype).max > 1e35 else float(np.finfo(dtype).min) / 16
+    return -1e30 if _tg_dtypes.finfo(dtype).max > 1e35 else float(_tg_dtypes.finfo(dtype).min) / 16
 
 
 def _shift(a: Tensor, k: int, fill: float, forward: bool = True) -> Tensor:

@@ -31,6 +31,7 @@ import math
 
 import numpy as np
 
+from tapegrad import dtypes as _tg_dtypes
 from tapegrad import numpy as tnp
 from tapegrad import ops as _ops
 from tapegrad import random as _random
@@ -607,7 +608,7 @@ class BinaryCrossEntropy(_Loss):
         s = _loss_scale(ctx, g)
 
         def gy():
-            tiny = float(np.finfo(p.dtype).tiny)
+            tiny = float(_tg_dtypes.finfo(p.dtype).tiny)
             lp = tnp.maximum(tnp.log(tnp.maximum(p, tiny)), -100.0)
             l1p = tnp.maximum(tnp.log(tnp.maximum(1 - p, tiny)), -100.0)
             return (l1p - lp) * s
@@ -2786,7 +2787,7 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None) -> 
         normalized_shape: Int or tuple: the trailing shape to normalize over.
         weight: Optional Tensor of shape ``normalized_shape`` (the gain).
         eps: Added to the mean square; ``None`` (PyTorch's default) means the machine
-            epsilon of ``input``'s dtype (``np.finfo(dtype).eps``).
+            epsilon of ``input``'s dtype (``tnp.finfo(dtype).eps``).
 
     Returns:
         Tensor of ``input``'s shape and dtype.
@@ -2809,7 +2810,7 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None) -> 
     x = _floating(input, who)
     ns = _normalized_shape(x, normalized_shape, who)
     if eps is None:
-        eps = float(np.finfo(x.dtype).eps)
+        eps = float(_tg_dtypes.finfo(x.dtype).eps)
     axes = tuple(range(x.ndim - len(ns), x.ndim))
     y = x / tnp.sqrt(tnp.mean(x * x, axis=axes, keepdims=True) + eps)
     if weight is not None:
@@ -2999,7 +3000,7 @@ def embedding(input, weight) -> Tensor:
 
 # -- attention -------------------------------------------------------------------------------
 def _mask_penalty(dtype) -> float:
-    return -min(1e9, float(np.finfo(dtype).max) / 4)
+    return -min(1e9, float(_tg_dtypes.finfo(dtype).max) / 4)
 
 
 class ScaledDotProductAttention(Function):

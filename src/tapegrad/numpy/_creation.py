@@ -21,7 +21,6 @@ import operator
 import numpy as _np
 
 from tapegrad import dtypes as _dtypes
-
 from tapegrad.backend import get_backend as _get_backend
 from tapegrad.backend import parse_device as _parse_device
 from tapegrad.numpy._core import _tensor, astype, to_device

@@ -23,6 +23,7 @@ import operator
 
 import numpy as _np
 
+from tapegrad import dtypes as _tg_dtypes
 from tapegrad import ops as _ops
 from tapegrad.backend import get_backend as _get_backend
 from tapegrad.numpy._core import _install_methods, _tensor
@@ -1447,7 +1448,7 @@ class _AxisConcatenator:
                 kinds.append(new.dtype)
         if not objs:
             raise ValueError(f"{op}: needs at least one entry to join")
-        dt = _np.result_type(*kinds)
+        dt = _tg_dtypes.result_type(*kinds)
         objs = [_array(o, dtype=dt, ndmin=ndmin) if not isinstance(o, Tensor)
                 else _ns.astype(o, dt) for o in objs]
         return _ops.Concatenate.apply(*objs, axis=axis)

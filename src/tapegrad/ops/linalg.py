@@ -46,6 +46,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from tapegrad import dtypes as _tg_dtypes
 from tapegrad.backend import get_backend
 from tapegrad.function import Function
 from tapegrad.ops._batching import align
@@ -1823,7 +1824,7 @@ def _cutoff(rcond, rtol, a, op: str, default: float):
         if rtol is _NO_VALUE:
             return default
         if rtol is None:
-            eps = np.finfo(_real_dtype(_lapack_dtype(a.dtype))).eps
+            eps = _tg_dtypes.finfo(_real_dtype(_lapack_dtype(a.dtype))).eps
             return float(max(a.shape[-2:]) * eps)
         return _stack_cutoff(rtol, a, op, "rtol")
     if rtol is not _NO_VALUE:
