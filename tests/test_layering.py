@@ -66,6 +66,7 @@ ALLOWED = {
     # keys and samplers: samplers are transforms written with the NumPy and SciPy layers
     "random": {"core", "ops", "numpy", "at", "scipy", "random"},
     "flatten_util": {"core", "ops", "numpy", "at", "flatten_util"},
+    "mixed_precision": {"core", "ops", "numpy", "at", "mixed_precision"},
 }
 
 

@@ -14,6 +14,7 @@ from tapegrad import (
     distributed,  # data parallelism on MPI; mpi4py is imported only by distributed.init()
     export,  # noqa: F401  (installs Tape.to_json and Tape.from_json)
     io,
+    mixed_precision,
     nn,
     numpy,  # noqa: E402  (installs Tensor methods and operators)
     optim,
@@ -138,4 +139,5 @@ __all__ = [
     "custom_linear_solve",
     "debug",
     "bfloat16",
+    "mixed_precision",
 ]

@@ -93,7 +93,7 @@ def _integers(value, who: str, name: str, device: str) -> Tensor:
         try:
             arr = (value if hasattr(value, "__cuda_array_interface__")
                    else np.asarray(value))
-            if arr.size == 0 and arr.dtype.kind == "f":  # an empty list: no labels at all
+            if arr.size == 0 and arr.dtype.kind in "fV":  # an empty list: no labels at all
                 arr = arr.astype(np.int64)
             t = Tensor(arr, device=device if device != "cpu" else None)
         except (TypeError, ValueError):

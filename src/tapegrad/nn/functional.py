@@ -118,7 +118,7 @@ _REDUCTIONS = ("none", "mean", "sum")
 # -- helpers ---------------------------------------------------------------------------------
 def _floating(x, who: str, name: str = "input") -> Tensor:
     x = tnp.asarray(x)
-    if x.dtype.kind != "f":
+    if x.dtype.kind not in "fV":
         raise TypeError(f"{who}: {name} must be a floating Tensor, got dtype {x.dtype}")
     return x
 
@@ -1073,7 +1073,7 @@ def _int_targets(y_true, who: str, device: str = "cpu") -> Tensor:
                 f"{who}: y_true must hold integer class indices, got "
                 f"{type(y_true).__name__} {y_true!r:.40}"
             ) from None
-    if t.dtype.kind == "f":
+    if t.dtype.kind in "fV":
         arr = all_values(t)
         if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
             raise TypeError(
@@ -1236,7 +1236,7 @@ def _soft_targets(y_true, logits: Tensor):
         shape, kind = np.shape(arr), np.asarray(arr).dtype.kind
     else:
         shape, kind = t.shape, t.dtype.kind
-    if kind != "f" or tuple(shape) != tuple(logits.shape):
+    if kind not in "fV" or tuple(shape) != tuple(logits.shape):
         return None
     return _like(y_true, logits)
 
@@ -1246,7 +1246,7 @@ def _class_weight(weight, logits: Tensor, who: str):
     if weight is None:
         return None
     w = weight if isinstance(weight, Tensor) else Tensor(np.asarray(weight))
-    if w.dtype.kind != "f":
+    if w.dtype.kind not in "fV":
         raise TypeError(f"{who}: weight must be a floating Tensor, got dtype {w.dtype}")
     c = logits.shape[-1]
     if tuple(w.shape) != (c,):
@@ -1640,7 +1640,7 @@ def linear(input, weight, bias=None) -> Tensor:
             and xs[-1] == ws[0]
             and ba.shape == (ws[1],)
             and xa.dtype == wa.dtype == ba.dtype
-            and xa.dtype.kind == "f"
+            and xa.dtype.kind in "fV"
         ):
             return Linear.apply(input, weight, bias)
     x = _floating(input, "linear")

@@ -11,6 +11,7 @@ of it, with PyTorch's schedulers (:class:`ReduceLROnPlateau`, :class:`LambdaLR`,
 """
 
 from tapegrad.optim import combinators, schedules, transforms
+from tapegrad.optim._finite import ApplyIfFinite, ApplyIfFiniteState, apply_if_finite
 from tapegrad.optim.combinators import MultiSteps, masked, multi_transform
 from tapegrad.optim.optimizer import (
     SGD,
@@ -136,4 +137,7 @@ __all__ = [
     "CyclicLR",
     "OneCycleLR",
     "is_module",
+    "apply_if_finite",
+    "ApplyIfFinite",
+    "ApplyIfFiniteState",
 ]
