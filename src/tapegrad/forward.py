@@ -460,7 +460,7 @@ def jacfwd(
     def jacfwd_f(*args, **kwargs):
         _, diff, partial = select_argnums(fun, argnums, args, kwargs, "jacfwd")
         out, jvp_fn, aux = _linearize(partial, diff, has_aux, "jacfwd",
-                                      "c" if holomorphic else "f")
+                                      "c" if holomorphic else "fV")
         p_out, out_tree = tree_flatten(out)
         _check_outputs(p_out, out_tree, "jacfwd")
         if holomorphic:
@@ -644,7 +644,7 @@ def hvp(fun, primals, tangents):
 
     def directional_derivative(*ps):
         out, t_out = jvp(fun, ps, tangents)
-        if not (isinstance(out, Tensor) and out.ndim == 0 and out.dtype.kind == "f"):
+        if not (isinstance(out, Tensor) and out.ndim == 0 and out.dtype.kind in "fV"):
             desc = (f"shape {out.shape} and dtype {out.dtype}" if isinstance(out, Tensor)
                     else type(out).__name__)
             raise ValueError(

@@ -506,7 +506,7 @@ def _as_q(q, dtype, op: str, scale: float) -> Tensor:
         if arr.dtype.kind not in "fiu":
             raise TypeError(f"{op}: q must be real numbers, got dtype {arr.dtype}")
         qt = Tensor(arr if arr.dtype.kind in "fV" else arr.astype(_np.float64))
-    if qt.dtype.kind not in "fiu":
+    if qt.dtype.kind not in "fiuV":
         raise TypeError(f"{op}: q must be real numbers, got dtype {qt.dtype}")
     if qt.dtype.kind not in "fV":
         qt = qt.astype(_np.float64)
