@@ -102,7 +102,7 @@ def _is_float_leaf(x) -> bool:
         isinstance(dt, np.dtype) and (dt.kind == "f" or dt == _dtypes.bfloat16))
 
 
-def _cast_floating_to(tree: T, dtype: np.dtype) -> T:
+def _cast_floating_to(tree, dtype: np.dtype) -> Any:
     """Every real floating array leaf of ``tree`` cast to ``dtype`` (differentiably); other
     leaves (integers, booleans, complex numbers, Python numbers) as they are."""
 
@@ -276,10 +276,11 @@ def select_tree(pred, a: T, b: T) -> T:
     if p.dtype != np.bool_ or p.shape != ():
         raise TypeError(f"select_tree: pred must be a boolean scalar, got dtype {p.dtype} and "
                         f"shape {p.shape}")
-    return tree_map(lambda x, y: tnp.where(p, x, y), a, b)
+    out: Any = tree_map(lambda x, y: tnp.where(p, x, y), a, b)
+    return out
 
 
-def _scale_tree(tree, factor):
+def _scale_tree(tree, factor) -> Any:
     return tree_map(lambda x: x * factor, tree)
 
 
