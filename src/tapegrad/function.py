@@ -539,10 +539,12 @@ class Function:
         if own is not None and not cls.__dict__.get("bfloat16_native", False):
             # bfloat16 inputs: computed in float32, rounded back (see _widened_forward)
             if isinstance(own, classmethod):
-                setattr(cls, "forward", classmethod(_bfloat16_classmethod_forward(own.__func__)))
+                cls.forward = classmethod(  # pyright: ignore[reportAttributeAccessIssue]
+                    _bfloat16_classmethod_forward(own.__func__))
             elif isinstance(own, staticmethod) or callable(own):
                 fn = own.__func__ if isinstance(own, staticmethod) else own
-                setattr(cls, "forward", staticmethod(_bfloat16_forward(fn)))
+                cls.forward = staticmethod(  # pyright: ignore[reportAttributeAccessIssue]
+                    _bfloat16_forward(fn))
         if getattr(cls.backward, "once_differentiable", False):
             # the rule reruns forward on the values it is given (tapegrad.once_differentiable),
             # so arrays forward leaves on ctx are never one example's under vmap
