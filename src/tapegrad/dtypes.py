@@ -97,8 +97,8 @@ def finfo(dtype):
         ValueError: if ``dtype`` is not a floating dtype (NumPy's error).
 
     Example:
-        >>> import tapegrad as tg
-        >>> float(tg.finfo(tg.bfloat16).eps)
+        >>> from tapegrad import dtypes
+        >>> float(dtypes.finfo(dtypes.bfloat16).eps)
         0.0078125
     """
     d = canonical(dtype) if isinstance(dtype, (type, str, np.dtype)) else np.dtype(dtype.dtype)
