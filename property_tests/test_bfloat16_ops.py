@@ -154,3 +154,47 @@ def test_gradients_of_bfloat16_inputs_are_bfloat16(cls, case):
     for g, r in zip(got, ref):
         assert g.dtype == BF16, f"{qualname(cls)}: gradient dtype {g.dtype}"
         assert np.all(np.isfinite(g.numpy().astype(np.float32)) == np.isfinite(r.numpy()))
+
+
+# -- drawn shapes: broadcasting, size-0 and size-1 dimensions ---------------------------------
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tapegrad.testing.strategies import arrays, broadcastable_shapes  # noqa: E402
+
+BINARY = {"add": tnp.add, "multiply": tnp.multiply, "maximum": tnp.maximum,
+          "arctan2": tnp.arctan2, "logaddexp": tnp.logaddexp}
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@given(data=st.data())
+def test_binary_ops_on_drawn_shapes_in_bfloat16(name, data):
+    sx, sy = data.draw(broadcastable_shapes(2))
+    x = data.draw(arrays(sx, np.float32)).astype(BF16)
+    y = data.draw(arrays(sy, np.float32)).astype(BF16)
+    fn = BINARY[name]
+    got = fn(tg.Tensor(x), tg.Tensor(y))
+    want = fn(tg.Tensor(x.astype(np.float32)), tg.Tensor(y.astype(np.float32)))
+    assert got.dtype == BF16 and got.shape == want.shape
+    np.testing.assert_allclose(got.numpy().astype(np.float32), want.numpy(), rtol=2.0 ** -7,
+                               atol=1e-6)  # one rounding of the float32 result
+    gx, gy = tg.grad(lambda a, b: tnp.sum(fn(a, b).astype(np.float32)), argnums=(0, 1))(
+        tg.Tensor(x), tg.Tensor(y))
+    assert (gx.dtype, gy.dtype, gx.shape, gy.shape) == (BF16, BF16, sx, sy)
+
+
+@given(data=st.data())
+def test_reductions_on_drawn_shapes_and_axes_in_bfloat16(data):
+    from hypothesis.extra import numpy as hnp
+
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4))
+    axis = data.draw(st.sampled_from([None, *range(-len(shape), len(shape))]))
+    x = data.draw(arrays(shape, np.float32)).astype(BF16)
+    for fn in (tnp.sum, tnp.mean, tnp.prod):
+        if fn is tnp.mean and (x.size == 0 or (axis is not None and shape[axis] == 0)):
+            continue  # a mean over nothing warns, as NumPy
+        got = fn(tg.Tensor(x), axis=axis)
+        want = fn(tg.Tensor(x.astype(np.float32)), axis=axis)
+        assert got.dtype == BF16 and got.shape == want.shape
+        np.testing.assert_allclose(got.numpy().astype(np.float32), want.numpy(),
+                                   rtol=2.0 ** -7, atol=1e-5)
