@@ -111,7 +111,8 @@ def test_works_under_jit_and_in_the_stateful_shell():
     ({"inner": optim.sgd(0.1), "max_consecutive_errors": -1}, ValueError, ">= 0"),
     ({"inner": optim.sgd(0.1), "max_consecutive_errors": 1.5}, TypeError, "must be an int"),
     ({"inner": optim.sgd(0.1), "max_consecutive_errors": True}, TypeError, "must be an int"),
-    ({"inner": optim.sgd(0.1), "max_errors": 1}, TypeError, "max_errors"),
+    ({"inner": optim.sgd(0.1), "max_consecutive_error": 1}, TypeError,
+     "max_consecutive_errors"),
 ])
 def test_arguments_are_checked(kwargs, error, match):
     with pytest.raises(error, match=match):

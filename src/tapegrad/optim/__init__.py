@@ -11,7 +11,8 @@ of it, with PyTorch's schedulers (:class:`ReduceLROnPlateau`, :class:`LambdaLR`,
 """
 
 from tapegrad.optim import combinators, schedules, transforms
-from tapegrad.optim._finite import ApplyIfFinite, ApplyIfFiniteState, apply_if_finite
+from tapegrad.optim._finite import ApplyIfFinite, apply_if_finite
+from tapegrad.optim._finite import ApplyIfFiniteState as ApplyIfFiniteState  # (Optax's NamedTuple)
 from tapegrad.optim.combinators import MultiSteps, masked, multi_transform
 from tapegrad.optim.optimizer import (
     SGD,
@@ -139,5 +140,4 @@ __all__ = [
     "is_module",
     "apply_if_finite",
     "ApplyIfFinite",
-    "ApplyIfFiniteState",
 ]

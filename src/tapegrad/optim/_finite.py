@@ -8,6 +8,7 @@ import attrs
 import numpy as np
 
 from tapegrad import numpy as tnp
+from tapegrad._keywords import strict_all
 from tapegrad.optim.transforms import GradientTransformation, _update_extra, tree_zeros_like
 from tapegrad.tensor import Tensor
 from tapegrad.tree import tree_leaves
@@ -154,3 +155,6 @@ def apply_if_finite(inner: GradientTransformation, max_consecutive_errors: int) 
         Optax, ``optax.apply_if_finite``.
     """
     return ApplyIfFinite(inner, max_consecutive_errors)
+
+
+strict_all(globals(), ["apply_if_finite"])  # an unknown keyword: a TypeError naming the closest
