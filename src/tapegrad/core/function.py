@@ -16,6 +16,7 @@ made from finite inputs) and returns an :class:`Applied` record.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from tapegrad.core import backend as _backend
+from tapegrad.core import dtypes as _dtypes
 from tapegrad.core import profiler as _profiler
 from tapegrad.core.lazy import _GLOBAL as _LAZY_GLOBAL
 from tapegrad.core.lazy import LazyArray, defer, realize_array
@@ -484,7 +486,7 @@ def run_primitive(cls, values, arrays: list, params: dict, needs: tuple, cpu: bo
 
 
 def _nonfinite(a) -> bool:
-    return hasattr(a, "dtype") and a.dtype.kind in "fc" and not bool(
+    return hasattr(a, "dtype") and a.dtype.kind in "fcV" and not bool(
         _backend.backend_of(a).isfinite(a).all()
     )
 
@@ -537,6 +539,81 @@ def _check_devices(cls, values, arrays: list) -> str:
 
 
 _FALSES = [(False,) * i for i in range(9)]
+
+
+_BF16 = _dtypes.bfloat16
+_F32 = np.dtype(np.float32)
+
+
+def _round_back(out, ints):
+    """A float32 result of a widened bfloat16 op, rounded back to bfloat16; a float64 one too
+    where an integer operand (``ints``) met the widened float32 (bfloat16 there, JAX's rule),
+    while an op that gives float64 for float32 input (``float_power``) keeps it; anything else
+    (integers, booleans, complex numbers) as it is."""
+    d = getattr(out, "dtype", None)
+    if d is _F32 or d == _F32 or (ints and d is not None and d.kind == "f"):
+        return out.astype(_BF16)
+    return out
+
+
+def _widened_forward(fn, ctx, arrays, params):
+    """Run ``fn`` (a ``forward`` rule) on ``arrays`` with every bfloat16 array widened to
+    float32, as XLA computes bfloat16 on a CPU: a float32 result is rounded back to bfloat16
+    when bfloat16 is the only floating input dtype and no ``dtype`` parameter asks otherwise
+    (bfloat16 beside float16 or a wider float promotes to float32 or wider, JAX's rule). What
+    ``forward`` saved or marked non-differentiable is mapped back to the arrays the engine
+    knows (the bfloat16 inputs and outputs), so backward rules see them."""
+    up = [a.astype(_F32) if getattr(a, "dtype", None) is _BF16 else a for a in arrays]
+    out = fn(ctx, *up, **params)
+    back = params.get("dtype") is None and not any(
+        getattr(a, "dtype", _BF16) is not _BF16 and a.dtype.kind in "fc" for a in arrays)
+    if not back:
+        outs = out
+    else:
+        ints = any(getattr(a, "dtype", _BF16).kind in "biu" for a in arrays)
+        if isinstance(out, (tuple, list)):
+            outs = type(out)(_round_back(o, ints) for o in out)
+        else:
+            outs = _round_back(out, ints)
+    saved = getattr(ctx, "_saved_args", None)
+    nondiff = getattr(ctx, "_nondiff_args", None)
+    if saved is not None or nondiff is not None:
+        swap = {id(u): a for u, a in zip(up, arrays) if u is not a}
+        if back:
+            pairs = zip(out, outs) if isinstance(out, (tuple, list)) else ((out, outs),)
+            swap.update((id(o), b) for o, b in pairs if o is not b)
+        if saved is not None:
+            ctx._saved_args = tuple(swap.get(id(v), v) for v in saved)
+        if nondiff is not None:
+            ctx._nondiff_args = tuple(swap.get(id(v), v) for v in nondiff)
+    return outs
+
+
+def _bfloat16_forward(fn):
+    """``fn`` (a ``forward`` rule) made to accept bfloat16 arrays (see
+    :func:`_widened_forward`); other inputs go straight to ``fn``."""
+
+    @functools.wraps(fn)
+    def forward(ctx, *arrays, **params):
+        for a in arrays:
+            if getattr(a, "dtype", None) is _BF16:
+                return _widened_forward(fn, ctx, arrays, params)
+        return fn(ctx, *arrays, **params)
+
+    return forward
+
+
+def _bfloat16_classmethod_forward(fn):
+    """:func:`_bfloat16_forward` for a ``forward`` written as a classmethod."""
+
+    @functools.wraps(fn)
+    def forward(klass, ctx, *arrays, **params):
+        for a in arrays:
+            if getattr(a, "dtype", None) is _BF16:
+                return _widened_forward(functools.partial(fn, klass), ctx, arrays, params)
+        return fn(klass, ctx, *arrays, **params)
+
+    return forward
 
 
 def _falses(n):
@@ -666,6 +743,16 @@ class Function:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("forward")
+        if own is not None and not cls.__dict__.get("bfloat16_native", False):
+            # bfloat16 inputs: computed in float32, rounded back (see _widened_forward)
+            if isinstance(own, classmethod):
+                cls.forward = classmethod(  # pyright: ignore[reportAttributeAccessIssue]
+                    _bfloat16_classmethod_forward(own.__func__))
+            elif isinstance(own, staticmethod) or callable(own):
+                fn = own.__func__ if isinstance(own, staticmethod) else own
+                cls.forward = staticmethod(  # pyright: ignore[reportAttributeAccessIssue]
+                    _bfloat16_forward(fn))
         if getattr(cls.backward, "once_differentiable", False):
             # the rule reruns forward on the values it is given (tapegrad.once_differentiable),
             # so arrays forward leaves on ctx are never one example's under vmap
@@ -698,7 +785,7 @@ class Function:
         arguments), without running the op; a list for multi-output ops. The default is NumPy's
         type promotion with Python numbers weak (``float32 * 2.0`` stays float32)."""
         args = [d for d in dtypes if isinstance(d, (np.dtype, int, float, complex))]
-        return np.result_type(*args) if args else np.dtype(np.float32)
+        return _dtypes.result_type(*args) if args else np.dtype(np.float32)
 
     @classmethod
     def _name(cls) -> str:

@@ -276,7 +276,7 @@ class _Checker:
             self.same("jit", f"at example {i}", _run(jitted, ts), want)
             if tape is None:
                 got, err = _run(trace(g), ts)
-                if err is not None:
+                if err is not None or got is None:
                     self.fail("jit", "Tape", f"tracing raised {_describe(err)}")
                     return
                 tape = got[1]

@@ -113,7 +113,7 @@ class Checkpoint(Function):
         active = [
             i
             for i, (k, need) in enumerate(zip(ctx.body.kinds, ctx.needs_input_grad))
-            if k and need and leaves[i].dtype.kind in "fc"
+            if k and need and leaves[i].dtype.kind in "fcV"
         ]
         if not active:
             return (None,) * len(leaves)

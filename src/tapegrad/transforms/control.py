@@ -175,7 +175,7 @@ def _fname(f) -> str:
 
 
 def _is_float(dtype) -> bool:
-    return np.dtype(dtype).kind in "fc"
+    return np.dtype(dtype).kind in "fcV"
 
 
 def _aval_str(aval) -> str:
