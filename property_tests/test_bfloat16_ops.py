@@ -157,6 +157,45 @@ def test_gradients_of_bfloat16_inputs_are_bfloat16(cls, case):
 
 
 # -- drawn shapes: broadcasting, size-0 and size-1 dimensions ---------------------------------
+@pytest.mark.parametrize("cls, case", _params())
+def test_every_primitive_compiled_by_jit_equals_its_eager_call_in_bfloat16(cls, case):
+    """A compiled program's step on bfloat16 inputs widens as the eager call does: the same
+    bits (the program runs from the second call on)."""
+    rng = np.random.default_rng(zlib.crc32(qualname(cls).encode()))
+    args = case.make(rng)
+    if not any(isinstance(a, np.ndarray) and a.dtype.kind == "f" for a in args):
+        pytest.skip("no floating input")
+    fn = cls.apply if case.fn is None else case.fn
+    params = case.params if case.fn is None else {}
+
+    def run(dtype, jitted):
+        full = list(_cast(args, dtype))
+        pos = [i for i, a in enumerate(full) if isinstance(a, tg.Tensor)]
+
+        def call(*ts):
+            for i, t in zip(pos, ts):
+                full[i] = t
+            return fn(*full, **params)
+
+        f = tg.jit(call) if jitted else call
+        ins = [full[i] for i in pos]
+        if jitted:
+            f(*ins)
+        return _outs(f(*ins))
+
+    try:
+        run(np.float32, True)
+        want = run(BF16, False)
+    except Exception as e:  # noqa: BLE001 - only ops that compile and take bfloat16 compare
+        pytest.skip(f"not compiled or no bfloat16: {type(e).__name__}")
+    got = run(BF16, True)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        if isinstance(w, tg.Tensor):
+            assert g.dtype == w.dtype and g.shape == w.shape, qualname(cls)
+            np.testing.assert_array_equal(g.numpy(), w.numpy(), err_msg=qualname(cls))
+
+
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 

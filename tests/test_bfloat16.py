@@ -255,6 +255,92 @@ def test_jit_and_vmap_keep_bfloat16():
     assert v.dtype == BF16 and v.shape == (4,)
 
 
+def test_jit_programs_widen_bfloat16_steps_as_eager_calls_do():
+    # bfloat16 sums accumulate in float32 (one rounding at the end): NumPy's own bfloat16 loop
+    # accumulates in bfloat16 and gives another value, so the compiled step must widen too
+    x = tg.Tensor(rng.uniform(0.5, 1.5, 4096).astype(BF16))
+    want = np.float32(x.numpy().astype(np.float32).sum()).astype(BF16)
+    assert np.asarray(x.numpy().sum()).astype(np.float32) != want.astype(np.float32)
+    f = tg.jit(lambda x: tnp.sum(tnp.sin(x) * 0.0 + x) + 1.0)
+    f(x)  # recorded (and run eagerly) on the first call: the compiled program runs after
+    got = f(x)
+    assert got.dtype == BF16
+    np.testing.assert_array_equal(got.numpy(), (tnp.sum(x) + 1.0).numpy())
+    np.testing.assert_array_equal(got.numpy(), (np.float32(want) + np.float32(1)).astype(BF16))
+
+
+def test_float32_programs_call_the_forwards_themselves():
+    # the widening is decided when the program is compiled: a float32 program's steps call
+    # each op's own forward, a bfloat16 program's steps a widening one
+    def f(x):
+        return tnp.sum(tnp.tanh(x * 2.0) + x)
+
+    for dtype, widened in ((np.float32, False), (BF16, True)):
+        program = tg.jit(f).lower(tg.Tensor(np.ones(3, dtype)))
+        g = program._source("cpu")[1]
+        forwards = [v for k, v in g.items() if k[0] == "F"]
+        assert forwards
+        raw = [s.fn.forward for s in program._steps if hasattr(s, "fn")]
+        assert all((v not in raw) == widened for v in forwards), (dtype, forwards)
+
+
+class _Cube(tg.Function):
+    """x ** 3 with a backward that reads its saved input and output."""
+
+    seen: list = []
+
+    @staticmethod
+    def forward(ctx, x):
+        _Cube.seen.append(x.dtype)
+        y = x * x * x
+        ctx.save_for_backward(x, y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        _Cube.seen.append((x.dtype, y.dtype))
+        return 3 * g * y / x
+
+
+class _NativeNeg(tg.Function):
+    bfloat16_native = True
+
+    @staticmethod
+    def forward(ctx, x):
+        _NativeNeg.seen = x.dtype
+        return -x
+
+    @staticmethod
+    def backward(ctx, g):
+        return -g
+
+
+def test_user_functions_are_not_rewritten_and_see_float32():
+    # the class keeps the forward it was written with: the engine widens around the call
+    for cls in (_Cube, _NativeNeg, tg.ops.Tanh, tg.ops.Sum):
+        own = cls.__dict__["forward"]
+        code = (own.__func__ if isinstance(own, (staticmethod, classmethod)) else own).__code__
+        assert code.co_name == "forward" and code.co_filename != tg.core.function.__file__
+    assert _Cube.__dict__["forward"].__func__.__code__.co_filename == __file__
+    _Cube.seen.clear()
+    x = bf([1.5, -2.0])
+    y = _Cube.apply(x)
+    assert y.dtype == BF16 and _Cube.seen == [np.float32]
+    np.testing.assert_array_equal(f32(y), np.float32([1.5, -2.0]) ** 3)
+    g = tg.grad(lambda x: tnp.sum(_Cube.apply(x)))(x)
+    # backward reads the op's own (bfloat16) input and output, as saved by identity
+    assert g.dtype == BF16 and (BF16, BF16) in _Cube.seen
+    np.testing.assert_allclose(f32(g), [6.75, 12.0], rtol=1e-2)
+    # a bfloat16 NumPy array given as a plain argument is widened too
+    _Cube.seen.clear()
+    assert _Cube.apply(np.ones(2, BF16)).dtype == BF16 and _Cube.seen == [np.float32]
+    # the opt-out: the op sees bfloat16 itself
+    assert _NativeNeg.apply(x).dtype == BF16 and _NativeNeg.seen == BF16
+    assert tg.jit(lambda x: _NativeNeg.apply(x) * 2.0)(x).dtype == BF16
+    assert _NativeNeg.seen == BF16
+
+
 def test_nn_layers_run_in_bfloat16():
     from tapegrad import nn
     from tapegrad.mixed_precision import cast_to_full, get_policy

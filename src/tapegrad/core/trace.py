@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tapegrad.core import backend as _backend
+from tapegrad.core import dtypes as _dtypes
 from tapegrad.core import function as _function
 from tapegrad.core import profiler as _profiler
 from tapegrad.core.function import (
@@ -41,6 +42,7 @@ __all__ = ["TapeEntry", "Guard", "Trace", "GuardError", "Watch", "backward_pass"
 _new = object.__new__
 _tuple_new = tuple.__new__
 _ndarray = np.ndarray
+_BF16 = _dtypes.bfloat16
 _PROFILING = _profiler.PROFILING  # nonzero while a tg.profile block is open (in any thread)
 
 class GuardError(RuntimeError):
@@ -461,12 +463,15 @@ class Trace:
                     wants.append(False)
                 if b is not None and b.level and (below is None or b.level > below.level):
                     below = b.trace
-                if type(a._array) is not _ndarray:
+                arr = a._array
+                if type(arr) is not _ndarray or arr.dtype is _BF16:  # a device, or widening
                     cpu = False
-                arrays.append(a._array)
+                arrays.append(arr)
             else:
                 in_nodes.append(-1)
                 wants.append(False)
+                if type(a) is _ndarray and a.dtype is _BF16:
+                    cpu = False
                 arrays.append(a)
             lowered.append(a)
         if not cpu:  # NumPy constants join the device of the Tensor inputs (on the tape too)

@@ -141,6 +141,9 @@ class RuleFunction(Function):
 
     # ctx holds no array forward computed: backward reads inputs and outputs only
     _ctx_arrays_recomputed = True
+    # the rules run tapegrad ops on the inputs: each computes bfloat16 itself, as when jit
+    # records them
+    bfloat16_native = True
 
     @classmethod
     def forward(cls, ctx, *inputs, call):
