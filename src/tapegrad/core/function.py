@@ -11,7 +11,11 @@ perturbations apart (Siskind and Pearlmutter, 2005).
 Every ``forward`` runs through :func:`run_primitive`, the engine's one seam: it builds the
 :class:`Context`, runs ``forward`` with floating-point warnings off (results are NumPy's, NaN or
 inf, without a warning; inside :func:`debug_nans` each result is checked for a NaN or infinity
-made from finite inputs) and returns an :class:`Applied` record.
+made from finite inputs) and returns an :class:`Applied` record. bfloat16 inputs are widened
+to float32 there and the results rounded back (unless the op is ``bfloat16_native``); callers
+find them while they already walk the inputs (the ``cpu`` flag is False for them), so ops on
+other dtypes pay nothing for it. Compiled programs widen the same steps
+(:func:`widened_forward`), chosen from the recorded dtypes.
 """
 
 from __future__ import annotations
@@ -457,7 +461,7 @@ def run_primitive(cls, values, arrays: list, params: dict, needs: tuple, cpu: bo
     if not cpu:
         ctx.device = _check_devices(cls, values, arrays)
         ctx.backend = _backend.get_backend(ctx.device)
-        if not cls.bfloat16_native and has_bfloat16(arrays):
+        if not cls.bfloat16_native and _has_bfloat16(arrays):
             return _run_widened(cls, ctx, arrays, params, record)
     if _state.fast and not _PROFILING[0]:  # _forward's first branch, without the call
         try:
@@ -494,7 +498,7 @@ _BF16 = _dtypes.bfloat16
 _F32 = np.dtype(np.float32)
 
 
-def has_bfloat16(arrays) -> bool:
+def _has_bfloat16(arrays) -> bool:
     """Whether any of ``arrays`` (arrays or other values) is a bfloat16 array."""
     for a in arrays:
         if getattr(a, "dtype", None) is _BF16:
@@ -525,7 +529,7 @@ def _round_back(out, ints: bool):
     return out
 
 
-def rounds_back(arrays, params) -> tuple:
+def _rounds_back(arrays, params) -> tuple:
     """Whether a widened op's float32 results go back to bfloat16: when bfloat16 is the only
     floating input dtype among ``arrays`` and no ``dtype`` parameter asks otherwise (bfloat16
     beside float16 or a wider float promotes to float32 or wider, JAX's rule); and whether an
@@ -536,20 +540,20 @@ def rounds_back(arrays, params) -> tuple:
     return back, ints
 
 
-def widen(arrays) -> list:
+def _widen(arrays) -> list:
     """``arrays`` with every bfloat16 array widened to float32."""
     return [a.astype(_F32) if getattr(a, "dtype", None) is _BF16 else a for a in arrays]
 
 
 def widened_forward(cls):
     """``cls.forward`` for a call on bfloat16 inputs, as :func:`run_primitive` runs it: the
-    inputs widened to float32, the results rounded back (:func:`rounds_back`); for compiled
+    inputs widened to float32, the results rounded back (:func:`_rounds_back`); for compiled
     programs (:mod:`tapegrad.core.program`), whose steps see the dtypes when compiled."""
     forward = cls.forward
 
     def run(ctx, *arrays, **params):
-        out = forward(ctx, *widen(arrays), **params)
-        back, ints = rounds_back(arrays, params)
+        out = forward(ctx, *_widen(arrays), **params)
+        back, ints = _rounds_back(arrays, params)
         if not back:
             return out
         if type(out) is tuple or type(out) is list:
@@ -562,11 +566,11 @@ def widened_forward(cls):
 def _run_widened(cls, ctx, arrays, params, record) -> Applied:
     """:func:`run_primitive` past the context for inputs with bfloat16 arrays, as XLA computes
     bfloat16 on a CPU: ``forward`` runs on the inputs widened to float32 and its float32
-    results are rounded back (:func:`rounds_back`), one rounding per op. What ``forward``
+    results are rounded back (:func:`_rounds_back`), one rounding per op. What ``forward``
     saved or marked non-differentiable is found among the arrays it saw (the widened inputs,
     its unrounded results) and recorded as the op's own inputs and outputs, so backward rules
     read the bfloat16 values the engine knows."""
-    up = widen(arrays)
+    up = _widen(arrays)
     if _state.fast and not _PROFILING[0]:
         try:
             raw = cls.forward(ctx, *up, **params)
@@ -576,7 +580,7 @@ def _run_widened(cls, ctx, arrays, params, record) -> Applied:
         raw = _forward(cls, ctx, up, params)
     multi = type(raw) is tuple or type(raw) is list
     seen = tuple(raw) if multi else (raw,)
-    back, ints = rounds_back(arrays, params)
+    back, ints = _rounds_back(arrays, params)
     given = tuple([_round_back(o, ints) for o in seen]) if back else seen
     outs = tuple([as_array(o, ctx.backend) for o in given])
     saved = None
