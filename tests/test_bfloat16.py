@@ -284,6 +284,55 @@ def test_float32_programs_call_the_forwards_themselves():
         assert all((v not in raw) == widened for v in forwards), (dtype, forwards)
 
 
+def _step(c):
+    return c * 1.01 + 0.003  # 1.0 * 1.01 rounds to bfloat16 before the sum: a double rounding
+
+
+@tg.custom_vjp
+def _step_vjp(c):
+    return _step(c)
+
+
+_step_vjp.defvjp(lambda c: (_step(c), None), lambda _, g: (g * 1.01,))
+
+
+@tg.custom_jvp
+def _step_jvp(c):
+    return _step(c)
+
+
+_step_jvp.defjvp(lambda primals, tangents: (_step(primals[0]), tangents[0] * 1.01))
+
+
+def test_composite_primitives_round_every_inner_op_as_the_plain_code_does():
+    # scan, while_loop, cond, checkpoint and custom rules run their bodies' ops, each rounding
+    # to bfloat16 (JAX's semantics): the same bits as the same Python code run op by op
+    x = bf([1.0, 3.0])
+    want = x
+    for _ in range(30):
+        want = _step(want)
+    got = {
+        "scan": tg.scan(lambda c, _: (_step(c), None), x, None, length=30)[0],
+        "fori_loop": tg.fori_loop(0, 30, lambda i, c: _step(c), x),
+        "while_loop": tg.while_loop(lambda c: c[0] < f32(want)[0] - 1e-3, _step, x),
+    }
+    for name, v in got.items():
+        assert v.dtype == BF16, name
+        np.testing.assert_array_equal(v.numpy(), want.numpy(), err_msg=name)
+    one = _step(x)
+    assert f32(one)[0] != np.float32(np.float32(1.0) * np.float32(1.01) + np.float32(0.003)
+                                      ).astype(BF16).astype(np.float32)
+    for name, fn in (("cond", lambda a: tg.cond(True, _step, lambda b: b, a)),
+                     ("checkpoint", tg.checkpoint(_step)),
+                     ("custom_vjp", _step_vjp), ("custom_jvp", _step_jvp)):
+        v = fn(x)
+        assert v.dtype == BF16, name
+        np.testing.assert_array_equal(v.numpy(), one.numpy(), err_msg=name)
+        jitted = tg.jit(fn)
+        jitted(x)
+        np.testing.assert_array_equal(jitted(x).numpy(), one.numpy(), err_msg=name)
+
+
 class _Cube(tg.Function):
     """x ** 3 with a backward that reads its saved input and output."""
 

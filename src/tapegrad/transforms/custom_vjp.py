@@ -350,6 +350,9 @@ class OnceDifferentiableBackward(Function):
     reruns the op's ``forward`` (so the values it leaves on ``ctx`` are this call's) and its
     ``backward`` on constants. Differentiating it raises."""
 
+    # runs tapegrad ops (or a recorded body) on its inputs: each computes bfloat16 itself
+    bfloat16_native = True
+
     oper = "once_differentiable_backward"
 
     @staticmethod
