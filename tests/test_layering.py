@@ -5,7 +5,7 @@ imports count as much as module-level ones) only modules of its own layer or of 
 before it, and the modules import each other in no circle, whatever their layers. There is no
 list of exceptions. The layers, from the bottom:
 
-- the engine core, in the order it is built: the base utilities (and the profiler); the
+- the engine core, in the order it is built: the base utilities (the profiler and the dtypes); the
   Tensor record and pytrees; the
   Function contract and the one seam that runs a primitive; the recorder (trace) and weak
   numbers; the compiled program, the memory model and the safetensors codec; tape files; the
@@ -30,7 +30,8 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "tapegrad"
 
 LAYERS = [
     ("base", ["tapegrad.core", "tapegrad.core.backend", "tapegrad.core.lazy",
-              "tapegrad.core._keywords", "tapegrad.log", "tapegrad.core.profiler"]),
+              "tapegrad.core._keywords", "tapegrad.log", "tapegrad.core.profiler",
+              "tapegrad.core.dtypes"]),
     ("tensor", ["tapegrad.core.tensor", "tapegrad.core.tree"]),
     ("function", ["tapegrad.core.function"]),
     ("trace", ["tapegrad.core.trace", "tapegrad.core.weak"]),
@@ -43,7 +44,8 @@ LAYERS = [
     ("numpy", ["tapegrad.numpy", "tapegrad.numpy.*"]),
     ("scipy", ["tapegrad.scipy", "tapegrad.scipy.*"]),
     ("random", ["tapegrad.random", "tapegrad.random.*"]),
-    ("testing", ["tapegrad.testing", "tapegrad.testing.*", "tapegrad.flatten_util"]),
+    ("testing", ["tapegrad.testing", "tapegrad.testing.*", "tapegrad.flatten_util",
+                 "tapegrad.mixed_precision"]),
     ("models", ["tapegrad.nn", "tapegrad.nn.*", "tapegrad.optim", "tapegrad.optim.*"]),
     ("distributed", ["tapegrad.distributed"]),
 ]  # fmt: skip

@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 from tapegrad import (
     distributed,  # data parallelism on MPI; mpi4py is imported only by distributed.init()
     io,
+    mixed_precision,
     nn,
     numpy,
     optim,
     random,
 )
 from tapegrad.core import backend, tree
+from tapegrad.core.dtypes import bfloat16
 from tapegrad.core.function import Context, Function, Traits, debug_nans, is_grad_enabled, no_grad
 from tapegrad.core.lazy import is_lazy, lazy, mode
 from tapegrad.core.profiler import profile
@@ -145,4 +147,6 @@ __all__ = [
     "while_loop",
     "cond",
     "switch",
+    "bfloat16",
+    "mixed_precision",
 ]

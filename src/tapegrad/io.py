@@ -58,6 +58,7 @@ from typing import Any
 import numpy as np
 import optree
 
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.tensor import Tensor
 from tapegrad.core.tree import NAMESPACE, tree_flatten_with_path, tree_paths, tree_unflatten
 
@@ -85,7 +86,7 @@ _SCALARS = {"bool": bool, "int": int, "float": float, "str": str}
 _ARRAY_KINDS = ("tensor", "ndarray", "generic")
 _DTYPES = frozenset(
     ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
-    + ["float16", "float32", "float64", "complex64"]
+    + ["float16", "float32", "float64", "complex64", "bfloat16"]
 )
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
@@ -400,9 +401,9 @@ def save(path, tree) -> None:
             lists, tuples, namedtuples and ``None``, nested at most :data:`MAX_DEPTH`
             containers deep; for example ``params``, ``module.state_dict()`` or
             ``optimizer.state_dict()``. Other registered pytree nodes are stored too but need
-            ``like=`` to load. Array dtypes: bool, (u)int8-64, float16/32/64, complex64; they
-            are stored exactly (non-native byte order as native). GPU arrays are copied to the
-            host.
+            ``like=`` to load. Array dtypes: bool, (u)int8-64, float16/32/64, bfloat16,
+            complex64; they are stored exactly (non-native byte order as native). GPU arrays
+            are copied to the host.
 
     Raises:
         TypeError: if the arguments are swapped (a pytree first and a path second) or
@@ -738,12 +739,26 @@ def load(path, like=None) -> Any:
     return _load_bytes(_read(path), path, like)
 
 
-def _load_bytes(data: bytes, path: str, like=None) -> Any:
-    """:func:`load` on the bytes ``data`` already read from ``path`` (named in messages)."""
+def _safetensors_arrays(data: bytes) -> dict:
+    """The tensors of a safetensors file as read-only NumPy arrays (safetensors' NumPy reader,
+    with its dtype table extended by ``BF16``: bfloat16, from ``ml_dtypes``)."""
+    import safetensors
     import safetensors.numpy as stn
 
+    out = {}
+    for name, view in safetensors.deserialize(data):
+        if view["dtype"] == "BF16":
+            dtype = _tg_dtypes.bfloat16
+        else:
+            dtype = stn._getdtype(view["dtype"])
+        out[name] = np.frombuffer(view["data"], dtype=dtype).reshape(view["shape"])
+    return out
+
+
+def _load_bytes(data: bytes, path: str, like=None) -> Any:
+    """:func:`load` on the bytes ``data`` already read from ``path`` (named in messages)."""
     try:
-        arrays = stn.load(data)
+        arrays = _safetensors_arrays(data)
         header = _header(data)
     except Exception as e:  # SafetensorError: truncated, bad header, ...
         raise CheckpointError(

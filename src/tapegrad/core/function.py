@@ -11,7 +11,11 @@ perturbations apart (Siskind and Pearlmutter, 2005).
 Every ``forward`` runs through :func:`run_primitive`, the engine's one seam: it builds the
 :class:`Context`, runs ``forward`` with floating-point warnings off (results are NumPy's, NaN or
 inf, without a warning; inside :func:`debug_nans` each result is checked for a NaN or infinity
-made from finite inputs) and returns an :class:`Applied` record.
+made from finite inputs) and returns an :class:`Applied` record. bfloat16 inputs are widened
+to float32 there and the results rounded back (unless the op is ``bfloat16_native``); callers
+find them while they already walk the inputs (the ``cpu`` flag is False for them), so ops on
+other dtypes pay nothing for it. Compiled programs widen the same steps
+(:func:`widened_forward`), chosen from the recorded dtypes.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from tapegrad.core import backend as _backend
+from tapegrad.core import dtypes as _dtypes
 from tapegrad.core import profiler as _profiler
 from tapegrad.core.lazy import _GLOBAL as _LAZY_GLOBAL
 from tapegrad.core.lazy import LazyArray, defer, realize_array
@@ -40,6 +45,8 @@ __all__ = [
     "debug_nans",
     "new_level",
     "run_primitive",
+    "plain_arrays",
+    "widened_forward",
     "derive_context",
     "Traits",
     "WeakArgument",
@@ -438,7 +445,9 @@ def run_primitive(cls, values, arrays: list, params: dict, needs: tuple, cpu: bo
             changed in place (a NumPy constant moved to the op's device).
         params: The keyword parameters.
         needs: ``needs_input_grad``, one bool per input.
-        cpu: Whether every array is NumPy's (no device check needed).
+        cpu: Whether every array is NumPy's and none is bfloat16 (:func:`plain_arrays`): no
+            device check and no widening needed. With ``False`` bfloat16 inputs are found
+            and widened (:func:`_run_widened`) unless the op is ``bfloat16_native``.
         record: Whether the caller keeps the saved values and non-differentiable outputs.
 
     Raises:
@@ -452,6 +461,8 @@ def run_primitive(cls, values, arrays: list, params: dict, needs: tuple, cpu: bo
     if not cpu:
         ctx.device = _check_devices(cls, values, arrays)
         ctx.backend = _backend.get_backend(ctx.device)
+        if not cls.bfloat16_native and _has_bfloat16(arrays):
+            return _run_widened(cls, ctx, arrays, params, record)
     if _state.fast and not _PROFILING[0]:  # _forward's first branch, without the call
         try:
             raw = cls.forward(ctx, *arrays, **params)
@@ -483,8 +494,110 @@ def run_primitive(cls, values, arrays: list, params: dict, needs: tuple, cpu: bo
     return Applied(outs, ctx, multi, saved, nondiff)
 
 
+_BF16 = _dtypes.bfloat16
+_F32 = np.dtype(np.float32)
+
+
+def _has_bfloat16(arrays) -> bool:
+    """Whether any of ``arrays`` (arrays or other values) is a bfloat16 array."""
+    for a in arrays:
+        if getattr(a, "dtype", None) is _BF16:
+            return True
+    return False
+
+
+def plain_arrays(arrays) -> bool:
+    """The ``cpu`` flag of :func:`run_primitive` for ``arrays``: True when every array among
+    them is a NumPy array and none is bfloat16 (other values, such as numbers, pass)."""
+    for a in arrays:
+        if type(a) is not _ndarray and hasattr(a, "shape") and not isinstance(
+                a, (np.generic, np.dtype)):
+            return False
+        if getattr(a, "dtype", None) is _BF16:
+            return False
+    return True
+
+
+def _round_back(out, ints: bool):
+    """A float32 result of a widened bfloat16 op, rounded back to bfloat16; a float64 one too
+    where an integer operand (``ints``) met the widened float32 (bfloat16 there, JAX's rule),
+    while an op that gives float64 for float32 input (``float_power``) keeps it; anything else
+    (integers, booleans, complex numbers) as it is."""
+    d = getattr(out, "dtype", None)
+    if d is _F32 or d == _F32 or (ints and d is not None and d.kind == "f"):
+        return out.astype(_BF16)
+    return out
+
+
+def _rounds_back(arrays, params) -> tuple:
+    """Whether a widened op's float32 results go back to bfloat16: when bfloat16 is the only
+    floating input dtype among ``arrays`` and no ``dtype`` parameter asks otherwise (bfloat16
+    beside float16 or a wider float promotes to float32 or wider, JAX's rule); and whether an
+    integer or boolean operand takes part (see :func:`_round_back`)."""
+    back = params.get("dtype") is None and not any(
+        getattr(a, "dtype", _BF16) is not _BF16 and a.dtype.kind in "fc" for a in arrays)
+    ints = back and any(getattr(a, "dtype", _BF16).kind in "biu" for a in arrays)
+    return back, ints
+
+
+def _widen(arrays) -> list:
+    """``arrays`` with every bfloat16 array widened to float32."""
+    return [a.astype(_F32) if getattr(a, "dtype", None) is _BF16 else a for a in arrays]
+
+
+def widened_forward(cls):
+    """``cls.forward`` for a call on bfloat16 inputs, as :func:`run_primitive` runs it: the
+    inputs widened to float32, the results rounded back (:func:`_rounds_back`); for compiled
+    programs (:mod:`tapegrad.core.program`), whose steps see the dtypes when compiled."""
+    forward = cls.forward
+
+    def run(ctx, *arrays, **params):
+        out = forward(ctx, *_widen(arrays), **params)
+        back, ints = _rounds_back(arrays, params)
+        if not back:
+            return out
+        if type(out) is tuple or type(out) is list:
+            return type(out)([_round_back(o, ints) for o in out])
+        return _round_back(out, ints)
+
+    return run
+
+
+def _run_widened(cls, ctx, arrays, params, record) -> Applied:
+    """:func:`run_primitive` past the context for inputs with bfloat16 arrays, as XLA computes
+    bfloat16 on a CPU: ``forward`` runs on the inputs widened to float32 and its float32
+    results are rounded back (:func:`_rounds_back`), one rounding per op. What ``forward``
+    saved or marked non-differentiable is found among the arrays it saw (the widened inputs,
+    its unrounded results) and recorded as the op's own inputs and outputs, so backward rules
+    read the bfloat16 values the engine knows."""
+    up = _widen(arrays)
+    if _state.fast and not _PROFILING[0]:
+        try:
+            raw = cls.forward(ctx, *up, **params)
+        except (ValueError, TypeError, IndexError) as e:
+            raise cls._explain(e, arrays, params) from e
+    else:
+        raw = _forward(cls, ctx, up, params)
+    multi = type(raw) is tuple or type(raw) is list
+    seen = tuple(raw) if multi else (raw,)
+    back, ints = _rounds_back(arrays, params)
+    given = tuple([_round_back(o, ints) for o in seen]) if back else seen
+    outs = tuple([as_array(o, ctx.backend) for o in given])
+    saved = None
+    nondiff = ()
+    if record:
+        to_save = ctx._saved_args
+        if to_save is not None:
+            saved = _saved_spec(to_save, up, seen)
+        nd = ctx._nondiff_args
+        if nd is not None:
+            nondiff = tuple([j for j, o in enumerate(seen) if any(o is s for s in nd)])
+        ctx._saved_args = ctx._nondiff_args = None
+    return Applied(outs, ctx, multi, saved, nondiff)
+
+
 def _nonfinite(a) -> bool:
-    return hasattr(a, "dtype") and a.dtype.kind in "fc" and not bool(
+    return hasattr(a, "dtype") and a.dtype.kind in "fcV" and not bool(
         _backend.backend_of(a).isfinite(a).all()
     )
 
@@ -630,6 +743,11 @@ class Function:
             model may assume about the op (the ufunc it is, whether it writes into a given
             buffer, makes fresh arrays or views, permutes axes, how costly it is to
             recompute). The default assumes nothing.
+        bfloat16_native: Set True when ``forward`` computes on bfloat16 arrays itself (a
+            cast). Otherwise bfloat16 inputs reach ``forward`` widened to float32 and its
+            float32 results are rounded back to bfloat16 (one rounding per op, as XLA on a
+            CPU); what it saves is handed to ``backward`` as the op's bfloat16 inputs and
+            outputs.
 
     Example:
         >>> import tapegrad as tg
@@ -653,6 +771,7 @@ class Function:
     jvp = None
     batch = None
     traits: Traits = Traits()
+    bfloat16_native: bool = False
 
     @staticmethod
     def forward(ctx, *args, **params):  # pragma: no cover - abstract
@@ -698,7 +817,7 @@ class Function:
         arguments), without running the op; a list for multi-output ops. The default is NumPy's
         type promotion with Python numbers weak (``float32 * 2.0`` stays float32)."""
         args = [d for d in dtypes if isinstance(d, (np.dtype, int, float, complex))]
-        return np.result_type(*args) if args else np.dtype(np.float32)
+        return _dtypes.result_type(*args) if args else np.dtype(np.float32)
 
     @classmethod
     def _name(cls) -> str:
@@ -717,10 +836,12 @@ class Function:
                     top = b.level
                     trace = b.trace
                 a = a._array
-                if type(a) is not _ndarray:
+                if type(a) is not _ndarray or a.dtype is _BF16:  # a device, or widening
                     cpu = False
             elif isinstance(a, WeakArgument):  # a Python number jit traces: as eagerly
                 return cls.apply(*type(a).resolve(cls, args), **params)
+            elif type(a) is _ndarray and a.dtype is _BF16:
+                cpu = False
             arrays.append(a)
         if top:
             run = trace.record(cls, args, params, None)
@@ -780,9 +901,8 @@ def _defer(cls, args, params):
     avals = [(tuple(s), np.dtype(d)) for s, d in zip(shapes_out, dtypes_out)]
 
     def run(*arrays):
-        cpu = not any(type(a) is not _ndarray and hasattr(a, "shape") for a in arrays)
-        return run_primitive(cls, args, list(arrays), params, _falses(len(arrays)), cpu,
-                             False).outs
+        return run_primitive(cls, args, list(arrays), params, _falses(len(arrays)),
+                             plain_arrays(arrays), False).outs
 
     raw = [a._array if type(a) is Tensor else a for a in args]
     outs = tuple(const(a) for a in defer(run, raw, avals, cls._name()))

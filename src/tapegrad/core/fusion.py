@@ -39,6 +39,7 @@ import types
 
 import numpy as np
 
+from tapegrad.core import dtypes as _dtypes
 from tapegrad.core.function import Traits
 from tapegrad.core.trace import Guard
 
@@ -124,6 +125,7 @@ class _NotFusable(Exception):
     """The op's formula uses something outside the kernel vocabulary."""
 
 
+_BF16 = _dtypes.bfloat16
 _DTYPES = {np.dtype(n): n for n in ("bool", "float32", "float64", "complex64", "complex128")}
 _DTYPES[np.dtype(bool)] = "bool_"
 
@@ -483,7 +485,9 @@ def fuse(steps: list, outputs: list, avals: dict, make_step) -> tuple:
                    and math.prod(shape) <= MAX_SIZE
                    and all(a == s.avals[0][0] for a, _ in s.avals)
                    and not s.fn.traits.effect
-                   and (s.fn.traits.formula is not None or s.fn.traits.ufunc is not None))
+                   and (s.fn.traits.formula is not None or s.fn.traits.ufunc is not None)
+                   and not any((avals[v][1] if k == "v" else getattr(v, "dtype", None)) == _BF16
+                               for k, v in s.ins))  # bfloat16 ops widen (core.function)
         if fusable and cur is not None and (cur.shape != shape or len(cur.steps) >= MAX_GROUP):
             close()
         if fusable:

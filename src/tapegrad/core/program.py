@@ -29,8 +29,16 @@ import threading
 import numpy as np
 
 from tapegrad.core import backend as _backend
+from tapegrad.core import dtypes as _dtypes
 from tapegrad.core import fusion as _fusion
-from tapegrad.core.function import Context, _state, run_primitive, transform_scope
+from tapegrad.core.function import (
+    Context,
+    _state,
+    plain_arrays,
+    run_primitive,
+    transform_scope,
+    widened_forward,
+)
 from tapegrad.core.tensor import Tensor, const
 from tapegrad.core.trace import (
     Guard,
@@ -85,8 +93,8 @@ def _run_step(fn, params, arrays: list, dev: str) -> tuple:
     """The output arrays of one program step run on ``dev`` (:func:`run_primitive`): values of
     the program are on ``dev``, NumPy constants join it, as in an eager call."""
     if dev == "cpu":
-        return run_primitive(fn, arrays, arrays, params, (False,) * len(arrays), True,
-                             False).outs
+        return run_primitive(fn, arrays, arrays, params, (False,) * len(arrays),
+                             plain_arrays(arrays), False).outs
     values = [const(a) if hasattr(a, "shape") and type(a) is not np.ndarray
               and not isinstance(a, (np.generic, np.dtype)) else a for a in arrays]
     return run_primitive(fn, values, arrays, params, (False,) * len(arrays), False, False).outs
@@ -98,6 +106,17 @@ def _array_step(dev: str):
         return _run_step(e.fn, e.params, [_const_array(a) for a in args], dev)
 
     return step
+
+
+def _widens(step, avals) -> bool:
+    """Whether ``step`` runs on bfloat16 inputs that its op computes in float32 (see
+    :func:`~tapegrad.core.function.widened_forward`): known from the recorded dtypes, so a
+    program without bfloat16 values pays nothing for them."""
+    if getattr(step.fn, "bfloat16_native", True):  # (a fused kernel takes no bfloat16)
+        return False
+    bf16 = _dtypes.bfloat16
+    return any((avals[v][1] if k == "v" else getattr(v, "dtype", None)) == bf16
+               for k, v in step.ins)
 
 
 class Program:
@@ -370,7 +389,7 @@ class Program:
             traits = s.fn.traits
             ufunc = traits.ufunc if not s.params else None
             if ((ufunc is not None or traits.into) and len(s.outs) == 1
-                    and "into" not in s.params):
+                    and "into" not in s.params and not _widens(s, tape.avals)):
                 shape, dtype = s.avals[0]
                 for k, v in s.ins:
                     if (k == "v" and v in owned and v not in readonly and last.get(v) == i
@@ -469,7 +488,8 @@ class Program:
                             attrs.update(device=device, backend=xp)  # pyright: ignore[reportArgumentType]
                         cls = ctx_classes[n_in] = type(f"_Ctx{n_in}", (Context,), attrs)
                         g[f"C{n_in}"] = cls
-                    g[f"F{j}"] = s.fn.forward
+                    g[f"F{j}"] = (widened_forward(s.fn) if _widens(s, self.tape.avals)
+                                  else s.fn.forward)
                     kw = ""
                     if s.params:  # by name, from a dict: no parameter name enters the source
                         g[f"P{j}"] = dict(s.params)

@@ -18,6 +18,7 @@ import attrs
 import numpy as np
 
 from tapegrad.core import backend as _backend
+from tapegrad.core import dtypes as _dtypes
 from tapegrad.core.lazy import LazyArray as _LazyArray
 from tapegrad.core.lazy import realize_array as _realize_array
 
@@ -28,8 +29,13 @@ _DEFAULT_DTYPES = {"f": np.float32, "c": np.complex64, "i": np.int64, "b": np.bo
 
 
 def is_floating(dtype) -> bool:
-    """Whether ``dtype`` is a floating or complex (differentiable) dtype."""
-    return np.dtype(dtype).kind in "fc"
+    """Whether ``dtype`` is a floating or complex (differentiable) dtype, bfloat16 included."""
+    return _dtypes.is_floating(dtype)
+
+
+def _numeric(dtype) -> bool:
+    """Whether a Tensor can hold ``dtype``: bool, integers, floats (bfloat16 too), complex."""
+    return dtype.kind in "biufc" or dtype == _dtypes.bfloat16
 
 
 _PY_DEFAULTS = {bool: np.dtype(np.bool_), int: np.dtype(np.int64), float: np.dtype(np.float32),
@@ -62,11 +68,11 @@ def sequence_dtype(seq):
                 for v in items:
                     if type(v) is t:
                         dt = getattr(v, "dtype", None)
-                        if not isinstance(dt, np.dtype) or dt.kind not in "biufc":
+                        if not isinstance(dt, np.dtype) or not _numeric(dt):
                             return None
                         dtypes.add(dt)
                         strong = True
-    return np.result_type(*dtypes) if strong else None
+    return _dtypes.result_type(*dtypes) if strong else None
 
 
 def caller_line() -> str:
@@ -94,8 +100,7 @@ def _to_array(data, dtype=None, device=None):
             arr = _backend.to_device(arr, _backend.parse_device(device))
         return arr
     if isinstance(data, np.ndarray):
-        if data.dtype.kind not in "biufc" and (dtype is None or np.dtype(dtype).kind
-                                               not in "biufc"):
+        if not _numeric(data.dtype) and (dtype is None or not _numeric(np.dtype(dtype))):
             raise TypeError(
                 f"Tensor: expected a numeric array, got dtype {data.dtype} (shape {data.shape}); "
                 "a Tensor holds booleans, integers, floats or complex numbers (cast with "
@@ -114,7 +119,7 @@ def _to_array(data, dtype=None, device=None):
                 f"Tensor: cannot make a numeric array from {type(data).__name__} ({e}); pass a "
                 "number, a (nested) list of numbers or a NumPy/CuPy array."
             ) from None
-        if arr.dtype.kind not in "biufc":
+        if not _numeric(arr.dtype):
             raise TypeError(
                 f"Tensor: expected numeric data, got an array of dtype {arr.dtype} from "
                 f"{type(data).__name__}"

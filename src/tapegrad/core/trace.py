@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tapegrad.core import backend as _backend
+from tapegrad.core import dtypes as _dtypes
 from tapegrad.core import function as _function
 from tapegrad.core import profiler as _profiler
 from tapegrad.core.function import (
@@ -41,6 +42,7 @@ __all__ = ["TapeEntry", "Guard", "Trace", "GuardError", "Watch", "backward_pass"
 _new = object.__new__
 _tuple_new = tuple.__new__
 _ndarray = np.ndarray
+_BF16 = _dtypes.bfloat16
 _PROFILING = _profiler.PROFILING  # nonzero while a tg.profile block is open (in any thread)
 
 class GuardError(RuntimeError):
@@ -132,7 +134,7 @@ def guard_holds(g: Guard, got) -> bool:
         return got == g.value
     want = g.value
     return (got.shape == want.shape and got.dtype == want.dtype
-            and bool(np.array_equal(got, want, equal_nan=got.dtype.kind in "fc")))
+            and bool(np.array_equal(got, want, equal_nan=got.dtype.kind in "fcV")))
 
 
 def _show(value) -> str:
@@ -291,7 +293,7 @@ def _floating_array(v, given) -> bool:
     if type(v) is Tensor or id(v) in given:
         return False
     dt = getattr(v, "dtype", None)
-    return hasattr(v, "shape") and isinstance(dt, np.dtype) and dt.kind in "fc"
+    return hasattr(v, "shape") and isinstance(dt, np.dtype) and dt.kind in "fcV"
 
 
 def _watch(fn, ctx, trace, lowered, params, spec) -> Watch | None:
@@ -317,7 +319,7 @@ def _watch(fn, ctx, trace, lowered, params, spec) -> Watch | None:
     for j, saved in enumerate(spec):
         v = saved.ref
         if saved.kind == OTHER and isinstance(v, Tensor) and v._level == 0 \
-                and v.dtype.kind in "fc":
+                and v.dtype.kind in "fcV":
             names.append(f"ctx.saved_tensors[{j}] (an array that is neither an input nor an "
                          "output of forward)")
     return Watch(trace, fn, None, params, tuple(names)) if names else None
@@ -374,7 +376,7 @@ def _needs(fn, args) -> tuple:
     cotangent (a floating Tensor some transform traces, not in ``nondiff_argnums``)."""
     nd = fn.nondiff_argnums
     return tuple([type(a) is Tensor and a._level > 0 and not (nd and i in nd)
-                  and a._array.dtype.kind in "fc" for i, a in enumerate(args)])
+                  and a._array.dtype.kind in "fcV" for i, a in enumerate(args)])
 
 
 def _base_saved(run: Applied, inputs) -> list | None:
@@ -454,19 +456,22 @@ class Trace:
                         raise RuntimeError(f"{fn._name()}: inputs from two traces of one level")
                     in_nodes.append(b.node)
                     a = b.primal if b.primal is not None else primal_of(a)
-                    wants.append(diff and a._array.dtype.kind in "fc" and not (nd and k in nd))
+                    wants.append(diff and a._array.dtype.kind in "fcV" and not (nd and k in nd))
                     b = a._box
                 else:
                     in_nodes.append(-1)
                     wants.append(False)
                 if b is not None and b.level and (below is None or b.level > below.level):
                     below = b.trace
-                if type(a._array) is not _ndarray:
+                arr = a._array
+                if type(arr) is not _ndarray or arr.dtype is _BF16:  # a device, or widening
                     cpu = False
-                arrays.append(a._array)
+                arrays.append(arr)
             else:
                 in_nodes.append(-1)
                 wants.append(False)
+                if type(a) is _ndarray and a.dtype is _BF16:
+                    cpu = False
                 arrays.append(a)
             lowered.append(a)
         if not cpu:  # NumPy constants join the device of the Tensor inputs (on the tape too)
@@ -567,7 +572,7 @@ class Trace:
                 elif (
                     not only_branch
                     and kind in ("float", "complex", "item", "numpy")
-                    and t.dtype.kind in "fc"
+                    and t.dtype.kind in "fcV"
                     and trace.level > _function._state.limit
                 ):
                     if kind == "numpy" and what is not None:

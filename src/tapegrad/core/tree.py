@@ -457,7 +457,7 @@ def is_array(x: Any) -> bool:
 def is_inexact_array(x: Any) -> bool:
     """Whether ``x`` is an array leaf (see :func:`is_array`) of a floating or complex dtype:
     the leaves :func:`tapegrad.filter_grad` differentiates (Equinox's ``is_inexact_array``)."""
-    return is_array(x) and np.dtype(x.dtype).kind in "fc"
+    return is_array(x) and np.dtype(x.dtype).kind in "fcV"
 
 
 def _mask(filter_spec, tree, is_leaf, who: str) -> list:

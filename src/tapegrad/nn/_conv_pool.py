@@ -116,7 +116,7 @@ def _groups(groups, who: str) -> int:
 
 def _weight(weight, x: Tensor, nd: int, layout: str, who: str) -> Tensor:
     w = tnp.asarray(weight)
-    if w.dtype.kind != "f":
+    if w.dtype.kind not in "fV":
         raise TypeError(f"{who}: weight must be a floating Tensor, got dtype {w.dtype}")
     if w.ndim != nd + 2:
         k = ", ".join(f"k{c}" for c in "DHW"[3 - nd :]) if nd > 1 else "k"
@@ -128,7 +128,7 @@ def _bias(bias, c_out: int, x: Tensor, who: str):
     if bias is None:
         return None
     b = tnp.asarray(bias)
-    if b.dtype.kind != "f":
+    if b.dtype.kind not in "fV":
         raise TypeError(f"{who}: bias must be a floating Tensor, got dtype {b.dtype}")
     if b.shape != (c_out,):
         raise ValueError(f"{who}: bias must have shape ({c_out},), got {b.shape}")

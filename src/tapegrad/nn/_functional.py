@@ -11,6 +11,7 @@ import numpy as np
 from tapegrad import numpy as tnp
 from tapegrad import ops as _ops
 from tapegrad import random as _random
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core._keywords import strict_keywords
 from tapegrad.core.tensor import Tensor, all_values
 from tapegrad.ops._registry import bool_arg
@@ -114,7 +115,7 @@ _REDUCTIONS = ("none", "mean", "sum")
 # -- helpers ---------------------------------------------------------------------------------
 def _floating(x, who: str, name: str = "input") -> Tensor:
     x = tnp.asarray(x)
-    if x.dtype.kind != "f":
+    if x.dtype.kind not in "fV":
         raise TypeError(f"{who}: {name} must be a floating Tensor, got dtype {x.dtype}")
     return x
 
@@ -454,7 +455,7 @@ def _int_targets(y_true, who: str, device: str = "cpu") -> Tensor:
                 f"{who}: y_true must hold integer class indices, got "
                 f"{type(y_true).__name__} {y_true!r:.40}"
             ) from None
-    if t.dtype.kind == "f":
+    if t.dtype.kind in "fV":
         arr = all_values(t)
         if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
             raise TypeError(
@@ -617,7 +618,7 @@ def _soft_targets(y_true, logits: Tensor):
         shape, kind = np.shape(arr), np.asarray(arr).dtype.kind
     else:
         shape, kind = t.shape, t.dtype.kind
-    if kind != "f" or tuple(shape) != tuple(logits.shape):
+    if kind not in "fV" or tuple(shape) != tuple(logits.shape):
         return None
     return _like(y_true, logits)
 
@@ -627,7 +628,7 @@ def _class_weight(weight, logits: Tensor, who: str):
     if weight is None:
         return None
     w = weight if isinstance(weight, Tensor) else Tensor(np.asarray(weight))
-    if w.dtype.kind != "f":
+    if w.dtype.kind not in "fV":
         raise TypeError(f"{who}: weight must be a floating Tensor, got dtype {w.dtype}")
     c = logits.shape[-1]
     if tuple(w.shape) != (c,):
@@ -946,7 +947,7 @@ def linear(input, weight, bias=None) -> Tensor:
             and xs[-1] == ws[0]
             and ba.shape == (ws[1],)
             and xa.dtype == wa.dtype == ba.dtype
-            and xa.dtype.kind == "f"
+            and xa.dtype.kind in "fV"
         ):
             return Linear.apply(input, weight, bias)
     x = _floating(input, "linear")
@@ -1441,7 +1442,7 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None) -> 
         normalized_shape: Int or tuple: the trailing shape to normalize over.
         weight: Optional Tensor of shape ``normalized_shape`` (the gain).
         eps: Added to the mean square; ``None`` (PyTorch's default) means the machine
-            epsilon of ``input``'s dtype (``np.finfo(dtype).eps``).
+            epsilon of ``input``'s dtype (``tnp.finfo(dtype).eps``).
 
     Returns:
         Tensor of ``input``'s shape and dtype.
@@ -1464,7 +1465,7 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None) -> 
     x = _floating(input, who)
     ns = _normalized_shape(x, normalized_shape, who)
     if eps is None:
-        eps = float(np.finfo(x.dtype).eps)
+        eps = float(_tg_dtypes.finfo(x.dtype).eps)
     axes = tuple(range(x.ndim - len(ns), x.ndim))
     y = x / tnp.sqrt(tnp.mean(x * x, axis=axes, keepdims=True) + eps)
     if weight is not None:
@@ -1564,7 +1565,7 @@ def embedding(input, weight) -> Tensor:
 
 # -- attention -------------------------------------------------------------------------------
 def _mask_penalty(dtype) -> float:
-    return -min(1e9, float(np.finfo(dtype).max) / 4)
+    return -min(1e9, float(_tg_dtypes.finfo(dtype).max) / 4)
 
 
 def scaled_dot_product_attention(

@@ -89,8 +89,8 @@ def _weight_tensor(who: str, name: str, weight) -> Tensor:
         if arr.dtype.kind not in "iuf" or isinstance(weight, (str, bytes, bool, np.bool_)):
             raise TypeError(f"{who}: {name} must be a floating Tensor or None, got "
                             f"{weight!r:.60}")
-        w = Tensor(arr.astype(np.float64) if arr.dtype.kind != "f" else arr)
-    if w.dtype.kind != "f":
+        w = Tensor(arr.astype(np.float64) if arr.dtype.kind not in "fV" else arr)
+    if w.dtype.kind not in "fV":
         raise TypeError(f"{who}: {name} must be floating, got dtype {w.dtype}")
     return w
 
@@ -118,8 +118,8 @@ def _class_weight(module: Module, who: str, weight) -> None:
         if arr.dtype.kind not in "iuf" or isinstance(weight, (str, bytes)):
             raise TypeError(f"{who}: weight must be a floating Tensor (one weight per class) "
                             f"or None, got {weight!r:.60}")
-        w = Tensor(arr.astype(np.float64) if arr.dtype.kind != "f" else arr)
-    if w.dtype.kind != "f":
+        w = Tensor(arr.astype(np.float64) if arr.dtype.kind not in "fV" else arr)
+    if w.dtype.kind not in "fV":
         raise TypeError(f"{who}: weight must be floating, got dtype {w.dtype}")
     if w.ndim != 1:
         raise ValueError(f"{who}: weight must be 1-D (one weight per class), got shape "

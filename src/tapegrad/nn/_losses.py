@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from tapegrad import numpy as tnp
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core._keywords import strict_keywords
 from tapegrad.core.function import Function
 from tapegrad.core.tensor import Tensor, all_values
@@ -92,7 +93,7 @@ def _integers(value, who: str, name: str, device: str) -> Tensor:
         try:
             arr = (value if hasattr(value, "__cuda_array_interface__")
                    else np.asarray(value))
-            if arr.size == 0 and arr.dtype.kind == "f":  # an empty list: no labels at all
+            if arr.size == 0 and arr.dtype.kind in "fV":  # an empty list: no labels at all
                 arr = arr.astype(np.int64)
             t = Tensor(arr, device=device if device != "cpu" else None)
         except (TypeError, ValueError):
@@ -712,7 +713,7 @@ def _ctc_nll(xp, lp, targets, il, tl, blank: int):
 def _sentinel(dtype) -> float:
     """A finite stand-in for ``log 0`` in the differentiable recursion: far below any real
     log-probability, yet three of them add up without overflow."""
-    return -1e30 if np.finfo(dtype).max > 1e35 else float(np.finfo(dtype).min) / 16
+    return -1e30 if _tg_dtypes.finfo(dtype).max > 1e35 else float(_tg_dtypes.finfo(dtype).min) / 16
 
 
 def _shift(a: Tensor, k: int, fill: float, forward: bool = True) -> Tensor:

@@ -156,7 +156,7 @@ def _mask_bias(mask, ref: Tensor, who: str, name: str) -> Tensor:
         neg = F._const(np.asarray(-np.inf, dtype=ref.dtype), ref)
         zero = F._const(np.asarray(0.0, dtype=ref.dtype), ref)
         return tnp.where(m, neg, zero)
-    if m.dtype.kind != "f":
+    if m.dtype.kind not in "fV":
         raise TypeError(
             f"{who}: {name} must be a boolean mask (True = not allowed) or a floating one "
             f"(added to the scores), got dtype {m.dtype}"

@@ -1034,7 +1034,7 @@ def _param_dtype(who: str, dtype) -> Any:
             f"{who}: dtype must be a NumPy floating dtype (np.float32, 'float64', ...), got "
             f"{dtype!r}"
         ) from None
-    if dt.kind != "f":
+    if dt.kind not in "fV":
         raise TypeError(
             f"{who}: dtype must be a floating dtype for trainable parameters, got {dt}; use "
             "float16, float32 or float64"

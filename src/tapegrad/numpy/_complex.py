@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as _np
 
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, astype, stop_gradient
 from tapegrad.numpy._sorting import sort
@@ -39,7 +40,7 @@ def real_if_close(a, tol=100) -> Tensor:
     if a.dtype.kind != "c":
         return a
     if tol > 1:
-        tol = _np.finfo(a.dtype).eps * tol
+        tol = _tg_dtypes.finfo(a.dtype).eps * tol
     if bool(_ns.all(_ns.abs(_ns.imag(stop_gradient(a))) < tol)):
         return _ns.real(a)
     return a

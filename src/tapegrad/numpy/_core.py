@@ -18,6 +18,7 @@ from typing import Any as _Any
 import numpy as _np
 
 from tapegrad import ops as _ops
+from tapegrad.core import dtypes as _dtypes
 from tapegrad.core.backend import parse_device as _parse_device
 from tapegrad.core.tensor import Tensor
 from tapegrad.ops._registry import operand as _t  # noqa: F401  (used by sibling modules)
@@ -38,6 +39,7 @@ __all__ = [
     "dtype",
     "float16",
     "float32",
+    "bfloat16",
     "float64",
     "complex64",
     "complex128",
@@ -88,6 +90,8 @@ __all__ = [
 #: ``tnp.issubdtype(x.dtype, tnp.floating)`` read as with NumPy.
 dtype = _np.dtype
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
+#: bfloat16 (``ml_dtypes.bfloat16``, the type JAX uses): 8 exponent bits, 7 mantissa bits.
+bfloat16 = _dtypes.bfloat16.type
 complex64, complex128 = _np.complex64, _np.complex128
 int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
 uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
@@ -178,10 +182,10 @@ def _from_nested(obj, dtype, op: str) -> Tensor:
                     raise TypeError(
                         f"{op}: cannot make a numeric array from {type(v).__name__}"
                     ) from None
-        dt = _np.result_type(*kinds)
+        dt = _dtypes.result_type(*kinds)
     else:
         dt = _np.dtype(dtype)
-    if dt.kind not in "biufc":
+    if dt.kind not in "biufc" and dt != _dtypes.bfloat16:
         raise TypeError(f"{op}: expected numeric data, got dtype {dt}")
     device = next(v.device for v in leaves if isinstance(v, Tensor))
     return _nested(obj, dt, op, device)

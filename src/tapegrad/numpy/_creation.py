@@ -21,6 +21,7 @@ import operator
 import numpy as _np
 
 from tapegrad import ops as _ops
+from tapegrad.core import dtypes as _dtypes
 from tapegrad.core.backend import get_backend as _get_backend
 from tapegrad.core.backend import parse_device as _parse_device
 from tapegrad.core.tensor import Tensor
@@ -60,7 +61,7 @@ def _dtype(dtype, op: str, default=_np.float32):
         dt = _np.dtype(dtype)
     except TypeError:
         raise TypeError(f"{op}: {dtype!r} is not a dtype (use e.g. tnp.float32)") from None
-    if dt.kind not in "biufc":
+    if dt.kind not in "biufc" and dt != _dtypes.bfloat16:
         raise TypeError(f"{op}: dtype must be numeric (bool, int, float, complex), got {dt}")
     return dt
 
@@ -593,7 +594,7 @@ class _AxisConcatenator:
                 kinds.append(new.dtype)
         if not objs:
             raise ValueError(f"{op}: needs at least one entry to join")
-        dt = _np.result_type(*kinds)
+        dt = _dtypes.result_type(*kinds)
         objs = [_array(o, dtype=dt, ndmin=ndmin) if not isinstance(o, Tensor)
                 else _ns.astype(o, dt) for o in objs]
         return _ops.Concatenate.apply(*objs, axis=axis)

@@ -18,8 +18,7 @@ Conventions shared by every function here:
 
 from __future__ import annotations
 
-import numpy as _np
-
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops._registry import tensor_arg as _tensor_arg
 
@@ -187,7 +186,7 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     kind = x.dtype.kind
     if kind not in "fc":
         return x
-    finfo = _np.finfo(x.dtype)
+    finfo = _tg_dtypes.finfo(x.dtype)
     hi = finfo.max if posinf is None else posinf
     lo = finfo.min if neginf is None else neginf
 

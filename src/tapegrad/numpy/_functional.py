@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as _np
 
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, astype
 from tapegrad.numpy._creation import indices
@@ -37,7 +38,7 @@ def _stacked(results: list, outer: tuple, op: str) -> Tensor:
     if len(shapes) != 1:
         raise ValueError(f"{op}: the function returned results of different shapes "
                          f"{sorted(shapes)}; every call must return the same shape")
-    dt = _np.result_type(*[r.dtype for r in results])
+    dt = _tg_dtypes.result_type(*[r.dtype for r in results])
     out = stack([astype(r, dt) for r in results])
     return reshape(out, outer + results[0].shape)
 

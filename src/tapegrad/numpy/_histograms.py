@@ -110,7 +110,7 @@ def histogramdd(sample, bins: Any = 10, range=None, density=None, weights=None):
         flat = flat * size + k
     flat = _ns.where(keep, flat, total)  # points outside: an extra bin, dropped below
     hist = bincount(flat, w, minlength=total + 1)[:total]
-    dt = w.dtype if w is not None and w.dtype.kind in "fc" else _np.dtype(_np.float64)
+    dt = w.dtype if w is not None and w.dtype.kind in "fcV" else _np.dtype(_np.float64)
     hist = reshape(_ns.astype(hist, dt), shape)
     if density:
         norm = _ns.sum(hist)

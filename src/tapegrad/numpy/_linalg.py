@@ -19,6 +19,7 @@ import numpy as _np
 from numpy.exceptions import AxisError
 
 from tapegrad import ops as _ops
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.tensor import Tensor
 from tapegrad.numpy import _creation, _reduction, _shape
 from tapegrad.numpy._core import _tensor
@@ -212,7 +213,7 @@ def _stop(x):
 
 def _floating(x, op):
     """``x`` with an integer or boolean dtype converted to float64 (NumPy's linalg rule)."""
-    if x.dtype.kind in "fc":
+    if x.dtype.kind in "fcV":
         return x
     if x.dtype.kind not in "iub":
         raise TypeError(f"{op}: unsupported dtype {x.dtype} (shape {x.shape}); expected numbers")
@@ -580,7 +581,7 @@ def matrix_rank(A, tol=None, hermitian=False, *, rtol=None):  # noqa: N803 - Num
         return _ns.sum(s > 0, axis=-1)
     if tol is None:
         if rtol is None:
-            rtol = max(A.shape[-2:]) * _np.finfo(s.dtype).eps
+            rtol = max(A.shape[-2:]) * _tg_dtypes.finfo(s.dtype).eps
         rtol = _tensor(rtol)
         if rtol.ndim:
             rtol = _shape.expand_dims(rtol, -1)
@@ -806,10 +807,10 @@ def lstsq(a, b, rcond=None):
         raise _LinAlgError(
             f"lstsq: incompatible dimensions: a {a.shape} and b {b.shape} (b needs {m} rows)"
         )
-    rdt = _np.result_type(a.dtype, b.dtype)
+    rdt = _tg_dtypes.result_type(a.dtype, b.dtype)
     real = _np.zeros((), rdt).real.dtype  # pyright: ignore[reportAttributeAccessIssue]
     if rcond is None:
-        rcond = float(_np.finfo(real).eps * max(m, n))
+        rcond = float(_tg_dtypes.finfo(real).eps * max(m, n))
     a_ = a.astype(rdt) if a.dtype != rdt else a
     x = _ops.MatMul.apply(_ops.Pinv.api(a_, rcond=rcond), b)
     s = svdvals(a_)

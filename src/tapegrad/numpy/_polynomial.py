@@ -17,6 +17,7 @@ import numbers as _numbers
 import numpy as _np
 
 from tapegrad import ops as _ops
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, stop_gradient
 from tapegrad.numpy._shape import moveaxis, stack
@@ -50,7 +51,7 @@ _where = _ns.where
 
 def _float(x: Tensor) -> Tensor:
     """``x`` in a floating (or complex) dtype: integers and booleans become float64."""
-    return x if x.dtype.kind in "fc" else x.astype(_np.float64)
+    return x if x.dtype.kind in "fcV" else x.astype(_np.float64)
 
 
 def _concrete(value, kind=bool):
@@ -582,7 +583,7 @@ def polydiv(u, v):
     v = _float(_poly1d(v, "polydiv", "v"))
     if u.shape[0] == 0 or v.shape[0] == 0:
         raise ValueError("polydiv: empty polynomial coefficients")
-    dtype = _np.result_type(u.dtype, v.dtype)
+    dtype = _tg_dtypes.result_type(u.dtype, v.dtype)
     u, v = u.astype(dtype), v.astype(dtype)
     m, n = u.shape[0] - 1, v.shape[0] - 1
     scale = 1.0 / v[0]
@@ -694,13 +695,13 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
                         f"{yt.shape[0]})")
     if xt.dtype.kind == "c":
         raise TypeError("polyfit: complex x is not supported (the least-squares solve is real)")
-    dtype = _np.result_type(xt.dtype, _np.real(_np.zeros((), yt.dtype)).dtype)
-    ydtype = _np.result_type(dtype, yt.dtype)
+    dtype = _tg_dtypes.result_type(xt.dtype, _np.real(_np.zeros((), yt.dtype)).dtype)
+    ydtype = _tg_dtypes.result_type(dtype, yt.dtype)
     xt = xt.astype(dtype) if xt.dtype != dtype else xt
     yt = yt.astype(ydtype) if yt.dtype != ydtype else yt
     m = xt.shape[0]
     if rcond is None:
-        rcond = m * float(_np.finfo(dtype).eps)
+        rcond = m * float(_tg_dtypes.finfo(dtype).eps)
     lhs = vander(xt, order)
     rhs = yt
     if w is not None:
@@ -798,9 +799,9 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         raise ValueError(f"{op}: array of sample points is empty")
     if xt.dtype.kind == "c" or kp.dtype.kind == "c":
         raise TypeError(f"{op}: x and xp must be real, got dtypes {xt.dtype} and {kp.dtype}")
-    real = _np.result_type(*[_np.real(_np.zeros((), t.dtype)).dtype if t.dtype.kind in "fc"
+    real = _tg_dtypes.result_type(*[_np.real(_np.zeros((), t.dtype)).dtype if t.dtype.kind in "fcV"
                              else _np.dtype(_np.float64) for t in (xt, kp, fv)])
-    vdtype = _np.result_type(real, _np.complex64) if fv.dtype.kind == "c" else real
+    vdtype = _tg_dtypes.result_type(real, _np.complex64) if fv.dtype.kind == "c" else real
     xt, kp, fv = xt.astype(real), kp.astype(real), fv.astype(vdtype)
     if period is not None:
         if isinstance(period, _numbers.Number) and period == 0:

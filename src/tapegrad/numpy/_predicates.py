@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as _np
 
+from tapegrad.core import dtypes as _dtypes
 from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, astype, stop_gradient
 from tapegrad.ops._registry import ns as _ns
@@ -225,11 +226,27 @@ def isscalar(element) -> bool:
     return bool(_np.isscalar(element))
 
 
+def _is_bf16(v) -> bool:
+    try:
+        return _dtypes.is_bfloat16(v if isinstance(v, _np.dtype) else _np.dtype(
+            getattr(v, "dtype", v)))
+    except (TypeError, ValueError):
+        return False
+
+
 def _dtype_call(name, fn, *args):
+    if any(_is_bf16(a) for a in args if type(a) not in _PY):
+        bf = {"result_type": _dtypes.result_type, "finfo": _dtypes.finfo,
+              "promote_types": _dtypes.result_type}.get(name)
+        if bf is not None:
+            return bf(*args)
     try:
         return fn(*args)
     except (TypeError, ValueError) as e:
         raise type(e)(f"{name}: {e}") from None
+
+
+_BF16_KINDS = ("real floating", "numeric")
 
 
 def isdtype(dtype, kind) -> bool:
@@ -250,6 +267,9 @@ def isdtype(dtype, kind) -> bool:
         (True, True)
     """
     dtype = _dt(dtype)
+    if _is_bf16(dtype):  # bfloat16 is a real floating dtype, as in JAX
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        return any(k in _BF16_KINDS if isinstance(k, str) else _is_bf16(k) for k in kinds)
     if hasattr(_np, "isdtype"):
         return _dtype_call("isdtype", _np.isdtype, _np.dtype(dtype) if not isinstance(
             dtype, _np.dtype) else dtype, kind)
@@ -370,4 +390,7 @@ def issubdtype(arg1, arg2) -> bool:
         >>> tnp.issubdtype(tnp.asarray([1.0]), tnp.floating)
         True
     """
+    if _is_bf16(_dt(arg1)):  # bfloat16 is floating, as in JAX (NumPy's hierarchy lacks it)
+        return _is_bf16(_dt(arg2)) or arg2 in (_np.floating, _np.inexact, _np.number,
+                                                _np.generic)
     return _dtype_call("issubdtype", _np.issubdtype, _dt(arg1), _dt(arg2))

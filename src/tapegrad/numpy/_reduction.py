@@ -124,7 +124,7 @@ def norm(x, ord=None, axis=None, keepdims=False) -> Tensor:  # noqa: A002
     x = _tensor(x)
     if x.dtype.kind == "c":
         raise TypeError(f"norm: complex inputs are not supported (got dtype {x.dtype})")
-    if x.dtype.kind != "f":
+    if x.dtype.kind not in "fV":
         x = x.astype(_np.float64)
     nd = x.ndim
     if axis is None:

@@ -14,6 +14,7 @@ import operator
 
 import numpy as _np
 
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, astype
 from tapegrad.numpy._shape import concatenate, moveaxis
@@ -153,7 +154,7 @@ def kaiser(M, beta) -> Tensor:  # noqa: N803
         raise ValueError(f"kaiser: beta must be a scalar, got shape {b.shape}")
     if b.dtype.kind == "c":
         raise TypeError(f"kaiser: beta must be real, got dtype {b.dtype}")
-    if b.dtype.kind != "f":
+    if b.dtype.kind not in "fV":
         b = astype(b, _np.float64)
     if m < 1:
         return Tensor(_np.zeros((0,), b.dtype), device=b.device)
@@ -205,7 +206,7 @@ def unwrap(p, discont=None, axis=-1, *, period=2 * math.pi) -> Tensor:
         return p
     per = _tensor(period) if _given_tensor(period) else period
     dd = diff(p, axis=ax)
-    dtype = _np.result_type(dd.dtype, per.dtype if isinstance(per, Tensor) else per)
+    dtype = _tg_dtypes.result_type(dd.dtype, per.dtype if isinstance(per, Tensor) else per)
     integer = dtype.kind in "iub"
     if integer:
         high, rem = divmod(per, 2)

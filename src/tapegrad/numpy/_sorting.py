@@ -28,6 +28,7 @@ from typing import NamedTuple
 import numpy as _np
 
 from tapegrad import ops as _ops
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.tensor import Tensor, all_values
 from tapegrad.numpy._core import _tensor
 from tapegrad.numpy._creation import zeros_like as _zeros_like
@@ -422,7 +423,7 @@ def select(condlist, choicelist, default=0) -> Tensor:
     choices = [_weak(c) for c in choicelist]
     default = _weak(default)
     try:
-        dtype = _np.result_type(*[_dtype_of(c) for c in choices + [default]])
+        dtype = _tg_dtypes.result_type(*[_dtype_of(c) for c in choices + [default]])
     except TypeError as e:
         raise TypeError(f"select: the choices and default have no common dtype ({e})") from None
     shapes = [c.shape for c in conds] + [c.shape for c in choices + [default]
@@ -569,7 +570,7 @@ def choose(a, choices, out=None, mode="raise") -> Tensor:
             f"choose: a (shape {a.shape}) and the choices (shapes "
             f"{', '.join(str(c.shape) for c in choices)}) do not broadcast together"
         ) from None
-    dtype = _np.result_type(*[c.dtype for c in choices])
+    dtype = _tg_dtypes.result_type(*[c.dtype for c in choices])
     stacked = stack([_ns.broadcast_to(_ns.astype(c, dtype), shape) for c in choices], axis=0)
     idx = _ns.broadcast_to(a, shape)
     if mode == "wrap":
@@ -743,12 +744,12 @@ def _bin_edges(a, bins, range_, weights, op):
         if nb < 1:
             raise ValueError(f"{op}: bins must be positive when an integer, got {nb}")
         first, last = _outer_edges(a, range_, op)
-        bin_type = _np.result_type(_dtype_of(first), _dtype_of(last), a.dtype)
+        bin_type = _tg_dtypes.result_type(_dtype_of(first), _dtype_of(last), a.dtype)
         if bin_type.kind in "biu":
-            bin_type = _np.result_type(bin_type, float)
+            bin_type = _tg_dtypes.result_type(bin_type, float)
         # numpy.linspace(first, last, nb + 1): computed in the dtype of first, last and a
         # Python float, then cast: arange(nb) * ((last - first) / nb) + first, then last.
-        calc = _np.result_type(_dtype_of(first), _dtype_of(last), float(nb))
+        calc = _tg_dtypes.result_type(_dtype_of(first), _dtype_of(last), float(nb))
         f = _tensor(first) if _given_tensor(first) else Tensor(_np.asarray(first), device=a.device)
         la = _tensor(last) if _given_tensor(last) else Tensor(_np.asarray(last), device=a.device)
         f, la = _ns.astype(f, calc), _ns.astype(la, calc)
@@ -857,7 +858,7 @@ def histogram(a, bins=10, range=None, density=None, weights=None):  # noqa: A002
     if w is not None and hist.dtype != w.dtype:
         hist = _ns.astype(hist, w.dtype)
     if density:
-        dt = edges.dtype if w is None else _np.result_type(w.dtype, edges.dtype)
+        dt = edges.dtype if w is None else _tg_dtypes.result_type(w.dtype, edges.dtype)
         widths = _ns.astype(edges[1:] - edges[:-1], dt)
         hist = _ns.astype(hist, dt)
         hist = hist / widths / _ns.sum(hist)
@@ -892,7 +893,7 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False):
         Tensor([1, 3], dtype=int64)
     """
     a1, a2 = _flat(ar1), _flat(ar2)
-    dtype = _np.result_type(a1.dtype, a2.dtype)
+    dtype = _tg_dtypes.result_type(a1.dtype, a2.dtype)
     if assume_unique:
         u1, u2 = a1, a2
         i1 = i2 = None

@@ -14,6 +14,7 @@ import operator
 
 import numpy as _np
 
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, astype, stop_gradient, to_device
 from tapegrad.numpy._shape import broadcast_to, concatenate, expand_dims, moveaxis, reshape
@@ -37,15 +38,15 @@ def _operands(values) -> list:
     device = next(t.device for t in ts if t is not None)
     others = [v if t is not None or isinstance(v, (int, float, complex)) else _np.asarray(v)
               for t, v in zip(ts, values)]
-    dt = _np.result_type(*[t.dtype if t is not None else v for t, v in zip(ts, others)])
+    dt = _tg_dtypes.result_type(*[t.dtype if t is not None else v for t, v in zip(ts, others)])
     return [t if t is not None else Tensor(_np.asarray(v, dt), device=device)
             for t, v in zip(ts, others)]
 
 
 def _inexact(*dtypes):
     """NumPy's ``result_type(..., ensure_inexact=True)``: integers and bools become float64."""
-    dt = _np.result_type(*dtypes)
-    return dt if dt.kind in "fc" else _np.dtype(_np.float64)
+    dt = _tg_dtypes.result_type(*dtypes)
+    return dt if dt.kind in "fcV" else _np.dtype(_np.float64)
 
 
 def _axis(axis, ndim: int, op: str) -> int:

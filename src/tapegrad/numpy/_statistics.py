@@ -28,6 +28,7 @@ import numbers as _numbers
 import numpy as _np
 
 from tapegrad import ops as _ops
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, stop_gradient
 from tapegrad.numpy._creation import full_like
@@ -108,7 +109,7 @@ def _stat_dtype(x: Tensor, dtype, op: str):
             f"{op}: dtype=bool cannot hold deviations from the mean (booleans do not "
             "subtract, as in NumPy); pass a floating dtype"
         )
-    if x.dtype.kind in "fc" and dt.kind not in "fc":
+    if x.dtype.kind in "fcV" and dt.kind not in "fc":
         raise TypeError(
             f"{op}: a has the floating dtype {x.dtype}, so dtype must be floating or complex, "
             f"got {dt} (as NumPy); cast the result with .astype({dt.name!r}) instead"
@@ -124,7 +125,7 @@ def _float_dtype(dtype) -> _np.dtype:
     """The floating (or complex) dtype a statistic of ``dtype`` values is computed in: floats
     and complex keep theirs, integers and booleans give float64."""
     dtype = _np.dtype(dtype)
-    return dtype if dtype.kind in "fc" else _np.dtype(_np.float64)
+    return dtype if dtype.kind in "fcV" else _np.dtype(_np.float64)
 
 
 def _real_dtype(dtype) -> _np.dtype:
@@ -148,7 +149,7 @@ def _concrete(cond) -> bool | None:
 def _valid(x: Tensor, where, op: str):
     """The mask of entries that take part: not NaN (floating ``x``) and ``where``."""
     mask = None
-    if x.dtype.kind in "fc":
+    if x.dtype.kind in "fcV":
         mask = _ns.logical_not(_isnan(x))
     if where is not None and where is not True:
         w = _tensor(where)
@@ -382,11 +383,11 @@ def _nanextremum(op, a, axis, out, keepdims, initial, where, largest):
         fill = -_np.inf if largest else _np.inf
         if x.dtype.kind == "c":  # below (above) every number in NumPy's lexicographic order
             fill = complex(fill, fill)
-        elif x.dtype.kind != "f":
+        elif x.dtype.kind not in "fV":
             info = _np.iinfo(x.dtype) if x.dtype.kind in "iu" else None
             fill = (info.min if largest else info.max) if info is not None else (not largest)
         r = reduce(_where(mask, x, fill), axis=axis, keepdims=keepdims)
-        if x.dtype.kind in "fc":
+        if x.dtype.kind in "fcV":
             none = _ns.logical_not(_ns.any(mask, axis=axis, keepdims=keepdims))
             r = _where(none, _np.nan, r)
     if initial is not None:
@@ -504,10 +505,10 @@ def _as_q(q, dtype, op: str, scale: float) -> Tensor:
         arr = _np.asarray(q)
         if arr.dtype.kind not in "fiu":
             raise TypeError(f"{op}: q must be real numbers, got dtype {arr.dtype}")
-        qt = Tensor(arr if arr.dtype.kind == "f" else arr.astype(_np.float64))
-    if qt.dtype.kind not in "fiu":
+        qt = Tensor(arr if arr.dtype.kind in "fV" else arr.astype(_np.float64))
+    if qt.dtype.kind not in "fiuV":
         raise TypeError(f"{op}: q must be real numbers, got dtype {qt.dtype}")
-    if qt.dtype.kind != "f":
+    if qt.dtype.kind not in "fV":
         qt = qt.astype(_np.float64)
     if qt.size:
         bad = _concrete(_ns.any(_ns.logical_not((qt >= 0) & (qt <= scale))))
@@ -603,7 +604,7 @@ def _order_statistics(op, a, q, axis, method, keepdims, weights, nan, scale, out
                         "booleans to interpolate); cast it with astype(int)")
     work = _float_dtype(x.dtype)
     qt = _as_q(q, _real_dtype(work), op, scale)
-    out_dtype = x.dtype if method in _DISCRETE else _np.result_type(work, qt.dtype)
+    out_dtype = x.dtype if method in _DISCRETE else _tg_dtypes.result_type(work, qt.dtype)
     if weights is not None and method != "inverted_cdf":
         raise ValueError(f"{op}: only method 'inverted_cdf' supports weights, got {method!r}")
     x2, rest_shape, kept, n = _to_last(x, axis, op)
@@ -616,7 +617,7 @@ def _order_statistics(op, a, q, axis, method, keepdims, weights, nan, scale, out
     s = take_along_axis(x2, order, axis=-1)
     flat_q = _ns.reshape(qt, (qt.size,))
     has_nan = None
-    if x.dtype.kind in "fc":
+    if x.dtype.kind in "fcV":
         nan_mask = _isnan(s)
         if nan:
             count = _ns.sum(_ns.logical_not(nan_mask), axis=-1, keepdims=True)
@@ -646,7 +647,7 @@ def _order_statistics(op, a, q, axis, method, keepdims, weights, nan, scale, out
         res = _lerp(lo, hi, gamma.astype(_real_dtype(out_dtype)))
     if res.dtype != out_dtype:
         res = res.astype(out_dtype)
-    if x.dtype.kind in "fc":
+    if x.dtype.kind in "fcV":
         empty = has_nan if not nan else (count == 0)
         res = _where(empty, _np.nan, res)
     # res: rest + (Q,) -> q.shape + rest (or q.shape + kept)
@@ -871,7 +872,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
                 f"shape {want} of the reduced axes {axes}")
         w = _ns.transpose(w, tuple(int(i) for i in _np.argsort(axes)))
         w = _ns.reshape(w, tuple(x.shape[i] if i in axes else 1 for i in range(x.ndim)))
-    dtype = _np.result_type(_float_dtype(x.dtype), w.dtype)
+    dtype = _tg_dtypes.result_type(_float_dtype(x.dtype), w.dtype)
     xf = x.astype(dtype) if x.dtype != dtype else x
     wf = w.astype(dtype) if w.dtype != dtype else w
     scl = _ns.sum(_ns.broadcast_to(wf, x.shape) if wf.shape != x.shape else wf, axis=axis,
@@ -963,7 +964,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     mt = _tensor(m)
     if dtype is None:
         dtype = _float_dtype(mt.dtype if y is None else
-                             _np.result_type(mt.dtype, _tensor(y).dtype))
+                             _tg_dtypes.result_type(mt.dtype, _tensor(y).dtype))
     dtype = _np.dtype(dtype)
     x = _observations(mt, rowvar, dtype, op)
     if x.shape[0] == 0:
@@ -977,7 +978,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     if fweights is not None:
         fw = _tensor(fweights)
         _check_weights(op, "fweights", fw, n_obs)
-        if fw.dtype.kind == "f" and _concrete(_ns.any(fw != _ns.trunc(fw))):
+        if fw.dtype.kind in "fV" and _concrete(_ns.any(fw != _ns.trunc(fw))):
             raise TypeError(f"{op}: fweights must be integer")
         w = fw.astype(_real_dtype(dtype))
     if aweights is not None:

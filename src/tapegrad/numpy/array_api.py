@@ -44,6 +44,7 @@ import numpy as _np
 from numpy.exceptions import AxisError as _AxisError
 
 from tapegrad import numpy as _tnp_module
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._dlpack import from_dlpack
 from tapegrad.numpy._info import DTYPES as _DTYPES
@@ -334,7 +335,7 @@ def finfo(type, /) -> finfo_object:  # noqa: A002  (the standard's name)
     dt = _dtype_of(type, "finfo")
     if dt.kind not in "fc":
         raise TypeError(f"finfo: expected a floating dtype, got {dt}")
-    fi = _np.finfo(dt)
+    fi = _tg_dtypes.finfo(dt)
     return finfo_object(
         int(fi.bits), float(fi.eps), float(fi.max), float(fi.min),
         float(fi.smallest_normal), _np.dtype(fi.dtype),

@@ -2154,6 +2154,7 @@ class AsType(Function):
     traits = Traits(fresh=True, formula=lambda xp, x, dtype: x.astype(dtype))
 
     oper = "astype"
+    bfloat16_native = True  # NumPy casts to and from bfloat16 itself
     names = ("astype",)
     methods = ("astype", "convert_to")
 

@@ -46,6 +46,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.backend import get_backend
 from tapegrad.core.function import Function, Traits
 from tapegrad.core.tensor import Tensor, const, host_value
@@ -1834,7 +1835,7 @@ def _cutoff(rcond, rtol, a, op: str, default: float):
         if rtol is _NO_VALUE:
             return default
         if rtol is None:
-            eps = np.finfo(_real_dtype(_lapack_dtype(a.dtype))).eps
+            eps = _tg_dtypes.finfo(_real_dtype(_lapack_dtype(a.dtype))).eps
             return float(max(a.shape[-2:]) * eps)
         return _stack_cutoff(rtol, a, op, "rtol")
     if rtol is not _NO_VALUE:

@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.function import Function, Traits
 from tapegrad.core.tensor import Tensor, const
 from tapegrad.ops._batching import align, per_example_ndim, shift_axes
@@ -335,7 +336,7 @@ class BinaryCrossEntropy(_Loss):
         s = _loss_scale(ctx, g)
 
         def gy():
-            tiny = float(np.finfo(p.dtype).tiny)
+            tiny = float(_tg_dtypes.finfo(p.dtype).tiny)
             lp = ns.maximum(ns.log(ns.maximum(p, tiny)), -100.0)
             l1p = ns.maximum(ns.log(ns.maximum(1 - p, tiny)), -100.0)
             return (l1p - lp) * s

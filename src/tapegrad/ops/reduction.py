@@ -1021,7 +1021,7 @@ class LogSumExp(Function):
         xp = ctx.backend
         _real("logsumexp", x.dtype)
         axes = _reduction_setup(ctx, x, axis, keepdims, "logsumexp")
-        xf = x if x.dtype.kind == "f" else x.astype(np.float64)
+        xf = x if x.dtype.kind in "fV" else x.astype(np.float64)
         n = _count(x.shape, axes)
         if n == 0:
             out = xp.full(_reduced_shape(x.shape, axes, keepdims), -np.inf, dtype=xf.dtype)
@@ -1056,7 +1056,7 @@ class LogSumExp(Function):
     @classmethod
     def output_dtype(cls, dtype, **params):
         dtype = np.dtype(dtype)
-        return dtype if dtype.kind == "f" else np.dtype(np.float64)
+        return dtype if dtype.kind in "fV" else np.dtype(np.float64)
 
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):

@@ -116,7 +116,7 @@ def static_ints(v, op: str, name: str):
         vals = [int(flat[i]) for i in range(v.size)]
         return np.asarray(vals, dtype=np.intp).reshape(v.shape)
     arr = np.asarray(v)
-    if arr.size == 0 and arr.dtype.kind == "f":
+    if arr.size == 0 and arr.dtype.kind in "fV":
         arr = arr.astype(np.intp)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"{op}: {name} must be integers, got {v!r}")
@@ -679,7 +679,7 @@ def _bincount_dtype(wdtype):
     """The dtype of weighted counts: floating and complex weights keep theirs (float32 stays
     float32), integer and boolean weights give float64 (NumPy)."""
     wdtype = np.dtype(wdtype)
-    return wdtype if wdtype.kind in "fc" else np.dtype(np.float64)
+    return wdtype if wdtype.kind in "fcV" else np.dtype(np.float64)
 
 
 @expose

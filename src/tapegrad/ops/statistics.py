@@ -38,7 +38,7 @@ class _NanArg(Function):
     def forward(cls, ctx, x, axis=None, keepdims=False):
         _arg_shape(cls.which, x.shape, axis, keepdims)
         fn = getattr(ctx.backend, cls.which)
-        if x.dtype.kind in "fc" and x.size:
+        if x.dtype.kind in "fcV" and x.size:
             nan = ctx.backend.isnan(x)
             if (nan.all() if axis is None else nan.all(axis=axis).any()):
                 raise ValueError(
@@ -162,7 +162,7 @@ class Roots(Function):
     def forward(ctx, p):
         xp = ctx.backend
         p_in = p
-        if p.dtype.kind not in "fc":
+        if p.dtype.kind not in "fcV":
             p = p.astype(np.float64)
         nz = p != 0
         if p.ndim == 1:

@@ -11,6 +11,8 @@ of it, with PyTorch's schedulers (:class:`ReduceLROnPlateau`, :class:`LambdaLR`,
 """
 
 from tapegrad.optim import combinators, schedules, transforms
+from tapegrad.optim._finite import ApplyIfFinite, apply_if_finite
+from tapegrad.optim._finite import ApplyIfFiniteState as ApplyIfFiniteState  # (Optax's NamedTuple)
 from tapegrad.optim.combinators import MultiSteps, add_decayed_weights, masked, multi_transform
 from tapegrad.optim.optimizer import (
     SGD,
@@ -135,6 +137,8 @@ __all__ = [
     "CyclicLR",
     "OneCycleLR",
     "is_module",
+    "apply_if_finite",
+    "ApplyIfFinite",
 ]
 
 # -- more optimizers and wrappers: Optax's (pure) and PyTorch's (stateful) ---------------------

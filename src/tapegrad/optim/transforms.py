@@ -116,7 +116,7 @@ def _as_tensor(x, where: str, path) -> Tensor:
             f"{where}: leaf {path} is a {type(x).__name__}; expected a Tensor or a NumPy/CuPy "
             "array (wrap numbers with tg.Tensor(value))."
         )
-    if t.dtype.kind != "f":
+    if t.dtype.kind not in "fV":
         path = path() if callable(path) else path
         raise TypeError(
             f"{where}: leaf {path} has dtype {t.dtype}; optimizers need floating leaves "
@@ -133,7 +133,7 @@ def _leaves(where: str, tree, name: str):
     leaves, treedef = tree_flatten(tree)
     out = []
     for i, v in enumerate(leaves):
-        if isinstance(v, Tensor) and v.dtype.kind == "f":
+        if isinstance(v, Tensor) and v.dtype.kind in "fV":
             out.append(v)
         else:
             out.append(_as_tensor(v, where, lambda i=i: tree_paths(tree, prefix=name)[i]))
@@ -1573,7 +1573,7 @@ def _add_same_tensors(params, updates):
             type(p) is Tensor
             and type(u) is Tensor
             and p.dtype == u.dtype
-            and p.dtype.kind == "f"
+            and p.dtype.kind in "fV"
             and p.shape == u.shape
         ):
             return None

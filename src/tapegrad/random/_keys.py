@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.function import Function
 from tapegrad.core.tensor import Tensor, const
 from tapegrad.transforms.vmap import loop
@@ -156,7 +157,7 @@ class _Draw(Function):
             return (a + (b - a) * g.random(shape, dtype=np.float64)).astype(dtype)
         if kind == "open":
             u = g.random(shape, dtype=np.float64)
-            return np.maximum(u, np.finfo(np.float64).tiny)
+            return np.maximum(u, _tg_dtypes.finfo(np.float64).tiny)
         if kind == "normal":
             return (a + b * g.standard_normal(shape, dtype=np.float64)).astype(dtype)
         if kind == "bernoulli":

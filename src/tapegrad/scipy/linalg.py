@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 import tapegrad.numpy as tnp
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.function import Function, Traits
 from tapegrad.core.tensor import Tensor
 from tapegrad.ops._batching import align
@@ -78,10 +79,12 @@ def _checked(name, arg, x):
 
 
 def _check_dtype(name, arg, t):
-    if t.dtype.kind not in "fciub" or t.dtype == np.float16:
+    if (t.dtype.kind not in "fciub" and t.dtype != _tg_dtypes.bfloat16) or (
+            t.dtype == np.float16):
         raise TypeError(
             f"{name}: {arg} has dtype {t.dtype} (shape {t.shape}); expected float32, float64, "
-            "complex64 or complex128 (integers are computed in float64)"
+            "complex64, complex128 or bfloat16 (integers are computed in float64, bfloat16 in "
+            "float32)"
         )
 
 

@@ -73,6 +73,9 @@ class Checkpoint(Function):
     under ``vjp``; ``jvp`` re-runs it under ``jvp``.
     """
 
+    # runs tapegrad ops (or a recorded body) on its inputs: each computes bfloat16 itself
+    bfloat16_native = True
+
     oper = "checkpoint"
 
     @staticmethod
@@ -113,7 +116,7 @@ class Checkpoint(Function):
         active = [
             i
             for i, (k, need) in enumerate(zip(ctx.body.kinds, ctx.needs_input_grad))
-            if k and need and leaves[i].dtype.kind in "fc"
+            if k and need and leaves[i].dtype.kind in "fcV"
         ]
         if not active:
             return (None,) * len(leaves)
@@ -211,6 +214,9 @@ class PolicyCheckpoint(Function):
     rules with each entry's residuals; cotangents reaching the kept outputs (at higher orders)
     flow in too.
     """
+
+    # runs tapegrad ops (or a recorded body) on its inputs: each computes bfloat16 itself
+    bfloat16_native = True
 
     oper = "checkpoint"
 

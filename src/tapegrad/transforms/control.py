@@ -175,7 +175,7 @@ def _fname(f) -> str:
 
 
 def _is_float(dtype) -> bool:
-    return np.dtype(dtype).kind in "fc"
+    return np.dtype(dtype).kind in "fcV"
 
 
 def _aval_str(aval) -> str:
@@ -257,6 +257,9 @@ def _outputs(arrays: list):
 class Scan(Function):
     """The primitive behind :func:`scan`: inputs ``consts + init + xs`` (leaves), outputs
     ``carry + ys`` and, with ``save``, the carry at the start of each iteration (stacked)."""
+
+    # runs tapegrad ops (or a recorded body) on its inputs: each computes bfloat16 itself
+    bfloat16_native = True
 
     oper = "scan"
     _ctx_arrays_recomputed = True
@@ -753,6 +756,9 @@ class While(Function):
     outputs the final carry, the trip count (int64, no gradient) and, with ``save``, the carry
     at the start of each iteration (stacked)."""
 
+    # runs tapegrad ops (or a recorded body) on its inputs: each computes bfloat16 itself
+    bfloat16_native = True
+
     oper = "while"
     _ctx_arrays_recomputed = True
 
@@ -1066,6 +1072,9 @@ def while_loop(cond_fun, body_fun, init_val):
 class Switch(Function):
     """The primitive behind :func:`switch` and :func:`cond`: inputs ``index + operands +
     consts``; branch ``k`` reads the operands and ``consts[spans[k][0]:spans[k][1]]``."""
+
+    # runs tapegrad ops (or a recorded body) on its inputs: each computes bfloat16 itself
+    bfloat16_native = True
 
     oper = "switch"
     _ctx_arrays_recomputed = True

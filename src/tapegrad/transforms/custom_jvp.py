@@ -51,7 +51,7 @@ def zeros_like(t: Tensor) -> Tensor:
 
 
 def _is_float(t) -> bool:
-    return isinstance(t, Tensor) and t.dtype.kind in "fc"
+    return isinstance(t, Tensor) and t.dtype.kind in "fcV"
 
 
 def array_leaf(v) -> bool:
@@ -141,6 +141,9 @@ class RuleFunction(Function):
 
     # ctx holds no array forward computed: backward reads inputs and outputs only
     _ctx_arrays_recomputed = True
+    # the rules run tapegrad ops on the inputs: each computes bfloat16 itself, as when jit
+    # records them
+    bfloat16_native = True
 
     @classmethod
     def forward(cls, ctx, *inputs, call):
@@ -218,7 +221,7 @@ class RuleFunction(Function):
                             f"{len(avals)} outputs")
         res = []
         for j, (t, (shape, dtype)) in enumerate(zip(tans, avals)):
-            if j in call.nondiff_outs or np.dtype(dtype).kind not in "fc":
+            if j in call.nondiff_outs or np.dtype(dtype).kind not in "fcV":
                 res.append(None)
                 continue
             if t is None:
@@ -274,7 +277,7 @@ class RuleFunction(Function):
             return tuple(res)
         avals = [None if g is None else (g.shape, g.dtype) for g in gs]
         live = [j for j, (g, av) in enumerate(zip(gs, avals)) if g is not None
-                and j not in call.nondiff_outs and av[1].kind in "fc"]  # pyright: ignore[reportOptionalSubscript]
+                and j not in call.nondiff_outs and av[1].kind in "fcV"]  # pyright: ignore[reportOptionalSubscript]
         if not live:
             return tuple(res)
 
@@ -523,7 +526,7 @@ class custom_jvp:  # noqa: N801  (JAX's name)
             k = isinstance(v, Tensor)
             kinds.append(k)
             weak.append(w)
-            diff.append(k and w is None and a not in nd_pos and v.dtype.kind in "fc")
+            diff.append(k and w is None and a not in nd_pos and v.dtype.kind in "fcV")
             inputs.append(v)
         call = RuleCall(None, tuple(kinds), tuple(diff), tuple(weak),
                         key=(in_tree, tuple(kinds), tuple(diff), tuple(weak)))

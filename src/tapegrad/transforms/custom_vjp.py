@@ -15,7 +15,7 @@ import numbers
 
 import numpy as np
 
-from tapegrad.core.function import Function, run_primitive, saved_values
+from tapegrad.core.function import Function, plain_arrays, run_primitive, saved_values
 from tapegrad.core.tensor import Tensor
 from tapegrad.core.tensor import const as _tconst
 from tapegrad.core.tree import tree_flatten, tree_structure, tree_unflatten
@@ -132,6 +132,8 @@ class _CustomVJPFunction(Function):
     # ctx.residuals is one example's under vmap(grad(f)), but backward recomputes the residuals
     # whenever its inputs are traced (they are then the batch's), so it never reads them there.
     _ctx_arrays_recomputed = True
+    # fwd runs tapegrad ops on the inputs: each computes bfloat16 itself, as when jit records
+    bfloat16_native = True
 
     @classmethod
     def _run_fwd(cls, call, leaves):
@@ -348,13 +350,16 @@ class OnceDifferentiableBackward(Function):
     reruns the op's ``forward`` (so the values it leaves on ``ctx`` are this call's) and its
     ``backward`` on constants. Differentiating it raises."""
 
+    # runs tapegrad ops (or a recorded body) on its inputs: each computes bfloat16 itself
+    bfloat16_native = True
+
     oper = "once_differentiable_backward"
 
     @staticmethod
     def forward(ctx, *arrays, fn, n_in, want, tensors, fn_params):
         ins = list(arrays[:n_in])
         values = [_tconst(a) if t else a for a, t in zip(ins, tensors)]
-        cpu = all(type(a) is np.ndarray for a, t in zip(ins, tensors) if t)
+        cpu = all(type(a) is np.ndarray for a, t in zip(ins, tensors) if t) and plain_arrays(ins)
         needs = tuple(i in want for i in range(n_in))
         run = run_primitive(fn, values, ins, fn_params, needs, cpu)
         c = run.ctx

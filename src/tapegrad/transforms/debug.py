@@ -57,6 +57,9 @@ class DebugCallback(Function):
     buffers afterwards) and returns nothing. The batching rule calls it per example.
     """
 
+    # the callback sees the values as they are, bfloat16 included
+    bfloat16_native = True
+
     oper = "debug_callback"
     differentiable = False
     traits = Traits(effect=True)

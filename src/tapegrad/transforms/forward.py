@@ -77,7 +77,7 @@ class JVPTrace(Trace):
         nondiff = e.nondiff
         for j, (n, t) in enumerate(zip(e.out_nodes, outs)):
             shape, dtype = out_avals[j]
-            if t is None or j in nondiff or dtype.kind not in "fc":
+            if t is None or j in nondiff or dtype.kind not in "fcV":
                 continue
             if type(t) is not Tensor or t.shape != shape or t.dtype != dtype:
                 t = _fit(t, shape, dtype, e.fn)
@@ -148,7 +148,7 @@ def _transpose_tangents(cls, ctx, ts, in_avals, out_avals, nondiff, watch) -> tu
     only away from zero.
     """
     xp = ctx.backend
-    float_outs = [j for j, av in enumerate(out_avals) if av[1].kind in "fc" and j not in nondiff]
+    float_outs = [j for j, av in enumerate(out_avals) if av[1].kind in "fcV" and j not in nondiff]
     if not float_outs:
         return (None,) * len(out_avals)
     active = [i for i, t in enumerate(ts) if t is not None]
@@ -192,7 +192,7 @@ def _transpose_tangents(cls, ctx, ts, in_avals, out_avals, nondiff, watch) -> tu
 
 
 # -- argument handling -------------------------------------------------------------------------
-def _flat_primals(primals, who, kinds="fc"):
+def _flat_primals(primals, who, kinds="fcV"):
     if not isinstance(primals, (tuple, list)):
         raise TypeError(
             f"{who}: primals must be a tuple or list of positional arguments, got "
@@ -297,7 +297,7 @@ def jvp(fun, primals, tangents, has_aux: bool = False) -> tuple[Any, ...]:
     return (*res, run.aux) if has_aux else res
 
 
-def _linearize(fun, primals, has_aux, who, kinds="fc"):
+def _linearize(fun, primals, has_aux, who, kinds="fcV"):
     primals, prims, treedef, _ = _flat_primals(primals, who, kinds)
     lin = Trace(new_level())  # records the tangent program (below the forward-mode level)
     tin = [lin.new_input(_zeros(p.shape, p.dtype, p)) for p in prims]

@@ -161,7 +161,7 @@ def _float_leaves(tree, who: str, what: str) -> tuple[list, Any]:
                 raise TypeError(f"{who}: {what} leaf {i} is a {type(v).__name__}; expected a "
                                 "Tensor, an array or a number")
             v = Tensor(v)
-        if v.dtype.kind not in "fc":
+        if v.dtype.kind not in "fcV":
             raise TypeError(f"{who}: {what} leaf {i} has dtype {v.dtype}; it must be floating "
                             "or complex (cast with .astype)")
         out.append(v)
@@ -279,7 +279,7 @@ def custom_root(f: Callable, initial_guess, solve: Callable, tangent_solve: Call
                              f"initial_guess has shape {tuple(want[0])}")
     consts = conv.consts
     nc, ng = len(consts), len(guess)
-    diff_c = [c.dtype.kind in "fc" for c in consts]
+    diff_c = [c.dtype.kind in "fcV" for c in consts]
     fidx = [i for i in range(nc) if diff_c[i]]
 
     def fun(leaves):
@@ -480,6 +480,6 @@ def custom_linear_solve(matvec: Callable, b, solve: Callable,
     consts = conv.consts
     problem = _LinearProblem(who, conv, solve, solve if symmetric else transpose_solve,
                              bool(symmetric), has_aux, b_tree, avals,
-                             [c.dtype.kind in "fc" for c in consts])
+                             [c.dtype.kind in "fcV" for c in consts])
     outs, out_tree = problem.apply(list(consts), b_leaves)
     return tree_unflatten(out_tree, outs)

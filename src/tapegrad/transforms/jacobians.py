@@ -106,7 +106,7 @@ def jacfwd(
     def jacfwd_f(*args, **kwargs):
         _, diff, partial = select_argnums(fun, argnums, args, kwargs, "jacfwd")
         out, jvp_fn, aux = _linearize(partial, diff, has_aux, "jacfwd",
-                                      "c" if holomorphic else "f")
+                                      "c" if holomorphic else "fV")
         p_out, out_tree = tree_flatten(out)
         _check_outputs(p_out, out_tree, "jacfwd")
         if holomorphic:
@@ -181,7 +181,7 @@ def jacrev(
             d_leaves = tree_flatten(diff)[0]
             names = [f"primals[{i}]" for i in range(len(diff))]
             for i, v in enumerate(d_leaves):
-                as_primal(v, i, diff, names, "jacrev", kinds="c" if holomorphic else "fc")
+                as_primal(v, i, diff, names, "jacrev", kinds="c" if holomorphic else "fcV")
             res = vjp(partial, *diff, has_aux=has_aux)
         except TypeError as e:
             if not str(e).startswith("vjp:"):
@@ -290,7 +290,7 @@ def hvp(fun, primals, tangents):
 
     def directional_derivative(*ps):
         out, t_out = jvp(fun, ps, tangents)
-        if not (isinstance(out, Tensor) and out.ndim == 0 and out.dtype.kind == "f"):
+        if not (isinstance(out, Tensor) and out.ndim == 0 and out.dtype.kind in "fV"):
             desc = (f"shape {out.shape} and dtype {out.dtype}" if isinstance(out, Tensor)
                     else type(out).__name__)
             raise ValueError(
@@ -336,7 +336,7 @@ def elementwise_grad(fun, argnums=0, has_aux: bool = False):
         pos, diff, partial = select_argnums(fun, argnums, args, kwargs, "elementwise_grad")
         res = vjp(partial, *diff, has_aux=has_aux)
         out = res[0]
-        if not (isinstance(out, Tensor) and out.dtype.kind in "fc"):
+        if not (isinstance(out, Tensor) and out.dtype.kind in "fcV"):
             raise TypeError(
                 "elementwise_grad: fun must return one floating Tensor, got "
                 + (f"dtype {out.dtype}" if isinstance(out, Tensor) else type(out).__name__)

@@ -60,7 +60,7 @@ def leaf_path(args, index: int, names) -> str:
     return paths[index] if index < len(paths) else "<input>"
 
 
-def as_primal(leaf, i, tree, names, who, allow_int=False, kinds="fc") -> Tensor:
+def as_primal(leaf, i, tree, names, who, allow_int=False, kinds="fcV") -> Tensor:
     """One input leaf as a Tensor, checked to be differentiable: of a dtype kind in ``kinds``
     (``"fc"`` floating or complex; ``"c"`` complex only, for ``holomorphic=True``; ``"f"`` real
     only, for ``jacfwd`` without it)."""
@@ -80,7 +80,7 @@ def as_primal(leaf, i, tree, names, who, allow_int=False, kinds="fc") -> Tensor:
         )
     else:
         t = Tensor(leaf)
-    if not allow_int and t.dtype.kind not in "fc":
+    if not allow_int and t.dtype.kind not in "fcV":
         raise TypeError(
             f"{who}: cannot differentiate with respect to {leaf_path(tree, i, names)}, which has "
             f"dtype {t.dtype} (shape {t.shape}); only floating and complex inputs have "
@@ -89,7 +89,7 @@ def as_primal(leaf, i, tree, names, who, allow_int=False, kinds="fc") -> Tensor:
             "differentiates only the floating array leaves (the others get None; for other "
             "transforms, split the tree with tg.tree.partition)."
         )
-    if t.dtype.kind in "fc" and t.dtype.kind not in kinds:
+    if t.dtype.kind in "fcV" and t.dtype.kind not in kinds:
         path = leaf_path(tree, i, names)
         if kinds == "c":
             raise TypeError(
@@ -191,7 +191,7 @@ class Traced(NamedTuple):
 
 
 def call_traced(fun, args: tuple, has_aux, who, names, allow_int=False, replays=False,
-                kinds="fc") -> Traced:
+                kinds="fcV") -> Traced:
     """Run ``fun(*args)`` with every leaf of ``args`` (of a dtype kind in ``kinds``, see
     :func:`as_primal`) traced on a fresh :class:`Trace`."""
     leaves, treedef = tree_flatten(args)
@@ -242,7 +242,7 @@ def zeros_like(p: Tensor) -> Tensor:
 
 
 def _input_cotangents(ct: dict, primals, treedef):
-    leaves = [None if p.dtype.kind not in "fc" else ct[i] if i in ct else zeros_like(p)
+    leaves = [None if p.dtype.kind not in "fcV" else ct[i] if i in ct else zeros_like(p)
               for i, p in enumerate(primals)]  # a held integer leaf has no cotangent
     return tree_unflatten(treedef, leaves)
 
@@ -404,7 +404,7 @@ def value_and_grad(
     """
     check_callable(fun, "value_and_grad")
     check_argnums(argnums, "value_and_grad")
-    kinds, want = ("c", "c") if holomorphic else ("fc", "f")
+    kinds, want = ("c", "c") if holomorphic else ("fcV", "fV")
 
     def value_and_grad_f(*args, **kwargs):
         pos, diff, call = select_argnums(fun, argnums, args, kwargs, "grad")
@@ -416,7 +416,7 @@ def value_and_grad(
         with transform_scope():
             run = call_traced(call, diff, has_aux, "grad", names, kinds=kinds)
             lowered, nodes = run.outs, run.out_nodes
-            if len(lowered) != 1 or lowered[0].size != 1 or lowered[0].dtype.kind != want:
+            if len(lowered) != 1 or lowered[0].size != 1 or lowered[0].dtype.kind not in want:
                 if len(lowered) == 1 and lowered[0].size == 1:
                     check_output_dtype(lowered[0], "the output", "grad", holomorphic)
                 shapes = ", ".join(f"shape {v.shape} dtype {v.dtype}" for v in lowered)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.backend import backend_of
 from tapegrad.core.tensor import Tensor, const
 from tapegrad.core.tree import tree_flatten, tree_unflatten
@@ -118,7 +119,7 @@ def linear_transpose(fun: Callable, *primals) -> Callable:
     zeros, probes = [], []
     for i, leaf in enumerate(leaves):
         shape, dtype, like = _aval(leaf, i)
-        if dtype.kind not in "fc":
+        if dtype.kind not in "fcV":
             raise TypeError(f"linear_transpose: primal leaf {i} has dtype {dtype}; a linear "
                             "function is transposed over floating or complex inputs")
         zeros.append(_zeros(shape, dtype, like))
@@ -128,7 +129,7 @@ def linear_transpose(fun: Callable, *primals) -> Callable:
     out_leaves, out_tree = tree_flatten(out0)
     out_avals = []
     for j, o in enumerate(out_leaves):
-        if not (isinstance(o, Tensor) and o.dtype.kind in "fc"):
+        if not (isinstance(o, Tensor) and o.dtype.kind in "fcV"):
             what = f"dtype {o.dtype}" if isinstance(o, Tensor) else type(o).__name__
             raise TypeError(f"linear_transpose: output leaf {j} has {what}; a linear function "
                             "returns floating or complex arrays")
@@ -175,11 +176,11 @@ def _check_probe(fun, zeros, probes) -> None:
         if va.shape != vb.shape:
             raise ValueError(f"linear_transpose: fun is not linear: output leaf {j} changes "
                              "shape with the input's values")
-        eps = np.finfo(vb.dtype).eps if vb.dtype.kind in "fc" else 1e-7
+        eps = _tg_dtypes.finfo(vb.dtype).eps if vb.dtype.kind in "fcV" else 1e-7
         scale = max(float(np.max(np.abs(va), initial=0.0)), float(np.max(np.abs(vb),
                                                                           initial=0.0)))
         err = float(np.max(np.abs(va - vb), initial=0.0))
-        if not err <= np.sqrt(eps) * max(scale, np.finfo(vb.dtype).tiny * 1e10):
+        if not err <= np.sqrt(eps) * max(scale, _tg_dtypes.finfo(vb.dtype).tiny * 1e10):
             raise ValueError(
                 f"linear_transpose: fun is not linear: at a probe input u, output leaf {j} of "
                 f"fun(u) differs from the derivative at zero along u by {err:.3g} (relative "

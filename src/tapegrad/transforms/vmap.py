@@ -33,6 +33,7 @@ from tapegrad.core.function import (
     Applied,
     Function,
     new_level,
+    plain_arrays,
     run_primitive,
     transform_scope,
 )
@@ -199,10 +200,10 @@ class BatchTrace(Trace):
             if b:
                 v = v[0] if v.shape[0] else backend_of(v).zeros(v.shape[1:], v.dtype)
             arrays.append(v)
-        cpu = not any(hasattr(a, "shape") and type(a) is not np.ndarray for a in arrays)
         with transform_scope():
             run = run_primitive(fn, lowered, arrays, params,
-                                needs if needs is not None else (False,) * len(arrays), cpu)
+                                needs if needs is not None else (False,) * len(arrays),
+                                plain_arrays(arrays))
         ctx = run.ctx
         spec = run.saved
         if spec is not None:
