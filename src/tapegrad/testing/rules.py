@@ -275,8 +275,9 @@ class _Checker:
             self.same("jit", f"at example {i}", _run(jitted, ts), want)
             if tape is None:
                 got, err = _run(trace(g), ts)
-                if err is not None:
-                    self.fail("jit", "Tape", f"tracing raised {_describe(err)}")
+                if err is not None or got is None:
+                    self.fail("jit", "Tape", f"tracing raised {_describe(err)}"
+                              if err is not None else "tracing returned nothing")
                     return
                 tape = got[1]
                 continue
