@@ -276,8 +276,9 @@ class _Checker:
             self.same("jit", f"at example {i}", _run(jitted, ts), want)
             if tape is None:
                 got, err = _run(trace(g), ts)
-                if err is not None:
-                    self.fail("jit", "Tape", f"tracing raised {_describe(err)}")
+                if err is not None or got is None:
+                    self.fail("jit", "Tape", f"tracing raised {_describe(err)}"
+                              if err is not None else "tracing returned nothing")
                     return
                 assert got is not None  # no error: a result
                 tape = got[1]
