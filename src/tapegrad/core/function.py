@@ -374,24 +374,43 @@ _SAVED_INPUT = tuple(Saved(INPUT, k) for k in range(16))  # made once: built per
 _SAVED_OUTPUT = tuple(Saved(OUTPUT, k) for k in range(16))
 
 
-def _saved_spec(to_save, arrays, given) -> tuple:
-    """The :class:`Saved` records of the values ``forward`` saved, found by identity among
-    its input ``arrays`` and its outputs as ``given``."""
-    spec = []
-    for s in to_save:
-        for k, a in enumerate(arrays):
-            if a is s:
-                spec.append(_SAVED_INPUT[k] if k < 16 else Saved(INPUT, k))
-                break
-        else:
-            for k, o in enumerate(given):
-                if o is s:
-                    spec.append(_SAVED_OUTPUT[k] if k < 16 else Saved(OUTPUT, k))
-                    break
-            else:
-                spec.append(Saved(OTHER, s if isinstance(s, Tensor) or not hasattr(s, "shape")
-                                  else const(s)))
-    return tuple(spec)
+def _applied(ctx, outs: tuple, multi: bool, record: bool, values, arrays, given) -> Applied:
+    """The :class:`Applied` record of one run of ``forward``. With ``record``: where each value
+    ``forward`` saved comes from, found by identity among its input ``arrays`` and its outputs
+    as ``given`` (:class:`Saved` records), ``ctx.saved_tensors`` set to those values at level 0
+    (the Tensors among ``values``, constants over the outputs ``outs``, or the value itself),
+    and the outputs ``forward`` marked non-differentiable."""
+    saved = prims = None
+    nondiff = ()
+    if record:
+        to_save = ctx._saved_args
+        if to_save is not None:
+            spec, values0 = [], []
+            for s in to_save:
+                for k, a in enumerate(arrays):
+                    if a is s:
+                        spec.append(_SAVED_INPUT[k] if k < 16 else Saved(INPUT, k))
+                        values0.append(values[k])
+                        break
+                else:
+                    for k, o in enumerate(given):
+                        if o is s:
+                            spec.append(_SAVED_OUTPUT[k] if k < 16 else Saved(OUTPUT, k))
+                            if prims is None:
+                                prims = [const(a) for a in outs]
+                            values0.append(prims[k])
+                            break
+                    else:
+                        v = s if isinstance(s, Tensor) or not hasattr(s, "shape") else const(s)
+                        spec.append(Saved(OTHER, v))
+                        values0.append(v)
+            saved = tuple(spec)
+            ctx.saved_tensors = tuple(values0)
+        nd = ctx._nondiff_args
+        if nd is not None:
+            nondiff = tuple([j for j, o in enumerate(given) if any(o is s for s in nd)])
+        ctx._saved_args = ctx._nondiff_args = None
+    return Applied(outs, ctx, multi, saved, nondiff, prims)
 
 
 class Applied:
@@ -404,16 +423,19 @@ class Applied:
         saved: Where each value ``forward`` saved comes from (a tuple of :class:`Saved`),
             or None when it saved nothing (or the run records nothing).
         nondiff: Positions of the outputs marked non-differentiable.
+        prims: Level-0 constants over the outputs, made where ``forward`` saved an output
+            (``ctx.saved_tensors`` holds them), else None.
     """
 
-    __slots__ = ("outs", "ctx", "multi", "saved", "nondiff")
+    __slots__ = ("outs", "ctx", "multi", "saved", "nondiff", "prims")
 
-    def __init__(self, outs: tuple, ctx: Any, multi: bool, saved, nondiff: tuple):
+    def __init__(self, outs: tuple, ctx: Any, multi: bool, saved, nondiff: tuple, prims=None):
         self.outs = outs
         self.ctx = ctx
         self.multi = multi
         self.saved = saved
         self.nondiff = nondiff
+        self.prims = prims
 
 
 def derive_context(ctx: Context, needs: tuple, saved=None) -> Context:
@@ -435,8 +457,8 @@ def run_primitive(cls, values, arrays: list, params: dict, needs: tuple, cpu: bo
     device and backend of the Tensor inputs among ``values``, NumPy constants moved there,
     deferred arrays computed), runs ``forward`` with floating-point warnings off (and the
     :func:`debug_nans` checks), and returns an :class:`Applied` record. With ``record`` it
-    also notes where the values ``forward`` saved come from and which outputs it marked
-    non-differentiable.
+    also notes where the values ``forward`` saved come from (and sets ``ctx.saved_tensors``
+    to them at level 0) and which outputs it marked non-differentiable.
 
     Args:
         cls: The Function subclass.
@@ -462,7 +484,7 @@ def run_primitive(cls, values, arrays: list, params: dict, needs: tuple, cpu: bo
         ctx.device = _check_devices(cls, values, arrays)
         ctx.backend = _backend.get_backend(ctx.device)
         if not cls.bfloat16_native and _has_bfloat16(arrays):
-            return _run_widened(cls, ctx, arrays, params, record)
+            return _run_widened(cls, ctx, values, arrays, params, record)
     if _state.fast and not _PROFILING[0]:  # _forward's first branch, without the call
         try:
             raw = cls.forward(ctx, *arrays, **params)
@@ -481,17 +503,9 @@ def run_primitive(cls, values, arrays: list, params: dict, needs: tuple, cpu: bo
         multi = False
         given = (raw,)
         outs = (as_array(raw, ctx.backend),)
-    saved = None
-    nondiff = ()
-    if record:
-        to_save = ctx._saved_args
-        if to_save is not None:
-            saved = _saved_spec(to_save, arrays, given)
-        nd = ctx._nondiff_args
-        if nd is not None:
-            nondiff = tuple([j for j, o in enumerate(given) if any(o is s for s in nd)])
-        ctx._saved_args = ctx._nondiff_args = None
-    return Applied(outs, ctx, multi, saved, nondiff)
+    if not record:
+        return Applied(outs, ctx, multi, None, ())
+    return _applied(ctx, outs, multi, True, values, arrays, given)
 
 
 _BF16 = _dtypes.bfloat16
@@ -563,7 +577,7 @@ def widened_forward(cls):
     return run
 
 
-def _run_widened(cls, ctx, arrays, params, record) -> Applied:
+def _run_widened(cls, ctx, values, arrays, params, record) -> Applied:
     """:func:`run_primitive` past the context for inputs with bfloat16 arrays, as XLA computes
     bfloat16 on a CPU: ``forward`` runs on the inputs widened to float32 and its float32
     results are rounded back (:func:`_rounds_back`), one rounding per op. What ``forward``
@@ -583,17 +597,7 @@ def _run_widened(cls, ctx, arrays, params, record) -> Applied:
     back, ints = _rounds_back(arrays, params)
     given = tuple([_round_back(o, ints) for o in seen]) if back else seen
     outs = tuple([as_array(o, ctx.backend) for o in given])
-    saved = None
-    nondiff = ()
-    if record:
-        to_save = ctx._saved_args
-        if to_save is not None:
-            saved = _saved_spec(to_save, up, seen)
-        nd = ctx._nondiff_args
-        if nd is not None:
-            nondiff = tuple([j for j, o in enumerate(seen) if any(o is s for s in nd)])
-        ctx._saved_args = ctx._nondiff_args = None
-    return Applied(outs, ctx, multi, saved, nondiff)
+    return _applied(ctx, outs, multi, record, values, up, seen)
 
 
 def _nonfinite(a) -> bool:

@@ -24,7 +24,6 @@ from tapegrad.core import profiler as _profiler
 from tapegrad.core.function import (
     CONTEXT_FIELDS,
     OTHER,
-    OUTPUT,
     Applied,
     _check_devices,
     _state,
@@ -379,21 +378,6 @@ def _needs(fn, args) -> tuple:
                   and a._array.dtype.kind in "fcV" for i, a in enumerate(args)])
 
 
-def _base_saved(run: Applied, inputs) -> list | None:
-    """Set ``run.ctx.saved_tensors`` to the values ``forward`` saved, as level-0 Tensors (the
-    ``inputs``, or constants over the outputs); returns those output constants (or None)."""
-    spec = run.saved
-    if spec is None:
-        return None
-    prims = None
-    for s in spec:
-        if s.kind == OUTPUT:
-            prims = [const(a) for a in run.outs]
-            break
-    run.ctx.saved_tensors = saved_values(spec, inputs, prims)
-    return prims
-
-
 class Trace:
     """The recorder of one transform (one level). Internal: users see :class:`Tape`.
 
@@ -445,7 +429,7 @@ class Trace:
         nd = fn.nondiff_argnums
         # Each input as this level sees it: a node of this trace (then its value one level
         # down, and whether this level wants its cotangent) or a constant.
-        lowered, arrays, in_nodes, wants = [], [], [], []
+        lowered, arrays, in_nodes, consts, wants = [], [], [], [], []
         below = None  # the trace of the next level down that traces an input, if any
         cpu = True
         for k, a in enumerate(args):
@@ -455,11 +439,15 @@ class Trace:
                     if b.trace is not self:
                         raise RuntimeError(f"{fn._name()}: inputs from two traces of one level")
                     in_nodes.append(b.node)
-                    a = b.primal if b.primal is not None else primal_of(a)
+                    consts.append(None)
+                    a = b.primal
+                    if a is None:
+                        a = primal_of(args[k])
                     wants.append(diff and a._array.dtype.kind in "fcV" and not (nd and k in nd))
                     b = a._box
                 else:
                     in_nodes.append(-1)
+                    consts.append(a)
                     wants.append(False)
                 if b is not None and b.level and (below is None or b.level > below.level):
                     below = b.trace
@@ -469,6 +457,7 @@ class Trace:
                 arrays.append(arr)
             else:
                 in_nodes.append(-1)
+                consts.append(a)
                 wants.append(False)
                 if type(a) is _ndarray and a.dtype is _BF16:
                     cpu = False
@@ -477,15 +466,17 @@ class Trace:
         if not cpu:  # NumPy constants join the device of the Tensor inputs (on the tape too)
             _check_devices(fn, lowered, arrays)
             lowered = [v if type(v) is Tensor else a for v, a in zip(lowered, arrays)]
+            consts = [None if n >= 0 else v for n, v in zip(in_nodes, lowered)]
         wants = tuple(wants)
         active = True in wants
-        # The outputs one level down: recorded (and computed) by the next trace, or computed.
+        # The outputs one level down: recorded (and computed) by the next trace, or computed
+        # (with the level-0 saved values set on its context).
         if below is not None:
             run = below.record(fn, lowered, params, _needs(fn, args) if needs is None else needs)
             prims = run.outs
         else:
             run = run_primitive(fn, lowered, arrays, params, wants if needs is None else needs, cpu)
-            prims = _base_saved(run, lowered)
+            prims = run.prims
         if not active and not self.replays:  # no derivative at this level: constants here
             if below is None:
                 run.outs = tuple(prims or [const(a) for a in run.outs])
@@ -503,29 +494,35 @@ class Trace:
                     ctx.needs_input_grad = wants
             if _state.debug:  # where the user called the op, for tg.debug_nans' message
                 site = caller_line()
-        outs = self._new_nodes(run.outs, prims, below is not None)
-        self._note(_tuple_new(TapeEntry, (
-            fn, params, ctx, tuple(in_nodes),
-            tuple([None if n >= 0 else v for n, v in zip(in_nodes, lowered)]),
-            tuple([o._box.node for o in outs]), run.saved or (), run.nondiff, watch, site)))
-        run.outs = outs  # the same record, now holding this level's Tensors
-        return run
-
-    def _new_nodes(self, values, prims, tensors: bool) -> tuple:
-        """Traced Tensors of this level, with fresh node ids, for the outputs ``values`` one
-        level down (Tensors when ``tensors``, else arrays); ``prims``: their Tensors one level
-        down where already made, or None."""
+        # The outputs traced here: fresh nodes over the values one level down.
         avals = self.avals
-        level = self.level
-        outs = []
-        for j, v in enumerate(values):
-            arr = v._array if tensors else v
+        node = len(avals)
+        values = run.outs
+        if len(values) == 1:
+            arr = values[0]._array if below is not None else values[0]
+            avals.append((arr.shape, arr.dtype))
             t = _new(Tensor)
             _s_array(t, arr)
-            _s_box(t, Box(level, self, len(avals), None if prims is None else prims[j]))
-            outs.append(t)
-            avals.append((arr.shape, arr.dtype))
-        return tuple(outs)
+            _s_box(t, Box(level, self, node, None if prims is None else prims[0]))
+            outs = (t,)
+            out_nodes = (node,)
+        else:
+            outs, out_nodes = [], []
+            for j, v in enumerate(values):
+                arr = v._array if below is not None else v
+                avals.append((arr.shape, arr.dtype))
+                t = _new(Tensor)
+                _s_array(t, arr)
+                _s_box(t, Box(level, self, node, None if prims is None else prims[j]))
+                outs.append(t)
+                out_nodes.append(node)
+                node += 1
+            outs, out_nodes = tuple(outs), tuple(out_nodes)
+        self._note(_tuple_new(TapeEntry, (
+            fn, params, ctx, tuple(in_nodes), tuple(consts), out_nodes, run.saved or (),
+            run.nondiff, watch, site)))
+        run.outs = outs  # the same record, now holding this level's Tensors
+        return run
 
     def note(self, entry: TapeEntry) -> None:
         """Keep ``entry`` (forward mode overrides this to compute tangents instead)."""

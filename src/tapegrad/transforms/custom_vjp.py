@@ -15,7 +15,7 @@ import numbers
 
 import numpy as np
 
-from tapegrad.core.function import Function, plain_arrays, run_primitive, saved_values
+from tapegrad.core.function import Function, plain_arrays, run_primitive
 from tapegrad.core.tensor import Tensor
 from tapegrad.core.tensor import const as _tconst
 from tapegrad.core.tree import tree_flatten, tree_structure, tree_unflatten
@@ -363,8 +363,6 @@ class OnceDifferentiableBackward(Function):
         needs = tuple(i in want for i in range(n_in))
         run = run_primitive(fn, values, ins, fn_params, needs, cpu)
         c = run.ctx
-        if run.saved is not None:
-            c.saved_tensors = saved_values(run.saved, values, [_tconst(o) for o in run.outs])
         gs = [None if g is None else _tconst(g) for g in arrays[n_in:]]
         grads = fn.backward(c, *gs)
         if type(grads) is not tuple:
