@@ -91,6 +91,54 @@ def test_backward_wrong_arity_names_the_function():
         tg.grad(lambda x: Bad.apply(x).sum())(f64([1.0]))
 
 
+def test_wrong_rule_arity_is_refused_by_every_transform_that_runs_a_rule():
+    """The count check covers each place a rule runs: reverse mode, forward mode's jvp rule,
+    forward mode through a transposed backward, and a once-differentiable backward."""
+
+    class Twice(tg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2, g
+
+        @staticmethod
+        def jvp(ctx, t):
+            return t * 2, t
+
+    class NoJvp(tg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2, g
+
+    class Once(tg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        @tg.once_differentiable
+        def backward(ctx, g):
+            return g * 2, g
+
+    x = f64([1.0, 2.0])
+    back = r"backward returned 2 value\(s\) for 1 input\(s\); return one cotangent"
+    with pytest.raises(ValueError, match=r"Twice\." + back):
+        tg.grad(lambda x: Twice.apply(x).sum())(x)
+    with pytest.raises(ValueError, match=r"Twice\.jvp returned 2 tangent\(s\) for 1 output"):
+        tg.jvp(Twice.apply, (x,), (x,))
+    with pytest.raises(ValueError, match=r"NoJvp\." + back):
+        tg.jvp(NoJvp.apply, (x,), (x,))
+    with pytest.raises(ValueError, match=r"Once\." + back):
+        tg.jit(tg.grad(lambda x: Once.apply(x).sum()))(x)
+
+
 def test_backward_wrong_shape_names_the_function():
     class BadShape(tg.Function):
         @staticmethod

@@ -52,6 +52,7 @@ __all__ = [
     "WeakArgument",
     "Applied",
     "Saved",
+    "rule_outputs",
     "saved_values",
 ]
 
@@ -342,6 +343,25 @@ def _forward(cls, ctx, arrays, params, _timed=False):
         raise cls._explain(e, arrays, params) from e
     if st.debug:
         _check_finite(cls, arrays, out)
+    return out
+
+
+def rule_outputs(cls, rule: str, out, n: int) -> tuple:
+    """What rule ``rule`` (``"backward"`` or ``"jvp"``) of ``cls`` returned, as a tuple of ``n``
+    values (one per input for ``backward``, per output for ``jvp``).
+
+    Raises:
+        ValueError: when it returned another number of values, naming the rule and the fix.
+    """
+    if type(out) is not tuple:
+        out = tuple(out) if type(out) is list else (out,)
+    if len(out) != n:
+        what, per = ("tangent(s)", "output") if rule == "jvp" else ("value(s)", "input")
+        per_what = "output of forward" if rule == "jvp" else "positional input of forward"
+        raise ValueError(
+            f"{cls.__name__}.{rule} returned {len(out)} {what} for {n} {per}(s); return one "
+            f"{'tangent' if rule == 'jvp' else 'cotangent'} (or None) per {per_what}."
+        )
     return out
 
 

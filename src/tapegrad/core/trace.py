@@ -28,6 +28,7 @@ from tapegrad.core.function import (
     _check_devices,
     _state,
     derive_context,
+    rule_outputs,
     run_primitive,
     saved_values,
     unbroadcast,
@@ -665,14 +666,9 @@ def backward_pass(entries: list, ct: dict, avals, consume: bool, _timed=False) -
             if is_escape(err):
                 raise escaped_rule(fn, "backward", err) from None
             raise
-        if type(grads) is not tuple:
-            grads = tuple(grads) if type(grads) is list else (grads,)
         in_nodes = e.in_nodes
-        if len(grads) != len(in_nodes):
-            raise ValueError(
-                f"{fn.__name__}.backward returned {len(grads)} value(s) for {len(in_nodes)} "
-                "input(s); return one cotangent (or None) per positional input of forward."
-            )
+        if type(grads) is not tuple or len(grads) != len(in_nodes):
+            grads = rule_outputs(fn, "backward", grads, len(in_nodes))
         needs = ctx.needs_input_grad
         for i, node in enumerate(in_nodes):
             if node < 0 or not needs[i]:

@@ -15,7 +15,7 @@ import numbers
 
 import numpy as np
 
-from tapegrad.core.function import Function, plain_arrays, run_primitive
+from tapegrad.core.function import Function, plain_arrays, rule_outputs, run_primitive
 from tapegrad.core.tensor import Tensor
 from tapegrad.core.tensor import const as _tconst
 from tapegrad.core.tree import tree_flatten, tree_structure, tree_unflatten
@@ -365,13 +365,7 @@ class OnceDifferentiableBackward(Function):
         c = run.ctx
         gs = [None if g is None else _tconst(g) for g in arrays[n_in:]]
         grads = fn.backward(c, *gs)
-        if type(grads) is not tuple:
-            grads = tuple(grads) if type(grads) is list else (grads,)
-        if len(grads) != n_in:
-            raise ValueError(
-                f"{fn.__name__}.backward returned {len(grads)} value(s) for {n_in} input(s); "
-                "return one cotangent (or None) per positional input of forward."
-            )
+        grads = rule_outputs(fn, "backward", grads, n_in)
         xp = ctx.backend
         out = []
         for i in want:

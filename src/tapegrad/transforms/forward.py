@@ -22,7 +22,7 @@ import numpy as np
 
 from tapegrad.core import profiler as _profiler
 from tapegrad.core.backend import backend_of
-from tapegrad.core.function import new_level, unbroadcast
+from tapegrad.core.function import new_level, rule_outputs, unbroadcast
 from tapegrad.core.tensor import Tensor, const
 from tapegrad.core.trace import Trace, apply_step, escaped_rule, interpret, is_escape, run_rule
 from tapegrad.core.tree import tree_flatten, tree_unflatten
@@ -109,14 +109,7 @@ def op_tangents(cls, ctx, ts, in_avals, out_avals, nondiff=(), watch=None) -> tu
                 "jvp(ctx, *tangents) rule written with tapegrad operations."
             ) from None
         raise escaped_rule(cls, "backward" if transpose else "jvp", err) from None
-    if type(out) is not tuple:
-        out = tuple(out) if isinstance(out, list) else (out,)
-    if len(out) != len(out_avals):
-        raise ValueError(
-            f"{cls.__name__}.jvp returned {len(out)} tangent(s) for {len(out_avals)} output(s); "
-            "return one tangent (or None) per output of forward."
-        )
-    return out
+    return rule_outputs(cls, "jvp", out, len(out_avals))
 
 
 def _fit(t, shape, dtype, cls) -> Tensor:
@@ -158,13 +151,7 @@ def _transpose_tangents(cls, ctx, ts, in_avals, out_avals, nondiff, watch) -> tu
         glist = [next(it) if j in float_outs else const(xp.zeros(shape, dtype))
                  for j, (shape, dtype) in enumerate(out_avals)]
         grads = run_rule(cls, "backward", ctx, watch, glist)
-        if type(grads) is not tuple:
-            grads = tuple(grads) if isinstance(grads, list) else (grads,)
-        if len(grads) != len(ts):
-            raise ValueError(
-                f"{cls.__name__}.backward returned {len(grads)} value(s) for {len(ts)} "
-                "input(s); return one cotangent (or None) per positional input of forward."
-            )
+        grads = rule_outputs(cls, "backward", grads, len(ts))
         res = []
         for i in active:
             shape, dtype = in_avals[i]
