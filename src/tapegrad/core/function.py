@@ -512,20 +512,24 @@ def run_primitive(cls, values, arrays: list, params: dict, needs: tuple, cpu: bo
             raise cls._explain(e, arrays, params) from e
     else:
         raw = _forward(cls, ctx, arrays, params)
-    if type(raw) is _ndarray:
-        multi = False
-        outs = given = (raw,)
-    elif type(raw) is tuple or type(raw) is list:
-        multi = True
-        given = tuple(raw)
-        outs = tuple([as_array(r, ctx.backend) for r in given])
-    else:  # NumPy scalars (ufuncs on 0-d arrays give them) become 0-d arrays
-        multi = False
-        given = (raw,)
-        outs = (as_array(raw, ctx.backend),)
     if not record:
-        return Applied(outs, ctx, multi, None, ())
-    return _applied(ctx, outs, multi, True, values, arrays, given)
+        return _normalized(ctx, raw)
+    if type(raw) is _ndarray:
+        return _applied(ctx, (raw,), False, True, values, arrays, (raw,))
+    multi = type(raw) is tuple or type(raw) is list
+    given = tuple(raw) if multi else (raw,)
+    return _applied(ctx, tuple([as_array(r, ctx.backend) for r in given]), multi, True,
+                    values, arrays, given)
+
+
+def _normalized(ctx, raw) -> Applied:
+    """The unrecorded :class:`Applied` of what ``forward`` returned: an array, a tuple or
+    list of them (several outputs), or a NumPy scalar (made a 0-d array)."""
+    if type(raw) is _ndarray:
+        return Applied((raw,), ctx, False, None, ())
+    if type(raw) is tuple or type(raw) is list:
+        return Applied(tuple([as_array(r, ctx.backend) for r in raw]), ctx, True, None, ())
+    return Applied((as_array(raw, ctx.backend),), ctx, False, None, ())
 
 
 _BF16 = _dtypes.bfloat16
@@ -875,8 +879,24 @@ class Function:
             if deferred is not None:
                 return deferred
         n = len(arrays)
-        run = run_primitive(cls, args, arrays, params, _FALSES[n] if n < 9 else (False,) * n,
-                            cpu, False)
+        needs = _FALSES[n] if n < 9 else (False,) * n
+        if cpu and _state.fast and not _PROFILING[0]:
+            # run_primitive's common case without its record: NumPy arrays, nothing to note,
+            # an array out (the eager step of every op and of every backward rule's op)
+            ctx = _new(Context)
+            ctx.needs_input_grad = needs
+            try:
+                out = cls.forward(ctx, *arrays, **params)
+            except (ValueError, TypeError, IndexError) as e:
+                raise cls._explain(e, arrays, params) from e
+            if type(out) is _ndarray:
+                t = _new(Tensor)
+                _s_array(t, out)
+                _s_box(t, None)
+                return t
+            run = _normalized(ctx, out)
+        else:
+            run = run_primitive(cls, args, arrays, params, needs, cpu, False)
         if not run.multi:
             out = run.outs[0]
             t = _new(Tensor)

@@ -666,9 +666,11 @@ def backward_pass(entries: list, ct: dict, avals, consume: bool, _timed=False) -
             if is_escape(err):
                 raise escaped_rule(fn, "backward", err) from None
             raise
+        if type(grads) is not tuple:
+            grads = tuple(grads) if type(grads) is list else (grads,)
         in_nodes = e.in_nodes
-        if type(grads) is not tuple or len(grads) != len(in_nodes):
-            grads = rule_outputs(fn, "backward", grads, len(in_nodes))
+        if len(grads) != len(in_nodes):
+            rule_outputs(fn, "backward", grads, len(in_nodes))  # raises, naming the rule
         needs = ctx.needs_input_grad
         for i, node in enumerate(in_nodes):
             if node < 0 or not needs[i]:
