@@ -230,12 +230,25 @@ def test_a_kernel_numba_cannot_compile_runs_as_numpy_calls(monkeypatch, caplog, 
     monkeypatch.setattr(fusion, "_BROKEN", set())
     calls = []
 
-    def broken(src):
-        def kernel(*args):
-            calls.append(src)
+    class Broken:  # a numba dispatcher whose every compile fails
+        overloads: dict = {}
+        signatures: list = []
+
+        def __init__(self, src):
+            self.src = src
+
+        def disable_compile(self, val=True):
+            pass
+
+        def compile(self, sig):
+            calls.append(self.src)
             raise error()
 
-        return kernel
+        def __call__(self, *args):
+            raise AssertionError("a kernel that failed to compile was called")
+
+    def broken(src):
+        return Broken(src)
 
     monkeypatch.setattr(fusion, "_kernel", broken)
     x, b = tg.Tensor(RNG.standard_normal((3, 4))), tg.Tensor(RNG.standard_normal(4))

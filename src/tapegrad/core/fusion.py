@@ -128,6 +128,7 @@ class _NotFusable(Exception):
 _BF16 = _dtypes.bfloat16
 _DTYPES = {np.dtype(n): n for n in ("bool", "float32", "float64", "complex64", "complex128")}
 _DTYPES[np.dtype(bool)] = "bool_"
+_WIDE = (np.dtype(np.float64), np.dtype(np.complex128))
 
 #: op -> (kind, arity, template). Kinds: "arith" (operands cast to the result dtype), "cmp"
 #: (operands cast to their common dtype; bool result), "unary" (operand cast to the result
@@ -389,14 +390,26 @@ class FusedGroup:
     def __init__(self, ops, key, source, kernel, n_out):
         self.ops, self.key, self.source = tuple(ops), key, source
         self._kernel, self._n_out = kernel, n_out
+        self._entry = None  # the compiled version's entry point, once compiled
+
+    @property
+    def call(self):
+        """The kernel, called with the step's inputs: it returns the one output array, or a
+        sequence of them (a tuple, or the rows of one array holding outputs of one dtype), in
+        output order. Once compiled (:meth:`compile`), numba's compiled version itself: it
+        checks each argument's type as it converts it (a wrong one is a TypeError), with no
+        dispatch on types."""
+        return self._entry or self._kernel
 
     def forward(self, ctx, *args):
         out = self._kernel(*args)
-        return out if self._n_out > 1 else out[0]
+        return tuple(out) if self._n_out > 1 else out
 
     def compile(self, args) -> bool:
-        """Compile the kernel for arguments like ``args`` (numba compiles at a first call:
-        this runs it once on ``args``), unless it is compiled for them already.
+        """Compile the kernel for arguments like ``args``, unless it is compiled for them
+        already. A kernel is compiled once per dtype and rank of its arguments: arrays of any
+        layout, writable or not, share one compiled version (groups of one structure share it,
+        whichever values they read).
 
         Args:
             args: The arrays and numbers the kernel is called with (its step's inputs).
@@ -408,7 +421,18 @@ class FusedGroup:
         if self.key in _BROKEN:
             return False
         try:
-            self._kernel(*args)
+            sig = _signature(args)
+            with _LOCK:
+                kernel = self._kernel
+                if sig not in kernel.overloads:
+                    kernel.disable_compile(False)
+                    try:
+                        kernel.compile(sig)
+                    finally:  # calls convert to a compiled version; they never compile
+                        if kernel.signatures:
+                            kernel.disable_compile(True)
+                self._entry = kernel.overloads[sig].entry_point
+            self._entry(*args)
         except Exception as e:  # a typing or lowering error, or any other failure to build
             with _LOCK:
                 warn = self.key not in _BROKEN
@@ -437,6 +461,16 @@ def _ref_key(ref):
     if isinstance(v, np.ndarray):
         return ("a", v.__array_interface__["data"][0], v.shape, v.strides, v.dtype)
     return ("c", id(v))
+
+
+def _signature(args) -> tuple:
+    """The numba signature a kernel is compiled for on ``args``: each array as a read-only
+    array of any layout (of its dtype and rank), each number as its numba type."""
+    numba = _numba()
+    assert numba is not None
+    types_ = numba.types
+    return tuple(types_.Array(numba.from_dtype(a.dtype), a.ndim, "A", readonly=True)
+                 if isinstance(a, np.ndarray) else numba.typeof(a) for a in args)
 
 
 def _const_ok(v) -> bool:
@@ -678,8 +712,15 @@ def _source(shape: tuple, used: list, outs: list) -> str:
             expr = "1"
         lines.append(f"    n{k} = {expr}")
         dims.append(f"n{k}")
-    for j, (_, node) in enumerate(outs):
-        lines.append(f"    o{j} = np.empty(({', '.join(dims)},), np.{_DTYPES[node.dtype]})")
+    # outputs of one dtype are the rows of one array (one array for numba to return, and
+    # NumPy's row iteration to split); outputs of several dtypes, a tuple of arrays
+    block = len(outs) > 1 and len({node.dtype for _, node in outs}) == 1
+    if block:
+        lines.append(f"    o = np.empty(({len(outs)}, {', '.join(dims)}), "
+                     f"np.{_DTYPES[outs[0][1].dtype]})")
+    else:
+        for j, (_, node) in enumerate(outs):
+            lines.append(f"    o{j} = np.empty(({', '.join(dims)},), np.{_DTYPES[node.dtype]})")
     idx_all = ", ".join(f"i{k}" for k in range(nd))
     ind = "    "
     for k in range(nd):
@@ -692,6 +733,8 @@ def _source(shape: tuple, used: list, outs: list) -> str:
     def cast(nd_, dtype):
         expr = gen(nd_)
         if nd_.dtype is None:  # a weak Python number: NumPy converts it to the loop dtype
+            if nd_.op == "lit" and type(nd_.value) is float and dtype == np.float64:
+                return expr  # (a float literal is a float64 already)
             return f"np.{_DTYPES[dtype]}({expr})"
         if nd_.dtype != dtype:
             return f"np.{_DTYPES[dtype]}({expr})"
@@ -729,7 +772,8 @@ def _source(shape: tuple, used: list, outs: list) -> str:
             elif kind == "unary":
                 parts = [cast(node.args[0], node.loop)]
                 if node.op == "sigmoid":
-                    parts.append(f"np.{_DTYPES[node.loop]}(1.0)")
+                    parts.append("1.0" if node.loop == np.float64 else
+                                 f"np.{_DTYPES[node.loop]}(1.0)")
             elif kind == "where":
                 parts = [gen(node.args[0]), cast(node.args[1], node.loop),
                          cast(node.args[2], node.loop)]
@@ -739,7 +783,10 @@ def _source(shape: tuple, used: list, outs: list) -> str:
                 parts = [gen(a) for a in node.args]
             expr = tmpl.format(*parts)
             if kind in ("unary", "arith", "keep") and node.op != "isfinite" and \
-                    node.op != "isnan":
+                    node.op != "isnan" and not (kind != "keep" and node.loop == node.dtype
+                                                and node.dtype in _WIDE):
+                # (numba computes float64 and complex128 operands in their own dtype, as
+                # NumPy does; a narrower result is cast back, as NumPy's loop rounds it)
                 expr = f"np.{_DTYPES[node.dtype]}({expr})"
         name = f"t{counter[0]}"
         counter[0] += 1
@@ -749,11 +796,14 @@ def _source(shape: tuple, used: list, outs: list) -> str:
 
     for j, (_, node) in enumerate(outs):
         v = gen(node)
-        if node.dtype is not None and names.get(id(node)) == v and node.op == "in":
-            pass
-        body.append(f"{ind}o{j}[{idx_all}] = {v}")
+        body.append(f"{ind}o[{j}, {idx_all}] = {v}" if block else f"{ind}o{j}[{idx_all}] = {v}")
     lines.extend(body)
-    lines.append(f"    return ({', '.join(f'o{j}' for j in range(len(outs)))},)")
+    if block:
+        lines.append("    return o")
+    elif len(outs) == 1:
+        lines.append("    return o0")
+    else:
+        lines.append(f"    return ({', '.join(f'o{j}' for j in range(len(outs)))},)")
     return "import numpy as np\n\n\n" + "\n".join(lines) + "\n"
 
 
