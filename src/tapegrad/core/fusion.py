@@ -368,6 +368,7 @@ class _Group:
         self.value: dict = {}  # program node -> _Node computed in the group
         self.nodes: list = []  # (program node, _Node) per step
         self.ext_reads: set = set()  # program values from outside the kernel reads
+        self.reduction: tuple | None = None  # trailing: (input node, kind, axis, out, dtype)
 
 
 class FusedGroup:
@@ -387,9 +388,10 @@ class FusedGroup:
 
     traits = Traits(fresh=True)
 
-    def __init__(self, ops, key, source, kernel, n_out):
+    def __init__(self, ops, key, source, kernel, n_out, reduced=None):
         self.ops, self.key, self.source = tuple(ops), key, source
         self._kernel, self._n_out = kernel, n_out
+        self.reduced = reduced  # the shape of a trailing reduction's output (the last one)
         self._entry = None  # the compiled version's entry point, once compiled
 
     @property
@@ -403,7 +405,10 @@ class FusedGroup:
 
     def forward(self, ctx, *args):
         out = self._kernel(*args)
-        return tuple(out) if self._n_out > 1 else out
+        out = list(out) if self._n_out > 1 else [out]
+        if self.reduced is not None:  # (the kernel gives it flat)
+            out[-1] = out[-1].reshape(self.reduced)
+        return tuple(out) if self._n_out > 1 else out[0]
 
     def compile(self, args) -> bool:
         """Compile the kernel for arguments like ``args``, unless it is compiled for them
@@ -514,6 +519,9 @@ def fuse(steps: list, outputs: list, avals: dict, make_step) -> tuple:
                 close()
             items.append(s)
             continue
+        if cur is not None and _add_reduction(cur, s, avals):
+            close()  # a reduction ends its group
+            continue
         shape, dtype = s.avals[0] if s.avals else ((), None)
         fusable = (len(s.outs) >= 1 and dtype in _DTYPES and len(shape) >= 1
                    and math.prod(shape) <= MAX_SIZE
@@ -566,6 +574,78 @@ def fuse(steps: list, outputs: list, avals: dict, make_step) -> tuple:
     new.reverse()
     groups.reverse()
     return new, groups
+
+
+def _add_reduction(g: _Group, s, avals) -> bool:
+    """End group ``g`` with step ``s`` if it is a sum or mean (:class:`Traits` ``reduction``)
+    over all axes or one axis of a real floating value the group computes at its iteration
+    shape: the kernel then sums in NumPy's order (pairwise along a last axis, in axis order
+    otherwise), to the bit."""
+    kind = s.fn.traits.reduction
+    if kind not in ("sum", "mean") or len(s.ins) != 1 or len(s.outs) != 1 or not g.steps:
+        return False
+    k, v = s.ins[0]
+    if k != "v" or v not in g.value or avals[v][0] != g.shape or not math.prod(g.shape):
+        return False
+    dtype = avals[v][1]
+    if dtype not in (np.float32, np.float64) or s.avals[0][1] != dtype:
+        return False
+    axis, nd = s.params.get("axis"), len(g.shape)
+    if isinstance(axis, tuple) and len(axis) == 1:
+        axis = axis[0]
+    if isinstance(axis, tuple) and sorted(a % nd for a in axis) == list(range(nd)):
+        axis = None
+    if axis is not None and (type(axis) is not int or not -nd <= axis < nd):
+        return False
+    if set(s.params) - {"axis", "keepdims"}:
+        return False
+    g.reduction = (g.value[v], kind, None if axis is None else axis % nd, s.outs[0], dtype)
+    g.steps.append(s)
+    return True
+
+
+def _pairwise(a, start, n, zero):  # pragma: no cover - compiled by numba
+    """NumPy's pairwise summation of ``a[start:start + n]`` (its order, to the bit): eight
+    running sums over blocks of up to 128 elements, halves (multiples of 8) above."""
+    if n < 8:
+        res = zero
+        for i in range(start, start + n):
+            res += a[i]
+        return res
+    if n <= 128:
+        r0, r1, r2, r3 = a[start], a[start + 1], a[start + 2], a[start + 3]
+        r4, r5, r6, r7 = a[start + 4], a[start + 5], a[start + 6], a[start + 7]
+        i = start + 8
+        end = start + n - n % 8
+        while i < end:
+            r0 += a[i]
+            r1 += a[i + 1]
+            r2 += a[i + 2]
+            r3 += a[i + 3]
+            r4 += a[i + 4]
+            r5 += a[i + 5]
+            r6 += a[i + 6]
+            r7 += a[i + 7]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < start + n:
+            res += a[i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pairwise(a, start, n2, zero) + _pairwise(a, start + n2, n - n2, zero)
+
+
+def _pairwise_kernel(numba):
+    """:func:`_pairwise` compiled by numba (its recursive call bound to the compiled one)."""
+    got = _STATE.get("pairwise")
+    if got is None:
+        scope: dict = {}
+        fn = types.FunctionType(_pairwise.__code__, scope, "_pairwise")
+        got = scope["_pairwise"] = _STATE["pairwise"] = numba.njit(
+            error_model="numpy", nogil=True)(fn)
+    return got
 
 
 def _add(g: _Group, s, avals) -> list | None:
@@ -651,7 +731,8 @@ def _emit(g: _Group, out_nodes: list, avals, make_step):
     ``out_nodes`` (None if it cannot be built)."""
     wanted = set(out_nodes)
     outs = [(n, node) for n, node in g.nodes if n in wanted]
-    if not outs:
+    red = g.reduction
+    if not outs and red is None:
         return None
     # inputs actually used by the output expressions (a formula may ignore an operand)
     used: list = []
@@ -668,10 +749,12 @@ def _emit(g: _Group, out_nodes: list, avals, make_step):
 
     for _, nd in outs:
         visit(nd)
+    if red is not None:
+        visit(red[0])
     used.sort(key=lambda nd: nd.args[0])
     ins = [g.inputs[nd.args[0]] for nd in used]
     try:
-        src = _source(g.shape, used, outs)
+        src = _source(g.shape, used, outs, red and red[:3])
     except _NotFusable:
         return None
     key = hashlib.sha256(src.encode()).hexdigest()[:16]
@@ -680,14 +763,16 @@ def _emit(g: _Group, out_nodes: list, avals, make_step):
     kernel = _kernel(src)
     if kernel is None:
         return None
-    fg = FusedGroup([s.fn._name() for s in g.steps], key, src, kernel, len(outs))
-    return make_step(fg, {}, tuple(ins), tuple(n for n, _ in outs),
-                     [avals[n] for n, _ in outs])
+    nodes = [n for n, _ in outs] + ([red[3]] if red is not None else [])
+    fg = FusedGroup([s.fn._name() for s in g.steps], key, src, kernel, len(nodes),
+                    avals[red[3]][0] if red is not None else None)
+    return make_step(fg, {}, tuple(ins), tuple(nodes), [avals[n] for n in nodes])
 
 
-def _source(shape: tuple, used: list, outs: list) -> str:
+def _source(shape: tuple, used: list, outs: list, red=None) -> str:
     """Kernel source for iteration shape ``shape`` (only its rank and which axes have size 1
-    enter the text), input nodes ``used`` (slots renumbered in order) and output nodes."""
+    enter the text), input nodes ``used`` (slots renumbered in order), output nodes and a
+    trailing reduction ``red``: ``(node, "sum" or "mean", axis or None)``, its output last."""
     nd = len(shape)
     arg = {id(u): f"a{j}" for j, u in enumerate(used)}
     lines = []
@@ -714,13 +799,16 @@ def _source(shape: tuple, used: list, outs: list) -> str:
         dims.append(f"n{k}")
     # outputs of one dtype are the rows of one array (one array for numba to return, and
     # NumPy's row iteration to split); outputs of several dtypes, a tuple of arrays
-    block = len(outs) > 1 and len({node.dtype for _, node in outs}) == 1
+    block = red is None and len(outs) > 1 and len({node.dtype for _, node in outs}) == 1
     if block:
         lines.append(f"    o = np.empty(({len(outs)}, {', '.join(dims)}), "
                      f"np.{_DTYPES[outs[0][1].dtype]})")
     else:
         for j, (_, node) in enumerate(outs):
             lines.append(f"    o{j} = np.empty(({', '.join(dims)},), np.{_DTYPES[node.dtype]})")
+    if red is not None:
+        dt = f"np.{_DTYPES[red[0].dtype]}"
+        lines.append(f"    r = np.empty({' * '.join(dims)}, {dt})")
     idx_all = ", ".join(f"i{k}" for k in range(nd))
     ind = "    "
     for k in range(nd):
@@ -797,8 +885,39 @@ def _source(shape: tuple, used: list, outs: list) -> str:
     for j, (_, node) in enumerate(outs):
         v = gen(node)
         body.append(f"{ind}o[{j}, {idx_all}] = {v}" if block else f"{ind}o{j}[{idx_all}] = {v}")
+    if red is not None:  # the reduced value, in C order, summed after the loop
+        node, kind, axis = red
+        flat = "i0"
+        for k in range(1, nd):
+            flat = f"({flat} * n{k} + i{k})"
+        body.append(f"{ind}r[{flat}] = {gen(node)}")
     lines.extend(body)
-    if block:
+    if red is not None:
+        node, kind, axis = red
+        dt = f"np.{_DTYPES[node.dtype]}"
+        axes = range(nd) if axis is None else [axis]
+        inner = " * ".join(["1"] + [f"n{k}" for k in range(nd) if axis is not None and k > axis])
+        outer = " * ".join(["1"] + [f"n{k}" for k in range(nd) if axis is not None and k < axis])
+        lines += [f"    zero = {dt}(0)",
+                  f"    kk = {' * '.join(f'n{k}' for k in axes)}",
+                  f"    inner = {inner}",
+                  f"    outer = {outer}",
+                  f"    q = np.empty(outer * inner, {dt})",
+                  "    for a in range(outer):",
+                  "        if inner == 1:  # along the last axis: NumPy's pairwise sum",
+                  "            q[a] = zero + _pairwise(r, a * kk, kk, zero)",
+                  "        else:  # along an outer axis: in axis order",
+                  "            for b in range(inner):",
+                  "                base = a * kk * inner + b",
+                  "                s = zero + r[base]",
+                  "                for k in range(1, kk):",
+                  "                    s += r[base + k * inner]",
+                  "                q[a * inner + b] = s"]
+        if kind == "mean":
+            lines.append(f"    q /= {dt}(kk)")
+        outs_txt = [f"o{j}" for j in range(len(outs))] + ["q"]
+        lines.append(f"    return ({', '.join(outs_txt)},)" if outs else "    return q")
+    elif block:
         lines.append("    return o")
     elif len(outs) == 1:
         lines.append("    return o0")
@@ -835,6 +954,8 @@ def _kernel(src: str):
             # (a module of its own, registered: numba's cache finds the kernel's globals there)
             module = types.ModuleType(f"tapegrad_kernel_{key}")
             module.__file__ = path
+            if "_pairwise(" in src:  # the one helper a kernel may call
+                module.__dict__["_pairwise"] = _pairwise_kernel(numba)
             exec(compile(src, path, "exec"), module.__dict__)  # noqa: S102
             sys.modules[module.__name__] = module
             fn = numba.njit(cache=True, error_model="numpy", nogil=True)(module.kernel)

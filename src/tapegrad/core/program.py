@@ -484,6 +484,10 @@ class Program:
                     g[f"F{j}"] = s.fn.call  # the kernel itself: its outputs, no context
                     call = f"F{j}({', '.join(args)})"
                     lines.append(f"    {outs[:-1] if len(s.outs) == 1 else outs} = {call}")
+                    if s.fn.reduced is not None:  # a trailing reduction's output, made flat
+                        g[f"S{j}"] = s.fn.reduced
+                        red = name(s.outs[-1])
+                        lines.append(f"    {red} = {red}.reshape(S{j})")
                 else:
                     n_in = len(s.ins)
                     cls = ctx_classes.get(n_in)
