@@ -180,6 +180,11 @@ _VOCAB: dict = {
     "where": ("where", 3, "({1} if {0} else {2})"),
     "astype": ("cast", 1, "{0}"),
 }
+#: float64 ops numba computes with the same C function as ``math`` (equal to the bit, special
+#: values included); ``math``'s name is much cheaper for numba to type.
+_MATH = {"exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "log2": "log2",
+         "log10": "log10", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan",
+         "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "arctan": "atan", "arcsinh": "asinh"}
 _REAL_ONLY = {"maximum", "minimum", "logaddexp", "hypot", "arctan2", "greater",
               "greater_equal", "less", "less_equal", "sigmoid", "log2", "log10", "expm1",
               "log1p", "arctan", "arcsinh", "power"}
@@ -797,6 +802,8 @@ def _source(shape: tuple, used: list, outs: list, red=None) -> str:
             expr = "1"
         lines.append(f"    n{k} = {expr}")
         dims.append(f"n{k}")
+    head = len(lines)  # where the arguments' conversions go
+    hoisted: set = set()
     # outputs of one dtype are the rows of one array (one array for numba to return, and
     # NumPy's row iteration to split); outputs of several dtypes, a tuple of arrays
     block = red is None and len(outs) > 1 and len({node.dtype for _, node in outs}) == 1
@@ -823,6 +830,12 @@ def _source(shape: tuple, used: list, outs: list, red=None) -> str:
         if nd_.dtype is None:  # a weak Python number: NumPy converts it to the loop dtype
             if nd_.op == "lit" and type(nd_.value) is float and dtype == np.float64:
                 return expr  # (a float literal is a float64 already)
+            if nd_.op == "in":  # an argument: converted once, before the loop
+                got = f"{expr}_{_DTYPES[dtype]}"
+                if got not in hoisted:
+                    hoisted.add(got)
+                    lines.insert(head, f"    {got} = np.{_DTYPES[dtype]}({expr})")
+                return got
             return f"np.{_DTYPES[dtype]}({expr})"
         if nd_.dtype != dtype:
             return f"np.{_DTYPES[dtype]}({expr})"
@@ -859,9 +872,12 @@ def _source(shape: tuple, used: list, outs: list, red=None) -> str:
                 parts = [cast(a, node.loop) for a in node.args]
             elif kind == "unary":
                 parts = [cast(node.args[0], node.loop)]
-                if node.op == "sigmoid":
-                    parts.append("1.0" if node.loop == np.float64 else
-                                 f"np.{_DTYPES[node.loop]}(1.0)")
+                if node.loop == np.float64 and node.op in _MATH:  # the same C function,
+                    tmpl = f"math.{_MATH[node.op]}({{0}})"  # typed faster by numba
+                if node.op == "sigmoid" and node.loop == np.float64:
+                    tmpl = "(1.0 / (1.0 + math.exp(-{0})))"
+                elif node.op == "sigmoid":
+                    parts.append(f"np.{_DTYPES[node.loop]}(1.0)")
             elif kind == "where":
                 parts = [gen(node.args[0]), cast(node.args[1], node.loop),
                          cast(node.args[2], node.loop)]
@@ -923,7 +939,7 @@ def _source(shape: tuple, used: list, outs: list, red=None) -> str:
         lines.append("    return o0")
     else:
         lines.append(f"    return ({', '.join(f'o{j}' for j in range(len(outs)))},)")
-    return "import numpy as np\n\n\n" + "\n".join(lines) + "\n"
+    return "import math\n\nimport numpy as np\n\n\n" + "\n".join(lines) + "\n"
 
 
 def _kernel(src: str):
