@@ -4,8 +4,10 @@
 primitive. This pass groups connected runs of elementwise steps of one iteration shape (ufuncs,
 broadcasting operands, Python scalars, casts, and the fused backward rules of the elementwise
 table) into :class:`FusedGroup` steps; each group runs as one native loop over the output
-elements, with no temporary arrays. Matrix products, convolutions, linear algebra, reductions,
-gathers and scatters stay library calls.
+elements, with no temporary arrays. A sum or mean over all axes or one axis of a value the
+group computes ends it (:class:`~tapegrad.core.function.Traits` ``reduction``; the kernel adds
+in NumPy's order, to the bit). Matrix products, convolutions, linear algebra, other
+reductions, gathers and scatters stay library calls.
 
 What an op computes comes from its :class:`~tapegrad.core.function.Traits`: ``ufunc`` (a NumPy
 ufunc, no parameters) or ``formula`` (a formula in NumPy-named functions, evaluated here on
@@ -17,10 +19,11 @@ The pass runs only for a function jitted with ``tg.jit(f, fuse=True)``: a kernel
 transcendental functions with the C math library, within a few ulp of NumPy's own loops, so
 fusion is a per-function choice of speed over last-bit equality with the eager call.
 
-Groups with the same structure (ops, dtypes, broadcasting pattern) share one kernel. A
-program's first run computes its results unfused and compiles its kernels on the arguments it
-met (:meth:`FusedGroup.compile`); later runs call them. Kernels are compiled by numba with its
-on-disk cache, in files named by the hash of their source under
+Groups with the same structure (ops, dtypes, broadcasting pattern) share one kernel, compiled
+once per dtypes and ranks of its arguments (arrays of any layout). A program's first run
+computes its results unfused and compiles its kernels on the arguments it met
+(:meth:`FusedGroup.compile`); later runs call the compiled versions directly. Kernels are
+compiled by numba with its on-disk cache, in files named by the hash of their source under
 :func:`cache_dir`, so a new process reuses them. Without numba, programs run unfused and the
 ``tapegrad`` logger says so once. A kernel numba cannot compile runs as the group's NumPy
 calls from then on, and the ``tapegrad`` logger warns once, naming the group's ops.
