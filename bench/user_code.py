@@ -269,10 +269,10 @@ def chain(x, steps=166):
     return total
 jg = tg.jit(tg.grad(chain), fuse=True)
 jg(x)
-t1 = time.perf_counter()
+t1, c1 = time.perf_counter(), time.process_time()
 jg(x)
-t2 = time.perf_counter()
-print(t1 - t0, t2 - t1)
+t2, c2 = time.perf_counter(), time.process_time()
+print(t1 - t0, t2 - t1, c1, c2 - c1)
 """
 
 
@@ -280,7 +280,8 @@ def compile_cost():
     """The chain's (996 ops) first two ``jit(grad, fuse=True)`` calls in fresh processes: the
     first call records and compiles (the second runs the program: the kernels' compile or
     cache load), with an empty kernel cache, then with the cache the first process left.
-    Seconds, wall."""
+    Seconds: ``(import + first call wall, second call wall, import + first call CPU, second
+    call CPU)`` (CPU time leaves out the waits of a busy machine)."""
     import subprocess
     import tempfile
 
@@ -290,7 +291,7 @@ def compile_cost():
         for name in ("cold cache", "warm cache"):
             out = subprocess.run([sys.executable, "-c", _COMPILE_SCRIPT], env=env, check=True,
                                  capture_output=True, text=True).stdout.split()
-            res[name] = (float(out[0]), float(out[1]))
+            res[name] = tuple(float(v) for v in out[:4])
     return res
 
 
@@ -636,8 +637,10 @@ def main(argv=None):
         out += [table(ratio_rows(t, "NumPy (hand-written)"), ["", "vs NumPy"]), ""]
     if "compile" in parts:
         res = compile_cost()
-        rows = [[k, f"{a:.2f} s", f"{b:.3f} s"] for k, (a, b) in res.items()]
-        out += ["Chain of 996 ops, jit(grad, fuse=True) in a fresh process (wall time)", ""]
+        rows = [[k, f"{a:.2f} s ({c:.2f} s CPU)", f"{b:.3f} s ({d:.3f} s CPU)"]
+                for k, (a, b, c, d) in res.items()]
+        out += ["Chain of 996 ops, jit(grad, fuse=True) in a fresh process (wall time, process "
+                "CPU time in parentheses)", ""]
         out += [table(rows, ["kernel cache", "import + first call", "second call"]), ""]
     if "mlp" in parts:
         t = mlp_bench(args.repeat)

@@ -92,3 +92,48 @@ def test_fused_equals_unfused_and_eager(case):
     for a, e, u in zip(fused_g, grad(X, B), tg.jit(grad)(X, B)):
         _check(a.numpy(), e.numpy(), exact, dtype)
         _check(a.numpy(), u.numpy(), exact, dtype)
+
+
+@st.composite
+def reduced_cases(draw):
+    """A real case of :func:`cases`, then a trailing ``sum``/``mean`` over all axes or one."""
+    dtype, ops, x, b = draw(cases().filter(lambda c: c[0] != np.complex128))
+    kind = draw(st.sampled_from(["sum", "mean"]))
+    axis = draw(st.none() | st.integers(-x.ndim, x.ndim - 1))
+    keepdims = draw(st.booleans())
+    return dtype, ops, x, b, kind, axis, keepdims
+
+
+@settings(max_examples=min(12, settings.default.max_examples))
+@given(reduced_cases())
+def test_a_trailing_reduction_fuses_and_sums_in_numpys_order(case):
+    """The reduction joins the kernel (unless it covers no element), and the result equals
+    the eager and unfused ones to the bit where the kernel's ops are exact: the kernel sums in
+    NumPy's order. Gradients through the fused reduction agree as well."""
+    dtype, ops, x, b, kind, axis, keepdims = case
+    f0 = program(*ops)
+    red = getattr(tnp, kind)
+
+    def f(x, b):
+        return red(f0(x, b), axis=axis, keepdims=keepdims)
+
+    X, B = tg.Tensor(x), tg.Tensor(b)
+    n = x.size if axis is None else x.shape[axis]
+    exact = ops[1] not in TRANSCENDENTAL or x.size > fusion.SMALL
+    jf = tg.jit(f, fuse=True)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a mean over no element is NaN
+        if kind == "mean" and n == 0:
+            with pytest.raises(ValueError):
+                f(X, B)
+            return
+        jf(X, B)
+        groups = jf.lower(X, B).groups
+        assert groups and (groups[-1].ops[-1] == kind) == (x.size > 0)
+        got = jf(X, B).numpy()
+        _check(got, f(X, B).numpy(), exact, dtype)
+        np.testing.assert_array_equal(tg.jit(f)(X, B).numpy(), f(X, B).numpy())
+        grad = tg.grad(lambda x, b: tnp.sum(f(x, b) * 2.0), argnums=(0, 1))
+        jg = tg.jit(grad, fuse=True)
+        jg(X, B)
+        for a, e in zip(jg(X, B), grad(X, B)):
+            _check(a.numpy(), e.numpy(), exact, dtype)

@@ -732,6 +732,10 @@ class Traits(NamedTuple):
             **params)`` computes its output with NumPy-named functions of the namespace ``xp``
             and operators only, exactly as ``forward`` does: ``jit``'s fusion pass evaluates it
             on symbolic scalars to put the op into a fused kernel.
+        reduction: For a reduction that is NumPy's ``x.sum(axis=..., keepdims=...)``
+            (``"sum"``) or ``x.mean(...)`` (``"mean"``) of its one input, with parameters
+            ``axis`` and ``keepdims``: ``jit``'s fusion pass can end a fused kernel with it,
+            summing in NumPy's order.
     """
 
     ufunc: str | None = None
@@ -744,6 +748,7 @@ class Traits(NamedTuple):
     cost: str = "elementwise"
     effect: bool = False
     formula: Any = None
+    reduction: str | None = None
 
 
 class Function:

@@ -4,8 +4,10 @@
 primitive. This pass groups connected runs of elementwise steps of one iteration shape (ufuncs,
 broadcasting operands, Python scalars, casts, and the fused backward rules of the elementwise
 table) into :class:`FusedGroup` steps; each group runs as one native loop over the output
-elements, with no temporary arrays. Matrix products, convolutions, linear algebra, reductions,
-gathers and scatters stay library calls.
+elements, with no temporary arrays. A sum or mean over all axes or one axis of a value the
+group computes ends it (:class:`~tapegrad.core.function.Traits` ``reduction``; the kernel adds
+in NumPy's order, to the bit). Matrix products, convolutions, linear algebra, other
+reductions, gathers and scatters stay library calls.
 
 What an op computes comes from its :class:`~tapegrad.core.function.Traits`: ``ufunc`` (a NumPy
 ufunc, no parameters) or ``formula`` (a formula in NumPy-named functions, evaluated here on
@@ -17,10 +19,11 @@ The pass runs only for a function jitted with ``tg.jit(f, fuse=True)``: a kernel
 transcendental functions with the C math library, within a few ulp of NumPy's own loops, so
 fusion is a per-function choice of speed over last-bit equality with the eager call.
 
-Groups with the same structure (ops, dtypes, broadcasting pattern) share one kernel. A
-program's first run computes its results unfused and compiles its kernels on the arguments it
-met (:meth:`FusedGroup.compile`); later runs call them. Kernels are compiled by numba with its
-on-disk cache, in files named by the hash of their source under
+Groups with the same structure (ops, dtypes, broadcasting pattern) share one kernel, compiled
+once per dtypes and ranks of its arguments (arrays of any layout). A program's first run
+computes its results unfused and compiles its kernels on the arguments it met
+(:meth:`FusedGroup.compile`); later runs call the compiled versions directly. Kernels are
+compiled by numba with its on-disk cache, in files named by the hash of their source under
 :func:`cache_dir`, so a new process reuses them. Without numba, programs run unfused and the
 ``tapegrad`` logger says so once. A kernel numba cannot compile runs as the group's NumPy
 calls from then on, and the ``tapegrad`` logger warns once, naming the group's ops.
@@ -128,6 +131,7 @@ class _NotFusable(Exception):
 _BF16 = _dtypes.bfloat16
 _DTYPES = {np.dtype(n): n for n in ("bool", "float32", "float64", "complex64", "complex128")}
 _DTYPES[np.dtype(bool)] = "bool_"
+_WIDE = (np.dtype(np.float64), np.dtype(np.complex128))
 
 #: op -> (kind, arity, template). Kinds: "arith" (operands cast to the result dtype), "cmp"
 #: (operands cast to their common dtype; bool result), "unary" (operand cast to the result
@@ -179,6 +183,11 @@ _VOCAB: dict = {
     "where": ("where", 3, "({1} if {0} else {2})"),
     "astype": ("cast", 1, "{0}"),
 }
+#: float64 ops numba computes with the same C function as ``math`` (equal to the bit, special
+#: values included); ``math``'s name is much cheaper for numba to type.
+_MATH = {"exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "log2": "log2",
+         "log10": "log10", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan",
+         "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "arctan": "atan", "arcsinh": "asinh"}
 _REAL_ONLY = {"maximum", "minimum", "logaddexp", "hypot", "arctan2", "greater",
               "greater_equal", "less", "less_equal", "sigmoid", "log2", "log10", "expm1",
               "log1p", "arctan", "arcsinh", "power"}
@@ -367,6 +376,7 @@ class _Group:
         self.value: dict = {}  # program node -> _Node computed in the group
         self.nodes: list = []  # (program node, _Node) per step
         self.ext_reads: set = set()  # program values from outside the kernel reads
+        self.reduction: tuple | None = None  # trailing: (input node, kind, axis, out, dtype)
 
 
 class FusedGroup:
@@ -386,17 +396,33 @@ class FusedGroup:
 
     traits = Traits(fresh=True)
 
-    def __init__(self, ops, key, source, kernel, n_out):
+    def __init__(self, ops, key, source, kernel, n_out, reduced=None):
         self.ops, self.key, self.source = tuple(ops), key, source
         self._kernel, self._n_out = kernel, n_out
+        self.reduced = reduced  # the shape of a trailing reduction's output (the last one)
+        self._entry = None  # the compiled version's entry point, once compiled
+
+    @property
+    def call(self):
+        """The kernel, called with the step's inputs: it returns the one output array, or a
+        sequence of them (a tuple, or the rows of one array holding outputs of one dtype), in
+        output order. Once compiled (:meth:`compile`), numba's compiled version itself: it
+        checks each argument's type as it converts it (a wrong one is a TypeError), with no
+        dispatch on types."""
+        return self._entry or self._kernel
 
     def forward(self, ctx, *args):
         out = self._kernel(*args)
-        return out if self._n_out > 1 else out[0]
+        out = list(out) if self._n_out > 1 else [out]
+        if self.reduced is not None:  # (the kernel gives it flat)
+            out[-1] = out[-1].reshape(self.reduced)
+        return tuple(out) if self._n_out > 1 else out[0]
 
     def compile(self, args) -> bool:
-        """Compile the kernel for arguments like ``args`` (numba compiles at a first call:
-        this runs it once on ``args``), unless it is compiled for them already.
+        """Compile the kernel for arguments like ``args``, unless it is compiled for them
+        already. A kernel is compiled once per dtype and rank of its arguments: arrays of any
+        layout, writable or not, share one compiled version (groups of one structure share it,
+        whichever values they read).
 
         Args:
             args: The arrays and numbers the kernel is called with (its step's inputs).
@@ -408,7 +434,18 @@ class FusedGroup:
         if self.key in _BROKEN:
             return False
         try:
-            self._kernel(*args)
+            sig = _signature(args)
+            with _LOCK:
+                kernel = self._kernel
+                if sig not in kernel.overloads:
+                    kernel.disable_compile(False)
+                    try:
+                        kernel.compile(sig)
+                    finally:  # calls convert to a compiled version; they never compile
+                        if kernel.signatures:
+                            kernel.disable_compile(True)
+                self._entry = kernel.overloads[sig].entry_point
+            self._entry(*args)
         except Exception as e:  # a typing or lowering error, or any other failure to build
             with _LOCK:
                 warn = self.key not in _BROKEN
@@ -437,6 +474,16 @@ def _ref_key(ref):
     if isinstance(v, np.ndarray):
         return ("a", v.__array_interface__["data"][0], v.shape, v.strides, v.dtype)
     return ("c", id(v))
+
+
+def _signature(args) -> tuple:
+    """The numba signature a kernel is compiled for on ``args``: each array as a read-only
+    array of any layout (of its dtype and rank), each number as its numba type."""
+    numba = _numba()
+    assert numba is not None
+    types_ = numba.types
+    return tuple(types_.Array(numba.from_dtype(a.dtype), a.ndim, "A", readonly=True)
+                 if isinstance(a, np.ndarray) else numba.typeof(a) for a in args)
 
 
 def _const_ok(v) -> bool:
@@ -479,6 +526,9 @@ def fuse(steps: list, outputs: list, avals: dict, make_step) -> tuple:
             if cur is not None and s.node in cur.value:
                 close()
             items.append(s)
+            continue
+        if cur is not None and _add_reduction(cur, s, avals):
+            close()  # a reduction ends its group
             continue
         shape, dtype = s.avals[0] if s.avals else ((), None)
         fusable = (len(s.outs) >= 1 and dtype in _DTYPES and len(shape) >= 1
@@ -532,6 +582,78 @@ def fuse(steps: list, outputs: list, avals: dict, make_step) -> tuple:
     new.reverse()
     groups.reverse()
     return new, groups
+
+
+def _add_reduction(g: _Group, s, avals) -> bool:
+    """End group ``g`` with step ``s`` if it is a sum or mean (:class:`Traits` ``reduction``)
+    over all axes or one axis of a real floating value the group computes at its iteration
+    shape: the kernel then sums in NumPy's order (pairwise along a last axis, in axis order
+    otherwise), to the bit."""
+    kind = s.fn.traits.reduction
+    if kind not in ("sum", "mean") or len(s.ins) != 1 or len(s.outs) != 1 or not g.steps:
+        return False
+    k, v = s.ins[0]
+    if k != "v" or v not in g.value or avals[v][0] != g.shape or not math.prod(g.shape):
+        return False
+    dtype = avals[v][1]
+    if dtype not in (np.float32, np.float64) or s.avals[0][1] != dtype:
+        return False
+    axis, nd = s.params.get("axis"), len(g.shape)
+    if isinstance(axis, tuple) and len(axis) == 1:
+        axis = axis[0]
+    if isinstance(axis, tuple) and sorted(a % nd for a in axis) == list(range(nd)):
+        axis = None
+    if axis is not None and (type(axis) is not int or not -nd <= axis < nd):
+        return False
+    if set(s.params) - {"axis", "keepdims"}:
+        return False
+    g.reduction = (g.value[v], kind, None if axis is None else axis % nd, s.outs[0], dtype)
+    g.steps.append(s)
+    return True
+
+
+def _pairwise(a, start, n, zero):  # pragma: no cover - compiled by numba
+    """NumPy's pairwise summation of ``a[start:start + n]`` (its order, to the bit): eight
+    running sums over blocks of up to 128 elements, halves (multiples of 8) above."""
+    if n < 8:
+        res = zero
+        for i in range(start, start + n):
+            res += a[i]
+        return res
+    if n <= 128:
+        r0, r1, r2, r3 = a[start], a[start + 1], a[start + 2], a[start + 3]
+        r4, r5, r6, r7 = a[start + 4], a[start + 5], a[start + 6], a[start + 7]
+        i = start + 8
+        end = start + n - n % 8
+        while i < end:
+            r0 += a[i]
+            r1 += a[i + 1]
+            r2 += a[i + 2]
+            r3 += a[i + 3]
+            r4 += a[i + 4]
+            r5 += a[i + 5]
+            r6 += a[i + 6]
+            r7 += a[i + 7]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < start + n:
+            res += a[i]
+            i += 1
+        return res
+    n2 = n // 2
+    n2 -= n2 % 8
+    return _pairwise(a, start, n2, zero) + _pairwise(a, start + n2, n - n2, zero)
+
+
+def _pairwise_kernel(numba):
+    """:func:`_pairwise` compiled by numba (its recursive call bound to the compiled one)."""
+    got = _STATE.get("pairwise")
+    if got is None:
+        scope: dict = {}
+        fn = types.FunctionType(_pairwise.__code__, scope, "_pairwise")
+        got = scope["_pairwise"] = _STATE["pairwise"] = numba.njit(
+            error_model="numpy", nogil=True)(fn)
+    return got
 
 
 def _add(g: _Group, s, avals) -> list | None:
@@ -617,7 +739,8 @@ def _emit(g: _Group, out_nodes: list, avals, make_step):
     ``out_nodes`` (None if it cannot be built)."""
     wanted = set(out_nodes)
     outs = [(n, node) for n, node in g.nodes if n in wanted]
-    if not outs:
+    red = g.reduction
+    if not outs and red is None:
         return None
     # inputs actually used by the output expressions (a formula may ignore an operand)
     used: list = []
@@ -634,10 +757,12 @@ def _emit(g: _Group, out_nodes: list, avals, make_step):
 
     for _, nd in outs:
         visit(nd)
+    if red is not None:
+        visit(red[0])
     used.sort(key=lambda nd: nd.args[0])
     ins = [g.inputs[nd.args[0]] for nd in used]
     try:
-        src = _source(g.shape, used, outs)
+        src = _source(g.shape, used, outs, red and red[:3])
     except _NotFusable:
         return None
     key = hashlib.sha256(src.encode()).hexdigest()[:16]
@@ -646,14 +771,16 @@ def _emit(g: _Group, out_nodes: list, avals, make_step):
     kernel = _kernel(src)
     if kernel is None:
         return None
-    fg = FusedGroup([s.fn._name() for s in g.steps], key, src, kernel, len(outs))
-    return make_step(fg, {}, tuple(ins), tuple(n for n, _ in outs),
-                     [avals[n] for n, _ in outs])
+    nodes = [n for n, _ in outs] + ([red[3]] if red is not None else [])
+    fg = FusedGroup([s.fn._name() for s in g.steps], key, src, kernel, len(nodes),
+                    avals[red[3]][0] if red is not None else None)
+    return make_step(fg, {}, tuple(ins), tuple(nodes), [avals[n] for n in nodes])
 
 
-def _source(shape: tuple, used: list, outs: list) -> str:
+def _source(shape: tuple, used: list, outs: list, red=None) -> str:
     """Kernel source for iteration shape ``shape`` (only its rank and which axes have size 1
-    enter the text), input nodes ``used`` (slots renumbered in order) and output nodes."""
+    enter the text), input nodes ``used`` (slots renumbered in order), output nodes and a
+    trailing reduction ``red``: ``(node, "sum" or "mean", axis or None)``, its output last."""
     nd = len(shape)
     arg = {id(u): f"a{j}" for j, u in enumerate(used)}
     lines = []
@@ -678,8 +805,20 @@ def _source(shape: tuple, used: list, outs: list) -> str:
             expr = "1"
         lines.append(f"    n{k} = {expr}")
         dims.append(f"n{k}")
-    for j, (_, node) in enumerate(outs):
-        lines.append(f"    o{j} = np.empty(({', '.join(dims)},), np.{_DTYPES[node.dtype]})")
+    head = len(lines)  # where the arguments' conversions go
+    hoisted: set = set()
+    # outputs of one dtype are the rows of one array (one array for numba to return, and
+    # NumPy's row iteration to split); outputs of several dtypes, a tuple of arrays
+    block = red is None and len(outs) > 1 and len({node.dtype for _, node in outs}) == 1
+    if block:
+        lines.append(f"    o = np.empty(({len(outs)}, {', '.join(dims)}), "
+                     f"np.{_DTYPES[outs[0][1].dtype]})")
+    else:
+        for j, (_, node) in enumerate(outs):
+            lines.append(f"    o{j} = np.empty(({', '.join(dims)},), np.{_DTYPES[node.dtype]})")
+    if red is not None:
+        dt = f"np.{_DTYPES[red[0].dtype]}"
+        lines.append(f"    r = np.empty({' * '.join(dims)}, {dt})")
     idx_all = ", ".join(f"i{k}" for k in range(nd))
     ind = "    "
     for k in range(nd):
@@ -692,6 +831,14 @@ def _source(shape: tuple, used: list, outs: list) -> str:
     def cast(nd_, dtype):
         expr = gen(nd_)
         if nd_.dtype is None:  # a weak Python number: NumPy converts it to the loop dtype
+            if nd_.op == "lit" and type(nd_.value) is float and dtype == np.float64:
+                return expr  # (a float literal is a float64 already)
+            if nd_.op == "in":  # an argument: converted once, before the loop
+                got = f"{expr}_{_DTYPES[dtype]}"
+                if got not in hoisted:
+                    hoisted.add(got)
+                    lines.insert(head, f"    {got} = np.{_DTYPES[dtype]}({expr})")
+                return got
             return f"np.{_DTYPES[dtype]}({expr})"
         if nd_.dtype != dtype:
             return f"np.{_DTYPES[dtype]}({expr})"
@@ -728,7 +875,11 @@ def _source(shape: tuple, used: list, outs: list) -> str:
                 parts = [cast(a, node.loop) for a in node.args]
             elif kind == "unary":
                 parts = [cast(node.args[0], node.loop)]
-                if node.op == "sigmoid":
+                if node.loop == np.float64 and node.op in _MATH:  # the same C function,
+                    tmpl = f"math.{_MATH[node.op]}({{0}})"  # typed faster by numba
+                if node.op == "sigmoid" and node.loop == np.float64:
+                    tmpl = "(1.0 / (1.0 + math.exp(-{0})))"
+                elif node.op == "sigmoid":
                     parts.append(f"np.{_DTYPES[node.loop]}(1.0)")
             elif kind == "where":
                 parts = [gen(node.args[0]), cast(node.args[1], node.loop),
@@ -739,7 +890,10 @@ def _source(shape: tuple, used: list, outs: list) -> str:
                 parts = [gen(a) for a in node.args]
             expr = tmpl.format(*parts)
             if kind in ("unary", "arith", "keep") and node.op != "isfinite" and \
-                    node.op != "isnan":
+                    node.op != "isnan" and not (kind != "keep" and node.loop == node.dtype
+                                                and node.dtype in _WIDE):
+                # (numba computes float64 and complex128 operands in their own dtype, as
+                # NumPy does; a narrower result is cast back, as NumPy's loop rounds it)
                 expr = f"np.{_DTYPES[node.dtype]}({expr})"
         name = f"t{counter[0]}"
         counter[0] += 1
@@ -749,12 +903,46 @@ def _source(shape: tuple, used: list, outs: list) -> str:
 
     for j, (_, node) in enumerate(outs):
         v = gen(node)
-        if node.dtype is not None and names.get(id(node)) == v and node.op == "in":
-            pass
-        body.append(f"{ind}o{j}[{idx_all}] = {v}")
+        body.append(f"{ind}o[{j}, {idx_all}] = {v}" if block else f"{ind}o{j}[{idx_all}] = {v}")
+    if red is not None:  # the reduced value, in C order, summed after the loop
+        node, kind, axis = red
+        flat = "i0"
+        for k in range(1, nd):
+            flat = f"({flat} * n{k} + i{k})"
+        body.append(f"{ind}r[{flat}] = {gen(node)}")
     lines.extend(body)
-    lines.append(f"    return ({', '.join(f'o{j}' for j in range(len(outs)))},)")
-    return "import numpy as np\n\n\n" + "\n".join(lines) + "\n"
+    if red is not None:
+        node, kind, axis = red
+        dt = f"np.{_DTYPES[node.dtype]}"
+        axes = range(nd) if axis is None else [axis]
+        inner = " * ".join(["1"] + [f"n{k}" for k in range(nd) if axis is not None and k > axis])
+        outer = " * ".join(["1"] + [f"n{k}" for k in range(nd) if axis is not None and k < axis])
+        lines += [f"    zero = {dt}(0)",
+                  f"    kk = {' * '.join(f'n{k}' for k in axes)}",
+                  f"    inner = {inner}",
+                  f"    outer = {outer}",
+                  f"    q = np.empty(outer * inner, {dt})",
+                  "    for a in range(outer):",
+                  "        if inner == 1:  # along the last axis: NumPy's pairwise sum",
+                  "            q[a] = zero + _pairwise(r, a * kk, kk, zero)",
+                  "        else:  # along an outer axis: in axis order",
+                  "            for b in range(inner):",
+                  "                base = a * kk * inner + b",
+                  "                s = zero + r[base]",
+                  "                for k in range(1, kk):",
+                  "                    s += r[base + k * inner]",
+                  "                q[a * inner + b] = s"]
+        if kind == "mean":
+            lines.append(f"    q /= {dt}(kk)")
+        outs_txt = [f"o{j}" for j in range(len(outs))] + ["q"]
+        lines.append(f"    return ({', '.join(outs_txt)},)" if outs else "    return q")
+    elif block:
+        lines.append("    return o")
+    elif len(outs) == 1:
+        lines.append("    return o0")
+    else:
+        lines.append(f"    return ({', '.join(f'o{j}' for j in range(len(outs)))},)")
+    return "import math\n\nimport numpy as np\n\n\n" + "\n".join(lines) + "\n"
 
 
 def _kernel(src: str):
@@ -785,6 +973,8 @@ def _kernel(src: str):
             # (a module of its own, registered: numba's cache finds the kernel's globals there)
             module = types.ModuleType(f"tapegrad_kernel_{key}")
             module.__file__ = path
+            if "_pairwise(" in src:  # the one helper a kernel may call
+                module.__dict__["_pairwise"] = _pairwise_kernel(numba)
             exec(compile(src, path, "exec"), module.__dict__)  # noqa: S102
             sys.modules[module.__name__] = module
             fn = numba.njit(cache=True, error_model="numpy", nogil=True)(module.kernel)

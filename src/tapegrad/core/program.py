@@ -290,6 +290,7 @@ class Program:
                     ok = s.fn.compile(args) and ok
                 if ok:
                     self._cold = False
+                    self.__dict__.pop("_fns", None)  # (a source from before, in debug_nans)
                     break
                 for s in live:  # fuse again without the kernels numba could not compile
                     if type(s) is not Guard:
@@ -479,6 +480,14 @@ class Program:
                     g[f"U{j}"] = getattr(xp, ufunc)  # the ufunc, into the dying buffer
                     call = f"U{j}({', '.join(args)}, out={name(s.out_into)})"
                     lines.append(f"    {outs} = {call},")
+                elif type(s.fn) is _fusion.FusedGroup and device == "cpu":
+                    g[f"F{j}"] = s.fn.call  # the kernel itself: its outputs, no context
+                    call = f"F{j}({', '.join(args)})"
+                    lines.append(f"    {outs[:-1] if len(s.outs) == 1 else outs} = {call}")
+                    if s.fn.reduced is not None:  # a trailing reduction's output, made flat
+                        g[f"S{j}"] = s.fn.reduced
+                        red = name(s.outs[-1])
+                        lines.append(f"    {red} = {red}.reshape(S{j})")
                 else:
                     n_in = len(s.ins)
                     cls = ctx_classes.get(n_in)

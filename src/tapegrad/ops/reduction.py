@@ -227,7 +227,7 @@ class Sum(Function):
     Backward: the cotangent broadcast back over the reduced axes.
     """
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
-    traits = Traits(fresh=True)
+    traits = Traits(fresh=True, reduction="sum")
 
     oper = "sum"
     names = ("sum",)
@@ -348,7 +348,7 @@ class Mean(Function):
     Output dtype as NumPy (integers give float64). Raises ``ValueError`` over a size-0 axis.
     """
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
-    traits = Traits(fresh=True)
+    traits = Traits(fresh=True, reduction="mean")
 
     oper = "mean"
     names = ("mean",)
