@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from tapegrad.core.function import Function, new_level, transform_scope
+from tapegrad.core.backend import device_of
+from tapegrad.core.function import Function, _state, new_level, transform_scope
 from tapegrad.core.program import Program
 from tapegrad.core.tape import freeze
 from tapegrad.core.tensor import Tensor, const
@@ -111,6 +112,23 @@ class Body:
         if prog is None:
             prog = self._prog = Program(self.tape)
         return prog(list(arrays))
+
+    def runner(self, arrays):
+        """A function of a list of backend arrays (like ``arrays``) returning the outputs: the
+        compiled program's function itself where nothing needs checking per call (a loop calls
+        it once per iteration, inside one :func:`transform_scope`), else :meth:`run`."""
+        prog = self._prog
+        if prog is None:
+            prog = self._prog = Program(self.tape)
+        if prog._cold or prog._unchecked or _state.debug:
+            return prog
+        dev = "cpu"
+        for a in arrays:
+            if type(a) is not np.ndarray and hasattr(a, "shape"):
+                dev = device_of(a)
+                break
+        fn = prog._compiled(dev)
+        return lambda arrays: fn(*arrays)
 
     def apply(self, tensors) -> list:
         """The outputs on Tensors: every entry through its Function's ``apply`` (so that the
@@ -275,13 +293,15 @@ class Scan(Function):
         n = xs[0].shape[0] if xs else length  # the stacked xs say how long (a while's backward)
         ys = [xp.empty((n,) + tuple(s), d) for s, d in body.out_avals[n_carry:]]
         cs = [xp.empty((n,) + c.shape, c.dtype) for c in carry] if save else []
-        for i in (range(n - 1, -1, -1) if reverse else range(n)):
-            for b, c in zip(cs, carry):
-                b[i] = c
-            outs = body.run(carry + [x[i] for x in xs] + consts)
-            carry = list(outs[:n_carry])
-            for b, y in zip(ys, outs[n_carry:]):
-                b[i] = y
+        run = body.runner(list(arrays))
+        with transform_scope():
+            for i in (range(n - 1, -1, -1) if reverse else range(n)):
+                for b, c in zip(cs, carry):
+                    b[i] = c
+                outs = run(carry + [x[i] for x in xs] + consts)
+                carry = list(outs[:n_carry])
+                for b, y in zip(ys, outs[n_carry:]):
+                    b[i] = y
         ctx.save_for_backward(*arrays, *cs)
         ctx.n_in = len(arrays)
         return _outputs([xp.array(c, copy=True) for c in carry] + ys + cs)
@@ -770,11 +790,14 @@ class While(Function):
         bc = list(arrays[n_carry + n_cconsts:])
         kept: list = []
         n = 0
-        while bool(cond_body.run(carry + cc)[0]):
-            if save:
-                kept.append(carry)
-            carry = list(body.run(carry + bc))
-            n += 1
+        run_cond = cond_body.runner(list(arrays))
+        run = body.runner(list(arrays))
+        with transform_scope():
+            while bool(run_cond(carry + cc)[0]):
+                if save:
+                    kept.append(carry)
+                carry = list(run(carry + bc))
+                n += 1
         if save:
             cs = [xp.stack([k[i] for k in kept]) if kept else
                   xp.empty((0,) + arrays[i].shape, arrays[i].dtype) for i in range(n_carry)]
