@@ -35,6 +35,7 @@ from tapegrad.core.tensor import Tensor, const
 from tapegrad.core.trace import Trace, apply_step, interpret
 from tapegrad.core.tree import tree_flatten, tree_unflatten
 from tapegrad.ops import Where
+from tapegrad.transforms import _body_cache
 
 __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "Body"]
 
@@ -185,6 +186,35 @@ def _closed(fun, examples, name: str) -> Body:
     if lifted:  # pragma: no cover - derived bodies read only their inputs
         raise RuntimeError(f"{name}: a derived body closed over a traced value")
     return body
+
+
+def _traced_once(fns, extra, trace):
+    """Bodies traced once per signature (:mod:`tapegrad.transforms._body_cache`): ``trace()``
+    returns ``(bodies, lifted, aux)`` (``lifted``: per body, the enclosing Tensors it read);
+    a call with the signature of an earlier one reuses its bodies and ``aux``, its lifted
+    inputs being the new call's Tensors in the same places."""
+    sig = _body_cache.signature(fns, extra)
+    hit = _body_cache.lookup(sig)
+    if hit is not None and sig is not None:
+        bodies, positions, aux = hit
+        lifted = []
+        for b, pos in zip(bodies, positions):
+            got = sig.take(pos, b.tape.in_avals[b.n_in - len(pos):])
+            if got is None:
+                break
+            lifted.append(got)
+        else:
+            return bodies, lifted, aux
+    bodies, lifted, aux = trace()
+    if sig is not None:
+        positions = [sig.positions(lift) for lift in lifted]
+        if all(p is not None for p in positions):
+            _body_cache.store(sig, (bodies, positions, aux))
+    return bodies, lifted, aux
+
+
+def _avals_key(leaves) -> tuple:
+    return tuple((tuple(t.shape), t.dtype) for t in leaves)
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -673,9 +703,15 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         y_leaves, y_tree[0] = tree_flatten(out[1])
         return c_leaves + [_as_leaf(v, who, f"{fname}'s y") for v in y_leaves]
 
-    ex = [_example(t) for t in init_leaves] + [
-        _example(x)[0] if x.shape[0] else np.zeros(x.shape[1:], x.dtype) for x in xs_leaves]
-    body, lifted = trace_body(flat, ex, fname)
+    def trace():
+        ex = [_example(t) for t in init_leaves] + [
+            _example(x)[0] if x.shape[0] else np.zeros(x.shape[1:], x.dtype) for x in xs_leaves]
+        body, lifted = trace_body(flat, ex, fname)
+        return [body], [lifted], y_tree[0]
+
+    extra = ("scan", init_tree, _avals_key(init_leaves), xs_tree,
+             tuple((tuple(x.shape[1:]), x.dtype) for x in xs_leaves))
+    (body,), (lifted,), y_tree[0] = _traced_once((f,), extra, trace)
     args = lifted + init_leaves + xs_leaves
     outs = _apply(Scan, *args, body=body, n_consts=len(lifted), n_carry=n_carry, length=n,
                       reverse=bool(reverse), unroll=unroll, save=_any_traced(args))
@@ -1081,9 +1117,14 @@ def while_loop(cond_fun, body_fun, init_val):
         return _check_leaves(who, bname, "value", got, avals, tree, init_tree, fix,
                              "init_val")
 
-    ex = [_example(t) for t in init_leaves]
-    cbody, clifted = trace_body(cflat, ex, cname)
-    bbody, blifted = trace_body(bflat, ex, bname)
+    def trace():
+        ex = [_example(t) for t in init_leaves]
+        cbody, clifted = trace_body(cflat, ex, cname)
+        bbody, blifted = trace_body(bflat, ex, bname)
+        return [cbody, bbody], [clifted, blifted], None
+
+    (cbody, bbody), (clifted, blifted), _ = _traced_once(
+        (cond_fun, body_fun), ("while_loop", init_tree, tuple(avals)), trace)
     args = init_leaves + clifted + blifted
     save = _any_traced(args)
     outs = _apply(While, *args, cond_body=cbody, body=bbody, n_carry=n_carry,
@@ -1292,28 +1333,38 @@ def _switch(who, index, branches, operands, roles=None):
         idx = idx.astype(np.int64)
     op_leaves, op_tree = _leaves(tuple(operands), who, "operands")
     n_ops = len(op_leaves)
-    ex = [_example(t) for t in op_leaves]
-    bodies, consts, spans = [], [], []
     out_tree: list = [None]
     first_name: list = [None]
-    for k, b in enumerate(branches):
-        bname = _fname(b) + (f" ({roles[k]})" if roles else "")
 
-        def flat(leaves, b=b, bname=bname, k=k):
-            out = b(*tree_unflatten(op_tree, leaves))
-            got, tree = tree_flatten(out)
-            got = [_as_leaf(v, who, f"{bname}'s output") for v in got]
-            if k == 0:
-                out_tree[0] = tree
-                first_name[0] = bname
-                return got
-            first = first_name[0] if roles else f"{first_name[0]} (branch 0)"
-            return _check_leaves(who, bname, "output", got, bodies[0].out_avals, tree,
-                                 out_tree[0], "Every branch must return the same structure, "
-                                 "shapes and dtypes.", f"the output of {first}")
+    def trace():
+        ex = [_example(t) for t in op_leaves]
+        bodies: list = []
+        lifts: list = []
+        for k, b in enumerate(branches):
+            bname = _fname(b) + (f" ({roles[k]})" if roles else "")
 
-        body, lifted = trace_body(flat, ex, bname)
-        bodies.append(body)
+            def flat(leaves, b=b, bname=bname, k=k):
+                out = b(*tree_unflatten(op_tree, leaves))
+                got, tree = tree_flatten(out)
+                got = [_as_leaf(v, who, f"{bname}'s output") for v in got]
+                if k == 0:
+                    out_tree[0] = tree
+                    first_name[0] = bname
+                    return got
+                first = first_name[0] if roles else f"{first_name[0]} (branch 0)"
+                return _check_leaves(who, bname, "output", got, bodies[0].out_avals, tree,
+                                     out_tree[0], "Every branch must return the same "
+                                     "structure, shapes and dtypes.", f"the output of {first}")
+
+            body, lifted = trace_body(flat, ex, bname)
+            bodies.append(body)
+            lifts.append(lifted)
+        return bodies, lifts, out_tree[0]
+
+    extra = (who, tuple(roles or ()), op_tree, _avals_key(op_leaves))
+    bodies, lifts, out_tree[0] = _traced_once(tuple(branches), extra, trace)
+    consts, spans = [], []
+    for lifted in lifts:
         spans.append((len(consts), len(consts) + len(lifted)))
         consts.extend(lifted)
     outs = _apply(Switch, idx, *op_leaves, *consts, branches=tuple(bodies), n_ops=n_ops,

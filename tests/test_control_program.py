@@ -1,0 +1,179 @@
+"""Control-flow bodies as programs: traced once per signature across calls, ``unroll``, and
+tapes holding scan / while_loop / cond / switch entries written to JSON and read back."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+import tapegrad.numpy as tnp
+from tapegrad.transforms import _body_cache
+
+_RUNS: dict = {}  # how many times each counted Python body ran (a global: not a closure)
+
+
+def _counted(fn, name):
+    """``fn``, counting its runs in ``_RUNS[name]``."""
+    _RUNS[name] = 0
+
+    def wrapped(*a):
+        _RUNS[name] += 1
+        return fn(*a)
+
+    return wrapped
+
+
+def _r(*shape, seed=0):
+    return tg.Tensor(np.random.default_rng(seed).normal(size=shape))
+
+
+# -- the body trace cache -----------------------------------------------------------------------
+def test_scan_body_traced_once_per_signature():
+    _body_cache.clear()
+    step = _counted(lambda c, x: (c * 0.5 + x, c.sum()), "step")
+    xs = _r(5, 3)
+    a = tg.scan(step, _r(3, seed=1), xs)
+    b = tg.scan(step, _r(3, seed=2), xs * 2.0)
+    assert _RUNS['step'] == 1
+    # the reused body computes on the new values
+    c, ys = b
+    want = _r(3, seed=2)._concrete()
+    for i in range(5):
+        ys_i = want.sum()
+        want = want * 0.5 + 2.0 * xs._concrete()[i]
+        np.testing.assert_allclose(ys._concrete()[i], ys_i)
+    np.testing.assert_allclose(c._concrete(), want)
+    assert not np.allclose(a[0]._concrete(), c._concrete())
+    # another shape, dtype or structure is another signature
+    tg.scan(step, _r(4, seed=1), _r(5, 4))
+    tg.scan(step, _r(3, seed=1).astype(np.float32), xs.astype(np.float32))
+    assert _RUNS['step'] == 3
+
+
+def test_cache_sees_new_closed_over_tensors():
+    _body_cache.clear()
+    _RUNS["model"] = 0
+
+    def model(w, xs):
+        def step(c, x):
+            _RUNS["model"] += 1
+            return tnp.tanh(c @ w + x), None
+
+        return tg.scan(step, tg.Tensor(np.zeros(3)), xs)[0]
+
+    xs = _r(4, 3)
+    w1, w2 = _r(3, 3, seed=1), _r(3, 3, seed=2)
+    out1 = model(w1, xs)
+    out2 = model(w2, xs)  # a new function object, the same code, another concrete closure
+    assert _RUNS["model"] == 2  # concrete closed-over Tensors are constants of the body: keyed
+    model(w1, xs)
+    assert _RUNS["model"] == 2
+    assert not np.allclose(out1._concrete(), out2._concrete())
+
+    # traced closures (the parameters under grad) are inputs of the body: traced once
+    loss = lambda w: model(w, xs).sum()  # noqa: E731
+    g1 = tg.grad(loss)(w1)
+    n = _RUNS["model"]
+    g2 = tg.grad(loss)(w2)
+    g1b = tg.grad(loss)(w1)
+    assert _RUNS["model"] == n
+    np.testing.assert_allclose(g1._concrete(), g1b._concrete())
+    assert not np.allclose(g1._concrete(), g2._concrete())
+
+    def unrolled(w):
+        c = tg.Tensor(np.zeros(3))
+        for i in range(4):
+            c = tnp.tanh(c @ w + xs[i])
+        return c.sum()
+
+    np.testing.assert_allclose(g2._concrete(), tg.grad(unrolled)(w2)._concrete(), rtol=1e-12)
+
+
+def test_cache_nested_levels_and_hessian():
+    """A body reused under other transform levels gives the values a fresh trace gives."""
+    _body_cache.clear()
+    xs = _r(3, 2)
+
+    def f(w):
+        def step(c, x):
+            return c * w + tnp.sin(x * w), c
+
+        return tg.scan(step, tg.Tensor(np.ones(2)), xs)[0].sum()
+
+    w = _r(2, seed=3)
+    h1 = tg.hessian(f)(w)
+    g1 = tg.grad(f)(w)
+    v1 = tg.vmap(tg.grad(f))(tg.Tensor(np.stack([w._concrete(), w._concrete() * 2])))
+    _body_cache.clear()
+    h2 = tg.hessian(f)(w)
+    _body_cache.clear()
+    g2 = tg.grad(f)(w)
+    np.testing.assert_allclose(h1._concrete(), h2._concrete(), rtol=1e-12)
+    np.testing.assert_allclose(g1._concrete(), g2._concrete(), rtol=1e-12)
+    np.testing.assert_allclose(v1._concrete()[0], g1._concrete(), rtol=1e-12)
+    # grad of a function whose inner grad closes over an outer traced value
+    inner = lambda x: tg.grad(lambda y: tg.scan(  # noqa: E731
+        lambda c, _: (c * y * x, None), y, None, length=2)[0])(x)
+    np.testing.assert_allclose(float(tg.grad(inner)(tg.Tensor(1.5))),
+                               float(tg.grad(inner)(tg.Tensor(1.5))))
+
+
+def test_while_and_switch_bodies_traced_once():
+    _body_cache.clear()
+    cond_fun = _counted(lambda v: v < 10.0, "cond")
+    body_fun = _counted(lambda v: v * 1.5, "body")
+    for x in (1.0, 2.0, 3.0):
+        got = tg.while_loop(cond_fun, body_fun, tg.Tensor(x))
+        want = x
+        while want < 10.0:
+            want *= 1.5
+        assert float(got) == pytest.approx(want)
+    assert (_RUNS['cond'], _RUNS['body']) == (1, 1)
+    a = _counted(lambda v: v + 1.0, "a")
+    b = _counted(lambda v: v * 10.0, "b")
+    assert [float(tg.switch(i, [a, b], tg.Tensor(2.0))) for i in (0, 1, 1, 0)] == [
+        3.0, 20.0, 20.0, 3.0]
+    t = _counted(lambda v: v * v, "t")
+    for p in (True, False, True):
+        tg.cond(p, t, a, tg.Tensor(2.0))
+    assert (_RUNS['a'], _RUNS['b'], _RUNS['t']) == (2, 1, 1)
+
+
+def test_uncacheable_closures_are_traced_every_call():
+    """A body closing over a writeable array is traced afresh: a write is seen."""
+    _body_cache.clear()
+    arr = np.ones(3)
+    _RUNS["arr"] = 0
+
+    def step(c, x):
+        _RUNS["arr"] += 1
+        return c + tg.Tensor(arr) * x, None
+
+    xs = _r(2, 1)
+    first = tg.scan(step, tg.Tensor(np.zeros(3)), xs)[0]
+    arr[:] = 2.0
+    second = tg.scan(step, tg.Tensor(np.zeros(3)), xs)[0]
+    assert _RUNS["arr"] == 2
+    np.testing.assert_allclose(second._concrete(), 2.0 * first._concrete())
+
+
+def test_jitted_grad_reuses_the_traced_bodies():
+    _body_cache.clear()
+    _RUNS["jit"] = 0
+
+    def loss(w, xs):
+        def step(h, x):
+            _RUNS["jit"] += 1
+            return tnp.tanh(h @ w + x), (h * h).sum()
+
+        h, ys = tg.scan(step, tg.Tensor(np.zeros(3)), xs)
+        return ys.sum() + h.sum()
+
+    g = tg.grad(loss)
+    w, xs = _r(3, 3, seed=4), _r(6, 3)
+    want = g(w, xs)
+    n = _RUNS["jit"]
+    got = tg.jit(g)(w, xs)
+    assert _RUNS["jit"] == n
+    np.testing.assert_allclose(got._concrete(), want._concrete(), rtol=1e-12)
