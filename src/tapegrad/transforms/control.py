@@ -34,7 +34,7 @@ from tapegrad.core.tape import freeze
 from tapegrad.core.tensor import Tensor, const
 from tapegrad.core.trace import Trace, apply_step, interpret
 from tapegrad.core.tree import tree_flatten, tree_unflatten
-from tapegrad.ops import Where
+from tapegrad.ops import Concatenate, Where
 from tapegrad.transforms import _body_cache
 
 __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "Body"]
@@ -323,9 +323,23 @@ class Scan(Function):
         n = xs[0].shape[0] if xs else length  # the stacked xs say how long (a while's backward)
         ys = [xp.empty((n,) + tuple(s), d) for s, d in body.out_avals[n_carry:]]
         cs = [xp.empty((n,) + c.shape, c.dtype) for c in carry] if save else []
+        k = min(n, unroll)
+        chunks = (n // k) if k > 1 else 0
+        rest = n - chunks * k
+        # ``unroll=k``: whole chunks of k iterations run as one body (k copies of it, traced
+        # once); the iterations left over run one at a time
+        if chunks:
+            run_k = _unrolled(body, k, n_carry, n_consts, reverse, save).runner(list(arrays))
+            with transform_scope():
+                for j in (range(chunks - 1, -1, -1) if reverse else range(chunks)):
+                    lo = rest + j * k if reverse else j * k
+                    outs = run_k(carry + [x[lo:lo + k] for x in xs] + consts)
+                    carry = list(outs[:n_carry])
+                    for b, y in zip(ys + cs, outs[n_carry:]):
+                        b[lo:lo + k] = y
         run = body.runner(list(arrays))
         with transform_scope():
-            for i in (range(n - 1, -1, -1) if reverse else range(n)):
+            for i in (range(rest - 1, -1, -1) if reverse else range(n - rest, n)):
                 for b, c in zip(cs, carry):
                     b[i] = c
                 outs = run(carry + [x[i] for x in xs] + consts)
@@ -372,6 +386,41 @@ class Scan(Function):
     @classmethod
     def output_shape(cls, *shapes, **params):
         raise NotImplementedError("scan's outputs are known by tracing its body")
+
+
+def _unrolled(body: Body, k: int, n_carry: int, n_consts: int, reverse: bool,
+              save: bool) -> Body:
+    """``k`` iterations of a scan's ``body`` as one body (traced once per ``k``): inputs
+    ``carry + xs chunks (k, ...) + consts``, outputs ``carry + ys (k, ...)`` and, with ``save``,
+    the carry at the start of each of the k iterations (stacked)."""
+    def make():
+        avals = body.tape.in_avals
+        n_x = len(avals) - n_carry - n_consts
+        y_avals = body.out_avals[n_carry:]
+
+        def step(leaves):
+            carry = leaves[:n_carry]
+            xs = leaves[n_carry:n_carry + n_x]
+            consts = leaves[n_carry + n_x:]
+            ys: list = [[None] * k for _ in y_avals]
+            cs: list = [[None] * k for _ in range(n_carry)]
+            for i in (range(k - 1, -1, -1) if reverse else range(k)):
+                for c, v in zip(cs, carry):
+                    c[i] = v
+                outs = body.apply(list(carry) + [x[i] for x in xs] + list(consts))
+                carry = outs[:n_carry]
+                for y, v in zip(ys, outs[n_carry:]):
+                    y[i] = v
+            stacked = [Concatenate.apply(*[v.reshape((1,) + tuple(v.shape)) for v in y], axis=0)
+                       for y in ys + (cs if save else [])]
+            return list(carry) + stacked
+
+        ex = ([np.zeros(s, d) for s, d in avals[:n_carry]]
+              + [np.zeros((k,) + tuple(s), d) for s, d in avals[n_carry:n_carry + n_x]]
+              + [np.zeros(s, d) for s, d in avals[n_carry + n_x:]])
+        return _closed(step, ex, f"unroll{k}({body.name})")
+
+    return body.derived(("unroll", k, n_carry, n_consts, reverse, save), make)
 
 
 def _scan_backward(body, consts, init, xs, cs, g_carry, g_ys, g_cs, needs, p):
@@ -634,8 +683,10 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
             None (then ``x`` is None and ``length`` is required).
         length: Number of iterations; optional when ``xs`` is given (must then agree).
         reverse: Run from the last element to the first (``ys`` keep their positions).
-        unroll: Accepted for JAX compatibility (a positive int or bool); the body is always
-            compiled once and run ``length`` times.
+        unroll: Iterations of the body per trip of the compiled loop (JAX's meaning): a
+            positive int ``k`` runs ``k`` copies of the body as one program per trip (fewer
+            trips, more room for the program's optimisations; the results are identical);
+            ``True`` unrolls the whole loop, ``False`` is 1.
 
     Returns:
         ``(carry, ys)``: the final carry and the stacked ``y`` (each leaf of shape
@@ -644,9 +695,9 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     Raises:
         TypeError: if ``f`` returns a carry of another structure, shape or dtype than
             ``init`` (the message names ``f``, what it returned and what was expected), or
-            does not return a pair.
+            does not return a pair, or ``unroll`` is not an int or a bool.
         ValueError: if the leaves of ``xs`` differ in their leading axis, or ``length``
-            disagrees with them, or none is given.
+            disagrees with them, or none is given, or ``unroll`` is below 1.
 
     Example:
         >>> import tapegrad as tg, numpy as np
@@ -660,10 +711,12 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     who = "scan"
     if not callable(f):
         raise TypeError(f"scan: f must be callable, got {type(f).__name__}")
-    if isinstance(unroll, bool):
-        unroll = int(unroll)
-    if not isinstance(unroll, int) or unroll < 0:
-        raise ValueError(f"scan: unroll must be a positive int or bool, got {unroll!r}")
+    if not isinstance(unroll, (bool, int, np.integer)):
+        raise TypeError(f"scan: unroll must be a positive int or a bool, got "
+                        f"{type(unroll).__name__} {unroll!r}")
+    if not isinstance(unroll, bool) and unroll < 1:
+        raise ValueError(f"scan: unroll must be a positive int (iterations per loop trip) or "
+                         f"a bool, got {unroll!r}. Use unroll=1 for no unrolling.")
     init_leaves, init_tree = _leaves(init, who, "init")
     xs_leaves, xs_tree = _leaves(xs, who, "xs") if xs is not None else ([], None)
     lengths = {int(x.shape[0]) if x.ndim else -1 for x in xs_leaves}
@@ -684,6 +737,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         n = next(iter(lengths))
     else:
         raise ValueError("scan: with xs=None, give length= (the number of iterations).")
+    unroll = max(n, 1) if unroll is True else 1 if unroll is False else int(unroll)
     fname = _fname(f)
     carry_avals = [(tuple(t.shape), t.dtype) for t in init_leaves]
     n_carry = len(init_leaves)
