@@ -3,6 +3,8 @@ tapes holding scan / while_loop / cond / switch entries written to JSON and read
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -237,3 +239,112 @@ def test_unroll_runs_chunks_of_the_body():
 def test_unroll_validation(bad, err):
     with pytest.raises(err, match="scan: unroll must be"):
         tg.scan(lambda c, x: (c + x, None), tg.Tensor(0.0), tg.Tensor([1.0, 2.0]), unroll=bad)
+
+
+# -- tapes with control-flow entries as files ---------------------------------------------------
+W = tg.Tensor(np.random.default_rng(8).normal(size=(3, 3)) / 2)  # a constant the bodies read
+
+
+def _scan_loss(x):
+    def step(c, xi):
+        c = tnp.tanh(c @ W + xi * x.sum())
+        return c, (c * c).sum()
+
+    c, ys = tg.scan(step, x, tg.Tensor(np.linspace(0.0, 1.0, 12).reshape(4, 3)), unroll=2)
+    return ys.sum() + c.sum()
+
+
+def _while_loss(x):
+    v = tg.while_loop(lambda v: (v[0] * v[0]).sum() < 50.0, lambda v: (v[0] * 1.3 + W[0], v[1] + 1),
+                      (x, tg.Tensor(np.int64(0))))
+    return (v[0] * v[0]).sum() + tg.fori_loop(0, tg.Tensor(np.int64(3)),
+                                              lambda i, u: u * x.sum(), x).sum()
+
+
+def _cond_loss(x):
+    a = tg.cond(x.sum() > 0, lambda v: tnp.sin(v) @ W, lambda v: v * 2.0, x)
+    b = tg.switch((x[0] > 0).astype(np.int64) + 1,
+                  [lambda v: v, lambda v: tnp.exp(v), lambda v: v * W[1]], x)
+    return (a * b).sum()
+
+
+LOSSES = {"scan": _scan_loss, "while_loop": _while_loss, "cond and switch": _cond_loss}
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_control_flow_tapes_round_trip(name, tmp_path):
+    f = LOSSES[name]
+    x = tg.Tensor(np.array([0.3, -0.2, 0.5]))
+    _, tape = tg.trace(tg.grad(f))(x)
+    text = tape.to_json(arrays=tmp_path / "c.safetensors")
+    assert "__subprogram__" in text
+    loaded = tg.Tape.from_json(text)
+    assert str(loaded) == str(tape)
+    for arg in (x, x * 1.5, -x):
+        np.testing.assert_allclose(loaded.replay(arg).numpy(), tg.grad(f)(arg).numpy(),
+                                   rtol=1e-12)
+    np.testing.assert_allclose(tg.jit(loaded.replay)(x * 0.5).numpy(),
+                               tg.grad(f)(x * 0.5).numpy(), rtol=1e-12)
+    # the loaded bodies differentiate again: the gradient of the replayed gradient
+    np.testing.assert_allclose(tg.jacfwd(loaded.replay)(x).numpy(),
+                               tg.hessian(f)(x).numpy(), rtol=1e-9, atol=1e-12)
+
+
+def _scan_doc(tmp_path):
+    _, tape = tg.trace(tg.grad(_scan_loss))(tg.Tensor(np.array([0.3, -0.2, 0.5])))
+    doc = json.loads(tape.to_json(arrays=tmp_path / "c.safetensors"))
+    (i,) = [i for i, e in enumerate(doc["entries"]) if e.get("op", "").endswith(":Scan")][:1]
+    return doc, i
+
+
+def _edit(doc, i, fn):
+    bad = json.loads(json.dumps(doc))
+    fn(bad["entries"][i]["params"])
+    return json.dumps(bad)
+
+
+def _sub(p):
+    return p["body"]["tape"]
+
+
+NESTED_CASES = {
+    "unknown kind": (lambda p: p["body"].update({"__subprogram__": "os.system"}),
+                     r"'os.system' is not a kind of sub-program"),
+    "name not a string": (lambda p: p["body"].update(name=3), "malformed sub-program name"),
+    "missing tape field": (lambda p: _sub(p).pop("entries"), "malformed sub-program"),
+    "extra field": (lambda p: p["body"].update(code="x"), "fields"),
+    "nested node used before defined": (
+        lambda p: _sub(p)["entries"][0].update({"in": [999, 0]}), r"sub-program.*entry 0 .*node"),
+    "nested unknown op": (lambda p: _sub(p)["entries"][0].update(op="builtins:eval"),
+                          r"sub-program.*entry 0"),
+    "nested bad dtype": (lambda p: _sub(p)["avals"][0].__setitem__(1, "|O"),
+                         r"sub-program.*dtype"),
+    "body arity": (lambda p: p.update(n_carry=7), r"entry \d+ \(scan\): .*inputs"),
+    "carry types": (lambda p: _sub(p)["out_avals"][0].__setitem__(1, "<f4"), r"out_avals|carry"),
+    "unroll zero": (lambda p: p.update(unroll=0), r"\(scan\): the parameter 'unroll'"),
+    "body not a sub-program": (lambda p: p.update(body=1.0), r"\(scan\): .*'body'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NESTED_CASES))
+def test_malformed_sub_programs_are_named_value_errors(case, tmp_path):
+    doc, i = _scan_doc(tmp_path)
+    edit, message = NESTED_CASES[case]
+    with pytest.raises(ValueError, match=message):
+        tg.Tape.from_json(_edit(doc, i, edit))
+
+
+def test_malformed_while_and_switch_entries(tmp_path):
+    x = tg.Tensor(np.array([0.3, -0.2, 0.5]))
+    for f, op, edit, message in [
+        (_while_loss, ":While", lambda p: p["cond_body"]["tape"]["out_avals"][0].__setitem__(
+            1, "<f8"), r"out_avals|predicate"),
+        (_while_loss, ":While", lambda p: p.update(n_cconsts=50), r"\(while\): .*inputs"),
+        (_cond_loss, ":Switch", lambda p: p.update(spans={"__tuple__": []}), r"'spans'"),
+        (_cond_loss, ":Switch", lambda p: p.update(branches={"__tuple__": []}), r"'branches'"),
+    ]:
+        _, tape = tg.trace(f)(x)
+        doc = json.loads(tape.to_json(arrays=tmp_path / "c.safetensors"))
+        i = next(i for i, e in enumerate(doc["entries"]) if e.get("op", "").endswith(op))
+        with pytest.raises(ValueError, match=message):
+            tg.Tape.from_json(_edit(doc, i, edit))

@@ -30,12 +30,13 @@ import numpy as np
 from tapegrad.core.backend import device_of
 from tapegrad.core.function import Function, _state, new_level, transform_scope
 from tapegrad.core.program import Program
+from tapegrad.core.subprogram import SubProgram
 from tapegrad.core.tape import freeze
 from tapegrad.core.tensor import Tensor, const
 from tapegrad.core.trace import Trace, apply_step, interpret
 from tapegrad.core.tree import tree_flatten, tree_unflatten
 from tapegrad.ops import Concatenate, Where
-from tapegrad.transforms import _body_cache
+from tapegrad.transforms import _body_cache, _control_check
 
 __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "Body"]
 
@@ -76,36 +77,26 @@ def _flat_treedef(n: int):
     return tree_flatten(tuple(range(n)))[1]
 
 
-class Body:
+class Body(SubProgram):
     """A sub-program of a control-flow primitive: a traced function of a flat list of arrays
     (the explicit inputs, then the values it closed over) returning a flat list of arrays.
 
     Attributes:
-        tape: The :class:`~tapegrad.Tape` of the body (printed nested in its parent's listing).
+        tape: The :class:`~tapegrad.Tape` of the body (printed nested in its parent's listing,
+            written nested by ``Tape.to_json``).
         name: The traced function's name, for listings and messages.
         out_avals: ``(shape, dtype)`` of each output.
     """
 
-    __slots__ = ("tape", "name", "out_avals", "_prog", "_derived")
+    __slots__ = ("out_avals", "_prog", "_derived")
+
+    kind = "control.body"
 
     def __init__(self, tape, name: str):
-        self.tape = tape
-        self.name = name
+        super().__init__(tape, name)
         self.out_avals = tuple((tuple(s), np.dtype(d)) for s, d in tape.out_avals)
         self._prog = None
         self._derived: dict = {}
-
-    def __repr__(self) -> str:
-        return f"{{{self.name}}}"
-
-    @property
-    def sub_program(self):
-        """The body's tape (listed nested under its parent entry)."""
-        return self.tape
-
-    @property
-    def n_in(self) -> int:
-        return len(self.tape.in_nodes)
 
     def run(self, arrays) -> tuple:
         """The outputs on backend arrays, through the compiled program."""
@@ -311,6 +302,7 @@ class Scan(Function):
 
     oper = "scan"
     _ctx_arrays_recomputed = True
+    check_loaded = staticmethod(_control_check.check_scan)  # a tape file's entry (Tape.from_json)
 
     @staticmethod
     def forward(ctx, *arrays, body, n_consts, n_carry, length, reverse, unroll, save):
@@ -871,6 +863,7 @@ class While(Function):
 
     oper = "while"
     _ctx_arrays_recomputed = True
+    check_loaded = staticmethod(_control_check.check_while)  # a tape file's entry (Tape.from_json)
 
     @staticmethod
     def forward(ctx, *arrays, cond_body, body, n_carry, n_cconsts, save):
@@ -1196,6 +1189,7 @@ class Switch(Function):
 
     oper = "switch"
     _ctx_arrays_recomputed = True
+    check_loaded = staticmethod(_control_check.check_switch)  # a tape file's entry (Tape.from_json)
 
     @staticmethod
     def forward(ctx, index, *arrays, branches, n_ops, spans):
