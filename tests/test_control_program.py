@@ -348,3 +348,26 @@ def test_malformed_while_and_switch_entries(tmp_path):
         i = next(i for i, e in enumerate(doc["entries"]) if e.get("op", "").endswith(op))
         with pytest.raises(ValueError, match=message):
             tg.Tape.from_json(_edit(doc, i, edit))
+
+
+# -- linearize through structured control flow ----------------------------------------------------
+def test_linearize_through_scan_while_and_cond():
+    x = tg.Tensor(np.array([0.3, -0.2, 0.5]))
+    t = tg.Tensor(np.array([1.0, 0.5, -2.0]))
+
+    def f(x):
+        c, ys = tg.scan(lambda c, xi: (tnp.sin(c) * xi + c @ W, (c * c).sum()), x,
+                        tg.Tensor(np.linspace(0.5, 1.0, 6).reshape(2, 3)))
+        v = tg.while_loop(lambda v: (v * v).sum() < 30.0, lambda v: v * 1.7 + 0.1, c)
+        return tg.cond(v.sum() > 0, lambda u: u * ys.sum(), lambda u: tnp.exp(u), v)
+
+    y, f_jvp = tg.linearize(f, x)
+    np.testing.assert_allclose(y.numpy(), f(x).numpy(), rtol=1e-13)
+    want = tg.jvp(f, (x,), (t,))[1].numpy()
+    np.testing.assert_allclose(f_jvp(t).numpy(), want, rtol=1e-12)
+    np.testing.assert_allclose(f_jvp(2.0 * t).numpy(), 2.0 * want, rtol=1e-12)
+    # the same as the Jacobian from reverse mode, and a finite difference
+    np.testing.assert_allclose(f_jvp(t).numpy(), tg.jacrev(f)(x).numpy() @ t.numpy(), rtol=1e-12)
+    eps = 1e-6
+    fd = (f(x + eps * t).numpy() - f(x - eps * t).numpy()) / (2 * eps)
+    np.testing.assert_allclose(f_jvp(t).numpy(), fd, rtol=1e-6, atol=1e-8)
