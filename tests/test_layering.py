@@ -34,7 +34,7 @@ LAYERS = [
               "tapegrad.core.dtypes"]),
     ("tensor", ["tapegrad.core.tensor", "tapegrad.core.tree"]),
     ("function", ["tapegrad.core.function"]),
-    ("trace", ["tapegrad.core.trace", "tapegrad.core.weak"]),
+    ("trace", ["tapegrad.core.trace", "tapegrad.core.weak", "tapegrad.core.subprogram"]),
     ("program", ["tapegrad.core.program", "tapegrad.core.fusion", "tapegrad.core.memory",
                  "tapegrad.io"]),
     ("export", ["tapegrad.core.export"]),

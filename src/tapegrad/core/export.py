@@ -16,6 +16,8 @@ A tape file is data. Loading it never runs code from it and never imports a modu
   Function, and nowhere else;
 - parameters are rebuilt from a fixed set of value kinds, dtypes from a fixed set of numeric
   dtypes, pytree structures from tuples, lists, dicts and ``None``;
+- a sub-program a primitive holds (a control-flow body, :mod:`tapegrad.core.subprogram`) is a
+  nested tape, checked as the outer one is, its kind looked up among registered classes only;
 - every entry is checked before the tape is built (node ids in range, each value defined
   before it is used and only once, arity and parameter names that the Function's ``forward``
   accepts, shapes, dtypes, guards, structures), and nesting is bounded, so a malformed file is
@@ -55,6 +57,7 @@ import numpy as np
 from tapegrad import io as _io
 from tapegrad.core import backend as _backend
 from tapegrad.core.function import Function
+from tapegrad.core.subprogram import SubProgram
 from tapegrad.core.tensor import Tensor, const
 from tapegrad.core.trace import _GUARD_FNS, Guard, TapeEntry
 from tapegrad.core.tree import tree_flatten, tree_unflatten
@@ -81,6 +84,7 @@ _TOP_FIELDS = {"format", "version", "inputs", "in_avals", "in_tree", "avals", "e
                "outputs", "out_avals", "out_tree", "labels", "arrays"}
 _ENTRY_FIELDS = {"op", "params", "in", "consts", "out"}
 _GUARD_FIELDS = {"guard", "node", "value", "where"}
+_SUB_FIELDS = _TOP_FIELDS - {"format", "version", "arrays"}
 #: What a guard of each kind recorded (``item`` gives whatever the array holds).
 _GUARD_VALUES = {"bool": (bool,), "int": (int,), "float": (float,), "complex": (complex,),
                  "item": (bool, int, float, complex)}
@@ -302,6 +306,13 @@ class _Writer:
                 raise self.fail(where, f"is the Function {name}, which cannot be named "
                                 "uniquely (another class has the same module and name)")
             return {"__function__": name}
+        if isinstance(v, SubProgram):
+            kind = type(v).kind
+            if SubProgram.registered(kind) is not type(v):
+                raise self.fail(where, f"is a {type(v).__name__} sub-program, which is not "
+                                "registered under a kind of its own")
+            return {"__subprogram__": kind, "name": str(v.name),
+                    "tape": _tape_doc(self, v.tape, f"{where}, sub-program {v.name!r}:")}
         raise self.fail(
             where,
             f"is {v!r:.60} (a {type(v).__name__}), which a tape file cannot hold (Python "
@@ -356,10 +367,11 @@ class _Writer:
 class _Reader:
     """Rebuilds values and structures from a decoded tape file, checking every record."""
 
-    def __init__(self, arrays: dict, names: _Names, who: str):
+    def __init__(self, arrays: dict, names: _Names, who: str, make_tape=None):
         self.arrays = arrays
         self.names = names
         self.who = who
+        self.make_tape = make_tape  # the fields of a nested tape -> a loaded Tape
 
     def fail(self, where: str, what: str) -> ValueError:
         return ValueError(f"{self.who}: {where}: {what}")
@@ -454,7 +466,29 @@ class _Reader:
         if tag == "__row__":
             need("name")
             return self.names.row(body, v["name"], where, self.who)
+        if tag == "__subprogram__":
+            need("name", "tape")
+            return self.subprogram(body, v["name"], v["tape"], where)
         raise self.fail(where, f"unknown value kind {_brief(tag)}")
+
+    def subprogram(self, kind, name, doc, where: str):
+        """A sub-program: its kind looked up among the registered ones, its tape checked whole
+        (as the file's own tape is) and built as a loaded tape."""
+        cls = SubProgram.registered(kind)
+        if cls is None:
+            raise self.fail(where, f"{_brief(kind)} is not a kind of sub-program (known: "
+                            f"{sorted(SubProgram._kinds)})")
+        if type(name) is not str:
+            raise self.fail(where, f"malformed sub-program name {_brief(name)}")
+        if self.make_tape is None:
+            raise self.fail(where, "a sub-program is read by Tape.from_json only")
+        if type(doc) is not dict or set(doc) != _SUB_FIELDS:
+            raise self.fail(where, f"malformed sub-program {name!r}: fields "
+                            f"{sorted(doc) if type(doc) is dict else _brief(doc)}, expected "
+                            f"{sorted(_SUB_FIELDS)}")
+        inner = _Reader(self.arrays, self.names, f"{self.who}: {where}, sub-program {name!r}")
+        inner.make_tape = self.make_tape
+        return cls(self.make_tape(_load_tape(doc, inner, inner.who)), name)
 
     def array(self, v, where: str):
         key = v["__array__"]
@@ -602,6 +636,10 @@ def _check_call(fn, n_in: int, params: dict, where: str, who: str) -> None:
 def tape_to_json(tape, arrays=None) -> str:
     """The tape as JSON text: primitives, static parameters, shapes, dtypes, guards.
 
+    A control-flow entry (``scan``, ``while_loop``, ``cond``/``switch``) holds its bodies as
+    sub-programs (:class:`~tapegrad.core.subprogram.SubProgram`): each body's tape is written
+    nested in the entry's parameters, in the same form as the file's own tape.
+
     Constant arrays on the tape (a weight closed over by the traced function, a Python list
     turned into an array, ...) are written to the safetensors file ``arrays``, atomically
     (:func:`tapegrad.io.save`); the JSON names the file and its SHA-256. A tape with no
@@ -626,13 +664,32 @@ def tape_to_json(tape, arrays=None) -> str:
     """
     who = "Tape.to_json"
     w = _Writer(who)
+    doc = {"format": FORMAT, "version": VERSION, **_tape_doc(w, tape, ""), "arrays": None}
+    if w.arrays:
+        if arrays is None:
+            raise ValueError(
+                f"{who}: the tape holds {len(w.arrays)} constant array(s); give a path for them: "
+                "tape.to_json(arrays='consts.safetensors')"
+            )
+        _io.save(arrays, w.arrays)
+        path = os.fsdecode(os.fspath(arrays))
+        doc["arrays"] = {"file": path, "sha256": hashlib.sha256(_io._read_file(path)).hexdigest()}
+    return json.dumps(doc, allow_nan=False)
+
+
+def _tape_doc(w: _Writer, tape, prefix: str) -> dict:
+    """The fields of a tape (the file's, or a sub-program's nested in a parameter) but its
+    format, version and arrays record; constant arrays go to ``w.arrays``. ``prefix``: where
+    a sub-program sits, for messages (empty for the file's tape)."""
+    who = w.who
+    at_ = (prefix + " ") if prefix else ""
     entries = []
     for i, e in enumerate(tape.entries):
         if type(e) is Guard:
             entries.append({"guard": e.kind, "node": e.node,
-                            "value": w.value(e.value, f"guard {i}"), "where": str(e.where)})
+                            "value": w.value(e.value, f"{at_}guard {i}"), "where": str(e.where)})
             continue
-        at = f"entry {i} ({e.oper})"
+        at = f"{at_}entry {i} ({e.oper})"
         name = _qualname(e.fn)
         if w.names.functions.get(name) is not e.fn:
             raise ValueError(f"{who}: {at}: the Function {name} cannot be named uniquely "
@@ -646,42 +703,35 @@ def tape_to_json(tape, arrays=None) -> str:
                        for j, (n, c) in enumerate(zip(e.in_nodes, e.consts))],
             "out": list(e.out_nodes),
         })
-    doc = {
-        "format": FORMAT, "version": VERSION,
+    return {
         "inputs": list(tape.in_nodes),
-        "in_avals": [_aval_out(a, f"input {j}", who) for j, a in enumerate(tape.in_avals)],
-        "in_tree": w.structure(tape.in_treedef, len(tape.in_nodes), "input"),
-        "avals": [_aval_out(a, f"node {n}", who) for n, a in enumerate(tape.avals)],
+        "in_avals": [_aval_out(a, f"{at_}input {j}", who) for j, a in enumerate(tape.in_avals)],
+        "in_tree": w.structure(tape.in_treedef, len(tape.in_nodes), f"{at_}input"),
+        "avals": [_aval_out(a, f"{at_}node {n}", who) for n, a in enumerate(tape.avals)],
         "entries": entries,
-        "outputs": [r if isinstance(r, int) else {"const": w.value(r[1], f"output {j}")}
+        "outputs": [r if isinstance(r, int) else {"const": w.value(r[1], f"{at_}output {j}")}
                     for j, r in enumerate(tape.out_refs)],
-        "out_avals": [_aval_out(a, f"output {j}", who) for j, a in enumerate(tape.out_avals)],
-        "out_tree": w.structure(tape.out_treedef, len(tape.out_refs), "output"),
+        "out_avals": [_aval_out(a, f"{at_}output {j}", who)
+                      for j, a in enumerate(tape.out_avals)],
+        "out_tree": w.structure(tape.out_treedef, len(tape.out_refs), f"{at_}output"),
         "labels": [[n, str(label)] for n, label in tape.labels.items()],
-        "arrays": None,
     }
-    if w.arrays:
-        if arrays is None:
-            raise ValueError(
-                f"{who}: the tape holds {len(w.arrays)} constant array(s); give a path for them: "
-                "tape.to_json(arrays='consts.safetensors')"
-            )
-        _io.save(arrays, w.arrays)
-        path = os.fsdecode(os.fspath(arrays))
-        doc["arrays"] = {"file": path, "sha256": hashlib.sha256(_io._read_file(path)).hexdigest()}
-    return json.dumps(doc, allow_nan=False)
 
 
-def tape_fields(text, arrays=None) -> dict:
+def tape_fields(text, arrays=None, make_tape=None) -> dict:
     """Load a tape written by :meth:`Tape.to_json`.
 
     The file is data: loading runs none of it and imports nothing. Primitives are looked up
     among the Function classes already defined (import the module that defines one outside
     tapegrad first); every entry is checked (node ids, the order values are defined and used,
     arity, parameter names the Function accepts, shapes, dtypes, guards, structures) before the
-    tape is built. The loaded tape prints, replays (:meth:`Tape.replay`, which differentiates
-    and batches on traced inputs) and compiles (``jit``) like the original; its first replay
-    runs each entry as written and checks its outputs' shapes and dtypes against the file. It
+    tape is built. A sub-program nested in a parameter (a loop body, a branch) is checked the
+    same way, its kind looked up among the registered sub-program classes only, and a
+    control-flow entry's parameters are checked against its bodies (arity, the carry's shapes
+    and dtypes, a boolean predicate, branches that agree). The loaded tape prints, replays
+    (:meth:`Tape.replay`, which differentiates and batches on traced inputs) and compiles
+    (``jit``) like the original; its first replay runs each entry as written and checks its
+    outputs' shapes and dtypes against the file. It
     holds no residuals, so it has no :meth:`Tape.vjp` of its own: differentiate its replay
     instead (``tg.vjp(tape.replay, x)``).
 
@@ -692,6 +742,9 @@ def tape_fields(text, arrays=None) -> dict:
         text: The JSON text (str or bytes).
         arrays: Path of the constants file, when it moved since it was written (default: the
             path the JSON names).
+        make_tape: Builds a loaded :class:`~tapegrad.core.tape.Tape` from the fields of a
+            sub-program's nested tape (``Tape.from_json`` passes it; without it a file holding
+            sub-programs is refused).
 
     Returns:
         The keyword fields of the :class:`~tapegrad.core.tape.Tape` (``Tape.from_json`` builds it).
@@ -702,7 +755,8 @@ def tape_fields(text, arrays=None) -> dict:
             any way (naming the entry or field): a primitive or type that is not defined in
             this process, an unknown value kind, a non-numeric dtype, a node used before it is
             defined or defined twice, a node id out of range, an arity or parameter name the
-            Function does not accept, a bad shape, nesting deeper than ``MAX_DEPTH`` = 256; if
+            Function does not accept, a bad shape, nesting deeper than ``MAX_DEPTH`` = 256, a
+            malformed sub-program or one that disagrees with its entry; if
             the arrays file is missing or not a regular file, or its bytes do not match the
             digest the JSON recorded, or an array's shape or dtype differs.
     """
@@ -735,7 +789,7 @@ def tape_fields(text, arrays=None) -> dict:
         raise ValueError(f"{who}: malformed tape file: fields {sorted(doc)}, expected "
                          f"{sorted(_TOP_FIELDS)}")
     try:
-        return _load(doc, arrays, who)
+        return _load(doc, arrays, who, make_tape)
     except (KeyError, TypeError, IndexError, AttributeError, OverflowError,
             RecursionError) as e:  # a backstop: the checks above name the problem first
         raise ValueError(f"{who}: malformed tape file ({type(e).__name__}: {e})") from None
@@ -770,8 +824,13 @@ def _read_arrays(ref, arrays, who: str) -> dict:
     return tree
 
 
-def _load(doc: dict, arrays, who: str) -> dict:
-    r = _Reader(_read_arrays(doc["arrays"], arrays, who), _Names(), who)
+def _load(doc: dict, arrays, who: str, make_tape=None) -> dict:
+    r = _Reader(_read_arrays(doc["arrays"], arrays, who), _Names(), who, make_tape)
+    return _load_tape(doc, r, who)
+
+
+def _load_tape(doc: dict, r: _Reader, who: str) -> dict:
+    """The fields of a tape (the file's, or a sub-program's), every record checked."""
     avals = tuple(_aval_in(a, f"avals[{n}]", who) for n, a in enumerate(r._list(doc["avals"],
                                                                                  "avals")))
     count = len(avals)
@@ -834,6 +893,12 @@ def _load(doc: dict, arrays, who: str) -> dict:
                 consts_ok.append(None)
             ins_ok.append(n)
         _check_call(fn, len(ins_ok), params, where, who)
+        check = getattr(fn, "check_loaded", None)
+        if check is not None:  # what the primitive's parameters must agree on
+            try:
+                check(len(ins_ok), params)
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"{who}: {where}: {err}") from None
         outs = tuple(define(n, f"{where}, output {j}")
                      for j, n in enumerate(r._list(e["out"], where)))
         entries.append(TapeEntry(fn, params, None, tuple(ins_ok), tuple(consts_ok), outs))

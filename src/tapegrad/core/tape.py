@@ -325,7 +325,7 @@ class Tape:
             TypeError: if ``text`` is not a str or bytes.
             ValueError: for a malformed or inconsistent file, naming what is wrong.
         """
-        return Tape(**_export.tape_fields(text, arrays), loaded=True)
+        return Tape(**_export.tape_fields(text, arrays, _loaded_tape), loaded=True)
 
     def to_dot(self) -> str:
         """The tape as Graphviz DOT source (a string; no Graphviz needed to make it)."""
@@ -394,3 +394,8 @@ _NO_DOT = (
     "installer from https://graphviz.org/download/ (Windows, then add its bin folder to PATH); "
     "then restart Python. Tape.to_dot() gives the DOT source without it."
 )
+
+
+def _loaded_tape(fields: dict) -> Tape:
+    """A sub-program's tape read from a file (:func:`tapegrad.core.export.tape_fields`)."""
+    return Tape(**fields, loaded=True)

@@ -66,15 +66,17 @@ class _ArrayNS:
     functions tapegrad's namespace also has (``sigmoid``, ``erf``, ...), so that one formula
     serves arrays and Tensors."""
 
+    _SPECIAL = {"sigmoid": "expit", "erf": "erf", "erfc": "erfc"}
+
     def __init__(self, xp):
         self._xp = xp
-        sp = _special(xp)
-        self.sigmoid = sp.expit
-        self.erf = sp.erf
-        self.erfc = sp.erfc
 
     def __getattr__(self, name):
-        return getattr(self._xp, name)
+        # (scipy.special is imported the first time a formula needs one of its functions)
+        special = self._SPECIAL.get(name)
+        got = getattr(_special(self._xp), special) if special else getattr(self._xp, name)
+        setattr(self, name, got)
+        return got
 
 
 _ANS: dict = {}

@@ -141,6 +141,9 @@ def resolve_shape(shape, size: int, op: str = "reshape", in_shape=None) -> tuple
         ValueError: if more than one ``-1`` appears, a size is negative, or the number of
             elements differs, naming ``op`` (and the input shape when given).
     """
+    if type(shape) is tuple and all(type(s) is int for s in shape) \
+            and min(shape, default=0) >= 0 and math.prod(shape) == size:  # already resolved
+        return shape
     shape = tuple(operator.index(s) for s in shape)
     src = f" (from a Tensor of shape {tuple(in_shape)})" if in_shape is not None else ""
     if shape.count(-1) > 1:

@@ -22,6 +22,7 @@ References:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -61,14 +62,16 @@ def _combo(coeffs, ks):
     return out
 
 
-def _rk_step(func, y0, f0, t0, dt):
-    """One Dormand-Prince step: ``(y1, f1, error estimate, stages)``."""
+def _rk_step(func, y0, f0, t0, dt, dty=None):
+    """One Dormand-Prince step: ``(y1, f1, error estimate, stages)``. ``dty``: the step in the
+    state's dtype (default ``dt``), for the state's arithmetic; ``dt`` advances the time."""
+    dty = dt if dty is None else dty
     ks = [f0]
     for i in range(6):
-        yi = y0 + dt * _combo(_BETA[i], ks)
+        yi = y0 + dty * _combo(_BETA[i], ks)
         ks.append(func(yi, t0 + dt * _ALPHA[i]))
-    y1 = y0 + dt * _combo(_C_SOL, ks)
-    err = dt * _combo(_C_ERR, ks)
+    y1 = y0 + dty * _combo(_C_SOL, ks)
+    err = dty * _combo(_C_ERR, ks)
     return y1, ks[-1], err, ks
 
 
@@ -122,48 +125,85 @@ _CLOSURE = ("func uses a Tensor that an enclosing transform differentiates witho
 
 def _solve(fn, y0, ts, rtol, atol, mxstep, hmax):
     """The solution at the times ``ts`` (level-0 Tensors), shape ``(len(ts), n)``; ``fn(y,
-    t)`` gets the time as a 0-d Tensor of ``ts``'s dtype."""
-    dtype = ts.dtype
+    t)`` gets the time as a 0-d Tensor of ``ts``'s dtype.
+
+    One :func:`~tapegrad.scan` over the output times; the adaptive steps between two of them
+    are a :func:`~tapegrad.while_loop` (its body, a Dormand-Prince step with its error control,
+    traced once and compiled); a step that fails its tolerance is retried with a smaller one
+    inside the loop. A failure (too many steps, a step size that fell to zero, NaN) stops the
+    loops and is raised after them, naming the interval."""
+    from tapegrad.transforms.control import scan, while_loop
+
+    dtype, ydt = ts.dtype, y0.dtype
+    f64 = np.float64
 
     def func(y, t):
-        return fn(y, Tensor(np.asarray(t, dtype)))
+        return fn(y, t.astype(dtype) if isinstance(t, Tensor) else Tensor(np.asarray(t, dtype)))
 
     times = [float(v) for v in ts.numpy()]
     f0 = func(y0, times[0])
     if f0.is_traced:
         raise ValueError(_CLOSURE)
     dt = min(max(_initial_step(func, times[0], y0, f0, rtol, atol), 0.0), hmax)
-    y, f, t, last_t = y0, f0, times[0], times[0]
-    coeffs = (y0 * 0.0,) * 4 + (y0,)
-    outs = [y0]
-    for prev, target in zip(times, times[1:]):
-        steps = 0
-        while t < target:
-            if steps >= mxstep:
-                raise RuntimeError(
-                    f"odeint: more than mxstep={mxstep} steps between t={prev:g} and "
-                    f"t={target:g} (reached t={t:g}); raise mxstep or loosen rtol/atol (the "
-                    "problem may be stiff)"
-                )
-            if not dt > 0:
-                raise RuntimeError(
-                    f"odeint: the step size fell to {dt:g} at t={t:g} before t={target:g}; the "
-                    "solution may blow up there, or rtol/atol are too tight"
-                )
-            y1, f1, err, ks = _rk_step(func, y, f, t, dt)
-            tol = atol + rtol * tnp.maximum(tnp.abs(y), tnp.abs(y1))
-            ratio = _rms(err / tol)
-            new_dt = min(max(_optimal_step(dt, ratio), 0.0), hmax)
-            if ratio <= 1.0:
-                coeffs = _interp_fit(y, y1, ks, dt)
-                last_t = t
-                y, f, t = y1, f1, t + dt
-            elif math.isnan(ratio):
-                raise RuntimeError(f"odeint: func returned NaN or inf near t={t:g}")
-            dt = new_dt
-            steps += 1
-        outs.append(_polyval(coeffs, (target - last_t) / (t - last_t)))
-    return tnp.stack(outs)
+    zero = y0 * 0.0
+
+    def scalar(v, dt: Any = f64):
+        return Tensor(np.asarray(v, dt))
+
+    def running(c):
+        return (c["t"] < c["target"]) & (c["status"] == 0)
+
+    def step(c):
+        y, f, t, dt, steps = c["y"], c["f"], c["t"], c["dt"], c["steps"]
+        bad = tnp.where(steps >= mxstep, 1, tnp.where(dt > 0, 0, 2))
+        y1, f1, err, ks = _rk_step(func, y, f, t, dt, dt.astype(ydt))
+        tol = atol + rtol * tnp.maximum(tnp.abs(y), tnp.abs(y1))
+        v = err / tol
+        ratio = (tnp.sqrt(tnp.mean(v * v)) if v.size else zero.sum()).astype(f64)
+        inv = tnp.where(ratio == 0, 1.0, ratio)
+        grow = dt * tnp.minimum(10.0, tnp.maximum(inv ** (-1.0 / 5.0) * 0.9,
+                                                  tnp.where(ratio < 1, 1.0, 0.2)))
+        new_dt = tnp.minimum(tnp.maximum(tnp.where(ratio == 0, dt * 10.0, grow), 0.0), hmax)
+        accept = (ratio <= 1.0) & (bad == 0)
+        status = tnp.where(bad != 0, bad, tnp.where(tnp.isnan(ratio), 3, 0)).astype(np.int64)
+        fit = _interp_fit(y, y1, ks, dt.astype(ydt))
+        go = status == 0
+        return dict(
+            y=tnp.where(accept, y1, y), f=tnp.where(accept, f1, f),
+            t=tnp.where(accept, t + dt, t), dt=tnp.where(go, new_dt, dt),
+            last_t=tnp.where(accept, t, c["last_t"]),
+            coeffs=tuple(tnp.where(accept, a, b) for a, b in zip(fit, c["coeffs"])),
+            steps=tnp.where(go, steps + 1.0, steps), status=status, target=c["target"])
+
+    def interval(prev, target):  # the steps up to the next output time, and the output there
+        c: Any = while_loop(running, step, dict(prev, steps=scalar(0.0), target=target))
+        t, last_t = c["t"], c["last_t"]
+        frac = ((target - last_t) / tnp.where(t == last_t, 1.0, t - last_t)).astype(ydt)
+        return c, (_polyval(c["coeffs"], frac), c["status"], t, c["dt"])
+
+    init = dict(y=y0, f=f0, t=scalar(times[0]), dt=scalar(dt), last_t=scalar(times[0]),
+                coeffs=(zero,) * 4 + (y0,), steps=scalar(0.0), status=scalar(0, np.int64),
+                target=scalar(times[0]))
+    out: Any = scan(interval, init, Tensor(np.asarray(times[1:], f64)))
+    ys, status, reached, dts = out[1]
+    bad = np.flatnonzero(status.numpy())
+    if bad.size:
+        k = int(bad[0])
+        prev, target, t = times[k], times[k + 1], float(reached[k])
+        code = int(status[k])
+        if code == 1:
+            raise RuntimeError(
+                f"odeint: more than mxstep={mxstep} steps between t={prev:g} and "
+                f"t={target:g} (reached t={t:g}); raise mxstep or loosen rtol/atol (the "
+                "problem may be stiff)"
+            )
+        if code == 2:
+            raise RuntimeError(
+                f"odeint: the step size fell to {float(dts[k]):g} at t={t:g} before "
+                f"t={target:g}; the solution may blow up there, or rtol/atol are too tight"
+            )
+        raise RuntimeError(f"odeint: func returned NaN or inf near t={t:g}")
+    return tnp.concatenate([tnp.reshape(y0, (1,) + tuple(y0.shape)), ys])
 
 
 # -- flattening pytrees to one state vector ---------------------------------------------------

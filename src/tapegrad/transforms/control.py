@@ -27,13 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from tapegrad.core.function import Function, new_level, transform_scope
+from tapegrad.core.backend import device_of
+from tapegrad.core.function import Function, _state, new_level, transform_scope
 from tapegrad.core.program import Program
+from tapegrad.core.subprogram import SubProgram
 from tapegrad.core.tape import freeze
 from tapegrad.core.tensor import Tensor, const
 from tapegrad.core.trace import Trace, apply_step, interpret
 from tapegrad.core.tree import tree_flatten, tree_unflatten
-from tapegrad.ops import Where
+from tapegrad.ops import Concatenate, Where
+from tapegrad.transforms import _body_cache, _control_check
 
 __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "Body"]
 
@@ -74,36 +77,26 @@ def _flat_treedef(n: int):
     return tree_flatten(tuple(range(n)))[1]
 
 
-class Body:
+class Body(SubProgram):
     """A sub-program of a control-flow primitive: a traced function of a flat list of arrays
     (the explicit inputs, then the values it closed over) returning a flat list of arrays.
 
     Attributes:
-        tape: The :class:`~tapegrad.Tape` of the body (printed nested in its parent's listing).
+        tape: The :class:`~tapegrad.Tape` of the body (printed nested in its parent's listing,
+            written nested by ``Tape.to_json``).
         name: The traced function's name, for listings and messages.
         out_avals: ``(shape, dtype)`` of each output.
     """
 
-    __slots__ = ("tape", "name", "out_avals", "_prog", "_derived")
+    __slots__ = ("out_avals", "_prog", "_derived")
+
+    kind = "control.body"
 
     def __init__(self, tape, name: str):
-        self.tape = tape
-        self.name = name
+        super().__init__(tape, name)
         self.out_avals = tuple((tuple(s), np.dtype(d)) for s, d in tape.out_avals)
         self._prog = None
         self._derived: dict = {}
-
-    def __repr__(self) -> str:
-        return f"{{{self.name}}}"
-
-    @property
-    def sub_program(self):
-        """The body's tape (listed nested under its parent entry)."""
-        return self.tape
-
-    @property
-    def n_in(self) -> int:
-        return len(self.tape.in_nodes)
 
     def run(self, arrays) -> tuple:
         """The outputs on backend arrays, through the compiled program."""
@@ -111,6 +104,23 @@ class Body:
         if prog is None:
             prog = self._prog = Program(self.tape)
         return prog(list(arrays))
+
+    def runner(self, arrays):
+        """A function of a list of backend arrays (like ``arrays``) returning the outputs: the
+        compiled program's function itself where nothing needs checking per call (a loop calls
+        it once per iteration, inside one :func:`transform_scope`), else :meth:`run`."""
+        prog = self._prog
+        if prog is None:
+            prog = self._prog = Program(self.tape)
+        if prog._cold or prog._unchecked or _state.debug:
+            return prog
+        dev = "cpu"
+        for a in arrays:
+            if type(a) is not np.ndarray and hasattr(a, "shape"):
+                dev = device_of(a)
+                break
+        fn = prog._compiled(dev)
+        return lambda arrays: fn(*arrays)
 
     def apply(self, tensors) -> list:
         """The outputs on Tensors: every entry through its Function's ``apply`` (so that the
@@ -167,6 +177,35 @@ def _closed(fun, examples, name: str) -> Body:
     if lifted:  # pragma: no cover - derived bodies read only their inputs
         raise RuntimeError(f"{name}: a derived body closed over a traced value")
     return body
+
+
+def _traced_once(fns, extra, trace):
+    """Bodies traced once per signature (:mod:`tapegrad.transforms._body_cache`): ``trace()``
+    returns ``(bodies, lifted, aux)`` (``lifted``: per body, the enclosing Tensors it read);
+    a call with the signature of an earlier one reuses its bodies and ``aux``, its lifted
+    inputs being the new call's Tensors in the same places."""
+    sig = _body_cache.signature(fns, extra)
+    hit = _body_cache.lookup(sig)
+    if hit is not None and sig is not None:
+        bodies, positions, aux = hit
+        lifted = []
+        for b, pos in zip(bodies, positions):
+            got = sig.take(pos, b.tape.in_avals[b.n_in - len(pos):])
+            if got is None:
+                break
+            lifted.append(got)
+        else:
+            return bodies, lifted, aux
+    bodies, lifted, aux = trace()
+    if sig is not None:
+        positions = [sig.positions(lift) for lift in lifted]
+        if all(p is not None for p in positions):
+            _body_cache.store(sig, (bodies, positions, aux))
+    return bodies, lifted, aux
+
+
+def _avals_key(leaves) -> tuple:
+    return tuple((tuple(t.shape), t.dtype) for t in leaves)
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -263,6 +302,7 @@ class Scan(Function):
 
     oper = "scan"
     _ctx_arrays_recomputed = True
+    check_loaded = staticmethod(_control_check.check_scan)  # a tape file's entry (Tape.from_json)
 
     @staticmethod
     def forward(ctx, *arrays, body, n_consts, n_carry, length, reverse, unroll, save):
@@ -275,13 +315,29 @@ class Scan(Function):
         n = xs[0].shape[0] if xs else length  # the stacked xs say how long (a while's backward)
         ys = [xp.empty((n,) + tuple(s), d) for s, d in body.out_avals[n_carry:]]
         cs = [xp.empty((n,) + c.shape, c.dtype) for c in carry] if save else []
-        for i in (range(n - 1, -1, -1) if reverse else range(n)):
-            for b, c in zip(cs, carry):
-                b[i] = c
-            outs = body.run(carry + [x[i] for x in xs] + consts)
-            carry = list(outs[:n_carry])
-            for b, y in zip(ys, outs[n_carry:]):
-                b[i] = y
+        k = min(n, unroll)
+        chunks = (n // k) if k > 1 else 0
+        rest = n - chunks * k
+        # ``unroll=k``: whole chunks of k iterations run as one body (k copies of it, traced
+        # once); the iterations left over run one at a time
+        if chunks:
+            run_k = _unrolled(body, k, n_carry, n_consts, reverse, save).runner(list(arrays))
+            with transform_scope():
+                for j in (range(chunks - 1, -1, -1) if reverse else range(chunks)):
+                    lo = rest + j * k if reverse else j * k
+                    outs = run_k(carry + [x[lo:lo + k] for x in xs] + consts)
+                    carry = list(outs[:n_carry])
+                    for b, y in zip(ys + cs, outs[n_carry:]):
+                        b[lo:lo + k] = y
+        run = body.runner(list(arrays))
+        with transform_scope():
+            for i in (range(rest - 1, -1, -1) if reverse else range(n - rest, n)):
+                for b, c in zip(cs, carry):
+                    b[i] = c
+                outs = run(carry + [x[i] for x in xs] + consts)
+                carry = list(outs[:n_carry])
+                for b, y in zip(ys, outs[n_carry:]):
+                    b[i] = y
         ctx.save_for_backward(*arrays, *cs)
         ctx.n_in = len(arrays)
         return _outputs([xp.array(c, copy=True) for c in carry] + ys + cs)
@@ -322,6 +378,41 @@ class Scan(Function):
     @classmethod
     def output_shape(cls, *shapes, **params):
         raise NotImplementedError("scan's outputs are known by tracing its body")
+
+
+def _unrolled(body: Body, k: int, n_carry: int, n_consts: int, reverse: bool,
+              save: bool) -> Body:
+    """``k`` iterations of a scan's ``body`` as one body (traced once per ``k``): inputs
+    ``carry + xs chunks (k, ...) + consts``, outputs ``carry + ys (k, ...)`` and, with ``save``,
+    the carry at the start of each of the k iterations (stacked)."""
+    def make():
+        avals = body.tape.in_avals
+        n_x = len(avals) - n_carry - n_consts
+        y_avals = body.out_avals[n_carry:]
+
+        def step(leaves):
+            carry = leaves[:n_carry]
+            xs = leaves[n_carry:n_carry + n_x]
+            consts = leaves[n_carry + n_x:]
+            ys: list = [[None] * k for _ in y_avals]
+            cs: list = [[None] * k for _ in range(n_carry)]
+            for i in (range(k - 1, -1, -1) if reverse else range(k)):
+                for c, v in zip(cs, carry):
+                    c[i] = v
+                outs = body.apply(list(carry) + [x[i] for x in xs] + list(consts))
+                carry = outs[:n_carry]
+                for y, v in zip(ys, outs[n_carry:]):
+                    y[i] = v
+            stacked = [Concatenate.apply(*[v.reshape((1,) + tuple(v.shape)) for v in y], axis=0)
+                       for y in ys + (cs if save else [])]
+            return list(carry) + stacked
+
+        ex = ([np.zeros(s, d) for s, d in avals[:n_carry]]
+              + [np.zeros((k,) + tuple(s), d) for s, d in avals[n_carry:n_carry + n_x]]
+              + [np.zeros(s, d) for s, d in avals[n_carry + n_x:]])
+        return _closed(step, ex, f"unroll{k}({body.name})")
+
+    return body.derived(("unroll", k, n_carry, n_consts, reverse, save), make)
 
 
 def _scan_backward(body, consts, init, xs, cs, g_carry, g_ys, g_cs, needs, p):
@@ -584,8 +675,10 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
             None (then ``x`` is None and ``length`` is required).
         length: Number of iterations; optional when ``xs`` is given (must then agree).
         reverse: Run from the last element to the first (``ys`` keep their positions).
-        unroll: Accepted for JAX compatibility (a positive int or bool); the body is always
-            compiled once and run ``length`` times.
+        unroll: Iterations of the body per trip of the compiled loop (JAX's meaning): a
+            positive int ``k`` runs ``k`` copies of the body as one program per trip (fewer
+            trips, more room for the program's optimisations; the results are identical);
+            ``True`` unrolls the whole loop, ``False`` is 1.
 
     Returns:
         ``(carry, ys)``: the final carry and the stacked ``y`` (each leaf of shape
@@ -594,9 +687,9 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     Raises:
         TypeError: if ``f`` returns a carry of another structure, shape or dtype than
             ``init`` (the message names ``f``, what it returned and what was expected), or
-            does not return a pair.
+            does not return a pair, or ``unroll`` is not an int or a bool.
         ValueError: if the leaves of ``xs`` differ in their leading axis, or ``length``
-            disagrees with them, or none is given.
+            disagrees with them, or none is given, or ``unroll`` is below 1.
 
     Example:
         >>> import tapegrad as tg, numpy as np
@@ -610,10 +703,12 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     who = "scan"
     if not callable(f):
         raise TypeError(f"scan: f must be callable, got {type(f).__name__}")
-    if isinstance(unroll, bool):
-        unroll = int(unroll)
-    if not isinstance(unroll, int) or unroll < 0:
-        raise ValueError(f"scan: unroll must be a positive int or bool, got {unroll!r}")
+    if not isinstance(unroll, (bool, int, np.integer)):
+        raise TypeError(f"scan: unroll must be a positive int or a bool, got "
+                        f"{type(unroll).__name__} {unroll!r}")
+    if not isinstance(unroll, bool) and unroll < 1:
+        raise ValueError(f"scan: unroll must be a positive int (iterations per loop trip) or "
+                         f"a bool, got {unroll!r}. Use unroll=1 for no unrolling.")
     init_leaves, init_tree = _leaves(init, who, "init")
     xs_leaves, xs_tree = _leaves(xs, who, "xs") if xs is not None else ([], None)
     lengths = {int(x.shape[0]) if x.ndim else -1 for x in xs_leaves}
@@ -634,6 +729,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         n = next(iter(lengths))
     else:
         raise ValueError("scan: with xs=None, give length= (the number of iterations).")
+    unroll = max(n, 1) if unroll is True else 1 if unroll is False else int(unroll)
     fname = _fname(f)
     carry_avals = [(tuple(t.shape), t.dtype) for t in init_leaves]
     n_carry = len(init_leaves)
@@ -653,9 +749,15 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         y_leaves, y_tree[0] = tree_flatten(out[1])
         return c_leaves + [_as_leaf(v, who, f"{fname}'s y") for v in y_leaves]
 
-    ex = [_example(t) for t in init_leaves] + [
-        _example(x)[0] if x.shape[0] else np.zeros(x.shape[1:], x.dtype) for x in xs_leaves]
-    body, lifted = trace_body(flat, ex, fname)
+    def trace():
+        ex = [_example(t) for t in init_leaves] + [
+            _example(x)[0] if x.shape[0] else np.zeros(x.shape[1:], x.dtype) for x in xs_leaves]
+        body, lifted = trace_body(flat, ex, fname)
+        return [body], [lifted], y_tree[0]
+
+    extra = ("scan", init_tree, _avals_key(init_leaves), xs_tree,
+             tuple((tuple(x.shape[1:]), x.dtype) for x in xs_leaves))
+    (body,), (lifted,), y_tree[0] = _traced_once((f,), extra, trace)
     args = lifted + init_leaves + xs_leaves
     outs = _apply(Scan, *args, body=body, n_consts=len(lifted), n_carry=n_carry, length=n,
                       reverse=bool(reverse), unroll=unroll, save=_any_traced(args))
@@ -761,6 +863,7 @@ class While(Function):
 
     oper = "while"
     _ctx_arrays_recomputed = True
+    check_loaded = staticmethod(_control_check.check_while)  # a tape file's entry (Tape.from_json)
 
     @staticmethod
     def forward(ctx, *arrays, cond_body, body, n_carry, n_cconsts, save):
@@ -770,11 +873,14 @@ class While(Function):
         bc = list(arrays[n_carry + n_cconsts:])
         kept: list = []
         n = 0
-        while bool(cond_body.run(carry + cc)[0]):
-            if save:
-                kept.append(carry)
-            carry = list(body.run(carry + bc))
-            n += 1
+        run_cond = cond_body.runner(list(arrays))
+        run = body.runner(list(arrays))
+        with transform_scope():
+            while bool(run_cond(carry + cc)[0]):
+                if save:
+                    kept.append(carry)
+                carry = list(run(carry + bc))
+                n += 1
         if save:
             cs = [xp.stack([k[i] for k in kept]) if kept else
                   xp.empty((0,) + arrays[i].shape, arrays[i].dtype) for i in range(n_carry)]
@@ -1058,9 +1164,14 @@ def while_loop(cond_fun, body_fun, init_val):
         return _check_leaves(who, bname, "value", got, avals, tree, init_tree, fix,
                              "init_val")
 
-    ex = [_example(t) for t in init_leaves]
-    cbody, clifted = trace_body(cflat, ex, cname)
-    bbody, blifted = trace_body(bflat, ex, bname)
+    def trace():
+        ex = [_example(t) for t in init_leaves]
+        cbody, clifted = trace_body(cflat, ex, cname)
+        bbody, blifted = trace_body(bflat, ex, bname)
+        return [cbody, bbody], [clifted, blifted], None
+
+    (cbody, bbody), (clifted, blifted), _ = _traced_once(
+        (cond_fun, body_fun), ("while_loop", init_tree, tuple(avals)), trace)
     args = init_leaves + clifted + blifted
     save = _any_traced(args)
     outs = _apply(While, *args, cond_body=cbody, body=bbody, n_carry=n_carry,
@@ -1078,6 +1189,7 @@ class Switch(Function):
 
     oper = "switch"
     _ctx_arrays_recomputed = True
+    check_loaded = staticmethod(_control_check.check_switch)  # a tape file's entry (Tape.from_json)
 
     @staticmethod
     def forward(ctx, index, *arrays, branches, n_ops, spans):
@@ -1269,28 +1381,38 @@ def _switch(who, index, branches, operands, roles=None):
         idx = idx.astype(np.int64)
     op_leaves, op_tree = _leaves(tuple(operands), who, "operands")
     n_ops = len(op_leaves)
-    ex = [_example(t) for t in op_leaves]
-    bodies, consts, spans = [], [], []
     out_tree: list = [None]
     first_name: list = [None]
-    for k, b in enumerate(branches):
-        bname = _fname(b) + (f" ({roles[k]})" if roles else "")
 
-        def flat(leaves, b=b, bname=bname, k=k):
-            out = b(*tree_unflatten(op_tree, leaves))
-            got, tree = tree_flatten(out)
-            got = [_as_leaf(v, who, f"{bname}'s output") for v in got]
-            if k == 0:
-                out_tree[0] = tree
-                first_name[0] = bname
-                return got
-            first = first_name[0] if roles else f"{first_name[0]} (branch 0)"
-            return _check_leaves(who, bname, "output", got, bodies[0].out_avals, tree,
-                                 out_tree[0], "Every branch must return the same structure, "
-                                 "shapes and dtypes.", f"the output of {first}")
+    def trace():
+        ex = [_example(t) for t in op_leaves]
+        bodies: list = []
+        lifts: list = []
+        for k, b in enumerate(branches):
+            bname = _fname(b) + (f" ({roles[k]})" if roles else "")
 
-        body, lifted = trace_body(flat, ex, bname)
-        bodies.append(body)
+            def flat(leaves, b=b, bname=bname, k=k):
+                out = b(*tree_unflatten(op_tree, leaves))
+                got, tree = tree_flatten(out)
+                got = [_as_leaf(v, who, f"{bname}'s output") for v in got]
+                if k == 0:
+                    out_tree[0] = tree
+                    first_name[0] = bname
+                    return got
+                first = first_name[0] if roles else f"{first_name[0]} (branch 0)"
+                return _check_leaves(who, bname, "output", got, bodies[0].out_avals, tree,
+                                     out_tree[0], "Every branch must return the same "
+                                     "structure, shapes and dtypes.", f"the output of {first}")
+
+            body, lifted = trace_body(flat, ex, bname)
+            bodies.append(body)
+            lifts.append(lifted)
+        return bodies, lifts, out_tree[0]
+
+    extra = (who, tuple(roles or ()), op_tree, _avals_key(op_leaves))
+    bodies, lifts, out_tree[0] = _traced_once(tuple(branches), extra, trace)
+    consts, spans = [], []
+    for lifted in lifts:
         spans.append((len(consts), len(consts) + len(lifted)))
         consts.extend(lifted)
     outs = _apply(Switch, idx, *op_leaves, *consts, branches=tuple(bodies), n_ops=n_ops,
