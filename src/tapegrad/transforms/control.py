@@ -34,6 +34,7 @@ from tapegrad.core.tensor import Tensor, const
 from tapegrad.core.trace import Trace, apply_step, interpret
 from tapegrad.core.tree import tree_flatten, tree_unflatten
 from tapegrad.ops import Where
+from tapegrad.transforms._revolve import check_checkpoint
 
 __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "Body"]
 
@@ -265,10 +266,11 @@ class Scan(Function):
     _ctx_arrays_recomputed = True
 
     @staticmethod
-    def forward(ctx, *arrays, body, n_consts, n_carry, length, reverse, unroll, save):
+    def forward(ctx, *arrays, body, n_consts, n_carry, length, reverse, unroll, save,
+                checkpoint=None):
         xp = ctx.backend
         ctx.params = dict(body=body, n_consts=n_consts, n_carry=n_carry, length=length,
-                          reverse=reverse, unroll=unroll, save=save)
+                          reverse=reverse, unroll=unroll, save=save, checkpoint=checkpoint)
         consts = list(arrays[:n_consts])
         carry = list(arrays[n_consts:n_consts + n_carry])
         xs = arrays[n_consts + n_carry:]
@@ -299,6 +301,9 @@ class Scan(Function):
         n_ys = len(body.out_avals) - n_carry
         g_carry = list(gs[:n_carry])
         g_ys = list(gs[n_carry:n_carry + n_ys])
+        if p.get("checkpoint") and not p["save"]:  # binomial checkpointing
+            return _revolve_backward(body, consts, init, xs, g_carry, g_ys,
+                                     ctx.needs_input_grad, p)
         if p["save"]:
             cs = list(saved[ctx.n_in:])
             g_cs = list(gs[n_carry + n_ys:])
@@ -391,6 +396,102 @@ def _scan_backward(body, consts, init, xs, cs, g_carry, g_ys, g_cs, needs, p):
     for i, v in zip(kx, outs[nacc:nacc + len(kx)]):
         res[n_consts + n_carry + i] = v
     return tuple(res)
+
+
+def _revolve_backward(body, consts, init, xs, g_carry, g_ys, needs, p, count=None,
+                      cconsts=None) -> list:
+    """Cotangents of ``consts + init + xs`` by binomial checkpointing: one :class:`Revolve`
+    whose forward reverses the loop holding at most ``p["checkpoint"]`` carries (a while
+    loop's trip count ``count``, its condition and constants ``cconsts`` given)."""
+    from tapegrad.transforms._revolve import Revolve
+
+    n_consts, n_carry, n_xs = len(consts), len(init), len(xs)
+    avals = body.out_avals
+    carry_avals, y_avals = avals[:n_carry], avals[n_carry:]
+    kc = tuple(i for i in range(n_consts) if needs[i] and _is_float(consts[i].dtype))
+    kk = tuple(i for i in range(n_carry) if _is_float(carry_avals[i][1]))
+    kx = tuple(i for i in range(n_xs) if needs[n_consts + n_carry + i]
+               and _is_float(xs[i].dtype))
+    ky = tuple(j for j in range(len(y_avals)) if _is_float(y_avals[j][1]))
+    res: list = [None] * (n_consts + n_carry + n_xs)
+    if not (kk or ky) or not (kc or kk or kx):
+        return res
+    const_avals = [(tuple(c.shape), c.dtype) for c in consts]
+    x_avals = [(tuple(x.shape[1:]), x.dtype) for x in xs]
+
+    def make():
+        def step(leaves):
+            it = iter(leaves)
+            ct = [next(it) for _ in kk]
+            c_i = [next(it) for _ in range(n_carry)]
+            x_i = [next(it) for _ in range(n_xs)]
+            gy = [next(it) for _ in ky]
+            cst = [next(it) for _ in range(n_consts)]
+            return _vjp_of(body, c_i + x_i + cst,
+                           [n_carry + n_xs + i for i in kc] + list(kk)
+                           + [n_carry + i for i in kx],
+                           list(kk) + [n_carry + j for j in ky], ct + gy)
+
+        ex = ([carry_avals[i] for i in kk] + list(carry_avals) + x_avals
+              + [y_avals[j] for j in ky] + const_avals)
+        return _closed(step, [np.zeros(*a) for a in ex], f"vjp({body.name})")
+
+    vjp_body = body.derived(("revolve", kc, kx), make)
+    length = int(xs[0].shape[0]) if xs else p.get("length")
+    g_c = [g_carry[i] if g_carry[i] is not None else _zeros(carry_avals[i]) for i in kk]
+    g_y = [g_ys[j] if g_ys[j] is not None else _zeros(
+        ((length,) + tuple(y_avals[j][0]), y_avals[j][1])) for j in ky]
+    extra = [] if count is None else [count] + list(cconsts or [])
+    outs = _apply(Revolve, *consts, *init, *xs, *g_c, *g_y, *extra, body=body,
+                  vjp_body=vjp_body, n_consts=n_consts, n_carry=n_carry, n_xs=n_xs, kc=kc,
+                  kk=kk, kx=kx, ky=ky, length=length, reverse=bool(p.get("reverse", False)),
+                  checkpoint=p["checkpoint"],
+                  cond_body=p.get("cond_body") if count is not None else None,
+                  n_cconsts=len(cconsts or []))
+    for i, v in zip(kc, outs):
+        res[i] = v
+    for i, v in zip(kk, outs[len(kc):]):
+        res[n_consts + i] = v
+    for i, v in zip(kx, outs[len(kc) + len(kk):]):
+        res[n_consts + n_carry + i] = v
+    return res
+
+
+def _revolve_fallback(ins: list, p: dict) -> list:
+    """The outputs of :class:`Revolve` on Tensors, from a forward that keeps every carry (the
+    default mode's formulation): its derivatives are those of the checkpointed backward."""
+    body, n_consts, n_carry, n_xs = p["body"], p["n_consts"], p["n_carry"], p["n_xs"]
+    kc, kk, kx, ky = p["kc"], p["kk"], p["kx"], p["ky"]
+    it = iter(ins)
+    consts = [next(it) for _ in range(n_consts)]
+    init = [next(it) for _ in range(n_carry)]
+    xs = [next(it) for _ in range(n_xs)]
+    n_ys = len(body.out_avals) - n_carry
+    g_carry: list = [None] * n_carry
+    for i in kk:
+        g_carry[i] = next(it)
+    g_ys: list = [None] * n_ys
+    for j in ky:
+        g_ys[j] = next(it)
+    if p["cond_body"] is None:
+        outs = _apply(Scan, *consts, *init, *xs, body=body, n_consts=n_consts, n_carry=n_carry,
+                      length=p["length"], reverse=p["reverse"], unroll=1, save=True)
+        cs = list(outs[n_carry + n_ys:])
+        needs = ([i in kc for i in range(n_consts)] + [True] * n_carry
+                 + [i in kx for i in range(n_xs)])
+        res = _scan_backward(body, consts, init, xs, cs, g_carry, g_ys, [None] * n_carry,
+                             needs, {"reverse": p["reverse"], "unroll": 1,
+                                     "length": p["length"]})
+        return ([res[i] for i in kc] + [res[n_consts + i] for i in kk]
+                + [res[n_consts + n_carry + i] for i in kx])
+    next(it)  # the trip count: the loop below counts again
+    cconsts = list(it)
+    outs = _apply(While, *init, *cconsts, *consts, cond_body=p["cond_body"], body=body,
+                  n_carry=n_carry, n_cconsts=len(cconsts), save=True)
+    cs = list(outs[n_carry + 1:2 * n_carry + 1])
+    cts = _while_backward(body, consts, cs, outs[n_carry], outs[2 * n_carry + 1], g_carry,
+                          [None] * n_carry, [i in kc for i in range(n_consts)])
+    return [cts[i] for i in kc] + [cts[n_consts + i] for i in kk]
 
 
 def _vjp_of(body: Body, inputs: list, wrt: list, outs_sel: list, cts: list) -> list:
@@ -558,13 +659,13 @@ def _scan_batch(args, batched, size, p):
     bb = body.derived(key, make)
     outs = _apply(Scan, *consts, *init, *xs, body=bb, n_consts=n_consts, n_carry=n_carry,
                       length=p["length"], reverse=p["reverse"], unroll=p["unroll"],
-                      save=p["save"])
+                      save=p["save"], checkpoint=p.get("checkpoint"))
     outs = list(outs) if isinstance(outs, tuple) else [outs]
     res = outs[:n_carry] + [_swap01(y) for y in outs[n_carry:]]
     return tuple(res)
 
 
-def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint=None):
     """Loop ``f`` over the leading axis of ``xs``, carrying a state: JAX's ``lax.scan``.
 
     Semantics (one primitive on the tape, the body traced once)::
@@ -586,6 +687,10 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         reverse: Run from the last element to the first (``ys`` keep their positions).
         unroll: Accepted for JAX compatibility (a positive int or bool); the body is always
             compiled once and run ``length`` times.
+        checkpoint: Memory of reverse mode. None (default): the forward keeps the carry at
+            the start of every iteration (``length`` carries). An int ``k >= 1``: keep none;
+            the backward holds at most ``k`` carries at once and recomputes the others from
+            them by binomial checkpointing (*revolve*); see docs/transforms.md for the cost.
 
     Returns:
         ``(carry, ys)``: the final carry and the stacked ``y`` (each leaf of shape
@@ -596,7 +701,8 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
             ``init`` (the message names ``f``, what it returned and what was expected), or
             does not return a pair.
         ValueError: if the leaves of ``xs`` differ in their leading axis, or ``length``
-            disagrees with them, or none is given.
+            disagrees with them, or none is given, or ``checkpoint`` is below 1.
+        TypeError: if ``checkpoint`` is neither None nor an int.
 
     Example:
         >>> import tapegrad as tg, numpy as np
@@ -610,6 +716,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     who = "scan"
     if not callable(f):
         raise TypeError(f"scan: f must be callable, got {type(f).__name__}")
+    checkpoint = check_checkpoint("scan", checkpoint)
     if isinstance(unroll, bool):
         unroll = int(unroll)
     if not isinstance(unroll, int) or unroll < 0:
@@ -658,7 +765,8 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     body, lifted = trace_body(flat, ex, fname)
     args = lifted + init_leaves + xs_leaves
     outs = _apply(Scan, *args, body=body, n_consts=len(lifted), n_carry=n_carry, length=n,
-                      reverse=bool(reverse), unroll=unroll, save=_any_traced(args))
+                      reverse=bool(reverse), unroll=unroll,
+                      save=checkpoint is None and _any_traced(args), checkpoint=checkpoint)
     outs = list(outs) if isinstance(outs, tuple) else [outs]
     n_ys = len(body.out_avals) - n_carry
     carry = tree_unflatten(init_tree, outs[:n_carry])
@@ -666,7 +774,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     return carry, ys
 
 
-def fori_loop(lower, upper, body_fun, init_val):
+def fori_loop(lower, upper, body_fun, init_val, *, checkpoint=None):
     """``for i in range(lower, upper): val = body_fun(i, val)``, as one primitive (JAX's
     ``lax.fori_loop``).
 
@@ -681,13 +789,16 @@ def fori_loop(lower, upper, body_fun, init_val):
             keeps ``init_val``'s structure, shapes and dtypes (a leaf that mixing with ``i``
             promoted, such as float32 + int64 -> float64, is cast back).
         init_val: Initial value, a pytree of Tensors, arrays or numbers.
+        checkpoint: Memory of reverse mode, as for :func:`scan` and :func:`while_loop`: None
+            keeps every iteration's value, an int ``k >= 1`` holds at most ``k`` at once.
 
     Returns:
         The final value (``init_val`` when ``upper <= lower``).
 
     Raises:
-        TypeError: for non-integer bounds, or a ``body_fun`` that changes the value's
-            structure, shape or dtype.
+        TypeError: for non-integer bounds, a non-int ``checkpoint``, or a ``body_fun`` that
+            changes the value's structure, shape or dtype.
+        ValueError: if ``checkpoint`` is below 1.
 
     Example:
         >>> import tapegrad as tg
@@ -696,6 +807,7 @@ def fori_loop(lower, upper, body_fun, init_val):
     """
     if not callable(body_fun):
         raise TypeError(f"fori_loop: body_fun must be callable, got {type(body_fun).__name__}")
+    checkpoint = check_checkpoint("fori_loop", checkpoint)
     static = all(isinstance(b, (int, np.integer)) and not isinstance(b, bool)
                  for b in (lower, upper))
     for name, b in (("lower", lower), ("upper", upper)):
@@ -730,7 +842,8 @@ def fori_loop(lower, upper, body_fun, init_val):
             return (i + 1, call(i, val)), None
 
         step.__name__ = fname
-        (_, val), _ = scan(step, (Tensor(np.int64(lo)), init_val), None, length=n)
+        (_, val), _ = scan(step, (Tensor(np.int64(lo)), init_val), None, length=n,
+                           checkpoint=checkpoint)
         return val
 
     lo_t = lower if isinstance(lower, Tensor) else Tensor(np.int64(lower))
@@ -747,7 +860,7 @@ def fori_loop(lower, upper, body_fun, init_val):
 
     body2.__name__ = fname
     cond_fun.__name__ = "fori_cond"
-    return while_loop(cond_fun, body2, (lo_t, up_t, init_val))[2]
+    return while_loop(cond_fun, body2, (lo_t, up_t, init_val), checkpoint=checkpoint)[2]
 
 
 # -- while_loop -------------------------------------------------------------------------------
@@ -763,7 +876,7 @@ class While(Function):
     _ctx_arrays_recomputed = True
 
     @staticmethod
-    def forward(ctx, *arrays, cond_body, body, n_carry, n_cconsts, save):
+    def forward(ctx, *arrays, cond_body, body, n_carry, n_cconsts, save, checkpoint=None):
         xp = ctx.backend
         carry = list(arrays[:n_carry])
         cc = list(arrays[n_carry:n_carry + n_cconsts])
@@ -781,7 +894,7 @@ class While(Function):
         else:
             cs = []
         ctx.params = dict(cond_body=cond_body, body=body, n_carry=n_carry, n_cconsts=n_cconsts,
-                          save=save)
+                          save=save, checkpoint=checkpoint)
         ctx.n_in = len(arrays)
         count = xp.asarray(np.int64(n))
         # with save, the iterations done before each row (a batch's finished members repeat)
@@ -802,6 +915,17 @@ class While(Function):
         g_carry = list(gs[:n_carry])
         res: list = [None] * len(ins)
         count = saved[ctx.n_in]
+        if p.get("checkpoint") and not p["save"]:  # binomial checkpointing
+            cconsts = ins[n_carry:n_carry + n_cc]
+            nb = [needs[n_carry + n_cc + i] for i in range(len(bconsts))]
+            cts = _revolve_backward(body, bconsts, ins[:n_carry], [], g_carry, [],
+                                    tuple(nb) + (True,) * n_carry, p, count, cconsts)
+            for i in range(len(bconsts)):
+                res[n_carry + n_cc + i] = cts[i]
+            for i in range(n_carry):
+                if needs[i]:
+                    res[i] = cts[len(bconsts) + i]
+            return tuple(res)
         if p["save"]:
             cs = list(saved[ctx.n_in + 1:ctx.n_in + 1 + n_carry])
             steps = saved[ctx.n_in + 1 + n_carry]
@@ -993,7 +1117,8 @@ def _while_batch(args, batched, size, p):
     jb, jc = body.derived(key, make)
     counts0 = const(np.zeros(size, np.int64))
     outs = _apply(While, *init, counts0, *cconsts, *bconsts, *cconsts, cond_body=jc, body=jb,
-                  n_carry=n_carry + 1, n_cconsts=n_cc, save=p["save"])
+                  n_carry=n_carry + 1, n_cconsts=n_cc, save=p["save"],
+                  checkpoint=p.get("checkpoint"))
     outs = list(outs)
     res = outs[:n_carry] + [outs[n_carry]]  # the carry, each member's trip count
     if p["save"]:  # each member's rows, and the iterations it had done before each row
@@ -1001,7 +1126,7 @@ def _while_batch(args, batched, size, p):
     return tuple(res)
 
 
-def while_loop(cond_fun, body_fun, init_val):
+def while_loop(cond_fun, body_fun, init_val, *, checkpoint=None):
     """``while cond_fun(val): val = body_fun(val)``, as one primitive (JAX's
     ``lax.while_loop``), differentiable in reverse mode too.
 
@@ -1016,13 +1141,18 @@ def while_loop(cond_fun, body_fun, init_val):
         cond_fun: ``cond_fun(val) -> bool`` scalar Tensor (or Python bool).
         body_fun: ``body_fun(val) -> val`` with ``init_val``'s structure, shapes and dtypes.
         init_val: Initial value: a pytree of Tensors, arrays or numbers.
+        checkpoint: Memory of reverse mode. None (default): keep every iteration's value.
+            An int ``k >= 1``: the forward keeps only the trip count; the backward holds at
+            most ``k`` values at once and recomputes the others from them by binomial
+            checkpointing (*revolve*); see docs/transforms.md for the cost.
 
     Returns:
         The final value.
 
     Raises:
-        TypeError: if ``cond_fun`` does not return a boolean scalar, or ``body_fun`` changes
-            the value's structure, shape or dtype.
+        TypeError: if ``cond_fun`` does not return a boolean scalar, ``body_fun`` changes
+            the value's structure, shape or dtype, or ``checkpoint`` is not None or an int.
+        ValueError: if ``checkpoint`` is below 1.
 
     Example:
         >>> import tapegrad as tg
@@ -1034,6 +1164,7 @@ def while_loop(cond_fun, body_fun, init_val):
     for name, fn in (("cond_fun", cond_fun), ("body_fun", body_fun)):
         if not callable(fn):
             raise TypeError(f"while_loop: {name} must be callable, got {type(fn).__name__}")
+    checkpoint = check_checkpoint("while_loop", checkpoint)
     init_leaves, init_tree = _leaves(init_val, who, "init_val")
     avals = [(tuple(t.shape), t.dtype) for t in init_leaves]
     n_carry = len(init_leaves)
@@ -1062,9 +1193,9 @@ def while_loop(cond_fun, body_fun, init_val):
     cbody, clifted = trace_body(cflat, ex, cname)
     bbody, blifted = trace_body(bflat, ex, bname)
     args = init_leaves + clifted + blifted
-    save = _any_traced(args)
+    save = checkpoint is None and _any_traced(args)
     outs = _apply(While, *args, cond_body=cbody, body=bbody, n_carry=n_carry,
-                       n_cconsts=len(clifted), save=save)
+                       n_cconsts=len(clifted), save=save, checkpoint=checkpoint)
     return tree_unflatten(init_tree, list(outs[:n_carry]))
 
 
