@@ -251,3 +251,106 @@ def test_bad_checkpoint_values_name_the_function_and_the_argument(bad, exc, msg)
     for who, call in calls.items():
         with pytest.raises(exc, match=rf"^{who}: checkpoint must be .*{msg}"):
             call()
+
+
+# -- kept residuals: remat=False and per-iteration checkpoint policies ------------------------
+def rnn_loss(w, x0, xs, reverse=False, mode="remat"):
+    """A pytree carry and pytree ys; ``mode`` picks how each iteration's residuals are kept."""
+    def step(c, x):
+        h, s = c
+        a = h @ w + x
+        h = tnp.tanh(a) * tnp.exp(-0.1 * s)
+        return (h, s + (h * h).sum()), {"y": tnp.sin(h).sum(), "z": a}
+
+    f = {"remat": step, "keep": step,
+         "matmul": tg.checkpoint(step, save_only={"matmul"}),
+         "tanh": tg.checkpoint(step, save_only={"tanh"}),
+         "budget": tg.checkpoint(step, budget_bytes=24)}[mode]
+    (h, s), ys = tg.scan(f, (x0, f64(0.0)), xs, reverse=reverse, remat=mode != "keep")
+    return (h ** 2).sum() + s + ys["y"].sum() + (ys["z"] ** 2).sum()
+
+
+MODES = ["keep", "matmul", "tanh", "budget"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("reverse", [False, True])
+def test_kept_residuals_give_the_default_modes_values_and_derivatives(mode, reverse):
+    rng = np.random.default_rng(1)
+    w, x0 = f64(rng.normal(size=(3, 3)) * 0.5), f64(rng.normal(size=3))
+    for n in (0, 1, 4):
+        xs = f64(rng.normal(size=(n, 3)))
+        args = (w, x0, xs)
+        assert float(rnn_loss(*args, reverse, mode)) == float(rnn_loss(*args, reverse))
+        got = tg.grad(lambda *a: rnn_loss(*a, reverse, mode), argnums=(0, 1, 2))(*args)
+        close(got, tg.grad(lambda *a: rnn_loss(*a, reverse), argnums=(0, 1, 2))(*args),
+              tol=1e-13)
+        close(got[2], fd_grad(lambda a: rnn_loss(w, x0, a, reverse, mode), xs), tol=1e-6)
+    close(tg.hessian(lambda w: rnn_loss(w, x0, xs, reverse, mode))(w),
+          tg.hessian(lambda w: rnn_loss(w, x0, xs, reverse))(w), tol=1e-12)
+    # reverse over reverse: cotangents reach the kept residuals too
+    def gg(m):
+        return tg.grad(lambda w: (tg.grad(lambda v: rnn_loss(v, x0, xs, reverse, m))(w)
+                                  ** 2).sum())(w)
+
+    close(gg(mode), gg("remat"), tol=1e-12)
+    close(tg.jit(tg.grad(lambda w: rnn_loss(w, x0, xs, reverse, mode)))(w),
+          tg.grad(lambda w: rnn_loss(w, x0, xs, reverse))(w), tol=1e-13)
+    x0s = f64(rng.normal(size=(2, 3)))
+    close(tg.vmap(tg.grad(lambda w, x: rnn_loss(w, x, xs, reverse, mode)), in_axes=(None, 0))(
+        w, x0s), tnp.stack([tg.grad(lambda w, i=i: rnn_loss(w, x0s[i], xs, reverse))(w)
+                            for i in range(2)]), tol=1e-12)
+
+
+def stacked_outputs(mode, n=6):
+    """Shapes of the forward scan's outputs under grad, and which of tanh and exp the reverse
+    scan's body recomputes."""
+    w, x0, xs = f64(np.eye(3) * 0.5), f64(np.ones(3)), f64(np.ones((n, 3)))
+    _, tape = tg.trace(lambda w: tg.grad(lambda w: rnn_loss(w, x0, xs, False, mode))(w))(w)
+    fwd, bwd = [e for e in tape.entries if e.oper == "scan"]
+    opers = [e.oper for e in bwd.params["body"].tape.entries]
+    return [tape.avals[v][0] for v in fwd.out_nodes], ("tanh" in opers, "exp" in opers)
+
+
+def test_kept_residuals_are_stacked_per_iteration_and_not_recomputed():
+    remat, remat_tanh = stacked_outputs("remat")
+    keep, keep_tanh = stacked_outputs("keep")
+    tanh, tanh_tanh = stacked_outputs("tanh")
+    # remat: carries, ys and one stacked carry per iteration; the backward recomputes both
+    assert remat == [(3,), (), (6,), (6, 3), (6, 3), (6,)] and remat_tanh == (True, True)
+    # keep-all: more stacked outputs, each (6, ...), and nothing recomputed in the backward
+    assert len(keep) > len(remat) and all(s[0] == 6 for s in keep[2:])
+    assert keep_tanh == (False, False)
+    # save_only={"tanh"}: one more stacked value (tanh's output); exp is recomputed
+    assert len(tanh) == len(remat) + 1 and (6, 3) in tanh[len(remat) - 1:]
+    assert tanh_tanh == (False, True)
+    # save_only={"matmul"} keeps nothing here (the product is no residual: add saves nothing)
+    assert stacked_outputs("matmul") == (remat, remat_tanh)
+
+
+def test_kept_residuals_errors():
+    x = f64([1.0])
+    with pytest.raises(TypeError, match="^scan: remat must be a bool"):
+        tg.scan(lambda c, _: (c, None), x, None, length=2, remat="no")
+    with pytest.raises(ValueError, match="^scan: checkpoint=3 recomputes"):
+        tg.scan(lambda c, _: (c, None), x, None, length=2, remat=False, checkpoint=3)
+    with pytest.raises(ValueError, match="^scan: checkpoint=2 recomputes"):
+        tg.scan(tg.checkpoint(lambda c, _: (c, None), save_only={"sin"}), x, None, length=2,
+                checkpoint=2)
+    with pytest.raises(ValueError, match="^fori_loop: keeping each iteration's residuals"):
+        tg.fori_loop(0, tg.Tensor(np.int64(2)), lambda i, c: c, x, remat=False)
+
+
+def test_fori_loop_with_kept_residuals():
+    w = f64(0.8)
+
+    def loss(x, mode):
+        def body(i, v):
+            return tnp.sin(v * w) + 0.1 * i
+
+        f = tg.checkpoint(body, save_only={"sin"}) if mode == "policy" else body
+        return (tg.fori_loop(0, 5, f, x, remat=mode != "keep") ** 2).sum()
+
+    x = f64([0.3, -0.7])
+    for mode in ("keep", "policy"):
+        close(tg.grad(loss)(x, mode), tg.grad(loss)(x, "remat"), tol=1e-13)

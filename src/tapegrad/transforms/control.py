@@ -267,10 +267,11 @@ class Scan(Function):
 
     @staticmethod
     def forward(ctx, *arrays, body, n_consts, n_carry, length, reverse, unroll, save,
-                checkpoint=None):
+                checkpoint=None, residuals=None):
         xp = ctx.backend
         ctx.params = dict(body=body, n_consts=n_consts, n_carry=n_carry, length=length,
-                          reverse=reverse, unroll=unroll, save=save, checkpoint=checkpoint)
+                          reverse=reverse, unroll=unroll, save=save, checkpoint=checkpoint,
+                          residuals=residuals)
         consts = list(arrays[:n_consts])
         carry = list(arrays[n_consts:n_consts + n_carry])
         xs = arrays[n_consts + n_carry:]
@@ -284,7 +285,9 @@ class Scan(Function):
             carry = list(outs[:n_carry])
             for b, y in zip(ys, outs[n_carry:]):
                 b[i] = y
-        ctx.save_for_backward(*arrays, *cs)
+        # (with residuals, the stacked ones past the body's own ys are the backward's too)
+        kept = ys[len(residuals.body.out_avals) - n_carry:] if residuals is not None else []
+        ctx.save_for_backward(*arrays, *cs, *kept)
         ctx.n_in = len(arrays)
         return _outputs([xp.array(c, copy=True) for c in carry] + ys + cs)
 
@@ -303,6 +306,17 @@ class Scan(Function):
         g_ys = list(gs[n_carry:n_carry + n_ys])
         if p.get("checkpoint") and not p["save"]:  # binomial checkpointing
             return _revolve_backward(body, consts, init, xs, g_carry, g_ys,
+                                     ctx.needs_input_grad, p)
+        plan = p.get("residuals")
+        if plan is not None and p["save"]:  # each iteration's residuals kept
+            from tapegrad.transforms._residuals import residual_backward
+
+            n_user = len(plan.body.out_avals) - n_carry
+            cs = list(saved[ctx.n_in:ctx.n_in + n_carry])
+            res = list(saved[ctx.n_in + n_carry:])
+            return residual_backward(plan, consts, init, xs, cs, res, g_carry,
+                                     g_ys[:n_user], [_nonzero(g) for g in gs[n_carry + n_ys:]],
+                                     [_nonzero(g) for g in g_ys[n_user:]],
                                      ctx.needs_input_grad, p)
         if p["save"]:
             cs = list(saved[ctx.n_in:])
@@ -665,7 +679,28 @@ def _scan_batch(args, batched, size, p):
     return tuple(res)
 
 
-def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint=None):
+def _loop_policy(who: str, f, remat, checkpoint):
+    """``f`` unwrapped from ``checkpoint(f, save_only=..., budget_bytes=...)`` and the
+    residual policy each iteration applies (None: recompute each iteration's residuals)."""
+    if not isinstance(remat, (bool, np.bool_)):
+        raise TypeError(f"{who}: remat must be a bool (False keeps every iteration's "
+                        f"residuals), got {type(remat).__name__} {remat!r}")
+    inner = getattr(f, "_tapegrad_checkpoint", None)
+    policy = None
+    if inner is not None:
+        f, policy = inner
+    if not remat:
+        policy = (None, None, None)
+    if policy is not None and checkpoint is not None:
+        raise ValueError(f"{who}: checkpoint={checkpoint} recomputes every iteration from a "
+                         "few stored carries, so it cannot keep residuals (remat=False or a "
+                         "checkpoint(body, save_only=..., budget_bytes=...) policy). Use one "
+                         "or the other.")
+    return f, policy
+
+
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint=None,
+         remat=True):
     """Loop ``f`` over the leading axis of ``xs``, carrying a state: JAX's ``lax.scan``.
 
     Semantics (one primitive on the tape, the body traced once)::
@@ -691,6 +726,11 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint=N
             the start of every iteration (``length`` carries). An int ``k >= 1``: keep none;
             the backward holds at most ``k`` carries at once and recomputes the others from
             them by binomial checkpointing (*revolve*); see docs/transforms.md for the cost.
+        remat: True (default): the backward recomputes each iteration's intermediates from
+            its carry. False: the forward also keeps every iteration's residuals (what the
+            body's backward rules read), so the backward recomputes nothing: more memory,
+            less time. A body wrapped in ``checkpoint(body, save_only=..., budget_bytes=...)``
+            keeps, per iteration, the residuals that policy selects.
 
     Returns:
         ``(carry, ys)``: the final carry and the stacked ``y`` (each leaf of shape
@@ -701,8 +741,9 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint=N
             ``init`` (the message names ``f``, what it returned and what was expected), or
             does not return a pair.
         ValueError: if the leaves of ``xs`` differ in their leading axis, or ``length``
-            disagrees with them, or none is given, or ``checkpoint`` is below 1.
-        TypeError: if ``checkpoint`` is neither None nor an int.
+            disagrees with them, or none is given, or ``checkpoint`` is below 1, or
+            ``checkpoint`` is combined with kept residuals (``remat=False`` or a policy).
+        TypeError: if ``checkpoint`` is neither None nor an int, or ``remat`` is not a bool.
 
     Example:
         >>> import tapegrad as tg, numpy as np
@@ -717,6 +758,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint=N
     if not callable(f):
         raise TypeError(f"scan: f must be callable, got {type(f).__name__}")
     checkpoint = check_checkpoint("scan", checkpoint)
+    f, policy = _loop_policy("scan", f, remat, checkpoint)
     if isinstance(unroll, bool):
         unroll = int(unroll)
     if not isinstance(unroll, int) or unroll < 0:
@@ -764,17 +806,24 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint=N
         _example(x)[0] if x.shape[0] else np.zeros(x.shape[1:], x.dtype) for x in xs_leaves]
     body, lifted = trace_body(flat, ex, fname)
     args = lifted + init_leaves + xs_leaves
+    plan = None
+    if policy is not None and _any_traced(args):  # each iteration keeps its residuals
+        from tapegrad.transforms._residuals import forward_body, plan_residuals
+
+        plan = plan_residuals(body, policy)
+        body = forward_body(plan)
     outs = _apply(Scan, *args, body=body, n_consts=len(lifted), n_carry=n_carry, length=n,
                       reverse=bool(reverse), unroll=unroll,
-                      save=checkpoint is None and _any_traced(args), checkpoint=checkpoint)
+                      save=checkpoint is None and _any_traced(args), checkpoint=checkpoint,
+                      residuals=plan)
     outs = list(outs) if isinstance(outs, tuple) else [outs]
-    n_ys = len(body.out_avals) - n_carry
+    n_ys = len((plan.body if plan is not None else body).out_avals) - n_carry
     carry = tree_unflatten(init_tree, outs[:n_carry])
     ys = tree_unflatten(y_tree[0], outs[n_carry:n_carry + n_ys])
     return carry, ys
 
 
-def fori_loop(lower, upper, body_fun, init_val, *, checkpoint=None):
+def fori_loop(lower, upper, body_fun, init_val, *, checkpoint=None, remat=True):
     """``for i in range(lower, upper): val = body_fun(i, val)``, as one primitive (JAX's
     ``lax.fori_loop``).
 
@@ -791,6 +840,9 @@ def fori_loop(lower, upper, body_fun, init_val, *, checkpoint=None):
         init_val: Initial value, a pytree of Tensors, arrays or numbers.
         checkpoint: Memory of reverse mode, as for :func:`scan` and :func:`while_loop`: None
             keeps every iteration's value, an int ``k >= 1`` holds at most ``k`` at once.
+        remat: As for :func:`scan` (with Python-int bounds only): False keeps every
+            iteration's residuals; a ``checkpoint(body_fun, save_only=...)`` policy applies
+            per iteration.
 
     Returns:
         The final value (``init_val`` when ``upper <= lower``).
@@ -798,7 +850,8 @@ def fori_loop(lower, upper, body_fun, init_val, *, checkpoint=None):
     Raises:
         TypeError: for non-integer bounds, a non-int ``checkpoint``, or a ``body_fun`` that
             changes the value's structure, shape or dtype.
-        ValueError: if ``checkpoint`` is below 1.
+        ValueError: if ``checkpoint`` is below 1, or residuals are to be kept
+            (``remat=False`` or a policy) with Tensor bounds or with ``checkpoint``.
 
     Example:
         >>> import tapegrad as tg
@@ -808,6 +861,8 @@ def fori_loop(lower, upper, body_fun, init_val, *, checkpoint=None):
     if not callable(body_fun):
         raise TypeError(f"fori_loop: body_fun must be callable, got {type(body_fun).__name__}")
     checkpoint = check_checkpoint("fori_loop", checkpoint)
+    inner = getattr(body_fun, "_tapegrad_checkpoint", None)
+    body_fun, policy = _loop_policy("fori_loop", body_fun, remat, checkpoint)
     static = all(isinstance(b, (int, np.integer)) and not isinstance(b, bool)
                  for b in (lower, upper))
     for name, b in (("lower", lower), ("upper", upper)):
@@ -842,9 +897,16 @@ def fori_loop(lower, upper, body_fun, init_val, *, checkpoint=None):
             return (i + 1, call(i, val)), None
 
         step.__name__ = fname
+        if inner is not None:  # the policy applies to each iteration of the scan
+            step._tapegrad_checkpoint = (step, inner[1])  # pyright: ignore[reportFunctionMemberAccess]
         (_, val), _ = scan(step, (Tensor(np.int64(lo)), init_val), None, length=n,
-                           checkpoint=checkpoint)
+                           checkpoint=checkpoint, remat=bool(remat))
         return val
+    if policy is not None:
+        raise ValueError("fori_loop: keeping each iteration's residuals (remat=False or a "
+                         "checkpoint(body_fun, save_only=...) policy) needs Python-int bounds "
+                         "(the loop is then a scan); with Tensor bounds it is a while_loop, "
+                         "whose backward recomputes each iteration from its value.")
 
     lo_t = lower if isinstance(lower, Tensor) else Tensor(np.int64(lower))
     up_t = upper if isinstance(upper, Tensor) else Tensor(np.int64(upper))
