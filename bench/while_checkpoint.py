@@ -12,7 +12,13 @@ kept) and ``checkpoint=K`` (``--checkpoint``, 50 by default):
 3. the peak of memory allocated during ``value_and_grad`` (``tracemalloc``, a separate run)
    and the bytes of one carry.
 
-Run: ``python bench/while_checkpoint.py [--steps 100000] [--checkpoint 50] [--repeat 1]``.
+Then, for a ``scan`` of ``--scan-steps`` steps of an RNN cell (hidden 32), the gradient's time
+and peak memory in each mode of the reverse pass: remat per step (the default), every
+residual kept (``remat=False``), a ``checkpoint(step, save_only={"tanh"})`` policy, and
+``checkpoint=K``.
+
+Run: ``python bench/while_checkpoint.py [--steps 100000] [--checkpoint 50] [--repeat 1]
+[--scan-steps 2000]``.
 """
 
 from __future__ import annotations
@@ -50,6 +56,20 @@ def make_loss(checkpoint):
     return loss
 
 
+def scan_loss(mode, k):
+    def loss(params, h0, xs):
+        def step(h, x):
+            h = tnp.tanh(h @ params["w"] + x @ params["u"] + params["b"])
+            return h, (h * h).sum()
+
+        f = tg.checkpoint(step, save_only={"tanh"}) if mode == "policy" else step
+        h, ys = tg.scan(f, h0, xs, remat=mode != "keep",
+                        checkpoint=k if mode == "checkpoint" else None)
+        return ys.sum() + (h * h).sum()
+
+    return loss
+
+
 def best(fn, repeat):
     times = []
     for _ in range(repeat):
@@ -64,6 +84,7 @@ def main():
     ap.add_argument("--steps", type=int, default=100_000)
     ap.add_argument("--checkpoint", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--scan-steps", type=int, default=2000)
     a = ap.parse_args()
     rng = np.random.default_rng(0)
     h0 = tg.Tensor(rng.normal(size=N))
@@ -95,6 +116,27 @@ def main():
           f"{'peak MB':>8}")
     for r in rows:
         print(f"{r[0]:>10} {r[1]:>8} {r[2]:>6} {r[3]:>7} {r[4]:>8} {r[5]:>8}")
+
+    hidden, n = 32, a.scan_steps
+    params = {"w": tg.Tensor(rng.normal(size=(hidden, hidden)) / np.sqrt(hidden)),
+              "u": tg.Tensor(rng.normal(size=(4, hidden))), "b": tg.Tensor(np.zeros(hidden))}
+    sh0, sxs = tg.Tensor(np.zeros(hidden)), tg.Tensor(rng.normal(size=(n, 4)))
+    print(f"\nscan of {n} steps, RNN cell hidden {hidden}: grad w.r.t. the weights")
+    print(f"{'mode':>12} {'grad s':>8} {'peak MB':>8}")
+    base = None
+    for mode in ("remat", "keep", "policy", "checkpoint"):
+        g = tg.grad(scan_loss(mode, a.checkpoint))
+        g(params, sh0, sxs)
+        t = best(lambda g=g: g(params, sh0, sxs), max(a.repeat, 3))
+        tracemalloc.start()
+        got = g(params, sh0, sxs)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        if base is None:
+            base = got
+        same = all(np.allclose(np.asarray(got[k]), np.asarray(base[k]), rtol=1e-12, atol=0)
+                   for k in base)
+        print(f"{mode:>12} {t:>8.3f} {peak / 1e6:>8.2f}" + ("" if same else "  (differs!)"))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,11 @@ Memory of reverse mode through ``scan`` and ``while_loop``: the forward keeps th
 start of every iteration (``length`` carries, a stacked output of the primitive); the backward
 recomputes one iteration at a time from its carry and pulls the cotangent back through it
 (remat per step), so the body's intermediates are held for one iteration at a time. Time: the
-backward costs about two forward passes of the body (its recomputation and its vjp).
+backward costs about two forward passes of the body (its recomputation and its vjp). With
+``checkpoint=k`` the forward keeps no carries and the backward is one ``revolve`` primitive
+holding at most ``k`` (binomial checkpointing, ``_revolve.py``); with ``remat=False`` or a
+checkpoint policy on a scan's body the forward also stacks the kept residuals of each
+iteration (``_residuals.py``).
 """
 
 from __future__ import annotations
@@ -1196,8 +1200,10 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoint=None):
     value at the start of every iteration (memory: trip count x one value, the primitive's
     stacked output) and the backward runs the loop in reverse, recomputing one iteration at a
     time from its value and pulling the cotangent back through it (time: about two more
-    passes of the body). Under ``vmap`` the loop runs until every member is done; finished
-    members keep their value and their rows pass the cotangent through unchanged.
+    passes of the body). With ``checkpoint=k`` the backward holds at most ``k`` values and
+    recomputes the others from them instead. Under ``vmap`` the loop runs until every member
+    is done; finished members keep their value and their rows pass the cotangent through
+    unchanged.
 
     Args:
         cond_fun: ``cond_fun(val) -> bool`` scalar Tensor (or Python bool).
