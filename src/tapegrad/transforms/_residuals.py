@@ -7,15 +7,18 @@ from the body's recorded tape (every residual for ``remat=False``; the same sele
 :func:`tapegrad.core.memory.select_residuals` makes for a checkpointed call), stacked as extra
 outputs of the forward scan; the backward is a reverse scan of a body that runs the body's
 backward rules with those residuals and recomputes only the others. Both bodies are traced
-once and compiled once; every transform sees two ordinary scans.
+once and compiled once; every transform sees two ordinary scans. This module holds the plan
+and the backward rules' replay; the scans are built in :mod:`tapegrad.transforms.control`.
 """
 
 from __future__ import annotations
 
-from tapegrad.core.function import derive_context
-from tapegrad.core.trace import apply_step, backward_pass, interpret
+import numpy as np
 
-__all__ = ["ResidualPlan", "plan_residuals", "forward_body", "residual_backward"]
+from tapegrad.core.function import derive_context
+from tapegrad.core.trace import backward_pass
+
+__all__ = ["ResidualPlan", "plan_residuals", "residual_cotangents"]
 
 
 class ResidualPlan:
@@ -52,27 +55,6 @@ def plan_residuals(body, policy) -> ResidualPlan:
     return body.derived(("residual-plan", policy), make)
 
 
-def forward_body(plan: ResidualPlan):
-    """The body that also returns the kept residuals after its outputs."""
-    import numpy as np
-
-    from tapegrad.transforms.control import _closed
-
-    body = plan.body
-    tape = body.tape
-
-    def make():
-        def step(leaves):
-            env = interpret(tape.entries, dict(zip(tape.in_nodes, leaves)), apply_step,
-                            body.name)
-            outs = body_outputs(tape, env)
-            return outs + [env[v] for v in plan.kept]
-
-        return _closed(step, [np.zeros(*tape.avals[v]) for v in tape.in_nodes], body.name)
-
-    return body.derived(("residual-forward", plan.policy), make)
-
-
 def body_outputs(tape, env) -> list:
     from tapegrad.core.tensor import Tensor, const
 
@@ -85,7 +67,7 @@ def residual_cotangents(plan: ResidualPlan, inputs: list, res: list, wrt: list, 
     """Cotangents of ``inputs[wrt]`` of the body from the kept residuals ``res``: the
     unkept residuals recomputed, then the body's backward rules. ``cts`` maps an output
     position to its cotangent; ``g_res`` are cotangents of the residuals (None at order 1)."""
-    from tapegrad.transforms.control import _zeros
+    from tapegrad.core.tensor import const
 
     prog, tape = plan.prog, plan.body.tape
     env = dict(zip(prog.in_nodes, inputs))
@@ -114,84 +96,5 @@ def residual_cotangents(plan: ResidualPlan, inputs: list, res: list, wrt: list, 
     out = []
     for i in wrt:
         g = ct.get(prog.in_nodes[i])
-        out.append(g if g is not None else _zeros(tape.avals[prog.in_nodes[i]]))
-    return out
-
-
-def residual_backward(plan, consts, init, xs, cs, res, g_carry, g_ys, g_cs, g_res, needs, p):
-    """Cotangents of ``consts + init + xs`` of a residual-keeping scan: a reverse scan of the
-    body's backward rules over the saved carries ``cs`` and residuals ``res``."""
-    from tapegrad.transforms.control import Scan, _apply, _closed, _is_float, _zeros
-
-    body = plan.body
-    n_consts, n_carry, n_xs = len(consts), len(init), len(xs)
-    avals = body.out_avals
-    n_user = len(avals) - n_carry
-    carry_avals, y_avals = avals[:n_carry], avals[n_carry:]
-    kc = [i for i in range(n_consts) if needs[i] and _is_float(consts[i].dtype)]
-    kk = [i for i in range(n_carry) if _is_float(carry_avals[i][1])]
-    kx = [i for i in range(n_xs) if needs[n_consts + n_carry + i] and _is_float(xs[i].dtype)]
-    ky = [j for j in range(n_user) if _is_float(y_avals[j][1])]
-    out: list = [None] * (n_consts + n_carry + n_xs)
-    if not kk and not ky:
-        return out
-    kr = [j for j, g in enumerate(g_res) if g is not None]
-    kg = [i for i in kk if g_cs[i] is not None]
-    r_avals = [(tuple(r.shape[1:]), r.dtype) for r in res]
-    const_avals = [(tuple(c.shape), c.dtype) for c in consts]
-    x_avals = [(tuple(x.shape[1:]), x.dtype) for x in xs]
-
-    def make():
-        def step(leaves):
-            it = iter(leaves)
-            acc = [next(it) for _ in kc]
-            ct = [next(it) for _ in kk]
-            c_i = [next(it) for _ in range(n_carry)]
-            x_i = [next(it) for _ in range(n_xs)]
-            gy = [next(it) for _ in ky]
-            gc = [next(it) for _ in kg]
-            r_i = [next(it) for _ in res]
-            gr = dict(zip(kr, [next(it) for _ in kr]))
-            cst = [next(it) for _ in range(n_consts)]
-            cts = dict(zip(kk, ct))
-            cts.update({n_carry + j: g for j, g in zip(ky, gy)})
-            got = residual_cotangents(
-                plan, c_i + x_i + cst, r_i,
-                [n_carry + n_xs + i for i in kc] + kk + [n_carry + i for i in kx], cts,
-                [gr.get(j) for j in range(len(res))])
-            new_acc = [a + b for a, b in zip(acc, got[:len(kc)])]
-            gcd = dict(zip(kg, gc))
-            new_ct = [v + gcd[i] if i in gcd else v
-                      for i, v in zip(kk, got[len(kc):len(kc) + len(kk)])]
-            return new_acc + new_ct + got[len(kc) + len(kk):]
-
-        import numpy as np
-
-        ex = ([const_avals[i] for i in kc] + [carry_avals[i] for i in kk] + list(carry_avals)
-              + x_avals + [y_avals[j] for j in ky] + [carry_avals[i] for i in kg] + r_avals
-              + [r_avals[j] for j in kr] + const_avals)
-        return _closed(step, [np.zeros(*a) for a in ex], f"vjp({body.name})")
-
-    bwd = body.derived(("residual-vjp", plan.policy, tuple(kc), tuple(kx), tuple(kr),
-                        tuple(kg)), make)
-    length = cs[0].shape[0] if cs else p["length"]
-    acc0 = [_zeros(const_avals[i]) for i in kc]
-    ct0 = [g_carry[i] if g_carry[i] is not None else _zeros(carry_avals[i]) for i in kk]
-    g_y = [g_ys[j] if g_ys[j] is not None else _zeros(
-        ((length,) + tuple(y_avals[j][0]), y_avals[j][1])) for j in ky]
-    args = (list(consts) + acc0 + ct0 + list(cs) + list(xs) + g_y + [g_cs[i] for i in kg]
-            + list(res) + [g_res[j] for j in kr])
-    from tapegrad.transforms.control import _any_traced
-
-    outs = _apply(Scan, *args, body=bwd, n_consts=n_consts, n_carry=len(kc) + len(kk),
-                  length=length, reverse=not p["reverse"], unroll=p["unroll"],
-                  save=_any_traced(args))
-    for i, v in zip(kc, outs[:len(kc)]):
-        out[i] = v
-    for i, v in zip(kk, outs[len(kc):len(kc) + len(kk)]):
-        if needs[n_consts + i]:
-            out[n_consts + i] = v
-    nacc = len(kc) + len(kk)
-    for i, v in zip(kx, outs[nacc:nacc + len(kx)]):
-        out[n_consts + n_carry + i] = v
+        out.append(g if g is not None else const(np.zeros(*tape.avals[prog.in_nodes[i]])))
     return out

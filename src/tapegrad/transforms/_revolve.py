@@ -10,10 +10,12 @@ recurrence, ``r * n - C(k + r, r - 1)`` where ``r`` is the least integer with
 ``C(k + r, r) >= n`` (so ``k`` carries reverse ``C(k + r, r)`` steps with ``r`` sweeps:
 memory grows like the ``r``-th root of the trip count, the log for ``r`` near ``k``).
 
-The primitive's ``forward`` runs the schedule on backend arrays (the body and its vjp
-compiled once each); its ``backward``, ``jvp`` and batching rule fall back on the keep-every-
-carry formulation (the same cotangents, written with the loop primitives on Tensors), so
-derivatives of every order are correct, with the memory of the default mode at order two.
+This module holds the schedule; the primitive that runs it on a loop's body is
+:class:`tapegrad.transforms.control.Revolve`, whose ``forward`` runs the schedule on backend
+arrays (the body and its vjp compiled once each) and whose ``backward``, ``jvp`` and batching
+rule fall back on the keep-every-carry formulation (the same cotangents, written with the loop
+primitives on Tensors), so derivatives of every order are correct, with the memory of the
+default mode at order two.
 """
 
 from __future__ import annotations
@@ -23,9 +25,7 @@ from math import comb
 
 import numpy as np
 
-from tapegrad.core.function import Function
-
-__all__ = ["Revolve", "check_checkpoint", "next_split", "reverse_steps", "recording"]
+__all__ = ["check_checkpoint", "next_split", "optimal_advances", "reverse_steps", "recording"]
 
 _RECORDERS: list = []
 
@@ -120,133 +120,3 @@ def reverse_steps(n: int, k: int, init, advance, back) -> dict:
         stack.append((m, carry))
         peak = max(peak, len(stack))
     return {"advances": advances, "peak": peak if n else 0}
-
-
-class Revolve(Function):
-    """The backward pass of a checkpointed ``scan`` or ``while_loop``.
-
-    Inputs: ``consts + init + xs + g_carry + g_ys`` and, for a while loop, ``count`` and the
-    condition's constants. Outputs: the cotangents of the constants in ``kc``, of the float
-    carries ``kk`` (of ``init``) and of the xs in ``kx``.
-    """
-
-    # runs tapegrad ops (or a recorded body) on its inputs: each computes bfloat16 itself
-    bfloat16_native = True
-
-    oper = "revolve"
-    _ctx_arrays_recomputed = True
-
-    @staticmethod
-    def forward(ctx, *arrays, body, vjp_body, n_consts, n_carry, n_xs, kc, kk, kx, ky, length,
-                reverse, checkpoint, cond_body, n_cconsts):
-        xp = ctx.backend
-        ctx.params = dict(body=body, vjp_body=vjp_body, n_consts=n_consts, n_carry=n_carry,
-                          n_xs=n_xs, kc=kc, kk=kk, kx=kx, ky=ky, length=length,
-                          reverse=reverse, checkpoint=checkpoint, cond_body=cond_body,
-                          n_cconsts=n_cconsts)
-        ctx.save_for_backward(*arrays)
-        it = iter(arrays)
-        consts = [next(it) for _ in range(n_consts)]
-        init = [next(it) for _ in range(n_carry)]
-        xs = [next(it) for _ in range(n_xs)]
-        g_carry = [next(it) for _ in kk]
-        g_ys = [next(it) for _ in ky]
-        if cond_body is not None:
-            n = int(np.asarray(next(it)).reshape(()))
-        else:
-            n = int(xs[0].shape[0]) if xs else length
-        acc = [xp.zeros_like(consts[i]) for i in kc]
-        ct = [xp.array(g, copy=True) for g in g_carry]
-        ct_xs = [xp.zeros_like(xs[i]) for i in kx]
-
-        def pos(t):
-            return n - 1 - t if reverse else t
-
-        def advance(t, carry):
-            i = pos(t)
-            return list(body.run(list(carry) + [x[i] for x in xs] + consts)[:n_carry])
-
-        def back(t, carry):
-            i = pos(t)
-            outs = vjp_body.run(ct + list(carry) + [x[i] for x in xs] + [g[i] for g in g_ys]
-                                + consts)
-            for j, d in enumerate(outs[:len(kc)]):
-                acc[j] = acc[j] + d
-            ct[:] = outs[len(kc):len(kc) + len(kk)]
-            for j, d in enumerate(outs[len(kc) + len(kk):]):
-                ct_xs[j][i] = d
-
-        stats = reverse_steps(n, checkpoint, init, advance, back)
-        for rec in _RECORDERS:
-            rec.append({"n": n, "k": checkpoint, **stats})
-        res = [xp.asarray(a) for a in acc] + [xp.asarray(c) for c in ct] + ct_xs
-        return res[0] if len(res) == 1 else tuple(res)
-
-    @staticmethod
-    def backward(ctx, *gs):
-        from tapegrad.transforms.control import _revolve_fallback
-        from tapegrad.transforms.reverse import vjp
-
-        ins = list(ctx.saved_tensors)
-        p = ctx.params
-        active = [i for i, (a, need) in enumerate(zip(ins, ctx.needs_input_grad))
-                  if need and a.dtype.kind in "fcV"]
-        if not active:
-            return (None,) * len(ins)
-
-        def replay(*d):
-            full = list(ins)
-            for i, v in zip(active, d):
-                full[i] = v
-            return tuple(_revolve_fallback(full, p))
-
-        outs, pull = vjp(replay, *[ins[i] for i in active])
-        cts = pull(tuple(g if g is not None else _zeros_like(o) for g, o in zip(gs, outs)))
-        res: list = [None] * len(ins)
-        for i, c in zip(active, cts):
-            res[i] = c
-        return tuple(res)
-
-    @staticmethod
-    def jvp(ctx, *ts):
-        from tapegrad.transforms.control import _revolve_fallback
-        from tapegrad.transforms.forward import jvp
-
-        ins = list(ctx.saved_tensors)
-        p = ctx.params
-        active = [i for i, t in enumerate(ts) if t is not None]
-
-        def replay(*d):
-            full = list(ins)
-            for i, v in zip(active, d):
-                full[i] = v
-            return tuple(_revolve_fallback(full, p))
-
-        _, t_out = jvp(replay, tuple(ins[i] for i in active), tuple(ts[i] for i in active))
-        return tuple(t_out)
-
-    @staticmethod
-    def batch(args, batched, size, **p):
-        """One reversal per member (each with its own trip count), stacked: the memory bound
-        holds per member."""
-        from tapegrad.ops import Concatenate
-
-        per = []
-        for m in range(size):
-            member = [a[m] if b else a for a, b in zip(args, batched)]
-            out = Revolve.apply(*member, **p)
-            per.append(out if isinstance(out, tuple) else (out,))
-        if not per:
-            raise NotImplementedError("revolve: vmap over an empty batch")
-        return tuple(Concatenate.apply(*[o[j].reshape((1,) + tuple(o[j].shape)) for o in per],
-                                       axis=0) for j in range(len(per[0])))
-
-    @classmethod
-    def output_shape(cls, *shapes, **params):
-        raise NotImplementedError("revolve's outputs are known by running the loop")
-
-
-def _zeros_like(t):
-    from tapegrad.core.tensor import const
-
-    return const(np.zeros(t.shape, t.dtype))

@@ -38,6 +38,7 @@ from tapegrad.core.tensor import Tensor, const
 from tapegrad.core.trace import Trace, apply_step, interpret
 from tapegrad.core.tree import tree_flatten, tree_unflatten
 from tapegrad.ops import Where
+from tapegrad.transforms import _revolve
 from tapegrad.transforms._revolve import check_checkpoint
 
 __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "Body"]
@@ -313,12 +314,10 @@ class Scan(Function):
                                      ctx.needs_input_grad, p)
         plan = p.get("residuals")
         if plan is not None and p["save"]:  # each iteration's residuals kept
-            from tapegrad.transforms._residuals import residual_backward
-
             n_user = len(plan.body.out_avals) - n_carry
             cs = list(saved[ctx.n_in:ctx.n_in + n_carry])
             res = list(saved[ctx.n_in + n_carry:])
-            return residual_backward(plan, consts, init, xs, cs, res, g_carry,
+            return _residual_backward(plan, consts, init, xs, cs, res, g_carry,
                                      g_ys[:n_user], [_nonzero(g) for g in gs[n_carry + n_ys:]],
                                      [_nonzero(g) for g in g_ys[n_user:]],
                                      ctx.needs_input_grad, p)
@@ -416,13 +415,228 @@ def _scan_backward(body, consts, init, xs, cs, g_carry, g_ys, g_cs, needs, p):
     return tuple(res)
 
 
+class Revolve(Function):
+    """The backward pass of a checkpointed ``scan`` or ``while_loop``.
+
+    Inputs: ``consts + init + xs + g_carry + g_ys`` and, for a while loop, ``count`` and the
+    condition's constants. Outputs: the cotangents of the constants in ``kc``, of the float
+    carries ``kk`` (of ``init``) and of the xs in ``kx``.
+    """
+
+    # runs tapegrad ops (or a recorded body) on its inputs: each computes bfloat16 itself
+    bfloat16_native = True
+
+    oper = "revolve"
+    _ctx_arrays_recomputed = True
+
+    @staticmethod
+    def forward(ctx, *arrays, body, vjp_body, n_consts, n_carry, n_xs, kc, kk, kx, ky, length,
+                reverse, checkpoint, cond_body, n_cconsts):
+        xp = ctx.backend
+        ctx.params = dict(body=body, vjp_body=vjp_body, n_consts=n_consts, n_carry=n_carry,
+                          n_xs=n_xs, kc=kc, kk=kk, kx=kx, ky=ky, length=length,
+                          reverse=reverse, checkpoint=checkpoint, cond_body=cond_body,
+                          n_cconsts=n_cconsts)
+        ctx.save_for_backward(*arrays)
+        it = iter(arrays)
+        consts = [next(it) for _ in range(n_consts)]
+        init = [next(it) for _ in range(n_carry)]
+        xs = [next(it) for _ in range(n_xs)]
+        g_carry = [next(it) for _ in kk]
+        g_ys = [next(it) for _ in ky]
+        if cond_body is not None:
+            n = int(np.asarray(next(it)).reshape(()))
+        else:
+            n = int(xs[0].shape[0]) if xs else length
+        acc = [xp.zeros_like(consts[i]) for i in kc]
+        ct = [xp.array(g, copy=True) for g in g_carry]
+        ct_xs = [xp.zeros_like(xs[i]) for i in kx]
+
+        def pos(t):
+            return n - 1 - t if reverse else t
+
+        def advance(t, carry):
+            i = pos(t)
+            return list(body.run(list(carry) + [x[i] for x in xs] + consts)[:n_carry])
+
+        def back(t, carry):
+            i = pos(t)
+            outs = vjp_body.run(ct + list(carry) + [x[i] for x in xs] + [g[i] for g in g_ys]
+                                + consts)
+            for j, d in enumerate(outs[:len(kc)]):
+                acc[j] = acc[j] + d
+            ct[:] = outs[len(kc):len(kc) + len(kk)]
+            for j, d in enumerate(outs[len(kc) + len(kk):]):
+                ct_xs[j][i] = d
+
+        stats = _revolve.reverse_steps(n, checkpoint, init, advance, back)
+        for rec in _revolve._RECORDERS:
+            rec.append({"n": n, "k": checkpoint, **stats})
+        res = [xp.asarray(a) for a in acc] + [xp.asarray(c) for c in ct] + ct_xs
+        return res[0] if len(res) == 1 else tuple(res)
+
+    @staticmethod
+    def backward(ctx, *gs):
+        from tapegrad.transforms.reverse import vjp
+
+        ins = list(ctx.saved_tensors)
+        p = ctx.params
+        active = [i for i, (a, need) in enumerate(zip(ins, ctx.needs_input_grad))
+                  if need and a.dtype.kind in "fcV"]
+        if not active:
+            return (None,) * len(ins)
+
+        def replay(*d):
+            full = list(ins)
+            for i, v in zip(active, d):
+                full[i] = v
+            return tuple(_revolve_fallback(full, p))
+
+        outs, pull = vjp(replay, *[ins[i] for i in active])
+        cts = pull(tuple(g if g is not None else _zeros((tuple(o.shape), o.dtype))
+                          for g, o in zip(gs, outs)))
+        res: list = [None] * len(ins)
+        for i, c in zip(active, cts):
+            res[i] = c
+        return tuple(res)
+
+    @staticmethod
+    def jvp(ctx, *ts):
+        from tapegrad.transforms.forward import jvp
+
+        ins = list(ctx.saved_tensors)
+        p = ctx.params
+        active = [i for i, t in enumerate(ts) if t is not None]
+
+        def replay(*d):
+            full = list(ins)
+            for i, v in zip(active, d):
+                full[i] = v
+            return tuple(_revolve_fallback(full, p))
+
+        _, t_out = jvp(replay, tuple(ins[i] for i in active), tuple(ts[i] for i in active))
+        return tuple(t_out)
+
+    @staticmethod
+    def batch(args, batched, size, **p):
+        """One reversal per member (each with its own trip count), stacked: the memory bound
+        holds per member."""
+        from tapegrad.ops import Concatenate
+
+        per = []
+        for m in range(size):
+            member = [a[m] if b else a for a, b in zip(args, batched)]
+            out = Revolve.apply(*member, **p)
+            per.append(out if isinstance(out, tuple) else (out,))
+        if not per:
+            raise NotImplementedError("revolve: vmap over an empty batch")
+        return tuple(Concatenate.apply(*[o[j].reshape((1,) + tuple(o[j].shape)) for o in per],
+                                       axis=0) for j in range(len(per[0])))
+
+    @classmethod
+    def output_shape(cls, *shapes, **params):
+        raise NotImplementedError("revolve's outputs are known by running the loop")
+
+
+def _residual_forward_body(plan):
+    """The body that also returns the kept residuals after its outputs."""
+    from tapegrad.transforms._residuals import body_outputs
+
+    body = plan.body
+    tape = body.tape
+
+    def make():
+        def step(leaves):
+            env = interpret(tape.entries, dict(zip(tape.in_nodes, leaves)), apply_step,
+                            body.name)
+            outs = body_outputs(tape, env)
+            return outs + [env[v] for v in plan.kept]
+
+        return _closed(step, [np.zeros(*tape.avals[v]) for v in tape.in_nodes], body.name)
+
+    return body.derived(("residual-forward", plan.policy), make)
+
+
+def _residual_backward(plan, consts, init, xs, cs, res, g_carry, g_ys, g_cs, g_res, needs, p):
+    """Cotangents of ``consts + init + xs`` of a residual-keeping scan: a reverse scan of the
+    body's backward rules over the saved carries ``cs`` and residuals ``res``."""
+    from tapegrad.transforms._residuals import residual_cotangents
+
+    body = plan.body
+    n_consts, n_carry, n_xs = len(consts), len(init), len(xs)
+    avals = body.out_avals
+    n_user = len(avals) - n_carry
+    carry_avals, y_avals = avals[:n_carry], avals[n_carry:]
+    kc = [i for i in range(n_consts) if needs[i] and _is_float(consts[i].dtype)]
+    kk = [i for i in range(n_carry) if _is_float(carry_avals[i][1])]
+    kx = [i for i in range(n_xs) if needs[n_consts + n_carry + i] and _is_float(xs[i].dtype)]
+    ky = [j for j in range(n_user) if _is_float(y_avals[j][1])]
+    out: list = [None] * (n_consts + n_carry + n_xs)
+    if not kk and not ky:
+        return out
+    kr = [j for j, g in enumerate(g_res) if g is not None]
+    kg = [i for i in kk if g_cs[i] is not None]
+    r_avals = [(tuple(r.shape[1:]), r.dtype) for r in res]
+    const_avals = [(tuple(c.shape), c.dtype) for c in consts]
+    x_avals = [(tuple(x.shape[1:]), x.dtype) for x in xs]
+
+    def make():
+        def step(leaves):
+            it = iter(leaves)
+            acc = [next(it) for _ in kc]
+            ct = [next(it) for _ in kk]
+            c_i = [next(it) for _ in range(n_carry)]
+            x_i = [next(it) for _ in range(n_xs)]
+            gy = [next(it) for _ in ky]
+            gc = [next(it) for _ in kg]
+            r_i = [next(it) for _ in res]
+            gr = dict(zip(kr, [next(it) for _ in kr]))
+            cst = [next(it) for _ in range(n_consts)]
+            cts = dict(zip(kk, ct))
+            cts.update({n_carry + j: g for j, g in zip(ky, gy)})
+            got = residual_cotangents(
+                plan, c_i + x_i + cst, r_i,
+                [n_carry + n_xs + i for i in kc] + kk + [n_carry + i for i in kx], cts,
+                [gr.get(j) for j in range(len(res))])
+            new_acc = [a + b for a, b in zip(acc, got[:len(kc)])]
+            gcd = dict(zip(kg, gc))
+            new_ct = [v + gcd[i] if i in gcd else v
+                      for i, v in zip(kk, got[len(kc):len(kc) + len(kk)])]
+            return new_acc + new_ct + got[len(kc) + len(kk):]
+
+        ex = ([const_avals[i] for i in kc] + [carry_avals[i] for i in kk] + list(carry_avals)
+              + x_avals + [y_avals[j] for j in ky] + [carry_avals[i] for i in kg] + r_avals
+              + [r_avals[j] for j in kr] + const_avals)
+        return _closed(step, [np.zeros(*a) for a in ex], f"vjp({body.name})")
+
+    bwd = body.derived(("residual-vjp", plan.policy, tuple(kc), tuple(kx), tuple(kr),
+                        tuple(kg)), make)
+    length = cs[0].shape[0] if cs else p["length"]
+    acc0 = [_zeros(const_avals[i]) for i in kc]
+    ct0 = [g_carry[i] if g_carry[i] is not None else _zeros(carry_avals[i]) for i in kk]
+    g_y = [g_ys[j] if g_ys[j] is not None else _zeros(
+        ((length,) + tuple(y_avals[j][0]), y_avals[j][1])) for j in ky]
+    args = (list(consts) + acc0 + ct0 + list(cs) + list(xs) + g_y + [g_cs[i] for i in kg]
+            + list(res) + [g_res[j] for j in kr])
+    outs = _apply(Scan, *args, body=bwd, n_consts=n_consts, n_carry=len(kc) + len(kk),
+                  length=length, reverse=not p["reverse"], unroll=p["unroll"],
+                  save=_any_traced(args))
+    for i, v in zip(kc, outs[:len(kc)]):
+        out[i] = v
+    for i, v in zip(kk, outs[len(kc):len(kc) + len(kk)]):
+        if needs[n_consts + i]:
+            out[n_consts + i] = v
+    nacc = len(kc) + len(kk)
+    for i, v in zip(kx, outs[nacc:nacc + len(kx)]):
+        out[n_consts + n_carry + i] = v
+    return out
+
+
 def _revolve_backward(body, consts, init, xs, g_carry, g_ys, needs, p, count=None,
                       cconsts=None) -> list:
     """Cotangents of ``consts + init + xs`` by binomial checkpointing: one :class:`Revolve`
     whose forward reverses the loop holding at most ``p["checkpoint"]`` carries (a while
     loop's trip count ``count``, its condition and constants ``cconsts`` given)."""
-    from tapegrad.transforms._revolve import Revolve
-
     n_consts, n_carry, n_xs = len(consts), len(init), len(xs)
     avals = body.out_avals
     carry_avals, y_avals = avals[:n_carry], avals[n_carry:]
@@ -812,10 +1026,10 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint=N
     args = lifted + init_leaves + xs_leaves
     plan = None
     if policy is not None and _any_traced(args):  # each iteration keeps its residuals
-        from tapegrad.transforms._residuals import forward_body, plan_residuals
+        from tapegrad.transforms._residuals import plan_residuals
 
         plan = plan_residuals(body, policy)
-        body = forward_body(plan)
+        body = _residual_forward_body(plan)
     outs = _apply(Scan, *args, body=body, n_consts=len(lifted), n_carry=n_carry, length=n,
                       reverse=bool(reverse), unroll=unroll,
                       save=checkpoint is None and _any_traced(args), checkpoint=checkpoint,
