@@ -442,6 +442,8 @@ def checkpoint(fun, *args, save_only=None, budget_bytes=None):
     def checkpointed(*a):
         return _call(fun, a, policy)
 
+    # (a loop given a checkpointed body applies the policy to each iteration: control.py)
+    checkpointed._tapegrad_checkpoint = (fun, policy)  # pyright: ignore[reportAttributeAccessIssue]
     return checkpointed
 
 

@@ -17,7 +17,11 @@ Memory of reverse mode through ``scan`` and ``while_loop``: the forward keeps th
 start of every iteration (``length`` carries, a stacked output of the primitive); the backward
 recomputes one iteration at a time from its carry and pulls the cotangent back through it
 (remat per step), so the body's intermediates are held for one iteration at a time. Time: the
-backward costs about two forward passes of the body (its recomputation and its vjp).
+backward costs about two forward passes of the body (its recomputation and its vjp). With
+``checkpoint=k`` the forward keeps no carries and the backward is one ``revolve`` primitive
+holding at most ``k`` (binomial checkpointing, ``_revolve.py``); with ``remat=False`` or a
+checkpoint policy on a scan's body the forward also stacks the kept residuals of each
+iteration (``_residuals.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from tapegrad.core.tensor import Tensor, const
 from tapegrad.core.trace import Trace, apply_step, interpret
 from tapegrad.core.tree import tree_flatten, tree_unflatten
 from tapegrad.ops import Concatenate, Where
-from tapegrad.transforms import _body_cache, _control_check
+from tapegrad.transforms import _body_cache, _control_check, _revolve
+from tapegrad.transforms._revolve import check_checkpoint
 
 __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "Body"]
 
@@ -305,10 +310,12 @@ class Scan(Function):
     check_loaded = staticmethod(_control_check.check_scan)  # a tape file's entry (Tape.from_json)
 
     @staticmethod
-    def forward(ctx, *arrays, body, n_consts, n_carry, length, reverse, unroll, save):
+    def forward(ctx, *arrays, body, n_consts, n_carry, length, reverse, unroll, save,
+                checkpoint=None, residuals=None):
         xp = ctx.backend
         ctx.params = dict(body=body, n_consts=n_consts, n_carry=n_carry, length=length,
-                          reverse=reverse, unroll=unroll, save=save)
+                          reverse=reverse, unroll=unroll, save=save, checkpoint=checkpoint,
+                          residuals=residuals)
         consts = list(arrays[:n_consts])
         carry = list(arrays[n_consts:n_consts + n_carry])
         xs = arrays[n_consts + n_carry:]
@@ -338,7 +345,9 @@ class Scan(Function):
                 carry = list(outs[:n_carry])
                 for b, y in zip(ys, outs[n_carry:]):
                     b[i] = y
-        ctx.save_for_backward(*arrays, *cs)
+        # (with residuals, the stacked ones past the body's own ys are the backward's too)
+        kept = ys[len(residuals.body.out_avals) - n_carry:] if residuals is not None else []
+        ctx.save_for_backward(*arrays, *cs, *kept)
         ctx.n_in = len(arrays)
         return _outputs([xp.array(c, copy=True) for c in carry] + ys + cs)
 
@@ -355,6 +364,18 @@ class Scan(Function):
         n_ys = len(body.out_avals) - n_carry
         g_carry = list(gs[:n_carry])
         g_ys = list(gs[n_carry:n_carry + n_ys])
+        if p.get("checkpoint") and not p["save"]:  # binomial checkpointing
+            return _revolve_backward(body, consts, init, xs, g_carry, g_ys,
+                                     ctx.needs_input_grad, p)
+        plan = p.get("residuals")
+        if plan is not None and p["save"]:  # each iteration's residuals kept
+            n_user = len(plan.body.out_avals) - n_carry
+            cs = list(saved[ctx.n_in:ctx.n_in + n_carry])
+            res = list(saved[ctx.n_in + n_carry:])
+            return _residual_backward(plan, consts, init, xs, cs, res, g_carry,
+                                     g_ys[:n_user], [_nonzero(g) for g in gs[n_carry + n_ys:]],
+                                     [_nonzero(g) for g in g_ys[n_user:]],
+                                     ctx.needs_input_grad, p)
         if p["save"]:
             cs = list(saved[ctx.n_in:])
             g_cs = list(gs[n_carry + n_ys:])
@@ -482,6 +503,317 @@ def _scan_backward(body, consts, init, xs, cs, g_carry, g_ys, g_cs, needs, p):
     for i, v in zip(kx, outs[nacc:nacc + len(kx)]):
         res[n_consts + n_carry + i] = v
     return tuple(res)
+
+
+class Revolve(Function):
+    """The backward pass of a checkpointed ``scan`` or ``while_loop``.
+
+    Inputs: ``consts + init + xs + g_carry + g_ys`` and, for a while loop, ``count`` and the
+    condition's constants. Outputs: the cotangents of the constants in ``kc``, of the float
+    carries ``kk`` (of ``init``) and of the xs in ``kx``.
+    """
+
+    # runs tapegrad ops (or a recorded body) on its inputs: each computes bfloat16 itself
+    bfloat16_native = True
+
+    oper = "revolve"
+    _ctx_arrays_recomputed = True
+
+    @staticmethod
+    def forward(ctx, *arrays, body, vjp_body, n_consts, n_carry, n_xs, kc, kk, kx, ky, length,
+                reverse, checkpoint, cond_body, n_cconsts):
+        xp = ctx.backend
+        ctx.params = dict(body=body, vjp_body=vjp_body, n_consts=n_consts, n_carry=n_carry,
+                          n_xs=n_xs, kc=kc, kk=kk, kx=kx, ky=ky, length=length,
+                          reverse=reverse, checkpoint=checkpoint, cond_body=cond_body,
+                          n_cconsts=n_cconsts)
+        ctx.save_for_backward(*arrays)
+        it = iter(arrays)
+        consts = [next(it) for _ in range(n_consts)]
+        init = [next(it) for _ in range(n_carry)]
+        xs = [next(it) for _ in range(n_xs)]
+        g_carry = [next(it) for _ in kk]
+        g_ys = [next(it) for _ in ky]
+        if cond_body is not None:
+            n = int(np.asarray(next(it)).reshape(()))
+        else:
+            n = int(xs[0].shape[0]) if xs else length
+        acc = [xp.zeros_like(consts[i]) for i in kc]
+        ct = [xp.array(g, copy=True) for g in g_carry]
+        ct_xs = [xp.zeros_like(xs[i]) for i in kx]
+
+        def pos(t):
+            return n - 1 - t if reverse else t
+
+        def advance(t, carry):
+            i = pos(t)
+            return list(body.run(list(carry) + [x[i] for x in xs] + consts)[:n_carry])
+
+        def back(t, carry):
+            i = pos(t)
+            outs = vjp_body.run(ct + list(carry) + [x[i] for x in xs] + [g[i] for g in g_ys]
+                                + consts)
+            for j, d in enumerate(outs[:len(kc)]):
+                acc[j] = acc[j] + d
+            ct[:] = outs[len(kc):len(kc) + len(kk)]
+            for j, d in enumerate(outs[len(kc) + len(kk):]):
+                ct_xs[j][i] = d
+
+        stats = _revolve.reverse_steps(n, checkpoint, init, advance, back)
+        for rec in _revolve._RECORDERS:
+            rec.append({"n": n, "k": checkpoint, **stats})
+        res = [xp.asarray(a) for a in acc] + [xp.asarray(c) for c in ct] + ct_xs
+        return res[0] if len(res) == 1 else tuple(res)
+
+    @staticmethod
+    def backward(ctx, *gs):
+        from tapegrad.transforms.reverse import vjp
+
+        ins = list(ctx.saved_tensors)
+        p = ctx.params
+        active = [i for i, (a, need) in enumerate(zip(ins, ctx.needs_input_grad))
+                  if need and a.dtype.kind in "fcV"]
+        if not active:
+            return (None,) * len(ins)
+
+        def replay(*d):
+            full = list(ins)
+            for i, v in zip(active, d):
+                full[i] = v
+            return tuple(_revolve_fallback(full, p))
+
+        outs, pull = vjp(replay, *[ins[i] for i in active])
+        cts = pull(tuple(g if g is not None else _zeros((tuple(o.shape), o.dtype))
+                          for g, o in zip(gs, outs)))
+        res: list = [None] * len(ins)
+        for i, c in zip(active, cts):
+            res[i] = c
+        return tuple(res)
+
+    @staticmethod
+    def jvp(ctx, *ts):
+        from tapegrad.transforms.forward import jvp
+
+        ins = list(ctx.saved_tensors)
+        p = ctx.params
+        active = [i for i, t in enumerate(ts) if t is not None]
+
+        def replay(*d):
+            full = list(ins)
+            for i, v in zip(active, d):
+                full[i] = v
+            return tuple(_revolve_fallback(full, p))
+
+        _, t_out = jvp(replay, tuple(ins[i] for i in active), tuple(ts[i] for i in active))
+        return tuple(t_out)
+
+    @staticmethod
+    def batch(args, batched, size, **p):
+        """One reversal per member (each with its own trip count), stacked: the memory bound
+        holds per member."""
+        from tapegrad.ops import Concatenate
+
+        per = []
+        for m in range(size):
+            member = [a[m] if b else a for a, b in zip(args, batched)]
+            out = Revolve.apply(*member, **p)
+            per.append(out if isinstance(out, tuple) else (out,))
+        if not per:
+            raise NotImplementedError("revolve: vmap over an empty batch")
+        return tuple(Concatenate.apply(*[o[j].reshape((1,) + tuple(o[j].shape)) for o in per],
+                                       axis=0) for j in range(len(per[0])))
+
+    @classmethod
+    def output_shape(cls, *shapes, **params):
+        raise NotImplementedError("revolve's outputs are known by running the loop")
+
+
+def _residual_forward_body(plan):
+    """The body that also returns the kept residuals after its outputs."""
+    from tapegrad.transforms._residuals import body_outputs
+
+    body = plan.body
+    tape = body.tape
+
+    def make():
+        def step(leaves):
+            env = interpret(tape.entries, dict(zip(tape.in_nodes, leaves)), apply_step,
+                            body.name)
+            outs = body_outputs(tape, env)
+            return outs + [env[v] for v in plan.kept]
+
+        return _closed(step, [np.zeros(*tape.avals[v]) for v in tape.in_nodes], body.name)
+
+    return body.derived(("residual-forward", plan.policy), make)
+
+
+def _residual_backward(plan, consts, init, xs, cs, res, g_carry, g_ys, g_cs, g_res, needs, p):
+    """Cotangents of ``consts + init + xs`` of a residual-keeping scan: a reverse scan of the
+    body's backward rules over the saved carries ``cs`` and residuals ``res``."""
+    from tapegrad.transforms._residuals import residual_cotangents
+
+    body = plan.body
+    n_consts, n_carry, n_xs = len(consts), len(init), len(xs)
+    avals = body.out_avals
+    n_user = len(avals) - n_carry
+    carry_avals, y_avals = avals[:n_carry], avals[n_carry:]
+    kc = [i for i in range(n_consts) if needs[i] and _is_float(consts[i].dtype)]
+    kk = [i for i in range(n_carry) if _is_float(carry_avals[i][1])]
+    kx = [i for i in range(n_xs) if needs[n_consts + n_carry + i] and _is_float(xs[i].dtype)]
+    ky = [j for j in range(n_user) if _is_float(y_avals[j][1])]
+    out: list = [None] * (n_consts + n_carry + n_xs)
+    if not kk and not ky:
+        return out
+    kr = [j for j, g in enumerate(g_res) if g is not None]
+    kg = [i for i in kk if g_cs[i] is not None]
+    r_avals = [(tuple(r.shape[1:]), r.dtype) for r in res]
+    const_avals = [(tuple(c.shape), c.dtype) for c in consts]
+    x_avals = [(tuple(x.shape[1:]), x.dtype) for x in xs]
+
+    def make():
+        def step(leaves):
+            it = iter(leaves)
+            acc = [next(it) for _ in kc]
+            ct = [next(it) for _ in kk]
+            c_i = [next(it) for _ in range(n_carry)]
+            x_i = [next(it) for _ in range(n_xs)]
+            gy = [next(it) for _ in ky]
+            gc = [next(it) for _ in kg]
+            r_i = [next(it) for _ in res]
+            gr = dict(zip(kr, [next(it) for _ in kr]))
+            cst = [next(it) for _ in range(n_consts)]
+            cts = dict(zip(kk, ct))
+            cts.update({n_carry + j: g for j, g in zip(ky, gy)})
+            got = residual_cotangents(
+                plan, c_i + x_i + cst, r_i,
+                [n_carry + n_xs + i for i in kc] + kk + [n_carry + i for i in kx], cts,
+                [gr.get(j) for j in range(len(res))])
+            new_acc = [a + b for a, b in zip(acc, got[:len(kc)])]
+            gcd = dict(zip(kg, gc))
+            new_ct = [v + gcd[i] if i in gcd else v
+                      for i, v in zip(kk, got[len(kc):len(kc) + len(kk)])]
+            return new_acc + new_ct + got[len(kc) + len(kk):]
+
+        ex = ([const_avals[i] for i in kc] + [carry_avals[i] for i in kk] + list(carry_avals)
+              + x_avals + [y_avals[j] for j in ky] + [carry_avals[i] for i in kg] + r_avals
+              + [r_avals[j] for j in kr] + const_avals)
+        return _closed(step, [np.zeros(*a) for a in ex], f"vjp({body.name})")
+
+    bwd = body.derived(("residual-vjp", plan.policy, tuple(kc), tuple(kx), tuple(kr),
+                        tuple(kg)), make)
+    length = cs[0].shape[0] if cs else p["length"]
+    acc0 = [_zeros(const_avals[i]) for i in kc]
+    ct0 = [g_carry[i] if g_carry[i] is not None else _zeros(carry_avals[i]) for i in kk]
+    g_y = [g_ys[j] if g_ys[j] is not None else _zeros(
+        ((length,) + tuple(y_avals[j][0]), y_avals[j][1])) for j in ky]
+    args = (list(consts) + acc0 + ct0 + list(cs) + list(xs) + g_y + [g_cs[i] for i in kg]
+            + list(res) + [g_res[j] for j in kr])
+    outs = _apply(Scan, *args, body=bwd, n_consts=n_consts, n_carry=len(kc) + len(kk),
+                  length=length, reverse=not p["reverse"], unroll=p["unroll"],
+                  save=_any_traced(args))
+    for i, v in zip(kc, outs[:len(kc)]):
+        out[i] = v
+    for i, v in zip(kk, outs[len(kc):len(kc) + len(kk)]):
+        if needs[n_consts + i]:
+            out[n_consts + i] = v
+    nacc = len(kc) + len(kk)
+    for i, v in zip(kx, outs[nacc:nacc + len(kx)]):
+        out[n_consts + n_carry + i] = v
+    return out
+
+
+def _revolve_backward(body, consts, init, xs, g_carry, g_ys, needs, p, count=None,
+                      cconsts=None) -> list:
+    """Cotangents of ``consts + init + xs`` by binomial checkpointing: one :class:`Revolve`
+    whose forward reverses the loop holding at most ``p["checkpoint"]`` carries (a while
+    loop's trip count ``count``, its condition and constants ``cconsts`` given)."""
+    n_consts, n_carry, n_xs = len(consts), len(init), len(xs)
+    avals = body.out_avals
+    carry_avals, y_avals = avals[:n_carry], avals[n_carry:]
+    kc = tuple(i for i in range(n_consts) if needs[i] and _is_float(consts[i].dtype))
+    kk = tuple(i for i in range(n_carry) if _is_float(carry_avals[i][1]))
+    kx = tuple(i for i in range(n_xs) if needs[n_consts + n_carry + i]
+               and _is_float(xs[i].dtype))
+    ky = tuple(j for j in range(len(y_avals)) if _is_float(y_avals[j][1]))
+    res: list = [None] * (n_consts + n_carry + n_xs)
+    if not (kk or ky) or not (kc or kk or kx):
+        return res
+    const_avals = [(tuple(c.shape), c.dtype) for c in consts]
+    x_avals = [(tuple(x.shape[1:]), x.dtype) for x in xs]
+
+    def make():
+        def step(leaves):
+            it = iter(leaves)
+            ct = [next(it) for _ in kk]
+            c_i = [next(it) for _ in range(n_carry)]
+            x_i = [next(it) for _ in range(n_xs)]
+            gy = [next(it) for _ in ky]
+            cst = [next(it) for _ in range(n_consts)]
+            return _vjp_of(body, c_i + x_i + cst,
+                           [n_carry + n_xs + i for i in kc] + list(kk)
+                           + [n_carry + i for i in kx],
+                           list(kk) + [n_carry + j for j in ky], ct + gy)
+
+        ex = ([carry_avals[i] for i in kk] + list(carry_avals) + x_avals
+              + [y_avals[j] for j in ky] + const_avals)
+        return _closed(step, [np.zeros(*a) for a in ex], f"vjp({body.name})")
+
+    vjp_body = body.derived(("revolve", kc, kx), make)
+    length = int(xs[0].shape[0]) if xs else p.get("length")
+    g_c = [g_carry[i] if g_carry[i] is not None else _zeros(carry_avals[i]) for i in kk]
+    g_y = [g_ys[j] if g_ys[j] is not None else _zeros(
+        ((length,) + tuple(y_avals[j][0]), y_avals[j][1])) for j in ky]
+    extra = [] if count is None else [count] + list(cconsts or [])
+    outs = _apply(Revolve, *consts, *init, *xs, *g_c, *g_y, *extra, body=body,
+                  vjp_body=vjp_body, n_consts=n_consts, n_carry=n_carry, n_xs=n_xs, kc=kc,
+                  kk=kk, kx=kx, ky=ky, length=length, reverse=bool(p.get("reverse", False)),
+                  checkpoint=p["checkpoint"],
+                  cond_body=p.get("cond_body") if count is not None else None,
+                  n_cconsts=len(cconsts or []))
+    for i, v in zip(kc, outs):
+        res[i] = v
+    for i, v in zip(kk, outs[len(kc):]):
+        res[n_consts + i] = v
+    for i, v in zip(kx, outs[len(kc) + len(kk):]):
+        res[n_consts + n_carry + i] = v
+    return res
+
+
+def _revolve_fallback(ins: list, p: dict) -> list:
+    """The outputs of :class:`Revolve` on Tensors, from a forward that keeps every carry (the
+    default mode's formulation): its derivatives are those of the checkpointed backward."""
+    body, n_consts, n_carry, n_xs = p["body"], p["n_consts"], p["n_carry"], p["n_xs"]
+    kc, kk, kx, ky = p["kc"], p["kk"], p["kx"], p["ky"]
+    it = iter(ins)
+    consts = [next(it) for _ in range(n_consts)]
+    init = [next(it) for _ in range(n_carry)]
+    xs = [next(it) for _ in range(n_xs)]
+    n_ys = len(body.out_avals) - n_carry
+    g_carry: list = [None] * n_carry
+    for i in kk:
+        g_carry[i] = next(it)
+    g_ys: list = [None] * n_ys
+    for j in ky:
+        g_ys[j] = next(it)
+    if p["cond_body"] is None:
+        outs = _apply(Scan, *consts, *init, *xs, body=body, n_consts=n_consts, n_carry=n_carry,
+                      length=p["length"], reverse=p["reverse"], unroll=1, save=True)
+        cs = list(outs[n_carry + n_ys:])
+        needs = ([i in kc for i in range(n_consts)] + [True] * n_carry
+                 + [i in kx for i in range(n_xs)])
+        res = _scan_backward(body, consts, init, xs, cs, g_carry, g_ys, [None] * n_carry,
+                             needs, {"reverse": p["reverse"], "unroll": 1,
+                                     "length": p["length"]})
+        return ([res[i] for i in kc] + [res[n_consts + i] for i in kk]
+                + [res[n_consts + n_carry + i] for i in kx])
+    next(it)  # the trip count: the loop below counts again
+    cconsts = list(it)
+    outs = _apply(While, *init, *cconsts, *consts, cond_body=p["cond_body"], body=body,
+                  n_carry=n_carry, n_cconsts=len(cconsts), save=True)
+    cs = list(outs[n_carry + 1:2 * n_carry + 1])
+    cts = _while_backward(body, consts, cs, outs[n_carry], outs[2 * n_carry + 1], g_carry,
+                          [None] * n_carry, [i in kc for i in range(n_consts)])
+    return [cts[i] for i in kc] + [cts[n_consts + i] for i in kk]
 
 
 def _vjp_of(body: Body, inputs: list, wrt: list, outs_sel: list, cts: list) -> list:
@@ -649,13 +981,34 @@ def _scan_batch(args, batched, size, p):
     bb = body.derived(key, make)
     outs = _apply(Scan, *consts, *init, *xs, body=bb, n_consts=n_consts, n_carry=n_carry,
                       length=p["length"], reverse=p["reverse"], unroll=p["unroll"],
-                      save=p["save"])
+                      save=p["save"], checkpoint=p.get("checkpoint"))
     outs = list(outs) if isinstance(outs, tuple) else [outs]
     res = outs[:n_carry] + [_swap01(y) for y in outs[n_carry:]]
     return tuple(res)
 
 
-def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
+def _loop_policy(who: str, f, remat, checkpoint):
+    """``f`` unwrapped from ``checkpoint(f, save_only=..., budget_bytes=...)`` and the
+    residual policy each iteration applies (None: recompute each iteration's residuals)."""
+    if not isinstance(remat, (bool, np.bool_)):
+        raise TypeError(f"{who}: remat must be a bool (False keeps every iteration's "
+                        f"residuals), got {type(remat).__name__} {remat!r}")
+    inner = getattr(f, "_tapegrad_checkpoint", None)
+    policy = None
+    if inner is not None:
+        f, policy = inner
+    if not remat:
+        policy = (None, None, None)
+    if policy is not None and checkpoint is not None:
+        raise ValueError(f"{who}: checkpoint={checkpoint} recomputes every iteration from a "
+                         "few stored carries, so it cannot keep residuals (remat=False or a "
+                         "checkpoint(body, save_only=..., budget_bytes=...) policy). Use one "
+                         "or the other.")
+    return f, policy
+
+
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint=None,
+         remat=True):
     """Loop ``f`` over the leading axis of ``xs``, carrying a state: JAX's ``lax.scan``.
 
     Semantics (one primitive on the tape, the body traced once)::
@@ -679,6 +1032,15 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
             positive int ``k`` runs ``k`` copies of the body as one program per trip (fewer
             trips, more room for the program's optimisations; the results are identical);
             ``True`` unrolls the whole loop, ``False`` is 1.
+        checkpoint: Memory of reverse mode. None (default): the forward keeps the carry at
+            the start of every iteration (``length`` carries). An int ``k >= 1``: keep none;
+            the backward holds at most ``k`` carries at once and recomputes the others from
+            them by binomial checkpointing (*revolve*); see docs/transforms.md for the cost.
+        remat: True (default): the backward recomputes each iteration's intermediates from
+            its carry. False: the forward also keeps every iteration's residuals (what the
+            body's backward rules read), so the backward recomputes nothing: more memory,
+            less time. A body wrapped in ``checkpoint(body, save_only=..., budget_bytes=...)``
+            keeps, per iteration, the residuals that policy selects.
 
     Returns:
         ``(carry, ys)``: the final carry and the stacked ``y`` (each leaf of shape
@@ -689,7 +1051,10 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
             ``init`` (the message names ``f``, what it returned and what was expected), or
             does not return a pair, or ``unroll`` is not an int or a bool.
         ValueError: if the leaves of ``xs`` differ in their leading axis, or ``length``
-            disagrees with them, or none is given, or ``unroll`` is below 1.
+            disagrees with them, or none is given, or ``unroll`` is below 1, or
+            ``checkpoint`` is below 1, or ``checkpoint`` is combined with kept residuals
+            (``remat=False`` or a policy).
+        TypeError: if ``checkpoint`` is neither None nor an int, or ``remat`` is not a bool.
 
     Example:
         >>> import tapegrad as tg, numpy as np
@@ -709,6 +1074,8 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     if not isinstance(unroll, bool) and unroll < 1:
         raise ValueError(f"scan: unroll must be a positive int (iterations per loop trip) or "
                          f"a bool, got {unroll!r}. Use unroll=1 for no unrolling.")
+    checkpoint = check_checkpoint("scan", checkpoint)
+    f, policy = _loop_policy("scan", f, remat, checkpoint)
     init_leaves, init_tree = _leaves(init, who, "init")
     xs_leaves, xs_tree = _leaves(xs, who, "xs") if xs is not None else ([], None)
     lengths = {int(x.shape[0]) if x.ndim else -1 for x in xs_leaves}
@@ -759,16 +1126,24 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
              tuple((tuple(x.shape[1:]), x.dtype) for x in xs_leaves))
     (body,), (lifted,), y_tree[0] = _traced_once((f,), extra, trace)
     args = lifted + init_leaves + xs_leaves
+    plan = None
+    if policy is not None and _any_traced(args):  # each iteration keeps its residuals
+        from tapegrad.transforms._residuals import plan_residuals
+
+        plan = plan_residuals(body, policy)
+        body = _residual_forward_body(plan)
     outs = _apply(Scan, *args, body=body, n_consts=len(lifted), n_carry=n_carry, length=n,
-                      reverse=bool(reverse), unroll=unroll, save=_any_traced(args))
+                      reverse=bool(reverse), unroll=unroll,
+                      save=checkpoint is None and _any_traced(args), checkpoint=checkpoint,
+                      residuals=plan)
     outs = list(outs) if isinstance(outs, tuple) else [outs]
-    n_ys = len(body.out_avals) - n_carry
+    n_ys = len((plan.body if plan is not None else body).out_avals) - n_carry
     carry = tree_unflatten(init_tree, outs[:n_carry])
     ys = tree_unflatten(y_tree[0], outs[n_carry:n_carry + n_ys])
     return carry, ys
 
 
-def fori_loop(lower, upper, body_fun, init_val):
+def fori_loop(lower, upper, body_fun, init_val, *, checkpoint=None, remat=True):
     """``for i in range(lower, upper): val = body_fun(i, val)``, as one primitive (JAX's
     ``lax.fori_loop``).
 
@@ -783,13 +1158,20 @@ def fori_loop(lower, upper, body_fun, init_val):
             keeps ``init_val``'s structure, shapes and dtypes (a leaf that mixing with ``i``
             promoted, such as float32 + int64 -> float64, is cast back).
         init_val: Initial value, a pytree of Tensors, arrays or numbers.
+        checkpoint: Memory of reverse mode, as for :func:`scan` and :func:`while_loop`: None
+            keeps every iteration's value, an int ``k >= 1`` holds at most ``k`` at once.
+        remat: As for :func:`scan` (with Python-int bounds only): False keeps every
+            iteration's residuals; a ``checkpoint(body_fun, save_only=...)`` policy applies
+            per iteration.
 
     Returns:
         The final value (``init_val`` when ``upper <= lower``).
 
     Raises:
-        TypeError: for non-integer bounds, or a ``body_fun`` that changes the value's
-            structure, shape or dtype.
+        TypeError: for non-integer bounds, a non-int ``checkpoint``, or a ``body_fun`` that
+            changes the value's structure, shape or dtype.
+        ValueError: if ``checkpoint`` is below 1, or residuals are to be kept
+            (``remat=False`` or a policy) with Tensor bounds or with ``checkpoint``.
 
     Example:
         >>> import tapegrad as tg
@@ -798,6 +1180,9 @@ def fori_loop(lower, upper, body_fun, init_val):
     """
     if not callable(body_fun):
         raise TypeError(f"fori_loop: body_fun must be callable, got {type(body_fun).__name__}")
+    checkpoint = check_checkpoint("fori_loop", checkpoint)
+    inner = getattr(body_fun, "_tapegrad_checkpoint", None)
+    body_fun, policy = _loop_policy("fori_loop", body_fun, remat, checkpoint)
     static = all(isinstance(b, (int, np.integer)) and not isinstance(b, bool)
                  for b in (lower, upper))
     for name, b in (("lower", lower), ("upper", upper)):
@@ -832,8 +1217,16 @@ def fori_loop(lower, upper, body_fun, init_val):
             return (i + 1, call(i, val)), None
 
         step.__name__ = fname
-        (_, val), _ = scan(step, (Tensor(np.int64(lo)), init_val), None, length=n)
+        if inner is not None:  # the policy applies to each iteration of the scan
+            step._tapegrad_checkpoint = (step, inner[1])  # pyright: ignore[reportFunctionMemberAccess]
+        (_, val), _ = scan(step, (Tensor(np.int64(lo)), init_val), None, length=n,
+                           checkpoint=checkpoint, remat=bool(remat))
         return val
+    if policy is not None:
+        raise ValueError("fori_loop: keeping each iteration's residuals (remat=False or a "
+                         "checkpoint(body_fun, save_only=...) policy) needs Python-int bounds "
+                         "(the loop is then a scan); with Tensor bounds it is a while_loop, "
+                         "whose backward recomputes each iteration from its value.")
 
     lo_t = lower if isinstance(lower, Tensor) else Tensor(np.int64(lower))
     up_t = upper if isinstance(upper, Tensor) else Tensor(np.int64(upper))
@@ -849,7 +1242,7 @@ def fori_loop(lower, upper, body_fun, init_val):
 
     body2.__name__ = fname
     cond_fun.__name__ = "fori_cond"
-    return while_loop(cond_fun, body2, (lo_t, up_t, init_val))[2]
+    return while_loop(cond_fun, body2, (lo_t, up_t, init_val), checkpoint=checkpoint)[2]
 
 
 # -- while_loop -------------------------------------------------------------------------------
@@ -866,7 +1259,7 @@ class While(Function):
     check_loaded = staticmethod(_control_check.check_while)  # a tape file's entry (Tape.from_json)
 
     @staticmethod
-    def forward(ctx, *arrays, cond_body, body, n_carry, n_cconsts, save):
+    def forward(ctx, *arrays, cond_body, body, n_carry, n_cconsts, save, checkpoint=None):
         xp = ctx.backend
         carry = list(arrays[:n_carry])
         cc = list(arrays[n_carry:n_carry + n_cconsts])
@@ -887,7 +1280,7 @@ class While(Function):
         else:
             cs = []
         ctx.params = dict(cond_body=cond_body, body=body, n_carry=n_carry, n_cconsts=n_cconsts,
-                          save=save)
+                          save=save, checkpoint=checkpoint)
         ctx.n_in = len(arrays)
         count = xp.asarray(np.int64(n))
         # with save, the iterations done before each row (a batch's finished members repeat)
@@ -908,6 +1301,17 @@ class While(Function):
         g_carry = list(gs[:n_carry])
         res: list = [None] * len(ins)
         count = saved[ctx.n_in]
+        if p.get("checkpoint") and not p["save"]:  # binomial checkpointing
+            cconsts = ins[n_carry:n_carry + n_cc]
+            nb = [needs[n_carry + n_cc + i] for i in range(len(bconsts))]
+            cts = _revolve_backward(body, bconsts, ins[:n_carry], [], g_carry, [],
+                                    tuple(nb) + (True,) * n_carry, p, count, cconsts)
+            for i in range(len(bconsts)):
+                res[n_carry + n_cc + i] = cts[i]
+            for i in range(n_carry):
+                if needs[i]:
+                    res[i] = cts[len(bconsts) + i]
+            return tuple(res)
         if p["save"]:
             cs = list(saved[ctx.n_in + 1:ctx.n_in + 1 + n_carry])
             steps = saved[ctx.n_in + 1 + n_carry]
@@ -1099,7 +1503,8 @@ def _while_batch(args, batched, size, p):
     jb, jc = body.derived(key, make)
     counts0 = const(np.zeros(size, np.int64))
     outs = _apply(While, *init, counts0, *cconsts, *bconsts, *cconsts, cond_body=jc, body=jb,
-                  n_carry=n_carry + 1, n_cconsts=n_cc, save=p["save"])
+                  n_carry=n_carry + 1, n_cconsts=n_cc, save=p["save"],
+                  checkpoint=p.get("checkpoint"))
     outs = list(outs)
     res = outs[:n_carry] + [outs[n_carry]]  # the carry, each member's trip count
     if p["save"]:  # each member's rows, and the iterations it had done before each row
@@ -1107,7 +1512,7 @@ def _while_batch(args, batched, size, p):
     return tuple(res)
 
 
-def while_loop(cond_fun, body_fun, init_val):
+def while_loop(cond_fun, body_fun, init_val, *, checkpoint=None):
     """``while cond_fun(val): val = body_fun(val)``, as one primitive (JAX's
     ``lax.while_loop``), differentiable in reverse mode too.
 
@@ -1115,20 +1520,27 @@ def while_loop(cond_fun, body_fun, init_val):
     value at the start of every iteration (memory: trip count x one value, the primitive's
     stacked output) and the backward runs the loop in reverse, recomputing one iteration at a
     time from its value and pulling the cotangent back through it (time: about two more
-    passes of the body). Under ``vmap`` the loop runs until every member is done; finished
-    members keep their value and their rows pass the cotangent through unchanged.
+    passes of the body). With ``checkpoint=k`` the backward holds at most ``k`` values and
+    recomputes the others from them instead. Under ``vmap`` the loop runs until every member
+    is done; finished members keep their value and their rows pass the cotangent through
+    unchanged.
 
     Args:
         cond_fun: ``cond_fun(val) -> bool`` scalar Tensor (or Python bool).
         body_fun: ``body_fun(val) -> val`` with ``init_val``'s structure, shapes and dtypes.
         init_val: Initial value: a pytree of Tensors, arrays or numbers.
+        checkpoint: Memory of reverse mode. None (default): keep every iteration's value.
+            An int ``k >= 1``: the forward keeps only the trip count; the backward holds at
+            most ``k`` values at once and recomputes the others from them by binomial
+            checkpointing (*revolve*); see docs/transforms.md for the cost.
 
     Returns:
         The final value.
 
     Raises:
-        TypeError: if ``cond_fun`` does not return a boolean scalar, or ``body_fun`` changes
-            the value's structure, shape or dtype.
+        TypeError: if ``cond_fun`` does not return a boolean scalar, ``body_fun`` changes
+            the value's structure, shape or dtype, or ``checkpoint`` is not None or an int.
+        ValueError: if ``checkpoint`` is below 1.
 
     Example:
         >>> import tapegrad as tg
@@ -1140,6 +1552,7 @@ def while_loop(cond_fun, body_fun, init_val):
     for name, fn in (("cond_fun", cond_fun), ("body_fun", body_fun)):
         if not callable(fn):
             raise TypeError(f"while_loop: {name} must be callable, got {type(fn).__name__}")
+    checkpoint = check_checkpoint("while_loop", checkpoint)
     init_leaves, init_tree = _leaves(init_val, who, "init_val")
     avals = [(tuple(t.shape), t.dtype) for t in init_leaves]
     n_carry = len(init_leaves)
@@ -1173,9 +1586,9 @@ def while_loop(cond_fun, body_fun, init_val):
     (cbody, bbody), (clifted, blifted), _ = _traced_once(
         (cond_fun, body_fun), ("while_loop", init_tree, tuple(avals)), trace)
     args = init_leaves + clifted + blifted
-    save = _any_traced(args)
+    save = checkpoint is None and _any_traced(args)
     outs = _apply(While, *args, cond_body=cbody, body=bbody, n_carry=n_carry,
-                       n_cconsts=len(clifted), save=save)
+                       n_cconsts=len(clifted), save=save, checkpoint=checkpoint)
     return tree_unflatten(init_tree, list(outs[:n_carry]))
 
 
