@@ -7,6 +7,8 @@ import numpy as np
 from tapegrad import numpy as tnp
 from tapegrad.core.tensor import Tensor
 
+__all__ = []
+
 _REDUCTIONS = ("none", "mean", "sum")
 
 

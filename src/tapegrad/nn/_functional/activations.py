@@ -13,6 +13,26 @@ from tapegrad.ops.nn import (  # the primitives, defined with their rules in tap
     Softmax,
 )
 
+__all__ = [
+    "relu",
+    "sigmoid",
+    "tanh",
+    "softmax",
+    "log_softmax",
+    "gelu",
+    "silu",
+    "leaky_relu",
+    "softplus",
+    "erf",
+    "Relu",
+    "Tanh",
+    "Sigmoid",
+    "Softplus",
+    "Erf",
+    "Softmax",
+    "LogSoftmax",
+]
+
 Softplus = _ops.Softplus  # pyright: ignore[reportAttributeAccessIssue]
 Erf = _ops.Erf  # pyright: ignore[reportAttributeAccessIssue]
 Relu = _ops.Relu

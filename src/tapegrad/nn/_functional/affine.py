@@ -10,6 +10,12 @@ from tapegrad.ops.nn import (  # the primitives, defined with their rules in tap
     Linear,
 )
 
+__all__ = [
+    "linear",
+    "mlp",
+    "Linear",
+]
+
 
 def linear(input, weight, bias=None) -> Tensor:
     """Affine map ``input @ weight + bias``.

@@ -17,6 +17,12 @@ from tapegrad.ops.nn import (  # the primitives, defined with their rules in tap
     _const,
 )
 
+__all__ = [
+    "scaled_dot_product_attention",
+    "multi_head_attention",
+    "ScaledDotProductAttention",
+]
+
 
 def _mask_penalty(dtype) -> float:
     return -min(1e9, float(_tg_dtypes.finfo(dtype).max) / 4)

@@ -12,6 +12,12 @@ from tapegrad.ops.nn import (  # the primitives, defined with their rules in tap
     _out_hw,
 )
 
+__all__ = [
+    "conv1d",
+    "conv2d",
+    "Conv2d",
+]
+
 
 def _pair(v, name: str, who: str, minimum: int = 1) -> tuple:
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):

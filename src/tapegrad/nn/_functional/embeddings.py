@@ -9,6 +9,10 @@ from tapegrad.ops.nn import (  # the primitives, defined with their rules in tap
     _TakeRows,
 )
 
+__all__ = [
+    "embedding",
+]
+
 
 def embedding(input, weight) -> Tensor:
     """Look up rows of ``weight``: ``weight[input]``.

@@ -32,6 +32,25 @@ from tapegrad.ops.nn import (  # the primitives, defined with their rules in tap
     _targets_all_valid,
 )
 
+__all__ = [
+    "mean_squared_loss",
+    "mse_loss",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "cross_entropy",
+    "hinge_loss",
+    "nll_loss",
+    "l1_loss",
+    "huber_loss",
+    "smooth_l1_loss",
+    "kl_div",
+    "CrossEntropy",
+    "BinaryCrossEntropy",
+    "BinaryCrossEntropyWithLogits",
+    "HingeLoss",
+    "MeanSquaredLoss",
+]
+
 _LOSS_HINTS = {
     "weight": "PyTorch's per-element rescaling weight is not implemented; multiply the "
     "reduction='none' loss by it",

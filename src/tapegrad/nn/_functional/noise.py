@@ -7,6 +7,10 @@ from tapegrad import random as _random
 from tapegrad.core.tensor import Tensor
 from tapegrad.nn._functional._common import _floating
 
+__all__ = [
+    "dropout",
+]
+
 
 def dropout(x, p: float = 0.5, key=None, training: bool = True, *, rate=None) -> Tensor:
     """Inverted dropout: zero each element with probability ``p``, scale the rest by

@@ -11,6 +11,13 @@ from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.tensor import Tensor
 from tapegrad.nn._functional._common import _floating, _like
 
+__all__ = [
+    "layer_norm",
+    "rms_norm",
+    "group_norm",
+    "batch_norm",
+]
+
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
     """Layer normalization over the trailing ``normalized_shape`` axes (Ba et al., 2016).

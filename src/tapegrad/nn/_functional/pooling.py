@@ -13,6 +13,10 @@ from tapegrad.ops.nn import (  # the primitives, defined with their rules in tap
     _out_hw,
 )
 
+__all__ = [
+    "adaptive_avg_pool2d",
+]
+
 
 def _pool_params(x, kernel_size, stride, padding, who):
     kernel = _pair(kernel_size, "kernel_size", who)

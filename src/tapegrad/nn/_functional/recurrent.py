@@ -8,6 +8,12 @@ from tapegrad.nn._functional._common import _floating, _like
 from tapegrad.nn._functional.activations import relu, sigmoid
 from tapegrad.nn._functional.affine import linear
 
+__all__ = [
+    "rnn_cell",
+    "lstm_cell",
+    "gru_cell",
+]
+
 # Weights use this module's linear layout, ``(in_features, gates * hidden_size)`` (PyTorch
 # stores the transpose); the gates are stacked along the last axis in PyTorch's order.
 _GATES = {"rnn_tanh": 1, "rnn_relu": 1, "lstm": 4, "gru": 3}

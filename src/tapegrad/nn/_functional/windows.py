@@ -5,6 +5,10 @@ from __future__ import annotations
 from tapegrad import numpy as tnp
 from tapegrad.nn._functional.conv import _resolve_padding, _single
 
+__all__ = [
+    "extract_windows",
+]
+
 
 def extract_windows(x, kernel_size: int, stride: int, padding_mode: str = "valid") -> tuple:
     """Sliding ``kernel_size x kernel_size`` windows of ``(N, C, H, W)`` images, keeping the

@@ -18,134 +18,31 @@ Tensor methods installed here: ``view``, ``ravel``, ``flatten``, ``squeeze``, ``
 ``Tensor.stack``. (``Tensor.at`` lives in :mod:`tapegrad.numpy.at`.)
 """
 
+import tapegrad.numpy._shape.diagonals as diagonals
+import tapegrad.numpy._shape.editing as editing
+import tapegrad.numpy._shape.indexing as indexing
+import tapegrad.numpy._shape.joining as joining
+import tapegrad.numpy._shape.reordering as reordering
+import tapegrad.numpy._shape.repetition as repetition
+import tapegrad.numpy._shape.reshaping as reshaping
+import tapegrad.numpy._shape.windows as windows
 from tapegrad.numpy._shape._methods import METHODS  # noqa: F401
-from tapegrad.numpy._shape.diagonals import (
-    diag,
-    diagflat,
-    diagonal,
-    trace,
-    tril,
-    triu,
-)
-from tapegrad.numpy._shape.editing import (
-    delete,
-    insert,
-    pad,
-    resize,
-    trim_zeros,
-)
-from tapegrad.numpy._shape.indexing import (
-    _check_bounds,  # noqa: F401
-    broadcast_arrays,
-    broadcast_shapes,
-    ix_,
-    meshgrid,
-    take,
-    take_along_axis,
-)
-from tapegrad.numpy._shape.joining import (
-    append,
-    array_split,
-    atleast_1d,
-    atleast_2d,
-    atleast_3d,
-    block,
-    column_stack,
-    concat,
-    concatenate,
-    dsplit,
-    dstack,
-    hsplit,
-    hstack,
-    row_stack,
-    split,
-    stack,
-    unstack,
-    vsplit,
-    vstack,
-)
-from tapegrad.numpy._shape.reordering import (
-    flip,
-    fliplr,
-    flipud,
-    roll,
-    rollaxis,
-    rot90,
-)
-from tapegrad.numpy._shape.repetition import (
-    repeat,
-    tile,
-)
-from tapegrad.numpy._shape.reshaping import (
-    broadcast_to,
-    expand_dims,
-    moveaxis,
-    permute_dims,
-    ravel,
-    reshape,
-    squeeze,
-    swapaxes,
-    transpose,
-)
-from tapegrad.numpy._shape.windows import (
-    sliding_window_view,
-    strided_windows,
-)
+from tapegrad.numpy._shape.diagonals import *  # noqa: F401,F403
+from tapegrad.numpy._shape.editing import *  # noqa: F401,F403
+from tapegrad.numpy._shape.indexing import *  # noqa: F401,F403
+from tapegrad.numpy._shape.indexing import _check_bounds  # noqa: F401
+from tapegrad.numpy._shape.joining import *  # noqa: F401,F403
+from tapegrad.numpy._shape.reordering import *  # noqa: F401,F403
+from tapegrad.numpy._shape.repetition import *  # noqa: F401,F403
+from tapegrad.numpy._shape.reshaping import *  # noqa: F401,F403
+from tapegrad.numpy._shape.windows import *  # noqa: F401,F403
 
-__all__ = [
-    "reshape",
-    "ravel",
-    "squeeze",
-    "expand_dims",
-    "transpose",
-    "permute_dims",
-    "swapaxes",
-    "moveaxis",
-    "broadcast_to",
-    "concatenate",
-    "concat",
-    "stack",
-    "unstack",
-    "split",
-    "array_split",
-    "tile",
-    "repeat",
-    "flip",
-    "roll",
-    "pad",
-    "tril",
-    "triu",
-    "diagonal",
-    "trace",
-    "take",
-    "take_along_axis",
-    "sliding_window_view",
-    "strided_windows",
-    "atleast_1d",
-    "atleast_2d",
-    "atleast_3d",
-    "hstack",
-    "vstack",
-    "row_stack",
-    "dstack",
-    "column_stack",
-    "block",
-    "append",
-    "hsplit",
-    "vsplit",
-    "dsplit",
-    "diag",
-    "diagflat",
-    "rot90",
-    "fliplr",
-    "flipud",
-    "rollaxis",
-    "resize",
-    "trim_zeros",
-    "insert",
-    "delete",
-    "meshgrid",
-    "broadcast_arrays",
-    "broadcast_shapes",
-    "ix_",
-]
+__all__ = []
+__all__ += diagonals.__all__
+__all__ += editing.__all__
+__all__ += indexing.__all__
+__all__ += joining.__all__
+__all__ += reordering.__all__
+__all__ += repetition.__all__
+__all__ += reshaping.__all__
+__all__ += windows.__all__

@@ -22,6 +22,8 @@ from tapegrad.numpy._shape.windows import strided_windows
 from tapegrad.ops.movement import as_shape as _as_shape
 from tapegrad.ops.movement import check_axis as _check_axis
 
+__all__ = []
+
 
 # -- Tensor methods -------------------------------------------------------------------------
 # (``reshape``, ``transpose``, ``T``, ``__getitem__``, ``broadcast_to``, ``flip``, ``roll``,

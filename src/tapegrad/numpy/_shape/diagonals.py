@@ -18,6 +18,15 @@ from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.movement import IndexSlot as _Slot
 from tapegrad.ops.movement import check_axis as _check_axis
 
+__all__ = [
+    "tril",
+    "triu",
+    "diagonal",
+    "trace",
+    "diag",
+    "diagflat",
+]
+
 
 def _tri_mask(x, k, lower, op) -> Tensor:
     if x.ndim == 0:

@@ -26,6 +26,14 @@ from tapegrad.ops.movement import IndexSlot as _Slot
 from tapegrad.ops.movement import as_shape as _as_shape
 from tapegrad.ops.movement import check_axes as _check_axes
 
+__all__ = [
+    "pad",
+    "resize",
+    "trim_zeros",
+    "insert",
+    "delete",
+]
+
 # -- functions of one primitive, defined with it in tapegrad.ops.movement
 pad = _ns.pad
 

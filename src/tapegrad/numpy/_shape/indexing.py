@@ -13,6 +13,15 @@ from tapegrad.numpy._shape.reshaping import _axis_or_flat, broadcast_to, ravel, 
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.movement import IndexSlot as _Slot
 
+__all__ = [
+    "take",
+    "take_along_axis",
+    "meshgrid",
+    "broadcast_arrays",
+    "broadcast_shapes",
+    "ix_",
+]
+
 
 def _index(x, key, arrays) -> Tensor:
     return _ops.GetItem.apply(x, *_ops.indices_on(arrays, x.device), key=key)

@@ -18,6 +18,28 @@ from tapegrad.ops.movement import check_axis as _check_axis
 from tapegrad.ops.movement import no_out as _no_out
 from tapegrad.ops.movement import split_pieces as _split_pieces
 
+__all__ = [
+    "concatenate",
+    "concat",
+    "stack",
+    "unstack",
+    "split",
+    "array_split",
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "hstack",
+    "vstack",
+    "row_stack",
+    "dstack",
+    "column_stack",
+    "block",
+    "append",
+    "hsplit",
+    "vsplit",
+    "dsplit",
+]
+
 # -- functions of one primitive, defined with it in tapegrad.ops.movement
 concatenate = _ns.concatenate
 concat = _ns.concat

@@ -10,6 +10,15 @@ from tapegrad.numpy._shape.reshaping import transpose
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.movement import check_axis as _check_axis
 
+__all__ = [
+    "flip",
+    "roll",
+    "rot90",
+    "fliplr",
+    "flipud",
+    "rollaxis",
+]
+
 # -- functions of one primitive, defined with it in tapegrad.ops.movement
 flip = _ns.flip
 roll = _ns.roll

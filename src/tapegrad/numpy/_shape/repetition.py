@@ -12,6 +12,11 @@ from tapegrad.ops.movement import IndexSlot as _Slot
 from tapegrad.ops.movement import as_shape as _as_shape
 from tapegrad.ops.movement import check_axis as _check_axis
 
+__all__ = [
+    "tile",
+    "repeat",
+]
+
 
 def tile(x, reps) -> Tensor:
     """Repeat the whole Tensor ``reps`` times along each axis (``numpy.tile``); shorter of

@@ -12,6 +12,18 @@ from tapegrad.ops.movement import check_axes as _check_axes
 from tapegrad.ops.movement import check_axis as _check_axis
 from tapegrad.ops.movement import swap_axes as _swap_axes
 
+__all__ = [
+    "reshape",
+    "ravel",
+    "squeeze",
+    "expand_dims",
+    "transpose",
+    "permute_dims",
+    "swapaxes",
+    "moveaxis",
+    "broadcast_to",
+]
+
 # -- functions of one primitive, defined with it in tapegrad.ops.movement
 reshape = _ns.reshape
 transpose = _ns.transpose

@@ -10,6 +10,11 @@ from tapegrad.numpy._core import _tensor
 from tapegrad.numpy._shape.reshaping import transpose
 from tapegrad.ops._registry import ns as _ns
 
+__all__ = [
+    "sliding_window_view",
+    "strided_windows",
+]
+
 # -- functions of one primitive, defined with it in tapegrad.ops.movement
 sliding_window_view = _ns.sliding_window_view
 
