@@ -27,6 +27,7 @@ __all__ = [
     "stop_on_interrupt",
     "INTERRUPTED",
     "interrupted",
+    "run_main",
     "ResumeError",
     "TrainingState",
     "distributed",
@@ -254,6 +255,22 @@ def interrupted(args) -> int:
         raise KeyboardInterrupt
     print("interrupted", file=sys.stderr)
     return INTERRUPTED
+
+
+def run_main(parse_args, train, argv=None) -> int:
+    """A training script's ``main``: ``train(parse_args(argv))``; the exit status: 0, 2 when
+    ``--resume`` cannot continue (:class:`ResumeError`), 130 after Ctrl-C (the training state
+    saved, see :class:`stop_on_interrupt`)."""
+    args = parse_args(argv)
+    try:
+        result = train(args)
+    except ResumeError as e:
+        if e.report:  # in a --distributed run, every rank raises it and rank 0 says why
+            print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # a second Ctrl-C, or one outside the training loop
+        return interrupted(args)
+    return INTERRUPTED if result.get("interrupted") else 0
 
 
 class ResumeError(ValueError):

@@ -35,15 +35,13 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (  # noqa: E402
-    INTERRUPTED,
-    ResumeError,
     TrainingState,
     add_run_args,
     blas_threads,
     check_run_args,
-    interrupted,
     output_dir,
     plot_curves,
+    run_main,
     smooth,
     stop_on_interrupt,
 )
@@ -486,15 +484,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     """Run the script; the exit status: 0, 2 when ``--resume`` cannot continue, 130 after
     Ctrl-C (the training state saved, see :class:`stop_on_interrupt`)."""
-    args = parse_args(argv)
-    try:
-        result = train(args)
-    except ResumeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:  # a second Ctrl-C, or one outside the training loop
-        return interrupted(args)
-    return INTERRUPTED if result.get("interrupted") else 0
+    return run_main(parse_args, train, argv)
 
 
 if __name__ == "__main__":

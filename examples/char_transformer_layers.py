@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import char_transformer as base  # noqa: E402
-from _common import INTERRUPTED, ResumeError, interrupted  # noqa: E402
+from _common import run_main  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
 import tapegrad.numpy as tnp  # noqa: E402
@@ -113,15 +113,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     """Run the script; the exit status, as ``char_transformer.py``'s: 0, 2 when ``--resume``
     cannot continue, 130 after Ctrl-C (the training state saved)."""
-    args = parse_args(argv)
-    try:
-        result = train(args)
-    except ResumeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:  # a second Ctrl-C, or one outside the training loop
-        return interrupted(args)
-    return INTERRUPTED if result.get("interrupted") else 0
+    return run_main(parse_args, train, argv)
 
 
 if __name__ == "__main__":

@@ -36,8 +36,6 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (  # noqa: E402
-    INTERRUPTED,
-    ResumeError,
     TrainingState,
     add_run_args,
     agree,
@@ -45,10 +43,10 @@ from _common import (  # noqa: E402
     check_run_args,
     digits_split,
     distributed,
-    interrupted,
     lead_print,
     output_dir,
     plot_curves,
+    run_main,
     smooth,
     stop_on_interrupt,
 )
@@ -311,16 +309,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     """Run the script; the exit status: 0, 2 when ``--resume`` cannot continue, 130 after
     Ctrl-C (the training state saved, see :class:`stop_on_interrupt`)."""
-    args = parse_args(argv)
-    try:
-        result = train(args)
-    except ResumeError as e:
-        if e.report:  # in a --distributed run, every rank raises it and rank 0 says why
-            print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:  # a second Ctrl-C, or one outside the training loop
-        return interrupted(args)
-    return INTERRUPTED if result.get("interrupted") else 0
+    return run_main(parse_args, train, argv)
 
 
 if __name__ == "__main__":

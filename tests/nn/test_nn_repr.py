@@ -211,7 +211,7 @@ EXPECTED = {
     ],
 }  # fmt: skip
 
-# PyTorch's further layers (nn/_activations.py, nn/_extra_layers.py, nn/_transformer.py)
+# PyTorch's further layers (nn/_activation_layers.py, nn/_extra_layers.py, nn/_transformer.py)
 _ENC = ("TransformerEncoderLayer(\n"
         "  (self_attn): MultiheadAttention(\n"
         "    (out_proj): Linear(in_features=4, out_features=4, bias=True)\n"

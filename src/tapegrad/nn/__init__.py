@@ -14,48 +14,31 @@
   forward-function interface of language-model training and sampling loops).
 """
 
-from tapegrad.nn import functional, init
+import tapegrad.nn._activation_layers as _activation_layers
+import tapegrad.nn._conv_pool_layers as _conv_pool_layers
+import tapegrad.nn._extra_layers as _extra_layers
+import tapegrad.nn._loss_modules as _loss_modules
+import tapegrad.nn._transformer as _transformer
+from tapegrad.nn import functional, init, layers
+from tapegrad.nn._activation_layers import *  # noqa: F401,F403
+from tapegrad.nn._conv_pool_layers import *  # noqa: F401,F403
+from tapegrad.nn._extra_layers import *  # noqa: F401,F403
+from tapegrad.nn._loss_modules import *  # noqa: F401,F403
+from tapegrad.nn._transformer import *  # noqa: F401,F403
 from tapegrad.nn.functional import extract_windows
-from tapegrad.nn.layers import (
-    GELU,
-    GRU,
-    LSTM,
-    RNN,
-    AdaptiveAvgPool2d,
-    AvgPool2d,
-    BatchNorm,
-    Conv1d,
-    Conv2d,
-    ConvTranspose2d,
-    Dropout,
-    Embedding,
-    Flatten,
-    GroupNorm,
-    GRUCell,
-    Identity,
-    LayerNorm,
-    LeakyReLU,
-    Linear,
-    LogSoftmax,
-    LongShortTermMemoryBlock,
-    LSTMCell,
-    MaxPool2d,
-    MultiHeadAttention,
-    RecurrentBlock,
-    ReLU,
-    ResidualBlock,
-    RMSNorm,
-    RNNCell,
-    ScaledDotProductAttention,
-    Sigmoid,
-    SiLU,
-    Softmax,
-    Tanh,
-)
+from tapegrad.nn.layers import *  # noqa: F401,F403
 from tapegrad.nn.lm import AbstractLLMForwardFn
 from tapegrad.nn.module import Module, ModuleList, Sequential, functional_call, key_stream
 
-__all__ = [
+__all__ = []
+# the layers, under this library's and PyTorch's names: linear, convolution, pooling, padding,
+# resampling, normalization, dropout, embedding, recurrent, attention and activations
+__all__ += layers.__all__
+__all__ += _conv_pool_layers.__all__
+__all__ += _activation_layers.__all__
+__all__ += _extra_layers.__all__
+# the Module machinery, the functional forms and the initializers
+__all__ += [
     "functional",
     "init",
     "functional_call",
@@ -65,234 +48,7 @@ __all__ = [
     "Module",
     "ModuleList",
     "Sequential",
-    # layers
-    "Linear",
-    "Conv2d",
-    "MaxPool2d",
-    "ResidualBlock",
-    "RecurrentBlock",
-    "LongShortTermMemoryBlock",
-    "Embedding",
-    "LayerNorm",
-    "BatchNorm",
-    "Dropout",
-    "ScaledDotProductAttention",
-    "MultiHeadAttention",
-    # PyTorch's names
-    "ReLU",
-    "GELU",
-    "Tanh",
-    "Sigmoid",
-    "SiLU",
-    "LeakyReLU",
-    "Softmax",
-    "LogSoftmax",
-    "Flatten",
-    "Identity",
-    "Conv1d",
-    "ConvTranspose2d",
-    "AvgPool2d",
-    "AdaptiveAvgPool2d",
-    "RMSNorm",
-    "GroupNorm",
-    "RNNCell",
-    "LSTMCell",
-    "GRUCell",
-    "RNN",
-    "LSTM",
-    "GRU",
 ]
-
-# PyTorch's loss Modules
-from tapegrad.nn._loss_modules import (  # noqa: E402
-    BCELoss,
-    BCEWithLogitsLoss,
-    CosineEmbeddingLoss,
-    CrossEntropyLoss,
-    CTCLoss,
-    GaussianNLLLoss,
-    HingeEmbeddingLoss,
-    HuberLoss,
-    KLDivLoss,
-    L1Loss,
-    MarginRankingLoss,
-    MSELoss,
-    MultiLabelMarginLoss,
-    MultiLabelSoftMarginLoss,
-    MultiMarginLoss,
-    NLLLoss,
-    PoissonNLLLoss,
-    SmoothL1Loss,
-    SoftMarginLoss,
-    TripletMarginLoss,
-)
-
-__all__ += [
-    "PoissonNLLLoss",
-    "GaussianNLLLoss",
-    "MarginRankingLoss",
-    "CosineEmbeddingLoss",
-    "TripletMarginLoss",
-    "MultiMarginLoss",
-    "MultiLabelMarginLoss",
-    "MultiLabelSoftMarginLoss",
-    "SoftMarginLoss",
-    "HingeEmbeddingLoss",
-    "CTCLoss",
-    "MSELoss",
-    "L1Loss",
-    "HuberLoss",
-    "SmoothL1Loss",
-    "KLDivLoss",
-    "BCELoss",
-    "BCEWithLogitsLoss",
-    "NLLLoss",
-    "CrossEntropyLoss",
-]
-
-# convolution, pooling, padding and resampling layers in 1, 2 and 3 spatial dims
-from tapegrad.nn._conv_pool_layers import (  # noqa: E402
-    AdaptiveAvgPool1d,
-    AdaptiveAvgPool3d,
-    AdaptiveMaxPool1d,
-    AdaptiveMaxPool2d,
-    AdaptiveMaxPool3d,
-    AvgPool1d,
-    AvgPool3d,
-    CircularPad1d,
-    CircularPad2d,
-    CircularPad3d,
-    ConstantPad1d,
-    ConstantPad2d,
-    ConstantPad3d,
-    Conv3d,
-    ConvTranspose1d,
-    ConvTranspose3d,
-    Fold,
-    MaxPool1d,
-    MaxPool3d,
-    PixelShuffle,
-    PixelUnshuffle,
-    ReflectionPad1d,
-    ReflectionPad2d,
-    ReflectionPad3d,
-    ReplicationPad1d,
-    ReplicationPad2d,
-    ReplicationPad3d,
-    Unfold,
-    Upsample,
-    UpsamplingBilinear2d,
-    UpsamplingNearest2d,
-    ZeroPad1d,
-    ZeroPad2d,
-    ZeroPad3d,
-)
-
-__all__ += [
-    "Conv3d",
-    "ConvTranspose1d",
-    "ConvTranspose3d",
-    "MaxPool1d",
-    "MaxPool3d",
-    "AvgPool1d",
-    "AvgPool3d",
-    "AdaptiveAvgPool1d",
-    "AdaptiveAvgPool3d",
-    "AdaptiveMaxPool1d",
-    "AdaptiveMaxPool2d",
-    "AdaptiveMaxPool3d",
-    "Upsample",
-    "UpsamplingNearest2d",
-    "UpsamplingBilinear2d",
-    "PixelShuffle",
-    "PixelUnshuffle",
-    "Unfold",
-    "Fold",
-    "ZeroPad1d",
-    "ZeroPad2d",
-    "ZeroPad3d",
-    "ConstantPad1d",
-    "ConstantPad2d",
-    "ConstantPad3d",
-    "ReflectionPad1d",
-    "ReflectionPad2d",
-    "ReflectionPad3d",
-    "ReplicationPad1d",
-    "ReplicationPad2d",
-    "ReplicationPad3d",
-    "CircularPad1d",
-    "CircularPad2d",
-    "CircularPad3d",
-]
-
-# PyTorch's further layers: activations, normalization, dropout variants, bags, similarities
-# and the Transformer family
-from tapegrad.nn._activations import (  # noqa: E402
-    CELU,
-    ELU,
-    GLU,
-    SELU,
-    Hardsigmoid,
-    Hardswish,
-    Hardtanh,
-    LogSigmoid,
-    Mish,
-    PReLU,
-    ReLU6,
-    Softplus,
-    Softsign,
-)
-from tapegrad.nn._extra_layers import (  # noqa: E402
-    AlphaDropout,
-    Bilinear,
-    CosineSimilarity,
-    Dropout1d,
-    Dropout2d,
-    Dropout3d,
-    EmbeddingBag,
-    InstanceNorm1d,
-    InstanceNorm2d,
-    PairwiseDistance,
-    Unflatten,
-)
-from tapegrad.nn._transformer import (  # noqa: E402
-    MultiheadAttention,
-    Transformer,
-    TransformerDecoder,
-    TransformerDecoderLayer,
-    TransformerEncoder,
-    TransformerEncoderLayer,
-)
-
-__all__ += [
-    "ELU",
-    "SELU",
-    "CELU",
-    "Hardtanh",
-    "ReLU6",
-    "Hardsigmoid",
-    "Hardswish",
-    "Softplus",
-    "Softsign",
-    "Mish",
-    "GLU",
-    "LogSigmoid",
-    "PReLU",
-    "InstanceNorm1d",
-    "InstanceNorm2d",
-    "Bilinear",
-    "Unflatten",
-    "Dropout1d",
-    "Dropout2d",
-    "Dropout3d",
-    "AlphaDropout",
-    "EmbeddingBag",
-    "CosineSimilarity",
-    "PairwiseDistance",
-    "MultiheadAttention",
-    "TransformerEncoderLayer",
-    "TransformerDecoderLayer",
-    "TransformerEncoder",
-    "TransformerDecoder",
-    "Transformer",
-]
+# the Transformer family and PyTorch's loss Modules
+__all__ += _transformer.__all__
+__all__ += _loss_modules.__all__

@@ -23,6 +23,7 @@ from tapegrad.core.backend import backend_of
 from tapegrad.core.tensor import Tensor
 from tapegrad.nn._functional import (
     _adaptive_matrix,
+    _check_groups,
     _floating,
     _image,
     _like,
@@ -159,13 +160,7 @@ def _conv_nd(nd, who, input, weight, bias, stride, padding, dilation, groups) ->
     x, unbatched = _spatial_input(input, nd, who)
     w = _weight(weight, x, nd, "C_out, C_in / groups", who)
     groups = _groups(groups, who)
-    c_in, c_out = x.shape[1], w.shape[0]
-    if c_in % groups or c_out % groups or w.shape[1] != c_in // groups:
-        raise ValueError(
-            f"{who}: input has {c_in} channels and weight has shape {w.shape} with groups="
-            f"{groups}; need C_in and C_out divisible by groups and weight.shape[1] == "
-            "C_in / groups"
-        )
+    _, c_out = _check_groups(x, w, groups, who)
     stride = _ints(stride, nd, "stride", who)
     dilation = _ints(dilation, nd, "dilation", who)
     kernel = tuple(w.shape[2:])

@@ -194,6 +194,12 @@ def _conv_forward(layer: _ConvNd, x, conv):
 class _ConvTransposeNd(_ConvNd):
     _transposed = True
 
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
+                 padding_mode: str = "zeros", *, key=None, device=None, dtype=np.float32):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, output_padding, key, device, dtype)
+
     def forward(self, input, output_size=None):
         """``(N, in_channels, *spatial)`` (or unbatched) -> ``(N, out_channels, *out)``;
         ``output_size`` (the spatial size wanted, optionally with the leading dims) picks the
@@ -231,42 +237,25 @@ def _output_padding(who, spatial, output_size, stride, padding, dilation, kernel
     return tuple(pads)
 
 
-class ConvTranspose1d(_ConvTransposeNd):
-    __doc__ = """1-D transposed convolution over ``(N, C, L)`` inputs (PyTorch's
-    ``nn.ConvTranspose1d``), a thin wrapper over
-    :func:`~tapegrad.nn.functional.conv_transpose1d`; ``forward(input, output_size=None)``.
+def _conv_transpose_doc(nd: int, input_shape: str, pair: str, kernel: str) -> str:
+    return f"""{nd}-D transposed convolution over ``{input_shape}`` inputs (PyTorch's
+    ``nn.ConvTranspose{nd}d``), a thin wrapper over
+    :func:`~tapegrad.nn.functional.conv_transpose{nd}d`; ``forward(input, output_size=None)``.
     """ + _CONV_ARGS.format(
-        nd=1, same="", extra="output_padding: Int >= 0, smaller than stride or dilation.\n"
-        "        ", modes="``\"zeros\"`` only, as PyTorch.",
-        layout="(in_channels, out_channels / groups, k)",
+        nd=nd, same="", extra=f"output_padding: Int{pair} >= 0, smaller than stride or "
+        "dilation.\n        ", modes="``\"zeros\"`` only, as PyTorch.",
+        layout=f"(in_channels, out_channels / groups, {kernel})",
         more=", or ``output_padding`` too large")
 
-    _nd = 1
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
-                 padding_mode: str = "zeros", *, key=None, device=None, dtype=np.float32):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, output_padding, key, device, dtype)
+class ConvTranspose1d(_ConvTransposeNd):
+    __doc__ = _conv_transpose_doc(1, "(N, C, L)", "", "k")
+    _nd = 1
 
 
 class ConvTranspose3d(_ConvTransposeNd):
-    __doc__ = """3-D transposed convolution over ``(N, C, D, H, W)`` inputs (PyTorch's
-    ``nn.ConvTranspose3d``), a thin wrapper over
-    :func:`~tapegrad.nn.functional.conv_transpose3d`; ``forward(input, output_size=None)``.
-    """ + _CONV_ARGS.format(
-        nd=3, same="", extra="output_padding: Int or triple >= 0, smaller than stride or "
-        "dilation.\n        ", modes="``\"zeros\"`` only, as PyTorch.",
-        layout="(in_channels, out_channels / groups, kD, kH, kW)",
-        more=", or ``output_padding`` too large")
-
+    __doc__ = _conv_transpose_doc(3, "(N, C, D, H, W)", " or triple", "kD, kH, kW")
     _nd = 3
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
-                 padding_mode: str = "zeros", *, key=None, device=None, dtype=np.float32):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, output_padding, key, device, dtype)
 
 
 # -- pooling ---------------------------------------------------------------------------------
@@ -584,9 +573,8 @@ class Upsample(Module):
         return info + f", mode={self.mode!r}"
 
 
-class UpsamplingNearest2d(Upsample):
-    """2-D nearest-neighbour upsampling (PyTorch's ``nn.UpsamplingNearest2d``):
-    ``Upsample(size, scale_factor, mode="nearest")``.
+_UPSAMPLING_DOC = """2-D {what} (PyTorch's ``nn.{name}``):
+    ``Upsample(size, scale_factor, {mode})``.
 
     Args:
         size: Output size (int or pair).
@@ -595,75 +583,76 @@ class UpsamplingNearest2d(Upsample):
     Raises:
         TypeError, ValueError: as :class:`Upsample`.
     """
+
+
+class UpsamplingNearest2d(Upsample):
+    __doc__ = _UPSAMPLING_DOC.format(what="nearest-neighbour upsampling",
+                                     name="UpsamplingNearest2d", mode='mode="nearest"')
 
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, mode="nearest")
 
 
 class UpsamplingBilinear2d(Upsample):
-    """2-D bilinear upsampling with ``align_corners=True`` (PyTorch's
-    ``nn.UpsamplingBilinear2d``).
-
-    Args:
-        size: Output size (int or pair).
-        scale_factor: Number or pair; give ``size`` or ``scale_factor``, not both.
-
-    Raises:
-        TypeError, ValueError: as :class:`Upsample`.
-    """
+    __doc__ = _UPSAMPLING_DOC.format(what="bilinear upsampling with ``align_corners=True``",
+                                     name="UpsamplingBilinear2d",
+                                     mode='mode="bilinear", align_corners=True')
 
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
 
 
-class PixelShuffle(Module):
-    """``(*, C r^2, H, W) -> (*, C, H r, W r)`` (PyTorch's ``nn.PixelShuffle``), see
-    :func:`~tapegrad.nn.functional.pixel_shuffle`.
+class _PixelShuffleNd(Module):
+    """A pixel (un)shuffle: ``_fn(input, factor)``, the factor kept under the name ``_arg``."""
+
+    _arg = ""
+
+    @staticmethod
+    def _fn(input, factor, /):
+        raise NotImplementedError
+
+    def _set_factor(self, factor) -> None:
+        setattr(self, self._arg, P._shuffle_factor(factor, self._arg, type(self).__name__))
+
+    def forward(self, input):
+        """The rearranged input."""
+        return type(self)._fn(input, getattr(self, self._arg))
+
+    def extra_repr(self) -> str:
+        """PyTorch's configuration string."""
+        return f"{self._arg}={getattr(self, self._arg)}"
+
+
+_SHUFFLE_DOC = """``{shapes}`` (PyTorch's ``nn.{name}``), see
+    :func:`~tapegrad.nn.functional.{fn}`.
 
     Args:
-        upscale_factor: ``r >= 1``.
+        {arg}: ``r >= 1``.
 
     Raises:
         TypeError: for a non-int factor. ValueError: for a factor < 1.
     """
+
+
+class PixelShuffle(_PixelShuffleNd):
+    __doc__ = _SHUFFLE_DOC.format(shapes="(*, C r^2, H, W) -> (*, C, H r, W r)",
+                                  name="PixelShuffle", fn="pixel_shuffle", arg="upscale_factor")
+    _arg, _fn = "upscale_factor", staticmethod(P.pixel_shuffle)
 
     def __init__(self, upscale_factor: int):
         super().__init__()
-        self.upscale_factor = P._shuffle_factor(upscale_factor, "upscale_factor",
-                                                "PixelShuffle")
-
-    def forward(self, input):
-        """The shuffled input."""
-        return P.pixel_shuffle(input, self.upscale_factor)
-
-    def extra_repr(self) -> str:
-        """PyTorch's configuration string."""
-        return f"upscale_factor={self.upscale_factor}"
+        self._set_factor(upscale_factor)
 
 
-class PixelUnshuffle(Module):
-    """``(*, C, H r, W r) -> (*, C r^2, H, W)`` (PyTorch's ``nn.PixelUnshuffle``), see
-    :func:`~tapegrad.nn.functional.pixel_unshuffle`.
-
-    Args:
-        downscale_factor: ``r >= 1``.
-
-    Raises:
-        TypeError: for a non-int factor. ValueError: for a factor < 1.
-    """
+class PixelUnshuffle(_PixelShuffleNd):
+    __doc__ = _SHUFFLE_DOC.format(shapes="(*, C, H r, W r) -> (*, C r^2, H, W)",
+                                  name="PixelUnshuffle", fn="pixel_unshuffle",
+                                  arg="downscale_factor")
+    _arg, _fn = "downscale_factor", staticmethod(P.pixel_unshuffle)
 
     def __init__(self, downscale_factor: int):
         super().__init__()
-        self.downscale_factor = P._shuffle_factor(downscale_factor, "downscale_factor",
-                                                  "PixelUnshuffle")
-
-    def forward(self, input):
-        """The unshuffled input."""
-        return P.pixel_unshuffle(input, self.downscale_factor)
-
-    def extra_repr(self) -> str:
-        """PyTorch's configuration string."""
-        return f"downscale_factor={self.downscale_factor}"
+        self._set_factor(downscale_factor)
 
 
 class Unfold(Module):

@@ -183,6 +183,23 @@ def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor
     return x / tnp.maximum(_norm(x, p, axis, True), eps)
 
 
+def _broadcast_pair(x1, x2, who: str) -> tuple:
+    """``x1`` (floating) and ``x2`` (cast to its dtype) as Tensors, and their broadcast shape.
+
+    Raises:
+        TypeError: for a non-floating ``x1`` or a non-numeric ``x2``.
+        ValueError: for shapes that do not broadcast, naming ``who``.
+    """
+    a = F._floating(x1, who, "x1")
+    b = F._like(x2, a, who, "x2")
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ValueError(f"{who}: x1 of shape {a.shape} and x2 of shape {b.shape} do not "
+                         "broadcast together") from None
+    return a, b, shape
+
+
 def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """Cosine of the angle between ``x1`` and ``x2`` along ``dim``
     (``torch.nn.functional.cosine_similarity``).
@@ -204,13 +221,7 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8) -> Tensor:
             ``dim`` out of range.
     """
     who = "cosine_similarity"
-    a = F._floating(x1, who, "x1")
-    b = F._like(x2, a, who, "x2")
-    try:
-        shape = np.broadcast_shapes(a.shape, b.shape)
-    except ValueError:
-        raise ValueError(f"{who}: x1 of shape {a.shape} and x2 of shape {b.shape} do not "
-                         "broadcast together") from None
+    a, b, shape = _broadcast_pair(x1, x2, who)
     a, b = tnp.broadcast_to(a, shape), tnp.broadcast_to(b, shape)
     axis = _dim(a, dim, who)
     eps = _eps(who, eps)
@@ -242,13 +253,7 @@ def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool =
             ``p < 0``.
     """
     who = "pairwise_distance"
-    a = F._floating(x1, who, "x1")
-    b = F._like(x2, a, who, "x2")
-    try:
-        shape = np.broadcast_shapes(a.shape, b.shape)
-    except ValueError:
-        raise ValueError(f"{who}: x1 of shape {a.shape} and x2 of shape {b.shape} do not "
-                         "broadcast together") from None
+    a, b, shape = _broadcast_pair(x1, x2, who)
     p = _order(who, p)
     eps = F._real_arg(eps, who, "eps")
     keepdim = _flag(who, "keepdim", keepdim)

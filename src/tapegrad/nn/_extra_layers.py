@@ -14,7 +14,15 @@ from tapegrad.core._keywords import strict_all
 from tapegrad.core.tensor import Tensor
 from tapegrad.nn import _extra_functional as XF
 from tapegrad.nn import init
-from tapegrad.nn.layers import _bool, _keys, _param_dtype, _place, _positive, _real
+from tapegrad.nn.layers import (
+    _bool,
+    _keys,
+    _no_inplace,
+    _param_dtype,
+    _place,
+    _positive,
+    _real,
+)
 from tapegrad.nn.module import Module
 
 __all__ = [
@@ -30,16 +38,6 @@ __all__ = [
     "CosineSimilarity",
     "PairwiseDistance",
 ]
-
-
-def _no_inplace(who: str, inplace) -> bool:
-    if _bool(who, "inplace", inplace):
-        raise ValueError(
-            f"{who}: inplace=True is not possible: tapegrad Tensors are immutable and every "
-            "layer returns a new Tensor. Use inplace=False (the default) and keep the result "
-            "(x = layer(x))."
-        )
-    return False
 
 
 def _int(who: str, name: str, value) -> int:

@@ -25,7 +25,10 @@ out_features)`` (``y = x @ W + b``, Flax's layout, *not* PyTorch's transposed
 one); a convolution weight is ``(C_out, C_in / groups, kH, kW)`` (PyTorch's layout).
 """
 
-from tapegrad.nn import _functional
+from tapegrad.nn import _activations, _conv_pool, _extra_functional, _functional, _losses
+from tapegrad.nn._activations import *  # noqa: F401,F403
+from tapegrad.nn._conv_pool import *  # noqa: F401,F403
+from tapegrad.nn._extra_functional import *  # noqa: F401,F403
 from tapegrad.nn._functional import *  # noqa: F401,F403
 from tapegrad.nn._functional import (  # noqa: F401  (helpers the layers and tests read here)
     _GATES,
@@ -42,146 +45,14 @@ from tapegrad.nn._functional import (  # noqa: F401  (helpers the layers and tes
     _rnn_step,
     _single,
 )
+from tapegrad.nn._losses import *  # noqa: F401,F403
 
 __all__ = []
 __all__ += _functional.__all__
-__all__ += ["conv_transpose2d", "max_pool2d", "avg_pool2d"]
-
-# -- PyTorch's other losses (defined in tapegrad.nn._losses) ---------------------------------
-from tapegrad.nn._losses import (  # noqa: E402
-    CTCLoss,
-    cosine_embedding_loss,
-    ctc_loss,
-    gaussian_nll_loss,
-    hinge_embedding_loss,
-    margin_ranking_loss,
-    multi_margin_loss,
-    multilabel_margin_loss,
-    multilabel_soft_margin_loss,
-    poisson_nll_loss,
-    soft_margin_loss,
-    triplet_margin_loss,
-)
-
-__all__ += [
-    "poisson_nll_loss",
-    "gaussian_nll_loss",
-    "margin_ranking_loss",
-    "cosine_embedding_loss",
-    "triplet_margin_loss",
-    "multi_margin_loss",
-    "multilabel_margin_loss",
-    "multilabel_soft_margin_loss",
-    "soft_margin_loss",
-    "hinge_embedding_loss",
-    "ctc_loss",
-    "CTCLoss",
-]
-
-# -- convolution, pooling, padding and resampling in 1, 2 and 3 spatial dims ------------------
-from tapegrad.nn._conv_pool import (  # noqa: E402
-    adaptive_avg_pool1d,
-    adaptive_avg_pool3d,
-    adaptive_max_pool1d,
-    adaptive_max_pool2d,
-    adaptive_max_pool3d,
-    affine_grid,
-    avg_pool1d,
-    avg_pool2d,
-    avg_pool3d,
-    conv3d,
-    conv_transpose1d,
-    conv_transpose2d,
-    conv_transpose3d,
-    fold,
-    grid_sample,
-    interpolate,
-    max_pool1d,
-    max_pool2d,
-    max_pool3d,
-    pad,
-    pixel_shuffle,
-    pixel_unshuffle,
-    unfold,
-)
-
-__all__ += [
-    "conv3d",
-    "conv_transpose1d",
-    "conv_transpose3d",
-    "max_pool1d",
-    "max_pool3d",
-    "avg_pool1d",
-    "avg_pool3d",
-    "adaptive_avg_pool1d",
-    "adaptive_avg_pool3d",
-    "adaptive_max_pool1d",
-    "adaptive_max_pool2d",
-    "adaptive_max_pool3d",
-    "pad",
-    "interpolate",
-    "grid_sample",
-    "affine_grid",
-    "unfold",
-    "fold",
-    "pixel_shuffle",
-    "pixel_unshuffle",
-]
-
-
-# -- more of torch.nn.functional (defined in their own modules, exported here) ---------------
-from tapegrad.nn._activations import (  # noqa: E402
-    celu,
-    elu,
-    glu,
-    hardsigmoid,
-    hardswish,
-    hardtanh,
-    logsigmoid,
-    mish,
-    prelu,
-    relu6,
-    selu,
-    softsign,
-)
-from tapegrad.nn._extra_functional import (  # noqa: E402
-    alpha_dropout,
-    bilinear,
-    cosine_similarity,
-    dropout1d,
-    dropout2d,
-    dropout3d,
-    embedding_bag,
-    gumbel_softmax,
-    instance_norm,
-    normalize,
-    one_hot,
-    pairwise_distance,
-)
-
-__all__ += [
-    "elu",
-    "selu",
-    "celu",
-    "hardtanh",
-    "relu6",
-    "hardsigmoid",
-    "hardswish",
-    "softsign",
-    "mish",
-    "glu",
-    "logsigmoid",
-    "prelu",
-    "one_hot",
-    "normalize",
-    "cosine_similarity",
-    "pairwise_distance",
-    "bilinear",
-    "instance_norm",
-    "dropout1d",
-    "dropout2d",
-    "dropout3d",
-    "alpha_dropout",
-    "embedding_bag",
-    "gumbel_softmax",
-]
+# the rest of torch.nn.functional, each part defined in its own module: activations,
+# normalization, dropout variants and similarities; losses; convolution, pooling, padding and
+# resampling in 1, 2 and 3 spatial dims
+__all__.extend(_activations.__all__)
+__all__.extend(_extra_functional.__all__)
+__all__.extend(_losses.__all__)
+__all__.extend(_conv_pool.__all__)

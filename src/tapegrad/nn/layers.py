@@ -129,14 +129,16 @@ def _bool(who: str, name: str, value) -> bool:
     return bool(value)
 
 
-def _no_inplace(who: str, inplace) -> None:
-    """PyTorch's ``inplace=``: tapegrad's Tensors are immutable, so only False is meaningful."""
+def _no_inplace(who: str, inplace) -> bool:
+    """PyTorch's ``inplace=``: tapegrad's Tensors are immutable, so only False is meaningful
+    (and returned)."""
     if _bool(who, "inplace", inplace):
         raise ValueError(
             f"{who}: inplace=True is not possible: tapegrad Tensors are immutable and every "
             "layer returns a new Tensor. Use inplace=False (the default) and keep the result "
             "(x = layer(x))."
         )
+    return False
 
 
 def _one_of(who: str, name: str, value, alias: str, alias_value, default):
@@ -1681,23 +1683,29 @@ class _RNNBase(Module):
     """Multi-layer, optionally bidirectional recurrent layer over whole sequences."""
 
     _who = ""
+    _kind = ""  # the cell of LSTM and GRU ("lstm", "gru"); RNN's depends on its nonlinearity
     _keyword_hints = {"proj_size": _UNSUPPORTED}
 
     def __init__(
         self,
-        mode,
-        input_size,
-        hidden_size,
-        num_layers,
-        bias,
-        batch_first,
-        dropout,
-        bidirectional,
-        key,
-        device,
-        dtype,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        *,
+        key=None,
+        device=None,
+        dtype=np.float32,
     ):
-        super().__init__()
+        self._build(self._kind, input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                    bidirectional, key, device, dtype)
+
+    def _build(self, mode, input_size, hidden_size, num_layers, bias, batch_first, dropout,
+               bidirectional, key, device, dtype):
+        Module.__init__(self)
         who = self._who
         dtype = _param_dtype(who, dtype)
         _positive(who, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
@@ -1912,19 +1920,8 @@ class RNN(_RNNBase):
     ):
         if nonlinearity not in ("tanh", "relu"):
             raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
-        super().__init__(
-            "rnn_" + nonlinearity,
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            key,
-            device,
-            dtype,
-        )
+        self._build("rnn_" + nonlinearity, input_size, hidden_size, num_layers, bias, batch_first,
+                    dropout, bidirectional, key, device, dtype)
         self.nonlinearity = nonlinearity
 
 
@@ -1940,35 +1937,7 @@ class LSTM(_RNNBase):
         Hochreiter and Schmidhuber, "Long Short-Term Memory", Neural Computation, 1997.
     """
     )
-    _who = "LSTM"
-
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        bias: bool = True,
-        batch_first: bool = False,
-        dropout: float = 0.0,
-        bidirectional: bool = False,
-        *,
-        key=None,
-        device=None,
-        dtype=np.float32,
-    ):
-        super().__init__(
-            "lstm",
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            key,
-            device,
-            dtype,
-        )
+    _who, _kind = "LSTM", "lstm"
 
 
 class GRU(_RNNBase):
@@ -1991,32 +1960,4 @@ class GRU(_RNNBase):
         ((3, 5, 8), (2, 3, 8))
     """
     )
-    _who = "GRU"
-
-    def __init__(
-        self,
-        input_size: int,
-        hidden_size: int,
-        num_layers: int = 1,
-        bias: bool = True,
-        batch_first: bool = False,
-        dropout: float = 0.0,
-        bidirectional: bool = False,
-        *,
-        key=None,
-        device=None,
-        dtype=np.float32,
-    ):
-        super().__init__(
-            "gru",
-            input_size,
-            hidden_size,
-            num_layers,
-            bias,
-            batch_first,
-            dropout,
-            bidirectional,
-            key,
-            device,
-            dtype,
-        )
+    _who, _kind = "GRU", "gru"

@@ -40,10 +40,10 @@ __all__ = [
 ]
 
 
-def _refusing_trace(t: Tensor):
+def _refusing_trace(t: Tensor | None):
     """``"vmap"`` or ``"jit"`` when a running transform holding ``t`` cannot take a value read
-    from it (a batched value stands for many examples; a replayed tape would keep the result
-    of the first call), else None."""
+    from it or computed outside tapegrad (a batched value stands for many examples; a replayed
+    tape would keep the result of the first call), else None."""
     while t is not None and t._level:
         trace = t._trace
         if not trace.done:
@@ -51,7 +51,7 @@ def _refusing_trace(t: Tensor):
                 return "vmap"
             if trace.replays:
                 return "jit"
-        t = t._primal  # pyright: ignore[reportAssignmentType]
+        t = t._primal
     return None
 
 

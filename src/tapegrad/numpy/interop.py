@@ -48,6 +48,7 @@ from tapegrad import numpy as _tnp_module
 from tapegrad.core.tensor import Tensor, host_value
 from tapegrad.core.tree import tree_leaves, tree_map
 from tapegrad.numpy._dlpack import _dlpack, _dlpack_device, from_dlpack  # noqa: F401  (re-exported)
+from tapegrad.numpy._passthrough import _refusing_trace
 
 __all__ = ["from_dlpack", "numpy_dispatch_target"]
 
@@ -165,21 +166,6 @@ def _missing(func, extra: str = "") -> TypeError:
         "constant result is really meant."
     )
     return TypeError(msg)
-
-
-def _refusing_trace(t: Tensor | None):
-    """``"vmap"`` or ``"jit"`` when a running transform holding ``t`` cannot take a value
-    computed outside tapegrad (a batched value stands for many examples; a replayed tape would
-    keep the value of the first call), else None."""
-    while t is not None and t._level:
-        trace = t._trace
-        if not trace.done:
-            if trace.batched:
-                return "vmap"
-            if trace.replays:
-                return "jit"
-        t = t._primal
-    return None
 
 
 def _passthrough(func, qual: str, args, kwargs):

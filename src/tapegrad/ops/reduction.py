@@ -680,6 +680,17 @@ class Min(Function):
         return _reduced_shape(shape, axes, keepdims)
 
 
+def _arg_batch(cls, args, batched, size, axis=None, keepdims=False):
+    """The batching rule of an index reduction (argmax, argmin and their NaN-ignoring forms):
+    one call with the axis shifted past the batch axis, or, for the flattened input (``axis
+    None``), the flat index per example."""
+    x = args[0]
+    if axis is not None:
+        return cls.apply(x, axis=shift_axes(axis, x.ndim - 1, cls._name()), keepdims=keepdims)
+    flat = cls.apply(x.reshape((x.shape[0], -1)), axis=1)  # the flat index per example
+    return flat.reshape((x.shape[0],) + (1,) * (x.ndim - 1)) if keepdims else flat
+
+
 def _arg_shape(op, shape, axis, keepdims):
     if axis is None:
         if len(shape) and _count(shape, range(len(shape))) == 0:
@@ -699,14 +710,7 @@ class ArgMax(Function):
     """Index of the maximum along one ``axis`` (int) or of the flattened input (``None``),
     NumPy semantics: the first occurrence at ties, int64 (``intp``) output, no gradient."""
 
-    @classmethod
-    def batch(cls, args, batched, size, axis=None, keepdims=False):
-        x = args[0]
-        if axis is not None:
-            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1, cls._name()),
-                             keepdims=keepdims)
-        flat = cls.apply(x.reshape((x.shape[0], -1)), axis=1)  # the flat index per example
-        return flat.reshape((x.shape[0],) + (1,) * (x.ndim - 1)) if keepdims else flat
+    batch = classmethod(_arg_batch)
 
     oper = "argmax"
     differentiable = False
@@ -753,14 +757,7 @@ class ArgMax(Function):
 class ArgMin(Function):
     """Index of the minimum (see :class:`ArgMax`); first occurrence at ties, no gradient."""
 
-    @classmethod
-    def batch(cls, args, batched, size, axis=None, keepdims=False):
-        x = args[0]
-        if axis is not None:
-            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1, cls._name()),
-                             keepdims=keepdims)
-        flat = cls.apply(x.reshape((x.shape[0], -1)), axis=1)  # the flat index per example
-        return flat.reshape((x.shape[0],) + (1,) * (x.ndim - 1)) if keepdims else flat
+    batch = classmethod(_arg_batch)
 
     oper = "argmin"
     differentiable = False

@@ -19,11 +19,10 @@ import numpy as np
 
 from tapegrad.core.function import Function
 from tapegrad.core.tensor import Tensor
-from tapegrad.ops._batching import shift_axes
 from tapegrad.ops._registry import bool_arg, expose, tensor_arg
 from tapegrad.ops.elementwise import Where
 from tapegrad.ops.movement import Concatenate
-from tapegrad.ops.reduction import _arg_shape
+from tapegrad.ops.reduction import _arg_batch, _arg_shape
 
 __all__ = ["NanArgMax", "NanArgMin", "Roots"]
 
@@ -47,14 +46,7 @@ class _NanArg(Function):
                 )
         return ctx.backend.asarray(fn(x, axis=axis, keepdims=keepdims))
 
-    @classmethod
-    def batch(cls, args, batched, size, axis=None, keepdims=False):
-        x = args[0]
-        if axis is not None:
-            return cls.apply(x, axis=shift_axes(axis, x.ndim - 1, cls._name()),
-                             keepdims=keepdims)
-        flat = cls.apply(x.reshape((x.shape[0], -1)), axis=1)  # the flat index per example
-        return flat.reshape((x.shape[0],) + (1,) * (x.ndim - 1)) if keepdims else flat
+    batch = classmethod(_arg_batch)
 
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):

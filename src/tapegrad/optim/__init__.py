@@ -10,21 +10,11 @@ of it, with PyTorch's schedulers (:class:`ReduceLROnPlateau`, :class:`LambdaLR`,
 :class:`OneCycleLR`). See ``docs/optim.md``.
 """
 
-from tapegrad.optim import combinators, schedules, transforms
+from tapegrad.optim import combinators, optimizer, schedules, transforms
 from tapegrad.optim._finite import ApplyIfFinite, apply_if_finite
 from tapegrad.optim._finite import ApplyIfFiniteState as ApplyIfFiniteState  # (Optax's NamedTuple)
 from tapegrad.optim.combinators import MultiSteps, add_decayed_weights, masked, multi_transform
-from tapegrad.optim.optimizer import (
-    SGD,
-    Adagrad,
-    Adam,
-    AdamW,
-    Lion,
-    Optimizer,
-    ReduceLROnPlateau,
-    RMSprop,
-    is_module,
-)
+from tapegrad.optim.optimizer import *  # noqa: F401,F403
 from tapegrad.optim.schedules import (
     CosineAnnealingWarmRestarts,
     CosineScheduler,
@@ -123,25 +113,19 @@ __all__ = [
     "sgdr_schedule",
     "LRScheduler",
     "CosineScheduler",
-    "Optimizer",
-    "SGD",
-    "Adam",
-    "AdamW",
-    "RMSprop",
-    "Adagrad",
-    "Lion",
-    "ReduceLROnPlateau",
     "LambdaLR",
     "MultiStepLR",
     "CosineAnnealingWarmRestarts",
     "CyclicLR",
     "OneCycleLR",
-    "is_module",
     "apply_if_finite",
     "ApplyIfFinite",
 ]
+# the stateful optimizers (PyTorch's API)
+__all__ += optimizer.__all__
 
 # -- more optimizers and wrappers: Optax's (pure) and PyTorch's (stateful) ---------------------
+from tapegrad.optim import _extra_optimizers  # noqa: E402
 from tapegrad.optim._extra import (  # noqa: E402
     adabelief,
     adadelta,
@@ -184,7 +168,7 @@ from tapegrad.optim._extra_lbfgs import (  # noqa: E402
     scale_by_zoom_linesearch,
     value_and_grad_from_state,
 )
-from tapegrad.optim._extra_optimizers import LBFGS, Adadelta, Adamax, NAdam, RAdam  # noqa: E402
+from tapegrad.optim._extra_optimizers import *  # noqa: E402,F401,F403
 from tapegrad.optim._extra_schedule_free import (  # noqa: E402
     schedule_free,
     schedule_free_adamw,
@@ -201,6 +185,6 @@ __all__ += [
     "zero_nans", "add_noise", "ema", "parameter_ema", "incremental_update", "periodic_update",
     "scale_by_lbfgs", "scale_by_zoom_linesearch", "value_and_grad_from_state",
     "inject_hyperparams", "lookahead", "LookaheadParams",
-    "NAdam", "RAdam", "Adamax", "Adadelta", "LBFGS",
     "schedule_free", "schedule_free_sgd", "schedule_free_adamw", "schedule_free_eval_params",
 ]  # fmt: skip
+__all__ += _extra_optimizers.__all__

@@ -53,6 +53,7 @@ from tapegrad.optim.transforms import (
     _check_match,
     _check_nonneg,
     _check_number,
+    _find_dicts,
     _leaves,
     _like_leaf,
     _next_count,
@@ -672,19 +673,7 @@ def lbfgs(
 def _find_value_and_grad(state):
     """The ``(value, grad)`` a line search keeps in ``state``: the unique dict with both
     keys, searched through dicts, tuples and lists."""
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if "value" in node and "grad" in node:
-                found.append(node)
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, (tuple, list)):
-            for v in node:
-                walk(v)
-
-    walk(state)
+    found = _find_dicts(state, lambda d: "value" in d and "grad" in d)
     if len(found) != 1:
         raise ValueError(
             "value_and_grad_from_state: the state must hold exactly one line-search state (a "

@@ -47,6 +47,7 @@ from tapegrad.optim.transforms import (
     _check_nonneg,
     _check_number,
     _checked_rate,
+    _find_dicts,
     _leaves,
     _like_leaf,
     _next_count,
@@ -290,21 +291,7 @@ def schedule_free_adamw(learning_rate: float | Schedule = 0.0025, warmup_steps: 
 
 
 def _find_state(state):
-    found = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            if set(node) == set(_KEYS):
-                found.append(node)
-                return
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, (tuple, list)):
-            for v in node:
-                walk(v)
-
-    walk(state)
-    return found
+    return _find_dicts(state, lambda d: set(d) == set(_KEYS), descend=False)
 
 
 def schedule_free_eval_params(state, params):

@@ -203,6 +203,27 @@ def _scale_leaf(t: Tensor, factor) -> Tensor:
     return tnp.multiply(t, factor)
 
 
+def _find_dicts(state, match, descend: bool = True) -> list:
+    """The dicts in ``state`` (searched through dicts, tuples and lists) for which
+    ``match(d)`` holds, in order; ``descend=False`` does not search inside a match."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            if match(node):
+                found.append(node)
+                if not descend:
+                    return
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, (tuple, list)):
+            for v in node:
+                walk(v)
+
+    walk(state)
+    return found
+
+
 # -- norms -----------------------------------------------------------------------------------
 def global_norm(tree, ord: float = 2.0) -> Tensor:  # noqa: A002
     """The ``ord``-norm of all leaves of ``tree`` taken together, as one flat vector.
