@@ -1327,6 +1327,24 @@ def _(cls):
     return [Case(arrays(((3, 4), U()), ((4,), U())), fn=_while_fn, label="three steps")]
 
 
+def _revolve_fn(x, y):
+    """The gradient of a scan reversed from at most two stored carries (the Revolve step)."""
+    def loss(w):
+        def step(c, row):
+            c = tnp.tanh(c * w + row)
+            return c, c * row
+
+        c, ys = tg.scan(step, x[0], x, checkpoint=2)
+        return tnp.sum(ys) + tnp.sum(c)
+
+    return tg.grad(loss)(y)
+
+
+@spec(cf.Revolve)
+def _(cls):
+    return [Case(arrays(((5, 4), U()), ((4,), U())), fn=_revolve_fn, label="5 steps, 2 carries")]
+
+
 @spec(cf.Switch)
 def _(cls):
     return [Case(arrays(((3, 4), U()), ((4,), U())), fn=_switch_fn, label="branch 1")]

@@ -119,6 +119,16 @@ def _widens(step, avals) -> bool:
                for k, v in step.ins)
 
 
+
+def _last_uses(steps) -> dict:
+    """``{node: index of the last step reading it}`` over a program's steps (a guard reads
+    its node)."""
+    last: dict = {}
+    for i, s in enumerate(steps):
+        for n in ([s.node] if type(s) is Guard else [v for k, v in s.ins if k == "v"]):
+            last[n] = i
+    return last
+
 class Program:
     """A :class:`~tapegrad.Tape` compiled into one straight-line Python function.
 
@@ -258,10 +268,7 @@ class Program:
         leaves its group's steps as NumPy calls: the steps are fused again without it, and
         planned anew. Returns the output arrays."""
         live = self._live
-        last: dict = {}
-        for i, s in enumerate(live):
-            for n in ([s.node] if type(s) is Guard else [v for k, v in s.ins if k == "v"]):
-                last[n] = i
+        last = _last_uses(live)
         keep = {v for k, v in self._outputs if k == "v"}
         env = dict(zip(self.tape.in_nodes, arrays))
         for i, s in enumerate(live):
@@ -376,10 +383,7 @@ class Program:
         """Liveness and in-place writes: which values die at each step, and which elementwise
         steps can write into a dying input buffer the program owns."""
         steps = self._steps
-        last: dict = {}
-        for i, s in enumerate(steps):
-            for n in ([s.node] if type(s) is Guard else [v for k, v in s.ins if k == "v"]):
-                last[n] = i
+        last = _last_uses(steps)
         keep = {v for k, v in self._outputs if k == "v"}
         owned: dict = {}  # node -> buffer id (arrays the program made; views share the id)
         users: dict = {}  # buffer id -> nodes that may reference it
