@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapegrad.core.function import derive_context
 from tapegrad.core.trace import backward_pass
 
 __all__ = ["ResidualPlan", "plan_residuals", "residual_cotangents"]
@@ -68,22 +67,14 @@ def residual_cotangents(plan: ResidualPlan, inputs: list, res: list, wrt: list, 
     unkept residuals recomputed, then the body's backward rules. ``cts`` maps an output
     position to its cotangent; ``g_res`` are cotangents of the residuals (None at order 1)."""
     from tapegrad.core.tensor import const
+    from tapegrad.transforms.checkpoint import dependent_entries
 
     prog, tape = plan.prog, plan.body.tape
     env = dict(zip(prog.in_nodes, inputs))
     env.update(zip(plan.kept, res))
     wanted = {r for spec in prog.specs for r in spec if isinstance(r, int)}
     prog.run(env, wanted)
-    dep = {prog.in_nodes[i] for i in wrt}
-    entries = []
-    for e, spec in zip(prog.entries, prog.specs):
-        if e.ctx is not None and any(v in dep for v in e.in_nodes):
-            dep.update(e.out_nodes)
-            c = derive_context(
-                e.ctx, tuple(n and v in dep for n, v in zip(e.ctx.needs_input_grad,
-                                                            e.in_nodes)),
-                tuple(env[r] if isinstance(r, int) else r[1] for r in spec))
-            entries.append(e._replace(ctx=c))
+    entries = dependent_entries(prog, env, {prog.in_nodes[i] for i in wrt})
     ct: dict = {}
     for pos, g in cts.items():
         r = tape.out_refs[pos]

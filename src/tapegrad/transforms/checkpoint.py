@@ -204,6 +204,23 @@ class _Program:
         return [env[r] if isinstance(r, int) else r[1] for r in self.out_refs]
 
 
+
+def dependent_entries(prog, env: dict, dep: set) -> list:
+    """The entries of ``prog`` (a recorded program with saved-value ``specs``) that depend on
+    the nodes in ``dep`` (which grows with their outputs), each with a context of its own: a
+    cotangent wanted only for inputs that depend on ``dep``, and its saved values read from
+    ``env`` (``{node: value}``; a spec item that is not a node id holds the value)."""
+    entries = []
+    for e, spec in zip(prog.entries, prog.specs):
+        if e.ctx is not None and any(v in dep for v in e.in_nodes):
+            dep.update(e.out_nodes)
+            c = derive_context(
+                e.ctx, tuple(n and v in dep for n, v in zip(e.ctx.needs_input_grad,
+                                                            e.in_nodes)),
+                tuple(env[r] if isinstance(r, int) else r[1] for r in spec))
+            entries.append(e._replace(ctx=c))
+    return entries
+
 class PolicyCheckpoint(Function):
     """The primitive behind ``checkpoint(fun, save_only=..., budget_bytes=...)``.
 
@@ -262,15 +279,7 @@ class PolicyCheckpoint(Function):
         # Only the nodes that depend on an input needing a cotangent get one.
         tensor_needs = [n for n, k in zip(ctx.needs_input_grad, ctx.body.kinds) if k]
         dep = {v for v, need in zip(prog.in_nodes, tensor_needs) if need}
-        entries = []
-        for e, spec in zip(prog.entries, prog.specs):
-            if e.ctx is not None and any(v in dep for v in e.in_nodes):
-                dep.update(e.out_nodes)
-                c = derive_context(
-                    e.ctx, tuple(n and v in dep for n, v in zip(e.ctx.needs_input_grad,
-                                                                e.in_nodes)),
-                    tuple(env[r] if isinstance(r, int) else r[1] for r in spec))
-                entries.append(e._replace(ctx=c))
+        entries = dependent_entries(prog, env, dep)
         ct: dict = {}
         refs = [r if isinstance(r, int) else None for r in prog.out_refs] + list(prog.kept)
         for r, g in zip(refs, gs):

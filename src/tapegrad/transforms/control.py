@@ -494,6 +494,15 @@ def _scan_backward(body, consts, init, xs, cs, g_carry, g_ys, g_cs, needs, p):
                       length=length, reverse=not p["reverse"], unroll=p["unroll"],
                       save=_any_traced(args))
     outs = outs if isinstance(outs, tuple) else (outs,)
+    _place_cotangents(res, outs, kc, kk, kx, needs, n_consts, n_carry)
+    return tuple(res)
+
+
+def _place_cotangents(res: list, outs, kc, kk, kx, needs, n_consts: int, n_carry: int) -> None:
+    """Write the outputs of a reverse scan of a body's vjp into ``res`` (one slot per input
+    ``consts + init + xs``): the accumulated cotangents of the consts ``kc``, the final
+    cotangents of the carries ``kk`` (where ``needs`` wants them), then the stacked
+    cotangents of the xs ``kx``."""
     for i, v in zip(kc, outs[:len(kc)]):
         res[i] = v
     for i, v in zip(kk, outs[len(kc):len(kc) + len(kk)]):
@@ -502,7 +511,6 @@ def _scan_backward(body, consts, init, xs, cs, g_carry, g_ys, g_cs, needs, p):
     nacc = len(kc) + len(kk)
     for i, v in zip(kx, outs[nacc:nacc + len(kx)]):
         res[n_consts + n_carry + i] = v
-    return tuple(res)
 
 
 class Revolve(Function):
@@ -711,14 +719,7 @@ def _residual_backward(plan, consts, init, xs, cs, res, g_carry, g_ys, g_cs, g_r
     outs = _apply(Scan, *args, body=bwd, n_consts=n_consts, n_carry=len(kc) + len(kk),
                   length=length, reverse=not p["reverse"], unroll=p["unroll"],
                   save=_any_traced(args))
-    for i, v in zip(kc, outs[:len(kc)]):
-        out[i] = v
-    for i, v in zip(kk, outs[len(kc):len(kc) + len(kk)]):
-        if needs[n_consts + i]:
-            out[n_consts + i] = v
-    nacc = len(kc) + len(kk)
-    for i, v in zip(kx, outs[nacc:nacc + len(kx)]):
-        out[n_consts + n_carry + i] = v
+    _place_cotangents(out, outs, kc, kk, kx, needs, n_consts, n_carry)
     return out
 
 
