@@ -13,8 +13,8 @@ kept) and ``checkpoint=K`` (``--checkpoint``, 50 by default):
    and the bytes of one carry.
 
 Then, for a ``scan`` of ``--scan-steps`` steps of an RNN cell (hidden 32), the gradient's time
-and peak memory in each mode of the reverse pass: remat per step (the default), every
-residual kept (``remat=False``), a ``checkpoint(step, save_only={"tanh"})`` policy, and
+and peak memory in each mode of the reverse pass: remat per step (``remat=True``), every
+residual kept (the default, ``remat=False``), a ``checkpoint(step, save_only={"tanh"})`` policy, and
 ``checkpoint=K``.
 
 Run: ``python bench/while_checkpoint.py [--steps 100000] [--checkpoint 50] [--repeat 1]

@@ -115,18 +115,34 @@ def test_scan_in_scan_and_grad_of_scan_of_grad():
     close(tg.grad(g_inside)(f64(0.7)), tg.grad(g_unrolled)(f64(0.7)))
 
 
-def test_scan_remat_keeps_carries_not_body_intermediates():
-    """The forward keeps one carry per iteration (the scan's own output, a stacked array);
-    the backward recomputes each iteration's intermediates one at a time."""
+def _scan_entries(remat):
     def loss(w):
         def step(c, _):
             return tnp.sin(tnp.cos(tnp.exp(c * w) * 0.01)), None
-        return tg.scan(step, tg.Tensor(np.ones(4)), None, length=50)[0].sum()
+        return tg.scan(step, tg.Tensor(np.ones(4)), None, length=50, remat=remat)[0].sum()
 
     _, tape = tg.trace(lambda w: tg.grad(loss)(w))(f64(0.5))
     scans = [e for e in tape.entries if e.oper == "scan"]
     assert len(scans) == 2  # the forward and the reverse scan
-    assert [tape.avals[n][0] for n in scans[0].out_nodes] == [(4,), (50, 4)]
+    body_ops = [e.oper for e in scans[1].params["body"].tape.entries]
+    return [tape.avals[n][0] for n in scans[0].out_nodes], body_ops
+
+
+def test_scan_remat_keeps_carries_not_body_intermediates():
+    """remat=True: the forward keeps one carry per iteration (the scan's own output, a stacked
+    array); the backward recomputes each iteration's intermediates one at a time."""
+    outs, body_ops = _scan_entries(True)
+    assert outs == [(4,), (50, 4)]
+    assert {"exp", "cos", "sin"} <= set(body_ops)
+
+
+def test_scan_keeps_each_iterations_residuals_by_default():
+    """By default (JAX's choice) the forward also stacks what each iteration's backward rules
+    read, and the reverse scan's body recomputes none of the body's transcendental ops."""
+    for remat in (None, False):
+        outs, body_ops = _scan_entries(remat)
+        assert outs[0] == (4,) and len(outs) > 2 and all(s[0] == 50 for s in outs[1:])
+        assert not {"exp", "cos", "sin"} & set(body_ops)
 
 
 def test_scan_jit_program_does_not_grow_with_the_trip_count():

@@ -323,6 +323,14 @@ NESTED_CASES = {
     "carry types": (lambda p: _sub(p)["out_avals"][0].__setitem__(1, "<f4"), r"out_avals|carry"),
     "unroll zero": (lambda p: p.update(unroll=0), r"\(scan\): the parameter 'unroll'"),
     "body not a sub-program": (lambda p: p.update(body=1.0), r"\(scan\): .*'body'"),
+    "residuals not a triple": (lambda p: p.update(residuals={"__tuple__": [1.0]}),
+                               r"\(scan\): the parameter 'residuals'"),
+    "residual policy": (lambda p: p["residuals"]["__tuple__"].__setitem__(
+        1, {"__tuple__": [3]}), r"\(scan\): the residual policy's save_only"),
+    "residuals of another body": (
+        lambda p: p.update(body=p["residuals"]["__tuple__"][0],
+                           residuals={"__tuple__": [p["body"], None, None]}),
+        r"\(scan\): the body .* does not take the inputs and return the outputs of its base"),
 }
 
 
@@ -371,3 +379,99 @@ def test_linearize_through_scan_while_and_cond():
     eps = 1e-6
     fd = (f(x + eps * t).numpy() - f(x - eps * t).numpy()) / (2 * eps)
     np.testing.assert_allclose(f_jvp(t).numpy(), fd, rtol=1e-6, atol=1e-8)
+
+
+# -- a compiled program drops a loop's outputs nothing reads (Traits.prune) ---------------------
+def _all_functions(cls=tg.Function):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _all_functions(sub)
+
+
+def _loop_losses():
+    """Per op with a prune rule, functions whose tapes hold entries of it with outputs that a
+    program may leave unread (a scan's ys and saved carries, a while loop's saved carries)."""
+    def scan_loss(x):
+        def step(c, xi):
+            c = tnp.tanh(c @ W + xi * x.sum())
+            return c, {"a": (c * c).sum(), "b": tnp.sin(c)}
+
+        c, ys = tg.scan(step, x, tg.Tensor(np.linspace(0.0, 1.0, 12).reshape(4, 3)))
+        return ys["a"].sum() + c.sum() + ys["b"][1].sum()
+
+    def scan_remat_loss(x):
+        def step(c, xi):
+            return tnp.sin(c * xi + x), c.sum()
+
+        c, ys = tg.scan(step, x, tg.Tensor(np.ones((3, 3))), remat=True)
+        return ys.sum() * c.sum()
+
+    return {"scan": [tg.grad(scan_loss), tg.grad(scan_remat_loss), scan_loss],
+            "while": [tg.grad(_while_loss), _while_loss]}
+
+
+def test_every_prune_rule_keeps_the_outputs_it_names():
+    """For every op that declares ``Traits.prune``, and every set of outputs a program could
+    leave unread, the pruned call gives the kept outputs of the full call, to the bit."""
+    from tapegrad.core.program import _run_step
+    from tapegrad.core.tensor import Tensor
+    from tapegrad.core.trace import apply_step, interpret
+
+    pruning = {f.oper for f in _all_functions() if f.traits.prune is not None}
+    losses = _loop_losses()
+    assert pruning == set(losses)  # every rule is checked here
+    x = tg.Tensor(np.array([0.3, -0.2, 0.5]))
+    for oper, fns in losses.items():
+        seen = 0
+        for f in fns:
+            _, tape = tg.trace(f)(x)
+            env = interpret(tape.entries, {tape.in_nodes[0]: x}, apply_step, "test")
+            for e in [e for e in tape.entries if getattr(e, "oper", None) == oper]:
+                arrays = [env[n]._concrete() if n >= 0 else
+                          (c._concrete() if isinstance(c, Tensor) else c)
+                          for n, c in zip(e.in_nodes, e.consts)]
+                full = _run_step(e.fn, e.params, arrays, "cpu")
+                n = len(e.out_nodes)
+                for mask in range(2 ** n):
+                    used = tuple(bool(mask >> i & 1) for i in range(n))
+                    got = e.fn.traits.prune(e.params, used)
+                    if got is None:
+                        continue
+                    params, kept = got
+                    assert list(kept) == sorted(set(kept)) and len(kept) < n
+                    assert all(i in kept for i in range(n) if used[i])
+                    outs = _run_step(e.fn, params, arrays, "cpu")
+                    assert len(outs) == len(kept)
+                    for o, i in zip(outs, kept):
+                        np.testing.assert_array_equal(o, full[i])
+                    seen += 1
+        assert seen  # each op dropped something somewhere
+
+
+def test_jit_drops_loop_outputs_nothing_reads():
+    """Under ``jit`` a loop computes only what the program reads: a gradient needs no per-step
+    output that only the loss value read, a reverse scan's saved carries are read by no one, and
+    a forward-only loop saves none. The values are eager's."""
+    x = tg.Tensor(np.array([0.3, -0.2, 0.5]))
+
+    def loops(lines):
+        return [(len(ln.split(" = ")[0].split()), ln) for ln in lines
+                if "scan[" in ln or "while[" in ln]
+
+    for name, fns in _loop_losses().items():
+        for k, f in enumerate(fns):
+            jitted = tg.jit(f)
+            np.testing.assert_allclose(jitted(x).numpy(), f(x).numpy(), rtol=1e-13)
+            got = loops(str(jitted.lower(x)).splitlines())
+            _, tape = tg.trace(f)(x)
+            recorded = [len(e.out_nodes) for e in tape.entries
+                        if getattr(e, "oper", None) in ("scan", "while")]
+            assert len(got) == len(recorded) and all(
+                n <= m for (n, _), m in zip(got, recorded))
+            for _, line in got:
+                if "{vjp(" in line or k == len(fns) - 1:  # a reverse scan, or no gradient
+                    assert "save=False" in line, line
+            if name == "scan" and k == 0:  # the per-step ys: only the loss value read them
+                assert got[0][0] < recorded[0]
+
+

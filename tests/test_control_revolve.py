@@ -262,15 +262,16 @@ def rnn_loss(w, x0, xs, reverse=False, mode="remat"):
         h = tnp.tanh(a) * tnp.exp(-0.1 * s)
         return (h, s + (h * h).sum()), {"y": tnp.sin(h).sum(), "z": a}
 
-    f = {"remat": step, "keep": step,
+    f = {"remat": step, "keep": step, "default": step,
          "matmul": tg.checkpoint(step, save_only={"matmul"}),
          "tanh": tg.checkpoint(step, save_only={"tanh"}),
          "budget": tg.checkpoint(step, budget_bytes=24)}[mode]
-    (h, s), ys = tg.scan(f, (x0, f64(0.0)), xs, reverse=reverse, remat=mode != "keep")
+    remat = None if mode == "default" else mode != "keep"
+    (h, s), ys = tg.scan(f, (x0, f64(0.0)), xs, reverse=reverse, remat=remat)
     return (h ** 2).sum() + s + ys["y"].sum() + (ys["z"] ** 2).sum()
 
 
-MODES = ["keep", "matmul", "tanh", "budget"]
+MODES = ["keep", "default", "matmul", "tanh", "budget"]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -330,7 +331,7 @@ def test_kept_residuals_are_stacked_per_iteration_and_not_recomputed():
 
 def test_kept_residuals_errors():
     x = f64([1.0])
-    with pytest.raises(TypeError, match="^scan: remat must be a bool"):
+    with pytest.raises(TypeError, match="^scan: remat must be None or a bool"):
         tg.scan(lambda c, _: (c, None), x, None, length=2, remat="no")
     with pytest.raises(ValueError, match="^scan: checkpoint=3 recomputes"):
         tg.scan(lambda c, _: (c, None), x, None, length=2, remat=False, checkpoint=3)

@@ -736,6 +736,11 @@ class Traits(NamedTuple):
             (``"sum"``) or ``x.mean(...)`` (``"mean"``) of its one input, with parameters
             ``axis`` and ``keepdims``: ``jit``'s fusion pass can end a fused kernel with it,
             summing in NumPy's order.
+        prune: For an op with several outputs, ``prune(params, used)`` (``used``: one bool per
+            output, whether anything reads it) returns ``(params, kept)``: parameters with
+            which the op computes only the outputs at the positions ``kept`` (in order, every
+            used one among them), or None where it cannot drop any. ``jit``'s dead-code pass
+            calls it on the outputs a program never reads (a loop's unused stacked outputs).
     """
 
     ufunc: str | None = None
@@ -749,6 +754,7 @@ class Traits(NamedTuple):
     effect: bool = False
     formula: Any = None
     reduction: str | None = None
+    prune: Any = None
 
 
 class Function:

@@ -250,6 +250,8 @@ class Program:
                 needed.add(s.node)
                 live_steps.append(s)
             elif any(n in needed for n in s.outs) or s.fn.traits.effect:
+                if s.fn.traits.prune is not None and not all(n in needed for n in s.outs):
+                    self._prune(s, needed)
                 needed.update(v for k, v in s.ins if k == "v")
                 live_steps.append(s)
         live_steps.reverse()
@@ -261,6 +263,16 @@ class Program:
             self._steps, self.groups = _fusion.fuse(live_steps, outputs, tape.avals, _Step)
         self._cold = bool(self.groups)  # kernels compile at the first run
         self._plan(tape)
+
+    @staticmethod
+    def _prune(s: _Step, needed: set) -> None:
+        """Drop the outputs of step ``s`` that nothing reads, where its op can compute fewer
+        (``Traits.prune``)."""
+        got = s.fn.traits.prune(s.params, tuple(n in needed for n in s.outs))
+        if got is not None:
+            s.params, kept = got
+            s.outs = [s.outs[i] for i in kept]
+            s.avals = [s.avals[i] for i in kept]
 
     def _first_run(self, arrays, dev: str) -> tuple:
         """The first run of a fused program: its steps one by one, unfused, then (on the CPU)

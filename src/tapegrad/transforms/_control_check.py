@@ -61,6 +61,35 @@ def check_scan(n_in: int, params: dict) -> None:
     if len(outs) < n_carry or outs[:n_carry] != ins[:n_carry]:
         raise ValueError(f"the body ({body.name}) does not return a carry of the shapes and "
                          f"dtypes it takes: takes {ins[:n_carry]}, returns {outs[:n_carry]}")
+    if params.get("residuals") is not None:
+        _check_residuals(params["residuals"], body, n_in)
+
+
+def _check_residuals(res, body: SubProgram, n_in: int) -> None:
+    """A scan keeping each iteration's residuals: ``(base body, save_only, budget_bytes)``;
+    the entry's body takes the base body's inputs and returns its outputs, then the residuals.
+    (Which residuals a policy keeps is known only on a recorded tape: a loaded scan's backward
+    recomputes them.)"""
+    if type(res) is not tuple or len(res) != 3:
+        raise ValueError(f"the parameter 'residuals' is {res!r:.80}; expected (body, save_only, "
+                         "budget_bytes)")
+    base, save_only, budget = res
+    if not isinstance(base, SubProgram) or base.n_in != n_in:
+        raise ValueError("the parameter 'residuals' needs the base body as a sub-program of "
+                         f"{n_in} inputs, got {base!r:.60}")
+    if save_only is not None and (type(save_only) is not tuple
+                                  or not all(type(n) is str for n in save_only)):
+        raise ValueError(f"the residual policy's save_only is {save_only!r:.60}; expected "
+                         "None or a tuple of op names")
+    if budget is not None and (type(budget) is not int or budget < 0):
+        raise ValueError(f"the residual policy's budget_bytes is {budget!r}; expected None or a "
+                         "non-negative int")
+    base_outs, outs = _avals(base.tape.out_avals), _avals(body.tape.out_avals)
+    if (_avals(base.tape.in_avals) != _avals(body.tape.in_avals)
+            or outs[:len(base_outs)] != base_outs):
+        raise ValueError(f"the body ({body.name}) does not take the inputs and return the "
+                         f"outputs of its base body ({base.name}) before the residuals: "
+                         f"returns {outs}, the base body {base_outs}")
 
 
 def check_while(n_in: int, params: dict) -> None:

@@ -1,9 +1,8 @@
 """Per-iteration residual policies for reverse mode through ``scan``.
 
-By default a scan's backward recomputes each iteration's intermediates from its carry (remat
-per step). With ``remat=False``, or a body wrapped in ``checkpoint(body, save_only=...,
-budget_bytes=...)``, the forward also keeps, per iteration, the residuals the policy selects
-from the body's recorded tape (every residual for ``remat=False``; the same selection as
+By default (and with ``remat=False``), or with a body wrapped in ``checkpoint(body,
+save_only=..., budget_bytes=...)``, the forward keeps, per iteration, the residuals the policy
+selects from the body's recorded tape (every residual by default; the same selection as
 :func:`tapegrad.core.memory.select_residuals` makes for a checkpointed call), stacked as extra
 outputs of the forward scan; the backward is a reverse scan of a body that runs the body's
 backward rules with those residuals and recomputes only the others. Both bodies are traced
@@ -17,7 +16,7 @@ import numpy as np
 
 from tapegrad.core.trace import backward_pass
 
-__all__ = ["ResidualPlan", "plan_residuals", "residual_cotangents"]
+__all__ = ["ResidualPlan", "plan_residuals", "residual_param", "plan_of", "residual_cotangents"]
 
 
 class ResidualPlan:
@@ -52,6 +51,21 @@ def plan_residuals(body, policy) -> ResidualPlan:
         return ResidualPlan(body, prog, tuple(prog.kept) + tuple(prog.kept_outs), policy)
 
     return body.derived(("residual-plan", policy), make)
+
+
+def residual_param(body, policy) -> tuple:
+    """The scan parameter naming what each iteration keeps: ``(body, save_only, budget_bytes)``
+    with the base body (a sub-program) and the policy as plain values (op names sorted), so a
+    tape holding it can be written to a file and read back."""
+    save_only, budget, _ = policy
+    return (body, None if save_only is None else tuple(sorted(save_only)), budget)
+
+
+def plan_of(param: tuple) -> ResidualPlan:
+    """The plan a :func:`residual_param` names (made once per body and policy)."""
+    body, save_only, budget = param
+    return plan_residuals(body, (None if save_only is None else frozenset(save_only), budget,
+                                 None))
 
 
 def body_outputs(tape, env) -> list:

@@ -13,15 +13,16 @@ Every rule is written with these same primitives on Tensors, so the transforms c
 order: the ``backward`` of a scan is a reverse scan whose body is the vjp of the forward body,
 its ``jvp`` a scan of the body's jvp, its batching rule a scan of the batched body.
 
-Memory of reverse mode through ``scan`` and ``while_loop``: the forward keeps the carry at the
-start of every iteration (``length`` carries, a stacked output of the primitive); the backward
-recomputes one iteration at a time from its carry and pulls the cotangent back through it
-(remat per step), so the body's intermediates are held for one iteration at a time. Time: the
-backward costs about two forward passes of the body (its recomputation and its vjp). With
-``checkpoint=k`` the forward keeps no carries and the backward is one ``revolve`` primitive
-holding at most ``k`` (binomial checkpointing, ``_revolve.py``); with ``remat=False`` or a
-checkpoint policy on a scan's body the forward also stacks the kept residuals of each
-iteration (``_residuals.py``).
+Memory of reverse mode through ``scan`` (JAX's default): the forward keeps, per iteration, the
+carry at its start and every residual its backward rules read (stacked outputs of the
+primitive, ``_residuals.py``), so the backward is one reverse scan of the body's backward rules
+that recomputes nothing. ``remat=True`` keeps only the carries and recomputes each iteration's
+intermediates from its carry (remat per step: the body's intermediates are held for one
+iteration at a time, and the backward costs about two forward passes of the body); a body
+wrapped in a checkpoint policy keeps what the policy selects. ``while_loop`` keeps the carries
+and recomputes (its trip count is known only when it ends). With ``checkpoint=k`` the forward
+keeps no carries and the backward is one ``revolve`` primitive holding at most ``k`` (binomial
+checkpointing, ``_revolve.py``).
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
+import attrs
 import numpy as np
 
 from tapegrad.core.backend import device_of
-from tapegrad.core.function import Function, _state, new_level, transform_scope
+from tapegrad.core.function import Function, Traits, _state, new_level, transform_scope
 from tapegrad.core.program import Program
 from tapegrad.core.subprogram import SubProgram
 from tapegrad.core.tape import freeze
@@ -111,21 +113,21 @@ class Body(SubProgram):
         return prog(list(arrays))
 
     def runner(self, arrays):
-        """A function of a list of backend arrays (like ``arrays``) returning the outputs: the
-        compiled program's function itself where nothing needs checking per call (a loop calls
-        it once per iteration, inside one :func:`transform_scope`), else :meth:`run`."""
+        """A function of backend arrays (like ``arrays``), given as positional arguments,
+        returning the outputs: the compiled program's function itself where nothing needs
+        checking per call (a loop calls it once per iteration, inside one
+        :func:`transform_scope`), else :meth:`run`."""
         prog = self._prog
         if prog is None:
             prog = self._prog = Program(self.tape)
         if prog._cold or prog._unchecked or _state.debug:
-            return prog
+            return lambda *a: prog(list(a))
         dev = "cpu"
         for a in arrays:
             if type(a) is not np.ndarray and hasattr(a, "shape"):
                 dev = device_of(a)
                 break
-        fn = prog._compiled(dev)
-        return lambda arrays: fn(*arrays)
+        return prog._compiled(dev)
 
     def apply(self, tensors) -> list:
         """The outputs on Tensors: every entry through its Function's ``apply`` (so that the
@@ -142,6 +144,18 @@ class Body(SubProgram):
         if got is None:
             got = self._derived[key] = make()
         return got
+
+    def outputs_only(self, keep: tuple) -> Body:
+        """This body computing only its outputs at the positions ``keep`` (in order); a
+        compiled program of it drops the work only the others needed."""
+        tape = self.tape
+
+        def make():
+            return Body(attrs.evolve(tape, out_refs=tuple(tape.out_refs[i] for i in keep),
+                                     out_avals=tuple(tape.out_avals[i] for i in keep),
+                                     out_treedef=_flat_treedef(len(keep))), self.name)
+
+        return self.derived(("outputs", keep), make)
 
 
 def trace_body(fun, examples, name: str) -> tuple[Body, list]:
@@ -298,9 +312,42 @@ def _outputs(arrays: list):
 
 
 # -- scan -------------------------------------------------------------------------------------
+def _kept_plan(residuals):
+    """The residual plan a scan's ``residuals`` parameter names, or None: for none, and for a
+    scan read from a tape file (a loaded tape has no record of what each op saved, so the
+    backward of its replay treats the kept residuals as outputs and recomputes)."""
+    if residuals is None or residuals[0].tape.loaded:
+        return None
+    from tapegrad.transforms._residuals import plan_of
+
+    return plan_of(residuals)
+
+
+def _scan_prune(params: dict, used: tuple):
+    """A scan computing fewer outputs (``Traits.prune``): stacked ``ys`` nothing reads are
+    dropped from the body (with the work only they need), and with no saved carry read, none is
+    saved. The carries stay (each iteration needs them)."""
+    body, n_carry, save = params["body"], params["n_carry"], params["save"]
+    n_ys = len(body.out_avals) - n_carry
+    ys_used = used[n_carry:n_carry + n_ys]
+    save_used = any(used[n_carry + n_ys:])
+    if all(ys_used) and (save_used or not save):
+        return None
+    keep = tuple(range(n_carry)) + tuple(n_carry + j for j, u in enumerate(ys_used) if u)
+    new = dict(params, residuals=None)  # (what a backward reads: a program has none)
+    if not all(ys_used):
+        new["body"] = body.outputs_only(keep)
+    if save and not save_used:
+        new["save"] = False
+    kept = keep + (tuple(range(n_carry + n_ys, len(used))) if new["save"] else ())
+    return new, kept
+
+
 class Scan(Function):
     """The primitive behind :func:`scan`: inputs ``consts + init + xs`` (leaves), outputs
     ``carry + ys`` and, with ``save``, the carry at the start of each iteration (stacked)."""
+
+    traits = Traits(prune=_scan_prune)
 
     # runs tapegrad ops (or a recorded body) on its inputs: each computes bfloat16 itself
     bfloat16_native = True
@@ -332,21 +379,29 @@ class Scan(Function):
             with transform_scope():
                 for j in (range(chunks - 1, -1, -1) if reverse else range(chunks)):
                     lo = rest + j * k if reverse else j * k
-                    outs = run_k(carry + [x[lo:lo + k] for x in xs] + consts)
+                    outs = run_k(*carry, *[x[lo:lo + k] for x in xs], *consts)
                     carry = list(outs[:n_carry])
                     for b, y in zip(ys + cs, outs[n_carry:]):
                         b[lo:lo + k] = y
-        run = body.runner(list(arrays))
+        run = body.runner(arrays)
+        rows = list(zip(*[list(x) for x in xs])) if xs else [()] * n  # each iteration's x
+        done: list = [[] for _ in range(len(ys) + len(cs))]  # each output's rows, in order run
         with transform_scope():
             for i in (range(rest - 1, -1, -1) if reverse else range(n - rest, n)):
-                for b, c in zip(cs, carry):
-                    b[i] = c
-                outs = run(carry + [x[i] for x in xs] + consts)
-                carry = list(outs[:n_carry])
-                for b, y in zip(ys, outs[n_carry:]):
-                    b[i] = y
+                for d, c in zip(done[len(ys):], carry):
+                    d.append(c)
+                outs = run(*carry, *rows[i], *consts)
+                carry = outs[:n_carry]
+                for d, y in zip(done, outs[n_carry:]):
+                    d.append(y)
+        if rest:  # (one copy into each stacked output: no write per iteration)
+            lo = 0 if reverse else n - rest
+            for b, d in zip(ys + cs, done):
+                d = d[::-1] if reverse else d
+                b[lo:lo + rest] = np.array(d) if xp is np else xp.stack(d)
         # (with residuals, the stacked ones past the body's own ys are the backward's too)
-        kept = ys[len(residuals.body.out_avals) - n_carry:] if residuals is not None else []
+        plan = _kept_plan(residuals)
+        kept = ys[len(plan.body.out_avals) - n_carry:] if plan is not None else []
         ctx.save_for_backward(*arrays, *cs, *kept)
         ctx.n_in = len(arrays)
         return _outputs([xp.array(c, copy=True) for c in carry] + ys + cs)
@@ -367,7 +422,7 @@ class Scan(Function):
         if p.get("checkpoint") and not p["save"]:  # binomial checkpointing
             return _revolve_backward(body, consts, init, xs, g_carry, g_ys,
                                      ctx.needs_input_grad, p)
-        plan = p.get("residuals")
+        plan = _kept_plan(p.get("residuals"))
         if plan is not None and p["save"]:  # each iteration's residuals kept
             n_user = len(plan.body.out_avals) - n_carry
             cs = list(saved[ctx.n_in:ctx.n_in + n_carry])
@@ -990,15 +1045,17 @@ def _scan_batch(args, batched, size, p):
 
 def _loop_policy(who: str, f, remat, checkpoint):
     """``f`` unwrapped from ``checkpoint(f, save_only=..., budget_bytes=...)`` and the
-    residual policy each iteration applies (None: recompute each iteration's residuals)."""
-    if not isinstance(remat, (bool, np.bool_)):
-        raise TypeError(f"{who}: remat must be a bool (False keeps every iteration's "
+    residual policy each iteration applies (None: recompute each iteration's residuals).
+    ``remat=None`` keeps every residual unless ``checkpoint`` or a body policy says otherwise."""
+    if remat is not None and not isinstance(remat, (bool, np.bool_)):
+        raise TypeError(f"{who}: remat must be None or a bool (False keeps every iteration's "
                         f"residuals), got {type(remat).__name__} {remat!r}")
     inner = getattr(f, "_tapegrad_checkpoint", None)
     policy = None
     if inner is not None:
         f, policy = inner
-    if not remat:
+    if (remat is not None and not remat) or (remat is None and policy is None
+                                              and checkpoint is None):
         policy = (None, None, None)
     if policy is not None and checkpoint is not None:
         raise ValueError(f"{who}: checkpoint={checkpoint} recomputes every iteration from a "
@@ -1009,7 +1066,7 @@ def _loop_policy(who: str, f, remat, checkpoint):
 
 
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint=None,
-         remat=True):
+         remat=None):
     """Loop ``f`` over the leading axis of ``xs``, carrying a state: JAX's ``lax.scan``.
 
     Semantics (one primitive on the tape, the body traced once)::
@@ -1037,10 +1094,13 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint=N
             the start of every iteration (``length`` carries). An int ``k >= 1``: keep none;
             the backward holds at most ``k`` carries at once and recomputes the others from
             them by binomial checkpointing (*revolve*); see docs/transforms.md for the cost.
-        remat: True (default): the backward recomputes each iteration's intermediates from
-            its carry. False: the forward also keeps every iteration's residuals (what the
-            body's backward rules read), so the backward recomputes nothing: more memory,
-            less time. A body wrapped in ``checkpoint(body, save_only=..., budget_bytes=...)``
+        remat: Memory and time of reverse mode per iteration. None (default): as False,
+            unless ``checkpoint`` is given or ``f`` is wrapped in a checkpoint policy. False:
+            the forward keeps every iteration's residuals (what the body's backward rules
+            read) with its carry, so the backward recomputes nothing (JAX's default). True:
+            keep only the carries and recompute each iteration's intermediates from its
+            carry in the backward (remat per step: less memory, about one more forward pass
+            of time). A body wrapped in ``checkpoint(body, save_only=..., budget_bytes=...)``
             keeps, per iteration, the residuals that policy selects.
 
     Returns:
@@ -1055,7 +1115,8 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint=N
             disagrees with them, or none is given, or ``unroll`` is below 1, or
             ``checkpoint`` is below 1, or ``checkpoint`` is combined with kept residuals
             (``remat=False`` or a policy).
-        TypeError: if ``checkpoint`` is neither None nor an int, or ``remat`` is not a bool.
+        TypeError: if ``checkpoint`` is neither None nor an int, or ``remat`` is neither None
+            nor a bool.
 
     Example:
         >>> import tapegrad as tg, numpy as np
@@ -1127,24 +1188,24 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, *, checkpoint=N
              tuple((tuple(x.shape[1:]), x.dtype) for x in xs_leaves))
     (body,), (lifted,), y_tree[0] = _traced_once((f,), extra, trace)
     args = lifted + init_leaves + xs_leaves
-    plan = None
+    residuals = None
+    n_ys = len(body.out_avals) - n_carry
     if policy is not None and _any_traced(args):  # each iteration keeps its residuals
-        from tapegrad.transforms._residuals import plan_residuals
+        from tapegrad.transforms._residuals import plan_residuals, residual_param
 
-        plan = plan_residuals(body, policy)
-        body = _residual_forward_body(plan)
+        residuals = residual_param(body, policy)
+        body = _residual_forward_body(plan_residuals(body, policy))
     outs = _apply(Scan, *args, body=body, n_consts=len(lifted), n_carry=n_carry, length=n,
-                      reverse=bool(reverse), unroll=unroll,
-                      save=checkpoint is None and _any_traced(args), checkpoint=checkpoint,
-                      residuals=plan)
+                  reverse=bool(reverse), unroll=unroll,
+                  save=checkpoint is None and _any_traced(args), checkpoint=checkpoint,
+                  residuals=residuals)
     outs = list(outs) if isinstance(outs, tuple) else [outs]
-    n_ys = len((plan.body if plan is not None else body).out_avals) - n_carry
     carry = tree_unflatten(init_tree, outs[:n_carry])
     ys = tree_unflatten(y_tree[0], outs[n_carry:n_carry + n_ys])
     return carry, ys
 
 
-def fori_loop(lower, upper, body_fun, init_val, *, checkpoint=None, remat=True):
+def fori_loop(lower, upper, body_fun, init_val, *, checkpoint=None, remat=None):
     """``for i in range(lower, upper): val = body_fun(i, val)``, as one primitive (JAX's
     ``lax.fori_loop``).
 
@@ -1161,9 +1222,10 @@ def fori_loop(lower, upper, body_fun, init_val, *, checkpoint=None, remat=True):
         init_val: Initial value, a pytree of Tensors, arrays or numbers.
         checkpoint: Memory of reverse mode, as for :func:`scan` and :func:`while_loop`: None
             keeps every iteration's value, an int ``k >= 1`` holds at most ``k`` at once.
-        remat: As for :func:`scan` (with Python-int bounds only): False keeps every
-            iteration's residuals; a ``checkpoint(body_fun, save_only=...)`` policy applies
-            per iteration.
+        remat: As for :func:`scan`. With Python-int bounds the default (None) keeps every
+            iteration's residuals, True recomputes them, and a ``checkpoint(body_fun,
+            save_only=...)`` policy applies per iteration; with Tensor bounds (a while loop)
+            the default recomputes them and keeping them is refused.
 
     Returns:
         The final value (``init_val`` when ``upper <= lower``).
@@ -1173,6 +1235,7 @@ def fori_loop(lower, upper, body_fun, init_val, *, checkpoint=None, remat=True):
             changes the value's structure, shape or dtype.
         ValueError: if ``checkpoint`` is below 1, or residuals are to be kept
             (``remat=False`` or a policy) with Tensor bounds or with ``checkpoint``.
+        TypeError: if ``remat`` is neither None nor a bool.
 
     Example:
         >>> import tapegrad as tg
@@ -1183,9 +1246,11 @@ def fori_loop(lower, upper, body_fun, init_val, *, checkpoint=None, remat=True):
         raise TypeError(f"fori_loop: body_fun must be callable, got {type(body_fun).__name__}")
     checkpoint = check_checkpoint("fori_loop", checkpoint)
     inner = getattr(body_fun, "_tapegrad_checkpoint", None)
-    body_fun, policy = _loop_policy("fori_loop", body_fun, remat, checkpoint)
     static = all(isinstance(b, (int, np.integer)) and not isinstance(b, bool)
                  for b in (lower, upper))
+    # (by default a scan keeps each iteration's residuals; a while_loop recomputes them)
+    body_fun, policy = _loop_policy("fori_loop", body_fun,
+                                    True if remat is None and not static else remat, checkpoint)
     for name, b in (("lower", lower), ("upper", upper)):
         dt = getattr(b, "dtype", None) if not isinstance(b, (bool, int, float)) else None
         kind = dt.kind if isinstance(dt, np.dtype) else None
@@ -1221,7 +1286,7 @@ def fori_loop(lower, upper, body_fun, init_val, *, checkpoint=None, remat=True):
         if inner is not None:  # the policy applies to each iteration of the scan
             step._tapegrad_checkpoint = (step, inner[1])  # pyright: ignore[reportFunctionMemberAccess]
         (_, val), _ = scan(step, (Tensor(np.int64(lo)), init_val), None, length=n,
-                           checkpoint=checkpoint, remat=bool(remat))
+                           checkpoint=checkpoint, remat=remat)
         return val
     if policy is not None:
         raise ValueError("fori_loop: keeping each iteration's residuals (remat=False or a "
@@ -1247,10 +1312,21 @@ def fori_loop(lower, upper, body_fun, init_val, *, checkpoint=None, remat=True):
 
 
 # -- while_loop -------------------------------------------------------------------------------
+def _while_prune(params: dict, used: tuple):
+    """A while loop computing fewer outputs (``Traits.prune``): with no saved carry read, none
+    is saved (the final carry and the trip count stay)."""
+    n = params["n_carry"] + 1
+    if not params["save"] or any(used[n:]):
+        return None
+    return dict(params, save=False), tuple(range(n))
+
+
 class While(Function):
     """The primitive behind :func:`while_loop`: inputs ``carry + cond consts + body consts``;
     outputs the final carry, the trip count (int64, no gradient) and, with ``save``, the carry
-    at the start of each iteration (stacked)."""
+    at the start of each iteration (stacked) and the iterations done before each."""
+
+    traits = Traits(prune=_while_prune)
 
     # runs tapegrad ops (or a recorded body) on its inputs: each computes bfloat16 itself
     bfloat16_native = True
@@ -1267,13 +1343,13 @@ class While(Function):
         bc = list(arrays[n_carry + n_cconsts:])
         kept: list = []
         n = 0
-        run_cond = cond_body.runner(list(arrays))
-        run = body.runner(list(arrays))
+        run_cond = cond_body.runner(arrays)
+        run = body.runner(arrays)
         with transform_scope():
-            while bool(run_cond(carry + cc)[0]):
+            while bool(run_cond(*carry, *cc)[0]):
                 if save:
                     kept.append(carry)
-                carry = list(run(carry + bc))
+                carry = run(*carry, *bc)
                 n += 1
         if save:
             cs = [xp.stack([k[i] for k in kept]) if kept else
