@@ -416,3 +416,48 @@ def test_reductions_that_stay_library_calls():
         assert sum(g.ops.count("sum") for g in program.groups) == n_fused, str(program)
         assert str(program).count("= sum[") == n_library, str(program)
         np.testing.assert_array_equal(got.numpy(), f(arg).numpy())
+
+
+def _sub_programs(jitted, *args):
+    """The sub-programs (loop bodies, branches) the steps of ``jitted``'s program run."""
+    from tapegrad.core.subprogram import SubProgram
+
+    out = []
+    for s in jitted.lower(*args)._steps:
+        for k, v in getattr(s, "params", {}).items():
+            if k == "residuals":  # (the base body a backward would read: no program runs it)
+                continue
+            for x in (v if type(v) is tuple else (v,)):
+                if isinstance(x, SubProgram):
+                    out.append(x)
+    return out
+
+
+@needs_numba
+def test_loop_bodies_and_branches_of_a_fused_program_run_fused():
+    """Under ``fuse=True`` the bodies of ``scan`` (also unrolled), ``while_loop`` and ``cond``
+    are fused too (each compiled once, whatever the trip count); with arithmetic only, values
+    and gradients equal eager's to the bit."""
+    b = tg.Tensor(RNG.uniform(0.5, 1.5, size=3))
+
+    def f(x, unroll=1):
+        def step(c, xi):
+            c = arith(c * 0.5 + xi, b)
+            return c, c * c - xi
+
+        c, ys = tg.scan(step, x, tnp.stack([x, x * 2.0, x - 1.0]), unroll=unroll)
+        v, _ = tg.while_loop(lambda v: v[1] < 4, lambda v: (arith(v[0], b) * 1.5 + 1.0, v[1] + 1),
+                             (c, tg.Tensor(np.int64(0))))
+        w = tg.cond(v.sum() > 0, lambda u: arith(u, b) * 2.0 - u, lambda u: u - b, v)
+        return (w * ys[1]).sum()
+
+    x = tg.Tensor(RNG.uniform(0.1, 1.0, size=3))
+    for g in (f, tg.grad(f), lambda x: tg.grad(f)(x, unroll=2)):
+        jitted = fused(g)
+        np.testing.assert_array_equal(_run(jitted, x).numpy(), g(x).numpy())
+        np.testing.assert_array_equal(jitted(x * 0.5).numpy(), g(x * 0.5).numpy())
+        bodies = _sub_programs(jitted, x)
+        assert len(bodies) >= 3 and all(body._fuse for body in bodies)
+        assert sum(bool(body._prog.groups) for body in bodies if body._prog is not None) >= 2
+    # a plain jit leaves them unfused
+    assert not any(body._fuse for body in _sub_programs(tg.jit(f), x))

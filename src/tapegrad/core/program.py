@@ -39,6 +39,7 @@ from tapegrad.core.function import (
     transform_scope,
     widened_forward,
 )
+from tapegrad.core.subprogram import SubProgram
 from tapegrad.core.tensor import Tensor, const
 from tapegrad.core.trace import (
     Guard,
@@ -60,6 +61,15 @@ def _hashable(v) -> bool:
     except TypeError:
         return False
     return True
+
+
+def _fused(v):
+    """A step's parameter that is a sub-program, or a tuple of them (branches), fused."""
+    if isinstance(v, SubProgram):
+        return v.fused()
+    if type(v) is tuple and v and all(isinstance(x, SubProgram) for x in v):
+        return tuple(x.fused() for x in v)
+    return v
 
 
 def _const_array(c):
@@ -259,6 +269,10 @@ class Program:
         self._steps, self._outputs = live_steps, outputs
         self.groups: list = []
         if self._fuse:  # elementwise regions as native kernels (tapegrad.core.fusion)
+            for s in live_steps:  # and so are those of the sub-programs a step runs
+                if type(s) is not Guard and any(isinstance(v, (SubProgram, tuple))
+                                                for v in s.params.values()):
+                    s.params = {k: _fused(v) for k, v in s.params.items()}
             self._live = live_steps
             self._steps, self.groups = _fusion.fuse(live_steps, outputs, tape.avals, _Step)
         self._cold = bool(self.groups)  # kernels compile at the first run

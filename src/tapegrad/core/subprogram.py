@@ -55,6 +55,12 @@ class SubProgram:
         """The program's tape (listed nested under its parent entry)."""
         return self.tape
 
+    def fused(self) -> SubProgram:
+        """This sub-program run with ``jit``'s fusion (elementwise regions as native kernels),
+        for a program compiled with ``fuse=True``; a subclass that compiles overrides it (by
+        default the sub-program itself)."""
+        return self
+
     @property
     def n_in(self) -> int:
         """Number of inputs."""

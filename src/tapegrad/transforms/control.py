@@ -95,21 +95,28 @@ class Body(SubProgram):
         out_avals: ``(shape, dtype)`` of each output.
     """
 
-    __slots__ = ("out_avals", "_prog", "_derived")
+    __slots__ = ("out_avals", "_prog", "_derived", "_fuse")
 
     kind = "control.body"
 
-    def __init__(self, tape, name: str):
+    def __init__(self, tape, name: str, fuse: bool = False):
         super().__init__(tape, name)
         self.out_avals = tuple((tuple(s), np.dtype(d)) for s, d in tape.out_avals)
         self._prog = None
         self._derived: dict = {}
+        self._fuse = fuse  # compiled with jit's fusion (a body of a fused program)
+
+    def fused(self) -> Body:
+        """This body compiled with ``jit``'s fusion (its elementwise regions as kernels)."""
+        if self._fuse:
+            return self
+        return self.derived("fused", lambda: Body(self.tape, self.name, fuse=True))
 
     def run(self, arrays) -> tuple:
         """The outputs on backend arrays, through the compiled program."""
         prog = self._prog
         if prog is None:
-            prog = self._prog = Program(self.tape)
+            prog = self._prog = Program(self.tape, fuse=self._fuse)
         return prog(list(arrays))
 
     def runner(self, arrays):
@@ -119,7 +126,7 @@ class Body(SubProgram):
         :func:`transform_scope`), else :meth:`run`."""
         prog = self._prog
         if prog is None:
-            prog = self._prog = Program(self.tape)
+            prog = self._prog = Program(self.tape, fuse=self._fuse)
         if prog._cold or prog._unchecked or _state.debug:
             return lambda *a: prog(list(a))
         dev = "cpu"
@@ -153,7 +160,8 @@ class Body(SubProgram):
         def make():
             return Body(attrs.evolve(tape, out_refs=tuple(tape.out_refs[i] for i in keep),
                                      out_avals=tuple(tape.out_avals[i] for i in keep),
-                                     out_treedef=_flat_treedef(len(keep))), self.name)
+                                     out_treedef=_flat_treedef(len(keep))), self.name,
+                        fuse=self._fuse)
 
         return self.derived(("outputs", keep), make)
 
@@ -334,7 +342,7 @@ def _scan_prune(params: dict, used: tuple):
     if all(ys_used) and (save_used or not save):
         return None
     keep = tuple(range(n_carry)) + tuple(n_carry + j for j, u in enumerate(ys_used) if u)
-    new = dict(params, residuals=None)  # (what a backward reads: a program has none)
+    new: dict = {**params, "residuals": None}  # (what a backward reads: a program has none)
     if not all(ys_used):
         new["body"] = body.outputs_only(keep)
     if save and not save_used:
@@ -486,7 +494,8 @@ def _unrolled(body: Body, k: int, n_carry: int, n_consts: int, reverse: bool,
         ex = ([np.zeros(s, d) for s, d in avals[:n_carry]]
               + [np.zeros((k,) + tuple(s), d) for s, d in avals[n_carry:n_carry + n_x]]
               + [np.zeros(s, d) for s, d in avals[n_carry + n_x:]])
-        return _closed(step, ex, f"unroll{k}({body.name})")
+        got = _closed(step, ex, f"unroll{k}({body.name})")
+        return got.fused() if body._fuse else got
 
     return body.derived(("unroll", k, n_carry, n_consts, reverse, save), make)
 
