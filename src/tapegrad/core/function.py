@@ -318,12 +318,12 @@ def as_array(out, xp=np):
     return out
 
 
-def _forward(cls, ctx, arrays, params, _timed=False):
+def _forward(cls, ctx, arrays, params, _timed=False, shown=None):
     """``cls.forward(ctx, *arrays, **params)``: floating-point warnings off, bad input
-    explained (naming the op and the shapes), results checked inside :func:`debug_nans`,
-    timed inside :func:`tapegrad.profile`."""
+    explained (naming the op and the shapes of ``shown``, by default ``arrays``), results
+    checked inside :func:`debug_nans`, timed inside :func:`tapegrad.profile`."""
     if _PROFILING[0] and not _timed:  # tg.profile: timed as the op's forward
-        return _profiler.forward_call(cls, _forward, cls, ctx, arrays, params, True)
+        return _profiler.forward_call(cls, _forward, cls, ctx, arrays, params, True, shown)
     st = _state
     try:
         if st.fast:
@@ -340,7 +340,7 @@ def _forward(cls, ctx, arrays, params, _timed=False):
             with _Quiet():
                 out = cls.forward(ctx, *arrays, **params)
     except (ValueError, TypeError, IndexError) as e:
-        raise cls._explain(e, arrays, params) from e
+        raise cls._explain(e, arrays if shown is None else shown, params) from e
     if st.debug:
         _check_finite(cls, arrays, out)
     return out
@@ -609,13 +609,7 @@ def _run_widened(cls, ctx, values, arrays, params, record) -> Applied:
     its unrounded results) and recorded as the op's own inputs and outputs, so backward rules
     read the bfloat16 values the engine knows."""
     up = _widen(arrays)
-    if _state.fast and not _PROFILING[0]:
-        try:
-            raw = cls.forward(ctx, *up, **params)
-        except (ValueError, TypeError, IndexError) as e:
-            raise cls._explain(e, arrays, params) from e
-    else:
-        raw = _forward(cls, ctx, up, params)
+    raw = _forward(cls, ctx, up, params, shown=arrays)
     multi = type(raw) is tuple or type(raw) is list
     seen = tuple(raw) if multi else (raw,)
     back, ints = _rounds_back(arrays, params)

@@ -293,30 +293,29 @@ class _Sym:
             return self
         return _Sym(_Node("astype", (self.node,), dtype, loop=dtype))
 
-    def __add__(self, o): return _apply("add", self, o)
-    def __radd__(self, o): return _apply("add", o, self)
-    def __sub__(self, o): return _apply("subtract", self, o)
-    def __rsub__(self, o): return _apply("subtract", o, self)
-    def __mul__(self, o): return _apply("multiply", self, o)
-    def __rmul__(self, o): return _apply("multiply", o, self)
-    def __truediv__(self, o): return _apply("true_divide", self, o)
-    def __rtruediv__(self, o): return _apply("true_divide", o, self)
-    def __pow__(self, o): return _apply("power", self, o)
-    def __rpow__(self, o): return _apply("power", o, self)
-    def __neg__(self): return _apply("negative", self)
-    def __pos__(self): return _apply("positive", self)
-    def __abs__(self): return _apply("absolute", self)
-    def __eq__(self, o): return _apply("equal", self, o)  # pyright: ignore[reportIncompatibleMethodOverride]
-    def __ne__(self, o): return _apply("not_equal", self, o)  # pyright: ignore[reportIncompatibleMethodOverride]
-    def __lt__(self, o): return _apply("less", self, o)
-    def __le__(self, o): return _apply("less_equal", self, o)
-    def __gt__(self, o): return _apply("greater", self, o)
-    def __ge__(self, o): return _apply("greater_equal", self, o)
-    def __and__(self, o): return _apply("logical_and", self, o)
-    def __rand__(self, o): return _apply("logical_and", o, self)
-    def __or__(self, o): return _apply("logical_or", self, o)
-    def __ror__(self, o): return _apply("logical_or", o, self)
-    def __invert__(self): return _apply("logical_not", self)
+
+def _operator(op: str, n: int, reflected: bool = False):
+    """A Python operator of :class:`_Sym` as the vocabulary's function ``op`` (``n`` operands;
+    ``reflected``: the other operand comes first)."""
+    if n == 1:
+        return lambda self: _apply(op, self)
+    if reflected:
+        return lambda self, o: _apply(op, o, self)
+    return lambda self, o: _apply(op, self, o)
+
+
+# Python's operators on symbolic scalars, each the vocabulary's function NumPy maps it to
+for _name, _op in (("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
+                   ("truediv", "true_divide"), ("pow", "power"), ("and", "logical_and"),
+                   ("or", "logical_or")):
+    setattr(_Sym, f"__{_name}__", _operator(_op, 2))
+    setattr(_Sym, f"__r{_name}__", _operator(_op, 2, reflected=True))
+for _name, _op in (("eq", "equal"), ("ne", "not_equal"), ("lt", "less"), ("le", "less_equal"),
+                   ("gt", "greater"), ("ge", "greater_equal")):
+    setattr(_Sym, f"__{_name}__", _operator(_op, 2))
+for _name, _op in (("neg", "negative"), ("pos", "positive"), ("abs", "absolute"),
+                   ("invert", "logical_not")):
+    setattr(_Sym, f"__{_name}__", _operator(_op, 1))
 
 
 class _SymNS:

@@ -393,20 +393,14 @@ class Scan(Function):
                         b[lo:lo + k] = y
         run = body.runner(arrays)
         rows = list(zip(*[list(x) for x in xs])) if xs else [()] * n  # each iteration's x
-        done: list = [[] for _ in range(len(ys) + len(cs))]  # each output's rows, in order run
         with transform_scope():
             for i in (range(rest - 1, -1, -1) if reverse else range(n - rest, n)):
-                for d, c in zip(done[len(ys):], carry):
-                    d.append(c)
+                for b, c in zip(cs, carry):
+                    b[i] = c
                 outs = run(*carry, *rows[i], *consts)
                 carry = outs[:n_carry]
-                for d, y in zip(done, outs[n_carry:]):
-                    d.append(y)
-        if rest:  # (one copy into each stacked output: no write per iteration)
-            lo = 0 if reverse else n - rest
-            for b, d in zip(ys + cs, done):
-                d = d[::-1] if reverse else d
-                b[lo:lo + rest] = np.array(d) if xp is np else xp.stack(d)
+                for b, y in zip(ys, outs[n_carry:]):
+                    b[i] = y
         # (with residuals, the stacked ones past the body's own ys are the backward's too)
         plan = _kept_plan(residuals)
         kept = ys[len(plan.body.out_avals) - n_carry:] if plan is not None else []
