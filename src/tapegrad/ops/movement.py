@@ -883,43 +883,51 @@ class ScatterAdd(_MovementFunction):
                                 key=ctx.key)
 
 
-class ScatterAddInto(_MovementFunction):
-    """``x`` with ``x[idx] += v`` applied unbuffered (``numpy.add.at`` on a copy): every
-    repeated index adds again. Backward: ``x`` gets the cotangent, ``v`` the cotangent gathered
-    at the index (``apply`` sums it over ``v``'s broadcasting)."""
+#: The functional updates ``x.at[idx].<name>(v)``: name -> (the verb of their error
+#: messages, the ufunc that combines an element with ``v`` (None: ``v`` replaces it), the
+#: operator for it on a basic index (None: the backend's ufunc)).
+_UPDATES = {"add": ("add", "add", operator.add), "set": ("write", None, None),
+            "multiply": ("apply", "multiply", operator.mul),
+            "max": ("apply", "maximum", None), "min": ("apply", "minimum", None)}
 
-    oper = "scatter_add_into"
 
-    @staticmethod
-    def batch(args, batched, size, **params):
-        return _batch_scatter(ScatterAddInto, args, batched, size, **params)
+def _update(ctx, x, v, index_arrays, key, name: str):
+    """Forward of ``x.at[idx].<name>(v)`` (add, set, multiply, max or min): a copy of ``x``
+    updated at the index (unbuffered, with NumPy's ``ufunc.at``, where an advanced index may
+    repeat an element); ``ctx.key`` set for backward.
 
-    @staticmethod
-    def forward(ctx, x, v, *index_arrays, key):
-        xp = ctx.backend
-        idx = _build_index(key, index_arrays, xp)
-        out = x.copy()
-        try:
-            if _has_advanced(key):
-                _ufunc_at(xp, "add", out, idx, v, "at[].add")
-            else:
-                out[idx] = out[idx] + v
-        except IndexError as e:
-            raise IndexError(f"at[].add: {e} (Tensor of shape {x.shape})") from None
-        except ValueError as e:
-            raise ValueError(
-                f"at[].add: cannot add values of shape {np.shape(v)} at the index of a Tensor "
-                f"of shape {x.shape} ({e})"
-            ) from None
-        ctx.key = key
-        ctx.save_for_backward(*index_arrays)
-        return out
+    Raises:
+        IndexError: for an index out of range, naming the update and ``x``'s shape.
+        ValueError: for values that do not broadcast to the indexed shape.
+    """
+    xp = ctx.backend
+    verb, ufunc, combine = _UPDATES[name]
+    idx = _build_index(key, index_arrays, xp)
+    out = x.copy()
+    try:
+        if ufunc is None:
+            out[idx] = v
+        elif _has_advanced(key):
+            _ufunc_at(xp, ufunc, out, idx, v, f"at[].{name}")
+        else:
+            out[idx] = (combine or getattr(xp, ufunc))(out[idx], v)
+    except IndexError as e:
+        raise IndexError(f"at[].{name}: {e} (Tensor of shape {x.shape})") from None
+    except ValueError as e:
+        raise ValueError(
+            f"at[].{name}: cannot {verb} values of shape {np.shape(v)} at the index of a "
+            f"Tensor of shape {x.shape} ({e})"
+        ) from None
+    ctx.key = key
+    return out
 
-    @staticmethod
-    def backward(ctx, g):
-        arrays = ctx.saved_tensors
-        gv = GetItem.apply(g, *arrays, key=ctx.key) if ctx.needs_input_grad[1] else None
-        return (g, gv) + (None,) * len(arrays)
+
+class _ScatterInto:
+    """What the functional updates ``x.at[idx].add/set/multiply`` share (a base listed before
+    :class:`_MovementFunction`): the batching rule (:func:`_batch_scatter`), and a result of
+    ``x``'s shape and dtype."""
+
+    batch = classmethod(_batch_scatter)
 
     @classmethod
     def output_shape(cls, shape, v_shape, *index_shapes, key):
@@ -930,12 +938,32 @@ class ScatterAddInto(_MovementFunction):
         return np.dtype(dtype)
 
 
+class ScatterAddInto(_ScatterInto, _MovementFunction):
+    """``x`` with ``x[idx] += v`` applied unbuffered (``numpy.add.at`` on a copy): every
+    repeated index adds again. Backward: ``x`` gets the cotangent, ``v`` the cotangent gathered
+    at the index (``apply`` sums it over ``v``'s broadcasting)."""
+
+    oper = "scatter_add_into"
+
+    @staticmethod
+    def forward(ctx, x, v, *index_arrays, key):
+        out = _update(ctx, x, v, index_arrays, key, "add")
+        ctx.save_for_backward(*index_arrays)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        arrays = ctx.saved_tensors
+        gv = GetItem.apply(g, *arrays, key=ctx.key) if ctx.needs_input_grad[1] else None
+        return (g, gv) + (None,) * len(arrays)
+
+
 def _const_like(fill, shape, dtype, like: Tensor) -> Tensor:
     xp = _get_backend(like.device)
     return _tconst(xp.full(shape, fill, dtype=dtype))
 
 
-class ScatterSet(_MovementFunction):
+class ScatterSet(_ScatterInto, _MovementFunction):
     """``x`` with ``x[idx] = v`` (``v`` broadcast to the indexed shape), as a new array. With
     repeated indices the last write wins (NumPy assignment order).
 
@@ -948,24 +976,8 @@ class ScatterSet(_MovementFunction):
     oper = "scatter_set"
 
     @staticmethod
-    def batch(args, batched, size, **params):
-        return _batch_scatter(ScatterSet, args, batched, size, **params)
-
-    @staticmethod
     def forward(ctx, x, v, *index_arrays, key):
-        xp = ctx.backend
-        idx = _build_index(key, index_arrays, xp)
-        out = x.copy()
-        try:
-            out[idx] = v
-        except IndexError as e:
-            raise IndexError(f"at[].set: {e} (Tensor of shape {x.shape})") from None
-        except ValueError as e:
-            raise ValueError(
-                f"at[].set: cannot write values of shape {np.shape(v)} at the index of a "
-                f"Tensor of shape {x.shape} ({e})"
-            ) from None
-        ctx.key = key
+        out = _update(ctx, x, v, index_arrays, key, "set")
         ctx.save_for_backward(*index_arrays)
         return out
 
@@ -990,16 +1002,8 @@ class ScatterSet(_MovementFunction):
                 gv = Where.apply(won, gv, 0.0)
         return (gx, gv) + (None,) * len(arrays)
 
-    @classmethod
-    def output_shape(cls, shape, v_shape, *index_shapes, key):
-        return tuple(shape)
 
-    @classmethod
-    def output_dtype(cls, dtype, v_dtype, *index_dtypes, key):
-        return np.dtype(dtype)
-
-
-class ScatterMul(_MovementFunction):
+class ScatterMul(_ScatterInto, _MovementFunction):
     """``x`` with ``x[idx] *= v`` applied unbuffered (``numpy.multiply.at``): every repeated
     index multiplies again.
 
@@ -1014,27 +1018,8 @@ class ScatterMul(_MovementFunction):
     oper = "scatter_mul"
 
     @staticmethod
-    def batch(args, batched, size, **params):
-        return _batch_scatter(ScatterMul, args, batched, size, **params)
-
-    @staticmethod
     def forward(ctx, x, v, *index_arrays, key):
-        xp = ctx.backend
-        idx = _build_index(key, index_arrays, xp)
-        out = x.copy()
-        try:
-            if _has_advanced(key):
-                _ufunc_at(xp, "multiply", out, idx, v, "at[].multiply")
-            else:
-                out[idx] = out[idx] * v
-        except IndexError as e:
-            raise IndexError(f"at[].multiply: {e} (Tensor of shape {x.shape})") from None
-        except ValueError as e:
-            raise ValueError(
-                f"at[].multiply: cannot apply values of shape {np.shape(v)} at the index of a "
-                f"Tensor of shape {x.shape} ({e})"
-            ) from None
-        ctx.key = key
+        out = _update(ctx, x, v, index_arrays, key, "multiply")
         ctx.save_for_backward(x, v, *index_arrays)
         return out
 
@@ -1054,14 +1039,6 @@ class ScatterMul(_MovementFunction):
             else:
                 gv = gxv * _others_product(BroadcastTo.api(v, gxv.shape), x, arrays, key)
         return (gx, gv) + (None,) * len(arrays)
-
-    @classmethod
-    def output_shape(cls, shape, v_shape, *index_shapes, key):
-        return tuple(shape)
-
-    @classmethod
-    def output_dtype(cls, dtype, v_dtype, *index_dtypes, key):
-        return np.dtype(dtype)
 
 
 def _single_axis(axis, ndim: int, op: str) -> int:
@@ -1219,31 +1196,13 @@ class ScatterMinMax(_MovementFunction):
 
     oper = "scatter_minmax"
 
-    @staticmethod
-    def batch(args, batched, size, **params):
-        return _batch_scatter(ScatterMinMax, args, batched, size, **params)
+    batch = classmethod(_batch_scatter)
 
     @staticmethod
     def forward(ctx, x, v, *index_arrays, key, op):
-        xp = ctx.backend
         if op not in ("max", "min"):
             raise ValueError(f"scatter_minmax: op must be 'max' or 'min', got {op!r}")
-        name = "maximum" if op == "max" else "minimum"
-        idx = _build_index(key, index_arrays, xp)
-        out = x.copy()
-        try:
-            if _has_advanced(key):
-                _ufunc_at(xp, name, out, idx, v, f"at[].{op}")
-            else:
-                out[idx] = getattr(xp, name)(out[idx], v)
-        except IndexError as e:
-            raise IndexError(f"at[].{op}: {e} (Tensor of shape {x.shape})") from None
-        except ValueError as e:
-            raise ValueError(
-                f"at[].{op}: cannot apply values of shape {np.shape(v)} at the index of a "
-                f"Tensor of shape {x.shape} ({e})"
-            ) from None
-        ctx.key = key
+        out = _update(ctx, x, v, index_arrays, key, op)
         ctx.save_for_backward(x, v, out, *index_arrays)
         return out
 
