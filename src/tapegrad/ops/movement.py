@@ -721,6 +721,13 @@ class BroadcastTo(_MovementFunction):
 
 
 # -- indexing ---------------------------------------------------------------------------------
+def _keep_index(ctx, key, index_arrays, *saved) -> None:
+    """What an indexing op keeps for its backward: the static index ``key`` (``ctx.key``), and
+    ``saved`` then the index arrays as saved Tensors (traced by an outer transform)."""
+    ctx.key = key
+    ctx.save_for_backward(*saved, *index_arrays)
+
+
 @expose
 class GetItem(_MovementFunction):
     """``x[idx]`` with NumPy's basic and advanced indexing (slices with any step, ints,
@@ -774,8 +781,7 @@ class GetItem(_MovementFunction):
         except IndexError as e:
             raise IndexError(f"getitem: {e} (indexing a Tensor of shape {x.shape})") from None
         ctx.in_shape = x.shape
-        ctx.key = key
-        ctx.save_for_backward(*index_arrays)
+        _keep_index(ctx, key, index_arrays)
         return out
 
     @staticmethod
@@ -848,20 +854,10 @@ class ScatterAdd(_MovementFunction):
         xp = ctx.backend
         idx = _build_index(key, index_arrays, xp)
         out = xp.zeros(shape, dtype=g.dtype)
-        try:
-            if _has_advanced(key):
-                _ufunc_at(xp, "add", out, idx, g, "scatter_add")
-            else:  # basic indexing never repeats an element
-                out[idx] = g
-        except IndexError as e:
-            raise IndexError(f"scatter_add: {e} (target shape {tuple(shape)})") from None
-        except ValueError as e:
-            raise ValueError(
-                f"scatter_add: cannot add values of shape {g.shape} at the index into shape "
-                f"{tuple(shape)} ({e})"
-            ) from None
-        ctx.key = key
-        ctx.save_for_backward(*index_arrays)
+        # combine=None: basic indexing never repeats an element, so it is a plain write
+        _write_at(xp, out, idx, g, key, "add", None, "scatter_add", "add",
+                  (f"target shape {tuple(shape)}", f"into shape {tuple(shape)}"))
+        _keep_index(ctx, key, index_arrays)
         return out
 
     @staticmethod
@@ -891,41 +887,65 @@ _UPDATES = {"add": ("add", "add", operator.add), "set": ("write", None, None),
             "max": ("apply", "maximum", None), "min": ("apply", "minimum", None)}
 
 
+def _write_at(xp, out, idx, v, key, ufunc, combine, label: str, verb: str, target: tuple):
+    """Write ``v`` into ``out`` at ``idx`` (the index ``key`` describes), in place: an
+    advanced index (which may repeat an element) through NumPy's unbuffered ``ufunc.at``
+    (``ufunc`` None: a plain write), a basic one as ``combine(out[idx], v)`` (None: ``v``).
+
+    Raises:
+        IndexError: for an index out of range, as ``"<label>: <error> (<target[0]>)"``.
+        ValueError: for values that do not broadcast to the indexed shape, naming ``verb``
+            and the target as ``target[1]``.
+    """
+    try:
+        if ufunc is not None and _has_advanced(key):
+            _ufunc_at(xp, ufunc, out, idx, v, label)
+        elif combine is None:
+            out[idx] = v
+        else:
+            out[idx] = combine(out[idx], v)
+    except IndexError as e:
+        raise IndexError(f"{label}: {e} ({target[0]})") from None
+    except ValueError as e:
+        raise ValueError(
+            f"{label}: cannot {verb} values of shape {np.shape(v)} at the index "
+            f"{target[1]} ({e})"
+        ) from None
+
+
 def _update(ctx, x, v, index_arrays, key, name: str):
     """Forward of ``x.at[idx].<name>(v)`` (add, set, multiply, max or min): a copy of ``x``
     updated at the index (unbuffered, with NumPy's ``ufunc.at``, where an advanced index may
-    repeat an element); ``ctx.key`` set for backward.
+    repeat an element).
 
     Raises:
         IndexError: for an index out of range, naming the update and ``x``'s shape.
         ValueError: for values that do not broadcast to the indexed shape.
     """
     xp = ctx.backend
-    verb, ufunc, combine = _UPDATES[name]
+    verb, ufunc, op = _UPDATES[name]
+    combine = op if op is not None or ufunc is None else getattr(xp, ufunc)
     idx = _build_index(key, index_arrays, xp)
     out = x.copy()
-    try:
-        if ufunc is None:
-            out[idx] = v
-        elif _has_advanced(key):
-            _ufunc_at(xp, ufunc, out, idx, v, f"at[].{name}")
-        else:
-            out[idx] = (combine or getattr(xp, ufunc))(out[idx], v)
-    except IndexError as e:
-        raise IndexError(f"at[].{name}: {e} (Tensor of shape {x.shape})") from None
-    except ValueError as e:
-        raise ValueError(
-            f"at[].{name}: cannot {verb} values of shape {np.shape(v)} at the index of a "
-            f"Tensor of shape {x.shape} ({e})"
-        ) from None
-    ctx.key = key
+    _write_at(xp, out, idx, v, key, ufunc, combine, f"at[].{name}", verb,
+              (f"Tensor of shape {x.shape}", f"of a Tensor of shape {x.shape}"))
     return out
 
 
 class _ScatterInto:
     """What the functional updates ``x.at[idx].add/set/multiply`` share (a base listed before
-    :class:`_MovementFunction`): the batching rule (:func:`_batch_scatter`), and a result of
-    ``x``'s shape and dtype."""
+    :class:`_MovementFunction`): the forward (the subclass's ``update``, with ``x`` and ``v``
+    kept for backward where ``keeps_operands``), the batching rule (:func:`_batch_scatter`),
+    and a result of ``x``'s shape and dtype."""
+
+    update = "add"  # a key of _UPDATES
+    keeps_operands = False
+
+    @classmethod
+    def forward(cls, ctx, x, v, *index_arrays, key):
+        out = _update(ctx, x, v, index_arrays, key, cls.update)
+        _keep_index(ctx, key, index_arrays, *((x, v) if cls.keeps_operands else ()))
+        return out
 
     batch = classmethod(_batch_scatter)
 
@@ -944,12 +964,7 @@ class ScatterAddInto(_ScatterInto, _MovementFunction):
     at the index (``apply`` sums it over ``v``'s broadcasting)."""
 
     oper = "scatter_add_into"
-
-    @staticmethod
-    def forward(ctx, x, v, *index_arrays, key):
-        out = _update(ctx, x, v, index_arrays, key, "add")
-        ctx.save_for_backward(*index_arrays)
-        return out
+    update = "add"
 
     @staticmethod
     def backward(ctx, g):
@@ -974,12 +989,7 @@ class ScatterSet(_ScatterInto, _MovementFunction):
     """
 
     oper = "scatter_set"
-
-    @staticmethod
-    def forward(ctx, x, v, *index_arrays, key):
-        out = _update(ctx, x, v, index_arrays, key, "set")
-        ctx.save_for_backward(*index_arrays)
-        return out
+    update = "set"
 
     @staticmethod
     def backward(ctx, g):
@@ -1016,12 +1026,8 @@ class ScatterMul(_ScatterInto, _MovementFunction):
     """
 
     oper = "scatter_mul"
-
-    @staticmethod
-    def forward(ctx, x, v, *index_arrays, key):
-        out = _update(ctx, x, v, index_arrays, key, "multiply")
-        ctx.save_for_backward(x, v, *index_arrays)
-        return out
+    update = "multiply"
+    keeps_operands = True
 
     @staticmethod
     def backward(ctx, g):
@@ -1203,7 +1209,7 @@ class ScatterMinMax(_MovementFunction):
         if op not in ("max", "min"):
             raise ValueError(f"scatter_minmax: op must be 'max' or 'min', got {op!r}")
         out = _update(ctx, x, v, index_arrays, key, op)
-        ctx.save_for_backward(x, v, out, *index_arrays)
+        _keep_index(ctx, key, index_arrays, x, v, out)
         return out
 
     @staticmethod
