@@ -62,7 +62,7 @@ from tapegrad.core.tensor import Tensor
 from tapegrad.core.tensor import const as _tconst
 from tapegrad.ops._batching import align, axis_rule, batch_all, example_axis, shift_axes
 from tapegrad.ops._registry import METHODS as _METHODS
-from tapegrad.ops._registry import expose, tensor_arg
+from tapegrad.ops._registry import dtype_arg, expose, tensor_arg
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.elementwise import AsType, Where
 
@@ -1285,10 +1285,7 @@ def cast_all(xs: list, dtype, casting, op: str) -> list:
         )
     if dtype is None:
         return xs
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{op}: dtype {dtype!r} is not a dtype") from None
+    dt = dtype_arg(dtype, op)
     for a in xs:
         if not np.can_cast(a.dtype, dt, casting=casting):
             raise TypeError(

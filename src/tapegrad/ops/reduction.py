@@ -28,7 +28,7 @@ from tapegrad.core.function import Function, Traits
 from tapegrad.core.tensor import Tensor
 from tapegrad.ops import movement as _mv  # Reshape, Transpose (attributes read at call time)
 from tapegrad.ops._batching import axis_rule, shift_axes
-from tapegrad.ops._registry import bool_arg, expose, tensor_arg
+from tapegrad.ops._registry import bool_arg, dtype_arg, expose, tensor_arg
 from tapegrad.ops.elementwise import Abs, AsType, Exp, Maximum, Sign, StopGradient, Where  # pyright: ignore[reportAssignmentType, reportAttributeAccessIssue]
 from tapegrad.ops.movement import Shift, _single_axis
 
@@ -174,10 +174,7 @@ def _in_dtype(x: Tensor, dtype, op: str) -> Tensor:
     floating and complex dtypes."""
     if dtype is None:
         return x
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{op}: dtype {dtype!r} is not a dtype") from None
+    dt = dtype_arg(dtype, op)
     return x if x.dtype == dt else AsType.api(x, dt)
 
 
