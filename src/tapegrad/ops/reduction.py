@@ -180,7 +180,7 @@ def _in_dtype(x: Tensor, dtype, op: str) -> Tensor:
 
 def _no_bool_dtype(dtype, op: str) -> None:
     """A spread cannot be computed in booleans (NumPy's ``TypeError``: no boolean subtract)."""
-    if dtype is not None and np.dtype(dtype).kind == "b":
+    if dtype is not None and dtype_arg(dtype, op).kind == "b":
         raise TypeError(
             f"{op}: dtype=bool cannot hold deviations from the mean (booleans do not "
             "subtract, as in NumPy); pass a floating dtype"
