@@ -27,7 +27,7 @@ from tapegrad.core.tensor import Tensor, const
 from tapegrad.core.weak import WeakScalar
 
 __all__ = ["ns", "METHODS", "expose", "tensor_arg", "operands", "EXPOSED",
-           "bool_arg", "register_nested", "given_tensor"]
+           "bool_arg", "dtype_arg", "register_nested", "given_tensor"]
 
 #: Every public op function by name (``tapegrad.numpy`` re-exports it).
 ns = types.SimpleNamespace()
@@ -103,6 +103,18 @@ def bool_arg(value, op: str, name: str) -> bool:
         f"{op}: {name} must be a bool (True or False), got "
         f"{shown if len(shown) <= 40 else shown[:37] + '...'} ({type(value).__name__})"
     )
+
+
+def dtype_arg(dtype, op: str) -> np.dtype:
+    """NumPy's ``dtype=`` argument (a dtype, a name such as ``"float32"``, a type) as a dtype.
+
+    Raises:
+        TypeError: if NumPy does not take ``dtype`` for a dtype, naming ``op``.
+    """
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: dtype {dtype!r} is not a dtype") from None
 
 
 def operand(x):

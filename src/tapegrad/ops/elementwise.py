@@ -683,6 +683,26 @@ def _documented(doc: str, sections: dict, source: str) -> str:
     return doc + "\n\n" + "\n".join(extra) + f"\nSource: {source}.\n"
 
 
+def _table_class(row, arity: int, sections: dict, methods: tuple, rules: dict):
+    """The exposed Function class of a unary or binary table ``row``: its declarations, read
+    from the row, and its ``rules`` (``forward``, ``backward`` and ``jvp``, made static)."""
+    fn = row.fn
+    attrs = {
+        "__doc__": _documented(row.doc, sections, _source(fn)),
+        "oper": row.name,
+        "arity": arity,
+        "traits": Traits(ufunc=_ufunc_name(fn)),
+        "names": (row.name, *row.aliases),
+        "methods": methods,
+        "row": row,
+        "output_dtype": _dtype_rule(fn),
+        "batch": elementwise,
+    }
+    attrs.update({key: staticmethod(rule) for key, rule in rules.items()})
+    name = "".join(p.capitalize() for p in row.name.split("_"))
+    return expose(type(name, (Function,), attrs))
+
+
 def _unary_class(row: Unary):
     """The Function class of a unary table row (see the module docstring)."""
     fn, deriv = row.fn, row.deriv
@@ -697,27 +717,14 @@ def _unary_class(row: Unary):
         x, out = ctx.saved_tensors
         return UnaryGrad.apply(g, x, out, row=row)
 
-    attrs = {
-        "__doc__": _documented(row.doc, _UNARY_SECTIONS, _source(row.fn)),
-        "oper": row.name,
-        "arity": 1,
-        "traits": Traits(ufunc=_ufunc_name(fn)),
-        "names": (row.name, *row.aliases),
-        "methods": (row.name,) if row.method else (),
-        "row": row,
-        "output_dtype": _dtype_rule(fn),
-        "batch": elementwise,
-    }
     if deriv is None:
-        attrs["forward"] = staticmethod(lambda ctx, x: _call(fn, ctx.backend, x))
-        attrs["backward"] = staticmethod(lambda ctx, g: None)
-        attrs["jvp"] = staticmethod(lambda ctx, t: None)
+        rules = {"forward": lambda ctx, x: _call(fn, ctx.backend, x),
+                 "backward": lambda ctx, g: None, "jvp": lambda ctx, t: None}
     else:
-        attrs["forward"] = staticmethod(forward)
-        attrs["backward"] = staticmethod(backward)
-        attrs["jvp"] = staticmethod(backward)  # holomorphic: t * f'(x), the same primitive
-    name = "".join(p.capitalize() for p in row.name.split("_"))
-    return expose(type(name, (Function,), attrs))
+        # jvp: holomorphic, t * f'(x), the same primitive as backward
+        rules = {"forward": forward, "backward": backward, "jvp": backward}
+    methods = (row.name,) if row.method else ()
+    return _table_class(row, 1, _UNARY_SECTIONS, methods, rules)
 
 
 def _binary_class(row: Binary):
@@ -743,27 +750,13 @@ def _binary_class(row: Binary):
         b = None if ty is None or not row.dy else BinaryGrad.apply(ty, x, y, out, row=row, wrt=1)
         return _plus(a, b)
 
-    attrs = {
-        "__doc__": _documented(row.doc, _BINARY_SECTIONS, _source(row.fn)),
-        "oper": row.name,
-        "arity": 2,
-        "traits": Traits(ufunc=_ufunc_name(fn)),
-        "names": (row.name, *row.aliases),
-        "methods": ((row.name,) if row.method else ()) + row.operators,
-        "row": row,
-        "output_dtype": _dtype_rule(fn),
-        "batch": elementwise,
-    }
     if row.dx is None and row.dy is None:
-        attrs["forward"] = staticmethod(lambda ctx, x, y: _call(fn, ctx.backend, x, y))
-        attrs["backward"] = staticmethod(lambda ctx, g: (None, None))
-        attrs["jvp"] = staticmethod(lambda ctx, tx, ty: None)
+        rules = {"forward": lambda ctx, x, y: _call(fn, ctx.backend, x, y),
+                 "backward": lambda ctx, g: (None, None), "jvp": lambda ctx, tx, ty: None}
     else:
-        attrs["forward"] = staticmethod(forward)
-        attrs["backward"] = staticmethod(backward)
-        attrs["jvp"] = staticmethod(jvp)
-    name = "".join(p.capitalize() for p in row.name.split("_"))
-    return expose(type(name, (Function,), attrs))
+        rules = {"forward": forward, "backward": backward, "jvp": jvp}
+    methods = ((row.name,) if row.method else ()) + row.operators
+    return _table_class(row, 2, _BINARY_SECTIONS, methods, rules)
 
 
 def _sigmoid(xp, x):
@@ -1447,6 +1440,27 @@ def _dt(v) -> str:
     return str(v.dtype) if hasattr(v, "dtype") else type(v).__name__
 
 
+def _no_complex(x) -> None:
+    """Reject a complex array in a forward (as NumPy's ``frexp`` and ``modf`` do)."""
+    if x.dtype.kind == "c":
+        raise TypeError(f"not supported for complex values (got dtype {x.dtype})")
+
+
+def _dtypes_of(fn, *dtypes) -> list:
+    """The dtypes of the outputs NumPy's multi-output ``fn`` gives on 0-d inputs of
+    ``dtypes`` (other arguments, Python numbers, passed as they are)."""
+    args = [np.zeros((), d) if isinstance(d, np.dtype) else d for d in dtypes]
+    with _Quiet():
+        outs = fn(*args)
+    return [np.asarray(o).dtype for o in outs]
+
+
+def _broadcast_pair(cls, x, y) -> list:
+    """``output_shape`` of a two-output binary op: both outputs have the broadcast shape."""
+    shape = Function.output_shape.__func__(cls, x, y)
+    return [shape, shape]
+
+
 @expose
 class Frexp(Function):
     """Decompose ``x`` into mantissa and exponent, ``x = mantissa * 2**exponent`` with
@@ -1469,8 +1483,7 @@ class Frexp(Function):
 
     @staticmethod
     def forward(ctx, x):
-        if x.dtype.kind == "c":
-            raise TypeError(f"not supported for complex values (got dtype {x.dtype})")
+        _no_complex(x)
         m, e = ctx.backend.frexp(x)
         ctx.save_for_backward(e)  # an int32 output: no gradient flows through it
         return m, e
@@ -1486,9 +1499,7 @@ class Frexp(Function):
 
     @classmethod
     def output_dtype(cls, d):
-        with _Quiet():
-            m, e = np.frexp(np.zeros((), d))
-        return [m.dtype, e.dtype]
+        return _dtypes_of(np.frexp, d)
 
 
 @expose
@@ -1510,8 +1521,7 @@ class Modf(Function):
 
     @staticmethod
     def forward(ctx, x):
-        if x.dtype.kind == "c":
-            raise TypeError(f"not supported for complex values (got dtype {x.dtype})")
+        _no_complex(x)
         return ctx.backend.modf(x)
 
     @staticmethod
@@ -1524,9 +1534,7 @@ class Modf(Function):
 
     @classmethod
     def output_dtype(cls, d):
-        with _Quiet():
-            f, i = np.modf(np.zeros((), d))
-        return [f.dtype, i.dtype]
+        return _dtypes_of(np.modf, d)
 
 
 @expose
@@ -1566,15 +1574,11 @@ class DivMod(Function):
 
     @classmethod
     def output_shape(cls, x, y):
-        shape = Function.output_shape.__func__(cls, x, y)
-        return [shape, shape]
+        return _broadcast_pair(cls, x, y)
 
     @classmethod
     def output_dtype(cls, x, y):
-        args = [np.zeros((), d) if isinstance(d, np.dtype) else d for d in (x, y)]
-        with _Quiet():
-            q, r = np.divmod(*args)
-        return [np.asarray(q).dtype, np.asarray(r).dtype]
+        return _dtypes_of(np.divmod, x, y)
 
     @staticmethod
     def api(x, y):
@@ -1895,8 +1899,7 @@ class _MinMax(Function):
 
     @classmethod
     def output_shape(cls, x, y):
-        shape = Function.output_shape.__func__(cls, x, y)
-        return [shape, shape]
+        return _broadcast_pair(cls, x, y)
 
     @classmethod
     def output_dtype(cls, x, y):

@@ -728,6 +728,31 @@ def _lapack_dtype(*dtypes) -> np.dtype:
     )
 
 
+def _stacked(cls, args, batched, size, **params):
+    """vmap rule of an op on the last two axes: the batch is one more stack dimension."""
+    return cls.apply(*args, **params)
+
+
+class _DenseStack:
+    """What the inverses and decompositions of ``(..., m, n)`` stacks declare alike (a base
+    listed before :class:`~tapegrad.Function`): vmap's batch is one more stack dimension, jit
+    costs them as dense matrix work, and the result has LAPACK's dtype."""
+
+    batch = classmethod(_stacked)  # vmap: the batch is one more stack dimension
+    traits = Traits(cost="dense")
+
+    @classmethod
+    def output_dtype(cls, dtype, **params):
+        """LAPACK's result dtype (an op with several outputs lists theirs)."""
+        return _lapack_dtype(dtype)
+
+
+def _square_input(a, op: str) -> None:
+    """Check a forward's input: a (batch of) square matrices of a LAPACK dtype, naming ``op``."""
+    _square_shape(a.shape, op)
+    _check_float(a, op)
+
+
 def _linalg_function(name: str):
     """Class decorator, above ``@expose``, for an op exposed only in ``tapegrad.numpy.linalg``
     (``names = ()``: nothing in the flat namespace; :mod:`tapegrad.numpy.linalg` exports
@@ -751,21 +776,18 @@ def _singular(op: str, a) -> _LinAlgError:
 
 @_linalg_function("inv")
 @expose
-class Inv(Function):
+class Inv(_DenseStack, Function):
     """Matrix inverse ``X = A^{-1}`` of ``(..., n, n)``.
 
     Backward (Giles 2008, sec. 3.1): ``gA = -X^T g X^T``.
     """
-    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
     oper = "inv"
-    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod
     def forward(ctx, a):
-        _square_shape(a.shape, "inv")
-        _check_float(a, "inv")
+        _square_input(a, "inv")
         try:
             out = ctx.backend.linalg.inv(a)
         except _LinAlgError:
@@ -782,10 +804,6 @@ class Inv(Function):
     @classmethod
     def output_shape(cls, shape):
         return _square_shape(shape, "inv")
-
-    @classmethod
-    def output_dtype(cls, dtype):
-        return _lapack_dtype(dtype)
 
     @staticmethod
     def api(a) -> Tensor:
@@ -922,22 +940,19 @@ class Solve(Function):
 
 @_linalg_function("det")
 @expose
-class Det(Function):
+class Det(_DenseStack, Function):
     """Determinant of ``(..., n, n)`` matrices; output shape ``(...)``.
 
     Backward (Giles 2008, sec. 3.1): ``gA = g det(A) A^{-T}``. Needs an invertible ``A``: the
     gradient at a singular matrix (the adjugate) raises a ``LinAlgError`` naming det.
     """
-    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
     oper = "det"
-    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod
     def forward(ctx, a):
-        _square_shape(a.shape, "det")
-        _check_float(a, "det")
+        _square_input(a, "det")
         out = ctx.backend.linalg.det(a)
         ctx.save_for_backward(a, out)
         return out
@@ -950,10 +965,6 @@ class Det(Function):
     @classmethod
     def output_shape(cls, shape):
         return _square_shape(shape, "det")[:-2]
-
-    @classmethod
-    def output_dtype(cls, dtype):
-        return _lapack_dtype(dtype)
 
     @staticmethod
     def api(a) -> Tensor:
@@ -995,22 +1006,19 @@ NumPy's): ``sign`` (no gradient) and ``logabsdet``, with ``det = sign * exp(loga
 
 @_linalg_function("slogdet")
 @expose
-class SlogDet(Function):
+class SlogDet(_DenseStack, Function):
     """``(sign, log|det|)`` of ``(..., n, n)`` matrices, both of shape ``(...)``.
 
     ``sign`` is non-differentiable. Backward of ``log|det A|`` (Giles 2008): ``gA = g A^{-T}``;
     a singular matrix (``sign == 0``) raises a ``LinAlgError`` naming slogdet.
     """
-    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
     oper = "slogdet"
-    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod
     def forward(ctx, a):
-        _square_shape(a.shape, "slogdet")
-        _check_float(a, "slogdet")
+        _square_input(a, "slogdet")
         sign, logabs = ctx.backend.linalg.slogdet(a)
         sign, logabs = ctx.backend.asarray(sign), ctx.backend.asarray(logabs)
         ctx.mark_non_differentiable(sign)
@@ -1057,7 +1065,7 @@ class SlogDet(Function):
 
 @_linalg_function("cholesky")
 @expose
-class Cholesky(Function):
+class Cholesky(_DenseStack, Function):
     """Cholesky factor of symmetric positive-definite ``(..., n, n)`` matrices: lower ``L`` with
     ``A = L L^T`` (or, with ``upper=True``, ``U = L^T`` with ``A = U^T U``).
 
@@ -1073,16 +1081,13 @@ class Cholesky(Function):
     the gradient for Hermitian perturbations of ``A``: differentiate
     ``cholesky((A + A^H) / 2)`` to compare with finite differences.
     """
-    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
     oper = "cholesky"
-    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod
     def forward(ctx, a, upper=False):
-        _square_shape(a.shape, "cholesky")
-        _check_float(a, "cholesky")
+        _square_input(a, "cholesky")
         xp = ctx.backend
         a = _hermitian_part(xp, a)
         try:
@@ -1124,10 +1129,6 @@ class Cholesky(Function):
     def output_shape(cls, shape, upper=False):
         return _square_shape(shape, "cholesky")
 
-    @classmethod
-    def output_dtype(cls, dtype, upper=False):
-        return _lapack_dtype(dtype)
-
     @staticmethod
     def api(a, upper=False) -> Tensor:
         """Cholesky factor of symmetric positive-definite matrices (NumPy ``linalg.cholesky``).
@@ -1155,15 +1156,23 @@ class Cholesky(Function):
 
 
 # -- singular value decomposition ------------------------------------------------------------
-def _svd_shapes(shape, full_matrices=False):
+def _matrix_dims(shape, op: str) -> tuple:
+    """``(batch, m, n, k = min(m, n))`` of a (batch of) matrices' ``shape``.
+
+    Raises:
+        ValueError: for fewer than 2 dimensions, naming ``op``.
+    """
     shape = tuple(shape)
     if len(shape) < 2:
         raise ValueError(
-            f"svd: a must be a (batch of) matrices of shape (..., m, n), got shape {shape}"
+            f"{op}: a must be a (batch of) matrices of shape (..., m, n), got shape {shape}"
         )
     *batch, m, n = shape
-    k = min(m, n)
-    batch = tuple(batch)
+    return tuple(batch), m, n, min(m, n)
+
+
+def _svd_shapes(shape, full_matrices=False):
+    batch, m, n, k = _matrix_dims(shape, "svd")
     if full_matrices:
         return [batch + (m, m), batch + (k,), batch + (n, n)]
     return [batch + (m, k), batch + (k,), batch + (k, n)]
@@ -1177,7 +1186,7 @@ SVDResult.__doc__ = """The result of :func:`tapegrad.numpy.linalg.svd` (a namedt
 
 @_linalg_function("svd")
 @expose
-class Svd(Function):
+class Svd(_DenseStack, Function):
     """Singular value decomposition ``A = U diag(S) Vh`` of real or complex ``(..., m, n)``
     matrices.
 
@@ -1213,10 +1222,8 @@ class Svd(Function):
             unique; use ``full_matrices=False``, as in JAX).
         numpy.linalg.LinAlgError: if LAPACK does not converge.
     """
-    batch = classmethod(lambda cls, args, batched, size, **p: cls.apply(*args, **p))  # stacked  # pyright: ignore[reportAttributeAccessIssue]
 
     oper = "svd"
-    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod
@@ -1331,9 +1338,12 @@ class Svd(Function):
 
 
 # -- eigendecompositions ---------------------------------------------------------------------
-def _stacked(cls, args, batched, size, **params):
-    """vmap rule of an op on the last two axes: the batch is one more stack dimension."""
-    return cls.apply(*args, **params)
+def _eigen_inner(w: Tensor, gw: Tensor, x: Tensor, eye: Tensor) -> Tensor:
+    """The inner matrix of the eigendecompositions' backward (Giles 2008): ``x``'s
+    off-diagonal divided by ``w_j - w_i`` (NaN-safe: 0 where ``x`` is 0), and the eigenvalues'
+    cotangent ``gw`` on the diagonal; ``eye`` is the identity of ``w``'s size."""
+    e = _row(w) - _append_axes(w) + eye  # w_j - w_i off the diagonal, 1 on it
+    return DivNoNan.apply(x * (1.0 - eye), e) + eye * _row(gw)
 
 
 def _diag_part(t: Tensor, eye: Tensor) -> Tensor:
@@ -1367,7 +1377,7 @@ QRResult.__doc__ = """The result of :func:`tapegrad.numpy.linalg.qr` (a namedtup
 
 @_linalg_function("eigh")
 @expose
-class Eigh(Function):
+class Eigh(_DenseStack, Function):
     """Eigendecomposition ``A = V diag(w) V^H`` of Hermitian (real symmetric) ``(..., n, n)``
     matrices.
 
@@ -1399,16 +1409,13 @@ class Eigh(Function):
     PyTorch (0 in the rare case that the cotangent's component coupling the two eigenvectors
     is exactly 0, the NaN-safe division's convention).
     """
-    batch = classmethod(_stacked)  # vmap: the batch is one more stack dimension
 
     oper = "eigh"
-    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod
     def forward(ctx, a, UPLO="L"):  # noqa: N803 - NumPy's name
-        _square_shape(a.shape, "eigh")
-        _check_float(a, "eigh")
+        _square_input(a, "eigh")
         xp = ctx.backend
         w, v = xp.linalg.eigh(_hermitian_part(xp, a), UPLO=UPLO)
         ctx.save_for_backward(w, v)
@@ -1417,11 +1424,7 @@ class Eigh(Function):
     @staticmethod
     def backward(ctx, gw, gv):
         w, v = ctx.saved_tensors
-        n = w.shape[-1]
-        eye = _eye(n, w)
-        e = _row(w) - _append_axes(w) + eye  # w_j - w_i off the diagonal, 1 on it
-        x = MatMul.apply(_mT(v), gv) * (1.0 - eye)
-        inner = DivNoNan.apply(x, e) + eye * _row(gw)
+        inner = _eigen_inner(w, gw, MatMul.apply(_mT(v), gv), _eye(w.shape[-1], w))
         ga = MatMul.apply(MatMul.apply(_conj(v), inner), _mT(v))
         return (ga + _H(ga)) * 0.5
 
@@ -1520,8 +1523,7 @@ class Eig(Function):
 
     @staticmethod
     def forward(ctx, a):
-        _square_shape(a.shape, "eig")
-        _check_float(a, "eig")
+        _square_input(a, "eig")
         xp = ctx.backend
         cdt = _complex_dtype(a.dtype)
         if a.shape[-1] == 0:
@@ -1539,14 +1541,11 @@ class Eig(Function):
     @staticmethod
     def backward(ctx, gw, gv):
         w, v = ctx.saved_tensors
-        n = w.shape[-1]
-        eye = _eye(n, w)
+        eye = _eye(w.shape[-1], w)
         vt = _mT(v)
         z = MatMul.apply(vt, gv)
         gram_t = MatMul.apply(vt, Conj.apply(v))  # (V^H V)^T
-        wmat = z - gram_t * _row(_diag_part(z, eye))
-        e = _row(w) - _append_axes(w) + eye  # w_j - w_i off the diagonal, 1 on it
-        inner = DivNoNan.apply(wmat * (1.0 - eye), e) + eye * _row(gw)
+        inner = _eigen_inner(w, gw, z - gram_t * _row(_diag_part(z, eye)), eye)
         try:
             ga = Solve.apply(vt, MatMul.apply(inner, vt))
         except _LinAlgError:
@@ -1606,14 +1605,7 @@ _QR_MODES = ("reduced", "complete", "r", "raw")
 
 
 def _qr_shapes(shape, mode="reduced"):
-    shape = tuple(shape)
-    if len(shape) < 2:
-        raise ValueError(
-            f"qr: a must be a (batch of) matrices of shape (..., m, n), got shape {shape}"
-        )
-    *batch, m, n = shape
-    k = min(m, n)
-    batch = tuple(batch)
+    batch, m, n, k = _matrix_dims(shape, "qr")
     if mode == "complete":
         return [batch + (m, m), batch + (m, n)]
     return [batch + (m, k), batch + (k, n)]
@@ -1650,7 +1642,7 @@ def _qr_backward_tall(q, r, gq, gr):
 
 @_linalg_function("qr")
 @expose
-class Qr(Function):
+class Qr(_DenseStack, Function):
     """QR decomposition ``A = Q R`` of ``(..., m, n)`` matrices, ``k = min(m, n)``.
 
     ``mode='reduced'``: ``Q`` ``(..., m, k)`` with orthonormal columns, ``R`` ``(..., k, n)``
@@ -1678,10 +1670,8 @@ class Qr(Function):
     leading ``k x k`` block invertible (full rank): a rank-deficient ``A`` raises
     ``LinAlgError`` when differentiated.
     """
-    batch = classmethod(_stacked)  # vmap: the batch is one more stack dimension
 
     oper = "qr"
-    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod
@@ -1854,7 +1844,7 @@ def _pinv_shape(shape):
 
 @_linalg_function("pinv")
 @expose
-class Pinv(Function):
+class Pinv(_DenseStack, Function):
     """Moore-Penrose pseudo-inverse ``P`` ``(..., n, m)`` of ``(..., m, n)`` matrices, by the
     SVD with singular values ``<= rcond * max(s)`` treated as zero (NumPy's algorithm).
 
@@ -1871,10 +1861,8 @@ class Pinv(Function):
     cutoff) the pseudo-inverse is discontinuous and this is the derivative of the constant-rank
     branch.
     """
-    batch = classmethod(_stacked)  # vmap: the batch is one more stack dimension
 
     oper = "pinv"
-    traits = Traits(cost="dense")
     names = ()
 
     @staticmethod
@@ -1906,10 +1894,6 @@ class Pinv(Function):
     @classmethod
     def output_shape(cls, shape, rcond=1e-15):
         return _pinv_shape(shape)
-
-    @classmethod
-    def output_dtype(cls, dtype, rcond=1e-15):
-        return _lapack_dtype(dtype)
 
     @staticmethod
     def api(a, rcond=None, hermitian=False, *, rtol=_NO_VALUE) -> Tensor:

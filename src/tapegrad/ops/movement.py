@@ -62,7 +62,7 @@ from tapegrad.core.tensor import Tensor
 from tapegrad.core.tensor import const as _tconst
 from tapegrad.ops._batching import align, axis_rule, batch_all, example_axis, shift_axes
 from tapegrad.ops._registry import METHODS as _METHODS
-from tapegrad.ops._registry import expose, tensor_arg
+from tapegrad.ops._registry import dtype_arg, expose, tensor_arg
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.elementwise import AsType, Where
 
@@ -721,6 +721,13 @@ class BroadcastTo(_MovementFunction):
 
 
 # -- indexing ---------------------------------------------------------------------------------
+def _keep_index(ctx, key, index_arrays, *saved) -> None:
+    """What an indexing op keeps for its backward: the static index ``key`` (``ctx.key``), and
+    ``saved`` then the index arrays as saved Tensors (traced by an outer transform)."""
+    ctx.key = key
+    ctx.save_for_backward(*saved, *index_arrays)
+
+
 @expose
 class GetItem(_MovementFunction):
     """``x[idx]`` with NumPy's basic and advanced indexing (slices with any step, ints,
@@ -774,8 +781,7 @@ class GetItem(_MovementFunction):
         except IndexError as e:
             raise IndexError(f"getitem: {e} (indexing a Tensor of shape {x.shape})") from None
         ctx.in_shape = x.shape
-        ctx.key = key
-        ctx.save_for_backward(*index_arrays)
+        _keep_index(ctx, key, index_arrays)
         return out
 
     @staticmethod
@@ -848,20 +854,10 @@ class ScatterAdd(_MovementFunction):
         xp = ctx.backend
         idx = _build_index(key, index_arrays, xp)
         out = xp.zeros(shape, dtype=g.dtype)
-        try:
-            if _has_advanced(key):
-                _ufunc_at(xp, "add", out, idx, g, "scatter_add")
-            else:  # basic indexing never repeats an element
-                out[idx] = g
-        except IndexError as e:
-            raise IndexError(f"scatter_add: {e} (target shape {tuple(shape)})") from None
-        except ValueError as e:
-            raise ValueError(
-                f"scatter_add: cannot add values of shape {g.shape} at the index into shape "
-                f"{tuple(shape)} ({e})"
-            ) from None
-        ctx.key = key
-        ctx.save_for_backward(*index_arrays)
+        # combine=None: basic indexing never repeats an element, so it is a plain write
+        _write_at(xp, out, idx, g, key, "add", None, "scatter_add", "add",
+                  (f"target shape {tuple(shape)}", f"into shape {tuple(shape)}"))
+        _keep_index(ctx, key, index_arrays)
         return out
 
     @staticmethod
@@ -883,43 +879,75 @@ class ScatterAdd(_MovementFunction):
                                 key=ctx.key)
 
 
-class ScatterAddInto(_MovementFunction):
-    """``x`` with ``x[idx] += v`` applied unbuffered (``numpy.add.at`` on a copy): every
-    repeated index adds again. Backward: ``x`` gets the cotangent, ``v`` the cotangent gathered
-    at the index (``apply`` sums it over ``v``'s broadcasting)."""
+#: The functional updates ``x.at[idx].<name>(v)``: name -> (the verb of their error
+#: messages, the ufunc that combines an element with ``v`` (None: ``v`` replaces it), the
+#: operator for it on a basic index (None: the backend's ufunc)).
+_UPDATES = {"add": ("add", "add", operator.add), "set": ("write", None, None),
+            "multiply": ("apply", "multiply", operator.mul),
+            "max": ("apply", "maximum", None), "min": ("apply", "minimum", None)}
 
-    oper = "scatter_add_into"
 
-    @staticmethod
-    def batch(args, batched, size, **params):
-        return _batch_scatter(ScatterAddInto, args, batched, size, **params)
+def _write_at(xp, out, idx, v, key, ufunc, combine, label: str, verb: str, target: tuple):
+    """Write ``v`` into ``out`` at ``idx`` (the index ``key`` describes), in place: an
+    advanced index (which may repeat an element) through NumPy's unbuffered ``ufunc.at``
+    (``ufunc`` None: a plain write), a basic one as ``combine(out[idx], v)`` (None: ``v``).
 
-    @staticmethod
-    def forward(ctx, x, v, *index_arrays, key):
-        xp = ctx.backend
-        idx = _build_index(key, index_arrays, xp)
-        out = x.copy()
-        try:
-            if _has_advanced(key):
-                _ufunc_at(xp, "add", out, idx, v, "at[].add")
-            else:
-                out[idx] = out[idx] + v
-        except IndexError as e:
-            raise IndexError(f"at[].add: {e} (Tensor of shape {x.shape})") from None
-        except ValueError as e:
-            raise ValueError(
-                f"at[].add: cannot add values of shape {np.shape(v)} at the index of a Tensor "
-                f"of shape {x.shape} ({e})"
-            ) from None
-        ctx.key = key
-        ctx.save_for_backward(*index_arrays)
+    Raises:
+        IndexError: for an index out of range, as ``"<label>: <error> (<target[0]>)"``.
+        ValueError: for values that do not broadcast to the indexed shape, naming ``verb``
+            and the target as ``target[1]``.
+    """
+    try:
+        if ufunc is not None and _has_advanced(key):
+            _ufunc_at(xp, ufunc, out, idx, v, label)
+        elif combine is None:
+            out[idx] = v
+        else:
+            out[idx] = combine(out[idx], v)
+    except IndexError as e:
+        raise IndexError(f"{label}: {e} ({target[0]})") from None
+    except ValueError as e:
+        raise ValueError(
+            f"{label}: cannot {verb} values of shape {np.shape(v)} at the index "
+            f"{target[1]} ({e})"
+        ) from None
+
+
+def _update(ctx, x, v, index_arrays, key, name: str):
+    """Forward of ``x.at[idx].<name>(v)`` (add, set, multiply, max or min): a copy of ``x``
+    updated at the index (unbuffered, with NumPy's ``ufunc.at``, where an advanced index may
+    repeat an element).
+
+    Raises:
+        IndexError: for an index out of range, naming the update and ``x``'s shape.
+        ValueError: for values that do not broadcast to the indexed shape.
+    """
+    xp = ctx.backend
+    verb, ufunc, op = _UPDATES[name]
+    combine = op if op is not None or ufunc is None else getattr(xp, ufunc)
+    idx = _build_index(key, index_arrays, xp)
+    out = x.copy()
+    _write_at(xp, out, idx, v, key, ufunc, combine, f"at[].{name}", verb,
+              (f"Tensor of shape {x.shape}", f"of a Tensor of shape {x.shape}"))
+    return out
+
+
+class _ScatterInto:
+    """What the functional updates ``x.at[idx].add/set/multiply`` share (a base listed before
+    :class:`_MovementFunction`): the forward (the subclass's ``update``, with ``x`` and ``v``
+    kept for backward where ``keeps_operands``), the batching rule (:func:`_batch_scatter`),
+    and a result of ``x``'s shape and dtype."""
+
+    update = "add"  # a key of _UPDATES
+    keeps_operands = False
+
+    @classmethod
+    def forward(cls, ctx, x, v, *index_arrays, key):
+        out = _update(ctx, x, v, index_arrays, key, cls.update)
+        _keep_index(ctx, key, index_arrays, *((x, v) if cls.keeps_operands else ()))
         return out
 
-    @staticmethod
-    def backward(ctx, g):
-        arrays = ctx.saved_tensors
-        gv = GetItem.apply(g, *arrays, key=ctx.key) if ctx.needs_input_grad[1] else None
-        return (g, gv) + (None,) * len(arrays)
+    batch = classmethod(_batch_scatter)
 
     @classmethod
     def output_shape(cls, shape, v_shape, *index_shapes, key):
@@ -930,12 +958,27 @@ class ScatterAddInto(_MovementFunction):
         return np.dtype(dtype)
 
 
+class ScatterAddInto(_ScatterInto, _MovementFunction):
+    """``x`` with ``x[idx] += v`` applied unbuffered (``numpy.add.at`` on a copy): every
+    repeated index adds again. Backward: ``x`` gets the cotangent, ``v`` the cotangent gathered
+    at the index (``apply`` sums it over ``v``'s broadcasting)."""
+
+    oper = "scatter_add_into"
+    update = "add"
+
+    @staticmethod
+    def backward(ctx, g):
+        arrays = ctx.saved_tensors
+        gv = GetItem.apply(g, *arrays, key=ctx.key) if ctx.needs_input_grad[1] else None
+        return (g, gv) + (None,) * len(arrays)
+
+
 def _const_like(fill, shape, dtype, like: Tensor) -> Tensor:
     xp = _get_backend(like.device)
     return _tconst(xp.full(shape, fill, dtype=dtype))
 
 
-class ScatterSet(_MovementFunction):
+class ScatterSet(_ScatterInto, _MovementFunction):
     """``x`` with ``x[idx] = v`` (``v`` broadcast to the indexed shape), as a new array. With
     repeated indices the last write wins (NumPy assignment order).
 
@@ -946,28 +989,7 @@ class ScatterSet(_MovementFunction):
     """
 
     oper = "scatter_set"
-
-    @staticmethod
-    def batch(args, batched, size, **params):
-        return _batch_scatter(ScatterSet, args, batched, size, **params)
-
-    @staticmethod
-    def forward(ctx, x, v, *index_arrays, key):
-        xp = ctx.backend
-        idx = _build_index(key, index_arrays, xp)
-        out = x.copy()
-        try:
-            out[idx] = v
-        except IndexError as e:
-            raise IndexError(f"at[].set: {e} (Tensor of shape {x.shape})") from None
-        except ValueError as e:
-            raise ValueError(
-                f"at[].set: cannot write values of shape {np.shape(v)} at the index of a "
-                f"Tensor of shape {x.shape} ({e})"
-            ) from None
-        ctx.key = key
-        ctx.save_for_backward(*index_arrays)
-        return out
+    update = "set"
 
     @staticmethod
     def backward(ctx, g):
@@ -990,16 +1012,8 @@ class ScatterSet(_MovementFunction):
                 gv = Where.apply(won, gv, 0.0)
         return (gx, gv) + (None,) * len(arrays)
 
-    @classmethod
-    def output_shape(cls, shape, v_shape, *index_shapes, key):
-        return tuple(shape)
 
-    @classmethod
-    def output_dtype(cls, dtype, v_dtype, *index_dtypes, key):
-        return np.dtype(dtype)
-
-
-class ScatterMul(_MovementFunction):
+class ScatterMul(_ScatterInto, _MovementFunction):
     """``x`` with ``x[idx] *= v`` applied unbuffered (``numpy.multiply.at``): every repeated
     index multiplies again.
 
@@ -1012,31 +1026,8 @@ class ScatterMul(_MovementFunction):
     """
 
     oper = "scatter_mul"
-
-    @staticmethod
-    def batch(args, batched, size, **params):
-        return _batch_scatter(ScatterMul, args, batched, size, **params)
-
-    @staticmethod
-    def forward(ctx, x, v, *index_arrays, key):
-        xp = ctx.backend
-        idx = _build_index(key, index_arrays, xp)
-        out = x.copy()
-        try:
-            if _has_advanced(key):
-                _ufunc_at(xp, "multiply", out, idx, v, "at[].multiply")
-            else:
-                out[idx] = out[idx] * v
-        except IndexError as e:
-            raise IndexError(f"at[].multiply: {e} (Tensor of shape {x.shape})") from None
-        except ValueError as e:
-            raise ValueError(
-                f"at[].multiply: cannot apply values of shape {np.shape(v)} at the index of a "
-                f"Tensor of shape {x.shape} ({e})"
-            ) from None
-        ctx.key = key
-        ctx.save_for_backward(x, v, *index_arrays)
-        return out
+    update = "multiply"
+    keeps_operands = True
 
     @staticmethod
     def backward(ctx, g):
@@ -1054,14 +1045,6 @@ class ScatterMul(_MovementFunction):
             else:
                 gv = gxv * _others_product(BroadcastTo.api(v, gxv.shape), x, arrays, key)
         return (gx, gv) + (None,) * len(arrays)
-
-    @classmethod
-    def output_shape(cls, shape, v_shape, *index_shapes, key):
-        return tuple(shape)
-
-    @classmethod
-    def output_dtype(cls, dtype, v_dtype, *index_dtypes, key):
-        return np.dtype(dtype)
 
 
 def _single_axis(axis, ndim: int, op: str) -> int:
@@ -1219,32 +1202,14 @@ class ScatterMinMax(_MovementFunction):
 
     oper = "scatter_minmax"
 
-    @staticmethod
-    def batch(args, batched, size, **params):
-        return _batch_scatter(ScatterMinMax, args, batched, size, **params)
+    batch = classmethod(_batch_scatter)
 
     @staticmethod
     def forward(ctx, x, v, *index_arrays, key, op):
-        xp = ctx.backend
         if op not in ("max", "min"):
             raise ValueError(f"scatter_minmax: op must be 'max' or 'min', got {op!r}")
-        name = "maximum" if op == "max" else "minimum"
-        idx = _build_index(key, index_arrays, xp)
-        out = x.copy()
-        try:
-            if _has_advanced(key):
-                _ufunc_at(xp, name, out, idx, v, f"at[].{op}")
-            else:
-                out[idx] = getattr(xp, name)(out[idx], v)
-        except IndexError as e:
-            raise IndexError(f"at[].{op}: {e} (Tensor of shape {x.shape})") from None
-        except ValueError as e:
-            raise ValueError(
-                f"at[].{op}: cannot apply values of shape {np.shape(v)} at the index of a "
-                f"Tensor of shape {x.shape} ({e})"
-            ) from None
-        ctx.key = key
-        ctx.save_for_backward(x, v, out, *index_arrays)
+        out = _update(ctx, x, v, index_arrays, key, op)
+        _keep_index(ctx, key, index_arrays, x, v, out)
         return out
 
     @staticmethod
@@ -1320,10 +1285,7 @@ def cast_all(xs: list, dtype, casting, op: str) -> list:
         )
     if dtype is None:
         return xs
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{op}: dtype {dtype!r} is not a dtype") from None
+    dt = dtype_arg(dtype, op)
     for a in xs:
         if not np.can_cast(a.dtype, dt, casting=casting):
             raise TypeError(

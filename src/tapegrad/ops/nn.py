@@ -120,32 +120,32 @@ def _normalize_batch(cls, args, batched, size, axis=-1):
     return cls.apply(x, axis=shift_axes(axis, nd, cls.oper))
 
 
-class Softmax(Function):
-    """``exp(x) / sum(exp(x))`` along ``axis``, shifted by the maximum for stability.
-
-    Backward: ``y * (g - sum(g * y, axis))`` with the saved output ``y``.
-    """
-
-    oper = "softmax"
+class _Normalization:
+    """What :class:`Softmax` and :class:`LogSoftmax` share (a base listed before
+    :class:`~tapegrad.Function`): the forward around each one's ``normalized`` (of ``x``
+    shifted by its maximum along ``axis``, for stability; an empty ``x`` gives an empty
+    result), the output saved for backward, the batching rule and the shape rule."""
 
     @staticmethod
-    def forward(ctx, x, axis=-1):
+    def normalized(xp, s, axis):  # pragma: no cover - each subclass defines it
+        raise NotImplementedError
+
+    @classmethod
+    def forward(cls, ctx, x, axis=-1):
         xp = ctx.backend
         ctx.axis = axis
         if x.size == 0:
             out = xp.empty_like(x)
-            ctx.save_for_backward(out)
-            return out
-        e = xp.exp(x - x.max(axis=axis, keepdims=True))
-        out = e / e.sum(axis=axis, keepdims=True)
+        else:
+            out = cls.normalized(xp, x - x.max(axis=axis, keepdims=True), axis)
         ctx.save_for_backward(out)
         return out
 
     @staticmethod
-    def backward(ctx, g):
+    def saved_output(ctx) -> tuple:
+        """``(y, axis)``: the saved output and the axis to sum over in backward."""
         (y,) = ctx.saved_tensors
-        axis = ctx.axis if y.ndim else None  # a 0-d input: its one element
-        return y * (g - ns.sum(g * y, axis=axis, keepdims=True))
+        return y, (ctx.axis if y.ndim else None)  # a 0-d input: its one element
 
     batch = classmethod(_normalize_batch)
 
@@ -154,7 +154,26 @@ class Softmax(Function):
         return tuple(shape)
 
 
-class LogSoftmax(Function):
+class Softmax(_Normalization, Function):
+    """``exp(x) / sum(exp(x))`` along ``axis``, shifted by the maximum for stability.
+
+    Backward: ``y * (g - sum(g * y, axis))`` with the saved output ``y``.
+    """
+
+    oper = "softmax"
+
+    @staticmethod
+    def normalized(xp, s, axis):
+        e = xp.exp(s)
+        return e / e.sum(axis=axis, keepdims=True)
+
+    @staticmethod
+    def backward(ctx, g):
+        y, axis = Softmax.saved_output(ctx)
+        return y * (g - ns.sum(g * y, axis=axis, keepdims=True))
+
+
+class LogSoftmax(_Normalization, Function):
     """``x - logsumexp(x)`` along ``axis``, shifted by the maximum for stability.
 
     Backward: ``g - exp(y) * sum(g, axis)`` with the saved output ``y``.
@@ -167,29 +186,13 @@ class LogSoftmax(Function):
     oper = "log_softmax"
 
     @staticmethod
-    def forward(ctx, x, axis=-1):
-        xp = ctx.backend
-        ctx.axis = axis
-        if x.size == 0:
-            out = xp.empty_like(x)
-            ctx.save_for_backward(out)
-            return out
-        s = x - x.max(axis=axis, keepdims=True)
-        out = s - xp.log(xp.exp(s).sum(axis=axis, keepdims=True))
-        ctx.save_for_backward(out)
-        return out
+    def normalized(xp, s, axis):
+        return s - xp.log(xp.exp(s).sum(axis=axis, keepdims=True))
 
     @staticmethod
     def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        axis = ctx.axis if y.ndim else None  # a 0-d input: its one element
+        y, axis = LogSoftmax.saved_output(ctx)
         return g - ns.exp(y) * ns.sum(g, axis=axis, keepdims=True)
-
-    batch = classmethod(_normalize_batch)
-
-    @classmethod
-    def output_shape(cls, shape, axis=-1):
-        return tuple(shape)
 
 
 class Gelu(_Gelu):
@@ -920,6 +923,13 @@ def _conv_shape(fn, args, batched, **params) -> tuple:
     return fn.output_shape(*shapes, **params)
 
 
+def _save_conv(ctx, a, b, stride, padding, dilation, groups) -> None:
+    """Forward of the convolution ops: save both operands, and the convolution's parameters
+    (``ctx.conv``, what each backward passes on to the others)."""
+    ctx.save_for_backward(a, b)
+    ctx.conv = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
 class Conv2d(Function):
     """2-D cross-correlation ``y[n, o] = sum_c x[n, c] * w[o, c] (+ b[o])`` over windows
     (im2col: one copy of a strided view of the padded input, then one batched matmul whose
@@ -946,8 +956,7 @@ class Conv2d(Function):
 
     @staticmethod
     def forward(ctx, x, w, b=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
-        ctx.save_for_backward(x, w)
-        ctx.conv = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+        _save_conv(ctx, x, w, stride, padding, dilation, groups)
         return _conv_forward(ctx.backend, x, w, stride, padding, dilation, groups, b)
 
     @staticmethod
@@ -1008,8 +1017,7 @@ class Conv2dInputGrad(Function):
     def forward(
         ctx, g, w, in_hw=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1
     ):
-        ctx.save_for_backward(g, w)
-        ctx.conv = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+        _save_conv(ctx, g, w, stride, padding, dilation, groups)
         return _conv_input_grad(ctx.backend, g, w, in_hw, stride, padding, dilation, groups)
 
     @staticmethod
@@ -1053,8 +1061,7 @@ class Conv2dWeightGrad(Function):
     def forward(
         ctx, x, g, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1
     ):
-        ctx.save_for_backward(x, g)
-        ctx.conv = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+        _save_conv(ctx, x, g, stride, padding, dilation, groups)
         return _conv_weight_grad(ctx.backend, x, g, kernel, stride, padding, dilation, groups)
 
     @staticmethod
@@ -1173,6 +1180,24 @@ class MaxPool2d(Function):
                                       padding)
 
 
+def _routing_setup(ctx, x, out, kernel, stride, padding, dilation):
+    """Forward of :class:`MaxPool2dGrad` and :class:`MaxPool2dGather`: save ``x`` and ``out``
+    and the pooling parameters (``ctx.pool``); return :func:`_pool_hits`'s ``(padded shape,
+    hits)``."""
+    ctx.pool = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
+    ctx.save_for_backward(x, out)
+    return _pool_hits(ctx.backend, x, out, kernel, stride, padding, dilation)
+
+
+def _routing_backward(ctx, ct, transpose):
+    """Backward of :class:`MaxPool2dGrad` and :class:`MaxPool2dGather`, each linear in its
+    first input and the other's ``transpose``: ``transpose`` of ``ct`` at the saved maxima for
+    the first input, nothing for ``x`` and ``out`` (they only locate the maxima)."""
+    x, out = ctx.saved_tensors
+    first = transpose.apply(ct, x, out, **ctx.pool) if ctx.needs_input_grad[0] else None
+    return first, None, None
+
+
 class MaxPool2dGrad(Function):
     """The backward of :class:`MaxPool2d`: ``g`` ``(N, C, Ho, Wo)`` routed to the first
     maximum of each window of ``x`` (``out`` is the pooled ``x``); ``x``'s shape.
@@ -1191,9 +1216,7 @@ class MaxPool2dGrad(Function):
     def forward(ctx, g, x, out, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0),
                 dilation=None):
         xp = ctx.backend
-        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
-        ctx.save_for_backward(x, out)
-        shape, hits = _pool_hits(xp, x, out, kernel, stride, padding, dilation)
+        shape, hits = _routing_setup(ctx, x, out, kernel, stride, padding, dilation)
         out_hw = out.shape[2:]
         exact = (
             not any(padding) and tuple(stride) == tuple(kernel)
@@ -1219,9 +1242,7 @@ class MaxPool2dGrad(Function):
 
     @staticmethod
     def backward(ctx, h):
-        x, out = ctx.saved_tensors
-        gg = MaxPool2dGather.apply(h, x, out, **ctx.pool) if ctx.needs_input_grad[0] else None
-        return gg, None, None
+        return _routing_backward(ctx, h, MaxPool2dGather)
 
     @classmethod
     def output_shape(cls, g, x, out, **params):
@@ -1244,9 +1265,7 @@ class MaxPool2dGather(Function):
     def forward(ctx, h, x, out, kernel=(1, 1), stride=(1, 1), padding=(0, 0, 0, 0),
                 dilation=None):
         xp = ctx.backend
-        ctx.pool = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
-        ctx.save_for_backward(x, out)
-        _, hits = _pool_hits(xp, x, out, kernel, stride, padding, dilation)
+        _, hits = _routing_setup(ctx, x, out, kernel, stride, padding, dilation)
         views = _offset_views(_pad(xp, h, padding), kernel, stride, out.shape[2:], dilation)
         res = xp.zeros(out.shape, dtype=h.dtype)
         for k, hit in hits:
@@ -1255,9 +1274,7 @@ class MaxPool2dGather(Function):
 
     @staticmethod
     def backward(ctx, ct):
-        x, out = ctx.saved_tensors
-        gh = MaxPool2dGrad.apply(ct, x, out, **ctx.pool) if ctx.needs_input_grad[0] else None
-        return gh, None, None
+        return _routing_backward(ctx, ct, MaxPool2dGrad)
 
     @classmethod
     def output_shape(cls, h, x, out, **params):

@@ -28,7 +28,7 @@ from tapegrad.core.function import Function, Traits
 from tapegrad.core.tensor import Tensor
 from tapegrad.ops import movement as _mv  # Reshape, Transpose (attributes read at call time)
 from tapegrad.ops._batching import axis_rule, shift_axes
-from tapegrad.ops._registry import bool_arg, expose, tensor_arg
+from tapegrad.ops._registry import bool_arg, dtype_arg, expose, tensor_arg
 from tapegrad.ops.elementwise import Abs, AsType, Exp, Maximum, Sign, StopGradient, Where  # pyright: ignore[reportAssignmentType, reportAttributeAccessIssue]
 from tapegrad.ops.movement import Shift, _single_axis
 
@@ -112,6 +112,14 @@ def _nonempty(op: str, shape, axes) -> None:
         )
 
 
+def _nonempty_shape(op: str, shape, axis, keepdims) -> tuple:
+    """The shape rule of a reduction that has no value over an empty set (see
+    :func:`_nonempty`)."""
+    axes = normalize_axis(axis, len(shape), op)
+    _nonempty(op, shape, axes)
+    return _reduced_shape(shape, axes, keepdims)
+
+
 def _real(op: str, dtype) -> None:
     if np.dtype(dtype).kind == "c":
         raise TypeError(f"{op}: complex inputs are not supported (got dtype {dtype})")
@@ -166,16 +174,13 @@ def _in_dtype(x: Tensor, dtype, op: str) -> Tensor:
     floating and complex dtypes."""
     if dtype is None:
         return x
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{op}: dtype {dtype!r} is not a dtype") from None
+    dt = dtype_arg(dtype, op)
     return x if x.dtype == dt else AsType.api(x, dt)
 
 
 def _no_bool_dtype(dtype, op: str) -> None:
     """A spread cannot be computed in booleans (NumPy's ``TypeError``: no boolean subtract)."""
-    if dtype is not None and np.dtype(dtype).kind == "b":
+    if dtype is not None and dtype_arg(dtype, op).kind == "b":
         raise TypeError(
             f"{op}: dtype=bool cannot hold deviations from the mean (booleans do not "
             "subtract, as in NumPy); pass a floating dtype"
@@ -219,6 +224,18 @@ def _ddof(ddof, correction, op: str):
     return int(ddof)
 
 
+def _accumulate(cls, op: str, x, axis, dtype, out, keepdims) -> Tensor:
+    """The public ``op`` (sum, mean or prod: ``cls``) over ``axis``, with NumPy's ``dtype=``
+    (the accumulator and result dtype) and ``out=`` (must be None) checked, naming ``op``."""
+    keepdims = bool_arg(keepdims, op, "keepdims")
+    x = _operand(x, op)
+    if dtype is None and out is None:
+        return cls.apply(x, axis=axis, keepdims=keepdims)
+    _no_out(out, op)
+    res = cls.apply(_in_dtype(x, dtype, op), axis=axis, keepdims=keepdims)
+    return _out_dtype(res, dtype)
+
+
 @expose
 class Sum(Function):
     """Sum over ``axis``; the sum of an empty set is 0 (NumPy).
@@ -254,13 +271,7 @@ class Sum(Function):
             TypeError: if ``axis`` is not None, an int or a tuple of ints; if ``dtype`` is not
                 a dtype or ``out`` is given.
         """
-        keepdims = bool_arg(keepdims, "sum", "keepdims")
-        x = x if type(x) is Tensor else tensor_arg(x)
-        if dtype is None and out is None:
-            return Sum.apply(x, axis=axis, keepdims=keepdims)
-        _no_out(out, "sum")
-        res = Sum.apply(_in_dtype(x, dtype, "sum"), axis=axis, keepdims=keepdims)
-        return _out_dtype(res, dtype)
+        return _accumulate(Sum, "sum", x, axis, dtype, out, keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -368,13 +379,7 @@ class Mean(Function):
                 an empty set is undefined; NumPy would return NaN with a warning).
             TypeError: for a ``dtype`` that is not a dtype, or a given ``out``.
         """
-        keepdims = bool_arg(keepdims, "mean", "keepdims")
-        x = x if type(x) is Tensor else tensor_arg(x)
-        if dtype is None and out is None:
-            return Mean.apply(x, axis=axis, keepdims=keepdims)
-        _no_out(out, "mean")
-        res = Mean.apply(_in_dtype(x, dtype, "mean"), axis=axis, keepdims=keepdims)
-        return _out_dtype(res, dtype)
+        return _accumulate(Mean, "mean", x, axis, dtype, out, keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -395,9 +400,7 @@ class Mean(Function):
 
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
-        axes = normalize_axis(axis, len(shape), "mean")
-        _nonempty("mean", shape, axes)
-        return _reduced_shape(shape, axes, keepdims)
+        return _nonempty_shape("mean", shape, axis, keepdims)
 
     @staticmethod
     def jvp(ctx, t):
@@ -459,13 +462,7 @@ class Prod(Function):
             >>> tg.grad(tnp.prod)(tg.Tensor([2.0, 0.0, 4.0]))
             Tensor([0., 8., 0.], dtype=float32)
         """
-        keepdims = bool_arg(keepdims, "prod", "keepdims")
-        x = _operand(x, "prod")
-        if dtype is None and out is None:
-            return Prod.apply(x, axis=axis, keepdims=keepdims)
-        _no_out(out, "prod")
-        res = Prod.apply(_in_dtype(x, dtype, "prod"), axis=axis, keepdims=keepdims)
-        return _out_dtype(res, dtype)
+        return _accumulate(Prod, "prod", x, axis, dtype, out, keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -491,6 +488,23 @@ class Prod(Function):
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
         return _reduced_shape(shape, normalize_axis(axis, len(shape), "prod"), keepdims)
+
+
+def _unary_reduction(cls, op: str, x, axis, out, keepdims) -> Tensor:
+    """The public ``op`` (``cls``: max, min, argmax, argmin, any, all) over ``axis``, with
+    ``keepdims`` and NumPy's ``out=`` (must be None) checked, naming ``op``."""
+    keepdims = bool_arg(keepdims, op, "keepdims")
+    _no_out(out, op)
+    return cls.apply(_operand(x, op), axis=axis, keepdims=keepdims)
+
+
+def _extremum_forward(ctx, x, axis, keepdims, op: str):
+    """Forward of max/min (``op``, the array method): the extremum, saved with ``x``."""
+    axes = _reduction_setup(ctx, x, axis, keepdims, op)
+    _nonempty(op, x.shape, axes)
+    out = getattr(x, op)(axis=axes, keepdims=keepdims)
+    ctx.save_for_backward(x, out)
+    return out
 
 
 def _extremum_backward(ctx, g):
@@ -609,17 +623,11 @@ class Max(Function):
             Tensor([[0. , 0.5, 0.5],
                     [1. , 0. , 0. ]], dtype=float32)
         """
-        keepdims = bool_arg(keepdims, "max", "keepdims")
-        _no_out(out, "max")
-        return Max.apply(_operand(x, "max"), axis=axis, keepdims=keepdims)
+        return _unary_reduction(Max, "max", x, axis, out, keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
-        axes = _reduction_setup(ctx, x, axis, keepdims, "max")
-        _nonempty("max", x.shape, axes)
-        out = x.max(axis=axes, keepdims=keepdims)
-        ctx.save_for_backward(x, out)
-        return out
+        return _extremum_forward(ctx, x, axis, keepdims, "max")
 
     backward = staticmethod(_extremum_backward)  # pyright: ignore[reportAssignmentType]
 
@@ -629,9 +637,7 @@ class Max(Function):
 
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
-        axes = normalize_axis(axis, len(shape), "max")
-        _nonempty("max", shape, axes)
-        return _reduced_shape(shape, axes, keepdims)
+        return _nonempty_shape("max", shape, axis, keepdims)
 
 
 @expose
@@ -655,17 +661,11 @@ class Min(Function):
             ValueError: if an axis is out of range, or a reduced axis has size 0.
             TypeError: for a given ``out``.
         """
-        keepdims = bool_arg(keepdims, "min", "keepdims")
-        _no_out(out, "min")
-        return Min.apply(_operand(x, "min"), axis=axis, keepdims=keepdims)
+        return _unary_reduction(Min, "min", x, axis, out, keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
-        axes = _reduction_setup(ctx, x, axis, keepdims, "min")
-        _nonempty("min", x.shape, axes)
-        out = x.min(axis=axes, keepdims=keepdims)
-        ctx.save_for_backward(x, out)
-        return out
+        return _extremum_forward(ctx, x, axis, keepdims, "min")
 
     backward = staticmethod(_extremum_backward)  # pyright: ignore[reportAssignmentType]
 
@@ -675,9 +675,7 @@ class Min(Function):
 
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
-        axes = normalize_axis(axis, len(shape), "min")
-        _nonempty("min", shape, axes)
-        return _reduced_shape(shape, axes, keepdims)
+        return _nonempty_shape("min", shape, axis, keepdims)
 
 
 def _arg_batch(cls, args, batched, size, axis=None, keepdims=False):
@@ -735,9 +733,7 @@ class ArgMax(Function):
                 ``None``) is empty.
             TypeError: if ``axis`` is a tuple (NumPy takes one axis), or ``out`` is given.
         """
-        keepdims = bool_arg(keepdims, "argmax", "keepdims")
-        _no_out(out, "argmax")
-        return ArgMax.apply(_operand(x, "argmax"), axis=axis, keepdims=keepdims)
+        return _unary_reduction(ArgMax, "argmax", x, axis, out, keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -767,9 +763,7 @@ class ArgMin(Function):
     @staticmethod
     def api(x, axis=None, out=None, *, keepdims=False) -> Tensor:
         """Indices of the minimum along ``axis`` (see :func:`argmax`); no gradient."""
-        keepdims = bool_arg(keepdims, "argmin", "keepdims")
-        _no_out(out, "argmin")
-        return ArgMin.apply(_operand(x, "argmin"), axis=axis, keepdims=keepdims)
+        return _unary_reduction(ArgMin, "argmin", x, axis, out, keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -802,6 +796,53 @@ def _var_check(op, shape, axes, ddof):
             f"reduction (shape {tuple(shape)}, axes {axes}); need ddof < {n}"
         )
     return n
+
+
+def _spread(cls, op: str, x, axis, dtype, out, ddof, keepdims, correction) -> Tensor:
+    """The public ``op`` (var or std: ``cls``): its arguments checked, naming ``op``, and
+    ``dtype=`` applied as NumPy's (computed on ``x`` cast to it, returned in it)."""
+    keepdims = bool_arg(keepdims, op, "keepdims")
+    x = _operand(x, op)
+    ddof = _ddof(ddof, correction, op)
+    if dtype is None and out is None:
+        return cls.apply(x, axis=axis, ddof=ddof, keepdims=keepdims)
+    _no_out(out, op)
+    _no_bool_dtype(dtype, op)
+    x = _operand(_in_dtype(x, dtype, op), op)
+    return _out_dtype(cls.apply(x, axis=axis, ddof=ddof, keepdims=keepdims), dtype)
+
+
+def _spread_setup(ctx, x, axis, ddof, keepdims, op: str) -> tuple:
+    """Forward of var/std (``op``): the reduced axes; ``ctx.dof = n - ddof`` (checked)."""
+    axes = _reduction_setup(ctx, x, axis, keepdims, op)
+    ctx.dof = _var_check(op, x.shape, axes, ddof) - ddof
+    return axes
+
+
+def _spread_shape(op: str, shape, axis, ddof, keepdims) -> tuple:
+    """The shape rule of var/std (``op``), with :func:`_var_check`'s checks."""
+    axes = normalize_axis(axis, len(shape), op)
+    _var_check(op, shape, axes, ddof)
+    return _reduced_shape(shape, axes, keepdims)
+
+
+def _centered(x: Tensor, ctx) -> Tensor:
+    """``x - mean(x)`` over the reduced axes, conjugated for complex ``x`` (the backward of
+    var/std, in JAX's convention for a real function of complex input)."""
+    centered = x - Mean.apply(x, axis=ctx.axes, keepdims=True)
+    if x.dtype.kind == "c":
+        centered = centered.conj()
+    return centered
+
+
+def _over_spread(g: Tensor, out: Tensor, ctx, dof=None) -> Tensor:
+    """``g / (out * dof)`` (``g / out`` without ``dof``) with the reduced axes kept, and 0
+    where ``out`` is 0: the backward scale of std and of the 2-norm, whose convention at
+    ``out = 0`` (zero spread, ``x = 0``) is the minimum-norm subgradient, never NaN."""
+    out = _expand(out, ctx)
+    zero = out == 0
+    safe = Where.apply(zero, 1.0, out)
+    return Where.apply(zero, 0.0, _expand(g, ctx) / (safe if dof is None else safe * dof))
 
 
 @expose
@@ -844,29 +885,18 @@ class Var(Function):
                 ``correction`` are given.
             TypeError: for a ``dtype`` that is not a dtype or is ``bool``, or a given ``out``.
         """
-        keepdims = bool_arg(keepdims, "var", "keepdims")
-        x = _operand(x, "var")
-        ddof = _ddof(ddof, correction, "var")
-        if dtype is None and out is None:
-            return Var.apply(x, axis=axis, ddof=ddof, keepdims=keepdims)
-        _no_out(out, "var")
-        _no_bool_dtype(dtype, "var")
-        x = _operand(_in_dtype(x, dtype, "var"), "var")
-        return _out_dtype(Var.apply(x, axis=axis, ddof=ddof, keepdims=keepdims), dtype)
+        return _spread(Var, "var", x, axis, dtype, out, ddof, keepdims, correction)
 
     @staticmethod
     def forward(ctx, x, axis=None, ddof=0, keepdims=False):
-        axes = _reduction_setup(ctx, x, axis, keepdims, "var")
-        ctx.dof = _var_check("var", x.shape, axes, ddof) - ddof
+        axes = _spread_setup(ctx, x, axis, ddof, keepdims, "var")
         ctx.save_for_backward(x)
         return x.var(axis=axes, ddof=ddof, keepdims=keepdims)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        centered = x - Mean.apply(x, axis=ctx.axes, keepdims=True)
-        if x.dtype.kind == "c":
-            centered = centered.conj()
+        centered = _centered(x, ctx)
         return _expand(g, ctx) * centered * (2.0 / ctx.dof)
 
     @classmethod
@@ -875,9 +905,7 @@ class Var(Function):
 
     @classmethod
     def output_shape(cls, shape, axis=None, ddof=0, keepdims=False):
-        axes = normalize_axis(axis, len(shape), "var")
-        _var_check("var", shape, axes, ddof)
-        return _reduced_shape(shape, axes, keepdims)
+        return _spread_shape("var", shape, axis, ddof, keepdims)
 
 
 @expose
@@ -909,20 +937,11 @@ class Std(Function):
             ValueError: as :func:`var`.
             TypeError: for a ``dtype`` that is not a dtype, or a given ``out``.
         """
-        keepdims = bool_arg(keepdims, "std", "keepdims")
-        x = _operand(x, "std")
-        ddof = _ddof(ddof, correction, "std")
-        if dtype is None and out is None:
-            return Std.apply(x, axis=axis, ddof=ddof, keepdims=keepdims)
-        _no_out(out, "std")
-        _no_bool_dtype(dtype, "std")
-        x = _operand(_in_dtype(x, dtype, "std"), "std")
-        return _out_dtype(Std.apply(x, axis=axis, ddof=ddof, keepdims=keepdims), dtype)
+        return _spread(Std, "std", x, axis, dtype, out, ddof, keepdims, correction)
 
     @staticmethod
     def forward(ctx, x, axis=None, ddof=0, keepdims=False):
-        axes = _reduction_setup(ctx, x, axis, keepdims, "std")
-        ctx.dof = _var_check("std", x.shape, axes, ddof) - ddof
+        axes = _spread_setup(ctx, x, axis, ddof, keepdims, "std")
         out = x.std(axis=axes, ddof=ddof, keepdims=keepdims)
         ctx.save_for_backward(x, out)
         return out
@@ -930,14 +949,7 @@ class Std(Function):
     @staticmethod
     def backward(ctx, g):
         x, out = ctx.saved_tensors
-        out = _expand(out, ctx)
-        zero = out == 0
-        safe = Where.apply(zero, 1.0, out)
-        centered = x - Mean.apply(x, axis=ctx.axes, keepdims=True)
-        if x.dtype.kind == "c":
-            centered = centered.conj()
-        scale = Where.apply(zero, 0.0, _expand(g, ctx) / (safe * ctx.dof))
-        return centered * scale
+        return _centered(x, ctx) * _over_spread(g, out, ctx, ctx.dof)
 
     @classmethod
     def output_dtype(cls, dtype, **params):
@@ -945,9 +957,7 @@ class Std(Function):
 
     @classmethod
     def output_shape(cls, shape, axis=None, ddof=0, keepdims=False):
-        axes = normalize_axis(axis, len(shape), "std")
-        _var_check("std", shape, axes, ddof)
-        return _reduced_shape(shape, axes, keepdims)
+        return _spread_shape("std", shape, axis, ddof, keepdims)
 
 
 @expose
@@ -1084,10 +1094,7 @@ class Norm2(Function):
     @staticmethod
     def backward(ctx, g):
         x, out = ctx.saved_tensors
-        out = _expand(out, ctx)
-        zero = out == 0
-        scale = Where.apply(zero, 0.0, _expand(g, ctx) / Where.apply(zero, 1.0, out))
-        return x * scale
+        return x * _over_spread(g, out, ctx)
 
     @classmethod
     def output_dtype(cls, dtype, **params):
@@ -1205,12 +1212,35 @@ def _flat_or(x, axis, op):
     return x, axis
 
 
-def _scan_setup(ctx, x, axis, op):
+def _scan(cls, op: str, x, axis, dtype, out) -> Tensor:
+    """The public ``op`` (cumsum or cumprod: ``cls``) along ``axis`` (``None``: of the
+    flattened Tensor), with NumPy's ``dtype=`` and ``out=`` (must be None), naming ``op``."""
+    _no_out(out, op)
+    x, axis = _flat_or(x, axis, op)
+    res = cls.apply(_in_dtype(x, dtype, op), axis=axis)
+    return _out_dtype(res, dtype)
+
+
+def _scan_forward(ctx, x, axis, reverse, op: str):
+    """Forward of a scan: the backend's ``op`` (cumsum or cumprod) along ``axis``, from the
+    end for ``reverse``; ``ctx.axis`` and ``ctx.reverse`` set for backward."""
+    xp = ctx.backend
     if x.ndim == 0:
         raise ValueError(f"{op}: a 0-d Tensor has no axis {axis}; use axis=None to flatten")
-    a = _single_axis(axis, x.ndim, op)
-    ctx.axis = a
-    return a
+    a = ctx.axis = _single_axis(axis, x.ndim, op)
+    ctx.reverse = reverse
+    scan = getattr(xp, op)
+    if reverse:
+        return xp.flip(scan(xp.flip(x, axis=a), axis=a), axis=a)
+    return scan(x, axis=a)
+
+
+def _scan_shape(op: str, shape, axis) -> tuple:
+    """The shape rule of a scan (``op``): ``shape`` itself, once ``axis`` is checked."""
+    if len(shape) == 0:
+        raise ValueError(f"{op}: a 0-d Tensor has no axis; use axis=None to flatten")
+    _single_axis(axis, len(shape), op)
+    return tuple(shape)
 
 
 @expose
@@ -1246,19 +1276,11 @@ class CumSum(Function):
             TypeError: if ``axis`` is not an int or None, ``dtype`` is not a dtype, or ``out``
                 is given.
         """
-        _no_out(out, "cumsum")
-        x, axis = _flat_or(x, axis, "cumsum")
-        res = CumSum.apply(_in_dtype(x, dtype, "cumsum"), axis=axis)
-        return _out_dtype(res, dtype)
+        return _scan(CumSum, "cumsum", x, axis, dtype, out)
 
     @staticmethod
     def forward(ctx, x, axis=-1, reverse=False):
-        xp = ctx.backend
-        a = _scan_setup(ctx, x, axis, "cumsum")
-        ctx.reverse = reverse
-        if reverse:
-            return xp.flip(xp.cumsum(xp.flip(x, axis=a), axis=a), axis=a)
-        return xp.cumsum(x, axis=a)
+        return _scan_forward(ctx, x, axis, reverse, "cumsum")
 
     @staticmethod
     def backward(ctx, g):
@@ -1270,10 +1292,7 @@ class CumSum(Function):
 
     @classmethod
     def output_shape(cls, shape, axis=-1, reverse=False):
-        if len(shape) == 0:
-            raise ValueError("cumsum: a 0-d Tensor has no axis; use axis=None to flatten")
-        _single_axis(axis, len(shape), "cumsum")
-        return tuple(shape)
+        return _scan_shape("cumsum", shape, axis)
 
 
 @expose
@@ -1318,20 +1337,11 @@ class CumProd(Function):
             >>> tg.grad(lambda v: tnp.cumprod(v).sum())(x)  # exact despite the zero
             Tensor([1., 8., 0.], dtype=float32)
         """
-        _no_out(out, "cumprod")
-        x, axis = _flat_or(x, axis, "cumprod")
-        res = CumProd.apply(_in_dtype(x, dtype, "cumprod"), axis=axis)
-        return _out_dtype(res, dtype)
+        return _scan(CumProd, "cumprod", x, axis, dtype, out)
 
     @staticmethod
     def forward(ctx, x, axis=-1, reverse=False):
-        xp = ctx.backend
-        a = _scan_setup(ctx, x, axis, "cumprod")
-        ctx.reverse = reverse
-        if reverse:
-            out = xp.flip(xp.cumprod(xp.flip(x, axis=a), axis=a), axis=a)
-        else:
-            out = xp.cumprod(x, axis=a)
+        out = _scan_forward(ctx, x, axis, reverse, "cumprod")
         ctx.save_for_backward(x, out)
         return out
 
@@ -1358,10 +1368,7 @@ class CumProd(Function):
 
     @classmethod
     def output_shape(cls, shape, axis=-1, reverse=False):
-        if len(shape) == 0:
-            raise ValueError("cumprod: a 0-d Tensor has no axis; use axis=None to flatten")
-        _single_axis(axis, len(shape), "cumprod")
-        return tuple(shape)
+        return _scan_shape("cumprod", shape, axis)
 
 
 @expose
@@ -1379,9 +1386,7 @@ class Any(Function):
     def api(x, axis=None, out=None, keepdims=False) -> Tensor:
         """Whether any element over ``axis`` is nonzero; a boolean Tensor with no gradient.
         ``out`` must be None (Tensors are immutable)."""
-        keepdims = bool_arg(keepdims, "any", "keepdims")
-        _no_out(out, "any")
-        return Any.apply(_operand(x, "any"), axis=axis, keepdims=keepdims)
+        return _unary_reduction(Any, "any", x, axis, out, keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
@@ -1412,9 +1417,7 @@ class All(Function):
     def api(x, axis=None, out=None, keepdims=False) -> Tensor:
         """Whether all elements over ``axis`` are nonzero; a boolean Tensor with no gradient.
         ``out`` must be None (Tensors are immutable)."""
-        keepdims = bool_arg(keepdims, "all", "keepdims")
-        _no_out(out, "all")
-        return All.apply(_operand(x, "all"), axis=axis, keepdims=keepdims)
+        return _unary_reduction(All, "all", x, axis, out, keepdims)
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):

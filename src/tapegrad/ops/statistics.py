@@ -31,18 +31,17 @@ class _NanArg(Function):
     """Index of the extremum along ``axis`` ignoring NaN (NumPy semantics), no gradient."""
 
     differentiable = False
-    which = "nanargmax"
 
     @classmethod
     def forward(cls, ctx, x, axis=None, keepdims=False):
-        _arg_shape(cls.which, x.shape, axis, keepdims)
-        fn = getattr(ctx.backend, cls.which)
+        _arg_shape(cls._name(), x.shape, axis, keepdims)
+        fn = getattr(ctx.backend, cls._name())
         if x.dtype.kind in "fcV" and x.size:
             nan = ctx.backend.isnan(x)
             if (nan.all() if axis is None else nan.all(axis=axis).any()):
                 raise ValueError(
                     f"All-NaN slice encountered (shape {tuple(x.shape)}, axis {axis}); "
-                    f"{cls.which} of a slice of NaN only has no answer"
+                    f"{cls._name()} of a slice of NaN only has no answer"
                 )
         return ctx.backend.asarray(fn(x, axis=axis, keepdims=keepdims))
 
@@ -50,12 +49,13 @@ class _NanArg(Function):
 
     @classmethod
     def output_shape(cls, shape, axis=None, keepdims=False):
-        return _arg_shape(cls.which, tuple(shape), axis, keepdims)
+        return _arg_shape(cls._name(), tuple(shape), axis, keepdims)
 
     @classmethod
     def _call(cls, a, axis, out, keepdims):
+        keepdims = bool_arg(keepdims, cls._name(), "keepdims")
         if out is not None:
-            raise TypeError(f"{cls.which}: out= is not supported (tapegrad never writes in "
+            raise TypeError(f"{cls._name()}: out= is not supported (tapegrad never writes in "
                             "place); use the returned Tensor")
         return cls.apply(tensor_arg(a), axis=axis, keepdims=keepdims)
 
@@ -85,12 +85,10 @@ class NanArgMax(_NanArg):
     """
 
     oper = "nanargmax"
-    which = "nanargmax"
     names = ("nanargmax",)
 
     @staticmethod
     def api(a, axis=None, out=None, *, keepdims=False) -> Tensor:
-        keepdims = bool_arg(keepdims, "nanargmax", "keepdims")
         return NanArgMax._call(a, axis, out, keepdims)
 
 
@@ -100,12 +98,10 @@ class NanArgMin(_NanArg):
     :func:`nanargmax` for the arguments, the result and the errors."""
 
     oper = "nanargmin"
-    which = "nanargmin"
     names = ("nanargmin",)
 
     @staticmethod
     def api(a, axis=None, out=None, *, keepdims=False) -> Tensor:
-        keepdims = bool_arg(keepdims, "nanargmin", "keepdims")
         return NanArgMin._call(a, axis, out, keepdims)
 
 
