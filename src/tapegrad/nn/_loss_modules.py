@@ -126,6 +126,15 @@ class _Loss(Module):
         return ""
 
 
+class _MarginLoss(_Loss):
+    """A loss Module configured by a real ``margin`` and its ``reduction``."""
+
+    def __init__(self, margin: float = 0.0, reduction: str = "mean"):
+        super().__init__()
+        self.margin = _number(type(self).__name__, "margin", margin)
+        self.reduction = _reduction(type(self).__name__, reduction)
+
+
 class _ReductionLoss(_Loss):
     """A loss Module configured by its ``reduction`` alone."""
 
@@ -189,7 +198,7 @@ class GaussianNLLLoss(_Loss):
                                    reduction=self.reduction)
 
 
-class MarginRankingLoss(_Loss):
+class MarginRankingLoss(_MarginLoss):
     """Module form of :func:`~tapegrad.nn.functional.margin_ranking_loss` (PyTorch's
     ``nn.MarginRankingLoss``).
 
@@ -198,18 +207,13 @@ class MarginRankingLoss(_Loss):
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
 
-    def __init__(self, margin: float = 0.0, reduction: str = "mean"):
-        super().__init__()
-        self.margin = _number("MarginRankingLoss", "margin", margin)
-        self.reduction = _reduction("MarginRankingLoss", reduction)
-
     def forward(self, input1, input2, target):
         """Two inputs and the target of one shape -> the loss."""
         return F.margin_ranking_loss(input1, input2, target, margin=self.margin,
                                      reduction=self.reduction)
 
 
-class HingeEmbeddingLoss(_Loss):
+class HingeEmbeddingLoss(_MarginLoss):
     """Module form of :func:`~tapegrad.nn.functional.hinge_embedding_loss` (PyTorch's
     ``nn.HingeEmbeddingLoss``).
 
@@ -219,9 +223,7 @@ class HingeEmbeddingLoss(_Loss):
     """
 
     def __init__(self, margin: float = 1.0, reduction: str = "mean"):
-        super().__init__()
-        self.margin = _number("HingeEmbeddingLoss", "margin", margin)
-        self.reduction = _reduction("HingeEmbeddingLoss", reduction)
+        super().__init__(margin, reduction)
 
     def forward(self, input, target):
         """Input and labels (1 or -1) of one shape -> the loss."""
@@ -262,7 +264,7 @@ class MultiLabelSoftMarginLoss(_Loss):
                                              reduction=self.reduction)
 
 
-class CosineEmbeddingLoss(_Loss):
+class CosineEmbeddingLoss(_MarginLoss):
     """Module form of :func:`~tapegrad.nn.functional.cosine_embedding_loss` (PyTorch's
     ``nn.CosineEmbeddingLoss``).
 
@@ -270,11 +272,6 @@ class CosineEmbeddingLoss(_Loss):
         margin: Real number, usually in ``[-1, 1]``.
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
-
-    def __init__(self, margin: float = 0.0, reduction: str = "mean"):
-        super().__init__()
-        self.margin = _number("CosineEmbeddingLoss", "margin", margin)
-        self.reduction = _reduction("CosineEmbeddingLoss", reduction)
 
     def forward(self, input1, input2, target):
         """Inputs ``(N, D)`` (or ``(D,)``) and labels ``(N,)`` (or ``()``) -> the loss."""
