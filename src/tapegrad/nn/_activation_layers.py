@@ -46,6 +46,10 @@ __all__ = [
 ]
 
 
+#: The ``inplace`` argument's entry in the Args of the activation Modules' docstrings.
+_INPLACE_ARG = "PyTorch's option; only False."
+
+
 def _inplace_flag(who: str, inplace) -> bool:
     _no_inplace(who, inplace)
     return False
@@ -59,7 +63,13 @@ def _real_param(who: str, name: str, value):
 
 
 class _Pointwise(Module):
-    """Module form of a configuration-free activation: ``forward`` applies ``_fn``."""
+    """Module form of a configuration-free activation: ``forward`` applies ``_fn`` (a
+    subclass names it with the class keyword ``fn``)."""
+
+    def __init_subclass__(cls, fn=None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if fn is not None:
+            cls._fn = staticmethod(fn)
 
     @staticmethod
     def _fn(input) -> Tensor:
@@ -75,14 +85,47 @@ class _Pointwise(Module):
 
 
 class _PointwiseInplace(_Pointwise):
-    """A :class:`_Pointwise` activation taking PyTorch's ``inplace=`` (only False)."""
+    """A :class:`_Pointwise` activation taking PyTorch's ``inplace=`` (only False); the
+    one-line docstring of a subclass that names its ``fn`` gets that argument's Args."""
+
+    def __init_subclass__(cls, fn=None, **kwargs):
+        super().__init_subclass__(fn=fn, **kwargs)
+        if fn is not None:
+            cls.__doc__ = f"{cls.__doc__}\n\n    Args:\n        inplace: {_INPLACE_ARG}\n    "
 
     def __init__(self, inplace: bool = False):
         super().__init__()
         self.inplace = _inplace_flag(type(self).__name__, inplace)
 
 
-class ELU(Module):
+class _AlphaActivation(Module):
+    """Module form of an activation ``_fn(input, alpha)`` with PyTorch's ``inplace=`` (only
+    False); ``alpha`` must be nonzero where ``_nonzero``."""
+
+    _nonzero = False
+
+    @staticmethod
+    def _fn(input, alpha) -> Tensor:
+        raise NotImplementedError
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__()
+        who = type(self).__name__
+        self.alpha = _real_param(who, "alpha", alpha)
+        if self._nonzero and self.alpha == 0:
+            raise ValueError(f"{who}: alpha must be nonzero, got 0")
+        self.inplace = _inplace_flag(who, inplace)
+
+    def forward(self, input):
+        """Any shape -> same shape."""
+        return type(self)._fn(input, self.alpha)
+
+    def extra_repr(self) -> str:
+        """PyTorch's configuration string."""
+        return f"alpha={self.alpha}"
+
+
+class ELU(_AlphaActivation):
     """Module form of :func:`elu` (PyTorch's ``nn.ELU``).
 
     Args:
@@ -93,41 +136,14 @@ class ELU(Module):
         TypeError: for a non-number ``alpha``. ValueError: for ``inplace=True``.
     """
 
-    def __init__(self, alpha: float = 1.0, inplace: bool = False):
-        super().__init__()
-        self.alpha = _real_param("ELU", "alpha", alpha)
-        self.inplace = _inplace_flag("ELU", inplace)
-
-    def forward(self, input):
-        """Any shape -> same shape."""
-        return elu(input, self.alpha)
-
-    def extra_repr(self) -> str:
-        """PyTorch's configuration string."""
-        return f"alpha={self.alpha}"
+    _fn = staticmethod(elu)
 
 
-class SELU(Module):
-    """Module form of :func:`selu` (PyTorch's ``nn.SELU``).
-
-    Args:
-        inplace: PyTorch's option; only False.
-    """
-
-    def __init__(self, inplace: bool = False):
-        super().__init__()
-        self.inplace = _inplace_flag("SELU", inplace)
-
-    def forward(self, input):
-        """Any shape -> same shape."""
-        return selu(input)
-
-    def extra_repr(self) -> str:
-        """PyTorch's configuration string (empty)."""
-        return ""
+class SELU(_PointwiseInplace, fn=selu):
+    """Module form of :func:`selu` (PyTorch's ``nn.SELU``)."""
 
 
-class CELU(Module):
+class CELU(_AlphaActivation):
     """Module form of :func:`celu` (PyTorch's ``nn.CELU``).
 
     Args:
@@ -138,20 +154,8 @@ class CELU(Module):
         ValueError: for ``alpha == 0`` or ``inplace=True``.
     """
 
-    def __init__(self, alpha: float = 1.0, inplace: bool = False):
-        super().__init__()
-        self.alpha = _real_param("CELU", "alpha", alpha)
-        if self.alpha == 0:
-            raise ValueError("CELU: alpha must be nonzero, got 0")
-        self.inplace = _inplace_flag("CELU", inplace)
-
-    def forward(self, input):
-        """Any shape -> same shape."""
-        return celu(input, self.alpha)
-
-    def extra_repr(self) -> str:
-        """PyTorch's configuration string."""
-        return f"alpha={self.alpha}"
+    _fn = staticmethod(celu)
+    _nonzero = True
 
 
 class Hardtanh(Module):
@@ -188,34 +192,16 @@ class Hardtanh(Module):
         return f"min_val={self.min_val}, max_val={self.max_val}"
 
 
-class ReLU6(_PointwiseInplace):
-    """Module form of :func:`relu6` (PyTorch's ``nn.ReLU6``).
-
-    Args:
-        inplace: PyTorch's option; only False.
-    """
-
-    _fn = staticmethod(relu6)
+class ReLU6(_PointwiseInplace, fn=relu6):
+    """Module form of :func:`relu6` (PyTorch's ``nn.ReLU6``)."""
 
 
-class Hardsigmoid(_PointwiseInplace):
-    """Module form of :func:`hardsigmoid` (PyTorch's ``nn.Hardsigmoid``).
-
-    Args:
-        inplace: PyTorch's option; only False.
-    """
-
-    _fn = staticmethod(hardsigmoid)
+class Hardsigmoid(_PointwiseInplace, fn=hardsigmoid):
+    """Module form of :func:`hardsigmoid` (PyTorch's ``nn.Hardsigmoid``)."""
 
 
-class Hardswish(_PointwiseInplace):
-    """Module form of :func:`hardswish` (PyTorch's ``nn.Hardswish``).
-
-    Args:
-        inplace: PyTorch's option; only False.
-    """
-
-    _fn = staticmethod(hardswish)
+class Hardswish(_PointwiseInplace, fn=hardswish):
+    """Module form of :func:`hardswish` (PyTorch's ``nn.Hardswish``)."""
 
 
 class Softplus(Module):
@@ -246,20 +232,12 @@ class Softplus(Module):
         return f"beta={self.beta}, threshold={self.threshold}"
 
 
-class Softsign(_Pointwise):
+class Softsign(_Pointwise, fn=softsign):
     """Module form of :func:`softsign` (PyTorch's ``nn.Softsign``)."""
 
-    _fn = staticmethod(softsign)
 
-
-class Mish(_PointwiseInplace):
-    """Module form of :func:`mish` (PyTorch's ``nn.Mish``).
-
-    Args:
-        inplace: PyTorch's option; only False.
-    """
-
-    _fn = staticmethod(mish)
+class Mish(_PointwiseInplace, fn=mish):
+    """Module form of :func:`mish` (PyTorch's ``nn.Mish``)."""
 
 
 class GLU(Module):
@@ -287,10 +265,8 @@ class GLU(Module):
         return f"dim={self.dim}"
 
 
-class LogSigmoid(_Pointwise):
+class LogSigmoid(_Pointwise, fn=logsigmoid):
     """Module form of :func:`logsigmoid` (PyTorch's ``nn.LogSigmoid``)."""
-
-    _fn = staticmethod(logsigmoid)
 
 
 class PReLU(Module):

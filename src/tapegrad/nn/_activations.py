@@ -47,6 +47,16 @@ __all__ = [
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
 
+#: The docstrings' Args and Returns of the one-input functions with ``inplace`` (their
+#: ``__INPLACE_ARGS__`` line).
+_INPLACE_ARGS = """    Args:
+        input: Floating Tensor of any shape.
+        inplace: PyTorch's option; only False.
+
+    Returns:
+        Tensor of ``input``'s shape and dtype.
+"""
+
 
 def _no_inplace(who: str, inplace) -> None:
     """PyTorch's ``inplace=``: only False, since Tensors are immutable."""
@@ -185,12 +195,7 @@ def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool =
 def relu6(input, inplace: bool = False) -> Tensor:
     """``min(max(x, 0), 6)`` (``torch.nn.functional.relu6``); derivative 0 at 0 and 6.
 
-    Args:
-        input: Floating Tensor of any shape.
-        inplace: PyTorch's option; only False.
-
-    Returns:
-        Tensor of ``input``'s shape and dtype.
+    __INPLACE_ARGS__
     """
     x = F._floating(input, "relu6")
     _no_inplace("relu6", inplace)
@@ -201,12 +206,7 @@ def hardsigmoid(input, inplace: bool = False) -> Tensor:
     """Piecewise-linear sigmoid: 0 for ``x <= -3``, 1 for ``x >= 3``, ``x / 6 + 1/2`` between
     (``torch.nn.functional.hardsigmoid``); derivative 0 at +-3.
 
-    Args:
-        input: Floating Tensor of any shape.
-        inplace: PyTorch's option; only False.
-
-    Returns:
-        Tensor of ``input``'s shape and dtype.
+    __INPLACE_ARGS__
 
     References:
         Howard et al., "Searching for MobileNetV3", ICCV 2019.
@@ -253,12 +253,7 @@ def mish(input, inplace: bool = False) -> Tensor:
     """``x tanh(softplus(x))`` (Misra, 2019; ``torch.nn.functional.mish``), with the stable
     ``softplus``.
 
-    Args:
-        input: Floating Tensor of any shape.
-        inplace: PyTorch's option; only False.
-
-    Returns:
-        Tensor of ``input``'s shape and dtype.
+    __INPLACE_ARGS__
 
     References:
         Misra, "Mish: A Self Regularized Non-Monotonic Activation Function", BMVC 2020.
@@ -266,6 +261,11 @@ def mish(input, inplace: bool = False) -> Tensor:
     x = F._floating(input, "mish")
     _no_inplace("mish", inplace)
     return x * tnp.tanh(tnp.softplus(x))
+
+
+for _f in (relu6, hardsigmoid, mish):
+    _f.__doc__ = _f.__doc__.replace("    __INPLACE_ARGS__\n", _INPLACE_ARGS)  # pyright: ignore[reportOptionalMemberAccess]
+del _f
 
 
 def glu(input, dim: int = -1) -> Tensor:

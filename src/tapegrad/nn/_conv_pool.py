@@ -24,6 +24,7 @@ from tapegrad.core.tensor import Tensor
 from tapegrad.nn._functional import (
     _adaptive_matrix,
     _check_groups,
+    _check_nonempty,
     _floating,
     _image,
     _like,
@@ -165,12 +166,7 @@ def _conv_nd(nd, who, input, weight, bias, stride, padding, dilation, groups) ->
     dilation = _ints(dilation, nd, "dilation", who)
     kernel = tuple(w.shape[2:])
     pads = _conv_pads(padding, x.shape[2:], kernel, stride, dilation, who)
-    out = _out_hw(x.shape[2:], kernel, stride, dilation, pads)
-    if min(out) < 1:
-        raise ValueError(
-            f"{who}: input of spatial size {x.shape[2:]} with padding {padding!r} is smaller "
-            f"than the dilated kernel {kernel} (dilation {dilation}); the output would be empty"
-        )
+    _check_nonempty(x, kernel, stride, dilation, pads, repr(padding), who)
     b = _bias(bias, c_out, x, who)
     conv = dict(stride=stride, padding=pads, dilation=dilation, groups=groups)
     y = Conv2d.apply(x, w, **conv) if b is None else Conv2d.apply(x, w, b, **conv)
@@ -1402,6 +1398,15 @@ def _shuffle_factor(v, name: str, who: str) -> int:
     return int(v)
 
 
+def _shuffle_input(input, factor, name: str, who: str) -> tuple:
+    """A pixel (un)shuffle's input as a Tensor of at least 3 dims and its checked factor."""
+    x = tnp.asarray(input)
+    r = _shuffle_factor(factor, name, who)
+    if x.ndim < 3:
+        raise ValueError(f"{who}: input must have at least 3 dims (*, C, H, W), got {x.shape}")
+    return x, r
+
+
 def pixel_shuffle(input, upscale_factor: int) -> Tensor:
     """Rearrange ``(*, C r^2, H, W)`` into ``(*, C, H r, W r)``
     (``torch.nn.functional.pixel_shuffle``; Shi et al., 2016): each group of ``r^2`` channels
@@ -1429,10 +1434,7 @@ def pixel_shuffle(input, upscale_factor: int) -> Tensor:
         (2, 2, 6, 6)
     """
     who = "pixel_shuffle"
-    x = tnp.asarray(input)
-    r = _shuffle_factor(upscale_factor, "upscale_factor", who)
-    if x.ndim < 3:
-        raise ValueError(f"{who}: input must have at least 3 dims (*, C, H, W), got {x.shape}")
+    x, r = _shuffle_input(input, upscale_factor, "upscale_factor", who)
     *lead, c, h, w = x.shape
     if c % (r * r):
         raise ValueError(f"{who}: input's channels ({c}) must be divisible by upscale_factor^2 "
@@ -1466,10 +1468,7 @@ def pixel_unshuffle(input, downscale_factor: int) -> Tensor:
         (2, 18, 2, 2)
     """
     who = "pixel_unshuffle"
-    x = tnp.asarray(input)
-    r = _shuffle_factor(downscale_factor, "downscale_factor", who)
-    if x.ndim < 3:
-        raise ValueError(f"{who}: input must have at least 3 dims (*, C, H, W), got {x.shape}")
+    x, r = _shuffle_input(input, downscale_factor, "downscale_factor", who)
     *lead, c, h, w = x.shape
     if h % r or w % r:
         raise ValueError(f"{who}: input's spatial size ({h}, {w}) must be divisible by "

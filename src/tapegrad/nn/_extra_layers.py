@@ -50,8 +50,9 @@ def _int(who: str, name: str, value) -> int:
 class _InstanceNorm(Module):
     _spatial = 1
 
-    def __init__(self, num_features, eps, momentum, affine, track_running_stats, bias,
-                 device, dtype):
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, *, bias: bool = True,
+                 device=None, dtype=np.float32):
         super().__init__()
         who = type(self).__name__
         _positive(who, num_features=num_features)
@@ -155,22 +156,10 @@ class InstanceNorm1d(_InstanceNorm):
     __doc__ = _INSTANCE_DOC.format(shape="(N, C, L)`` or ``(C, L)", name="InstanceNorm1d")
     _spatial = 1
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
-                 affine: bool = False, track_running_stats: bool = False, *, bias: bool = True,
-                 device=None, dtype=np.float32):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, bias,
-                         device, dtype)
-
 
 class InstanceNorm2d(_InstanceNorm):
     __doc__ = _INSTANCE_DOC.format(shape="(N, C, H, W)`` or ``(C, H, W)", name="InstanceNorm2d")
     _spatial = 2
-
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
-                 affine: bool = False, track_running_stats: bool = False, *, bias: bool = True,
-                 device=None, dtype=np.float32):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, bias,
-                         device, dtype)
 
 
 # -- bilinear, unflatten ------------------------------------------------------------------------
@@ -345,26 +334,17 @@ class Dropout1d(_DropoutBase):
     __doc__ = _DROPOUT_DOC.format(name="Dropout1d", fn="dropout1d", shape="(N, C, L)`` or ``(C, L)")
     _fn = staticmethod(XF.dropout1d)
 
-    def __init__(self, p: float = 0.5, inplace: bool = False, *, key=None):
-        super().__init__(p, inplace, key=key)
-
 
 class Dropout2d(_DropoutBase):
     __doc__ = _DROPOUT_DOC.format(name="Dropout2d", fn="dropout2d",
                                   shape="(N, C, H, W)`` or ``(C, H, W)")
     _fn = staticmethod(XF.dropout2d)
 
-    def __init__(self, p: float = 0.5, inplace: bool = False, *, key=None):
-        super().__init__(p, inplace, key=key)
-
 
 class Dropout3d(_DropoutBase):
     __doc__ = _DROPOUT_DOC.format(name="Dropout3d", fn="dropout3d",
                                   shape="(N, C, D, H, W)`` or ``(C, D, H, W)")
     _fn = staticmethod(XF.dropout3d)
-
-    def __init__(self, p: float = 0.5, inplace: bool = False, *, key=None):
-        super().__init__(p, inplace, key=key)
 
 
 class AlphaDropout(_DropoutBase):
@@ -385,9 +365,6 @@ class AlphaDropout(_DropoutBase):
     """
 
     _fn = staticmethod(XF.alpha_dropout)
-
-    def __init__(self, p: float = 0.5, inplace: bool = False, *, key=None):
-        super().__init__(p, inplace, key=key)
 
 
 # -- embedding bags ---------------------------------------------------------------------------

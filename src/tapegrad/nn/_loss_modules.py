@@ -16,7 +16,7 @@ import numpy as np
 from tapegrad import numpy as tnp
 from tapegrad.core.tensor import Tensor
 from tapegrad.nn import functional as F
-from tapegrad.nn.functional import _REDUCTIONS, _floating, _like, _reduce
+from tapegrad.nn._functional import _REDUCTIONS, _broadcasts_to, _floating, _like, _reduce
 from tapegrad.nn.module import Module
 
 __all__ = [
@@ -77,8 +77,9 @@ def _flag(who: str, name: str, value) -> bool:
     return bool(value)
 
 
-def _weight_tensor(who: str, name: str, weight) -> Tensor:
-    """``weight`` (a floating array, Tensor or number) as a floating Tensor."""
+def _weight_tensor(who: str, name: str, weight, kind: str = "") -> Tensor:
+    """``weight`` (a floating array, Tensor or number) as a floating Tensor; ``kind`` (such as
+    ``" (one weight per class)"``) follows "floating Tensor" in the error."""
     if isinstance(weight, Tensor):
         w = weight
     else:
@@ -87,7 +88,7 @@ def _weight_tensor(who: str, name: str, weight) -> Tensor:
         except (TypeError, ValueError):
             arr = np.asarray(None)
         if arr.dtype.kind not in "iuf" or isinstance(weight, (str, bytes, bool, np.bool_)):
-            raise TypeError(f"{who}: {name} must be a floating Tensor or None, got "
+            raise TypeError(f"{who}: {name} must be a floating Tensor{kind} or None, got "
                             f"{weight!r:.60}")
         w = Tensor(arr.astype(np.float64) if arr.dtype.kind not in "fV" else arr)
     if w.dtype.kind not in "fV":
@@ -108,19 +109,7 @@ def _class_weight(module: Module, who: str, weight) -> None:
     if weight is None:
         module.weight = None
         return
-    if isinstance(weight, Tensor):
-        w = weight
-    else:
-        try:
-            arr = np.asarray(weight)
-        except (TypeError, ValueError):
-            arr = np.asarray(None)
-        if arr.dtype.kind not in "iuf" or isinstance(weight, (str, bytes)):
-            raise TypeError(f"{who}: weight must be a floating Tensor (one weight per class) "
-                            f"or None, got {weight!r:.60}")
-        w = Tensor(arr.astype(np.float64) if arr.dtype.kind not in "fV" else arr)
-    if w.dtype.kind not in "fV":
-        raise TypeError(f"{who}: weight must be floating, got dtype {w.dtype}")
+    w = _weight_tensor(who, "weight", weight, " (one weight per class)")
     if w.ndim != 1:
         raise ValueError(f"{who}: weight must be 1-D (one weight per class), got shape "
                          f"{w.shape}")
@@ -135,6 +124,23 @@ class _Loss(Module):
     def extra_repr(self) -> str:
         """PyTorch's configuration string for a loss: empty (``print`` shows ``Name()``)."""
         return ""
+
+
+class _MarginLoss(_Loss):
+    """A loss Module configured by a real ``margin`` and its ``reduction``."""
+
+    def __init__(self, margin: float = 0.0, reduction: str = "mean"):
+        super().__init__()
+        self.margin = _number(type(self).__name__, "margin", margin)
+        self.reduction = _reduction(type(self).__name__, reduction)
+
+
+class _ReductionLoss(_Loss):
+    """A loss Module configured by its ``reduction`` alone."""
+
+    def __init__(self, reduction: str = "mean"):
+        super().__init__()
+        self.reduction = _reduction(type(self).__name__, reduction)
 
 
 class PoissonNLLLoss(_Loss):
@@ -192,7 +198,7 @@ class GaussianNLLLoss(_Loss):
                                    reduction=self.reduction)
 
 
-class MarginRankingLoss(_Loss):
+class MarginRankingLoss(_MarginLoss):
     """Module form of :func:`~tapegrad.nn.functional.margin_ranking_loss` (PyTorch's
     ``nn.MarginRankingLoss``).
 
@@ -201,18 +207,13 @@ class MarginRankingLoss(_Loss):
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
 
-    def __init__(self, margin: float = 0.0, reduction: str = "mean"):
-        super().__init__()
-        self.margin = _number("MarginRankingLoss", "margin", margin)
-        self.reduction = _reduction("MarginRankingLoss", reduction)
-
     def forward(self, input1, input2, target):
         """Two inputs and the target of one shape -> the loss."""
         return F.margin_ranking_loss(input1, input2, target, margin=self.margin,
                                      reduction=self.reduction)
 
 
-class HingeEmbeddingLoss(_Loss):
+class HingeEmbeddingLoss(_MarginLoss):
     """Module form of :func:`~tapegrad.nn.functional.hinge_embedding_loss` (PyTorch's
     ``nn.HingeEmbeddingLoss``).
 
@@ -222,9 +223,7 @@ class HingeEmbeddingLoss(_Loss):
     """
 
     def __init__(self, margin: float = 1.0, reduction: str = "mean"):
-        super().__init__()
-        self.margin = _number("HingeEmbeddingLoss", "margin", margin)
-        self.reduction = _reduction("HingeEmbeddingLoss", reduction)
+        super().__init__(margin, reduction)
 
     def forward(self, input, target):
         """Input and labels (1 or -1) of one shape -> the loss."""
@@ -232,17 +231,13 @@ class HingeEmbeddingLoss(_Loss):
                                       reduction=self.reduction)
 
 
-class SoftMarginLoss(_Loss):
+class SoftMarginLoss(_ReductionLoss):
     """Module form of :func:`~tapegrad.nn.functional.soft_margin_loss` (PyTorch's
     ``nn.SoftMarginLoss``).
 
     Args:
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
-
-    def __init__(self, reduction: str = "mean"):
-        super().__init__()
-        self.reduction = _reduction("SoftMarginLoss", reduction)
 
     def forward(self, input, target):
         """Scores and labels (1 or -1) of one shape -> the loss."""
@@ -269,7 +264,7 @@ class MultiLabelSoftMarginLoss(_Loss):
                                              reduction=self.reduction)
 
 
-class CosineEmbeddingLoss(_Loss):
+class CosineEmbeddingLoss(_MarginLoss):
     """Module form of :func:`~tapegrad.nn.functional.cosine_embedding_loss` (PyTorch's
     ``nn.CosineEmbeddingLoss``).
 
@@ -277,11 +272,6 @@ class CosineEmbeddingLoss(_Loss):
         margin: Real number, usually in ``[-1, 1]``.
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
-
-    def __init__(self, margin: float = 0.0, reduction: str = "mean"):
-        super().__init__()
-        self.margin = _number("CosineEmbeddingLoss", "margin", margin)
-        self.reduction = _reduction("CosineEmbeddingLoss", reduction)
 
     def forward(self, input1, input2, target):
         """Inputs ``(N, D)`` (or ``(D,)``) and labels ``(N,)`` (or ``()``) -> the loss."""
@@ -346,17 +336,13 @@ class MultiMarginLoss(_Loss):
                                    weight=self.weight, reduction=self.reduction)
 
 
-class MultiLabelMarginLoss(_Loss):
+class MultiLabelMarginLoss(_ReductionLoss):
     """Module form of :func:`~tapegrad.nn.functional.multilabel_margin_loss` (PyTorch's
     ``nn.MultiLabelMarginLoss``).
 
     Args:
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
-
-    def __init__(self, reduction: str = "mean"):
-        super().__init__()
-        self.reduction = _reduction("MultiLabelMarginLoss", reduction)
 
     def forward(self, input, target):
         """Scores ``(N, C)`` and class lists ``(N, C)`` ended by -1 -> the loss."""
@@ -398,7 +384,7 @@ class CTCLoss(_Loss):
 
 
 # -- the losses that were already functions ----------------------------------------------------
-class MSELoss(_Loss):
+class MSELoss(_ReductionLoss):
     """Module form of :func:`~tapegrad.nn.functional.mse_loss` (PyTorch's ``nn.MSELoss``).
 
     Args:
@@ -410,25 +396,17 @@ class MSELoss(_Loss):
         0.5
     """
 
-    def __init__(self, reduction: str = "mean"):
-        super().__init__()
-        self.reduction = _reduction("MSELoss", reduction)
-
     def forward(self, input, target):
         """Input and target of one shape (or a scalar target) -> the loss."""
         return F.mse_loss(input, target, reduction=self.reduction)
 
 
-class L1Loss(_Loss):
+class L1Loss(_ReductionLoss):
     """Module form of :func:`~tapegrad.nn.functional.l1_loss` (PyTorch's ``nn.L1Loss``).
 
     Args:
         reduction: ``"mean"``, ``"sum"`` or ``"none"``.
     """
-
-    def __init__(self, reduction: str = "mean"):
-        super().__init__()
-        self.reduction = _reduction("L1Loss", reduction)
 
     def forward(self, input, target):
         """Input and target of one shape -> the loss."""
@@ -516,11 +494,7 @@ class BCELoss(_Loss):
 
 def _weights(w: Tensor, per: Tensor, who: str, name: str) -> Tensor:
     """``w`` as ``per``'s dtype, checked to broadcast to ``per``'s shape."""
-    try:
-        fits = np.broadcast_shapes(per.shape, w.shape) == per.shape
-    except ValueError:
-        fits = False
-    if not fits:
+    if not _broadcasts_to(w.shape, per.shape):
         raise ValueError(f"{who}: {name} of shape {w.shape} does not broadcast to the input's "
                          f"shape {per.shape}")
     return _like(w, per, who, name)

@@ -25,10 +25,12 @@ from tapegrad.core._keywords import strict_keywords
 from tapegrad.core.function import Function
 from tapegrad.core.tensor import Tensor, all_values
 from tapegrad.nn._functional import (
+    _broadcasts_to,
     _check_loss_shapes,
     _check_reduction,
     _floating,
     _like,
+    _pair_loss_inputs,
     _real_arg,
     _reduce,
 )
@@ -73,6 +75,15 @@ def _same_shapes(who: str, named: dict) -> None:
     if any(s != first for s in shapes.values()):
         shown = ", ".join(f"{n} {s}" for n, s in shapes.items())
         raise ValueError(f"{who}: {', '.join(shapes)} must have one shape, got {shown}")
+
+
+def _two_inputs(input1, input2, reduction, who: str) -> tuple:
+    """A pair loss's checked ``reduction`` and its two floating inputs of one shape and dtype."""
+    _check_reduction(reduction, who)
+    x1 = _floating(input1, who, "input1")
+    x2 = _like(_floating(input2, who, "input2"), x1, who, "input2")
+    _same_shapes(who, {"input1": x1, "input2": x2})
+    return x1, x2
 
 
 def _hinge(z: Tensor, at_zero: bool) -> Tensor:
@@ -140,10 +151,7 @@ def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False,
         0.8591
     """
     who = "poisson_nll_loss"
-    _check_reduction(reduction, who)
-    x = _floating(input, who)
-    y = _like(target, x, who, "target")
-    _check_loss_shapes(who, x.shape, y.shape, "input", "target")
+    x, y = _pair_loss_inputs(input, target, reduction, who)
     log_input = bool_arg(log_input, who, "log_input")
     full = bool_arg(full, who, "full")
     eps = _finite(eps, who, "eps", 0.0)
@@ -222,11 +230,7 @@ def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,
     _check_reduction(reduction, who)
     x = _floating(input, who)
     y = _like(target, x, who, "target")
-    try:
-        fits = np.broadcast_shapes(x.shape, y.shape) == x.shape
-    except ValueError:
-        fits = False
-    if not fits:
+    if not _broadcasts_to(y.shape, x.shape):
         raise ValueError(f"{who}: target of shape {y.shape} does not broadcast to input's "
                          f"shape {x.shape}")
     full = bool_arg(full, who, "full")
@@ -270,10 +274,7 @@ def margin_ranking_loss(input1, input2, target, margin: float = 0.0,
         0.5
     """
     who = "margin_ranking_loss"
-    _check_reduction(reduction, who)
-    x1 = _floating(input1, who, "input1")
-    x2 = _like(_floating(input2, who, "input2"), x1, who, "input2")
-    _same_shapes(who, {"input1": x1, "input2": x2})
+    x1, x2 = _two_inputs(input1, input2, reduction, who)
     y = _like(target, x1, who, "target")
     _check_loss_shapes(who, x1.shape, y.shape, "input1", "target")
     margin = _finite(margin, who, "margin")
@@ -307,10 +308,7 @@ def hinge_embedding_loss(input, target, margin: float = 1.0,
         Tensor([0.3, 0.7], dtype=float32)
     """
     who = "hinge_embedding_loss"
-    _check_reduction(reduction, who)
-    x = _floating(input, who)
-    y = _like(target, x, who, "target")
-    _check_loss_shapes(who, x.shape, y.shape, "input", "target")
+    x, y = _pair_loss_inputs(input, target, reduction, who)
     margin = _finite(margin, who, "margin")
     per = (tnp.where(y != 1, _hinge(margin - x, at_zero=True), 0.0)
            + tnp.where(y != -1, x, 0.0))
@@ -340,10 +338,7 @@ def soft_margin_loss(input, target, reduction: str = "mean") -> Tensor:
         0.6931
     """
     who = "soft_margin_loss"
-    _check_reduction(reduction, who)
-    x = _floating(input, who)
-    y = _like(target, x, who, "target")
-    _check_loss_shapes(who, x.shape, y.shape, "input", "target")
+    x, y = _pair_loss_inputs(input, target, reduction, who)
     return _reduce(tnp.logaddexp(0.0, -y * x), reduction)
 
 
@@ -387,11 +382,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, reduction: str = "me
     per = y * tnp.logaddexp(0.0, -x) + (1 - y) * tnp.logaddexp(0.0, x)
     if weight is not None:
         w = _like(_floating(weight, who, "weight"), x, who, "weight")
-        try:
-            fits = np.broadcast_shapes(x.shape, w.shape) == x.shape
-        except ValueError:
-            fits = False
-        if not fits:
+        if not _broadcasts_to(w.shape, x.shape):
             raise ValueError(f"{who}: weight of shape {w.shape} does not broadcast to input's "
                              f"shape {x.shape}; give one weight per class, shape "
                              f"({x.shape[-1]},)")
@@ -430,10 +421,7 @@ def cosine_embedding_loss(input1, input2, target, margin: float = 0.0,
         1.0
     """
     who = "cosine_embedding_loss"
-    _check_reduction(reduction, who)
-    x1 = _floating(input1, who, "input1")
-    x2 = _like(_floating(input2, who, "input2"), x1, who, "input2")
-    _same_shapes(who, {"input1": x1, "input2": x2})
+    x1, x2 = _two_inputs(input1, input2, reduction, who)
     if x1.ndim not in (1, 2):
         raise ValueError(f"{who}: input1 and input2 must have shape (N, D) or (D,), got "
                          f"{x1.shape}")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -517,7 +518,56 @@ _LAYER_ARGS = """
 """ + _SHARED_ARGS
 
 
-class TransformerEncoderLayer(_TorchStateDict, Module):
+class _TransformerLayer(_TorchStateDict, Module):
+    """The constructor and self-attention block of the Transformer encoder and decoder layers:
+    a self-attention, with ``_cross`` an attention to the encoder's output (``memory``), then
+    a feed-forward network, each sublayer with its LayerNorm and residual dropout."""
+
+    _cross = False
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation: str | Callable = F.relu,
+                 layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True, *, key=None, device=None,
+                 dtype=np.float32):
+        super().__init__()
+        dropout, eps, act, dt = _layer_init(type(self).__name__, d_model, nhead,
+                                            dim_feedforward, dropout, activation,
+                                            layer_norm_eps, batch_first, norm_first, bias,
+                                            dtype, device)
+        if self._cross:
+            (k_sa, k_mha, k_ff, k3), own = _keys(key, 4)
+        else:
+            (k_sa, k_ff), own = _keys(key, 2)
+            k_mha = k3 = None
+        self._seed(own)
+        attn: dict[str, Any] = dict(dropout=dropout, bias=bias, batch_first=batch_first, dtype=dt)
+        self.self_attn = MultiheadAttention(d_model, nhead, key=k_sa, **attn)
+        if self._cross:
+            self.multihead_attn = MultiheadAttention(d_model, nhead, key=k_mha, **attn)
+        k1, k2 = _feedforward(self, k_ff, d_model, dim_feedforward, dropout, bias, dt)
+        self.norm_first = bool(norm_first)
+        sublayers = range(1, 4 if self._cross else 3)
+        for i in sublayers:
+            setattr(self, f"norm{i}", LayerNorm(d_model, eps=eps, bias=bias, dtype=dt))
+        for i, k in zip(sublayers, (k1, k2, k3)):
+            setattr(self, f"dropout{i}", Dropout(dropout, key=k))
+        _set_activation(self, act)
+        self.batch_first = bool(batch_first)
+        for _, m in self.named_modules():
+            _place(m, device)
+
+    def extra_repr(self) -> str:
+        """PyTorch's configuration string (empty: it prints the submodules)."""
+        return ""
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        out = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                             need_weights=False, is_causal=is_causal)[0]
+        return self.dropout1(out)
+
+
+class TransformerEncoderLayer(_TransformerLayer):
     __doc__ = """One Transformer encoder layer, self-attention then a feed-forward network,
     each with a residual connection and LayerNorm (PyTorch's ``nn.TransformerEncoderLayer``,
     its arguments, defaults and parameter names).
@@ -542,35 +592,6 @@ class TransformerEncoderLayer(_TorchStateDict, Module):
         (3, 5, 8)
     """
 
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
-                 dropout: float = 0.1, activation: str | Callable = F.relu,
-                 layer_norm_eps: float = 1e-5, batch_first: bool = False,
-                 norm_first: bool = False, bias: bool = True, *, key=None, device=None,
-                 dtype=np.float32):
-        super().__init__()
-        who = "TransformerEncoderLayer"
-        dropout, eps, act, dt = _layer_init(who, d_model, nhead, dim_feedforward, dropout,
-                                            activation, layer_norm_eps, batch_first,
-                                            norm_first, bias, dtype, device)
-        (k_attn, k_ff), own = _keys(key, 2)
-        self._seed(own)
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first, key=k_attn, dtype=dt)
-        k1, k2 = _feedforward(self, k_ff, d_model, dim_feedforward, dropout, bias, dt)
-        self.norm_first = bool(norm_first)
-        self.norm1 = LayerNorm(d_model, eps=eps, bias=bias, dtype=dt)
-        self.norm2 = LayerNorm(d_model, eps=eps, bias=bias, dtype=dt)
-        self.dropout1 = Dropout(dropout, key=k1)
-        self.dropout2 = Dropout(dropout, key=k2)
-        _set_activation(self, act)
-        self.batch_first = bool(batch_first)
-        for _, m in self.named_modules():
-            _place(m, device)
-
-    def extra_repr(self) -> str:
-        """PyTorch's configuration string (empty: it prints the submodules)."""
-        return ""
-
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal: bool = False):
         """See the class; returns a Tensor of ``src``'s shape."""
         x = F._floating(src, "TransformerEncoderLayer", "src")
@@ -582,16 +603,11 @@ class TransformerEncoderLayer(_TorchStateDict, Module):
             x = self.norm2(x + self._ff_block(x))
         return x
 
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        out = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                             need_weights=False, is_causal=is_causal)[0]
-        return self.dropout1(out)
-
     def _ff_block(self, x):
         return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
 
-class TransformerDecoderLayer(_TorchStateDict, Module):
+class TransformerDecoderLayer(_TransformerLayer):
     __doc__ = """One Transformer decoder layer: self-attention, attention to the encoder's
     output (``memory``), then a feed-forward network, each with a residual connection and
     LayerNorm (PyTorch's ``nn.TransformerDecoderLayer``, its arguments, defaults and parameter
@@ -612,38 +628,7 @@ class TransformerDecoderLayer(_TorchStateDict, Module):
             dividing ``d_model``, ``dropout`` outside ``[0, 1)`` or an unknown activation name.
     """
 
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
-                 dropout: float = 0.1, activation: str | Callable = F.relu,
-                 layer_norm_eps: float = 1e-5, batch_first: bool = False,
-                 norm_first: bool = False, bias: bool = True, *, key=None, device=None,
-                 dtype=np.float32):
-        super().__init__()
-        who = "TransformerDecoderLayer"
-        dropout, eps, act, dt = _layer_init(who, d_model, nhead, dim_feedforward, dropout,
-                                            activation, layer_norm_eps, batch_first,
-                                            norm_first, bias, dtype, device)
-        (k_sa, k_mha, k_ff, k3), own = _keys(key, 4)
-        self._seed(own)
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first, key=k_sa, dtype=dt)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                                 batch_first=batch_first, key=k_mha, dtype=dt)
-        k1, k2 = _feedforward(self, k_ff, d_model, dim_feedforward, dropout, bias, dt)
-        self.norm_first = bool(norm_first)
-        self.norm1 = LayerNorm(d_model, eps=eps, bias=bias, dtype=dt)
-        self.norm2 = LayerNorm(d_model, eps=eps, bias=bias, dtype=dt)
-        self.norm3 = LayerNorm(d_model, eps=eps, bias=bias, dtype=dt)
-        self.dropout1 = Dropout(dropout, key=k1)
-        self.dropout2 = Dropout(dropout, key=k2)
-        self.dropout3 = Dropout(dropout, key=k3)
-        _set_activation(self, act)
-        self.batch_first = bool(batch_first)
-        for _, m in self.named_modules():
-            _place(m, device)
-
-    def extra_repr(self) -> str:
-        """PyTorch's configuration string (empty: it prints the submodules)."""
-        return ""
+    _cross = True
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal: bool = False,
@@ -661,11 +646,6 @@ class TransformerDecoderLayer(_TorchStateDict, Module):
                                                memory_is_causal))
             x = self.norm3(x + self._ff_block(x))
         return x
-
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        out = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                             need_weights=False, is_causal=is_causal)[0]
-        return self.dropout1(out)
 
     def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal):
         out = self.multihead_attn(x, mem, mem, attn_mask=attn_mask,
@@ -879,18 +859,17 @@ class Transformer(_TorchStateDict, Module):
         layer_args = dict(dim_feedforward=dim_feedforward, dropout=dropout,
                           activation=activation, layer_norm_eps=layer_norm_eps,
                           batch_first=batch_first, norm_first=norm_first, bias=bias, dtype=dt)
-        if custom_encoder is not None:
-            self.encoder = _module(who, "custom_encoder", custom_encoder)
-        else:
-            layer = TransformerEncoderLayer(d_model, nhead, key=k_enc, **layer_args)
-            self.encoder = TransformerEncoder(layer, num_encoder_layers,
-                                              LayerNorm(d_model, eps=eps, bias=bias, dtype=dt))
-        if custom_decoder is not None:
-            self.decoder = _module(who, "custom_decoder", custom_decoder)
-        else:
-            layer = TransformerDecoderLayer(d_model, nhead, key=k_dec, **layer_args)
-            self.decoder = TransformerDecoder(layer, num_decoder_layers,
-                                              LayerNorm(d_model, eps=eps, bias=bias, dtype=dt))
+        for name, custom, layer_cls, stack_cls, num_layers, k in (
+                ("encoder", custom_encoder, TransformerEncoderLayer, TransformerEncoder,
+                 num_encoder_layers, k_enc),
+                ("decoder", custom_decoder, TransformerDecoderLayer, TransformerDecoder,
+                 num_decoder_layers, k_dec)):
+            if custom is not None:
+                setattr(self, name, _module(who, f"custom_{name}", custom))
+            else:
+                layer = layer_cls(d_model, nhead, key=k, **layer_args)
+                setattr(self, name, stack_cls(layer, num_layers,
+                                              LayerNorm(d_model, eps=eps, bias=bias, dtype=dt)))
         self._reset_parameters(k_init)
         self.d_model, self.nhead = int(d_model), int(nhead)
         self.batch_first = bool(batch_first)

@@ -37,6 +37,18 @@ __all__ = [
     "mlp",
 ]
 
+#: The docstrings' Args and Returns of the initializers with a ``gain`` (their
+#: ``__GAIN_ARGS__`` line).
+_GAIN_ARGS = """    Args:
+        key: A key.
+        shape: Tuple (>= 2 dims) or a Tensor (its shape and dtype).
+        dtype: Floating dtype (default float32, or the Tensor's).
+        gain: Scale factor (see :func:`calculate_gain`).
+
+    Returns:
+        A new Tensor of ``shape``.
+"""
+
 
 def _shape_dtype(shape, dtype):
     if isinstance(shape, Tensor):
@@ -99,14 +111,7 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
 def xavier_uniform(key, shape, dtype=None, gain: float = 1.0) -> Tensor:
     """Glorot/Xavier uniform: ``U(-a, a)`` with ``a = gain * sqrt(6 / (fan_in + fan_out))``.
 
-    Args:
-        key: A key.
-        shape: Tuple (>= 2 dims) or a Tensor (its shape and dtype).
-        dtype: Floating dtype (default float32, or the Tensor's).
-        gain: Scale factor (see :func:`calculate_gain`).
-
-    Returns:
-        A new Tensor of ``shape``.
+    __GAIN_ARGS__
 
     References:
         Glorot and Bengio, "Understanding the difficulty of training deep feedforward neural
@@ -195,14 +200,7 @@ def orthogonal(key, shape, dtype=None, gain: float = 1.0) -> Tensor:
     columns are orthonormal when ``rows >= cols`` (``W^T W = gain**2 I``), else the rows
     (``W W^T = gain**2 I``).
 
-    Args:
-        key: A key.
-        shape: Tuple (>= 2 dims) or a Tensor (its shape and dtype).
-        dtype: Floating dtype (default float32, or the Tensor's).
-        gain: Scale factor (see :func:`calculate_gain`).
-
-    Returns:
-        A new Tensor of ``shape``.
+    __GAIN_ARGS__
 
     Raises:
         ValueError: for fewer than 2 dims.
@@ -230,6 +228,11 @@ def orthogonal(key, shape, dtype=None, gain: float = 1.0) -> Tensor:
     if rows < cols:
         q = q.T
     return Tensor((gain * q).reshape(shape).astype(dtype))
+
+
+for _f in (xavier_uniform, orthogonal):
+    _f.__doc__ = _f.__doc__.replace("    __GAIN_ARGS__\n", _GAIN_ARGS)  # pyright: ignore[reportOptionalMemberAccess]
+del _f
 
 
 def trunc_normal(

@@ -167,6 +167,19 @@ def _named_leaves(tree: dict, prefix: str = ""):
             yield path, v
 
 
+def _group_property(group: str, name: str, doc: str) -> property:
+    """The property ``name`` of :class:`Module`: the ``group`` of every module as a nested-dict
+    pytree (submodules are nested dicts); assigning replaces it wholesale, checked."""
+
+    def get(self) -> dict:
+        return self._tree(group)
+
+    def put(self, tree) -> None:
+        self._assign(tree, group, name)
+
+    return property(get, put, doc=doc)
+
+
 class Module:
     """Base class of layers and models (as PyTorch's ``nn.Module``).
 
@@ -466,28 +479,18 @@ class Module:
             out[name] = m._tree(group)
         return out
 
-    @property
-    def params(self) -> dict:
-        """The parameters as a nested-dict pytree (submodules are nested dicts)."""
-        return self._tree("_parameters")
-
-    @params.setter
-    def params(self, tree) -> None:
-        self._assign(tree, "_parameters", "params")
+    params = _group_property(
+        "_parameters",
+        "params",
+        "The parameters as a nested-dict pytree (submodules are nested dicts).",
+    )
 
     def _set_params(self, tree) -> None:
         """Replace the parameter pytree wholesale (the hook :mod:`tapegrad.optim` optimizers
         built from a Module call after each step); same checks as the ``params`` setter."""
         self.params = tree
 
-    @property
-    def state(self) -> dict:
-        """The states as a nested-dict pytree."""
-        return self._tree("_states")
-
-    @state.setter
-    def state(self, tree) -> None:
-        self._assign(tree, "_states", "state")
+    state = _group_property("_states", "state", "The states as a nested-dict pytree.")
 
     def _assign(self, tree, group: str, what: str) -> None:
         new = _check_tree(self, tree, group, what)
@@ -888,7 +891,17 @@ def functional_call(module: Module, params, *args, state=None, key=None, **kwarg
     return out, bound.state
 
 
-class ModuleList(Module):
+class _ModuleSequence(Module):
+    """The length and iteration (in registration order) of ModuleList and Sequential."""
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(list(self._modules.values()))
+
+
+class ModuleList(_ModuleSequence):
     """A list of submodules, registered under the names ``"0"``, ``"1"``, ...
 
     Example:
@@ -921,12 +934,6 @@ class ModuleList(Module):
             self.append(m)
         return self
 
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(list(self._modules.values()))
-
     def __getitem__(self, i):
         items = list(self._modules.values())
         if isinstance(i, slice):
@@ -940,7 +947,7 @@ class ModuleList(Module):
         return x
 
 
-class Sequential(Module):
+class Sequential(_ModuleSequence):
     """A chain of modules applied in order (PyTorch's ``nn.Sequential``).
 
     ``Sequential(m0, m1, ...)`` registers the modules under the names ``"0"``, ``"1"``, ...;
@@ -994,12 +1001,6 @@ class Sequential(Module):
             i += 1
         self._add(str(i), module)
         return self
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(list(self._modules.values()))
 
     def __getitem__(self, i):
         items = list(self._modules.items())

@@ -24,10 +24,23 @@ from tapegrad.nn._functional.activations import *  # noqa: F401,F403
 from tapegrad.nn._functional.affine import *  # noqa: F401,F403
 from tapegrad.nn._functional.attention import *  # noqa: F401,F403
 from tapegrad.nn._functional.conv import *  # noqa: F401,F403
-from tapegrad.nn._functional.conv import _check_groups, _image, _pair, _resolve_padding, _single  # noqa: F401
+from tapegrad.nn._functional.conv import (  # noqa: F401
+    _check_groups,
+    _check_nonempty,
+    _image,
+    _pair,
+    _resolve_padding,
+    _single,
+)
 from tapegrad.nn._functional.embeddings import *  # noqa: F401,F403
 from tapegrad.nn._functional.losses import *  # noqa: F401,F403
-from tapegrad.nn._functional.losses import _check_loss_shapes, _const, _reduce  # noqa: F401
+from tapegrad.nn._functional.losses import (  # noqa: F401
+    _broadcasts_to,
+    _check_loss_shapes,
+    _const,
+    _pair_loss_inputs,
+    _reduce,
+)
 from tapegrad.nn._functional.noise import *  # noqa: F401,F403
 from tapegrad.nn._functional.normalization import *  # noqa: F401,F403
 from tapegrad.nn._functional.pooling import *  # noqa: F401,F403

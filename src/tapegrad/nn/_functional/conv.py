@@ -61,6 +61,16 @@ def _image(x, who: str) -> Tensor:
     return x
 
 
+def _check_nonempty(x, kernel, stride, dilation, pads, shown_padding, who: str) -> None:
+    """Check that a convolution of input ``x`` (``(N, C, *spatial)``) has a non-empty output
+    (``_out_hw``); the error shows the padding as ``shown_padding``."""
+    if min(_out_hw(x.shape[2:], kernel, stride, dilation, pads)) < 1:
+        raise ValueError(
+            f"{who}: input of spatial size {x.shape[2:]} with padding {shown_padding} is smaller "
+            f"than the dilated kernel {kernel} (dilation {dilation}); the output would be empty"
+        )
+
+
 def _check_groups(x, w, groups: int, who: str, show_per_group: bool = False) -> tuple:
     """A grouped convolution's channel counts ``(C_in, C_out)``, checked: both divisible by
     ``groups``, and ``weight.shape[1] == C_in / groups``.
@@ -118,12 +128,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
     dilation = _pair(dilation, "dilation", who)
     kernel = tuple(w.shape[2:])
     pads = _resolve_padding(padding, x.shape[2:], kernel, stride, dilation, who)
-    out_hw = _out_hw(x.shape[2:], kernel, stride, dilation, pads)
-    if min(out_hw) < 1:
-        raise ValueError(
-            f"{who}: input of spatial size {x.shape[2:]} with padding {pads} is smaller than the "
-            f"dilated kernel {kernel} (dilation {dilation}); the output would be empty"
-        )
+    _check_nonempty(x, kernel, stride, dilation, pads, pads, who)
     if w.dtype != x.dtype:
         w = tnp.astype(w, x.dtype)
     conv = dict(stride=stride, padding=pads, dilation=dilation, groups=groups)

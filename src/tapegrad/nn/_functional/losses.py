@@ -446,6 +446,14 @@ def nll_loss(
     return _weighted_nll(logp, target, w, ignore_index, 0.0, reduction, who)
 
 
+def _broadcasts_to(shape, target_shape) -> bool:
+    """Whether an array of ``shape`` broadcasts to ``target_shape`` (without growing it)."""
+    try:
+        return np.broadcast_shapes(target_shape, shape) == tuple(target_shape)
+    except ValueError:
+        return False
+
+
 def _pair_loss_inputs(input, target, reduction, who, reductions=_REDUCTIONS):
     if reduction not in reductions:
         raise ValueError(f"{who}: reduction must be one of {reductions}, got {reduction!r}")
