@@ -45,6 +45,7 @@ from tapegrad.core._keywords import strict_all
 from tapegrad.core.tensor import Tensor
 from tapegrad.core.tree import tree_leaves, tree_unflatten
 from tapegrad.optim.combinators import add_decayed_weights
+from tapegrad.optim.schedules import _count
 from tapegrad.optim.transforms import (
     AddDecayedWeights,
     GradientTransformation,
@@ -148,14 +149,6 @@ def _bias_corrected(x: Tensor, decay: float, t) -> Tensor:
     """``x / (1 - decay**t)`` (Optax's ``bias_correction``), the divisor cast to x's dtype."""
     c = 1.0 - decay ** _float_count(t)
     return tnp.divide(x, _like_leaf(c, x))
-
-
-def _check_int(where: str, name: str, value, low: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{where}: {name} must be an int >= {low}, got {value!r:.60}")
-    if value < low:
-        raise ValueError(f"{where}: {name} must be an int >= {low}, got {value!r}")
-    return int(value)
 
 
 def _check_optional(where: str, name: str, value, check):
@@ -733,9 +726,9 @@ class ScaleByFactoredRMS(GradientTransformation):
 def _factored_args(where, factored, decay_rate, step_offset, min_dim, epsilon) -> tuple:
     return (_check_bool(where, "factored", factored),
             _check_nonneg(where, "decay_rate", decay_rate),
-            _check_int(where, "step_offset" if where != "adafactor" else "decay_offset",
+            _count(where, "step_offset" if where != "adafactor" else "decay_offset",
                        step_offset, 0),
-            _check_int(where, "min_dim_size_to_factor", min_dim, 0),
+            _count(where, "min_dim_size_to_factor", min_dim, 0),
             _check_nonneg(where, "epsilon" if where != "adafactor" else "eps", epsilon))
 
 
@@ -1378,7 +1371,7 @@ def periodic_update(new_tensors, old_tensors, steps, update_period: int):
         TypeError / ValueError: on different structures or shapes, or a bad period.
     """
     where = "periodic_update"
-    period = _check_int(where, "update_period", update_period, 1)
+    period = _count(where, "update_period", update_period, 1)
     _check_match(where, new_tensors, "new_tensors", old_tensors, "old_tensors")
     steps = _traced(steps)
     if _is_tensor(steps):

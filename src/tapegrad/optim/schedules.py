@@ -116,11 +116,24 @@ def _number(where: str, name: str, value, minimum: float | None = 0.0) -> float:
 
 
 def _count(where: str, name: str, value, minimum: int = 0) -> int:
+    """``value`` as an int ``>= minimum`` (the optimizers' step counts, sizes and periods):
+    a ``TypeError`` for anything but an int (a bool included), a ``ValueError`` below it."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{where}: {name} must be an int >= {minimum}, got {value!r}")
+        raise TypeError(f"{where}: {name} must be an int >= {minimum}, got {value!r:.60}")
     if value < minimum:
         raise ValueError(f"{where}: {name} must be an int >= {minimum}, got {value!r}")
     return int(value)
+
+
+def _choice(where: str, name: str, value, options: tuple[str, ...]) -> str:
+    """``value`` as one of the strings ``options``: a ``TypeError`` for a non-string, a
+    ``ValueError`` for another string, each naming the options (``'a' or 'b'``)."""
+    expected = " or ".join(repr(o) for o in options)
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: {name} must be {expected}, got {value!r:.60}")
+    if value not in options:
+        raise ValueError(f"{where}: {name} must be {expected}, got {value!r}")
+    return value
 
 
 def _flag(where: str, name: str, value) -> bool:
@@ -957,12 +970,7 @@ def piecewise_interpolate_schedule(
         [1.0, 0.55, 0.1, 0.0505, 0.001, 0.001]
     """
     where = "piecewise_interpolate_schedule"
-    if not isinstance(interpolate_type, str):
-        raise TypeError(f"{where}: interpolate_type must be 'linear' or 'cosine', got "
-                        f"{interpolate_type!r}")
-    if interpolate_type not in ("linear", "cosine"):
-        raise ValueError(f"{where}: interpolate_type must be 'linear' or 'cosine', got "
-                         f"{interpolate_type!r}")
+    _choice(where, "interpolate_type", interpolate_type, ("linear", "cosine"))
     init_value = _number(where, "init_value", init_value)
     pairs = piecewise_constant_schedule(init_value, boundaries_and_scales).boundaries_and_scales
     bounds, values = [0], [init_value]

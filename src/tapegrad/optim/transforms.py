@@ -54,6 +54,7 @@ from tapegrad.core.tensor import Tensor
 from tapegrad.core.tensor import const as _tconst
 from tapegrad.core.tree import NAMESPACE, tree_flatten, tree_leaves, tree_paths, tree_unflatten
 from tapegrad.core.weak import WeakScalar
+from tapegrad.optim.schedules import _count
 
 __all__ = [
     "GradientTransformation",
@@ -1126,7 +1127,11 @@ def scale_by_adam(
         TypeError: if a hyperparameter has the wrong type.
         ValueError: if ``b1``/``b2`` are outside ``[0, 1)`` or ``eps`` is negative.
     """
-    where = "scale_by_adam"
+    return _adam_block("scale_by_adam", b1, b2, eps, amsgrad)
+
+
+def _adam_block(where: str, b1, b2, eps, amsgrad=False) -> ScaleByAdam:
+    """:class:`ScaleByAdam` from checked hyperparameters (errors name ``where``)."""
     return ScaleByAdam(
         _check_unit(where, "b1", b1), _check_unit(where, "b2", b2),
         _check_nonneg(where, "eps", eps), _check_bool(where, "amsgrad", amsgrad),
@@ -1258,12 +1263,8 @@ def adam(
     References:
         Kingma and Ba, "Adam: A Method for Stochastic Optimization", ICLR 2015.
     """
-    where = "adam"
-    lr = _check_lr(where, learning_rate)
-    block = ScaleByAdam(
-        _check_unit(where, "b1", b1), _check_unit(where, "b2", b2), _check_nonneg(where, "eps", eps)
-    )
-    return chain(block, ScaleByLearningRate(lr))
+    lr = _check_lr("adam", learning_rate)
+    return chain(_adam_block("adam", b1, b2, eps), ScaleByLearningRate(lr))
 
 
 def adamw(
@@ -1288,9 +1289,7 @@ def adamw(
     """
     where = "adamw"
     lr = _check_lr(where, learning_rate)
-    block = ScaleByAdam(
-        _check_unit(where, "b1", b1), _check_unit(where, "b2", b2), _check_nonneg(where, "eps", eps)
-    )
+    block = _adam_block(where, b1, b2, eps)
     decay = AddDecayedWeights(_check_nonneg(where, "weight_decay", weight_decay))
     return chain(block, decay, ScaleByLearningRate(lr))
 
@@ -1565,17 +1564,9 @@ def _plateau_args(where, factor, patience, rtol, atol, cooldown, accumulation_si
     atol = _check_nonneg(where, "atol", atol)
     if rtol == 0.0 and atol == 0.0:
         raise ValueError(f"{where}: rtol and atol cannot both be 0 (no change would count)")
-    counts = []
-    for name, value, low in (
-        ("patience", patience, 1),
-        ("cooldown", cooldown, 0),
-        ("accumulation_size", accumulation_size, 1),
-    ):
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"{where}: {name} must be an int >= {low}, got {value!r}")
-        if value < low:
-            raise ValueError(f"{where}: {name} must be an int >= {low}, got {value!r}")
-        counts.append(int(value))
+    counts = [_count(where, name, value, low) for name, value, low in (
+        ("patience", patience, 1), ("cooldown", cooldown, 0),
+        ("accumulation_size", accumulation_size, 1))]
     min_scale = _check_unit(where, "min_scale", min_scale, closed_high=True)
     return factor, counts[0], rtol, atol, counts[1], counts[2], min_scale
 
