@@ -45,7 +45,6 @@ from tapegrad.core._keywords import strict_all
 from tapegrad.core.tensor import Tensor
 from tapegrad.core.tree import tree_leaves, tree_unflatten
 from tapegrad.optim.combinators import add_decayed_weights
-from tapegrad.optim.schedules import _count
 from tapegrad.optim.transforms import (
     AddDecayedWeights,
     GradientTransformation,
@@ -60,6 +59,7 @@ from tapegrad.optim.transforms import (
     _check_number,
     _check_positive,
     _check_unit,
+    _count,
     _leaves,
     _like_leaf,
     _next_count,

@@ -38,12 +38,12 @@ from tapegrad.core._keywords import strict_all, strict_keywords
 from tapegrad.core.tensor import Tensor
 from tapegrad.core.tree import tree_unflatten
 from tapegrad.optim.combinators import _select
-from tapegrad.optim.schedules import _count
 from tapegrad.optim.transforms import (
     GradientTransformation,
     _check_bool,
     _check_match,
     _check_unit,
+    _count,
     _leaves,
     _next_count,
     _traced,

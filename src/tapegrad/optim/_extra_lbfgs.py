@@ -42,7 +42,6 @@ from tapegrad import numpy as tnp
 from tapegrad.core._keywords import strict_all
 from tapegrad.core.tensor import Tensor
 from tapegrad.core.tree import tree_leaves, tree_unflatten
-from tapegrad.optim.schedules import _choice, _count
 from tapegrad.optim.transforms import (
     GradientTransformation,
     Identity,
@@ -54,6 +53,8 @@ from tapegrad.optim.transforms import (
     _check_match,
     _check_nonneg,
     _check_number,
+    _choice,
+    _count,
     _find_dicts,
     _leaves,
     _like_leaf,

@@ -37,7 +37,6 @@ from tapegrad.optim import _extra as X
 from tapegrad.optim import _extra_lbfgs as L
 from tapegrad.optim import transforms as T
 from tapegrad.optim.optimizer import _TORCH_HINTS, Optimizer
-from tapegrad.optim.schedules import _count
 from tapegrad.transforms.jit import implicit_state
 
 __all__ = ["NAdam", "RAdam", "Adamax", "Adadelta", "LBFGS"]
@@ -274,8 +273,8 @@ class LBFGS(Optimizer):
                  tolerance_change: float = 1e-9, history_size: int = 100,
                  line_search_fn: str | None = None) -> None:
         who = type(self).__name__
-        max_iter = _count(who, "max_iter", max_iter, 1)
-        max_eval = max_iter * 5 // 4 if max_eval is None else _count(who, "max_eval", max_eval, 1)
+        max_iter = T._count(who, "max_iter", max_iter, 1)
+        max_eval = max_iter * 5 // 4 if max_eval is None else T._count(who, "max_eval", max_eval, 1)
         if line_search_fn is not None:
             if not isinstance(line_search_fn, str):
                 raise TypeError(f"{who}: line_search_fn must be None or 'strong_wolfe', got "
@@ -287,7 +286,7 @@ class LBFGS(Optimizer):
                          tolerance_grad=T._check_nonneg(who, "tolerance_grad", tolerance_grad),
                          tolerance_change=T._check_nonneg(who, "tolerance_change",
                                                           tolerance_change),
-                         history_size=_count(who, "history_size", history_size, 1),
+                         history_size=T._count(who, "history_size", history_size, 1),
                          line_search_fn=line_search_fn)
         self._opt_state = L.torch_lbfgs_init()
 

@@ -37,6 +37,7 @@ import numpy as np
 from tapegrad import numpy as tnp
 from tapegrad.core._keywords import strict_all
 from tapegrad.core.tensor import Tensor
+from tapegrad.optim.transforms import _choice, _count
 
 __all__ = [
     "constant_schedule",
@@ -113,27 +114,6 @@ def _number(where: str, name: str, value, minimum: float | None = 0.0) -> float:
     if minimum is not None and value < minimum:
         raise ValueError(f"{where}: {name} must be >= {minimum}, got {value!r}")
     return float(value)
-
-
-def _count(where: str, name: str, value, minimum: int = 0) -> int:
-    """``value`` as an int ``>= minimum`` (the optimizers' step counts, sizes and periods):
-    a ``TypeError`` for anything but an int (a bool included), a ``ValueError`` below it."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{where}: {name} must be an int >= {minimum}, got {value!r:.60}")
-    if value < minimum:
-        raise ValueError(f"{where}: {name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _choice(where: str, name: str, value, options: tuple[str, ...]) -> str:
-    """``value`` as one of the strings ``options``: a ``TypeError`` for a non-string, a
-    ``ValueError`` for another string, each naming the options (``'a' or 'b'``)."""
-    expected = " or ".join(repr(o) for o in options)
-    if not isinstance(value, str):
-        raise TypeError(f"{where}: {name} must be {expected}, got {value!r:.60}")
-    if value not in options:
-        raise ValueError(f"{where}: {name} must be {expected}, got {value!r}")
-    return value
 
 
 def _flag(where: str, name: str, value) -> bool:

@@ -54,7 +54,6 @@ from tapegrad.core.tensor import Tensor
 from tapegrad.core.tensor import const as _tconst
 from tapegrad.core.tree import NAMESPACE, tree_flatten, tree_leaves, tree_paths, tree_unflatten
 from tapegrad.core.weak import WeakScalar
-from tapegrad.optim.schedules import _count
 
 __all__ = [
     "GradientTransformation",
@@ -443,6 +442,27 @@ def _check_bool(where: str, name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{where}: {name} must be a bool (True or False), got {value!r:.60}")
     return bool(value)
+
+
+def _count(where: str, name: str, value, minimum: int = 0) -> int:
+    """``value`` as an int ``>= minimum`` (the optimizers' step counts, sizes and periods):
+    a ``TypeError`` for anything but an int (a bool included), a ``ValueError`` below it."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{where}: {name} must be an int >= {minimum}, got {value!r:.60}")
+    if value < minimum:
+        raise ValueError(f"{where}: {name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _choice(where: str, name: str, value, options: tuple[str, ...]) -> str:
+    """``value`` as one of the strings ``options``: a ``TypeError`` for a non-string, a
+    ``ValueError`` for another string, each naming the options (``'a' or 'b'``)."""
+    expected = " or ".join(repr(o) for o in options)
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: {name} must be {expected}, got {value!r:.60}")
+    if value not in options:
+        raise ValueError(f"{where}: {name} must be {expected}, got {value!r}")
+    return value
 
 
 def _checked_rate(where: str, rate, step):
