@@ -59,6 +59,7 @@ from tapegrad.optim.transforms import (
     _check_number,
     _check_positive,
     _check_unit,
+    _count,
     _leaves,
     _like_leaf,
     _next_count,
@@ -150,14 +151,6 @@ def _bias_corrected(x: Tensor, decay: float, t) -> Tensor:
     return tnp.divide(x, _like_leaf(c, x))
 
 
-def _check_int(where: str, name: str, value, low: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{where}: {name} must be an int >= {low}, got {value!r:.60}")
-    if value < low:
-        raise ValueError(f"{where}: {name} must be an int >= {low}, got {value!r}")
-    return int(value)
-
-
 def _check_optional(where: str, name: str, value, check):
     return None if value is None else check(where, name, value)
 
@@ -232,8 +225,38 @@ def _moments(where: str, grads, state, *names):
 
 
 # -- Adam family ----------------------------------------------------------------------------
+class _MuNu(GradientTransformation):
+    """Base of the Adam-like blocks whose state is ``{"count": t, "mu": m, "nu": v}`` (Optax's
+    ``ScaleByAdamState``): ``update`` checks the state against the gradients (errors name
+    ``_where``), counts the step, computes once per step what ``_step(t, state)`` returns, and
+    gives each leaf's new ``m``, new ``v`` and update from ``_leaf(g, m, v, t, step)``."""
+
+    _where = ""
+
+    def init(self, params):
+        return {"count": 0, "mu": tree_zeros_like(params), "nu": tree_zeros_like(params)}
+
+    def _step(self, t, state) -> Any:
+        return None
+
+    def _leaf(self, g: Tensor, m: Tensor, v: Tensor, t, step) -> tuple[Tensor, Tensor, Tensor]:
+        raise NotImplementedError  # pragma: no cover - each block defines its own
+
+    def _new_state(self, t, step, mu, nu) -> dict:
+        return {"count": t, "mu": mu, "nu": nu}
+
+    def update(self, grads, state, params=None):
+        g, treedef, (mu, nu) = _moments(self._where, grads, state, "mu", "nu")
+        t = _next_count(state["count"])
+        step = self._step(t, state)
+        new = [self._leaf(gi, mi, vi, t, step) for gi, mi, vi in zip(g, mu, nu)]
+        return tree_unflatten(treedef, [u for _, _, u in new]), self._new_state(
+            t, step, tree_unflatten(treedef, [m for m, _, _ in new]),
+            tree_unflatten(treedef, [v for _, v, _ in new]))
+
+
 @attrs.frozen
-class ScaleByOptaxAdam(GradientTransformation):
+class ScaleByOptaxAdam(_MuNu):
     """Optax's ``scale_by_adam`` with ``eps_root`` and ``nesterov``:
     ``m_hat / (sqrt(v_hat + eps_root) + eps)``.
 
@@ -257,25 +280,13 @@ class ScaleByOptaxAdam(GradientTransformation):
         _adam_args("ScaleByOptaxAdam", self.b1, self.b2, self.eps, self.eps_root)
         _check_bool("ScaleByOptaxAdam", "nesterov", self.nesterov)
 
-    def init(self, params):
-        return {"count": 0, "mu": tree_zeros_like(params), "nu": tree_zeros_like(params)}
+    _where = "scale_by_adam"
 
-    def update(self, grads, state, params=None):
-        where = "scale_by_adam"
-        g, treedef, (mu, nu) = _moments(where, grads, state, "mu", "nu")
-        t = _next_count(state["count"])
-        new_mu, new_nu, out = [], [], []
-        for gi, mi, vi in zip(g, mu, nu):
-            m, v = _moment(gi, mi, self.b1), _moment2(gi, vi, self.b2)
-            new_mu.append(m)
-            new_nu.append(v)
-            m_hat = _mu_hat(m, gi, self.b1, t, self.nesterov)
-            v_hat = _bias_corrected(v, self.b2, t)
-            out.append(tnp.divide(m_hat, tnp.add(tnp.sqrt(tnp.add(v_hat, self.eps_root)),
-                                                 self.eps)))
-        return tree_unflatten(treedef, out), {
-            "count": t, "mu": tree_unflatten(treedef, new_mu),
-            "nu": tree_unflatten(treedef, new_nu)}  # fmt: skip
+    def _leaf(self, g, m, v, t, step):
+        m, v = _moment(g, m, self.b1), _moment2(g, v, self.b2)
+        m_hat = _mu_hat(m, g, self.b1, t, self.nesterov)
+        v_hat = _bias_corrected(v, self.b2, t)
+        return m, v, tnp.divide(m_hat, tnp.add(tnp.sqrt(tnp.add(v_hat, self.eps_root)), self.eps))
 
 
 def _adam_args(where, b1, b2, eps, eps_root) -> tuple[float, float, float, float]:
@@ -284,7 +295,7 @@ def _adam_args(where, b1, b2, eps, eps_root) -> tuple[float, float, float, float
 
 
 @attrs.frozen
-class ScaleByRAdam(GradientTransformation):
+class ScaleByRAdam(_MuNu):
     """Optax's ``scale_by_radam``: Adam with the variance rectification of RAdam.
 
     With ``rho_inf = 2 / (1 - b2) - 1`` and ``rho_t = rho_inf - 2 t b2**t / (1 - b2**t)``,
@@ -308,13 +319,10 @@ class ScaleByRAdam(GradientTransformation):
         _radam_args("ScaleByRAdam", self.b1, self.b2, self.eps, self.eps_root, self.threshold,
                     self.nesterov)
 
-    def init(self, params):
-        return {"count": 0, "mu": tree_zeros_like(params), "nu": tree_zeros_like(params)}
+    _where = "scale_by_radam"
 
-    def update(self, grads, state, params=None):
-        where = "scale_by_radam"
-        g, treedef, (mu, nu) = _moments(where, grads, state, "mu", "nu")
-        t = _next_count(state["count"])
+    def _step(self, t, state):
+        """``(rectify, r)``: where the rectified step is taken, and ``r_t`` (``None``: nowhere)."""
         ft = _float_count(t)
         rho_inf = 2.0 / (1.0 - self.b2) - 1.0
         b2t = self.b2**ft
@@ -330,22 +338,18 @@ class ScaleByRAdam(GradientTransformation):
             else:  # IEEE arithmetic, as Optax: NaN where the ratio is negative
                 with np.errstate(all="ignore"):
                     r = float(np.sqrt(np.divide(np.float64(num), np.float64(den))))
-        new_mu, new_nu, out = [], [], []
-        for gi, mi, vi in zip(g, mu, nu):
-            m, v = _moment(gi, mi, self.b1), _moment2(gi, vi, self.b2)
-            new_mu.append(m)
-            new_nu.append(v)
-            m_hat = _mu_hat(m, gi, self.b1, t, self.nesterov)
-            if r is None:
-                out.append(m_hat)
-                continue
-            v_hat = _bias_corrected(v, self.b2, t)
-            rect = tnp.divide(tnp.multiply(m_hat, _like_leaf(r, m_hat)),
-                              tnp.add(tnp.sqrt(tnp.add(v_hat, self.eps_root)), self.eps))
-            out.append(_pick(rectify, rect, m_hat))
-        return tree_unflatten(treedef, out), {
-            "count": t, "mu": tree_unflatten(treedef, new_mu),
-            "nu": tree_unflatten(treedef, new_nu)}  # fmt: skip
+        return rectify, r
+
+    def _leaf(self, g, m, v, t, step):
+        rectify, r = step
+        m, v = _moment(g, m, self.b1), _moment2(g, v, self.b2)
+        m_hat = _mu_hat(m, g, self.b1, t, self.nesterov)
+        if r is None:
+            return m, v, m_hat
+        v_hat = _bias_corrected(v, self.b2, t)
+        rect = tnp.divide(tnp.multiply(m_hat, _like_leaf(r, m_hat)),
+                          tnp.add(tnp.sqrt(tnp.add(v_hat, self.eps_root)), self.eps))
+        return m, v, _pick(rectify, rect, m_hat)
 
 
 def _radam_args(where, b1, b2, eps, eps_root, threshold, nesterov) -> tuple:
@@ -354,7 +358,7 @@ def _radam_args(where, b1, b2, eps, eps_root, threshold, nesterov) -> tuple:
 
 
 @attrs.frozen
-class ScaleByAdamax(GradientTransformation):
+class ScaleByAdamax(_MuNu):
     """Optax's ``scale_by_adamax``: ``m_hat / u`` with the infinity-norm moment
     ``u = max(b2 u, |g| + eps)`` (no bias correction of ``u``). State
     ``{"count", "mu", "nu"}`` (``nu`` is ``u``).
@@ -371,23 +375,12 @@ class ScaleByAdamax(GradientTransformation):
     def __attrs_post_init__(self):
         _adam_args("ScaleByAdamax", self.b1, self.b2, self.eps, 0.0)
 
-    def init(self, params):
-        return {"count": 0, "mu": tree_zeros_like(params), "nu": tree_zeros_like(params)}
+    _where = "scale_by_adamax"
 
-    def update(self, grads, state, params=None):
-        where = "scale_by_adamax"
-        g, treedef, (mu, nu) = _moments(where, grads, state, "mu", "nu")
-        t = _next_count(state["count"])
-        new_mu, new_nu, out = [], [], []
-        for gi, mi, ui in zip(g, mu, nu):
-            m = _moment(gi, mi, self.b1)
-            u = tnp.maximum(tnp.add(tnp.abs(gi), self.eps), tnp.multiply(ui, self.b2))
-            new_mu.append(m)
-            new_nu.append(u)
-            out.append(tnp.divide(_bias_corrected(m, self.b1, t), u))
-        return tree_unflatten(treedef, out), {
-            "count": t, "mu": tree_unflatten(treedef, new_mu),
-            "nu": tree_unflatten(treedef, new_nu)}  # fmt: skip
+    def _leaf(self, g, m, v, t, step):
+        m = _moment(g, m, self.b1)
+        u = tnp.maximum(tnp.add(tnp.abs(g), self.eps), tnp.multiply(v, self.b2))
+        return m, u, tnp.divide(_bias_corrected(m, self.b1, t), u)
 
 
 @attrs.frozen
@@ -429,7 +422,7 @@ class ScaleByAdaDelta(GradientTransformation):
 
 
 @attrs.frozen
-class ScaleByBelief(GradientTransformation):
+class ScaleByBelief(_MuNu):
     """Optax's ``scale_by_belief`` (AdaBelief): Adam with the second moment of the
     prediction error ``g - m`` instead of ``g``.
 
@@ -452,29 +445,18 @@ class ScaleByBelief(GradientTransformation):
         _adam_args("ScaleByBelief", self.b1, self.b2, self.eps, self.eps_root)
         _check_bool("ScaleByBelief", "nesterov", self.nesterov)
 
-    def init(self, params):
-        return {"count": 0, "mu": tree_zeros_like(params), "nu": tree_zeros_like(params)}
+    _where = "scale_by_belief"
 
-    def update(self, grads, state, params=None):
-        where = "scale_by_belief"
-        g, treedef, (mu, nu) = _moments(where, grads, state, "mu", "nu")
-        t = _next_count(state["count"])
-        new_mu, new_nu, out = [], [], []
-        for gi, mi, si in zip(g, mu, nu):
-            m = _moment(gi, mi, self.b1)
-            s = tnp.add(_moment2(tnp.subtract(gi, m), si, self.b2), self.eps_root)
-            new_mu.append(m)
-            new_nu.append(s)
-            m_hat = _mu_hat(m, gi, self.b1, t, self.nesterov)
-            s_hat = _bias_corrected(s, self.b2, t)
-            out.append(tnp.divide(m_hat, tnp.add(tnp.sqrt(s_hat), self.eps)))
-        return tree_unflatten(treedef, out), {
-            "count": t, "mu": tree_unflatten(treedef, new_mu),
-            "nu": tree_unflatten(treedef, new_nu)}  # fmt: skip
+    def _leaf(self, g, m, v, t, step):
+        m = _moment(g, m, self.b1)
+        s = tnp.add(_moment2(tnp.subtract(g, m), v, self.b2), self.eps_root)
+        m_hat = _mu_hat(m, g, self.b1, t, self.nesterov)
+        s_hat = _bias_corrected(s, self.b2, t)
+        return m, s, tnp.divide(m_hat, tnp.add(tnp.sqrt(s_hat), self.eps))
 
 
 @attrs.frozen
-class ScaleByTorchNAdam(GradientTransformation):
+class ScaleByTorchNAdam(_MuNu):
     """PyTorch's NAdam step before the learning rate (``torch.optim.NAdam``), with Dozat's
     momentum schedule.
 
@@ -501,33 +483,34 @@ class ScaleByTorchNAdam(GradientTransformation):
         return {"count": 0, "mu_product": 1.0, "mu": tree_zeros_like(params),
                 "nu": tree_zeros_like(params)}
 
+    _where = "NAdam"
+
     def update(self, grads, state, params=None):
-        where = "NAdam"
-        _state_dict(where, state, ("count", "mu_product"))
-        g, treedef, (mu, nu) = _moments(where, grads, state, "mu", "nu")
-        t = _next_count(state["count"])
+        _state_dict(self._where, state, ("count", "mu_product"))
+        return super().update(grads, state, params)
+
+    def _step(self, t, state):
+        """``(P_t, the coefficient of g, that of m, 1 - b2**t)``."""
         ft = _float_count(t)
         mom = self.b1 * (1.0 - 0.5 * 0.96 ** (ft * self.momentum_decay))
         mom_next = self.b1 * (1.0 - 0.5 * 0.96 ** ((ft + 1) * self.momentum_decay))
         prod = _traced(state["mu_product"]) * mom
-        c_g = (1.0 - mom) / (1.0 - prod)
-        c_m = mom_next / (1.0 - prod * mom_next)
-        bc2 = 1.0 - self.b2**ft
-        new_mu, new_nu, out = [], [], []
-        for gi, mi, vi in zip(g, mu, nu):
-            m, v = _moment(gi, mi, self.b1), _moment2(gi, vi, self.b2)
-            new_mu.append(m)
-            new_nu.append(v)
-            d = tnp.add(tnp.sqrt(tnp.divide(v, _like_leaf(bc2, v))), self.eps)
-            out.append(tnp.add(tnp.multiply(tnp.divide(gi, d), _like_leaf(c_g, gi)),
-                               tnp.multiply(tnp.divide(m, d), _like_leaf(c_m, m))))
-        return tree_unflatten(treedef, out), {
-            "count": t, "mu_product": prod, "mu": tree_unflatten(treedef, new_mu),
-            "nu": tree_unflatten(treedef, new_nu)}  # fmt: skip
+        return prod, (1.0 - mom) / (1.0 - prod), mom_next / (1.0 - prod * mom_next), (
+            1.0 - self.b2**ft)
+
+    def _leaf(self, g, m, v, t, step):
+        _, c_g, c_m, bc2 = step
+        m, v = _moment(g, m, self.b1), _moment2(g, v, self.b2)
+        d = tnp.add(tnp.sqrt(tnp.divide(v, _like_leaf(bc2, v))), self.eps)
+        return m, v, tnp.add(tnp.multiply(tnp.divide(g, d), _like_leaf(c_g, g)),
+                             tnp.multiply(tnp.divide(m, d), _like_leaf(c_m, m)))
+
+    def _new_state(self, t, step, mu, nu) -> dict:
+        return {"count": t, "mu_product": step[0], "mu": mu, "nu": nu}
 
 
 @attrs.frozen
-class ScaleByTorchRAdam(GradientTransformation):
+class ScaleByTorchRAdam(_MuNu):
     """PyTorch's RAdam step before the learning rate (``torch.optim.RAdam``).
 
     As :class:`ScaleByRAdam` but with PyTorch's details: the rectified step is taken when
@@ -545,13 +528,11 @@ class ScaleByTorchRAdam(GradientTransformation):
     def __attrs_post_init__(self):
         _adam_args("ScaleByTorchRAdam", self.b1, self.b2, self.eps, 0.0)
 
-    def init(self, params):
-        return {"count": 0, "mu": tree_zeros_like(params), "nu": tree_zeros_like(params)}
+    _where = "RAdam"
 
-    def update(self, grads, state, params=None):
-        where = "RAdam"
-        g, treedef, (mu, nu) = _moments(where, grads, state, "mu", "nu")
-        t = _next_count(state["count"])
+    def _step(self, t, state):
+        """``(rectify, r)``: where the rectified step is taken, and ``r_t sqrt(1 - b2**t)``
+        (``None``: nowhere)."""
         ft = _float_count(t)
         bc2 = 1.0 - self.b2**ft
         rho_inf = 2.0 / (1.0 - self.b2) - 1.0
@@ -562,21 +543,17 @@ class ScaleByTorchRAdam(GradientTransformation):
             ratio = (rho - 4.0) * (rho - 2.0) * rho_inf / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho)
             r = (tnp.sqrt(tnp.where(rectify, ratio, 1.0)) if _is_tensor(rectify)
                  else math.sqrt(ratio)) * (bc2**0.5)
-        new_mu, new_nu, out = [], [], []
-        for gi, mi, vi in zip(g, mu, nu):
-            m, v = _moment(gi, mi, self.b1), _moment2(gi, vi, self.b2)
-            new_mu.append(m)
-            new_nu.append(v)
-            m_hat = _bias_corrected(m, self.b1, t)
-            if r is None:
-                out.append(m_hat)
-                continue
-            rect = tnp.multiply(m_hat, tnp.divide(_like_leaf(r, m_hat),
-                                                  tnp.add(tnp.sqrt(v), self.eps)))
-            out.append(_pick(rectify, rect, m_hat))
-        return tree_unflatten(treedef, out), {
-            "count": t, "mu": tree_unflatten(treedef, new_mu),
-            "nu": tree_unflatten(treedef, new_nu)}  # fmt: skip
+        return rectify, r
+
+    def _leaf(self, g, m, v, t, step):
+        rectify, r = step
+        m, v = _moment(g, m, self.b1), _moment2(g, v, self.b2)
+        m_hat = _bias_corrected(m, self.b1, t)
+        if r is None:
+            return m, v, m_hat
+        rect = tnp.multiply(m_hat, tnp.divide(_like_leaf(r, m_hat),
+                                              tnp.add(tnp.sqrt(v), self.eps)))
+        return m, v, _pick(rectify, rect, m_hat)
 
 
 # -- layer-wise and factored -----------------------------------------------------------------
@@ -733,9 +710,9 @@ class ScaleByFactoredRMS(GradientTransformation):
 def _factored_args(where, factored, decay_rate, step_offset, min_dim, epsilon) -> tuple:
     return (_check_bool(where, "factored", factored),
             _check_nonneg(where, "decay_rate", decay_rate),
-            _check_int(where, "step_offset" if where != "adafactor" else "decay_offset",
+            _count(where, "step_offset" if where != "adafactor" else "decay_offset",
                        step_offset, 0),
-            _check_int(where, "min_dim_size_to_factor", min_dim, 0),
+            _count(where, "min_dim_size_to_factor", min_dim, 0),
             _check_nonneg(where, "epsilon" if where != "adafactor" else "eps", epsilon))
 
 
@@ -1378,7 +1355,7 @@ def periodic_update(new_tensors, old_tensors, steps, update_period: int):
         TypeError / ValueError: on different structures or shapes, or a bad period.
     """
     where = "periodic_update"
-    period = _check_int(where, "update_period", update_period, 1)
+    period = _count(where, "update_period", update_period, 1)
     _check_match(where, new_tensors, "new_tensors", old_tensors, "old_tensors")
     steps = _traced(steps)
     if _is_tensor(steps):

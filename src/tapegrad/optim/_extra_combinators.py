@@ -43,6 +43,7 @@ from tapegrad.optim.transforms import (
     _check_bool,
     _check_match,
     _check_unit,
+    _count,
     _leaves,
     _next_count,
     _traced,
@@ -355,12 +356,7 @@ def _lookahead_args(where, fast_optimizer, sync_period, slow_step_size, reset_st
     if not isinstance(fast_optimizer, GradientTransformation):
         raise TypeError(f"{where}: fast_optimizer must be a gradient transformation, got "
                         f"{type(fast_optimizer).__name__}")
-    if isinstance(sync_period, (bool, np.bool_)) or not isinstance(sync_period,
-                                                                   (int, np.integer)):
-        raise TypeError(f"{where}: sync_period must be an int >= 1, got {sync_period!r:.60}")
-    if sync_period < 1:
-        raise ValueError(f"{where}: sync_period must be an int >= 1, got {sync_period!r}")
-    return (fast_optimizer, int(sync_period),
+    return (fast_optimizer, _count(where, "sync_period", sync_period, 1),
             _check_unit(where, "slow_step_size", slow_step_size, closed_high=True),
             _check_bool(where, "reset_state", reset_state))
 

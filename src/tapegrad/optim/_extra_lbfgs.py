@@ -53,6 +53,8 @@ from tapegrad.optim.transforms import (
     _check_match,
     _check_nonneg,
     _check_number,
+    _choice,
+    _count,
     _find_dicts,
     _leaves,
     _like_leaf,
@@ -218,12 +220,8 @@ class ScaleByLBFGS(GradientTransformation):
 
 
 def _lbfgs_block_args(where, memory_size, scale_init_precond) -> tuple:
-    if isinstance(memory_size, (bool, np.bool_)) or not isinstance(memory_size,
-                                                                   (int, np.integer)):
-        raise TypeError(f"{where}: memory_size must be an int >= 1, got {memory_size!r:.60}")
-    if memory_size < 1:
-        raise ValueError(f"{where}: memory_size must be an int >= 1, got {memory_size!r}")
-    return int(memory_size), _check_bool(where, "scale_init_precond", scale_init_precond)
+    return (_count(where, "memory_size", memory_size, 1),
+            _check_bool(where, "scale_init_precond", scale_init_precond))
 
 
 def scale_by_lbfgs(memory_size: int = 10, scale_init_precond: bool = True) -> ScaleByLBFGS:
@@ -523,11 +521,7 @@ def _kwargs_for(where: str, value_fn, extra_args: dict) -> dict:
 
 def _zoom_args(where, max_linesearch_steps, max_learning_rate, tol, increase_factor, slope_rtol,
                curv_rtol, approx_dec_rtol, stepsize_precision, initial_guess_strategy) -> tuple:
-    n = max_linesearch_steps
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
-        raise TypeError(f"{where}: max_linesearch_steps must be an int >= 1, got {n!r:.60}")
-    if n < 1:
-        raise ValueError(f"{where}: max_linesearch_steps must be an int >= 1, got {n!r}")
+    n = _count(where, "max_linesearch_steps", max_linesearch_steps, 1)
     if max_learning_rate is not None:
         max_learning_rate = _check_number(where, "max_learning_rate", max_learning_rate)
         if not (math.isfinite(max_learning_rate) and max_learning_rate > 0):
@@ -546,12 +540,7 @@ def _zoom_args(where, max_linesearch_steps, max_learning_rate, tol, increase_fac
                          f"{curv_rtol!r}")
     if approx_dec_rtol is not None:
         approx_dec_rtol = _check_nonneg(where, "approx_dec_rtol", approx_dec_rtol)
-    if not isinstance(initial_guess_strategy, str):
-        raise TypeError(f"{where}: initial_guess_strategy must be 'one' or 'keep', got "
-                        f"{initial_guess_strategy!r:.60}")
-    if initial_guess_strategy not in ("one", "keep"):
-        raise ValueError(f"{where}: initial_guess_strategy must be 'one' or 'keep', got "
-                         f"{initial_guess_strategy!r}")
+    _choice(where, "initial_guess_strategy", initial_guess_strategy, ("one", "keep"))
     return (int(n), max_learning_rate, _check_nonneg(where, "tol", tol), increase_factor,
             slope_rtol, curv_rtol, approx_dec_rtol,
             _check_nonneg(where, "stepsize_precision", stepsize_precision),

@@ -61,7 +61,25 @@ def _with_decay(block, weight_decay: float, decoupled: bool, lr: float):
     return T.chain(T.AddDecayedWeights(weight_decay), block, scale)
 
 
-class NAdam(Optimizer):
+class _Decayed(Optimizer):
+    """A PyTorch optimizer whose update is one pure block (``_block(hyperparams)``) with
+    PyTorch's weight decay around it (:func:`_with_decay`; decoupled where the hyperparameter
+    ``decoupled_weight_decay`` says so), its hyperparameters checked by ``_checks``."""
+
+    _keyword_hints = _TORCH_HINTS
+    _checks = {"betas": lambda who, name, betas: _pair(who, betas), "eps": T._check_nonneg,
+               "weight_decay": T._check_nonneg, "decoupled_weight_decay": T._check_bool}
+
+    def _block(self, h: dict) -> T.GradientTransformation:
+        raise NotImplementedError  # pragma: no cover - each subclass builds its block
+
+    def _make_transform(self):
+        h = self._hyperparams
+        return _with_decay(self._block(h), h["weight_decay"],
+                           h.get("decoupled_weight_decay", False), self.lr)
+
+
+class NAdam(_Decayed):
     """NAdam with PyTorch's signature, defaults and semantics (``torch.optim.NAdam``).
 
     With ``mu_t = beta1 * (1 - 0.5 * 0.96**(t * momentum_decay))`` (Dozat's momentum schedule)
@@ -82,41 +100,25 @@ class NAdam(Optimizer):
         weight_decay: Coefficient ``>= 0``.
         momentum_decay: ``psi`` of the momentum schedule (``>= 0``).
         decoupled_weight_decay: Decouple the weight decay (NAdamW).
-        lr_scheduler_kwargs: See :class:`~tapegrad.optim.Optimizer`.
-        maximize: Ascend instead of descending.
-        max_grad_norm: Clip the gradients' global L2 norm first.
-
-    Raises:
-        TypeError / ValueError: on an unknown keyword, or hyperparameters of the wrong type or
-            out of range.
+        __SHELL__
 
     References:
         Dozat, "Incorporating Nesterov Momentum into Adam", ICLR 2016 workshop.
     """
 
-    _keyword_hints = _TORCH_HINTS
+    _checks = {**_Decayed._checks, "momentum_decay": T._check_nonneg}
 
     def __init__(self, model_parameters: Any, lr: float = 2e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0, momentum_decay: float = 4e-3,
                  decoupled_weight_decay: bool = False, lr_scheduler_kwargs: dict | None = None,
                  *, maximize: bool = False, max_grad_norm: float | None = None) -> None:
-        who = type(self).__name__
-        b1, b2 = _pair(who, betas)
-        super().__init__(model_parameters, lr, lr_scheduler_kwargs, maximize=maximize,
-                         max_grad_norm=max_grad_norm, betas=(b1, b2),
-                         eps=T._check_nonneg(who, "eps", eps),
-                         weight_decay=T._check_nonneg(who, "weight_decay", weight_decay),
-                         momentum_decay=T._check_nonneg(who, "momentum_decay", momentum_decay),
-                         decoupled_weight_decay=T._check_bool(who, "decoupled_weight_decay",
-                                                              decoupled_weight_decay))
+        self._init_from(dict(locals()))
 
-    def _make_transform(self):
-        h = self._hyperparams
-        block = X.ScaleByTorchNAdam(h["betas"][0], h["betas"][1], h["eps"], h["momentum_decay"])
-        return _with_decay(block, h["weight_decay"], h["decoupled_weight_decay"], self.lr)
+    def _block(self, h: dict) -> T.GradientTransformation:
+        return X.ScaleByTorchNAdam(h["betas"][0], h["betas"][1], h["eps"], h["momentum_decay"])
 
 
-class RAdam(Optimizer):
+class RAdam(_Decayed):
     """RAdam with PyTorch's signature, defaults and semantics (``torch.optim.RAdam``).
 
     With ``rho_inf = 2 / (1 - beta2) - 1`` and ``rho_t = rho_inf - 2 t beta2**t / (1 -
@@ -133,40 +135,23 @@ class RAdam(Optimizer):
         eps: Added to ``sqrt(v)`` (``>= 0``).
         weight_decay: Coefficient ``>= 0``.
         decoupled_weight_decay: Decouple the weight decay (RAdamW).
-        lr_scheduler_kwargs: See :class:`~tapegrad.optim.Optimizer`.
-        maximize: Ascend instead of descending.
-        max_grad_norm: Clip the gradients' global L2 norm first.
-
-    Raises:
-        TypeError / ValueError: on an unknown keyword, or hyperparameters of the wrong type or
-            out of range.
+        __SHELL__
 
     References:
         Liu et al., "On the Variance of the Adaptive Learning Rate and Beyond", ICLR 2020.
     """
 
-    _keyword_hints = _TORCH_HINTS
-
     def __init__(self, model_parameters: Any, lr: float = 1e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0,
                  decoupled_weight_decay: bool = False, lr_scheduler_kwargs: dict | None = None,
                  *, maximize: bool = False, max_grad_norm: float | None = None) -> None:
-        who = type(self).__name__
-        b1, b2 = _pair(who, betas)
-        super().__init__(model_parameters, lr, lr_scheduler_kwargs, maximize=maximize,
-                         max_grad_norm=max_grad_norm, betas=(b1, b2),
-                         eps=T._check_nonneg(who, "eps", eps),
-                         weight_decay=T._check_nonneg(who, "weight_decay", weight_decay),
-                         decoupled_weight_decay=T._check_bool(who, "decoupled_weight_decay",
-                                                              decoupled_weight_decay))
+        self._init_from(dict(locals()))
 
-    def _make_transform(self):
-        h = self._hyperparams
-        block = X.ScaleByTorchRAdam(h["betas"][0], h["betas"][1], h["eps"])
-        return _with_decay(block, h["weight_decay"], h["decoupled_weight_decay"], self.lr)
+    def _block(self, h: dict) -> T.GradientTransformation:
+        return X.ScaleByTorchRAdam(h["betas"][0], h["betas"][1], h["eps"])
 
 
-class Adamax(Optimizer):
+class Adamax(_Decayed):
     """Adamax with PyTorch's signature, defaults and semantics (``torch.optim.Adamax``)::
 
         g = g + weight_decay * p
@@ -181,38 +166,23 @@ class Adamax(Optimizer):
         betas: ``(beta1, beta2)``, each in ``[0, 1)``.
         eps: Added to ``|g|`` (``>= 0``).
         weight_decay: L2 coefficient ``>= 0``.
-        lr_scheduler_kwargs: See :class:`~tapegrad.optim.Optimizer`.
-        maximize: Ascend instead of descending.
-        max_grad_norm: Clip the gradients' global L2 norm first.
-
-    Raises:
-        TypeError / ValueError: on an unknown keyword, or hyperparameters of the wrong type or
-            out of range.
+        __SHELL__
 
     References:
         Kingma and Ba, "Adam: A Method for Stochastic Optimization", ICLR 2015, section 7.1.
     """
 
-    _keyword_hints = _TORCH_HINTS
-
     def __init__(self, model_parameters: Any, lr: float = 2e-3, betas: tuple = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.0,
                  lr_scheduler_kwargs: dict | None = None, *, maximize: bool = False,
                  max_grad_norm: float | None = None) -> None:
-        who = type(self).__name__
-        b1, b2 = _pair(who, betas)
-        super().__init__(model_parameters, lr, lr_scheduler_kwargs, maximize=maximize,
-                         max_grad_norm=max_grad_norm, betas=(b1, b2),
-                         eps=T._check_nonneg(who, "eps", eps),
-                         weight_decay=T._check_nonneg(who, "weight_decay", weight_decay))
+        self._init_from(dict(locals()))
 
-    def _make_transform(self):
-        h = self._hyperparams
-        block = X.ScaleByAdamax(h["betas"][0], h["betas"][1], h["eps"])
-        return _with_decay(block, h["weight_decay"], False, self.lr)
+    def _block(self, h: dict) -> T.GradientTransformation:
+        return X.ScaleByAdamax(h["betas"][0], h["betas"][1], h["eps"])
 
 
-class Adadelta(Optimizer):
+class Adadelta(_Decayed):
     """Adadelta with PyTorch's signature, defaults and semantics (``torch.optim.Adadelta``)::
 
         g = g + weight_decay * p
@@ -228,43 +198,23 @@ class Adadelta(Optimizer):
         rho: Decay rate of both averages, in ``[0, 1]``.
         eps: Added inside the square roots (``>= 0``).
         weight_decay: L2 coefficient ``>= 0``.
-        lr_scheduler_kwargs: See :class:`~tapegrad.optim.Optimizer`.
-        maximize: Ascend instead of descending.
-        max_grad_norm: Clip the gradients' global L2 norm first.
-
-    Raises:
-        TypeError / ValueError: on an unknown keyword, or hyperparameters of the wrong type or
-            out of range.
+        __SHELL__
 
     References:
         Zeiler, "ADADELTA: An Adaptive Learning Rate Method", arXiv:1212.5701, 2012.
     """
 
-    _keyword_hints = _TORCH_HINTS
+    _checks = {**_Decayed._checks,
+               "rho": lambda who, name, rho: T._check_unit(who, name, rho, closed_high=True)}
 
     def __init__(self, model_parameters: Any, lr: float = 1.0, rho: float = 0.9,
                  eps: float = 1e-6, weight_decay: float = 0.0,
                  lr_scheduler_kwargs: dict | None = None, *, maximize: bool = False,
                  max_grad_norm: float | None = None) -> None:
-        who = type(self).__name__
-        super().__init__(model_parameters, lr, lr_scheduler_kwargs, maximize=maximize,
-                         max_grad_norm=max_grad_norm,
-                         rho=T._check_unit(who, "rho", rho, closed_high=True),
-                         eps=T._check_nonneg(who, "eps", eps),
-                         weight_decay=T._check_nonneg(who, "weight_decay", weight_decay))
+        self._init_from(dict(locals()))
 
-    def _make_transform(self):
-        h = self._hyperparams
-        return _with_decay(X.ScaleByAdaDelta(h["rho"], h["eps"]), h["weight_decay"], False,
-                           self.lr)
-
-
-def _check_count(who: str, name: str, value, low: int = 1) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{who}: {name} must be an int >= {low}, got {value!r:.60}")
-    if value < low:
-        raise ValueError(f"{who}: {name} must be an int >= {low}, got {value!r}")
-    return int(value)
+    def _block(self, h: dict) -> T.GradientTransformation:
+        return X.ScaleByAdaDelta(h["rho"], h["eps"])
 
 
 class LBFGS(Optimizer):
@@ -323,9 +273,8 @@ class LBFGS(Optimizer):
                  tolerance_change: float = 1e-9, history_size: int = 100,
                  line_search_fn: str | None = None) -> None:
         who = type(self).__name__
-        max_iter = _check_count(who, "max_iter", max_iter)
-        max_eval = max_iter * 5 // 4 if max_eval is None else _check_count(who, "max_eval",
-                                                                             max_eval)
+        max_iter = T._count(who, "max_iter", max_iter, 1)
+        max_eval = max_iter * 5 // 4 if max_eval is None else T._count(who, "max_eval", max_eval, 1)
         if line_search_fn is not None:
             if not isinstance(line_search_fn, str):
                 raise TypeError(f"{who}: line_search_fn must be None or 'strong_wolfe', got "
@@ -337,7 +286,7 @@ class LBFGS(Optimizer):
                          tolerance_grad=T._check_nonneg(who, "tolerance_grad", tolerance_grad),
                          tolerance_change=T._check_nonneg(who, "tolerance_change",
                                                           tolerance_change),
-                         history_size=_check_count(who, "history_size", history_size),
+                         history_size=T._count(who, "history_size", history_size, 1),
                          line_search_fn=line_search_fn)
         self._opt_state = L.torch_lbfgs_init()
 

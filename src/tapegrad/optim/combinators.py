@@ -106,20 +106,30 @@ class Masked(GradientTransformation):
         if not isinstance(state, dict) or "inner_state" not in state:
             raise TypeError(f"{where}: state must be the dict from init, got {state!r:.80}")
         flags = _full_mask(where, _resolve(self.mask, grads), grads, "grads")
-        masked_params = None if params is None else _mask_tree(params, flags)
-        new_u, new_inner = _update_extra(
-            self.inner, _mask_tree(grads, flags), state["inner_state"], masked_params, extra_args
-        )
-        inner_leaves = optree.tree_leaves(new_u, namespace=NAMESPACE)
         leaves, treedef = tree_flatten(grads)
-        if len(inner_leaves) != sum(flags):
-            raise ValueError(
-                f"{where}: the wrapped transformation returned {len(inner_leaves)} update "
-                f"leaves for the {sum(flags)} selected gradients; it must keep their structure."
-            )
-        it = iter(inner_leaves)
-        out = [next(it) if f else g for g, f in zip(leaves, flags)]
+        out, new_inner = _update_selected(
+            where, "the wrapped transformation", "the {} selected gradients", self.inner,
+            flags, grads, leaves, state["inner_state"], params, extra_args)
         return tree_unflatten(treedef, out), {"inner_state": new_inner}
+
+
+def _update_selected(where: str, what: str, selected: str, tx, flags: list, grads, out: list,
+                     state, params, extra_args: dict) -> tuple[list, Any]:
+    """Update the leaves of ``grads`` that ``flags`` selects with ``tx`` (its state
+    ``state``): ``out`` (the update leaves so far) with those leaves replaced, and ``tx``'s new
+    state. ``what`` names ``tx`` and ``selected`` (a format string taking their number) the
+    selected gradients in the error for an update of another structure."""
+    masked_params = None if params is None else _mask_tree(params, flags)
+    new_u, new_state = _update_extra(tx, _mask_tree(grads, flags), state, masked_params,
+                                     extra_args)
+    new_leaves = optree.tree_leaves(new_u, namespace=NAMESPACE)
+    if len(new_leaves) != sum(flags):
+        raise ValueError(
+            f"{where}: {what} returned {len(new_leaves)} update leaves for "
+            f"{selected.format(sum(flags))}; it must keep their structure."
+        )
+    it = iter(new_leaves)
+    return [next(it) if f else u for u, f in zip(out, flags)], new_state
 
 
 def masked(inner: GradientTransformation, mask) -> Masked:
@@ -214,19 +224,9 @@ class MultiTransform(GradientTransformation):
         out = list(leaves)
         new_states = {}
         for k, tx in self.transforms:
-            flags = [x == k for x in labels]
-            masked_params = None if params is None else _mask_tree(params, flags)
-            new_u, new_states[k] = _update_extra(
-                tx, _mask_tree(grads, flags), inner[k], masked_params, extra_args
-            )
-            new_leaves = optree.tree_leaves(new_u, namespace=NAMESPACE)
-            if len(new_leaves) != sum(flags):
-                raise ValueError(
-                    f"{where}: the transformation for {k!r} returned {len(new_leaves)} update "
-                    f"leaves for its {sum(flags)} gradients; it must keep their structure."
-                )
-            it = iter(new_leaves)
-            out = [next(it) if f else u for u, f in zip(out, flags)]
+            out, new_states[k] = _update_selected(
+                where, f"the transformation for {k!r}", "its {} gradients", tx,
+                [x == k for x in labels], grads, out, inner[k], params, extra_args)
         return tree_unflatten(treedef, out), {"inner_states": new_states}
 
 

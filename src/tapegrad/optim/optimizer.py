@@ -130,6 +130,21 @@ def _refuse_param_groups(who: str, model_parameters) -> None:
         )
 
 
+#: The arguments of a subclass constructor that :meth:`Optimizer._init_from` gives the shell.
+_SHELL_ARGS = ("self", "model_parameters", "lr", "lr_scheduler_kwargs", "maximize",
+               "max_grad_norm")
+
+#: The Args entries and the Raises section every optimizer built on the shell shares: a class
+#: docstring's line ``__SHELL__`` (indented as an Args entry) is replaced by them.
+_SHELL_DOC = """        lr_scheduler_kwargs: See :class:`~tapegrad.optim.Optimizer`.
+        maximize: Ascend instead of descending.
+        max_grad_norm: Clip the gradients' global L2 norm first.
+
+    Raises:
+        TypeError / ValueError: on an unknown keyword, or hyperparameters of the wrong type or
+            out of range."""
+
+
 def _array(leaf):
     return leaf._array if isinstance(leaf, Tensor) else leaf
 
@@ -172,10 +187,14 @@ class Optimizer:
 
     #: ``{keyword: explanation}`` added to the error for an unknown constructor keyword.
     _keyword_hints: dict = {}
+    #: ``{hyperparameter: check(who, name, value) -> value}``, applied by :meth:`_init_from`.
+    _checks: dict = {}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         strict_init(cls)  # an unknown keyword is a TypeError naming the closest valid one
+        if cls.__doc__:  # the shell's own arguments and errors, written out (see _SHELL_DOC)
+            cls.__doc__ = cls.__doc__.replace("        __SHELL__", _SHELL_DOC)
 
     def __init__(
         self,
@@ -231,6 +250,22 @@ class Optimizer:
         self._opt_state = self._full_transform().init(self.params)
 
     # -- construction helpers ----------------------------------------------------------------
+    def _init_from(self, arguments: dict[str, Any], *, drop: tuple = (), **values: Any) -> None:
+        """Run :class:`Optimizer`'s constructor from a subclass constructor's arguments
+        (``dict(locals())`` taken first thing): ``model_parameters``, ``lr``,
+        ``lr_scheduler_kwargs``, ``maximize`` and ``max_grad_norm`` go to the shell; every other
+        argument but those in ``drop`` (an alias already read) is a hyperparameter, checked by
+        ``_checks`` where it names one. ``values`` replace arguments by already checked ones."""
+        who = type(self).__name__
+        hyper = {k: v for k, v in arguments.items() if k not in _SHELL_ARGS and k not in drop}
+        hyper = {k: self._checks[k](who, k, v) if k in self._checks else v
+                 for k, v in hyper.items()}
+        hyper.update(values)
+        Optimizer.__init__(self, arguments["model_parameters"], arguments["lr"],
+                           arguments.get("lr_scheduler_kwargs"),
+                           maximize=arguments.get("maximize", False),
+                           max_grad_norm=arguments.get("max_grad_norm"), **hyper)
+
     @staticmethod
     def _build_scheduler(kwargs: dict | None):
         if kwargs is None:
@@ -624,7 +659,20 @@ _TORCH_HINTS = {"foreach": _TORCH_IMPL, "fused": _TORCH_IMPL, "capturable": _TOR
                 "class builds its own update from its hyperparameters"}  # fmt: skip
 
 
-class SGD(Optimizer):
+class _FromPure(Optimizer):
+    """A stateful optimizer whose update is one pure builder, ``_pure(who, lr, *values)``, the
+    values being its hyperparameters named in ``_pure_args`` (in the builder's order)."""
+
+    _keyword_hints = _TORCH_HINTS
+    _pure: Callable[..., T.GradientTransformation]
+    _pure_args: tuple[str, ...] = ()
+
+    def _make_transform(self):
+        h = self._hyperparams
+        return type(self)._pure(type(self).__name__, self.lr, *[h[k] for k in self._pure_args])
+
+
+class SGD(_FromPure):
     """Stochastic gradient descent with PyTorch's signature and semantics
     (``torch.optim.SGD``), via :func:`~tapegrad.optim.sgd`.
 
@@ -652,7 +700,8 @@ class SGD(Optimizer):
         ValueError: on out-of-range hyperparameters.
     """
 
-    _keyword_hints = _TORCH_HINTS
+    _pure = staticmethod(T._sgd)
+    _pure_args = ("momentum", "nesterov", "weight_decay", "dampening")
 
     def __init__(
         self,
@@ -667,22 +716,7 @@ class SGD(Optimizer):
         maximize: bool = False,
         max_grad_norm: float | None = None,
     ) -> None:
-        super().__init__(
-            model_parameters,
-            lr,
-            lr_scheduler_kwargs,
-            maximize=maximize,
-            max_grad_norm=max_grad_norm,
-            momentum=momentum,
-            dampening=dampening,
-            nesterov=nesterov,
-            weight_decay=weight_decay,
-        )
-
-    def _make_transform(self):
-        h = self._hyperparams
-        return T._sgd(type(self).__name__, self.lr, h["momentum"], h["nesterov"],
-                      h["weight_decay"], h.get("dampening", 0.0))
+        self._init_from(dict(locals()))
 
 
 class Adam(Optimizer):
@@ -739,6 +773,7 @@ class Adam(Optimizer):
         maximize: bool = False,
         max_grad_norm: float | None = None,
     ) -> None:
+        arguments = dict(locals())
         who = type(self).__name__
         beta1, beta2 = _betas(who, beta1, beta2, betas, (0.9, 0.999))
         if epsilon is not None and eps is not None:
@@ -754,19 +789,9 @@ class Adam(Optimizer):
         T._check_unit(who, "beta2", beta2)
         T._check_nonneg(who, "epsilon", epsilon)
         T._check_nonneg(who, "weight_decay", weight_decay)
-        super().__init__(
-            model_parameters,
-            lr,
-            lr_scheduler_kwargs,
-            maximize=maximize,
-            max_grad_norm=max_grad_norm,
-            beta1=beta1,
-            beta2=beta2,
-            epsilon=epsilon,
-            weight_decay=weight_decay,
-            amsgrad=bool(amsgrad),
-            decoupled_weight_decay=bool(decoupled_weight_decay) or self._decoupled,
-        )
+        self._init_from(arguments, drop=("betas", "eps"), beta1=beta1, beta2=beta2,
+                        epsilon=epsilon, weight_decay=weight_decay, amsgrad=bool(amsgrad),
+                        decoupled_weight_decay=bool(decoupled_weight_decay) or self._decoupled)
 
     def _make_transform(self):
         h = self._hyperparams
@@ -790,7 +815,7 @@ class AdamW(Adam):
     _decoupled = True
 
 
-class RMSprop(Optimizer):
+class RMSprop(_FromPure):
     """RMSprop with PyTorch's defaults and semantics (``torch.optim.RMSprop``), via
     :func:`~tapegrad.optim.rmsprop`.
 
@@ -805,16 +830,11 @@ class RMSprop(Optimizer):
         weight_decay: L2 coefficient ``>= 0`` (added to the gradient).
         momentum: Momentum coefficient in ``[0, 1]``.
         centered: Normalize by the gradient's estimated standard deviation.
-        lr_scheduler_kwargs: See :class:`Optimizer`.
-        maximize: Ascend instead of descending.
-        max_grad_norm: Clip the gradients' global L2 norm first.
-
-    Raises:
-        TypeError / ValueError: on an unknown keyword, or hyperparameters of the wrong type or
-            out of range.
+        __SHELL__
     """
 
-    _keyword_hints = _TORCH_HINTS
+    _pure = staticmethod(T._rmsprop)
+    _pure_args = ("alpha", "eps", "weight_decay", "momentum", "centered")
 
     def __init__(
         self,
@@ -830,26 +850,10 @@ class RMSprop(Optimizer):
         maximize: bool = False,
         max_grad_norm: float | None = None,
     ) -> None:
-        super().__init__(
-            model_parameters,
-            lr,
-            lr_scheduler_kwargs,
-            maximize=maximize,
-            max_grad_norm=max_grad_norm,
-            alpha=alpha,
-            eps=eps,
-            weight_decay=weight_decay,
-            momentum=momentum,
-            centered=centered,
-        )
-
-    def _make_transform(self):
-        h = self._hyperparams
-        return T._rmsprop(type(self).__name__, self.lr, h["alpha"], h["eps"], h["weight_decay"],
-                          h["momentum"], h["centered"])
+        self._init_from(dict(locals()))
 
 
-class Adagrad(Optimizer):
+class Adagrad(_FromPure):
     """Adagrad with PyTorch's defaults and semantics (``torch.optim.Adagrad``), via
     :func:`~tapegrad.optim.adagrad`.
 
@@ -862,16 +866,11 @@ class Adagrad(Optimizer):
         weight_decay: L2 coefficient ``>= 0`` (added to the gradient).
         initial_accumulator_value: Starting value of ``s`` (``>= 0``).
         eps: Added to ``sqrt(s)``.
-        lr_scheduler_kwargs: See :class:`Optimizer`.
-        maximize: Ascend instead of descending.
-        max_grad_norm: Clip the gradients' global L2 norm first.
-
-    Raises:
-        TypeError / ValueError: on an unknown keyword, or hyperparameters of the wrong type or
-            out of range.
+        __SHELL__
     """
 
-    _keyword_hints = _TORCH_HINTS
+    _pure = staticmethod(T._adagrad)
+    _pure_args = ("lr_decay", "weight_decay", "initial_accumulator_value", "eps")
 
     def __init__(
         self,
@@ -886,25 +885,10 @@ class Adagrad(Optimizer):
         maximize: bool = False,
         max_grad_norm: float | None = None,
     ) -> None:
-        super().__init__(
-            model_parameters,
-            lr,
-            lr_scheduler_kwargs,
-            maximize=maximize,
-            max_grad_norm=max_grad_norm,
-            lr_decay=lr_decay,
-            weight_decay=weight_decay,
-            initial_accumulator_value=initial_accumulator_value,
-            eps=eps,
-        )
-
-    def _make_transform(self):
-        h = self._hyperparams
-        return T._adagrad(type(self).__name__, self.lr, h["lr_decay"], h["weight_decay"],
-                          h["initial_accumulator_value"], h["eps"])
+        self._init_from(dict(locals()))
 
 
-class Lion(Optimizer):
+class Lion(_FromPure):
     """Lion with Optax's defaults and semantics (``optax.lion``), via
     :func:`~tapegrad.optim.lion`.
 
@@ -917,19 +901,14 @@ class Lion(Optimizer):
         lr: Learning rate (typically 3-10 times smaller than AdamW's).
         beta1, beta2: In ``[0, 1]`` (defaults 0.9, 0.99); or ``betas=(beta1, beta2)``.
         weight_decay: Decoupled weight-decay coefficient ``>= 0``.
-        lr_scheduler_kwargs: See :class:`Optimizer`.
-        maximize: Ascend instead of descending.
-        max_grad_norm: Clip the gradients' global L2 norm first.
-
-    Raises:
-        TypeError / ValueError: on an unknown keyword, or hyperparameters of the wrong type or
-            out of range.
+        __SHELL__
 
     References:
         Chen et al., "Symbolic Discovery of Optimization Algorithms", NeurIPS 2023.
     """
 
-    _keyword_hints = _TORCH_HINTS
+    _pure = staticmethod(T._lion)
+    _pure_args = ("beta1", "beta2", "weight_decay")
 
     def __init__(
         self,
@@ -944,23 +923,11 @@ class Lion(Optimizer):
         maximize: bool = False,
         max_grad_norm: float | None = None,
     ) -> None:
+        arguments = dict(locals())
         beta1, beta2 = _betas("Lion", beta1, beta2, betas, (0.9, 0.99))
         T._check_unit("Lion", "beta1", beta1, closed_high=True)
         T._check_unit("Lion", "beta2", beta2, closed_high=True)
-        super().__init__(
-            model_parameters,
-            lr,
-            lr_scheduler_kwargs,
-            maximize=maximize,
-            max_grad_norm=max_grad_norm,
-            beta1=beta1,
-            beta2=beta2,
-            weight_decay=weight_decay,
-        )
-
-    def _make_transform(self):
-        h = self._hyperparams
-        return T._lion(type(self).__name__, self.lr, h["beta1"], h["beta2"], h["weight_decay"])
+        self._init_from(arguments, drop=("betas",), beta1=beta1, beta2=beta2)
 
 
 class ReduceLROnPlateau:

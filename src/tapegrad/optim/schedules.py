@@ -37,6 +37,7 @@ import numpy as np
 from tapegrad import numpy as tnp
 from tapegrad.core._keywords import strict_all
 from tapegrad.core.tensor import Tensor
+from tapegrad.optim.transforms import _choice, _count
 
 __all__ = [
     "constant_schedule",
@@ -113,14 +114,6 @@ def _number(where: str, name: str, value, minimum: float | None = 0.0) -> float:
     if minimum is not None and value < minimum:
         raise ValueError(f"{where}: {name} must be >= {minimum}, got {value!r}")
     return float(value)
-
-
-def _count(where: str, name: str, value, minimum: int = 0) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{where}: {name} must be an int >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{where}: {name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def _flag(where: str, name: str, value) -> bool:
@@ -957,12 +950,7 @@ def piecewise_interpolate_schedule(
         [1.0, 0.55, 0.1, 0.0505, 0.001, 0.001]
     """
     where = "piecewise_interpolate_schedule"
-    if not isinstance(interpolate_type, str):
-        raise TypeError(f"{where}: interpolate_type must be 'linear' or 'cosine', got "
-                        f"{interpolate_type!r}")
-    if interpolate_type not in ("linear", "cosine"):
-        raise ValueError(f"{where}: interpolate_type must be 'linear' or 'cosine', got "
-                         f"{interpolate_type!r}")
+    _choice(where, "interpolate_type", interpolate_type, ("linear", "cosine"))
     init_value = _number(where, "init_value", init_value)
     pairs = piecewise_constant_schedule(init_value, boundaries_and_scales).boundaries_and_scales
     bounds, values = [0], [init_value]
@@ -972,13 +960,31 @@ def piecewise_interpolate_schedule(
     return PiecewiseInterpolateSchedule(interpolate_type, tuple(bounds), tuple(values))
 
 
-def _onecycle_checks(where, transition_steps, peak_value, div_factor, final_div_factor):
+def _onecycle_checks(where, transition_steps, peak_value, div_factor, final_div_factor,
+                     pct_start):
+    """The one-cycle schedules' common arguments, checked: ``(steps, peak, div, final_div,
+    pct_start)``."""
     steps = _count(where, "transition_steps", transition_steps, minimum=1)
     peak = _number(where, "peak_value", peak_value)
     for name, value in (("div_factor", div_factor), ("final_div_factor", final_div_factor)):
         if _number(where, name, value) <= 0:
             raise ValueError(f"{where}: {name} must be > 0, got {value!r}")
-    return steps, peak, float(div_factor), float(final_div_factor)
+    return (steps, peak, float(div_factor), float(final_div_factor),
+            _fraction(where, "pct_start", pct_start))
+
+
+#: The Returns, Raises and References sections of both one-cycle schedules (the line
+#: ``__ONECYCLE__`` of their docstrings).
+_ONECYCLE_DOC = """Returns:
+        A frozen :class:`PiecewiseInterpolateSchedule`.
+
+    Raises:
+        TypeError: if a value is not a finite number.
+        ValueError: if ``transition_steps < 1`` (as Optax) or a value is out of range.
+
+    References:
+        Smith and Topin, "Super-Convergence: Very Fast Training of Neural Networks Using Large
+        Learning Rates", 2017."""
 
 
 def _fraction(where: str, name: str, value) -> float:
@@ -1014,16 +1020,7 @@ def linear_onecycle_schedule(
         div_factor: ``peak_value / div_factor`` is the first value (``> 0``).
         final_div_factor: The last value is the first divided by this (``> 0``).
 
-    Returns:
-        A frozen :class:`PiecewiseInterpolateSchedule`.
-
-    Raises:
-        TypeError: if a value is not a finite number.
-        ValueError: if ``transition_steps < 1`` (as Optax) or a value is out of range.
-
-    References:
-        Smith and Topin, "Super-Convergence: Very Fast Training of Neural Networks Using Large
-        Learning Rates", 2017.
+    __ONECYCLE__
 
     Example:
         >>> from tapegrad import optim
@@ -1032,10 +1029,8 @@ def linear_onecycle_schedule(
         [0.04, 1.0, 0.52, 0.04, 0.0]
     """
     where = "linear_onecycle_schedule"
-    steps, peak, div, final_div = _onecycle_checks(
-        where, transition_steps, peak_value, div_factor, final_div_factor
-    )
-    pct_start = _fraction(where, "pct_start", pct_start)
+    steps, peak, div, final_div, pct_start = _onecycle_checks(
+        where, transition_steps, peak_value, div_factor, final_div_factor, pct_start)
     pct_final = _fraction(where, "pct_final", pct_final)
     return piecewise_interpolate_schedule(
         "linear",
@@ -1067,16 +1062,7 @@ def cosine_onecycle_schedule(
         final_div_factor: The last value is ``peak_value / (div_factor * final_div_factor)``
             (``> 0``).
 
-    Returns:
-        A frozen :class:`PiecewiseInterpolateSchedule`.
-
-    Raises:
-        TypeError: if a value is not a finite number.
-        ValueError: if ``transition_steps < 1`` (as Optax) or a value is out of range.
-
-    References:
-        Smith and Topin, "Super-Convergence: Very Fast Training of Neural Networks Using Large
-        Learning Rates", 2017.
+    __ONECYCLE__
 
     Example:
         >>> from tapegrad import optim
@@ -1084,14 +1070,16 @@ def cosine_onecycle_schedule(
         >>> [round(s(k), 4) for k in (0, 1, 2, 6, 10)]
         [0.04, 0.52, 1.0, 0.5, 0.0]
     """
-    where = "cosine_onecycle_schedule"
-    steps, peak, div, final_div = _onecycle_checks(
-        where, transition_steps, peak_value, div_factor, final_div_factor
-    )
-    pct_start = _fraction(where, "pct_start", pct_start)
+    steps, peak, div, final_div, pct_start = _onecycle_checks(
+        "cosine_onecycle_schedule", transition_steps, peak_value, div_factor, final_div_factor,
+        pct_start)
     return piecewise_interpolate_schedule(
         "cosine", peak / div, {int(pct_start * steps): div, steps: 1.0 / (div * final_div)}
     )
+
+
+for _f in (linear_onecycle_schedule, cosine_onecycle_schedule):
+    _f.__doc__ = _f.__doc__.replace("__ONECYCLE__", _ONECYCLE_DOC)  # pyright: ignore[reportOptionalMemberAccess]
 
 
 _SGDR_KEYS = ("init_value", "peak_value", "warmup_steps", "decay_steps", "end_value", "exponent")

@@ -444,6 +444,27 @@ def _check_bool(where: str, name: str, value) -> bool:
     return bool(value)
 
 
+def _count(where: str, name: str, value, minimum: int = 0) -> int:
+    """``value`` as an int ``>= minimum`` (the optimizers' step counts, sizes and periods):
+    a ``TypeError`` for anything but an int (a bool included), a ``ValueError`` below it."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{where}: {name} must be an int >= {minimum}, got {value!r:.60}")
+    if value < minimum:
+        raise ValueError(f"{where}: {name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _choice(where: str, name: str, value, options: tuple[str, ...]) -> str:
+    """``value`` as one of the strings ``options``: a ``TypeError`` for a non-string, a
+    ``ValueError`` for another string, each naming the options (``'a' or 'b'``)."""
+    expected = " or ".join(repr(o) for o in options)
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: {name} must be {expected}, got {value!r:.60}")
+    if value not in options:
+        raise ValueError(f"{where}: {name} must be {expected}, got {value!r}")
+    return value
+
+
 def _checked_rate(where: str, rate, step):
     """A learning rate a schedule returned for ``step``, checked when the step runs: a
     negative or non-finite rate would silently ascend or poison the parameters.
@@ -1126,7 +1147,11 @@ def scale_by_adam(
         TypeError: if a hyperparameter has the wrong type.
         ValueError: if ``b1``/``b2`` are outside ``[0, 1)`` or ``eps`` is negative.
     """
-    where = "scale_by_adam"
+    return _adam_block("scale_by_adam", b1, b2, eps, amsgrad)
+
+
+def _adam_block(where: str, b1, b2, eps, amsgrad=False) -> ScaleByAdam:
+    """:class:`ScaleByAdam` from checked hyperparameters (errors name ``where``)."""
     return ScaleByAdam(
         _check_unit(where, "b1", b1), _check_unit(where, "b2", b2),
         _check_nonneg(where, "eps", eps), _check_bool(where, "amsgrad", amsgrad),
@@ -1258,12 +1283,8 @@ def adam(
     References:
         Kingma and Ba, "Adam: A Method for Stochastic Optimization", ICLR 2015.
     """
-    where = "adam"
-    lr = _check_lr(where, learning_rate)
-    block = ScaleByAdam(
-        _check_unit(where, "b1", b1), _check_unit(where, "b2", b2), _check_nonneg(where, "eps", eps)
-    )
-    return chain(block, ScaleByLearningRate(lr))
+    lr = _check_lr("adam", learning_rate)
+    return chain(_adam_block("adam", b1, b2, eps), ScaleByLearningRate(lr))
 
 
 def adamw(
@@ -1288,9 +1309,7 @@ def adamw(
     """
     where = "adamw"
     lr = _check_lr(where, learning_rate)
-    block = ScaleByAdam(
-        _check_unit(where, "b1", b1), _check_unit(where, "b2", b2), _check_nonneg(where, "eps", eps)
-    )
+    block = _adam_block(where, b1, b2, eps)
     decay = AddDecayedWeights(_check_nonneg(where, "weight_decay", weight_decay))
     return chain(block, decay, ScaleByLearningRate(lr))
 
@@ -1565,17 +1584,9 @@ def _plateau_args(where, factor, patience, rtol, atol, cooldown, accumulation_si
     atol = _check_nonneg(where, "atol", atol)
     if rtol == 0.0 and atol == 0.0:
         raise ValueError(f"{where}: rtol and atol cannot both be 0 (no change would count)")
-    counts = []
-    for name, value, low in (
-        ("patience", patience, 1),
-        ("cooldown", cooldown, 0),
-        ("accumulation_size", accumulation_size, 1),
-    ):
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"{where}: {name} must be an int >= {low}, got {value!r}")
-        if value < low:
-            raise ValueError(f"{where}: {name} must be an int >= {low}, got {value!r}")
-        counts.append(int(value))
+    counts = [_count(where, name, value, low) for name, value, low in (
+        ("patience", patience, 1), ("cooldown", cooldown, 0),
+        ("accumulation_size", accumulation_size, 1))]
     min_scale = _check_unit(where, "min_scale", min_scale, closed_high=True)
     return factor, counts[0], rtol, atol, counts[1], counts[2], min_scale
 

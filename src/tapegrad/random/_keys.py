@@ -77,17 +77,26 @@ def _float_dtype(dtype, who: str):
     return dtype
 
 
-class _Split(Function):
-    """``num`` child keys of a key (no gradient): ``SeedSequence(entropy=key, spawn_key=(i,))``."""
+class _FromKey:
+    """Mixin of the primitives turning a key into numbers (no gradient); under vmap each
+    example draws from its own key. ``many_outputs``: its outputs are always a tuple (one per
+    output)."""
 
-    oper = "random_split"
     differentiable = False
+    many_outputs = False
 
     @classmethod
     def batch(cls, args, batched, size, **params):
         """vmap: each example draws from its own key (a loop over the keys)."""
         out = loop(cls, args, batched, size, params)
-        return out  # always a tuple: split has num outputs
+        return out if cls.many_outputs or len(out) != 1 else out[0]
+
+
+class _Split(_FromKey, Function):
+    """``num`` child keys of a key (no gradient): ``SeedSequence(entropy=key, spawn_key=(i,))``."""
+
+    oper = "random_split"
+    many_outputs = True  # split has num outputs, a tuple even for num=1
 
     @staticmethod
     def forward(ctx, k, num):
@@ -106,17 +115,10 @@ class _Split(Function):
         return [np.dtype(np.uint32)] * num
 
 
-class _FoldIn(Function):
+class _FoldIn(_FromKey, Function):
     """A key from a key and an integer (no gradient)."""
 
     oper = "random_fold_in"
-    differentiable = False
-
-    @classmethod
-    def batch(cls, args, batched, size, **params):
-        """vmap: each example draws from its own key (a loop over the keys)."""
-        out = loop(cls, args, batched, size, params)
-        return out if len(out) != 1 else out[0]
 
     @staticmethod
     def forward(ctx, k, data):
@@ -135,20 +137,13 @@ class _FoldIn(Function):
         return np.dtype(np.uint32)
 
 
-class _Draw(Function):
+class _Draw(_FromKey, Function):
     """Numbers drawn from a key (no gradient): ``kind`` ``"uniform"``, ``"open"`` (float64
     uniforms on the open interval ``(0, 1)``: ``uniform``'s numbers with 0 moved to the smallest
     normal float64), ``"normal"``, ``"bernoulli"``, ``"randint"`` or ``"permutation"``, with the
     static ``shape``, ``dtype`` and distribution parameters ``a``, ``b``."""
 
     oper = "random_draw"
-    differentiable = False
-
-    @classmethod
-    def batch(cls, args, batched, size, **params):
-        """vmap: each example draws from its own key (a loop over the keys)."""
-        out = loop(cls, args, batched, size, params)
-        return out if len(out) != 1 else out[0]
 
     @staticmethod
     def forward(ctx, k, kind, shape, dtype, a, b):

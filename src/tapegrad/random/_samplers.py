@@ -313,12 +313,17 @@ def gamma(key, a, shape: Any = None, dtype: Any = None) -> Tensor:
         >>> bool(g.numpy() > 0)
         True
     """
-    who = "random.gamma"
+    logs, dtype = _log_gamma_draw("random.gamma", key, a, shape, dtype)
+    return _rounded(tnp.exp(logs), dtype)
+
+
+def _log_gamma_draw(who: str, key, a, shape, dtype) -> tuple[Tensor, Any]:
+    """:func:`gamma`'s and :func:`loggamma`'s arguments checked, and the logs of the samples
+    (float64): ``(logs, output dtype)``."""
     k = _check_key(key, who)
     dtype = _out_dtype(who, dtype, (a,))
     a64 = _real(who, "a", a, _positive)
-    shape = _batch_shape(who, shape, a64.shape)
-    return _rounded(tnp.exp(_log_gamma(who, k, a64, shape)), dtype)
+    return _log_gamma(who, k, a64, _batch_shape(who, shape, a64.shape)), dtype
 
 
 def loggamma(key, a, shape: Any = None, dtype: Any = None) -> Tensor:
@@ -331,12 +336,8 @@ def loggamma(key, a, shape: Any = None, dtype: Any = None) -> Tensor:
 
     __DERIVATIVES__
     """
-    who = "random.loggamma"
-    k = _check_key(key, who)
-    dtype = _out_dtype(who, dtype, (a,))
-    a64 = _real(who, "a", a, _positive)
-    shape = _batch_shape(who, shape, a64.shape)
-    return _rounded(_log_gamma(who, k, a64, shape), dtype)
+    logs, dtype = _log_gamma_draw("random.loggamma", key, a, shape, dtype)
+    return _rounded(logs, dtype)
 
 
 def beta(key, a, b, shape: Any = None, dtype: Any = None) -> Tensor:
