@@ -940,6 +940,12 @@ def union1d(ar1, ar2) -> Tensor:
     return unique(concatenate([_flat(ar1), _flat(ar2)]))  # pyright: ignore[reportReturnType]
 
 
+def _distinct(ar, assume_unique) -> Tensor:
+    """The distinct values of ``ar``: flattened as it is with ``assume_unique``, else
+    :func:`unique`."""
+    return _flat(ar) if assume_unique else unique(ar)  # pyright: ignore[reportReturnType]
+
+
 def setdiff1d(ar1, ar2, assume_unique=False) -> Tensor:
     """The sorted distinct values of ``ar1`` that are not in ``ar2`` (NumPy ``setdiff1d``;
     with ``assume_unique`` the values keep ``ar1``'s order, as NumPy). Dtype: ``ar1``'s.
@@ -961,10 +967,7 @@ def setdiff1d(ar1, ar2, assume_unique=False) -> Tensor:
         >>> tnp.setdiff1d(tnp.asarray([1, 2, 3, 2, 4, 1]), tnp.asarray([3, 4, 5, 6]))
         Tensor([1, 2], dtype=int64)
     """
-    if assume_unique:
-        u1, u2 = _flat(ar1), _flat(ar2)
-    else:
-        u1, u2 = unique(ar1), unique(ar2)
+    u1, u2 = _distinct(ar1, assume_unique), _distinct(ar2, assume_unique)
     keep = isin(u1, u2, assume_unique=True, invert=True)
     return _gather(u1, flatnonzero(keep))
 
@@ -990,10 +993,7 @@ def setxor1d(ar1, ar2, assume_unique=False) -> Tensor:
         >>> tnp.setxor1d(tnp.asarray([1, 2, 3, 2, 4]), tnp.asarray([2, 3, 5, 7, 5]))
         Tensor([1, 4, 5, 7], dtype=int64)
     """
-    if assume_unique:
-        u1, u2 = _flat(ar1), _flat(ar2)
-    else:
-        u1, u2 = unique(ar1), unique(ar2)
+    u1, u2 = _distinct(ar1, assume_unique), _distinct(ar2, assume_unique)
     aux = concatenate([u1, u2])
     if aux.size == 0:
         return aux

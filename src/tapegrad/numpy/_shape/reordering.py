@@ -68,10 +68,7 @@ def fliplr(m) -> Tensor:
     Raises:
         ValueError: for fewer than 2 axes (naming ``fliplr``).
     """
-    m = _tensor(m)
-    if m.ndim < 2:
-        raise ValueError(f"fliplr: input must have at least 2 axes, got shape {m.shape}")
-    return flip(m, 1)
+    return _flip_axis(m, 1, "fliplr")
 
 
 def flipud(m) -> Tensor:
@@ -86,10 +83,16 @@ def flipud(m) -> Tensor:
     Raises:
         ValueError: for a 0-d input (naming ``flipud``).
     """
+    return _flip_axis(m, 0, "flipud")
+
+
+def _flip_axis(m, axis: int, op: str) -> Tensor:
+    """``m`` reversed along ``axis``; ``ValueError`` naming ``op`` if it has no such axis."""
     m = _tensor(m)
-    if m.ndim < 1:
-        raise ValueError("flipud: input must have at least 1 axis, got shape ()")
-    return flip(m, 0)
+    if m.ndim <= axis:
+        need = "1 axis" if axis == 0 else f"{axis + 1} axes"
+        raise ValueError(f"{op}: input must have at least {need}, got shape {m.shape}")
+    return flip(m, axis)
 
 
 def rollaxis(a, axis, start=0) -> Tensor:
