@@ -6,6 +6,7 @@ import operator
 
 from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor
+from tapegrad.numpy._docs import sections as _sections
 from tapegrad.numpy._shape.reshaping import transpose
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.movement import check_axis as _check_axis
@@ -56,33 +57,27 @@ def rot90(m, k=1, axes=(0, 1)) -> Tensor:
     return flip(transpose(m, perm), a1)
 
 
-def fliplr(m) -> Tensor:
-    """Reverse the order along axis 1 (NumPy ``fliplr``; needs at least 2 axes).
-
+_FLIP = """
     Args:
-        m: Tensor with at least 2 axes.
+        m: Tensor with at least {need}.
 
     Returns:
         Tensor of ``m``'s shape and dtype; differentiable (the flipped cotangent).
 
     Raises:
-        ValueError: for fewer than 2 axes (naming ``fliplr``).
-    """
+        ValueError: for {fewer} (naming ``{op}``).
+"""
+
+
+@_sections(_FLIP, need="2 axes", fewer="fewer than 2 axes", op="fliplr")
+def fliplr(m) -> Tensor:
+    """Reverse the order along axis 1 (NumPy ``fliplr``; needs at least 2 axes)."""
     return _flip_axis(m, 1, "fliplr")
 
 
+@_sections(_FLIP, need="1 axis", fewer="a 0-d input", op="flipud")
 def flipud(m) -> Tensor:
-    """Reverse the order along axis 0 (NumPy ``flipud``; needs at least 1 axis).
-
-    Args:
-        m: Tensor with at least 1 axis.
-
-    Returns:
-        Tensor of ``m``'s shape and dtype; differentiable (the flipped cotangent).
-
-    Raises:
-        ValueError: for a 0-d input (naming ``flipud``).
-    """
+    """Reverse the order along axis 0 (NumPy ``flipud``; needs at least 1 axis)."""
     return _flip_axis(m, 0, "flipud")
 
 

@@ -77,6 +77,19 @@ def all_positive(*vs):
 
 P = ParamSpec("P")
 
+#: The Args and Returns sections of the log-density of a distribution of ``(x, df, loc,
+#: scale)`` (Student's t, chi-squared).
+DF_ARGS = """
+    Args:
+        x: Values.
+        df: Degrees of freedom, ``> 0``.
+        loc: Location.
+        scale: Scale, ``> 0``. All broadcast together.
+
+    Returns:
+        Tensor of the broadcast shape.
+"""
+
 #: The Returns and Raises sections of a method that :func:`composed` documents.
 _COMPOSED_SECTIONS = """
 

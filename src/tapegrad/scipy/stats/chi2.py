@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import tapegrad.numpy as tnp
 from tapegrad.core.tensor import Tensor
+from tapegrad.numpy._docs import sections
 from tapegrad.scipy.stats import gamma as _gamma
-from tapegrad.scipy.stats._util import composed, floats
+from tapegrad.scipy.stats._util import DF_ARGS, composed, floats
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"]
 
@@ -21,19 +22,10 @@ def _args(x, df, loc, scale):
     return x, 0.5 * df, loc, 2.0 * scale
 
 
+@sections(DF_ARGS)
 def logpdf(x, df, loc=0, scale=1) -> Tensor:
     """Log of the density ``z**(df/2-1) e**(-z/2) / (2**(df/2) Gamma(df/2) scale)``,
-    ``z = (x - loc) / scale >= 0``.
-
-    Args:
-        x: Values.
-        df: Degrees of freedom, ``> 0``.
-        loc: Location.
-        scale: Scale, ``> 0``. All broadcast together.
-
-    Returns:
-        Tensor of the broadcast shape.
-    """
+    ``z = (x - loc) / scale >= 0``."""
     return _gamma.logpdf(*_args(x, df, loc, scale))
 
 

@@ -13,26 +13,27 @@ import math
 
 import tapegrad.numpy as tnp
 from tapegrad.core.tensor import Tensor
+from tapegrad.numpy._docs import sections
 from tapegrad.scipy import special
-from tapegrad.scipy.stats._util import all_positive, composed, floats, log, safe, where_valid
+from tapegrad.scipy.stats._util import (
+    DF_ARGS,
+    all_positive,
+    composed,
+    floats,
+    log,
+    safe,
+    where_valid,
+)
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"]
 
 _LOG_PI = math.log(math.pi)
 
 
+@sections(DF_ARGS, before="Derivatives:")
 def logpdf(x, df, loc=0, scale=1) -> Tensor:
     """Log of the density ``Gamma((df+1)/2) / (Gamma(df/2) sqrt(df pi) scale)
     (1 + z**2/df)**(-(df+1)/2)``, ``z = (x - loc) / scale``.
-
-    Args:
-        x: Values.
-        df: Degrees of freedom, ``> 0``.
-        loc: Location.
-        scale: Scale, ``> 0``. All broadcast together.
-
-    Returns:
-        Tensor of the broadcast shape.
 
     Derivatives: of the formula (``digamma`` for ``df``).
     """
