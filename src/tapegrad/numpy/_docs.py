@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["sections"]
+__all__: list[str] = []  # internal: nothing here joins the tapegrad.numpy namespace
 
 F = TypeVar("F", bound=Callable)
 
