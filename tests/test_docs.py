@@ -415,3 +415,42 @@ def test_docstring_sections_have_one_entry_per_line():
     assert not found, "one entry per line in Args/Attributes sections:\n" + "\n".join(
         f"{k}: {v}" for k, v in sorted(found.items())
     )
+
+
+def test_shared_docstring_sections_complete_the_functions_own_text():
+    """``tapegrad.numpy._docs.sections`` puts the shared sections before the function's own
+    ``Example:`` (or the section named by ``before``), else at the end, fields filled."""
+    import inspect
+
+    from tapegrad.numpy._docs import sections
+
+    shared = """
+    Returns:
+        Tensor with {n} axes.
+"""
+
+    @sections(shared, n="two")
+    def plain():
+        """Summary."""
+
+    @sections(shared, n="three")
+    def with_example():
+        """Summary.
+
+        Example:
+            >>> 1
+            1
+        """
+
+    @sections("\n    Args:\n        x: {not a field}.\n", before="Derivatives:")
+    def with_derivatives(x):
+        """Summary.
+
+        Derivatives: d.
+        """
+
+    assert inspect.getdoc(plain) == "Summary.\n\nReturns:\n    Tensor with two axes."
+    assert inspect.getdoc(with_example) == (
+        "Summary.\n\nReturns:\n    Tensor with three axes.\n\nExample:\n    >>> 1\n    1")
+    assert inspect.getdoc(with_derivatives) == (
+        "Summary.\n\nArgs:\n    x: {not a field}.\n\nDerivatives: d.")

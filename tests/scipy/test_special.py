@@ -161,3 +161,33 @@ def test_gammasgn_values_and_zero_derivative():
     g = tg.grad(lambda v: tnp.sum(special.gammasgn(v) * v))(tg.Tensor(x[:5]))
     np.testing.assert_array_equal(g.numpy(), sp.gammasgn(x[:5]))  # only the product's
     check_grads(special.gammasgn, (tg.Tensor(x[:5]),), order=2, modes=("rev", "fwd"))
+
+
+def test_functions_take_their_arguments_by_position_or_by_keyword():
+    """The functions made from one primitive each (:func:`special._public`) keep the
+    signature of the primitive's argument names: keywords work, a wrong call names the
+    function, and the real-only ones reject complex input under every argument name."""
+    import inspect
+
+    made = [name for name in special.__all__
+            if getattr(special, name).__code__ is special._public(special.J0).__code__]
+    assert {"gamma", "j0", "logit", "ndtri", "betainc", "iv", "yn"} <= set(made)
+    for name in made:
+        f = getattr(special, name)
+        params = list(inspect.signature(f).parameters)
+        vals = [np.array([0.5, 0.75])] * len(params)
+        if name in ("polygamma", "jn", "yn", "iv", "ive"):
+            vals[0] = np.array([1, 2])
+        by_position = f(*vals).numpy()
+        np.testing.assert_array_equal(f(**dict(zip(params, vals))).numpy(), by_position)
+        with pytest.raises(TypeError, match=rf"^{f.__name__}\(\) "):
+            f(*vals, vals[0])
+        with pytest.raises(TypeError, match=rf"^{f.__name__}\(\) "):
+            f()
+    for name in ("j0", "logit", "betainc", "yn"):
+        f = getattr(special, name)
+        params = list(inspect.signature(f).parameters)
+        for bad in params:
+            kwargs = {p: 1j if p == bad else 0.5 for p in params}
+            with pytest.raises(TypeError, match=rf"{name}: {bad} must be real"):
+                f(**kwargs)

@@ -184,3 +184,25 @@ def test_multivariate_normal_entropy_values_gradient_and_errors():
         mvn.entropy(np.zeros(2), -np.eye(2))
     with pytest.raises(ValueError, match="multivariate_normal: cov must be a \\(2, 2\\) matrix"):
         mvn.entropy(np.zeros(2), np.eye(3))
+
+
+@pytest.mark.parametrize("dist", ["t", "gamma", "beta", "chi2", "poisson"])
+def test_composed_methods_keep_the_signature_and_keywords_of_what_they_compose(dist):
+    """``pdf``/``pmf``, ``logcdf`` and ``logsf`` made by ``_util.composed`` from ``logpdf``,
+    ``cdf`` and ``sf``: the same signature (keywords work) and ``exp``/``log`` of it."""
+    import inspect
+
+    mod = getattr(stats, dist)
+    pairs = [("logcdf", "cdf", tnp.log), ("logsf", "sf", tnp.log)]
+    if dist != "poisson":
+        pairs.append(("pdf", "logpdf", tnp.exp))
+    for name, inner, outer in pairs:
+        f, g = getattr(mod, name), getattr(mod, inner)
+        assert f.__name__ == name and f.__module__ == mod.__name__
+        assert inspect.signature(f) == inspect.signature(g)
+        params = list(inspect.signature(f).parameters)
+        vals = [X + 2.0] + [np.array(0.7 + i) for i in range(len(params) - 1)]
+        if dist == "beta":
+            vals[0] = np.linspace(0.05, 0.95, 5)
+        kwargs = dict(zip(params, vals))
+        np.testing.assert_array_equal(f(**kwargs).numpy(), outer(g(*vals)).numpy())

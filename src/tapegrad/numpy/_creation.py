@@ -25,7 +25,7 @@ from tapegrad.core import dtypes as _dtypes
 from tapegrad.core.backend import get_backend as _get_backend
 from tapegrad.core.backend import parse_device as _parse_device
 from tapegrad.core.tensor import Tensor
-from tapegrad.numpy._core import _tensor, array, astype, to_device
+from tapegrad.numpy._core import _python_dtype, _tensor, array, astype, to_device
 from tapegrad.numpy._shape import broadcast_to, swapaxes, transpose
 from tapegrad.ops._registry import given_tensor as _given_tensor
 from tapegrad.ops._registry import ns as _ns
@@ -148,12 +148,8 @@ def _fill_dtype(fill_value, op: str):
         return _np.dtype(_np.bool_)
     if isinstance(fill_value, (_np.generic, _np.ndarray, Tensor)):
         return _np.dtype(fill_value.dtype)
-    if isinstance(fill_value, int):
-        return _np.dtype(_np.int64)
-    if isinstance(fill_value, float):
-        return _np.dtype(_np.float32)
-    if isinstance(fill_value, complex):
-        return _np.dtype(_np.complex64)
+    if isinstance(fill_value, (int, float, complex)):
+        return _python_dtype(fill_value)
     if isinstance(fill_value, (list, tuple)):
         arr = _np.asarray(fill_value)
         if arr.dtype.kind in "biuc":
@@ -208,10 +204,12 @@ def full(shape, fill_value, dtype=None, device=None) -> Tensor:
     return _make(device, "full", lambda xp: xp.full(shape, xp.asarray(fv), dtype=dt))
 
 
-def _like(x, op):
-    if isinstance(x, Tensor):
-        return x
-    return _tensor(x)
+def _like(x, shape, dtype, device):
+    """``(shape, dtype, device)`` of a ``*_like`` result: ``x``'s, each overridden where given."""
+    if not isinstance(x, Tensor):
+        x = _tensor(x)
+    return (x.shape if shape is None else shape, x.dtype if dtype is None else dtype,
+            x.device if device is None else device)
 
 
 def zeros_like(x, dtype=None, device=None, shape=None) -> Tensor:
@@ -220,22 +218,14 @@ def zeros_like(x, dtype=None, device=None, shape=None) -> Tensor:
     ``x`` may be traced: only its metadata is used, and the result is a constant. Python data
     ``x`` counts as float32 (tapegrad's rule).
     """
-    x = _like(x, "zeros_like")
-    return zeros(
-        x.shape if shape is None else shape,
-        dtype=x.dtype if dtype is None else dtype,
-        device=x.device if device is None else device,
-    )
+    shape, dtype, device = _like(x, shape, dtype, device)
+    return zeros(shape, dtype=dtype, device=device)
 
 
 def ones_like(x, dtype=None, device=None, shape=None) -> Tensor:
     """Ones with the shape, dtype and device of ``x``; see :func:`zeros_like`."""
-    x = _like(x, "ones_like")
-    return ones(
-        x.shape if shape is None else shape,
-        dtype=x.dtype if dtype is None else dtype,
-        device=x.device if device is None else device,
-    )
+    shape, dtype, device = _like(x, shape, dtype, device)
+    return ones(shape, dtype=dtype, device=device)
 
 
 def empty_like(x, dtype=None, device=None, shape=None) -> Tensor:
@@ -246,13 +236,8 @@ def empty_like(x, dtype=None, device=None, shape=None) -> Tensor:
 def full_like(x, fill_value, dtype=None, device=None, shape=None) -> Tensor:
     """``fill_value`` in the shape, dtype and device of ``x`` (dtype default: ``x``'s, as
     NumPy); see :func:`full`."""
-    x = _like(x, "full_like")
-    return full(
-        x.shape if shape is None else shape,
-        fill_value,
-        dtype=x.dtype if dtype is None else dtype,
-        device=x.device if device is None else device,
-    )
+    shape, dtype, device = _like(x, shape, dtype, device)
+    return full(shape, fill_value, dtype=dtype, device=device)
 
 
 def _is_int(v) -> bool:
@@ -353,6 +338,16 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     return (out, step) if retstep else out
 
 
+def _sizes(n, m, op: str, names: str = "NM") -> tuple[int, int]:
+    """The sizes ``n`` and ``m`` of a matrix (``m`` defaults to ``n``) as ints; ``ValueError``
+    naming ``op`` and the arguments (``names``) if one is negative."""
+    n = operator.index(n)
+    m = n if m is None else operator.index(m)
+    if n < 0 or m < 0:
+        raise ValueError(f"{op}: sizes must be non-negative, got {names[0]}={n}, {names[1]}={m}")
+    return n, m
+
+
 def eye(N, M=None, k=0, dtype=None, device=None) -> Tensor:
     """``N x M`` matrix with ones on the ``k``-th diagonal (NumPy ``eye``).
 
@@ -366,10 +361,7 @@ def eye(N, M=None, k=0, dtype=None, device=None) -> Tensor:
     Raises:
         ValueError: for negative sizes.
     """
-    N = operator.index(N)
-    M = N if M is None else operator.index(M)
-    if N < 0 or M < 0:
-        raise ValueError(f"eye: sizes must be non-negative, got N={N}, M={M}")
+    N, M = _sizes(N, M, "eye")
     dt = _dtype(dtype, "eye")
     return _make(device, "eye", lambda xp: xp.eye(N, M, k=operator.index(k), dtype=dt))
 
@@ -386,19 +378,13 @@ def tri(N, M=None, k=0, dtype=None, device=None) -> Tensor:
     Raises:
         ValueError: for negative sizes.
     """
-    N = operator.index(N)
-    M = N if M is None else operator.index(M)
-    if N < 0 or M < 0:
-        raise ValueError(f"tri: sizes must be non-negative, got N={N}, M={M}")
+    N, M = _sizes(N, M, "tri")
     dt = _dtype(dtype, "tri")
     return _make(device, "tri", lambda xp: xp.tri(N, M, k=operator.index(k), dtype=dt))
 
 
 def _tri_indices(n, k, m, lower, op, device):
-    n = operator.index(n)
-    m = n if m is None else operator.index(m)
-    if n < 0 or m < 0:
-        raise ValueError(f"{op}: sizes must be non-negative, got n={n}, m={m}")
+    n, m = _sizes(n, m, op, "nm")
     k = operator.index(k)
     rows, cols = (_np.tril_indices if lower else _np.triu_indices)(n, k, m)
     return (_make(device, op, lambda xp: xp.asarray(rows)),

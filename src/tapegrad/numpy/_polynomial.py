@@ -243,6 +243,19 @@ def correlate(a, v, mode="valid"):
     return _mode_slice(full, n, m, mode, n < m, "correlate")
 
 
+def _stacked_operands(op, x1, x2, matrix_first):
+    """``x1`` and ``x2`` as Tensors, checked as a stack of matrices and one of vectors (in
+    that order with ``matrix_first``, else the vectors first) with equal inner sizes."""
+    a, b = _tensor(x1), _tensor(x2)
+    m, v = (a, b) if matrix_first else (b, a)
+    if m.ndim < 2 or v.ndim < 1:
+        what = "a matrix and a vector" if matrix_first else "a vector and a matrix"
+        raise ValueError(f"{op}: need {what}, got shapes {a.shape} and {b.shape}")
+    if v.shape[-1] != m.shape[-1 if matrix_first else -2]:
+        raise ValueError(f"{op}: inner sizes differ: {a.shape} and {b.shape}")
+    return a, b
+
+
 def matvec(x1, x2, /):
     """Matrix-vector products ``x1 @ x2`` over stacks: ``(..., m, n)`` times ``(..., n)``
     gives ``(..., m)`` (NumPy 2.2's ``matvec``; no conjugation).
@@ -250,12 +263,7 @@ def matvec(x1, x2, /):
     Raises:
         ValueError: if ``x1`` has fewer than 2 axes, ``x2`` none, or the inner sizes differ.
     """
-    a, b = _tensor(x1), _tensor(x2)
-    if a.ndim < 2 or b.ndim < 1:
-        raise ValueError(f"matvec: need a matrix and a vector, got shapes {a.shape} and "
-                         f"{b.shape}")
-    if a.shape[-1] != b.shape[-1]:
-        raise ValueError(f"matvec: inner sizes differ: {a.shape} and {b.shape}")
+    a, b = _stacked_operands("matvec", x1, x2, matrix_first=True)
     return _ns.matmul(a, _ns.reshape(b, b.shape + (1,)))[..., 0]
 
 
@@ -266,12 +274,7 @@ def vecmat(x1, x2, /):
     Raises:
         ValueError: if ``x2`` has fewer than 2 axes, ``x1`` none, or the inner sizes differ.
     """
-    a, b = _tensor(x1), _tensor(x2)
-    if b.ndim < 2 or a.ndim < 1:
-        raise ValueError(f"vecmat: need a vector and a matrix, got shapes {a.shape} and "
-                         f"{b.shape}")
-    if a.shape[-1] != b.shape[-2]:
-        raise ValueError(f"vecmat: inner sizes differ: {a.shape} and {b.shape}")
+    a, b = _stacked_operands("vecmat", x1, x2, matrix_first=False)
     if a.dtype.kind == "c":
         a = _ns.conj(a)
     return _ns.matmul(_ns.reshape(a, a.shape[:-1] + (1, a.shape[-1])), b)[..., 0, :]

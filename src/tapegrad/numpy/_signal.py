@@ -17,6 +17,7 @@ import numpy as _np
 from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor, astype
+from tapegrad.numpy._docs import sections as _sections
 from tapegrad.numpy._shape import concatenate, moveaxis
 from tapegrad.numpy._statistics import diff
 from tapegrad.ops._registry import given_tensor as _given_tensor
@@ -38,18 +39,22 @@ def _window(values) -> Tensor:
     return Tensor(_np.asarray(values, dtype=_np.float64).astype(_np.float32))
 
 
-def bartlett(M) -> Tensor:  # noqa: N803
-    """The Bartlett (triangular) window of ``M`` points (NumPy ``bartlett``).
-
+_WINDOW = """
     Args:
         M: Number of points (an int; ``M < 1`` gives an empty window).
 
     Returns:
-        float32 constant Tensor of shape ``(max(M, 0),)``: ``1 - |n| / ((M - 1) / 2)`` for the
-        centred sample positions ``n``, zero at both ends, peak 1.
+        float32 constant Tensor of shape ``(max(M, 0),)``{returns}
 
     Raises:
         TypeError: if ``M`` is not an integer.
+"""
+
+
+@_sections(_WINDOW, returns=""": ``1 - |n| / ((M - 1) / 2)`` for the
+        centred sample positions ``n``, zero at both ends, peak 1.""")
+def bartlett(M) -> Tensor:  # noqa: N803
+    """The Bartlett (triangular) window of ``M`` points (NumPy ``bartlett``).
 
     Example:
         >>> import tapegrad.numpy as tnp
@@ -59,18 +64,10 @@ def bartlett(M) -> Tensor:  # noqa: N803
     return _window(_np.bartlett(_length(M, "bartlett")))
 
 
+@_sections(_WINDOW, returns=" (NumPy's float64 values, cast).")
 def blackman(M) -> Tensor:  # noqa: N803
     """The Blackman window of ``M`` points (NumPy ``blackman``):
     ``0.42 - 0.5 cos(2 pi k / (M - 1)) + 0.08 cos(4 pi k / (M - 1))``.
-
-    Args:
-        M: Number of points (an int; ``M < 1`` gives an empty window).
-
-    Returns:
-        float32 constant Tensor of shape ``(max(M, 0),)`` (NumPy's float64 values, cast).
-
-    Raises:
-        TypeError: if ``M`` is not an integer.
 
     Example:
         >>> import tapegrad.numpy as tnp
@@ -80,18 +77,10 @@ def blackman(M) -> Tensor:  # noqa: N803
     return _window(_np.blackman(_length(M, "blackman")))
 
 
+@_sections(_WINDOW, returns=".")
 def hamming(M) -> Tensor:  # noqa: N803
     """The Hamming window of ``M`` points (NumPy ``hamming``):
     ``0.54 - 0.46 cos(2 pi k / (M - 1))``.
-
-    Args:
-        M: Number of points (an int; ``M < 1`` gives an empty window).
-
-    Returns:
-        float32 constant Tensor of shape ``(max(M, 0),)``.
-
-    Raises:
-        TypeError: if ``M`` is not an integer.
 
     Example:
         >>> import tapegrad.numpy as tnp
@@ -101,17 +90,9 @@ def hamming(M) -> Tensor:  # noqa: N803
     return _window(_np.hamming(_length(M, "hamming")))
 
 
+@_sections(_WINDOW, returns=".")
 def hanning(M) -> Tensor:  # noqa: N803
     """The Hann window of ``M`` points (NumPy ``hanning``): ``0.5 - 0.5 cos(2 pi k / (M - 1))``.
-
-    Args:
-        M: Number of points (an int; ``M < 1`` gives an empty window).
-
-    Returns:
-        float32 constant Tensor of shape ``(max(M, 0),)``.
-
-    Raises:
-        TypeError: if ``M`` is not an integer.
 
     Example:
         >>> import tapegrad.numpy as tnp

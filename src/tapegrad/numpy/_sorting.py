@@ -32,6 +32,7 @@ from tapegrad.core import dtypes as _tg_dtypes
 from tapegrad.core.tensor import Tensor, all_values
 from tapegrad.numpy._core import _tensor
 from tapegrad.numpy._creation import zeros_like as _zeros_like
+from tapegrad.numpy._docs import sections as _sections
 from tapegrad.numpy._shape import _check_bounds, concatenate, ravel, reshape, stack
 from tapegrad.numpy._shape import take_along_axis as _take_along_axis
 from tapegrad.ops._registry import given_tensor as _given_tensor
@@ -916,21 +917,27 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False):
     return values, ind1, ind2
 
 
+_SET_OP = """
+    Args:
+        ar1, ar2: Tensors of any shapes (flattened).{unique}
+
+    Returns:
+        1-D Tensor; dtype {dtype}.
+
+    Raises:
+        TypeError: for non-numeric input.
+"""
+_ASSUME_UNIQUE = """
+        assume_unique: Both inputs hold distinct values (skips the deduplication)."""
+
+
+@_sections(_SET_OP, unique="", dtype="by NumPy promotion of the two")
 def union1d(ar1, ar2) -> Tensor:
     """The sorted distinct values of ``ar1`` and ``ar2`` together (NumPy ``union1d``:
     ``unique(concatenate((ravel(ar1), ravel(ar2))))``).
 
     Derivative: a gather at each value's first occurrence in the concatenation (in ``ar1``
     if it is there, else in ``ar2``).
-
-    Args:
-        ar1, ar2: Tensors of any shapes (flattened).
-
-    Returns:
-        1-D Tensor; dtype by NumPy promotion of the two.
-
-    Raises:
-        TypeError: for non-numeric input.
 
     Example:
         >>> import tapegrad.numpy as tnp
@@ -940,60 +947,42 @@ def union1d(ar1, ar2) -> Tensor:
     return unique(concatenate([_flat(ar1), _flat(ar2)]))  # pyright: ignore[reportReturnType]
 
 
+def _distinct(ar, assume_unique) -> Tensor:
+    """The distinct values of ``ar``: flattened as it is with ``assume_unique``, else
+    :func:`unique`."""
+    return _flat(ar) if assume_unique else unique(ar)  # pyright: ignore[reportReturnType]
+
+
+@_sections(_SET_OP, unique=_ASSUME_UNIQUE, dtype="``ar1``'s")
 def setdiff1d(ar1, ar2, assume_unique=False) -> Tensor:
     """The sorted distinct values of ``ar1`` that are not in ``ar2`` (NumPy ``setdiff1d``;
     with ``assume_unique`` the values keep ``ar1``'s order, as NumPy). Dtype: ``ar1``'s.
 
     Derivative: a gather from ``ar1`` at each value's first occurrence.
 
-    Args:
-        ar1, ar2: Tensors of any shapes (flattened).
-        assume_unique: Both inputs hold distinct values (skips the deduplication).
-
-    Returns:
-        1-D Tensor; dtype ``ar1``'s.
-
-    Raises:
-        TypeError: for non-numeric input.
-
     Example:
         >>> import tapegrad.numpy as tnp
         >>> tnp.setdiff1d(tnp.asarray([1, 2, 3, 2, 4, 1]), tnp.asarray([3, 4, 5, 6]))
         Tensor([1, 2], dtype=int64)
     """
-    if assume_unique:
-        u1, u2 = _flat(ar1), _flat(ar2)
-    else:
-        u1, u2 = unique(ar1), unique(ar2)
+    u1, u2 = _distinct(ar1, assume_unique), _distinct(ar2, assume_unique)
     keep = isin(u1, u2, assume_unique=True, invert=True)
     return _gather(u1, flatnonzero(keep))
 
 
+@_sections(_SET_OP, unique=_ASSUME_UNIQUE, dtype="by NumPy promotion of the two")
 def setxor1d(ar1, ar2, assume_unique=False) -> Tensor:
     """The sorted values in exactly one of ``ar1`` and ``ar2`` (NumPy ``setxor1d``). Dtype:
     NumPy promotion of the two. (NaNs are never equal, so each NaN is kept, as NumPy.)
 
     Derivative: a gather at each value's first occurrence in ``ar1`` or ``ar2``.
 
-    Args:
-        ar1, ar2: Tensors of any shapes (flattened).
-        assume_unique: Both inputs hold distinct values (skips the deduplication).
-
-    Returns:
-        1-D Tensor; dtype by NumPy promotion of the two.
-
-    Raises:
-        TypeError: for non-numeric input.
-
     Example:
         >>> import tapegrad.numpy as tnp
         >>> tnp.setxor1d(tnp.asarray([1, 2, 3, 2, 4]), tnp.asarray([2, 3, 5, 7, 5]))
         Tensor([1, 4, 5, 7], dtype=int64)
     """
-    if assume_unique:
-        u1, u2 = _flat(ar1), _flat(ar2)
-    else:
-        u1, u2 = unique(ar1), unique(ar2)
+    u1, u2 = _distinct(ar1, assume_unique), _distinct(ar2, assume_unique)
     aux = concatenate([u1, u2])
     if aux.size == 0:
         return aux

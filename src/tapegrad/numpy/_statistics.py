@@ -85,13 +85,18 @@ def _no_out(op: str, out) -> None:
         )
 
 
+def _np_dtype(dtype, op: str) -> _np.dtype:
+    """``dtype`` as a NumPy dtype; ``TypeError`` naming ``op`` if it is not one."""
+    try:
+        return _np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: {dtype!r} is not a dtype") from None
+
+
 def _cast(x: Tensor, dtype, op: str) -> Tensor:
     if dtype is None:
         return x
-    try:
-        dtype = _np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{op}: {dtype!r} is not a dtype") from None
+    dtype = _np_dtype(dtype, op)
     return x if x.dtype == dtype else x.astype(dtype)
 
 
@@ -100,10 +105,7 @@ def _stat_dtype(x: Tensor, dtype, op: str):
     the default). An integer ``dtype`` for floating input is NumPy's ``TypeError``."""
     if dtype is None:
         return None
-    try:
-        dt = _np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{op}: {dtype!r} is not a dtype") from None
+    dt = _np_dtype(dtype, op)
     if dt.kind == "b" and op != "nanmean":
         raise TypeError(
             f"{op}: dtype=bool cannot hold deviations from the mean (booleans do not "
@@ -458,10 +460,7 @@ def nancumsum(a, axis=None, dtype=None, out=None):
         ValueError: if ``axis`` is out of range.
         TypeError: if ``out`` is given.
     """
-    _no_out("nancumsum", out)
-    x = _tensor(a)
-    x = _cast(_fill(x, _valid(x, None, "nancumsum"), 0), dtype, "nancumsum")
-    return _ns.cumsum(x, axis=axis, dtype=dtype)
+    return _nancumulative("nancumsum", _ns.cumsum, 0, a, axis, dtype, out)
 
 
 def nancumprod(a, axis=None, dtype=None, out=None):
@@ -472,10 +471,15 @@ def nancumprod(a, axis=None, dtype=None, out=None):
         ValueError: if ``axis`` is out of range.
         TypeError: if ``out`` is given.
     """
-    _no_out("nancumprod", out)
+    return _nancumulative("nancumprod", _ns.cumprod, 1, a, axis, dtype, out)
+
+
+def _nancumulative(op, cumulative, neutral, a, axis, dtype, out):
+    """``cumulative`` (``cumsum`` or ``cumprod``) of ``a`` with NaN replaced by ``neutral``."""
+    _no_out(op, out)
     x = _tensor(a)
-    x = _cast(_fill(x, _valid(x, None, "nancumprod"), 1), dtype, "nancumprod")
-    return _ns.cumprod(x, axis=axis, dtype=dtype)
+    x = _cast(_fill(x, _valid(x, None, op), neutral), dtype, op)
+    return cumulative(x, axis=axis, dtype=dtype)
 
 
 # -- order statistics ------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from tapegrad import ops as _ops
 from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor
 from tapegrad.numpy._core import asarray as _asarray
+from tapegrad.numpy._docs import sections as _sections
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.fft import NORMS as _NORMS
 from tapegrad.ops.fft import swap_norm as _swap_norm
@@ -271,9 +272,7 @@ def ifftn(a, s=None, axes=None, norm=None, out=None) -> Tensor:
     return _c2c(a, s, axes, norm, True, "ifftn")
 
 
-def fft2(a, s=None, axes=(-2, -1), norm=None, out=None) -> Tensor:
-    """Two-dimensional DFT (NumPy ``fft.fft2``): :func:`fftn` over ``axes=(-2, -1)``.
-
+_C2C_2D = """
     Args:
         a: Tensor with at least 2 axes.
         s: Output lengths along ``axes`` (zero-padded or cropped), default the input's.
@@ -289,31 +288,20 @@ def fft2(a, s=None, axes=(-2, -1), norm=None, out=None) -> Tensor:
         ValueError: for out-of-range axes, ``s`` and ``axes`` of different lengths, or
             non-positive lengths.
         TypeError: for ``out=``.
-    """
+"""
+
+
+@_sections(_C2C_2D)
+def fft2(a, s=None, axes=(-2, -1), norm=None, out=None) -> Tensor:
+    """Two-dimensional DFT (NumPy ``fft.fft2``): :func:`fftn` over ``axes=(-2, -1)``."""
     _no_out(out, "fft2")
     return _c2c(a, s, axes, norm, False, "fft2")
 
 
+@_sections(_C2C_2D)
 def ifft2(a, s=None, axes=(-2, -1), norm=None, out=None) -> Tensor:
     """Two-dimensional inverse DFT (NumPy ``fft.ifft2``): :func:`ifftn` over
-    ``axes=(-2, -1)``.
-
-    Args:
-        a: Tensor with at least 2 axes.
-        s: Output lengths along ``axes`` (zero-padded or cropped), default the input's.
-        axes: The transformed axes (default ``(-2, -1)``).
-        norm: ``"backward"`` (default), ``"ortho"`` or ``"forward"``.
-        out: Must be ``None``.
-
-    Returns:
-        Complex Tensor (complex64 for float32/complex64 input, else complex128) of ``a``'s
-        shape with ``axes`` resized to ``s``.
-
-    Raises:
-        ValueError: for out-of-range axes, ``s`` and ``axes`` of different lengths, or
-            non-positive lengths.
-        TypeError: for ``out=``.
-    """
+    ``axes=(-2, -1)``."""
     _no_out(out, "ifft2")
     return _c2c(a, s, axes, norm, True, "ifft2")
 
@@ -547,10 +535,7 @@ def _shift(x, axes, sign, op):
     return _ns.roll(x, shift, axes)
 
 
-def fftshift(x, axes=None) -> Tensor:
-    """Move the zero-frequency bin to the center (NumPy ``fft.fftshift``): a roll by
-    ``n // 2`` along each of ``axes`` (default: all). Differentiable (a permutation).
-
+_SHIFT = """
     Args:
         x: Tensor of any shape and dtype.
         axes: Int, tuple of ints, or ``None`` (every axis).
@@ -560,23 +545,19 @@ def fftshift(x, axes=None) -> Tensor:
 
     Raises:
         ValueError: for an out-of-range axis (naming the function).
-    """
+"""
+
+
+@_sections(_SHIFT)
+def fftshift(x, axes=None) -> Tensor:
+    """Move the zero-frequency bin to the center (NumPy ``fft.fftshift``): a roll by
+    ``n // 2`` along each of ``axes`` (default: all). Differentiable (a permutation)."""
     return _shift(x, axes, 1, "fftshift")
 
 
+@_sections(_SHIFT)
 def ifftshift(x, axes=None) -> Tensor:
-    """Inverse of :func:`fftshift` (NumPy ``fft.ifftshift``): a roll by ``-(n // 2)``.
-
-    Args:
-        x: Tensor of any shape and dtype.
-        axes: Int, tuple of ints, or ``None`` (every axis).
-
-    Returns:
-        Tensor of ``x``'s shape and dtype; differentiable (the cotangent rolled back).
-
-    Raises:
-        ValueError: for an out-of-range axis (naming the function).
-    """
+    """Inverse of :func:`fftshift` (NumPy ``fft.ifftshift``): a roll by ``-(n // 2)``."""
     return _shift(x, axes, -1, "ifftshift")
 
 

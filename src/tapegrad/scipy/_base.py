@@ -121,7 +121,8 @@ class Elementwise(Function):
 
     Subclasses set ``oper``, ``argnames`` (one name per positional input, for error messages),
     ``fn(sp, *arrays, **params)`` (the SciPy computation; ``sp`` is ``scipy.special`` or
-    CuPy's; ``params`` the op's static keyword parameters) and ``derivs``: one entry per input,
+    CuPy's; ``params`` the op's static keyword parameters; by default the function of
+    ``sp`` named ``oper``) and ``derivs``: one entry per input,
     a function ``d(*args, out, **params) -> Tensor`` (the partial derivative, written with
     tapegrad ops on the saved inputs and output), ``None`` (the
     output does not depend on that input, or is piecewise constant in it), or a
@@ -137,9 +138,14 @@ class Elementwise(Function):
     nonan: bool = False
     host_only: bool = False  # no CuPy implementation: compute on the host
 
-    @staticmethod
-    def fn(sp, *args, **params):  # pragma: no cover - abstract
-        raise NotImplementedError
+    fn = None  # the SciPy computation ``fn(sp, *arrays, **params)``; None: ``sp.<oper>``
+
+    @classmethod
+    def _scipy(cls, sp, *args, **params):
+        """``fn(sp, *args, **params)``, or SciPy's function named by ``oper`` without ``fn``."""
+        if cls.fn is None:
+            return getattr(sp, str(cls.oper))(*args, **params)
+        return cls.fn(sp, *args, **params)
 
     @classmethod
     def compute(cls, xp, *args, **params):
@@ -147,9 +153,9 @@ class Elementwise(Function):
         if xp is np or cls.host_only:
             import scipy.special as sp
 
-            out = on_host(xp, lambda *a: cls.fn(sp, *a, **params), *args)
+            out = on_host(xp, lambda *a: cls._scipy(sp, *a, **params), *args)
         else:  # pragma: no cover - GPU only
-            out = cls.fn(special_module(xp), *args, **params)
+            out = cls._scipy(special_module(xp), *args, **params)
         return fit_dtype(xp, out, args)
 
     @classmethod

@@ -151,6 +151,12 @@ class Jet:
         return np.abs(self.c).reshape((-1,) + self.c.shape[2:]).max(axis=0)
 
 
+def _converged(done, jet):
+    """``jet`` with NaN coefficients where its expansion did not converge (not ``done``)."""
+    jet.c[:, :, ~done] = np.nan
+    return jet
+
+
 def _series_P(A, x, logx):
     """Jet of ``P(a, x)`` by the power series (``x < a + 1``); ``A`` the jet of ``a``."""
     t = A._like(1.0)
@@ -163,9 +169,7 @@ def _series_P(A, x, logx):
         if done.all():
             break
     pref = (A * logx - x - (A + 1.0).gammaln()).exp()
-    out = pref * s
-    out.c[:, :, ~done] = np.nan
-    return out
+    return _converged(done, pref * s)
 
 
 def _cf_Q(A, x, logx):
@@ -180,16 +184,18 @@ def _cf_Q(A, x, logx):
         b = b + 2.0
         d = (an * d + b).reciprocal()
         c = b if c is None else b + an / c
-        delta = d * c
-        h = h * delta
-        dev = delta - 1.0
-        done = ~(dev.small() > _EPS)  # NaN counts as done: it propagates
+        h, done = _lentz_update(h, d, c)
         if done.all():
             break
     pref = (A * logx - x - A.gammaln()).exp()
-    out = pref * h
-    out.c[:, :, ~done] = np.nan
-    return out
+    return _converged(done, pref * h)
+
+
+def _lentz_update(h, d, c):
+    """One update of the modified Lentz method: ``h * d * c``, and where it has converged
+    (``|d c - 1| <= eps``; NaN counts as converged: it propagates)."""
+    delta = d * c
+    return h * delta, ~((delta - 1.0).small() > _EPS)
 
 
 def gammainc_partial(a, x, order: int):
@@ -235,16 +241,11 @@ def _betacf(A, B, x, logx, log1mx):
         aa = -(A + m) * (qab + m) * x / ((A + m2) * (qap + m2))
         d = (aa * d + 1.0).reciprocal()
         c = aa / c + 1.0
-        delta = d * c
-        h = h * delta
-        dev = delta - 1.0
-        done = ~(dev.small() > _EPS)  # NaN counts as done: it propagates
+        h, done = _lentz_update(h, d, c)
         if done.all():
             break
     front = (A * logx + B * log1mx - (A.gammaln() + B.gammaln() - qab.gammaln())).exp()
-    out = front * h / A
-    out.c[:, :, ~done] = np.nan
-    return out
+    return _converged(done, front * h / A)
 
 
 def betainc_partial(a, b, x, i: int, j: int):

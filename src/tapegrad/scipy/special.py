@@ -36,6 +36,7 @@ Conventions shared by every function here (each states only what differs):
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -77,6 +78,50 @@ def _real(name, **args):
 def _order(name, v):
     """Raise ``TypeError`` for a complex order (SciPy has none)."""
     _real(name, **{"order": v})
+
+
+def _public(prim, doc=None, *, check: str | None = "real", derivative=None, use=None):
+    """The public function of the elementwise primitive ``prim``: named by its ``oper``,
+    taking its ``argnames`` (positional or keyword), converting them with :func:`operands`
+    and checking them with ``check`` (``"real"``: every argument real, as :func:`_real`;
+    ``"order"``: the first argument real, as :func:`_order`; ``None``: no check).
+
+    ``doc`` is its docstring; without one, ``doc`` is the summary of a one-argument function
+    and the docstring is completed with the Args, Returns, Raises (for ``check="real"``;
+    ``use`` names the function to use for complex input) and Derivative (``derivative``)
+    sections these functions share."""
+    name, argnames = prim.oper, prim.argnames
+    if derivative is not None:
+        (arg,) = argnames
+        kind = ("Real Tensor, array or number." if check == "real"
+                else "Tensor, array or number; real or complex.")
+        raises = ""
+        if check == "real":
+            instead = f" (use :func:`{use}`)" if use else ""
+            raises = f"\n\n    Raises:\n        TypeError: for complex input{instead}."
+        doc = (f"{doc}\n\n    Args:\n        {arg}: {kind}\n\n    Returns:\n        Tensor of "
+               f"``{arg}``'s shape.{raises}\n\n    Derivative: {derivative}\n    ")
+    signature = inspect.Signature(
+        [inspect.Parameter(a, inspect.Parameter.POSITIONAL_OR_KEYWORD) for a in argnames],
+        return_annotation="Tensor",
+    )
+
+    def function(*args, **kwargs) -> Tensor:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{name}() {e}") from None
+        vals = operands(*bound.args)
+        if check == "real":
+            _real(name, **dict(zip(argnames, vals)))
+        elif check == "order":
+            _order(name, vals[0])
+        return prim.apply(*vals)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = doc
+    function.__signature__ = signature  # pyright: ignore[reportFunctionMemberAccess]
+    return function
 
 
 def _nested(f, vals, orders):
@@ -150,11 +195,11 @@ class Gamma(Elementwise):
     """The gamma function (primitive of :func:`gamma`)."""
 
     oper = "gamma"
-    fn = staticmethod(lambda sp, x: sp.gamma(x))
     derivs = (lambda x, out: out * digamma(x),)
 
 
-def gamma(x) -> Tensor:
+gamma = _public(
+    Gamma,
     """The gamma function ``Gamma(x)`` (``scipy.special.gamma``).
 
     Args:
@@ -171,19 +216,20 @@ def gamma(x) -> Tensor:
         >>> from tapegrad.scipy import special
         >>> special.gamma(tg.Tensor([1.0, 5.0]))
         Tensor([ 1., 24.], dtype=float32)
-    """
-    return Gamma.apply(*operands(x))
+    """,
+    check=None,
+)
 
 
 class Gammaln(Elementwise):
     """``log|Gamma(x)|`` (primitive of :func:`gammaln`)."""
 
     oper = "gammaln"
-    fn = staticmethod(lambda sp, x: sp.gammaln(x))
     derivs = (lambda x, out: digamma(x),)
 
 
-def gammaln(x) -> Tensor:
+gammaln = _public(
+    Gammaln,
     """Logarithm of the absolute value of the gamma function (``scipy.special.gammaln``).
 
     Args:
@@ -197,21 +243,19 @@ def gammaln(x) -> Tensor:
 
     Derivative: ``digamma(x)`` (also for ``x < 0``, where ``log|Gamma|`` is smooth between
     the poles).
-    """
-    (x,) = operands(x)
-    _real("gammaln", x=x)
-    return Gammaln.apply(x)
+    """,
+)
 
 
 class Digamma(Elementwise):
     """The digamma function (primitive of :func:`digamma`)."""
 
     oper = "digamma"
-    fn = staticmethod(lambda sp, x: sp.digamma(x))
     derivs = (lambda x, out: polygamma(1, x),)
 
 
-def digamma(x) -> Tensor:
+digamma = _public(
+    Digamma,
     """The digamma function ``psi(x) = Gamma'(x) / Gamma(x)`` (``scipy.special.digamma``;
     :func:`psi` is the same function).
 
@@ -223,8 +267,9 @@ def digamma(x) -> Tensor:
 
     Derivative: ``polygamma(1, x)`` (the trigamma function; for complex ``x`` computed by
     tapegrad, see :func:`polygamma`).
-    """
-    return Digamma.apply(*operands(x))
+    """,
+    check=None,
+)
 
 
 psi = digamma
@@ -248,7 +293,8 @@ class Polygamma(Elementwise):
               lambda n, x, out: polygamma(n + 1, x))
 
 
-def polygamma(n, x) -> Tensor:
+polygamma = _public(
+    Polygamma,
     """The polygamma function ``psi^(n)(x)``, the ``n``-th derivative of digamma
     (``scipy.special.polygamma``).
 
@@ -267,10 +313,9 @@ def polygamma(n, x) -> Tensor:
         NotImplementedError: when the derivative with respect to ``n`` is requested.
 
     Derivative in ``x``: ``polygamma(n + 1, x)``.
-    """
-    n, x = operands(n, x)
-    _order("polygamma", n)
-    return Polygamma.apply(n, x)
+    """,
+    check="order",
+)
 
 
 class Multigammaln(Elementwise):
@@ -278,7 +323,6 @@ class Multigammaln(Elementwise):
 
     oper = "multigammaln"
     argnames = ("a",)
-    fn = staticmethod(lambda sp, a, d: sp.multigammaln(a, d))
     derivs = (lambda a, out, d: sum(digamma(a - 0.5 * j) for j in range(d)),)
 
     @classmethod
@@ -331,11 +375,11 @@ class Rgamma(Elementwise):
     """``1 / Gamma(x)`` (primitive of :func:`rgamma`)."""
 
     oper = "rgamma"
-    fn = staticmethod(lambda sp, x: sp.rgamma(x))
     derivs = (_rgamma_deriv,)
 
 
-def rgamma(x) -> Tensor:
+rgamma = _public(
+    Rgamma,
     """The reciprocal gamma function ``1 / Gamma(x)``, an entire function
     (``scipy.special.rgamma``; 0 at ``0, -1, -2, ...``).
 
@@ -348,19 +392,20 @@ def rgamma(x) -> Tensor:
     Derivative: ``-rgamma(x) digamma(x)``; for ``Re x < 1/2`` through the reflection formula
     ``1/Gamma(x) = Gamma(1 - x) sin(pi x) / pi``, so it is finite and exact (to every order) at
     the zeros ``0, -1, -2, ...`` too (slope ``(-1)**n n!`` at ``-n``).
-    """
-    return Rgamma.apply(*operands(x))
+    """,
+    check=None,
+)
 
 
 class Gammasgn(Elementwise):
     """The sign of the gamma function (primitive of :func:`gammasgn`)."""
 
     oper = "gammasgn"
-    fn = staticmethod(lambda sp, x: sp.gammasgn(x))
     derivs = (None,)  # piecewise constant
 
 
-def gammasgn(x) -> Tensor:
+gammasgn = _public(
+    Gammasgn,
     """The sign of the gamma function, ``1`` or ``-1`` (``scipy.special.gammasgn``: NaN at
     the poles ``-1, -2, ...`` and at NaN; ``0.0`` gives ``1`` and ``-0.0`` gives ``-1``).
 
@@ -378,8 +423,9 @@ def gammasgn(x) -> Tensor:
         >>> from tapegrad.scipy.special import gammasgn
         >>> gammasgn(tnp.asarray([0.5, -0.5, -1.5]))
         Tensor([ 1., -1.,  1.], dtype=float32)
-    """
-    return Gammasgn.apply(*operands(x))
+    """,
+    check=None,
+)
 
 
 # -- beta family ------------------------------------------------------------------------------
@@ -388,12 +434,12 @@ class Beta(Elementwise):
 
     oper = "beta"
     argnames = ("a", "b")
-    fn = staticmethod(lambda sp, a, b: sp.beta(a, b))
     derivs = (lambda a, b, out: out * (digamma(a) - digamma(a + b)),
               lambda a, b, out: out * (digamma(b) - digamma(a + b)))
 
 
-def beta(a, b) -> Tensor:
+beta = _public(
+    Beta,
     """The beta function ``B(a, b) = Gamma(a) Gamma(b) / Gamma(a + b)``
     (``scipy.special.beta``).
 
@@ -408,10 +454,8 @@ def beta(a, b) -> Tensor:
 
     Derivatives: ``B(a, b) (digamma(a) - digamma(a + b))`` and the same with ``a`` and ``b``
     swapped.
-    """
-    a, b = operands(a, b)
-    _real("beta", a=a, b=b)
-    return Beta.apply(a, b)
+    """,
+)
 
 
 class Betaln(Elementwise):
@@ -419,12 +463,12 @@ class Betaln(Elementwise):
 
     oper = "betaln"
     argnames = ("a", "b")
-    fn = staticmethod(lambda sp, a, b: sp.betaln(a, b))
     derivs = (lambda a, b, out: digamma(a) - digamma(a + b),
               lambda a, b, out: digamma(b) - digamma(a + b))
 
 
-def betaln(a, b) -> Tensor:
+betaln = _public(
+    Betaln,
     """Natural log of the absolute value of the beta function (``scipy.special.betaln``),
     accurate where ``B(a, b)`` itself under- or overflows.
 
@@ -438,10 +482,8 @@ def betaln(a, b) -> Tensor:
         TypeError: for complex input. ValueError: if the shapes do not broadcast.
 
     Derivatives: ``digamma(a) - digamma(a + b)`` and ``digamma(b) - digamma(a + b)``.
-    """
-    a, b = operands(a, b)
-    _real("betaln", a=a, b=b)
-    return Betaln.apply(a, b)
+    """,
+)
 
 
 def _beta_density(a, b, x):
@@ -485,7 +527,6 @@ class Betainc(Elementwise):
 
     oper = "betainc"
     argnames = ("a", "b", "x")
-    fn = staticmethod(lambda sp, a, b, x: sp.betainc(a, b, x))
     derivs = (
         lambda a, b, x, out: BetaincPartial.apply(a, b, x, i=1, j=0),
         lambda a, b, x, out: BetaincPartial.apply(a, b, x, i=0, j=1),
@@ -493,7 +534,8 @@ class Betainc(Elementwise):
     )
 
 
-def betainc(a, b, x) -> Tensor:
+betainc = _public(
+    Betainc,
     """The regularized incomplete beta function
     ``I_x(a, b) = int_0^x t**(a-1) (1-t)**(b-1) dt / B(a, b)`` (``scipy.special.betainc``).
 
@@ -516,10 +558,8 @@ def betainc(a, b, x) -> Tensor:
         for ``a, b`` in [0.05, 1000] (first, second and mixed derivatives); NaN where the
         expansion does not converge in 20000 terms (``a`` or ``b`` beyond about ``1e7``). Every
         order is available (each derivative of that primitive is another one).
-    """
-    a, b, x = operands(a, b, x)
-    _real("betainc", a=a, b=b, x=x)
-    return Betainc.apply(a, b, x)
+    """,
+)
 
 
 # -- incomplete gamma -------------------------------------------------------------------------
@@ -548,7 +588,6 @@ class Gammainc(Elementwise):
 
     oper = "gammainc"
     argnames = ("a", "x")
-    fn = staticmethod(lambda sp, a, x: sp.gammainc(a, x))
     derivs = (lambda a, x, out: GammaincPartial.apply(a, x, k=1),
               lambda a, x, out: _gamma_density(a, x))
 
@@ -563,7 +602,8 @@ _GAMMAINC_DA = """In ``a`` (no closed form): the Taylor coefficients, in truncat
         order is available."""
 
 
-def gammainc(a, x) -> Tensor:
+gammainc = _public(
+    Gammainc,
     """The regularized lower incomplete gamma function
     ``P(a, x) = int_0^x t**(a-1) e**-t dt / Gamma(a)`` (``scipy.special.gammainc``).
 
@@ -580,10 +620,8 @@ def gammainc(a, x) -> Tensor:
     Derivatives:
         In ``x``: the gamma density ``x**(a-1) e**-x / Gamma(a)``.
         __DA__
-    """
-    a, x = operands(a, x)
-    _real("gammainc", a=a, x=x)
-    return Gammainc.apply(a, x)
+    """.replace("__DA__", _GAMMAINC_DA),
+)
 
 
 class Gammaincc(Elementwise):
@@ -591,12 +629,12 @@ class Gammaincc(Elementwise):
 
     oper = "gammaincc"
     argnames = ("a", "x")
-    fn = staticmethod(lambda sp, a, x: sp.gammaincc(a, x))
     derivs = (lambda a, x, out: -GammaincPartial.apply(a, x, k=1),
               lambda a, x, out: -_gamma_density(a, x))
 
 
-def gammaincc(a, x) -> Tensor:
+gammaincc = _public(
+    Gammaincc,
     """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``
     (``scipy.special.gammaincc``), accurate where ``P`` is close to 1.
 
@@ -613,13 +651,8 @@ def gammaincc(a, x) -> Tensor:
     Derivatives:
         In ``x``: minus the gamma density.
         In ``a``: minus that of :func:`gammainc` (same method and accuracy).
-    """
-    a, x = operands(a, x)
-    _real("gammaincc", a=a, x=x)
-    return Gammaincc.apply(a, x)
-
-
-gammainc.__doc__ = gammainc.__doc__.replace("__DA__", _GAMMAINC_DA)  # pyright: ignore[reportOptionalMemberAccess]
+    """,
+)
 
 
 # -- error function family --------------------------------------------------------------------
@@ -632,28 +665,15 @@ class Erfinv(Elementwise):
 
     oper = "erfinv"
     nonan = True
-    fn = staticmethod(lambda sp, x: sp.erfinv(x))
     derivs = (lambda x, out: _SQRT_PI_2 * tnp.exp(out * out),)
 
 
-def erfinv(x) -> Tensor:
+erfinv = _public(
+    Erfinv,
     """Inverse of the error function on ``[-1, 1]`` (``scipy.special.erfinv``; ``+-inf`` at
-    ``+-1``, NaN outside).
-
-    Args:
-        x: Real Tensor, array or number.
-
-    Returns:
-        Tensor of ``x``'s shape.
-
-    Raises:
-        TypeError: for complex input.
-
-    Derivative: ``sqrt(pi)/2 exp(erfinv(x)**2)``; infinite at ``+-1`` (NaN-safe there).
-    """
-    (x,) = operands(x)
-    _real("erfinv", x=x)
-    return Erfinv.apply(x)
+    ``+-1``, NaN outside).""",
+    derivative="``sqrt(pi)/2 exp(erfinv(x)**2)``; infinite at ``+-1`` (NaN-safe there).",
+)
 
 
 class Erfcinv(Elementwise):
@@ -661,28 +681,15 @@ class Erfcinv(Elementwise):
 
     oper = "erfcinv"
     nonan = True
-    fn = staticmethod(lambda sp, x: sp.erfcinv(x))
     derivs = (lambda x, out: -_SQRT_PI_2 * tnp.exp(out * out),)
 
 
-def erfcinv(x) -> Tensor:
+erfcinv = _public(
+    Erfcinv,
     """Inverse of the complementary error function on ``[0, 2]``
-    (``scipy.special.erfcinv``; ``+inf`` at 0, ``-inf`` at 2, NaN outside).
-
-    Args:
-        x: Real Tensor, array or number.
-
-    Returns:
-        Tensor of ``x``'s shape.
-
-    Raises:
-        TypeError: for complex input.
-
-    Derivative: ``-sqrt(pi)/2 exp(erfcinv(x)**2)``; infinite at 0 and 2 (NaN-safe there).
-    """
-    (x,) = operands(x)
-    _real("erfcinv", x=x)
-    return Erfcinv.apply(x)
+    (``scipy.special.erfcinv``; ``+inf`` at 0, ``-inf`` at 2, NaN outside).""",
+    derivative="``-sqrt(pi)/2 exp(erfcinv(x)**2)``; infinite at 0 and 2 (NaN-safe there).",
+)
 
 
 def expit(x) -> Tensor:
@@ -709,105 +716,67 @@ class Logit(Elementwise):
     """``log(p / (1 - p))`` (primitive of :func:`logit`)."""
 
     oper = "logit"
+    argnames = ("p",)
     nonan = True
-    fn = staticmethod(lambda sp, p: sp.logit(p))
     derivs = (lambda p, out: 1.0 / (p * (1.0 - p)),)
 
 
-def logit(p) -> Tensor:
+logit = _public(
+    Logit,
     """The logit ``log(p / (1 - p))``, inverse of :func:`expit` (``scipy.special.logit``;
-    ``-inf`` at 0, ``inf`` at 1, NaN outside ``[0, 1]``).
-
-    Args:
-        p: Real Tensor, array or number.
-
-    Returns:
-        Tensor of ``p``'s shape.
-
-    Raises:
-        TypeError: for complex input.
-
-    Derivative: ``1 / (p (1 - p))``; infinite at 0 and 1 (NaN-safe there).
-    """
-    (p,) = operands(p)
-    _real("logit", p=p)
-    return Logit.apply(p)
+    ``-inf`` at 0, ``inf`` at 1, NaN outside ``[0, 1]``).""",
+    derivative="``1 / (p (1 - p))``; infinite at 0 and 1 (NaN-safe there).",
+)
 
 
 class Ndtr(Elementwise):
     """The standard normal CDF (primitive of :func:`ndtr`)."""
 
     oper = "ndtr"
-    fn = staticmethod(lambda sp, x: sp.ndtr(x))
     derivs = (lambda x, out: tnp.exp(-0.5 * (x * x)) / _SQRT_2PI,)
 
 
-def ndtr(x) -> Tensor:
+ndtr = _public(
+    Ndtr,
     """The standard normal cumulative distribution function
-    ``Phi(x) = (1 + erf(x / sqrt(2))) / 2`` (``scipy.special.ndtr``).
-
-    Args:
-        x: Tensor, array or number; real or complex.
-
-    Returns:
-        Tensor of ``x``'s shape.
-
-    Derivative: the standard normal density ``exp(-x**2 / 2) / sqrt(2 pi)``.
-    """
-    return Ndtr.apply(*operands(x))
+    ``Phi(x) = (1 + erf(x / sqrt(2))) / 2`` (``scipy.special.ndtr``).""",
+    derivative="the standard normal density ``exp(-x**2 / 2) / sqrt(2 pi)``.",
+    check=None,
+)
 
 
 class LogNdtr(Elementwise):
     """``log(ndtr(x))`` (primitive of :func:`log_ndtr`)."""
 
     oper = "log_ndtr"
-    fn = staticmethod(lambda sp, x: sp.log_ndtr(x))
     derivs = (lambda x, out: tnp.exp(-0.5 * (x * x) - _LOG_SQRT_2PI - out),)
 
 
-def log_ndtr(x) -> Tensor:
+log_ndtr = _public(
+    LogNdtr,
     """Log of the standard normal CDF, accurate far in the left tail
-    (``scipy.special.log_ndtr``).
-
-    Args:
-        x: Tensor, array or number; real or complex.
-
-    Returns:
-        Tensor of ``x``'s shape.
-
-    Derivative: ``phi(x) / Phi(x)``, computed as ``exp(-x**2/2 - log(sqrt(2 pi)) -
-    log_ndtr(x))``: finite (about ``-x``) far in the left tail, where ``Phi`` underflows.
-    """
-    return LogNdtr.apply(*operands(x))
+    (``scipy.special.log_ndtr``).""",
+    derivative="""``phi(x) / Phi(x)``, computed as ``exp(-x**2/2 - log(sqrt(2 pi)) -
+    log_ndtr(x))``: finite (about ``-x``) far in the left tail, where ``Phi`` underflows.""",
+    check=None,
+)
 
 
 class Ndtri(Elementwise):
     """The inverse of :func:`ndtr` (primitive of :func:`ndtri`)."""
 
     oper = "ndtri"
+    argnames = ("p",)
     nonan = True
-    fn = staticmethod(lambda sp, p: sp.ndtri(p))
     derivs = (lambda p, out: _SQRT_2PI * tnp.exp(0.5 * (out * out)),)
 
 
-def ndtri(p) -> Tensor:
+ndtri = _public(
+    Ndtri,
     """The standard normal quantile function, inverse of :func:`ndtr`
-    (``scipy.special.ndtri``; ``-inf`` at 0, ``inf`` at 1, NaN outside ``[0, 1]``).
-
-    Args:
-        p: Real Tensor, array or number.
-
-    Returns:
-        Tensor of ``p``'s shape.
-
-    Raises:
-        TypeError: for complex input.
-
-    Derivative: ``sqrt(2 pi) exp(ndtri(p)**2 / 2)``; infinite at 0 and 1 (NaN-safe there).
-    """
-    (p,) = operands(p)
-    _real("ndtri", p=p)
-    return Ndtri.apply(p)
+    (``scipy.special.ndtri``; ``-inf`` at 0, ``inf`` at 1, NaN outside ``[0, 1]``).""",
+    derivative="``sqrt(2 pi) exp(ndtri(p)**2 / 2)``; infinite at 0 and 1 (NaN-safe there).",
+)
 
 
 # -- logsumexp and softmax ----------------------------------------------------------------------
@@ -949,12 +918,12 @@ class Xlogy(Elementwise):
 
     oper = "xlogy"
     argnames = ("x", "y")
-    fn = staticmethod(lambda sp, x, y: sp.xlogy(x, y))
     derivs = (lambda x, y, out: tnp.log(y),
               lambda x, y, out: DivNoNan.apply(x, y))
 
 
-def xlogy(x, y) -> Tensor:
+xlogy = _public(
+    Xlogy,
     """``x * log(y)``, with ``0`` wherever ``x == 0`` (even at ``y = 0``)
     (``scipy.special.xlogy``).
 
@@ -969,9 +938,9 @@ def xlogy(x, y) -> Tensor:
 
     Derivatives (holomorphic; as JAX): ``log(y)`` in ``x`` and ``x / y`` in ``y``, the latter
     exactly 0 where ``x == 0`` (the function is 0 for every ``y`` there).
-    """
-    x, y = operands(x, y)
-    return Xlogy.apply(x, y)
+    """,
+    check=None,
+)
 
 
 class Xlog1py(Elementwise):
@@ -979,12 +948,12 @@ class Xlog1py(Elementwise):
 
     oper = "xlog1py"
     argnames = ("x", "y")
-    fn = staticmethod(lambda sp, x, y: sp.xlog1py(x, y))
     derivs = (lambda x, y, out: tnp.log1p(y),
               lambda x, y, out: DivNoNan.apply(x, 1.0 + y))
 
 
-def xlog1py(x, y) -> Tensor:
+xlog1py = _public(
+    Xlog1py,
     """``x * log1p(y)``, with ``0`` wherever ``x == 0`` (even at ``y = -1``)
     (``scipy.special.xlog1py``).
 
@@ -999,9 +968,9 @@ def xlog1py(x, y) -> Tensor:
 
     Derivatives: ``log1p(y)`` in ``x`` and ``x / (1 + y)`` in ``y`` (exactly 0 where
     ``x == 0``).
-    """
-    x, y = operands(x, y)
-    return Xlog1py.apply(x, y)
+    """,
+    check=None,
+)
 
 
 class Entr(Elementwise):
@@ -1009,29 +978,16 @@ class Entr(Elementwise):
 
     oper = "entr"
     nonan = True
-    fn = staticmethod(lambda sp, x: sp.entr(x))
     derivs = (lambda x, out: -(tnp.log(x) + 1.0),)
 
 
-def entr(x) -> Tensor:
+entr = _public(
+    Entr,
     """Elementwise entropy ``-x log(x)`` for ``x > 0``, ``0`` at ``x = 0`` and ``-inf`` for
-    ``x < 0`` (``scipy.special.entr``).
-
-    Args:
-        x: Real Tensor, array or number.
-
-    Returns:
-        Tensor of ``x``'s shape.
-
-    Raises:
-        TypeError: for complex input.
-
-    Derivative: ``-(log(x) + 1)`` (as JAX): ``+inf`` at 0 (NaN-safe: a zero cotangent gives
-    0), NaN for ``x < 0`` where the function is constantly ``-inf``.
-    """
-    (x,) = operands(x)
-    _real("entr", x=x)
-    return Entr.apply(x)
+    ``x < 0`` (``scipy.special.entr``).""",
+    derivative="""``-(log(x) + 1)`` (as JAX): ``+inf`` at 0 (NaN-safe: a zero cotangent gives
+    0), NaN for ``x < 0`` where the function is constantly ``-inf``.""",
+)
 
 
 # -- Bessel functions --------------------------------------------------------------------------
@@ -1050,113 +1006,65 @@ class I0(Elementwise):
     """Modified Bessel function of order 0 (primitive of :func:`i0`)."""
 
     oper = "i0"
-    fn = staticmethod(lambda sp, x: sp.i0(x))
     derivs = (lambda x, out: i1(x),)
 
 
-def i0(x) -> Tensor:
+i0 = _public(
+    I0,
     """Modified Bessel function of the first kind of order 0, ``I_0(x)``
-    (``scipy.special.i0``).
-
-    Args:
-        x: Real Tensor, array or number.
-
-    Returns:
-        Tensor of ``x``'s shape.
-
-    Raises:
-        TypeError: for complex input (use :func:`iv`).
-
-    Derivative: ``I_1(x)`` (DLMF 10.29.3).
-    """
-    (x,) = operands(x)
-    _real("i0", x=x)
-    return I0.apply(x)
+    (``scipy.special.i0``).""",
+    use="iv",
+    derivative="``I_1(x)`` (DLMF 10.29.3).",
+)
 
 
 class I0e(Elementwise):
     """Exponentially scaled ``I_0`` (primitive of :func:`i0e`)."""
 
     oper = "i0e"
-    fn = staticmethod(lambda sp, x: sp.i0e(x))
     derivs = (lambda x, out: i1e(x) - tnp.sign(x) * out,)
 
 
-def i0e(x) -> Tensor:
+i0e = _public(
+    I0e,
     """Exponentially scaled modified Bessel function of order 0, ``exp(-|x|) I_0(x)``
-    (``scipy.special.i0e``), finite for large ``|x|``.
-
-    Args:
-        x: Real Tensor, array or number.
-
-    Returns:
-        Tensor of ``x``'s shape.
-
-    Raises:
-        TypeError: for complex input (use :func:`ive`).
-
-    Derivative: ``i1e(x) - sign(x) i0e(x)`` (0 at the kink ``x = 0``, where both one-sided
-    derivatives have magnitude 1).
-    """
-    (x,) = operands(x)
-    _real("i0e", x=x)
-    return I0e.apply(x)
+    (``scipy.special.i0e``), finite for large ``|x|``.""",
+    use="ive",
+    derivative="""``i1e(x) - sign(x) i0e(x)`` (0 at the kink ``x = 0``, where both one-sided
+    derivatives have magnitude 1).""",
+)
 
 
 class I1(Elementwise):
     """Modified Bessel function of order 1 (primitive of :func:`i1`)."""
 
     oper = "i1"
-    fn = staticmethod(lambda sp, x: sp.i1(x))
     derivs = (lambda x, out: 0.5 * (i0(x) + iv(2, x)),)
 
 
-def i1(x) -> Tensor:
+i1 = _public(
+    I1,
     """Modified Bessel function of the first kind of order 1, ``I_1(x)``
-    (``scipy.special.i1``).
-
-    Args:
-        x: Real Tensor, array or number.
-
-    Returns:
-        Tensor of ``x``'s shape.
-
-    Raises:
-        TypeError: for complex input (use :func:`iv`).
-
-    Derivative: ``(I_0(x) + I_2(x)) / 2`` (DLMF 10.29.1).
-    """
-    (x,) = operands(x)
-    _real("i1", x=x)
-    return I1.apply(x)
+    (``scipy.special.i1``).""",
+    use="iv",
+    derivative="``(I_0(x) + I_2(x)) / 2`` (DLMF 10.29.1).",
+)
 
 
 class I1e(Elementwise):
     """Exponentially scaled ``I_1`` (primitive of :func:`i1e`)."""
 
     oper = "i1e"
-    fn = staticmethod(lambda sp, x: sp.i1e(x))
     derivs = (lambda x, out: 0.5 * (i0e(x) + ive(2, x)) - tnp.sign(x) * out,)
 
 
-def i1e(x) -> Tensor:
+i1e = _public(
+    I1e,
     """Exponentially scaled modified Bessel function of order 1, ``exp(-|x|) I_1(x)``
-    (``scipy.special.i1e``).
-
-    Args:
-        x: Real Tensor, array or number.
-
-    Returns:
-        Tensor of ``x``'s shape.
-
-    Raises:
-        TypeError: for complex input (use :func:`ive`).
-
-    Derivative: ``(i0e(x) + ive(2, x)) / 2 - sign(x) i1e(x)``.
-    """
-    (x,) = operands(x)
-    _real("i1e", x=x)
-    return I1e.apply(x)
+    (``scipy.special.i1e``).""",
+    use="ive",
+    derivative="``(i0e(x) + ive(2, x)) / 2 - sign(x) i1e(x)``.",
+)
 
 
 class Iv(Elementwise):
@@ -1164,11 +1072,11 @@ class Iv(Elementwise):
 
     oper = "iv"
     argnames = ("v", "z")
-    fn = staticmethod(lambda sp, v, z: sp.iv(v, z))
     derivs = (_ORDER, lambda v, z, out: 0.5 * (iv(v - 1, z) + iv(v + 1, z)))
 
 
-def iv(v, z) -> Tensor:
+iv = _public(
+    Iv,
     """Modified Bessel function of the first kind of real order, ``I_v(z)``
     (``scipy.special.iv``).
 
@@ -1185,10 +1093,9 @@ def iv(v, z) -> Tensor:
         TypeError: for a complex order.
 
     Derivative in ``z``: ``(I_{v-1}(z) + I_{v+1}(z)) / 2`` (DLMF 10.29.1; holomorphic).
-    """
-    v, z = operands(v, z)
-    _order("iv", v)
-    return Iv.apply(v, z)
+    """,
+    check="order",
+)
 
 
 class Ive(Elementwise):
@@ -1197,7 +1104,6 @@ class Ive(Elementwise):
 
     oper = "ive"
     argnames = ("v", "z")
-    fn = staticmethod(lambda sp, v, z: sp.ive(v, z))
     derivs = (_ORDER, None)
 
     @classmethod
@@ -1234,7 +1140,8 @@ class Ive(Elementwise):
         return out
 
 
-def ive(v, z) -> Tensor:
+ive = _public(
+    Ive,
     """Exponentially scaled modified Bessel function ``exp(-|Re z|) I_v(z)``
     (``scipy.special.ive``), finite for large ``|z|``.
 
@@ -1254,64 +1161,39 @@ def ive(v, z) -> Tensor:
     holomorphic; with ``h`` the first term, ``df/dz = h - sign(Re z) ive / 2`` and
     ``df/dconj(z) = -sign(Re z) ive / 2``, combined by JAX's convention (cotangent
     ``g df/dz + conj(g df/dconj(z))``).
-    """
-    v, z = operands(v, z)
-    _order("ive", v)
-    return Ive.apply(v, z)
+    """,
+    check="order",
+)
 
 
 class J0(Elementwise):
     """Bessel function of order 0 (primitive of :func:`j0`)."""
 
     oper = "j0"
-    fn = staticmethod(lambda sp, x: sp.j0(x))
     derivs = (lambda x, out: -j1(x),)
 
 
-def j0(x) -> Tensor:
-    """Bessel function of the first kind of order 0, ``J_0(x)`` (``scipy.special.j0``).
-
-    Args:
-        x: Real Tensor, array or number.
-
-    Returns:
-        Tensor of ``x``'s shape.
-
-    Raises:
-        TypeError: for complex input (use :func:`jn`).
-
-    Derivative: ``-J_1(x)`` (DLMF 10.6.3).
-    """
-    (x,) = operands(x)
-    _real("j0", x=x)
-    return J0.apply(x)
+j0 = _public(
+    J0,
+    "Bessel function of the first kind of order 0, ``J_0(x)`` (``scipy.special.j0``).",
+    use="jn",
+    derivative="``-J_1(x)`` (DLMF 10.6.3).",
+)
 
 
 class J1(Elementwise):
     """Bessel function of order 1 (primitive of :func:`j1`)."""
 
     oper = "j1"
-    fn = staticmethod(lambda sp, x: sp.j1(x))
     derivs = (lambda x, out: 0.5 * (j0(x) - jn(2, x)),)
 
 
-def j1(x) -> Tensor:
-    """Bessel function of the first kind of order 1, ``J_1(x)`` (``scipy.special.j1``).
-
-    Args:
-        x: Real Tensor, array or number.
-
-    Returns:
-        Tensor of ``x``'s shape.
-
-    Raises:
-        TypeError: for complex input (use :func:`jn`).
-
-    Derivative: ``(J_0(x) - J_2(x)) / 2`` (DLMF 10.6.1).
-    """
-    (x,) = operands(x)
-    _real("j1", x=x)
-    return J1.apply(x)
+j1 = _public(
+    J1,
+    "Bessel function of the first kind of order 1, ``J_1(x)`` (``scipy.special.j1``).",
+    use="jn",
+    derivative="``(J_0(x) - J_2(x)) / 2`` (DLMF 10.6.1).",
+)
 
 
 class Jn(Elementwise):
@@ -1323,7 +1205,8 @@ class Jn(Elementwise):
     derivs = (_INT_ORDER, lambda n, z, out: 0.5 * (jn(n - 1, z) - jn(n + 1, z)))
 
 
-def jn(n, z) -> Tensor:
+jn = _public(
+    Jn,
     """Bessel function of the first kind, ``J_n(z)`` (``scipy.special.jn``, which is
     ``jv``: a non-integer order is accepted too).
 
@@ -1339,65 +1222,38 @@ def jn(n, z) -> Tensor:
         TypeError: for a complex order.
 
     Derivative in ``z``: ``(J_{n-1}(z) - J_{n+1}(z)) / 2`` (DLMF 10.6.1; holomorphic).
-    """
-    n, z = operands(n, z)
-    _order("jn", n)
-    return Jn.apply(n, z)
+    """,
+    check="order",
+)
 
 
 class Y0(Elementwise):
     """Bessel function of the second kind of order 0 (primitive of :func:`y0`)."""
 
     oper = "y0"
-    fn = staticmethod(lambda sp, x: sp.y0(x))
     derivs = (lambda x, out: -y1(x),)
 
 
-def y0(x) -> Tensor:
+y0 = _public(
+    Y0,
     """Bessel function of the second kind of order 0, ``Y_0(x)`` (``scipy.special.y0``;
-    ``-inf`` at 0, NaN for ``x < 0``).
-
-    Args:
-        x: Real Tensor, array or number.
-
-    Returns:
-        Tensor of ``x``'s shape.
-
-    Raises:
-        TypeError: for complex input.
-
-    Derivative: ``-Y_1(x)`` (DLMF 10.6.3).
-    """
-    (x,) = operands(x)
-    _real("y0", x=x)
-    return Y0.apply(x)
+    ``-inf`` at 0, NaN for ``x < 0``).""",
+    derivative="``-Y_1(x)`` (DLMF 10.6.3).",
+)
 
 
 class Y1(Elementwise):
     """Bessel function of the second kind of order 1 (primitive of :func:`y1`)."""
 
     oper = "y1"
-    fn = staticmethod(lambda sp, x: sp.y1(x))
     derivs = (lambda x, out: 0.5 * (y0(x) - yn(2, x)),)
 
 
-def y1(x) -> Tensor:
-    """Bessel function of the second kind of order 1, ``Y_1(x)`` (``scipy.special.y1``).
-
-    Args:
-        x: Real Tensor, array or number.
-
-    Returns:
-        Tensor of ``x``'s shape.
-
-    Raises:
-        TypeError: for complex input.
-
-    Derivative: ``(Y_0(x) - Y_2(x)) / 2`` (DLMF 10.6.1).
-    """
-    (x,) = operands(x)
-    _real("y1", x=x)
-    return Y1.apply(x)
+y1 = _public(
+    Y1,
+    "Bessel function of the second kind of order 1, ``Y_1(x)`` (``scipy.special.y1``).",
+    derivative="``(Y_0(x) - Y_2(x)) / 2`` (DLMF 10.6.1).",
+)
 
 
 class Yn(Elementwise):
@@ -1405,11 +1261,11 @@ class Yn(Elementwise):
 
     oper = "yn"
     argnames = ("n", "x")
-    fn = staticmethod(lambda sp, n, x: sp.yn(n, x))
     derivs = (_INT_ORDER, lambda n, x, out: 0.5 * (yn(n - 1, x) - yn(n + 1, x)))
 
 
-def yn(n, x) -> Tensor:
+yn = _public(
+    Yn,
     """Bessel function of the second kind of integer order, ``Y_n(x)``
     (``scipy.special.yn``).
 
@@ -1425,8 +1281,5 @@ def yn(n, x) -> Tensor:
         TypeError: for complex input.
 
     Derivative in ``x``: ``(Y_{n-1}(x) - Y_{n+1}(x)) / 2`` (DLMF 10.6.1).
-    """
-    n, x = operands(n, x)
-    _real("yn", n=n, x=x)
-    return Yn.apply(n, x)
-
+    """,
+)

@@ -9,6 +9,7 @@ import numpy as _np
 from tapegrad import ops as _ops
 from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor
+from tapegrad.numpy._docs import sections as _sections
 from tapegrad.numpy._shape.reshaping import expand_dims, ravel, reshape, transpose
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.movement import _concat_shape
@@ -155,19 +156,23 @@ def atleast_1d(*arys):
     return _atleast(arys, 1, "atleast_1d")
 
 
-def atleast_2d(*arys):
-    """Each input with at least two axes (NumPy ``atleast_2d``): shape ``()`` becomes
-    ``(1, 1)``, ``(n,)`` becomes ``(1, n)``. One Tensor for one input, else a tuple.
-
+_ATLEAST = """
     Args:
         *arys: Tensors, arrays or numbers.
 
     Returns:
         A Tensor (a tuple of Tensors for several inputs) of each input's dtype with at least
-        two axes; differentiable (a reshape).
+        {axes} axes; differentiable (a reshape).
 
     Raises:
         TypeError: for a non-numeric input.
+"""
+
+
+@_sections(_ATLEAST, axes="two")
+def atleast_2d(*arys):
+    """Each input with at least two axes (NumPy ``atleast_2d``): shape ``()`` becomes
+    ``(1, 1)``, ``(n,)`` becomes ``(1, n)``. One Tensor for one input, else a tuple.
 
     Example:
         >>> import tapegrad.numpy as tnp
@@ -177,20 +182,11 @@ def atleast_2d(*arys):
     return _atleast(arys, 2, "atleast_2d")
 
 
+@_sections(_ATLEAST, axes="three")
 def atleast_3d(*arys):
     """Each input with at least three axes (NumPy ``atleast_3d``): ``()`` becomes
     ``(1, 1, 1)``, ``(n,)`` becomes ``(1, n, 1)``, ``(m, n)`` becomes ``(m, n, 1)``. One Tensor
     for one input, else a tuple.
-
-    Args:
-        *arys: Tensors, arrays or numbers.
-
-    Returns:
-        A Tensor (a tuple of Tensors for several inputs) of each input's dtype with at least
-        three axes; differentiable (a reshape).
-
-    Raises:
-        TypeError: for a non-numeric input.
 
     Example:
         >>> import tapegrad.numpy as tnp

@@ -6,6 +6,7 @@ import operator
 
 from tapegrad.core.tensor import Tensor
 from tapegrad.numpy._core import _tensor
+from tapegrad.numpy._docs import sections as _sections
 from tapegrad.numpy._shape.reshaping import transpose
 from tapegrad.ops._registry import ns as _ns
 from tapegrad.ops.movement import check_axis as _check_axis
@@ -56,40 +57,37 @@ def rot90(m, k=1, axes=(0, 1)) -> Tensor:
     return flip(transpose(m, perm), a1)
 
 
+_FLIP = """
+    Args:
+        m: Tensor with at least {need}.
+
+    Returns:
+        Tensor of ``m``'s shape and dtype; differentiable (the flipped cotangent).
+
+    Raises:
+        ValueError: for {fewer} (naming ``{op}``).
+"""
+
+
+@_sections(_FLIP, need="2 axes", fewer="fewer than 2 axes", op="fliplr")
 def fliplr(m) -> Tensor:
-    """Reverse the order along axis 1 (NumPy ``fliplr``; needs at least 2 axes).
-
-    Args:
-        m: Tensor with at least 2 axes.
-
-    Returns:
-        Tensor of ``m``'s shape and dtype; differentiable (the flipped cotangent).
-
-    Raises:
-        ValueError: for fewer than 2 axes (naming ``fliplr``).
-    """
-    m = _tensor(m)
-    if m.ndim < 2:
-        raise ValueError(f"fliplr: input must have at least 2 axes, got shape {m.shape}")
-    return flip(m, 1)
+    """Reverse the order along axis 1 (NumPy ``fliplr``; needs at least 2 axes)."""
+    return _flip_axis(m, 1, "fliplr")
 
 
+@_sections(_FLIP, need="1 axis", fewer="a 0-d input", op="flipud")
 def flipud(m) -> Tensor:
-    """Reverse the order along axis 0 (NumPy ``flipud``; needs at least 1 axis).
+    """Reverse the order along axis 0 (NumPy ``flipud``; needs at least 1 axis)."""
+    return _flip_axis(m, 0, "flipud")
 
-    Args:
-        m: Tensor with at least 1 axis.
 
-    Returns:
-        Tensor of ``m``'s shape and dtype; differentiable (the flipped cotangent).
-
-    Raises:
-        ValueError: for a 0-d input (naming ``flipud``).
-    """
+def _flip_axis(m, axis: int, op: str) -> Tensor:
+    """``m`` reversed along ``axis``; ``ValueError`` naming ``op`` if it has no such axis."""
     m = _tensor(m)
-    if m.ndim < 1:
-        raise ValueError("flipud: input must have at least 1 axis, got shape ()")
-    return flip(m, 0)
+    if m.ndim <= axis:
+        need = "1 axis" if axis == 0 else f"{axis + 1} axes"
+        raise ValueError(f"{op}: input must have at least {need}, got shape {m.shape}")
+    return flip(m, axis)
 
 
 def rollaxis(a, axis, start=0) -> Tensor:

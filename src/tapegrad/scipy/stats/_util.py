@@ -3,7 +3,10 @@ parameters, and value checks that raise SciPy's errors."""
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
+from typing import Any, ParamSpec
 
 import numpy as np
 
@@ -13,7 +16,8 @@ from tapegrad.core.tensor import Tensor
 from tapegrad.ops._batching import batch_all
 from tapegrad.scipy._base import operands
 
-__all__ = ["floats", "log", "where_valid", "checked", "LOG_2PI", "LOG_SQRT_2PI", "NAN"]
+__all__ = ["floats", "log", "where_valid", "checked", "all_positive", "composed", "LOG_2PI",
+           "LOG_SQRT_2PI", "NAN"]
 
 LOG_2PI = math.log(2.0 * math.pi)
 LOG_SQRT_2PI = 0.5 * LOG_2PI
@@ -60,6 +64,58 @@ def where_valid(cond, value):
 def positive(v):
     """``v > 0`` as a Python bool for a number, a boolean Tensor otherwise."""
     return bool(v > 0) if not isinstance(v, Tensor) else v > 0
+
+
+def all_positive(*vs):
+    """Whether every one of ``vs`` is ``> 0``: a Python bool when all are numbers, else a
+    boolean Tensor (elementwise, broadcast)."""
+    conds = [positive(v) for v in vs]
+    if all(isinstance(c, bool) for c in conds):
+        return all(conds)
+    return functools.reduce(tnp.logical_and, conds)
+
+
+P = ParamSpec("P")
+
+#: The Args and Returns sections of the log-density of a distribution of ``(x, df, loc,
+#: scale)`` (Student's t, chi-squared).
+DF_ARGS = """
+    Args:
+        x: Values.
+        df: Degrees of freedom, ``> 0``.
+        loc: Location.
+        scale: Scale, ``> 0``. All broadcast together.
+
+    Returns:
+        Tensor of the broadcast shape.
+"""
+
+#: The Returns and Raises sections of a method that :func:`composed` documents.
+_COMPOSED_SECTIONS = """
+
+    Returns:
+        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
+        range (as SciPy).
+
+    Raises:
+        ValueError: if the arguments' shapes do not broadcast.
+        TypeError: for non-numeric arguments.
+    """
+
+
+def composed(outer: Callable[[Any], Any], inner: Callable[P, Tensor], name: str,
+             summary: str) -> Callable[P, Tensor]:
+    """The distribution method ``name``: ``outer(inner(*args, **kwargs))`` (``pdf`` is
+    ``exp(logpdf)``, ``logcdf`` is ``log(cdf)``, ...), with ``inner``'s signature and module,
+    documented by ``summary`` and the Returns and Raises sections these methods share."""
+
+    @functools.wraps(inner)
+    def method(*args: P.args, **kwargs: P.kwargs) -> Tensor:
+        return outer(inner(*args, **kwargs))
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = summary + _COMPOSED_SECTIONS
+    return method
 
 
 def safe(cond, x, fill):

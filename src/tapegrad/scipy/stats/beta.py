@@ -12,18 +12,14 @@ from __future__ import annotations
 import tapegrad.numpy as tnp
 from tapegrad.core.tensor import Tensor
 from tapegrad.scipy import special
-from tapegrad.scipy.stats._util import floats, log, positive, safe, where_valid
+from tapegrad.scipy.stats._util import all_positive, composed, floats, log, safe, where_valid
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"]
 
 
 def _setup(x, a, b, loc, scale):
     x, a, b, loc, scale = floats(x, a, b, loc, scale)
-    conds = [positive(a), positive(b), positive(scale)]
-    if all(isinstance(c, bool) for c in conds):
-        ok = all(conds)
-    else:
-        ok = tnp.logical_and(tnp.logical_and(conds[0], conds[1]), conds[2])
+    ok = all_positive(a, b, scale)
     return ok, safe(ok, a, 1.0), safe(ok, b, 1.0), (x - loc) / scale, scale
 
 
@@ -50,18 +46,7 @@ def logpdf(x, a, b, loc=0, scale=1) -> Tensor:
     return where_valid(ok, tnp.where(inside, out, -float("inf")))
 
 
-def pdf(x, a, b, loc=0, scale=1) -> Tensor:
-    """The density ``exp(logpdf)``; arguments as :func:`logpdf`.
-
-    Returns:
-        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
-        range (as SciPy).
-
-    Raises:
-        ValueError: if the arguments' shapes do not broadcast.
-        TypeError: for non-numeric arguments.
-    """
-    return tnp.exp(logpdf(x, a, b, loc, scale))
+pdf = composed(tnp.exp, logpdf, "pdf", "The density ``exp(logpdf)``; arguments as :func:`logpdf`.")
 
 
 def cdf(x, a, b, loc=0, scale=1) -> Tensor:
@@ -81,29 +66,5 @@ def sf(x, a, b, loc=0, scale=1) -> Tensor:
     return where_valid(ok, special.betainc(b, a, 1.0 - tnp.clip(z, 0.0, 1.0)))
 
 
-def logcdf(x, a, b, loc=0, scale=1) -> Tensor:
-    """``log(cdf)``; arguments as :func:`logpdf`.
-
-    Returns:
-        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
-        range (as SciPy).
-
-    Raises:
-        ValueError: if the arguments' shapes do not broadcast.
-        TypeError: for non-numeric arguments.
-    """
-    return tnp.log(cdf(x, a, b, loc, scale))
-
-
-def logsf(x, a, b, loc=0, scale=1) -> Tensor:
-    """``log(sf)``; arguments as :func:`logpdf`.
-
-    Returns:
-        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
-        range (as SciPy).
-
-    Raises:
-        ValueError: if the arguments' shapes do not broadcast.
-        TypeError: for non-numeric arguments.
-    """
-    return tnp.log(sf(x, a, b, loc, scale))
+logcdf = composed(tnp.log, cdf, "logcdf", "``log(cdf)``; arguments as :func:`logpdf`.")
+logsf = composed(tnp.log, sf, "logsf", "``log(sf)``; arguments as :func:`logpdf`.")

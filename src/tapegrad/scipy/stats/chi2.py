@@ -8,9 +8,11 @@ batched under ``vmap``; ``df <= 0`` or ``scale <= 0`` gives NaN.
 
 from __future__ import annotations
 
+import tapegrad.numpy as tnp
 from tapegrad.core.tensor import Tensor
+from tapegrad.numpy._docs import sections
 from tapegrad.scipy.stats import gamma as _gamma
-from tapegrad.scipy.stats._util import floats
+from tapegrad.scipy.stats._util import DF_ARGS, composed, floats
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"]
 
@@ -20,34 +22,14 @@ def _args(x, df, loc, scale):
     return x, 0.5 * df, loc, 2.0 * scale
 
 
+@sections(DF_ARGS)
 def logpdf(x, df, loc=0, scale=1) -> Tensor:
     """Log of the density ``z**(df/2-1) e**(-z/2) / (2**(df/2) Gamma(df/2) scale)``,
-    ``z = (x - loc) / scale >= 0``.
-
-    Args:
-        x: Values.
-        df: Degrees of freedom, ``> 0``.
-        loc: Location.
-        scale: Scale, ``> 0``. All broadcast together.
-
-    Returns:
-        Tensor of the broadcast shape.
-    """
+    ``z = (x - loc) / scale >= 0``."""
     return _gamma.logpdf(*_args(x, df, loc, scale))
 
 
-def pdf(x, df, loc=0, scale=1) -> Tensor:
-    """The density; arguments as :func:`logpdf`.
-
-    Returns:
-        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
-        range (as SciPy).
-
-    Raises:
-        ValueError: if the arguments' shapes do not broadcast.
-        TypeError: for non-numeric arguments.
-    """
-    return _gamma.pdf(*_args(x, df, loc, scale))
+pdf = composed(tnp.exp, logpdf, "pdf", "The density; arguments as :func:`logpdf`.")
 
 
 def cdf(x, df, loc=0, scale=1) -> Tensor:
@@ -55,18 +37,7 @@ def cdf(x, df, loc=0, scale=1) -> Tensor:
     return _gamma.cdf(*_args(x, df, loc, scale))
 
 
-def logcdf(x, df, loc=0, scale=1) -> Tensor:
-    """``log(cdf)``; arguments as :func:`logpdf`.
-
-    Returns:
-        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
-        range (as SciPy).
-
-    Raises:
-        ValueError: if the arguments' shapes do not broadcast.
-        TypeError: for non-numeric arguments.
-    """
-    return _gamma.logcdf(*_args(x, df, loc, scale))
+logcdf = composed(tnp.log, cdf, "logcdf", "``log(cdf)``; arguments as :func:`logpdf`.")
 
 
 def sf(x, df, loc=0, scale=1) -> Tensor:
@@ -74,15 +45,4 @@ def sf(x, df, loc=0, scale=1) -> Tensor:
     return _gamma.sf(*_args(x, df, loc, scale))
 
 
-def logsf(x, df, loc=0, scale=1) -> Tensor:
-    """``log(sf)``; arguments as :func:`logpdf`.
-
-    Returns:
-        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
-        range (as SciPy).
-
-    Raises:
-        ValueError: if the arguments' shapes do not broadcast.
-        TypeError: for non-numeric arguments.
-    """
-    return _gamma.logsf(*_args(x, df, loc, scale))
+logsf = composed(tnp.log, sf, "logsf", "``log(sf)``; arguments as :func:`logpdf`.")

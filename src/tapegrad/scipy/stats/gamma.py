@@ -12,21 +12,14 @@ from __future__ import annotations
 import tapegrad.numpy as tnp
 from tapegrad.core.tensor import Tensor
 from tapegrad.scipy import special
-from tapegrad.scipy.stats._util import floats, log, positive, safe, where_valid
+from tapegrad.scipy.stats._util import all_positive, composed, floats, log, safe, where_valid
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"]
 
 
-def _valid(a, scale):
-    p, q = positive(a), positive(scale)
-    if isinstance(p, bool) and isinstance(q, bool):
-        return p and q
-    return tnp.logical_and(p, q)
-
-
 def _setup(x, a, loc, scale):
     x, a, loc, scale = floats(x, a, loc, scale)
-    ok = _valid(a, scale)
+    ok = all_positive(a, scale)
     return ok, safe(ok, a, 1.0), (x - loc) / scale, scale
 
 
@@ -52,18 +45,7 @@ def logpdf(x, a, loc=0, scale=1) -> Tensor:
     return where_valid(ok, tnp.where(inside, out, -float("inf")))
 
 
-def pdf(x, a, loc=0, scale=1) -> Tensor:
-    """The density ``exp(logpdf)``; arguments as :func:`logpdf`.
-
-    Returns:
-        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
-        range (as SciPy).
-
-    Raises:
-        ValueError: if the arguments' shapes do not broadcast.
-        TypeError: for non-numeric arguments.
-    """
-    return tnp.exp(logpdf(x, a, loc, scale))
+pdf = composed(tnp.exp, logpdf, "pdf", "The density ``exp(logpdf)``; arguments as :func:`logpdf`.")
 
 
 def cdf(x, a, loc=0, scale=1) -> Tensor:
@@ -83,29 +65,5 @@ def sf(x, a, loc=0, scale=1) -> Tensor:
     return where_valid(ok, special.gammaincc(a, tnp.maximum(z, 0.0)))
 
 
-def logcdf(x, a, loc=0, scale=1) -> Tensor:
-    """``log(cdf)``; arguments as :func:`logpdf`.
-
-    Returns:
-        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
-        range (as SciPy).
-
-    Raises:
-        ValueError: if the arguments' shapes do not broadcast.
-        TypeError: for non-numeric arguments.
-    """
-    return tnp.log(cdf(x, a, loc, scale))
-
-
-def logsf(x, a, loc=0, scale=1) -> Tensor:
-    """``log(sf)``; arguments as :func:`logpdf`.
-
-    Returns:
-        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
-        range (as SciPy).
-
-    Raises:
-        ValueError: if the arguments' shapes do not broadcast.
-        TypeError: for non-numeric arguments.
-    """
-    return tnp.log(sf(x, a, loc, scale))
+logcdf = composed(tnp.log, cdf, "logcdf", "``log(cdf)``; arguments as :func:`logpdf`.")
+logsf = composed(tnp.log, sf, "logsf", "``log(sf)``; arguments as :func:`logpdf`.")

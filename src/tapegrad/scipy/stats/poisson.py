@@ -14,7 +14,7 @@ import tapegrad.numpy as tnp
 from tapegrad.core.tensor import Tensor
 from tapegrad.ops import StopGradient
 from tapegrad.scipy import special
-from tapegrad.scipy.stats._util import floats, safe, where_valid
+from tapegrad.scipy.stats._util import composed, floats, safe, where_valid
 
 __all__ = ["logpmf", "pmf", "cdf", "logcdf", "sf", "logsf"]
 
@@ -55,50 +55,29 @@ def pmf(k, mu, loc=0) -> Tensor:
     return tnp.exp(logpmf(k, mu, loc))
 
 
+def _tail(fn, below, k, mu, loc):
+    """``fn(floor(k - loc) + 1, mu)`` (``gammaincc`` gives the CDF, ``gammainc`` the survival
+    function), ``below`` for ``k - loc < 0``, NaN for ``mu < 0``."""
+    kk, mu, ok = _setup(k, mu, loc)
+    inside = kk >= 0
+    n = safe(inside, tnp.floor(kk), 0.0) + 1.0
+    return where_valid(ok, tnp.where(inside, fn(n, mu), below))
+
+
 def cdf(k, mu, loc=0) -> Tensor:
     """The CDF ``P(K <= k) = gammaincc(floor(k - loc) + 1, mu)`` (0 for ``k - loc < 0``);
     arguments as :func:`logpmf`.
 
     Derivative in ``mu``: minus the gamma density, ``-pmf(floor(k - loc), mu)``.
     """
-    kk, mu, ok = _setup(k, mu, loc)
-    inside = kk >= 0
-    n = safe(inside, tnp.floor(kk), 0.0) + 1.0
-    return where_valid(ok, tnp.where(inside, special.gammaincc(n, mu), 0.0))
+    return _tail(special.gammaincc, 0.0, k, mu, loc)
 
 
 def sf(k, mu, loc=0) -> Tensor:
     """The survival function ``P(K > k) = gammainc(floor(k - loc) + 1, mu)`` (1 for
     ``k - loc < 0``); arguments as :func:`logpmf`."""
-    kk, mu, ok = _setup(k, mu, loc)
-    inside = kk >= 0
-    n = safe(inside, tnp.floor(kk), 0.0) + 1.0
-    return where_valid(ok, tnp.where(inside, special.gammainc(n, mu), 1.0))
+    return _tail(special.gammainc, 1.0, k, mu, loc)
 
 
-def logcdf(k, mu, loc=0) -> Tensor:
-    """``log(cdf)``; arguments as :func:`logpmf`.
-
-    Returns:
-        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
-        range (as SciPy).
-
-    Raises:
-        ValueError: if the arguments' shapes do not broadcast.
-        TypeError: for non-numeric arguments.
-    """
-    return tnp.log(cdf(k, mu, loc))
-
-
-def logsf(k, mu, loc=0) -> Tensor:
-    """``log(sf)``; arguments as :func:`logpmf`.
-
-    Returns:
-        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
-        range (as SciPy).
-
-    Raises:
-        ValueError: if the arguments' shapes do not broadcast.
-        TypeError: for non-numeric arguments.
-    """
-    return tnp.log(sf(k, mu, loc))
+logcdf = composed(tnp.log, cdf, "logcdf", "``log(cdf)``; arguments as :func:`logpmf`.")
+logsf = composed(tnp.log, sf, "logsf", "``log(sf)``; arguments as :func:`logpmf`.")

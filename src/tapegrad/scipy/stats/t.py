@@ -13,38 +13,32 @@ import math
 
 import tapegrad.numpy as tnp
 from tapegrad.core.tensor import Tensor
+from tapegrad.numpy._docs import sections
 from tapegrad.scipy import special
-from tapegrad.scipy.stats._util import floats, log, positive, safe, where_valid
+from tapegrad.scipy.stats._util import (
+    DF_ARGS,
+    all_positive,
+    composed,
+    floats,
+    log,
+    safe,
+    where_valid,
+)
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"]
 
 _LOG_PI = math.log(math.pi)
 
 
-def _valid(df, scale):
-    a, b = positive(df), positive(scale)
-    if isinstance(a, bool) and isinstance(b, bool):
-        return a and b
-    return tnp.logical_and(a, b)
-
-
+@sections(DF_ARGS, before="Derivatives:")
 def logpdf(x, df, loc=0, scale=1) -> Tensor:
     """Log of the density ``Gamma((df+1)/2) / (Gamma(df/2) sqrt(df pi) scale)
     (1 + z**2/df)**(-(df+1)/2)``, ``z = (x - loc) / scale``.
 
-    Args:
-        x: Values.
-        df: Degrees of freedom, ``> 0``.
-        loc: Location.
-        scale: Scale, ``> 0``. All broadcast together.
-
-    Returns:
-        Tensor of the broadcast shape.
-
     Derivatives: of the formula (``digamma`` for ``df``).
     """
     x, df, loc, scale = floats(x, df, loc, scale)
-    ok = _valid(df, scale)
+    ok = all_positive(df, scale)
     dfs = safe(ok, df, 1.0)
     z = (x - loc) / scale
     half = 0.5 * (dfs + 1.0)
@@ -53,18 +47,7 @@ def logpdf(x, df, loc=0, scale=1) -> Tensor:
     return where_valid(ok, out)
 
 
-def pdf(x, df, loc=0, scale=1) -> Tensor:
-    """The density ``exp(logpdf)``; arguments as :func:`logpdf`.
-
-    Returns:
-        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
-        range (as SciPy).
-
-    Raises:
-        ValueError: if the arguments' shapes do not broadcast.
-        TypeError: for non-numeric arguments.
-    """
-    return tnp.exp(logpdf(x, df, loc, scale))
+pdf = composed(tnp.exp, logpdf, "pdf", "The density ``exp(logpdf)``; arguments as :func:`logpdf`.")
 
 
 def _tail(z, df):
@@ -85,7 +68,7 @@ def _cdf_sf(x, df, loc, scale):
     ``O(z**5)``, below double precision) where the ``z**2``-form of ``tail`` has ``0 * inf``
     derivatives (at ``z = 0``, or where ``z**2`` underflows)."""
     x, df, loc, scale = floats(x, df, loc, scale)
-    ok = _valid(df, scale)
+    ok = all_positive(df, scale)
     dfs = safe(ok, df, 1.0)
     z = (x - loc) / scale
     center = tnp.abs(z) < 1e-4
@@ -120,29 +103,5 @@ def sf(x, df, loc=0, scale=1) -> Tensor:
                                      tnp.where(z > 0, tail, 1.0 - tail)))
 
 
-def logcdf(x, df, loc=0, scale=1) -> Tensor:
-    """``log(cdf)`` (as SciPy); arguments as :func:`logpdf`.
-
-    Returns:
-        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
-        range (as SciPy).
-
-    Raises:
-        ValueError: if the arguments' shapes do not broadcast.
-        TypeError: for non-numeric arguments.
-    """
-    return tnp.log(cdf(x, df, loc, scale))
-
-
-def logsf(x, df, loc=0, scale=1) -> Tensor:
-    """``log(sf)`` (as SciPy); arguments as :func:`logpdf`.
-
-    Returns:
-        Floating Tensor of the arguments' broadcast shape; NaN where a parameter is out of its
-        range (as SciPy).
-
-    Raises:
-        ValueError: if the arguments' shapes do not broadcast.
-        TypeError: for non-numeric arguments.
-    """
-    return tnp.log(sf(x, df, loc, scale))
+logcdf = composed(tnp.log, cdf, "logcdf", "``log(cdf)`` (as SciPy); arguments as :func:`logpdf`.")
+logsf = composed(tnp.log, sf, "logsf", "``log(sf)`` (as SciPy); arguments as :func:`logpdf`.")
