@@ -655,6 +655,19 @@ def _pairwise_kernel(numba):
     return got
 
 
+def _input(g: _Group, ref, added: list, dtype, value) -> _Node:
+    """The input node of group ``g`` for ``ref``: an array of ``dtype`` whose ``value`` is its
+    shape, or a Python number (dtype None, ``value`` the number); made on first use, its key
+    noted in ``added``."""
+    key = _ref_key(ref)
+    node = g.slot.get(key)
+    if node is None:
+        node = g.slot[key] = _Node("in", (len(g.inputs),), dtype, value)
+        g.inputs.append(ref)
+        added.append(key)
+    return node
+
+
 def _add(g: _Group, s, avals) -> list | None:
     """Add step ``s`` to group ``g``; None (and ``g`` unchanged) when it does not fit."""
     syms = []
@@ -673,13 +686,7 @@ def _add(g: _Group, s, avals) -> list | None:
             _undo(g, added)
             return None
         elif type(v) in (bool, int, float, complex):
-            key = _ref_key(ref)
-            node = g.slot.get(key)
-            if node is None:
-                node = g.slot[key] = _Node("in", (len(g.inputs),), None, v)
-                g.inputs.append(ref)
-                added.append(key)
-            syms.append(_Sym(node))
+            syms.append(_Sym(_input(g, ref, added, None, v)))
             continue
         else:
             shape, dtype = np.shape(v), v.dtype
@@ -687,13 +694,7 @@ def _add(g: _Group, s, avals) -> list | None:
                 a not in (1, b) for a, b in zip(shape[::-1], g.shape[::-1])):
             _undo(g, added)
             return None
-        key = _ref_key(ref)
-        node = g.slot.get(key)
-        if node is None:
-            node = g.slot[key] = _Node("in", (len(g.inputs),), dtype, shape)
-            g.inputs.append(ref)
-            added.append(key)
-        syms.append(_Sym(node))
+        syms.append(_Sym(_input(g, ref, added, dtype, shape)))
     nodes = _expr(s, syms)
     if nodes is None:
         _undo(g, added)
