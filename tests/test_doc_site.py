@@ -124,3 +124,40 @@ def test_attrs_classes_get_the_generated_init(tmp_path):
     init = loaded["Schedule"].members["__init__"]
     params = [(p.name, None if p.default is None else str(p.default)) for p in init.parameters]
     assert params == [("self", None), ("peak", None), ("steps", "10"), ("cache", "dict()")]
+
+
+def test_docstrings_completed_at_import_show_whole(tmp_path, monkeypatch):
+    """A docstring whose shared section its module fills in at import (a placeholder line in
+    the source) is shown as the imported object has it; source docstrings stay as written."""
+    pkg = tmp_path / "shared_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(
+        dedent(
+            """
+            def f(x):
+                '''Twice ``x``.
+
+                __ARGS__
+                '''
+                return 2 * x
+
+
+            def g(x):
+                '''Thrice ``x``.'''
+                return 3 * x
+
+
+            f.__doc__ = f.__doc__.replace("__ARGS__", "Args:\\n        x: A number.")
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    loaded = griffe.load(
+        "shared_pkg",
+        search_paths=[str(tmp_path)],
+        extensions=griffe.load_extensions(ext.GoogleConventions),
+    )
+    assert loaded["f"].docstring.value == "Twice ``x``.\n\nArgs:\n    x: A number."
+    assert loaded["g"].docstring.value == "Thrice ``x``."
+    parsed = loaded["f"].docstring.parse("google")
+    assert [p.kind.value for p in parsed] == ["text", "parameters"]

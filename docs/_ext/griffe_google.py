@@ -19,6 +19,8 @@ generates, so they show a constructor signature and their ``Args`` can be checke
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import re
 
 import griffe
@@ -103,12 +105,35 @@ def normalize(text: str) -> str:
     return split_grouped_args(text)
 
 
+def runtime_docstring(obj: griffe.Object) -> str | None:
+    """The docstring a function or class has once its module is imported, where that differs
+    from its source text: some docstrings share sections written once in their module and
+    filled in at import (a ``__SHELL__``-style line replaced), which griffe, reading the
+    source, would otherwise show unfilled. None where there is nothing to take."""
+    if not (obj.is_function or obj.is_class) or obj.docstring is None:
+        return None
+    try:
+        target = importlib.import_module(obj.module.path)
+    except Exception:  # a module that cannot be imported here: its source text stands
+        return None
+    for part in obj.path[len(obj.module.path) + 1:].split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            return None
+    doc = getattr(target, "__doc__", None)
+    if not isinstance(doc, str):
+        return None
+    doc = inspect.cleandoc(doc)
+    return doc if doc != obj.docstring.value else None
+
+
 class GoogleConventions(griffe.Extension):
-    """Apply :func:`normalize` to every docstring griffe loads."""
+    """Apply :func:`normalize` to every docstring griffe loads (the imported object's own
+    docstring where shared sections complete it at import: :func:`runtime_docstring`)."""
 
     def on_instance(self, *, obj: griffe.Object, **kwargs) -> None:
         if obj.docstring is not None:
-            obj.docstring.value = normalize(obj.docstring.value)
+            obj.docstring.value = normalize(runtime_docstring(obj) or obj.docstring.value)
 
 
 _ATTRS_DECORATORS = {
