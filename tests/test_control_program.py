@@ -475,3 +475,87 @@ def test_jit_drops_loop_outputs_nothing_reads():
                 assert got[0][0] < recorded[0]
 
 
+
+
+# -- the loop as generated code -----------------------------------------------------------------
+def _loop_bodies():
+    """Bodies (of the scan's carry, row and a closed-over constant ``k``) that stress the
+    generated loop: carries swapped and passed through, per-step outputs that are an input row,
+    a carry or a constant, a constant read once (its name must survive to the next
+    iteration), 0-d rows, several xs, integer carries, no xs."""
+    w = _r(3, 3, seed=12)
+    return {
+        "swap": (lambda k: lambda c, x: ((c[1], c[0] * x), c[0].sum()),
+                 (np.ones(3), np.full(3, 2.0)), _r(6, 3, seed=1)),
+        "pass-through": (lambda k: lambda c, x: ((c[0], c[1] + x * k), c[0]),
+                         (np.ones(3), np.zeros(3)), _r(5, 3, seed=2)),
+        "y-is-row": (lambda k: lambda c, x: (tnp.tanh(c @ w) + x, x), np.ones(3),
+                     _r(4, 3, seed=3)),
+        "y-is-const": (lambda k: lambda c, x: (c * x + 1.0, k), np.ones(3), _r(4, 3, seed=4)),
+        "const-read-once": (lambda k: lambda c, x: (tnp.sin(c + k) * x, c), np.zeros(3),
+                            _r(4, 3, seed=5)),
+        "scalar-rows": (lambda k: lambda c, x: (c * x[0] + x[1], tnp.exp(c).sum()), np.ones(3),
+                        (_r(6, seed=6), _r(6, seed=7))),
+        "int-counter": (lambda k: lambda c, x: ((c[0] + 1, c[1] * 0.9 + x + k), c[0] * 2),
+                        (np.array(0), np.ones(3)), _r(5, 3, seed=8)),
+        "no-xs": (lambda k: lambda c, _: (c * 0.5 + k, c.sum()), np.ones(3), None),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_loop_bodies()))
+@pytest.mark.parametrize("reverse", [False, True])
+def test_generated_loop_equals_one_call_per_iteration(name, reverse, monkeypatch):
+    """Every loop body runs the same, bit for bit, as the generated loop and one compiled call
+    per iteration (the path ``tg.debug_nans`` and first runs take): values, and gradients
+    through the reverse scan of the body's backward (a loop of its own), eager and jitted."""
+    from tapegrad.transforms import control
+
+    make, init, xs = _loop_bodies()[name]
+    length = 5 if xs is None else None
+    k0 = _r(3, seed=11)
+
+    def run(xs, k):
+        return tg.scan(make(k), init, xs, length=length, reverse=reverse)
+
+    def loss(xs, k):
+        leaves = [v for v in tg.tree.tree_leaves(run(xs, k))
+                  if tnp.issubdtype(v.dtype, np.floating)]
+        return sum(((v * v).sum() for v in leaves), tg.Tensor(0.0))
+
+    def results():  # eager, jitted (k a traced constant of the body), gradients of both
+        out = [run(xs, k0), tg.jit(run)(xs, k0), tg.grad(loss, argnums=1)(xs, k0),
+               tg.jit(tg.grad(loss, argnums=1))(xs, k0)]
+        if xs is not None:
+            out += [tg.grad(loss)(xs, k0), tg.jit(tg.grad(loss))(xs, k0)]
+        return [np.asarray(v._concrete()) for v in tg.tree.tree_leaves(out)]
+
+    calls = []
+    made = control.Body.looper
+
+    def counting(self, *a):
+        fn = made(self, *a)
+        calls.append(fn is not None)
+        return fn
+
+    monkeypatch.setattr(control.Body, "looper", counting)
+    got = results()
+    assert any(calls), "the generated loop never ran"
+    monkeypatch.setattr(control.Body, "looper", lambda self, *a: None)
+    want = results()
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert np.array_equal(a, b), (name, a, b)
+
+
+def test_generated_loop_length_zero_and_unroll_rest():
+    """No iterations leave the carry as it was; ``unroll=k`` runs its whole chunks as one body
+    and the iterations left over through the generated loop."""
+    step = lambda c, x: (c * 0.5 + x, c)  # noqa: E731
+    c, ys = tg.jit(lambda xs: tg.scan(step, np.ones(2), xs))(np.zeros((0, 2)))
+    assert np.array_equal(c._concrete(), np.ones(2)) and ys.shape == (0, 2)
+    xs = _r(11, 2, seed=9)
+    c3, y3 = tg.jit(lambda xs: tg.scan(step, np.ones(2), xs, unroll=4))(xs)
+    c1, y1 = tg.scan(step, np.ones(2), xs)
+    np.testing.assert_allclose(c3._concrete(), c1._concrete(), rtol=1e-15)
+    np.testing.assert_allclose(y3._concrete(), y1._concrete(), rtol=1e-15)

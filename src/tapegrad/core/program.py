@@ -469,6 +469,15 @@ class Program:
         is ever written into the text: every such value reaches the program through its
         globals, and parameters are passed as ``**P3``.
         """
+        g, ins, lines, outs = self._statements(device)
+        return "\n".join([f"def program({', '.join(ins)}):", *lines,
+                          f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})"]), g
+
+    def _statements(self, device: str, keep_inputs: bool = False):
+        """The program's body for :meth:`_source` and :meth:`loop`: its globals, the names of
+        its inputs, its statements (indented once) and the expressions of its outputs. With
+        ``keep_inputs``, no statement deletes an input's name (a loop's next iteration reads
+        its constants and carries by the same names)."""
         xp = _backend.get_backend(device)
         g = {"_guard": check_guard, "_asarray": xp.asarray, "_tuple": tuple,
              "_seq": (tuple, list)}
@@ -487,7 +496,7 @@ class Program:
             return got
 
         ins = [name(n) for n in self.tape.in_nodes]
-        lines.append(f"def program({', '.join(ins)}):")
+        inputs = set(self.tape.in_nodes) if keep_inputs else ()
         ctx_classes: dict = {}
         counter = itertools.count()
         for i, s in enumerate(self._steps):
@@ -544,7 +553,7 @@ class Program:
                     for n, (shape, _) in zip(s.outs, s.avals):
                         if shape == ():  # a NumPy scalar from a reduction: a 0-d array
                             lines.append(f"    {name(n)} = _asarray({name(n)})")
-            dead = self._frees.get(i)
+            dead = [n for n in self._frees.get(i, ()) if n not in inputs]
             if dead:
                 lines.append(f"    del {', '.join(name(n) for n in dead)}")
         outs = []
@@ -554,8 +563,45 @@ class Program:
             else:
                 g[f"O{j}"] = constant(v)
                 outs.append(f"O{j}")
-        lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
-        return "\n".join(lines), g
+        return g, ins, lines, outs
+
+    def loop(self, device: str, n_carry: int, n_xs: int, n_save: int):
+        """This program as the body of a loop, generated as one Python function: the loop
+        itself is code, the carries live in local variables and each iteration's rows are
+        read and written inline (no call, packing or unpacking per iteration).
+
+        The program's inputs are ``n_carry`` carries, ``n_xs`` per-iteration rows, then
+        constants; its outputs the ``n_carry`` new carries, then per-iteration outputs. The
+        function returned takes ``(order, *carries, *xs, *constants, *ys, *saved)``: for each
+        ``i`` of the iterable ``order`` it writes the carries into ``saved[j][i]`` (the first
+        ``n_save`` of them), runs the body on the carries, the rows ``xs[j][i]`` and the
+        constants, writes its other outputs into ``ys[j][i]``, and carries on with its new
+        carries; it returns the last carries (a tuple). Compiled once per arguments."""
+        key = ("loop", device, n_carry, n_xs, n_save)
+        cache = self.__dict__.setdefault("_fns", {})
+        fn = cache.get(key)
+        if fn is not None:
+            return fn
+        g, ins, lines, outs = self._statements(device, keep_inputs=True)
+        carry, xs, consts = ins[:n_carry], ins[n_carry:n_carry + n_xs], ins[n_carry + n_xs:]
+        n_ys = len(outs) - n_carry
+        args = (["_order"] + [f"_c{j}" for j in range(n_carry)] + [f"_x{j}" for j in range(n_xs)]
+                + [f"_k{j}" for j in range(len(consts))] + [f"_y{j}" for j in range(n_ys)]
+                + [f"_s{j}" for j in range(n_save)])
+        src = [f"def loop({', '.join(args)}):"]
+        src += [f"    {v} = _c{j}" for j, v in enumerate(carry)]
+        src += [f"    {v} = _k{j}" for j, v in enumerate(consts)]
+        src.append("    for _i in _order:")
+        src += [f"        _s{j}[_i] = {carry[j]}" for j in range(n_save)]
+        src += [f"        {v} = _x{j}[_i]" for j, v in enumerate(xs)]
+        src += ["    " + line for line in lines]
+        src += [f"        _y{j}[_i] = {outs[n_carry + j]}" for j in range(n_ys)]
+        if n_carry:  # (one assignment: a body may swap its carries)
+            src.append(f"        {', '.join(carry)}, = {', '.join(outs[:n_carry])},")
+        src.append(f"    return ({', '.join(carry)}{',' if n_carry == 1 else ''})")
+        exec(compile("\n".join(src), f"<tapegrad loop {id(self):x}>", "exec"), g)  # noqa: S102
+        fn = cache[key] = g["loop"]
+        return fn
 
     def _compiled(self, device: str):
         cache = self.__dict__.setdefault("_fns", {})

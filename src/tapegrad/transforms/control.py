@@ -136,6 +136,22 @@ class Body(SubProgram):
                 break
         return prog._compiled(dev)
 
+    def looper(self, arrays, n_carry: int, n_xs: int, n_save: int):
+        """The body's loop as one generated function (``Program.loop``), or None where the
+        iterations must run one call at a time (a program whose first run compiles or checks
+        it, or inside ``tg.debug_nans``, which checks every op)."""
+        prog = self._prog
+        if prog is None:
+            prog = self._prog = Program(self.tape, fuse=self._fuse)
+        if prog._cold or prog._unchecked or _state.debug:
+            return None
+        dev = "cpu"
+        for a in arrays:
+            if type(a) is not np.ndarray and hasattr(a, "shape"):
+                dev = device_of(a)
+                break
+        return prog.loop(dev, n_carry, n_xs, n_save)
+
     def apply(self, tensors) -> list:
         """The outputs on Tensors: every entry through its Function's ``apply`` (so that the
         transforms in progress see each primitive)."""
@@ -391,16 +407,22 @@ class Scan(Function):
                     carry = list(outs[:n_carry])
                     for b, y in zip(ys + cs, outs[n_carry:]):
                         b[lo:lo + k] = y
-        run = body.runner(arrays)
-        rows = list(zip(*[list(x) for x in xs])) if xs else [()] * n  # each iteration's x
-        with transform_scope():
-            for i in (range(rest - 1, -1, -1) if reverse else range(n - rest, n)):
-                for b, c in zip(cs, carry):
-                    b[i] = c
-                outs = run(*carry, *rows[i], *consts)
-                carry = outs[:n_carry]
-                for b, y in zip(ys, outs[n_carry:]):
-                    b[i] = y
+        order = range(rest - 1, -1, -1) if reverse else range(n - rest, n)
+        loop = body.looper(arrays, n_carry, len(xs), len(cs)) if rest else None
+        if loop is not None:  # the loop as code: carries in locals, rows read and written inline
+            with transform_scope():
+                carry = loop(order, *carry, *xs, *consts, *ys, *cs)
+        elif rest:  # one compiled call per iteration (first runs, tg.debug_nans)
+            run = body.runner(arrays)
+            rows = list(zip(*[list(x) for x in xs])) if xs else [()] * n  # each iteration's x
+            with transform_scope():
+                for i in order:
+                    for b, c in zip(cs, carry):
+                        b[i] = c
+                    outs = run(*carry, *rows[i], *consts)
+                    carry = outs[:n_carry]
+                    for b, y in zip(ys, outs[n_carry:]):
+                        b[i] = y
         # (with residuals, the stacked ones past the body's own ys are the backward's too)
         plan = _kept_plan(residuals)
         kept = ys[len(plan.body.out_avals) - n_carry:] if plan is not None else []
