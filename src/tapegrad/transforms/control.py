@@ -1449,9 +1449,14 @@ class While(Function):
 
 def _while_backward(body, bconsts, cs, count, steps, g_carry, g_cs, needs_b) -> list:
     """Cotangents of a while loop's body constants and initial value: a reverse scan of the
-    body's vjp over the saved values ``cs`` (one row per iteration). A row whose ``steps``
-    (iterations done before it) reached ``count`` (a member of a batch that had finished)
-    passes the cotangent through unchanged."""
+    body's backward rules over the saved values ``cs`` (one row per iteration). The residuals
+    of every iteration are computed first, all at once, by the body batched over the rows (one
+    vectorized pass, no loop), so the reverse scan runs only the backward rules. A row whose
+    ``steps`` (iterations done before it) reached ``count`` (a member of a batch that had
+    finished) passes the cotangent through unchanged."""
+    from tapegrad.transforms._residuals import plan_residuals, residual_cotangents
+    from tapegrad.transforms.vmap import vmap
+
     avals = body.out_avals
     n_carry, n_bc = len(avals), len(bconsts)
     kk = [i for i in range(n_carry) if _is_float(avals[i][1])]
@@ -1462,6 +1467,10 @@ def _while_backward(body, bconsts, cs, count, steps, g_carry, g_cs, needs_b) -> 
     rows = cs[0].shape[0]
     b_avals = [(tuple(c.shape), c.dtype) for c in bconsts]
     kg = [i for i in kk if g_cs[i] is not None]  # (the rows' count is known only at run time)
+    plan = plan_residuals(body, (None, None, None))
+    r_avals = [body.tape.avals[v] for v in plan.kept]
+    if not r_avals:  # (a body whose backward rules need nothing it computes)
+        plan = None
 
     def make():
         def step(leaves):
@@ -1470,27 +1479,44 @@ def _while_backward(body, bconsts, cs, count, steps, g_carry, g_cs, needs_b) -> 
             ct = [next(it) for _ in kk]
             i = next(it)
             c_i = [next(it) for _ in range(n_carry)]
+            r_i = [next(it) for _ in r_avals]
             gc = dict(zip(kg, [next(it) for _ in kg]))
             cst = [next(it) for _ in range(n_bc)]
             n = next(it)
             keep = i < n
-            cts = _vjp_of(body, c_i + cst, [n_carry + j for j in kb] + kk, kk, ct)
+            wrt = [n_carry + j for j in kb] + kk
+            if plan is None:
+                cts = _vjp_of(body, c_i + cst, wrt, kk, ct)
+            else:
+                cts = residual_cotangents(plan, c_i + cst, r_i, wrt, dict(zip(kk, ct)),
+                                          [None] * len(r_i))
             new_acc = [Where.apply(keep, a + d, a) for a, d in zip(acc, cts[:len(kb)])]
             new_ct = [Where.apply(keep, d, c) for d, c in zip(cts[len(kb):], ct)]
             return new_acc + [v + gc[i] if i in gc else v for i, v in zip(kk, new_ct)]
 
         ex = ([np.zeros(*b_avals[j]) for j in kb] + [np.zeros(*avals[i]) for i in kk]
-              + [np.int64(0)] + [np.zeros(*a) for a in avals] + [np.zeros(*avals[i]) for i in kg]
-              + [np.zeros(*a) for a in b_avals] + [np.int64(0)])
+              + [np.int64(0)] + [np.zeros(*a) for a in avals] + [np.zeros(*a) for a in r_avals]
+              + [np.zeros(*avals[i]) for i in kg] + [np.zeros(*a) for a in b_avals]
+              + [np.int64(0)])
         return _closed(step, [np.asarray(e) for e in ex], f"vjp({body.name})")
 
-    bwd = body.derived(("wvjp", tuple(kb), tuple(kg)), make)
+    bwd = body.derived(("wvjp", tuple(kb), tuple(kg), plan is not None), make)
+    if plan is None:
+        kept = []
+    elif rows:  # every iteration's residuals at once: the body batched over the saved rows
+        fwd = _residual_forward_body(plan)
+        axes = (0,) * n_carry + (None,) * n_bc
+        outs = vmap(lambda *ls: tuple(fwd.apply(list(ls))), in_axes=axes, out_axes=0)(
+            *cs, *bconsts)
+        kept = list(outs[n_carry:])
+    else:
+        kept = [_zeros(((0,) + tuple(s), d)) for s, d in r_avals]
     acc0 = [_zeros(b_avals[j]) for j in kb]
     ct0 = [g_carry[i] if g_carry[i] is not None else _zeros(avals[i]) for i in kk]
     g_c = [g_cs[i] for i in kg]
-    args = list(bconsts) + [count] + acc0 + ct0 + [steps] + list(cs) + g_c
+    args = list(bconsts) + [count] + acc0 + ct0 + [steps] + list(cs) + kept + g_c
     outs = _apply(Scan, *args, body=bwd, n_consts=n_bc + 1, n_carry=len(kb) + len(kk),
-                      length=rows, reverse=True, unroll=1, save=_any_traced(args))
+                  length=rows, reverse=True, unroll=1, save=_any_traced(args))
     outs = outs if isinstance(outs, tuple) else (outs,)
     for j, v in zip(kb, outs[:len(kb)]):
         res[j] = v
@@ -1620,9 +1646,10 @@ def while_loop(cond_fun, body_fun, init_val, *, checkpoint=None):
 
     The trip count may depend on the data. Reverse mode records it: the forward keeps the
     value at the start of every iteration (memory: trip count x one value, the primitive's
-    stacked output) and the backward runs the loop in reverse, recomputing one iteration at a
-    time from its value and pulling the cotangent back through it (time: about two more
-    passes of the body). With ``checkpoint=k`` the backward holds at most ``k`` values and
+    stacked output); the backward computes the residuals of every iteration at once, by the
+    body batched over those values (one vectorized pass, not a loop), and runs the loop in
+    reverse through the body's backward rules (memory at that point: trip count x the body's
+    residuals). With ``checkpoint=k`` the backward holds at most ``k`` values and
     recomputes the others from them instead. Under ``vmap`` the loop runs until every member
     is done; finished members keep their value and their rows pass the cotangent through
     unchanged.
