@@ -425,10 +425,16 @@ class Scan(Function):
                         b[i] = y
         # (with residuals, the stacked ones past the body's own ys are the backward's too)
         plan = _kept_plan(residuals)
-        kept = ys[len(plan.body.out_avals) - n_carry:] if plan is not None else []
+        final = [xp.array(c, copy=True) for c in carry]
+        kept: list = []
+        if plan is not None:  # the stacked residuals, and the outputs that are residuals too
+            kept = ys[len(plan.body.out_avals) - n_carry:]
+            src = _kept_sources(plan, n_carry)
+            kept += ([final[i] for k, i in src if k == "carry"]
+                     + [ys[i] for k, i in src if k == "y"])
         ctx.save_for_backward(*arrays, *cs, *kept)
         ctx.n_in = len(arrays)
-        return _outputs([xp.array(c, copy=True) for c in carry] + ys + cs)
+        return _outputs(final + ys + cs)
 
     @staticmethod
     def backward(ctx, *gs):
@@ -450,11 +456,20 @@ class Scan(Function):
         if plan is not None and p["save"]:  # each iteration's residuals kept
             n_user = len(plan.body.out_avals) - n_carry
             cs = list(saved[ctx.n_in:ctx.n_in + n_carry])
-            res = list(saved[ctx.n_in + n_carry:])
+            src = _kept_sources(plan, n_carry)
+            it = iter(saved[ctx.n_in + n_carry:])
+            stacked = [next(it) for k, _ in src if k == "stack"]
+            finals = {i: next(it) for k, i in src if k == "carry"}
+            outs_y = {i: next(it) for k, i in src if k == "y"}
+            g_stacked = [_nonzero(g) for g in g_ys[n_user:]]
+            res, g_res = [], []
+            for k, i in src:  # (a residual read from an output has its cotangent there)
+                res.append(stacked[i] if k == "stack" else outs_y[i] if k == "y"
+                           else _after(cs[i], finals[i], p["reverse"]))
+                g_res.append(g_stacked[i] if k == "stack" else None)
             return _residual_backward(plan, consts, init, xs, cs, res, g_carry,
                                      g_ys[:n_user], [_nonzero(g) for g in gs[n_carry + n_ys:]],
-                                     [_nonzero(g) for g in g_ys[n_user:]],
-                                     ctx.needs_input_grad, p)
+                                     g_res, ctx.needs_input_grad, p)
         if p["save"]:
             cs = list(saved[ctx.n_in:])
             g_cs = list(gs[n_carry + n_ys:])
@@ -716,23 +731,59 @@ class Revolve(Function):
         raise NotImplementedError("revolve's outputs are known by running the loop")
 
 
-def _residual_forward_body(plan):
-    """The body that also returns the kept residuals after its outputs."""
+def _residual_forward_body(plan, outputs_too: bool = False):
+    """The body that also returns kept residuals after its outputs: those that are not among
+    the body's outputs (a scan has those already: its carries and ``ys``,
+    :func:`_kept_sources`), or with ``outputs_too`` every kept residual, in the plan's
+    order."""
     from tapegrad.transforms._residuals import body_outputs
 
     body = plan.body
     tape = body.tape
+    outs_set = {r for r in tape.out_refs if isinstance(r, int)}
+    extra = [v for v in plan.kept if outputs_too or v not in outs_set]
 
     def make():
         def step(leaves):
             env = interpret(tape.entries, dict(zip(tape.in_nodes, leaves)), apply_step,
                             body.name)
             outs = body_outputs(tape, env)
-            return outs + [env[v] for v in plan.kept]
+            return outs + [env[v] for v in extra]
 
         return _closed(step, [np.zeros(*tape.avals[v]) for v in tape.in_nodes], body.name)
 
-    return body.derived(("residual-forward", plan.policy), make)
+    return body.derived(("residual-forward", plan.policy, outputs_too), make)
+
+
+def _kept_sources(plan, n_carry: int) -> list:
+    """Where a residual-keeping scan finds each kept residual (in the plan's order):
+    ``("stack", k)``, the forward's k-th extra stacked output; ``("carry", i)``, carry ``i``
+    after the iteration (the saved carries shifted by one, then the final carry: a residual
+    that is the next carry is not stored twice); ``("y", j)``, the iteration's output ``j``
+    (already stacked)."""
+    pos: dict = {}
+    for i, r in enumerate(plan.body.tape.out_refs):
+        if isinstance(r, int):
+            pos.setdefault(r, i)
+    out, k = [], 0
+    for v in plan.kept:
+        i = pos.get(v)
+        if i is None:
+            out.append(("stack", k))
+            k += 1
+        else:
+            out.append(("carry", i) if i < n_carry else ("y", i - n_carry))
+    return out
+
+
+def _after(c: Tensor, last: Tensor, reverse: bool) -> Tensor:
+    """The carries after each iteration, from ``c`` (stacked, each at the start of its
+    iteration) and the final carry ``last``."""
+    if c.shape[0] == 0:
+        return c
+    last = last.reshape((1,) + tuple(last.shape))
+    return Concatenate.apply(last, c[:-1], axis=0) if reverse else Concatenate.apply(
+        c[1:], last, axis=0)
 
 
 def _residual_backward(plan, consts, init, xs, cs, res, g_carry, g_ys, g_cs, g_res, needs, p):
@@ -1504,7 +1555,7 @@ def _while_backward(body, bconsts, cs, count, steps, g_carry, g_cs, needs_b) -> 
     if plan is None:
         kept = []
     elif rows:  # every iteration's residuals at once: the body batched over the saved rows
-        fwd = _residual_forward_body(plan)
+        fwd = _residual_forward_body(plan, outputs_too=True)
         axes = (0,) * n_carry + (None,) * n_bc
         outs = vmap(lambda *ls: tuple(fwd.apply(list(ls))), in_axes=axes, out_axes=0)(
             *cs, *bconsts)
