@@ -559,3 +559,59 @@ def test_generated_loop_length_zero_and_unroll_rest():
     c1, y1 = tg.scan(step, np.ones(2), xs)
     np.testing.assert_allclose(c3._concrete(), c1._concrete(), rtol=1e-15)
     np.testing.assert_allclose(y3._concrete(), y1._concrete(), rtol=1e-15)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_residuals_that_are_outputs_are_not_stored_twice(reverse):
+    """A tanh's output kept for its backward that is also the next carry (``h``) or a per-step
+    output (``e``) is read from the saved carries shifted by one iteration (and the final
+    carry) or from the stacked ``ys``: the forward stacks only the other residuals. Gradients
+    equal the unrolled loop's at orders 1 and 2; no iterations give zeros."""
+    from tapegrad.transforms import control
+
+    w = _r(3, 3, seed=21)
+    xs = _r(6, 3, seed=22)
+
+    def step(w):
+        def f(h, x):
+            h = tnp.tanh(h @ w + x)
+            e = tnp.exp(x * h)
+            return h, e
+
+        return f
+
+    def loss(w, xs):
+        h, es = tg.scan(step(w), tg.Tensor(np.ones(3)), xs, reverse=reverse)
+        return (h * h).sum() + (es * es).sum()
+
+    def unrolled(w, xs):
+        h, total = tg.Tensor(np.ones(3)), 0.0
+        for i in (range(xs.shape[0] - 1, -1, -1) if reverse else range(xs.shape[0])):
+            h = tnp.tanh(h @ w + xs[i])
+            total = total + (tnp.exp(xs[i] * h) ** 2).sum()
+        return (h * h).sum() + total
+
+    made = []
+    real = control._residual_forward_body
+
+    def spy(plan, **kw):
+        made.append((plan, real(plan, **kw)))
+        return made[-1][1]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(control, "_residual_forward_body", spy)
+        g = tg.grad(loss, argnums=(0, 1))(w, xs)
+    plan, fwd = made[0]
+    tape = plan.body.tape
+    n_outs = len(tape.out_refs)
+    in_outputs = [v for v in plan.kept if v in set(tape.out_refs)]
+    assert len(in_outputs) == 2  # tanh's and exp's outputs: the carry and the per-step y
+    assert len(fwd.out_avals) == n_outs + len(plan.kept) - 2  # only the others are stacked
+    for a, b in zip(g, tg.grad(unrolled, argnums=(0, 1))(w, xs)):
+        np.testing.assert_allclose(a._concrete(), b._concrete(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(tg.hessian(loss)(w, xs)._concrete(),
+                               tg.hessian(unrolled)(w, xs)._concrete(), rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(tg.jit(tg.grad(loss))(w, xs)._concrete(),
+                               g[0]._concrete(), rtol=1e-13, atol=1e-15)
+    empty = np.zeros((0, 3))
+    assert np.array_equal(tg.grad(loss)(w, empty)._concrete(), np.zeros((3, 3)))
