@@ -480,14 +480,13 @@ def _load_cached(kernel, sig) -> bool:
     load = getattr(getattr(kernel, "_cache", None), "_load_overload", None)
     if load is None:  # pragma: no cover - a numba without its FunctionCache
         return False
-    numba = _numba()
-    assert numba is not None
+    from numba.core.compiler_lock import global_compiler_lock  # pyright: ignore[reportMissingImports]
+    from numba.core.runtime.nrt import rtsys  # pyright: ignore[reportMissingImports]
+
     ctx = kernel.targetctx
     try:
-        with numba.core.compiler_lock.global_compiler_lock:
+        with global_compiler_lock:
             if not _STATE.get("runtime"):
-                from numba.core.runtime import rtsys  # pyright: ignore[reportMissingImports]
-
                 rtsys.initialize(ctx)
                 _STATE["runtime"] = True
             cres = load(sig, ctx)
