@@ -419,7 +419,9 @@ class FusedGroup:
 
     def compile(self, args) -> bool:
         """Compile the kernel for arguments like ``args``, unless it is compiled for them
-        already. A kernel is compiled once per dtype and rank of its arguments: arrays of any
+        already (or load it from numba's on-disk cache, without setting up numba's compiler,
+        when a process compiled it before). A kernel is compiled once per dtype and rank of its
+        arguments: arrays of any
         layout, writable or not, share one compiled version (groups of one structure share it,
         whichever values they read).
 
