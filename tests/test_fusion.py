@@ -349,6 +349,7 @@ def test_callbacks_guards_and_large_values_through_the_first_runs(monkeypatch, c
 
 
 _CACHED = """
+import sys
 import numpy as np, tapegrad as tg, tapegrad.numpy as tnp
 f = tg.jit(lambda x: tnp.exp(x * 0.5) - x, fuse=True)
 x = tg.Tensor(np.arange(3.0))
@@ -356,7 +357,8 @@ f(x); y = f(x)
 assert np.allclose(y.numpy(), np.exp(np.arange(3.0) * 0.5) - np.arange(3.0))
 (grp,) = f.lower(x).groups
 st = grp._kernel.stats
-print(sum(st.cache_hits.values()), sum(st.cache_misses.values()))
+# numba's compiler, set up by a compile (its typing and lowering rules: numba.np.linalg)
+print(sum(st.cache_hits.values()), sum(st.cache_misses.values()), "numba.np.linalg" in sys.modules)
 """
 
 
@@ -368,9 +370,48 @@ def test_kernels_are_cached_on_disk_across_processes(tmp_path):
                            text=True, timeout=300) for _ in range(2)]
     for r in runs:
         assert r.returncode == 0, r.stderr
-    assert runs[0].stdout.split() == ["0", "1"]  # compiled
-    assert runs[1].stdout.split() == ["1", "0"]  # loaded from the cache
+    assert runs[0].stdout.split() == ["0", "1", "True"]  # compiled
+    # loaded from the cache, without setting up numba's compiler
+    assert runs[1].stdout.split() == ["1", "0", "False"]
     assert any(p.suffix == ".py" for p in tmp_path.iterdir())
+
+
+class _Cache:
+    def __init__(self, result):
+        self.result = result
+
+    def _load_overload(self, sig, ctx):
+        if isinstance(self.result, Exception):
+            raise self.result
+        return self.result
+
+
+@needs_numba
+@pytest.mark.parametrize("result", [None, OSError("unreadable"), ValueError("stale")])
+def test_a_cache_miss_or_unreadable_entry_leaves_the_kernel_to_numbas_compile(result):
+    import types
+
+    kernel = types.SimpleNamespace(_cache=_Cache(result), targetctx=None, _cache_hits={})
+    assert fusion._load_cached(kernel, ()) is False
+    assert kernel._cache_hits == {}
+
+
+def test_kernel_source_of_a_deep_expression_needs_no_recursion():
+    """Code generation walks the nodes in a loop: an expression deeper than Python's recursion
+    limit still becomes source, each node once, operands first."""
+    f64 = np.dtype(np.float64)
+    x = fusion._Node("in", (0,), f64, (4,))
+    sym = fusion._Sym(x)
+    depth = sys.getrecursionlimit() + 100
+    for _ in range(depth):
+        sym = -sym
+    shared = sym * sym  # one node read twice is computed once
+    src = fusion._source((4,), [x], [(0, shared.node)])
+    body = [ln.strip() for ln in src.splitlines() if ln.strip().startswith("t")]
+    assert len(body) == depth + 2  # the load of a0, each negation, the product
+    assert body[0] == "t0 = a0[i0]" and body[1] == "t1 = (-t0)"
+    assert body[-1] == f"t{depth + 1} = ({f't{depth}'} * {f't{depth}'})"
+    compile(src, "kernel", "exec")
 
 
 @needs_numba

@@ -419,7 +419,9 @@ class FusedGroup:
 
     def compile(self, args) -> bool:
         """Compile the kernel for arguments like ``args``, unless it is compiled for them
-        already. A kernel is compiled once per dtype and rank of its arguments: arrays of any
+        already (or load it from numba's on-disk cache, without setting up numba's compiler,
+        when a process compiled it before). A kernel is compiled once per dtype and rank of its
+        arguments: arrays of any
         layout, writable or not, share one compiled version (groups of one structure share it,
         whichever values they read).
 
@@ -436,7 +438,7 @@ class FusedGroup:
             sig = _signature(args)
             with _LOCK:
                 kernel = self._kernel
-                if sig not in kernel.overloads:
+                if sig not in kernel.overloads and not _load_cached(kernel, sig):
                     kernel.disable_compile(False)
                     try:
                         kernel.compile(sig)
@@ -462,6 +464,42 @@ class FusedGroup:
 
     def __repr__(self) -> str:
         return f"<FusedGroup {self._name()}>"
+
+
+def _load_cached(kernel, sig) -> bool:
+    """Load ``kernel``'s compiled version for ``sig`` from numba's on-disk cache, as numba's
+    ``Dispatcher.compile`` does, less one step: its ``load_overload`` first refreshes numba's
+    compiler (imports and registers every typing and lowering rule numba has, 0.3-0.5 s once
+    per process, scipy.linalg included), which loading compiled machine code does not use.
+    numba's runtime (the allocator a kernel's ``np.empty`` calls) is started as that refresh
+    would. A kernel that must be compiled (a miss) still goes through numba's public
+    ``compile``, which refreshes its compiler itself.
+
+    Returns:
+        True when the compiled version was loaded; False on a cache miss, or if this numba
+        has no such cache (the caller then compiles, which also loads a cached version).
+    """
+    load = getattr(getattr(kernel, "_cache", None), "_load_overload", None)
+    if load is None:  # pragma: no cover - a numba without its FunctionCache
+        return False
+    from numba.core.compiler_lock import global_compiler_lock  # pyright: ignore[reportMissingImports]
+    from numba.core.runtime.nrt import rtsys  # pyright: ignore[reportMissingImports]
+
+    ctx = kernel.targetctx
+    try:
+        with global_compiler_lock:
+            if not _STATE.get("runtime"):
+                rtsys.initialize(ctx)
+                _STATE["runtime"] = True
+            cres = load(sig, ctx)
+            if cres is None:
+                return False
+            kernel._cache_hits[sig] += 1  # (numba's own count: ``kernel.stats``)
+            ctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+            kernel.add_overload(cres)
+    except Exception:  # a stale or unreadable entry: numba's compile decides
+        return False
+    return True
 
 
 def _ref_key(ref):
@@ -742,27 +780,12 @@ def _emit(g: _Group, out_nodes: list, avals, make_step):
     red = g.reduction
     if not outs and red is None:
         return None
+    order = _postorder([nd for _, nd in outs] + ([red[0]] if red is not None else []))
     # inputs actually used by the output expressions (a formula may ignore an operand)
-    used: list = []
-    seen: set = set()
-
-    def visit(nd):
-        if id(nd) in seen:
-            return
-        seen.add(id(nd))
-        for a in nd.args if nd.op != "in" else ():
-            visit(a)
-        if nd.op == "in":
-            used.append(nd)
-
-    for _, nd in outs:
-        visit(nd)
-    if red is not None:
-        visit(red[0])
-    used.sort(key=lambda nd: nd.args[0])
+    used = sorted((nd for nd in order[0] if nd.op == "in"), key=lambda nd: nd.args[0])
     ins = [g.inputs[nd.args[0]] for nd in used]
     try:
-        src = _source(g.shape, used, outs, red and red[:3])
+        src = _source(g.shape, used, outs, red and red[:3], order)
     except _NotFusable:
         return None
     key = hashlib.sha256(src.encode()).hexdigest()[:16]
@@ -777,10 +800,39 @@ def _emit(g: _Group, out_nodes: list, avals, make_step):
     return make_step(fg, {}, tuple(ins), tuple(nodes), [avals[n] for n in nodes])
 
 
-def _source(shape: tuple, used: list, outs: list, red=None) -> str:
+def _postorder(roots: list) -> tuple:
+    """Every node the ``roots`` compute from, each once, operands before the nodes that use
+    them (left to right, roots in order): one pass, no recursion however deep the
+    expressions. Returns ``(order, ends)``: ``order[:ends[j]]`` is what ``roots[:j + 1]``
+    need."""
+    order: list = []
+    ends: list = []
+    seen: set = set()
+    for root in roots:
+        if id(root) not in seen:
+            seen.add(id(root))
+            stack = [(root, iter(root.args if root.op != "in" else ()))]
+            while stack:
+                nd, it = stack[-1]
+                for a in it:
+                    if id(a) not in seen:
+                        seen.add(id(a))
+                        stack.append((a, iter(a.args if a.op != "in" else ())))
+                        break
+                else:
+                    stack.pop()
+                    order.append(nd)
+        ends.append(len(order))
+    return order, ends
+
+
+def _source(shape: tuple, used: list, outs: list, red=None, order=None) -> str:
     """Kernel source for iteration shape ``shape`` (only its rank and which axes have size 1
     enter the text), input nodes ``used`` (slots renumbered in order), output nodes and a
-    trailing reduction ``red``: ``(node, "sum" or "mean", axis or None)``, its output last."""
+    trailing reduction ``red``: ``(node, "sum" or "mean", axis or None)``, its output last.
+    ``order``: :func:`_postorder` of the outputs and the reduced node."""
+    if order is None:
+        order = _postorder([nd for _, nd in outs] + ([red[0]] if red is not None else []))
     nd = len(shape)
     arg = {id(u): f"a{j}" for j, u in enumerate(used)}
     lines = []
@@ -826,10 +878,9 @@ def _source(shape: tuple, used: list, outs: list, red=None) -> str:
         ind += "    "
     body: list = []
     names: dict = {}
-    counter = [0]
 
     def cast(nd_, dtype):
-        expr = gen(nd_)
+        expr = names[id(nd_)]
         if nd_.dtype is None:  # a weak Python number: NumPy converts it to the loop dtype
             if nd_.op == "lit" and type(nd_.value) is float and dtype == np.float64:
                 return expr  # (a float literal is a float64 already)
@@ -844,15 +895,12 @@ def _source(shape: tuple, used: list, outs: list, red=None) -> str:
             return f"np.{_DTYPES[dtype]}({expr})"
         return expr
 
-    def gen(node) -> str:
-        got = names.get(id(node))
-        if got is not None:
-            return got
+    def gen(node) -> None:  # (its operands have their names already)
         if node.op == "in":
             a = arg[id(node)]
             if node.dtype is None:  # a Python number argument
                 names[id(node)] = a
-                return a
+                return
             ushape = node.value
             idx = [("0" if ushape[j] == 1 else f"i{j + nd - len(ushape)}")
                    for j in range(len(ushape))]
@@ -868,7 +916,7 @@ def _source(shape: tuple, used: list, outs: list, red=None) -> str:
             else:
                 expr = f"complex({float(v.real)!r}, {float(v.imag)!r})"
             names[id(node)] = expr
-            return expr
+            return
         else:
             kind, _, tmpl = _VOCAB[node.op]
             if kind in ("arith", "cmp"):
@@ -882,12 +930,12 @@ def _source(shape: tuple, used: list, outs: list, red=None) -> str:
                 elif node.op == "sigmoid":
                     parts.append(f"np.{_DTYPES[node.loop]}(1.0)")
             elif kind == "where":
-                parts = [gen(node.args[0]), cast(node.args[1], node.loop),
+                parts = [names[id(node.args[0])], cast(node.args[1], node.loop),
                          cast(node.args[2], node.loop)]
             elif kind == "cast":
                 parts = [cast(node.args[0], node.dtype)]
             else:
-                parts = [gen(a) for a in node.args]
+                parts = [names[id(a)] for a in node.args]
             expr = tmpl.format(*parts)
             if kind in ("unary", "arith", "keep") and node.op != "isfinite" and \
                     node.op != "isnan" and not (kind != "keep" and node.loop == node.dtype
@@ -895,21 +943,28 @@ def _source(shape: tuple, used: list, outs: list, red=None) -> str:
                 # (numba computes float64 and complex128 operands in their own dtype, as
                 # NumPy does; a narrower result is cast back, as NumPy's loop rounds it)
                 expr = f"np.{_DTYPES[node.dtype]}({expr})"
-        name = f"t{counter[0]}"
-        counter[0] += 1
+        name = f"t{len(body) - n_out}"
         body.append(f"{ind}{name} = {expr}")
         names[id(node)] = name
-        return name
 
+    nodes, ends = order
+    start = 0
+    n_out = 0  # the lines of body that store an output (the others are named t0, t1, ...)
     for j, (_, node) in enumerate(outs):
-        v = gen(node)
+        for x in nodes[start:ends[j]]:
+            gen(x)
+        start = ends[j]
+        v = names[id(node)]
         body.append(f"{ind}o[{j}, {idx_all}] = {v}" if block else f"{ind}o{j}[{idx_all}] = {v}")
+        n_out += 1
+    for x in nodes[start:]:  # (the reduced node's own)
+        gen(x)
     if red is not None:  # the reduced value, in C order, summed after the loop
         node, kind, axis = red
         flat = "i0"
         for k in range(1, nd):
             flat = f"({flat} * n{k} + i{k})"
-        body.append(f"{ind}r[{flat}] = {gen(node)}")
+        body.append(f"{ind}r[{flat}] = {names[id(node)]}")
     lines.extend(body)
     if red is not None:
         node, kind, axis = red

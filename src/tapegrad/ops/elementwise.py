@@ -66,7 +66,7 @@ class _ArrayNS:
     functions tapegrad's namespace also has (``sigmoid``, ``erf``, ...), so that one formula
     serves arrays and Tensors."""
 
-    _SPECIAL = {"sigmoid": "expit", "erf": "erf", "erfc": "erfc"}
+    _SPECIAL = {"erf": "erf", "erfc": "erfc"}
 
     def __init__(self, xp):
         self._xp = xp
@@ -77,6 +77,14 @@ class _ArrayNS:
         got = getattr(_special(self._xp), special) if special else getattr(self._xp, name)
         setattr(self, name, got)
         return got
+
+    def sigmoid(self, x):
+        """``1 / (1 + exp(-x))``: the formula of ``scipy.special.expit`` (and of the fused
+        kernels' ``sigmoid``), in the backend's own functions, so that no derivative formula
+        imports ``scipy.special`` for it. Finite everywhere: ``exp(-x)`` overflows to ``inf``
+        (the result 0) below about -709 in float64 (-88 in float32); every rule runs with
+        floating-point warnings off."""
+        return 1 / (1 + self._xp.exp(-x))
 
 
 _ANS: dict = {}
@@ -766,8 +774,10 @@ def _sigmoid(xp, x):
 
 
 def _logaddexp_dx(xp, x, y, out):
-    # sigmoid(x - y); 1/2 where x == y == +-inf (x - y is NaN only there)
-    d = xp.sigmoid(x - y)
+    """``sigmoid(x - y)`` as ``1 / (1 + exp(y - x))`` (scipy's ``expit`` formula, in the
+    backend's own functions: no ``scipy.special`` import): 0 where ``exp`` overflows, 1 at
+    ``x = +inf``; 1/2 where ``x - y`` is NaN (``x == y == +-inf``, or a NaN operand)."""
+    d = 1 / (1 + xp.exp(y - x))
     return xp.where(d == d, d, 0.5)
 
 
