@@ -464,7 +464,8 @@ class Program:
 
         The source is made only of names made up here: ``v0, v1, ...`` for values (numbered in
         order of appearance, not by node id), ``F3``/``C2``/``P3``/``K3_0``/``G4``/``O0`` slots
-        for forwards, contexts, parameter dicts, constants, guards and constant outputs. Nothing
+        for forwards, contexts, parameter dicts, constants, guards and constant outputs, and
+        ``U3``/``D3`` for the ufuncs and array functions steps call directly. Nothing
         from the tape (an op's label, a parameter's name or value, a node id, a label, a dtype)
         is ever written into the text: every such value reaches the program through its
         globals, and parameters are passed as ``**P3``.
@@ -509,7 +510,12 @@ class Program:
                 if s.out_into is not None and ufunc is not None and not s.params:
                     g[f"U{j}"] = getattr(xp, ufunc)  # the ufunc, into the dying buffer
                     call = f"U{j}({', '.join(args)}, out={name(s.out_into)})"
-                    lines.append(f"    {outs} = {call},")
+                    lines.append(f"    {outs[:-1]} = {call}")
+                elif (direct := self._direct(s, device)) is not None:
+                    g[f"D{j}"] = direct  # the array function itself: no context, no checks
+                    lines.append(f"    {outs[:-1]} = D{j}({', '.join(args)})")
+                    if s.avals[0][0] == ():  # a NumPy scalar: a 0-d array
+                        lines.append(f"    {outs[:-1]} = _asarray({outs[:-1]})")
                 elif type(s.fn) is _fusion.FusedGroup and device == "cpu":
                     g[f"F{j}"] = s.fn.call  # the kernel itself: its outputs, no context
                     call = f"F{j}({', '.join(args)})"
@@ -556,6 +562,22 @@ class Program:
                 outs.append(f"O{j}")
         lines.append(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
         return "\n".join(lines), g
+
+    def _direct(self, s: _Step, device: str):
+        """The function of arrays step ``s`` is on ``device``, called without a context: the
+        ufunc of an op that is one (without parameters), or its ``array_fn`` trait's function
+        for its parameters; None where the step runs through its ``forward`` (another device,
+        several outputs, a write into a dying buffer, bfloat16 inputs it widens). The program's
+        inputs have the recorded shapes and dtypes, so the checks ``forward`` makes hold."""
+        if device != "cpu" or len(s.outs) != 1 or s.out_into is not None \
+                or _widens(s, self.tape.avals):
+            return None
+        traits = s.fn.traits
+        if traits.ufunc is not None and not s.params:
+            return getattr(np, traits.ufunc)
+        if traits.array_fn is not None:
+            return traits.array_fn(**s.params)
+        return None
 
     def _compiled(self, device: str):
         cache = self.__dict__.setdefault("_fns", {})
