@@ -737,7 +737,7 @@ class Traits(NamedTuple):
             calls it on the outputs a program never reads (a loop's unused stacked outputs).
         array_fn: For an op whose ``forward`` on NumPy arrays of valid shapes and dtypes is one
             function of its inputs and parameters alone, ``array_fn(**params)`` returns that
-            function, ``f(*inputs) -> array``, the very one ``forward`` calls: a compiled
+            function, ``f(*inputs) -> array``, computing what ``forward`` computes: a compiled
             program on the CPU (whose inputs' shapes and dtypes were checked when it was
             recorded) calls it directly, with no context and no checks.
     """

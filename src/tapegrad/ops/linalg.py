@@ -343,6 +343,18 @@ class MatMul(Function):
             if nb:  # op(a)^T @ g, transposed back for a transposed b: g^T @ op(a)
                 gb = _mm(g, a, True, ta) if tb else _mm(a, g, not ta, False)
             return ga, gb
+        if ta or tb:  # a vector times a transposed matrix: the cotangents of op(a) and op(b),
+            # transposed back (views; a rare case, off the hot path)
+            ga, gb = MatMul._vector_cotangents(_mT(a) if ta else a, _mT(b) if tb else b, g,
+                                               na, nb)
+            return (_mT(ga) if ta and ga is not None else ga,
+                    _mT(gb) if tb and gb is not None else gb)
+        return MatMul._vector_cotangents(a, b, g, na, nb)
+
+    @staticmethod
+    def _vector_cotangents(a, b, g, na, nb):
+        """The cotangents of ``a @ b`` where ``a`` or ``b`` is a vector."""
+        a_vec, b_vec = a.ndim == 1, b.ndim == 1
         if a_vec and b_vec:  # inner product -> scalar
             return (g * b if na else None), (g * a if nb else None)
         ga = gb = None

@@ -280,6 +280,14 @@ def _build_index(key, arrays, xp):
     return tuple(out)
 
 
+def _indexer(key):
+    """``x[key]`` on NumPy arrays, index arrays after ``x`` (:class:`GetItem`'s ``array_fn``
+    trait: what its forward computes, once the index is known to be valid)."""
+    if not _has_advanced(key):
+        return operator.itemgetter(key)
+    return lambda x, *arrays: x[_build_index(key, arrays, np)]
+
+
 def _has_advanced(key) -> bool:
     return any(type(e) is IndexSlot for e in key)
 
@@ -740,7 +748,7 @@ class GetItem(_MovementFunction):
         IndexError: as NumPy (index out of bounds, wrong mask shape, too many indices), with
             the message prefixed by ``getitem:`` and ``x``'s shape.
     """
-    traits = Traits(view=True)
+    traits = Traits(view=True, array_fn=_indexer)
 
     oper = "getitem"
     methods = ("__getitem__",)
