@@ -17,6 +17,10 @@ wrapping, no pytrees, no per-entry interpretation. Before generating the code it
   (``out=``), so a replay allocates no more than the math needs. Inputs, constants and the
   program's outputs are never written.
 
+A step whose op is a ufunc, or declares the function of arrays it computes (``array_fn``:
+matrix products, sums, index reads), calls that function directly on the CPU: no context, no
+per-call checks (the inputs' shapes and dtypes are the recorded ones).
+
 What the planning may assume about each op is its :class:`~tapegrad.core.function.Traits`.
 ``Tape.replay`` and :func:`tapegrad.jit` run programs.
 """
