@@ -373,3 +373,16 @@ def test_a_vector_times_a_transposed_matrix_has_gradients(vector, batch):
     want = (x @ np.swapaxes(y, -1, -2)) if vector == "a" else (np.swapaxes(x, -1, -2) @ y)
     assert np.array_equal(mm(*args).numpy(), want)
     check_grads(mm, args, order=2, modes=("rev", "fwd"))
+
+
+def test_an_index_array_out_of_bounds_at_a_later_call_names_getitem():
+    """Index arrays are values the recording did not check: a later call whose index is out of
+    bounds raises getitem's IndexError (naming it and the shape), as the eager call does, not a
+    bare NumPy error; a basic index, checked with the shapes, is read directly."""
+    f = tg.jit(lambda x, i: x[i] * 2.0 + x[1:] @ x[1:])
+    x = tg.Tensor(np.arange(3.0))
+    assert np.array_equal(f(x, tg.Tensor(np.array([0, 2]))).numpy(), np.array([5.0, 9.0]))
+    with pytest.raises(IndexError, match=r"getitem: index 5 is out of bounds .*shape \(3,\)"):
+        f(x, tg.Tensor(np.array([0, 5])))
+    src = f.lower(x, tg.Tensor(np.array([0, 2]))).source
+    assert src.count("C2()") == 1  # x[i] runs through forward; x[1:] and the rest do not

@@ -737,9 +737,10 @@ class Traits(NamedTuple):
             calls it on the outputs a program never reads (a loop's unused stacked outputs).
         array_fn: For an op whose ``forward`` on NumPy arrays of valid shapes and dtypes is one
             function of its inputs and parameters alone, ``array_fn(**params)`` returns that
-            function, ``f(*inputs) -> array``, computing what ``forward`` computes: a compiled
-            program on the CPU (whose inputs' shapes and dtypes were checked when it was
-            recorded) calls it directly, with no context and no checks.
+            function, ``f(*inputs) -> array``, computing what ``forward`` computes, or None
+            where ``forward`` must run (it checks input values, such as index arrays): a
+            compiled program on the CPU (whose inputs' shapes and dtypes were checked when it
+            was recorded) calls it directly, with no context and no checks.
     """
 
     ufunc: str | None = None

@@ -281,11 +281,10 @@ def _build_index(key, arrays, xp):
 
 
 def _indexer(key):
-    """``x[key]`` on NumPy arrays, index arrays after ``x`` (:class:`GetItem`'s ``array_fn``
-    trait: what its forward computes, once the index is known to be valid)."""
-    if not _has_advanced(key):
-        return operator.itemgetter(key)
-    return lambda x, *arrays: x[_build_index(key, arrays, np)]
+    """``x[key]`` for a basic ``key`` (:class:`GetItem`'s ``array_fn`` trait: valid for every
+    ``x`` of the recorded shape); None for index arrays, whose values ``forward`` checks on
+    every call (an out-of-bounds index is an IndexError naming getitem)."""
+    return None if _has_advanced(key) else operator.itemgetter(key)
 
 
 def _has_advanced(key) -> bool:
