@@ -611,10 +611,10 @@ class Program:
         if self._cold and not _state.debug:  # a fused program's first run compiles kernels
             with transform_scope():
                 return self._first_run(arrays, dev)
-        fn = self._compiled(dev)
         if self._unchecked:  # a tape from a file: its entries run as written first, checked
-            self._check(arrays, dev)
+            self._check(arrays, dev)  # (before its source is made from their parameters)
             self._unchecked = False
+        fn = self._compiled(dev)
         if _state.debug:  # tg.debug_nans checks every op: run them one by one
             return self._interpret(arrays, dev)
         with transform_scope():

@@ -320,7 +320,7 @@ class MatMul(Function):
         if transpose_a or transpose_b:
             _check_transposes(np.shape(a), np.shape(b), transpose_a, transpose_b)
             ctx.save_for_backward(a, b)
-            return _PRODUCTS[transpose_a, transpose_b](a, b)
+            return _product(transpose_a, transpose_b)(a, b)
         try:
             bad = a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[0 if b.ndim == 1 else -2]
         except AttributeError:  # a Python number, from the ``@`` operator
