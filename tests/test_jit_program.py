@@ -386,3 +386,22 @@ def test_an_index_array_out_of_bounds_at_a_later_call_names_getitem():
         f(x, tg.Tensor(np.array([0, 5])))
     src = f.lower(x, tg.Tensor(np.array([0, 2]))).source
     assert src.count("C2()") == 1  # x[i] runs through forward; x[1:] and the rest do not
+
+
+def test_a_tape_file_with_a_malformed_index_is_checked_before_its_program_is_made():
+    """A tape read from a file runs its entries as written, checked, before the program's
+    source is made from their parameters: a malformed index key is the entry's ValueError,
+    not an error from the function a step would call."""
+    import json
+
+    def f(x):
+        return tnp.sum(x[0] * 2.0)
+
+    x = tg.Tensor(np.ones((2, 3)))
+    _, tape = tg.trace(f)(x)
+    doc = json.loads(tape.to_json())
+    entry = next(e for e in doc["entries"] if e.get("op", "").endswith(":GetItem"))
+    entry["params"]["key"] = {"__scalar_type__": "<f4"}  # a dtype where an index belongs
+    loaded = tg.Tape.from_json(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"Tape.replay: entry 0 \(getitem\) of a tape loaded"):
+        loaded.replay(x)
