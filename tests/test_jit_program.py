@@ -288,3 +288,120 @@ def test_a_transposed_vector_is_a_clear_error():
         MatMul.apply(tg.Tensor(np.ones(3)), tg.Tensor(np.ones((3, 2))), transpose_a=True)
     with pytest.raises(ValueError, match="transpose_b=True"):
         MatMul.output_shape((2, 3), (3,), transpose_b=True)
+
+
+def test_products_and_ufuncs_are_called_without_a_context():
+    """A step whose op is a ufunc, or declares its function of arrays (``Traits.array_fn``:
+    ``matmul``), is one call of that function in the generated source: no context object, no
+    per-call shape checks (the shapes were checked when the program was recorded)."""
+    from tapegrad.ops import MatMul
+
+    def loss(a, b, c):
+        return tnp.sum(tnp.tanh(a @ b) @ c)
+
+    a, b, c = (tg.Tensor(RNG.standard_normal(s)) for s in ((3, 4), (4, 5), (5, 2)))
+    g = tg.grad(loss, argnums=(0, 1, 2))
+    prog = tg.jit(g).lower(a, b, c)
+    src, glob = prog._source("cpu")
+    direct = {glob[k] for k in glob if k[0] == "D"}
+    assert len(_matmuls(prog)) == 5 and set(_matmuls(prog)) == {(False, False), (False, True),
+                                                               (True, False)}
+    assert {MatMul.traits.array_fn(transpose_a=ta, transpose_b=tb)
+            for ta, tb in _matmuls(prog)} <= direct
+    assert np.tanh in direct
+    assert "C1()" not in src and "C2()" not in src  # no step runs through forward(ctx, ...)
+    for got, want in zip(tg.jit(g)(a, b, c), g(a, b, c)):
+        assert np.array_equal(got.numpy(), want.numpy())
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_direct_products_equal_eager_to_the_last_bit(data):
+    """Products called directly by a compiled program, with either operand transposed, a
+    vector, broadcast batch dimensions, size-0 and size-1 axes, ufuncs giving 0-d values, basic
+    and integer-array indexing and sums: ``jit`` equals the eager call to the last bit, in
+    value, shape and dtype."""
+    from tapegrad.ops import MatMul
+
+    ta, tb = data.draw(st.booleans()), data.draw(st.booleans())
+    n, k, m = (data.draw(st.integers(0, 3)) for _ in range(3))
+    batch_a = data.draw(st.sampled_from([(), (1,), (2,), (0,), (2, 1)]))
+    batch_b = data.draw(st.sampled_from([(), (1,), batch_a[-1:]]))  # broadcasts with a's
+    dtype = data.draw(st.sampled_from([np.float64, np.float32]))
+    vec_a = not ta and not batch_a and data.draw(st.booleans())
+    vec_b = not tb and not batch_b and data.draw(st.booleans())
+    a = RNG.standard_normal((k,) if vec_a else batch_a + ((k, n) if ta else (n, k)))
+    b = RNG.standard_normal((k,) if vec_b else batch_b + ((m, k) if tb else (k, m)))
+    a, b = tg.Tensor(a.astype(dtype)), tg.Tensor(b.astype(dtype))
+
+    def f(x, y):
+        p = MatMul.apply(x, y, transpose_a=ta, transpose_b=tb)
+        return p, tnp.exp(tnp.sum(p * p) * -0.5) + 1.0  # the last two ufuncs make 0-d values
+
+    def loss(x, y):  # a basic index, a sum over one axis, an index by an integer array
+        p, s = f(x, y)
+        q = tnp.sum(tnp.tanh(p[..., ::2]), axis=0) if p.ndim else p
+        r = p[..., tg.Tensor(np.zeros(1, np.int64))] if p.ndim and p.shape[-1] else p
+        return tnp.sum(q) + tnp.sum(r * r) + s
+
+    for fun in (f, tg.grad(loss, argnums=(0, 1))):
+        for got, want in zip(tg.jit(fun)(a, b), fun(a, b)):
+            assert got.shape == want.shape and got.dtype == want.dtype
+            assert type(got.numpy()) is np.ndarray
+            assert np.array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("vector", ["a", "b"])
+@pytest.mark.parametrize("batch", [(), (2,), (0,)])
+def test_a_vector_times_a_transposed_matrix_has_gradients(vector, batch):
+    """``MatMul`` with one operand a vector and the other a transposed (batch of) matrices: the
+    cotangent of the matrix comes back in its stored layout, to second order in both modes."""
+    from tapegrad.ops import MatMul
+    from tapegrad.testing import check_grads
+
+    v = tg.Tensor(RNG.standard_normal(3))
+    m = tg.Tensor(RNG.standard_normal(batch + (2, 3) if vector == "a" else batch + (3, 2)))
+    if vector == "a":  # (3,) @ op(m), op(m) of shape (..., 3, 2)
+        args, flags = (v, m), {"transpose_b": True}
+    else:  # op(m) @ (3,), op(m) of shape (..., 2, 3)
+        args, flags = (m, v), {"transpose_a": True}
+
+    def mm(x, y):
+        return MatMul.apply(x, y, **flags)
+
+    x, y = (a.numpy() for a in args)
+    want = (x @ np.swapaxes(y, -1, -2)) if vector == "a" else (np.swapaxes(x, -1, -2) @ y)
+    assert np.array_equal(mm(*args).numpy(), want)
+    check_grads(mm, args, order=2, modes=("rev", "fwd"))
+
+
+def test_an_index_array_out_of_bounds_at_a_later_call_names_getitem():
+    """Index arrays are values the recording did not check: a later call whose index is out of
+    bounds raises getitem's IndexError (naming it and the shape), as the eager call does, not a
+    bare NumPy error; a basic index, checked with the shapes, is read directly."""
+    f = tg.jit(lambda x, i: x[i] * 2.0 + x[1:] @ x[1:])
+    x = tg.Tensor(np.arange(3.0))
+    assert np.array_equal(f(x, tg.Tensor(np.array([0, 2]))).numpy(), np.array([5.0, 9.0]))
+    with pytest.raises(IndexError, match=r"getitem: index 5 is out of bounds .*shape \(3,\)"):
+        f(x, tg.Tensor(np.array([0, 5])))
+    src = f.lower(x, tg.Tensor(np.array([0, 2]))).source
+    assert src.count("C2()") == 1  # x[i] runs through forward; x[1:] and the rest do not
+
+
+def test_a_tape_file_with_a_malformed_index_is_checked_before_its_program_is_made():
+    """A tape read from a file runs its entries as written, checked, before the program's
+    source is made from their parameters: a malformed index key is the entry's ValueError,
+    not an error from the function a step would call."""
+    import json
+
+    def f(x):
+        return tnp.sum(x[0] * 2.0)
+
+    x = tg.Tensor(np.ones((2, 3)))
+    _, tape = tg.trace(f)(x)
+    doc = json.loads(tape.to_json())
+    entry = next(e for e in doc["entries"] if e.get("op", "").endswith(":GetItem"))
+    entry["params"]["key"] = {"__scalar_type__": "<f4"}  # a dtype where an index belongs
+    loaded = tg.Tape.from_json(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"Tape.replay: entry 0 \(getitem\) of a tape loaded"):
+        loaded.replay(x)

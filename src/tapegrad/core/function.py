@@ -735,6 +735,12 @@ class Traits(NamedTuple):
             which the op computes only the outputs at the positions ``kept`` (in order, every
             used one among them), or None where it cannot drop any. ``jit``'s dead-code pass
             calls it on the outputs a program never reads (a loop's unused stacked outputs).
+        array_fn: For an op whose ``forward`` on NumPy arrays of valid shapes and dtypes is one
+            function of its inputs and parameters alone, ``array_fn(**params)`` returns that
+            function, ``f(*inputs) -> array``, computing what ``forward`` computes, or None
+            where ``forward`` must run (it checks input values, such as index arrays): a
+            compiled program on the CPU (whose inputs' shapes and dtypes were checked when it
+            was recorded) calls it directly, with no context and no checks.
     """
 
     ufunc: str | None = None
@@ -749,6 +755,7 @@ class Traits(NamedTuple):
     formula: Any = None
     reduction: str | None = None
     prune: Any = None
+    array_fn: Any = None
 
 
 class Function:

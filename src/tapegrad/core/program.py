@@ -17,6 +17,10 @@ wrapping, no pytrees, no per-entry interpretation. Before generating the code it
   (``out=``), so a replay allocates no more than the math needs. Inputs, constants and the
   program's outputs are never written.
 
+A step whose op is a ufunc, or declares the function of arrays it computes (``array_fn``:
+matrix products, sums, index reads), calls that function directly on the CPU: no context, no
+per-call checks (the inputs' shapes and dtypes are the recorded ones).
+
 What the planning may assume about each op is its :class:`~tapegrad.core.function.Traits`.
 ``Tape.replay`` and :func:`tapegrad.jit` run programs.
 """
@@ -464,7 +468,8 @@ class Program:
 
         The source is made only of names made up here: ``v0, v1, ...`` for values (numbered in
         order of appearance, not by node id), ``F3``/``C2``/``P3``/``K3_0``/``G4``/``O0`` slots
-        for forwards, contexts, parameter dicts, constants, guards and constant outputs. Nothing
+        for forwards, contexts, parameter dicts, constants, guards and constant outputs, and
+        ``U3``/``D3`` for the ufuncs and array functions steps call directly. Nothing
         from the tape (an op's label, a parameter's name or value, a node id, a label, a dtype)
         is ever written into the text: every such value reaches the program through its
         globals, and parameters are passed as ``**P3``.
@@ -518,7 +523,12 @@ class Program:
                 if s.out_into is not None and ufunc is not None and not s.params:
                     g[f"U{j}"] = getattr(xp, ufunc)  # the ufunc, into the dying buffer
                     call = f"U{j}({', '.join(args)}, out={name(s.out_into)})"
-                    lines.append(f"    {outs} = {call},")
+                    lines.append(f"    {outs[:-1]} = {call}")
+                elif (direct := self._direct(s, device)) is not None:
+                    g[f"D{j}"] = direct  # the array function itself: no context, no checks
+                    lines.append(f"    {outs[:-1]} = D{j}({', '.join(args)})")
+                    if s.avals[0][0] == ():  # a NumPy scalar: a 0-d array
+                        lines.append(f"    {outs[:-1]} = _asarray({outs[:-1]})")
                 elif type(s.fn) is _fusion.FusedGroup and device == "cpu":
                     g[f"F{j}"] = s.fn.call  # the kernel itself: its outputs, no context
                     call = f"F{j}({', '.join(args)})"
@@ -603,6 +613,22 @@ class Program:
         fn = cache[key] = g["loop"]
         return fn
 
+    def _direct(self, s: _Step, device: str):
+        """The function of arrays step ``s`` is on ``device``, called without a context: the
+        ufunc of an op that is one (without parameters), or its ``array_fn`` trait's function
+        for its parameters; None where the step runs through its ``forward`` (another device,
+        several outputs, a write into a dying buffer, bfloat16 inputs it widens). The program's
+        inputs have the recorded shapes and dtypes, so the checks ``forward`` makes hold."""
+        if device != "cpu" or len(s.outs) != 1 or s.out_into is not None \
+                or _widens(s, self.tape.avals):
+            return None
+        traits = s.fn.traits
+        if traits.ufunc is not None and not s.params:
+            return getattr(np, traits.ufunc)
+        if traits.array_fn is not None:
+            return traits.array_fn(**s.params)
+        return None
+
     def _compiled(self, device: str):
         cache = self.__dict__.setdefault("_fns", {})
         fn = cache.get(device)
@@ -631,10 +657,10 @@ class Program:
         if self._cold and not _state.debug:  # a fused program's first run compiles kernels
             with transform_scope():
                 return self._first_run(arrays, dev)
-        fn = self._compiled(dev)
         if self._unchecked:  # a tape from a file: its entries run as written first, checked
-            self._check(arrays, dev)
+            self._check(arrays, dev)  # (before its source is made from their parameters)
             self._unchecked = False
+        fn = self._compiled(dev)
         if _state.debug:  # tg.debug_nans checks every op: run them one by one
             return self._interpret(arrays, dev)
         with transform_scope():

@@ -41,6 +41,7 @@ instead of a ``LinAlgError``; ``eig`` (which CuPy lacks) runs on the host there.
 from __future__ import annotations
 
 import math
+import operator
 import string
 from collections import namedtuple
 
@@ -213,6 +214,20 @@ def _swap_last(shape: tuple) -> tuple:
     return (*shape[:-2], shape[-1], shape[-2])
 
 
+_PRODUCTS = {  # op(a) @ op(b) on arrays, by (transpose_a, transpose_b)
+    (False, False): operator.matmul,
+    (True, False): lambda a, b: a.swapaxes(-1, -2) @ b,
+    (False, True): lambda a, b: a @ b.swapaxes(-1, -2),
+    (True, True): lambda a, b: a.swapaxes(-1, -2) @ b.swapaxes(-1, -2),
+}
+
+
+def _product(transpose_a=False, transpose_b=False):
+    """The product :class:`MatMul` computes on arrays with these flags (its ``array_fn``
+    trait): ``op(a) @ op(b)``, an operand's last two axes swapped where its flag is set."""
+    return _PRODUCTS[bool(transpose_a), bool(transpose_b)]
+
+
 def _swapped_product(ins: tuple, params: dict):
     """The inputs and parameters of the product equal to a :class:`MatMul`'s with its last two
     axes swapped, ``op(b)^T @ op(a)^T`` (its ``transposed`` trait, for ``jit``'s layout
@@ -291,7 +306,8 @@ class MatMul(Function):
             out = out.reshape(out.shape[:-1])
         return out
 
-    traits = Traits(fresh=True, transposed=_swapped_product, cost="contraction")
+    traits = Traits(fresh=True, transposed=_swapped_product, cost="contraction",
+                    array_fn=_product)
 
     oper = "matmul"
     arity = 2
@@ -304,8 +320,7 @@ class MatMul(Function):
         if transpose_a or transpose_b:
             _check_transposes(np.shape(a), np.shape(b), transpose_a, transpose_b)
             ctx.save_for_backward(a, b)
-            return (a.swapaxes(-1, -2) if transpose_a else a) @ \
-                (b.swapaxes(-1, -2) if transpose_b else b)
+            return _product(transpose_a, transpose_b)(a, b)
         try:
             bad = a.ndim == 0 or b.ndim == 0 or a.shape[-1] != b.shape[0 if b.ndim == 1 else -2]
         except AttributeError:  # a Python number, from the ``@`` operator
@@ -328,6 +343,18 @@ class MatMul(Function):
             if nb:  # op(a)^T @ g, transposed back for a transposed b: g^T @ op(a)
                 gb = _mm(g, a, True, ta) if tb else _mm(a, g, not ta, False)
             return ga, gb
+        if ta or tb:  # a vector times a transposed matrix: the cotangents of op(a) and op(b),
+            # transposed back (views; a rare case, off the hot path)
+            ga, gb = MatMul._vector_cotangents(_mT(a) if ta else a, _mT(b) if tb else b, g,
+                                               na, nb)
+            return (_mT(ga) if ta and ga is not None else ga,
+                    _mT(gb) if tb and gb is not None else gb)
+        return MatMul._vector_cotangents(a, b, g, na, nb)
+
+    @staticmethod
+    def _vector_cotangents(a, b, g, na, nb):
+        """The cotangents of ``a @ b`` where ``a`` or ``b`` is a vector."""
+        a_vec, b_vec = a.ndim == 1, b.ndim == 1
         if a_vec and b_vec:  # inner product -> scalar
             return (g * b if na else None), (g * a if nb else None)
         ga = gb = None

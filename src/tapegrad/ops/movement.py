@@ -280,6 +280,13 @@ def _build_index(key, arrays, xp):
     return tuple(out)
 
 
+def _indexer(key):
+    """``x[key]`` for a basic ``key`` (:class:`GetItem`'s ``array_fn`` trait: valid for every
+    ``x`` of the recorded shape); None for index arrays, whose values ``forward`` checks on
+    every call (an out-of-bounds index is an IndexError naming getitem)."""
+    return None if _has_advanced(key) else operator.itemgetter(key)
+
+
 def _has_advanced(key) -> bool:
     return any(type(e) is IndexSlot for e in key)
 
@@ -740,7 +747,7 @@ class GetItem(_MovementFunction):
         IndexError: as NumPy (index out of bounds, wrong mask shape, too many indices), with
             the message prefixed by ``getitem:`` and ``x``'s shape.
     """
-    traits = Traits(view=True)
+    traits = Traits(view=True, array_fn=_indexer)
 
     oper = "getitem"
     methods = ("__getitem__",)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import operator
 
 import numpy as np
 from numpy.exceptions import AxisError
@@ -244,7 +245,9 @@ class Sum(Function):
     Backward: the cotangent broadcast back over the reduced axes.
     """
     batch = axis_rule("axis")  # vmap: the axes move past the batch axis
-    traits = Traits(fresh=True, reduction="sum")
+    traits = Traits(fresh=True, reduction="sum",
+                    array_fn=lambda axis=None, keepdims=False: operator.methodcaller(
+                        "sum", axis=axis, keepdims=keepdims))
 
     oper = "sum"
     names = ("sum",)
