@@ -774,10 +774,9 @@ def _sigmoid(xp, x):
 
 
 def _logaddexp_dx(xp, x, y, out):
-    """``sigmoid(x - y)`` as ``1 / (1 + exp(y - x))`` (scipy's ``expit`` formula, in the
-    backend's own functions: no ``scipy.special`` import): 0 where ``exp`` overflows, 1 at
-    ``x = +inf``; 1/2 where ``x - y`` is NaN (``x == y == +-inf``, or a NaN operand)."""
-    d = 1 / (1 + xp.exp(y - x))
+    """``sigmoid(x - y)``: 0 where ``exp`` overflows, 1 at ``x = +inf``; 1/2 where ``x - y``
+    is NaN (``x == y == +-inf``, or a NaN operand)."""
+    d = xp.sigmoid(x - y)
     return xp.where(d == d, d, 0.5)
 
 
