@@ -119,38 +119,34 @@ class Body(SubProgram):
             prog = self._prog = Program(self.tape, fuse=self._fuse)
         return prog(list(arrays))
 
+    def _ready(self, arrays):
+        """The compiled program and the device of ``arrays`` (like the loop's inputs), or
+        ``(program, None)`` where the program must run through its call (a first run that
+        compiles kernels or checks a loaded tape, or inside ``tg.debug_nans``)."""
+        prog = self._prog
+        if prog is None:
+            prog = self._prog = Program(self.tape, fuse=self._fuse)
+        if prog._cold or prog._unchecked or _state.debug:
+            return prog, None
+        for a in arrays:
+            if type(a) is not np.ndarray and hasattr(a, "shape"):
+                return prog, device_of(a)
+        return prog, "cpu"
+
     def runner(self, arrays):
         """A function of backend arrays (like ``arrays``), given as positional arguments,
         returning the outputs: the compiled program's function itself where nothing needs
         checking per call (a loop calls it once per iteration, inside one
         :func:`transform_scope`), else :meth:`run`."""
-        prog = self._prog
-        if prog is None:
-            prog = self._prog = Program(self.tape, fuse=self._fuse)
-        if prog._cold or prog._unchecked or _state.debug:
-            return lambda *a: prog(list(a))
-        dev = "cpu"
-        for a in arrays:
-            if type(a) is not np.ndarray and hasattr(a, "shape"):
-                dev = device_of(a)
-                break
-        return prog._compiled(dev)
+        prog, dev = self._ready(arrays)
+        return (lambda *a: prog(list(a))) if dev is None else prog._compiled(dev)
 
     def looper(self, arrays, n_carry: int, n_xs: int, n_save: int):
         """The body's loop as one generated function (``Program.loop``), or None where the
         iterations must run one call at a time (a program whose first run compiles or checks
         it, or inside ``tg.debug_nans``, which checks every op)."""
-        prog = self._prog
-        if prog is None:
-            prog = self._prog = Program(self.tape, fuse=self._fuse)
-        if prog._cold or prog._unchecked or _state.debug:
-            return None
-        dev = "cpu"
-        for a in arrays:
-            if type(a) is not np.ndarray and hasattr(a, "shape"):
-                dev = device_of(a)
-                break
-        return prog.loop(dev, n_carry, n_xs, n_save)
+        prog, dev = self._ready(arrays)
+        return None if dev is None else prog.loop(dev, n_carry, n_xs, n_save)
 
     def apply(self, tensors) -> list:
         """The outputs on Tensors: every entry through its Function's ``apply`` (so that the
